@@ -1,0 +1,3 @@
+from transformer_calc.cli import main
+
+main()

@@ -1,0 +1,227 @@
+"""Model configuration: the shape of a decoder-only transformer.
+
+Descriptive names are the canonical keys (YAML, JSON, Python); the seed's letters are accepted as
+aliases (seed notes, App. "Conventions and Notation"):
+
+    L n_layers   D d_model   A n_heads   E d_ff / d_model   V vocab_size   K max_seq_len
+
+A ModelConfig is frozen and fully resolved: defaults that depend on other fields (n_kv_heads = A,
+head_dim = D/A, d_ff = E*D, norm_bias from the norm kind, ...) are filled in at validation time, so
+estimators read plain integers. The keys the user actually gave are remembered, so that overrides
+re-derive the defaults (`with_overrides`): `--D 1024` on gpt2 gives d_ff = 4096, not 3072.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from fractions import Fraction
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+
+class MLPKind(str, Enum):
+    """MLP non-linearity; the gated kinds (GLU variants) have three matrices (gate, up, down)."""
+
+    gelu = "gelu"
+    relu = "relu"
+    swiglu = "swiglu"
+    geglu = "geglu"
+
+
+class Positional(str, Enum):
+    """Positional encoding; only `learned` carries parameters (a K x D table)."""
+
+    learned = "learned"
+    rotary = "rotary"
+    alibi = "alibi"
+    sinusoidal = "sinusoidal"
+    none = "none"
+
+
+class NormKind(str, Enum):
+    layernorm = "layernorm"
+    rmsnorm = "rmsnorm"
+
+
+GATED_MLPS = frozenset({MLPKind.swiglu, MLPKind.geglu})
+DEFAULT_EXPANSION = 4  # E: the seed's (and GPT-2/3's) MLP width d_ff = 4 * D
+DEFAULT_NORMS_PER_LAYER = 2  # pre-attention and pre-MLP norm (seed, "Layer Norm")
+
+# Seed letters (and a few common spellings) -> canonical field names.
+ALIASES: dict[str, str] = {
+    "L": "n_layers",
+    "D": "d_model",
+    "A": "n_heads",
+    "V": "vocab_size",
+    "K": "max_seq_len",
+    "E": "expansion",
+    "F": "d_ff",
+    "kv_heads": "n_kv_heads",
+}
+
+# Pairs where giving one makes the other a derived value.
+_EXCLUSIVE = {"d_ff": "expansion", "expansion": "d_ff"}
+
+
+class ModelConfig(BaseModel):
+    """The architecture of one decoder-only model (everything that sets its parameter count)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+
+    name: str | None = Field(default=None, description="display name, e.g. the preset")
+    n_layers: int = Field(gt=0, description="L, transformer blocks")
+    d_model: int = Field(gt=0, description="D, hidden size")
+    n_heads: int = Field(gt=0, description="A, attention (query) heads")
+    n_kv_heads: int = Field(gt=0, description="key/value heads (A: MHA, 1: MQA, else GQA)")
+    head_dim: int = Field(gt=0, description="per-head width (default D/A)")
+    d_ff: int = Field(gt=0, description="MLP inner width (default E*D)")
+    expansion: float | None = Field(default=None, gt=0, description="E = d_ff / D")
+    mlp: MLPKind = MLPKind.gelu
+    vocab_size: int = Field(gt=0, description="V")
+    max_seq_len: int = Field(default=2048, gt=0, description="K, block size")
+    positional: Positional = Positional.learned
+    position_offset: int = Field(default=0, ge=0, description="extra learned positions (OPT: 2)")
+    norm: NormKind = NormKind.layernorm
+    norm_bias: bool = Field(description="norms carry a bias (LayerNorm yes, RMSNorm no)")
+    norms_per_layer: int = Field(default=DEFAULT_NORMS_PER_LAYER, ge=0)
+    final_norm: bool = True
+    embedding_norm: bool = Field(default=False, description="norm after the embedding (BLOOM)")
+    qk_norm: bool = Field(default=False, description="per-head norms on q and k (head_dim wide)")
+    bias: bool = Field(default=True, description="default for every linear bias below")
+    qkv_bias: bool = Field(description="bias on q, k, v projections")
+    attn_out_bias: bool = Field(description="bias on the attention output projection")
+    mlp_bias: bool = Field(description="bias on the MLP matrices")
+    lm_head_bias: bool = Field(default=False, description="bias on the LM head (GPT-J, Phi)")
+    tied_embeddings: bool = True
+    d_embed: int | None = Field(
+        default=None, gt=0, description="embedding width if != D, with in/out projections (OPT)"
+    )
+    parallel_attn: bool = Field(default=False, description="attention and MLP read the same input")
+    n_experts: int = Field(default=1, gt=0, description="MoE experts per layer (1 = dense MLP)")
+    experts_per_token: int = Field(default=1, gt=0, description="top-k experts a token uses")
+    router_bias: bool = False
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="dropout probability")
+    source: str | None = Field(default=None, description="where the numbers come from")
+
+    _given: frozenset[str] = PrivateAttr(default=frozenset())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _resolve(cls, data: Any, handler: Any) -> ModelConfig:
+        if isinstance(data, ModelConfig):
+            return data
+        if not isinstance(data, dict):
+            raise ValueError(f"a model must be a mapping of fields, got {type(data).__name__}")
+        given = canonical_keys(data)
+        model = handler(_fill_defaults(given))
+        model._given = frozenset(given)
+        return model
+
+    # ------------------------------------------------------------------ derived, read-only
+    @property
+    def gated_mlp(self) -> bool:
+        return self.mlp in GATED_MLPS
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 1
+
+    @property
+    def d_embedding(self) -> int:
+        """Width of the token-embedding table (D unless OPT-style projections)."""
+        return self.d_embed if self.d_embed is not None else self.d_model
+
+    @property
+    def given(self) -> dict[str, Any]:
+        """The fields as the user gave them (defaults left to be derived)."""
+        dump = self.model_dump(mode="json")
+        return {k: dump[k] for k in self._given}
+
+    def with_overrides(self, overrides: dict[str, Any]) -> ModelConfig:
+        """A new, re-validated config; derived defaults are recomputed from the new values."""
+        return ModelConfig.model_validate(merge_spec(self.given, overrides))
+
+
+def canonical_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """Map seed letters to field names; a field given twice under two names is an error."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = ALIASES.get(key, key) if isinstance(key, str) else key
+        if name in out:
+            raise ValueError(f"{name} is given twice (as {name!r} and an alias); keep one")
+        out[name] = value
+    return out
+
+
+def merge_spec(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Overrides win; an override of d_ff drops the base's E and vice versa."""
+    over = canonical_keys(overrides)
+    merged = {k: v for k, v in base.items() if _EXCLUSIVE.get(k) not in over}
+    merged.update(over)
+    return merged
+
+
+def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
+    """Fill the defaults that depend on other fields; validate cross-field constraints.
+
+    Raises ValueError with the value and the fix; the single-field checks (positivity, types)
+    are pydantic's and run afterwards.
+    """
+    d = dict(d)
+    D, A = _int_or_none(d.get("d_model")), _int_or_none(d.get("n_heads"))
+    if d.get("head_dim") is None and D is not None and A is not None and A > 0:
+        if D % A != 0:
+            raise ValueError(
+                f"d_model ({D}) must be divisible by n_heads ({A}); "
+                "choose another n_heads or give head_dim explicitly"
+            )
+        d["head_dim"] = D // A
+    if d.get("n_kv_heads") is None and A is not None:
+        d["n_kv_heads"] = A
+    kv = _int_or_none(d.get("n_kv_heads"))
+    if A is not None and kv is not None and kv > 0 and A % kv != 0:
+        raise ValueError(
+            f"n_heads ({A}) must be divisible by n_kv_heads ({kv}); use a divisor of {A}"
+        )
+    E = d.get("expansion")
+    if d.get("d_ff") is None and D is not None:
+        if E is None:
+            d["d_ff"] = DEFAULT_EXPANSION * D
+        elif isinstance(E, (int, float)) and not isinstance(E, bool) and E > 0:
+            width = Fraction(str(E)) * D
+            if width.denominator != 1:
+                raise ValueError(
+                    f"expansion E ({E}) times d_model ({D}) is {float(width)}, not an integer; "
+                    "give d_ff explicitly"
+                )
+            d["d_ff"] = int(width)
+    elif E is not None and D is not None and _int_or_none(d.get("d_ff")) is not None:
+        if isinstance(E, (int, float)) and Fraction(str(E)) * D != d["d_ff"]:
+            raise ValueError(
+                f"d_ff ({d['d_ff']}) disagrees with expansion E ({E}) x d_model ({D}); give one"
+            )
+    if d.get("norm_bias") is None:
+        norm = d.get("norm", NormKind.layernorm)
+        d["norm_bias"] = (norm.value if isinstance(norm, NormKind) else norm) == "layernorm"
+    bias = d.get("bias", True)
+    for key in ("qkv_bias", "attn_out_bias", "mlp_bias"):
+        if d.get(key) is None:
+            d[key] = bias
+    n_exp, k_exp = _int_or_none(d.get("n_experts")), _int_or_none(d.get("experts_per_token"))
+    if n_exp is not None and k_exp is not None and k_exp > n_exp > 0:
+        raise ValueError(
+            f"experts_per_token ({k_exp}) exceeds n_experts ({n_exp}); use at most {n_exp}"
+        )
+    return d
+
+
+def _int_or_none(value: Any) -> int | None:
+    """The value if it is a usable int (pydantic reports the others with their field name)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("+").isdigit():
+        return int(value)
+    return None
