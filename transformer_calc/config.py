@@ -13,11 +13,14 @@ re-derive the defaults (`with_overrides`): `--D 1024` on gpt2 gives d_ff = 4096,
 
 from __future__ import annotations
 
+import difflib
 from enum import Enum
 from fractions import Fraction
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from transformer_calc.errors import TcalcError
 
 
 class MLPKind(str, Enum):
@@ -118,6 +121,13 @@ class ModelConfig(BaseModel):
         model._given = frozenset(given)
         return model
 
+    def __eq__(self, other: object) -> bool:
+        """Equal when every resolved field is equal (how the spec was written does not matter)."""
+        return isinstance(other, ModelConfig) and self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.__dict__.values()))
+
     # ------------------------------------------------------------------ derived, read-only
     @property
     def gated_mlp(self) -> bool:
@@ -141,6 +151,55 @@ class ModelConfig(BaseModel):
     def with_overrides(self, overrides: dict[str, Any]) -> ModelConfig:
         """A new, re-validated config; derived defaults are recomputed from the new values."""
         return ModelConfig.model_validate(merge_spec(self.given, overrides))
+
+
+def build_model(spec: dict[str, Any], where: str = "model") -> ModelConfig:
+    """Validate a model spec; any problem becomes one TcalcError line naming field, value, fix."""
+    from pydantic import ValidationError
+
+    try:
+        return ModelConfig.model_validate(spec)
+    except ValidationError as exc:
+        raise TcalcError(describe_validation_error(exc, where)) from None
+    except ValueError as exc:  # raised by canonical_keys before pydantic sees the data
+        raise TcalcError(f"{where}: {exc}") from None
+
+
+def describe_validation_error(exc: Any, where: str = "model") -> str:
+    """First pydantic error as one line: '<where>: <field> (<value>): <problem>; <fix>'."""
+    err = exc.errors(include_url=False)[0]
+    loc = ".".join(str(part) for part in err.get("loc", ()))
+    msg = str(err.get("msg", "invalid value"))
+    kind = err.get("type", "")
+    value = err.get("input")
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    if kind == "extra_forbidden":
+        known = [*ModelConfig.model_fields, *ALIASES]
+        near = difflib.get_close_matches(loc, known, n=3, cutoff=0.6)
+        hint = f"did you mean {', '.join(near)}?" if near else "see `tcalc params --help` or docs/notation.md"
+        return f"{where}: unknown field {loc!r}; {hint}"
+    if kind == "missing":
+        return f"{where}: {loc} is required; give it in the file or with its CLI flag"
+    if not loc:  # cross-field checks already name their fields, values and fixes
+        return f"{where}: {msg}"
+    fix = _FIXES.get(kind, "")
+    return f"{where}: {loc} ({value!r}): {msg[:1].lower() + msg[1:]}{'; ' + fix if fix else ''}"
+
+
+_FIXES = {
+    "greater_than": "use a positive number",
+    "greater_than_equal": "use a number >= the bound",
+    "less_than": "use a smaller number",
+    "int_parsing": "use a whole number",
+    "int_from_float": "use a whole number",
+    "int_type": "use a whole number",
+    "float_parsing": "use a number",
+    "bool_parsing": "use true or false",
+    "bool_type": "use true or false",
+    "enum": "use one of the listed values",
+    "string_type": "use a string",
+}
 
 
 def canonical_keys(data: dict[str, Any]) -> dict[str, Any]:

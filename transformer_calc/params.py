@@ -180,3 +180,51 @@ def seed_total_approx(m: ModelConfig) -> int:
     """Seed 004 "Model size": 12 * D^2 * L + D * V (E = 4 blocks plus the tied embedding)."""
     L, D, V = m.n_layers, m.d_model, m.vocab_size
     return 12 * D * D * L + D * V
+
+
+def tensor_parallel_params(m: ModelConfig, T: int) -> int:
+    """Parameters held by one of T tensor-parallel ranks (Megatron-LM layout).
+
+    Source: Shoeybi et al. 2019 (Megatron-LM) sec. 3 and the seed's "Tensor Parallelism": Q/K/V and
+    the MLP input matrices are column-parallel (weights and biases split T ways), the attention
+    output and MLP output matrices are row-parallel (weights split, their biases replicated), the
+    token embedding and an untied LM head are vocabulary-parallel (ceil(V/T) rows per rank).
+    Replicated on every rank: norms, learned positions, the MoE router, q/k norms, OPT projections.
+    K/V heads are split when T divides n_kv_heads; when n_kv_heads < T each rank keeps one K/V head
+    (replication, as Megatron does for GQA/MQA). Requires T to divide n_heads and d_ff.
+    """
+    if T < 1:
+        raise ValueError(f"tensor parallel size T ({T}) must be >= 1")
+    if T == 1:
+        return count_params(m).total
+    D, A, kv, hd, F = m.d_model, m.n_heads, m.n_kv_heads, m.head_dim, m.d_ff
+    if A % T:
+        raise ValueError(f"n_heads ({A}) must be divisible by T ({T}); use a divisor of {A}")
+    if F % T:
+        raise ValueError(f"d_ff ({F}) must be divisible by T ({T}); use a divisor of {F}")
+    if kv % T and T % kv:
+        raise ValueError(
+            f"n_kv_heads ({kv}) and T ({T}) must divide one another to shard or replicate K/V heads"
+        )
+    full = count_params(m)
+    kv_rank = max(kv // T, 1)
+    q_rank = A // T
+    attn = D * hd * (q_rank + 2 * kv_rank) + q_rank * hd * D
+    attn += hd * (q_rank + 2 * kv_rank) if m.qkv_bias else 0
+    attn += D if m.attn_out_bias else 0  # row-parallel bias: replicated
+    attn += full.layer.qk_norm
+    n_in = GATED_MATRICES - 1 if m.gated_mlp else PLAIN_MATRICES - 1
+    mlp = (n_in + 1) * D * (F // T) + ((n_in * F // T + D) if m.mlp_bias else 0)
+    layer = attn + m.n_experts * mlp + full.layer.router + full.layer.norms
+    V_rank = -(-m.vocab_size // T)
+    d_emb = m.d_embedding
+    return (
+        V_rank * d_emb
+        + full.position
+        + full.embedding_projection
+        + full.embedding_norm
+        + m.n_layers * layer
+        + full.final_norm
+        + (0 if m.tied_embeddings else V_rank * d_emb)
+        + (V_rank if m.lm_head_bias else 0)
+    )

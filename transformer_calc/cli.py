@@ -1,0 +1,255 @@
+"""The `tcalc` command line: parse -> config -> report -> render. The error boundary.
+
+Every estimating command takes the same model source (`--preset` | `--config` | `--hf-config`)
+and the same overrides, with the seed's letters as flags (`--L --D --A --E --V --K`) beside the
+descriptive names. Bad input prints one `Error: ...` line on stderr and exits 2; nothing is
+printed on stdout and no traceback is shown. Heavy modules are imported inside the commands.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from transformer_calc import __version__
+from transformer_calc.render import OutputFormat
+
+app = typer.Typer(
+    name="tcalc",
+    help="Analytic cost calculator for decoder-only transformers: parameters, memory, FLOPs, "
+    "KV cache and latency, from cited formulas.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+MODEL = "Model source"
+OVERRIDES = "Model overrides (seed letters or descriptive names)"
+OUTPUT = "Output"
+
+# ---------------------------------------------------------------------------- shared options
+PresetOpt = Annotated[
+    Optional[str], typer.Option("--preset", help="Model preset name (see `tcalc presets`).", rich_help_panel=MODEL)
+]
+ConfigOpt = Annotated[
+    Optional[Path],
+    typer.Option("--config", help="tcalc YAML file describing the model.", rich_help_panel=MODEL),
+]
+HFConfigOpt = Annotated[
+    Optional[Path],
+    typer.Option("--hf-config", help="Hugging Face config.json (read offline).", rich_help_panel=MODEL),
+]
+LOpt = Annotated[Optional[int], typer.Option("--L", "--n-layers", help="L: transformer layers.", rich_help_panel=OVERRIDES)]
+DOpt = Annotated[Optional[int], typer.Option("--D", "--d-model", help="D: hidden size.", rich_help_panel=OVERRIDES)]
+AOpt = Annotated[Optional[int], typer.Option("--A", "--n-heads", help="A: attention heads.", rich_help_panel=OVERRIDES)]
+KVOpt = Annotated[
+    Optional[int], typer.Option("--kv-heads", "--n-kv-heads", help="Key/value heads (GQA/MQA).", rich_help_panel=OVERRIDES)
+]
+HeadDimOpt = Annotated[Optional[int], typer.Option("--head-dim", help="Per-head width.", rich_help_panel=OVERRIDES)]
+EOpt = Annotated[
+    Optional[float], typer.Option("--E", "--expansion", help="E: MLP expansion, d_ff = E*D.", rich_help_panel=OVERRIDES)
+]
+DffOpt = Annotated[Optional[int], typer.Option("--d-ff", help="MLP inner width.", rich_help_panel=OVERRIDES)]
+VOpt = Annotated[Optional[int], typer.Option("--V", "--vocab-size", help="V: vocabulary size.", rich_help_panel=OVERRIDES)]
+KOpt = Annotated[
+    Optional[int], typer.Option("--K", "--max-seq-len", help="K: block size (learned positions).", rich_help_panel=OVERRIDES)
+]
+SetOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--set", help="Any model field: --set mlp=swiglu --set tied_embeddings=false.", rich_help_panel=OVERRIDES),
+]
+FormatOpt = Annotated[
+    OutputFormat, typer.Option("--format", "-f", help="Output format.", rich_help_panel=OUTPUT, case_sensitive=False)
+]
+
+
+def _parse_set(items: list[str] | None) -> dict[str, Any]:
+    from transformer_calc.errors import TcalcError
+
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise TcalcError(f"--set {item!r}: expected KEY=VALUE, e.g. --set mlp=swiglu")
+        import yaml
+
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else raw
+        except yaml.YAMLError:
+            value = raw
+        out[key.strip()] = value
+    return out
+
+
+def resolve_model(
+    preset: str | None,
+    config: Path | None,
+    hf_config: Path | None,
+    overrides: dict[str, Any],
+) -> Any:
+    """One ModelConfig from exactly one source plus overrides (re-validated)."""
+    from transformer_calc.config import build_model, merge_spec
+    from transformer_calc.errors import TcalcError
+    from transformer_calc import presets
+
+    given = [name for name, v in (("--preset", preset), ("--config", config), ("--hf-config", hf_config)) if v]
+    if len(given) > 1:
+        raise TcalcError(f"give one model source, not {' and '.join(given)}")
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if preset is not None:
+        spec, where = presets.preset_spec(preset), f"--preset {preset}"
+    elif config is not None:
+        spec, where = presets.config_file_spec(config), f"--config {str(config)!r}"
+    elif hf_config is not None:
+        spec, where = presets.hf_spec(hf_config), f"--hf-config {str(hf_config)!r}"
+    elif overrides:
+        spec, where = {}, "model"
+    else:
+        raise TcalcError(
+            "no model given; use --preset NAME (see `tcalc presets`), --config FILE.yaml or "
+            "--hf-config config.json, or give --L --D --A --V"
+        )
+    if overrides:
+        spec = merge_spec(spec, overrides)
+        spec.setdefault("name", None)
+    return build_model(spec, where=where)
+
+
+def _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_) -> dict[str, Any]:  # noqa: ANN001
+    return {
+        "n_layers": L,
+        "d_model": D,
+        "n_heads": A,
+        "n_kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "expansion": E,
+        "d_ff": d_ff,
+        "vocab_size": V,
+        "max_seq_len": K,
+        **_parse_set(set_),
+    }
+
+
+def emit(data: Any, fmt: OutputFormat, table: Any) -> None:
+    """Write a report: text formats to stdout as-is; tables through rich."""
+    if fmt is OutputFormat.table:
+        from rich.console import Console
+
+        Console().print(table(data))
+    else:
+        from transformer_calc.render import to_text
+
+        sys.stdout.write(to_text(data, fmt))
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"tcalc {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """tcalc: analytic cost calculator for decoder-only transformers."""
+
+
+# ---------------------------------------------------------------------------- commands
+@app.command()
+def params(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFConfigOpt = None,
+    L: LOpt = None,
+    D: DOpt = None,
+    A: AOpt = None,
+    kv_heads: KVOpt = None,
+    head_dim: HeadDimOpt = None,
+    E: EOpt = None,
+    d_ff: DffOpt = None,
+    V: VOpt = None,
+    K: KOpt = None,
+    set_: SetOpt = None,
+    p: Annotated[
+        int, typer.Option("--p", "--bytes-per-param", min=1, help="p: bytes per weight for the weight-memory line.")
+    ] = 2,
+    T: Annotated[int, typer.Option("--T", "--tensor-parallel", min=1, help="T: tensor-parallel ranks.")] = 1,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Exact parameter count, per component, beside the seed's approximations.
+
+    Example: tcalc params --preset llama-2-7b --format json
+    """
+    from transformer_calc.render import params_table
+    from transformer_calc.report import params_report
+
+    model = resolve_model(preset, config, hf_config, _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_))
+    emit(params_report(model, bytes_per_param=p, T=T), fmt, params_table)
+
+
+@app.command()
+def presets(fmt: FormatOpt = OutputFormat.table) -> None:
+    """List the model presets with their key numbers and sources."""
+    from transformer_calc.render import presets_table
+    from transformer_calc.report import presets_report
+
+    emit(presets_report(), fmt, presets_table)
+
+
+@app.command()
+def hardware(fmt: FormatOpt = OutputFormat.table) -> None:
+    """List the accelerators: memory, bandwidth, dense peaks per dtype, λ_math, interconnect."""
+    from transformer_calc.render import hardware_table
+    from transformer_calc.report import hardware_report
+
+    emit(hardware_report(), fmt, hardware_table)
+
+
+# ---------------------------------------------------------------------------- error boundary
+def _fail(message: str, code: int) -> int:
+    sys.stderr.write(f"Error: {message}\n")
+    return code
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return the exit code; every failure is one `Error:` line on stderr."""
+    from transformer_calc.errors import TcalcError
+
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="tcalc", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except TcalcError as exc:
+        return _fail(str(exc), exc.exit_code)
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        return _fail("aborted", 1)
+    except ValueError as exc:  # estimators reject impossible inputs with ValueError
+        return _fail(str(exc), 2)
+    except OverflowError as exc:
+        return _fail(f"a value is too large to compute with: {exc}", 2)
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the boundary: never show a traceback
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # click usage errors
+            ctx = getattr(exc, "ctx", None)
+            if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+                sys.stdout.write(ctx.get_help() + "\n")
+                return 0
+            return _fail(" ".join(exc.format_message().split()), exc.exit_code)
+        if os.environ.get("TCALC_DEBUG"):
+            raise
+        return _fail(f"internal error ({type(exc).__name__}: {exc}); please report it (TCALC_DEBUG=1 shows details)", 1)
+
+
+def main() -> None:
+    sys.exit(run())

@@ -1,0 +1,174 @@
+"""Preset data (presets/*.yaml) and the model sources a command can take.
+
+Presets are read once, lazily, when a command asks for them; YAML is always loaded with the safe
+loader. The data directory is `transformer_calc/presets` inside an installed wheel (hatch
+force-includes the repository's `presets/`) and the repository's `presets/` in a source checkout.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from transformer_calc.config import ModelConfig, build_model, merge_spec
+from transformer_calc.errors import TcalcError, UnknownNameError
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def data_dir() -> Path:
+    """Where presets/*.yaml live (wheel: inside the package; checkout: the repository root)."""
+    for candidate in (_PACKAGE_DIR / "presets", _PACKAGE_DIR.parent / "presets"):
+        if (candidate / "models.yaml").is_file():
+            return candidate
+    raise TcalcError("preset data not found: reinstall tcalc (presets/models.yaml is missing)")
+
+
+def safe_load_yaml(text: str, where: str) -> Any:
+    """yaml.safe_load (C loader when available); syntax errors name the line and column."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        return yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader, never the full loader
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        pos = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = exc.problem or str(exc)
+        if "could not determine a constructor" in str(exc):
+            problem = "tags such as !!python/object are refused (safe loading only)"
+        raise TcalcError(f"{where}: invalid YAML{pos}: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise TcalcError(f"{where}: invalid YAML: {exc}") from None
+
+
+@cache
+def _load_data(filename: str) -> dict[str, Any]:
+    path = data_dir() / filename
+    data = safe_load_yaml(path.read_text(encoding="utf-8"), str(path))
+    if not isinstance(data, dict):
+        raise TcalcError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+# ---------------------------------------------------------------------------- model presets
+@cache
+def model_presets() -> dict[str, dict[str, Any]]:
+    """Preset name -> entry (family, aliases, source, expected_params, model spec)."""
+    return dict(_load_data("models.yaml")["models"])
+
+
+@cache
+def _preset_index() -> dict[str, str]:
+    index: dict[str, str] = {}
+    for name, entry in model_presets().items():
+        for key in (name, *entry.get("aliases", ())):
+            index[_norm(key)] = name
+    return index
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower().replace("_", "-")
+
+
+def resolve_preset(name: str) -> str:
+    """Canonical preset name for a name or alias (case-insensitive), with did-you-mean."""
+    found = _preset_index().get(_norm(name))
+    if found is None:
+        raise UnknownNameError("preset", name, model_presets())
+    return found
+
+
+def preset_spec(name: str) -> dict[str, Any]:
+    canonical = resolve_preset(name)
+    entry = model_presets()[canonical]
+    return {"name": canonical, "source": entry.get("source"), **entry["model"]}
+
+
+def preset_model(name: str) -> ModelConfig:
+    return build_model(preset_spec(name), where=f"preset {name}")
+
+
+# ---------------------------------------------------------------------------- hardware
+@cache
+def hardware_table() -> dict[str, Any]:
+    from transformer_calc.hardware import parse_hardware_table
+
+    return parse_hardware_table(_load_data("hardware.yaml"))
+
+
+def gpu(name: str) -> Any:
+    from transformer_calc.hardware import resolve_gpu
+
+    return resolve_gpu(name, hardware_table())
+
+
+# ---------------------------------------------------------------------------- user files
+def read_text_file(path: Path, what: str) -> str:
+    """Read a user's file; missing, directory, binary or empty files are one-line errors."""
+    if not path.exists():
+        raise TcalcError(f"{what} {str(path)!r} does not exist; check the path")
+    if path.is_dir():
+        raise TcalcError(f"{what} {str(path)!r} is a directory; give a file")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TcalcError(f"{what} {str(path)!r} cannot be read: {exc.strerror}") from None
+    if b"\x00" in raw:
+        raise TcalcError(f"{what} {str(path)!r} is a binary file; give a text file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TcalcError(f"{what} {str(path)!r} is not UTF-8 text") from None
+    if not text.strip():
+        raise TcalcError(f"{what} {str(path)!r} is empty")
+    return text
+
+
+def load_json_file(path: Path, what: str) -> Any:
+    text = read_text_file(path, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TcalcError(
+            f"{what} {str(path)!r}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+
+
+def hf_spec(path: Path) -> dict[str, Any]:
+    """A model spec from a saved Hugging Face config.json (offline; see transformer_calc.hf)."""
+    from transformer_calc.hf import from_hf_config
+
+    data = load_json_file(path, "--hf-config")
+    if not isinstance(data, dict):
+        raise TcalcError(f"--hf-config {str(path)!r}: expected a JSON object (a config.json)")
+    return from_hf_config(data)
+
+
+MODEL_FILE_SOURCES = ("preset", "hf_config")
+
+
+def config_file_spec(path: Path) -> dict[str, Any]:
+    """A model spec from a tcalc YAML file.
+
+    Accepted shapes: model fields at the top level; or a `model:` mapping of fields; where the
+    mapping may name `preset: NAME` or `hf_config: PATH` (relative to the file) and add fields
+    that override it. Other top-level sections (training:, inference:) belong to later commands.
+    """
+    data = safe_load_yaml(read_text_file(path, "--config"), f"--config {str(path)!r}")
+    if not isinstance(data, dict):
+        raise TcalcError(f"--config {str(path)!r}: expected a mapping of model fields or a model: section")
+    model = data.get("model", data)
+    if not isinstance(model, dict):
+        raise TcalcError(f"--config {str(path)!r}: model: must be a mapping of fields")
+    model = dict(model)
+    preset, hf = model.pop("preset", None), model.pop("hf_config", None)
+    if preset is not None and hf is not None:
+        raise TcalcError(f"--config {str(path)!r}: give model.preset or model.hf_config, not both")
+    if preset is not None:
+        return merge_spec(preset_spec(str(preset)), model)
+    if hf is not None:
+        return merge_spec(hf_spec(path.parent / str(hf)), model)
+    return model

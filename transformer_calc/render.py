@@ -1,0 +1,250 @@
+"""Report dicts -> output: rich renderables for people, JSON/YAML/CSV text for scripts.
+
+Formatting to GiB/TFLOP/... happens only here. Renderers return renderables or strings; the CLI
+prints them. rich is imported only when a table is rendered.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from enum import Enum
+from typing import Any
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+    csv = "csv"
+
+
+GIB = 2**30
+GB = 10**9
+
+
+# ---------------------------------------------------------------------------- number formatting
+def fmt_count(n: int) -> str:
+    """1_557_611_200 -> '1.56 B' (decimal: K, M, B, T)."""
+    for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return str(n)
+
+
+def fmt_bytes(n: int | float) -> str:
+    """Binary units (GiB = 2^30 bytes), as GPU memory is reported by nvidia-smi and PyTorch."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(value) < 1024 or unit == "PiB":
+            return f"{value:.4g} {unit}" if unit != "B" else f"{int(value)} B"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def fmt_rate(x: float, unit: str) -> str:
+    """Decimal prefixes for rates: 3.12e14 FLOP/s -> '312 TFLOP/s'."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.4g} {prefix}{unit}"
+    return f"{x:.4g} {unit}"
+
+
+def fmt_pct(x: float) -> str:
+    return f"{100 * x:+.2f} %"
+
+
+# ---------------------------------------------------------------------------- machine formats
+def to_json(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def to_yaml(data: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a.b': 1}; lists become ';'-joined strings (for CSV)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{name}."))
+        elif isinstance(value, list):
+            out[name] = ";".join(str(v) for v in value)
+        else:
+            out[name] = value
+    return out
+
+
+def to_csv(rows: list[dict[str, Any]]) -> str:
+    """One header row, one row per record; nested keys flattened with dots."""
+    flat = [flatten(r) for r in rows]
+    header: list[str] = []
+    for row in flat:
+        header.extend(k for k in row if k not in header)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=header, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(flat)
+    return buf.getvalue()
+
+
+def to_text(data: Any, fmt: OutputFormat) -> str:
+    """JSON, YAML or CSV text of a report (a dict, or a list of row dicts)."""
+    if fmt is OutputFormat.json:
+        return to_json(data)
+    if fmt is OutputFormat.yaml:
+        return to_yaml(data)
+    if fmt is OutputFormat.csv:
+        return to_csv(data if isinstance(data, list) else [data])
+    raise ValueError(f"no text form for {fmt}")
+
+
+# ---------------------------------------------------------------------------- tables
+def _table(title: str, *columns: str, **kwargs: Any) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", **kwargs)
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    return table
+
+
+def model_summary(model: dict[str, Any]) -> str:
+    m = model
+    attn = "MHA" if m["n_kv_heads"] == m["n_heads"] else ("MQA" if m["n_kv_heads"] == 1 else "GQA")
+    parts = [
+        f"L={m['n_layers']}",
+        f"D={m['d_model']}",
+        f"A={m['n_heads']} ({attn}, kv={m['n_kv_heads']}, head_dim={m['head_dim']})",
+        f"d_ff={m['d_ff']} {m['mlp']}",
+        f"V={m['vocab_size']}",
+        f"K={m['max_seq_len']}",
+        f"{m['positional']}",
+        f"{m['norm']}",
+    ]
+    if m["n_experts"] > 1:
+        parts.append(f"MoE {m['experts_per_token']}/{m['n_experts']}")
+    if m["parallel_attn"]:
+        parts.append("parallel attn")
+    parts.append("tied" if m["tied_embeddings"] else "untied")
+    return " ".join(parts)
+
+
+def params_table(report: dict[str, Any]) -> Any:
+    """The per-component breakdown, the seed's approximations, and weight bytes."""
+    from rich.console import Group
+    from rich.text import Text
+
+    p, model, approx, w = report["params"], report["model"], report["approximations"], report["weights"]
+    total = p["total"]
+    name = model.get("name") or "custom model"
+    t = _table(f"Parameters: {name}", "component", "per layer", "total", "share")
+
+    def row(label: str, per_layer: int | None, value: int) -> None:
+        if value or per_layer:
+            t.add_row(
+                label,
+                f"{per_layer:,}" if per_layer is not None else "",
+                f"{value:,}",
+                f"{100 * value / total:.2f} %",
+            )
+
+    L = p["n_layers"]
+    row("token embedding", None, p["embedding"])
+    row("position embedding", None, p["position"])
+    row("embedding projections", None, p["embedding_projection"])
+    row("embedding norm", None, p["embedding_norm"])
+    for key, label in (
+        ("attn_q", "attention W_Q"),
+        ("attn_k", "attention W_K"),
+        ("attn_v", "attention W_V"),
+        ("attn_o", "attention W_O"),
+        ("attn_bias", "attention biases"),
+        ("qk_norm", "q/k norms"),
+        ("mlp_weights", "MLP weights" + (" (all experts)" if model["n_experts"] > 1 else "")),
+        ("mlp_bias", "MLP biases"),
+        ("router", "MoE router"),
+        ("norms", "block norms"),
+    ):
+        per = p[f"per_layer_{key}"]
+        row(label, per, per * L)
+    row("final norm", None, p["final_norm"])
+    row("LM head", None, p["lm_head"])
+    row("LM head bias", None, p["lm_head_bias"])
+    t.add_section()
+    t.add_row("total", f"{p['per_layer']:,}", f"{total:,}", f"{fmt_count(total)}", style="bold")
+    if p["active"] != total:
+        t.add_row("active per token (MoE)", "", f"{p['active']:,}", fmt_count(p["active"]))
+    t.add_row("non-embedding (Kaplan N)", "", f"{p['non_embedding']:,}", fmt_count(p["non_embedding"]))
+
+    a = _table("Seed approximations vs exact", "formula", "value", "vs exact")
+    a.add_row("(4+2E)·L·D²  (blocks only)", f"{approx['seed_blocks']:,}", fmt_pct(approx["seed_blocks_rel_error"]))
+    a.add_row("12·L·D² + V·D", f"{approx['seed_total']:,}", fmt_pct(approx["seed_total_rel_error"]))
+
+    weights = (
+        f"weights at p={w['bytes_per_param']} bytes/param: {fmt_bytes(w['bytes'])} ({w['bytes']:,} B)"
+    )
+    if w["tensor_parallel"] > 1:
+        weights += (
+            f"; per tensor-parallel rank (T={w['tensor_parallel']}): {w['params_per_rank']:,} params, "
+            f"{fmt_bytes(w['bytes_per_rank'])}"
+        )
+    return Group(Text(model_summary(model), style="dim"), t, a, Text(weights))
+
+
+def presets_table(rows: list[dict[str, Any]]) -> Any:
+    t = _table("Model presets", "name", "params", "L", "D", "A", "kv", "d_ff", "V", "K", "mlp", "source")
+    t.columns[-1].justify = "left"
+    t.columns[-1].overflow = "fold"
+    for r in rows:
+        mlp = r["mlp"] + (f" x{r['n_experts']}" if r["n_experts"] > 1 else "")
+        t.add_row(
+            r["name"],
+            fmt_count(r["params"]),
+            str(r["n_layers"]),
+            str(r["d_model"]),
+            str(r["n_heads"]),
+            str(r["n_kv_heads"]),
+            str(r["d_ff"]),
+            str(r["vocab_size"]),
+            str(r["max_seq_len"]),
+            mlp,
+            r["source"] or "",
+        )
+    return t
+
+
+def hardware_table(rows: list[dict[str, Any]]) -> Any:
+    t = _table(
+        "Accelerators (dense peaks; GB = 1e9 B)",
+        "name",
+        "aliases",
+        "memory",
+        "bandwidth",
+        "bf16/fp16",
+        "fp8",
+        "fp32",
+        "λ_math (16-bit)",
+        "interconnect",
+    )
+    t.columns[1].justify = "left"
+    for r in rows:
+        peaks, lam = r["peak_flops"], r["math_bandwidth"]
+        half = "bf16" if "bf16" in peaks else ("fp16" if "fp16" in peaks else None)
+        t.add_row(
+            r["name"],
+            ", ".join(r["aliases"]),
+            f"{r['memory_bytes'] / GB:g} GB",
+            fmt_rate(r["memory_bw_bytes_s"], "B/s"),
+            fmt_rate(peaks[half], "FLOP/s") if half else "-",
+            fmt_rate(peaks["fp8"], "FLOP/s") if "fp8" in peaks else "-",
+            fmt_rate(peaks["fp32"], "FLOP/s") if "fp32" in peaks else "-",
+            f"{lam[half]:.0f} FLOP/B" if half else "-",
+            fmt_rate(r["interconnect_bytes_s"], "B/s") if r["interconnect_bytes_s"] else "-",
+        )
+    return t

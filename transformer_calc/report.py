@@ -1,0 +1,103 @@
+"""Compose estimators into report dictionaries: the one module that knows them all.
+
+A report is a plain dict of JSON types with exact ints for counts, bytes and FLOPs and base units
+only (bytes, FLOPs, seconds). The JSON/YAML output is the dict itself; `render` turns it into
+tables. Keys are documented in docs/cli.md and kept stable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformer_calc.config import ModelConfig
+from transformer_calc.params import (
+    count_params,
+    seed_block_approx,
+    seed_total_approx,
+    tensor_parallel_params,
+)
+
+
+def model_dict(m: ModelConfig) -> dict[str, Any]:
+    """The resolved model (every default filled in), plus derived flags."""
+    d = m.model_dump(mode="json")
+    d["gated_mlp"] = m.gated_mlp
+    return d
+
+
+def params_report(m: ModelConfig, bytes_per_param: int = 2, T: int = 1) -> dict[str, Any]:
+    """`tcalc params`: exact count with breakdown, the seed's approximations, weight bytes."""
+    counts = count_params(m)
+    total = counts.total
+    approx_blocks, approx_total = seed_block_approx(m), seed_total_approx(m)
+    per_rank = tensor_parallel_params(m, T) if T > 1 else total
+    return {
+        "model": model_dict(m),
+        "params": counts.as_dict(),
+        "approximations": {
+            "seed_blocks": approx_blocks,
+            "seed_blocks_rel_error": (approx_blocks - total) / total,
+            "seed_total": approx_total,
+            "seed_total_rel_error": (approx_total - total) / total,
+        },
+        "weights": {
+            "bytes_per_param": bytes_per_param,
+            "bytes": total * bytes_per_param,
+            "tensor_parallel": T,
+            "params_per_rank": per_rank,
+            "bytes_per_rank": per_rank * bytes_per_param,
+        },
+    }
+
+
+def presets_report() -> list[dict[str, Any]]:
+    """`tcalc presets`: every model preset with its key numbers and source."""
+    from transformer_calc.presets import model_presets, preset_model
+
+    rows = []
+    for name, entry in model_presets().items():
+        m = preset_model(name)
+        rows.append(
+            {
+                "name": name,
+                "family": entry.get("family"),
+                "aliases": list(entry.get("aliases", [])),
+                "params": count_params(m).total,
+                "n_layers": m.n_layers,
+                "d_model": m.d_model,
+                "n_heads": m.n_heads,
+                "n_kv_heads": m.n_kv_heads,
+                "d_ff": m.d_ff,
+                "vocab_size": m.vocab_size,
+                "max_seq_len": m.max_seq_len,
+                "mlp": m.mlp.value,
+                "n_experts": m.n_experts,
+                "source": entry.get("source"),
+            }
+        )
+    return rows
+
+
+def hardware_report() -> list[dict[str, Any]]:
+    """`tcalc hardware`: every accelerator with capacity, bandwidth, dense peaks, lambda_math."""
+    from transformer_calc.hardware import math_bandwidth
+    from transformer_calc.presets import hardware_table
+
+    rows = []
+    for gpu in hardware_table().values():
+        peaks = dict(gpu.peak_flops)
+        rows.append(
+            {
+                "name": gpu.name,
+                "aliases": list(gpu.aliases),
+                "vendor": gpu.vendor,
+                "memory_bytes": gpu.memory_bytes,
+                "memory_bw_bytes_s": gpu.memory_bw_bytes_s,
+                "peak_flops": peaks,
+                "math_bandwidth": {dt: math_bandwidth(gpu, dt) for dt in peaks},
+                "interconnect_bytes_s": gpu.interconnect_bytes_s,
+                "source": gpu.source,
+                "verified": gpu.verified,
+            }
+        )
+    return rows
