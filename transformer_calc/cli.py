@@ -219,6 +219,32 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+def _usage_message(exc: Any, argv: list[str]) -> str:
+    """The parser's message on one line, with the offending value when an option was given one."""
+    message = " ".join(exc.format_message().split())
+    param = getattr(exc, "param", None)
+    opts = list(getattr(param, "opts", []) or [])
+    if not opts or type(exc).__name__ != "BadParameter":
+        return message
+    values = [argv[i + 1] for i, tok in enumerate(argv[:-1]) if tok in opts]
+    values += [tok.split("=", 1)[1] for tok in argv if "=" in tok and tok.split("=", 1)[0] in opts]
+    if not values:
+        return message
+    problem = message.split(": ", 1)[-1].removeprefix("Value error, ").rstrip(".")
+    low = problem.lower()
+    fix = next((f for key, f in _USAGE_FIXES if key in low), "see --help")
+    return f"{' / '.join(opts)} ({values[-1]!r}): {problem[:1].lower() + problem[1:]}; {fix}"
+
+
+_USAGE_FIXES = (
+    ("valid integer", "use a whole number"),
+    ("valid number", "use a number"),
+    ("is not one of", "choose one of those"),
+    ("greater than", "use a larger value"),
+    ("less than", "use a smaller value"),
+)
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return the exit code; every failure is one `Error:` line on stderr."""
     from transformer_calc.errors import TcalcError
@@ -245,7 +271,7 @@ def run(argv: list[str] | None = None) -> int:
             if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
                 sys.stdout.write(ctx.get_help() + "\n")
                 return 0
-            return _fail(" ".join(exc.format_message().split()), exc.exit_code)
+            return _fail(_usage_message(exc, sys.argv[1:] if argv is None else argv), exc.exit_code)
         if os.environ.get("TCALC_DEBUG"):
             raise
         return _fail(f"internal error ({type(exc).__name__}: {exc}); please report it (TCALC_DEBUG=1 shows details)", 1)

@@ -1,0 +1,212 @@
+"""CLI: JSON equals the library call; errors are one line on stderr with exit 2; every command works."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from transformer_calc.cli import app, run
+from transformer_calc.config import ModelConfig
+from transformer_calc.params import count_params
+from transformer_calc.presets import preset_model
+from transformer_calc.report import params_report
+
+
+def call(capsys, *argv: str) -> tuple[int, str, str]:
+    code = run(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def call_json(capsys, *argv: str):
+    code, out, err = call(capsys, *argv, "--format", "json")
+    assert code == 0, err
+    assert err == ""
+    return json.loads(out)
+
+
+def test_params_json_equals_library(capsys):
+    data = call_json(capsys, "params", "--preset", "gpt2")
+    assert data == params_report(preset_model("gpt2"))
+    assert data["params"]["total"] == 124_439_808  # HF openai-community/gpt2
+    assert type(data["params"]["total"]) is int
+    assert data["model"]["n_layers"] == 12 and data["model"]["name"] == "gpt2"
+
+
+def test_params_overrides_with_seed_letters(capsys):
+    data = call_json(capsys, "params", "--preset", "gpt2", "--L", "24", "--D", "1024", "--A", "16")
+    expected = preset_model("gpt2").with_overrides({"n_layers": 24, "d_model": 1024, "n_heads": 16})
+    assert data["params"]["total"] == count_params(expected).total
+    assert data["model"]["d_ff"] == 4096  # re-derived from E = 4
+
+
+def test_params_long_names_equal_letters(capsys):
+    a = call_json(capsys, "params", "--preset", "gpt2", "--n-layers", "6", "--expansion", "2")
+    b = call_json(capsys, "params", "--preset", "gpt2", "--L", "6", "--E", "2")
+    assert a == b and a["model"]["d_ff"] == 1536
+
+
+def test_params_from_flags_alone(capsys):
+    data = call_json(capsys, "params", "--L", "96", "--D", "12288", "--A", "96", "--V", "50257", "--K", "2048")
+    assert data["params"]["total"] == 174_604_259_328  # the seed's GPT-3 (GPT-2 arch at 175B shape)
+
+
+def test_params_set_and_tensor_parallel(capsys):
+    data = call_json(capsys, "params", "--preset", "gpt2", "--set", "tied_embeddings=false", "--T", "4", "--p", "4")
+    m = preset_model("gpt2").with_overrides({"tied_embeddings": False})
+    assert data["params"]["total"] == count_params(m).total
+    assert data["weights"]["bytes"] == 4 * count_params(m).total
+    assert data["weights"]["tensor_parallel"] == 4
+    assert data["weights"]["params_per_rank"] < data["params"]["total"]
+
+
+def test_params_yaml_and_csv(capsys):
+    import yaml
+
+    code, out, _ = call(capsys, "params", "--preset", "gpt2", "-f", "yaml")
+    assert code == 0 and yaml.safe_load(out)["params"]["total"] == 124_439_808
+    code, out, _ = call(capsys, "params", "--preset", "gpt2", "-f", "csv")
+    header, row = out.strip().splitlines()
+    assert dict(zip(header.split(","), row.split(",")))["params.total"] == "124439808"
+
+
+def test_config_file_with_preset_and_overrides(tmp_path, capsys):
+    f = tmp_path / "m.yaml"
+    f.write_text("model:\n  preset: llama-2-7b\n  n_kv_heads: 8\n")
+    data = call_json(capsys, "params", "--config", str(f))
+    m = preset_model("llama-2-7b").with_overrides({"n_kv_heads": 8})
+    assert data["params"]["total"] == count_params(m).total
+
+
+def test_config_file_with_inline_fields(tmp_path, capsys):
+    f = tmp_path / "m.yaml"
+    f.write_text("L: 2\nD: 8\nA: 2\nV: 10\nK: 6\n")
+    data = call_json(capsys, "params", "--config", str(f))
+    assert data["params"]["total"] == 1888  # hand count in tests/test_params.py
+
+
+def test_hf_config_file(tmp_path, capsys):
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps({"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257, "n_positions": 1024}))
+    assert call_json(capsys, "params", "--hf-config", str(f))["params"]["total"] == 124_439_808
+
+
+def test_presets_command(capsys):
+    rows = call_json(capsys, "presets")
+    assert len(rows) >= 25
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["gpt2"]["params"] == 124_439_808
+    assert all(r["source"] for r in rows)
+
+
+def test_hardware_command(capsys):
+    rows = call_json(capsys, "hardware")
+    names = {r["name"] for r in rows}
+    assert len(rows) >= 17
+    a100 = next(r for r in rows if "a100-80gb" in r["aliases"])
+    assert a100["memory_bytes"] == 80 * 10**9
+    assert a100["math_bandwidth"]["bf16"] == pytest.approx(a100["peak_flops"]["bf16"] / a100["memory_bw_bytes_s"])
+    assert any("MI300X" in n for n in names)
+
+
+@pytest.mark.parametrize("cmd", [["params", "--preset", "llama-2-7b"], ["params", "--preset", "mixtral-8x7b", "--T", "8"], ["presets"], ["hardware"]])
+def test_tables_render(capsys, cmd):
+    code, out, err = call(capsys, *cmd)
+    assert code == 0 and err == "" and out.strip()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["params", "--preset", "gtp2"], "unknown preset 'gtp2'; did you mean 'gpt2'"),
+        (["params", "--preset", "gpt2", "--A", "7"], "d_model (768) must be divisible by n_heads (7)"),
+        (["params", "--preset", "gpt2", "--L", "0"], "n_layers (0)"),
+        (["params", "--preset", "gpt2", "--L", "abc"], "'abc'"),
+        (["params", "--preset", "gpt2", "--set", "n_layer=3"], "unknown field 'n_layer'; did you mean n_layers"),
+        (["params", "--preset", "gpt2", "--set", "oops"], "expected KEY=VALUE"),
+        (["params", "--preset", "gpt2", "--T", "5"], "n_heads (12) must be divisible by T (5)"),
+        (["params"], "no model given"),
+        (["params", "--preset", "gpt2", "--config", "x.yaml"], "give one model source"),
+        (["params", "--config", "/nonexistent/m.yaml"], "does not exist"),
+        (["params", "--preset", "gpt2", "--format", "xml"], "'xml'"),
+        (["params", "--bogus"], "No such option"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(capsys, argv, message):
+    code, out, err = call(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert err.startswith("Error: ") and err.count("\n") == 1, err
+    assert message in err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("L: [1, 2\n", "invalid YAML at line"),
+        ("!!python/object:os.system {}\n", "safe loading only"),
+        ("", "is empty"),
+        ("- 1\n- 2\n", "expected a mapping"),
+        ("model: 3\n", "model: must be a mapping"),
+    ],
+)
+def test_bad_config_files(tmp_path, capsys, content, message):
+    f = tmp_path / "bad.yaml"
+    f.write_text(content)
+    code, out, err = call(capsys, "params", "--config", str(f))
+    assert (code, out) == (2, "") and message in err and err.count("\n") == 1
+
+
+def test_bad_hf_json_reports_line_and_column(tmp_path, capsys):
+    f = tmp_path / "config.json"
+    f.write_text('{"model_type": "llama",\n "hidden_size": }')
+    code, out, err = call(capsys, "params", "--hf-config", str(f))
+    assert (code, out) == (2, "") and "invalid JSON at line 2, column" in err
+
+
+def test_directory_and_binary_paths(tmp_path, capsys):
+    code, _, err = call(capsys, "params", "--config", str(tmp_path))
+    assert code == 2 and "is a directory" in err
+    b = tmp_path / "b.yaml"
+    b.write_bytes(b"\x00\x01\x02")
+    code, _, err = call(capsys, "params", "--config", str(b))
+    assert code == 2 and "binary" in err
+
+
+def test_version(capsys):
+    from transformer_calc import __version__
+
+    code, out, _ = call(capsys, "--version")
+    assert code == 0 and out.strip() == f"tcalc {__version__}"
+
+
+def test_no_args_shows_help(capsys):
+    code, out, _ = call(capsys)
+    assert code == 0 and "params" in out
+
+
+def test_every_command_is_documented():
+    """docs/cli.md has a section for every command (simonw/llm-style docs test)."""
+    from conftest import REPO
+
+    text = (REPO / "docs" / "cli.md").read_text()
+    for command in app.registered_commands:
+        name = command.name or command.callback.__name__
+        assert f"## `tcalc {name}`" in text, name
+
+
+def test_module_entry_point_runs():
+    out = subprocess.run(
+        [sys.executable, "-m", "transformer_calc", "params", "--preset", "gpt2", "-f", "json"],
+        capture_output=True, text=True, check=True,
+    )
+    assert json.loads(out.stdout)["params"]["total"] == 124_439_808
+
+
+def test_no_traceback_on_absurd_sizes(capsys):
+    data = call_json(capsys, "params", "--L", "1000000", "--D", "65536", "--A", "512", "--V", "10000000", "--K", "10000000")
+    m = ModelConfig.model_validate({"L": 10**6, "D": 65536, "A": 512, "V": 10**7, "K": 10**7})
+    assert data["params"]["total"] == count_params(m).total

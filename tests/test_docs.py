@@ -1,0 +1,15 @@
+"""The worked examples in docs/formulas.md are doctests: the docs cannot drift from the code."""
+
+from __future__ import annotations
+
+import doctest
+
+from conftest import REPO
+
+
+def test_formulas_worked_examples():
+    result = doctest.testfile(
+        str(REPO / "docs" / "formulas.md"), module_relative=False, optionflags=doctest.ELLIPSIS
+    )
+    assert result.attempted > 10
+    assert result.failed == 0

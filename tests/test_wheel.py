@@ -1,0 +1,41 @@
+"""The wheel ships the presets: build it, install it in a fresh venv, run tcalc elsewhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+
+from conftest import REPO
+
+
+def test_wheel_installs_and_finds_presets(tmp_path):
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(REPO)],
+        check=True, capture_output=True, text=True,
+    )
+    (wheel,) = dist.glob("transformer_calc-*.whl")
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    bin_dir = env_dir / ("Scripts" if os.name == "nt" else "bin")
+    subprocess.run(
+        [str(bin_dir / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)],
+        check=True, capture_output=True, text=True,
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(
+        [str(bin_dir / "tcalc"), "presets", "--format", "json"],
+        cwd=elsewhere, env=env, check=True, capture_output=True, text=True,
+    )
+    rows = json.loads(out.stdout)
+    assert {"gpt2", "gpt3", "llama-2-7b", "falcon-40b"} <= {r["name"] for r in rows}
+    out = subprocess.run(
+        [str(bin_dir / "tcalc"), "hardware", "--format", "json"],
+        cwd=elsewhere, env=env, check=True, capture_output=True, text=True,
+    )
+    assert len(json.loads(out.stdout)) >= 17
