@@ -197,12 +197,22 @@ def params_table(report: dict[str, Any]) -> Any:
     return Group(Text(model_summary(model), style="dim"), t, a, Text(weights))
 
 
+def short_source(source: str | None) -> str:
+    """'https://huggingface.co/org/name/blob/main/config.json; paper' -> 'hf:org/name'."""
+    import re
+
+    first = (source or "").split(";")[0].strip()
+    first = re.sub(r"https://huggingface\.co/([^/]+/[^/]+)/.*", r"hf:\1", first)
+    first = re.sub(r"\s*\(arXiv:[^)]*\)", "", first)
+    return first.split(": ")[0]
+
+
 def presets_table(rows: list[dict[str, Any]]) -> Any:
-    t = _table("Model presets", "name", "params", "L", "D", "A", "kv", "d_ff", "V", "K", "mlp", "source")
+    t = _table("Model presets (full sources: -f json)", "name", "params", "L", "D", "A", "kv", "d_ff", "V", "mlp", "source")
+    t.columns[0].no_wrap = True
     t.columns[-1].justify = "left"
-    t.columns[-1].overflow = "fold"
     for r in rows:
-        mlp = r["mlp"] + (f" x{r['n_experts']}" if r["n_experts"] > 1 else "")
+        mlp = r["mlp"] + (f" {r['n_experts']}x" if r["n_experts"] > 1 else "")
         t.add_row(
             r["name"],
             fmt_count(r["params"]),
@@ -212,39 +222,40 @@ def presets_table(rows: list[dict[str, Any]]) -> Any:
             str(r["n_kv_heads"]),
             str(r["d_ff"]),
             str(r["vocab_size"]),
-            str(r["max_seq_len"]),
             mlp,
-            r["source"] or "",
+            short_source(r["source"]),
         )
     return t
 
 
 def hardware_table(rows: list[dict[str, Any]]) -> Any:
+    """Numbers in the header's unit so the table fits a terminal; `-f json` has everything."""
     t = _table(
-        "Accelerators (dense peaks; GB = 1e9 B)",
+        "Accelerators: dense peaks, GB = 1e9 B (λ_math = 16-bit peak / bandwidth)",
         "name",
-        "aliases",
-        "memory",
-        "bandwidth",
-        "bf16/fp16",
+        "short",
+        "GB",
+        "GB/s",
+        "16-bit TFLOP/s",
         "fp8",
         "fp32",
-        "λ_math (16-bit)",
-        "interconnect",
+        "λ_math FLOP/B",
+        "link GB/s",
     )
-    t.columns[1].justify = "left"
+    t.columns[0].no_wrap = True
     for r in rows:
         peaks, lam = r["peak_flops"], r["math_bandwidth"]
         half = "bf16" if "bf16" in peaks else ("fp16" if "fp16" in peaks else None)
+        link = r["interconnect_bytes_s"]
         t.add_row(
             r["name"],
-            ", ".join(r["aliases"]),
-            f"{r['memory_bytes'] / GB:g} GB",
-            fmt_rate(r["memory_bw_bytes_s"], "B/s"),
-            fmt_rate(peaks[half], "FLOP/s") if half else "-",
-            fmt_rate(peaks["fp8"], "FLOP/s") if "fp8" in peaks else "-",
-            fmt_rate(peaks["fp32"], "FLOP/s") if "fp32" in peaks else "-",
-            f"{lam[half]:.0f} FLOP/B" if half else "-",
-            fmt_rate(r["interconnect_bytes_s"], "B/s") if r["interconnect_bytes_s"] else "-",
+            min(r["aliases"], key=len) if r["aliases"] else "",
+            f"{r['memory_bytes'] / GB:g}",
+            f"{r['memory_bw_bytes_s'] / GB:g}",
+            f"{peaks[half] / 1e12:g}" if half else "-",
+            f"{peaks['fp8'] / 1e12:g}" if "fp8" in peaks else "-",
+            f"{peaks['fp32'] / 1e12:g}" if "fp32" in peaks else "-",
+            f"{lam[half]:.0f}" if half else "-",
+            f"{link / GB:g}" if link else "-",
         )
     return t
