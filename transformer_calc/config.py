@@ -59,7 +59,6 @@ ALIASES: dict[str, str] = {
     "V": "vocab_size",
     "K": "max_seq_len",
     "E": "expansion",
-    "F": "d_ff",
     "kv_heads": "n_kv_heads",
 }
 
