@@ -1,0 +1,501 @@
+"""Hugging Face `config.json` -> tcalc model spec, offline.
+
+`from_hf_config(cfg)` takes the parsed JSON (the CLI reads the file) and returns a raw ModelConfig
+spec: plain values keyed by ModelConfig field names. The ground truth is transformers 5.23: each
+family's defaults are the field defaults of `models/<type>/configuration_<type>.py`, and each
+mapping below mirrors what `models/<type>/modeling_<type>.py` builds, so that
+`count_params(ModelConfig.model_validate(from_hf_config(cfg)))` equals
+`sum(p.numel() for p in AutoModelForCausalLM.from_config(cfg).parameters())` exactly
+(tools/crosscheck/hf_params.py checks this against transformers; tests/data/hf holds its fixtures).
+
+Conventions:
+- A key missing from the file takes the transformers default for that model_type.
+- Aliases apply as transformers applies them: the dataclass field first, then the `attribute_map`
+  names and backward-compatible keywords (`n_embed`), so an alias given with its field wins.
+- Only what the file pins is pinned in the spec: values transformers derives (head_dim = D/A,
+  n_kv_heads = A, d_ff = 4*D) are left for ModelConfig to derive, so `--D` overrides re-derive them.
+- `dropout` is the largest of the family's dropout probabilities (attention, residual, embedding);
+  tcalc has one rate. OPT's `layerdrop` (skipping whole layers) is not a dropout rate.
+- Activations: gated MLPs (llama-like) map silu/swish -> swiglu and gelu* -> geglu; plain MLPs map
+  gelu* -> gelu and relu -> relu. Other activations have no tcalc MLP kind and are refused.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformer_calc.errors import TcalcError
+
+_GPT2_NAMES = {  # configuration_gpt2.py / gptj / gpt_bigcode: attribute_map
+    "hidden_size": "n_embd",
+    "max_position_embeddings": "n_positions",
+    "num_attention_heads": "n_head",
+    "num_hidden_layers": "n_layer",
+}
+
+
+class _Reader:
+    """The file's values over the family defaults, read with a type check that names the key."""
+
+    def __init__(self, model_type: str, cfg: dict[str, Any], family: _Family):
+        self.model_type = model_type
+        self.values: dict[str, Any] = dict(family.defaults)
+        self.written: dict[str, str] = {}
+        # Dataclass fields are set first, the other keys afterwards (configuration_utils.py:
+        # __init__, then __post_init__ setattr through attribute_map), so an attribute_map name
+        # or a backward-compatible keyword overrides the field it stands for.
+        for key, value in sorted(cfg.items(), key=lambda kv: kv[0] in family.late):
+            name = family.aliases.get(key, key)
+            self.values[name] = value
+            self.written[name] = key
+
+    def _bad(self, name: str, what: str) -> TcalcError:
+        key = self.written.get(name, name)
+        value = self.values.get(name)
+        return TcalcError(
+            f"config.json ({self.model_type}): {key} ({value!r}) must be {what}; "
+            f"fix {key} in the file or drop it to use the transformers default"
+        )
+
+    def int(self, name: str) -> int:
+        value = self.values.get(name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._bad(name, "a whole number")
+        return value
+
+    def opt_int(self, name: str) -> int | None:
+        return None if self.values.get(name) is None else self.int(name)
+
+    def flag(self, name: str) -> bool:
+        value = self.values.get(name)
+        if not isinstance(value, bool):
+            raise self._bad(name, "true or false")
+        return value
+
+    def text(self, name: str) -> str:
+        value = self.values.get(name)
+        if not isinstance(value, str):
+            raise self._bad(name, "a string")
+        return value
+
+    def prob(self, name: str) -> float:
+        value = self.values.get(name, 0.0)
+        if value is None:
+            return 0.0
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self._bad(name, "a number (a dropout probability)")
+        return float(value)
+
+    def shape(self) -> dict[str, Any]:
+        """L, D, A, V under the (aliased) standard names every family resolves to."""
+        return {
+            "n_layers": self.int("num_hidden_layers"),
+            "d_model": self.int("hidden_size"),
+            "n_heads": self.int("num_attention_heads"),
+            "vocab_size": self.int("vocab_size"),
+        }
+
+
+@dataclass(frozen=True)
+class _Family:
+    build: Callable[[_Reader], dict[str, Any]]
+    defaults: dict[str, Any]  # configuration_<type>.py field defaults of the keys we read
+    dropout_keys: tuple[str, ...]
+    aliases: dict[str, str] = field(default_factory=dict)  # key in the file -> name read here
+    late: frozenset[str] = frozenset()  # keys transformers applies after the fields (they win)
+
+
+def _biases(qkv: bool, out: bool, mlp: bool) -> dict[str, bool]:
+    """One `bias` when all agree (so overrides of `bias` still act), else the three flags."""
+    if qkv == out == mlp:
+        return {"bias": qkv}
+    return {"bias": False, "qkv_bias": qkv, "attn_out_bias": out, "mlp_bias": mlp}
+
+
+def _gated_mlp(c: _Reader, key: str) -> str:
+    act = c.text(key)
+    if act in ("silu", "swish"):
+        return "swiglu"
+    if act.startswith("gelu"):
+        return "geglu"
+    raise c._bad(key, "silu/swish (swiglu) or a gelu variant (geglu) for tcalc's gated MLP kinds")
+
+
+def _plain_mlp(c: _Reader, key: str) -> str:
+    act = c.text(key)
+    if act == "relu":
+        return "relu"
+    if "gelu" in act:  # gelu, gelu_new, gelu_pytorch_tanh, quick_gelu, ... (activations.py)
+        return "gelu"
+    raise c._bad(key, "relu or a gelu variant for tcalc's plain MLP kinds")
+
+
+# ------------------------------------------------------------ llama-like (RMSNorm, SwiGLU, RoPE)
+def _llama_like(c: _Reader, qkv_bias: bool, out_bias: bool, mlp_bias: bool) -> dict[str, Any]:
+    """modeling_{llama,mistral,mixtral,qwen2,gemma}.py: q/k/v/o of A*head_dim and kv*head_dim,
+    gate/up/down of intermediate_size, two RMSNorms per layer and a final one, RoPE (no table)."""
+    return _rotary_common(c, qkv_bias, out_bias, mlp_bias) | {"mlp": _gated_mlp(c, "hidden_act")}
+
+
+def _rotary_common(c: _Reader, qkv_bias: bool, out_bias: bool, mlp_bias: bool) -> dict[str, Any]:
+    """What the llama-like families and Phi share: separate q/k/v/o, head_dim, GQA, RoPE."""
+    spec = c.shape() | {
+        "d_ff": c.int("intermediate_size"),
+        "max_seq_len": c.int("max_position_embeddings"),
+        "positional": "rotary",
+        "norm": "rmsnorm",  # weight only (Gemma's is 1 + weight: same count)
+        "tied_embeddings": c.flag("tie_word_embeddings"),
+    } | _biases(qkv_bias, out_bias, mlp_bias)
+    # head_dim: `getattr(config, "head_dim", None) or hidden // heads` (Gemma's field default 256;
+    # qwen2 reads it when the file has it although its config class does not declare it).
+    if (head_dim := c.opt_int("head_dim")) is not None:
+        spec["head_dim"] = head_dim
+    # num_key_value_heads None -> num_attention_heads (configuration_*.py __post_init__)
+    if (kv := c.opt_int("num_key_value_heads")) is not None:
+        spec["n_kv_heads"] = kv
+    return spec
+
+
+def _llama(c: _Reader) -> dict[str, Any]:
+    # modeling_llama.py: q/k/v/o bias=config.attention_bias; gate/up/down bias=config.mlp_bias
+    bias = c.flag("attention_bias")
+    return _llama_like(c, bias, bias, c.flag("mlp_bias"))
+
+
+def _mistral(c: _Reader) -> dict[str, Any]:
+    # modeling_mistral.py, modeling_mixtral.py: every projection bias=False, whatever the file says
+    return _llama_like(c, False, False, False)
+
+
+def _mixtral(c: _Reader) -> dict[str, Any]:
+    # modeling_mixtral.py: MixtralExperts gate_up_proj (E, 2F, D) + down_proj (E, D, F), no biases;
+    # MixtralTopKRouter weight (E, D), no bias.
+    n_experts = c.int("num_local_experts")
+    if n_experts < 2:
+        # A 1-expert Mixtral still builds its D-wide router; tcalc's n_experts=1 is a dense MLP.
+        raise c._bad("num_local_experts", "at least 2 (tcalc counts a router only for a MoE)")
+    return _mistral(c) | {"n_experts": n_experts, "experts_per_token": c.int("num_experts_per_tok")}
+
+
+def _qwen2(c: _Reader) -> dict[str, Any]:
+    # modeling_qwen2.py: q/k/v bias=True, o_proj bias=False, MLP bias=False (hard-coded)
+    return _llama_like(c, True, False, False)
+
+
+def _gemma(c: _Reader) -> dict[str, Any]:
+    # modeling_gemma.py: q/k/v/o bias=config.attention_bias, MLP bias=False; hidden_act "gelu" is
+    # rewritten to gelu_pytorch_tanh (configuration_gemma.py): geglu either way.
+    bias = c.flag("attention_bias")
+    return _llama_like(c, bias, bias, False)
+
+
+# ---------------------------------------------------------------- GPT-2 style (learned positions)
+def _gpt2(c: _Reader) -> dict[str, Any]:
+    """modeling_gpt2.py: Conv1D c_attn (D -> 3D) and c_proj with biases, c_fc/c_proj of n_inner
+    (None -> 4*D, tcalc's default E = 4), ln_1/ln_2, ln_f, wpe of n_positions, tied lm_head."""
+    if c.flag("add_cross_attention"):
+        raise c._bad("add_cross_attention", "false (cross-attention blocks are not decoder-only)")
+    spec = c.shape() | {
+        "mlp": _plain_mlp(c, "activation_function"),
+        "max_seq_len": c.int("max_position_embeddings"),  # n_positions: the wpe table
+        "positional": "learned",
+        "norm": "layernorm",
+        "bias": True,
+        "tied_embeddings": c.flag("tie_word_embeddings"),
+    }
+    if (n_inner := c.opt_int("n_inner")) is not None:
+        spec["d_ff"] = n_inner
+    return spec
+
+
+def _gpt_bigcode(c: _Reader) -> dict[str, Any]:
+    # modeling_gpt_bigcode.py: GPT-2 with nn.Linear; multi_query: 1 kv head (c_attn D -> D + 2*hd)
+    spec = _gpt2(c)
+    if c.flag("multi_query"):
+        spec["n_kv_heads"] = 1
+    return spec
+
+
+def _gptj(c: _Reader) -> dict[str, Any]:
+    """modeling_gptj.py: q/k/v/out_proj bias=False, fc_in/fc_out with bias, one ln_1 feeding
+    attention and MLP in parallel, rotary (no parameters), lm_head with bias (untied by default)."""
+    spec = c.shape() | {
+        "mlp": _plain_mlp(c, "activation_function"),
+        "max_seq_len": c.int("max_position_embeddings"),  # n_positions
+        "positional": "rotary",
+        "norm": "layernorm",
+        "norms_per_layer": 1,
+        "parallel_attn": True,
+        "lm_head_bias": True,
+        "tied_embeddings": c.flag("tie_word_embeddings"),
+    } | _biases(False, False, True)
+    if (n_inner := c.opt_int("n_inner")) is not None:
+        spec["d_ff"] = n_inner
+    return spec
+
+
+def _gpt_neox(c: _Reader) -> dict[str, Any]:
+    """modeling_gpt_neox.py: fused query_key_value and dense with bias=config.attention_bias, MLP
+    with bias, input/post_attention LayerNorms (both kept in parallel residual), partial RoPE."""
+    bias = c.flag("attention_bias")
+    return c.shape() | {
+        "d_ff": c.int("intermediate_size"),
+        "mlp": _plain_mlp(c, "hidden_act"),
+        "max_seq_len": c.int("max_position_embeddings"),
+        "positional": "rotary",
+        "norm": "layernorm",
+        "parallel_attn": c.flag("use_parallel_residual"),
+        "tied_embeddings": c.flag("tie_word_embeddings"),
+    } | _biases(bias, bias, True)
+
+
+def _phi(c: _Reader) -> dict[str, Any]:
+    """modeling_phi.py: q/k/v/dense and fc1/fc2 with bias, one input_layernorm feeding attention and
+    MLP in parallel, final_layernorm, partial RoPE, lm_head bias=True, optional q/k LayerNorms."""
+    spec = _rotary_common(c, True, True, True) | {
+        "mlp": _plain_mlp(c, "hidden_act"),
+        "norm": "layernorm",
+        "norms_per_layer": 1,
+        "parallel_attn": True,
+        "lm_head_bias": True,
+    }
+    if c.flag("qk_layernorm"):
+        # q_layernorm/k_layernorm are LayerNorm(hidden_size // num_attention_heads), not head_dim
+        # wide; tcalc's q/k norms are head_dim wide, so the two must agree.
+        d, a = spec["d_model"], spec["n_heads"]
+        if spec.get("head_dim", d // a) != d // a or d % a:
+            need = f"hidden_size / num_attention_heads ({d}/{a}) with qk_layernorm"
+            raise c._bad("head_dim", need)
+        spec["qk_norm"] = True
+    return spec
+
+
+# ---------------------------------------------------------------- Falcon, OPT, BLOOM
+def _falcon(c: _Reader) -> dict[str, Any]:
+    """modeling_falcon.py (FalconAttention, FalconDecoderLayer)."""
+    new_arch, parallel = c.flag("new_decoder_architecture"), c.flag("parallel_attn")
+    spec = c.shape() | {
+        "mlp": _plain_mlp(c, "activation"),
+        "max_seq_len": c.int("max_position_embeddings"),
+        "positional": "alibi" if c.flag("alibi") else "rotary",
+        "norm": "layernorm",  # nn.LayerNorm with bias even when config.bias is False
+        "bias": c.flag("bias"),  # query_key_value, dense, dense_h_to_4h, dense_4h_to_h
+        "parallel_attn": parallel,
+        "tied_embeddings": c.flag("tie_word_embeddings"),
+    }
+    # qkv_out_dim: new arch (2*num_kv_heads + A)*head_dim; old multi_query D + 2*head_dim (1 kv
+    # head); old without multi_query 3*D (num_kv_heads is then ignored).
+    if new_arch:
+        if (kv := c.opt_int("num_kv_heads")) is not None:  # None -> num_attention_heads
+            spec["n_kv_heads"] = kv
+    elif c.flag("multi_query"):
+        spec["n_kv_heads"] = 1
+    # Norms: sequential -> input_layernorm + post_attention_layernorm; parallel -> ln_attn + ln_mlp
+    # when num_ln_in_parallel_attn == 2 (None: 2 in the new architecture), else input_layernorm.
+    n_ln = c.opt_int("num_ln_in_parallel_attn")
+    if n_ln is None and new_arch:
+        n_ln = 2
+    spec["norms_per_layer"] = 2 if not parallel or n_ln == 2 else 1
+    if (ffn := c.opt_int("ffn_hidden_size")) is not None:  # None -> 4 * hidden_size
+        spec["d_ff"] = ffn
+    return spec
+
+
+def _opt(c: _Reader) -> dict[str, Any]:
+    """modeling_opt.py: q/k/v/out_proj and fc1/fc2 bias=config.enable_bias, self_attn_layer_norm and
+    final_layer_norm per layer, learned positions with offset 2, embeddings of word_embed_proj_dim
+    with bias-free project_in/project_out when it differs from hidden_size."""
+    if not c.flag("layer_norm_elementwise_affine"):
+        # Parameter-free LayerNorms: tcalc's norms always carry a scale (no field to say otherwise).
+        raise c._bad("layer_norm_elementwise_affine", "true (tcalc norms always have a scale)")
+    spec = c.shape() | {
+        "d_ff": c.int("ffn_dim"),
+        "mlp": _plain_mlp(c, "activation_function"),
+        "max_seq_len": c.int("max_position_embeddings"),
+        "positional": "learned",
+        "position_offset": 2,  # OPTLearnedPositionalEmbedding: num_embeddings + 2
+        "norm": "layernorm",
+        "bias": c.flag("enable_bias"),
+        "tied_embeddings": c.flag("tie_word_embeddings"),
+        # OPTDecoder: final_layer_norm only if do_layer_norm_before and not _remove_final_layer_norm
+        "final_norm": c.flag("do_layer_norm_before") and not c.flag("_remove_final_layer_norm"),
+    }
+    d_embed = c.opt_int("word_embed_proj_dim")  # None -> hidden_size
+    if d_embed is not None and d_embed != spec["d_model"]:
+        spec["d_embed"] = d_embed
+    return spec
+
+
+def _bloom(c: _Reader) -> dict[str, Any]:
+    """modeling_bloom.py: fused query_key_value and dense with bias, MLP 4*D with bias (hard-coded),
+    two LayerNorms per layer, word_embeddings_layernorm, ln_f, ALiBi. The config has no context
+    length (ALiBi has no table), so max_seq_len stays tcalc's default."""
+    return c.shape() | {
+        "positional": "alibi",
+        "norm": "layernorm",
+        "embedding_norm": True,
+        "bias": True,
+        "mlp": "gelu",  # BloomGelu (tanh approximation), not configurable
+        "tied_embeddings": c.flag("tie_word_embeddings"),
+    }
+
+
+_LLAMA_DEFAULTS = {  # configuration_llama.py
+    "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": None, "hidden_act": "silu",
+    "max_position_embeddings": 2048, "tie_word_embeddings": False, "attention_bias": False,
+    "attention_dropout": 0.0, "mlp_bias": False, "head_dim": None,
+}  # fmt: skip
+_MISTRAL_DEFAULTS = _LLAMA_DEFAULTS | {  # configuration_mistral.py
+    "intermediate_size": 14336, "num_key_value_heads": 8, "max_position_embeddings": 131072,
+}  # fmt: skip
+_GPT2_DEFAULTS = {  # configuration_gpt2.py
+    "vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12,
+    "n_inner": None, "activation_function": "gelu_new", "resid_pdrop": 0.1, "embd_pdrop": 0.1,
+    "attn_pdrop": 0.1, "add_cross_attention": False, "tie_word_embeddings": True,
+}  # fmt: skip
+_GPT_PDROP = ("resid_pdrop", "embd_pdrop", "attn_pdrop")
+
+# GPT-2-style families read their fields (n_embd, ...) under the standard names; the standard
+# names themselves are their attribute_map keys, applied after the fields.
+_GPT2_ALIASES = {field_: std for std, field_ in _GPT2_NAMES.items()}
+_GPT2_LATE = frozenset(_GPT2_NAMES)
+
+
+def _std(defaults: dict[str, Any]) -> dict[str, Any]:
+    """GPT-2-style defaults under the standard names _Reader.shape reads."""
+    return {_GPT2_ALIASES.get(k, k): v for k, v in defaults.items()}
+
+
+FAMILIES: dict[str, _Family] = {
+    "llama": _Family(_llama, _LLAMA_DEFAULTS, ("attention_dropout",)),
+    "mistral": _Family(_mistral, _MISTRAL_DEFAULTS, ("attention_dropout",)),
+    "mixtral": _Family(
+        _mixtral,
+        # configuration_mixtral.py
+        _MISTRAL_DEFAULTS | {"num_local_experts": 8, "num_experts_per_tok": 2},
+        ("attention_dropout",),
+        {"num_experts": "num_local_experts"},  # attribute_map
+        frozenset({"num_experts"}),
+    ),
+    "qwen2": _Family(
+        _qwen2,
+        _LLAMA_DEFAULTS | {  # configuration_qwen2.py (no head_dim field: read if the file has it)
+            "vocab_size": 151936, "intermediate_size": 22016, "num_key_value_heads": 32,
+            "max_position_embeddings": 32768,
+        },
+        ("attention_dropout",),
+    ),  # fmt: skip
+    "gemma": _Family(
+        _gemma,
+        _LLAMA_DEFAULTS | {  # configuration_gemma.py
+            "vocab_size": 256000, "hidden_size": 3072, "intermediate_size": 24576,
+            "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 16,
+            "head_dim": 256, "hidden_act": "gelu_pytorch_tanh", "max_position_embeddings": 8192,
+            "tie_word_embeddings": True,
+        },
+        ("attention_dropout",),
+    ),  # fmt: skip
+    "phi": _Family(
+        _phi,
+        _LLAMA_DEFAULTS | {  # configuration_phi.py (no head_dim field: read if the file has it)
+            "vocab_size": 51200, "hidden_size": 2048, "intermediate_size": 8192,
+            "num_hidden_layers": 24, "hidden_act": "gelu_new", "resid_pdrop": 0.0,
+            "embd_pdrop": 0.0, "qk_layernorm": False,
+        },
+        ("resid_pdrop", "embd_pdrop", "attention_dropout"),
+    ),  # fmt: skip
+    "gpt_neox": _Family(
+        _gpt_neox,
+        {  # configuration_gpt_neox.py
+            "vocab_size": 50432, "hidden_size": 6144, "num_hidden_layers": 44,
+            "num_attention_heads": 64, "intermediate_size": 24576, "hidden_act": "gelu",
+            "attention_dropout": 0.0, "hidden_dropout": 0.0, "max_position_embeddings": 2048,
+            "tie_word_embeddings": False, "use_parallel_residual": True, "attention_bias": True,
+        },
+        ("attention_dropout", "hidden_dropout"),
+    ),  # fmt: skip
+    "gpt2": _Family(_gpt2, _std(_GPT2_DEFAULTS), _GPT_PDROP, _GPT2_ALIASES, _GPT2_LATE),
+    "gpt_bigcode": _Family(
+        _gpt_bigcode,
+        _std(_GPT2_DEFAULTS | {"activation_function": "gelu_pytorch_tanh", "multi_query": True}),
+        _GPT_PDROP,
+        _GPT2_ALIASES,
+        _GPT2_LATE,
+    ),  # configuration_gpt_bigcode.py
+    "gptj": _Family(
+        _gptj,
+        _std({  # configuration_gptj.py
+            "vocab_size": 50400, "n_positions": 2048, "n_embd": 4096, "n_layer": 28, "n_head": 16,
+            "n_inner": None, "activation_function": "gelu_new", "resid_pdrop": 0.0,
+            "embd_pdrop": 0.0, "attn_pdrop": 0.0, "tie_word_embeddings": False,
+        }),
+        _GPT_PDROP,
+        _GPT2_ALIASES,
+        _GPT2_LATE,
+    ),  # fmt: skip
+    "falcon": _Family(
+        _falcon,
+        {  # configuration_falcon.py
+            "vocab_size": 65024, "hidden_size": 4544, "num_hidden_layers": 32,
+            "num_attention_heads": 71, "num_ln_in_parallel_attn": None, "hidden_dropout": 0.0,
+            "attention_dropout": 0.0, "num_kv_heads": None, "alibi": False,
+            "new_decoder_architecture": False, "multi_query": True, "parallel_attn": True,
+            "bias": False, "max_position_embeddings": 2048, "ffn_hidden_size": None,
+            "activation": "gelu", "tie_word_embeddings": True,
+        },
+        ("hidden_dropout", "attention_dropout"),
+        {"n_embed": "hidden_size"},  # backward-compatible keyword, wins over hidden_size
+        frozenset({"n_embed"}),
+    ),  # fmt: skip
+    "opt": _Family(
+        _opt,
+        {  # configuration_opt.py
+            "vocab_size": 50272, "hidden_size": 768, "num_hidden_layers": 12, "ffn_dim": 3072,
+            "max_position_embeddings": 2048, "do_layer_norm_before": True,
+            "_remove_final_layer_norm": False, "word_embed_proj_dim": None, "dropout": 0.1,
+            "attention_dropout": 0.0, "num_attention_heads": 12, "activation_function": "relu",
+            "enable_bias": True, "layer_norm_elementwise_affine": True, "tie_word_embeddings": True,
+        },
+        ("dropout", "attention_dropout"),
+    ),  # fmt: skip
+    "bloom": _Family(
+        _bloom,
+        {  # configuration_bloom.py (n_layer/n_head are its fields; num_* the attribute_map names)
+            "vocab_size": 250880, "hidden_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 8, "hidden_dropout": 0.0, "attention_dropout": 0.0,
+            "tie_word_embeddings": True,
+        },
+        ("hidden_dropout", "attention_dropout"),
+        {"n_layer": "num_hidden_layers", "n_head": "num_attention_heads", "n_embed": "hidden_size"},
+        frozenset({"num_hidden_layers", "num_attention_heads", "n_embed"}),
+    ),  # fmt: skip
+}
+
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(FAMILIES))
+
+
+def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A raw ModelConfig spec from a parsed Hugging Face config.json (see the module docstring)."""
+    if not isinstance(cfg, dict):
+        raise TcalcError(f"config.json must be a JSON object, got {type(cfg).__name__}")
+    supported = ", ".join(SUPPORTED_MODEL_TYPES)
+    model_type = cfg.get("model_type")
+    if model_type is None:
+        raise TcalcError(f"config.json has no model_type; add one of: {supported}")
+    if not isinstance(model_type, str) or model_type not in FAMILIES:
+        near = difflib.get_close_matches(str(model_type), SUPPORTED_MODEL_TYPES, n=1, cutoff=0.6)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise TcalcError(f"unsupported model_type {model_type!r}{hint}; supported: {supported}")
+    family = FAMILIES[model_type]
+    c = _Reader(model_type, cfg, family)
+    spec = family.build(c)
+    spec["dropout"] = max(c.prob(key) for key in family.dropout_keys)
+    name = cfg.get("_name_or_path")
+    if isinstance(name, str) and name:
+        spec["name"] = name
+    spec["source"] = f"Hugging Face config.json (model_type {model_type})"
+    return spec
