@@ -210,3 +210,15 @@ def test_no_traceback_on_absurd_sizes(capsys):
     data = call_json(capsys, "params", "--L", "1000000", "--D", "65536", "--A", "512", "--V", "10000000", "--K", "10000000")
     m = ModelConfig.model_validate({"L": 10**6, "D": 65536, "A": 512, "V": 10**7, "K": 10**7})
     assert data["params"]["total"] == count_params(m).total
+
+
+def test_hardware_one_gpu_by_alias(capsys):
+    data = call_json(capsys, "hardware", "a100-80gb")
+    assert data["name"] == "A100-SXM4-80GB"
+    assert data["memory_bw_bytes_s"] == 2_039_000_000_000  # NVIDIA A100 80GB datasheet
+    assert data["math_bandwidth"]["bf16"] == pytest.approx(312e12 / 2039e9)
+
+
+def test_hardware_unknown_gpu_did_you_mean(capsys):
+    code, out, err = call(capsys, "hardware", "a100-80g")
+    assert (code, out) == (2, "") and "did you mean 'a100-80gb'" in err

@@ -205,12 +205,18 @@ def presets(fmt: FormatOpt = OutputFormat.table) -> None:
 
 
 @app.command()
-def hardware(fmt: FormatOpt = OutputFormat.table) -> None:
+def hardware(
+    name: Annotated[Optional[str], typer.Argument(help="One accelerator in detail, e.g. a100-80gb.")] = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
     """List the accelerators: memory, bandwidth, dense peaks per dtype, λ_math, interconnect."""
-    from transformer_calc.render import hardware_table
-    from transformer_calc.report import hardware_report
+    from transformer_calc.render import gpu_detail, hardware_table
+    from transformer_calc.report import gpu_report, hardware_report
 
-    emit(hardware_report(), fmt, hardware_table)
+    if name is None:
+        emit(hardware_report(), fmt, hardware_table)
+    else:
+        emit(gpu_report(name), fmt, gpu_detail)
 
 
 # ---------------------------------------------------------------------------- error boundary

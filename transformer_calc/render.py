@@ -259,3 +259,24 @@ def hardware_table(rows: list[dict[str, Any]]) -> Any:
             f"{link / GB:g}" if link else "-",
         )
     return t
+
+
+def gpu_detail(r: dict[str, Any]) -> Any:
+    """One accelerator: every dtype's dense peak and λ_math, links, source and notes."""
+    from rich.console import Group
+    from rich.text import Text
+
+    head = (
+        f"{r['name']} ({r['vendor']}; also: {', '.join(r['aliases'])})\n"
+        f"memory {r['memory_bytes'] / GB:g} GB = {fmt_bytes(r['memory_bytes'])}, "
+        f"bandwidth {r['memory_bw_bytes_s'] / GB:g} GB/s"
+    )
+    if r["interconnect_bytes_s"]:
+        head += f", {r['interconnect'] or 'interconnect'} {r['interconnect_bytes_s'] / GB:g} GB/s (bidirectional)"
+    t = _table("Dense peak per dtype", "dtype", "TFLOP/s (TOPS for int)", "λ_math FLOP/B")
+    for dtype, peak in r["peak_flops"].items():
+        t.add_row(dtype, f"{peak / 1e12:g}", f"{r['math_bandwidth'][dtype]:.1f}")
+    foot = f"source: {r['source']}" + ("" if r["verified"] else " (not re-verified)")
+    if r["notes"]:
+        foot += f"\nnotes: {r['notes']}"
+    return Group(Text(head), t, Text(foot, style="dim"))

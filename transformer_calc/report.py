@@ -78,26 +78,37 @@ def presets_report() -> list[dict[str, Any]]:
     return rows
 
 
-def hardware_report() -> list[dict[str, Any]]:
-    """`tcalc hardware`: every accelerator with capacity, bandwidth, dense peaks, lambda_math."""
+def gpu_dict(gpu: Any) -> dict[str, Any]:
+    """One accelerator as a report row; λ_math derived per dtype."""
     from transformer_calc.hardware import math_bandwidth
+
+    peaks = dict(gpu.peak_flops)
+    return {
+        "name": gpu.name,
+        "aliases": list(gpu.aliases),
+        "vendor": gpu.vendor,
+        "memory_bytes": gpu.memory_bytes,
+        "memory_bw_bytes_s": gpu.memory_bw_bytes_s,
+        "peak_flops": peaks,
+        "math_bandwidth": {dt: math_bandwidth(gpu, dt) for dt in peaks},
+        "interconnect": gpu.interconnect,
+        "interconnect_bytes_s": gpu.interconnect_bytes_s,
+        "pcie_bytes_s": gpu.pcie_bytes_s,
+        "source": gpu.source,
+        "verified": gpu.verified,
+        "notes": gpu.notes,
+    }
+
+
+def hardware_report() -> list[dict[str, Any]]:
+    """`tcalc hardware`: every accelerator with capacity, bandwidth, dense peaks, λ_math."""
     from transformer_calc.presets import hardware_table
 
-    rows = []
-    for gpu in hardware_table().values():
-        peaks = dict(gpu.peak_flops)
-        rows.append(
-            {
-                "name": gpu.name,
-                "aliases": list(gpu.aliases),
-                "vendor": gpu.vendor,
-                "memory_bytes": gpu.memory_bytes,
-                "memory_bw_bytes_s": gpu.memory_bw_bytes_s,
-                "peak_flops": peaks,
-                "math_bandwidth": {dt: math_bandwidth(gpu, dt) for dt in peaks},
-                "interconnect_bytes_s": gpu.interconnect_bytes_s,
-                "source": gpu.source,
-                "verified": gpu.verified,
-            }
-        )
-    return rows
+    return [gpu_dict(gpu) for gpu in hardware_table().values()]
+
+
+def gpu_report(name: str) -> dict[str, Any]:
+    """`tcalc hardware NAME`: one accelerator, looked up by name or alias (did-you-mean)."""
+    from transformer_calc.presets import gpu
+
+    return gpu_dict(gpu(name))
