@@ -86,6 +86,7 @@ class ModelConfig(BaseModel):
     position_offset: int = Field(default=0, ge=0, description="extra learned positions (OPT: 2)")
     norm: NormKind = NormKind.layernorm
     norm_bias: bool = Field(description="norms carry a bias (LayerNorm yes, RMSNorm no)")
+    norm_affine: bool = Field(default=True, description="norms carry a learned scale (false: parameter-free)")
     norms_per_layer: int = Field(default=DEFAULT_NORMS_PER_LAYER, ge=0)
     final_norm: bool = True
     embedding_norm: bool = Field(default=False, description="norm after the embedding (BLOOM)")
@@ -102,6 +103,7 @@ class ModelConfig(BaseModel):
     parallel_attn: bool = Field(default=False, description="attention and MLP read the same input")
     n_experts: int = Field(default=1, gt=0, description="MoE experts per layer (1 = dense MLP)")
     experts_per_token: int = Field(default=1, gt=0, description="top-k experts a token uses")
+    router: bool = Field(description="a MoE router (gate) D x n_experts; default: n_experts > 1")
     router_bias: bool = False
     dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="dropout probability")
     source: str | None = Field(default=None, description="where the numbers come from")
@@ -134,7 +136,7 @@ class ModelConfig(BaseModel):
 
     @property
     def is_moe(self) -> bool:
-        return self.n_experts > 1
+        return self.n_experts > 1 or self.router
 
     @property
     def d_embedding(self) -> int:
@@ -267,6 +269,8 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
         if d.get(key) is None:
             d[key] = bias
     n_exp, k_exp = _int_or_none(d.get("n_experts")), _int_or_none(d.get("experts_per_token"))
+    if d.get("router") is None:
+        d["router"] = n_exp is not None and n_exp > 1
     if n_exp is not None and k_exp is not None and k_exp > n_exp > 0:
         raise ValueError(
             f"experts_per_token ({k_exp}) exceeds n_experts ({n_exp}); use at most {n_exp}"

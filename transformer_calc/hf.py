@@ -173,11 +173,12 @@ def _mistral(c: _Reader) -> dict[str, Any]:
 def _mixtral(c: _Reader) -> dict[str, Any]:
     # modeling_mixtral.py: MixtralExperts gate_up_proj (E, 2F, D) + down_proj (E, D, F), no biases;
     # MixtralTopKRouter weight (E, D), no bias.
-    n_experts = c.int("num_local_experts")
-    if n_experts < 2:
-        # A 1-expert Mixtral still builds its D-wide router; tcalc's n_experts=1 is a dense MLP.
-        raise c._bad("num_local_experts", "at least 2 (tcalc counts a router only for a MoE)")
-    return _mistral(c) | {"n_experts": n_experts, "experts_per_token": c.int("num_experts_per_tok")}
+    # A 1-expert Mixtral still builds its D-wide router, hence router: true.
+    return _mistral(c) | {
+        "n_experts": c.int("num_local_experts"),
+        "experts_per_token": c.int("num_experts_per_tok"),
+        "router": True,
+    }
 
 
 def _qwen2(c: _Reader) -> dict[str, Any]:
@@ -308,10 +309,9 @@ def _opt(c: _Reader) -> dict[str, Any]:
     """modeling_opt.py: q/k/v/out_proj and fc1/fc2 bias=config.enable_bias, self_attn_layer_norm and
     final_layer_norm per layer, learned positions with offset 2, embeddings of word_embed_proj_dim
     with bias-free project_in/project_out when it differs from hidden_size."""
-    if not c.flag("layer_norm_elementwise_affine"):
-        # Parameter-free LayerNorms: tcalc's norms always carry a scale (no field to say otherwise).
-        raise c._bad("layer_norm_elementwise_affine", "true (tcalc norms always have a scale)")
     spec = c.shape() | {
+        # elementwise_affine=False: nn.LayerNorm without weight or bias
+        "norm_affine": c.flag("layer_norm_elementwise_affine"),
         "d_ff": c.int("ffn_dim"),
         "mlp": _plain_mlp(c, "activation_function"),
         "max_seq_len": c.int("max_position_embeddings"),

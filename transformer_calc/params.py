@@ -108,7 +108,9 @@ class ModelParams:
 
 
 def norm_params(m: ModelConfig, width: int) -> int:
-    """One LayerNorm (scale + bias) or RMSNorm (scale) over `width` features."""
+    """One LayerNorm (scale + bias) or RMSNorm (scale) over `width` features; 0 if not affine."""
+    if not m.norm_affine:
+        return 0
     return width * (2 if m.norm_bias else 1)
 
 
@@ -131,7 +133,7 @@ def layer_params(m: ModelConfig) -> LayerParams:
     q_width, kv_width = A * hd, kv * hd  # = D and D for MHA with head_dim = D/A
     attn_bias = (q_width + 2 * kv_width if m.qkv_bias else 0) + (D if m.attn_out_bias else 0)
     w_expert, b_expert = mlp_params_per_expert(m)
-    router = (D * m.n_experts + (m.n_experts if m.router_bias else 0)) if m.is_moe else 0
+    router = (D * m.n_experts + (m.n_experts if m.router_bias else 0)) if m.router else 0
     return LayerParams(
         attn_q=D * q_width,
         attn_k=D * kv_width,

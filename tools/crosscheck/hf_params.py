@@ -89,7 +89,7 @@ def gen_llama_like(model_type: str) -> Callable[[R], Cfg]:
         if model_type == "llama":
             _maybe(r, cfg, mlp_bias=r.random() < 0.5)
         if model_type == "mixtral":
-            n = r.randint(2, 8)
+            n = r.randint(1, 8)  # 1: a router over a single expert is still built
             cfg["num_local_experts"] = n
             cfg["num_experts_per_tok"] = r.randint(1, n)
         return cfg
@@ -184,6 +184,7 @@ def gen_opt(r: R) -> Cfg:
     _maybe(r, cfg, word_embed_proj_dim=r.choice([A * hd, r.randint(8, 200)]))
     _maybe(r, cfg, do_layer_norm_before=r.random() < 0.5, _remove_final_layer_norm=r.random() < 0.3)
     _maybe(r, cfg, enable_bias=r.random() < 0.5, activation_function=r.choice(["relu", "gelu"]))
+    _maybe(r, cfg, layer_norm_elementwise_affine=r.random() < 0.7)
     _maybe(r, cfg, dropout=0.0, **_common_knobs(r))
     return cfg
 
@@ -248,6 +249,9 @@ EDGE: list[tuple[str, Cfg]] = [
     ("moe-16x4", {"model_type": "mixtral", **_LL, "num_key_value_heads": 4, "num_local_experts": 16,
                   "num_experts_per_tok": 4}),
     ("moe-2x1-alias", {"model_type": "mixtral", **_LL, "num_experts": 2, "num_experts_per_tok": 1}),
+    ("moe-1x1-router", {"model_type": "mixtral", **_LL, "num_local_experts": 1, "num_experts_per_tok": 1}),
+    ("opt-no-affine", {"model_type": "opt", "vocab_size": 300, "hidden_size": 64, "num_hidden_layers": 2,
+                       "num_attention_heads": 4, "ffn_dim": 128, "layer_norm_elementwise_affine": False}),
     ("qkv-bias-tied", {"model_type": "qwen2", **_LL, "num_key_value_heads": 2, "tie_word_embeddings": True}),
     ("head-dim", {"model_type": "qwen2", **_LL, "num_key_value_heads": 8, "head_dim": 40}),
     ("mqa-attn-bias", {"model_type": "gemma", **_LL, "num_key_value_heads": 1, "attention_bias": True}),
