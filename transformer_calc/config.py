@@ -287,3 +287,54 @@ def _int_or_none(value: Any) -> int | None:
     if isinstance(value, str) and value.strip().lstrip("+").isdigit():
         return int(value)
     return None
+
+
+# ============================================================================ workload, training
+class Workload(BaseModel):
+    """What one step processes: S tokens per sequence, B sequences per micro-batch (per GPU)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seq_len: int = Field(gt=0, description="S, tokens per sequence")
+    batch_size: int = Field(default=1, gt=0, description="B, micro-batch size (sequences per GPU)")
+
+
+class Parallelism(BaseModel):
+    """How the model and the batch are split over GPUs (Megatron-LM / ZeRO conventions)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tensor: int = Field(default=1, gt=0, description="T, tensor-parallel ranks")
+    sequence_parallel: bool = Field(default=False, description="Korthikanti et al. 2022 sequence parallelism")
+    pipeline: int = Field(default=1, gt=0, description="P, pipeline stages")
+    data: int = Field(default=1, gt=0, description="data-parallel replicas")
+    zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage: 1 optimizer, 2 +gradients, 3 +weights")
+
+    @property
+    def gpus(self) -> int:
+        return self.tensor * self.pipeline * self.data
+
+
+class Precision(str, Enum):
+    """Training precision scheme (seed "Parameters, Gradients, Optimizer States, and Mixed Precision")."""
+
+    mixed = "mixed"  # 16-bit compute copy + fp32 master copy and states (Micikevicius et al. 2018)
+    fp32 = "fp32"  # everything in 4 bytes
+    bf16 = "bf16"  # pure bf16: weights, gradients and optimizer states in 2 bytes, no master copy
+
+
+class Optimizer(str, Enum):
+    adamw = "adamw"
+    adam = "adam"
+    sgd = "sgd"
+    sgd_momentum = "sgd-momentum"
+    lion = "lion"
+    adam_8bit = "adam-8bit"
+
+
+class Recompute(str, Enum):
+    """Activation recomputation (Korthikanti et al. 2022, sec. 5)."""
+
+    none = "none"
+    selective = "selective"  # recompute the attention core (QK^T, softmax, dropout, x V)
+    full = "full"  # keep only each layer's input; recompute the whole layer in backward
