@@ -222,3 +222,64 @@ def test_hardware_one_gpu_by_alias(capsys):
 def test_hardware_unknown_gpu_did_you_mean(capsys):
     code, out, err = call(capsys, "hardware", "a100-80g")
     assert (code, out) == (2, "") and "did you mean 'a100-80gb'" in err
+
+
+def test_memory_json_equals_library(capsys):
+    from transformer_calc.config import Parallelism, Training, Workload
+    from transformer_calc.report import memory_report
+
+    data = call_json(capsys, "memory", "--preset", "gpt3", "--T", "8", "--sp", "--recompute", "selective")
+    expected = memory_report(
+        preset_model("gpt3"), Workload(seq_len=2048), Training(recompute="selective"),
+        Parallelism(tensor=8, sequence_parallel=True),
+    )
+    assert data == expected
+    per = data["memory"]["per_gpu"]
+    assert per["total"] == per["weights"] + per["gradients"] + per["optimizer"] + per["activations"]
+    assert all(type(per[k]) is int for k in per)
+    assert "fits" not in data
+
+
+def test_memory_with_gpu_reports_fit(capsys):
+    data = call_json(capsys, "memory", "--preset", "llama-2-7b", "--S", "4096", "--gpu", "a100-80gb", "--recompute", "full")
+    assert data["gpu"]["memory_bytes"] == 80 * 10**9
+    assert data["fits"] is (data["memory"]["per_gpu"]["total"] <= 80 * 10**9)
+    assert data["gpu"]["headroom_bytes"] == 80 * 10**9 - data["memory"]["per_gpu"]["total"]
+    fit = data["fit"]
+    assert isinstance(fit["max_micro_batch"], int) and fit["min_tensor_parallel"] >= 1
+
+
+def test_memory_seed_letters_and_profile(capsys):
+    data = call_json(capsys, "memory", "--preset", "gpt3", "--S", "2048", "--B", "2", "--p", "2", "--activations", "seed")
+    assert data["memory"]["per_gpu"]["activations"] == 2 * 2048 * (40_108_032 + 46_080 * 2048)  # errata GPT3-6
+
+
+def test_memory_p4_means_fp32(capsys):
+    data = call_json(capsys, "memory", "--preset", "gpt2", "--p", "4")
+    assert data["training"]["precision"] == "fp32"
+    assert data["memory"]["bytes_per_param"] == {"weights": 4, "gradients": 4, "optimizer": 8}
+
+
+def test_memory_zero3_over_dp(capsys):
+    a = call_json(capsys, "memory", "--preset", "gpt2", "--dp", "8", "--zero", "3", "--grad-bytes", "2")
+    n = a["params"]["per_gpu"]
+    assert a["memory"]["per_gpu"]["weights"] + a["memory"]["per_gpu"]["gradients"] + a["memory"]["per_gpu"]["optimizer"] == 16 * (-(-n // 8))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["memory", "--preset", "gpt2", "--optimizer", "adagrad"], "optimizer ('adagrad')"),
+        (["memory", "--preset", "gpt2", "--zero", "4"], "zero (4)"),
+        (["memory", "--preset", "gpt2", "--precision", "fp32", "--p", "2"], "p (2) does not match precision fp32"),
+        (["memory", "--preset", "gpt2", "--gpu", "a100-80g"], "did you mean 'a100-80gb'"),
+        (["memory", "--preset", "gpt2", "--P", "13"], "pipeline stages P (13) exceed n_layers (12)"),
+        (["memory", "--preset", "gpt2", "--T", "5"], "n_heads (12) must be divisible by T (5)"),
+        (["memory", "--preset", "gpt2", "--S", "0"], "seq_len (0)"),
+        (["memory", "--preset", "gpt2", "--recompute", "some"], "recompute ('some')"),
+    ],
+)
+def test_memory_bad_input(capsys, argv, message):
+    code, out, err = call(capsys, *argv)
+    assert (code, out) == (2, "") and err.startswith("Error: ") and err.count("\n") == 1
+    assert message in err, err

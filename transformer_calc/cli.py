@@ -195,6 +195,75 @@ def params(
     emit(params_report(model, bytes_per_param=p, T=T), fmt, params_table)
 
 
+WORKLOAD = "Workload"
+TRAINING = "Training"
+PARALLEL = "Parallelism"
+
+
+@app.command()
+def memory(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFConfigOpt = None,
+    L: LOpt = None,
+    D: DOpt = None,
+    A: AOpt = None,
+    kv_heads: KVOpt = None,
+    head_dim: HeadDimOpt = None,
+    E: EOpt = None,
+    d_ff: DffOpt = None,
+    V: VOpt = None,
+    K: KOpt = None,
+    set_: SetOpt = None,
+    S: Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence [default: the model's max_seq_len].", rich_help_panel=WORKLOAD)] = None,
+    B: Annotated[int, typer.Option("--B", "--batch-size", help="B: micro-batch per GPU (sequences).", rich_help_panel=WORKLOAD)] = 1,
+    precision: Annotated[Optional[str], typer.Option("--precision", help="mixed (16-bit + fp32 master, the seed's) | fp32 | bf16 (pure).", rich_help_panel=TRAINING)] = None,
+    p: Annotated[Optional[int], typer.Option("--p", help="p: bytes per activation/compute-weight element (seed); 4 implies fp32.", rich_help_panel=TRAINING)] = None,
+    grad_bytes: Annotated[Optional[int], typer.Option("--grad-bytes", help="Bytes per gradient [default: 4 mixed (seed), 4 fp32, 2 bf16].", rich_help_panel=TRAINING)] = None,
+    optimizer: Annotated[str, typer.Option("--optimizer", help="adamw | adam | sgd | sgd-momentum | lion | adam-8bit.", rich_help_panel=TRAINING)] = "adamw",
+    recompute: Annotated[str, typer.Option("--recompute", help="none | selective | full (Korthikanti et al. 2022).", rich_help_panel=TRAINING)] = "none",
+    flash: Annotated[bool, typer.Option("--flash/--no-flash", help="FlashAttention: no S×S scores kept.", rich_help_panel=TRAINING)] = False,
+    dropout: Annotated[Optional[bool], typer.Option("--dropout/--no-dropout", help="Dropout masks kept [default: the model's dropout > 0].", rich_help_panel=TRAINING)] = None,
+    activations: Annotated[str, typer.Option("--activations", help="default | seed (exactly the seed's per-layer equations).", rich_help_panel=TRAINING)] = "default",
+    head: Annotated[bool, typer.Option("--head/--no-head", help="Count embedding, final-norm, head and loss activations.", rich_help_panel=TRAINING)] = True,
+    T: Annotated[int, typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel ranks.", rich_help_panel=PARALLEL)] = 1,
+    sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism (with T).", rich_help_panel=PARALLEL)] = False,
+    P: Annotated[int, typer.Option("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B).", rich_help_panel=PARALLEL)] = 1,
+    dp: Annotated[int, typer.Option("--dp", "--data-parallel", help="Data-parallel replicas (for ZeRO).", rich_help_panel=PARALLEL)] = 1,
+    zero: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3: shard optimizer; +gradients; +weights.", rich_help_panel=PARALLEL)] = 0,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Check the fit on this GPU, e.g. a100-80gb.", rich_help_panel=OUTPUT)] = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Training memory per GPU: weights, gradients, optimizer states, activations; fit finding.
+
+    Example: tcalc memory --preset gpt3 --T 8 --sp --recompute selective --gpu a100-80gb
+    """
+    from transformer_calc.config import Parallelism, Training, Workload, build
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.render import memory_table
+    from transformer_calc.report import memory_report
+
+    model = resolve_model(preset, config, hf_config, _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_))
+    workload = build(Workload, {"seq_len": S if S is not None else model.max_seq_len, "batch_size": B}, "workload")
+    training = build(
+        Training,
+        _given(
+            precision=precision, p=p, grad_bytes=grad_bytes, optimizer=optimizer, recompute=recompute,
+            flash=flash, dropout=dropout, activations=activations, head_activations=head,
+        ),
+        "training",
+    )
+    parallelism = build(
+        Parallelism, {"tensor": T, "sequence_parallel": sp, "pipeline": P, "data": dp, "zero": zero}, "parallelism"
+    )
+    device = find_gpu(gpu) if gpu else None
+    emit(memory_report(model, workload, training, parallelism, device), fmt, memory_table)
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
 @app.command()
 def presets(fmt: FormatOpt = OutputFormat.table) -> None:
     """List the model presets with their key numbers and sources."""

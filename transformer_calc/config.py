@@ -156,17 +156,22 @@ class ModelConfig(BaseModel):
 
 def build_model(spec: dict[str, Any], where: str = "model") -> ModelConfig:
     """Validate a model spec; any problem becomes one TcalcError line naming field, value, fix."""
+    return build(ModelConfig, spec, where)
+
+
+def build(cls: Any, spec: dict[str, Any], where: str) -> Any:
+    """Validate any of the config models; errors become one TcalcError line."""
     from pydantic import ValidationError
 
     try:
-        return ModelConfig.model_validate(spec)
+        return cls.model_validate(spec)
     except ValidationError as exc:
-        raise TcalcError(describe_validation_error(exc, where)) from None
+        raise TcalcError(describe_validation_error(exc, where, cls)) from None
     except ValueError as exc:  # raised by canonical_keys before pydantic sees the data
         raise TcalcError(f"{where}: {exc}") from None
 
 
-def describe_validation_error(exc: Any, where: str = "model") -> str:
+def describe_validation_error(exc: Any, where: str = "model", cls: Any = None) -> str:
     """First pydantic error as one line: '<where>: <field> (<value>): <problem>; <fix>'."""
     err = exc.errors(include_url=False)[0]
     loc = ".".join(str(part) for part in err.get("loc", ()))
@@ -176,7 +181,7 @@ def describe_validation_error(exc: Any, where: str = "model") -> str:
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
     if kind == "extra_forbidden":
-        known = [*ModelConfig.model_fields, *ALIASES]
+        known = [*(cls or ModelConfig).model_fields, *(ALIASES if cls in (None, ModelConfig) else ())]
         near = difflib.get_close_matches(loc, known, n=3, cutoff=0.6)
         hint = f"did you mean {', '.join(near)}?" if near else "see `tcalc params --help` or docs/notation.md"
         return f"{where}: unknown field {loc!r}; {hint}"
@@ -338,3 +343,62 @@ class Recompute(str, Enum):
     none = "none"
     selective = "selective"  # recompute the attention core (QK^T, softmax, dropout, x V)
     full = "full"  # keep only each layer's input; recompute the whole layer in backward
+
+
+class ActivationProfile(str, Enum):
+    """Which activation accounting to use (docs/formulas.md, "Activations")."""
+
+    default = "default"  # the seed's accounting generalized: GQA, gated MLPs, MoE, head and loss terms
+    seed = "seed"  # exactly the seed's per-layer equations (MHA, 2-matrix MLP, masks), nothing else
+
+
+MASTER_COPY_BYTES = 4  # fp32 master weights in mixed precision (Micikevicius et al. 2018)
+_ELEMENT_BYTES = {Precision.mixed: 2, Precision.fp32: 4, Precision.bf16: 2}
+_GRAD_BYTES = {Precision.mixed: 4, Precision.fp32: 4, Precision.bf16: 2}  # seed: 4 in mixed
+
+
+class Training(BaseModel):
+    """How a model is trained: precision, optimizer, recomputation, attention kernel.
+
+    `p` is the seed's p: bytes per element of the compute copy of the weights and of activations
+    (2 in mixed and pure bf16, 4 in fp32). Gradient bytes default to the seed's 4 in mixed
+    precision ("they have to be converted to p=4"); many stacks keep 2 (`grad_bytes: 2`).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    precision: Precision = Precision.mixed
+    p: int = Field(description="bytes per activation / compute-weight element")
+    grad_bytes: int = Field(description="bytes per gradient element")
+    optimizer: Optimizer = Optimizer.adamw
+    recompute: Recompute = Recompute.none
+    flash: bool = Field(default=False, description="FlashAttention: no S x S scores stored")
+    dropout: bool | None = Field(default=None, description="dropout masks stored (default: model.dropout > 0)")
+    activations: ActivationProfile = ActivationProfile.default
+    head_activations: bool = Field(default=True, description="count embedding, final norm, head, loss")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        d = dict(data)
+        precision, p = d.get("precision"), d.get("p")
+        if precision is None and p is not None:  # the seed: p=4 is plain fp32 training
+            d["precision"] = Precision.fp32 if p == 4 else Precision.mixed
+        try:
+            prec = Precision(d.get("precision") or Precision.mixed)
+        except ValueError:
+            return d  # pydantic reports the bad precision with its name
+        expected = _ELEMENT_BYTES[prec]
+        allowed = (1, 2) if prec is Precision.mixed else (expected,)  # mixed: 16-bit or fp8 compute
+        if p is None:
+            d["p"] = expected
+        elif isinstance(p, int) and not isinstance(p, bool) and p not in allowed:
+            raise ValueError(
+                f"p ({p}) does not match precision {prec.value} "
+                f"({' or '.join(map(str, allowed))}-byte elements); drop p or choose the matching precision"
+            )
+        if d.get("grad_bytes") is None:
+            d["grad_bytes"] = _GRAD_BYTES[prec]
+        return d

@@ -184,8 +184,27 @@ def seed_total_approx(m: ModelConfig) -> int:
     return 12 * D * D * L + D * V
 
 
-def tensor_parallel_params(m: ModelConfig, T: int) -> int:
-    """Parameters held by one of T tensor-parallel ranks (Megatron-LM layout).
+@dataclass(frozen=True)
+class ShardParams:
+    """Parameters held by one tensor-parallel rank, split by where they live in a pipeline.
+
+    The embedding part sits on the first pipeline stage; the head part (final norm, LM head) on
+    the last; with tied embeddings and more than one stage the last stage keeps its own copy of
+    the embedding table for the head (Megatron-LM does this), given as `tied_head_copy`.
+    """
+
+    embedding: int  # token table shard + positions + projections + embedding norm
+    layer: int  # one block's shard
+    final_norm: int
+    lm_head: int  # untied head shard (+ bias); 0 when tied
+    tied_head_copy: int  # the embedding shard a separate last stage needs when tied
+
+    def total(self, n_layers: int) -> int:
+        return self.embedding + n_layers * self.layer + self.final_norm + self.lm_head
+
+
+def shard_params(m: ModelConfig, T: int = 1) -> ShardParams:
+    """Parameters of one of T tensor-parallel ranks (Megatron-LM layout), by component.
 
     Source: Shoeybi et al. 2019 (Megatron-LM) sec. 3 and the seed's "Tensor Parallelism": Q/K/V and
     the MLP input matrices are column-parallel (weights and biases split T ways), the attention
@@ -197,8 +216,6 @@ def tensor_parallel_params(m: ModelConfig, T: int) -> int:
     """
     if T < 1:
         raise ValueError(f"tensor parallel size T ({T}) must be >= 1")
-    if T == 1:
-        return count_params(m).total
     D, A, kv, hd, F = m.d_model, m.n_heads, m.n_kv_heads, m.head_dim, m.d_ff
     if A % T:
         raise ValueError(f"n_heads ({A}) must be divisible by T ({T}); use a divisor of {A}")
@@ -209,8 +226,7 @@ def tensor_parallel_params(m: ModelConfig, T: int) -> int:
             f"n_kv_heads ({kv}) and T ({T}) must divide one another to shard or replicate K/V heads"
         )
     full = count_params(m)
-    kv_rank = max(kv // T, 1)
-    q_rank = A // T
+    kv_rank, q_rank = max(kv // T, 1), A // T
     attn = D * hd * (q_rank + 2 * kv_rank) + q_rank * hd * D
     attn += hd * (q_rank + 2 * kv_rank) if m.qkv_bias else 0
     attn += D if m.attn_out_bias else 0  # row-parallel bias: replicated
@@ -218,15 +234,19 @@ def tensor_parallel_params(m: ModelConfig, T: int) -> int:
     n_in = GATED_MATRICES - 1 if m.gated_mlp else PLAIN_MATRICES - 1
     mlp = (n_in + 1) * D * (F // T) + ((n_in * F // T + D) if m.mlp_bias else 0)
     layer = attn + m.n_experts * mlp + full.layer.router + full.layer.norms
-    V_rank = -(-m.vocab_size // T)
-    d_emb = m.d_embedding
-    return (
-        V_rank * d_emb
-        + full.position
-        + full.embedding_projection
-        + full.embedding_norm
-        + m.n_layers * layer
-        + full.final_norm
-        + (0 if m.tied_embeddings else V_rank * d_emb)
-        + (V_rank if m.lm_head_bias else 0)
+    table = -(-m.vocab_size // T) * m.d_embedding  # vocabulary-parallel rows
+    head_bias = -(-m.vocab_size // T) if m.lm_head_bias else 0
+    return ShardParams(
+        embedding=table + full.position + full.embedding_projection + full.embedding_norm,
+        layer=layer,
+        final_norm=full.final_norm,
+        lm_head=(0 if m.tied_embeddings else table) + head_bias,
+        tied_head_copy=table if m.tied_embeddings else 0,
     )
+
+
+def tensor_parallel_params(m: ModelConfig, T: int) -> int:
+    """Parameters held by one of T tensor-parallel ranks (see `shard_params`); T=1: the total."""
+    if T == 1:
+        return count_params(m).total
+    return shard_params(m, T).total(m.n_layers)

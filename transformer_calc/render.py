@@ -280,3 +280,70 @@ def gpu_detail(r: dict[str, Any]) -> Any:
     if r["notes"]:
         foot += f"\nnotes: {r['notes']}"
     return Group(Text(head), t, Text(foot, style="dim"))
+
+
+def _bar(fraction: float, width: int = 24) -> str:
+    """A horizontal bar of `fraction` (0..1) of `width` cells, eighth-block resolution."""
+    eighths = max(0, min(width * 8, round(fraction * width * 8)))
+    full, part = divmod(eighths, 8)
+    return "█" * full + ("▏▎▍▌▋▊▉"[part - 1] if part else "")
+
+
+def memory_table(report: dict[str, Any]) -> Any:
+    """Per-GPU breakdown with a bar chart against the GPU's capacity (when --gpu is given)."""
+    from rich.console import Group
+    from rich.text import Text
+
+    mem, par, tr, w = report["memory"], report["parallelism"], report["training"], report["workload"]
+    per = mem["per_gpu"]
+    gpu = report.get("gpu")
+    scale = max(per["total"], gpu["memory_bytes"] if gpu else 0) or 1
+    title = (
+        f"Training memory per GPU: {report['model'].get('name') or 'custom model'}, "
+        f"S={w['seq_len']} B={w['batch_size']}"
+    )
+    t = _table(title, "component", "bytes", "", "share")
+    t.columns[2].justify = "left"
+    t.columns[2].no_wrap = True
+    t.columns[2].overflow = "crop"
+    t.columns[2].min_width = 8
+    rows = [
+        ("weights", per["weights"]),
+        ("gradients", per["gradients"]),
+        ("optimizer states", per["optimizer"]),
+        ("activations: attention", mem["activations"]["attention"]),
+        ("activations: MLP", mem["activations"]["mlp"]),
+        ("activations: norms", mem["activations"]["norm"]),
+        ("activations: other", mem["activations"]["other"]),
+    ]
+    for label, value in rows:
+        t.add_row(label, fmt_bytes(value), _bar(value / scale), f"{100 * value / per['total']:.1f} %" if per["total"] else "")
+    t.add_section()
+    t.add_row("total", fmt_bytes(per["total"]), _bar(per["total"] / scale), "", style="bold")
+    if gpu:
+        t.add_row(f"capacity ({gpu['name']})", fmt_bytes(gpu["memory_bytes"]), _bar(gpu["memory_bytes"] / scale), "", style="dim")
+    bpp = mem["bytes_per_param"]
+    lines = [
+        f"{tr['precision']} precision, p={tr['p']}, {tr['optimizer']}: "
+        f"{bpp['weights']}+{bpp['gradients']}+{bpp['optimizer']} bytes/param; "
+        f"{report['params']['per_gpu']:,} params on this GPU",
+        f"T={par['tensor']}{' +SP' if par['sequence_parallel'] else ''} P={par['pipeline']} "
+        f"dp={par['data']} ZeRO-{par['zero']}; recompute={tr['recompute']}"
+        f"{', flash' if tr['flash'] else ''}; activations profile: {tr['activations']}",
+        f"activations / model states = {mem['activation_ratio']:.3g}"
+        if mem["activation_ratio"] is not None
+        else "",
+    ]
+    if par["pipeline"] > 1:
+        lines.append(f"most loaded pipeline stage: {mem['stage']} ({mem['in_flight_micro_batches']} micro-batches in flight)")
+    lines.append(f"seed B_min (mixed precision saves memory above it): {report['b_min']:.3g}")
+    if gpu:
+        fit = report["fit"]
+        verdict = "fits" if report["fits"] else "does NOT fit"
+        lines.append(f"{verdict} on {gpu['name']}: headroom {fmt_bytes(gpu['headroom_bytes'])}")
+        lines.append(f"largest micro-batch that fits: {fit['max_micro_batch']}")
+        tp = fit["min_tensor_parallel"]
+        lines.append(f"smallest T that fits (P={par['pipeline']}): {tp if tp else 'none up to 64'}")
+        tpp = fit["min_tensor_pipeline"]
+        lines.append(f"smallest T·P that fits: " + (f"T={tpp['T']} P={tpp['P']}" if tpp else "none"))
+    return Group(t, Text("\n".join(line for line in lines if line)))

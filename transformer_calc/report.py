@@ -112,3 +112,79 @@ def gpu_report(name: str) -> dict[str, Any]:
     from transformer_calc.presets import gpu
 
     return gpu_dict(gpu(name))
+
+
+def memory_report(
+    m: ModelConfig,
+    w: Any,
+    tr: Any,
+    par: Any,
+    gpu: Any | None = None,
+) -> dict[str, Any]:
+    """`tcalc memory`: training memory per GPU of the most loaded pipeline stage, with fitting."""
+    from transformer_calc.memory import (
+        b_min,
+        max_micro_batch,
+        min_parallelism,
+        most_loaded,
+        optimizer_bytes_per_param,
+        training_memory,
+    )
+
+    stages = training_memory(m, w, tr, par)
+    worst = most_loaded(stages)
+    non_act = worst.model_states
+    report: dict[str, Any] = {
+        "model": model_dict(m),
+        "workload": w.model_dump(mode="json"),
+        "training": tr.model_dump(mode="json"),
+        "parallelism": {**par.model_dump(mode="json"), "gpus": par.gpus},
+        "params": {"total": count_params(m).total, "per_gpu": worst.params},
+        "memory": {
+            "per_gpu": {
+                "weights": worst.weights,
+                "gradients": worst.gradients,
+                "optimizer": worst.optimizer,
+                "activations": worst.activations,
+                "total": worst.total,
+            },
+            "activations": {
+                "attention": worst.attention,
+                "mlp": worst.mlp,
+                "norm": worst.norm,
+                "other": worst.other,
+            },
+            "activation_ratio": worst.activations / non_act if non_act else None,
+            "stage": worst.stage,
+            "in_flight_micro_batches": worst.in_flight,
+            "bytes_per_param": {
+                "weights": tr.p,
+                "gradients": tr.grad_bytes,
+                "optimizer": optimizer_bytes_per_param(tr),
+            },
+            "stages": [
+                {
+                    "stage": st.stage,
+                    "n_layers": st.n_layers,
+                    "params": st.params,
+                    "model_states": st.model_states,
+                    "activations": st.activations,
+                    "total": st.total,
+                }
+                for st in stages
+            ],
+        },
+        "b_min": b_min(m, w.seq_len),
+    }
+    if gpu is not None:
+        capacity = gpu.memory_bytes
+        fit_T = min_parallelism(m, w, tr, par, capacity)
+        fit_TP = min_parallelism(m, w, tr, par, capacity, vary_pipeline=True)
+        report["gpu"] = {"name": gpu.name, "memory_bytes": capacity, "headroom_bytes": capacity - worst.total}
+        report["fits"] = worst.total <= capacity
+        report["fit"] = {
+            "max_micro_batch": max_micro_batch(m, w, tr, par, capacity),
+            "min_tensor_parallel": fit_T[0] if fit_T else None,
+            "min_tensor_pipeline": {"T": fit_TP[0], "P": fit_TP[1]} if fit_TP else None,
+        }
+    return report
