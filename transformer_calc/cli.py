@@ -76,35 +76,47 @@ def _parse_set(items: list[str] | None) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise TcalcError(f"--set {item!r}: expected KEY=VALUE, e.g. --set mlp=swiglu")
+        out[key.strip()] = _scalar(raw)
+    return out
+
+
+def _scalar(raw: str) -> Any:
+    """A --set value: JSON scalars first (1e3, true, null), then YAML (yes/no), else the string."""
+    import json
+
+    try:
+        value = json.loads(raw)
+    except ValueError:
         import yaml
 
         try:
             value = yaml.safe_load(raw) if raw.strip() else raw
         except yaml.YAMLError:
             value = raw
-        out[key.strip()] = value
-    return out
+    return value
 
 
-def resolve_model(
+def load_model(
     preset: str | None,
     config: Path | None,
     hf_config: Path | None,
     overrides: dict[str, Any],
-) -> Any:
-    """One ModelConfig from exactly one source plus overrides (re-validated)."""
+) -> tuple[Any, Any]:
+    """(ModelConfig, JobFile or None): one source plus overrides, re-validated."""
+    from transformer_calc import presets
     from transformer_calc.config import build_model, merge_spec
     from transformer_calc.errors import TcalcError
-    from transformer_calc import presets
 
     given = [name for name, v in (("--preset", preset), ("--config", config), ("--hf-config", hf_config)) if v]
     if len(given) > 1:
         raise TcalcError(f"give one model source, not {' and '.join(given)}")
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    job = None
     if preset is not None:
         spec, where = presets.preset_spec(preset), f"--preset {preset}"
     elif config is not None:
-        spec, where = presets.config_file_spec(config), f"--config {str(config)!r}"
+        job = presets.load_job(config)
+        spec, where = job.model, f"--config {str(config)!r}"
     elif hf_config is not None:
         spec, where = presets.hf_spec(hf_config), f"--hf-config {str(hf_config)!r}"
     elif overrides:
@@ -117,7 +129,11 @@ def resolve_model(
     if overrides:
         spec = merge_spec(spec, overrides)
         spec.setdefault("name", None)
-    return build_model(spec, where=where)
+    return build_model(spec, where=where), job
+
+
+def resolve_model(preset: str | None, config: Path | None, hf_config: Path | None, overrides: dict[str, Any]) -> Any:
+    return load_model(preset, config, hf_config, overrides)[0]
 
 
 def _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_) -> dict[str, Any]:  # noqa: ANN001
@@ -216,21 +232,21 @@ def memory(
     K: KOpt = None,
     set_: SetOpt = None,
     S: Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence [default: the model's max_seq_len].", rich_help_panel=WORKLOAD)] = None,
-    B: Annotated[int, typer.Option("--B", "--batch-size", help="B: micro-batch per GPU (sequences).", rich_help_panel=WORKLOAD)] = 1,
+    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="B: micro-batch per GPU (sequences) [default: 1].", rich_help_panel=WORKLOAD)] = None,
     precision: Annotated[Optional[str], typer.Option("--precision", help="mixed (16-bit + fp32 master, the seed's) | fp32 | bf16 (pure).", rich_help_panel=TRAINING)] = None,
     p: Annotated[Optional[int], typer.Option("--p", help="p: bytes per activation/compute-weight element (seed); 4 implies fp32.", rich_help_panel=TRAINING)] = None,
     grad_bytes: Annotated[Optional[int], typer.Option("--grad-bytes", help="Bytes per gradient [default: 4 mixed (seed), 4 fp32, 2 bf16].", rich_help_panel=TRAINING)] = None,
-    optimizer: Annotated[str, typer.Option("--optimizer", help="adamw | adam | sgd | sgd-momentum | lion | adam-8bit.", rich_help_panel=TRAINING)] = "adamw",
-    recompute: Annotated[str, typer.Option("--recompute", help="none | selective | full (Korthikanti et al. 2022).", rich_help_panel=TRAINING)] = "none",
-    flash: Annotated[bool, typer.Option("--flash/--no-flash", help="FlashAttention: no S×S scores kept.", rich_help_panel=TRAINING)] = False,
+    optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="adamw (default) | adam | sgd | sgd-momentum | lion | adam-8bit.", rich_help_panel=TRAINING)] = None,
+    recompute: Annotated[Optional[str], typer.Option("--recompute", help="none (default) | selective | full (Korthikanti et al. 2022).", rich_help_panel=TRAINING)] = None,
+    flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="FlashAttention: no S×S scores kept [default: off].", rich_help_panel=TRAINING)] = None,
     dropout: Annotated[Optional[bool], typer.Option("--dropout/--no-dropout", help="Dropout masks kept [default: the model's dropout > 0].", rich_help_panel=TRAINING)] = None,
-    activations: Annotated[str, typer.Option("--activations", help="default | seed (exactly the seed's per-layer equations).", rich_help_panel=TRAINING)] = "default",
-    head: Annotated[bool, typer.Option("--head/--no-head", help="Count embedding, final-norm, head and loss activations.", rich_help_panel=TRAINING)] = True,
-    T: Annotated[int, typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel ranks.", rich_help_panel=PARALLEL)] = 1,
-    sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism (with T).", rich_help_panel=PARALLEL)] = False,
-    P: Annotated[int, typer.Option("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B).", rich_help_panel=PARALLEL)] = 1,
-    dp: Annotated[int, typer.Option("--dp", "--data-parallel", help="Data-parallel replicas (for ZeRO).", rich_help_panel=PARALLEL)] = 1,
-    zero: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3: shard optimizer; +gradients; +weights.", rich_help_panel=PARALLEL)] = 0,
+    activations: Annotated[Optional[str], typer.Option("--activations", help="default | seed (exactly the seed's per-layer equations) | torch-eager.", rich_help_panel=TRAINING)] = None,
+    head: Annotated[Optional[bool], typer.Option("--head/--no-head", help="Count embedding, final-norm, head and loss activations [default: on].", rich_help_panel=TRAINING)] = None,
+    T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel ranks [default: 1].", rich_help_panel=PARALLEL)] = None,
+    sp: Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Sequence parallelism (with T) [default: off].", rich_help_panel=PARALLEL)] = None,
+    P: Annotated[Optional[int], typer.Option("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B) [default: 1].", rich_help_panel=PARALLEL)] = None,
+    dp: Annotated[Optional[int], typer.Option("--dp", "--data-parallel", help="Data-parallel replicas (for ZeRO) [default: 1].", rich_help_panel=PARALLEL)] = None,
+    zero: Annotated[Optional[int], typer.Option("--zero", help="ZeRO stage 0-3: shard optimizer; +gradients; +weights [default: 0].", rich_help_panel=PARALLEL)] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="Check the fit on this GPU, e.g. a100-80gb.", rich_help_panel=OUTPUT)] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -238,30 +254,71 @@ def memory(
 
     Example: tcalc memory --preset gpt3 --T 8 --sp --recompute selective --gpu a100-80gb
     """
-    from transformer_calc.config import Parallelism, Training, Workload, build
+    from transformer_calc.config import training_configs
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.render import memory_table
     from transformer_calc.report import memory_report
 
-    model = resolve_model(preset, config, hf_config, _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_))
-    workload = build(Workload, {"seq_len": S if S is not None else model.max_seq_len, "batch_size": B}, "workload")
-    training = build(
-        Training,
-        _given(
-            precision=precision, p=p, grad_bytes=grad_bytes, optimizer=optimizer, recompute=recompute,
-            flash=flash, dropout=dropout, activations=activations, head_activations=head,
-        ),
-        "training",
+    model, job = load_model(preset, config, hf_config, _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_))
+    flags = dict(
+        seq_len=S, batch_size=B, precision=precision, p=p, grad_bytes=grad_bytes, optimizer=optimizer,
+        recompute=recompute, flash=flash, dropout=dropout, activations=activations, head_activations=head,
+        tensor=T, sequence_parallel=sp, pipeline=P, data=dp, zero=zero, gpu=gpu,
     )
-    parallelism = build(
-        Parallelism, {"tensor": T, "sequence_parallel": sp, "pipeline": P, "data": dp, "zero": zero}, "parallelism"
-    )
-    device = find_gpu(gpu) if gpu else None
+    workload, training, parallelism, gpu_name = training_configs(model, job.training if job else {}, flags)
+    device = find_gpu(str(gpu_name)) if gpu_name else None
     emit(memory_report(model, workload, training, parallelism, device), fmt, memory_table)
 
 
 def _given(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
+
+
+@app.command()
+def check(
+    files: Annotated[list[Path], typer.Argument(help="Job files (YAML) to validate and check.", show_default=False)],
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Memory must fit this GPU (overrides the files).")] = None,
+    max_memory: Annotated[
+        Optional[str], typer.Option("--max-memory", help="Memory per GPU must not exceed this, e.g. 70GiB or 80GB.")
+    ] = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Validate job files and check them against limits: a CI gate.
+
+    One line per file: PASS, FAIL (a check failed) or ERROR (invalid file). Exit code 0 when all
+    pass, 1 when a check failed, 2 when a file or flag is invalid.
+    Example: tcalc check configs/*.yaml --gpu a100-80gb --max-memory 70GiB
+    """
+    from transformer_calc.config import parse_bytes
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.render import check_lines
+    from transformer_calc.report import check_job
+
+    try:
+        limit = parse_bytes(max_memory, "--max-memory") if max_memory is not None else None
+    except ValueError as exc:
+        raise TcalcError(str(exc)) from None
+    if gpu is not None:
+        find_gpu(gpu)  # an unknown --gpu is a usage error for every file: say it once
+    results = []
+    for path in files:
+        try:
+            results.append(check_job(path, gpu, limit))
+        except TcalcError as exc:
+            results.append({"file": str(path), "status": "error", "error": str(exc), "checks": []})
+        except ValueError as exc:
+            results.append({"file": str(path), "status": "error", "error": f"{path}: {exc}", "checks": []})
+    counts = {status: sum(r["status"] == status for r in results) for status in ("pass", "fail", "error")}
+    report = {"files": results, "passed": counts["pass"], "failed": counts["fail"], "errors": counts["error"]}
+    if fmt is OutputFormat.table:
+        sys.stdout.write(check_lines(report))
+    else:
+        emit(report, fmt, None)
+    if counts["error"]:
+        raise typer.Exit(2)
+    if counts["fail"]:
+        raise typer.Exit(1)
 
 
 @app.command()

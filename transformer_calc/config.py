@@ -14,6 +14,7 @@ re-derive the defaults (`with_overrides`): `--D 1024` on gpt2 gives d_ff = 4096,
 from __future__ import annotations
 
 import difflib
+import math
 from enum import Enum
 from fractions import Fraction
 from typing import Any
@@ -250,10 +251,14 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
             f"n_heads ({A}) must be divisible by n_kv_heads ({kv}); use a divisor of {A}"
         )
     E = d.get("expansion")
+    if E is not None and (
+        isinstance(E, bool) or not isinstance(E, (int, float)) or not math.isfinite(E) or E <= 0
+    ):
+        raise ValueError(f"expansion E ({E!r}) must be a positive finite number, e.g. 4 or 3.5")
     if d.get("d_ff") is None and D is not None:
         if E is None:
             d["d_ff"] = DEFAULT_EXPANSION * D
-        elif isinstance(E, (int, float)) and not isinstance(E, bool) and E > 0:
+        else:
             width = Fraction(str(E)) * D
             if width.denominator != 1:
                 raise ValueError(
@@ -402,3 +407,115 @@ class Training(BaseModel):
         if d.get("grad_bytes") is None:
             d["grad_bytes"] = _GRAD_BYTES[prec]
         return d
+
+
+# ============================================================================ job-file sections
+# A job file (`--config FILE.yaml`) has `model:` and optional `training:`, `inference:` and
+# `checks:` sections. Section keys use descriptive names; the seed's letters and the CLI's short
+# flag names are accepted as aliases. Command-line flags override the file.
+TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
+    "seq_len": "workload",
+    "batch_size": "workload",
+    "precision": "training",
+    "p": "training",
+    "grad_bytes": "training",
+    "optimizer": "training",
+    "recompute": "training",
+    "flash": "training",
+    "dropout": "training",
+    "activations": "training",
+    "head_activations": "training",
+    "tensor": "parallelism",
+    "sequence_parallel": "parallelism",
+    "pipeline": "parallelism",
+    "data": "parallelism",
+    "zero": "parallelism",
+    "gpu": "gpu",
+}
+INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "weight_dtype", "kv_dtype", "kv_heads", "kv_cache", "gpu"}
+CHECK_KEYS = {"gpu", "max_memory", "min_tokens_per_s", "max_ttft_s"}
+SECTION_ALIASES: dict[str, str] = {
+    "S": "seq_len",
+    "B": "batch_size",
+    "T": "tensor",
+    "sp": "sequence_parallel",
+    "P": "pipeline",
+    "dp": "data",
+    "head": "head_activations",
+}
+
+
+def canonical_section(name: str, data: Any, allowed: dict[str, str] | set[str] | list[str]) -> dict[str, Any]:
+    """A job-file section with aliases resolved; unknown keys are errors with did-you-mean."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise TcalcError(f"{name}: must be a mapping of settings, got {type(data).__name__}")
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        canon = SECTION_ALIASES.get(str(key), str(key))
+        if canon not in allowed:
+            near = difflib.get_close_matches(str(key), [*allowed, *SECTION_ALIASES], n=3, cutoff=0.6)
+            hint = f"did you mean {', '.join(near)}?" if near else f"known: {', '.join(sorted(allowed))}"
+            raise TcalcError(f"{name}: unknown key {key!r}; {hint}")
+        if canon in out:
+            raise TcalcError(f"{name}: {canon} is given twice (as {canon!r} and an alias); keep one")
+        out[canon] = value
+    return out
+
+
+def split_training(section: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Canonical training settings -> {'workload': {...}, 'training': {...}, 'parallelism': {...},
+    'gpu': {'gpu': name}} (each ready for model_validate)."""
+    parts: dict[str, dict[str, Any]] = {"workload": {}, "training": {}, "parallelism": {}, "gpu": {}}
+    for key, value in section.items():
+        parts[TRAINING_KEYS[key]][key] = value
+    return parts
+
+
+_BYTE_UNITS = {
+    "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+
+
+def parse_bytes(text: str | int, what: str = "size") -> int:
+    """'70GiB' -> 75161927680, '80GB' -> 80000000000, '1.5TiB', '4096' (bytes). GB = 10^9 and
+    GiB = 2^30, both explicit; units are case-insensitive. Exact for decimal inputs."""
+    import re
+    from decimal import Decimal, InvalidOperation
+
+    if isinstance(text, int) and not isinstance(text, bool):
+        value, unit = Decimal(text), "b"
+    else:
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+        if not match or match.group(2).lower() not in {"", *_BYTE_UNITS}:
+            raise ValueError(f"{what} ({text!r}) is not a size; write e.g. 70GiB, 80GB or 1.5TiB")
+        try:
+            value = Decimal(match.group(1))
+        except InvalidOperation:  # pragma: no cover - the pattern admits only numbers
+            raise ValueError(f"{what} ({text!r}) is not a number") from None
+        unit = match.group(2).lower() or "b"
+    total = value * _BYTE_UNITS[unit]
+    if total <= 0:
+        raise ValueError(f"{what} ({text!r}) must be positive")
+    return int(total)
+
+
+def training_configs(
+    model: ModelConfig, section: dict[str, Any], flags: dict[str, Any]
+) -> tuple[Workload, Training, Parallelism, str | None]:
+    """(Workload, Training, Parallelism, gpu name) from a job file's training: section (canonical
+    keys) with the command-line flags that are not None overriding it; S defaults to the model's
+    max_seq_len."""
+    merged = {**section, **{k: v for k, v in flags.items() if v is not None}}
+    parts = split_training(merged)
+    parts["workload"].setdefault("seq_len", model.max_seq_len)
+    gpu = parts["gpu"].get("gpu")
+    return (
+        build(Workload, parts["workload"], "training"),
+        build(Training, parts["training"], "training"),
+        build(Parallelism, parts["parallelism"], "training"),
+        None if gpu is None else str(gpu),
+    )

@@ -202,6 +202,10 @@ class StageMemory:
         return self.model_states + self.activations
 
 
+MAX_LISTED_STAGES = 64  # beyond this only the first and last stage are computed (the others
+# hold no more layers, fewer micro-batches and no embedding or head: never the most loaded)
+
+
 def stage_layers(L: int, P: int) -> list[int]:
     """Layers per stage, as even as possible (the first L mod P stages take one more)."""
     if P > L:
@@ -209,18 +213,29 @@ def stage_layers(L: int, P: int) -> list[int]:
     return [L // P + (1 if s < L % P else 0) for s in range(P)]
 
 
+def _layers_on_stage(L: int, P: int, s: int) -> int:
+    return L // P + (1 if s < L % P else 0)
+
+
 def training_memory(
     m: ModelConfig, w: Workload, tr: Training = Training(), par: Parallelism = Parallelism()
 ) -> list[StageMemory]:
-    """Per-GPU memory of every pipeline stage (most loaded: `max(stages, key=total)`)."""
+    """Per-GPU memory of every pipeline stage (most loaded: `max(stages, key=total)`).
+
+    O(1) in L, S and B; O(P) for P <= MAX_LISTED_STAGES, else only the first and last stage.
+    """
     T, P, dp, zero = par.tensor, par.pipeline, par.data, par.zero
+    if P > m.n_layers:
+        raise ValueError(f"pipeline stages P ({P}) exceed n_layers ({m.n_layers}); use P <= {m.n_layers}")
     shard = shard_params(m, T)
     layer = layer_activations(m, w, tr, par)
     first_extra, last_extra = head_activations(m, w, tr, par)
     working = _recompute_working_set(m, w, tr, par)
     opt_bytes = optimizer_bytes_per_param(tr)
     stages = []
-    for s, n in enumerate(stage_layers(m.n_layers, P)):
+    indices = range(P) if P <= MAX_LISTED_STAGES else (0, P - 1)
+    for s in indices:
+        n = _layers_on_stage(m.n_layers, P, s)
         is_first, is_last = s == 0, s == P - 1
         params = n * shard.layer
         if is_first:

@@ -7,7 +7,9 @@ force-includes the repository's `presets/`) and the repository's `presets/` in a
 
 from __future__ import annotations
 
+import difflib
 import json
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -147,26 +149,61 @@ def hf_spec(path: Path) -> dict[str, Any]:
     return from_hf_config(data)
 
 
-MODEL_FILE_SOURCES = ("preset", "hf_config")
+JOB_SECTIONS = ("model", "training", "inference", "checks")
 
 
-def config_file_spec(path: Path) -> dict[str, Any]:
-    """A model spec from a tcalc YAML file.
+@dataclass(frozen=True)
+class JobFile:
+    """A tcalc YAML file: the model spec and the raw (canonical-key) sections for the commands."""
 
-    Accepted shapes: model fields at the top level; or a `model:` mapping of fields; where the
-    mapping may name `preset: NAME` or `hf_config: PATH` (relative to the file) and add fields
-    that override it. Other top-level sections (training:, inference:) belong to later commands.
+    path: Path
+    model: dict[str, Any]
+    training: dict[str, Any] = field(default_factory=dict)
+    inference: dict[str, Any] = field(default_factory=dict)
+    checks: dict[str, Any] = field(default_factory=dict)
+    sections: tuple[str, ...] = ()
+
+
+def load_job(path: Path) -> JobFile:
+    """Read a job file.
+
+    Accepted shapes: model fields at the top level (a model file); or sections `model:` (fields,
+    optionally `preset: NAME` or `hf_config: PATH` relative to the file, which the fields
+    override), `training:`, `inference:`, `checks:`. Unknown sections and keys are errors with
+    did-you-mean. YAML is read with the safe loader only.
     """
-    data = safe_load_yaml(read_text_file(path, "--config"), f"--config {str(path)!r}")
+    from transformer_calc.config import CHECK_KEYS, INFERENCE_KEYS, TRAINING_KEYS, canonical_section
+
+    where = f"--config {str(path)!r}"
+    data = safe_load_yaml(read_text_file(path, "--config"), where)
     if not isinstance(data, dict):
-        raise TcalcError(f"--config {str(path)!r}: expected a mapping of model fields or a model: section")
-    model = data.get("model", data)
-    if not isinstance(model, dict):
-        raise TcalcError(f"--config {str(path)!r}: model: must be a mapping of fields")
-    model = dict(model)
+        raise TcalcError(f"{where}: expected a mapping of model fields or a model: section")
+    if "model" not in data:
+        stray = [k for k in JOB_SECTIONS if k in data]
+        if stray:
+            raise TcalcError(f"{where}: has {stray[0]}: but no model: section; add model: (fields or preset:)")
+        return JobFile(path=path, model=_model_section(dict(data), path, where))
+    for key in data:
+        if key not in JOB_SECTIONS:
+            near = difflib.get_close_matches(str(key), JOB_SECTIONS, n=1, cutoff=0.5)
+            hint = f"did you mean {near[0]}?" if near else f"sections are {', '.join(JOB_SECTIONS)}"
+            raise TcalcError(f"{where}: unknown section {key!r}; {hint}")
+    if not isinstance(data["model"], dict):
+        raise TcalcError(f"{where}: model: must be a mapping of fields")
+    return JobFile(
+        path=path,
+        model=_model_section(dict(data["model"]), path, where),
+        training=canonical_section(f"{where} training", data.get("training"), TRAINING_KEYS),
+        inference=canonical_section(f"{where} inference", data.get("inference"), INFERENCE_KEYS),
+        checks=canonical_section(f"{where} checks", data.get("checks"), CHECK_KEYS),
+        sections=tuple(k for k in JOB_SECTIONS if k in data),
+    )
+
+
+def _model_section(model: dict[str, Any], path: Path, where: str) -> dict[str, Any]:
     preset, hf = model.pop("preset", None), model.pop("hf_config", None)
     if preset is not None and hf is not None:
-        raise TcalcError(f"--config {str(path)!r}: give model.preset or model.hf_config, not both")
+        raise TcalcError(f"{where}: give model.preset or model.hf_config, not both")
     if preset is not None:
         return merge_spec(preset_spec(str(preset)), model)
     if hf is not None:

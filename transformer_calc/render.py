@@ -347,3 +347,27 @@ def memory_table(report: dict[str, Any]) -> Any:
         tpp = fit["min_tensor_pipeline"]
         lines.append(f"smallest T·P that fits: " + (f"T={tpp['T']} P={tpp['P']}" if tpp else "none"))
     return Group(t, Text("\n".join(line for line in lines if line)))
+
+
+def check_lines(report: dict[str, Any]) -> str:
+    """`tcalc check`: one plain line per file (greppable in CI logs), then a summary line."""
+    lines = []
+    for r in report["files"]:
+        if r["status"] == "error":
+            lines.append(f"ERROR {r['file']}: {r['error']}")
+            continue
+        parts = []
+        for c in r["checks"]:
+            value = fmt_bytes(c["value"])
+            if c["check"] == "training_fits_gpu":
+                verb = "fits" if c["ok"] else "exceeds"
+                parts.append(f"training {value}/GPU {verb} {c['gpu']} ({fmt_bytes(c['limit'])})")
+            elif c["limit"] is not None:
+                verb = "<=" if c["ok"] else ">"
+                parts.append(f"{c['check'].replace('_', ' ')} {value} {verb} {fmt_bytes(c['limit'])}")
+            else:
+                parts.append(f"{c['check'].replace('_', ' ')} {value}/GPU")
+        detail = "; ".join(parts) if parts else "valid"
+        lines.append(f"{r['status'].upper():5} {r['file']}: {detail}")
+    lines.append(f"{report['passed']} passed, {report['failed']} failed, {report['errors']} invalid")
+    return "\n".join(lines) + "\n"

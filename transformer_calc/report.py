@@ -188,3 +188,53 @@ def memory_report(
             "min_tensor_pipeline": {"T": fit_TP[0], "P": fit_TP[1]} if fit_TP else None,
         }
     return report
+
+
+def check_job(path: Any, gpu_name: str | None = None, max_memory: int | None = None) -> dict[str, Any]:
+    """`tcalc check`: validate one job file and run the checks it (or the flags) ask for.
+
+    Training memory is checked when the file has a training: section, or when a limit is asked
+    for and the file has no inference: section (a model file: defaults S = max_seq_len, B = 1).
+    Limits: the GPU's capacity (flag, then checks.gpu, then the section's gpu) and max_memory
+    (flag, then checks.max_memory). Raises TcalcError for an invalid file.
+    """
+    from transformer_calc.config import ModelConfig, build_model, parse_bytes, training_configs
+    from transformer_calc.memory import most_loaded, training_memory
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.presets import load_job
+
+    job = load_job(path)
+    where = f"{path}"
+    model: ModelConfig = build_model(job.model, where=f"{where} model")
+    if job.checks.get("max_memory") is not None:  # validated even when the flag overrides it
+        try:
+            file_limit = parse_bytes(job.checks["max_memory"], "checks.max_memory")
+        except ValueError as exc:
+            from transformer_calc.errors import TcalcError
+
+            raise TcalcError(f"{where}: {exc}") from None
+        max_memory = file_limit if max_memory is None else max_memory
+    checks: list[dict[str, Any]] = []
+    want_training = "training" in job.sections or (
+        "inference" not in job.sections and (gpu_name or job.checks.get("gpu") or max_memory)
+    )
+    if want_training:
+        workload, training, parallelism, section_gpu = training_configs(model, job.training, {})
+        name = gpu_name or job.checks.get("gpu") or section_gpu
+        total = most_loaded(training_memory(model, workload, training, parallelism)).total
+        if name:
+            device = find_gpu(str(name))
+            checks.append(
+                {"check": "training_fits_gpu", "ok": total <= device.memory_bytes, "value": total,
+                 "limit": device.memory_bytes, "gpu": device.name}
+            )
+        if max_memory is not None:
+            checks.append({"check": "training_max_memory", "ok": total <= max_memory, "value": total, "limit": max_memory})
+        if not checks:
+            checks.append({"check": "training_memory", "ok": True, "value": total, "limit": None})
+    return {
+        "file": str(path),
+        "model": model.name,
+        "status": "pass" if all(c["ok"] for c in checks) else "fail",
+        "checks": checks,
+    }
