@@ -283,3 +283,18 @@ def test_memory_bad_input(capsys, argv, message):
     code, out, err = call(capsys, *argv)
     assert (code, out) == (2, "") and err.startswith("Error: ") and err.count("\n") == 1
     assert message in err, err
+
+
+def test_memory_absurd_sizes_stay_exact(capsys):
+    """L = 10^6, S = 10^7: exact integers, never inf or NaN (issue: no traceback, ever)."""
+    code, out, err = call(
+        capsys, "memory", "--L", "1000000", "--D", "65536", "--A", "512", "--V", "10000000",
+        "--S", "10000000", "--B", "1000", "--P", "1000000", "--gpu", "h100", "-f", "json",
+    )
+    assert code == 0, err
+    assert "NaN" not in out and "Infinity" not in out
+    data = json.loads(out)
+    per = data["memory"]["per_gpu"]
+    assert all(type(v) is int and v > 0 for v in per.values())
+    assert per["total"] == sum(per[k] for k in ("weights", "gradients", "optimizer", "activations"))
+    assert data["fits"] is False and data["fit"]["max_micro_batch"] == 0
