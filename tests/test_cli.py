@@ -298,3 +298,74 @@ def test_memory_absurd_sizes_stay_exact(capsys):
     assert all(type(v) is int and v > 0 for v in per.values())
     assert per["total"] == sum(per[k] for k in ("weights", "gradients", "optimizer", "activations"))
     assert data["fits"] is False and data["fit"]["max_micro_batch"] == 0
+
+
+def test_flops_json_equals_library(capsys):
+    from transformer_calc.config import Workload
+    from transformer_calc.flops import count_flops
+
+    data = call_json(capsys, "flops", "--preset", "gpt2", "--S", "1024", "--B", "4")
+    step = count_flops(preset_model("gpt2"), Workload(seq_len=1024, batch_size=4))
+    f = data["flops"]
+    assert (f["forward"], f["backward"], f["total"]) == (step.forward, step.backward, step.total)
+    assert f["total"] == 3_499_779_686_400  # = torch FlopCounterMode, eager GPT-2 (tests/test_flops.py)
+    assert all(type(f[k]) is int for k in ("forward", "backward", "total", "per_token"))
+
+
+def test_flops_causal_and_recompute(capsys):
+    full = call_json(capsys, "flops", "--preset", "gpt2")
+    causal = call_json(capsys, "flops", "--preset", "gpt2", "--causal", "--recompute", "full")
+    core = full["flops"]["per_layer_scores"] + full["flops"]["per_layer_reweight"]
+    assert full["flops"]["forward"] - causal["flops"]["forward"] == 12 * core // 2
+    assert causal["flops"]["hardware"] == causal["flops"]["total"] + causal["flops"]["layers"]
+
+
+def test_flops_training_time(capsys):
+    data = call_json(capsys, "flops", "--preset", "gpt3", "--tokens", "300e9", "--gpus", "1024", "--gpu", "a100-80gb", "--mfu", "0.45")
+    tr = data["training"]
+    assert tr["tokens"] == 300 * 10**9
+    assert tr["flops"] == data["flops"]["per_token"] * 300 * 10**9
+    assert tr["seconds"] == pytest.approx(tr["flops"] / (1024 * 312e12 * 0.45))
+    assert tr["days"] == pytest.approx(tr["seconds"] / 86400)
+    assert tr["gpu_hours"] == pytest.approx(tr["seconds"] * 1024 / 3600)
+
+
+def test_flops_compute_optimal(capsys):
+    data = call_json(capsys, "flops", "--preset", "gpt2", "--budget", "5.88e23")
+    assert data["compute_optimal"]["for_budget"]["params"] == 70 * 10**9  # Chinchilla 70B
+    assert data["compute_optimal"]["for_params"]["tokens"] == 20 * 124_439_808
+
+
+def test_mfu_reproduces_megatron_gpt3(capsys):
+    """Korthikanti et al. 2022 Table 5: GPT-3 175B, 64 A100s, batch 64 x 2048, 13.75 s: MFU 51.4 %."""
+    data = call_json(capsys, "mfu", "--preset", "gpt3", "--V", "51200", "--global-batch", "64",
+                     "--step-time", "13.75", "--gpus", "64", "--gpu", "a100-80gb")
+    assert data["mfu"] == pytest.approx(0.514, abs=0.0005)
+    assert data["tokens_per_s"] == pytest.approx(64 * 2048 / 13.75)
+    again = call_json(capsys, "mfu", "--preset", "gpt3", "--V", "51200", "--tokens-per-s", str(64 * 2048 / 13.75),
+                      "--gpus", "64", "--gpu", "a100-80gb")
+    assert again["mfu"] == pytest.approx(data["mfu"])
+
+
+def test_mfu_hfu_with_recompute(capsys):
+    data = call_json(capsys, "mfu", "--preset", "gpt2", "--tokens-per-s", "1e5", "--gpus", "8", "--recompute", "full")
+    assert data["hfu"] > data["mfu"] > 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["flops", "--preset", "gpt2", "--tokens", "lots"], "--tokens ('lots') is not a number"),
+        (["flops", "--preset", "gpt2", "--gpus", "8"], "give --tokens too"),
+        (["flops", "--preset", "gpt2", "--tokens", "1e9", "--gpus", "8"], "needs both --gpus N and --gpu NAME"),
+        (["flops", "--preset", "gpt2", "--tokens", "1e9", "--gpus", "8", "--gpu", "h100", "--mfu", "1.5"], "--mfu (1.5)"),
+        (["flops", "--preset", "gpt2", "--recompute", "half"], "--recompute ('half')"),
+        (["mfu", "--preset", "gpt2"], "give the measured speed"),
+        (["mfu", "--preset", "gpt2", "--step-time", "0", "--global-batch", "8"], "--step-time (0.0)"),
+        (["mfu", "--preset", "gpt2", "--tokens-per-s", "1e5", "--gpu", "v100", "--dtype", "bf16"], "has no bf16"),
+    ],
+)
+def test_flops_mfu_bad_input(capsys, argv, message):
+    code, out, err = call(capsys, *argv)
+    assert (code, out) == (2, "") and err.startswith("Error: ") and err.count("\n") == 1
+    assert message in err, err

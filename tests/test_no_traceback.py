@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 
 from transformer_calc.cli import run
 
-COMMANDS = ["params", "memory", "presets", "hardware", "check"]
+COMMANDS = ["params", "memory", "flops", "mfu", "presets", "hardware", "check"]
 OPTIONS = [
     "--preset", "--config", "--hf-config", "--L", "--D", "--A", "--kv-heads", "--head-dim", "--E", "--d-ff",
     "--V", "--K", "--set", "--p", "--T", "--S", "--B", "--precision", "--grad-bytes", "--optimizer",
     "--recompute", "--flash", "--no-flash", "--dropout", "--activations", "--sp", "--P", "--dp", "--zero",
-    "--gpu", "--max-memory", "--format", "-f", "--bogus",
+    "--gpu", "--max-memory", "--format", "-f", "--bogus", "--causal", "--tokens", "--gpus", "--mfu",
+    "--budget", "--dtype", "--global-batch", "--step-time", "--tokens-per-s",
 ]
 WORDS = [
     "gpt2", "gpt3", "llama-2-7b", "mixtral-8x7b", "falcon-40b", "a100-80gb", "h100", "json", "yaml", "csv",

@@ -274,6 +274,140 @@ def _given(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
+SOpt = Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence [default: the model's max_seq_len].", rich_help_panel=WORKLOAD)]
+CausalOpt = Annotated[bool, typer.Option("--causal/--no-causal", help="Halve the attention scores and re-weighting FLOPs (Megatron, FlashAttention convention) [default: full, as eager PyTorch].")]
+RecomputeOpt = Annotated[str, typer.Option("--recompute", help="none | selective | full: hardware FLOPs (Korthikanti et al. 2022).")]
+DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", help="Dtype whose dense peak is the denominator [default: bf16, else fp16].")]
+
+
+def _count(text: str | None, what: str) -> int | None:
+    from transformer_calc.config import parse_count
+    from transformer_calc.errors import TcalcError
+
+    if text is None:
+        return None
+    try:
+        return parse_count(text, what)
+    except ValueError as exc:
+        raise TcalcError(str(exc)) from None
+
+
+@app.command()
+def flops(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFConfigOpt = None,
+    L: LOpt = None,
+    D: DOpt = None,
+    A: AOpt = None,
+    kv_heads: KVOpt = None,
+    head_dim: HeadDimOpt = None,
+    E: EOpt = None,
+    d_ff: DffOpt = None,
+    V: VOpt = None,
+    K: KOpt = None,
+    set_: SetOpt = None,
+    S: SOpt = None,
+    B: Annotated[int, typer.Option("--B", "--batch-size", min=1, help="B: sequences per step.", rich_help_panel=WORKLOAD)] = 1,
+    causal: CausalOpt = False,
+    recompute: RecomputeOpt = "none",
+    tokens: Annotated[Optional[str], typer.Option("--tokens", help="Training-time estimate for this token budget, e.g. 300e9 or 1.4T.")] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs for the training-time estimate.")] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU for the training-time estimate, e.g. a100-80gb.")] = None,
+    dtype: DtypeOpt = None,
+    mfu: Annotated[Optional[float], typer.Option("--mfu", help="Assumed MFU (fraction) for the training-time estimate [default: 0.4].")] = None,
+    budget: Annotated[Optional[str], typer.Option("--budget", help="Compute-optimal N and tokens for this FLOP budget, e.g. 1e24.")] = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Model and hardware FLOPs per step, rules of thumb, training time, compute-optimal sizing.
+
+    Example: tcalc flops --preset gpt3 --tokens 300e9 --gpus 1024 --gpu a100-80gb --mfu 0.45
+    """
+    from transformer_calc.config import Recompute, Workload, build
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.render import flops_table
+    from transformer_calc.report import flops_report
+
+    model = resolve_model(preset, config, hf_config, _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_))
+    workload = build(Workload, {"seq_len": S if S is not None else model.max_seq_len, "batch_size": B}, "workload")
+    recompute_ = _enum(Recompute, recompute, "--recompute")
+    n_tokens = _count(tokens, "--tokens")
+    if (gpus is not None or gpu is not None or mfu is not None) and n_tokens is None:
+        raise TcalcError("--gpus, --gpu and --mfu estimate training time: give --tokens too, e.g. --tokens 300e9")
+    if n_tokens is not None and (gpus is None) != (gpu is None):
+        raise TcalcError("a training-time estimate needs both --gpus N and --gpu NAME")
+    if mfu is not None and not 0 < mfu <= 1:
+        raise TcalcError(f"--mfu ({mfu}) must be a fraction in (0, 1], e.g. 0.4 for 40 %")
+    device = find_gpu(gpu) if gpu else None
+    report = flops_report(
+        model, workload, causal=causal, recompute=recompute_, tokens=n_tokens, gpus=gpus, gpu=device,
+        dtype=dtype, mfu=(mfu if mfu is not None else 0.4) if device else None, budget=_count(budget, "--budget"),
+    )
+    emit(report, fmt, flops_table)
+
+
+@app.command()
+def mfu(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFConfigOpt = None,
+    L: LOpt = None,
+    D: DOpt = None,
+    A: AOpt = None,
+    kv_heads: KVOpt = None,
+    head_dim: HeadDimOpt = None,
+    E: EOpt = None,
+    d_ff: DffOpt = None,
+    V: VOpt = None,
+    K: KOpt = None,
+    set_: SetOpt = None,
+    S: SOpt = None,
+    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs (accelerator chips) in the run.")] = 1,
+    gpu: Annotated[str, typer.Option("--gpu", help="GPU, e.g. a100-80gb.")] = "a100-80gb",
+    dtype: DtypeOpt = None,
+    global_batch: Annotated[Optional[int], typer.Option("--global-batch", min=1, help="Sequences per optimizer step (all GPUs).")] = None,
+    step_time: Annotated[Optional[float], typer.Option("--step-time", help="Measured seconds per step.")] = None,
+    tokens_per_s: Annotated[Optional[float], typer.Option("--tokens-per-s", help="Measured throughput, tokens/s (all GPUs).")] = None,
+    recompute: RecomputeOpt = "none",
+    causal: CausalOpt = False,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """MFU and HFU from a measured step time (with the global batch) or throughput.
+
+    Example: tcalc mfu --preset gpt3 --V 51200 --global-batch 64 --step-time 13.75 --gpus 64 --gpu a100-80gb
+    """
+    from transformer_calc.config import Recompute, Workload, build
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.render import mfu_table
+    from transformer_calc.report import mfu_report
+
+    model = resolve_model(preset, config, hf_config, _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_))
+    workload = build(Workload, {"seq_len": S if S is not None else model.max_seq_len}, "workload")
+    if tokens_per_s is None and (global_batch is None or step_time is None):
+        raise TcalcError("give the measured speed: --tokens-per-s N, or --global-batch N and --step-time SECONDS")
+    if tokens_per_s is not None and (global_batch is not None or step_time is not None):
+        raise TcalcError("give --tokens-per-s or --global-batch with --step-time, not both")
+    for name, value in (("--step-time", step_time), ("--tokens-per-s", tokens_per_s)):
+        if value is not None and not (value > 0 and value != float("inf")):
+            raise TcalcError(f"{name} ({value}) must be a positive, finite number")
+    report = mfu_report(
+        model, workload, gpus, find_gpu(gpu), dtype=dtype, global_batch=global_batch, step_time=step_time,
+        tokens_per_s=tokens_per_s, recompute=_enum(Recompute, recompute, "--recompute"), causal=causal,
+    )
+    emit(report, fmt, mfu_table)
+
+
+def _enum(cls: Any, value: str, flag: str) -> Any:
+    from transformer_calc.errors import TcalcError
+
+    try:
+        return cls(value)
+    except ValueError:
+        raise TcalcError(f"{flag} ({value!r}): choose one of {', '.join(v.value for v in cls)}") from None
+
+
 @app.command()
 def check(
     files: Annotated[list[Path], typer.Argument(help="Job files (YAML) to validate and check.", show_default=False)],

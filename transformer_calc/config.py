@@ -355,6 +355,7 @@ class ActivationProfile(str, Enum):
 
     default = "default"  # the seed's accounting generalized: GQA, gated MLPs, MoE, head and loss terms
     seed = "seed"  # exactly the seed's per-layer equations (MHA, 2-matrix MLP, masks), nothing else
+    torch_eager = "torch-eager"  # what eager PyTorch (HF transformers code) saves for backward, by tensor
 
 
 MASTER_COPY_BYTES = 4  # fp32 master weights in mixed precision (Micikevicius et al. 2018)
@@ -519,3 +520,24 @@ def training_configs(
         build(Parallelism, parts["parallelism"], "training"),
         None if gpu is None else str(gpu),
     )
+
+
+def parse_count(text: str | int, what: str = "count") -> int:
+    """'300e9' -> 300000000000, '1.4T' / '70B' / '7M' / '2k' (decimal suffixes), '4096': an exact
+    positive integer (a token budget, a FLOP budget, a parameter count)."""
+    import re
+    from decimal import Decimal, InvalidOperation
+
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = Decimal(text)
+    else:
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBtTpP]?)\s*", str(text))
+        if not match:
+            raise ValueError(f"{what} ({text!r}) is not a number; write e.g. 300e9, 1.4T or 70B")
+        try:
+            value = Decimal(match.group(1)) * {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12, "p": 10**15}[match.group(2).lower()]
+        except InvalidOperation:  # pragma: no cover
+            raise ValueError(f"{what} ({text!r}) is not a number") from None
+    if value != value.to_integral_value() or value < 1:
+        raise ValueError(f"{what} ({text!r}) must be a whole number >= 1")
+    return int(value)

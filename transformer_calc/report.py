@@ -238,3 +238,129 @@ def check_job(path: Any, gpu_name: str | None = None, max_memory: int | None = N
         "status": "pass" if all(c["ok"] for c in checks) else "fail",
         "checks": checks,
     }
+
+
+def peak_for(gpu: Any, dtype: str | None) -> tuple[str, Any]:
+    """(dtype, dense peak FLOP/s): the asked dtype, else bf16, else fp16 (Volta, Turing)."""
+    from transformer_calc.hardware import peak_flops
+
+    if dtype is None:
+        dtype = "bf16" if "bf16" in gpu.peak_flops else "fp16"
+    return dtype, peak_flops(gpu, dtype)
+
+
+def flops_report(
+    m: ModelConfig,
+    w: Any,
+    causal: bool = False,
+    recompute: Any = "none",
+    tokens: int | None = None,
+    gpus: int | None = None,
+    gpu: Any | None = None,
+    dtype: str | None = None,
+    mfu: float | None = None,
+    budget: int | None = None,
+) -> dict[str, Any]:
+    """`tcalc flops`: model and hardware FLOPs per step, rules of thumb, training time, sizing."""
+    from transformer_calc import flops as F
+
+    step = F.count_flops(m, w, causal=causal)
+    counts = count_params(m)
+    report: dict[str, Any] = {
+        "model": model_dict(m),
+        "workload": w.model_dump(mode="json"),
+        "conventions": {"causal": causal, "recompute": str(getattr(recompute, "value", recompute))},
+        "flops": {**step.as_dict(), "hardware": step.hardware(recompute)},
+        "rules_of_thumb": {
+            "six_n_per_token": F.six_n_flops_per_token(m),
+            "six_n_non_embedding_per_token": F.six_n_flops_per_token(m, include_embeddings=False),
+            "palm_per_token": F.palm_flops_per_token(m, w.seq_len),
+            "seed_total": F.seed_model_flops(m, w),
+            "seed_total_with_lm_head": F.seed_model_flops(m, w, lm_head=True),
+        },
+        "compute_optimal": {"for_params": _optimal(F.chinchilla_for_params(counts.total))},
+    }
+    if budget is not None:
+        report["compute_optimal"]["for_budget"] = {"budget": budget, **_optimal(F.chinchilla_for_flops(budget))}
+    if tokens is not None:
+        total = F.train_flops_for_tokens(m, w.seq_len, tokens, causal=causal)
+        training: dict[str, Any] = {
+            "tokens": tokens,
+            "flops": total,
+            "flops_six_n": F.train_flops_for_tokens(m, w.seq_len, tokens, exact=False),
+        }
+        if gpu is not None and gpus is not None and mfu is not None:
+            used, peak = peak_for(gpu, dtype)
+            seconds = F.training_time_s(total, gpus, peak, mfu)
+            training.update(
+                {
+                    "gpus": gpus,
+                    "gpu": gpu.name,
+                    "dtype": used,
+                    "peak_flops_per_gpu": peak,
+                    "mfu": mfu,
+                    "seconds": seconds,
+                    "days": seconds / F.SECONDS_PER_DAY,
+                    "gpu_hours": F.gpu_hours(seconds, gpus),
+                }
+            )
+        report["training"] = training
+    return report
+
+
+def _optimal(c: Any) -> dict[str, int]:
+    return {"params": c.params, "tokens": c.tokens, "flops": c.flops}
+
+
+def mfu_report(
+    m: ModelConfig,
+    w: Any,
+    gpus: int,
+    gpu: Any,
+    dtype: str | None = None,
+    global_batch: int | None = None,
+    step_time: float | None = None,
+    tokens_per_s: float | None = None,
+    recompute: Any = "none",
+    causal: bool = False,
+) -> dict[str, Any]:
+    """`tcalc mfu`: MFU and HFU from a measured step time (with the global batch) or throughput."""
+    from transformer_calc import flops as F
+
+    step = F.count_flops(m, w.model_copy(update={"batch_size": 1}), causal=causal)
+    per_token_model = step.total // step.tokens
+    per_token_hw = step.hardware(recompute) // step.tokens
+    if tokens_per_s is None:
+        if global_batch is None or step_time is None:
+            raise ValueError("give --tokens-per-s, or --global-batch and --step-time")
+        if step_time <= 0:
+            raise ValueError(f"--step-time ({step_time}) must be positive seconds per step")
+        tokens_per_s = global_batch * w.seq_len / step_time
+    used, peak = peak_for(gpu, dtype)
+    model_mfu = F.mfu_from_throughput(per_token_model, tokens_per_s, gpus, peak)
+    hardware_fu = F.mfu_from_throughput(per_token_hw, tokens_per_s, gpus, peak)
+    out: dict[str, Any] = {
+        "model": model_dict(m),
+        "seq_len": w.seq_len,
+        "gpus": gpus,
+        "gpu": gpu.name,
+        "dtype": used,
+        "peak_flops_per_gpu": peak,
+        "tokens_per_s": tokens_per_s,
+        "mfu": model_mfu,
+        "hfu": hardware_fu,
+        "achieved_flops_per_gpu": model_mfu * peak,
+        "achieved_hardware_flops_per_gpu": hardware_fu * peak,
+        "flops": {
+            "per_token": per_token_model,
+            "hardware_per_token": per_token_hw,
+            "recompute": str(getattr(recompute, "value", recompute)),
+            "causal": causal,
+        },
+    }
+    if global_batch is not None and step_time is not None:
+        out["global_batch"] = global_batch
+        out["step_time_s"] = step_time
+        out["flops"]["per_step"] = per_token_model * global_batch * w.seq_len
+        out["flops"]["hardware_per_step"] = per_token_hw * global_batch * w.seq_len
+    return out

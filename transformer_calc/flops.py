@@ -1,0 +1,412 @@
+"""Training FLOPs of a decoder-only transformer, per component, and what they cost in time.
+
+Source: seed notes 003, "Training FLOPs" (QKV 6·B·S·D², scores 2·B·D·S², re-weighting 2·B·D·S²,
+output projection 2·B·S·D², MLP 4·B·S·E·D², LM head 2·B·S·D·V, backward = 2 × forward),
+generalized to GQA/MQA K/V widths, head_dim != D/A, gated MLPs (3 matrices), MoE (the router and
+the top-k experts a token uses) and OPT's embedding projections. Korthikanti et al. 2022
+("Reducing Activation Recomputation in Large Transformer Models", App. A) for model vs hardware
+FLOPs; Chowdhery et al. 2022 (PaLM, App. B) for MFU; Hoffmann et al. 2022 (Chinchilla) for
+compute-optimal sizing.
+
+Conventions (where published tools differ):
+
+- One multiply-add is 2 FLOPs; a matmul (m x k) @ (k x n) is 2·m·k·n FLOPs.
+- Only matmuls are counted. Element-wise work (softmax, activations, norms, biases, residual adds,
+  dropout, rotary rotation), the embedding lookup (a gather) and its gradient (a scatter-add),
+  the loss and the optimizer step are not FLOPs here. This is what
+  `torch.utils.flop_counter.FlopCounterMode` counts for eager attention (mm/addmm/bmm and their
+  backward; an addmm's bias add is not counted): the totals are equal. (FlopCounterMode does not
+  count CPU SDPA or `grouped_mm` MoE experts, and counts CUDA SDPA's backward as 2.5 x forward.)
+- Backward = 2 × forward for every matmul: the input gradient and the weight gradient (for the
+  attention core: the gradients of both operands) each cost one forward matmul (seed errata
+  FLOP-3). Exact when every matmul input needs a gradient, as in pre-training.
+- Attention scores and re-weighting are counted in full by default (S² per head, the causal mask
+  applied afterwards, as eager PyTorch attention executes them). `causal=True` counts half, S²/2,
+  the convention of FlashAttention's benchmarks (`flops(..., causal)`: `// (2 if causal else 1)`);
+  with 2 FLOPs per multiply-add the halved count B·S²·A·h_d is still an exact integer. The exact
+  number of unmasked entries, S·(S+1)/2, is not used.
+- Model FLOPs: no recomputation. Hardware FLOPs add what activation recomputation executes again
+  (Korthikanti et al. 2022, sec. 5): `full` one more forward of every transformer layer (the LM
+  head and OPT's projections are outside the checkpointed layers), `selective` one more forward of
+  the attention core (scores and re-weighting; softmax and dropout are not FLOPs). Korthikanti
+  et al.'s eq. (8) for selective recomputation, 72·B·s·L·h²·(1 + s/(3h) + V/(12·L·h)), adds three
+  times that forward; their HFU column uses it.
+- Parallel attention (GPT-J, PaLM) does not change the matmul count.
+- FLOPs are exact ints; seconds, rates and ratios are floats.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from decimal import Decimal
+
+from transformer_calc.config import ModelConfig, Recompute, Workload
+from transformer_calc.params import GATED_MATRICES, PLAIN_MATRICES, count_params
+
+FLOPS_PER_MAC = 2  # one multiply, one add
+BACKWARD_PER_FORWARD = 2  # input grad + weight grad, each one forward matmul
+FORWARD_FLOPS_PER_PARAM = FLOPS_PER_MAC  # 2·N per token forward (one MAC per weight)
+TRAIN_FLOPS_PER_PARAM = FORWARD_FLOPS_PER_PARAM * (1 + BACKWARD_PER_FORWARD)  # the 6 of 6·N
+PALM_ATTENTION_FLOPS = 12  # PaLM App. B: 12·L·H·Q·T = 3 passes x 2 matmuls x 2 FLOPs/MAC
+TOKENS_PER_PARAM_CHINCHILLA = 20  # Hoffmann et al. 2022 (Chinchilla: 70B params, 1.4T tokens)
+SECONDS_PER_HOUR = 3600
+SECONDS_PER_DAY = 86_400
+
+
+@dataclass(frozen=True)
+class LayerFlops:
+    """Forward FLOPs of one transformer block over one step (B sequences of S tokens)."""
+
+    qkv: int  # x @ [W_Q | W_K | W_V]: 2·B·S·D·(A + 2·n_kv)·h_d
+    scores: int  # Q @ K^T per query head: 2·B·S²·A·h_d (half when causal)
+    reweight: int  # softmax(scores) @ V per query head: 2·B·S²·A·h_d (half when causal)
+    attn_out: int  # concat(heads) @ W_O: 2·B·S·A·h_d·D
+    mlp: int  # the top-k experts' matrices: 2·B·S·D·F x (3 gated | 2) x k
+    router: int  # MoE gate x @ W_router: 2·B·S·D·n_experts
+
+    @property
+    def attention_core(self) -> int:
+        """Scores and re-weighting: the S² terms (what selective recomputation repeats)."""
+        return self.scores + self.reweight
+
+    @property
+    def attention(self) -> int:
+        return self.qkv + self.attention_core + self.attn_out
+
+    @property
+    def total(self) -> int:
+        return self.attention + self.mlp + self.router
+
+
+@dataclass(frozen=True)
+class StepFlops:
+    """FLOPs of one training step: forward and backward of B sequences of S tokens."""
+
+    batch_size: int
+    seq_len: int
+    n_layers: int
+    causal: bool
+    layer: LayerFlops  # forward, one block
+    lm_head: int  # forward, h @ W_E^T: 2·B·S·d_embed·V
+    embedding_projection: int  # forward, OPT project_in + project_out: 2 x 2·B·S·D·d_embed
+
+    @property
+    def tokens(self) -> int:
+        return self.batch_size * self.seq_len
+
+    @property
+    def layers(self) -> int:
+        """Forward FLOPs of all L blocks."""
+        return self.n_layers * self.layer.total
+
+    @property
+    def forward(self) -> int:
+        return self.layers + self.lm_head + self.embedding_projection
+
+    @property
+    def backward(self) -> int:
+        return BACKWARD_PER_FORWARD * self.forward
+
+    @property
+    def total(self) -> int:
+        """Model FLOPs of the step (Korthikanti et al. 2022): forward + backward, no recompute."""
+        return self.forward + self.backward
+
+    @property
+    def per_token(self) -> int:
+        """Model FLOPs per token; exact, since every term carries the factor B·S."""
+        return self.total // self.tokens
+
+    @property
+    def attention_share(self) -> float:
+        """Fraction of the model FLOPs in the attention core (scores + re-weighting)."""
+        return self.n_layers * self.layer.attention_core / self.forward
+
+    def recompute_flops(self, recompute: Recompute) -> int:
+        """FLOPs that activation recomputation executes again in the backward pass."""
+        recompute = Recompute(recompute)  # "full" as well as Recompute.full
+        if recompute is Recompute.full:
+            return self.layers  # one more forward of every block, not of the head
+        if recompute is Recompute.selective:
+            return self.n_layers * self.layer.attention_core
+        return 0
+
+    def hardware(self, recompute: Recompute) -> int:
+        """Hardware FLOPs (Korthikanti et al. 2022): model FLOPs + recomputed forward FLOPs."""
+        return self.total + self.recompute_flops(recompute)
+
+    def as_dict(self) -> dict[str, int | float | bool]:
+        """Flat breakdown in JSON order; FLOPs exact ints, the share a float."""
+        out: dict[str, int | float | bool] = {
+            "total": self.total,
+            "forward": self.forward,
+            "backward": self.backward,
+            "per_token": self.per_token,
+            "tokens": self.tokens,
+            "causal": self.causal,
+            "attention_share": self.attention_share,
+        }
+        for recompute in Recompute:
+            out[f"hardware_{recompute.value}"] = self.hardware(recompute)
+        out["layers"] = self.layers
+        out["lm_head"] = self.lm_head
+        out["embedding_projection"] = self.embedding_projection
+        for f in fields(self.layer):
+            out[f"per_layer_{f.name}"] = getattr(self.layer, f.name)
+        out["per_layer"] = self.layer.total
+        return out
+
+
+def layer_flops(m: ModelConfig, w: Workload, *, causal: bool = False) -> LayerFlops:
+    """Forward FLOPs of one block (seed "Training FLOPs", generalized; see the module docstring).
+
+    GQA does not shrink the attention core: each of the A query heads attends over S keys of its
+    shared K/V head, so scores and re-weighting scale with A, not n_kv.
+    """
+    B, S, D, A = w.batch_size, w.seq_len, m.d_model, m.n_heads
+    kv, hd, F = m.n_kv_heads, m.head_dim, m.d_ff
+    n_matrices = GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES  # W_up (+ W_gate), W_down
+    core = FLOPS_PER_MAC * B * S * S * A * hd  # one (S x h_d) @ (h_d x S) per head and sequence
+    if causal:
+        core //= 2  # S²/2; exact: FLOPS_PER_MAC is even
+    return LayerFlops(
+        qkv=FLOPS_PER_MAC * B * S * D * (A + 2 * kv) * hd,
+        scores=core,
+        reweight=core,  # (S x S) @ (S x h_d): the same count
+        attn_out=FLOPS_PER_MAC * B * S * A * hd * D,
+        mlp=FLOPS_PER_MAC * B * S * D * F * n_matrices * m.experts_per_token,  # active experts only
+        router=FLOPS_PER_MAC * B * S * D * m.n_experts if m.router else 0,
+    )
+
+
+def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False) -> StepFlops:
+    """Exact matmul FLOPs of one training step, per component (conventions: module docstring)."""
+    B, S, D, V = w.batch_size, w.seq_len, m.d_model, m.vocab_size
+    d_emb = m.d_embedding
+    return StepFlops(
+        batch_size=B,
+        seq_len=S,
+        n_layers=m.n_layers,
+        causal=causal,
+        layer=layer_flops(m, w, causal=causal),
+        lm_head=FLOPS_PER_MAC * B * S * d_emb * V,
+        embedding_projection=2 * FLOPS_PER_MAC * B * S * D * d_emb if d_emb != D else 0,
+    )
+
+
+def model_flops(m: ModelConfig, w: Workload, *, causal: bool = False) -> int:
+    """Model FLOPs of one step: forward + backward, no recomputation."""
+    return count_flops(m, w, causal=causal).total
+
+
+def hardware_flops(
+    m: ModelConfig, w: Workload, recompute: Recompute, *, causal: bool = False
+) -> int:
+    """Hardware FLOPs of one step: model FLOPs plus what `recompute` executes again."""
+    return count_flops(m, w, causal=causal).hardware(recompute)
+
+
+# ============================================================================ closed forms, rules
+def seed_model_flops(m: ModelConfig, w: Workload, *, lm_head: bool = False) -> int:
+    """Seed eq. (model_flops): F ≈ 12·B·D·L·S·(S + (2+E)·D), with E·D = d_ff.
+
+    Exact for an ungated MHA model without MoE (head_dim = D/A). The seed omits the LM head;
+    `lm_head=True` adds its forward + backward, 6·B·S·D·V (seed errata FLOP-4; the seed's
+    footnote prints only the forward part, 2·B·S·D·V).
+    """
+    B, S, L, D, F, V = w.batch_size, w.seq_len, m.n_layers, m.d_model, m.d_ff, m.vocab_size
+    blocks = 12 * B * D * L * S * S + 12 * B * L * S * D * (2 * D + F)  # 12BDLS(S + 2D + ED)
+    head = 6 * B * S * D * V if lm_head else 0
+    return blocks + head
+
+
+def _train_params(m: ModelConfig, include_embeddings: bool) -> int:
+    """N of the 6·N rule: the parameters one token uses (MoE: top-k experts only)."""
+    p = count_params(m)
+    inactive = p.total - p.active
+    n = p.total if include_embeddings else p.non_embedding
+    return n - inactive
+
+
+def six_n_flops_per_token(m: ModelConfig, *, include_embeddings: bool = True) -> int:
+    """The rule of thumb 6·N FLOPs per token (seed eq. training_rule_of_thumb; Kaplan et al. 2020).
+
+    2·N forward + 4·N backward: one multiply-add per weight per token. N is the parameter count
+    (`count_params(m).total`; for a MoE, the active parameters: top-k experts); with
+    `include_embeddings=False`, Kaplan et al.'s non-embedding N. It omits the attention core
+    (the S² terms) and counts the embedding table as if it were a matmul (which, tied, it is:
+    the LM head).
+    """
+    return TRAIN_FLOPS_PER_PARAM * _train_params(m, include_embeddings)
+
+
+def palm_flops_per_token(m: ModelConfig, seq_len: int) -> int:
+    """PaLM's MFU numerator per token: 6·N + 12·L·H·Q·T (Chowdhery et al. 2022, App. B).
+
+    H heads of width Q (query heads and head_dim), T the sequence length, N all parameters
+    (embeddings included: with N = 540.35e9, PaLM 540B's 238.3K tokens/s on 6144 TPU v4 chips
+    gives the reported 46.2 % MFU; without the 4.7e9 embedding it would be 45.8 %). The attention
+    term is the non-causal attention core, forward + backward.
+    """
+    L, H, Q, T = m.n_layers, m.n_heads, m.head_dim, seq_len
+    return six_n_flops_per_token(m) + PALM_ATTENTION_FLOPS * L * H * Q * T
+
+
+# ============================================================================ training budget
+def train_flops_for_tokens(
+    m: ModelConfig,
+    seq_len: int,
+    tokens: int,
+    *,
+    exact: bool = True,
+    causal: bool = False,
+    recompute: Recompute = Recompute.none,
+) -> int:
+    """FLOPs to train on `tokens` tokens in sequences of `seq_len`.
+
+    exact=True: the exact count per token (one step's FLOPs / (B·S); independent of B) times
+    tokens, with the `causal` and `recompute` conventions. exact=False: the seed's rule of thumb
+    6·N·tokens (model FLOPs; causal and recompute do not apply).
+    """
+    _check_positive_int("seq_len", seq_len, "give the training sequence length in tokens")
+    _check_positive_int("tokens", tokens, "give the token budget, e.g. 300_000_000_000")
+    recompute = Recompute(recompute)
+    if not exact:
+        if causal or recompute is not Recompute.none:
+            raise ValueError(
+                "causal and recompute apply to the exact count; use exact=True or drop them"
+            )
+        return six_n_flops_per_token(m) * tokens
+    step = count_flops(m, Workload(seq_len=seq_len, batch_size=1), causal=causal)
+    return step.hardware(recompute) // step.tokens * tokens
+
+
+def training_time_s(
+    total_flops: int | float, n_gpus: int, peak_flops_per_gpu: float, mfu: float
+) -> float:
+    """Wall-clock seconds to execute `total_flops` at utilization `mfu` of `n_gpus` peaks.
+
+    The seed's rule, (achievable FLOP/s) x time = FLOPs, with achievable = mfu x peak x GPUs.
+    Pass model FLOPs with an MFU, or hardware FLOPs with an HFU.
+    """
+    _check_non_negative("total_flops", total_flops, "give the training FLOPs")
+    _check_gpus(n_gpus)
+    _check_positive("peak_flops_per_gpu", peak_flops_per_gpu, "give the dense peak in FLOP/s")
+    if not 0 < mfu <= 1:
+        raise ValueError(f"mfu ({mfu}) must be in (0, 1]; give a fraction, e.g. 0.4 for 40 %")
+    return total_flops / (n_gpus * peak_flops_per_gpu * mfu)
+
+
+def gpu_hours(time_s: float, n_gpus: int) -> float:
+    """GPU-hours of a run of `time_s` seconds on `n_gpus` GPUs (days: time_s / SECONDS_PER_DAY)."""
+    _check_non_negative("time_s", time_s, "give the run time in seconds")
+    _check_gpus(n_gpus)
+    return time_s * n_gpus / SECONDS_PER_HOUR
+
+
+# ============================================================================ compute-optimal sizing
+@dataclass(frozen=True)
+class ComputeOptimal:
+    """A Chinchilla-optimal pair: about 20 tokens per parameter, C = 6·N·D_tokens."""
+
+    params: int
+    tokens: int
+
+    @property
+    def flops(self) -> int:
+        return TRAIN_FLOPS_PER_PARAM * self.params * self.tokens
+
+
+def chinchilla_for_params(n_params: int) -> ComputeOptimal:
+    """Compute-optimal tokens for N parameters: 20·N (Hoffmann et al. 2022, an approximation)."""
+    _check_positive_int("n_params", n_params, "give the parameter count")
+    return ComputeOptimal(params=n_params, tokens=TOKENS_PER_PARAM_CHINCHILLA * n_params)
+
+
+def chinchilla_for_flops(flop_budget: int | float) -> ComputeOptimal:
+    """Compute-optimal N and tokens for a FLOP budget C (Hoffmann et al. 2022, approximated).
+
+    With tokens = 20·N and C = 6·N·tokens = 120·N²: N = sqrt(C / 120), rounded down to the
+    largest whole N whose run fits the budget (`.flops <= C`).
+    """
+    _check_positive("flop_budget", flop_budget, "give the training budget in FLOPs, e.g. 1e23")
+    per_param_squared = TRAIN_FLOPS_PER_PARAM * TOKENS_PER_PARAM_CHINCHILLA  # 120
+    budget = int(Decimal(repr(flop_budget)))  # 5.88e23 as written, not the double below it
+    n = math.isqrt(budget // per_param_squared)
+    if n < 1:
+        raise ValueError(
+            f"flop_budget ({flop_budget}) is below {per_param_squared} FLOPs, "
+            "the cost of one parameter; give a larger budget"
+        )
+    return chinchilla_for_params(n)
+
+
+# ============================================================================ utilization
+def achieved_flops_per_gpu(flops_per_step: int | float, step_time_s: float, n_gpus: int) -> float:
+    """Achieved FLOP/s per GPU: FLOPs of one (global) step / (step time x GPUs)."""
+    _check_non_negative("flops_per_step", flops_per_step, "give the FLOPs of one step")
+    _check_positive("step_time_s", step_time_s, "give the measured seconds per step")
+    _check_gpus(n_gpus)
+    return flops_per_step / (step_time_s * n_gpus)
+
+
+def mfu(
+    model_flops_per_step: int | float, step_time_s: float, n_gpus: int, peak_flops_per_gpu: float
+) -> float:
+    """Model FLOPs utilization: model FLOPs per step / (step time x GPUs x dense peak).
+
+    Source: Chowdhery et al. 2022 (PaLM), sec. 4.1 and App. B; Korthikanti et al. 2022, App. A.
+    `model_flops_per_step` counts the whole (global) batch the `n_gpus` GPUs process in one step.
+    """
+    _check_positive("peak_flops_per_gpu", peak_flops_per_gpu, "give the dense peak in FLOP/s")
+    return achieved_flops_per_gpu(model_flops_per_step, step_time_s, n_gpus) / peak_flops_per_gpu
+
+
+def hfu(
+    hardware_flops_per_step: int | float,
+    step_time_s: float,
+    n_gpus: int,
+    peak_flops_per_gpu: float,
+) -> float:
+    """Hardware FLOPs utilization: as `mfu`, with the FLOPs recomputation executes included."""
+    return mfu(hardware_flops_per_step, step_time_s, n_gpus, peak_flops_per_gpu)
+
+
+def mfu_from_throughput(
+    flops_per_token: int | float, tokens_per_s: float, n_gpus: int, peak_flops_per_gpu: float
+) -> float:
+    """MFU from a throughput τ in tokens/s: flops_per_token x τ / (GPUs x dense peak).
+
+    The seed's MFU formula multiplies the FLOPs of a whole batch by τ (seed errata FLOP-5);
+    only FLOPs *per token* x tokens/s is a rate.
+    """
+    _check_non_negative("flops_per_token", flops_per_token, "give the FLOPs per token")
+    _check_positive("tokens_per_s", tokens_per_s, "give the measured throughput in tokens/s")
+    _check_gpus(n_gpus)
+    _check_positive("peak_flops_per_gpu", peak_flops_per_gpu, "give the dense peak in FLOP/s")
+    return flops_per_token * tokens_per_s / (n_gpus * peak_flops_per_gpu)
+
+
+# ============================================================================ input checks
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_positive(name: str, value: object, fix: str) -> None:
+    if not _is_number(value) or value <= 0:  # type: ignore[operator]
+        raise ValueError(f"{name} ({value!r}) must be a positive number; {fix}")
+
+
+def _check_non_negative(name: str, value: object, fix: str) -> None:
+    if not _is_number(value) or value < 0:  # type: ignore[operator]
+        raise ValueError(f"{name} ({value!r}) must be a number >= 0; {fix}")
+
+
+def _check_positive_int(name: str, value: object, fix: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} ({value!r}) must be a whole number >= 1; {fix}")
+
+
+def _check_gpus(n_gpus: object) -> None:
+    _check_positive_int("n_gpus", n_gpus, "give the number of GPUs (accelerator chips), e.g. 8")
