@@ -148,3 +148,23 @@ def test_memory_reads_the_job_file_and_flags_override(tmp_path, capsys):
 )
 def test_parse_bytes_gb_and_gib_explicit(text, expected):
     assert parse_bytes(text) == expected
+
+
+INF = "model: {preset: llama-2-13b}\ninference: {B: 16, S: 4096, new_tokens: 256, T: 2, gpu: a100-80gb}\n"
+
+
+def test_inference_checks_from_the_file_and_flags(tmp_path, capsys):
+    from transformer_calc.inference import InferenceSpec, estimate_inference
+    from transformer_calc.presets import gpu
+
+    est = estimate_inference(preset_model("llama-2-13b"), gpu("a100-80gb"),
+                             InferenceSpec(batch_size=16, prompt_len=4096, new_tokens=256, tensor_parallel=2))
+    f = write(tmp_path, "i.yaml", INF + f"checks: {{min_tokens_per_s: {est.decode.tokens_per_s * 0.9}, max_ttft_s: 100}}\n")
+    code, out, _ = call(capsys, "check", f, "-f", "json")
+    checks = {c["check"]: c for c in json.loads(out)["files"][0]["checks"]}
+    assert code == 0
+    assert checks["inference_fits_gpu"]["value"] == est.memory.total_bytes
+    assert checks["inference_min_tokens_per_s"]["value"] == est.decode.tokens_per_s
+    assert checks["inference_max_ttft_s"]["value"] == est.time_to_first_token_s
+    code, out, _ = call(capsys, "check", f, "--min-tokens-per-s", str(est.decode.tokens_per_s * 2))
+    assert code == 1 and "decode tokens/s" in out and " < " in out

@@ -369,3 +369,67 @@ def test_flops_mfu_bad_input(capsys, argv, message):
     code, out, err = call(capsys, *argv)
     assert (code, out) == (2, "") and err.startswith("Error: ") and err.count("\n") == 1
     assert message in err, err
+
+
+def test_inference_json_keys_and_library(capsys):
+    from transformer_calc.inference import InferenceSpec, estimate_inference
+    from transformer_calc.presets import gpu
+
+    data = call_json(capsys, "inference", "--preset", "llama-2-13b", "--S", "8192", "--B", "1")
+    # Issue 5: Llama-2-13B, 8192 tokens, bf16: 2 x 2 bytes x 8192 x 40 layers x 40 heads x 128
+    assert data["kv_cache"]["total_bytes"] == 6_710_886_400 == data["kv_cache"]["per_gpu_bytes"]
+    est = estimate_inference(preset_model("llama-2-13b"), gpu("a100-80gb"), InferenceSpec(batch_size=1, prompt_len=8192))
+    per = data["memory"]["per_gpu"]
+    assert (per["weights"], per["kv_cache"], per["total"]) == (est.memory.weights_bytes, est.memory.kv_cache_bytes, est.memory.total_bytes)
+    assert data["prefill"]["flops"] == est.prefill.flops and data["prefill"]["bound"] in ("compute", "memory")
+    assert data["decode"]["seconds_per_token"] == est.decode.seconds_per_token
+    assert data["decode"]["tokens_per_s"] == est.decode.tokens_per_s
+    assert data["decode"]["bound"] == "memory"
+
+
+def test_inference_seed_falcon_mha_and_real_gqa(capsys):
+    """Seed "Case Study: Falcon-40B" (MHA pretense) vs the real 8 K/V heads: the cache is 16x smaller."""
+    mha = call_json(capsys, "inference", "--preset", "falcon-40b", "--T", "4", "--B", "1", "--S", "2048", "--cache-kv-heads", "128")
+    real = call_json(capsys, "inference", "--preset", "falcon-40b", "--T", "4", "--B", "1", "--S", "2048")
+    assert mha["kv_cache"]["total_bytes"] == 4_026_531_840  # 2·p·S·D·L = 2·2·2048·8192·60 (errata FAL-2)
+    assert mha["kv_cache"]["total_bytes"] == 16 * real["kv_cache"]["total_bytes"]
+    assert mha["memory"]["per_gpu"]["weights"] == real["memory"]["per_gpu"]["weights"]
+
+
+def test_inference_tensor_parallel_adds_communication(capsys):
+    one = call_json(capsys, "inference", "--preset", "llama-2-7b", "--S", "1024", "--new-tokens", "64")
+    four = call_json(capsys, "inference", "--preset", "llama-2-7b", "--S", "1024", "--new-tokens", "64", "--T", "4")
+    assert one["prefill"]["communication_s"] == 0 and four["prefill"]["communication_s"] > 0
+    assert four["memory"]["per_gpu"]["weights"] < one["memory"]["per_gpu"]["weights"]
+
+
+def test_inference_naive_mode_and_dtypes(capsys):
+    naive = call_json(capsys, "inference", "--preset", "gpt2", "--S", "512", "--new-tokens", "16", "--no-kv-cache")
+    cached = call_json(capsys, "inference", "--preset", "gpt2", "--S", "512", "--new-tokens", "16")
+    assert naive["decode"]["flops"] > 100 * cached["decode"]["flops"]
+    int4 = call_json(capsys, "inference", "--preset", "llama-2-7b", "--weight-dtype", "int4")
+    bf16 = call_json(capsys, "inference", "--preset", "llama-2-7b")
+    assert int4["memory"]["per_gpu"]["weights"] == -(-bf16["memory"]["per_gpu"]["weights"] // 4)
+
+
+def test_inference_from_job_file(tmp_path, capsys):
+    f = tmp_path / "j.yaml"
+    f.write_text("model: {preset: llama-2-13b}\ninference: {B: 4, S: 2048, new_tokens: 32, T: 2, gpu: h100}\n")
+    data = call_json(capsys, "inference", "--config", str(f), "--B", "8")
+    assert data["inference"]["batch_size"] == 8 and data["inference"]["tensor_parallel"] == 2
+    assert data["inference"]["gpu"] == "H100-SXM5-80GB" and data["inference"]["new_tokens"] == 32
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["inference", "--preset", "gpt2", "--weight-dtype", "int3"], "weight_dtype ('int3')"),
+        (["inference", "--preset", "gpt2", "--B", "0"], "batch_size (0)"),
+        (["inference", "--preset", "llama-2-70b", "--T", "3"], "3"),
+        (["inference", "--preset", "gpt2", "--gpu", "a1000"], "unknown GPU 'a1000'"),
+    ],
+)
+def test_inference_bad_input(capsys, argv, message):
+    code, out, err = call(capsys, *argv)
+    assert (code, out) == (2, "") and err.startswith("Error: ") and err.count("\n") == 1
+    assert message in err, err

@@ -14,13 +14,14 @@ from hypothesis import strategies as st
 
 from transformer_calc.cli import run
 
-COMMANDS = ["params", "memory", "flops", "mfu", "presets", "hardware", "check"]
+COMMANDS = ["params", "memory", "flops", "mfu", "inference", "presets", "hardware", "check"]
 OPTIONS = [
     "--preset", "--config", "--hf-config", "--L", "--D", "--A", "--kv-heads", "--head-dim", "--E", "--d-ff",
     "--V", "--K", "--set", "--p", "--T", "--S", "--B", "--precision", "--grad-bytes", "--optimizer",
     "--recompute", "--flash", "--no-flash", "--dropout", "--activations", "--sp", "--P", "--dp", "--zero",
     "--gpu", "--max-memory", "--format", "-f", "--bogus", "--causal", "--tokens", "--gpus", "--mfu",
-    "--budget", "--dtype", "--global-batch", "--step-time", "--tokens-per-s",
+    "--budget", "--dtype", "--global-batch", "--step-time", "--tokens-per-s", "--new-tokens",
+    "--weight-dtype", "--kv-dtype", "--cache-kv-heads", "--no-kv-cache", "--min-tokens-per-s",
 ]
 WORDS = [
     "gpt2", "gpt3", "llama-2-7b", "mixtral-8x7b", "falcon-40b", "a100-80gb", "h100", "json", "yaml", "csv",
@@ -44,6 +45,8 @@ FILE_TEXTS = st.one_of(
             '{"model_type": "bert"}', '{"model_type": "gpt2", "n_embd": "big"}', "{", "[]", "null",
             "model: {preset: gpt3}\ntraining: {S: 10000000, B: 1000000, P: 96}\n",
             "model: {L: 1000000, D: 65536, A: 512, V: 10000000, K: 10000000}\n",
+            "model: {preset: llama-2-7b}\ninference: {B: 8, S: 4096, new_tokens: 100000, T: 2}\n",
+            "model: {preset: llama-2-7b}\ninference: {B: x}\nchecks: {min_tokens_per_s: -1}\n",
         ]
     ),
     st.text(max_size=80),

@@ -399,6 +399,52 @@ def mfu(
     emit(report, fmt, mfu_table)
 
 
+INFERENCE = "Inference"
+
+
+@app.command()
+def inference(
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    hf_config: HFConfigOpt = None,
+    L: LOpt = None,
+    D: DOpt = None,
+    A: AOpt = None,
+    kv_heads: KVOpt = None,
+    head_dim: HeadDimOpt = None,
+    E: EOpt = None,
+    d_ff: DffOpt = None,
+    V: VOpt = None,
+    K: KOpt = None,
+    set_: SetOpt = None,
+    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="B: concurrent sequences [default: 1].", rich_help_panel=INFERENCE)] = None,
+    S: Annotated[Optional[int], typer.Option("--S", "--prompt-len", "--seq-len", help="S: prompt tokens per sequence [default: the model's max_seq_len].", rich_help_panel=INFERENCE)] = None,
+    new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", help="Tokens generated per sequence; the first comes from the prefill [default: 1].", rich_help_panel=INFERENCE)] = None,
+    T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel GPUs [default: 1].", rich_help_panel=INFERENCE)] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU [default: a100-80gb].", rich_help_panel=INFERENCE)] = None,
+    weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", "--dtype", help="fp32 | fp16 | bf16 (default) | fp8 | int8 | int4.", rich_help_panel=INFERENCE)] = None,
+    kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV-cache dtype [default: the activation dtype].", rich_help_panel=INFERENCE)] = None,
+    cache_kv_heads: Annotated[Optional[int], typer.Option("--cache-kv-heads", help="K/V heads the cache holds, weights unchanged (the seed's Falcon study: MHA).", rich_help_panel=INFERENCE)] = None,
+    kv_cache: Annotated[Optional[bool], typer.Option("--kv-cache/--no-kv-cache", help="--no-kv-cache: the seed's naive mode, every token reprocesses the context.", rich_help_panel=INFERENCE)] = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """KV cache, inference memory per GPU, prefill and decode latency as a roofline.
+
+    Example: tcalc inference --preset falcon-40b --T 4 --B 8 --S 2048 --new-tokens 256
+    """
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.render import inference_table
+    from transformer_calc.report import inference_report, inference_spec
+
+    model, job = load_model(preset, config, hf_config, _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_))
+    flags = dict(
+        batch_size=B, seq_len=S, new_tokens=new_tokens, tensor=T, gpu=gpu, weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype, kv_heads=cache_kv_heads, kv_cache=kv_cache,
+    )
+    spec, gpu_name = inference_spec(model, job.inference if job else {}, flags)
+    emit(inference_report(model, find_gpu(gpu_name), spec), fmt, inference_table)
+
+
 def _enum(cls: Any, value: str, flag: str) -> Any:
     from transformer_calc.errors import TcalcError
 
@@ -414,6 +460,9 @@ def check(
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="Memory must fit this GPU (overrides the files).")] = None,
     max_memory: Annotated[
         Optional[str], typer.Option("--max-memory", help="Memory per GPU must not exceed this, e.g. 70GiB or 80GB.")
+    ] = None,
+    min_tokens_per_s: Annotated[
+        Optional[float], typer.Option("--min-tokens-per-s", help="Inference decode throughput must reach this (tokens/s).")
     ] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -435,10 +484,12 @@ def check(
         raise TcalcError(str(exc)) from None
     if gpu is not None:
         find_gpu(gpu)  # an unknown --gpu is a usage error for every file: say it once
+    if min_tokens_per_s is not None and not 0 < min_tokens_per_s < float("inf"):
+        raise TcalcError(f"--min-tokens-per-s ({min_tokens_per_s}) must be a positive number")
     results = []
     for path in files:
         try:
-            results.append(check_job(path, gpu, limit))
+            results.append(check_job(path, gpu, limit, min_tokens_per_s))
         except TcalcError as exc:
             results.append({"file": str(path), "status": "error", "error": str(exc), "checks": []})
         except ValueError as exc:

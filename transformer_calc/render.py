@@ -358,10 +358,17 @@ def check_lines(report: dict[str, Any]) -> str:
             continue
         parts = []
         for c in r["checks"]:
+            name = c["check"]
+            if name in ("inference_min_tokens_per_s", "inference_max_ttft_s"):
+                verb = {("inference_min_tokens_per_s", True): ">=", ("inference_min_tokens_per_s", False): "<",
+                        ("inference_max_ttft_s", True): "<=", ("inference_max_ttft_s", False): ">"}[(name, c["ok"])]
+                what = "decode tokens/s" if name.endswith("tokens_per_s") else "time to first token (s)"
+                parts.append(f"{what} {c['value']:.4g} {verb} {c['limit']:g}")
+                continue
             value = fmt_bytes(c["value"])
-            if c["check"] == "training_fits_gpu":
+            if name.endswith("_fits_gpu"):
                 verb = "fits" if c["ok"] else "exceeds"
-                parts.append(f"training {value}/GPU {verb} {c['gpu']} ({fmt_bytes(c['limit'])})")
+                parts.append(f"{name.split('_')[0]} {value}/GPU {verb} {c['gpu']} ({fmt_bytes(c['limit'])})")
             elif c["limit"] is not None:
                 verb = "<=" if c["ok"] else ">"
                 parts.append(f"{c['check'].replace('_', ' ')} {value} {verb} {fmt_bytes(c['limit'])}")
@@ -441,3 +448,65 @@ def mfu_table(report: dict[str, Any]) -> Any:
         f"model FLOPs per token: {report['flops']['per_token']:,}",
     ]
     return Text("\n".join(lines))
+
+
+def _num(x: float) -> str:
+    """4 significant digits without exponents for table cells: 10180 -> '10,180', 4.443 -> '4.443'."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+def fmt_s(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.4g} {unit}"
+    return f"{seconds / 1e-9:.4g} ns"
+
+
+def inference_table(report: dict[str, Any]) -> Any:
+    """Memory per GPU against capacity, and the prefill/decode roofline."""
+    from rich.console import Group
+    from rich.text import Text
+
+    inf, mem, kv = report["inference"], report["memory"], report["kv_cache"]
+    per, cap = mem["per_gpu"], mem["capacity_bytes"]
+    scale = max(per["total"], cap) or 1
+    title = (
+        f"Inference: {report['model'].get('name') or 'custom model'} on {inf['tensor_parallel']} × {inf['gpu']}, "
+        f"B={inf['batch_size']} S={inf['prompt_len']} new={inf['new_tokens']}"
+    )
+    t = _table(title, "memory per GPU", "bytes", "")
+    t.columns[2].justify = "left"
+    t.columns[2].no_wrap = True
+    t.columns[2].overflow = "crop"
+    for label, value in (
+        (f"weights ({inf['weight_dtype']})", per["weights"]),
+        (f"KV cache ({inf['kv_dtype']}, {kv['context_len']} tokens)", per["kv_cache"]),
+        ("workspace", per["workspace"]),
+    ):
+        t.add_row(label, fmt_bytes(value), _bar(value / scale))
+    t.add_section()
+    t.add_row("total", fmt_bytes(per["total"]), _bar(per["total"] / scale), style="bold")
+    t.add_row("capacity", fmt_bytes(cap), _bar(cap / scale), style="dim")
+
+    r = _table("Roofline per GPU (ms)", "step", "compute", "memory", "comm", "time", "bound", "FLOP/B")
+    r.columns[0].no_wrap = True
+    for label, st in (("prefill", report["prefill"]), ("decode, first", report["decode"]["first_step"]),
+                      ("decode, last", report["decode"]["last_step"])):
+        r.add_row(label, _num(1e3 * st["compute_s"]), _num(1e3 * st["memory_s"]),
+                  _num(1e3 * st["communication_s"]), _num(1e3 * st["seconds"]), st["bound"], _num(st["intensity"]))
+    dec = report["decode"]
+    lam = report["prefill"]["math_bandwidth"]
+    cb = report["compute_bound_batch"]
+    lines = [
+        f"KV cache: {fmt_bytes(kv['total_bytes'])} in all ({fmt_bytes(kv['bytes_per_token'])} per token, "
+        f"{inf['cache_kv_heads']} K/V heads), {fmt_bytes(kv['per_gpu_bytes'])} per GPU",
+        ("fits" if mem["fits"] else "does NOT fit") + f"; headroom {fmt_bytes(mem['headroom_bytes'])}; "
+        f"largest batch at this context: {mem['max_batch_size']}; longest prompt at this batch: {mem['max_prompt_len']}; "
+        f"smallest T that fits: {mem['min_tensor_parallel'] or 'none'}",
+        f"time to first token {fmt_s(report['time_to_first_token_s'])}; time per output token "
+        f"{fmt_s(dec['seconds_per_token'])} ({dec['bound']}-bound); {dec['tokens_per_s']:,.0f} tokens/s decoding; "
+        f"total {fmt_s(report['total_s'])}",
+        f"λ_math = {lam:.0f} FLOP/B; decode turns compute-bound at B ≈ {cb if cb else 'never (KV reads dominate)'} "
+        f"(weights only: {report['compute_bound_batch_weights_only']:.0f})",
+    ]
+    return Group(t, r, Text("\n".join(lines)))

@@ -190,11 +190,15 @@ def memory_report(
     return report
 
 
-def check_job(path: Any, gpu_name: str | None = None, max_memory: int | None = None) -> dict[str, Any]:
+def check_job(
+    path: Any, gpu_name: str | None = None, max_memory: int | None = None, min_tokens_per_s: float | None = None
+) -> dict[str, Any]:
     """`tcalc check`: validate one job file and run the checks it (or the flags) ask for.
 
     Training memory is checked when the file has a training: section, or when a limit is asked
     for and the file has no inference: section (a model file: defaults S = max_seq_len, B = 1).
+    Inference memory is checked when the file has an inference: section, with its decode
+    throughput (checks.min_tokens_per_s or the flag) and time to first token (checks.max_ttft_s).
     Limits: the GPU's capacity (flag, then checks.gpu, then the section's gpu) and max_memory
     (flag, then checks.max_memory). Raises TcalcError for an invalid file.
     """
@@ -232,6 +236,30 @@ def check_job(path: Any, gpu_name: str | None = None, max_memory: int | None = N
             checks.append({"check": "training_max_memory", "ok": total <= max_memory, "value": total, "limit": max_memory})
         if not checks:
             checks.append({"check": "training_memory", "ok": True, "value": total, "limit": None})
+    if "inference" in job.sections:
+        from transformer_calc.inference import estimate_inference
+
+        spec, section_gpu = inference_spec(model, job.inference, {})
+        device = find_gpu(str(gpu_name or job.checks.get("gpu") or section_gpu))
+        est = estimate_inference(model, device, spec)
+        total = est.memory.total_bytes
+        checks.append({"check": "inference_fits_gpu", "ok": total <= device.memory_bytes, "value": total,
+                       "limit": device.memory_bytes, "gpu": device.name})
+        if max_memory is not None:
+            checks.append({"check": "inference_max_memory", "ok": total <= max_memory, "value": total, "limit": max_memory})
+        for key, value, better in (
+            ("min_tokens_per_s", est.decode.tokens_per_s, "higher"),
+            ("max_ttft_s", est.time_to_first_token_s, "lower"),
+        ):
+            limit = job.checks.get(key) if min_tokens_per_s is None or key != "min_tokens_per_s" else min_tokens_per_s
+            if limit is None:
+                continue
+            if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
+                from transformer_calc.errors import TcalcError
+
+                raise TcalcError(f"{where}: checks.{key} ({limit!r}) must be a positive number")
+            ok = value >= limit if better == "higher" else value <= limit
+            checks.append({"check": f"inference_{key}", "ok": ok, "value": value, "limit": limit})
     return {
         "file": str(path),
         "model": model.name,
@@ -364,3 +392,115 @@ def mfu_report(
         out["flops"]["per_step"] = per_token_model * global_batch * w.seq_len
         out["flops"]["hardware_per_step"] = per_token_hw * global_batch * w.seq_len
     return out
+
+
+def inference_report(m: ModelConfig, gpu: Any, spec: Any) -> dict[str, Any]:
+    """`tcalc inference`: KV cache, memory per GPU, prefill and decode as a roofline."""
+    from transformer_calc.inference import estimate_inference, min_tensor_parallel
+
+    e = estimate_inference(m, gpu, spec)
+    mem, kv, pre, dec = e.memory, e.kv_cache, e.prefill, e.decode
+
+    def step(s: Any) -> dict[str, Any]:
+        r = s.roofline
+        return {
+            "tokens": s.tokens,
+            "context_len": s.context_len,
+            "flops": s.flops,
+            "matmul_flops": s.matmul_flops,
+            "attention_flops": s.attention_flops,
+            "bytes_moved": s.bytes_moved,
+            "weight_bytes": s.weight_bytes,
+            "kv_read_bytes": s.kv_read_bytes,
+            "kv_write_bytes": s.kv_write_bytes,
+            "compute_s": r.compute_s,
+            "memory_s": r.memory_s,
+            "communication_s": s.comm.seconds,
+            "seconds": s.seconds,
+            "bound": s.bound,
+            "intensity": r.intensity,
+            "math_bandwidth": r.math_bandwidth,
+        }
+
+    return {
+        "model": model_dict(m),
+        "inference": {
+            "batch_size": spec.batch_size,
+            "prompt_len": spec.prompt_len,
+            "new_tokens": spec.new_tokens,
+            "tensor_parallel": spec.tensor_parallel,
+            "weight_dtype": spec.weight_dtype,
+            "kv_dtype": spec.kv_dtype,
+            "compute_dtype": spec.compute_dtype,
+            "activation_dtype": spec.activation_dtype,
+            "kv_cache": spec.kv_cache,
+            "cache_kv_heads": kv.n_kv_heads,
+            "gpu": gpu.name,
+        },
+        "kv_cache": {
+            "context_len": kv.context_len,
+            "bytes_per_token": kv.bytes_per_token,
+            "total_bytes": kv.total_bytes,
+            "per_gpu_bytes": kv.per_gpu_bytes,
+        },
+        "memory": {
+            "per_gpu": {
+                "weights": mem.weights_bytes,
+                "kv_cache": mem.kv_cache_bytes,
+                "workspace": mem.workspace_bytes,
+                "total": mem.total_bytes,
+            },
+            "capacity_bytes": mem.capacity_bytes,
+            "headroom_bytes": mem.capacity_bytes - mem.total_bytes,
+            "fits": mem.fits,
+            "max_batch_size": mem.max_batch_size,
+            "max_prompt_len": mem.max_prompt_len,
+            "min_tensor_parallel": min_tensor_parallel(m, gpu, spec),
+        },
+        "prefill": step(pre),
+        "decode": {
+            "steps": dec.steps,
+            "seconds": dec.seconds,
+            "seconds_per_token": dec.seconds_per_token,
+            "tokens_per_s": dec.tokens_per_s,
+            "bound": dec.bound,
+            "compute_bound_steps": dec.compute_bound_steps,
+            "communication_s": dec.comm_s,
+            "flops": dec.flops,
+            "bytes_moved": dec.bytes_moved,
+            "first_step": step(dec.first),
+            "last_step": step(dec.last),
+        },
+        "time_to_first_token_s": e.time_to_first_token_s,
+        "total_s": e.total_s,
+        "tokens_per_s": e.tokens_per_s,
+        "compute_bound_batch": e.compute_bound_batch,
+        "compute_bound_batch_weights_only": e.compute_bound_batch_weights_only,
+    }
+
+
+DEFAULT_INFERENCE_GPU = "a100-80gb"
+
+
+def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str, Any]) -> tuple[Any, str]:
+    """(InferenceSpec, gpu name) from a job file's inference: section (canonical keys) with the
+    flags that are not None overriding it. Defaults: B = 1, S = max_seq_len, one new token, T = 1,
+    bf16 weights, the A100 80GB."""
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.inference import InferenceSpec
+
+    merged = {**section, **{k: v for k, v in flags.items() if v is not None}}
+    try:
+        spec = InferenceSpec(
+            batch_size=merged.get("batch_size", 1),
+            prompt_len=merged.get("seq_len", model.max_seq_len),
+            new_tokens=merged.get("new_tokens", 1),
+            tensor_parallel=merged.get("tensor", 1),
+            weight_dtype=merged.get("weight_dtype", "bf16"),
+            kv_dtype=merged.get("kv_dtype"),
+            cache_kv_heads=merged.get("kv_heads"),
+            kv_cache=merged.get("kv_cache", True),
+        )
+    except (ValueError, TypeError) as exc:
+        raise TcalcError(f"inference: {exc}") from None
+    return spec, str(merged.get("gpu", DEFAULT_INFERENCE_GPU))

@@ -1,0 +1,807 @@
+"""Inference cost per GPU: KV cache, memory, and prefill/decode time as a roofline.
+
+Source: seed notes 003, Part "Inference" (§ "The Bare Minimum and the kv-Cache", "Basic Memory,
+FLOPs, and Latency", "Case Study: Falcon-40B") and App. "Compute-bound vs Memory-bound";
+kipply 2022, "Transformer Inference Arithmetic"; Pope et al. 2022 (prefill and decode). The seed's
+slips are corrected as listed in docs/seed-errata.md, rows INF-*, FAL-* and ROOF-*.
+
+Conventions (the ones published calculators disagree on):
+
+- B sequences run together, each with an S-token prompt, generating N_new tokens. The prefill
+  processes the S prompt tokens and yields the first new token; then N_new - 1 decode steps yield
+  the rest. Decode step j (j = 1 .. N_new-1) feeds token j, at position S + j, so it attends over
+  a context of c = S + j tokens. The cache peaks at S + N_new - 1 tokens.
+- FLOPs: 2 per multiply-accumulate of every weight matrix, for every processed token: Q, K, V, O,
+  the MLP (the top-k experts of a MoE), the router, the LM head, OPT's embedding projections. Not
+  counted: norms, biases, activation functions, softmax, the embedding lookup (a gather, not a
+  matmul). The LM head runs on every prompt token, as in the seed's 2·B·S·N and a plain forward;
+  engines that project only the last prompt position do 2·B·(S-1)·V·D less in the prefill.
+- Attention: QK^T and softmax·V cost 2·2·A·h_d·c FLOPs per token per layer at context c. Causal
+  attention is counted exactly: a prompt of S tokens costs the sum over i = 1..S of that at c = i,
+  i.e. 2·A·h_d·S·(S+1) per sequence and layer (FlashAttention-style kernels skip masked blocks).
+- Bytes moved per step: every resident weight read once, except the tables a step only gathers
+  rows from (an untied token embedding, learned positions); a MoE reads only the experts its
+  tokens touch. Plus the K/V cache read and the new K/V written. Activations are assumed to stay
+  on chip (fused kernels) and are not counted.
+- Time of a step: max(FLOPs / peak, bytes / bandwidth), the roofline; compute and memory traffic
+  overlap (seed App. "Compute-bound vs Memory-bound"). Tensor-parallel communication is added on
+  top (not overlapped).
+- Per GPU under T-way tensor parallelism (Megatron-LM, as `params.tensor_parallel_params`): query
+  heads, MLP width and vocabulary split T ways; K/V heads split when T divides n_kv, replicated
+  when n_kv divides T (each GPU then holds one K/V head and caches it). Other T are refused.
+- Bytes per element: the dtype's bits / 8 (int4 packs two values per byte). A weight total is
+  rounded up to whole bytes once; quantization scales and zero points (GPTQ, AWQ: one 16-bit scale
+  per group of 64-128 weights) are not counted, and every parameter is taken at the weight dtype.
+- Memory is per GPU, in exact bytes, compared with the GPU's `memory_bytes` (the hardware
+  table's capacity, decimal GB as marketed).
+
+All byte and FLOP counts are exact ints; seconds and ratios are floats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from transformer_calc.config import ModelConfig
+from transformer_calc.hardware import DTYPE_ALIASES, DTYPES, GPU, peak_flops
+from transformer_calc.params import (
+    GATED_MATRICES,
+    PLAIN_MATRICES,
+    count_params,
+    tensor_parallel_params,
+)
+
+FLOPS_PER_MAC = 2  # one multiply, one add
+KV_TENSORS = 2  # K and V are cached; the query is not (seed eq. kv_cache_memory; errata INF-1)
+ATTENTION_MATMULS = 2  # QK^T and softmax(.)V, each A·h_d·c MACs per token at context c
+ALL_REDUCES_PER_LAYER = 2  # Megatron-LM: after the attention output and after the MLP output
+BITS_PER_BYTE = 8
+
+# A small collective's fixed cost inside one NVLink/NVSwitch node. An assumption, of the order
+# that NCCL's nccl-tests `all_reduce_perf` reports for messages up to ~64 KiB on 4-8 NVLink GPUs
+# (10-20 µs); override it with `InferenceSpec.collective_latency_s`.
+COLLECTIVE_LATENCY_S = 10e-6
+
+# Storage dtypes for weights, the KV cache and activations -> bits per element.
+DTYPE_BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "int4": 4}
+_FLOAT_COMPUTE = ("fp32", "fp16", "bf16", "fp8")  # weight dtypes that are also the matmul dtype
+_ACTIVATION_DEFAULT = ("fp32", "fp16", "bf16")  # compute dtypes that are also the activation dtype
+
+COMPUTE, MEMORY, MIXED = "compute", "memory", "mixed"
+
+
+# ============================================================================ the input
+@dataclass(frozen=True)
+class InferenceSpec:
+    """What is run: B prompts of S tokens, N_new new tokens each, on T tensor-parallel GPUs.
+
+    Dtypes left as None are derived: compute_dtype (whose peak the roofline uses) is the weight
+    dtype for fp32/fp16/bf16/fp8 weights and bf16 for int8/int4 (weight-only quantization:
+    kernels dequantize to bf16); activation_dtype (all-reduces, workspace) is the compute dtype
+    when that is fp32/fp16/bf16, else bf16; kv_dtype is the activation dtype.
+
+    cache_kv_heads changes the cache only (its size, reads and writes), not the weights: the
+    seed's Falcon-40B study pretends MHA this way. To change the model itself, override the
+    ModelConfig's n_kv_heads.
+    """
+
+    batch_size: int  # B, concurrent sequences
+    prompt_len: int  # S, prompt tokens per sequence
+    new_tokens: int = 1  # N_new, generated tokens per sequence (the first comes from the prefill)
+    tensor_parallel: int = 1  # T
+    weight_dtype: str = "bf16"
+    kv_dtype: str | None = None
+    compute_dtype: str | None = None
+    activation_dtype: str | None = None
+    cache_kv_heads: int | None = None  # K/V heads the cache holds; None: the model's n_kv_heads
+    kv_cache: bool = True  # False: the seed's naive inference, every step reprocesses the context
+    collective_latency_s: float = COLLECTIVE_LATENCY_S
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "prompt_len", "new_tokens", "tensor_parallel"):
+            _check_positive_int(name, getattr(self, name))
+        if self.cache_kv_heads is not None:
+            _check_positive_int("cache_kv_heads", self.cache_kv_heads)
+        if not isinstance(self.kv_cache, bool):
+            raise ValueError(f"kv_cache ({self.kv_cache!r}) must be true or false")
+        latency = self.collective_latency_s
+        if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not (
+            math.isfinite(latency) and latency >= 0
+        ):
+            raise ValueError(
+                f"collective_latency_s ({latency!r}) must be a finite number of seconds >= 0"
+            )
+        weight = _dtype("weight_dtype", self.weight_dtype, DTYPE_BITS)
+        if self.compute_dtype is None:
+            compute = weight if weight in _FLOAT_COMPUTE else "bf16"
+        else:
+            compute = _dtype("compute_dtype", self.compute_dtype, DTYPES)
+        if self.activation_dtype is None:
+            activation = compute if compute in _ACTIVATION_DEFAULT else "bf16"
+        else:
+            activation = _dtype("activation_dtype", self.activation_dtype, DTYPE_BITS)
+        kv = activation if self.kv_dtype is None else _dtype("kv_dtype", self.kv_dtype, DTYPE_BITS)
+        for name, value in (
+            ("weight_dtype", weight),
+            ("compute_dtype", compute),
+            ("activation_dtype", activation),
+            ("kv_dtype", kv),
+            ("collective_latency_s", float(latency)),
+        ):
+            object.__setattr__(self, name, value)  # resolved once; the dataclass stays frozen
+
+    @property
+    def peak_context_len(self) -> int:
+        """Tokens per sequence in the cache at the last decode step: S + N_new - 1."""
+        return self.prompt_len + self.new_tokens - 1
+
+
+def _check_positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} ({value!r}) must be a whole number >= 1")
+
+
+def _dtype(name: str, value: object, allowed: dict[str, int] | tuple[str, ...]) -> str:
+    key = value.strip().lower() if isinstance(value, str) else None
+    key = DTYPE_ALIASES.get(key, key) if key is not None else None
+    if key not in allowed:
+        raise ValueError(f"{name} ({value!r}) is not supported; use one of {', '.join(allowed)}")
+    return key
+
+
+def dtype_bytes(dtype: str) -> Fraction:
+    """Bytes per element: bits / 8, exact (int4: 1/2)."""
+    return Fraction(DTYPE_BITS[_dtype("dtype", dtype, DTYPE_BITS)], BITS_PER_BYTE)
+
+
+def _bytes(elements: int, bits: int) -> int:
+    """Whole bytes holding `elements` values of `bits` bits (int4: rounded up once)."""
+    return -(-elements * bits // BITS_PER_BYTE)
+
+
+# ============================================================================ per-GPU shapes
+@dataclass(frozen=True)
+class _Shard:
+    """What one of T ranks holds and does (Megatron-LM layout), in elements."""
+
+    layers: int
+    head_dim: int
+    q_heads: int  # A / T
+    kv_heads: int  # K/V heads this rank caches
+    params: int  # resident parameters, every expert
+    gathered_params: int  # tables read by row (untied token embedding, learned positions)
+    expert_params: int  # one expert's (a dense model: the MLP's) parameters in one layer
+    n_experts: int
+    experts_per_token: int
+    matmul_params: int  # weights one token multiplies
+    workspace_width: int  # activation elements per token of the prefill transient
+
+
+def _heads_per_rank(n_kv: int, T: int, what: str) -> int:
+    """K/V heads per rank: split when T | n_kv, one replicated head when n_kv | T."""
+    if n_kv % T and T % n_kv:
+        raise ValueError(
+            f"{what} ({n_kv}) and T ({T}) must divide one another to shard or replicate K/V heads; "
+            f"use a T that divides {n_kv} or a multiple of it"
+        )
+    return max(n_kv // T, 1)
+
+
+def matmul_params(m: ModelConfig, T: int = 1) -> int:
+    """Weights that one token multiplies on one of T ranks (all of them for T = 1).
+
+    Q, K, V, O, the active experts' MLP matrices, the MoE router, the LM head (tied or not: the
+    embedding lookup is a gather, the head a matmul) and OPT's embedding projections. Per rank:
+    heads, MLP width and vocabulary split T ways (ceil(V/T) rows), K/V replicated when n_kv < T,
+    router and projections replicated. Biases and norms are not matmul weights.
+    """
+    _check_positive_int("T", T)
+    L, D, A, hd, F = m.n_layers, m.d_model, m.n_heads, m.head_dim, m.d_ff
+    _check_divides(m, T)
+    q_rank, kv_rank = A // T, _heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
+    n_matrices = GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES
+    attention = D * hd * (2 * q_rank + KV_TENSORS * kv_rank)  # W_Q and W_O; W_K and W_V
+    mlp = m.experts_per_token * n_matrices * D * (F // T)
+    router = D * m.n_experts if m.router else 0
+    d_emb = m.d_embedding
+    lm_head = -(-m.vocab_size // T) * d_emb
+    projections = 2 * d_emb * D if d_emb != D else 0  # OPT project_in + project_out
+    return L * (attention + mlp + router) + lm_head + projections
+
+
+def _check_divides(m: ModelConfig, T: int) -> None:
+    if m.n_heads % T:
+        raise ValueError(
+            f"n_heads ({m.n_heads}) must be divisible by T ({T}); use a divisor of {m.n_heads}"
+        )
+    if m.d_ff % T:
+        raise ValueError(f"d_ff ({m.d_ff}) must be divisible by T ({T}); use a divisor of {m.d_ff}")
+
+
+def _shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
+    T = spec.tensor_parallel
+    _check_divides(m, T)
+    D, hd, F = m.d_model, m.head_dim, m.d_ff
+    model_kv = _heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
+    cache_heads = m.n_kv_heads if spec.cache_kv_heads is None else spec.cache_kv_heads
+    cached = _heads_per_rank(cache_heads, T, "cache_kv_heads")
+    n_in = (GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES) - 1  # matrices D -> F: up (+ gate)
+    expert = (n_in + 1) * D * (F // T) + ((n_in * F // T + D) if m.mlp_bias else 0)
+    full = count_params(m)
+    embedding_rows = 0 if m.tied_embeddings else -(-m.vocab_size // T) * m.d_embedding
+    # Prefill transient of one block: its input and output (2·D) plus the widest intermediate,
+    # the fused Q/K/V output or the MLP's up (+ gate) outputs of every active expert.
+    widest = max((m.n_heads // T + KV_TENSORS * model_kv) * hd, m.experts_per_token * n_in * F // T)
+    return _Shard(
+        layers=m.n_layers,
+        head_dim=hd,
+        q_heads=m.n_heads // T,
+        kv_heads=cached,
+        params=tensor_parallel_params(m, T),
+        gathered_params=embedding_rows + full.position,
+        expert_params=expert,
+        n_experts=m.n_experts,
+        experts_per_token=m.experts_per_token,
+        matmul_params=matmul_params(m, T),
+        workspace_width=2 * D + widest,
+    )
+
+
+def _kv_bytes_per_token(sh: _Shard, spec: InferenceSpec) -> int:
+    """K and V of one token in every layer, on one rank: 2·L·n_kv_rank·h_d·p (a whole number of
+    bytes for every dtype: 2 tensors x 4 bits is one byte)."""
+    bits = DTYPE_BITS[spec.kv_dtype]
+    return KV_TENSORS * sh.layers * sh.kv_heads * sh.head_dim * bits // BITS_PER_BYTE
+
+
+def _weights_read_bytes(sh: _Shard, spec: InferenceSpec, tokens: int) -> int:
+    """Weight bytes one step reads when it processes `tokens` tokens (all sequences together).
+
+    Every weight is read once, except the tables a step only gathers rows from (an untied token
+    embedding, learned positions: a few rows, not counted). A MoE reads at most
+    min(n_experts, tokens·top-k) experts per layer (an upper bound: it assumes distinct experts
+    until all are touched).
+    """
+    touched = min(sh.n_experts, tokens * sh.experts_per_token)
+    idle = sh.layers * (sh.n_experts - touched) * sh.expert_params
+    return _bytes(sh.params - sh.gathered_params - idle, DTYPE_BITS[spec.weight_dtype])
+
+
+# ============================================================================ KV cache, memory
+@dataclass(frozen=True)
+class KVCache:
+    """The K/V cache at `context_len` tokens per sequence (all zero in naive mode)."""
+
+    context_len: int
+    n_kv_heads: int  # heads cached (the model's, or InferenceSpec.cache_kv_heads)
+    kv_heads_per_gpu: int  # n_kv / T, or 1 replicated head when n_kv < T
+    bytes_per_token: int  # one token of one sequence, all layers, whole model: 2·L·n_kv·h_d·p
+    bytes_per_token_per_gpu: int
+    total_bytes: int  # B · context · bytes_per_token
+    per_gpu_bytes: int  # B · context · bytes_per_token_per_gpu (>= total / T: replication)
+
+
+def kv_cache(m: ModelConfig, spec: InferenceSpec, context_len: int | None = None) -> KVCache:
+    """Seed eq. (kv_cache_memory) 2·p·B·S·D·L/T, generalized: 2·p·B·c·L·n_kv·h_d in all.
+
+    Per GPU the cache holds max(n_kv/T, 1) heads (errata INF-4). `context_len` defaults to the
+    peak, S + N_new - 1 tokens per sequence.
+    """
+    c = spec.peak_context_len if context_len is None else context_len
+    _check_positive_int("context_len", c)
+    sh = _shard(m, spec)
+    heads = m.n_kv_heads if spec.cache_kv_heads is None else spec.cache_kv_heads
+    if not spec.kv_cache:
+        return KVCache(c, heads, sh.kv_heads, 0, 0, 0, 0)
+    bits = DTYPE_BITS[spec.kv_dtype]
+    per_token = KV_TENSORS * m.n_layers * heads * m.head_dim * bits // BITS_PER_BYTE
+    per_token_gpu = _kv_bytes_per_token(sh, spec)
+    B = spec.batch_size
+    return KVCache(
+        context_len=c,
+        n_kv_heads=heads,
+        kv_heads_per_gpu=sh.kv_heads,
+        bytes_per_token=per_token,
+        bytes_per_token_per_gpu=per_token_gpu,
+        total_bytes=B * c * per_token,
+        per_gpu_bytes=B * c * per_token_gpu,
+    )
+
+
+@dataclass(frozen=True)
+class InferenceMemory:
+    """Memory of one GPU at the peak of the generation, against its capacity."""
+
+    weights_bytes: int  # tensor_parallel_params(m, T) at the weight dtype
+    kv_cache_bytes: int  # the cache at S + N_new - 1 tokens
+    workspace_bytes: int  # the prefill's largest transient (see `inference_memory`)
+    total_bytes: int
+    capacity_bytes: int  # the GPU's memory_bytes
+    fits: bool
+    max_batch_size: int  # largest B that fits at this S and N_new (0: not even B = 1)
+    max_prompt_len: int  # longest S that fits at this B and N_new (0: not even S = 1)
+
+
+def _memory_terms(sh: _Shard, spec: InferenceSpec) -> tuple[int, int, int]:
+    """(weight bytes, cache bytes per cached token, workspace bytes per prefill token)."""
+    weights = _bytes(sh.params, DTYPE_BITS[spec.weight_dtype])
+    kv_token = _kv_bytes_per_token(sh, spec) if spec.kv_cache else 0
+    workspace_token = _bytes(sh.workspace_width, DTYPE_BITS[spec.activation_dtype])
+    return weights, kv_token, workspace_token
+
+
+def inference_memory(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> InferenceMemory:
+    """Weights + KV cache + workspace per GPU, and the largest B and S that fit.
+
+    Workspace: the largest transient of one block while the prefill runs all B·S tokens at once,
+    p_act · B·S · (2·D + max((A/T + 2·n_kv_rank)·h_d, k·n_in·F/T)): the block's input and
+    output plus its widest intermediate (the fused Q/K/V output, or the MLP's up and gate outputs
+    of the k active experts; n_in = 2 gated, 1 plain). Attention scores are never materialized
+    (FlashAttention) and the logits, B·S·V/T, are not counted. Naive mode holds no cache; its
+    workspace is that of its longest pass, S + N_new - 1 tokens. Conservative: the cache at its
+    peak is counted together with the prefill's workspace.
+
+    Both limits are closed forms, linear in B and in S: B_max = (M - W) // per-sequence bytes,
+    S_max from W + B·(kv·(S + N_new - 1) + ws·S) <= M.
+    """
+    sh = _shard(m, spec)
+    weights, kv_token, ws_token = _memory_terms(sh, spec)
+    B, S, extra = spec.batch_size, spec.prompt_len, spec.new_tokens - 1
+    workspace_tokens = S if spec.kv_cache else S + extra
+    per_sequence = kv_token * (S + extra) + ws_token * workspace_tokens
+    kv, workspace = B * kv_token * (S + extra), B * ws_token * workspace_tokens
+    total = weights + kv + workspace
+    capacity = gpu.memory_bytes
+    free = capacity - weights
+    max_batch = max(free // per_sequence, 0)
+    if spec.kv_cache:  # B·(kv + ws)·S + B·kv·extra <= free
+        max_prompt = (free - B * kv_token * extra) // (B * (kv_token + ws_token))
+    else:  # B·ws·(S + extra) <= free
+        max_prompt = free // (B * ws_token) - extra
+    return InferenceMemory(
+        weights_bytes=weights,
+        kv_cache_bytes=kv,
+        workspace_bytes=workspace,
+        total_bytes=total,
+        capacity_bytes=capacity,
+        fits=total <= capacity,
+        max_batch_size=max_batch,
+        max_prompt_len=max(max_prompt, 0),
+    )
+
+
+def min_tensor_parallel(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> int | None:
+    """Smallest T (a divisor of n_heads and d_ff, compatible with the K/V heads) at which the
+    spec fits on each GPU; None if none does. T is tried in increasing order."""
+    cache_heads = m.n_kv_heads if spec.cache_kv_heads is None else spec.cache_kv_heads
+    for T in range(1, m.n_heads + 1):
+        if m.n_heads % T or m.d_ff % T:
+            continue
+        if (m.n_kv_heads % T and T % m.n_kv_heads) or (cache_heads % T and T % cache_heads):
+            continue
+        if inference_memory(m, gpu, dataclasses.replace(spec, tensor_parallel=T)).fits:
+            return T
+    return None
+
+
+# ============================================================================ roofline
+@dataclass(frozen=True)
+class Roofline:
+    """One kernel (or step) on the roofline: time = max(FLOPs / peak, bytes / bandwidth)."""
+
+    flops: int
+    bytes_moved: int
+    compute_s: float  # FLOPs / peak FLOP/s
+    memory_s: float  # bytes / memory bytes/s
+    seconds: float  # max of the two: they overlap (seed App. "Compute-bound vs Memory-bound")
+    bound: str  # "compute" when compute_s >= memory_s, else "memory"
+    intensity: float  # FLOPs per byte (inf when nothing is moved)
+    math_bandwidth: float  # lambda_math = peak / bandwidth; compute-bound iff intensity >= it
+
+
+def roofline(flops: int, bytes_moved: int, peak_flops_s: int, memory_bw_bytes_s: int) -> Roofline:
+    """The roofline of `flops` FLOPs and `bytes_moved` bytes on a peak and a bandwidth.
+
+    The bound is decided in exact integers (flops·bandwidth >= bytes·peak), so at intensity =
+    lambda_math compute_s == memory_s and the bound is "compute".
+    """
+    checks = (("flops", flops, 0), ("bytes_moved", bytes_moved, 0),
+              ("peak_flops_s", peak_flops_s, 1), ("memory_bw_bytes_s", memory_bw_bytes_s, 1))
+    for name, value, low in checks:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} ({value!r}) must be a whole number >= {low}")
+    compute_s, memory_s = flops / peak_flops_s, bytes_moved / memory_bw_bytes_s
+    return Roofline(
+        flops=flops,
+        bytes_moved=bytes_moved,
+        compute_s=compute_s,
+        memory_s=memory_s,
+        seconds=max(compute_s, memory_s),
+        bound=COMPUTE if flops * memory_bw_bytes_s >= bytes_moved * peak_flops_s else MEMORY,
+        intensity=flops / bytes_moved if bytes_moved else math.inf,
+        math_bandwidth=peak_flops_s / memory_bw_bytes_s,
+    )
+
+
+# ============================================================================ communication
+@dataclass(frozen=True)
+class Communication:
+    """Tensor-parallel all-reduces of one step on one GPU (all zero for T = 1)."""
+
+    all_reduces: int  # 2·L per step
+    bytes_per_all_reduce: int  # B · tokens · D · activation bytes
+    link_bytes_s: int  # one direction: the GPU's bidirectional interconnect / 2
+    transfer_s: float  # all_reduces · 2(T-1)/T · size / link (ring all-reduce)
+    latency_s: float  # all_reduces · collective_latency_s
+    seconds: float
+
+
+def _communication_exact(
+    m: ModelConfig, gpu: GPU, spec: InferenceSpec, tokens: int
+) -> tuple[Communication, Fraction]:
+    T = spec.tensor_parallel
+    if T == 1:
+        return Communication(0, 0, 0, 0.0, 0.0, 0.0), Fraction(0)
+    if gpu.interconnect_bytes_s is None:
+        raise ValueError(
+            f"{gpu.name} has no interconnect bandwidth in the hardware table; use T = 1"
+        )
+    n = ALL_REDUCES_PER_LAYER * m.n_layers
+    size = _bytes(spec.batch_size * tokens * m.d_model, DTYPE_BITS[spec.activation_dtype])
+    link = Fraction(gpu.interconnect_bytes_s, 2)  # one direction of the bidirectional figure
+    transfer = n * Fraction(2 * (T - 1), T) * size / link  # ring: reduce-scatter + all-gather
+    latency = n * Fraction(spec.collective_latency_s)
+    comm = Communication(
+        all_reduces=n,
+        bytes_per_all_reduce=size,
+        link_bytes_s=gpu.interconnect_bytes_s // 2,
+        transfer_s=float(transfer),
+        latency_s=float(latency),
+        seconds=float(transfer + latency),
+    )
+    return comm, transfer + latency
+
+
+def tp_communication(m: ModelConfig, gpu: GPU, spec: InferenceSpec, tokens: int) -> Communication:
+    """Two all-reduces per layer (Megatron-LM: after W_O and after the MLP output) of the
+    activations of `tokens` tokens per sequence (S in the prefill, 1 in a decode step).
+
+    Ring all-reduce: each GPU sends and receives 2(T-1)/T x size (Patarasuk & Yuan 2009; seed
+    App. "Collective Communications"), over one direction of the interconnect, plus a fixed
+    latency per collective. Parallel-attention blocks (Falcon, GPT-J) can fuse the two into one
+    (vLLM's Falcon does), so for them this is an upper bound. The embedding's all-reduce and the
+    LM head's logit gather (one each per step) are not counted.
+    """
+    _check_positive_int("tokens", tokens)
+    return _communication_exact(m, gpu, spec, tokens)[0]
+
+
+# ============================================================================ steps
+@dataclass(frozen=True)
+class Step:
+    """One forward pass of the whole batch on one GPU: the prefill, or one decode step."""
+
+    tokens: int  # tokens processed per sequence (S prefill, 1 decode, c naive)
+    context_len: int  # tokens the last of them attends over
+    matmul_flops: int  # 2 · B · tokens · matmul_params per GPU
+    attention_flops: int  # 2·2 · B · L · (A/T) · h_d · sum of the contexts
+    weight_bytes: int  # weights read
+    kv_read_bytes: int
+    kv_write_bytes: int
+    roofline: Roofline
+    comm: Communication
+    seconds: float  # roofline.seconds + comm.seconds
+
+    @property
+    def flops(self) -> int:
+        return self.roofline.flops
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.roofline.bytes_moved
+
+    @property
+    def bound(self) -> str:
+        return self.roofline.bound
+
+
+def _step(
+    m: ModelConfig, gpu: GPU, spec: InferenceSpec, sh: _Shard, tokens: int, context: int,
+    kv_read_tokens: int, kv_write_tokens: int,
+) -> tuple[Step, Fraction, Fraction]:
+    """The step, its exact time and its exact communication time. `tokens` new tokens per
+    sequence, the last of them at `context`."""
+    B = spec.batch_size
+    matmul = FLOPS_PER_MAC * B * tokens * sh.matmul_params
+    # Token i attends over i positions; the new tokens sit at context-tokens+1 .. context.
+    position_sum = tokens * (2 * context - tokens + 1) // 2
+    per_position = FLOPS_PER_MAC * ATTENTION_MATMULS * sh.layers * sh.q_heads * sh.head_dim
+    attention = B * per_position * position_sum
+    weights = _weights_read_bytes(sh, spec, B * tokens)
+    kv_token = _kv_bytes_per_token(sh, spec)
+    kv_read, kv_write = B * kv_read_tokens * kv_token, B * kv_write_tokens * kv_token
+    peak = peak_flops(gpu, spec.compute_dtype)
+    bw = gpu.memory_bw_bytes_s
+    line = roofline(matmul + attention, weights + kv_read + kv_write, peak, bw)
+    comm, comm_s = _communication_exact(m, gpu, spec, tokens)
+    exact = max(Fraction(line.flops, peak), Fraction(line.bytes_moved, bw)) + comm_s
+    step = Step(tokens, context, matmul, attention, weights, kv_read, kv_write, line, comm,
+                line.seconds + comm.seconds)
+    return step, exact, comm_s
+
+
+def prefill_step(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Step:
+    """The prefill: S tokens per sequence, causal attention, the cache written (time to first
+    token).
+
+    FLOPs per GPU: 2·B·S·N_matmul/T + 2·B·L·(A/T)·h_d·S·(S+1); bytes: the weights once plus
+    B·S tokens of K/V written. The seed's 2·B·S·N_params counts the matmuls, not attention.
+    """
+    sh = _shard(m, spec)
+    S = spec.prompt_len
+    return _step(m, gpu, spec, sh, S, S, 0, S if spec.kv_cache else 0)[0]
+
+
+def _decode_step_exact(
+    m: ModelConfig, gpu: GPU, spec: InferenceSpec, sh: _Shard, context: int
+) -> tuple[Step, Fraction, Fraction]:
+    if spec.kv_cache:  # one token; read the c-1 cached tokens' K/V, write the new token's
+        return _step(m, gpu, spec, sh, 1, context, context - 1, 1)
+    return _step(m, gpu, spec, sh, context, context, 0, 0)  # naive: a prefill of c tokens
+
+
+def decode_step(m: ModelConfig, gpu: GPU, spec: InferenceSpec, context_len: int) -> Step:
+    """One decode step whose new token is the `context_len`-th of its sequence.
+
+    With the cache: FLOPs 2·B·N_matmul/T + 2·2·B·L·(A/T)·h_d·c; bytes: the weights once, the
+    cached c-1 tokens' K/V read, the new token's written (together the cache at c tokens). Naive
+    (no cache, the seed's "Naive Inference"): the whole context is reprocessed, a prefill of c.
+    """
+    _check_positive_int("context_len", context_len)
+    return _decode_step_exact(m, gpu, spec, _shard(m, spec), context_len)[0]
+
+
+# ============================================================================ the generation
+@dataclass(frozen=True)
+class Decode:
+    """The N_new - 1 decode steps of a generation, at contexts S+1 .. S+N_new-1, on one GPU.
+
+    With N_new = 1 there are no steps; the per-token figures then describe the step that would
+    come next (context S + 1), and the totals are 0.
+    """
+
+    steps: int
+    flops: int  # summed over the steps
+    bytes_moved: int
+    comm_s: float
+    seconds: float  # summed step times
+    seconds_per_token: float  # time per output token: seconds / steps (one token per sequence)
+    tokens_per_s: float  # B / seconds_per_token, the whole batch
+    compute_bound_steps: int
+    bound: str  # "compute" or "memory" when every step agrees, else "mixed"
+    first: Step  # context S + 1
+    last: Step  # context S + N_new - 1 (S + 1 when N_new = 1)
+
+
+Poly = tuple[int | Fraction, int | Fraction, int | Fraction]  # Newton form (f0, Δf0, Δ²f0)
+
+
+def _newton(values: list[int] | list[Fraction]) -> Poly:
+    """Forward differences of a polynomial of degree <= 2 sampled at 0, 1, 2."""
+    f0, f1, f2 = values
+    return f0, f1 - f0, f2 - 2 * f1 + f0
+
+
+def _newton_value(p: Poly, i: int) -> int | Fraction:
+    """f(i) = f0 + C(i,1)·Δf0 + C(i,2)·Δ²f0."""
+    return sum(c * math.comb(i, k) for k, c in enumerate(p))
+
+
+def _newton_sum(p: Poly, a: int, b: int) -> int | Fraction:
+    """Sum of f(i) over i in [a, b): by the hockey-stick identity, sum_{i<n} C(i,k) = C(n,k+1)."""
+    def prefix(n: int) -> int | Fraction:
+        return sum(c * math.comb(n, k + 1) for k, c in enumerate(p))
+    return prefix(b) - prefix(a)
+
+
+def _split(h: Poly, n: int) -> int:
+    """First i in [1, n] where h(i) >= 0 stops equalling h(0) >= 0 (n when it never does).
+
+    h is monotone on [0, n) (linear with a cache, increasing in naive mode), so the flip sits at
+    a real root of a quadratic: estimated in exact integers (isqrt), then corrected by a step or
+    two.
+    """
+    first = _newton_value(h, 0) >= 0
+    if (_newton_value(h, n - 1) >= 0) == first:
+        return n
+    f0, d1, d2 = (Fraction(c) for c in h)
+    a2, a1, a0 = d2 / 2, d1 - d2 / 2, f0  # h(i) = a2·i² + a1·i + a0
+    if a2 == 0:
+        root = -a0 / a1
+    else:
+        scale = math.lcm(a2.denominator, a1.denominator, a0.denominator)
+        A2, A1, A0 = (int(x * scale) for x in (a2, a1, a0))
+        s = math.isqrt(max(A1 * A1 - 4 * A2 * A0, 0))
+        roots = (Fraction(-A1 + s, 2 * A2), Fraction(-A1 - s, 2 * A2))
+        root = min(roots, key=lambda r: abs(r - Fraction(n, 2)))  # the one inside [0, n)
+    i = min(max(math.ceil(root), 1), n - 1)
+    while i > 1 and (_newton_value(h, i - 1) >= 0) != first:
+        i -= 1
+    while i < n and (_newton_value(h, i) >= 0) == first:
+        i += 1
+    return i
+
+
+def decode(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Decode:
+    """All decode steps, summed in closed form: the cost does not grow with N_new.
+
+    Every per-step quantity is a polynomial of degree <= 2 in the step index (FLOPs: linear with
+    a cache, quadratic in naive mode; bytes and communication: linear), so three evaluated steps
+    fix it, and its sum over any range of steps is a closed form (Newton forward differences).
+    The roofline's max() switches branch at most once, where compute and memory time cross
+    (solved exactly). A naive-mode MoE's first steps, whose touched-expert count still grows,
+    are summed one by one (fewer than n_experts of them).
+    """
+    sh = _shard(m, spec)
+    S, B, n_steps = spec.prompt_len, spec.batch_size, spec.new_tokens - 1
+    peak, bw = peak_flops(gpu, spec.compute_dtype), gpu.memory_bw_bytes_s
+
+    def exact(context: int) -> tuple[Step, Fraction, Fraction]:
+        return _decode_step_exact(m, gpu, spec, sh, context)
+
+    flops = bytes_moved = compute_steps = 0
+    seconds = comm_s = Fraction(0)
+    start, stop = S + 1, S + 1 + n_steps  # contexts of the steps: [start, stop)
+    if not spec.kv_cache and sh.n_experts > 1:  # naive MoE: touched experts grow with c
+        saturated = -(-sh.n_experts // (B * sh.experts_per_token))
+        for context in range(start, min(saturated, stop)):
+            step, t, comm = exact(context)
+            flops, bytes_moved = flops + step.flops, bytes_moved + step.bytes_moved
+            seconds, comm_s = seconds + t, comm_s + comm
+            compute_steps += step.bound == COMPUTE
+        start = max(start, min(saturated, stop))
+    n = stop - start
+    if n > 0:
+        samples = [exact(start + i) for i in range(3)]
+        f = _newton([s.flops for s, _, _ in samples])  # FLOPs of step i
+        b = _newton([s.bytes_moved for s, _, _ in samples])  # bytes moved by step i
+        x = _newton([comm for _, _, comm in samples])  # communication seconds of step i
+        h = tuple(bw * fi - peak * bi for fi, bi in zip(f, b))  # h(i) >= 0: step i compute-bound
+        split = _split(h, n)
+        on_compute, on_memory = ((0, split), (split, n))
+        if _newton_value(h, 0) < 0:
+            on_compute, on_memory = on_memory, on_compute
+        flops += _newton_sum(f, 0, n)
+        bytes_moved += _newton_sum(b, 0, n)
+        comm_s += _newton_sum(x, 0, n)
+        seconds += Fraction(_newton_sum(f, *on_compute), peak)
+        seconds += Fraction(_newton_sum(b, *on_memory), bw)
+        seconds += _newton_sum(x, 0, n)
+        compute_steps += on_compute[1] - on_compute[0]
+    first = exact(S + 1)[0]
+    last = exact(S + max(n_steps, 1))[0]
+    if n_steps == 0:
+        per_token, bound = first.seconds, first.bound
+    else:
+        per_token = float(seconds / n_steps)
+        bound = COMPUTE if compute_steps == n_steps else MEMORY if compute_steps == 0 else MIXED
+    return Decode(
+        steps=n_steps,
+        flops=flops,
+        bytes_moved=bytes_moved,
+        comm_s=float(comm_s),
+        seconds=float(seconds),
+        seconds_per_token=per_token,
+        tokens_per_s=B / per_token,
+        compute_bound_steps=compute_steps,
+        bound=bound,
+        first=first,
+        last=last,
+    )
+
+
+# ============================================================================ compute-bound batch
+def weights_only_compute_bound_batch(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> float:
+    """The seed's threshold (App. "Compute-bound vs Memory-bound"): the batch at which a decode
+    step's matmul FLOPs, 2·B·N_matmul, balance reading the weights, lambda_math · W_read bytes.
+
+    B* = lambda_math · W_read / (2·N_matmul) ~ lambda_math · p / 2: 153.0 on an A100 80GB in
+    bf16, 200.6 on the 40GB part (errata FAL-6; the seed says ~200 for the 80GB). It ignores
+    attention and the KV cache, which is why the real threshold (`compute_bound_batch`) is higher
+    or does not exist (errata FAL-5).
+    """
+    sh = _shard(m, spec)
+    weights = _weights_read_bytes(sh, spec, sh.n_experts)  # every expert touched
+    peak = peak_flops(gpu, spec.compute_dtype)
+    lambda_math = Fraction(peak, gpu.memory_bw_bytes_s)
+    return float(lambda_math * weights / (FLOPS_PER_MAC * sh.matmul_params))
+
+
+def compute_bound_batch(
+    m: ModelConfig, gpu: GPU, spec: InferenceSpec, context_len: int | None = None
+) -> int | None:
+    """Smallest B at which the decode step at `context_len` is compute-bound; None if no B is.
+
+    Per GPU, FLOPs are B·f and bytes W(B) + B·k (f, k: FLOPs and cache bytes per sequence; W the
+    weights read), so the step is compute-bound iff B·(f·bw - k·peak) >= W·peak: a closed form,
+    and never when f·bw <= k·peak (the KV reads alone outweigh the FLOPs, errata FAL-5). A MoE's
+    W(B) grows until every expert is touched; that regime is solved separately. The default
+    context is the generation's last decode step (S + N_new - 1, at least S + 1), where the cache
+    is largest: from this B on, every decode step of the generation is compute-bound.
+    """
+    c = spec.prompt_len + max(spec.new_tokens - 1, 1) if context_len is None else context_len
+    _check_positive_int("context_len", c)
+    sh = _shard(m, spec)
+    peak, bw = peak_flops(gpu, spec.compute_dtype), gpu.memory_bw_bytes_s
+
+    def is_compute_bound(batch: int) -> bool:
+        variant = dataclasses.replace(spec, batch_size=batch)
+        return _decode_step_exact(m, gpu, variant, sh, c)[0].bound == COMPUTE
+
+    one = _decode_step_exact(m, gpu, dataclasses.replace(spec, batch_size=1), sh, c)[0]
+    tokens = one.tokens
+    f, kv = one.flops, one.kv_read_bytes + one.kv_write_bytes
+    w_bits = DTYPE_BITS[spec.weight_dtype]
+    all_weights = _weights_read_bytes(sh, spec, sh.n_experts)  # every expert touched
+    coef = f * bw - kv * peak
+    if coef <= 0:
+        return None
+    saturated = -(-sh.n_experts // (tokens * sh.experts_per_token))  # B from which all are read
+    batch = max(-(-all_weights * peak // coef), saturated)
+    if saturated > 1:  # MoE below saturation: W(B) = W_base + B·tokens·top-k·L·expert bytes
+        expert_bytes = Fraction(sh.layers * sh.expert_params * w_bits, BITS_PER_BYTE)
+        dense = sh.params - sh.gathered_params - sh.layers * sh.n_experts * sh.expert_params
+        base = Fraction(dense * w_bits, BITS_PER_BYTE)
+        coef_low = f * bw - (kv + tokens * sh.experts_per_token * expert_bytes) * peak
+        low = math.ceil(base * peak / coef_low) if coef_low > 0 else saturated
+        if low < saturated:  # compute-bound before every expert is read
+            batch = max(low, 1)
+    # Whole-byte rounding of the weights can move the answer by one; settle it on the step itself.
+    while batch > 1 and is_compute_bound(batch - 1):
+        batch -= 1
+    while not is_compute_bound(batch):
+        batch += 1
+    return batch
+
+
+# ============================================================================ everything
+@dataclass(frozen=True)
+class InferenceEstimate:
+    """`tcalc inference`: one generation of N_new tokens for B prompts of S tokens on T GPUs."""
+
+    spec: InferenceSpec
+    gpu_name: str
+    matmul_params_per_gpu: int
+    kv_cache: KVCache  # at the peak context, S + N_new - 1
+    memory: InferenceMemory  # per GPU
+    prefill: Step
+    decode: Decode
+    time_to_first_token_s: float  # the prefill
+    total_s: float  # prefill + every decode step
+    tokens_per_s: float  # B · N_new / total_s
+    compute_bound_batch: int | None  # exact, at the last decode step's context
+    compute_bound_batch_weights_only: float  # the seed's lambda_math · p / 2 form
+
+
+def estimate_inference(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> InferenceEstimate:
+    """Every inference estimate for one model, GPU and spec."""
+    prefill = prefill_step(m, gpu, spec)
+    dec = decode(m, gpu, spec)
+    total = prefill.seconds + dec.seconds
+    return InferenceEstimate(
+        spec=spec,
+        gpu_name=gpu.name,
+        matmul_params_per_gpu=matmul_params(m, spec.tensor_parallel),
+        kv_cache=kv_cache(m, spec),
+        memory=inference_memory(m, gpu, spec),
+        prefill=prefill,
+        decode=dec,
+        time_to_first_token_s=prefill.seconds,
+        total_s=total,
+        tokens_per_s=spec.batch_size * spec.new_tokens / total,
+        compute_bound_batch=compute_bound_batch(m, gpu, spec),
+        compute_bound_batch_weights_only=weights_only_compute_bound_batch(m, gpu, spec),
+    )
