@@ -6,8 +6,6 @@ descriptive names. Bad input prints one `Error: ...` line on stderr and exits 2;
 printed on stdout and no traceback is shown. Heavy modules are imported inside the commands.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 from pathlib import Path
@@ -562,13 +560,34 @@ _USAGE_FIXES = (
 )
 
 
+def _app_for(args: list[str]) -> typer.Typer:
+    """The app with only the invoked command registered, when the first argument names one.
+
+    typer builds every registered command's parameters on each run; building one keeps start-up
+    fast (issue: tcalc must feel instant). Help, --version and unknown commands get the full app.
+    """
+    if not args or args[0].startswith("-"):
+        return app
+    chosen = [c for c in app.registered_commands if (c.name or c.callback.__name__) == args[0]]
+    if not chosen:
+        return app
+    single = typer.Typer(
+        name=app.info.name, help=app.info.help, add_completion=False, pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    single.registered_callback = app.registered_callback
+    single.registered_commands = chosen
+    return single
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return the exit code; every failure is one `Error:` line on stderr."""
     from transformer_calc.errors import TcalcError
 
-    command = typer.main.get_command(app)
+    args = sys.argv[1:] if argv is None else list(argv)
+    command = typer.main.get_command(_app_for(args))
     try:
-        result = command.main(args=argv, prog_name="tcalc", standalone_mode=False)
+        result = command.main(args=args, prog_name="tcalc", standalone_mode=False)
         return result if isinstance(result, int) else 0
     except TcalcError as exc:
         return _fail(str(exc), exc.exit_code)

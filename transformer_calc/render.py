@@ -6,8 +6,6 @@ prints them. rich is imported only when a table is rendered.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from enum import Enum
 from typing import Any
@@ -82,6 +80,9 @@ def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def to_csv(rows: list[dict[str, Any]]) -> str:
     """One header row, one row per record; nested keys flattened with dots."""
+    import csv
+    import io
+
     flat = [flatten(r) for r in rows]
     header: list[str] = []
     for row in flat:
