@@ -433,3 +433,17 @@ def test_inference_bad_input(capsys, argv, message):
     code, out, err = call(capsys, *argv)
     assert (code, out) == (2, "") and err.startswith("Error: ") and err.count("\n") == 1
     assert message in err, err
+
+
+def test_memory_torch_eager_tells_gelu_variants_apart(tmp_path, capsys):
+    """The torch-eager profile reads activation_impl from the HF config: gelu_new keeps 3·p·F
+    more bytes per token and layer than exact GELU (docs/formulas.md §2.4, docs/validation.md)."""
+    base = {"model_type": "gpt2", "n_layer": 2, "n_embd": 128, "n_head": 4, "vocab_size": 1000, "n_positions": 256}
+    totals = {}
+    for act in ("gelu_new", "gelu"):
+        f = tmp_path / f"{act}.json"
+        f.write_text(json.dumps({**base, "activation_function": act}))
+        data = call_json(capsys, "memory", "--hf-config", str(f), "--S", "256", "--activations", "torch-eager", "--precision", "bf16")
+        assert data["model"]["activation_impl"] == act
+        totals[act] = data["memory"]["activations"]["mlp"]
+    assert totals["gelu_new"] - totals["gelu"] == 2 * 3 * 2 * 256 * 512  # L · 3 · p · S · F

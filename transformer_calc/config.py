@@ -107,6 +107,11 @@ class ModelConfig(BaseModel):
     router: bool = Field(description="a MoE router (gate) D x n_experts; default: n_experts > 1")
     router_bias: bool = False
     dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="dropout probability")
+    activation_impl: str | None = Field(
+        default=None,
+        description="the activation as the reference code names it (HF hidden_act / activation_function, "
+        "e.g. gelu_new); only the torch-eager activation profile reads it",
+    )
     source: str | None = Field(default=None, description="where the numbers come from")
 
     _given: frozenset[str] = PrivateAttr(default=frozenset())

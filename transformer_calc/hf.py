@@ -42,6 +42,7 @@ class _Reader:
 
     def __init__(self, model_type: str, cfg: dict[str, Any], family: _Family):
         self.model_type = model_type
+        self.activation: str | None = None  # the activation name as written, once read
         self.values: dict[str, Any] = dict(family.defaults)
         self.written: dict[str, str] = {}
         # Dataclass fields are set first, the other keys afterwards (configuration_utils.py:
@@ -117,6 +118,7 @@ def _biases(qkv: bool, out: bool, mlp: bool) -> dict[str, bool]:
 
 def _gated_mlp(c: _Reader, key: str) -> str:
     act = c.text(key)
+    c.activation = act
     if act in ("silu", "swish"):
         return "swiglu"
     if act.startswith("gelu"):
@@ -126,6 +128,7 @@ def _gated_mlp(c: _Reader, key: str) -> str:
 
 def _plain_mlp(c: _Reader, key: str) -> str:
     act = c.text(key)
+    c.activation = act
     if act == "relu":
         return "relu"
     if "gelu" in act:  # gelu, gelu_new, gelu_pytorch_tanh, quick_gelu, ... (activations.py)
@@ -494,6 +497,8 @@ def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
     c = _Reader(model_type, cfg, family)
     spec = family.build(c)
     spec["dropout"] = max(c.prob(key) for key in family.dropout_keys)
+    if c.activation is not None:
+        spec["activation_impl"] = c.activation  # e.g. gelu_new: unfused in eager PyTorch
     name = cfg.get("_name_or_path")
     if isinstance(name, str) and name:
         spec["name"] = name

@@ -14,6 +14,9 @@ Conventions (docs/formulas.md "Training memory" has the tables and worked exampl
   optimizer (12 bytes/parameter for Adam), gradients are 4 bytes unless `grad_bytes` says 2.
 - Activations count the inputs each operation keeps for its backward pass, p bytes per element,
   dropout masks 1 byte per element (torch.bool) and only when dropout is on.
+- The `torch-eager` profile (docs/formulas.md §2.4) instead counts, tensor by tensor, what eager
+  PyTorch running the transformers modeling code saves for backward (validated against
+  saved_tensors_hooks measurements: tools/crosscheck/activations.py, docs/validation.md).
 - Pipeline: 1F1B keeps up to P micro-batches in flight on the first stage (P - s on stage s,
   assuming at least P micro-batches per step); embedding on the first stage, final norm and head
   on the last. The report is for the most loaded stage.
@@ -21,14 +24,17 @@ Conventions (docs/formulas.md "Training memory" has the tables and worked exampl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from transformer_calc.config import (
     MASTER_COPY_BYTES,
     ActivationProfile,
+    MLPKind,
     ModelConfig,
+    NormKind,
     Optimizer,
     Parallelism,
+    Positional,
     Precision,
     Recompute,
     Training,
@@ -87,7 +93,12 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def layer_activations(
-    m: ModelConfig, w: Workload, tr: Training, par: Parallelism = Parallelism()
+    m: ModelConfig,
+    w: Workload,
+    tr: Training,
+    par: Parallelism = Parallelism(),
+    *,
+    eager: EagerCode | None = None,
 ) -> LayerActivations:
     """Per-layer activation bytes on one GPU (seed eqs. att_actmem_vanilla, mlp_actmem_vanilla,
     act_mem_attn_mlp; Korthikanti et al. 2022 Table 2 for SP and recompute).
@@ -95,7 +106,12 @@ def layer_activations(
     With p = 2, E = 4, MHA and dropout on, `seed` and `default` agree with Korthikanti's Table 2:
     sbh(34 + 5as/h); TP: sbh(10 + 24/t + 5as/(ht)); TP+SP: sbh/t (34 + 5as/h); selective +
     TP+SP: 34 sbh/t; full recompute: 2 sbh (sharded by t with SP).
+
+    The torch-eager profile is `torch_eager_layer` (`eager`: the code's choices, default
+    `eager_code(m)`); the other profiles ignore `eager`.
     """
+    if tr.activations is ActivationProfile.torch_eager:
+        return torch_eager_layer(m, w, tr, par, eager or eager_code(m))
     B, S, D, A, T, p = w.batch_size, w.seq_len, m.d_model, m.n_heads, par.tensor, tr.p
     seed = tr.activations is ActivationProfile.seed
     if A % T:
@@ -146,16 +162,23 @@ def layer_activations(
 
 
 def head_activations(
-    m: ModelConfig, w: Workload, tr: Training, par: Parallelism = Parallelism()
+    m: ModelConfig,
+    w: Workload,
+    tr: Training,
+    par: Parallelism = Parallelism(),
+    *,
+    eager: EagerCode | None = None,
 ) -> tuple[int, int]:
     """(first-stage, last-stage) bytes outside the blocks that the seed drops as O(V/DL).
 
     First stage: the embedding dropout mask. Last stage: the final norm's input, the LM head's
     input, and the loss's fp32 softmax over the (vocabulary-parallel) logits, 4·B·S·V/T. Zero
-    under the seed profile or with head_activations off.
+    under the seed profile or with head_activations off. torch-eager: `torch_eager_head`.
     """
     if tr.activations is ActivationProfile.seed or not tr.head_activations:
         return 0, 0
+    if tr.activations is ActivationProfile.torch_eager:
+        return torch_eager_head(m, w, tr, par, eager or eager_code(m))
     B, S, D, T, p = w.batch_size, w.seq_len, m.d_model, par.tensor, tr.p
     S_rep = _ceil_div(S, T) if par.sequence_parallel else S
     dropout = tr.dropout if tr.dropout is not None else m.dropout > 0
@@ -218,19 +241,25 @@ def _layers_on_stage(L: int, P: int, s: int) -> int:
 
 
 def training_memory(
-    m: ModelConfig, w: Workload, tr: Training = Training(), par: Parallelism = Parallelism()
+    m: ModelConfig,
+    w: Workload,
+    tr: Training = Training(),
+    par: Parallelism = Parallelism(),
+    *,
+    eager: EagerCode | None = None,
 ) -> list[StageMemory]:
     """Per-GPU memory of every pipeline stage (most loaded: `max(stages, key=total)`).
 
     O(1) in L, S and B; O(P) for P <= MAX_LISTED_STAGES, else only the first and last stage.
+    `eager` matters only to the torch-eager profile (default: `eager_code(m)`).
     """
     T, P, dp, zero = par.tensor, par.pipeline, par.data, par.zero
     if P > m.n_layers:
         raise ValueError(f"pipeline stages P ({P}) exceed n_layers ({m.n_layers}); use P <= {m.n_layers}")
     shard = shard_params(m, T)
-    layer = layer_activations(m, w, tr, par)
-    first_extra, last_extra = head_activations(m, w, tr, par)
-    working = _recompute_working_set(m, w, tr, par)
+    layer = layer_activations(m, w, tr, par, eager=eager)
+    first_extra, last_extra = head_activations(m, w, tr, par, eager=eager)
+    working = _recompute_working_set(m, w, tr, par, eager)
     opt_bytes = optimizer_bytes_per_param(tr)
     stages = []
     indices = range(P) if P <= MAX_LISTED_STAGES else (0, P - 1)
@@ -266,7 +295,9 @@ def training_memory(
     return stages
 
 
-def _recompute_working_set(m: ModelConfig, w: Workload, tr: Training, par: Parallelism) -> int:
+def _recompute_working_set(
+    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, eager: EagerCode | None = None
+) -> int:
     """What recomputation rebuilds during backward, alive for one layer at a time.
 
     Full: one block's activations as if stored; selective: one block's attention core. Not in the
@@ -274,10 +305,10 @@ def _recompute_working_set(m: ModelConfig, w: Workload, tr: Training, par: Paral
     """
     if tr.recompute is Recompute.none or tr.activations is ActivationProfile.seed:
         return 0
-    stored = layer_activations(m, w, tr.model_copy(update={"recompute": Recompute.none}), par)
+    stored = layer_activations(m, w, tr.model_copy(update={"recompute": Recompute.none}), par, eager=eager)
     if tr.recompute is Recompute.full:
         return stored.total
-    without_core = layer_activations(m, w, tr, par)
+    without_core = layer_activations(m, w, tr, par, eager=eager)
     return stored.attention - without_core.attention
 
 
@@ -341,3 +372,175 @@ def min_parallelism(
         if most_loaded(training_memory(m, w, tr, trial)).total <= capacity:
             return T, P
     return None
+
+
+# ---------------------------------------------------------------------------- torch-eager profile
+# What eager PyTorch keeps for backward when it runs the transformers 5.23 modeling code, tensor by
+# tensor: every tensor an autograd node saves, once per storage (views share one), parameters
+# excluded. Read from models/{gpt2,llama}/modeling_*.py, activations.py, loss/loss_utils.py and
+# the autograd formulas (tools/autograd/derivatives.yaml); checked against
+# torch.autograd.graph.saved_tensors_hooks by tools/crosscheck/activations.py (docs/validation.md).
+# Dropout is CUDA's: F.dropout dispatches to the fused native_dropout, which keeps a torch.bool
+# mask (ATen Dropout.cpp, is_fused_kernel_acceptable); on CPU dropout is bernoulli_ * input and
+# keeps a p-byte mask instead.
+FP32_BYTES = 4  # upcast copies: the RMSNorm input, the softmax and the loss's log-softmax
+STAT_BYTES = 4  # LayerNorm's mean and rstd, RMSNorm's rsqrt: one fp32 per token (CUDA's acc type)
+INDEX_BYTES = 8  # int64 token ids (kept by the embedding) and loss targets
+LOSS_SCALAR_BYTES = 4  # cross_entropy's total_weight, one fp32 scalar
+GELU_NEW_EXTRA = 3  # NewGELUActivation (activations.py): tanh(u), 0.5·x and 1 + tanh(u), F wide each
+QKV_OPERANDS = 3  # q, k, v as the two batched matmuls take them: contiguous, A heads each
+
+
+@dataclass(frozen=True)
+class EagerCode:
+    """The choices of the eager code that a ModelConfig does not fix (torch-eager profile).
+
+    softmax_fp32  softmax(scores, dtype=torch.float32).to(dtype): the Llama-derived
+                  eager_attention_forward (Llama, Mistral, Qwen2, Gemma, GPT-NeoX, OPT, Phi);
+                  GPT-2's runs in the input dtype. Only matters below fp32.
+    act_extra     F-wide tensors the MLP activation saves beyond the one a fused kernel keeps
+                  (F.gelu, F.silu, F.relu: 0; GPT-2's default gelu_new, written out in Python: 3).
+    attn_dropout, resid_dropout, embed_dropout
+                  where the code has dropout modules (masks exist only there, and only when the
+                  model's dropout is on): GPT-2 all three; Llama only on the attention weights.
+    """
+
+    name: str
+    softmax_fp32: bool = True
+    act_extra: int = 0
+    attn_dropout: bool = True
+    resid_dropout: bool = True
+    embed_dropout: bool = True
+
+
+HF_LLAMA = EagerCode("hf-llama", softmax_fp32=True, resid_dropout=False, embed_dropout=False)
+HF_GPT2 = EagerCode("hf-gpt2", softmax_fp32=False, act_extra=GELU_NEW_EXTRA)  # gelu_new
+HF_GPT2_EXACT_GELU = replace(HF_GPT2, name="hf-gpt2 (gelu)", act_extra=0)  # activation_function: gelu
+
+
+def eager_code(m: ModelConfig) -> EagerCode:
+    """The eager code tcalc assumes for a ModelConfig.
+
+    Learned absolute positions with LayerNorm and no position offset is the GPT-2 layout (HF
+    GPT-2; tcalc's gpt2 and gpt3 presets): HF_GPT2. Its activation follows `activation_impl`
+    (set from a Hugging Face config and by the GPT-2/GPT-3 presets): gelu_new, HF GPT-2's default
+    and the assumption when it is not known, is written out in Python and keeps 3·p·F more bytes
+    per token and layer than a fused kernel (exact gelu, gelu_pytorch_tanh). Everything else:
+    HF_LLAMA.
+    """
+    gpt2_layout = (
+        m.positional is Positional.learned and m.norm is NormKind.layernorm and m.position_offset == 0
+    )
+    if not gpt2_layout:
+        return HF_LLAMA
+    if m.mlp is MLPKind.gelu and m.activation_impl in (None, "gelu_new"):
+        return HF_GPT2
+    if m.mlp is MLPKind.gelu and m.activation_impl == "gelu":
+        return HF_GPT2_EXACT_GELU
+    return replace(HF_GPT2, name=f"hf-gpt2 ({m.activation_impl or m.mlp.value})", act_extra=0)
+
+
+def _eager_norm(m: ModelConfig, p: int, tokens: int) -> int:
+    """Bytes one norm keeps for backward over `tokens` tokens (its output is the next op's input,
+    counted there)."""
+    D = m.d_model
+    if m.norm is NormKind.rmsnorm:
+        # LlamaRMSNorm: x.to(float32) (kept by pow(2) and by x * rsqrt; the input itself in fp32),
+        # rsqrt(mean(x²) + eps) (kept by that product), the normalized x cast back to p bytes (kept
+        # by weight * x; without a weight the next matmul keeps it).
+        return FP32_BYTES * tokens * D + STAT_BYTES * tokens + (p * tokens * D if m.norm_affine else 0)
+    # torch.layer_norm keeps its input, mean and rstd (fp32 on CUDA; CPU keeps them in p bytes)
+    return p * tokens * D + 2 * STAT_BYTES * tokens
+
+
+def torch_eager_layer(
+    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, code: EagerCode
+) -> LayerActivations:
+    """Per-layer bytes eager PyTorch keeps (docs/formulas.md §2.4). T=1, no dropout, per token:
+
+        norms  2·(p·D + 8) LayerNorm  |  2·(4·D + 4 + p·D) RMSNorm
+        attn   p·D + 3·p·A·h_d + s·A·S + [p·A·S if s != p] + p·A·h_d      (s = 4 or p, softmax)
+        mlp    p·D + (2 + act_extra)·p·F  (ReLU 1·p·F: it keeps its output)  |  gated 4·p·F
+
+    Dropout on adds the masks (1 byte) where `code` has dropout, and the dropped-out attention
+    weights (p·A·S) that the P·V matmul keeps. Sharding under T/SP as in the default profile.
+    """
+    B, S, D, A, T, p = w.batch_size, w.seq_len, m.d_model, m.n_heads, par.tensor, tr.p
+    hd, kv, F = m.head_dim, m.n_kv_heads, m.d_ff
+    if A % T:
+        raise ValueError(f"n_heads ({A}) must be divisible by T ({T}); use a divisor of {A}")
+    if F % T:
+        raise ValueError(f"d_ff ({F}) must be divisible by T ({T}); use a divisor of {F}")
+    S_rep = _ceil_div(S, T) if par.sequence_parallel else S
+    if tr.recompute is Recompute.full:
+        return LayerActivations(attention=0, mlp=0, norm=p * B * S_rep * D)  # the block input
+    dropout = tr.dropout if tr.dropout is not None else m.dropout > 0
+    attn_mask = MASK_BYTES if dropout and code.attn_dropout else 0
+    resid_mask = MASK_BYTES if dropout and code.resid_dropout else 0
+    A_t, kv_t = A // T, max(kv // T, 1)
+    shared_input = m.parallel_attn and m.norms_per_layer == 1
+
+    attn = p * B * S_rep * D  # input of the QKV projection(s) (the norm output)
+    if tr.flash:
+        # SDPA takes q, k, v as projected (k, v at n_kv heads); the kernel keeps its output and an
+        # fp32 logsumexp per query row and head (Dao et al. 2022).
+        attn += p * B * S * (A_t + 2 * kv_t) * hd
+        core = p * B * S * A_t * hd + SOFTMAX_STAT_BYTES * B * A_t * S
+    else:
+        # matmul copies its transposed operands contiguous (q; k^T for GPT-2) and repeat_kv expands
+        # k and v to A heads (GQA saves no activation memory in eager attention)
+        attn += QKV_OPERANDS * p * B * S * A_t * hd
+        softmax_bytes = FP32_BYTES if code.softmax_fp32 else p
+        core = softmax_bytes * B * A_t * S * S  # softmax output (its backward needs it)
+        if attn_mask or softmax_bytes != p:
+            core += p * B * A_t * S * S  # weights as P·V takes them: dropped out and/or cast back
+        core += attn_mask * B * A_t * S * S  # the dropout mask (torch.bool)
+    if m.qk_norm:
+        attn += p * B * S * (A_t + kv_t) * hd  # q and k after their norms (not measured)
+    if tr.recompute is Recompute.selective:
+        core = 0  # rebuilt in backward (Korthikanti sec. 5)
+    attn += core
+    attn += p * B * S * A_t * hd  # W_O input (attention output made contiguous)
+    attn += resid_mask * B * S_rep * D
+
+    mlp = 0 if shared_input else p * B * S_rep * D  # input of W_up (and W_gate)
+    if m.gated_mlp:
+        n_wide = GATED_MLP_SAVED  # act input (gate), act(gate), up, product (W_down input)
+    elif m.mlp is MLPKind.relu:
+        n_wide = 1  # relu keeps its output, which is W_down's input
+    else:
+        n_wide = PLAIN_MLP_SAVED  # act input (kept by F.gelu) and act output (W_down input)
+    mlp += m.experts_per_token * (n_wide + code.act_extra) * p * B * S * (F // T)
+    if m.is_moe:  # as in the default profile (not measured)
+        mlp += m.experts_per_token * p * B * S * D + p * B * S * m.n_experts
+    mlp += resid_mask * B * S_rep * D
+
+    norm = m.norms_per_layer * _eager_norm(m, p, B * S_rep)
+    return LayerActivations(attention=attn, mlp=mlp, norm=norm)
+
+
+def torch_eager_head(
+    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, code: EagerCode
+) -> tuple[int, int]:
+    """(first-stage, last-stage) bytes outside the blocks that eager PyTorch keeps.
+
+    First: token ids (int64, kept by the embedding), position ids (int64, (1, S)) for learned
+    positions or RoPE's cos and sin ((1, S, h_d), computed once and shared by every layer), the
+    embedding dropout mask. Last: the final norm, the LM head input, and the loss: HF's
+    ForCausalLMLoss casts the logits to fp32 and log_softmax keeps its fp32 output (4·B·S·V; the
+    logits themselves are kept by nobody), nll_loss the shifted int64 targets and a scalar.
+    """
+    B, S, D, T, p = w.batch_size, w.seq_len, m.d_model, par.tensor, tr.p
+    S_rep = _ceil_div(S, T) if par.sequence_parallel else S
+    dropout = tr.dropout if tr.dropout is not None else m.dropout > 0
+    first = INDEX_BYTES * B * S
+    if m.positional is Positional.learned:
+        first += INDEX_BYTES * S
+    elif m.positional is Positional.rotary:
+        first += 2 * p * S * m.head_dim
+    if dropout and code.embed_dropout:
+        first += MASK_BYTES * B * S_rep * D
+    last = _eager_norm(m, p, B * S_rep) if m.final_norm else 0
+    last += p * B * S_rep * D  # LM head input
+    last += LOSS_BYTES * B * S * _ceil_div(m.vocab_size, T) + INDEX_BYTES * B * S + LOSS_SCALAR_BYTES
+    return first, last
