@@ -452,6 +452,142 @@ def _enum(cls: Any, value: str, flag: str) -> Any:
         raise TcalcError(f"{flag} ({value!r}): choose one of {', '.join(v.value for v in cls)}") from None
 
 
+SWEEP = "Grid (comma lists; a..b doubles, a..b:s steps)"
+
+
+@app.command()
+def sweep(
+    preset: Annotated[Optional[list[str]], typer.Option("--preset", help="Model presets (repeat or comma-separate).", rich_help_panel=MODEL)] = None,
+    config: ConfigOpt = None,
+    hf_config: HFConfigOpt = None,
+    B: Annotated[str, typer.Option("--B", "--batch-size", help="B values, e.g. 1,2,4..64.", rich_help_panel=SWEEP)] = "1",
+    S: Annotated[Optional[str], typer.Option("--S", "--seq-len", help="S values [default: each model's max_seq_len].", rich_help_panel=SWEEP)] = None,
+    T: Annotated[str, typer.Option("--T", "--tensor-parallel", help="T values.", rich_help_panel=SWEEP)] = "1",
+    P: Annotated[str, typer.Option("--P", "--pipeline-parallel", help="P values.", rich_help_panel=SWEEP)] = "1",
+    dp: Annotated[str, typer.Option("--dp", "--data-parallel", help="Data-parallel values.", rich_help_panel=SWEEP)] = "1",
+    zero: Annotated[str, typer.Option("--zero", help="ZeRO stages.", rich_help_panel=SWEEP)] = "0",
+    recompute: Annotated[str, typer.Option("--recompute", help="none, selective, full.", rich_help_panel=SWEEP)] = "none",
+    flash: Annotated[str, typer.Option("--flash", help="true, false.", rich_help_panel=SWEEP)] = "false",
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPUs, e.g. a100-80gb,h100.", rich_help_panel=SWEEP)] = None,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Inference weight dtypes (and the peak for train_days).", rich_help_panel=SWEEP)] = None,
+    metrics: Annotated[Optional[str], typer.Option("--metrics", help="Comma list: memory weights activations fits headroom flops train_days kv_cache inference_memory inference_fits ttft_s decode_s tokens_per_s bound [default: memory,flops (+ fits with --gpu)].")] = None,
+    precision: Annotated[Optional[str], typer.Option("--precision", help="Training precision for every point.")] = None,
+    optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="Optimizer for every point.")] = None,
+    sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism for every point.")] = False,
+    new_tokens: Annotated[int, typer.Option("--new-tokens", min=1, help="Inference: tokens generated per sequence.")] = 1,
+    tokens: Annotated[Optional[str], typer.Option("--tokens", help="train_days: the token budget, e.g. 300e9.")] = None,
+    mfu: Annotated[float, typer.Option("--mfu", help="train_days: assumed MFU.")] = 0.4,
+    fits_only: Annotated[bool, typer.Option("--fits-only", help="Keep only the points that fit the GPU.")] = False,
+    sort: Annotated[Optional[str], typer.Option("--sort", help="Sort by a column; -column for descending.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Show at most this many rows.")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write a figure (png, svg, pdf; needs the plot extra).")] = None,
+    x: Annotated[Optional[str], typer.Option("--x", help="Plot: x axis [default: the first axis that varies].")] = None,
+    y: Annotated[Optional[str], typer.Option("--y", help="Plot: the metric [default: the first metric].")] = None,
+    series: Annotated[Optional[str], typer.Option("--series", help="Plot: one line per value of this axis.")] = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """A grid over models, B, S, T, P, dp, ZeRO, recompute, flash, GPUs and dtypes: one row per point.
+
+    Example: tcalc sweep --preset llama-2-7b --B 1,2,4..64 --T 1,2,4,8 --gpu a100-80gb --fits-only --sort memory
+    """
+    import time
+
+    from transformer_calc import presets as P_
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.sweep import METRICS, SweepSpec, check_metrics, parse_values, run_sweep, select
+
+    models: dict[str, Any] = {}
+    for item in preset or []:
+        for name in (n.strip() for n in item.split(",")):
+            if not name:
+                raise TcalcError(f"--preset {item!r}: empty name in the list")
+            models[P_.resolve_preset(name)] = P_.preset_model(name)
+    if config is not None or hf_config is not None:
+        model = resolve_model(None, config, hf_config, {})
+        models[model.name or str(config or hf_config)] = model
+    if not models:
+        raise TcalcError("no model given; use --preset NAME[,NAME...], --config FILE or --hf-config FILE")
+    gpus = {}
+    for name in parse_values("gpu", gpu) if gpu else []:
+        device = P_.gpu(name)
+        gpus[device.name] = device
+    axes: dict[str, list[Any]] = {"model": list(models)}
+    for axis, text in (("B", B), ("S", S), ("T", T), ("P", P), ("dp", dp), ("zero", zero),
+                       ("recompute", recompute), ("flash", flash), ("dtype", dtype)):
+        if text is not None:
+            axes[axis] = parse_values(axis, text)
+    for value in axes["recompute"]:
+        _enum(__import__("transformer_calc.config", fromlist=["Recompute"]).Recompute, value, "--recompute")
+    axes["gpu"] = list(gpus) or [None]
+    if metrics is None:
+        metrics = "memory,fits,flops" if gpus else "memory,flops"
+    wanted = check_metrics([m.strip() for m in metrics.split(",") if m.strip()])
+    needs_gpu = {"fits", "headroom", "train_days"} | set(METRICS[7:])
+    if not gpus and needs_gpu & set(wanted):
+        raise TcalcError(f"metrics {', '.join(sorted(needs_gpu & set(wanted)))} need --gpu NAME")
+    fixed = {k: v for k, v in (("precision", precision), ("optimizer", optimizer)) if v is not None}
+    if sp:
+        fixed["sequence_parallel"] = True
+    spec = SweepSpec(axes=axes, metrics=wanted, training=fixed, new_tokens=new_tokens,
+                     tokens=_count(tokens, "--tokens"), mfu=mfu)
+    if not 0 < mfu <= 1:
+        raise TcalcError(f"--mfu ({mfu}) must be a fraction in (0, 1]")
+    if spec.size > 1_000_000:
+        raise TcalcError(f"the grid has {spec.size:,} points; keep it under 1,000,000")
+    started = time.perf_counter()
+    bar: dict[str, Any] = {}
+
+    def progress(done: int) -> None:
+        # A rich progress bar on stderr once the sweep is predicted to run longer than a second.
+        if "task" in bar:
+            bar["progress"].update(bar["task"], completed=done)
+        elif done and (time.perf_counter() - started) * spec.size / done > 1.0 and sys.stderr.isatty():
+            from rich.progress import Progress
+
+            bar["progress"] = Progress(transient=True, console=__import__("rich.console", fromlist=["Console"]).Console(stderr=True))
+            bar["progress"].start()
+            bar["task"] = bar["progress"].add_task("sweep", total=spec.size, completed=done)
+
+    try:
+        result = run_sweep(spec, models, gpus, progress)
+    finally:
+        if "progress" in bar:
+            bar["progress"].stop()
+    rows = select(result.rows, fits_only, sort, limit)
+    report = {
+        "axes": {k: v for k, v in axes.items()},
+        "metrics": list(wanted),
+        "points_total": spec.size,
+        "skipped": result.skipped,
+        "skipped_reasons": result.reasons,
+        "points": rows,
+    }
+    if plot is not None:
+        from transformer_calc.render import plot_sweep
+
+        varying = [a for a, v in axes.items() if len(v) > 1]
+        x_axis = x or next((a for a in varying if a not in ("model", "gpu")), varying[0] if varying else "B")
+        y_metric = y or next((m for m in wanted if m not in ("fits", "inference_fits", "bound")), None)
+        if y_metric is None:
+            raise TcalcError("--plot needs a numeric metric; add one to --metrics or give --y")
+        for name, value in (("--x", x_axis), ("--series", series)):
+            if value is not None and value not in axes:
+                raise TcalcError(f"{name} {value!r}: not an axis; choose from {', '.join(axes)}")
+        if y_metric not in wanted:
+            raise TcalcError(f"--y {y_metric!r}: not among --metrics ({', '.join(wanted)})")
+        series_axis = series or next((a for a in varying if a != x_axis), None)
+        capacity = next(iter(gpus.values())).memory_bytes if len(gpus) == 1 else None
+        plot_sweep(report, str(plot), x_axis, y_metric, series_axis, capacity)
+    if fmt is OutputFormat.csv:
+        from transformer_calc.render import to_csv
+
+        sys.stdout.write(to_csv(rows) if rows else "")
+    else:
+        from transformer_calc.render import sweep_table
+
+        emit(report, fmt, sweep_table)
+
+
 @app.command()
 def check(
     files: Annotated[list[Path], typer.Argument(help="Job files (YAML) to validate and check.", show_default=False)],

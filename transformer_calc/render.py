@@ -511,3 +511,94 @@ def inference_table(report: dict[str, Any]) -> Any:
         f"(weights only: {report['compute_bound_batch_weights_only']:.0f})",
     ]
     return Group(t, r, Text("\n".join(lines)))
+
+
+TABLE_MAX_ROWS = 200  # a terminal table of 10,000 rows helps nobody and takes rich seconds
+
+_SWEEP_FORMATS: dict[str, Any] = {
+    "memory": fmt_bytes, "weights": fmt_bytes, "activations": fmt_bytes, "headroom": fmt_bytes,
+    "kv_cache": fmt_bytes, "inference_memory": fmt_bytes, "flops": fmt_flops,
+    "ttft_s": lambda x: fmt_s(x), "decode_s": lambda x: fmt_s(x),
+    "tokens_per_s": lambda x: f"{x:,.0f}", "train_days": lambda x: f"{x:.2f}",
+}
+
+
+def sweep_table(report: dict[str, Any]) -> Any:
+    """One row per point; axes with a single value are shown once in the title instead."""
+    from rich.console import Group
+    from rich.text import Text
+
+    rows = report["points"]
+    varying = [a for a, v in report["axes"].items() if len(v) > 1]
+    fixed = {a: v[0] for a, v in report["axes"].items() if len(v) == 1}
+    title = "Sweep: " + (", ".join(f"{k}={v}" for k, v in fixed.items()) or "all axes vary")
+    t = _table(title, *varying, *report["metrics"])
+    for r in rows[:TABLE_MAX_ROWS]:
+        cells = [str(r.get(a)) for a in varying]
+        for m in report["metrics"]:
+            value = r.get(m)
+            fmt = _SWEEP_FORMATS.get(m)
+            cells.append("-" if value is None else (fmt(value) if fmt else str(value)))
+        t.add_row(*cells)
+    shown = min(len(rows), TABLE_MAX_ROWS)
+    foot = f"{shown} of {report['points_total']} points shown"
+    if len(rows) > shown:
+        foot += f" (the table stops at {TABLE_MAX_ROWS}: use --sort/--limit, or --format csv|json for all {len(rows)})"
+    if report["skipped"]:
+        foot += f"; {report['skipped']} skipped (the model cannot run them), e.g. {report['skipped_reasons'][0]}"
+    return Group(t, Text(foot, style="dim"))
+
+
+_PLOT_UNITS: dict[str, tuple[float, str]] = {
+    "memory": (2**30, "GiB"), "weights": (2**30, "GiB"), "activations": (2**30, "GiB"), "headroom": (2**30, "GiB"),
+    "kv_cache": (2**30, "GiB"), "inference_memory": (2**30, "GiB"), "flops": (1e12, "TFLOP"),
+    "ttft_s": (1e-3, "ms"), "decode_s": (1e-3, "ms"), "tokens_per_s": (1.0, "tokens/s"), "train_days": (1.0, "days"),
+}
+
+
+def plot_sweep(report: dict[str, Any], path: str, x: str, y: str, series: str | None, capacity: int | None) -> None:
+    """A line per series value of y against x; a dashed capacity line for memory metrics.
+
+    Needs matplotlib (`pip install 'transformer-calc[plot]'`); the format follows the file suffix
+    (png, svg, pdf).
+    """
+    from transformer_calc.errors import TcalcError
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise TcalcError("--plot needs matplotlib: pip install 'transformer-calc[plot]'") from None
+    scale, unit = _PLOT_UNITS.get(y, (1.0, ""))
+    groups: dict[Any, list[tuple[Any, float]]] = {}
+    for r in report["points"]:
+        if r.get(y) is None or isinstance(r.get(y), (bool, str)):
+            continue
+        groups.setdefault(r.get(series) if series else None, []).append((r[x], r[y] / scale))
+    if not groups:
+        raise TcalcError(f"--plot: no numeric values of {y} to plot")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key, pts in groups.items():
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{series}={key}" if series else y)
+    if capacity and unit == "GiB":
+        ax.axhline(capacity / scale, color="red", linestyle="--", label="GPU capacity")
+    numeric_x = all(isinstance(p[0], (int, float)) and not isinstance(p[0], bool) for pts in groups.values() for p in pts)
+    if numeric_x and len({p[0] for pts in groups.values() for p in pts}) > 2:
+        xs = [p[0] for pts in groups.values() for p in pts]
+        if min(xs) > 0 and max(xs) / min(xs) >= 8:
+            ax.set_xscale("log", base=2)
+    ax.set_xlabel(x)
+    ax.set_ylabel(f"{y} ({unit})" if unit else y)
+    ax.set_title(f"tcalc sweep: {y} vs {x}")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except (OSError, ValueError) as exc:
+        raise TcalcError(f"--plot {path!r}: cannot write the figure ({exc})") from None
+    finally:
+        plt.close(fig)
