@@ -226,3 +226,14 @@ def test_min_parallelism_is_minimal():
     smaller = [x for x in (1, 2, 4, 5, 8, 10, 20, 40) if x < T and 40 % x == 0 and 13824 % x == 0]
     for x in smaller:
         assert most_loaded(training_memory(m, w, tr, Parallelism(tensor=x))).total > cap
+
+
+@settings(max_examples=40, deadline=None)
+@given(model_configs(max_layers=12), st.integers(2, 12))
+def test_first_and_last_stage_hold_the_most(m, P):
+    assume(P <= m.n_layers)
+    w, tr, par = Workload(seq_len=32, batch_size=2), Training(), Parallelism(pipeline=P)
+    every = training_memory(m, w, tr, par)
+    ends = training_memory(m, w, tr, par, all_stages=False)
+    assert most_loaded(every) == most_loaded(ends)
+    assert [s.stage for s in ends] == [0, P - 1]

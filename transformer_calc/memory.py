@@ -247,10 +247,12 @@ def training_memory(
     par: Parallelism = Parallelism(),
     *,
     eager: EagerCode | None = None,
+    all_stages: bool = True,
 ) -> list[StageMemory]:
     """Per-GPU memory of every pipeline stage (most loaded: `max(stages, key=total)`).
 
-    O(1) in L, S and B; O(P) for P <= MAX_LISTED_STAGES, else only the first and last stage.
+    O(1) in L, S and B; O(P) for P <= MAX_LISTED_STAGES, else (or with all_stages=False, enough
+    to find the most loaded) only the first and last stage.
     `eager` matters only to the torch-eager profile (default: `eager_code(m)`).
     """
     T, P, dp, zero = par.tensor, par.pipeline, par.data, par.zero
@@ -262,7 +264,7 @@ def training_memory(
     working = _recompute_working_set(m, w, tr, par, eager)
     opt_bytes = optimizer_bytes_per_param(tr)
     stages = []
-    indices = range(P) if P <= MAX_LISTED_STAGES else (0, P - 1)
+    indices = range(P) if all_stages and P <= MAX_LISTED_STAGES else sorted({0, P - 1})
     for s in indices:
         n = _layers_on_stage(m.n_layers, P, s)
         is_first, is_last = s == 0, s == P - 1
@@ -325,8 +327,10 @@ def max_micro_batch(
     Memory is affine in B on every stage (model states fixed, activations linear), so the answer
     is exact and O(P): B_max = min over stages of (capacity - fixed) // per_sequence.
     """
-    one = training_memory(m, w.model_copy(update={"batch_size": 1}), tr, par)
-    two = training_memory(m, w.model_copy(update={"batch_size": 2}), tr, par)
+    # Middle stages hold no more than the first (fewer micro-batches, no embedding): the first
+    # and last stage bound the answer.
+    one = training_memory(m, w.model_copy(update={"batch_size": 1}), tr, par, all_stages=False)
+    two = training_memory(m, w.model_copy(update={"batch_size": 2}), tr, par, all_stages=False)
     best: int | None = None
     for a, b in zip(one, two):
         slope = b.total - a.total
@@ -369,7 +373,7 @@ def min_parallelism(
     )
     for _, T, P in candidates:
         trial = par.model_copy(update={"tensor": T, "pipeline": P})
-        if most_loaded(training_memory(m, w, tr, trial)).total <= capacity:
+        if most_loaded(training_memory(m, w, tr, trial, all_stages=False)).total <= capacity:
             return T, P
     return None
 

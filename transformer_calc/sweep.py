@@ -163,7 +163,7 @@ def run_sweep(
                     tensor=point.get("T", 1), pipeline=point.get("P", 1), data=point.get("dp", 1),
                     zero=point.get("zero", 0), sequence_parallel=bool(spec.training.get("sequence_parallel", False)),
                 )
-                st = most_loaded(training_memory(m, w, tr, par))
+                st = most_loaded(training_memory(m, w, tr, par, all_stages=False))
                 row["memory"], row["weights"], row["activations"] = st.total, st.weights, st.activations
                 if device is not None:
                     row["fits"] = st.total <= device.memory_bytes
