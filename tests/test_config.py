@@ -69,7 +69,9 @@ def test_head_dim_lifts_divisibility():
 
 def test_config_is_frozen():
     m = ModelConfig.model_validate(GPT2_SHAPE)
-    with pytest.raises(Exception):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="frozen"):
         m.n_layers = 3  # type: ignore[misc]
 
 

@@ -263,7 +263,9 @@ def test_bad_top_level_rejected(data: dict) -> None:
 
 
 def test_gpu_is_frozen() -> None:
-    with pytest.raises(Exception):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="frozen"):
         TABLE["T4"].memory_bytes = 1  # type: ignore[misc]
 
 

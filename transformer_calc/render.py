@@ -346,7 +346,7 @@ def memory_table(report: dict[str, Any]) -> Any:
         tp = fit["min_tensor_parallel"]
         lines.append(f"smallest T that fits (P={par['pipeline']}): {tp if tp else 'none up to 64'}")
         tpp = fit["min_tensor_pipeline"]
-        lines.append(f"smallest T·P that fits: " + (f"T={tpp['T']} P={tpp['P']}" if tpp else "none"))
+        lines.append("smallest T·P that fits: " + (f"T={tpp['T']} P={tpp['P']}" if tpp else "none"))
     return Group(t, Text("\n".join(line for line in lines if line)))
 
 

@@ -202,14 +202,14 @@ def check_job(
     Limits: the GPU's capacity (flag, then checks.gpu, then the section's gpu) and max_memory
     (flag, then checks.max_memory). Raises TcalcError for an invalid file.
     """
-    from transformer_calc.config import ModelConfig, build_model, parse_bytes, training_configs
+    from transformer_calc.config import build_model, parse_bytes, training_configs
     from transformer_calc.memory import most_loaded, training_memory
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.presets import load_job
 
     job = load_job(path)
     where = f"{path}"
-    model: ModelConfig = build_model(job.model, where=f"{where} model")
+    model = build_model(job.model, where=f"{where} model")
     if job.checks.get("max_memory") is not None:  # validated even when the flag overrides it
         try:
             file_limit = parse_bytes(job.checks["max_memory"], "checks.max_memory")
