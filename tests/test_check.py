@@ -168,3 +168,17 @@ def test_inference_checks_from_the_file_and_flags(tmp_path, capsys):
     assert checks["inference_max_ttft_s"]["value"] == est.time_to_first_token_s
     code, out, _ = call(capsys, "check", f, "--min-tokens-per-s", str(est.decode.tokens_per_s * 2))
     assert code == 1 and "decode tokens/s" in out and " < " in out
+
+
+def test_flops_and_mfu_read_the_job_files_training_section(tmp_path, capsys):
+    f = write(tmp_path, "j.yaml", "model: {preset: gpt2}\ntraining: {S: 512, B: 4, recompute: full}\n")
+    code, out, _ = call(capsys, "flops", "--config", f, "-f", "json")
+    data = json.loads(out)
+    assert code == 0 and data["workload"] == {"seq_len": 512, "batch_size": 4}
+    assert data["conventions"]["recompute"] == "full"
+    code, out, _ = call(capsys, "flops", "--config", f, "--B", "2", "--recompute", "none", "-f", "json")
+    data = json.loads(out)
+    assert data["workload"]["batch_size"] == 2 and data["conventions"]["recompute"] == "none"
+    code, out, _ = call(capsys, "mfu", "--config", f, "--tokens-per-s", "1e5", "-f", "json")
+    data = json.loads(out)
+    assert code == 0 and data["seq_len"] == 512 and data["flops"]["recompute"] == "full"

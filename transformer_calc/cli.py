@@ -274,7 +274,7 @@ def _given(**values: Any) -> dict[str, Any]:
 
 SOpt = Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence [default: the model's max_seq_len].", rich_help_panel=WORKLOAD)]
 CausalOpt = Annotated[bool, typer.Option("--causal/--no-causal", help="Halve the attention scores and re-weighting FLOPs (Megatron, FlashAttention convention) [default: full, as eager PyTorch].")]
-RecomputeOpt = Annotated[str, typer.Option("--recompute", help="none | selective | full: hardware FLOPs (Korthikanti et al. 2022).")]
+RecomputeOpt = Annotated[Optional[str], typer.Option("--recompute", help="none (default) | selective | full: hardware FLOPs (Korthikanti et al. 2022).")]
 DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", help="Dtype whose dense peak is the denominator [default: bf16, else fp16].")]
 
 
@@ -306,9 +306,9 @@ def flops(
     K: KOpt = None,
     set_: SetOpt = None,
     S: SOpt = None,
-    B: Annotated[int, typer.Option("--B", "--batch-size", min=1, help="B: sequences per step.", rich_help_panel=WORKLOAD)] = 1,
+    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", min=1, help="B: sequences per step [default: 1].", rich_help_panel=WORKLOAD)] = None,
     causal: CausalOpt = False,
-    recompute: RecomputeOpt = "none",
+    recompute: RecomputeOpt = None,
     tokens: Annotated[Optional[str], typer.Option("--tokens", help="Training-time estimate for this token budget, e.g. 300e9 or 1.4T.")] = None,
     gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs for the training-time estimate.")] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU for the training-time estimate, e.g. a100-80gb.")] = None,
@@ -327,9 +327,14 @@ def flops(
     from transformer_calc.render import flops_table
     from transformer_calc.report import flops_report
 
-    model = resolve_model(preset, config, hf_config, _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_))
-    workload = build(Workload, {"seq_len": S if S is not None else model.max_seq_len, "batch_size": B}, "workload")
-    recompute_ = _enum(Recompute, recompute, "--recompute")
+    model, job = load_model(preset, config, hf_config, _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_))
+    section = job.training if job else {}  # a job file's training: section; flags win
+    workload = build(
+        Workload,
+        {"seq_len": _first(S, section.get("seq_len"), model.max_seq_len), "batch_size": _first(B, section.get("batch_size"), 1)},
+        "workload",
+    )
+    recompute_ = _enum(Recompute, str(_first(recompute, section.get("recompute"), "none")), "--recompute")
     n_tokens = _count(tokens, "--tokens")
     if (gpus is not None or gpu is not None or mfu is not None) and n_tokens is None:
         raise TcalcError("--gpus, --gpu and --mfu estimate training time: give --tokens too, e.g. --tokens 300e9")
@@ -367,7 +372,7 @@ def mfu(
     global_batch: Annotated[Optional[int], typer.Option("--global-batch", min=1, help="Sequences per optimizer step (all GPUs).")] = None,
     step_time: Annotated[Optional[float], typer.Option("--step-time", help="Measured seconds per step.")] = None,
     tokens_per_s: Annotated[Optional[float], typer.Option("--tokens-per-s", help="Measured throughput, tokens/s (all GPUs).")] = None,
-    recompute: RecomputeOpt = "none",
+    recompute: RecomputeOpt = None,
     causal: CausalOpt = False,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -381,8 +386,10 @@ def mfu(
     from transformer_calc.render import mfu_table
     from transformer_calc.report import mfu_report
 
-    model = resolve_model(preset, config, hf_config, _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_))
-    workload = build(Workload, {"seq_len": S if S is not None else model.max_seq_len}, "workload")
+    model, job = load_model(preset, config, hf_config, _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_))
+    section = job.training if job else {}
+    workload = build(Workload, {"seq_len": _first(S, section.get("seq_len"), model.max_seq_len)}, "workload")
+    recompute = str(_first(recompute, section.get("recompute"), "none"))
     if tokens_per_s is None and (global_batch is None or step_time is None):
         raise TcalcError("give the measured speed: --tokens-per-s N, or --global-batch N and --step-time SECONDS")
     if tokens_per_s is not None and (global_batch is not None or step_time is not None):
@@ -441,6 +448,11 @@ def inference(
     )
     spec, gpu_name = inference_spec(model, job.inference if job else {}, flags)
     emit(inference_report(model, find_gpu(gpu_name), spec), fmt, inference_table)
+
+
+def _first(*values: Any) -> Any:
+    """The first value that is not None (a flag, then the job file, then the default)."""
+    return next((v for v in values if v is not None), None)
 
 
 def _enum(cls: Any, value: str, flag: str) -> Any:
