@@ -134,19 +134,60 @@ def resolve_model(preset: str | None, config: Path | None, hf_config: Path | Non
     return load_model(preset, config, hf_config, overrides)[0]
 
 
-def _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_) -> dict[str, Any]:  # noqa: ANN001
-    return {
-        "n_layers": L,
-        "d_model": D,
-        "n_heads": A,
-        "n_kv_heads": kv_heads,
-        "head_dim": head_dim,
-        "expansion": E,
-        "d_ff": d_ff,
-        "vocab_size": V,
-        "max_seq_len": K,
-        **_parse_set(set_),
+# The options every estimating command shares: one model source, then overrides.
+MODEL_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("preset", PresetOpt), ("config", ConfigOpt), ("hf_config", HFConfigOpt),
+    ("L", LOpt), ("D", DOpt), ("A", AOpt), ("kv_heads", KVOpt), ("head_dim", HeadDimOpt),
+    ("E", EOpt), ("d_ff", DffOpt), ("V", VOpt), ("K", KOpt), ("set_", SetOpt),
+)
+# option name -> ModelConfig field
+_OVERRIDE_FIELDS = {
+    "L": "n_layers", "D": "d_model", "A": "n_heads", "kv_heads": "n_kv_heads", "head_dim": "head_dim",
+    "E": "expansion", "d_ff": "d_ff", "V": "vocab_size", "K": "max_seq_len",
+}
+
+
+class ModelArgs:
+    """The model-source and override options of one invocation (see `model_options`)."""
+
+    def __init__(self, **values: Any) -> None:
+        self.values = values
+
+    def overrides(self) -> dict[str, Any]:
+        out = {field: self.values[name] for name, field in _OVERRIDE_FIELDS.items()}
+        return {**out, **_parse_set(self.values["set_"])}
+
+    def load(self) -> tuple[Any, Any]:
+        """(ModelConfig, JobFile or None), validated."""
+        v = self.values
+        return load_model(v["preset"], v["config"], v["hf_config"], self.overrides())
+
+
+def model_options(command: Any) -> Any:
+    """Give a command the shared model options, declared once: typer sees them as ordinary
+    parameters (through the signature), the command receives them as one `source: ModelArgs`."""
+    import functools
+    import inspect
+
+    own = [p for p in inspect.signature(command).parameters.values() if p.name != "source"]
+    shared = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+        for name, annotation in MODEL_OPTIONS
+    ]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        source = ModelArgs(**{name: kwargs.pop(name) for name, _ in MODEL_OPTIONS})
+        return command(source=source, **kwargs)
+
+    del wrapper.__wrapped__  # typer must read the new signature, not the original one
+    wrapper.__signature__ = inspect.Signature(
+        shared + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+    )
+    wrapper.__annotations__ = {name: annotation for name, annotation in MODEL_OPTIONS} | {
+        p.name: p.annotation for p in own
     }
+    return wrapper
 
 
 def emit(data: Any, fmt: OutputFormat, table: Any) -> None:
@@ -178,20 +219,9 @@ def _root(
 
 # ---------------------------------------------------------------------------- commands
 @app.command()
+@model_options
 def params(
-    preset: PresetOpt = None,
-    config: ConfigOpt = None,
-    hf_config: HFConfigOpt = None,
-    L: LOpt = None,
-    D: DOpt = None,
-    A: AOpt = None,
-    kv_heads: KVOpt = None,
-    head_dim: HeadDimOpt = None,
-    E: EOpt = None,
-    d_ff: DffOpt = None,
-    V: VOpt = None,
-    K: KOpt = None,
-    set_: SetOpt = None,
+    source: ModelArgs,
     p: Annotated[
         int, typer.Option("--p", "--bytes-per-param", min=1, help="p: bytes per weight for the weight-memory line.")
     ] = 2,
@@ -205,8 +235,7 @@ def params(
     from transformer_calc.render import params_table
     from transformer_calc.report import params_report
 
-    model = resolve_model(preset, config, hf_config, _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_))
-    emit(params_report(model, bytes_per_param=p, T=T), fmt, params_table)
+    emit(params_report(source.load()[0], bytes_per_param=p, T=T), fmt, params_table)
 
 
 WORKLOAD = "Workload"
@@ -215,20 +244,9 @@ PARALLEL = "Parallelism"
 
 
 @app.command()
+@model_options
 def memory(
-    preset: PresetOpt = None,
-    config: ConfigOpt = None,
-    hf_config: HFConfigOpt = None,
-    L: LOpt = None,
-    D: DOpt = None,
-    A: AOpt = None,
-    kv_heads: KVOpt = None,
-    head_dim: HeadDimOpt = None,
-    E: EOpt = None,
-    d_ff: DffOpt = None,
-    V: VOpt = None,
-    K: KOpt = None,
-    set_: SetOpt = None,
+    source: ModelArgs,
     S: Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence [default: the model's max_seq_len].", rich_help_panel=WORKLOAD)] = None,
     B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="B: micro-batch per GPU (sequences) [default: 1].", rich_help_panel=WORKLOAD)] = None,
     precision: Annotated[Optional[str], typer.Option("--precision", help="mixed (16-bit + fp32 master, the seed's) | fp32 | bf16 (pure).", rich_help_panel=TRAINING)] = None,
@@ -257,7 +275,7 @@ def memory(
     from transformer_calc.render import memory_table
     from transformer_calc.report import memory_report
 
-    model, job = load_model(preset, config, hf_config, _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_))
+    model, job = source.load()
     flags = dict(
         seq_len=S, batch_size=B, precision=precision, p=p, grad_bytes=grad_bytes, optimizer=optimizer,
         recompute=recompute, flash=flash, dropout=dropout, activations=activations, head_activations=head,
@@ -291,20 +309,9 @@ def _count(text: str | None, what: str) -> int | None:
 
 
 @app.command()
+@model_options
 def flops(
-    preset: PresetOpt = None,
-    config: ConfigOpt = None,
-    hf_config: HFConfigOpt = None,
-    L: LOpt = None,
-    D: DOpt = None,
-    A: AOpt = None,
-    kv_heads: KVOpt = None,
-    head_dim: HeadDimOpt = None,
-    E: EOpt = None,
-    d_ff: DffOpt = None,
-    V: VOpt = None,
-    K: KOpt = None,
-    set_: SetOpt = None,
+    source: ModelArgs,
     S: SOpt = None,
     B: Annotated[Optional[int], typer.Option("--B", "--batch-size", min=1, help="B: sequences per step [default: 1].", rich_help_panel=WORKLOAD)] = None,
     causal: CausalOpt = False,
@@ -327,7 +334,7 @@ def flops(
     from transformer_calc.render import flops_table
     from transformer_calc.report import flops_report
 
-    model, job = load_model(preset, config, hf_config, _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_))
+    model, job = source.load()
     section = job.training if job else {}  # a job file's training: section; flags win
     workload = build(
         Workload,
@@ -351,20 +358,9 @@ def flops(
 
 
 @app.command()
+@model_options
 def mfu(
-    preset: PresetOpt = None,
-    config: ConfigOpt = None,
-    hf_config: HFConfigOpt = None,
-    L: LOpt = None,
-    D: DOpt = None,
-    A: AOpt = None,
-    kv_heads: KVOpt = None,
-    head_dim: HeadDimOpt = None,
-    E: EOpt = None,
-    d_ff: DffOpt = None,
-    V: VOpt = None,
-    K: KOpt = None,
-    set_: SetOpt = None,
+    source: ModelArgs,
     S: SOpt = None,
     gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs (accelerator chips) in the run.")] = 1,
     gpu: Annotated[str, typer.Option("--gpu", help="GPU, e.g. a100-80gb.")] = "a100-80gb",
@@ -386,7 +382,7 @@ def mfu(
     from transformer_calc.render import mfu_table
     from transformer_calc.report import mfu_report
 
-    model, job = load_model(preset, config, hf_config, _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_))
+    model, job = source.load()
     section = job.training if job else {}
     workload = build(Workload, {"seq_len": _first(S, section.get("seq_len"), model.max_seq_len)}, "workload")
     recompute = str(_first(recompute, section.get("recompute"), "none"))
@@ -408,20 +404,9 @@ INFERENCE = "Inference"
 
 
 @app.command()
+@model_options
 def inference(
-    preset: PresetOpt = None,
-    config: ConfigOpt = None,
-    hf_config: HFConfigOpt = None,
-    L: LOpt = None,
-    D: DOpt = None,
-    A: AOpt = None,
-    kv_heads: KVOpt = None,
-    head_dim: HeadDimOpt = None,
-    E: EOpt = None,
-    d_ff: DffOpt = None,
-    V: VOpt = None,
-    K: KOpt = None,
-    set_: SetOpt = None,
+    source: ModelArgs,
     B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="B: concurrent sequences [default: 1].", rich_help_panel=INFERENCE)] = None,
     S: Annotated[Optional[int], typer.Option("--S", "--prompt-len", "--seq-len", help="S: prompt tokens per sequence [default: the model's max_seq_len].", rich_help_panel=INFERENCE)] = None,
     new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", help="Tokens generated per sequence; the first comes from the prefill [default: 1].", rich_help_panel=INFERENCE)] = None,
@@ -441,7 +426,7 @@ def inference(
     from transformer_calc.render import inference_table
     from transformer_calc.report import inference_report, inference_spec
 
-    model, job = load_model(preset, config, hf_config, _overrides(L, D, A, kv_heads, head_dim, E, d_ff, V, K, set_))
+    model, job = source.load()
     flags = dict(
         batch_size=B, seq_len=S, new_tokens=new_tokens, tensor=T, gpu=gpu, weight_dtype=weight_dtype,
         kv_dtype=kv_dtype, kv_heads=cache_kv_heads, kv_cache=kv_cache,
