@@ -212,7 +212,7 @@ class JobFile:
     sections: tuple[str, ...] = ()
 
 
-def load_job(path: Path) -> JobFile:
+def load_job(path: Path, flag: str | None = "--config") -> JobFile:
     """Read a job file.
 
     Accepted shapes: model fields at the top level (a model file); or sections `model:` (fields,
@@ -222,8 +222,9 @@ def load_job(path: Path) -> JobFile:
     """
     from transformer_calc.config import CHECK_KEYS, INFERENCE_KEYS, TRAINING_KEYS, canonical_section
 
-    where = f"--config {str(path)!r}"
-    data = safe_load_yaml(read_text_file(path, "--config"), where)
+    what = flag or "file"
+    where = f"{flag} {str(path)!r}" if flag else str(path)
+    data = safe_load_yaml(read_text_file(path, what), where)
     if not isinstance(data, dict):
         raise TcalcError(f"{where}: expected a mapping of model fields or a model: section")
     if "model" not in data:

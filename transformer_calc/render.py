@@ -355,7 +355,8 @@ def check_lines(report: dict[str, Any]) -> str:
     lines = []
     for r in report["files"]:
         if r["status"] == "error":
-            lines.append(f"ERROR {r['file']}: {r['error']}")
+            error = r["error"].removeprefix(f"{r['file']}: ").removeprefix(f"{r['file']} ")
+            lines.append(f"ERROR {r['file']}: {error}")
             continue
         parts = []
         for c in r["checks"]:

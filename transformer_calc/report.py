@@ -207,7 +207,7 @@ def check_job(
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.presets import load_job
 
-    job = load_job(path)
+    job = load_job(path, flag=None)  # positional files: messages name the path alone
     where = f"{path}"
     model = build_model(job.model, where=f"{where} model")
     if job.checks.get("max_memory") is not None:  # validated even when the flag overrides it
