@@ -50,7 +50,9 @@ from transformer_calc.hardware import DTYPE_ALIASES, DTYPES, GPU, peak_flops
 from transformer_calc.params import (
     GATED_MATRICES,
     PLAIN_MATRICES,
+    check_tensor_parallel,
     count_params,
+    kv_heads_per_rank,
     tensor_parallel_params,
 )
 
@@ -180,16 +182,6 @@ class _Shard:
     workspace_width: int  # activation elements per token of the prefill transient
 
 
-def _heads_per_rank(n_kv: int, T: int, what: str) -> int:
-    """K/V heads per rank: split when T | n_kv, one replicated head when n_kv | T."""
-    if n_kv % T and T % n_kv:
-        raise ValueError(
-            f"{what} ({n_kv}) and T ({T}) must divide one another to shard or replicate K/V heads; "
-            f"use a T that divides {n_kv} or a multiple of it"
-        )
-    return max(n_kv // T, 1)
-
-
 def matmul_params(m: ModelConfig, T: int = 1) -> int:
     """Weights that one token multiplies on one of T ranks (all of them for T = 1).
 
@@ -200,8 +192,8 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     """
     _check_positive_int("T", T)
     L, D, A, hd, F = m.n_layers, m.d_model, m.n_heads, m.head_dim, m.d_ff
-    _check_divides(m, T)
-    q_rank, kv_rank = A // T, _heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
+    check_tensor_parallel(m, T)
+    q_rank, kv_rank = A // T, kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
     n_matrices = GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES
     attention = D * hd * (2 * q_rank + KV_TENSORS * kv_rank)  # W_Q and W_O; W_K and W_V
     mlp = m.experts_per_token * n_matrices * D * (F // T)
@@ -212,22 +204,13 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     return L * (attention + mlp + router) + lm_head + projections
 
 
-def _check_divides(m: ModelConfig, T: int) -> None:
-    if m.n_heads % T:
-        raise ValueError(
-            f"n_heads ({m.n_heads}) must be divisible by T ({T}); use a divisor of {m.n_heads}"
-        )
-    if m.d_ff % T:
-        raise ValueError(f"d_ff ({m.d_ff}) must be divisible by T ({T}); use a divisor of {m.d_ff}")
-
-
 def _shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     T = spec.tensor_parallel
-    _check_divides(m, T)
+    check_tensor_parallel(m, T)
     D, hd, F = m.d_model, m.head_dim, m.d_ff
-    model_kv = _heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
+    model_kv = kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
     cache_heads = m.n_kv_heads if spec.cache_kv_heads is None else spec.cache_kv_heads
-    cached = _heads_per_rank(cache_heads, T, "cache_kv_heads")
+    cached = kv_heads_per_rank(cache_heads, T, "cache_kv_heads")
     n_in = (GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES) - 1  # matrices D -> F: up (+ gate)
     expert = (n_in + 1) * D * (F // T) + ((n_in * F // T + D) if m.mlp_bias else 0)
     full = count_params(m)

@@ -40,7 +40,7 @@ from transformer_calc.config import (
     Training,
     Workload,
 )
-from transformer_calc.params import shard_params
+from transformer_calc.params import check_tensor_parallel, kv_heads_per_rank, shard_params
 
 MASK_BYTES = 1  # a torch.bool dropout mask element (seed: "one byte of memory per element")
 SOFTMAX_STAT_BYTES = 4  # FlashAttention keeps one fp32 logsumexp per query row and head
@@ -114,8 +114,7 @@ def layer_activations(
         return torch_eager_layer(m, w, tr, par, eager or eager_code(m))
     B, S, D, A, T, p = w.batch_size, w.seq_len, m.d_model, m.n_heads, par.tensor, tr.p
     seed = tr.activations is ActivationProfile.seed
-    if A % T:
-        raise ValueError(f"n_heads ({A}) must be divisible by T ({T}); use a divisor of {A}")
+    check_tensor_parallel(m, T)
     # Replicated under plain TP, sharded along the sequence with SP (Korthikanti sec. 4.2.2).
     S_rep = _ceil_div(S, T) if par.sequence_parallel else S
     if tr.recompute is Recompute.full:
@@ -129,9 +128,7 @@ def layer_activations(
         hd, kv, F, gated = m.head_dim, m.n_kv_heads, m.d_ff, m.gated_mlp
         k_exp, qk_norm, norms = m.experts_per_token, m.qk_norm, m.norms_per_layer
         shared_input = m.parallel_attn and m.norms_per_layer == 1  # one norm feeds both branches
-    A_t, kv_t = A // T, max(kv // T, 1)
-    if F % T:
-        raise ValueError(f"d_ff ({F}) must be divisible by T ({T}); use a divisor of {F}")
+    A_t, kv_t = A // T, kv_heads_per_rank(kv, T)
 
     # Attention: input, q, k, v, (normed q, k), core, re-weighted output, output dropout mask.
     attn = p * B * S_rep * D  # input to the QKV projection (the norm's output)
@@ -471,17 +468,14 @@ def torch_eager_layer(
     """
     B, S, D, A, T, p = w.batch_size, w.seq_len, m.d_model, m.n_heads, par.tensor, tr.p
     hd, kv, F = m.head_dim, m.n_kv_heads, m.d_ff
-    if A % T:
-        raise ValueError(f"n_heads ({A}) must be divisible by T ({T}); use a divisor of {A}")
-    if F % T:
-        raise ValueError(f"d_ff ({F}) must be divisible by T ({T}); use a divisor of {F}")
+    check_tensor_parallel(m, T)
     S_rep = _ceil_div(S, T) if par.sequence_parallel else S
     if tr.recompute is Recompute.full:
         return LayerActivations(attention=0, mlp=0, norm=p * B * S_rep * D)  # the block input
     dropout = tr.dropout if tr.dropout is not None else m.dropout > 0
     attn_mask = MASK_BYTES if dropout and code.attn_dropout else 0
     resid_mask = MASK_BYTES if dropout and code.resid_dropout else 0
-    A_t, kv_t = A // T, max(kv // T, 1)
+    A_t, kv_t = A // T, kv_heads_per_rank(kv, T)
     shared_input = m.parallel_attn and m.norms_per_layer == 1
 
     attn = p * B * S_rep * D  # input of the QKV projection(s) (the norm output)

@@ -184,6 +184,27 @@ def seed_total_approx(m: ModelConfig) -> int:
     return 12 * D * D * L + D * V
 
 
+def check_tensor_parallel(m: ModelConfig, T: int) -> None:
+    """Megatron-LM splits the query heads and the MLP width T ways: T must divide both."""
+    if T < 1:
+        raise ValueError(f"tensor parallel size T ({T}) must be >= 1")
+    if m.n_heads % T:
+        raise ValueError(f"n_heads ({m.n_heads}) must be divisible by T ({T}); use a divisor of {m.n_heads}")
+    if m.d_ff % T:
+        raise ValueError(f"d_ff ({m.d_ff}) must be divisible by T ({T}); use a divisor of {m.d_ff}")
+
+
+def kv_heads_per_rank(n_kv: int, T: int, what: str = "n_kv_heads") -> int:
+    """K/V heads one of T ranks holds: split when T divides n_kv, one replicated head when n_kv
+    divides T (Megatron-LM's GQA/MQA layout); other pairs cannot be laid out."""
+    if n_kv % T and T % n_kv:
+        raise ValueError(
+            f"{what} ({n_kv}) and T ({T}) must divide one another to shard or replicate K/V heads; "
+            f"use a T that divides {n_kv} or a multiple of it"
+        )
+    return max(n_kv // T, 1)
+
+
 @dataclass(frozen=True)
 class ShardParams:
     """Parameters held by one tensor-parallel rank, split by where they live in a pipeline.
@@ -214,19 +235,10 @@ def shard_params(m: ModelConfig, T: int = 1) -> ShardParams:
     K/V heads are split when T divides n_kv_heads; when n_kv_heads < T each rank keeps one K/V head
     (replication, as Megatron does for GQA/MQA). Requires T to divide n_heads and d_ff.
     """
-    if T < 1:
-        raise ValueError(f"tensor parallel size T ({T}) must be >= 1")
-    D, A, kv, hd, F = m.d_model, m.n_heads, m.n_kv_heads, m.head_dim, m.d_ff
-    if A % T:
-        raise ValueError(f"n_heads ({A}) must be divisible by T ({T}); use a divisor of {A}")
-    if F % T:
-        raise ValueError(f"d_ff ({F}) must be divisible by T ({T}); use a divisor of {F}")
-    if kv % T and T % kv:
-        raise ValueError(
-            f"n_kv_heads ({kv}) and T ({T}) must divide one another to shard or replicate K/V heads"
-        )
+    check_tensor_parallel(m, T)
+    D, A, hd, F = m.d_model, m.n_heads, m.head_dim, m.d_ff
     full = count_params(m)
-    kv_rank, q_rank = max(kv // T, 1), A // T
+    kv_rank, q_rank = kv_heads_per_rank(m.n_kv_heads, T), A // T
     attn = D * hd * (q_rank + 2 * kv_rank) + q_rank * hd * D
     attn += hd * (q_rank + 2 * kv_rank) if m.qkv_bias else 0
     attn += D if m.attn_out_bias else 0  # row-parallel bias: replicated
