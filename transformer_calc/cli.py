@@ -130,10 +130,6 @@ def load_model(
     return build_model(spec, where=where), job
 
 
-def resolve_model(preset: str | None, config: Path | None, hf_config: Path | None, overrides: dict[str, Any]) -> Any:
-    return load_model(preset, config, hf_config, overrides)[0]
-
-
 # The options every estimating command shares: one model source, then overrides.
 MODEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("preset", PresetOpt), ("config", ConfigOpt), ("hf_config", HFConfigOpt),
@@ -241,13 +237,14 @@ def params(
 WORKLOAD = "Workload"
 TRAINING = "Training"
 PARALLEL = "Parallelism"
+SOpt = Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence [default: the model's max_seq_len].", rich_help_panel=WORKLOAD)]
 
 
 @app.command()
 @model_options
 def memory(
     source: ModelArgs,
-    S: Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence [default: the model's max_seq_len].", rich_help_panel=WORKLOAD)] = None,
+    S: SOpt = None,
     B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="B: micro-batch per GPU (sequences) [default: 1].", rich_help_panel=WORKLOAD)] = None,
     precision: Annotated[Optional[str], typer.Option("--precision", help="mixed (16-bit + fp32 master, the seed's) | fp32 | bf16 (pure).", rich_help_panel=TRAINING)] = None,
     p: Annotated[Optional[int], typer.Option("--p", help="p: bytes per activation/compute-weight element (seed); 4 implies fp32.", rich_help_panel=TRAINING)] = None,
@@ -286,11 +283,6 @@ def memory(
     emit(memory_report(model, workload, training, parallelism, device), fmt, memory_table)
 
 
-def _given(**values: Any) -> dict[str, Any]:
-    return {k: v for k, v in values.items() if v is not None}
-
-
-SOpt = Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence [default: the model's max_seq_len].", rich_help_panel=WORKLOAD)]
 CausalOpt = Annotated[bool, typer.Option("--causal/--no-causal", help="Halve the attention scores and re-weighting FLOPs (Megatron, FlashAttention convention) [default: full, as eager PyTorch].")]
 RecomputeOpt = Annotated[Optional[str], typer.Option("--recompute", help="none (default) | selective | full: hardware FLOPs (Korthikanti et al. 2022).")]
 DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", help="Dtype whose dense peak is the denominator [default: bf16, else fp16].")]
@@ -490,6 +482,7 @@ def sweep(
     import time
 
     from transformer_calc import presets as P_
+    from transformer_calc.config import Recompute
     from transformer_calc.errors import TcalcError
     from transformer_calc.sweep import METRICS, SweepSpec, check_metrics, parse_values, run_sweep, select
 
@@ -500,7 +493,7 @@ def sweep(
                 raise TcalcError(f"--preset {item!r}: empty name in the list")
             models[P_.resolve_preset(name)] = P_.preset_model(name)
     if config is not None or hf_config is not None:
-        model = resolve_model(None, config, hf_config, {})
+        model = load_model(None, config, hf_config, {})[0]
         models[model.name or str(config or hf_config)] = model
     if not models:
         raise TcalcError("no model given; use --preset NAME[,NAME...], --config FILE or --hf-config FILE")
@@ -514,7 +507,7 @@ def sweep(
         if text is not None:
             axes[axis] = parse_values(axis, text)
     for value in axes["recompute"]:
-        _enum(__import__("transformer_calc.config", fromlist=["Recompute"]).Recompute, value, "--recompute")
+        _enum(Recompute, value, "--recompute")
     axes["gpu"] = list(gpus) or [None]
     if metrics is None:
         metrics = "memory,fits,flops" if gpus else "memory,flops"
@@ -539,9 +532,10 @@ def sweep(
         if "task" in bar:
             bar["progress"].update(bar["task"], completed=done)
         elif done and (time.perf_counter() - started) * spec.size / done > 1.0 and sys.stderr.isatty():
+            from rich.console import Console
             from rich.progress import Progress
 
-            bar["progress"] = Progress(transient=True, console=__import__("rich.console", fromlist=["Console"]).Console(stderr=True))
+            bar["progress"] = Progress(transient=True, console=Console(stderr=True))
             bar["progress"].start()
             bar["task"] = bar["progress"].add_task("sweep", total=spec.size, completed=done)
 

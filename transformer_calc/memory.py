@@ -230,7 +230,7 @@ def stage_layers(L: int, P: int) -> list[int]:
     """Layers per stage, as even as possible (the first L mod P stages take one more)."""
     if P > L:
         raise ValueError(f"pipeline stages P ({P}) exceed n_layers ({L}); use P <= {L}")
-    return [L // P + (1 if s < L % P else 0) for s in range(P)]
+    return [_layers_on_stage(L, P, s) for s in range(P)]
 
 
 def _layers_on_stage(L: int, P: int, s: int) -> int:
