@@ -46,7 +46,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from transformer_calc.config import ModelConfig
-from transformer_calc.flops import FLOPS_PER_MAC  # one multiply, one add
 from transformer_calc.hardware import DTYPE_ALIASES, DTYPES, GPU, peak_flops
 from transformer_calc.params import (
     GATED_MATRICES,
@@ -57,6 +56,7 @@ from transformer_calc.params import (
     tensor_parallel_params,
 )
 
+FLOPS_PER_MAC = 2  # one multiply, one add
 KV_TENSORS = 2  # K and V are cached; the query is not (seed eq. kv_cache_memory; errata INF-1)
 ATTENTION_MATMULS = 2  # QK^T and softmax(.)V, each A·h_d·c MACs per token at context c
 ALL_REDUCES_PER_LAYER = 2  # Megatron-LM: after the attention output and after the MLP output
