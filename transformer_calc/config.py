@@ -48,6 +48,21 @@ class NormKind(str, Enum):
     rmsnorm = "rmsnorm"
 
 
+class LayerAttention(str, Enum):
+    """What one layer's attention sees (HF `layer_types`; docs/formulas.md "Sliding window")."""
+
+    full = "full"  # every earlier token (causal)
+    sliding = "sliding"  # the last `sliding_window` tokens (Mistral, Gemma 2/3, gpt-oss)
+    chunked = "chunked"  # tokens of the same `attention_chunk_size` block (Llama 4 local layers)
+
+
+class QKNormScope(str, Enum):
+    """Width of the q/k norms when `qk_norm` is on."""
+
+    head = "head"  # one norm of head_dim, shared by all heads (Qwen3, Gemma 3, Phi)
+    full = "full"  # q over n_heads*head_dim, k over n_kv_heads*head_dim (OLMo-2, Cohere)
+
+
 GATED_MLPS = frozenset({MLPKind.swiglu, MLPKind.geglu})
 DEFAULT_EXPANSION = 4  # E: the seed's (and GPT-2/3's) MLP width d_ff = 4 * D
 DEFAULT_NORMS_PER_LAYER = 2  # pre-attention and pre-MLP norm (seed, "Layer Norm")
@@ -62,6 +77,8 @@ ALIASES: dict[str, str] = {
     "E": "expansion",
     "kv_heads": "n_kv_heads",
 }
+
+MAX_PATTERN = 4096  # longest attention pattern accepted (it repeats over the layers)
 
 # Pairs where giving one makes the other a derived value.
 _EXCLUSIVE = {"d_ff": "expansion", "expansion": "d_ff"}
@@ -91,7 +108,24 @@ class ModelConfig(BaseModel):
     norms_per_layer: int = Field(default=DEFAULT_NORMS_PER_LAYER, ge=0)
     final_norm: bool = True
     embedding_norm: bool = Field(default=False, description="norm after the embedding (BLOOM)")
-    qk_norm: bool = Field(default=False, description="per-head norms on q and k (head_dim wide)")
+    qk_norm: bool = Field(default=False, description="norms on q and k (see qk_norm_scope)")
+    qk_norm_scope: QKNormScope = Field(
+        default=QKNormScope.head, description="q/k norm width: head (head_dim) or full (all heads)"
+    )
+    attention_sinks: bool = Field(default=False, description="a learned sink logit per head (gpt-oss)")
+    # --- per-layer attention kinds (HF layer_types); the pattern repeats over the layers
+    attention_pattern: tuple[LayerAttention, ...] = Field(
+        default=(LayerAttention.full,),
+        description="attention kind of layers 0, 1, ...; repeated cyclically over n_layers",
+    )
+    sliding_window: int | None = Field(default=None, gt=0, description="W, tokens a sliding layer sees")
+    attention_chunk_size: int | None = Field(default=None, gt=0, description="chunk of a chunked layer")
+    # --- multi-head latent attention (DeepSeek-V2/V3, Kimi K2): on when kv_lora_rank is set
+    q_lora_rank: int | None = Field(default=None, gt=0, description="MLA query low rank (none: full q_proj)")
+    kv_lora_rank: int | None = Field(default=None, gt=0, description="MLA latent width (cached)")
+    qk_rope_head_dim: int | None = Field(default=None, gt=0, description="MLA rotary part of q/k heads")
+    qk_nope_head_dim: int | None = Field(default=None, gt=0, description="MLA non-rotary part of q/k heads")
+    v_head_dim: int | None = Field(default=None, gt=0, description="MLA value head width")
     bias: bool = Field(default=True, description="default for every linear bias below")
     qkv_bias: bool = Field(description="bias on q, k, v projections")
     attn_out_bias: bool = Field(description="bias on the attention output projection")
@@ -106,6 +140,15 @@ class ModelConfig(BaseModel):
     experts_per_token: int = Field(default=1, gt=0, description="top-k experts a token uses")
     router: bool = Field(description="a MoE router (gate) D x n_experts; default: n_experts > 1")
     router_bias: bool = False
+    moe_d_ff: int = Field(gt=0, description="width of one routed expert (default d_ff)")
+    shared_expert_d_ff: int = Field(default=0, ge=0, description="width of the shared expert(s), 0: none")
+    shared_expert_gate: bool = Field(default=False, description="a D x 1 sigmoid gate on the shared expert")
+    first_dense_layers: int = Field(default=0, ge=0, description="leading layers with a dense MLP (d_ff)")
+    moe_layer_step: int = Field(default=1, gt=0, description="layer i is MoE when (i+1) % step == 0")
+    dense_layer_ids: tuple[int, ...] = Field(default=(), description="other layers with a dense MLP")
+    mtp_layers: int = Field(
+        default=0, ge=0, description="multi-token-prediction modules the checkpoint carries (not in total)"
+    )
     dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="dropout probability")
     activation_impl: str | None = Field(
         default=None,
@@ -143,6 +186,48 @@ class ModelConfig(BaseModel):
     @property
     def is_moe(self) -> bool:
         return self.n_experts > 1 or self.router
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def v_dim(self) -> int:
+        """Width of one value head (head_dim, or MLA's v_head_dim)."""
+        return self.v_head_dim if self.is_mla and self.v_head_dim is not None else self.head_dim
+
+    @property
+    def has_dense_mlp_layers(self) -> bool:
+        return not self.is_moe or self.n_moe_layers() < self.n_layers
+
+    def n_moe_layers(self, start: int = 0, stop: int | None = None) -> int:
+        """MoE layers among layers [start, stop): closed form (no loop over layers).
+
+        Layer i is MoE when i >= first_dense_layers, (i+1) % moe_layer_step == 0 and i is not in
+        dense_layer_ids (DeepSeek first_k_dense_replace, Qwen decoder_sparse_step and
+        mlp_only_layers, Llama 4 interleave_moe_layer_step).
+        """
+        stop = self.n_layers if stop is None else stop
+        if not self.is_moe:
+            return 0
+        lo = max(start, self.first_dense_layers)
+        if lo >= stop:
+            return 0
+        step = self.moe_layer_step
+        n = stop // step - lo // step  # i+1 in (lo, stop] divisible by step
+        n -= sum(1 for i in set(self.dense_layer_ids) if lo <= i < stop and (i + 1) % step == 0)
+        return n
+
+    def n_attention_layers(self, kind: LayerAttention, start: int = 0, stop: int | None = None) -> int:
+        """Layers of one attention kind among [start, stop) (the pattern repeats; closed form)."""
+        stop = self.n_layers if stop is None else stop
+        pat = self.attention_pattern
+
+        def upto(n: int) -> int:
+            full, rest = divmod(n, len(pat))
+            return full * pat.count(kind) + pat[:rest].count(kind)
+
+        return upto(stop) - upto(start)
 
     @property
     def d_embedding(self) -> int:
@@ -283,6 +368,10 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
     for key in ("qkv_bias", "attn_out_bias", "mlp_bias"):
         if d.get(key) is None:
             d[key] = bias
+    if d.get("moe_d_ff") is None and d.get("d_ff") is not None:
+        d["moe_d_ff"] = d["d_ff"]
+    _check_mla(d)
+    _check_pattern(d)
     n_exp, k_exp = _int_or_none(d.get("n_experts")), _int_or_none(d.get("experts_per_token"))
     if d.get("router") is None:
         d["router"] = n_exp is not None and n_exp > 1
@@ -291,6 +380,58 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
             f"experts_per_token ({k_exp}) exceeds n_experts ({n_exp}); use at most {n_exp}"
         )
     return d
+
+
+_MLA_KEYS = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+
+
+def _check_mla(d: dict[str, Any]) -> None:
+    """MLA: kv_lora_rank with its three head widths; head_dim is the q/k head (nope + rope)."""
+    if d.get("kv_lora_rank") is None:
+        extra = [k for k in ("q_lora_rank", *_MLA_KEYS) if d.get(k) is not None]
+        if extra:
+            raise ValueError(
+                f"{extra[0]} ({d[extra[0]]!r}) is a multi-head latent attention width; "
+                "give kv_lora_rank too (or drop it)"
+            )
+        return
+    missing = [k for k in _MLA_KEYS if d.get(k) is None]
+    if missing:
+        raise ValueError(f"multi-head latent attention (kv_lora_rank) needs {', '.join(missing)}; give them")
+    nope, rope = _int_or_none(d["qk_nope_head_dim"]), _int_or_none(d["qk_rope_head_dim"])
+    if nope is not None and rope is not None:
+        hd = _int_or_none(d.get("head_dim"))
+        if d.get("head_dim") is not None and hd is not None and hd != nope + rope:
+            raise ValueError(
+                f"head_dim ({hd}) must equal qk_nope_head_dim + qk_rope_head_dim ({nope + rope}) "
+                "under multi-head latent attention; drop head_dim"
+            )
+        d["head_dim"] = nope + rope
+    if d.get("n_kv_heads") is not None and d.get("n_kv_heads") != d.get("n_heads"):
+        raise ValueError(
+            f"n_kv_heads ({d['n_kv_heads']!r}) does not apply to multi-head latent attention "
+            "(every head reads the shared latent); drop n_kv_heads"
+        )
+
+
+def _check_pattern(d: dict[str, Any]) -> None:
+    """The attention pattern names the window sizes it needs."""
+    pat = d.get("attention_pattern")
+    if pat is None:
+        return
+    if isinstance(pat, (str, bytes)) or not isinstance(pat, (list, tuple)):
+        raise ValueError(
+            f"attention_pattern ({str(pat)[:80]!r}) must be a list of full/sliding/chunked, e.g. [sliding, full]"
+        )
+    if not pat or len(pat) > MAX_PATTERN:
+        raise ValueError(
+            f"attention_pattern has {len(pat)} entries; give 1 to {MAX_PATTERN} (it repeats over the layers)"
+        )
+    kinds = {k.value if isinstance(k, LayerAttention) else k for k in pat}
+    if "sliding" in kinds and d.get("sliding_window") is None:
+        raise ValueError("attention_pattern has sliding layers but sliding_window is not given; give it")
+    if "chunked" in kinds and d.get("attention_chunk_size") is None:
+        raise ValueError("attention_pattern has chunked layers but attention_chunk_size is not given; give it")
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -324,6 +465,14 @@ class Parallelism(BaseModel):
     pipeline: int = Field(default=1, gt=0, description="P, pipeline stages")
     data: int = Field(default=1, gt=0, description="data-parallel replicas")
     zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage: 1 optimizer, 2 +gradients, 3 +weights")
+    expert: int = Field(default=1, gt=0, description="ep, expert-parallel ranks (routed experts split)")
+    expert_tensor: int | None = Field(
+        default=None, gt=0, description="etp, tensor-parallel ranks of one expert (default T, Megatron-core)"
+    )
+
+    @property
+    def expert_tensor_size(self) -> int:
+        return self.tensor if self.expert_tensor is None else self.expert_tensor
 
     @property
     def gpus(self) -> int:
@@ -436,6 +585,8 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "pipeline": "parallelism",
     "data": "parallelism",
     "zero": "parallelism",
+    "expert": "parallelism",
+    "expert_tensor": "parallelism",
     "gpu": "gpu",
 }
 INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "weight_dtype", "kv_dtype", "kv_heads", "kv_cache", "gpu"}
@@ -447,6 +598,8 @@ SECTION_ALIASES: dict[str, str] = {
     "sp": "sequence_parallel",
     "P": "pipeline",
     "dp": "data",
+    "ep": "expert",
+    "etp": "expert_tensor",
     "head": "head_activations",
 }
 

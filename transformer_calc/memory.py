@@ -99,6 +99,7 @@ def layer_activations(
     par: Parallelism = Parallelism(),
     *,
     eager: EagerCode | None = None,
+    moe: bool | None = None,
 ) -> LayerActivations:
     """Per-layer activation bytes on one GPU (seed eqs. att_actmem_vanilla, mlp_actmem_vanilla,
     act_mem_attn_mlp; Korthikanti et al. 2022 Table 2 for SP and recompute).
@@ -110,11 +111,12 @@ def layer_activations(
     The torch-eager profile is `torch_eager_layer` (`eager`: the code's choices, default
     `eager_code(m)`); the other profiles ignore `eager`.
     """
+    moe = m.is_moe if moe is None else moe
     if tr.activations is ActivationProfile.torch_eager:
-        return torch_eager_layer(m, w, tr, par, eager or eager_code(m))
+        return torch_eager_layer(m, w, tr, par, eager or eager_code(m), moe=moe)
     B, S, D, A, T, p = w.batch_size, w.seq_len, m.d_model, m.n_heads, par.tensor, tr.p
     seed = tr.activations is ActivationProfile.seed
-    check_tensor_parallel(m, T)
+    check_tensor_parallel(m, T, par.expert, par.expert_tensor)
     # Replicated under plain TP, sharded along the sequence with SP (Korthikanti sec. 4.2.2).
     S_rep = _ceil_div(S, T) if par.sequence_parallel else S
     if tr.recompute is Recompute.full:
@@ -125,14 +127,25 @@ def layer_activations(
     if seed:  # MHA with head width D/A, 2-matrix MLP of width E*D, two norms
         hd, kv, F, gated, k_exp, qk_norm, shared_input, norms = D // A, A, m.d_ff, False, 1, False, False, 2
     else:
-        hd, kv, F, gated = m.head_dim, m.n_kv_heads, m.d_ff, m.gated_mlp
-        k_exp, qk_norm, norms = m.experts_per_token, m.qk_norm, m.norms_per_layer
+        hd, kv, gated = m.head_dim, m.n_kv_heads, m.gated_mlp
+        F = m.moe_d_ff if moe else m.d_ff
+        k_exp = m.experts_per_token if moe else 1
+        qk_norm, norms = m.qk_norm, m.norms_per_layer
         shared_input = m.parallel_attn and m.norms_per_layer == 1  # one norm feeds both branches
     A_t, kv_t = A // T, kv_heads_per_rank(kv, T)
 
     # Attention: input, q, k, v, (normed q, k), core, re-weighted output, output dropout mask.
     attn = p * B * S_rep * D  # input to the QKV projection (the norm's output)
-    attn += p * B * S * (A_t + 2 * kv_t) * hd  # q, k, v
+    if not seed and m.is_mla:
+        # MLA (modeling_deepseek_v3.py): the latents, replicated on every TP rank, are kept twice
+        # (the RMSNorm's input and the up-projection's input); the rotary key part once; then
+        # per-head q and k of h_d = d_nope + d_rope and v of d_v.
+        r_q, r_kv, rope = m.q_lora_rank or 0, m.kv_lora_rank or 0, m.qk_rope_head_dim or 0
+        attn += p * B * S * (2 * r_q + 2 * r_kv + rope)
+        attn += p * B * S * A_t * (2 * hd + m.v_dim)
+        kv_t = A_t  # the score/attention shapes below are per query head
+    else:
+        attn += p * B * S * (A_t + 2 * kv_t) * hd  # q, k, v
     if qk_norm:
         attn += p * B * S * (A_t + kv_t) * hd  # q and k after their norms
     if tr.recompute is Recompute.selective:
@@ -142,16 +155,19 @@ def layer_activations(
     else:
         core = (2 * p + mask) * B * A_t * S * S  # scores, softmax output, dropout mask
     attn += core
-    attn += p * B * S * A_t * hd  # re-weighted values, the input to W_O
+    attn += p * B * S * A_t * (hd if seed else m.v_dim)  # re-weighted values, the input to W_O
     attn += mask * B * S_rep * D  # dropout after W_O
 
     # MLP: input, F-wide intermediates (per routed expert), dropout mask; MoE router logits.
     n_saved = GATED_MLP_SAVED if gated else PLAIN_MLP_SAVED
     mlp = 0 if shared_input else p * B * S_rep * D
-    mlp += k_exp * n_saved * p * B * S * (F // T)
-    if not seed and m.is_moe:
+    F_t = F // (par.expert_tensor_size if moe else T)
+    mlp += k_exp * n_saved * p * B * S * F_t
+    if not seed and moe:
         mlp += k_exp * p * B * S * D  # the routed (permuted) copies each expert keeps as input
         mlp += p * B * S * m.n_experts  # router logits (softmax/top-k input)
+        if m.shared_expert_d_ff:  # the shared expert reads the same input as the router
+            mlp += n_saved * p * B * S * (m.shared_expert_d_ff // T)
     mlp += mask * B * S_rep * D
 
     norm = norms * p * B * S_rep * D  # each norm keeps its input
@@ -255,43 +271,79 @@ def training_memory(
     T, P, dp, zero = par.tensor, par.pipeline, par.data, par.zero
     if P > m.n_layers:
         raise ValueError(f"pipeline stages P ({P}) exceed n_layers ({m.n_layers}); use P <= {m.n_layers}")
-    shard = shard_params(m, T)
+    ep, etp = par.expert, par.expert_tensor_size
+    shard = shard_params(m, T, ep, etp)
+    edp = expert_data_parallel(par)
     layer = layer_activations(m, w, tr, par, eager=eager)
+    dense_act = layer_activations(m, w, tr, par, eager=eager, moe=False) if m.is_moe else layer
     first_extra, last_extra = head_activations(m, w, tr, par, eager=eager)
     working = _recompute_working_set(m, w, tr, par, eager)
     opt_bytes = optimizer_bytes_per_param(tr)
     stages = []
-    indices = range(P) if all_stages and P <= MAX_LISTED_STAGES else sorted({0, P - 1})
-    for s in indices:
+    for s in _stages_to_evaluate(m, P, all_stages):
         n = _layers_on_stage(m.n_layers, P, s)
+        start = s * (m.n_layers // P) + min(s, m.n_layers % P)
         is_first, is_last = s == 0, s == P - 1
-        params = n * shard.layer
+        params = shard.blocks(m, start, start + n)
+        # Routed experts are sharded by ZeRO over the expert-data-parallel group (Megatron-core
+        # distributed optimizer / DeepSpeed-MoE), the rest over all data-parallel replicas.
+        experts = m.n_moe_layers(start, start + n) * shard.routed_experts
         if is_first:
             params += shard.embedding
         if is_last:
             params += shard.final_norm + shard.lm_head + (shard.tied_head_copy if P > 1 else 0)
         in_flight = P - s  # 1F1B warm-up depth (Narayanan et al. 2021, sec. 2.2)
-        # ZeRO shards over data-parallel replicas: 1 optimizer, 2 + gradients, 3 + weights.
-        w_params = _ceil_div(params, dp) if zero >= 3 else params
-        g_params = _ceil_div(params, dp) if zero >= 2 else params
-        o_params = _ceil_div(params, dp) if zero >= 1 else params
+        dense = params - experts
+        n_moe = m.n_moe_layers(start, start + n)
+        n_dense = n - n_moe
+
+        def sharded(stage: int) -> int:
+            """Parameters one GPU keeps of a state ZeRO shards from `stage` on."""
+            if zero < stage:
+                return params
+            return _ceil_div(dense, dp) + _ceil_div(experts, edp)
+
         other = in_flight * ((first_extra if is_first else 0) + (last_extra if is_last else 0))
         stages.append(
             StageMemory(
                 stage=s,
                 n_layers=n,
                 params=params,
-                weights=w_params * tr.p,
-                gradients=g_params * tr.grad_bytes,
-                optimizer=o_params * opt_bytes,
-                attention=in_flight * n * layer.attention,
-                mlp=in_flight * n * layer.mlp,
-                norm=in_flight * n * layer.norm,
+                weights=sharded(3) * tr.p,
+                gradients=sharded(2) * tr.grad_bytes,
+                optimizer=sharded(1) * opt_bytes,
+                attention=in_flight * (n_moe * layer.attention + n_dense * dense_act.attention),
+                mlp=in_flight * (n_moe * layer.mlp + n_dense * dense_act.mlp),
+                norm=in_flight * (n_moe * layer.norm + n_dense * dense_act.norm),
                 other=other + (working if n else 0),
                 in_flight=in_flight,
             )
         )
     return stages
+
+
+def expert_data_parallel(par: Parallelism) -> int:
+    """Expert-data-parallel size: the T*dp ranks of a stage regrouped as ep*etp*edp (Megatron-core
+    MoE 'parallel folding'); ep*etp must divide T*dp."""
+    ep, etp = par.expert, par.expert_tensor_size
+    if (par.tensor * par.data) % (ep * etp):
+        raise ValueError(
+            f"expert parallel ep ({ep}) x expert tensor parallel ({etp}) must divide T x dp "
+            f"({par.tensor} x {par.data}); raise dp or lower ep"
+        )
+    return par.tensor * par.data // (ep * etp)
+
+
+def _stages_to_evaluate(m: ModelConfig, P: int, all_stages: bool) -> list[int]:
+    """Stages whose memory is computed. Uniform blocks: the middle stages hold no more layers,
+    fewer micro-batches and no embedding or head than the first, so the first and the last bound
+    them. Mixed dense and MoE blocks (DeepSeek's dense first layers): the stages after the first
+    can hold more parameters, so the first MAX_LISTED_STAGES are computed (and the last)."""
+    mixed = m.is_moe and m.n_moe_layers() not in (0, m.n_layers)
+    if not mixed:
+        return list(range(P)) if all_stages and P <= MAX_LISTED_STAGES else sorted({0, P - 1})
+    limit = MAX_LISTED_STAGES if all_stages else 4
+    return sorted({*range(min(P, limit)), P - 1})
 
 
 def _recompute_working_set(
@@ -304,11 +356,17 @@ def _recompute_working_set(
     """
     if tr.recompute is Recompute.none or tr.activations is ActivationProfile.seed:
         return 0
-    stored = layer_activations(m, w, tr.model_copy(update={"recompute": Recompute.none}), par, eager=eager)
-    if tr.recompute is Recompute.full:
-        return stored.total
-    without_core = layer_activations(m, w, tr, par, eager=eager)
-    return stored.attention - without_core.attention
+    kinds = [m.is_moe] + ([False] if m.is_moe and m.has_dense_mlp_layers else [])
+    plain = tr.model_copy(update={"recompute": Recompute.none})
+    best = 0
+    for moe in kinds:  # the larger of a MoE block's and a dense block's
+        stored = layer_activations(m, w, plain, par, eager=eager, moe=moe)
+        if tr.recompute is Recompute.full:
+            best = max(best, stored.total)
+        else:
+            without_core = layer_activations(m, w, tr, par, eager=eager, moe=moe)
+            best = max(best, stored.attention - without_core.attention)
+    return best
 
 
 def most_loaded(stages: list[StageMemory]) -> StageMemory:
@@ -455,7 +513,7 @@ def _eager_norm(m: ModelConfig, p: int, tokens: int) -> int:
 
 
 def torch_eager_layer(
-    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, code: EagerCode
+    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, code: EagerCode, moe: bool | None = None
 ) -> LayerActivations:
     """Per-layer bytes eager PyTorch keeps (docs/formulas.md §2.4). T=1, no dropout, per token:
 
@@ -467,8 +525,12 @@ def torch_eager_layer(
     weights (p·A·S) that the P·V matmul keeps. Sharding under T/SP as in the default profile.
     """
     B, S, D, A, T, p = w.batch_size, w.seq_len, m.d_model, m.n_heads, par.tensor, tr.p
-    hd, kv, F = m.head_dim, m.n_kv_heads, m.d_ff
-    check_tensor_parallel(m, T)
+    moe = m.is_moe if moe is None else moe
+    hd, kv = m.head_dim, m.n_kv_heads
+    F = m.moe_d_ff if moe else m.d_ff
+    F_t = F // (par.expert_tensor_size if moe else T)
+    k_exp = m.experts_per_token if moe else 1
+    check_tensor_parallel(m, T, par.expert, par.expert_tensor)
     S_rep = _ceil_div(S, T) if par.sequence_parallel else S
     if tr.recompute is Recompute.full:
         return LayerActivations(attention=0, mlp=0, norm=p * B * S_rep * D)  # the block input
@@ -508,9 +570,11 @@ def torch_eager_layer(
         n_wide = 1  # relu keeps its output, which is W_down's input
     else:
         n_wide = PLAIN_MLP_SAVED  # act input (kept by F.gelu) and act output (W_down input)
-    mlp += m.experts_per_token * (n_wide + code.act_extra) * p * B * S * (F // T)
-    if m.is_moe:  # as in the default profile (not measured)
-        mlp += m.experts_per_token * p * B * S * D + p * B * S * m.n_experts
+    mlp += k_exp * (n_wide + code.act_extra) * p * B * S * F_t
+    if moe:  # as in the default profile (not measured)
+        mlp += k_exp * p * B * S * D + p * B * S * m.n_experts
+        if m.shared_expert_d_ff:
+            mlp += (n_wide + code.act_extra) * p * B * S * (m.shared_expert_d_ff // T)
     mlp += resid_mask * B * S_rep * D
 
     norm = m.norms_per_layer * _eager_norm(m, p, B * S_rep)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from transformer_calc.config import ModelConfig, Positional
+from transformer_calc.config import ModelConfig, Positional, QKNormScope
 
 GATED_MATRICES = 3  # gate, up, down (SwiGLU/GeGLU; Shazeer 2020)
 PLAIN_MATRICES = 2  # up, down (seed, "MLP": W0 D x ED, W1 ED x D)
@@ -24,26 +24,39 @@ ATTN_MATRICES = 4  # Q, K, V, O (seed, "Causal Attention": 4*D^2)
 
 @dataclass(frozen=True)
 class LayerParams:
-    """Parameters of one transformer block."""
+    """Parameters of one transformer block.
 
-    attn_q: int  # W_Q: D x (A*head_dim)
-    attn_k: int  # W_K: D x (n_kv*head_dim)
-    attn_v: int  # W_V: D x (n_kv*head_dim)
-    attn_o: int  # W_O: (A*head_dim) x D
+    Standard attention: W_Q D x (A*h_d), W_K and W_V D x (n_kv*h_d), W_O (A*h_d) x D. Multi-head
+    latent attention (DeepSeek-V2/V3, modeling_deepseek_v3.py): attn_q is q_a_proj + q_b_proj (or
+    q_proj without q_lora_rank), attn_k is kv_a_proj_with_mqa (D x (r_kv + d_rope)) plus the key
+    half of kv_b_proj (r_kv x A*d_nope), attn_v the value half (r_kv x A*d_v), attn_o
+    (A*d_v) x D, and latent_norms the q_a/kv_a RMSNorms.
+    """
+
+    attn_q: int
+    attn_k: int
+    attn_v: int
+    attn_o: int
     attn_bias: int  # q/k/v biases and the output bias, as configured
-    qk_norm: int  # per-head norms on q and k
-    mlp_weights: int  # all experts' matrices
+    qk_norm: int  # q and k norms (per head or full width)
+    latent_norms: int  # MLA's q_a_layernorm + kv_a_layernorm
+    sinks: int  # gpt-oss: one learned sink logit per head
+    mlp_weights: int  # the dense MLP's, or all routed experts' matrices
     mlp_bias: int
+    shared_expert: int  # shared expert(s) matrices (+ its sigmoid gate)
     router: int  # MoE gate: D x n_experts (+ bias)
     norms: int  # the block's norms (scale + bias)
 
     @property
     def attention(self) -> int:
-        return self.attn_q + self.attn_k + self.attn_v + self.attn_o + self.attn_bias + self.qk_norm
+        return (
+            self.attn_q + self.attn_k + self.attn_v + self.attn_o
+            + self.attn_bias + self.qk_norm + self.latent_norms + self.sinks
+        )  # fmt: skip
 
     @property
     def mlp(self) -> int:
-        return self.mlp_weights + self.mlp_bias + self.router
+        return self.mlp_weights + self.mlp_bias + self.shared_expert + self.router
 
     @property
     def total(self) -> int:
@@ -52,22 +65,34 @@ class LayerParams:
 
 @dataclass(frozen=True)
 class ModelParams:
-    """Whole-model parameter count: the non-repeated parts plus n_layers identical blocks."""
+    """Whole-model parameter count: the non-repeated parts plus the blocks.
+
+    `layer` is one MoE block in a MoE model (one block of a dense model); `dense_layer` is a block
+    with a dense MLP of width d_ff (DeepSeek's first_k_dense_replace layers, Qwen's mlp_only_layers,
+    Llama 4's non-MoE layers; in a dense model the same as `layer`).
+    """
 
     n_layers: int
+    n_moe_layers: int
     embedding: int  # token embedding V x d_embed
     position: int  # learned position table (K + offset) x D
     embedding_projection: int  # OPT project_in / project_out when d_embed != D
     embedding_norm: int  # BLOOM's word_embeddings_layernorm
     layer: LayerParams
+    dense_layer: LayerParams
     final_norm: int
     lm_head: int  # 0 when tied to the embedding
     lm_head_bias: int
-    active_mlp_per_layer: int  # MLP parameters one token uses (top-k experts of a MoE)
+    active_mlp_per_layer: int  # routed-expert parameters one token uses in a MoE layer (top-k)
+    mtp: int  # multi-token-prediction modules the checkpoint stores (not built by transformers)
+
+    @property
+    def n_dense_layers(self) -> int:
+        return self.n_layers - self.n_moe_layers
 
     @property
     def layers(self) -> int:
-        return self.n_layers * self.layer.total
+        return self.n_moe_layers * self.layer.total + self.n_dense_layers * self.dense_layer.total
 
     @property
     def total(self) -> int:
@@ -89,21 +114,25 @@ class ModelParams:
 
     @property
     def active(self) -> int:
-        """Parameters a single token's forward pass touches (== total for dense models)."""
-        inactive = self.n_layers * (self.layer.mlp_weights + self.layer.mlp_bias - self.active_mlp_per_layer)
-        return self.total - inactive
+        """Parameters a single token's forward pass touches (== total for dense models): all but
+        the routed experts it is not sent to (the shared expert and the router are active)."""
+        routed = self.layer.mlp_weights + self.layer.mlp_bias
+        return self.total - self.n_moe_layers * (routed - self.active_mlp_per_layer)
 
     def as_dict(self) -> dict[str, int]:
         """Flat breakdown in JSON order; every value an exact int."""
         out: dict[str, int] = {"total": self.total, "non_embedding": self.non_embedding}
         out["active"] = self.active
         for f in fields(self):
-            if f.name != "layer":
+            if f.name not in ("layer", "dense_layer"):
                 out[f.name] = getattr(self, f.name)
         out["per_layer"] = self.layer.total
         for f in fields(self.layer):
             out[f"per_layer_{f.name}"] = getattr(self.layer, f.name)
+        out["n_dense_layers"] = self.n_dense_layers
+        out["per_dense_layer"] = self.dense_layer.total
         out["layers"] = self.layers
+        out["total_with_mtp"] = self.total + self.mtp
         return out
 
 
@@ -114,35 +143,92 @@ def norm_params(m: ModelConfig, width: int) -> int:
     return width * (2 if m.norm_bias else 1)
 
 
-def mlp_params_per_expert(m: ModelConfig) -> tuple[int, int]:
-    """(weights, biases) of one MLP (one expert of a MoE).
+def mlp_params(m: ModelConfig, width: int, bias: bool | None = None) -> tuple[int, int]:
+    """(weights, biases) of one MLP of inner width `width` (one expert of a MoE: moe_d_ff).
 
-    Seed "MLP": W0 (D x E*D) and W1 (E*D x D), 2*E*D^2; gated MLPs add W_gate (D x d_ff).
-    Biases: d_ff on each input-side matrix, D on the output.
+    Seed "MLP": W0 (D x E*D) and W1 (E*D x D), 2*E*D^2; gated MLPs add W_gate (D x width).
+    Biases: width on each input-side matrix, D on the output.
     """
-    D, F = m.d_model, m.d_ff
-    n_in = GATED_MATRICES - 1 if m.gated_mlp else PLAIN_MATRICES - 1  # matrices D -> F
-    weights = (n_in + 1) * D * F
-    biases = (n_in * F + D) if m.mlp_bias else 0
+    D = m.d_model
+    n_in = GATED_MATRICES - 1 if m.gated_mlp else PLAIN_MATRICES - 1  # matrices D -> width
+    weights = (n_in + 1) * D * width
+    use_bias = m.mlp_bias if bias is None else bias
+    biases = (n_in * width + D) if use_bias else 0
     return weights, biases
 
 
-def layer_params(m: ModelConfig) -> LayerParams:
-    """Parameters of one block (seed "Causal Attention", "MLP", "Layer Norm")."""
-    D, A, kv, hd = m.d_model, m.n_heads, m.n_kv_heads, m.head_dim
-    q_width, kv_width = A * hd, kv * hd  # = D and D for MHA with head_dim = D/A
-    attn_bias = (q_width + 2 * kv_width if m.qkv_bias else 0) + (D if m.attn_out_bias else 0)
-    w_expert, b_expert = mlp_params_per_expert(m)
-    router = (D * m.n_experts + (m.n_experts if m.router_bias else 0)) if m.router else 0
+def mlp_params_per_expert(m: ModelConfig) -> tuple[int, int]:
+    """(weights, biases) of one routed expert (of the dense MLP for a dense model)."""
+    return mlp_params(m, m.moe_d_ff if m.is_moe else m.d_ff)
+
+
+def _attention_weights(m: ModelConfig, q_heads: int, kv_heads: int, replicated_down: bool = True) -> tuple[int, int, int, int]:
+    """(W_Q, W_K, W_V, W_O) weights for q_heads query and kv_heads K/V heads (one TP rank: the
+    heads it holds; MLA's down-projections to the latents are replicated on every rank)."""
+    D, hd = m.d_model, m.head_dim
+    if not m.is_mla:
+        return D * q_heads * hd, D * kv_heads * hd, D * kv_heads * hd, q_heads * hd * D
+    r_kv, rope, nope, dv = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
+    assert r_kv is not None and rope is not None and nope is not None and dv is not None
+    if m.q_lora_rank is None:
+        q = D * q_heads * hd  # q_proj
+    else:
+        q = D * m.q_lora_rank + m.q_lora_rank * q_heads * hd  # q_a_proj + q_b_proj
+    k = D * (r_kv + rope) + r_kv * q_heads * nope  # kv_a_proj_with_mqa + key half of kv_b_proj
+    v = r_kv * q_heads * dv  # value half of kv_b_proj
+    return q, k, v, q_heads * dv * D
+
+
+def _attention_bias(m: ModelConfig, q_heads: int, kv_heads: int, out_bias: bool) -> int:
+    """q/k/v biases (column-parallel, split with the heads) and the output bias."""
+    D, hd = m.d_model, m.head_dim
+    if m.is_mla:  # modeling_deepseek_v3.py: q_a_proj, kv_a_proj_with_mqa, o_proj take attention_bias
+        bias = (m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_rope_head_dim if m.qkv_bias else 0  # type: ignore[operator]
+        return bias + (D if out_bias else 0)
+    return (hd * (q_heads + 2 * kv_heads) if m.qkv_bias else 0) + (D if out_bias else 0)
+
+
+def _qk_norm(m: ModelConfig) -> int:
+    if not m.qk_norm:
+        return 0
+    if m.qk_norm_scope is QKNormScope.full:  # OLMo-2 q_norm(A*h_d), k_norm(n_kv*h_d); Cohere
+        return norm_params(m, m.n_heads * m.head_dim) + norm_params(m, m.n_kv_heads * m.head_dim)
+    return 2 * norm_params(m, m.head_dim)
+
+
+def _latent_norms(m: ModelConfig) -> int:
+    if not m.is_mla:
+        return 0
+    return norm_params(m, m.kv_lora_rank) + (norm_params(m, m.q_lora_rank) if m.q_lora_rank else 0)  # type: ignore[arg-type]
+
+
+def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:
+    """Parameters of one block (seed "Causal Attention", "MLP", "Layer Norm"); `moe` picks a MoE
+    block (default: the model's kind) or a dense-MLP block of width d_ff."""
+    D, A, kv = m.d_model, m.n_heads, m.n_kv_heads
+    moe = m.is_moe if moe is None else moe
+    q, k, v, o = _attention_weights(m, A, kv)
+    if moe:
+        w_expert, b_expert = mlp_params(m, m.moe_d_ff)
+        mlp_w, mlp_b = m.n_experts * w_expert, m.n_experts * b_expert
+        shared = mlp_params(m, m.shared_expert_d_ff, bias=False)[0] if m.shared_expert_d_ff else 0
+        shared += D if m.shared_expert_gate else 0  # Qwen2-MoE shared_expert_gate: Linear(D, 1)
+        router = (D * m.n_experts + (m.n_experts if m.router_bias else 0)) if m.router else 0
+    else:
+        mlp_w, mlp_b = mlp_params(m, m.d_ff)
+        shared = router = 0
     return LayerParams(
-        attn_q=D * q_width,
-        attn_k=D * kv_width,
-        attn_v=D * kv_width,
-        attn_o=q_width * D,
-        attn_bias=attn_bias,
-        qk_norm=2 * norm_params(m, hd) if m.qk_norm else 0,
-        mlp_weights=m.n_experts * w_expert,
-        mlp_bias=m.n_experts * b_expert,
+        attn_q=q,
+        attn_k=k,
+        attn_v=v,
+        attn_o=o,
+        attn_bias=_attention_bias(m, A, kv, m.attn_out_bias),
+        qk_norm=_qk_norm(m),
+        latent_norms=_latent_norms(m),
+        sinks=A if m.attention_sinks else 0,
+        mlp_weights=mlp_w,
+        mlp_bias=mlp_b,
+        shared_expert=shared,
         router=router,
         norms=m.norms_per_layer * norm_params(m, D),
     )
@@ -152,19 +238,27 @@ def count_params(m: ModelConfig) -> ModelParams:
     """Exact parameter count, per component (see the module docstring for conventions)."""
     L, D, V = m.n_layers, m.d_model, m.vocab_size
     d_emb = m.d_embedding
+    layer = layer_params(m)
+    dense = layer_params(m, moe=False) if m.is_moe else layer
     w_expert, b_expert = mlp_params_per_expert(m)
     n_positions = m.max_seq_len + m.position_offset
+    # DeepSeek-V3 MTP module (its checkpoint, model.layers.61): enorm, hnorm, eh_proj (2D -> D), one
+    # block, shared_head.norm, and its own stored copies of the embedding and the head.
+    mtp_block = layer.total + 3 * norm_params(m, D) + 2 * D * D + 2 * V * d_emb
     return ModelParams(
         n_layers=L,
+        n_moe_layers=m.n_moe_layers(),
         embedding=V * d_emb,
         position=n_positions * D if m.positional is Positional.learned else 0,
         embedding_projection=2 * d_emb * D if d_emb != D else 0,  # project_in + project_out
         embedding_norm=norm_params(m, D) if m.embedding_norm else 0,
-        layer=layer_params(m),
+        layer=layer,
+        dense_layer=dense,
         final_norm=norm_params(m, D) if m.final_norm else 0,
         lm_head=0 if m.tied_embeddings else V * d_emb,
         lm_head_bias=V if m.lm_head_bias else 0,
-        active_mlp_per_layer=m.experts_per_token * (w_expert + b_expert),
+        active_mlp_per_layer=m.experts_per_token * (w_expert + b_expert) if m.is_moe else layer.mlp_weights + layer.mlp_bias,
+        mtp=m.mtp_layers * mtp_block,
     )
 
 
@@ -184,14 +278,34 @@ def seed_total_approx(m: ModelConfig) -> int:
     return 12 * D * D * L + D * V
 
 
-def check_tensor_parallel(m: ModelConfig, T: int) -> None:
-    """Megatron-LM splits the query heads and the MLP width T ways: T must divide both."""
+def check_tensor_parallel(m: ModelConfig, T: int, ep: int = 1, etp: int | None = None) -> None:
+    """Megatron-LM splits the query heads and every MLP width T ways: T must divide them; routed
+    experts are split over ep expert-parallel ranks and their width over etp (default T)."""
     if T < 1:
         raise ValueError(f"tensor parallel size T ({T}) must be >= 1")
     if m.n_heads % T:
         raise ValueError(f"n_heads ({m.n_heads}) must be divisible by T ({T}); use a divisor of {m.n_heads}")
-    if m.d_ff % T:
+    if m.has_dense_mlp_layers and m.d_ff % T:
         raise ValueError(f"d_ff ({m.d_ff}) must be divisible by T ({T}); use a divisor of {m.d_ff}")
+    if m.is_moe:
+        if m.shared_expert_d_ff % T:
+            raise ValueError(
+                f"shared_expert_d_ff ({m.shared_expert_d_ff}) must be divisible by T ({T}); "
+                f"use a divisor of {m.shared_expert_d_ff}"
+            )
+        etp = T if etp is None else etp
+        if ep < 1 or m.n_experts % ep:
+            raise ValueError(
+                f"n_experts ({m.n_experts}) must be divisible by the expert-parallel size ep ({ep}); "
+                f"use a divisor of {m.n_experts}"
+            )
+        if etp < 1 or m.moe_d_ff % etp:
+            raise ValueError(
+                f"moe_d_ff ({m.moe_d_ff}) must be divisible by the expert tensor-parallel size ({etp}); "
+                f"use a divisor of {m.moe_d_ff}"
+            )
+    elif ep != 1:
+        raise ValueError(f"expert parallelism ep ({ep}) needs a mixture-of-experts model; use ep 1")
 
 
 def kv_heads_per_rank(n_kv: int, T: int, what: str = "n_kv_heads") -> int:
@@ -207,58 +321,91 @@ def kv_heads_per_rank(n_kv: int, T: int, what: str = "n_kv_heads") -> int:
 
 @dataclass(frozen=True)
 class ShardParams:
-    """Parameters held by one tensor-parallel rank, split by where they live in a pipeline.
+    """Parameters held by one tensor-(and expert-)parallel rank, split by where they live in a
+    pipeline.
 
     The embedding part sits on the first pipeline stage; the head part (final norm, LM head) on
     the last; with tied embeddings and more than one stage the last stage keeps its own copy of
     the embedding table for the head (Megatron-LM does this), given as `tied_head_copy`.
+    `layer` is a MoE block's shard (a dense model's block), `dense_layer` a dense-MLP block's;
+    `routed_experts` is the part of `layer` that is expert-parallel (ZeRO shards it over the
+    expert-data-parallel group, not the whole data-parallel group).
     """
 
     embedding: int  # token table shard + positions + projections + embedding norm
     layer: int  # one block's shard
+    dense_layer: int  # one dense-MLP block's shard (== layer for dense models)
+    routed_experts: int  # the routed experts inside `layer` (0 for dense models)
     final_norm: int
     lm_head: int  # untied head shard (+ bias); 0 when tied
     tied_head_copy: int  # the embedding shard a separate last stage needs when tied
 
-    def total(self, n_layers: int) -> int:
-        return self.embedding + n_layers * self.layer + self.final_norm + self.lm_head
+    def blocks(self, m: ModelConfig, start: int, stop: int) -> int:
+        """The blocks' shards for layers [start, stop)."""
+        n_moe = m.n_moe_layers(start, stop)
+        return n_moe * self.layer + (stop - start - n_moe) * self.dense_layer
+
+    def total(self, m: ModelConfig) -> int:
+        return self.embedding + self.blocks(m, 0, m.n_layers) + self.final_norm + self.lm_head
 
 
-def shard_params(m: ModelConfig, T: int = 1) -> ShardParams:
-    """Parameters of one of T tensor-parallel ranks (Megatron-LM layout), by component.
+def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None) -> ShardParams:
+    """Parameters of one of T tensor-parallel (and ep expert-parallel) ranks, by component.
 
     Source: Shoeybi et al. 2019 (Megatron-LM) sec. 3 and the seed's "Tensor Parallelism": Q/K/V and
     the MLP input matrices are column-parallel (weights and biases split T ways), the attention
     output and MLP output matrices are row-parallel (weights split, their biases replicated), the
     token embedding and an untied LM head are vocabulary-parallel (ceil(V/T) rows per rank).
-    Replicated on every rank: norms, learned positions, the MoE router, q/k norms, OPT projections.
+    Replicated on every rank: norms, learned positions, the MoE router, q/k norms, OPT projections,
+    MLA's down-projections to the latents (q_a_proj, kv_a_proj_with_mqa) and their norms.
     K/V heads are split when T divides n_kv_heads; when n_kv_heads < T each rank keeps one K/V head
     (replication, as Megatron does for GQA/MQA). Requires T to divide n_heads and d_ff.
+    Experts (Megatron-core MoE): each of ep expert-parallel ranks holds n_experts/ep routed experts,
+    each split over etp expert-tensor-parallel ranks (default etp = T, Megatron's default);
+    shared experts are split T ways like a dense MLP.
     """
-    check_tensor_parallel(m, T)
-    D, A, hd, F = m.d_model, m.n_heads, m.head_dim, m.d_ff
+    check_tensor_parallel(m, T, ep, etp)
+    etp = T if etp is None else etp
+    D = m.d_model
     full = count_params(m)
-    kv_rank, q_rank = kv_heads_per_rank(m.n_kv_heads, T), A // T
-    attn = D * hd * (q_rank + 2 * kv_rank) + q_rank * hd * D
-    attn += hd * (q_rank + 2 * kv_rank) if m.qkv_bias else 0
-    attn += D if m.attn_out_bias else 0  # row-parallel bias: replicated
-    attn += full.layer.qk_norm
-    n_in = GATED_MATRICES - 1 if m.gated_mlp else PLAIN_MATRICES - 1
-    mlp = (n_in + 1) * D * (F // T) + ((n_in * F // T + D) if m.mlp_bias else 0)
-    layer = attn + m.n_experts * mlp + full.layer.router + full.layer.norms
+    kv_rank, q_rank = kv_heads_per_rank(m.n_kv_heads, T), m.n_heads // T
+    if m.is_mla:
+        q, k, v, o = _attention_weights(m, q_rank, q_rank)
+    else:
+        q, k, v, o = _attention_weights(m, q_rank, kv_rank)
+    attn = q + k + v + o + _attention_bias(m, q_rank, kv_rank, m.attn_out_bias)
+    attn += full.layer.qk_norm + full.layer.latent_norms + (q_rank if m.attention_sinks else 0)
+
+    def mlp(width: int, bias: bool | None = None) -> int:
+        n_in = GATED_MATRICES - 1 if m.gated_mlp else PLAIN_MATRICES - 1
+        use_bias = m.mlp_bias if bias is None else bias
+        return (n_in + 1) * D * width + ((n_in * width + D) if use_bias else 0)
+
+    norms = full.layer.norms
+    dense_layer = attn + mlp(m.d_ff // T) + norms
+    routed = 0
+    if m.is_moe:
+        routed = (m.n_experts // ep) * mlp(m.moe_d_ff // etp)
+        shared = mlp(m.shared_expert_d_ff // T, bias=False) if m.shared_expert_d_ff else 0
+        shared += D if m.shared_expert_gate else 0
+        layer = attn + routed + shared + full.layer.router + norms
+    else:
+        layer = dense_layer
     table = -(-m.vocab_size // T) * m.d_embedding  # vocabulary-parallel rows
     head_bias = -(-m.vocab_size // T) if m.lm_head_bias else 0
     return ShardParams(
         embedding=table + full.position + full.embedding_projection + full.embedding_norm,
         layer=layer,
+        dense_layer=dense_layer,
+        routed_experts=routed,
         final_norm=full.final_norm,
         lm_head=(0 if m.tied_embeddings else table) + head_bias,
         tied_head_copy=table if m.tied_embeddings else 0,
     )
 
 
-def tensor_parallel_params(m: ModelConfig, T: int) -> int:
+def tensor_parallel_params(m: ModelConfig, T: int, ep: int = 1, etp: int | None = None) -> int:
     """Parameters held by one of T tensor-parallel ranks (see `shard_params`); T=1: the total."""
-    if T == 1:
+    if T == 1 and ep == 1:
         return count_params(m).total
-    return shard_params(m, T).total(m.n_layers)
+    return shard_params(m, T, ep, etp).total(m)
