@@ -31,6 +31,12 @@ Conventions (where published tools differ):
   the attention core (scores and re-weighting; softmax and dropout are not FLOPs). Korthikanti
   et al.'s eq. (8) for selective recomputation, 72·B·s·L·h²·(1 + s/(3h) + V/(12·L·h)), adds three
   times that forward; their HFU column uses it.
+- Sliding-window and chunked layers (Mistral, Gemma 2/3, gpt-oss, Llama 4): by default counted
+  as eager attention executes them, a full S x S masked (equal to FlopCounterMode); `windowed=True`
+  counts what a windowed kernel computes, about S·W per head (`attended_pairs`).
+- MoE: the top-k routed experts a token is sent to, the shared experts every token passes through
+  and the router. Hugging Face's Llama 4 code runs every expert on every token (FlopCounterMode sees
+  n_experts, not top-k); tcalc counts the routed top-k, which is what the model needs.
 - Parallel attention (GPT-J, PaLM) does not change the matmul count.
 - FLOPs are exact ints; seconds, rates and ratios are floats.
 """
@@ -41,8 +47,8 @@ import math
 from dataclasses import dataclass, fields
 from decimal import Decimal
 
-from transformer_calc.config import ModelConfig, Recompute, Workload
-from transformer_calc.params import GATED_MATRICES, PLAIN_MATRICES, count_params
+from transformer_calc.config import LayerAttention, ModelConfig, Recompute, Workload
+from transformer_calc.params import GATED_MATRICES, PLAIN_MATRICES, count_params, layer_params
 
 FLOPS_PER_MAC = 2  # one multiply, one add
 BACKWARD_PER_FORWARD = 2  # input grad + weight grad, each one forward matmul
@@ -56,13 +62,18 @@ SECONDS_PER_DAY = 86_400
 
 @dataclass(frozen=True)
 class LayerFlops:
-    """Forward FLOPs of one transformer block over one step (B sequences of S tokens)."""
+    """Forward FLOPs of one transformer block over one step (B sequences of S tokens).
 
-    qkv: int  # x @ [W_Q | W_K | W_V]: 2·B·S·D·(A + 2·n_kv)·h_d
+    A representative block: full attention, and the MoE MLP in a MoE model. Sliding-window,
+    chunked and dense-MLP blocks differ; `StepFlops.layers` sums every block exactly.
+    """
+
+    qkv: int  # the Q, K, V projections: 2·B·S·D·(A + 2·n_kv)·h_d (MLA: its four projections)
     scores: int  # Q @ K^T per query head: 2·B·S²·A·h_d (half when causal)
-    reweight: int  # softmax(scores) @ V per query head: 2·B·S²·A·h_d (half when causal)
-    attn_out: int  # concat(heads) @ W_O: 2·B·S·A·h_d·D
-    mlp: int  # the top-k experts' matrices: 2·B·S·D·F x (3 gated | 2) x k
+    reweight: int  # softmax(scores) @ V per query head: 2·B·S²·A·h_v (half when causal)
+    attn_out: int  # concat(heads) @ W_O: 2·B·S·A·h_v·D
+    mlp: int  # the top-k experts' matrices: 2·B·S·D·F x (3 gated | 2) x k (a dense MLP: k = 1)
+    shared_expert: int  # shared expert(s) on every token (+ its D x 1 gate)
     router: int  # MoE gate x @ W_router: 2·B·S·D·n_experts
 
     @property
@@ -75,8 +86,12 @@ class LayerFlops:
         return self.qkv + self.attention_core + self.attn_out
 
     @property
+    def mlp_total(self) -> int:
+        return self.mlp + self.shared_expert + self.router
+
+    @property
     def total(self) -> int:
-        return self.attention + self.mlp + self.router
+        return self.attention + self.mlp_total
 
 
 @dataclass(frozen=True)
@@ -87,18 +102,16 @@ class StepFlops:
     seq_len: int
     n_layers: int
     causal: bool
-    layer: LayerFlops  # forward, one block
+    windowed: bool
+    layer: LayerFlops  # forward, one representative block (full attention; MoE MLP if MoE)
+    layers: int  # forward FLOPs of all L blocks (every attention kind and MLP kind counted)
+    attention_cores: int  # forward scores + re-weighting of all L blocks
     lm_head: int  # forward, h @ W_E^T: 2·B·S·d_embed·V
     embedding_projection: int  # forward, OPT project_in + project_out: 2 x 2·B·S·D·d_embed
 
     @property
     def tokens(self) -> int:
         return self.batch_size * self.seq_len
-
-    @property
-    def layers(self) -> int:
-        """Forward FLOPs of all L blocks."""
-        return self.n_layers * self.layer.total
 
     @property
     def forward(self) -> int:
@@ -121,7 +134,7 @@ class StepFlops:
     @property
     def attention_share(self) -> float:
         """Fraction of the model FLOPs in the attention core (scores + re-weighting)."""
-        return self.n_layers * self.layer.attention_core / self.forward
+        return self.attention_cores / self.forward
 
     def recompute_flops(self, recompute: Recompute) -> int:
         """FLOPs that activation recomputation executes again in the backward pass."""
@@ -129,7 +142,7 @@ class StepFlops:
         if recompute is Recompute.full:
             return self.layers  # one more forward of every block, not of the head
         if recompute is Recompute.selective:
-            return self.n_layers * self.layer.attention_core
+            return self.attention_cores
         return 0
 
     def hardware(self, recompute: Recompute) -> int:
@@ -145,11 +158,13 @@ class StepFlops:
             "per_token": self.per_token,
             "tokens": self.tokens,
             "causal": self.causal,
+            "windowed": self.windowed,
             "attention_share": self.attention_share,
         }
         for recompute in Recompute:
             out[f"hardware_{recompute.value}"] = self.hardware(recompute)
         out["layers"] = self.layers
+        out["attention_cores"] = self.attention_cores
         out["lm_head"] = self.lm_head
         out["embedding_projection"] = self.embedding_projection
         for f in fields(self.layer):
@@ -158,53 +173,118 @@ class StepFlops:
         return out
 
 
-def layer_flops(m: ModelConfig, w: Workload, *, causal: bool = False) -> LayerFlops:
+def attended_pairs(m: ModelConfig, kind: LayerAttention, S: int, *, causal: bool, windowed: bool) -> tuple[int, int]:
+    """(numerator, denominator) of the query-key pairs one head of one sequence scores, as a
+    fraction of S² (kept exact: the FLOP counts below multiply before dividing).
+
+    Full attention, or any layer when `windowed` is off (eager attention computes S x S and masks):
+    S², half when causal. Windowed kernels: a sliding layer (window W) scores S·min(S, W) pairs,
+    causal S·W - W²/2 once S >= W (query i sees min(i+1, W) keys, rounded as FlashAttention's
+    benchmarks do); a chunked layer (chunk c) scores the sum of its chunks' squares (halved when
+    causal).
+    """
+    if not windowed or kind is LayerAttention.full:
+        return (S * S, 2 if causal else 1)
+    if kind is LayerAttention.sliding:
+        W = m.sliding_window or S
+        if not causal:
+            return (S * min(S, W), 1)
+        return ((S * S, 2) if S <= W else (2 * S * W - W * W, 2))
+    c = m.attention_chunk_size or S
+    n, r = divmod(S, c)
+    return (n * c * c + r * r, 2 if causal else 1)
+
+
+def _core(m: ModelConfig, w: Workload, width: int, kind: LayerAttention, causal: bool, windowed: bool) -> int:
+    """One of the two attention matmuls (scores: width h_d; re-weighting: h_v) for all heads."""
+    num, den = attended_pairs(m, kind, w.seq_len, causal=causal, windowed=windowed)
+    return FLOPS_PER_MAC * w.batch_size * m.n_heads * width * num // den  # exact: FLOPS_PER_MAC is even
+
+
+def layer_flops(
+    m: ModelConfig,
+    w: Workload,
+    *,
+    causal: bool = False,
+    windowed: bool = False,
+    kind: LayerAttention = LayerAttention.full,
+    moe: bool | None = None,
+) -> LayerFlops:
     """Forward FLOPs of one block (seed "Training FLOPs", generalized; see the module docstring).
 
-    GQA does not shrink the attention core: each of the A query heads attends over S keys of its
-    shared K/V head, so scores and re-weighting scale with A, not n_kv.
+    Every projection costs 2·tokens·(its weights): 2·B·S·(W_Q + W_K + W_V) for the q/k/v
+    projections whatever their form (GQA, MLA's low-rank down/up projections). GQA does not shrink
+    the attention core: each of the A query heads attends over S keys of its shared K/V head, so
+    scores and re-weighting scale with A, not n_kv. MLA scores over h_d = d_nope + d_rope and
+    re-weights values of d_v.
     """
-    B, S, D, A = w.batch_size, w.seq_len, m.d_model, m.n_heads
-    kv, hd, F = m.n_kv_heads, m.head_dim, m.d_ff
+    B, S, D = w.batch_size, w.seq_len, m.d_model
+    moe = m.is_moe if moe is None else moe
+    p = layer_params(m, moe=moe)
+    tokens = B * S
     n_matrices = GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES  # W_up (+ W_gate), W_down
-    core = FLOPS_PER_MAC * B * S * S * A * hd  # one (S x h_d) @ (h_d x S) per head and sequence
-    if causal:
-        core //= 2  # S²/2; exact: FLOPS_PER_MAC is even
+    if moe:
+        mlp = FLOPS_PER_MAC * tokens * D * m.moe_d_ff * n_matrices * m.experts_per_token  # active experts only
+        shared = FLOPS_PER_MAC * tokens * D * m.shared_expert_d_ff * n_matrices
+        shared += FLOPS_PER_MAC * tokens * D if m.shared_expert_gate else 0
+        router = FLOPS_PER_MAC * tokens * D * m.n_experts if m.router else 0
+    else:
+        mlp = FLOPS_PER_MAC * tokens * D * m.d_ff * n_matrices
+        shared = router = 0
     return LayerFlops(
-        qkv=FLOPS_PER_MAC * B * S * D * (A + 2 * kv) * hd,
-        scores=core,
-        reweight=core,  # (S x S) @ (S x h_d): the same count
-        attn_out=FLOPS_PER_MAC * B * S * A * hd * D,
-        mlp=FLOPS_PER_MAC * B * S * D * F * n_matrices * m.experts_per_token,  # active experts only
-        router=FLOPS_PER_MAC * B * S * D * m.n_experts if m.router else 0,
+        qkv=FLOPS_PER_MAC * tokens * (p.attn_q + p.attn_k + p.attn_v),
+        scores=_core(m, w, m.head_dim, kind, causal, windowed),
+        reweight=_core(m, w, m.v_dim, kind, causal, windowed),  # (S x S) @ (S x h_v)
+        attn_out=FLOPS_PER_MAC * tokens * p.attn_o,
+        mlp=mlp,
+        shared_expert=shared,
+        router=router,
     )
 
 
-def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False) -> StepFlops:
-    """Exact matmul FLOPs of one training step, per component (conventions: module docstring)."""
+def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: bool = False) -> StepFlops:
+    """Exact matmul FLOPs of one training step, per component (conventions: module docstring).
+
+    Blocks differ by attention kind (full, sliding, chunked: only the core differs, and only with
+    `windowed`) and by MLP kind (MoE or dense); the sum over blocks is taken per kind.
+    """
     B, S, D, V = w.batch_size, w.seq_len, m.d_model, m.vocab_size
     d_emb = m.d_embedding
+    layer = layer_flops(m, w, causal=causal, windowed=windowed)
+    n_moe = m.n_moe_layers()
+    dense = layer_flops(m, w, causal=causal, windowed=windowed, moe=False) if m.is_moe else layer
+    mlp = n_moe * layer.mlp_total + (m.n_layers - n_moe) * dense.mlp_total
+    attention = cores = 0
+    for kind in LayerAttention:
+        n = m.n_attention_layers(kind)
+        if n:
+            f = layer if kind is LayerAttention.full else layer_flops(m, w, causal=causal, windowed=windowed, kind=kind)
+            attention += n * f.attention
+            cores += n * f.attention_core
     return StepFlops(
         batch_size=B,
         seq_len=S,
         n_layers=m.n_layers,
         causal=causal,
-        layer=layer_flops(m, w, causal=causal),
+        windowed=windowed,
+        layer=layer,
+        layers=attention + mlp,
+        attention_cores=cores,
         lm_head=FLOPS_PER_MAC * B * S * d_emb * V,
         embedding_projection=2 * FLOPS_PER_MAC * B * S * D * d_emb if d_emb != D else 0,
     )
 
 
-def model_flops(m: ModelConfig, w: Workload, *, causal: bool = False) -> int:
+def model_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: bool = False) -> int:
     """Model FLOPs of one step: forward + backward, no recomputation."""
-    return count_flops(m, w, causal=causal).total
+    return count_flops(m, w, causal=causal, windowed=windowed).total
 
 
 def hardware_flops(
-    m: ModelConfig, w: Workload, recompute: Recompute, *, causal: bool = False
+    m: ModelConfig, w: Workload, recompute: Recompute, *, causal: bool = False, windowed: bool = False
 ) -> int:
     """Hardware FLOPs of one step: model FLOPs plus what `recompute` executes again."""
-    return count_flops(m, w, causal=causal).hardware(recompute)
+    return count_flops(m, w, causal=causal, windowed=windowed).hardware(recompute)
 
 
 # ============================================================================ closed forms, rules

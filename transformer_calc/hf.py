@@ -478,7 +478,40 @@ FAMILIES: dict[str, _Family] = {
     ),  # fmt: skip
 }
 
-SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted(FAMILIES))
+# The 2024-2026 families live beside this module and use its reader (imported here, after the
+# reader and the classic families are defined).
+from transformer_calc.hf_modern import FAMILIES as _MODERN  # noqa: E402
+from transformer_calc.hf_moe import FAMILIES as _MOE  # noqa: E402
+
+FAMILIES.update(_MODERN)
+FAMILIES.update(_MOE)
+
+# Multimodal wrapper configs whose language model is described by `text_config` (transformers
+# builds the text model from it: Gemma3ForCausalLM, Llama4ForCausalLM, MistralForCausalLM); the
+# value is the text model_type when text_config does not name one.
+WRAPPERS: dict[str, str] = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
+
+# Model types transformers has that tcalc cannot represent, with what is missing.
+UNREPRESENTABLE: dict[str, str] = {
+    "qwen3_next": "its Gated DeltaNet linear-attention layers",
+    "falcon_h1": "its Mamba-2 state-space mixers",
+    "falcon_mamba": "its Mamba state-space layers",
+    "mamba": "its state-space layers",
+    "mamba2": "its state-space layers",
+    "jamba": "its Mamba layers",
+    "zamba": "its Mamba layers",
+    "zamba2": "its Mamba-2 layers",
+    "bamba": "its Mamba-2 layers",
+    "granitemoehybrid": "its Mamba-2 layers",
+    "nemotron_h": "its Mamba-2 layers",
+    "lfm2": "its short convolution layers",
+    "minimax": "its lightning (linear) attention layers",
+    "recurrent_gemma": "its recurrent (RG-LRU) blocks",
+    "rwkv": "its RWKV time-mixing layers",
+    "xlstm": "its xLSTM blocks",
+}
+
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted({*FAMILIES, *WRAPPERS}))
 
 
 def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -489,6 +522,23 @@ def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
     model_type = cfg.get("model_type")
     if model_type is None:
         raise TcalcError(f"config.json has no model_type; add one of: {supported}")
+    if isinstance(model_type, str) and model_type in WRAPPERS:
+        text = cfg.get("text_config")
+        if text is None:
+            text = {}
+        if not isinstance(text, dict):
+            raise TcalcError(f"config.json ({model_type}): text_config must be a JSON object")
+        text = {"model_type": WRAPPERS[model_type], **text}
+        if "_name_or_path" in cfg and "_name_or_path" not in text:
+            text["_name_or_path"] = cfg["_name_or_path"]
+        if text.get("model_type") in WRAPPERS:
+            raise TcalcError(f"config.json ({model_type}): text_config names a wrapper type again")
+        return from_hf_config(text)
+    if isinstance(model_type, str) and model_type in UNREPRESENTABLE:
+        raise TcalcError(
+            f"model_type {model_type!r} is not a plain transformer: tcalc cannot represent "
+            f"{UNREPRESENTABLE[model_type]}, so it gives no number for it"
+        )
     if not isinstance(model_type, str) or model_type not in FAMILIES:
         near = difflib.get_close_matches(str(model_type), SUPPORTED_MODEL_TYPES, n=1, cutoff=0.6)
         hint = f" (did you mean {near[0]!r}?)" if near else ""

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
@@ -372,11 +373,29 @@ REAL: list[tuple[str, Cfg, int | None]] = [
 ]  # fmt: skip
 
 
+# The 2024-2026 families' generators, edge cases and real shapes live beside this file.
+import hf_cases_modern  # noqa: E402
+import hf_cases_moe  # noqa: E402
+
+for _mod in (hf_cases_modern, hf_cases_moe):
+    GENERATORS.update(_mod.GENERATORS)
+    EDGE += _mod.EDGE
+    REAL += _mod.REAL
+
+WRAPPED_TEXT = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
+
+
 # ------------------------------------------------------------------ counting
 def transformers_count(cfg: Cfg) -> tuple[int, Cfg]:
-    """Parameters transformers builds from `cfg`, and the full config dict it would save."""
+    """Parameters transformers builds from `cfg`, and the full config dict it would save.
+
+    A multimodal wrapper (gemma3, llama4, mistral3) is counted as its language model: the
+    text_config built as its own causal LM (what tcalc describes); the full dict is the wrapper's.
+    """
     config = CONFIG_MAPPING[cfg["model_type"]].from_dict(dict(cfg))
     full = json.loads(config.to_json_string(use_diff=False))
+    if cfg["model_type"] in WRAPPED_TEXT:
+        config = config.get_text_config()
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     return sum(p.numel() for p in model.parameters()), full
