@@ -42,14 +42,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from transformer_calc.config import ModelConfig
+from transformer_calc.config import LayerAttention, ModelConfig
 from transformer_calc.hardware import DTYPE_ALIASES, DTYPES, GPU, peak_flops
 from transformer_calc.params import (
     GATED_MATRICES,
     PLAIN_MATRICES,
+    attention_weights,
     check_tensor_parallel,
     count_params,
     kv_heads_per_rank,
@@ -73,6 +75,8 @@ _FLOAT_COMPUTE = ("fp32", "fp16", "bf16", "fp8")  # weight dtypes that are also 
 _ACTIVATION_DEFAULT = ("fp32", "fp16", "bf16")  # compute dtypes that are also the activation dtype
 
 COMPUTE, MEMORY, MIXED = "compute", "memory", "mixed"
+MLA_CACHE_KINDS = ("latent", "decompressed")
+MAX_CONTEXT_SEARCH = 2**62  # the longest prompt `inference_memory` reports (bounds its bisection)
 
 
 # ============================================================================ the input
@@ -101,6 +105,7 @@ class InferenceSpec:
     cache_kv_heads: int | None = None  # K/V heads the cache holds; None: the model's n_kv_heads
     kv_cache: bool = True  # False: the seed's naive inference, every step reprocesses the context
     collective_latency_s: float = COLLECTIVE_LATENCY_S
+    mla_cache: str = "latent"  # MLA: "latent" (r_kv + d_rope per token, transformers 5) or "decompressed"
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "prompt_len", "new_tokens", "tensor_parallel"):
@@ -109,6 +114,8 @@ class InferenceSpec:
             _check_positive_int("cache_kv_heads", self.cache_kv_heads)
         if not isinstance(self.kv_cache, bool):
             raise ValueError(f"kv_cache ({self.kv_cache!r}) must be true or false")
+        if self.mla_cache not in MLA_CACHE_KINDS:
+            raise ValueError(f"mla_cache ({str(self.mla_cache)[:80]!r}) must be one of {', '.join(MLA_CACHE_KINDS)}")
         latency = self.collective_latency_s
         if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not (
             math.isfinite(latency) and latency >= 0
@@ -166,16 +173,49 @@ def _bytes(elements: int, bits: int) -> int:
 
 # ============================================================================ per-GPU shapes
 @dataclass(frozen=True)
+class _KVGroup:
+    """Layers that cache alike: `layers` layers, `elements` cached values per token per layer on
+    one rank, `window` the attention span (None: the whole context; W for a sliding layer, the
+    chunk for a chunked one)."""
+
+    layers: int
+    elements: int
+    window: int | None
+
+    def cached(self, tokens: int) -> int:
+        """Tokens held after `tokens` positions: all of them, or the last window - 1 (what
+        transformers' sliding and chunked cache layers keep between steps)."""
+        return tokens if self.window is None else min(tokens, self.window - 1)
+
+    def attended(self, position: int) -> int:
+        """Keys the token at `position` (1-based) attends over."""
+        return position if self.window is None else min(position, self.window)
+
+    def attended_sum(self, first: int, last: int) -> int:
+        """Sum of attended(i) for i in [first, last] (closed form)."""
+        def prefix(n: int) -> int:  # sum over i = 1..n
+            if n <= 0:
+                return 0
+            if self.window is None or n <= self.window:
+                return n * (n + 1) // 2
+            return self.window * (self.window + 1) // 2 + (n - self.window) * self.window
+        return prefix(last) - prefix(first - 1)
+
+
+@dataclass(frozen=True)
 class _Shard:
     """What one of T ranks holds and does (Megatron-LM layout), in elements."""
 
     layers: int
     head_dim: int
     q_heads: int  # A / T
-    kv_heads: int  # K/V heads this rank caches
+    kv_heads: int  # K/V heads this rank caches (MLA: every head reads the one latent)
+    kv_groups: tuple[_KVGroup, ...]  # the cache, by attention kind
+    attention_width: int  # h_d + h_v: the two attention matmuls' widths per head
     params: int  # resident parameters, every expert
     gathered_params: int  # tables read by row (untied token embedding, learned positions)
-    expert_params: int  # one expert's (a dense model: the MLP's) parameters in one layer
+    expert_params: int  # one routed expert's (a dense model: the MLP's) parameters in one layer
+    moe_layers: int  # layers whose MLP is routed (all layers' MLPs for a dense model)
     n_experts: int
     experts_per_token: int
     matmul_params: int  # weights one token multiplies
@@ -185,59 +225,106 @@ class _Shard:
 def matmul_params(m: ModelConfig, T: int = 1) -> int:
     """Weights that one token multiplies on one of T ranks (all of them for T = 1).
 
-    Q, K, V, O, the active experts' MLP matrices, the MoE router, the LM head (tied or not: the
-    embedding lookup is a gather, the head a matmul) and OPT's embedding projections. Per rank:
-    heads, MLP width and vocabulary split T ways (ceil(V/T) rows), K/V replicated when n_kv < T,
-    router and projections replicated. Biases and norms are not matmul weights.
+    Q, K, V, O (MLA: its down and up projections), the active experts' MLP matrices, the shared
+    experts and their gate, the MoE router, the LM head (tied or not: the embedding lookup is a
+    gather, the head a matmul) and OPT's embedding projections. Per rank: heads, MLP width and
+    vocabulary split T ways (ceil(V/T) rows), K/V replicated when n_kv < T, router, MLA's latent
+    down-projections and OPT's projections replicated. Biases and norms are not matmul weights.
     """
     _check_positive_int("T", T)
-    L, D, A, hd, F = m.n_layers, m.d_model, m.n_heads, m.head_dim, m.d_ff
+    D = m.d_model
     check_tensor_parallel(m, T)
-    q_rank, kv_rank = A // T, kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
+    q_rank, kv_rank = m.n_heads // T, kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
     n_matrices = GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES
-    attention = D * hd * (2 * q_rank + KV_TENSORS * kv_rank)  # W_Q and W_O; W_K and W_V
-    mlp = m.experts_per_token * n_matrices * D * (F // T)
-    router = D * m.n_experts if m.router else 0
+    q, k, v, o = attention_weights(m, q_rank, q_rank if m.is_mla else kv_rank)
+    attention = q + k + v + o
+    n_moe = m.n_moe_layers()
+    dense_mlp = n_matrices * D * (m.d_ff // T)
+    moe_mlp = m.experts_per_token * n_matrices * D * (m.moe_d_ff // T)
+    moe_mlp += n_matrices * D * (m.shared_expert_d_ff // T) + (D if m.shared_expert_gate else 0)
+    moe_mlp += D * m.n_experts if m.router else 0
     d_emb = m.d_embedding
     lm_head = -(-m.vocab_size // T) * d_emb
     projections = 2 * d_emb * D if d_emb != D else 0  # OPT project_in + project_out
-    return L * (attention + mlp + router) + lm_head + projections
+    mlp = n_moe * moe_mlp + (m.n_layers - n_moe) * dense_mlp
+    return m.n_layers * attention + mlp + lm_head + projections
+
+
+def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[_KVGroup, ...]:
+    """The cache per attention kind, on one rank.
+
+    Standard attention: K and V of the rank's cached heads, 2·n_kv_rank·h_d per token and layer.
+    MLA with the latent cache: the compressed latent and the shared rotary key, r_kv + d_rope per
+    token and layer (modeling_deepseek_v3.py caches them; transformers 5 too), the same on every
+    TP rank (replicated, not split); decompressed: per-head K (h_d) and V (h_v) of the rank's
+    heads, as engines that expand the latent before caching hold.
+    """
+    T = spec.tensor_parallel
+    if m.is_mla:
+        if spec.mla_cache == "latent":
+            per_layer = (m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0)
+        else:
+            per_layer = (m.n_heads // T) * (m.head_dim + m.v_dim)
+    else:
+        per_layer = KV_TENSORS * cached_heads * m.head_dim
+    windows = {LayerAttention.full: None, LayerAttention.sliding: m.sliding_window,
+               LayerAttention.chunked: m.attention_chunk_size}
+    return tuple(
+        _KVGroup(n, per_layer, windows[kind])
+        for kind in LayerAttention
+        if (n := m.n_attention_layers(kind))
+    )
 
 
 def _shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     T = spec.tensor_parallel
     check_tensor_parallel(m, T)
-    D, hd, F = m.d_model, m.head_dim, m.d_ff
+    D, hd = m.d_model, m.head_dim
+    if m.is_mla and spec.cache_kv_heads is not None:
+        raise ValueError("cache_kv_heads does not apply to multi-head latent attention; drop it")
     model_kv = kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
     cache_heads = m.n_kv_heads if spec.cache_kv_heads is None else spec.cache_kv_heads
     cached = kv_heads_per_rank(cache_heads, T, "cache_kv_heads")
     n_in = (GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES) - 1  # matrices D -> F: up (+ gate)
-    expert = (n_in + 1) * D * (F // T) + ((n_in * F // T + D) if m.mlp_bias else 0)
+    F_exp = m.moe_d_ff if m.is_moe else m.d_ff
+    expert = (n_in + 1) * D * (F_exp // T) + ((n_in * F_exp // T + D) if m.mlp_bias else 0)
     full = count_params(m)
     embedding_rows = 0 if m.tied_embeddings else -(-m.vocab_size // T) * m.d_embedding
     # Prefill transient of one block: its input and output (2·D) plus the widest intermediate,
     # the fused Q/K/V output or the MLP's up (+ gate) outputs of every active expert.
-    widest = max((m.n_heads // T + KV_TENSORS * model_kv) * hd, m.experts_per_token * n_in * F // T)
+    qkv_width = (m.n_heads // T) * (hd + hd + m.v_dim) if m.is_mla else (m.n_heads // T + KV_TENSORS * model_kv) * hd
+    mlp_width = max(m.experts_per_token * n_in * F_exp // T + n_in * m.shared_expert_d_ff // T, n_in * m.d_ff // T)
     return _Shard(
         layers=m.n_layers,
         head_dim=hd,
         q_heads=m.n_heads // T,
-        kv_heads=cached,
+        kv_heads=m.n_heads // T if m.is_mla else cached,
+        kv_groups=_kv_groups(m, spec, cached),
+        attention_width=hd + m.v_dim,
         params=tensor_parallel_params(m, T),
         gathered_params=embedding_rows + full.position,
         expert_params=expert,
+        moe_layers=m.n_moe_layers() if m.is_moe else m.n_layers,
         n_experts=m.n_experts,
         experts_per_token=m.experts_per_token,
         matmul_params=matmul_params(m, T),
-        workspace_width=2 * D + widest,
+        workspace_width=2 * D + max(qkv_width, mlp_width),
     )
 
 
-def _kv_bytes_per_token(sh: _Shard, spec: InferenceSpec) -> int:
-    """K and V of one token in every layer, on one rank: 2·L·n_kv_rank·h_d·p (a whole number of
-    bytes for every dtype: 2 tensors x 4 bits is one byte)."""
+def _kv_bytes(sh: _Shard, spec: InferenceSpec, tokens: int, *, held: bool = True) -> int:
+    """Cache bytes of `tokens` positions of one sequence on one rank: what the cache holds after
+    them (`held`: sliding and chunked layers keep their last window - 1), or, with held=False,
+    `tokens` freshly written positions in every layer. Whole bytes, rounded once."""
     bits = DTYPE_BITS[spec.kv_dtype]
-    return KV_TENSORS * sh.layers * sh.kv_heads * sh.head_dim * bits // BITS_PER_BYTE
+    elements = sum(g.layers * g.elements * (g.cached(tokens) if held else tokens) for g in sh.kv_groups)
+    return _bytes(elements, bits)
+
+
+def _kv_bytes_per_token(sh: _Shard, spec: InferenceSpec) -> int:
+    """Cache bytes one token adds in every layer, on one rank, while the context is shorter than
+    every window: 2·L·n_kv_rank·h_d·p for standard attention (MLA latent: L·(r_kv + d_rope)·p)."""
+    return _kv_bytes(sh, spec, 1, held=False)
 
 
 def _weights_read_bytes(sh: _Shard, spec: InferenceSpec, tokens: int) -> int:
@@ -249,7 +336,7 @@ def _weights_read_bytes(sh: _Shard, spec: InferenceSpec, tokens: int) -> int:
     until all are touched).
     """
     touched = min(sh.n_experts, tokens * sh.experts_per_token)
-    idle = sh.layers * (sh.n_experts - touched) * sh.expert_params
+    idle = sh.moe_layers * (sh.n_experts - touched) * sh.expert_params
     return _bytes(sh.params - sh.gathered_params - idle, DTYPE_BITS[spec.weight_dtype])
 
 
@@ -270,27 +357,28 @@ class KVCache:
 def kv_cache(m: ModelConfig, spec: InferenceSpec, context_len: int | None = None) -> KVCache:
     """Seed eq. (kv_cache_memory) 2·p·B·S·D·L/T, generalized: 2·p·B·c·L·n_kv·h_d in all.
 
-    Per GPU the cache holds max(n_kv/T, 1) heads (errata INF-4). `context_len` defaults to the
-    peak, S + N_new - 1 tokens per sequence.
+    Per GPU the cache holds max(n_kv/T, 1) heads (errata INF-4). Sliding-window and chunked
+    layers hold at most their last W - 1 (chunk - 1) tokens, as transformers' cache layers do;
+    MLA caches its latent (r_kv + d_rope per token and layer), replicated on every TP rank.
+    `context_len` defaults to the peak, S + N_new - 1 tokens per sequence. `bytes_per_token` is
+    the growth per token while the context is shorter than every window.
     """
     c = spec.peak_context_len if context_len is None else context_len
     _check_positive_int("context_len", c)
     sh = _shard(m, spec)
+    whole = sh if spec.tensor_parallel == 1 else _shard(m, dataclasses.replace(spec, tensor_parallel=1))
     heads = m.n_kv_heads if spec.cache_kv_heads is None else spec.cache_kv_heads
     if not spec.kv_cache:
         return KVCache(c, heads, sh.kv_heads, 0, 0, 0, 0)
-    bits = DTYPE_BITS[spec.kv_dtype]
-    per_token = KV_TENSORS * m.n_layers * heads * m.head_dim * bits // BITS_PER_BYTE
-    per_token_gpu = _kv_bytes_per_token(sh, spec)
     B = spec.batch_size
     return KVCache(
         context_len=c,
         n_kv_heads=heads,
         kv_heads_per_gpu=sh.kv_heads,
-        bytes_per_token=per_token,
-        bytes_per_token_per_gpu=per_token_gpu,
-        total_bytes=B * c * per_token,
-        per_gpu_bytes=B * c * per_token_gpu,
+        bytes_per_token=_kv_bytes_per_token(whole, spec),
+        bytes_per_token_per_gpu=_kv_bytes_per_token(sh, spec),
+        total_bytes=B * _kv_bytes(whole, spec, c),
+        per_gpu_bytes=B * _kv_bytes(sh, spec, c),
     )
 
 
@@ -331,19 +419,31 @@ def inference_memory(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Inference
     S_max from W + B·(kv·(S + N_new - 1) + ws·S) <= M.
     """
     sh = _shard(m, spec)
-    weights, kv_token, ws_token = _memory_terms(sh, spec)
+    weights, _, ws_token = _memory_terms(sh, spec)
     B, S, extra = spec.batch_size, spec.prompt_len, spec.new_tokens - 1
-    workspace_tokens = S if spec.kv_cache else S + extra
-    per_sequence = kv_token * (S + extra) + ws_token * workspace_tokens
-    kv, workspace = B * kv_token * (S + extra), B * ws_token * workspace_tokens
+
+    def per_sequence(prompt: int) -> int:
+        """Cache at the peak context plus the prefill workspace, one sequence."""
+        kv_seq = _kv_bytes(sh, spec, prompt + extra) if spec.kv_cache else 0
+        return kv_seq + ws_token * (prompt if spec.kv_cache else prompt + extra)
+
+    kv = B * (_kv_bytes(sh, spec, S + extra) if spec.kv_cache else 0)
+    workspace = B * ws_token * (S if spec.kv_cache else S + extra)
     total = weights + kv + workspace
     capacity = gpu.memory_bytes
     free = capacity - weights
-    max_batch = max(free // per_sequence, 0)
-    if spec.kv_cache:  # B·(kv + ws)·S + B·kv·extra <= free
-        max_prompt = (free - B * kv_token * extra) // (B * (kv_token + ws_token))
-    else:  # B·ws·(S + extra) <= free
-        max_prompt = free // (B * ws_token) - extra
+    max_batch = max(free // per_sequence(S), 0)
+    # per_sequence is non-decreasing in the prompt (piecewise linear where windows cap the cache):
+    # the longest prompt is found by bisection, at most ~64 evaluations.
+    max_prompt = 0
+    if free >= 0 and B * per_sequence(1) <= free:
+        lo, hi = 1, 2
+        while B * per_sequence(hi) <= free and hi < MAX_CONTEXT_SEARCH:
+            lo, hi = hi, hi * 2
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if B * per_sequence(mid) <= free else (lo, mid)
+        max_prompt = lo
     return InferenceMemory(
         weights_bytes=weights,
         kv_cache_bytes=kv,
@@ -361,7 +461,11 @@ def min_tensor_parallel(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> int | 
     spec fits on each GPU; None if none does. T is tried in increasing order."""
     cache_heads = m.n_kv_heads if spec.cache_kv_heads is None else spec.cache_kv_heads
     for T in range(1, m.n_heads + 1):
-        if m.n_heads % T or m.d_ff % T:
+        if m.n_heads % T:
+            continue
+        try:
+            check_tensor_parallel(m, T)
+        except ValueError:
             continue
         if (m.n_kv_heads % T and T % m.n_kv_heads) or (cache_heads % T and T % cache_heads):
             continue
@@ -499,13 +603,16 @@ def _step(
     sequence, the last of them at `context`."""
     B = spec.batch_size
     matmul = FLOPS_PER_MAC * B * tokens * sh.matmul_params
-    # Token i attends over i positions; the new tokens sit at context-tokens+1 .. context.
-    position_sum = tokens * (2 * context - tokens + 1) // 2
-    per_position = FLOPS_PER_MAC * ATTENTION_MATMULS * sh.layers * sh.q_heads * sh.head_dim
-    attention = B * per_position * position_sum
+    # Token i attends over i positions (at most its window); the new tokens sit at
+    # context-tokens+1 .. context. Scores over h_d, re-weighting over h_v per query head.
+    first = context - tokens + 1
+    attention = B * sum(
+        FLOPS_PER_MAC * g.layers * sh.q_heads * sh.attention_width * g.attended_sum(first, context)
+        for g in sh.kv_groups
+    )
     weights = _weights_read_bytes(sh, spec, B * tokens)
-    kv_token = _kv_bytes_per_token(sh, spec)
-    kv_read, kv_write = B * kv_read_tokens * kv_token, B * kv_write_tokens * kv_token
+    kv_read = B * _kv_bytes(sh, spec, kv_read_tokens) if kv_read_tokens else 0
+    kv_write = B * _kv_bytes(sh, spec, kv_write_tokens, held=False) if kv_write_tokens else 0
     peak = peak_flops(gpu, spec.compute_dtype)
     bw = gpu.memory_bw_bytes_s
     line = roofline(matmul + attention, weights + kv_read + kv_write, peak, bw)
@@ -618,6 +725,36 @@ def _split(h: Poly, n: int) -> int:
     return i
 
 
+def _sum_steps(
+    exact: Callable[[int], tuple[Step, Fraction, Fraction]], start: int, stop: int, peak: int, bw: int
+) -> tuple[int, int, Fraction, Fraction, int]:
+    """(FLOPs, bytes, communication s, seconds, compute-bound steps) of the decode steps at
+    contexts [start, stop), on which every per-step quantity is one polynomial of degree <= 2."""
+    n = stop - start
+    if n <= 0:
+        return 0, 0, Fraction(0), Fraction(0), 0
+    if n < 3:  # too few steps to sample a polynomial inside the piece: add them
+        total = [0, 0, Fraction(0), Fraction(0), 0]
+        for context in range(start, stop):
+            step, t, comm = exact(context)
+            total = [total[0] + step.flops, total[1] + step.bytes_moved, total[2] + comm,
+                     total[3] + t, total[4] + (step.bound == COMPUTE)]
+        return total[0], total[1], total[2], total[3], total[4]
+    samples = [exact(start + i) for i in range(3)]
+    f = _newton([s.flops for s, _, _ in samples])  # FLOPs of step i
+    b = _newton([s.bytes_moved for s, _, _ in samples])  # bytes moved by step i
+    x = _newton([comm for _, _, comm in samples])  # communication seconds of step i
+    h = tuple(bw * fi - peak * bi for fi, bi in zip(f, b))  # h(i) >= 0: step i compute-bound
+    split = _split(h, n)
+    on_compute, on_memory = ((0, split), (split, n))
+    if _newton_value(h, 0) < 0:
+        on_compute, on_memory = on_memory, on_compute
+    seconds = Fraction(_newton_sum(f, *on_compute), peak) + Fraction(_newton_sum(b, *on_memory), bw)
+    seconds += _newton_sum(x, 0, n)
+    return (int(_newton_sum(f, 0, n)), int(_newton_sum(b, 0, n)), Fraction(_newton_sum(x, 0, n)),
+            seconds, on_compute[1] - on_compute[0])
+
+
 def decode(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Decode:
     """All decode steps, summed in closed form: the cost does not grow with N_new.
 
@@ -646,24 +783,14 @@ def decode(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Decode:
             seconds, comm_s = seconds + t, comm_s + comm
             compute_steps += step.bound == COMPUTE
         start = max(start, min(saturated, stop))
-    n = stop - start
-    if n > 0:
-        samples = [exact(start + i) for i in range(3)]
-        f = _newton([s.flops for s, _, _ in samples])  # FLOPs of step i
-        b = _newton([s.bytes_moved for s, _, _ in samples])  # bytes moved by step i
-        x = _newton([comm for _, _, comm in samples])  # communication seconds of step i
-        h = tuple(bw * fi - peak * bi for fi, bi in zip(f, b))  # h(i) >= 0: step i compute-bound
-        split = _split(h, n)
-        on_compute, on_memory = ((0, split), (split, n))
-        if _newton_value(h, 0) < 0:
-            on_compute, on_memory = on_memory, on_compute
-        flops += _newton_sum(f, 0, n)
-        bytes_moved += _newton_sum(b, 0, n)
-        comm_s += _newton_sum(x, 0, n)
-        seconds += Fraction(_newton_sum(f, *on_compute), peak)
-        seconds += Fraction(_newton_sum(b, *on_memory), bw)
-        seconds += _newton_sum(x, 0, n)
-        compute_steps += on_compute[1] - on_compute[0]
+    # Windows (sliding, chunked layers) make every per-step quantity piecewise polynomial, with
+    # a break where the context reaches a window: sum each piece separately.
+    cuts = sorted({start, stop, *(g.window for g in sh.kv_groups if g.window and start < g.window < stop)})
+    for lo, hi in zip(cuts, cuts[1:]):
+        f_, b_, x_, t_, c_ = _sum_steps(exact, lo, hi, peak, bw)
+        flops, bytes_moved, comm_s, seconds, compute_steps = (
+            flops + f_, bytes_moved + b_, comm_s + x_, seconds + t_, compute_steps + c_
+        )
     first = exact(S + 1)[0]
     last = exact(S + max(n_steps, 1))[0]
     if n_steps == 0:
@@ -735,8 +862,8 @@ def compute_bound_batch(
     saturated = -(-sh.n_experts // (tokens * sh.experts_per_token))  # B from which all are read
     batch = max(-(-all_weights * peak // coef), saturated)
     if saturated > 1:  # MoE below saturation: W(B) = W_base + B·tokens·top-k·L·expert bytes
-        expert_bytes = Fraction(sh.layers * sh.expert_params * w_bits, BITS_PER_BYTE)
-        dense = sh.params - sh.gathered_params - sh.layers * sh.n_experts * sh.expert_params
+        expert_bytes = Fraction(sh.moe_layers * sh.expert_params * w_bits, BITS_PER_BYTE)
+        dense = sh.params - sh.gathered_params - sh.moe_layers * sh.n_experts * sh.expert_params
         base = Fraction(dense * w_bits, BITS_PER_BYTE)
         coef_low = f * bw - (kv + tokens * sh.experts_per_token * expert_bytes) * peak
         low = math.ceil(base * peak / coef_low) if coef_low > 0 else saturated

@@ -162,7 +162,7 @@ def mlp_params_per_expert(m: ModelConfig) -> tuple[int, int]:
     return mlp_params(m, m.moe_d_ff if m.is_moe else m.d_ff)
 
 
-def _attention_weights(m: ModelConfig, q_heads: int, kv_heads: int, replicated_down: bool = True) -> tuple[int, int, int, int]:
+def attention_weights(m: ModelConfig, q_heads: int, kv_heads: int, replicated_down: bool = True) -> tuple[int, int, int, int]:
     """(W_Q, W_K, W_V, W_O) weights for q_heads query and kv_heads K/V heads (one TP rank: the
     heads it holds; MLA's down-projections to the latents are replicated on every rank)."""
     D, hd = m.d_model, m.head_dim
@@ -207,7 +207,7 @@ def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:
     block (default: the model's kind) or a dense-MLP block of width d_ff."""
     D, A, kv = m.d_model, m.n_heads, m.n_kv_heads
     moe = m.is_moe if moe is None else moe
-    q, k, v, o = _attention_weights(m, A, kv)
+    q, k, v, o = attention_weights(m, A, kv)
     if moe:
         w_expert, b_expert = mlp_params(m, m.moe_d_ff)
         mlp_w, mlp_b = m.n_experts * w_expert, m.n_experts * b_expert
@@ -370,9 +370,9 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
     full = count_params(m)
     kv_rank, q_rank = kv_heads_per_rank(m.n_kv_heads, T), m.n_heads // T
     if m.is_mla:
-        q, k, v, o = _attention_weights(m, q_rank, q_rank)
+        q, k, v, o = attention_weights(m, q_rank, q_rank)
     else:
-        q, k, v, o = _attention_weights(m, q_rank, kv_rank)
+        q, k, v, o = attention_weights(m, q_rank, kv_rank)
     attn = q + k + v + o + _attention_bias(m, q_rank, kv_rank, m.attn_out_bias)
     attn += full.layer.qk_norm + full.layer.latent_norms + (q_rank if m.attention_sinks else 0)
 
