@@ -260,6 +260,8 @@ def memory(
     P: Annotated[Optional[int], typer.Option("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B) [default: 1].", rich_help_panel=PARALLEL)] = None,
     dp: Annotated[Optional[int], typer.Option("--dp", "--data-parallel", help="Data-parallel replicas (for ZeRO) [default: 1].", rich_help_panel=PARALLEL)] = None,
     zero: Annotated[Optional[int], typer.Option("--zero", help="ZeRO stage 0-3: shard optimizer; +gradients; +weights [default: 0].", rich_help_panel=PARALLEL)] = None,
+    ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", help="Expert-parallel ranks: routed experts split ep ways (MoE) [default: 1].", rich_help_panel=PARALLEL)] = None,
+    etp: Annotated[Optional[int], typer.Option("--etp", "--expert-tensor-parallel", help="Tensor-parallel ranks of one expert [default: T, as Megatron-core].", rich_help_panel=PARALLEL)] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="Check the fit on this GPU, e.g. a100-80gb.", rich_help_panel=OUTPUT)] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -276,7 +278,7 @@ def memory(
     flags = dict(
         seq_len=S, batch_size=B, precision=precision, p=p, grad_bytes=grad_bytes, optimizer=optimizer,
         recompute=recompute, flash=flash, dropout=dropout, activations=activations, head_activations=head,
-        tensor=T, sequence_parallel=sp, pipeline=P, data=dp, zero=zero, gpu=gpu,
+        tensor=T, sequence_parallel=sp, pipeline=P, data=dp, zero=zero, expert=ep, expert_tensor=etp, gpu=gpu,
     )
     workload, training, parallelism, gpu_name = training_configs(model, job.training if job else {}, flags)
     device = find_gpu(str(gpu_name)) if gpu_name else None
@@ -307,6 +309,7 @@ def flops(
     S: SOpt = None,
     B: Annotated[Optional[int], typer.Option("--B", "--batch-size", min=1, help="B: sequences per step [default: 1].", rich_help_panel=WORKLOAD)] = None,
     causal: CausalOpt = False,
+    windowed: Annotated[bool, typer.Option("--windowed/--no-windowed", help="Sliding/chunked layers at what a windowed kernel computes (~S·W) [default: off: full S×S masked, as eager PyTorch].")] = False,
     recompute: RecomputeOpt = None,
     tokens: Annotated[Optional[str], typer.Option("--tokens", help="Training-time estimate for this token budget, e.g. 300e9 or 1.4T.")] = None,
     gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs for the training-time estimate.")] = None,
@@ -343,7 +346,7 @@ def flops(
         raise TcalcError(f"--mfu ({mfu}) must be a fraction in (0, 1], e.g. 0.4 for 40 %")
     device = find_gpu(gpu) if gpu else None
     report = flops_report(
-        model, workload, causal=causal, recompute=recompute_, tokens=n_tokens, gpus=gpus, gpu=device,
+        model, workload, causal=causal, windowed=windowed, recompute=recompute_, tokens=n_tokens, gpus=gpus, gpu=device,
         dtype=dtype, mfu=(mfu if mfu is not None else 0.4) if device else None, budget=_count(budget, "--budget"),
     )
     emit(report, fmt, flops_table)
@@ -408,6 +411,7 @@ def inference(
     kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV-cache dtype [default: the activation dtype].", rich_help_panel=INFERENCE)] = None,
     cache_kv_heads: Annotated[Optional[int], typer.Option("--cache-kv-heads", help="K/V heads the cache holds, weights unchanged (the seed's Falcon study: MHA).", rich_help_panel=INFERENCE)] = None,
     kv_cache: Annotated[Optional[bool], typer.Option("--kv-cache/--no-kv-cache", help="--no-kv-cache: the seed's naive mode, every token reprocesses the context.", rich_help_panel=INFERENCE)] = None,
+    mla_cache: Annotated[Optional[str], typer.Option("--mla-cache", help="MLA models: latent (r_kv + d_rope per token, replicated over T; transformers) | decompressed (per-head K and V) [default: latent].", rich_help_panel=INFERENCE)] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """KV cache, inference memory per GPU, prefill and decode latency as a roofline.
@@ -421,7 +425,7 @@ def inference(
     model, job = source.load()
     flags = dict(
         batch_size=B, seq_len=S, new_tokens=new_tokens, tensor=T, gpu=gpu, weight_dtype=weight_dtype,
-        kv_dtype=kv_dtype, kv_heads=cache_kv_heads, kv_cache=kv_cache,
+        kv_dtype=kv_dtype, kv_heads=cache_kv_heads, kv_cache=kv_cache, mla_cache=mla_cache,
     )
     spec, gpu_name = inference_spec(model, job.inference if job else {}, flags)
     emit(inference_report(model, find_gpu(gpu_name), spec), fmt, inference_table)

@@ -283,6 +283,7 @@ def flops_report(
     causal: bool = False,
     recompute: Any = "none",
     tokens: int | None = None,
+    windowed: bool = False,
     gpus: int | None = None,
     gpu: Any | None = None,
     dtype: str | None = None,
@@ -292,7 +293,7 @@ def flops_report(
     """`tcalc flops`: model and hardware FLOPs per step, rules of thumb, training time, sizing."""
     from transformer_calc import flops as F
 
-    step = F.count_flops(m, w, causal=causal)
+    step = F.count_flops(m, w, causal=causal, windowed=windowed)
     counts = count_params(m)
     report: dict[str, Any] = {
         "model": model_dict(m),
@@ -500,6 +501,7 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
             kv_dtype=merged.get("kv_dtype"),
             cache_kv_heads=merged.get("kv_heads"),
             kv_cache=merged.get("kv_cache", True),
+            mla_cache=merged.get("mla_cache", "latent"),
         )
     except (ValueError, TypeError) as exc:
         raise TcalcError(f"inference: {exc}") from None
