@@ -44,3 +44,39 @@ def model_configs(draw: st.DrawFn, max_layers: int = 8) -> ModelConfig:
     if explicit_head_dim:
         spec["head_dim"] = head_dim
     return ModelConfig.model_validate(spec)
+
+
+@st.composite
+def modern_model_configs(draw: st.DrawFn, max_layers: int = 12) -> ModelConfig:
+    """Configs with the 2024-2026 features: MLA or GQA, sliding/chunked layer patterns, fine-grained
+    MoE with shared experts and dense layers."""
+    base = draw(model_configs(max_layers=max_layers)).given
+    spec = dict(base)
+    A = spec["n_heads"]
+    if draw(st.booleans()):  # multi-head latent attention
+        spec.pop("n_kv_heads", None)
+        spec.pop("head_dim", None)
+        spec.update(
+            kv_lora_rank=draw(st.integers(1, 64)),
+            qk_rope_head_dim=draw(st.integers(1, 16)),
+            qk_nope_head_dim=draw(st.integers(1, 32)),
+            v_head_dim=draw(st.integers(1, 32)),
+            q_lora_rank=draw(st.one_of(st.none(), st.integers(1, 64))),
+        )
+    kinds = draw(st.lists(st.sampled_from(["full", "sliding", "chunked"]), min_size=1, max_size=6))
+    spec["attention_pattern"] = kinds
+    if "sliding" in kinds:
+        spec["sliding_window"] = draw(st.integers(1, 64))
+    if "chunked" in kinds:
+        spec["attention_chunk_size"] = draw(st.integers(1, 64))
+    if spec.get("n_experts", 1) > 1:
+        spec.update(
+            moe_d_ff=draw(st.integers(1, 16)) * 8,
+            shared_expert_d_ff=draw(st.sampled_from([0, 8, 16, 64])),
+            shared_expert_gate=draw(st.booleans()),
+            first_dense_layers=draw(st.integers(0, 3)),
+            moe_layer_step=draw(st.integers(1, 3)),
+            dense_layer_ids=draw(st.lists(st.integers(0, max_layers), max_size=3)),
+        )
+    del A
+    return ModelConfig.model_validate(spec)

@@ -326,6 +326,7 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
     """
     d = dict(d)
     D, A = _int_or_none(d.get("d_model")), _int_or_none(d.get("n_heads"))
+    _check_mla(d)  # MLA fixes head_dim (d_nope + d_rope) before the D/A default applies
     if d.get("head_dim") is None and D is not None and A is not None and A > 0:
         if D % A != 0:
             raise ValueError(
@@ -370,7 +371,6 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
             d[key] = bias
     if d.get("moe_d_ff") is None and d.get("d_ff") is not None:
         d["moe_d_ff"] = d["d_ff"]
-    _check_mla(d)
     _check_pattern(d)
     n_exp, k_exp = _int_or_none(d.get("n_experts")), _int_or_none(d.get("experts_per_token"))
     if d.get("router") is None:
