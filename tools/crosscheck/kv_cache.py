@@ -1,0 +1,187 @@
+"""Cross-check `tcalc inference`'s KV cache against the tensors transformers' own cache holds.
+
+For tiny Hugging Face configs of every attention kind tcalc models — GQA (llama), MQA, QK-norm with
+explicit head_dim (qwen3), sliding window (mistral), a sliding/full pattern (gemma2, gemma3_text,
+gpt_oss with sinks), chunked local attention (llama4_text), multi-head latent attention
+(deepseek_v3, with and without q_lora_rank) — this builds the model on the CPU in fp32, runs a
+prompt of S tokens through it with `use_cache=True`, then N decode steps one token at a time, and
+sums the bytes of every tensor in the returned `past_key_values` (each layer's keys and values).
+It compares that with `kv_cache(model, spec, context_len=S + N).total_bytes` (kv_dtype fp32) for
+the ModelConfig that `transformer_calc.hf.from_hf_config` makes of the same config. The two must
+be equal, byte for byte, after the prompt and after every decode step.
+
+Needs torch and transformers (not part of the core test suite). Exits 1 on any difference.
+
+    PYTHONPATH=. python tools/crosscheck/kv_cache.py [--write-docs] [-v]
+
+`--write-docs` replaces the KV-cache section of docs/validation.md (between its markers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
+
+from transformer_calc.config import ModelConfig  # noqa: E402
+from transformer_calc.hf import from_hf_config  # noqa: E402
+from transformer_calc.inference import InferenceSpec, kv_cache  # noqa: E402
+
+Cfg = dict[str, Any]
+BEGIN, END = "<!-- kv_cache:begin -->", "<!-- kv_cache:end -->"
+REGENERATE = "PYTHONPATH=. python tools/crosscheck/kv_cache.py --write-docs"
+_BASE = {"vocab_size": 97, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+         "intermediate_size": 96, "max_position_embeddings": 256}  # fmt: skip
+
+# (label, config, prompt lengths); each prompt is followed by DECODE steps
+CASES: list[tuple[str, Cfg]] = [
+    ("llama GQA 4q/2kv", {"model_type": "llama", **_BASE, "num_key_value_heads": 2}),
+    ("llama MQA", {"model_type": "llama", **_BASE, "num_key_value_heads": 1}),
+    ("qwen3 qk-norm head_dim 24", {"model_type": "qwen3", **_BASE, "num_key_value_heads": 2, "head_dim": 24}),
+    ("mistral sliding W=8", {"model_type": "mistral", **_BASE, "num_key_value_heads": 2, "sliding_window": 8}),
+    ("gemma2 sliding/full W=8", {"model_type": "gemma2", **_BASE, "num_key_value_heads": 2, "head_dim": 16,
+                                 "sliding_window": 8}),
+    ("gemma3_text 5:1 W=8", {"model_type": "gemma3_text", **_BASE, "num_hidden_layers": 7,
+                             "num_key_value_heads": 1, "head_dim": 16, "sliding_window": 8}),
+    ("gpt_oss sliding/full W=8, sinks", {"model_type": "gpt_oss", **_BASE, "num_key_value_heads": 2,
+                                        "head_dim": 16, "sliding_window": 8, "num_local_experts": 4,
+                                        "num_experts_per_tok": 2}),
+    ("llama4_text chunked c=8", {"model_type": "llama4_text", **_BASE, "num_key_value_heads": 2,
+                                 "head_dim": 16, "attention_chunk_size": 8, "num_local_experts": 2,
+                                 "intermediate_size_mlp": 128, "interleave_moe_layer_step": 2}),
+    ("deepseek_v3 MLA q_lora", {"model_type": "deepseek_v3", **_BASE, "q_lora_rank": 24, "kv_lora_rank": 16,
+                                "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 12,
+                                "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                                "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}),
+    ("deepseek_v3 MLA no q_lora", {"model_type": "deepseek_v3", **_BASE, "q_lora_rank": None, "kv_lora_rank": 16,
+                                   "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 12,
+                                   "n_routed_experts": 4, "num_experts_per_tok": 2,
+                                   "moe_intermediate_size": 32, "n_group": 1, "topk_group": 1}),
+]  # fmt: skip
+PROMPTS = (1, 5, 8, 13)  # below, at and past the windows (8)
+DECODE = 10  # decode steps after each prompt (crosses the windows from below)
+BATCH = 2
+
+
+def cache_bytes(past: Any) -> int:
+    """Bytes of every tensor the cache object holds (keys and values of every layer)."""
+    total = 0
+    for layer in past.layers:
+        for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+            if isinstance(t, torch.Tensor):
+                total += t.numel() * t.element_size()
+    return total
+
+
+def run(label: str, cfg: Cfg, verbose: bool) -> tuple[list[str], int, str]:
+    """(failures, points checked, a table row)."""
+    config = CONFIG_MAPPING[cfg["model_type"]].from_dict(dict(cfg))
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    m = ModelConfig.model_validate(from_hf_config(cfg))
+    failures, points, worst = [], 0, 0
+    gen = torch.Generator().manual_seed(0)
+    for S in PROMPTS:
+        ids = torch.randint(0, cfg["vocab_size"], (BATCH, S), generator=gen)
+        with torch.no_grad():
+            out = model(input_ids=ids, use_cache=True)
+            past = out.past_key_values
+            for step in range(DECODE + 1):
+                context = S + step
+                if step:
+                    nxt = torch.randint(0, cfg["vocab_size"], (BATCH, 1), generator=gen)
+                    out = model(input_ids=nxt, past_key_values=past, use_cache=True)
+                    past = out.past_key_values
+                measured = cache_bytes(past)
+                spec = InferenceSpec(batch_size=BATCH, prompt_len=S, new_tokens=step + 1,
+                                     weight_dtype="fp32", kv_dtype="fp32")
+                predicted = kv_cache(m, spec, context_len=context).total_bytes
+                points += 1
+                worst = max(worst, abs(predicted - measured))
+                if predicted != measured:
+                    failures.append(f"{label}: S={S} context={context}: transformers {measured:,} tcalc {predicted:,}")
+                elif verbose:
+                    print(f"ok {label}: S={S} context={context}: {measured:,} bytes")
+    kinds = ", ".join(f"{k.value} x{m.n_attention_layers(k)}" for k in type(m.attention_pattern[0]) if m.n_attention_layers(k))
+    row = f"| {label} | {kinds} | {points} | {worst:,} |"
+    return failures, points, row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--write-docs", action="store_true", help="update the KV-cache section of docs/validation.md")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    start = time.perf_counter()
+    failures, rows, total = [], [], 0
+    for label, cfg in CASES:
+        f, n, row = run(label, cfg, args.verbose)
+        failures += f
+        rows.append(row)
+        total += n
+    seconds = time.perf_counter() - start
+    header = ["| config | layers by attention kind | points (prompt, decode steps) | largest difference (bytes) |",
+              "| --- | --- | --- | --- |"]
+    print("\n".join([*header, *rows]))
+    print(f"{total} points, {len(failures)} differences, {seconds:.1f} s (transformers {transformers.__version__}, torch {torch.__version__})")
+    for line in failures:
+        print("MISMATCH", line)
+    if args.write_docs:
+        write_docs(rows)
+    return 1 if failures else 0
+
+
+def write_docs(rows: list[str]) -> None:
+    section = "\n".join([
+        BEGIN,
+        "<!-- Generated by tools/crosscheck/kv_cache.py; do not edit by hand. Regenerate with:",
+        f"     {REGENERATE} -->",
+        "",
+        "## KV cache: tcalc inference vs transformers' cache objects",
+        "",
+        f"Generated by `tools/crosscheck/kv_cache.py` (torch {torch.__version__}, transformers "
+        f"{transformers.__version__}); CI runs it.",
+        "",
+        f"**Measured:** the bytes of every tensor in `past_key_values` after a prompt of S tokens "
+        f"(S in {', '.join(map(str, PROMPTS))}; B = {BATCH}, fp32, eager attention, CPU) and after each of "
+        f"{DECODE} decode steps. **Predicted:** `kv_cache(m, spec, context_len).total_bytes` with "
+        "kv_dtype fp32 for `from_hf_config` of the same config. Every point must be equal.",
+        "",
+        "What the two agree on, and what engines do instead: transformers' sliding and chunked cache",
+        "layers (`DynamicSlidingWindowLayer`, `DynamicChunkedSlidingLayer`) keep the last W - 1 tokens",
+        "between steps (the step's own token makes W); MLA caches the normalized latent (kv_lora_rank)",
+        "and the rotary key (qk_rope_head_dim) per token and layer, one 'head', which tensor",
+        "parallelism cannot split. Paged engines (vLLM, SGLang, TensorRT-LLM) allocate whole blocks",
+        "(16 tokens by default) and some keep a sliding layer's full window W or, without hybrid",
+        "allocation, the whole context for every layer; engines that expand MLA's latent cache",
+        "per-head K and V (`--mla-cache decompressed`).",
+        "",
+        "| config | layers by attention kind | points (prompt, decode steps) | largest difference (bytes) |",
+        "| --- | --- | --- | --- |",
+        *rows,
+        END,
+    ])
+    path = REPO / "docs" / "validation.md"
+    text = path.read_text()
+    if BEGIN in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + section + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text)
+    print(f"wrote {path.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
