@@ -249,3 +249,43 @@ def test_longer_context_never_shrinks_the_cache():
     m = ModelConfig.model_validate(SLIDING)
     sizes = [kv_cache(m, InferenceSpec(batch_size=1, prompt_len=c)).total_bytes for c in range(1, 60)]
     assert sizes == sorted(sizes)
+
+
+# ---------------------------------------------------------------------------- CLI
+def _json(capsys, *argv):
+    import json
+
+    from transformer_calc.cli import run
+
+    code = run([*argv, "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_cli_memory_expert_parallel_splits_the_experts(capsys):
+    one = _json(capsys, "memory", "--preset", "mixtral-8x7b", "--S", "4096", "--dp", "8")
+    ep8 = _json(capsys, "memory", "--preset", "mixtral-8x7b", "--S", "4096", "--dp", "8", "--ep", "8")
+    from transformer_calc.presets import preset_model
+
+    mixtral = count_params(preset_model("mixtral-8x7b"))
+    moved = mixtral.n_moe_layers * 7 * mixtral.layer.mlp_weights // 8  # 7 of 8 experts per layer leave
+    assert one["params"]["per_gpu"] - ep8["params"]["per_gpu"] == moved
+    # weights and gradients of the moved experts leave; ZeRO-0: optimizer states too
+    assert one["memory"]["per_gpu"]["weights"] - ep8["memory"]["per_gpu"]["weights"] == 2 * moved
+    assert one["memory"]["per_gpu"]["optimizer"] - ep8["memory"]["per_gpu"]["optimizer"] == 12 * moved
+
+
+def test_cli_sweep_has_an_ep_axis(capsys):
+    data = _json(capsys, "sweep", "--preset", "mixtral-8x7b", "--ep", "1,2,8", "--dp", "8", "--S", "1024")
+    rows = data["points"]
+    mem = [r["memory"] for r in rows]
+    assert [r["ep"] for r in rows] == [1, 2, 8] and mem == sorted(mem, reverse=True)
+
+
+def test_cli_flops_windowed_and_inference_mla_cache(capsys):
+    eager = _json(capsys, "flops", "--L", "4", "--D", "64", "--A", "4", "--V", "100", "--S", "512",
+                  "--set", "attention_pattern=[sliding,full]", "--set", "sliding_window=64")
+    win = _json(capsys, "flops", "--L", "4", "--D", "64", "--A", "4", "--V", "100", "--S", "512",
+                "--set", "attention_pattern=[sliding,full]", "--set", "sliding_window=64", "--windowed")
+    assert win["flops"]["total"] < eager["flops"]["total"] and win["flops"]["windowed"] is True

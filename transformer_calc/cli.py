@@ -459,6 +459,7 @@ def sweep(
     P: Annotated[str, typer.Option("--P", "--pipeline-parallel", help="P values.", rich_help_panel=SWEEP)] = "1",
     dp: Annotated[str, typer.Option("--dp", "--data-parallel", help="Data-parallel values.", rich_help_panel=SWEEP)] = "1",
     zero: Annotated[str, typer.Option("--zero", help="ZeRO stages.", rich_help_panel=SWEEP)] = "0",
+    ep: Annotated[str, typer.Option("--ep", "--expert-parallel", help="Expert-parallel values (MoE).", rich_help_panel=SWEEP)] = "1",
     recompute: Annotated[str, typer.Option("--recompute", help="none, selective, full.", rich_help_panel=SWEEP)] = "none",
     flash: Annotated[str, typer.Option("--flash", help="true, false.", rich_help_panel=SWEEP)] = "false",
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPUs, e.g. a100-80gb,h100.", rich_help_panel=SWEEP)] = None,
@@ -506,7 +507,7 @@ def sweep(
         device = P_.gpu(name)
         gpus[device.name] = device
     axes: dict[str, list[Any]] = {"model": list(models)}
-    for axis, text in (("B", B), ("S", S), ("T", T), ("P", P), ("dp", dp), ("zero", zero),
+    for axis, text in (("B", B), ("S", S), ("T", T), ("P", P), ("dp", dp), ("zero", zero), ("ep", ep),
                        ("recompute", recompute), ("flash", flash), ("dtype", dtype)):
         if text is not None:
             axes[axis] = parse_values(axis, text)

@@ -129,6 +129,10 @@ class ModelParams:
         out["per_layer"] = self.layer.total
         for f in fields(self.layer):
             out[f"per_layer_{f.name}"] = getattr(self.layer, f.name)
+        for f in fields(self.layer):  # each component summed over every block (MoE and dense)
+            out[f"layers_{f.name}"] = (
+                self.n_moe_layers * getattr(self.layer, f.name) + self.n_dense_layers * getattr(self.dense_layer, f.name)
+            )
         out["n_dense_layers"] = self.n_dense_layers
         out["per_dense_layer"] = self.dense_layer.total
         out["layers"] = self.layers

@@ -118,18 +118,33 @@ def _table(title: str, *columns: str, **kwargs: Any) -> Any:
 def model_summary(model: dict[str, Any]) -> str:
     m = model
     attn = "MHA" if m["n_kv_heads"] == m["n_heads"] else ("MQA" if m["n_kv_heads"] == 1 else "GQA")
+    heads = f"A={m['n_heads']} ({attn}, kv={m['n_kv_heads']}, head_dim={m['head_dim']})"
+    if m.get("kv_lora_rank") is not None:
+        heads = (f"A={m['n_heads']} (MLA, r_kv={m['kv_lora_rank']}, r_q={m.get('q_lora_rank')}, "
+                 f"h_d={m['head_dim']}, h_v={m.get('v_head_dim')})")
     parts = [
         f"L={m['n_layers']}",
         f"D={m['d_model']}",
-        f"A={m['n_heads']} ({attn}, kv={m['n_kv_heads']}, head_dim={m['head_dim']})",
+        heads,
         f"d_ff={m['d_ff']} {m['mlp']}",
         f"V={m['vocab_size']}",
         f"K={m['max_seq_len']}",
         f"{m['positional']}",
         f"{m['norm']}",
     ]
+    pattern = m.get("attention_pattern") or ["full"]
+    if set(pattern) != {"full"}:
+        window = {"sliding": m.get("sliding_window"), "chunked": m.get("attention_chunk_size")}
+        kinds = sorted(set(pattern) - {"full"})
+        spans = ", ".join(f"{k} {window[k]}" for k in kinds)
+        parts.append(f"layers {'/'.join(pattern) if len(pattern) <= 6 else str(len(pattern)) + '-layer pattern'} ({spans})")
     if m["n_experts"] > 1:
-        parts.append(f"MoE {m['experts_per_token']}/{m['n_experts']}")
+        moe = f"MoE {m['experts_per_token']}/{m['n_experts']}"
+        if m.get("moe_d_ff") and m["moe_d_ff"] != m["d_ff"]:
+            moe += f" of width {m['moe_d_ff']}"
+        if m.get("shared_expert_d_ff"):
+            moe += f" + shared {m['shared_expert_d_ff']}"
+        parts.append(moe)
     if m["parallel_attn"]:
         parts.append("parallel attn")
     parts.append("tied" if m["tied_embeddings"] else "untied")
@@ -167,13 +182,17 @@ def params_table(report: dict[str, Any]) -> Any:
         ("attn_o", "attention W_O"),
         ("attn_bias", "attention biases"),
         ("qk_norm", "q/k norms"),
-        ("mlp_weights", "MLP weights" + (" (all experts)" if model["n_experts"] > 1 else "")),
+        ("latent_norms", "MLA latent norms"),
+        ("sinks", "attention sinks"),
+        ("mlp_weights", "MLP weights" + (" (all routed experts)" if model["n_experts"] > 1 else "")),
         ("mlp_bias", "MLP biases"),
+        ("shared_expert", "shared expert (+ gate)"),
         ("router", "MoE router"),
         ("norms", "block norms"),
     ):
-        per = p[f"per_layer_{key}"]
-        row(label, per, per * L)
+        # "per layer" is one MoE block's (a dense model's block); the total sums every block
+        row(label, p[f"per_layer_{key}"], p[f"layers_{key}"])
+    del L
     row("final norm", None, p["final_norm"])
     row("LM head", None, p["lm_head"])
     row("LM head bias", None, p["lm_head_bias"])
@@ -181,6 +200,13 @@ def params_table(report: dict[str, Any]) -> Any:
     t.add_row("total", f"{p['per_layer']:,}", f"{total:,}", f"{fmt_count(total)}", style="bold")
     if p["active"] != total:
         t.add_row("active per token (MoE)", "", f"{p['active']:,}", fmt_count(p["active"]))
+    if p["n_moe_layers"] and p["n_dense_layers"]:
+        t.add_row(
+            f"  {p['n_moe_layers']} MoE + {p['n_dense_layers']} dense blocks",
+            f"{p['per_dense_layer']:,}", "(per dense block)", "",
+        )
+    if p["mtp"]:
+        t.add_row("MTP modules (checkpoint only)", "", f"{p['mtp']:,}", fmt_count(p["total_with_mtp"]) + " with")
     t.add_row("non-embedding (Kaplan N)", "", f"{p['non_embedding']:,}", fmt_count(p["non_embedding"]))
 
     a = _table("Seed approximations vs exact", "formula", "value", "vs exact")
