@@ -8,7 +8,7 @@ import pytest
 
 from transformer_calc.cli import run
 from transformer_calc.config import parse_bytes
-from transformer_calc.memory import most_loaded, training_memory
+from transformer_calc.timeline import peak_memory
 from transformer_calc.config import Parallelism, Training, Workload
 from transformer_calc.presets import preset_model
 
@@ -40,7 +40,8 @@ def call(capsys, *argv):
 def ok_total():
     m = preset_model("llama-2-7b")
     tr = Training(recompute="selective", flash=True)
-    return most_loaded(training_memory(m, Workload(seq_len=4096), tr, Parallelism(tensor=8, sequence_parallel=True))).total
+    # the step's peak (docs/formulas.md §2.5), not the sum of everything ever allocated
+    return peak_memory(m, Workload(seq_len=4096), tr, Parallelism(tensor=8, sequence_parallel=True)).peak_bytes
 
 
 def test_all_pass_exit_0(tmp_path, capsys):

@@ -243,8 +243,11 @@ def test_memory_json_equals_library(capsys):
 def test_memory_with_gpu_reports_fit(capsys):
     data = call_json(capsys, "memory", "--preset", "llama-2-7b", "--S", "4096", "--gpu", "a100-80gb", "--recompute", "full")
     assert data["gpu"]["memory_bytes"] == 80 * 10**9
-    assert data["fits"] is (data["memory"]["per_gpu"]["total"] <= 80 * 10**9)
-    assert data["gpu"]["headroom_bytes"] == 80 * 10**9 - data["memory"]["per_gpu"]["total"]
+    usable = 80 * 10**9 - data["memory"]["cuda_context_bytes"]  # the CUDA context is not allocatable
+    assert data["gpu"]["usable_bytes"] == usable
+    assert data["fits"] is (data["memory"]["peak_bytes"] <= usable)
+    assert data["gpu"]["headroom_bytes"] == usable - data["memory"]["peak_bytes"]
+    assert data["memory"]["peak_bytes"] <= data["memory"]["sum_bytes"]
     fit = data["fit"]
     assert isinstance(fit["max_micro_batch"], int) and fit["min_tensor_parallel"] >= 1
 

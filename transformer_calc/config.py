@@ -512,6 +512,22 @@ class ActivationProfile(str, Enum):
     torch_eager = "torch-eager"  # what eager PyTorch (HF transformers code) saves for backward, by tensor
 
 
+class Framework(str, Enum):
+    """Whose memory conventions the peak timeline follows (docs/formulas.md §2.5)."""
+
+    pytorch = "pytorch"  # eager PyTorch / HF Trainer / FSDP2: grads live from backward to zero_grad
+    megatron = "megatron"  # Megatron-core: persistent grad buffer, fused SwiGLU and cross-entropy
+    deepspeed = "deepspeed"  # DeepSpeed ZeRO: its bucket defaults and ZeRO-3 live-parameter budget
+
+
+class CrossEntropy(str, Enum):
+    """How the loss is computed over the vocabulary."""
+
+    eager = "eager"  # log_softmax + nll_loss on materialized fp32 logits (PyTorch, HF)
+    fused = "fused"  # Megatron's vocab-parallel CE: keeps the fp32 softmax, gradient in place
+    chunked = "chunked"  # fused linear + CE over token chunks (Liger-style): no B·S·V tensor kept
+
+
 MASTER_COPY_BYTES = 4  # fp32 master weights in mixed precision (Micikevicius et al. 2018)
 _ELEMENT_BYTES = {Precision.mixed: 2, Precision.fp32: 4, Precision.bf16: 2}
 _GRAD_BYTES = {Precision.mixed: 4, Precision.fp32: 4, Precision.bf16: 2}  # seed: 4 in mixed
@@ -536,6 +552,28 @@ class Training(BaseModel):
     dropout: bool | None = Field(default=None, description="dropout masks stored (default: model.dropout > 0)")
     activations: ActivationProfile = ActivationProfile.default
     head_activations: bool = Field(default=True, description="count embedding, final norm, head, loss")
+    framework: Framework = Framework.pytorch
+    cross_entropy: CrossEntropy | None = Field(
+        default=None, description="loss kernel (default: fused for megatron, eager otherwise)"
+    )
+    micro_batches: int | None = Field(
+        default=None, gt=0, description="micro-batches per optimizer step (default: P; 1 without a pipeline)"
+    )
+    fused_optimizer: bool | None = Field(
+        default=None, description="fused optimizer step, no temporaries (default: false for pytorch's foreach)"
+    )
+
+    @property
+    def loss_kernel(self) -> CrossEntropy:
+        if self.cross_entropy is not None:
+            return self.cross_entropy
+        return CrossEntropy.fused if self.framework is Framework.megatron else CrossEntropy.eager
+
+    @property
+    def optimizer_fused(self) -> bool:
+        if self.fused_optimizer is not None:
+            return self.fused_optimizer
+        return self.framework is not Framework.pytorch
 
     @model_validator(mode="before")
     @classmethod
@@ -580,6 +618,10 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "dropout": "training",
     "activations": "training",
     "head_activations": "training",
+    "framework": "training",
+    "cross_entropy": "training",
+    "micro_batches": "training",
+    "fused_optimizer": "training",
     "tensor": "parallelism",
     "sequence_parallel": "parallelism",
     "pipeline": "parallelism",

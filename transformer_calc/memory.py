@@ -29,6 +29,8 @@ from dataclasses import dataclass, replace
 from transformer_calc.config import (
     MASTER_COPY_BYTES,
     ActivationProfile,
+    CrossEntropy,
+    Framework,
     MLPKind,
     ModelConfig,
     NormKind,
@@ -47,6 +49,7 @@ SOFTMAX_STAT_BYTES = 4  # FlashAttention keeps one fp32 logsumexp per query row 
 LOSS_BYTES = 4  # the cross-entropy keeps an fp32 softmax over the vocabulary (Megatron upcasts logits)
 PLAIN_MLP_SAVED = 2  # pre-activation and activation output, F wide each (seed "MLP Activations")
 GATED_MLP_SAVED = 4  # gate pre-activation, act(gate), up projection, their product (input to W_down)
+FUSED_SWIGLU_SAVED = 3  # Megatron-core's fused SwiGLU: its [gate | up] input (2F) and W_down's input (F)
 
 # Optimizer state elements per parameter (excluding the master copy), and their bytes.
 _STATES = {
@@ -160,6 +163,8 @@ def layer_activations(
 
     # MLP: input, F-wide intermediates (per routed expert), dropout mask; MoE router logits.
     n_saved = GATED_MLP_SAVED if gated else PLAIN_MLP_SAVED
+    if gated and not seed and tr.framework is Framework.megatron:
+        n_saved = FUSED_SWIGLU_SAVED  # megatron/core/fusions/fused_bias_swiglu.py keeps its input
     mlp = 0 if shared_input else p * B * S_rep * D
     F_t = F // (par.expert_tensor_size if moe else T)
     mlp += k_exp * n_saved * p * B * S * F_t
@@ -197,7 +202,8 @@ def head_activations(
     dropout = tr.dropout if tr.dropout is not None else m.dropout > 0
     first = (MASK_BYTES * B * S_rep * D) if dropout else 0
     last = (p * B * S_rep * D if m.final_norm else 0) + p * B * S_rep * D
-    last += LOSS_BYTES * B * S * _ceil_div(m.vocab_size, T)
+    if tr.loss_kernel is not CrossEntropy.chunked:  # chunked CE keeps no B·S·V tensor
+        last += LOSS_BYTES * B * S * _ceil_div(m.vocab_size, T)
     return first, last
 
 
@@ -222,12 +228,18 @@ class StageMemory:
     attention: int
     mlp: int
     norm: int
-    other: int  # embedding/head/loss activations and the recomputation working set
+    other: int  # embedding/head/loss activations (first and last stage)
     in_flight: int  # micro-batches whose activations are alive (1F1B)
+    recompute_working: int = 0  # what recomputation rebuilds for one block during backward
+
+    @property
+    def stored(self) -> int:
+        """Activations kept for backward (everything but the recomputation working set)."""
+        return self.attention + self.mlp + self.norm + self.other
 
     @property
     def activations(self) -> int:
-        return self.attention + self.mlp + self.norm + self.other
+        return self.stored + self.recompute_working
 
     @property
     def model_states(self) -> int:
@@ -315,8 +327,9 @@ def training_memory(
                 attention=in_flight * (n_moe * layer.attention + n_dense * dense_act.attention),
                 mlp=in_flight * (n_moe * layer.mlp + n_dense * dense_act.mlp),
                 norm=in_flight * (n_moe * layer.norm + n_dense * dense_act.norm),
-                other=other + (working if n else 0),
+                other=other,
                 in_flight=in_flight,
+                recompute_working=working if n else 0,
             )
         )
     return stages
@@ -401,12 +414,17 @@ def max_micro_batch(
 def valid_tensor_parallel(m: ModelConfig, limit: int = 64) -> list[int]:
     """T values the Megatron layout allows: T divides n_heads and d_ff; K/V heads shard or
     replicate (T and n_kv_heads divide one another)."""
-    kv = m.n_kv_heads
-    return [
-        T
-        for T in range(1, min(limit, m.n_heads) + 1)
-        if m.n_heads % T == 0 and m.d_ff % T == 0 and (kv % T == 0 or T % kv == 0)
-    ]
+    out = []
+    for T in range(1, min(limit, m.n_heads) + 1):
+        if m.n_heads % T:
+            continue
+        try:
+            check_tensor_parallel(m, T)
+            kv_heads_per_rank(m.n_kv_heads, T)
+        except ValueError:
+            continue
+        out.append(T)
+    return out
 
 
 def min_parallelism(
@@ -604,5 +622,7 @@ def torch_eager_head(
         first += MASK_BYTES * B * S_rep * D
     last = _eager_norm(m, p, B * S_rep) if m.final_norm else 0
     last += p * B * S_rep * D  # LM head input
-    last += LOSS_BYTES * B * S * _ceil_div(m.vocab_size, T) + INDEX_BYTES * B * S + LOSS_SCALAR_BYTES
+    if tr.loss_kernel is not CrossEntropy.chunked:
+        last += LOSS_BYTES * B * S * _ceil_div(m.vocab_size, T)
+    last += INDEX_BYTES * B * S + LOSS_SCALAR_BYTES
     return first, last

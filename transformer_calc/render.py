@@ -323,11 +323,12 @@ def memory_table(report: dict[str, Any]) -> Any:
 
     mem, par, tr, w = report["memory"], report["parallelism"], report["training"], report["workload"]
     per = mem["per_gpu"]
+    peak = mem["peak"]
     gpu = report.get("gpu")
-    scale = max(per["total"], gpu["memory_bytes"] if gpu else 0) or 1
+    scale = max(mem["peak_bytes"], gpu["memory_bytes"] if gpu else 0) or 1
     title = (
-        f"Training memory per GPU: {report['model'].get('name') or 'custom model'}, "
-        f"S={w['seq_len']} B={w['batch_size']}"
+        f"Peak training memory per GPU: {report['model'].get('name') or 'custom model'}, "
+        f"S={w['seq_len']} B={w['batch_size']} (during the {mem['peak_phase']})"
     )
     t = _table(title, "component", "bytes", "", "share")
     t.columns[2].justify = "left"
@@ -335,20 +336,25 @@ def memory_table(report: dict[str, Any]) -> Any:
     t.columns[2].overflow = "crop"
     t.columns[2].min_width = 8
     rows = [
-        ("weights", per["weights"]),
-        ("gradients", per["gradients"]),
-        ("optimizer states", per["optimizer"]),
-        ("activations: attention", mem["activations"]["attention"]),
-        ("activations: MLP", mem["activations"]["mlp"]),
-        ("activations: norms", mem["activations"]["norm"]),
-        ("activations: other", mem["activations"]["other"]),
+        ("weights", peak["weights_bytes"]),
+        ("gradients", peak["gradients_bytes"]),
+        ("optimizer states", peak["optimizer_bytes"]),
+        ("activations", peak["activations_bytes"]),
+        (f"{mem['peak_phase']} temporaries", peak["transient_bytes"]),
+        ("gathered parameters (ZeRO-3)", peak["gathered_bytes"]),
+        ("gradient buckets", peak["buckets_bytes"]),
     ]
+    total = mem["peak_bytes"]
     for label, value in rows:
-        t.add_row(label, fmt_bytes(value), _bar(value / scale), f"{100 * value / per['total']:.1f} %" if per["total"] else "")
+        if value or label in ("weights", "activations"):
+            t.add_row(label, fmt_bytes(value), _bar(value / scale), f"{100 * value / total:.1f} %" if total else "")
     t.add_section()
-    t.add_row("total", fmt_bytes(per["total"]), _bar(per["total"] / scale), "", style="bold")
+    t.add_row("peak", fmt_bytes(total), _bar(total / scale), "", style="bold")
+    t.add_row("sum of every term (upper bound)", fmt_bytes(mem["sum_bytes"]), "", "", style="dim")
     if gpu:
         t.add_row(f"capacity ({gpu['name']})", fmt_bytes(gpu["memory_bytes"]), _bar(gpu["memory_bytes"] / scale), "", style="dim")
+    phases = "  ".join(f"{ph['phase']} {fmt_bytes(ph['total_bytes'])}" for ph in mem["phases"])
+    acts = mem["activations"]
     bpp = mem["bytes_per_param"]
     lines = [
         f"{tr['precision']} precision, p={tr['p']}, {tr['optimizer']}: "
@@ -360,6 +366,13 @@ def memory_table(report: dict[str, Any]) -> Any:
         f"activations / model states = {mem['activation_ratio']:.3g}"
         if mem["activation_ratio"] is not None
         else "",
+        f"phases: {phases}",
+        f"stored activations: attention {fmt_bytes(acts['attention'])}, MLP {fmt_bytes(acts['mlp'])}, "
+        f"norms {fmt_bytes(acts['norm'])}, embedding/head/loss {fmt_bytes(acts['other'])}"
+        + (f", recompute working set {fmt_bytes(acts['recompute_working'])}" if acts["recompute_working"] else ""),
+        f"framework conventions: {tr['framework']}; nvidia-smi would show about "
+        f"{fmt_bytes(mem['nvidia_smi_bytes'])} (+ CUDA context {fmt_bytes(mem['cuda_context_bytes'])}, "
+        f"allocator reserve {fmt_bytes(mem['allocator_reserve_bytes'])})",
     ]
     if par["pipeline"] > 1:
         lines.append(f"most loaded pipeline stage: {mem['stage']} ({mem['in_flight_micro_batches']} micro-batches in flight)")
@@ -367,7 +380,10 @@ def memory_table(report: dict[str, Any]) -> Any:
     if gpu:
         fit = report["fit"]
         verdict = "fits" if report["fits"] else "does NOT fit"
-        lines.append(f"{verdict} on {gpu['name']}: headroom {fmt_bytes(gpu['headroom_bytes'])}")
+        lines.append(
+            f"{verdict} on {gpu['name']} (usable {fmt_bytes(gpu['usable_bytes'])} after the CUDA context): "
+            f"headroom {fmt_bytes(gpu['headroom_bytes'])}"
+        )
         lines.append(f"largest micro-batch that fits: {fit['max_micro_batch']}")
         tp = fit["min_tensor_parallel"]
         lines.append(f"smallest T that fits (P={par['pipeline']}): {tp if tp else 'none up to 64'}")

@@ -122,18 +122,21 @@ def memory_report(
     gpu: Any | None = None,
 ) -> dict[str, Any]:
     """`tcalc memory`: training memory per GPU of the most loaded pipeline stage, with fitting."""
-    from transformer_calc.memory import (
-        b_min,
+    from transformer_calc.memory import b_min, optimizer_bytes_per_param
+    from transformer_calc.timeline import (
+        CUDA_CONTEXT_BYTES,
+        allocator_reserve,
+        fit_capacity,
         max_micro_batch,
         min_parallelism,
-        most_loaded,
-        optimizer_bytes_per_param,
-        training_memory,
+        stage_timelines,
     )
 
-    stages = training_memory(m, w, tr, par)
-    worst = most_loaded(stages)
+    timelines = stage_timelines(m, w, tr, par)
+    timeline = max(timelines, key=lambda tl: tl.peak_bytes)
+    worst, peak = timeline.stage, timeline.peak
     non_act = worst.model_states
+    reserve = allocator_reserve(peak.total)
     report: dict[str, Any] = {
         "model": model_dict(m),
         "workload": w.model_dump(mode="json"),
@@ -141,6 +144,14 @@ def memory_report(
         "parallelism": {**par.model_dump(mode="json"), "gpus": par.gpus},
         "params": {"total": count_params(m).total, "per_gpu": worst.params},
         "memory": {
+            "peak_bytes": peak.total,
+            "peak_phase": peak.name,
+            "peak": peak.as_dict(),
+            "sum_bytes": timeline.sum_bytes,
+            "cuda_context_bytes": CUDA_CONTEXT_BYTES,
+            "allocator_reserve_bytes": reserve,
+            "nvidia_smi_bytes": peak.total + CUDA_CONTEXT_BYTES + reserve,
+            "phases": [ph.as_dict() for ph in timeline.phases],
             "per_gpu": {
                 "weights": worst.weights,
                 "gradients": worst.gradients,
@@ -153,6 +164,7 @@ def memory_report(
                 "mlp": worst.mlp,
                 "norm": worst.norm,
                 "other": worst.other,
+                "recompute_working": worst.recompute_working,
             },
             "activation_ratio": worst.activations / non_act if non_act else None,
             "stage": worst.stage,
@@ -164,24 +176,31 @@ def memory_report(
             },
             "stages": [
                 {
-                    "stage": st.stage,
-                    "n_layers": st.n_layers,
-                    "params": st.params,
-                    "model_states": st.model_states,
-                    "activations": st.activations,
-                    "total": st.total,
+                    "stage": tl.stage.stage,
+                    "n_layers": tl.stage.n_layers,
+                    "params": tl.stage.params,
+                    "model_states": tl.stage.model_states,
+                    "activations": tl.stage.activations,
+                    "total": tl.stage.total,
+                    "peak_bytes": tl.peak_bytes,
+                    "peak_phase": tl.peak.name,
                 }
-                for st in stages
+                for tl in timelines
             ],
         },
         "b_min": b_min(m, w.seq_len),
     }
     if gpu is not None:
-        capacity = gpu.memory_bytes
+        capacity = fit_capacity(gpu.memory_bytes)
         fit_T = min_parallelism(m, w, tr, par, capacity)
         fit_TP = min_parallelism(m, w, tr, par, capacity, vary_pipeline=True)
-        report["gpu"] = {"name": gpu.name, "memory_bytes": capacity, "headroom_bytes": capacity - worst.total}
-        report["fits"] = worst.total <= capacity
+        report["gpu"] = {
+            "name": gpu.name,
+            "memory_bytes": gpu.memory_bytes,
+            "usable_bytes": capacity,
+            "headroom_bytes": capacity - peak.total,
+        }
+        report["fits"] = peak.total <= capacity
         report["fit"] = {
             "max_micro_batch": max_micro_batch(m, w, tr, par, capacity),
             "min_tensor_parallel": fit_T[0] if fit_T else None,
@@ -203,8 +222,8 @@ def check_job(
     (flag, then checks.max_memory). Raises TcalcError for an invalid file.
     """
     from transformer_calc.config import build_model, parse_bytes, training_configs
-    from transformer_calc.memory import most_loaded, training_memory
     from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.timeline import fit_capacity, peak_memory
     from transformer_calc.presets import load_job
 
     job = load_job(path, flag=None)  # positional files: messages name the path alone
@@ -225,12 +244,13 @@ def check_job(
     if want_training:
         workload, training, parallelism, section_gpu = training_configs(model, job.training, {})
         name = gpu_name or job.checks.get("gpu") or section_gpu
-        total = most_loaded(training_memory(model, workload, training, parallelism)).total
+        total = peak_memory(model, workload, training, parallelism).peak_bytes  # the step's peak
         if name:
             device = find_gpu(str(name))
+            usable = fit_capacity(device.memory_bytes)  # less the CUDA context
             checks.append(
-                {"check": "training_fits_gpu", "ok": total <= device.memory_bytes, "value": total,
-                 "limit": device.memory_bytes, "gpu": device.name}
+                {"check": "training_fits_gpu", "ok": total <= usable, "value": total,
+                 "limit": usable, "gpu": device.name}
             )
         if max_memory is not None:
             checks.append({"check": "training_max_memory", "ok": total <= max_memory, "value": total, "limit": max_memory})

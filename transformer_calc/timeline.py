@@ -1,0 +1,365 @@
+"""Peak training memory: the memory timeline of one training step on one GPU.
+
+`training_memory` (memory.py) gives what a GPU holds: model states and the activations kept for
+backward. They are never all alive together with the step's transients, and the transients can set
+the peak: the loss's B·S·V tensors at today's vocabularies, the attention-score gradients of eager
+attention, ZeRO-3's gathered parameters, the optimizer's temporaries. This module walks the step
+phase by phase for each pipeline stage and reports the largest phase, named, with its breakdown;
+the sum of every term stays available as an upper bound (docs/formulas.md §2.5).
+
+Phases (one micro-batch; with a pipeline, the stage's in-flight micro-batches are alive):
+
+  forward          states + the stored activations of every in-flight micro-batch
+  loss forward     (last stage) + the logits and their fp32 copy while the loss runs
+  loss backward    (last stage) + the gradients of the loss w.r.t. log-probabilities and logits
+  backward         at the stage's last block: its MLP and norm activations already freed, the
+                   attention backward's transients (eager: the S x S score gradients), the
+                   recomputation working set, the head's gradients
+  backward of the first block
+                   the same transients at the stage's first block, with (nearly) every gradient
+                   allocated and only that block's activations left
+  backward end     all gradients, no activations
+  optimizer step   all gradients + the optimizer's temporaries
+
+Gradients are resident through the forward when the framework keeps a buffer (Megatron-core's
+main_grad) or when gradients accumulate over several micro-batches (pipelines, accumulation);
+otherwise (PyTorch/DeepSpeed, one micro-batch) they appear during the backward and are freed by
+zero_grad(set_to_none=True) after the step.
+
+Framework conventions (`Training.framework`), each with the code it follows:
+- pytorch: torch.optim.AdamW's default foreach step keeps one fp32 temporary per parameter
+  (torch/optim/adamw.py `_multi_tensor_adamw`: `exp_avg_sq_sqrt = torch._foreach_sqrt(...)`);
+  DistributedDataParallel copies gradients into its buckets (gradient_as_bucket_view=False, the
+  default: "the saved memory size will be equal to the total gradients size" when True, per the
+  DDP docs); FSDP2 (ZeRO-3) holds the unit it computes and the one it prefetches unsharded, and
+  reduce-scatters one unit's unsharded gradients at a time (units: each block, and the root with
+  the embedding, final norm and head).
+- megatron: persistent gradient buffer (distributed/param_and_grad_buffer.py), buckets are views
+  of it; fused Adam; fused SwiGLU keeps 3·F per token; vocab-parallel cross-entropy keeps the fp32
+  softmax and computes the gradient in place (tensor_parallel/cross_entropy.py).
+- deepspeed: ZeRO-1/2 reduce into an `reduce_bucket_size` = 5e8-element bucket and all-gather the
+  updated parameters in `allgather_bucket_size` = 5e8-element buckets; ZeRO-3's working set is
+  DeepSpeed's own estimate, 4 bytes x the largest layer's parameters
+  (runtime/zero/stage3.py `estimate_zero3_model_states_mem_needs`: largest_layer_memory);
+  fused Adam (no temporaries).
+
+What nvidia-smi shows is more than what PyTorch allocates: the CUDA context (driver, cuBLAS and
+kernel images; CUDA_CONTEXT_BYTES, an assumption of its order) and the caching allocator's
+reserve (blocks cached but not in use; ALLOCATOR_RESERVE, a stated fraction of the peak). Both are
+reported apart; the fit check counts the context, not the reserve.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from transformer_calc.config import (
+    ActivationProfile,
+    CrossEntropy,
+    Framework,
+    ModelConfig,
+    Optimizer,
+    Parallelism,
+    Precision,
+    Recompute,
+    Training,
+    Workload,
+)
+from transformer_calc.memory import (
+    FP32_BYTES,
+    StageMemory,
+    _ceil_div,
+    eager_code,
+    head_activations,
+    kv_heads_per_rank,
+    layer_activations,
+    training_memory,
+)
+from transformer_calc.params import shard_params
+
+GIB = 2**30
+MIB = 2**20
+CUDA_CONTEXT_BYTES = 512 * MIB  # CUDA context + cuBLAS/cuDNN workspaces + kernel images: of the
+# order PyTorch users report on A100/H100 (300-800 MiB with driver and libraries); an assumption
+ALLOCATOR_RESERVE = 0.05  # caching-allocator blocks reserved but unused, as a fraction of the peak
+DEEPSPEED_REDUCE_BUCKET = 500_000_000  # zero_optimization.reduce_bucket_size default (elements)
+DEEPSPEED_ALLGATHER_BUCKET = 500_000_000  # zero_optimization.allgather_bucket_size default
+DEEPSPEED_Z3_BYTES_PER_PARAM = 4  # estimate_zero3_model_states_mem_needs: 4 x largest layer
+CHUNK_TOKENS = 1024  # chunked cross-entropy: tokens per chunk (an assumption; Liger sizes it ~V/D)
+ADAM_FOREACH_TEMPS = 1  # foreach AdamW: one temporary per parameter (the sqrt of the second moment)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """What one GPU holds at one moment of the step (bytes)."""
+
+    name: str
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int  # stored for backward (and being recomputed)
+    transient: int  # the phase's own temporaries (logits, gradients of intermediates, optimizer temps)
+    gathered: int  # ZeRO-3 / FSDP parameters gathered unsharded
+    buckets: int  # gradient communication buffers
+
+    @property
+    def total(self) -> int:
+        return (
+            self.weights + self.gradients + self.optimizer + self.activations
+            + self.transient + self.gathered + self.buckets
+        )  # fmt: skip
+
+    def as_dict(self) -> dict[str, int | str]:
+        return {
+            "phase": self.name,
+            "weights_bytes": self.weights,
+            "gradients_bytes": self.gradients,
+            "optimizer_bytes": self.optimizer,
+            "activations_bytes": self.activations,
+            "transient_bytes": self.transient,
+            "gathered_bytes": self.gathered,
+            "buckets_bytes": self.buckets,
+            "total_bytes": self.total,
+        }
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The phases of one training step on one pipeline stage's GPU."""
+
+    stage: StageMemory
+    phases: tuple[Phase, ...]
+
+    @property
+    def peak(self) -> Phase:
+        return max(self.phases, key=lambda ph: ph.total)  # the first of equal ones
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.peak.total
+
+    @property
+    def sum_bytes(self) -> int:
+        """Every term at once (the largest transient of each kind): an upper bound of the peak."""
+        return (
+            self.stage.weights + self.stage.optimizer + max(ph.gradients for ph in self.phases)
+            + self.stage.activations + sum(_kinds(self.phases).values())
+            + max(ph.gathered for ph in self.phases) + max(ph.buckets for ph in self.phases)
+        )  # fmt: skip
+
+
+def _kinds(phases: tuple[Phase, ...]) -> dict[str, int]:
+    """The largest transient of each phase (summed for the upper bound)."""
+    return {ph.name: ph.transient for ph in phases}
+
+
+def micro_batches(tr: Training, par: Parallelism) -> int:
+    """Micro-batches per optimizer step: given, or P under a pipeline (1F1B needs >= P), else 1."""
+    if tr.micro_batches is not None:
+        return tr.micro_batches
+    return par.pipeline if par.pipeline > 1 else 1
+
+
+def stage_timeline(
+    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, st: StageMemory
+) -> Timeline:
+    """The phases of one step on the GPU of pipeline stage `st` (see the module docstring)."""
+    B, S, T, p = w.batch_size, w.seq_len, par.tensor, tr.p
+    P = par.pipeline
+    is_first, is_last = st.stage == 0, st.stage == P - 1
+    fw = tr.framework
+    shard = shard_params(m, T, par.expert, par.expert_tensor)
+
+    # Gradients: resident through the forward with a persistent buffer or accumulation.
+    persistent = fw is Framework.megatron or micro_batches(tr, par) > 1
+    grads_fwd = st.gradients if persistent else 0
+    head_params = shard.final_norm + (shard.lm_head or shard.tied_head_copy or shard.embedding)
+    head_grads = min(st.gradients, head_params * tr.grad_bytes) if is_last else 0
+
+    # Stored activations (of all in-flight micro-batches) and the last block's parts.
+    stored, working = st.stored, st.recompute_working
+    block = layer_activations(m, w, tr.model_copy(update={"recompute": Recompute.none}), par)
+
+    # The loss's B·S·V tensors (vocabulary-parallel: V/T per rank), last stage only.
+    bsv = B * S * _ceil_div(m.vocab_size, T)
+    loss_fwd = loss_bwd = 0
+    if is_last and tr.head_activations and tr.activations is not ActivationProfile.seed:
+        kernel = tr.loss_kernel
+        upcast = FP32_BYTES if p < FP32_BYTES else 0
+        if kernel is CrossEntropy.eager:
+            # logits (p) and their fp32 copy, log_softmax's output being stored (in `stored`);
+            # backward: d(log-probs) and d(logits) in fp32 together (the cast of d(logits) back to
+            # p comes after d(log-probs) is freed: never more than two B·S·V buffers).
+            loss_fwd = p * bsv + upcast * bsv
+            loss_bwd = 2 * FP32_BYTES * bsv
+        elif kernel is CrossEntropy.fused:
+            # the fp32 softmax is built from the logits (kept: stored); its gradient in place
+            loss_fwd = p * bsv
+            loss_bwd = p * bsv if upcast else 0
+        else:  # chunked: one chunk's fp32 logits and their gradient
+            chunk = min(B * S, CHUNK_TOKENS) * _ceil_div(m.vocab_size, T)
+            loss_fwd = loss_bwd = 2 * FP32_BYTES * chunk
+
+    # Backward through the stage's last block: its MLP and norm activations are consumed, the
+    # attention backward allocates the score gradients (eager) or dq/dk/dv (flash).
+    A_t = m.n_heads // T
+    kv_t = A_t if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
+    # Consumed before the attention backward peaks: the block's MLP activations and its norms but
+    # the first (the block's input norm is differentiated last), W_O's input and, when the softmax
+    # is kept in fp32, its cast copy that P·V took.
+    norms = max(m.norms_per_layer, 1)
+    consumed = block.mlp + block.norm * (norms - 1) // norms + p * B * S * A_t * m.v_dim
+    if tr.flash:
+        attn_bwd = p * B * S * (2 * A_t * m.head_dim + kv_t * (m.head_dim + m.v_dim))
+    else:
+        fp32_softmax = (
+            tr.activations is ActivationProfile.torch_eager and eager_code(m).softmax_fp32 and p < FP32_BYTES
+        )
+        soft = FP32_BYTES if fp32_softmax else p
+        attn_bwd = 2 * soft * B * A_t * S * S  # the softmax's output gradient and input gradient
+        consumed += p * B * A_t * S * S if fp32_softmax else 0
+    if is_last:  # the head's and the loss's stored tensors are consumed by the loss backward
+        stored_bwd = stored - head_activations(m, w, tr, par)[1]
+    else:
+        stored_bwd = stored
+    if tr.recompute is Recompute.full:
+        bwd_acts = stored_bwd + max(working - consumed, 0)
+    else:
+        bwd_acts = max(stored_bwd - consumed, 0) + working
+    # ... and through the stage's first block, when (without a persistent buffer) nearly every
+    # gradient exists: this micro-batch keeps only that block's activations (and the embedding's),
+    # the other in-flight micro-batches all of theirs.
+    others = stored * (st.in_flight - 1) // st.in_flight
+    first_extra = head_activations(m, w, tr, par)[0] if is_first else 0
+    kept = layer_activations(m, w, tr, par).total  # the first block as stored (recompute applied)
+    if tr.recompute is Recompute.full:
+        first_acts = others + kept + first_extra + max(working - consumed, 0)
+    else:
+        first_acts = others + max(kept - consumed, 0) + first_extra + working
+    # missing then: the block's gradients and (untied, first stage) the embedding's; a tied table
+    # already has its gradient from the head
+    untied_embedding = is_first and not (m.tied_embeddings and is_last)
+    first_params = max(shard.layer, shard.dense_layer) + (shard.embedding if untied_embedding else 0)
+    grads_first = max(grads_fwd, st.gradients - st.gradients * min(first_params, st.params) // max(st.params, 1))
+    if st.n_layers == 0:
+        attn_bwd, bwd_acts, first_acts = 0, stored, stored
+
+    # Optimizer temporaries: foreach Adam(W) in PyTorch, one per (ZeRO-sharded) parameter in the
+    # dtype of the states (fp32; bf16 for pure-bf16 training).
+    opt_temp = 0
+    if not tr.optimizer_fused and tr.optimizer in (Optimizer.adamw, Optimizer.adam):
+        sharded = st.optimizer // max(_opt_bytes(tr), 1)
+        state_bytes = p if tr.precision is Precision.bf16 else FP32_BYTES
+        opt_temp = ADAM_FOREACH_TEMPS * state_bytes * sharded
+
+    # ZeRO-3 / FSDP gathered parameters and gradient buckets. FSDP units: every block, and the
+    # root (embedding, final norm, head); DeepSpeed's "layers": blocks, the embedding, the head.
+    block_unit = max(shard.layer, shard.dense_layer)
+    root_unit = shard.embedding + shard.final_norm + shard.lm_head
+    largest_layer = max(block_unit, shard.embedding, shard.lm_head)
+    gathered = 0
+    if par.zero >= 3 and par.data > 1:
+        if fw is Framework.deepspeed:
+            gathered = DEEPSPEED_Z3_BYTES_PER_PARAM * largest_layer
+        else:  # the unit computed and the one prefetched: at most the root and a block
+            gathered = (max(root_unit, block_unit) + block_unit) * p
+    resident_buckets = bwd_buckets = end_buckets = opt_buckets = 0
+    if par.data > 1:
+        if fw is Framework.pytorch:
+            if par.zero == 0:
+                resident_buckets = st.gradients  # DDP's bucket copies of every gradient
+            else:  # FSDP reduce-scatters one unit's unsharded gradients at a time
+                bwd_buckets = block_unit * tr.grad_bytes
+                end_buckets = max(root_unit, block_unit) * tr.grad_bytes
+        elif fw is Framework.deepspeed:
+            bwd_buckets = end_buckets = min(DEEPSPEED_REDUCE_BUCKET, st.params) * tr.grad_bytes
+            if par.zero in (1, 2):
+                opt_buckets = min(DEEPSPEED_ALLGATHER_BUCKET, st.params) * p
+
+    W, O, G = st.weights, st.optimizer, st.gradients
+    phases = [
+        Phase("forward", W, grads_fwd, O, stored, 0, gathered, resident_buckets),
+    ]
+    if is_last:
+        phases.append(Phase("loss forward", W, grads_fwd, O, stored, loss_fwd, gathered, resident_buckets))
+        phases.append(Phase("loss backward", W, grads_fwd, O, stored, loss_bwd, gathered, resident_buckets))
+    phases += [
+        Phase("backward", W, max(grads_fwd, head_grads), O, bwd_acts, attn_bwd, gathered,
+              resident_buckets + bwd_buckets),
+        Phase("backward of the first block", W, grads_first, O, first_acts, attn_bwd, gathered,
+              resident_buckets + bwd_buckets),
+        Phase("backward end", W, G, O, 0, 0, 0, resident_buckets + end_buckets),
+        Phase("optimizer step", W, G, O, 0, opt_temp, 0, resident_buckets + opt_buckets),
+    ]
+    return Timeline(stage=st, phases=tuple(phases))
+
+
+def _opt_bytes(tr: Training) -> int:
+    from transformer_calc.memory import optimizer_bytes_per_param
+
+    return optimizer_bytes_per_param(tr)
+
+
+def peak_memory(
+    m: ModelConfig, w: Workload, tr: Training = Training(), par: Parallelism = Parallelism(), *, all_stages: bool = True
+) -> Timeline:
+    """The timeline of the pipeline stage whose peak is largest (ties: the earlier stage)."""
+    stages = training_memory(m, w, tr, par, all_stages=all_stages)
+    return max((stage_timeline(m, w, tr, par, st) for st in stages), key=lambda tl: tl.peak_bytes)
+
+
+def stage_timelines(
+    m: ModelConfig, w: Workload, tr: Training = Training(), par: Parallelism = Parallelism(), *, all_stages: bool = True
+) -> list[Timeline]:
+    return [stage_timeline(m, w, tr, par, st) for st in training_memory(m, w, tr, par, all_stages=all_stages)]
+
+
+def allocator_reserve(peak_bytes: int, fraction: float = ALLOCATOR_RESERVE) -> int:
+    """The caching allocator's unused reserve, a stated fraction of the peak (whole bytes)."""
+    return int(peak_bytes * fraction)
+
+
+def fit_capacity(gpu_bytes: int, cuda_context: int = CUDA_CONTEXT_BYTES) -> int:
+    """What PyTorch can allocate on a GPU of `gpu_bytes`: its capacity less the CUDA context."""
+    return gpu_bytes - cuda_context
+
+
+def max_micro_batch(m: ModelConfig, w: Workload, tr: Training, par: Parallelism, capacity: int) -> int:
+    """Largest micro-batch B whose peak fits in `capacity` bytes (0: not even B = 1).
+
+    Every phase of every stage is affine in B (states fixed; activations and transients linear),
+    so the peak is the maximum of affine functions and the answer is exact: B_max = min over
+    phases of (capacity - fixed) // per_sequence.
+    """
+    one = stage_timelines(m, w.model_copy(update={"batch_size": 1}), tr, par, all_stages=False)
+    two = stage_timelines(m, w.model_copy(update={"batch_size": 2}), tr, par, all_stages=False)
+    best: int | None = None
+    for a, b in zip(one, two):
+        for pa, pb in zip(a.phases, b.phases):
+            slope = pb.total - pa.total
+            fixed = pa.total - slope
+            if fixed > capacity:
+                return 0
+            if slope > 0:
+                limit = (capacity - fixed) // slope
+                best = limit if best is None else min(best, limit)
+    return max(best if best is not None else 0, 0)
+
+
+def min_parallelism(
+    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, capacity: int,
+    vary_pipeline: bool = False, max_pipeline: int = 64,
+) -> tuple[int, int] | None:
+    """Smallest T (pipeline fixed) or smallest T·P (ties: smaller T) whose peak fits `capacity`."""
+    from transformer_calc.memory import valid_tensor_parallel
+
+    Ps = range(1, min(m.n_layers, max_pipeline) + 1) if vary_pipeline else [par.pipeline]
+    candidates = sorted(((T * P, T, P) for T in valid_tensor_parallel(m) for P in Ps), key=lambda c: (c[0], c[1]))
+    for _, T, P in candidates:
+        trial = par.model_copy(update={"tensor": T, "pipeline": P})
+        try:
+            if peak_memory(m, w, tr, trial, all_stages=False).peak_bytes <= capacity:
+                return T, P
+        except ValueError:  # a layout this model cannot take (e.g. experts over T x dp)
+            continue
+    return None
