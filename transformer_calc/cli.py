@@ -255,6 +255,10 @@ def memory(
     dropout: Annotated[Optional[bool], typer.Option("--dropout/--no-dropout", help="Dropout masks kept [default: the model's dropout > 0].", rich_help_panel=TRAINING)] = None,
     activations: Annotated[Optional[str], typer.Option("--activations", help="default | seed (exactly the seed's per-layer equations) | torch-eager.", rich_help_panel=TRAINING)] = None,
     head: Annotated[Optional[bool], typer.Option("--head/--no-head", help="Count embedding, final-norm, head and loss activations [default: on].", rich_help_panel=TRAINING)] = None,
+    framework: Annotated[Optional[str], typer.Option("--framework", help="Peak-memory conventions: pytorch (eager/HF Trainer/FSDP2) | megatron | deepspeed [default: pytorch].", rich_help_panel=TRAINING)] = None,
+    cross_entropy: Annotated[Optional[str], typer.Option("--cross-entropy", help="Loss kernel: eager | fused (Megatron vocab-parallel) | chunked (Liger-style) [default: fused for megatron, else eager].", rich_help_panel=TRAINING)] = None,
+    micro_batches: Annotated[Optional[int], typer.Option("--micro-batches", help="Micro-batches per optimizer step (gradients stay allocated across them) [default: P, or 1].", rich_help_panel=TRAINING)] = None,
+    fused_optimizer: Annotated[Optional[bool], typer.Option("--fused-optimizer/--foreach-optimizer", help="Fused optimizer step (no temporaries) or PyTorch's foreach [default: foreach for pytorch, fused otherwise].", rich_help_panel=TRAINING)] = None,
     T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel ranks [default: 1].", rich_help_panel=PARALLEL)] = None,
     sp: Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Sequence parallelism (with T) [default: off].", rich_help_panel=PARALLEL)] = None,
     P: Annotated[Optional[int], typer.Option("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B) [default: 1].", rich_help_panel=PARALLEL)] = None,
@@ -278,6 +282,7 @@ def memory(
     flags = dict(
         seq_len=S, batch_size=B, precision=precision, p=p, grad_bytes=grad_bytes, optimizer=optimizer,
         recompute=recompute, flash=flash, dropout=dropout, activations=activations, head_activations=head,
+        framework=framework, cross_entropy=cross_entropy, micro_batches=micro_batches, fused_optimizer=fused_optimizer,
         tensor=T, sequence_parallel=sp, pipeline=P, data=dp, zero=zero, expert=ep, expert_tensor=etp, gpu=gpu,
     )
     workload, training, parallelism, gpu_name = training_configs(model, job.training if job else {}, flags)

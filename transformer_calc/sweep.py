@@ -128,7 +128,7 @@ def run_sweep(
     from transformer_calc.flops import count_flops, training_time_s, SECONDS_PER_DAY
     from transformer_calc.hardware import peak_flops
     from transformer_calc.inference import InferenceSpec, decode, inference_memory, kv_cache, prefill_step
-    from transformer_calc.memory import most_loaded, training_memory
+    from transformer_calc.timeline import fit_capacity, peak_memory
 
     want_training = any(m in TRAINING_METRICS for m in spec.metrics)
     want_inference = any(m in INFERENCE_METRICS for m in spec.metrics)
@@ -164,11 +164,13 @@ def run_sweep(
                     zero=point.get("zero", 0), expert=point.get("ep", 1), expert_tensor=None,
                     sequence_parallel=bool(spec.training.get("sequence_parallel", False)),
                 )
-                st = most_loaded(training_memory(m, w, tr, par, all_stages=False))
-                row["memory"], row["weights"], row["activations"] = st.total, st.weights, st.activations
+                tl = peak_memory(m, w, tr, par, all_stages=False)
+                st = tl.stage
+                row["memory"], row["weights"], row["activations"] = tl.peak_bytes, st.weights, st.activations
                 if device is not None:
-                    row["fits"] = st.total <= device.memory_bytes
-                    row["headroom"] = device.memory_bytes - st.total
+                    usable = fit_capacity(device.memory_bytes)
+                    row["fits"] = tl.peak_bytes <= usable
+                    row["headroom"] = usable - tl.peak_bytes
                 step = count_flops(m, w)
                 row["flops"] = step.total
                 if "train_days" in spec.metrics and spec.tokens and device is not None:

@@ -1,0 +1,158 @@
+"""Peak training memory (transformer_calc/timeline.py): every phase worked by hand on a tiny model,
+framework conventions, and the invariants (peak <= sum; more recompute never stores more; a higher
+ZeRO stage never holds more model states). Validation against PyTorch's MemTracker on real HF
+models is tools/crosscheck/peak_memory.py (docs/validation.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from transformer_calc.config import ModelConfig, Parallelism, Training, Workload
+from transformer_calc.memory import layer_activations, training_memory
+from transformer_calc.params import count_params
+from transformer_calc.timeline import (
+    CUDA_CONTEXT_BYTES,
+    DEEPSPEED_Z3_BYTES_PER_PARAM,
+    fit_capacity,
+    max_micro_batch,
+    peak_memory,
+)
+
+from conftest import model_configs
+
+# L=2, D=8, A=2 (head_dim 4), d_ff=32, V=10, K=6: GPT-style, biases, tied; 1888 parameters.
+TINY = ModelConfig.model_validate({"L": 2, "D": 8, "A": 2, "V": 10, "K": 6})
+N = 1888
+
+
+def phases(tl):
+    return {ph.name: ph for ph in tl.phases}
+
+
+def test_every_phase_by_hand_fp32():
+    # fp32 AdamW (PyTorch's foreach step), one micro-batch, S = 4, B = 1: W = 4N, G = 4N, O = 8N.
+    w, tr = Workload(seq_len=4, batch_size=1), Training(precision="fp32")
+    tl = peak_memory(TINY, w, tr)
+    ph = phases(tl)
+    st = tl.stage
+    assert (st.weights, st.gradients, st.optimizer) == (4 * N, 4 * N, 8 * N)
+    fwd = ph["forward"]
+    assert (fwd.gradients, fwd.activations, fwd.transient) == (0, st.stored, 0)  # grads come later
+    # loss forward: the logits, B·S·V = 40 values of p = 4 bytes (fp32: no upcast copy)
+    assert ph["loss forward"].transient == 4 * 40
+    # loss backward: d(log-probs) and d(logits) in fp32
+    assert ph["loss backward"].transient == 2 * 4 * 40
+    # the blocks' backward: eager attention's score gradients, 2 x p x B·A·S² = 2·4·2·16
+    assert ph["backward"].transient == 2 * 4 * 2 * 16 == 256
+    # backward end: all gradients; optimizer step: + one fp32 temporary per parameter (foreach)
+    assert ph["backward end"].total == 16 * N
+    assert ph["optimizer step"].total == 16 * N + 4 * N
+    assert tl.peak.name == "optimizer step" and tl.peak_bytes == 20 * N
+    assert tl.peak_bytes <= tl.sum_bytes
+
+
+def test_fused_optimizer_has_no_temporaries():
+    w = Workload(seq_len=4)
+    fused = phases(peak_memory(TINY, w, Training(precision="fp32", fused_optimizer=True)))
+    assert fused["optimizer step"].transient == 0
+
+
+def test_grad_accumulation_keeps_gradients_through_the_forward():
+    w = Workload(seq_len=4)
+    one = phases(peak_memory(TINY, w, Training(precision="fp32")))
+    four = phases(peak_memory(TINY, w, Training(precision="fp32", micro_batches=4)))
+    assert one["forward"].gradients == 0 and four["forward"].gradients == 4 * N
+    megatron = phases(peak_memory(TINY, w, Training(precision="fp32", framework="megatron")))
+    assert megatron["forward"].gradients == 4 * N  # the persistent main-grad buffer
+
+
+def test_loss_kernels_bf16():
+    # p = 2: eager keeps the logits (2 bytes) and their fp32 copy in the forward; fused keeps the
+    # bf16 logits only (the fp32 softmax is stored); chunked holds one chunk of 1024 tokens.
+    w = Workload(seq_len=4, batch_size=1)
+    bsv = 40
+    eager = phases(peak_memory(TINY, w, Training()))
+    assert eager["loss forward"].transient == (2 + 4) * bsv and eager["loss backward"].transient == 8 * bsv
+    fused = phases(peak_memory(TINY, w, Training(cross_entropy="fused")))
+    assert fused["loss forward"].transient == 2 * bsv and fused["loss backward"].transient == 2 * bsv
+    chunked = phases(peak_memory(TINY, w, Training(cross_entropy="chunked")))
+    assert chunked["loss forward"].transient == 2 * 4 * min(4, 1024) * 10
+    # chunked keeps no fp32 softmax over the vocabulary
+    assert chunked["forward"].activations == eager["forward"].activations - 4 * bsv
+
+
+def test_megatron_fused_swiglu_keeps_three_widths():
+    m = ModelConfig.model_validate({"L": 2, "D": 8, "A": 2, "V": 10, "d_ff": 16, "mlp": "swiglu", "bias": False})
+    w = Workload(seq_len=4, batch_size=1)
+    eager = layer_activations(m, w, Training())
+    fused = layer_activations(m, w, Training(framework="megatron"))
+    assert eager.mlp - fused.mlp == 2 * 1 * 4 * 16  # one F-wide tensor of p = 2 bytes per token
+
+
+def test_zero3_gathered_parameters():
+    m = ModelConfig.model_validate({"L": 4, "D": 64, "A": 4, "V": 1000, "K": 64, "tied_embeddings": False})
+    w, par = Workload(seq_len=16), Parallelism(data=8, zero=3)
+    p = count_params(m)
+    ds = phases(peak_memory(m, w, Training(framework="deepspeed"), par))
+    largest = max(p.layer.total, p.embedding + p.position, p.lm_head)
+    assert ds["forward"].gathered == DEEPSPEED_Z3_BYTES_PER_PARAM * largest  # DeepSpeed's estimate
+    fsdp = phases(peak_memory(m, w, Training(), par))
+    root = p.embedding + p.position + p.final_norm + p.lm_head
+    assert fsdp["forward"].gathered == (max(root, p.layer.total) + p.layer.total) * 2  # p = 2
+    assert fsdp["optimizer step"].gathered == 0
+
+
+def test_ddp_buckets_copy_the_gradients():
+    w = Workload(seq_len=4)
+    one = phases(peak_memory(TINY, w, Training(precision="fp32"), Parallelism(data=1)))
+    ddp = phases(peak_memory(TINY, w, Training(precision="fp32"), Parallelism(data=2)))
+    assert one["backward end"].buckets == 0 and ddp["backward end"].buckets == 4 * N
+
+
+def test_fit_uses_the_peak_and_the_cuda_context():
+    w = Workload(seq_len=4)
+    tr = Training(precision="fp32")
+    peak = peak_memory(TINY, w, tr).peak_bytes
+    assert fit_capacity(10**9) == 10**9 - CUDA_CONTEXT_BYTES
+    assert max_micro_batch(TINY, w, tr, Parallelism(), peak - 1) == 0
+    assert max_micro_batch(TINY, w, tr, Parallelism(), peak) >= 1
+
+
+def test_issue_example_peak_is_below_the_sum(capsys):
+    from transformer_calc.cli import run
+
+    code = run(["memory", "--preset", "llama-3-8b", "--S", "8192", "--B", "2", "--recompute", "full",
+                "--dp", "64", "--zero", "3", "--flash", "-f", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    mem = json.loads(out)["memory"]
+    assert mem["peak_phase"] == "loss backward"
+    assert mem["peak_bytes"] < mem["sum_bytes"]
+    assert mem["peak_bytes"] == max(ph["total_bytes"] for ph in mem["phases"])
+    assert mem["peak"]["gathered_bytes"] > 0  # ZeRO-3's gathered units are counted
+    assert mem["nvidia_smi_bytes"] == mem["peak_bytes"] + mem["cuda_context_bytes"] + mem["allocator_reserve_bytes"]
+
+
+@settings(max_examples=80)
+@given(model_configs(), st.integers(1, 512), st.integers(1, 4), st.sampled_from(["pytorch", "megatron", "deepspeed"]),
+       st.sampled_from([1, 2, 4]), st.integers(0, 3), st.booleans())
+def test_invariants(m, S, B, framework, dp, zero, flash):
+    w = Workload(seq_len=S, batch_size=B)
+    par = Parallelism(data=dp, zero=zero)
+    tr = Training(framework=framework, flash=flash)
+    tl = peak_memory(m, w, tr, par)
+    assert tl.peak_bytes <= tl.sum_bytes
+    assert all(ph.total >= 0 for ph in tl.phases)
+    # more recompute never stores more activations (two layers or more: with one, recomputing it
+    # adds the checkpointed input)
+    if m.n_layers >= 2:
+        acts = [max(ph.activations for ph in peak_memory(m, w, tr.model_copy(update={"recompute": r}), par).phases)
+                for r in ("none", "selective", "full")]
+        assert acts[0] >= acts[1] >= acts[2]
+    # a higher ZeRO stage never holds more model states
+    states = [training_memory(m, w, tr, par.model_copy(update={"zero": z}))[0].model_states for z in range(4)]
+    assert states == sorted(states, reverse=True)
