@@ -65,7 +65,7 @@ def test_an_invalid_file_exits_2_and_others_still_run(tmp_path, capsys):
     code, out, _ = call(capsys, "check", bad, ok, "--max-memory", "70GiB")
     assert code == 2
     lines = out.splitlines()
-    assert lines[0] == f"ERROR {bad}: unknown section 'trainig'; did you mean training?"
+    assert lines[0] == f"INVALID {bad}: unknown section 'trainig'; did you mean training?"
     assert lines[1].startswith(f"PASS  {ok}")
 
 
@@ -74,7 +74,7 @@ def test_json_report(tmp_path, capsys):
     code, out, _ = call(capsys, "check", ok, big, "--max-memory", "70GiB", "--format", "json")
     data = json.loads(out)
     assert code == 1
-    assert (data["passed"], data["failed"], data["errors"]) == (1, 1, 0)
+    assert (data["passed"], data["failed"], data["invalid"]) == (1, 1, 0)
     first = data["files"][0]
     assert first["status"] == "pass"
     assert first["checks"] == [{"check": "training_max_memory", "ok": True, "value": ok_total(), "limit": 70 * 2**30}]
@@ -115,10 +115,10 @@ def test_bad_flags_are_usage_errors(tmp_path, capsys, argv, message):
         ("model: {preset: gpt3}\ntraining: {batchsize: 2}\n", "unknown key 'batchsize'; did you mean batch_size"),
         ("model: {preset: gpt3}\ntraining: {zero: 7}\n", "zero (7)"),
         ("training: {S: 1}\n", "has training: but no model: section"),
-        ("model: {preset: gpt3}\ntraining: {S: 2048, S: 1024}\n", ""),  # YAML keeps the last; valid
+        ("model: {preset: gpt3}\ntraining: {S: 2048, S: 1024}\n", "key 'S' is given twice"),  # issue 13: no silent last-wins
         ("model: {preset: gpt3}\ninference: {new_tokns: 5}\n", "unknown key 'new_tokns'; did you mean new_tokens"),
         ("model: {preset: gpt3}\nchecks: {max_memory: lots}\n", "checks.max_memory ('lots') is not a size"),
-        ("model: !!python/object/apply:os.system ['true']\n", "safe loading only"),
+        ("model: !!python/object/apply:os.system ['true']\n", "plain YAML values only"),
     ],
 )
 def test_invalid_job_files(tmp_path, capsys, text, message):
@@ -183,3 +183,22 @@ def test_flops_and_mfu_read_the_job_files_training_section(tmp_path, capsys):
     code, out, _ = call(capsys, "mfu", "--config", f, "--tokens-per-s", "1e5", "-f", "json")
     data = json.loads(out)
     assert code == 0 and data["seq_len"] == 512 and data["flops"]["recompute"] == "full"
+
+
+def test_a_check_that_cannot_run_is_invalid_not_pass(tmp_path, capsys):
+    # --min-tokens-per-s on a file without an inference: section: nothing to measure it on
+    f = write(tmp_path, "ok.yaml", OK)
+    code, out, _ = call(capsys, "check", f, "--min-tokens-per-s", "10")
+    assert code == 2 and out.startswith(f"INVALID {f}: --min-tokens-per-s is an inference check")
+
+
+def test_every_file_is_reported_invalid_ones_too(tmp_path, capsys):
+    ok = write(tmp_path, "a.yaml", OK)
+    bad = write(tmp_path, "b.yaml", "model: {preset: gpt3}\ntraining: {S: 2048, S: 1024}\n")
+    nan = write(tmp_path, "c.yaml", "model: {preset: gpt3}\ninference: {B: 1}\nchecks: {max_ttft_s: .nan}\n")
+    code, out, _ = call(capsys, "check", ok, bad, nan, "--gpu", "a100-80gb")
+    lines = out.splitlines()
+    assert code == 2  # an invalid file wins over pass and fail
+    assert lines[0].startswith(f"PASS  {ok}") and lines[1].startswith(f"INVALID {bad}")
+    assert lines[2].startswith(f"INVALID {nan}") and "non-finite" in lines[2]
+    assert lines[-1] == "1 passed, 0 failed, 2 invalid"

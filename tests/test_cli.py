@@ -147,7 +147,7 @@ def test_bad_input_is_one_line_exit_2(capsys, argv, message):
     ("content", "message"),
     [
         ("L: [1, 2\n", "invalid YAML at line"),
-        ("!!python/object:os.system {}\n", "safe loading only"),
+        ("!!python/object:os.system {}\n", "plain YAML values only"),
         ("", "is empty"),
         ("- 1\n- 2\n", "expected a mapping"),
         ("model: 3\n", "model: must be a mapping"),

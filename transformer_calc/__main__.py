@@ -1,3 +1,3 @@
-from transformer_calc.cli import main
+from transformer_calc._entry import main
 
 main()

@@ -66,15 +66,26 @@ FormatOpt = Annotated[
 ]
 
 
+def _short(value: Any) -> str:
+    from transformer_calc.inputs import clip
+
+    return clip(value)
+
+
 def _parse_set(items: list[str] | None) -> dict[str, Any]:
+    from transformer_calc.config import ALIASES
     from transformer_calc.errors import TcalcError
 
     out: dict[str, Any] = {}
     for item in items or []:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
-            raise TcalcError(f"--set {item!r}: expected KEY=VALUE, e.g. --set mlp=swiglu")
-        out[key.strip()] = _scalar(raw)
+            raise TcalcError(f"--set {_short(item)}: expected KEY=VALUE, e.g. --set mlp=swiglu")
+        key = key.strip()
+        field = ALIASES.get(key, key)
+        if any(ALIASES.get(k, k) == field for k in out):
+            raise TcalcError(f"--set gives {field} twice; keep one")
+        out[key] = _scalar(raw)
     return out
 
 
@@ -82,15 +93,20 @@ def _scalar(raw: str) -> Any:
     """A --set value: JSON scalars first (1e3, true, null), then YAML (yes/no), else the string."""
     import json
 
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        import yaml
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.inputs import parse_json, parse_yaml
 
+    if len(raw) > 4096:
+        raise TcalcError(f"--set value of {len(raw):,} characters; give a short value")
+    try:
+        value = parse_json(raw, "--set")
+    except TcalcError:
         try:
-            value = yaml.safe_load(raw) if raw.strip() else raw
-        except yaml.YAMLError:
+            value = parse_yaml(raw, "--set") if raw.strip() else raw
+        except TcalcError:
             value = raw
+    if value is None and raw.strip() not in ("null", "~", "Null", "NULL"):
+        value = raw
     return value
 
 
@@ -150,8 +166,20 @@ class ModelArgs:
         self.values = values
 
     def overrides(self) -> dict[str, Any]:
-        out = {field: self.values[name] for name, field in _OVERRIDE_FIELDS.items()}
-        return {**out, **_parse_set(self.values["set_"])}
+        """The flags' model fields and --set's; one field given by both is a conflict."""
+        from transformer_calc.config import ALIASES
+        from transformer_calc.errors import TcalcError
+
+        out = {field: self.values[name] for name, field in _OVERRIDE_FIELDS.items() if self.values[name] is not None}
+        flag_of = {field: name for name, field in _OVERRIDE_FIELDS.items()}
+        for key, value in _parse_set(self.values["set_"]).items():
+            field = ALIASES.get(key, key)
+            if field in out:
+                raise TcalcError(
+                    f"{field} is given twice: --{flag_of[field]} {out[field]} and --set {key}={_short(value)}; keep one"
+                )
+            out[field] = value
+        return out
 
     def load(self) -> tuple[Any, Any]:
         """(ModelConfig, JobFile or None), validated."""
@@ -187,20 +215,56 @@ def model_options(command: Any) -> Any:
 
 
 def emit(data: Any, fmt: OutputFormat, table: Any) -> None:
-    """Write a report: text formats to stdout as-is; tables through rich."""
+    """Write a report: text formats to stdout as-is; tables through rich. A result that holds
+    NaN or an infinity is an error, never output (JSON has no such numbers)."""
+    from transformer_calc.inputs import finite_or_error
+
+    finite_or_error(data)
     if fmt is OutputFormat.table:
         from rich.console import Console
 
-        Console().print(table(data))
+        Console(file=_Stdout()).print(table(data))
     else:
         from transformer_calc.render import to_text
 
-        sys.stdout.write(to_text(data, fmt))
+        write(to_text(data, fmt))
+
+
+class PipeClosed(Exception):
+    """The reader of stdout went away. Not an OSError: click turns EPIPE into exit 1."""
+
+
+class _Stdout:
+    """sys.stdout for rich: a broken pipe becomes PipeClosed; everything else is delegated."""
+
+    def write(self, text: str) -> int:
+        return write(text)
+
+    def flush(self) -> None:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise PipeClosed() from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(sys.stdout, name)
+
+
+def write(text: str) -> int:
+    """Every byte of output goes through here (see PipeClosed)."""
+    if sys.stdout is None:
+        from transformer_calc.errors import TcalcError
+
+        raise TcalcError("standard output is closed; redirect it to a file or /dev/null")
+    try:
+        return sys.stdout.write(text)
+    except BrokenPipeError:
+        raise PipeClosed() from None
 
 
 def _version(value: bool) -> None:
     if value:
-        sys.stdout.write(f"tcalc {__version__}\n")
+        write(f"tcalc {__version__}\n")
         raise typer.Exit()
 
 
@@ -286,7 +350,7 @@ def memory(
         tensor=T, sequence_parallel=sp, pipeline=P, data=dp, zero=zero, expert=ep, expert_tensor=etp, gpu=gpu,
     )
     workload, training, parallelism, gpu_name = training_configs(model, job.training if job else {}, flags)
-    device = find_gpu(str(gpu_name)) if gpu_name else None
+    device = find_gpu(str(gpu_name)) if gpu_name is not None else None
     emit(memory_report(model, workload, training, parallelism, device), fmt, memory_table)
 
 
@@ -349,7 +413,7 @@ def flops(
         raise TcalcError("a training-time estimate needs both --gpus N and --gpu NAME")
     if mfu is not None and not 0 < mfu <= 1:
         raise TcalcError(f"--mfu ({mfu}) must be a fraction in (0, 1], e.g. 0.4 for 40 %")
-    device = find_gpu(gpu) if gpu else None
+    device = find_gpu(gpu) if gpu is not None else None
     report = flops_report(
         model, workload, causal=causal, windowed=windowed, recompute=recompute_, tokens=n_tokens, gpus=gpus, gpu=device,
         dtype=dtype, mfu=(mfu if mfu is not None else 0.4) if device else None, budget=_count(budget, "--budget"),
@@ -508,7 +572,7 @@ def sweep(
     if not models:
         raise TcalcError("no model given; use --preset NAME[,NAME...], --config FILE or --hf-config FILE")
     gpus = {}
-    for name in parse_values("gpu", gpu) if gpu else []:
+    for name in parse_values("gpu", gpu) if gpu is not None else []:
         device = P_.gpu(name)
         gpus[device.name] = device
     axes: dict[str, list[Any]] = {"model": list(models)}
@@ -566,6 +630,11 @@ def sweep(
     if plot is not None:
         from transformer_calc.render import plot_sweep
 
+        if plot.suffix.lower() not in (".png", ".svg", ".pdf"):
+            raise TcalcError(
+                f"--plot {_short(str(plot))}: name the format by the suffix (.png, .svg or .pdf); "
+                "tcalc writes only the file you name"
+            )
         varying = [a for a, v in axes.items() if len(v) > 1]
         x_axis = x or next((a for a in varying if a not in ("model", "gpu")), varying[0] if varying else "B")
         y_metric = y or next((m for m in wanted if m not in ("fits", "inference_fits", "bound")), None)
@@ -582,7 +651,7 @@ def sweep(
     if fmt is OutputFormat.csv:
         from transformer_calc.render import to_csv
 
-        sys.stdout.write(to_csv(rows) if rows else "")
+        write(to_csv(rows) if rows else "")
     else:
         from transformer_calc.render import sweep_table
 
@@ -625,17 +694,21 @@ def check(
     for path in files:
         try:
             results.append(check_job(path, gpu, limit, min_tokens_per_s))
-        except TcalcError as exc:
-            results.append({"file": str(path), "status": "error", "error": str(exc), "checks": []})
-        except ValueError as exc:
-            results.append({"file": str(path), "status": "error", "error": f"{path}: {exc}", "checks": []})
-    counts = {status: sum(r["status"] == status for r in results) for status in ("pass", "fail", "error")}
-    report = {"files": results, "passed": counts["pass"], "failed": counts["fail"], "errors": counts["error"]}
-    if fmt is OutputFormat.table:
-        sys.stdout.write(check_lines(report))
-    else:
-        emit(report, fmt, None)
-    if counts["error"]:
+        except TcalcError as exc:  # every file is checked; one invalid file hides no other's result
+            results.append({"file": str(path), "status": "invalid", "error": str(exc), "checks": []})
+        except (ValueError, OverflowError, RecursionError) as exc:
+            results.append({"file": str(path), "status": "invalid", "error": f"{path}: {exc}", "checks": []})
+    counts = {status: sum(r["status"] == status for r in results) for status in ("pass", "fail", "invalid")}
+    report = {"files": results, "passed": counts["pass"], "failed": counts["fail"], "invalid": counts["invalid"]}
+    try:  # a reader that leaves early (`| head`) must not change check's verdict
+        if fmt is OutputFormat.table:
+            write(check_lines(report))
+        else:
+            emit(report, fmt, None)
+        _flush_stdout()
+    except (PipeClosed, BrokenPipeError):
+        _broken_pipe()
+    if counts["invalid"]:
         raise typer.Exit(2)
     if counts["fail"]:
         raise typer.Exit(1)
@@ -666,8 +739,18 @@ def hardware(
 
 
 # ---------------------------------------------------------------------------- error boundary
+MAX_MESSAGE_CHARS = 400  # an error is one line; values in it are clipped, the whole line too
+
+
 def _fail(message: str, code: int) -> int:
-    sys.stderr.write(f"Error: {message}\n")
+    line = " ".join(str(message).split())
+    if len(line) > MAX_MESSAGE_CHARS:
+        line = line[: MAX_MESSAGE_CHARS - 3] + "..."
+    try:
+        sys.stderr.write(f"Error: {line}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed too: the exit code says it
+        pass
     return code
 
 
@@ -718,31 +801,46 @@ def _app_for(args: list[str]) -> typer.Typer:
 
 
 def run(argv: list[str] | None = None) -> int:
-    """Run the CLI and return the exit code; every failure is one `Error:` line on stderr."""
+    """Run the CLI and return the exit code; every failure is one `Error:` line on stderr.
+
+    Exit codes: 0 success (and a reader that closed the pipe early: `tcalc ... | head`), 1 a
+    failed check (`tcalc check`), 2 invalid input or an output that cannot be written (closed or
+    full stdout), 130 interrupted (Ctrl-C).
+    """
     from transformer_calc.errors import TcalcError
 
     args = sys.argv[1:] if argv is None else list(argv)
-    command = typer.main.get_command(_app_for(args))
+    if sys.stdout is None:  # started with stdout closed (`tcalc ... >&-`)
+        return _fail("standard output is closed; redirect it to a file or /dev/null", 2)
     try:
+        command = typer.main.get_command(_app_for(args))
         result = command.main(args=args, prog_name="tcalc", standalone_mode=False)
-        return result if isinstance(result, int) else 0
+        code = result if isinstance(result, int) else 0
+        _flush_stdout()
+        return code
+    except KeyboardInterrupt:
+        return _interrupted()
     except TcalcError as exc:
         return _fail(str(exc), exc.exit_code)
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
-        return _fail("aborted", 1)
+        return _interrupted()
+    except (BrokenPipeError, PipeClosed):
+        return _broken_pipe()
+    except RecursionError:
+        return _fail("the input is nested too deeply to process; simplify it", 2)
     except ValueError as exc:  # estimators reject impossible inputs with ValueError
         return _fail(str(exc), 2)
     except OverflowError as exc:
         return _fail(f"a value is too large to compute with: {exc}", 2)
-    except BrokenPipeError:
-        return 0
+    except OSError as exc:  # writing the output failed: a closed or full stdout
+        return _fail(f"cannot write the output: {exc.strerror or exc}", 2)
     except Exception as exc:  # noqa: BLE001 - the boundary: never show a traceback
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # click usage errors
             ctx = getattr(exc, "ctx", None)
             if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
-                sys.stdout.write(ctx.get_help() + "\n")
+                write(ctx.get_help() + "\n")
                 return 0
             return _fail(_usage_message(exc, sys.argv[1:] if argv is None else argv), exc.exit_code)
         if os.environ.get("TCALC_DEBUG"):
@@ -750,5 +848,42 @@ def run(argv: list[str] | None = None) -> int:
         return _fail(f"internal error ({type(exc).__name__}: {exc}); please report it (TCALC_DEBUG=1 shows details)", 1)
 
 
+def _flush_stdout() -> None:
+    """Write out what is buffered now, so that a closed, broken or full stdout is seen here."""
+    if sys.stdout is not None:
+        sys.stdout.flush()
+
+
+def _broken_pipe() -> int:
+    """The reader went away (`| head`): not an error. Point stdout at /dev/null so that the
+    interpreter's own flush at exit does not complain."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _interrupted() -> int:
+    try:
+        sys.stderr.write("Error: interrupted\n")
+    except (OSError, ValueError):
+        pass
+    return 130
+
+
 def main() -> None:
-    sys.exit(run())
+    try:
+        code = run()
+    except KeyboardInterrupt:  # between the handler's frames
+        code = _interrupted()
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:  # the reader left: quiet, and the exit code keeps its meaning
+        _broken_pipe()
+    except (OSError, ValueError) as exc:
+        code = _fail(f"cannot write the output: {getattr(exc, 'strerror', None) or exc}", 2)
+        _broken_pipe()
+    sys.exit(code)

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from transformer_calc.errors import TcalcError
+from transformer_calc.errors import TcalcError, clip
 
 
 class MLPKind(str, Enum):
@@ -167,6 +167,7 @@ class ModelConfig(BaseModel):
         if not isinstance(data, dict):
             raise ValueError(f"a model must be a mapping of fields, got {type(data).__name__}")
         given = canonical_keys(data)
+        reject_bool_numbers(cls, given)
         model = handler(_fill_defaults(given))
         model._given = frozenset(given)
         return model
@@ -245,6 +246,35 @@ class ModelConfig(BaseModel):
         return ModelConfig.model_validate(merge_spec(self.given, overrides))
 
 
+def _is_number_field(annotation: Any) -> bool:
+    """int, float, or one of them | None (the fields a boolean must never fill)."""
+    import types
+    import typing
+
+    args = typing.get_args(annotation) if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union else (annotation,)
+    return any(a in (int, float) for a in args)
+
+
+def reject_bool_numbers(cls: Any, data: Any) -> None:
+    """YAML's yes/on/true and --set n_layers=true are booleans: never a number (True is not 1)."""
+    if not isinstance(data, dict):
+        return
+    for key, value in data.items():
+        field = cls.model_fields.get(key)
+        if field is not None and isinstance(value, bool) and _is_number_field(field.annotation):
+            raise ValueError(f"{key} ({clip(value)}) is a boolean, not a number; give a number")
+
+
+class StrictInputs(BaseModel):
+    """Config models whose numeric fields never take a boolean."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: Any) -> Any:
+        reject_bool_numbers(cls, data)
+        return data
+
+
 def build_model(spec: dict[str, Any], where: str = "model") -> ModelConfig:
     """Validate a model spec; any problem becomes one TcalcError line naming field, value, fix."""
     return build(ModelConfig, spec, where)
@@ -275,13 +305,13 @@ def describe_validation_error(exc: Any, where: str = "model", cls: Any = None) -
         known = [*(cls or ModelConfig).model_fields, *(ALIASES if cls in (None, ModelConfig) else ())]
         near = difflib.get_close_matches(loc, known, n=3, cutoff=0.6)
         hint = f"did you mean {', '.join(near)}?" if near else "see `tcalc params --help` or docs/notation.md"
-        return f"{where}: unknown field {loc!r}; {hint}"
+        return f"{where}: unknown field {clip(loc)}; {hint}"
     if kind == "missing":
         return f"{where}: {loc} is required; give it in the file or with its CLI flag"
     if not loc:  # cross-field checks already name their fields, values and fixes
         return f"{where}: {msg}"
     fix = _FIXES.get(kind, "")
-    return f"{where}: {loc} ({value!r}): {msg[:1].lower() + msg[1:]}{'; ' + fix if fix else ''}"
+    return f"{where}: {clip(loc, 60)[1:-1]} ({clip(value)}): {msg[:1].lower() + msg[1:]}{'; ' + fix if fix else ''}"
 
 
 _FIXES = {
@@ -345,7 +375,7 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
     if E is not None and (
         isinstance(E, bool) or not isinstance(E, (int, float)) or not math.isfinite(E) or E <= 0
     ):
-        raise ValueError(f"expansion E ({E!r}) must be a positive finite number, e.g. 4 or 3.5")
+        raise ValueError(f"expansion E ({clip(E)}) must be a positive finite number, e.g. 4 or 3.5")
     if d.get("d_ff") is None and D is not None:
         if E is None:
             d["d_ff"] = DEFAULT_EXPANSION * D
@@ -391,7 +421,7 @@ def _check_mla(d: dict[str, Any]) -> None:
         extra = [k for k in ("q_lora_rank", *_MLA_KEYS) if d.get(k) is not None]
         if extra:
             raise ValueError(
-                f"{extra[0]} ({d[extra[0]]!r}) is a multi-head latent attention width; "
+                f"{extra[0]} ({clip(d[extra[0]])}) is a multi-head latent attention width; "
                 "give kv_lora_rank too (or drop it)"
             )
         return
@@ -409,7 +439,7 @@ def _check_mla(d: dict[str, Any]) -> None:
         d["head_dim"] = nope + rope
     if d.get("n_kv_heads") is not None and d.get("n_kv_heads") != d.get("n_heads"):
         raise ValueError(
-            f"n_kv_heads ({d['n_kv_heads']!r}) does not apply to multi-head latent attention "
+            f"n_kv_heads ({clip(d['n_kv_heads'])}) does not apply to multi-head latent attention "
             "(every head reads the shared latent); drop n_kv_heads"
         )
 
@@ -421,7 +451,7 @@ def _check_pattern(d: dict[str, Any]) -> None:
         return
     if isinstance(pat, (str, bytes)) or not isinstance(pat, (list, tuple)):
         raise ValueError(
-            f"attention_pattern ({str(pat)[:80]!r}) must be a list of full/sliding/chunked, e.g. [sliding, full]"
+            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked, e.g. [sliding, full]"
         )
     if not pat or len(pat) > MAX_PATTERN:
         raise ValueError(
@@ -446,7 +476,7 @@ def _int_or_none(value: Any) -> int | None:
 
 
 # ============================================================================ workload, training
-class Workload(BaseModel):
+class Workload(StrictInputs):
     """What one step processes: S tokens per sequence, B sequences per micro-batch (per GPU)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -455,7 +485,7 @@ class Workload(BaseModel):
     batch_size: int = Field(default=1, gt=0, description="B, micro-batch size (sequences per GPU)")
 
 
-class Parallelism(BaseModel):
+class Parallelism(StrictInputs):
     """How the model and the batch are split over GPUs (Megatron-LM / ZeRO conventions)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -533,7 +563,7 @@ _ELEMENT_BYTES = {Precision.mixed: 2, Precision.fp32: 4, Precision.bf16: 2}
 _GRAD_BYTES = {Precision.mixed: 4, Precision.fp32: 4, Precision.bf16: 2}  # seed: 4 in mixed
 
 
-class Training(BaseModel):
+class Training(StrictInputs):
     """How a model is trained: precision, optimizer, recomputation, attention kernel.
 
     `p` is the seed's p: bytes per element of the compute copy of the weights and of activations
@@ -544,8 +574,8 @@ class Training(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     precision: Precision = Precision.mixed
-    p: int = Field(description="bytes per activation / compute-weight element")
-    grad_bytes: int = Field(description="bytes per gradient element")
+    p: int = Field(gt=0, description="bytes per activation / compute-weight element")
+    grad_bytes: int = Field(gt=0, le=8, description="bytes per gradient element")
     optimizer: Optimizer = Optimizer.adamw
     recompute: Recompute = Recompute.none
     flash: bool = Field(default=False, description="FlashAttention: no S x S scores stored")
@@ -658,7 +688,7 @@ def canonical_section(name: str, data: Any, allowed: dict[str, str] | set[str] |
         if canon not in allowed:
             near = difflib.get_close_matches(str(key), [*allowed, *SECTION_ALIASES], n=3, cutoff=0.6)
             hint = f"did you mean {', '.join(near)}?" if near else f"known: {', '.join(sorted(allowed))}"
-            raise TcalcError(f"{name}: unknown key {key!r}; {hint}")
+            raise TcalcError(f"{name}: unknown key {clip(key)}; {hint}")
         if canon in out:
             raise TcalcError(f"{name}: {canon} is given twice (as {canon!r} and an alias); keep one")
         out[canon] = value
@@ -692,15 +722,15 @@ def parse_bytes(text: str | int, what: str = "size") -> int:
     else:
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
         if not match or match.group(2).lower() not in {"", *_BYTE_UNITS}:
-            raise ValueError(f"{what} ({text!r}) is not a size; write e.g. 70GiB, 80GB or 1.5TiB")
+            raise ValueError(f"{what} ({clip(text)}) is not a size; write e.g. 70GiB, 80GB or 1.5TiB")
         try:
             value = Decimal(match.group(1))
         except InvalidOperation:  # pragma: no cover - the pattern admits only numbers
-            raise ValueError(f"{what} ({text!r}) is not a number") from None
+            raise ValueError(f"{what} ({clip(text)}) is not a number") from None
         unit = match.group(2).lower() or "b"
     total = value * _BYTE_UNITS[unit]
     if total <= 0:
-        raise ValueError(f"{what} ({text!r}) must be positive")
+        raise ValueError(f"{what} ({clip(text)}) must be positive")
     return int(total)
 
 
@@ -733,11 +763,11 @@ def parse_count(text: str | int, what: str = "count") -> int:
     else:
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBtTpP]?)\s*", str(text))
         if not match:
-            raise ValueError(f"{what} ({text!r}) is not a number; write e.g. 300e9, 1.4T or 70B")
+            raise ValueError(f"{what} ({clip(text)}) is not a number; write e.g. 300e9, 1.4T or 70B")
         try:
             value = Decimal(match.group(1)) * {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12, "p": 10**15}[match.group(2).lower()]
         except InvalidOperation:  # pragma: no cover
-            raise ValueError(f"{what} ({text!r}) is not a number") from None
+            raise ValueError(f"{what} ({clip(text)}) is not a number") from None
     if value != value.to_integral_value() or value < 1:
-        raise ValueError(f"{what} ({text!r}) must be a whole number >= 1")
+        raise ValueError(f"{what} ({clip(text)}) must be a whole number >= 1")
     return int(value)

@@ -10,6 +10,22 @@ import difflib
 from collections.abc import Iterable
 
 
+QUOTE_CHARS = 80  # at most this much of a user's value is quoted in a message
+
+
+def clip(value: object, limit: int = QUOTE_CHARS) -> str:
+    """repr(value), cut to `limit` characters; containers are described, never expanded (an
+    alias bomb or a deeply nested value must not become a 35 MB or recursive message)."""
+    if isinstance(value, (dict, list, tuple, set, frozenset)):
+        text = f"<{type(value).__name__} of {len(value)}>"
+    else:
+        try:
+            text = repr(value)
+        except (RecursionError, ValueError):  # a huge int's repr, or a cycle
+            text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class TcalcError(Exception):
     """Bad input the user can fix; the message is the whole story."""
 
@@ -27,5 +43,5 @@ class UnknownNameError(TcalcError):
             hint = "did you mean " + ", ".join(repr(by_lower[n]) for n in near) + "?"
         else:
             hint = "known: " + ", ".join(known)
-        super().__init__(f"unknown {kind} {name!r}; {hint}")
+        super().__init__(f"unknown {kind} {clip(name)}; {hint}")
         self.kind, self.name, self.known = kind, name, known

@@ -133,6 +133,8 @@ def resolve_gpu(name: str, table: Mapping[str, GPU]) -> GPU:
 
     Unknown names raise UnknownNameError with the nearest names and aliases.
     """
+    if not isinstance(name, str) or not name.strip():
+        raise TcalcError("the GPU name is empty; give one, e.g. --gpu a100-80gb (see `tcalc hardware`)")
     if name in table:
         return table[name]
     found = _index(table.values()).get(normalize_gpu_name(name))

@@ -54,10 +54,12 @@ class _Reader:
             self.written[name] = key
 
     def _bad(self, name: str, what: str) -> TcalcError:
+        from transformer_calc.inputs import clip
+
         key = self.written.get(name, name)
         value = self.values.get(name)
         return TcalcError(
-            f"config.json ({self.model_type}): {key} ({value!r}) must be {what}; "
+            f"config.json ({self.model_type}): {clip(key, 60)[1:-1]} ({clip(value)}) must be {what}; "
             f"fix {key} in the file or drop it to use the transformers default"
         )
 
@@ -83,11 +85,16 @@ class _Reader:
         return value
 
     def prob(self, name: str) -> float:
+        """A dropout probability: every key is checked, whatever the others hold (0 <= p < 1)."""
+        import math
+
         value = self.values.get(name, 0.0)
         if value is None:
             return 0.0
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self._bad(name, "a number (a dropout probability)")
+        if not (math.isfinite(value) and 0.0 <= value < 1.0):
+            raise self._bad(name, "a dropout probability in [0, 1)")
         return float(value)
 
     def shape(self) -> dict[str, Any]:

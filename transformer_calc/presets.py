@@ -157,34 +157,16 @@ def gpu(name: str) -> Any:
 
 # ---------------------------------------------------------------------------- user files
 def read_text_file(path: Path, what: str) -> str:
-    """Read a user's file; missing, directory, binary or empty files are one-line errors."""
-    if not path.exists():
-        raise TcalcError(f"{what} {str(path)!r} does not exist; check the path")
-    if path.is_dir():
-        raise TcalcError(f"{what} {str(path)!r} is a directory; give a file")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise TcalcError(f"{what} {str(path)!r} cannot be read: {exc.strerror}") from None
-    if b"\x00" in raw:
-        raise TcalcError(f"{what} {str(path)!r} is a binary file; give a text file")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise TcalcError(f"{what} {str(path)!r} is not UTF-8 text") from None
-    if not text.strip():
-        raise TcalcError(f"{what} {str(path)!r} is empty")
-    return text
+    """Read a user's file (transformer_calc.inputs: regular files only, size-capped)."""
+    from transformer_calc.inputs import read_user_file
+
+    return read_user_file(path, what)
 
 
 def load_json_file(path: Path, what: str) -> Any:
-    text = read_text_file(path, what)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TcalcError(
-            f"{what} {str(path)!r}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from None
+    from transformer_calc.inputs import clip, parse_json
+
+    return parse_json(read_text_file(path, what), f"{what} {clip(str(path))}")
 
 
 def hf_spec(path: Path) -> dict[str, Any]:
@@ -222,9 +204,11 @@ def load_job(path: Path, flag: str | None = "--config") -> JobFile:
     """
     from transformer_calc.config import CHECK_KEYS, INFERENCE_KEYS, TRAINING_KEYS, canonical_section
 
+    from transformer_calc.inputs import clip, parse_yaml
+
     what = flag or "file"
-    where = f"{flag} {str(path)!r}" if flag else str(path)
-    data = safe_load_yaml(read_text_file(path, what), where)
+    where = f"{flag} {clip(str(path))}" if flag else clip(str(path))[1:-1]
+    data = parse_yaml(read_text_file(path, what), where)
     if not isinstance(data, dict):
         raise TcalcError(f"{where}: expected a mapping of model fields or a model: section")
     if "model" not in data:
@@ -236,7 +220,7 @@ def load_job(path: Path, flag: str | None = "--config") -> JobFile:
         if key not in JOB_SECTIONS:
             near = difflib.get_close_matches(str(key), JOB_SECTIONS, n=1, cutoff=0.5)
             hint = f"did you mean {near[0]}?" if near else f"sections are {', '.join(JOB_SECTIONS)}"
-            raise TcalcError(f"{where}: unknown section {key!r}; {hint}")
+            raise TcalcError(f"{where}: unknown section {clip(key)}; {hint}")
     if not isinstance(data["model"], dict):
         raise TcalcError(f"{where}: model: must be a mapping of fields")
     return JobFile(

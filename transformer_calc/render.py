@@ -396,9 +396,9 @@ def check_lines(report: dict[str, Any]) -> str:
     """`tcalc check`: one plain line per file (greppable in CI logs), then a summary line."""
     lines = []
     for r in report["files"]:
-        if r["status"] == "error":
+        if r["status"] == "invalid":
             error = r["error"].removeprefix(f"{r['file']}: ").removeprefix(f"{r['file']} ")
-            lines.append(f"ERROR {r['file']}: {error}")
+            lines.append(f"INVALID {r['file']}: {error}")
             continue
         parts = []
         for c in r["checks"]:
@@ -420,7 +420,7 @@ def check_lines(report: dict[str, Any]) -> str:
                 parts.append(f"{c['check'].replace('_', ' ')} {value}/GPU")
         detail = "; ".join(parts) if parts else "valid"
         lines.append(f"{r['status'].upper():5} {r['file']}: {detail}")
-    lines.append(f"{report['passed']} passed, {report['failed']} failed, {report['errors']} invalid")
+    lines.append(f"{report['passed']} passed, {report['failed']} failed, {report['invalid']} invalid")
     return "\n".join(lines) + "\n"
 
 

@@ -238,14 +238,29 @@ def check_job(
             raise TcalcError(f"{where}: {exc}") from None
         max_memory = file_limit if max_memory is None else max_memory
     checks: list[dict[str, Any]] = []
+    wants_inference_checks = [
+        name for name, given in (
+            ("--min-tokens-per-s", min_tokens_per_s is not None),
+            ("checks.min_tokens_per_s", job.checks.get("min_tokens_per_s") is not None),
+            ("checks.max_ttft_s", job.checks.get("max_ttft_s") is not None),
+        ) if given
+    ]
+    if wants_inference_checks and "inference" not in job.sections:
+        from transformer_calc.errors import TcalcError
+
+        raise TcalcError(
+            f"{where}: {wants_inference_checks[0]} is an inference check, but the file has no inference: "
+            "section to run it on; add one (B, S, new_tokens, gpu)"
+        )
     want_training = "training" in job.sections or (
-        "inference" not in job.sections and (gpu_name or job.checks.get("gpu") or max_memory)
+        "inference" not in job.sections
+        and (gpu_name is not None or job.checks.get("gpu") is not None or max_memory is not None)
     )
     if want_training:
         workload, training, parallelism, section_gpu = training_configs(model, job.training, {})
-        name = gpu_name or job.checks.get("gpu") or section_gpu
+        name = next((n for n in (gpu_name, job.checks.get("gpu"), section_gpu) if n is not None), None)
         total = peak_memory(model, workload, training, parallelism).peak_bytes  # the step's peak
-        if name:
+        if name is not None:
             device = find_gpu(str(name))
             usable = fit_capacity(device.memory_bytes)  # less the CUDA context
             checks.append(
@@ -260,7 +275,7 @@ def check_job(
         from transformer_calc.inference import estimate_inference
 
         spec, section_gpu = inference_spec(model, job.inference, {})
-        device = find_gpu(str(gpu_name or job.checks.get("gpu") or section_gpu))
+        device = find_gpu(str(next(n for n in (gpu_name, job.checks.get("gpu"), section_gpu) if n is not None)))
         est = estimate_inference(model, device, spec)
         total = est.memory.total_bytes
         checks.append({"check": "inference_fits_gpu", "ok": total <= device.memory_bytes, "value": total,

@@ -1,0 +1,249 @@
+"""Every file a user gives tcalc is read here, and treated as hostile.
+
+One reader (`read_user_file`) and two parsers (`parse_yaml`, `parse_json`) with fixed budgets:
+
+- only regular files are opened (a FIFO would block, a device never ends, a directory is no
+  file): the path is stat()ed first; the size is capped at MAX_FILE_BYTES and at most that many
+  bytes are ever read;
+- YAML is parsed by PyYAML's pure-Python event parser (no C loader: a document nested 100,000
+  levels deep segfaults it) and composed here with limits: nesting at most MAX_DEPTH levels,
+  at most MAX_NODES values (aliases count what they expand to, so an alias bomb is refused before
+  it grows), duplicate keys refused, tags other than the plain YAML types refused, one document;
+- JSON: nesting is measured by a linear scan before `json.loads` (which recurses), duplicate
+  keys and the non-standard NaN/Infinity literals are refused;
+- non-finite numbers (.nan, .inf) are refused where they are read; booleans are never numbers
+  (the config models check that);
+- every message quotes at most QUOTE_CHARS characters of a user's value (`clip`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from transformer_calc.errors import QUOTE_CHARS, TcalcError, clip  # noqa: F401 (clip re-exported)
+
+MAX_FILE_BYTES = 1 << 20  # 1 MiB: a job file or a config.json is a few kB
+MAX_DEPTH = 32  # nesting levels (a job file needs 3, a config.json 4)
+MAX_NODES = 100_000  # values in one document, aliases expanded
+
+
+def read_user_file(path: Path | str, what: str) -> str:
+    """The text of a user's file: a regular, non-empty, UTF-8 file of at most MAX_FILE_BYTES."""
+    name = clip(str(path))
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise TcalcError(f"{what} {name} does not exist; check the path") from None
+    except OSError as exc:
+        raise TcalcError(f"{what} {name} cannot be read: {exc.strerror}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise TcalcError(f"{what} {name} is a directory; give a file")
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a device or socket"
+        raise TcalcError(f"{what} {name} is {kind}, not a regular file; give a file on disk")
+    if info.st_size > MAX_FILE_BYTES:
+        raise TcalcError(f"{what} {name} is {info.st_size:,} bytes; files over {MAX_FILE_BYTES:,} bytes are refused")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise TcalcError(f"{what} {name} cannot be read: {exc.strerror}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise TcalcError(f"{what} {name} is over {MAX_FILE_BYTES:,} bytes; files that large are refused")
+    if b"\x00" in raw:
+        raise TcalcError(f"{what} {name} is a binary file; give a text file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TcalcError(f"{what} {name} is not UTF-8 text") from None
+    if not text.strip():
+        raise TcalcError(f"{what} {name} is empty")
+    return text
+
+
+# ---------------------------------------------------------------------------- YAML
+_PLAIN_TAGS = {
+    "tag:yaml.org,2002:str", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
+    "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null", "tag:yaml.org,2002:map",
+    "tag:yaml.org,2002:seq",
+}  # fmt: skip
+
+
+class _Node:
+    """A composed container with the number of values it holds (what an alias to it costs)."""
+
+    __slots__ = ("value", "size", "key", "keys", "anchor")
+
+    def __init__(self, value: Any, anchor: str | None):
+        self.value, self.size, self.key, self.keys, self.anchor = value, 1, _NO_KEY, set(), anchor
+
+
+_NO_KEY = object()
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    """A YAML document as plain Python values, within the budgets above (module docstring)."""
+    import yaml
+    from yaml import events as ev
+    from yaml.constructor import SafeConstructor
+    from yaml.nodes import ScalarNode
+    from yaml.resolver import Resolver
+
+    resolver, constructor = Resolver(), SafeConstructor()
+    anchors: dict[str, tuple[Any, int]] = {}
+    stack: list[_Node] = []
+    total = 0
+    documents = 0
+    root: Any = None
+
+    def fail(problem: str, mark: Any = None) -> TcalcError:
+        pos = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return TcalcError(f"{where}: invalid YAML{pos}: {problem}")
+
+    def add(value: Any, size: int, mark: Any) -> None:
+        nonlocal total, root
+        total += size
+        if total > MAX_NODES:
+            raise fail(f"more than {MAX_NODES:,} values (aliases expanded); refused", mark)
+        if not stack:
+            root = value
+            return
+        top = stack[-1]
+        top.size += size
+        if isinstance(top.value, list):
+            top.value.append(value)
+        elif top.key is _NO_KEY:
+            if isinstance(value, (dict, list)):
+                raise fail("a mapping key must be a plain value", mark)
+            if value in top.keys:
+                raise fail(f"key {clip(value)} is given twice; keep one", mark)
+            try:
+                top.keys.add(value)
+            except TypeError:
+                raise fail("a mapping key must be a plain value", mark) from None
+            top.key = value
+        else:
+            top.value[top.key] = value
+            top.key = _NO_KEY
+
+    def check_tag(tag: str | None, mark: Any) -> None:
+        if tag is not None and tag not in ("!", *_PLAIN_TAGS):
+            raise fail(f"tag {clip(tag)} is refused (plain YAML values only)", mark)
+
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            mark = event.start_mark
+            if isinstance(event, ev.DocumentStartEvent):
+                documents += 1
+                if documents > 1:
+                    raise fail("more than one document (---); give one", mark)
+            elif isinstance(event, ev.ScalarEvent):
+                check_tag(event.tag, mark)
+                tag = event.tag
+                if tag in (None, "!"):
+                    tag = resolver.resolve(ScalarNode, event.value, event.implicit)
+                node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+                try:
+                    value = constructor.construct_object(node)
+                except (ValueError, yaml.YAMLError) as exc:  # e.g. an int of 5,000 digits
+                    raise fail(f"value {clip(event.value)} cannot be read ({clip(str(exc), 60)})", mark) from None
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise fail(f"non-finite number {clip(event.value)}; give a finite number", mark)
+                if event.anchor is not None:
+                    anchors[event.anchor] = (value, 1)
+                add(value, 1, mark)
+            elif isinstance(event, (ev.SequenceStartEvent, ev.MappingStartEvent)):
+                check_tag(event.tag, mark)
+                if len(stack) >= MAX_DEPTH:
+                    raise fail(f"nested more than {MAX_DEPTH} levels deep; refused", mark)
+                container: Any = [] if isinstance(event, ev.SequenceStartEvent) else {}
+                stack.append(_Node(container, event.anchor))  # the anchor is set when it ends
+            elif isinstance(event, (ev.SequenceEndEvent, ev.MappingEndEvent)):
+                node_ = stack.pop()
+                if isinstance(node_.value, dict) and node_.key is not _NO_KEY:
+                    raise fail("a key without a value", mark)
+                if node_.anchor is not None:
+                    anchors[node_.anchor] = (node_.value, node_.size)
+                add(node_.value, node_.size, mark)
+                total -= node_.size  # its values were counted as they were added
+            elif isinstance(event, ev.AliasEvent):
+                if event.anchor not in anchors:
+                    raise fail(f"unknown alias *{clip(event.anchor)}", mark)
+                value, size = anchors[event.anchor]
+                add(value, size, mark)
+    except yaml.MarkedYAMLError as exc:
+        raise fail(clip(exc.problem or str(exc), 120), exc.problem_mark) from None
+    except yaml.YAMLError as exc:
+        raise TcalcError(f"{where}: invalid YAML: {clip(str(exc), 120)}") from None
+    return root
+
+
+# ---------------------------------------------------------------------------- JSON
+def _json_depth(text: str) -> int:
+    """The deepest nesting of [ and { outside strings (a linear scan, no recursion)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_json(text: str, where: str) -> Any:
+    """A JSON document within the budgets: nesting, duplicate keys, NaN/Infinity refused."""
+    import json
+
+    if _json_depth(text) > MAX_DEPTH:
+        raise TcalcError(f"{where}: invalid JSON: nested more than {MAX_DEPTH} levels deep; refused")
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise TcalcError(f"{where}: invalid JSON: key {clip(key)} is given twice; keep one")
+            out[key] = value
+        return out
+
+    def constant(name: str) -> Any:
+        raise TcalcError(f"{where}: invalid JSON: {name} is not a JSON number; give a finite number")
+
+    try:
+        return json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
+    except json.JSONDecodeError as exc:
+        raise TcalcError(f"{where}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except (ValueError, RecursionError) as exc:  # an int of too many digits
+        raise TcalcError(f"{where}: invalid JSON: {clip(str(exc), 120)}") from None
+
+
+def finite_or_error(data: Any, where: str = "result") -> None:
+    """Refuse a result that holds NaN or an infinity (no output may carry one), naming its key.
+
+    Walks with an explicit stack (results are shallow; no recursion on a user's structure)."""
+    stack: list[tuple[str, Any]] = [(where, data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise TcalcError(
+                f"{path} is {value} (an input is out of range for this computation); check the inputs that feed it"
+            )
+        if isinstance(value, dict):
+            stack.extend((f"{path}.{k}", v) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
