@@ -39,3 +39,19 @@ def test_wheel_installs_and_finds_presets(tmp_path):
         cwd=elsewhere, env=env, check=True, capture_output=True, text=True,
     )
     assert len(json.loads(out.stdout)) >= 17
+    # the JSON form built into the wheel is exactly the YAML (hatch_build.py)
+    import zipfile
+
+    import yaml
+
+    with zipfile.ZipFile(wheel) as zf:
+        for name in ("models", "hardware"):
+            built = json.loads(zf.read(f"transformer_calc/presets/{name}.json"))
+            assert built == yaml.safe_load((REPO / "presets" / f"{name}.yaml").read_text())
+    # and tcalc writes nothing: no cache directory appears
+    home = tmp_path / "home"
+    home.mkdir()
+    subprocess.run([str(bin_dir / "tcalc"), "params", "--preset", "gpt2"], cwd=elsewhere,
+                   env={**env, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}, check=True,
+                   capture_output=True)
+    assert not any(home.rglob("*"))

@@ -76,6 +76,7 @@ _ACTIVATION_DEFAULT = ("fp32", "fp16", "bf16")  # compute dtypes that are also t
 
 COMPUTE, MEMORY, MIXED = "compute", "memory", "mixed"
 MLA_CACHE_KINDS = ("latent", "decompressed")
+MAX_TENSOR_PARALLEL = 1024  # the largest T `min_tensor_parallel` tries (beyond any NVLink domain)
 MAX_CONTEXT_SEARCH = 2**62  # the longest prompt `inference_memory` reports (bounds its bisection)
 
 
@@ -456,13 +457,16 @@ def inference_memory(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Inference
     )
 
 
+def _divisors(n: int, limit: int) -> list[int]:
+    """The divisors of n up to `limit`, ascending (at most `limit` trial divisions)."""
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
 def min_tensor_parallel(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> int | None:
     """Smallest T (a divisor of n_heads and d_ff, compatible with the K/V heads) at which the
     spec fits on each GPU; None if none does. T is tried in increasing order."""
     cache_heads = m.n_kv_heads if spec.cache_kv_heads is None else spec.cache_kv_heads
-    for T in range(1, m.n_heads + 1):
-        if m.n_heads % T:
-            continue
+    for T in _divisors(m.n_heads, MAX_TENSOR_PARALLEL):
         try:
             check_tensor_parallel(m, T)
         except ValueError:
@@ -763,7 +767,7 @@ def decode(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Decode:
     fix it, and its sum over any range of steps is a closed form (Newton forward differences).
     The roofline's max() switches branch at most once, where compute and memory time cross
     (solved exactly). A naive-mode MoE's first steps, whose touched-expert count still grows,
-    are summed one by one (fewer than n_experts of them).
+    are a polynomial piece of their own (no loop over steps).
     """
     sh = _shard(m, spec)
     S, B, n_steps = spec.prompt_len, spec.batch_size, spec.new_tokens - 1
@@ -775,17 +779,15 @@ def decode(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Decode:
     flops = bytes_moved = compute_steps = 0
     seconds = comm_s = Fraction(0)
     start, stop = S + 1, S + 1 + n_steps  # contexts of the steps: [start, stop)
-    if not spec.kv_cache and sh.n_experts > 1:  # naive MoE: touched experts grow with c
+    # A naive-mode MoE reads min(n_experts, B·c·k) experts per layer at context c: linear in c
+    # until every expert is touched, constant after. That saturation point is one more break.
+    saturated = None
+    if not spec.kv_cache and sh.n_experts > 1:
         saturated = -(-sh.n_experts // (B * sh.experts_per_token))
-        for context in range(start, min(saturated, stop)):
-            step, t, comm = exact(context)
-            flops, bytes_moved = flops + step.flops, bytes_moved + step.bytes_moved
-            seconds, comm_s = seconds + t, comm_s + comm
-            compute_steps += step.bound == COMPUTE
-        start = max(start, min(saturated, stop))
     # Windows (sliding, chunked layers) make every per-step quantity piecewise polynomial, with
     # a break where the context reaches a window: sum each piece separately.
-    cuts = sorted({start, stop, *(g.window for g in sh.kv_groups if g.window and start < g.window < stop)})
+    breaks = [g.window for g in sh.kv_groups if g.window] + ([saturated] if saturated else [])
+    cuts = sorted({start, stop, *(b for b in breaks if start < b < stop)})
     for lo, hi in zip(cuts, cuts[1:]):
         f_, b_, x_, t_, c_ = _sum_steps(exact, lo, hi, peak, bw)
         flops, bytes_moved, comm_s, seconds, compute_steps = (

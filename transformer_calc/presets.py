@@ -1,7 +1,7 @@
 """Preset data (presets/*.yaml) and the model sources a command can take.
 
-Presets are read once, lazily, when a command asks for them; YAML is always loaded with the safe
-loader. The data directory is `transformer_calc/presets` inside an installed wheel (hatch
+Presets are read once, lazily, when a command asks for them: the JSON form the wheel carries
+(hatch_build.py), or the YAML with the safe loader in a source checkout. The data directory is `transformer_calc/presets` inside an installed wheel (hatch
 force-includes the repository's `presets/`) and the repository's `presets/` in a source checkout.
 """
 
@@ -48,59 +48,18 @@ def safe_load_yaml(text: str, where: str) -> Any:
 
 @cache
 def _load_data(filename: str) -> dict[str, Any]:
-    """A preset file, parsed once per process.
-
-    Start-up matters (tcalc must feel instant) and importing PyYAML costs more than the rest of a
-    query, so the parsed data is also kept as JSON in a per-user cache keyed by a checksum of the
-    YAML bytes: an edited or upgraded presets file is a new key, never a stale read. The YAML stays
-    the single source of truth. TCALC_NO_CACHE=1 disables the cache; TCALC_CACHE_DIR moves it.
-    The key is the CRC-32 and length of the YAML bytes (change detection, not security: the
-    cache holds only what the YAML says, and a hash library costs more start-up than it saves).
-    """
+    """A preset file, parsed once per process: its JSON form when the wheel carries one (built
+    from the YAML at build time by hatch_build.py; fast to parse), else the YAML itself. tcalc
+    writes no cache: nothing outside what the user asks for."""
     path = data_dir() / filename
-    raw = path.read_bytes()
-    cached = _cache_path(filename, raw)
-    if cached is not None:
-        try:
-            data = json.loads(cached.read_text(encoding="utf-8"))
-            if isinstance(data, dict):
-                return data
-        except (OSError, ValueError):
-            pass  # missing or damaged: parse the YAML and write it again
-    data = safe_load_yaml(raw.decode("utf-8"), str(path))
+    built = path.with_suffix(".json")
+    if built.is_file():
+        data = json.loads(built.read_text(encoding="utf-8"))
+    else:
+        data = safe_load_yaml(path.read_text(encoding="utf-8"), str(path))
     if not isinstance(data, dict):
         raise TcalcError(f"{path}: expected a mapping at the top level")
-    if cached is not None:
-        _write_cache(cached, data)
     return data
-
-
-def _cache_path(filename: str, raw: bytes) -> Path | None:
-    import os
-    import zlib
-
-    if os.environ.get("TCALC_NO_CACHE"):
-        return None
-    root = os.environ.get("TCALC_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tcalc"
-    )
-    digest = f"{zlib.crc32(raw):08x}{len(raw):x}"
-    return Path(root) / f"{Path(filename).stem}-{digest}.json"
-
-
-def _write_cache(path: Path, data: dict[str, Any]) -> None:
-    """Atomic write (temp file + rename); a read-only or full disk just means no cache."""
-    import os
-    import tempfile
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
-        os.replace(tmp, path)
-    except OSError:
-        pass
 
 
 # ---------------------------------------------------------------------------- model presets
