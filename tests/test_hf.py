@@ -89,7 +89,7 @@ def test_unsupported_model_type_lists_supported():
 
 
 def test_near_miss_model_type_suggests():
-    with pytest.raises(TcalcError, match=r"did you mean 'llama'\?.*supported: bloom, falcon"):
+    with pytest.raises(TcalcError, match=r"did you mean 'llama'\?.*supported: bloom, cohere"):
         from_hf_config({"model_type": "lama"})
 
 

@@ -487,16 +487,18 @@ FAMILIES: dict[str, _Family] = {
 
 # The 2024-2026 families live beside this module and use its reader (imported here, after the
 # reader and the classic families are defined).
-from transformer_calc.hf_modern import FAMILIES as _MODERN  # noqa: E402
-from transformer_calc.hf_moe import FAMILIES as _MOE  # noqa: E402
+from transformer_calc.hf_2024 import FAMILIES as _FAMILIES_2024  # noqa: E402
 
-FAMILIES.update(_MODERN)
-FAMILIES.update(_MOE)
+FAMILIES.update(_FAMILIES_2024)
 
 # Multimodal wrapper configs whose language model is described by `text_config` (transformers
 # builds the text model from it: Gemma3ForCausalLM, Llama4ForCausalLM, MistralForCausalLM); the
 # value is the text model_type when text_config does not name one.
 WRAPPERS: dict[str, str] = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
+
+# Model types whose published checkpoints are another family's architecture (remote code), read as
+# that family: Kimi K2's config.json names kimi_k2 for DeepseekV3ForCausalLM.
+SAME_AS: dict[str, str] = {"kimi_k2": "deepseek_v3"}
 
 # Model types transformers has that tcalc cannot represent, with what is missing.
 UNREPRESENTABLE: dict[str, str] = {
@@ -518,7 +520,7 @@ UNREPRESENTABLE: dict[str, str] = {
     "xlstm": "its xLSTM blocks",
 }
 
-SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted({*FAMILIES, *WRAPPERS}))
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted({*FAMILIES, *WRAPPERS, *SAME_AS}))
 
 
 def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -541,6 +543,8 @@ def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
         if text.get("model_type") in WRAPPERS:
             raise TcalcError(f"config.json ({model_type}): text_config names a wrapper type again")
         return from_hf_config(text)
+    if isinstance(model_type, str) and model_type in SAME_AS:
+        return from_hf_config({**cfg, "model_type": SAME_AS[model_type]})
     if isinstance(model_type, str) and model_type in UNREPRESENTABLE:
         raise TcalcError(
             f"model_type {model_type!r} is not a plain transformer: tcalc cannot represent "

@@ -374,13 +374,11 @@ REAL: list[tuple[str, Cfg, int | None]] = [
 
 
 # The 2024-2026 families' generators, edge cases and real shapes live beside this file.
-import hf_cases_modern  # noqa: E402
-import hf_cases_moe  # noqa: E402
+import hf_cases_2024  # noqa: E402
 
-for _mod in (hf_cases_modern, hf_cases_moe):
-    GENERATORS.update(_mod.GENERATORS)
-    EDGE += _mod.EDGE
-    REAL += _mod.REAL
+GENERATORS.update(hf_cases_2024.GENERATORS)
+EDGE += hf_cases_2024.EDGE
+REAL += hf_cases_2024.REAL
 
 WRAPPED_TEXT = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
 
@@ -392,6 +390,10 @@ def transformers_count(cfg: Cfg) -> tuple[int, Cfg]:
     A multimodal wrapper (gemma3, llama4, mistral3) is counted as its language model: the
     text_config built as its own causal LM (what tcalc describes); the full dict is the wrapper's.
     """
+    from transformer_calc.hf import SAME_AS
+
+    if cfg["model_type"] in SAME_AS:  # e.g. kimi_k2: DeepseekV3ForCausalLM (remote code)
+        cfg = {**cfg, "model_type": SAME_AS[cfg["model_type"]]}
     config = CONFIG_MAPPING[cfg["model_type"]].from_dict(dict(cfg))
     full = json.loads(config.to_json_string(use_diff=False))
     if cfg["model_type"] in WRAPPED_TEXT:
@@ -409,7 +411,7 @@ def cases(n: int, seed: int) -> list[tuple[str, str, Cfg, int | None]]:
     """(model_type, label, config, published total or None)."""
     rng = random.Random(seed)
     out: list[tuple[str, str, Cfg, int | None]] = []
-    for model_type in SUPPORTED_MODEL_TYPES:
+    for model_type in (t for t in SUPPORTED_MODEL_TYPES if t in GENERATORS):
         out += [(model_type, f"random-{i}", GENERATORS[model_type](rng), None) for i in range(n)]
     out += [(cfg["model_type"], label, cfg, None) for label, cfg in EDGE]
     out += [(cfg["model_type"], label, cfg, total) for label, cfg, total in REAL]
@@ -426,10 +428,11 @@ def main() -> int:
     transformers.logging.set_verbosity_error()
 
     start = time.perf_counter()
-    rows: dict[str, list[int]] = {t: [0, 0] for t in SUPPORTED_MODEL_TYPES}  # cases, mismatches
+    rows: dict[str, list[int]] = {t: [0, 0] for t in SUPPORTED_MODEL_TYPES if t in GENERATORS}  # cases, mismatches
     failures: list[str] = []
     fixtures: list[tuple[str, str, Cfg, int, int | None]] = []
     for model_type, label, cfg, published in cases(args.n, args.seed):
+        rows.setdefault(model_type, [0, 0])
         rows[model_type][0] += 1
         try:
             expected, full = transformers_count(cfg)
