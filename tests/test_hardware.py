@@ -55,6 +55,41 @@ GOLDEN = [
     ("MI300X", "memory_bw_bytes_s", 5325 * 10**9, "AMD footnote MI300-05A"),
     ("TPU-v4", "memory_bytes", 32 * 2**30, "Google TPU v4 docs 32 GiB"),
     ("TPU-v5e", "bf16", 197 * 10**12, "Google TPU v5e docs"),
+    # ---- issue 11: 2025-26 accelerators (per device, dense)
+    ("B300-HGX", "memory_bytes", 270 * 10**9, "Blackwell Ultra datasheet, HGX B300 column 270 GB"),
+    ("B300-HGX", "memory_bw_bytes_s", 7700 * 10**9, "Blackwell Ultra datasheet 7.7 TB/s"),
+    ("B300-HGX", "bf16", 2250 * 10**12, "HGX page 36 PF sparse / 8 GPUs / 2"),
+    ("B300-HGX", "fp8", 4500 * 10**12, "HGX page 72 PF sparse / 8 / 2"),
+    ("B300-HGX", "fp4", 13500 * 10**12, "HGX page FP4 108 PF dense (printed) / 8"),
+    ("B300-HGX", "interconnect_bytes_s", 1800 * 10**9, "NVLink 5 1.8 TB/s per GPU"),
+    ("GB300-NVL72", "memory_bytes", 279 * 10**9, "Blackwell Ultra datasheet, GB300 column 279 GB"),
+    ("GB300-NVL72", "bf16", 2500 * 10**12, "GB300 NVL72 360 PF sparse / 72 / 2"),
+    ("GB300-NVL72", "fp4", 15000 * 10**12, "GB300 NVL72 1080 PF 'without sparsity' / 72"),
+    ("MI325X", "memory_bytes", 256 * 10**9, "AMD MI325X 256 GB HBM3E"),
+    ("MI325X", "memory_bw_bytes_s", 6000 * 10**9, "AMD MI325X 6 TB/s"),
+    ("MI325X", "bf16", 1_307_400_000_000_000, "same CDNA 3 compute as MI300X"),
+    ("MI355X", "memory_bytes", 288 * 10**9, "AMD MI355X 288 GB HBM3E"),
+    ("MI355X", "bf16", 2_516_600_000_000_000, "256 CU x 2400 MHz x 4096 FLOP/clk (AMD: 2.5 PF)"),
+    ("MI355X", "fp8", 5_033_200_000_000_000, "256 CU x 2400 MHz x 8192 FLOP/clk (AMD: 5.0 PF)"),
+    ("MI355X", "fp4", 10_066_300_000_000_000, "MXFP4, 2x fp8 (AMD: 10.1 PF)"),
+    ("TPU-v6e", "memory_bytes", 32 * 10**9, "Google v6e docs 32 GB"),
+    ("TPU-v6e", "bf16", 918 * 10**12, "Google v6e docs"),
+    ("TPU-v6e", "int8", 1836 * 10**12, "Google v6e docs"),
+    ("TPU-v6e", "interconnect_bytes_s", 800 * 10**9, "Google v6e docs, bidirectional ICI"),
+    ("TPU7x", "memory_bytes", 192 * 2**30, "Google TPU7x docs 192 GiB"),
+    ("TPU7x", "memory_bw_bytes_s", 7370 * 10**9, "Google TPU7x ~7.37 TB/s"),
+    ("TPU7x", "bf16", 2307 * 10**12, "Google TPU7x docs"),
+    ("TPU7x", "fp8", 4614 * 10**12, "Google TPU7x docs"),
+    ("TPU-v5p", "memory_bytes", 95 * 2**30, "Google v5p docs 95 GiB usable (96 GiB physical)"),
+    ("TPU-v5p", "interconnect_bytes_s", 1200 * 10**9, "Google v5p docs, bidirectional ICI"),
+    ("Gaudi3", "memory_bytes", 128 * 10**9, "Intel Gaudi 3 white paper 128 GB"),
+    ("Gaudi3", "bf16", 1835 * 10**12, "Intel Gaudi 3 white paper (spec clock)"),
+    ("RTX-5090", "memory_bytes", 32 * 10**9, "RTX Blackwell whitepaper 32 GB GDDR7"),
+    ("RTX-5090", "memory_bw_bytes_s", 1792 * 10**9, "RTX Blackwell whitepaper 1792 GB/s"),
+    ("RTX-5090", "bf16", 209_500_000_000_000, "RTX Blackwell whitepaper Table 3, FP32 accumulate"),
+    ("RTX-5090", "fp4", 1676 * 10**12, "RTX Blackwell whitepaper Table 3, 1676/3352"),
+    ("RTX-PRO-6000-Blackwell-WS", "memory_bytes", 96 * 10**9, "RTX PRO 6000 WS datasheet 96 GB"),
+    ("RTX-PRO-6000-Blackwell-WS", "bf16", 503_800_000_000_000, "RTX PRO whitepaper Table 4"),
 ]
 
 
@@ -75,6 +110,15 @@ LAMBDA = [
     ("A100-SXM4-40GB", "bf16", 312e12 / 1555e9, "312 TFLOP/s / 1555 GB/s = 200.6, seed says 195"),
     ("V100-SXM2-32GB", "fp16", 125e12 / 900e9, "125 TFLOP/s / 900 GB/s = 138.9"),
     ("H100-SXM5-80GB", "bf16", 989.4e12 / 3350e9, "989.4 TFLOP/s / 3350 GB/s = 295.3"),
+    # HGX B300, Blackwell Ultra datasheet (HGX column) + HGX page: bf16 36 PFLOPS sparse per
+    # 8-GPU board -> 36e15 / 8 / 2 = 2.25e15 dense per GPU; HBM 7.7 TB/s per GPU.
+    # lambda_math = 2250e12 / 7700e9 = 292.21 FLOP/B.
+    ("B300-HGX", "bf16", 2250e12 / 7700e9, "2250 TFLOP/s / 7700 GB/s = 292.2"),
+    # TPU7x, Google docs: 2307 TFLOP/s bf16, ~7.37 TB/s -> 2307e12 / 7370e9 = 313.03 FLOP/B.
+    ("TPU7x", "bf16", 2307e12 / 7370e9, "2307 TFLOP/s / 7370 GB/s = 313.0"),
+    # RTX 5090, RTX Blackwell whitepaper Table 3: bf16 (FP32 accumulate) 209.5 dense, 1792 GB/s
+    # -> 209.5e12 / 1792e9 = 116.91 FLOP/B.
+    ("RTX-5090", "bf16", 209.5e12 / 1792e9, "209.5 TFLOP/s / 1792 GB/s = 116.9"),
 ]
 
 
@@ -89,6 +133,10 @@ def test_math_bandwidth_golden(gpu: str, dtype: str, expected: float) -> None:
 def test_math_bandwidth_rounded_values() -> None:
     assert round(math_bandwidth(TABLE["A100-SXM4-80GB"], "bf16"), 1) == 153.0
     assert round(math_bandwidth(TABLE["A100-SXM4-40GB"], "bf16"), 1) == 200.6
+    # 2250e12 / 7700e9 = 292.207..., worked by hand from the HGX B300 datasheet column
+    assert round(math_bandwidth(TABLE["B300-HGX"], "bf16"), 1) == 292.2
+    # fp8 on HGX B300: 4500e12 / 7700e9 = 584.4 (twice the bf16 ridge point)
+    assert round(math_bandwidth(TABLE["B300-HGX"], "fp8"), 1) == 584.4
 
 
 REQUIRED = [
@@ -102,6 +150,59 @@ REQUIRED = [
 @pytest.mark.parametrize("name", REQUIRED)
 def test_required_entries_present(name: str) -> None:
     assert name in TABLE
+
+
+# issue 11: accelerators added with datasheet numbers
+ISSUE_11 = [
+    "B300-HGX", "GB300-NVL72", "MI325X", "MI355X", "TPU-v6e", "TPU7x", "Gaudi3", "RTX-5090",
+    "RTX-PRO-6000-Blackwell-WS",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ISSUE_11)
+def test_issue_11_entries_verified_with_a_named_source(name: str) -> None:
+    gpu = TABLE[name]
+    assert gpu.verified and gpu.verified_via and gpu.verified_via.strip()
+    assert gpu.notes and "bf16" in gpu.peak_flops
+    assert gpu.interconnect_bytes_s is not None
+
+
+def test_tpu_v5p_corrected() -> None:
+    """Google's v5p table: 95 GiB usable HBM (96 GiB physical), 1200 GBps bidirectional ICI."""
+    v5p = TABLE["TPU-v5p"]
+    assert v5p.memory_bytes == 102_005_473_280  # 95 * 2**30, not 95e9
+    assert v5p.interconnect == "ICI" and v5p.interconnect_bytes_s == 1_200_000_000_000
+    assert "CORRECTED" in (v5p.notes or "")
+
+
+def test_low_precision_peaks_are_dense() -> None:
+    """A sparse figure slipping in shows up as a step above 2x (fp8 vs bf16) or 4x (fp4 vs fp8).
+
+    fp4 may be up to 4x the fp8 row: GeForce fp8 is the halved FP32-accumulate rate while fp4
+    (FP32 accumulate) is full rate (RTX 5090: 419 vs 1676). fp6 never exceeds fp4. The 3%
+    slack absorbs NVIDIA's own rounding (L40S datasheet: fp8 733 vs 2 x 362.05 = 724.1; L4: 242.5
+    vs 2 x 121); a sparse figure taken for dense is a 2x step and still fails.
+    """
+    slack = 1.03
+    for gpu in TABLE.values():
+        p = gpu.peak_flops
+        if "fp8" in p and "bf16" in p:
+            assert p["fp8"] <= 2 * p["bf16"] * slack, gpu.name
+        if "fp4" in p and "fp8" in p:
+            assert p["fp4"] <= 4 * p["fp8"] * slack, gpu.name
+        if "fp6" in p and "fp4" in p:
+            assert p["fp6"] <= p["fp4"], gpu.name
+
+
+def test_blackwell_ultra_fp4_is_the_printed_dense_figure() -> None:
+    """NVIDIA prints B300 FP4 as 'sparse | dense' (144 | 108 PFLOPS per HGX board, 1440 | 1080 per
+    NVL72 rack): dense is not sparse / 2, and GB300's rate is HGX's scaled by the bf16 ratio."""
+    b300, gb300 = TABLE["B300-HGX"], TABLE["GB300-NVL72"]
+    assert b300.peak_flops["fp4"] == 108 * 10**15 // 8
+    assert gb300.peak_flops["fp4"] == 1080 * 10**15 // 72
+    assert b300.peak_flops["fp4"] * gb300.peak_flops["bf16"] == (
+        gb300.peak_flops["fp4"] * b300.peak_flops["bf16"]
+    )
 
 
 @pytest.mark.parametrize("gpu", list(TABLE.values()), ids=list(TABLE))
@@ -156,6 +257,33 @@ def test_no_sparse_dtypes_stored() -> None:
         ("Tesla V100-SXM2-32GB", "V100-SXM2-32GB"),
         ("NVIDIA GeForce RTX 4090", "RTX-4090"),
         ("AMD Instinct MI300X", "MI300X"),
+        # issue 11 parts: the names users type and the device names frameworks print
+        ("b300", "B300-HGX"),
+        ("B300", "B300-HGX"),
+        ("hgx-b300", "B300-HGX"),
+        ("NVIDIA B300 SXM6 AC", "B300-HGX"),
+        ("gb300", "GB300-NVL72"),
+        ("GB300-NVL72", "GB300-NVL72"),
+        ("mi325x", "MI325X"),
+        ("AMD Instinct MI325X", "MI325X"),
+        ("mi355x", "MI355X"),
+        ("AMD Instinct MI355X", "MI355X"),
+        ("tpu-v6e", "TPU-v6e"),
+        ("v6e", "TPU-v6e"),
+        ("trillium", "TPU-v6e"),
+        ("Trillium", "TPU-v6e"),
+        ("tpu7x", "TPU7x"),
+        ("ironwood", "TPU7x"),
+        ("tpu-v7x", "TPU7x"),
+        ("v5p", "TPU-v5p"),
+        ("gaudi3", "Gaudi3"),
+        ("Gaudi 3", "Gaudi3"),
+        ("intel-gaudi-3", "Gaudi3"),
+        ("rtx-5090", "RTX-5090"),
+        ("5090", "RTX-5090"),
+        ("NVIDIA GeForce RTX 5090", "RTX-5090"),
+        ("rtx-pro-6000", "RTX-PRO-6000-Blackwell-WS"),
+        ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "RTX-PRO-6000-Blackwell-WS"),
     ],
 )
 def test_resolve_gpu(typed: str, expected: str) -> None:

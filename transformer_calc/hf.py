@@ -176,8 +176,13 @@ def _llama(c: _Reader) -> dict[str, Any]:
 
 
 def _mistral(c: _Reader) -> dict[str, Any]:
-    # modeling_mistral.py, modeling_mixtral.py: every projection bias=False, whatever the file says
-    return _llama_like(c, False, False, False)
+    # modeling_mistral.py, modeling_mixtral.py: every projection bias=False, whatever the file says;
+    # a sliding window on every layer when the config sets one (its cache keeps W - 1 tokens)
+    spec = _llama_like(c, False, False, False)
+    window = c.opt_int("sliding_window")
+    if window:
+        spec |= {"attention_pattern": ["sliding"], "sliding_window": window}
+    return spec
 
 
 def _mixtral(c: _Reader) -> dict[str, Any]:
@@ -192,8 +197,14 @@ def _mixtral(c: _Reader) -> dict[str, Any]:
 
 
 def _qwen2(c: _Reader) -> dict[str, Any]:
-    # modeling_qwen2.py: q/k/v bias=True, o_proj bias=False, MLP bias=False (hard-coded)
-    return _llama_like(c, True, False, False)
+    # modeling_qwen2.py: q/k/v bias=True, o_proj bias=False, MLP bias=False (hard-coded); sliding
+    # layers from max_window_layers on when use_sliding_window (configuration_qwen2.py layer_types)
+    spec = _llama_like(c, True, False, False)
+    if c.values.get("use_sliding_window") is True:
+        from transformer_calc.hf_2024 import _qwen_pattern
+
+        spec |= _qwen_pattern(c, spec["n_layers"])
+    return spec
 
 
 def _gemma(c: _Reader) -> dict[str, Any]:
@@ -361,6 +372,7 @@ _LLAMA_DEFAULTS = {  # configuration_llama.py
 }  # fmt: skip
 _MISTRAL_DEFAULTS = _LLAMA_DEFAULTS | {  # configuration_mistral.py
     "intermediate_size": 14336, "num_key_value_heads": 8, "max_position_embeddings": 131072,
+    "sliding_window": 4096,
 }  # fmt: skip
 _GPT2_DEFAULTS = {  # configuration_gpt2.py
     "vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12,
@@ -386,7 +398,7 @@ FAMILIES: dict[str, _Family] = {
     "mixtral": _Family(
         _mixtral,
         # configuration_mixtral.py
-        _MISTRAL_DEFAULTS | {"num_local_experts": 8, "num_experts_per_tok": 2},
+        _MISTRAL_DEFAULTS | {"num_local_experts": 8, "num_experts_per_tok": 2, "sliding_window": None},
         ("attention_dropout",),
         {"num_experts": "num_local_experts"},  # attribute_map
         frozenset({"num_experts"}),
@@ -395,7 +407,8 @@ FAMILIES: dict[str, _Family] = {
         _qwen2,
         _LLAMA_DEFAULTS | {  # configuration_qwen2.py (no head_dim field: read if the file has it)
             "vocab_size": 151936, "intermediate_size": 22016, "num_key_value_heads": 32,
-            "max_position_embeddings": 32768,
+            "max_position_embeddings": 32768, "use_sliding_window": False, "sliding_window": 4096,
+            "max_window_layers": 28,
         },
         ("attention_dropout",),
     ),  # fmt: skip
