@@ -509,6 +509,15 @@ FAMILIES.update(_FAMILIES_2024)
 # value is the text model_type when text_config does not name one.
 WRAPPERS: dict[str, str] = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
 
+# configuration_mistral3.py: without a text_config, Mistral3Config builds this MistralConfig
+WRAPPER_TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "mistral3": {
+        "hidden_size": 5120, "head_dim": 128, "intermediate_size": 32768, "num_hidden_layers": 40,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 131072,
+        "max_position_embeddings": 131072, "sliding_window": None,
+    },
+}
+
 # Model types whose published checkpoints are another family's architecture (remote code), read as
 # that family: Kimi K2's config.json names kimi_k2 for DeepseekV3ForCausalLM.
 SAME_AS: dict[str, str] = {"kimi_k2": "deepseek_v3"}
@@ -546,8 +555,8 @@ def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
         raise TcalcError(f"config.json has no model_type; add one of: {supported}")
     if isinstance(model_type, str) and model_type in WRAPPERS:
         text = cfg.get("text_config")
-        if text is None:
-            text = {}
+        if text is None:  # the wrapper's own default text model (configuration_<wrapper>.py)
+            text = dict(WRAPPER_TEXT_DEFAULTS.get(model_type, {}))
         if not isinstance(text, dict):
             raise TcalcError(f"config.json ({model_type}): text_config must be a JSON object")
         text = {"model_type": WRAPPERS[model_type], **text}

@@ -26,21 +26,25 @@ from transformer_calc.hf import (
     _rotary_common,
 )
 
-_KIND = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked"}
+_KIND = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked",
+         "attention": "full"}  # "attention": the legacy name transformers reads as full_attention
+MAX_DERIVED_LAYERS = 4096  # a derived per-layer list longer than this is refused (ModelConfig's MAX_PATTERN)
 
 
 def shortest_period(items: list[Any]) -> list[Any]:
-    """The shortest prefix whose repetition is `items` (the whole list when none is shorter)."""
+    """The shortest prefix p whose cyclic repetition gives `items` (items[i] == items[i % p]; p
+    need not divide the length: Gemma 3's 62 layers are 5 sliding + 1 full, repeated)."""
     n = len(items)
     for p in range(1, n + 1):
-        if n % p == 0 and items[:p] * (n // p) == items:
+        if all(items[i] == items[i % p] for i in range(p, n)):
             return items[:p]
     return items
 
 
 def _pattern(c: _Reader, layer_types: list[str], L: int, key: str = "layer_types") -> dict[str, Any]:
-    """attention_pattern from a per-layer list of HF attention kinds (and the windows it needs)."""
-    if not isinstance(layer_types, list) or len(layer_types) != L:
+    """attention_pattern from a per-layer list of HF attention kinds (and the windows it needs);
+    a derived periodic list may be cut at MAX_DERIVED_LAYERS (see `_periodic`)."""
+    if not isinstance(layer_types, list) or not (len(layer_types) == L or len(layer_types) == MAX_DERIVED_LAYERS < L):
         raise c._bad(key, f"a list of {L} attention kinds (one per layer)")
     kinds = []
     for kind in layer_types:
@@ -66,10 +70,22 @@ def _pattern(c: _Reader, layer_types: list[str], L: int, key: str = "layer_types
     return spec
 
 
-def _given_or(c: _Reader, derived: list[str]) -> list[str]:
-    """The file's layer_types when it has them (transformers keeps them), else the derived list."""
+def _given_or(c: _Reader, derived: Any) -> list[str]:
+    """The file's layer_types when it has them (transformers keeps them), else the derived list
+    (`derived` is a function of the layer count, called only then)."""
     given = c.values.get("layer_types")
-    return given if given is not None else derived
+    return given if given is not None else derived()
+
+
+def _periodic(L: int, period: list[str]) -> list[str]:
+    """A per-layer list that repeats `period`, built for at most MAX_DERIVED_LAYERS layers: the
+    pattern only needs one period, so a longer model gets the period's repetition cut there."""
+    return [period[i % len(period)] for i in range(min(L, max(MAX_DERIVED_LAYERS, len(period))))]
+
+
+def _too_many(c: _Reader, L: int) -> None:
+    if L > MAX_DERIVED_LAYERS:
+        raise c._bad("num_hidden_layers", f"at most {MAX_DERIVED_LAYERS} layers for a non-repeating layer pattern")
 
 
 # ---------------------------------------------------------------------------- dense families
@@ -86,10 +102,18 @@ def _qwen3(c: _Reader) -> dict[str, Any]:
 def _qwen_pattern(c: _Reader, L: int) -> dict[str, Any]:
     window = c.opt_int("sliding_window") if c.flag("use_sliding_window") else None
     start = c.int("max_window_layers") if "max_window_layers" in c.values else 0
-    derived = ["sliding_attention" if window is not None and i >= start else "full_attention" for i in range(L)]
     if window is None and c.values.get("layer_types") is None:
         return {}
     c.values["sliding_window"] = window
+
+    def derived() -> list[str]:  # sliding from max_window_layers on (configuration_qwen3.py)
+        if window is None or start >= L:
+            return _periodic(L, ["full_attention"])
+        if start <= 0:
+            return _periodic(L, ["sliding_attention"])
+        _too_many(c, L)  # full layers first, then sliding: no shorter period
+        return ["full_attention"] * start + ["sliding_attention"] * (L - start)
+
     return _pattern(c, _given_or(c, derived), L)
 
 
@@ -97,11 +121,14 @@ def _gemma2(c: _Reader) -> dict[str, Any]:
     """modeling_gemma2.py: four RMSNorms per layer (input, post-attention, pre- and post-
     feedforward), q/k/v/o bias=attention_bias, GeGLU, tied head; soft-capping and the query scalar
     carry no parameters. Layers alternate sliding and full (configuration_gemma2.py)."""
-    bias = c.flag("attention_bias")
-    spec = _rotary_common(c, bias, bias, False) | {"mlp": _gated_mlp(c, "hidden_activation"), "norms_per_layer": 4}
+    spec = _gemma2_block(c)
     L = spec["n_layers"]
-    derived = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(L)]
-    return spec | _pattern(c, _given_or(c, derived), L)
+    return spec | _pattern(c, _given_or(c, lambda: _periodic(L, ["sliding_attention", "full_attention"])), L)
+
+
+def _no_bidirectional(c: _Reader) -> None:
+    if c.values.get("use_bidirectional_attention") is True:
+        raise c._bad("use_bidirectional_attention", "false (bidirectional attention is not decoder-only)")
 
 
 def _gemma3(c: _Reader) -> dict[str, Any]:
@@ -111,11 +138,16 @@ def _gemma3(c: _Reader) -> dict[str, Any]:
     spec |= {"qk_norm": True, "qk_norm_scope": "head"}
     L = spec["n_layers"]
     every = c.int("sliding_window_pattern") if "sliding_window_pattern" in c.values else 6
-    derived = ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(L)]
-    return spec | _pattern(c, _given_or(c, derived), L)
+    if every < 1:
+        raise c._bad("sliding_window_pattern", "a whole number >= 1")
+    if every > MAX_DERIVED_LAYERS:
+        raise c._bad("sliding_window_pattern", f"at most {MAX_DERIVED_LAYERS}")
+    period = ["sliding_attention"] * (every - 1) + ["full_attention"]
+    return spec | _pattern(c, _given_or(c, lambda: _periodic(L, period)), L)
 
 
 def _gemma2_block(c: _Reader) -> dict[str, Any]:
+    _no_bidirectional(c)
     bias = c.flag("attention_bias")
     return _rotary_common(c, bias, bias, False) | {"mlp": _gated_mlp(c, "hidden_activation"), "norms_per_layer": 4}
 
@@ -139,7 +171,7 @@ def _phi3(c: _Reader) -> dict[str, Any]:
 def _all_sliding(c: _Reader, L: int) -> dict[str, Any]:
     if not c.opt_int("sliding_window"):
         return {}
-    return _pattern(c, ["sliding_attention"] * L, L)
+    return _pattern(c, _periodic(L, ["sliding_attention"]), L)
 
 
 def _granite(c: _Reader) -> dict[str, Any]:
@@ -158,7 +190,7 @@ def _cohere(c: _Reader) -> dict[str, Any]:
         "mlp": _gated_mlp(c, "hidden_act"), "norm": "layernorm", "norm_bias": False,
         "norms_per_layer": 1, "parallel_attn": True,
     }
-    if c.flag("use_qk_norm"):
+    if c.values.get("use_qk_norm") is not None and c.flag("use_qk_norm"):  # null: off, as transformers reads it
         spec |= {"qk_norm": True, "qk_norm_scope": "full"}
     return spec
 
@@ -210,10 +242,16 @@ def _qwen_pattern_moe(c: _Reader, L: int) -> dict[str, Any]:
     if not c.flag("use_sliding_window") and c.values.get("layer_types") is None:
         return {}
     start = c.int("max_window_layers") if "max_window_layers" in c.values else L
-    derived = [
-        "sliding_attention" if (i + 1) % 2 and i < start and c.flag("use_sliding_window") else "full_attention"
-        for i in range(L)
-    ]
+    sliding = c.flag("use_sliding_window")
+
+    def derived() -> list[str]:  # even layers below max_window_layers slide (configuration_qwen2_moe.py)
+        if not sliding or start <= 0:
+            return _periodic(L, ["full_attention"])
+        if start >= L:
+            return _periodic(L, ["sliding_attention", "full_attention"])
+        _too_many(c, L)
+        return ["sliding_attention" if (i + 1) % 2 and i < start else "full_attention" for i in range(L)]
+
     return _pattern(c, _given_or(c, derived), L)
 
 
@@ -289,8 +327,7 @@ def _gpt_oss(c: _Reader) -> dict[str, Any]:
         "experts_per_token": c.int("num_experts_per_tok"), "router": True, "router_bias": True,
     }
     L = spec["n_layers"]
-    derived = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(L)]
-    return spec | _pattern(c, _given_or(c, derived), L)
+    return spec | _pattern(c, _given_or(c, lambda: _periodic(L, ["sliding_attention", "full_attention"])), L)
 
 
 def _llama4_text(c: _Reader) -> dict[str, Any]:
@@ -321,10 +358,18 @@ def _llama4_text(c: _Reader) -> dict[str, Any]:
         chosen = {i for i in moe_layers if 0 <= i < L}
         spec["dense_layer_ids"] = [i for i in range(L) if i not in chosen]
     interval = c.int("no_rope_layer_interval") if "no_rope_layer_interval" in c.values else 4
-    no_rope = c.values.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(L)]
-    if not isinstance(no_rope, list) or len(no_rope) != L:
-        raise c._bad("no_rope_layers", f"a list of {L} flags")
-    derived = ["chunked_attention" if flag else "full_attention" for flag in no_rope]
+    if not 1 <= interval <= MAX_DERIVED_LAYERS:
+        raise c._bad("no_rope_layer_interval", f"a whole number from 1 to {MAX_DERIVED_LAYERS}")
+    no_rope = c.values.get("no_rope_layers")
+
+    def derived() -> list[str]:
+        if no_rope:
+            if not isinstance(no_rope, list) or len(no_rope) != L:
+                raise c._bad("no_rope_layers", f"a list of {L} flags")
+            return ["chunked_attention" if flag else "full_attention" for flag in no_rope]
+        period = ["chunked_attention" if (i + 1) % interval else "full_attention" for i in range(interval)]
+        return _periodic(L, period)
+
     return spec | _pattern(c, _given_or(c, derived), L)
 
 
@@ -374,7 +419,7 @@ FAMILIES: dict[str, _Family] = {
             "max_position_embeddings": 4096, "sliding_window": None, "resid_pdrop": 0.0,
             "embd_pdrop": 0.0,
         },
-        ("attention_dropout", "resid_pdrop", "embd_pdrop"),
+        ("attention_dropout", "resid_pdrop"),  # modeling_phi3.py never applies embd_pdrop
     ),
     "granite": _Family(_granite, _LLAMA_DEFAULTS, ("attention_dropout",)),  # configuration_granite.py
     "cohere": _Family(

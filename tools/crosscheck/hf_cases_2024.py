@@ -193,3 +193,16 @@ REAL: list[tuple[str, Cfg, int | None]] = []
 for _path in sorted((HERE / "published_configs").glob("*.json")):
     _cfg = json.loads(_path.read_text())
     REAL.append((_path.stem, _cfg, PUBLISHED_TOTALS.get(_path.stem)))
+
+
+# More edge cases and a second generator per dense type (head_dim != D/A, explicit and aperiodic
+# layer_types, windows off, wrappers without text_config): hf_cases_2024_extra.py.
+import hf_cases_2024_extra as _extra  # noqa: E402
+
+EDGE += [(f"x-{label}", cfg) for label, cfg in _extra.EDGE]
+for _type, _gen in _extra.GENERATORS.items():
+    _mine = GENERATORS.get(_type)
+    if _mine is None:
+        GENERATORS[_type] = _gen
+    else:  # alternate between the two generators, from the same random stream
+        GENERATORS[_type] = (lambda a, b: lambda r: (a if r.random() < 0.5 else b)(r))(_mine, _gen)

@@ -260,12 +260,35 @@ HF_CONFIGS: dict[str, dict[str, Any]] = {
 _DROPOUT_KEYS = ("resid_pdrop", "hidden_dropout", "dropout")
 
 
+def _published() -> dict[str, dict[str, Any]]:
+    """The 2024-2026 presets' configs: the published config.json copies and tools/presets'
+    sourced architecture values (tools/presets/from_hf.py generated those presets from them)."""
+    import json
+
+    sys.path.insert(0, str(REPO / "tools" / "presets"))
+    from from_hf import EXTRA
+
+    out = {p.stem: json.loads(p.read_text()) for p in (REPO / "tools/crosscheck/published_configs").glob("*.json")}
+    out.update({name: cfg for name, (_, _, cfg) in EXTRA.items()})
+    return out
+
+
+HF_CONFIGS.update(_published())
+
+
 def hf_config(hf: dict[str, Any]) -> Any:
-    """The transformers config object for one HF_CONFIGS entry."""
-    from transformers import AutoConfig
+    """The transformers config object for one HF_CONFIGS entry (a wrapper: its text model; a
+    model_type read as another family: that family's)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from transformer_calc.hf import SAME_AS
 
     kwargs = dict(hf)
-    return AutoConfig.for_model(kwargs.pop("model_type"), **kwargs)
+    model_type = SAME_AS.get(kwargs["model_type"], kwargs["model_type"])
+    config = CONFIG_MAPPING[model_type].from_dict({**kwargs, "model_type": model_type})
+    if model_type in ("gemma3", "llama4", "mistral3"):
+        config = config.get_text_config()
+    return config
 
 
 def hf_param_count(cfg: Any) -> int:
@@ -333,7 +356,9 @@ def main(argv: list[str] | None = None) -> int:
             hf_total = None
         else:
             mt = preset.get("hf_model_type", "gpt2" if preset.get("family") == "gpt3" else None)
-            if mt != hf["model_type"]:
+            from transformer_calc.hf import SAME_AS
+
+            if mt != SAME_AS.get(hf["model_type"], hf["model_type"]):
                 problems.append(f"hf_model_type {mt!r} != config's {hf['model_type']!r}")
             cfg = hf_config(hf)
             hf_total = hf_param_count(cfg)
