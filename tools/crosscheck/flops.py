@@ -4,7 +4,7 @@ For each supported model_type this takes hf_params.py's config generators (a fix
 sample, `--n` runnable configs per type) and its EDGE cases (GQA, MQA, head_dim != D/A, untied and
 tied heads, QKV-only biases, parallel attention, MoE, OPT's projections, minimal configs on the
 transformers defaults), builds `AutoModelForCausalLM.from_config(config, attn_implementation="eager")`
-(Mixtral also `experts_implementation="eager"`), puts it in training mode and runs one forward with
+(every MoE type also `experts_implementation="eager"`), puts it in training mode and runs one forward with
 labels and `loss.backward()` on B sequences of S random tokens inside
 `torch.utils.flop_counter.FlopCounterMode`. It requires exact equality of
 
@@ -101,6 +101,8 @@ MOE_TOO_LARGE = (
     f"MoE above {CPU_MAX_PARAMS:,} parameters (the transformers defaults): too large for a CPU run, "
     "and the meta device cannot route tokens (torch.nonzero is data-dependent)"
 )
+GEMMA_NO_WINDOW = "a sliding layer without a sliding_window: the mask code cannot run it"
+GROUP_TOPK = "fewer than 2 experts per routing group: DeepSeek's group scores take the top 2 of each group"
 KNOWN_SKIPS = [  # (model_type, condition), every reason a case is skipped
     ("falcon", FALCON_NEW_SEQUENTIAL),
     ("falcon", FALCON_OLD_PARALLEL_2LN),
@@ -108,7 +110,16 @@ KNOWN_SKIPS = [  # (model_type, condition), every reason a case is skipped
     ("gptj", GPTJ_ROTARY),
     ("phi", PHI_ODD_ROTARY),
     ("mixtral", MOE_TOO_LARGE),
+    ("gemma2", GEMMA_NO_WINDOW),
+    ("deepseek_v3", GROUP_TOPK),
+    ("glm4_moe", GROUP_TOPK),
+    ("gemma3_text", GEMMA_NO_WINDOW),
+    ("gemma3", GEMMA_NO_WINDOW),
+    ("qwen3", GEMMA_NO_WINDOW),
 ]
+WRAPPERS = ("gemma3", "llama4", "mistral3")  # counted as their text model (text_config)
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "glm4_moe", "gpt_oss", "llama4_text", "llama4")
+ALL_EXPERTS = ("llama4_text", "llama4")  # HF runs every expert on every token (modeling_llama4.py)
 
 
 def forward_breaks(config: PretrainedConfig) -> str | None:
@@ -121,7 +132,13 @@ def forward_breaks(config: PretrainedConfig) -> str | None:
     gptj and phi: rotary widths the rotary code cannot apply. `check_exclusions` runs a grid of
     these keys on every run: exactly the configs named here must fail.
     """
-    c = config
+    c = config.get_text_config() if config.model_type in WRAPPERS else config
+    if c.model_type in ("deepseek_v3", "glm4_moe") and c.n_routed_experts // max(c.n_group, 1) < 2:
+        return GROUP_TOPK
+    if c.model_type in ("gemma2", "gemma3_text", "qwen3"):
+        kinds = set(getattr(c, "layer_types", None) or [])
+        if "sliding_attention" in kinds and not getattr(c, "sliding_window", None):
+            return GEMMA_NO_WINDOW
     if c.model_type == "falcon":
         if c.new_decoder_architecture and not c.parallel_attn:
             return FALCON_NEW_SEQUENTIAL
@@ -226,7 +243,9 @@ class Case:
 
 
 def build(config: PretrainedConfig, device: str) -> torch.nn.Module:
-    kw = {"experts_implementation": "eager"} if config.model_type == "mixtral" else {}
+    if config.model_type in WRAPPERS:
+        config = config.get_text_config()
+    kw = {"experts_implementation": "eager"} if config.model_type in MOE_TYPES else {}
     torch.manual_seed(0)  # MoE routing depends on the weights; the FLOP total does not
     with torch.device(device):
         return AutoModelForCausalLM.from_config(config, attn_implementation="eager", **kw)
@@ -255,8 +274,9 @@ def run_case(case: Case) -> Case:
         return case
     model = build(config, case.device)
     model.train()
+    vocab = (config.get_text_config() if case.model_type in WRAPPERS else config).vocab_size
     with torch.device(case.device):
-        ids = torch.randint(0, config.vocab_size, (case.batch_size, case.seq_len))
+        ids = torch.randint(0, vocab, (case.batch_size, case.seq_len))
         mask = torch.ones_like(ids)  # given, as a data loader gives it; without one, transformers
         # scans position_ids for packed sequences (.item(), which the meta device cannot run)
     counter = FlopCounterMode(display=False)
@@ -264,6 +284,9 @@ def run_case(case: Case) -> Case:
         model(input_ids=ids, attention_mask=mask, labels=ids, use_cache=False).loss.backward()
     case.counted = counter.get_total_flops()
     w = Workload(seq_len=case.seq_len, batch_size=case.batch_size)
+    if case.model_type in ALL_EXPERTS:  # HF's Llama 4 multiplies every expert; tcalc counts top-k
+        m = m.with_overrides({"experts_per_token": m.n_experts})
+        m_dict = m_dict.with_overrides({"experts_per_token": m_dict.n_experts})
     case.predicted, case.predicted_dict = count_flops(m, w).total, count_flops(m_dict, w).total
     return case
 
@@ -278,7 +301,7 @@ def draw_cases(n: int, seed: int) -> list[Case]:
         return Case(model_type, label, cfg, B, S)
 
     out: list[Case] = []
-    for model_type in SUPPORTED_MODEL_TYPES:
+    for model_type in (t for t in SUPPORTED_MODEL_TYPES if t in GENERATORS):
         runnable = 0
         for draw in range(n * MAX_DRAWS):
             if runnable == n:
@@ -353,7 +376,7 @@ def document(cases: list[Case], n: int, seed: int, grid: Counter[str | None]) ->
         "",
         "**Measured:** `torch.utils.flop_counter.FlopCounterMode().get_total_flops()` over one",
         "training step of a small Hugging Face model: `AutoModelForCausalLM.from_config(config,",
-        "attn_implementation=\"eager\")` (Mixtral also `experts_implementation=\"eager\"`) in training",
+        "attn_implementation=\"eager\")` (every MoE type also `experts_implementation=\"eager\"`) in training",
         "mode, a forward with labels on B sequences of S random tokens, then `loss.backward()`.",
         f"Configs: hf_params.py's generators ({n} runnable random configs per model_type, seed {seed})",
         "and its EDGE cases (GQA, MQA, head_dim ≠ D/A, tied and untied heads, QKV-only biases,",
@@ -373,6 +396,13 @@ def document(cases: list[Case], n: int, seed: int, grid: Counter[str | None]) ->
         "(Mixtral's default `experts_implementation`) count none for the experts; CUDA SDPA's backward",
         "is counted as 2.5 × its forward. Eager attention and eager experts run every matmul as",
         "mm/addmm/bmm, which is what the default convention counts.",
+        "",
+        "**Llama 4:** Hugging Face's `Llama4TextExperts` multiplies every token by every expert (the",
+        "router's scores zero the others afterwards), so FlopCounterMode counts n_experts experts per",
+        "token where the model needs top-k. tcalc counts the routed top-k; for this check only it is",
+        "compared with `experts_per_token = n_experts`, which makes everything else exact too.",
+        "Sliding-window and chunked layers (Mistral, Gemma 2/3, gpt-oss, Llama 4, Qwen3) run as eager",
+        "attention runs them, a full S×S with a mask: the default convention counts exactly that.",
         "",
         *FLOPS_HEADER,
         *flops_rows,
