@@ -541,9 +541,21 @@ def inference_table(report: dict[str, Any]) -> Any:
     dec = report["decode"]
     lam = report["prefill"]["math_bandwidth"]
     cb = report["compute_bound_batch"]
+    if inf.get("mla_cache") == "latent":
+        what = "MLA latent, replicated on every GPU"
+    elif inf.get("mla_cache") == "decompressed":
+        what = "MLA decompressed to per-head K/V"
+    else:
+        what = f"{inf['cache_kv_heads']} K/V heads"
+    kinds = kv.get("layers_by_kind") or {}
+    if set(kinds) - {"full"}:
+        spans = {"sliding": kv.get("sliding_window"), "chunked": kv.get("attention_chunk_size")}
+        what += "; " + ", ".join(
+            f"{n} {k}" + (f" (last {spans[k] - 1} tokens kept)" if spans.get(k) else "") for k, n in kinds.items()
+        )
     lines = [
         f"KV cache: {fmt_bytes(kv['total_bytes'])} in all ({fmt_bytes(kv['bytes_per_token'])} per token, "
-        f"{inf['cache_kv_heads']} K/V heads), {fmt_bytes(kv['per_gpu_bytes'])} per GPU",
+        f"{what}), {fmt_bytes(kv['per_gpu_bytes'])} per GPU",
         ("fits" if mem["fits"] else "does NOT fit") + f"; headroom {fmt_bytes(mem['headroom_bytes'])}; "
         f"largest batch at this context: {mem['max_batch_size']}; longest prompt at this batch: {mem['max_prompt_len']}; "
         f"smallest T that fits: {mem['min_tensor_parallel'] or 'none'}",

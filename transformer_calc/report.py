@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformer_calc.config import ModelConfig
+from transformer_calc.config import LayerAttention, ModelConfig
 from transformer_calc.params import (
     count_params,
     seed_block_approx,
@@ -471,10 +471,15 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any) -> dict[str, Any]:
             "activation_dtype": spec.activation_dtype,
             "kv_cache": spec.kv_cache,
             "cache_kv_heads": kv.n_kv_heads,
+            "mla_cache": spec.mla_cache if m.is_mla else None,
             "gpu": gpu.name,
         },
         "kv_cache": {
             "context_len": kv.context_len,
+            "layers_by_kind": {k.value: m.n_attention_layers(k) for k in LayerAttention if m.n_attention_layers(k)},
+            "sliding_window": m.sliding_window,
+            "attention_chunk_size": m.attention_chunk_size,
+            "replicated_per_gpu": m.is_mla and spec.mla_cache == "latent",
             "bytes_per_token": kv.bytes_per_token,
             "total_bytes": kv.total_bytes,
             "per_gpu_bytes": kv.per_gpu_bytes,
