@@ -780,6 +780,147 @@ _USAGE_FIXES = (
 )
 
 
+
+def _network(gpu: Any, node_size: int | None, inter_node_gb_s: float | None) -> Any:
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.train import default_network
+
+    net = default_network(gpu)
+    if node_size is not None:
+        if node_size < 1:
+            raise TcalcError(f"--node-size ({node_size}) must be >= 1")
+        net = net.__class__(node_size, net.intra_bytes_s, net.inter_bytes_s)
+    if inter_node_gb_s is not None:
+        import math
+
+        if not (math.isfinite(inter_node_gb_s) and inter_node_gb_s > 0):
+            raise TcalcError(f"--inter-node-gb-s ({inter_node_gb_s}) must be a positive number of GB/s")
+        net = net.__class__(net.node_size, net.intra_bytes_s, inter_node_gb_s * 1e9)
+    return net
+
+
+def _global_batch(sequences: str | None, tokens: str | None, S: int) -> int:
+    from transformer_calc.errors import TcalcError
+
+    if (sequences is None) == (tokens is None):
+        raise TcalcError("give the global batch once: --global-batch SEQUENCES or --global-batch-tokens TOKENS (e.g. 4M)")
+    if sequences is not None:
+        return _count(sequences, "--global-batch")
+    n = _count(tokens, "--global-batch-tokens")
+    if n < S:
+        raise TcalcError(f"--global-batch-tokens ({n}) is less than one sequence of S = {S} tokens")
+    binary = {"k": 2**10, "m": 2**20, "g": 2**30}.get(str(tokens).strip()[-1:].lower())
+    if n % S and binary:  # "4M tokens" of a 8192-token batch is 2^22: the binary reading divides
+        import re
+
+        number = re.fullmatch(r"\s*([0-9]+)\s*[kKmMgG]\s*", str(tokens))
+        if number and (int(number.group(1)) * binary) % S == 0:
+            n2 = int(number.group(1)) * binary
+            sys.stderr.write(f"note: --global-batch-tokens {tokens} read as {n2:,} (binary {tokens[-1]}), {n2 // S} sequences of {S}\n")
+            return n2 // S
+    if n % S:  # whole sequences only, said on stderr
+        sys.stderr.write(f"note: --global-batch-tokens {n:,} is {n // S} sequences of {S} ({n // S * S:,} tokens)\n")
+    return n // S
+
+
+NodeOpt = Annotated[Optional[int], typer.Option("--node-size", help="GPUs per NVLink domain [default: per platform, 8; 72 for GB200/GB300 NVL72].", rich_help_panel=PARALLEL)]
+NicOpt = Annotated[Optional[float], typer.Option("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way [default: 25 A100 HDR, 50 H100/H200/B200 NDR].", rich_help_panel=PARALLEL)]
+
+
+@app.command()
+@model_options
+def train(
+    source: ModelArgs,
+    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs in all; dp = gpus / (T·P·CP).")] = 8,
+    gpu: Annotated[str, typer.Option("--gpu", help="GPU, e.g. a100-80gb, h100.")] = "h100",
+    S: SOpt = None,
+    global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Global batch in sequences, e.g. 1536.")] = None,
+    global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Global batch in tokens, e.g. 4M.")] = None,
+    micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", "--B", min=1, help="Micro-batch b [default: the fastest that fits].")] = None,
+    T: Annotated[int, typer.Option("--T", "--tensor-parallel", min=1, help="T: tensor-parallel ranks.", rich_help_panel=PARALLEL)] = 1,
+    P: Annotated[int, typer.Option("--P", "--pipeline-parallel", min=1, help="P: pipeline stages (1F1B).", rich_help_panel=PARALLEL)] = 1,
+    virtual_stages: Annotated[int, typer.Option("--virtual-stages", min=1, help="Interleaved model chunks per stage.", rich_help_panel=PARALLEL)] = 1,
+    cp: Annotated[int, typer.Option("--cp", "--context-parallel", min=1, help="Context-parallel ranks (long sequences).", rich_help_panel=PARALLEL)] = 1,
+    ep: Annotated[int, typer.Option("--ep", "--expert-parallel", min=1, help="Expert-parallel ranks (MoE).", rich_help_panel=PARALLEL)] = 1,
+    sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism (with T).", rich_help_panel=PARALLEL)] = False,
+    zero: Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage (1: a distributed optimizer).", rich_help_panel=PARALLEL)] = 1,
+    recompute: Annotated[str, typer.Option("--recompute", help="none | selective | full.", rich_help_panel=TRAINING)] = "none",
+    flash: Annotated[bool, typer.Option("--flash/--no-flash", help="FlashAttention.", rich_help_panel=TRAINING)] = True,
+    precision: Annotated[str, typer.Option("--precision", help="mixed | bf16 | fp32.", rich_help_panel=TRAINING)] = "mixed",
+    p: Annotated[Optional[int], typer.Option("--p", help="Bytes per compute element (1: fp8 matmuls at the fp8 peak).", rich_help_panel=TRAINING)] = None,
+    framework: Annotated[str, typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed.", rich_help_panel=TRAINING)] = "megatron",
+    matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Achievable fraction of the dense peak [default: measured MAMF per GPU].")] = None,
+    node_size: NodeOpt = None,
+    inter_node_gb_s: NicOpt = None,
+    tokens: Annotated[Optional[str], typer.Option("--tokens", help="Token budget for days, GPU-hours and cost, e.g. 15T.")] = None,
+    price: Annotated[Optional[float], typer.Option("--price-per-gpu-hour", help="Cost per GPU-hour for the budget.")] = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Training step time of a parallel layout: compute, communication, pipeline bubble; MFU.
+
+    Example: tcalc train --preset gpt3 --gpus 64 --gpu a100-80gb --T 8 --P 8 --sp --recompute selective --global-batch 64 --micro-batch 1 --S 2048
+    """
+    from transformer_calc.config import Parallelism, Training, Workload, build
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.render import train_table
+    from transformer_calc.report import train_report
+
+    model, _ = source.load()
+    device = find_gpu(gpu)
+    seq = S or model.max_seq_len
+    G = _global_batch(global_batch, global_batch_tokens, seq)
+    if gpus % (T * P * cp):
+        raise TcalcError(f"--gpus ({gpus}) must be a multiple of T x P x CP ({T} x {P} x {cp}); data parallelism is what is left")
+    par = build(Parallelism, {"tensor": T, "pipeline": P, "virtual_stages": virtual_stages, "context": cp, "expert": ep,
+                              "data": gpus // (T * P * cp), "sequence_parallel": sp, "zero": zero}, "train")
+    tr = build(Training, {"recompute": recompute, "flash": flash, "precision": precision, "framework": framework,
+                          **({"p": p} if p is not None else {})}, "train")
+    w = build(Workload, {"seq_len": seq, "batch_size": micro_batch or 1}, "train")
+    budget = _count(tokens, "--tokens")
+    if price is not None and (price <= 0 or price != price or price == float("inf")):
+        raise TcalcError(f"--price-per-gpu-hour ({price}) must be a positive number")
+    report = train_report(model, w, tr, par, device, global_batch=G, micro_batch_given=micro_batch is not None,
+                          network=_network(device, node_size, inter_node_gb_s), matmul_efficiency=matmul_efficiency,
+                          tokens=budget, price_per_gpu_hour=price)
+    emit(report, fmt, train_table)
+
+
+@app.command()
+@model_options
+def plan(
+    source: ModelArgs,
+    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs in all.")] = 8,
+    gpu: Annotated[str, typer.Option("--gpu", help="GPU, e.g. h100.")] = "h100",
+    S: SOpt = None,
+    global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Global batch in sequences.")] = None,
+    global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Global batch in tokens, e.g. 4M.")] = None,
+    top: Annotated[int, typer.Option("--top", min=1, help="Layouts shown.")] = 10,
+    flash: Annotated[bool, typer.Option("--flash/--no-flash", help="FlashAttention.")] = True,
+    framework: Annotated[str, typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed.")] = "megatron",
+    node_size: NodeOpt = None,
+    inter_node_gb_s: NicOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """The fastest layouts that fit: T within a node, P, virtual stages, CP, EP, dp, micro-batch, recompute.
+
+    Example: tcalc plan --preset llama-3-70b --gpus 1024 --gpu h100 --global-batch-tokens 4M --S 8192
+    """
+    from transformer_calc.config import Training, build
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.render import plan_table
+    from transformer_calc.report import plan_report
+
+    model, _ = source.load()
+    device = find_gpu(gpu)
+    seq = S or model.max_seq_len
+    G = _global_batch(global_batch, global_batch_tokens, seq)
+    tr = build(Training, {"flash": flash, "framework": framework}, "plan")
+    report = plan_report(model, seq, tr, device, gpus=gpus, global_batch=G, top=top,
+                         network=_network(device, node_size, inter_node_gb_s), preset=source.values.get("preset"))
+    emit(report, fmt, plan_table)
+
+
 def _app_for(args: list[str]) -> typer.Typer:
     """The app with only the invoked command registered, when the first argument names one.
 

@@ -496,6 +496,8 @@ class Parallelism(StrictInputs):
     data: int = Field(default=1, gt=0, description="data-parallel replicas")
     zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage: 1 optimizer, 2 +gradients, 3 +weights")
     expert: int = Field(default=1, gt=0, description="ep, expert-parallel ranks (routed experts split)")
+    context: int = Field(default=1, gt=0, description="cp, context-parallel ranks (the sequence split)")
+    virtual_stages: int = Field(default=1, gt=0, description="v, interleaved 1F1B model chunks per stage")
     expert_tensor: int | None = Field(
         default=None, gt=0, description="etp, tensor-parallel ranks of one expert (default T, Megatron-core)"
     )
@@ -506,7 +508,7 @@ class Parallelism(StrictInputs):
 
     @property
     def gpus(self) -> int:
-        return self.tensor * self.pipeline * self.data
+        return self.tensor * self.context * self.pipeline * self.data
 
 
 class Precision(str, Enum):
@@ -659,6 +661,8 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "zero": "parallelism",
     "expert": "parallelism",
     "expert_tensor": "parallelism",
+    "context": "parallelism",
+    "virtual_stages": "parallelism",
     "gpu": "gpu",
 }
 INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "weight_dtype", "kv_dtype", "kv_heads", "kv_cache", "mla_cache", "gpu"}
@@ -672,6 +676,7 @@ SECTION_ALIASES: dict[str, str] = {
     "dp": "data",
     "ep": "expert",
     "etp": "expert_tensor",
+    "cp": "context",
     "head": "head_activations",
 }
 

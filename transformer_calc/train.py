@@ -1,0 +1,400 @@
+"""Training step time of a parallel layout: compute, communication, pipeline bubble (issue 17).
+
+The seed leaves "Latency" (training) and "Pipeline Parallelism" empty; this fills them with an
+analytic model in the style of Calculon and SimuMax, every term cited here and stated in
+docs/formulas.md §6, every constant named and overridable.
+
+One optimizer step on N = T·CP·P·dp GPUs processes the global batch of G sequences of S tokens;
+each data-parallel replica runs m = G / (dp·b) micro-batches of b sequences through P pipeline
+stages (1F1B; interleaved with v virtual stages). Per GPU:
+
+- compute: the exact matmul FLOPs tcalc counts (`count_flops`, recomputation included: hardware
+  FLOPs), divided over the T·CP·P·dp GPUs, at an achievable fraction of the dense peak (maximum
+  achievable matmul FLOPS, measured: A100 SXM 85.9 %, H100 SXM 80.1 %, B200 77.6 %, MI300X 60.1 %,
+  Stas Bekman's ml-engineering `compute/accelerator` MAMF table); memory-bound work (norms,
+  activation functions, residual adds, the softmax of eager attention, the optimizer step) as
+  bytes moved over HBM bandwidth at MEMORY_EFFICIENCY (copies reach ~90 % of the datasheet).
+- tensor parallelism: per layer and micro-batch 2 all-reduces forward and 2 backward (Megatron-LM,
+  Shoeybi et al. 2019; with SP the same bytes as reduce-scatter + all-gather, Korthikanti et al.
+  2022), of b·S·D·p bytes each, on the ring (2(T−1)/T of the message per GPU) plus a latency per
+  collective; not overlapped (Megatron's default).
+- pipeline: the 1F1B bubble (P−1)/(v·m) of the ideal time (Narayanan et al. 2021, eq. 1 and §2.2.2),
+  and the point-to-point activations between stages (b·S·D·p, /T with the scatter-gather
+  optimisation), 2 per micro-batch on the critical path.
+- data parallelism: the gradient all-reduce (ZeRO-0), or reduce-scatter of gradients + all-gather
+  of the updated weights (ZeRO-1/2, Megatron's distributed optimizer), plus the forward and
+  backward all-gathers of weights under ZeRO-3; overlapped with the backward of the last
+  micro-batch except one layer's worth (bucketed reduction, PyTorch DDP / Megatron
+  overlap_grad_reduce), the rest exposed.
+- MoE: 4 all-to-alls per MoE layer and micro-batch (dispatch and combine, forward and backward)
+  of b·S·k·D·p bytes over ep ranks.
+- context parallelism: the ring exchange of K/V blocks, hidden behind the attention core when it
+  is shorter (FlashAttention ring kernels), else the excess is exposed.
+- network: a two-level fabric: inside a node (NVLink/NVSwitch domain, `node_size` GPUs) at half
+  the bidirectional NVLink figure per direction, between nodes at the per-GPU NIC bandwidth; a
+  group whose ranks span more than one node runs at the NIC bandwidth.
+
+All times are floats in seconds; FLOPs and bytes exact ints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformer_calc.config import ModelConfig, Parallelism, Precision, Recompute, Training, Workload
+from transformer_calc.flops import count_flops
+from transformer_calc.params import count_params, kv_heads_per_rank, shard_params
+
+# Maximum achievable matmul FLOPS / dense peak, bf16 (stas00/ml-engineering, compute/accelerator
+# README, "Maximum Achievable Matmul FLOPS comparison table"); others: DEFAULT_MATMUL_EFFICIENCY.
+MATMUL_EFFICIENCY = {"A100": 0.859, "H100": 0.801, "H200": 0.803, "GH200": 0.830, "B200": 0.776,
+                     "MI250X": 0.767, "MI300X": 0.601}  # fmt: skip
+DEFAULT_MATMUL_EFFICIENCY = 0.80
+MEMORY_EFFICIENCY = 0.90  # achieved / datasheet HBM bandwidth for large copies (measured ~90 %)
+COLLECTIVE_LATENCY_S = 10e-6  # per collective inside a node (nccl-tests small messages, 8 GPUs)
+INTER_NODE_LATENCY_S = 20e-6  # per collective step across nodes (InfiniBand)
+# Node size and per-GPU NIC bandwidth (one direction) by platform: DGX A100 8 GPUs, 8 x 200 Gb/s
+# HDR; DGX H100/H200 and HGX B200 8 GPUs, 8 x 400 Gb/s NDR; GB200/GB300 NVL72 72 GPUs in one
+# NVLink domain, 800 Gb/s per GPU (ConnectX-8 on GB300; 400 on GB200). Flags override.
+NETWORK = {"A100": (8, 25e9), "H100": (8, 50e9), "H200": (8, 50e9), "B200": (8, 50e9), "B300": (8, 100e9),
+           "GB200": (72, 50e9), "GB300": (72, 100e9), "MI300X": (8, 50e9), "MI325X": (8, 50e9),
+           "MI355X": (8, 50e9)}  # fmt: skip
+DEFAULT_NETWORK = (8, 25e9)
+ALL_REDUCES_PER_LAYER = 2  # forward: after attention and after the MLP (backward: 2 more)
+A2A_PER_MOE_LAYER = 4  # dispatch + combine, forward and backward
+
+
+def _lookup(table: dict, name: str, default):
+    key = name.upper()
+    for prefix in sorted(table, key=len, reverse=True):
+        if key.startswith(prefix):
+            return table[prefix]
+    return default
+
+
+@dataclass(frozen=True)
+class Network:
+    """The two-level fabric: `node_size` GPUs share NVLink at `intra_bytes_s` per direction; a
+    group spanning nodes runs at the per-GPU NIC's `inter_bytes_s`."""
+
+    node_size: int
+    intra_bytes_s: float
+    inter_bytes_s: float
+    intra_latency_s: float = COLLECTIVE_LATENCY_S
+    inter_latency_s: float = INTER_NODE_LATENCY_S
+
+    def link(self, span: int) -> tuple[float, float]:
+        """(bandwidth, latency) of a group whose ranks span `span` consecutive GPUs."""
+        if span <= self.node_size:
+            return self.intra_bytes_s, self.intra_latency_s
+        return self.inter_bytes_s, self.inter_latency_s
+
+
+def default_network(gpu) -> Network:
+    node, nic = _lookup(NETWORK, gpu.name, DEFAULT_NETWORK)
+    intra = (gpu.interconnect_bytes_s or gpu.pcie_bytes_s or nic * 2) / 2
+    return Network(node_size=node, intra_bytes_s=intra, inter_bytes_s=nic)
+
+
+def ring_all_reduce_s(size: int, n: int, bw: float, lat: float) -> float:
+    """Ring all-reduce of `size` bytes over n ranks: 2(n−1)/n·size/bw + 2(n−1)·α (Patarasuk & Yuan 2009)."""
+    return 0.0 if n <= 1 else 2 * (n - 1) / n * size / bw + 2 * (n - 1) * lat
+
+
+def ring_gather_s(size: int, n: int, bw: float, lat: float) -> float:
+    """Ring reduce-scatter or all-gather (also all-to-all) of `size` bytes: (n−1)/n·size/bw + (n−1)·α."""
+    return 0.0 if n <= 1 else (n - 1) / n * size / bw + (n - 1) * lat
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """One optimizer step of a layout (seconds per GPU, the slowest stage)."""
+
+    gpus: int
+    micro_batches: int
+    global_batch: int
+    seq_len: int
+    model_flops: int  # one step, all GPUs, no recompute
+    hardware_flops: int  # with recomputation
+    peak_flops_s: float  # per GPU, the dense peak used for MFU
+    compute_s: float
+    memory_bound_s: float
+    tp_comm_s: float
+    pp_bubble_s: float
+    pp_comm_s: float
+    dp_comm_s: float  # the whole data-parallel communication
+    dp_exposed_s: float  # what the backward does not hide
+    optimizer_s: float
+    moe_all_to_all_s: float
+    cp_comm_s: float  # exposed context-parallel ring traffic
+    assumptions: dict = field(default_factory=dict)
+
+    @property
+    def step_time_s(self) -> float:
+        return (self.compute_s + self.memory_bound_s + self.tp_comm_s + self.pp_bubble_s + self.pp_comm_s
+                + self.dp_exposed_s + self.optimizer_s + self.moe_all_to_all_s + self.cp_comm_s)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.global_batch * self.seq_len / self.step_time_s
+
+    @property
+    def mfu(self) -> float:
+        return self.model_flops / (self.step_time_s * self.gpus * self.peak_flops_s)
+
+    @property
+    def hfu(self) -> float:
+        return self.hardware_flops / (self.step_time_s * self.gpus * self.peak_flops_s)
+
+    @property
+    def tflops_per_gpu(self) -> float:
+        return self.model_flops / self.step_time_s / self.gpus / 1e12
+
+    @property
+    def breakdown(self) -> dict[str, float]:
+        return {
+            "compute_s": self.compute_s, "memory_bound_s": self.memory_bound_s, "tp_comm_s": self.tp_comm_s,
+            "pp_bubble_s": self.pp_bubble_s, "pp_comm_s": self.pp_comm_s, "dp_comm_exposed_s": self.dp_exposed_s,
+            "optimizer_s": self.optimizer_s, "moe_all_to_all_s": self.moe_all_to_all_s, "cp_comm_s": self.cp_comm_s,
+        }  # fmt: skip
+
+
+def micro_batch_count(global_batch: int, par: Parallelism, micro_batch: int) -> int:
+    """m = G / (dp·b); an error naming the fix when it does not divide."""
+    per_replica, rest = divmod(global_batch, par.data)
+    if rest or per_replica == 0:
+        raise ValueError(f"the global batch ({global_batch}) must be a multiple of dp ({par.data}); "
+                         f"use a multiple of {par.data}")
+    m, rest = divmod(per_replica, micro_batch)
+    if rest or m == 0:
+        raise ValueError(f"the per-replica batch ({per_replica}) must be a multiple of the micro-batch "
+                         f"({micro_batch}); choose a micro-batch that divides it")
+    return m
+
+
+def _peak(gpu, tr: Training) -> float:
+    from transformer_calc.hardware import peak_flops
+
+    dtype = "fp32" if tr.precision is Precision.fp32 else ("fp8" if tr.p == 1 and "fp8" in gpu.peak_flops else "bf16")
+    if dtype not in gpu.peak_flops:
+        dtype = "fp16"
+    return float(peak_flops(gpu, dtype))
+
+
+def estimate_step(
+    m: ModelConfig,
+    w: Workload,
+    tr: Training,
+    par: Parallelism,
+    gpu,
+    *,
+    global_batch: int,
+    network: Network | None = None,
+    matmul_efficiency: float | None = None,
+    memory_efficiency: float = MEMORY_EFFICIENCY,
+    overlap_dp: bool = True,
+) -> StepEstimate:
+    """The step time of one layout (module docstring for every term and its source).
+
+    `w.batch_size` is the micro-batch b; the global batch G is in sequences.
+    """
+    T, P, dp, cp, v, ep = par.tensor, par.pipeline, par.data, par.context, par.virtual_stages, par.expert
+    if m.n_layers % (P * v) and v > 1:
+        raise ValueError(f"n_layers ({m.n_layers}) must be divisible by P x virtual stages ({P} x {v})")
+    if w.seq_len % cp:
+        raise ValueError(f"S ({w.seq_len}) must be divisible by the context-parallel size cp ({cp})")
+    net = network or default_network(gpu)
+    eff = matmul_efficiency if matmul_efficiency is not None else _lookup(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY)
+    if not 0 < eff <= 1 or not 0 < memory_efficiency <= 1:
+        raise ValueError("matmul and memory efficiencies must be fractions in (0, 1]")
+    b, S, D, p = w.batch_size, w.seq_len, m.d_model, tr.p
+    mb = micro_batch_count(global_batch, par, b)
+    gpus = par.gpus
+    peak = _peak(gpu, tr)
+    bw_hbm = gpu.memory_bw_bytes_s * memory_efficiency
+
+    # FLOPs in tcalc's convention (full S² per head) for MFU/HFU; the time uses what runs: flash
+    # kernels skip the masked half of causal attention, eager attention computes all of it.
+    full = count_flops(m, Workload(seq_len=S, batch_size=global_batch))
+    step = count_flops(m, Workload(seq_len=S, batch_size=global_batch), causal=tr.flash)
+    model_flops, hw_flops = full.total, full.hardware(tr.recompute)
+    compute_s = step.hardware(tr.recompute) / gpus / (peak * eff)
+
+    # Memory-bound work per token and layer (forward; backward 2x; recompute adds a forward):
+    # norms read and write D, residual adds read 2D and write D (2 per layer), the activation
+    # function reads its inputs and writes F (per active expert), eager softmax reads and writes
+    # the S scores per head. Bytes of p each, sharded like the activations.
+    L_stage = m.n_layers / P
+    F = m.moe_d_ff if m.is_moe else m.d_ff
+    k = m.experts_per_token if m.is_moe else 1
+    n_in = 2 if m.gated_mlp else 1
+    per_token_layer = (m.norms_per_layer * 2 * D + 2 * 3 * D) / T + k * (n_in + 1) * F / T
+    if not tr.flash:
+        per_token_layer += 2 * 2 * (m.n_heads // T) * S / cp  # softmax read + write, and its mask/scale pass
+    passes = 3 + (1 if tr.recompute is Recompute.full else 0)
+    tokens_local = b * S / cp * mb
+    memory_bound_s = passes * per_token_layer * p * tokens_local * L_stage / bw_hbm
+
+    # Tensor parallelism: 4 all-reduces per layer and micro-batch (+2 with full recompute).
+    tp_bw, tp_lat = net.link(T)
+    msg = b * (S // cp) * D * p
+    n_ar = 2 * ALL_REDUCES_PER_LAYER + (ALL_REDUCES_PER_LAYER if tr.recompute is Recompute.full else 0)
+    tp_comm_s = mb * L_stage * n_ar * ring_all_reduce_s(msg, T, tp_bw, tp_lat)
+
+    # MoE all-to-all per MoE layer on the stage.
+    moe_s = 0.0
+    if m.is_moe and ep > 1:
+        a2a_bw, a2a_lat = net.link(T * cp * ep)
+        size = b * (S // cp) * m.experts_per_token * D * p
+        moe_layers = m.n_moe_layers() / P
+        moe_s = mb * moe_layers * A2A_PER_MOE_LAYER * ring_gather_s(size, ep, a2a_bw, a2a_lat)
+
+    # Context parallelism: (cp−1) ring steps of the local K/V per layer, forward and backward (2x).
+    cp_s = 0.0
+    if cp > 1:
+        cp_bw, cp_lat = net.link(T * cp)
+        kv_t = (m.n_heads // T) if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
+        kv_bytes = 2 * b * (S // cp) * kv_t * m.head_dim * p
+        ring = 3 * (cp - 1) * (kv_bytes / cp_bw + cp_lat) * L_stage * mb
+        core = 3 * step.attention_cores / gpus / (peak * eff)  # what it can hide behind
+        cp_s = max(0.0, ring - core) if tr.flash else ring
+
+    per_micro = (compute_s + memory_bound_s + tp_comm_s + moe_s + cp_s) / mb
+    bubble_s = (P - 1) / v * per_micro
+
+    # Pipeline point-to-point: activations b·S·D·p (/T: scatter-gather), 2 per micro-batch.
+    pp_s = 0.0
+    if P > 1:
+        pp_bw, pp_lat = net.link(T * cp * dp * 2)  # neighbouring stages are a replica apart
+        act = msg // T if par.sequence_parallel or T > 1 else msg
+        pp_s = 2 * (mb + P - 1) * (act / pp_bw + pp_lat)
+
+    # Data parallelism over the dp replicas (stride T·CP; experts over the expert-data group).
+    sh = shard_params(m, T, ep, par.expert_tensor)
+    params_local = sh.total(m) / P
+    dp_bw, dp_lat = net.link(T * cp * dp)
+    grad_bytes = params_local * tr.grad_bytes
+    if par.zero == 0:
+        dp_s = ring_all_reduce_s(int(grad_bytes), dp * cp, dp_bw, dp_lat)
+    else:
+        dp_s = ring_gather_s(int(grad_bytes), dp * cp, dp_bw, dp_lat) + ring_gather_s(int(params_local * p), dp * cp, dp_bw, dp_lat)
+        if par.zero >= 3:  # weights all-gathered for the forward and again for the backward
+            dp_s += 2 * mb * ring_gather_s(int(params_local * p), dp * cp, dp_bw, dp_lat)
+    backward_last = per_micro * 2 / 3 * (1 - 1 / max(L_stage, 1))
+    dp_exposed = max(0.0, dp_s - backward_last) if overlap_dp else dp_s
+
+    # Optimizer step: read master, states and gradients, write them back (ZeRO-sharded), HBM-bound.
+    from transformer_calc.memory import optimizer_bytes_per_param
+
+    opt_params = params_local / dp if par.zero >= 1 else params_local
+    opt_bytes = opt_params * (2 * optimizer_bytes_per_param(tr) + tr.grad_bytes + p)
+    optimizer_s = opt_bytes / bw_hbm
+
+    return StepEstimate(
+        gpus=gpus, micro_batches=mb, global_batch=global_batch, seq_len=S,
+        model_flops=model_flops, hardware_flops=hw_flops, peak_flops_s=peak,
+        compute_s=compute_s, memory_bound_s=memory_bound_s, tp_comm_s=tp_comm_s, pp_bubble_s=bubble_s,
+        pp_comm_s=pp_s, dp_comm_s=dp_s, dp_exposed_s=dp_exposed, optimizer_s=optimizer_s,
+        moe_all_to_all_s=moe_s, cp_comm_s=cp_s,
+        assumptions={"matmul_efficiency": eff, "memory_efficiency": memory_efficiency,
+                     "node_size": net.node_size, "intra_node_bytes_s": net.intra_bytes_s,
+                     "inter_node_bytes_s": net.inter_bytes_s, "overlap_dp": overlap_dp},
+    )  # fmt: skip
+
+
+# ============================================================================ the planner
+@dataclass(frozen=True)
+class Plan:
+    """One feasible layout with its step time and memory."""
+
+    parallelism: Parallelism
+    micro_batch: int
+    recompute: Recompute
+    estimate: StepEstimate
+    peak_bytes: int
+
+
+def _divisors(n: int, limit: int) -> list[int]:
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
+def plan_layouts(
+    m: ModelConfig,
+    seq_len: int,
+    tr: Training,
+    gpu,
+    *,
+    gpus: int,
+    global_batch: int,
+    network: Network | None = None,
+    capacity: int | None = None,
+    max_pipeline: int = 64,
+    micro_batches: tuple[int, ...] = (1, 2, 4, 8),
+) -> tuple[list[Plan], dict[str, int]]:
+    """Every layout of `gpus` GPUs the model can take, the ones that fit ranked by step time.
+
+    Enumerated: T dividing the heads (and the MLP widths) within one node; P dividing the layers
+    (at most max_pipeline); v in {1, 2} with P > 1; CP in {1, 2, 4, 8} for S >= 16384; EP dividing
+    the experts for a MoE; dp what is left (T·CP·P must divide the GPUs); the micro-batch among
+    `micro_batches` dividing the per-replica batch; recompute none, selective, full; SP with T > 1;
+    ZeRO-1 (a distributed optimizer, as Megatron-core and FSDP users run). Returns the plans that
+    fit (fastest first) and the rejected counted by reason. Bounded: at most a few thousand
+    layouts, each O(1).
+    """
+    from transformer_calc.memory import valid_tensor_parallel
+    from transformer_calc.timeline import fit_capacity, peak_memory
+
+    net = network or default_network(gpu)
+    cap = capacity if capacity is not None else fit_capacity(gpu.memory_bytes)
+    rejected: dict[str, int] = {}
+
+    def reject(reason: str) -> None:
+        rejected[reason] = rejected.get(reason, 0) + 1
+
+    plans: list[Plan] = []
+    Ts = [T for T in valid_tensor_parallel(m, limit=net.node_size) if T <= net.node_size]
+    Ps = _divisors(m.n_layers, max_pipeline)
+    CPs = [c for c in (1, 2, 4, 8) if seq_len >= 16384 or c == 1]
+    EPs = _divisors(m.n_experts, 64) if m.is_moe else [1]
+    for T in Ts:
+        for cp in CPs:
+            if seq_len % cp:
+                continue
+            for P in Ps:
+                if gpus % (T * cp * P):
+                    reject("T·CP·P does not divide the GPUs")
+                    continue
+                dp = gpus // (T * cp * P)
+                if global_batch % dp:
+                    reject("the global batch is not a multiple of dp")
+                    continue
+                for v in ([1, 2] if P > 1 and m.n_layers % (2 * P) == 0 else [1]):
+                    for ep in EPs:
+                        if (T * dp) % ep:
+                            reject("ep does not divide T·dp")
+                            continue
+                        par = Parallelism(tensor=T, pipeline=P, data=dp, context=cp, virtual_stages=v,
+                                          expert=ep, sequence_parallel=T > 1, zero=1 if dp > 1 else 0)
+                        for b in micro_batches:
+                            if (global_batch // dp) % b:
+                                continue
+                            fits_any = False
+                            for rc in (Recompute.none, Recompute.selective, Recompute.full):
+                                trial = tr.model_copy(update={"recompute": rc, "micro_batches": (global_batch // dp) // b})
+                                w = Workload(seq_len=seq_len // cp, batch_size=b)
+                                try:
+                                    peak = peak_memory(m, w, trial, par, all_stages=False).peak_bytes
+                                except ValueError:
+                                    reject("the model cannot take this layout")
+                                    break
+                                if peak > cap:
+                                    reject(f"does not fit ({rc.value} recompute)")
+                                    continue
+                                est = estimate_step(m, Workload(seq_len=seq_len, batch_size=b), trial, par, gpu,
+                                                    global_batch=global_batch, network=net)
+                                plans.append(Plan(par, b, rc, est, peak))
+                                fits_any = True
+                                break  # less recompute is faster: the first that fits is the one
+                            del fits_any
+    plans.sort(key=lambda pl: pl.estimate.step_time_s)
+    return plans, rejected
