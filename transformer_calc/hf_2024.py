@@ -14,6 +14,7 @@ Qwen's `mlp_only_layers` + `decoder_sparse_step`, DeepSeek/GLM's `first_k_dense_
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from transformer_calc.hf import (
@@ -34,11 +35,20 @@ MAX_DERIVED_LAYERS = 4096  # a derived per-layer list longer than this is refuse
 def shortest_period(items: list[Any]) -> list[Any]:
     """The shortest prefix p whose cyclic repetition gives `items` (items[i] == items[i % p]; p
     need not divide the length: Gemma 3's 62 layers are 5 sliding + 1 full, repeated)."""
+    # n minus the longest proper border (KMP prefix function): O(n), so a 1 MiB layer_types list
+    # costs milliseconds (trying every p costs O(n^2): minutes)
     n = len(items)
-    for p in range(1, n + 1):
-        if all(items[i] == items[i % p] for i in range(p, n)):
-            return items[:p]
-    return items
+    if n == 0:
+        return items
+    border = [0] * n
+    k = 0
+    for i in range(1, n):
+        while k and items[i] != items[k]:
+            k = border[k - 1]
+        if items[i] == items[k]:
+            k += 1
+        border[i] = k
+    return items[: n - border[-1]]
 
 
 def _pattern(c: _Reader, layer_types: list[str], L: int, key: str = "layer_types") -> dict[str, Any]:
@@ -215,7 +225,8 @@ def _qwen_moe_layers(c: _Reader, spec: dict[str, Any], n_experts: int) -> dict[s
         raise c._bad("decoder_sparse_step", "a whole number >= 1")
     if only:
         out["dense_layer_ids"] = sorted({i for i in only if 0 <= i < spec["n_layers"]})
-    if n_experts == 0:  # no experts at all: every layer dense
+    if n_experts == 0:  # no experts at all: every layer dense, num_experts_per_tok unused
+        spec.pop("experts_per_token", None)
         out = {"moe_layer_step": 1, "first_dense_layers": spec["n_layers"]}
     return out
 
@@ -260,13 +271,20 @@ def _qwen3_moe(c: _Reader) -> dict[str, Any]:
     moe_intermediate_size, router (E, D) without bias, no shared expert."""
     bias = c.flag("attention_bias")
     spec = _rotary_common(c, bias, bias, False) | {"mlp": _gated_mlp(c, "hidden_act")}
-    n = c.int("num_local_experts")  # the field; num_experts is its attribute_map name
+    # configuration_qwen3_moe.py: the field is num_experts; attribute_map sends num_experts to
+    # num_local_experts, so a num_local_experts in the file wins over num_experts
+    n = c.int("num_experts")
     spec |= {
         "qk_norm": True, "qk_norm_scope": "head",
         "n_experts": max(n, 1), "experts_per_token": c.int("num_experts_per_tok"), "router": n > 0,
         "moe_d_ff": c.int("moe_intermediate_size"),
     }
-    return spec | _qwen_moe_layers(c, spec, n)
+    spec |= _qwen_moe_layers(c, spec, n)
+    # sliding_window is None unless use_sliding_window; when set, every layer slides (the model's
+    # mask and DynamicCache both read config.sliding_window; max_window_layers is not read)
+    if c.flag("use_sliding_window") and c.opt_int("sliding_window") is not None:
+        spec |= _pattern(c, ["sliding_attention"], 1)
+    return spec
 
 
 def _deepseek_v3(c: _Reader) -> dict[str, Any]:
@@ -288,15 +306,21 @@ def _deepseek_v3(c: _Reader) -> dict[str, Any]:
         "qk_nope_head_dim": c.int("qk_nope_head_dim"),
         "v_head_dim": c.int("v_head_dim"),
     } | _biases(bias, bias, False)
+    for key in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+        if spec[key] is not None and spec[key] < 1:  # transformers builds empty projections
+            raise c._bad(key, "a whole number >= 1 (tcalc's multi-head latent attention has no empty parts)")
     return spec | _shared_moe(c, "n_routed_experts") | _mtp(c)
 
 
 def _shared_moe(c: _Reader, experts_key: str) -> dict[str, Any]:
     moe = c.int("moe_intermediate_size")
+    if c.int(experts_key) < 1:  # transformers builds MoE blocks of the shared expert alone
+        raise c._bad(experts_key, "a whole number >= 1 (tcalc has no MoE layer without routed experts)")
     return {
         "n_experts": c.int(experts_key), "experts_per_token": c.int("num_experts_per_tok"), "router": True,
         "moe_d_ff": moe, "shared_expert_d_ff": c.int("n_shared_experts") * moe,
-        "first_dense_layers": c.int("first_k_dense_replace"),
+        # layer_idx >= first_k_dense_replace is MoE: a negative value makes every layer MoE
+        "first_dense_layers": max(0, c.int("first_k_dense_replace")),
     }
 
 
@@ -355,8 +379,19 @@ def _llama4_text(c: _Reader) -> dict[str, Any]:
     else:
         if not isinstance(moe_layers, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in moe_layers):
             raise c._bad("moe_layers", "a list of layer indices")
-        chosen = {i for i in moe_layers if 0 <= i < L}
-        spec["dense_layer_ids"] = [i for i in range(L) if i not in chosen]
+        chosen = sorted({i for i in moe_layers if 0 <= i < L})
+        # The MoE layers lie on every step-th layer, step = gcd of their (i + 1) (a default list
+        # gives interleave_moe_layer_step back); the other step-th layers are listed dense. No loop
+        # over L: a list that leaves very many of them dense is refused.
+        step = 0
+        for i in chosen:
+            step = math.gcd(step, i + 1)
+        step = step or 1
+        if L // step - len(chosen) > MAX_DERIVED_LAYERS:
+            raise c._bad("moe_layers", f"a list leaving at most {MAX_DERIVED_LAYERS} of every {step}-th layer dense")
+        spec["moe_layer_step"] = step
+        if L // step > len(chosen):
+            spec["dense_layer_ids"] = sorted(set(range(step - 1, L, step)) - set(chosen))
     interval = c.int("no_rope_layer_interval") if "no_rope_layer_interval" in c.values else 4
     if not 1 <= interval <= MAX_DERIVED_LAYERS:
         raise c._bad("no_rope_layer_interval", f"a whole number from 1 to {MAX_DERIVED_LAYERS}")
@@ -460,11 +495,11 @@ FAMILIES: dict[str, _Family] = {
             "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 24,
             "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": None,
             "decoder_sparse_step": 1, "moe_intermediate_size": 768, "num_experts_per_tok": 8,
-            "num_local_experts": 128, "mlp_only_layers": None,
+            "num_experts": 128, "mlp_only_layers": None,
         },
         ("attention_dropout",),
-        {"num_experts": "num_local_experts"},  # attribute_map
-        frozenset({"num_experts"}),
+        {"num_local_experts": "num_experts"},  # attribute_map name, applied last: it wins
+        frozenset({"num_local_experts"}),
     ),
     "deepseek_v3": _Family(
         _deepseek_v3,

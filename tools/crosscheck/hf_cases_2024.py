@@ -186,6 +186,42 @@ EDGE: list[tuple[str, Cfg]] = [
                        "n_group": 1, "topk_group": 1}),
 ]
 
+# MoE edge cases: alias precedence, families without experts, negative first_k_dense_replace,
+# sliding Qwen3-MoE, explicit Llama 4 moe_layers, the llama4 wrapper.
+_M = {**_T, "num_hidden_layers": 5, "num_key_value_heads": 2}
+_MLA = {"num_key_value_heads": 4, "q_lora_rank": 24, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
+        "v_head_dim": 16, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+        "n_group": 1, "topk_group": 1}
+EDGE += [
+    ("both-expert-keys", {"model_type": "qwen3_moe", **_M, "num_experts": 4, "num_local_experts": 6,
+                          "num_experts_per_tok": 2, "moe_intermediate_size": 16}),  # num_local_experts wins
+    ("no-experts", {"model_type": "qwen2_moe", **_M, "num_experts": 0}),  # every layer dense, k unused
+    ("no-experts", {"model_type": "qwen3_moe", **_M, "num_experts": 0}),
+    ("sliding-all", {"model_type": "qwen3_moe", **_M, "num_experts": 4, "num_experts_per_tok": 2,
+                     "moe_intermediate_size": 16, "use_sliding_window": True, "sliding_window": 8}),
+    ("sliding-max-window", {"model_type": "qwen2_moe", **_M, "num_experts": 4, "num_experts_per_tok": 2,
+                            "moe_intermediate_size": 16, "use_sliding_window": True, "sliding_window": 8,
+                            "max_window_layers": 2, "shared_expert_intermediate_size": 0}),
+    ("first-k-negative", {"model_type": "deepseek_v3", **_M, **_MLA, "first_k_dense_replace": -1,
+                          "n_shared_experts": 0, "num_nextn_predict_layers": 0}),
+    ("mla-bias-no-q-lora", {"model_type": "deepseek_v3", **_M, **_MLA, "q_lora_rank": None, "attention_bias": True,
+                            "first_k_dense_replace": 2, "n_shared_experts": 2}),
+    ("qk-norm-bias", {"model_type": "glm4_moe", **_M, "head_dim": 24, "attention_bias": True, "use_qk_norm": True,
+                      "n_routed_experts": 4, "num_local_experts": 6, "num_experts_per_tok": 2,
+                      "moe_intermediate_size": 16, "first_k_dense_replace": 2, "n_group": 1, "topk_group": 1}),
+    ("odd-layers-given", {"model_type": "gpt_oss", **_M, "head_dim": 16, "num_local_experts": 3,
+                          "num_experts_per_tok": 2, "sliding_window": 8, "attention_bias": False,
+                          "layer_types": ["sliding_attention", "full_attention"] * 2 + ["sliding_attention"]}),
+    ("moe-layers-explicit", {"model_type": "llama4_text", **_M, "head_dim": 16, "num_local_experts": 3,
+                             "intermediate_size_mlp": 128, "moe_layers": [1, 3], "attention_chunk_size": 8,
+                             "no_rope_layer_interval": 3}),
+    ("moe-layers-none", {"model_type": "llama4_text", **_M, "head_dim": 16, "num_local_experts": 3,
+                         "intermediate_size_mlp": 128, "moe_layers": []}),
+    ("wrapper-interleaved", {"model_type": "llama4", "text_config": {
+        **_M, "head_dim": 16, "num_local_experts": 4, "num_experts_per_tok": 2, "interleave_moe_layer_step": 2,
+        "intermediate_size_mlp": 128, "attention_bias": True, "tie_word_embeddings": True}}),
+]  # fmt: skip
+
 # Real published configs (tools/crosscheck/published_configs, SOURCES.md says where each was read);
 # the published total where the model card states an exact one.
 PUBLISHED_TOTALS: dict[str, int] = {}

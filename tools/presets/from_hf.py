@@ -58,13 +58,78 @@ EXTRA: dict[str, tuple[str, str, dict[str, Any]]] = {
                           "num_local_experts": 128, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2,
                           "intermediate_size": 8192, "intermediate_size_mlp": 16384, "attention_chunk_size": 8192,
                           "max_position_embeddings": 1048576, "vocab_size": 202048, "use_qk_norm": False}),
+    "gemma-3-1b": ("google/gemma-3-1b-pt", "values from NVIDIA Megatron-Bridge @84ad9907 "
+                   "src/megatron/bridge/models/gemma/gemma3_provider.py, Gemma3ModelProvider1B (26 layers, 1152, "
+                   "4 heads, 1 group, kv_channels 256, ffn 6912, window 512, seq 32768, vocab 262144, shared "
+                   "embeddings; its functional test checks it against google/gemma-3-1b-it), and "
+                   "tests/unit_tests/models/gemma/test_gemma3_bridge.py (gemma3_1b_config_dict: "
+                   "query_pre_attn_scalar 256)",
+                   {"model_type": "gemma3_text", "num_hidden_layers": 26, "hidden_size": 1152,
+                    "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
+                    "intermediate_size": 6912, "sliding_window": 512, "vocab_size": 262144,
+                    "max_position_embeddings": 32768, "query_pre_attn_scalar": 256,
+                    "tie_word_embeddings": True}),
+    "gemma-3-4b": ("google/gemma-3-4b-pt", "text_config values from NVIDIA Megatron-Bridge @84ad9907 "
+                   "src/megatron/bridge/models/gemma/gemma3_provider.py, Gemma3ModelProvider4B (34 layers, 2560, "
+                   "8 heads, 4 groups, kv_channels 256, ffn 10240, window 1024, vocab 262208, shared embeddings, "
+                   "seq 131072 from the Gemma3ModelProvider base) and tests/unit_tests/models/gemma/"
+                   "test_gemma3_bridge.py (gemma3_4b_config_dict: same values, query_pre_attn_scalar 256); "
+                   "AI-Hypercomputer/maxtext hf_model_configs.py gemma3_4b_config agrees except vocab_size 262144",
+                   {"model_type": "gemma3_text", "num_hidden_layers": 34, "hidden_size": 2560,
+                    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                    "intermediate_size": 10240, "sliding_window": 1024, "vocab_size": 262208,
+                    "max_position_embeddings": 131072, "query_pre_attn_scalar": 256,
+                    "tie_word_embeddings": True}),
+    "qwen2.5-72b": ("Qwen/Qwen2.5-72B", "values from NVIDIA Megatron-Bridge @8c6c6534 "
+                    "src/megatron/bridge/models/qwen/qwen_provider.py, Qwen25ModelProvider72B (80 layers, 8192, "
+                    "64 heads, 8 groups, ffn 29568, vocab 152064, qkv bias, untied embeddings; its functional "
+                    "test checks it against Qwen/Qwen2.5-72B-Instruct); max_position_embeddings 131072 is an "
+                    "assumption taken from the Qwen2.5-7B base config (published_configs/qwen2.5-7b.json; "
+                    "Megatron-Bridge's seq_length 32768 is the Instruct value)",
+                    {"model_type": "qwen2", "num_hidden_layers": 80, "hidden_size": 8192,
+                     "num_attention_heads": 64, "num_key_value_heads": 8, "intermediate_size": 29568,
+                     "vocab_size": 152064, "max_position_embeddings": 131072, "tie_word_embeddings": False}),
+    "mistral-nemo-12b": ("mistralai/Mistral-Nemo-Base-2407", "values from kevinstephano/thunder_model_blocks "
+                         "@5c083b0e thunder_model_blocks/mistral/mistral_config.py (an AutoConfig dump of "
+                         "mistralai/Mistral-Nemo-Base-2407 with _name_or_path, transformers 4.43.3: 40 layers, "
+                         "5120, 32 heads, 8 kv, head_dim 128, ffn 14336, vocab 131072, max_pos 128000, "
+                         "sliding_window null, untied); NVIDIA Megatron-Bridge @d8a6b8ec "
+                         "src/megatron/bridge/models/mistral/mistral_provider.py MistralNemoModelProvider agrees",
+                         {"model_type": "mistral", "num_hidden_layers": 40, "hidden_size": 5120,
+                          "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+                          "intermediate_size": 14336, "vocab_size": 131072, "max_position_embeddings": 128000,
+                          "sliding_window": None, "tie_word_embeddings": False}),
+    "mistral-small-24b": ("mistralai/Mistral-Small-24B-Base-2501", "values from NVIDIA Megatron-Bridge @b4cd23b1^ "
+                          "src/megatron/bridge/models/mistral/mistral_provider.py, MistralSmall3ModelProvider24B "
+                          "(40 layers, 5120, 32 heads, kv_channels 128, ffn 32768, seq 32768, vocab 131072, "
+                          "window None) with 8 query groups and untied embeddings from MistralModelProvider; its "
+                          "functional test checks it against mistralai/Mistral-Small-24B-Instruct-2501, assumed "
+                          "to have the Base model's architecture",
+                          {"model_type": "mistral", "num_hidden_layers": 40, "hidden_size": 5120,
+                           "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+                           "intermediate_size": 32768, "vocab_size": 131072, "max_position_embeddings": 32768,
+                           "sliding_window": None, "tie_word_embeddings": False}),
+    "glm-4.5-air": ("zai-org/GLM-4.5-Air", "values from NVIDIA Megatron-Bridge @067f987d "
+                    "tests/unit_tests/models/glm/test_glm45_bridge.py (glm45_air_106b_config, a mock of the HF "
+                    "config: 46 layers, 4096, 96 heads, 8 kv, head_dim 128, ffn 10944, moe 1408, 128 routed + 1 "
+                    "shared, top-8, first_k_dense 1, partial_rotary 0.5, attention_bias true, use_qk_norm false, "
+                    "vocab 151552, max_pos 131072, untied), matching docs/models/glm/glm45.md there and "
+                    "THUDM/slime scripts/models/glm4.5-106B-A12B.sh; num_nextn_predict_layers 1 is the "
+                    "Glm4MoeConfig default (not in those sources; it does not change the count)",
+                    {"model_type": "glm4_moe", "num_hidden_layers": 46, "hidden_size": 4096,
+                     "num_attention_heads": 96, "num_key_value_heads": 8, "head_dim": 128,
+                     "intermediate_size": 10944, "moe_intermediate_size": 1408, "n_routed_experts": 128,
+                     "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 1,
+                     "partial_rotary_factor": 0.5, "use_qk_norm": False, "attention_bias": True,
+                     "vocab_size": 151552, "max_position_embeddings": 131072, "tie_word_embeddings": False,
+                     "num_nextn_predict_layers": 1}),
 }
 ALIASES = {"deepseek-v3": ["deepseek-r1", "deepseek-v3-671b"], "kimi-k2": ["kimi-k2-instruct"],
            "qwen3-30b-a3b": ["qwen3-moe-30b"], "gpt-oss-120b": ["gpt-oss"], "llama-3.1-8b": ["llama3.1-8b"],
            "llama-3.1-70b": ["llama3.1-70b"], "llama-3.1-405b": ["llama3.1-405b"]}
 FAMILY = {"llama": "llama", "qwen2": "qwen2.5", "qwen3": "qwen3", "qwen3_moe": "qwen3", "deepseek_v3": "deepseek",
           "kimi_k2": "kimi", "gpt_oss": "gpt-oss", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi",
-          "olmo2": "olmo2", "llama4_text": "llama4"}
+          "olmo2": "olmo2", "llama4_text": "llama4", "mistral": "mistral", "glm4_moe": "glm"}
 
 
 def repo_ids() -> dict[str, str]:
