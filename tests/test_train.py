@@ -1,0 +1,147 @@
+"""tcalc train / plan (issue 17): every term of the step time worked by hand on a tiny case, the
+invariants, and the acceptance commands. Validation against published runs:
+tools/validation/train_runs.py (docs/validation.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transformer_calc.config import ModelConfig, Parallelism, Training, Workload
+from transformer_calc.flops import count_flops
+from transformer_calc.hardware import GPU
+from transformer_calc.train import (
+    Network,
+    estimate_step,
+    micro_batch_count,
+    plan_layouts,
+    ring_all_reduce_s,
+    ring_gather_s,
+)
+
+TINY = ModelConfig.model_validate({"L": 4, "D": 64, "A": 4, "V": 100, "K": 64, "bias": False})
+GPU_ = GPU(name="toy", vendor="test", memory_bytes=10**12, memory_bw_bytes_s=10**12,
+           peak_flops={"bf16": 10**15, "fp16": 10**15, "fp32": 10**14}, interconnect_bytes_s=2 * 10**11,
+           source="test", verified=False)
+NET = Network(node_size=8, intra_bytes_s=1e11, inter_bytes_s=1e10, intra_latency_s=1e-5, inter_latency_s=2e-5)
+
+
+def est(par=Parallelism(), G=8, b=1, S=32, tr=Training(flash=True), net=NET, eff=0.5, **kw):
+    return estimate_step(TINY, Workload(seq_len=S, batch_size=b), tr, par, GPU_, global_batch=G, network=net,
+                         matmul_efficiency=eff, **kw)
+
+
+def test_single_gpu_by_hand():
+    e = est()
+    # compute: hardware FLOPs of the whole batch (flash: the causal half of the core) at 50 % of 1e15
+    flops = count_flops(TINY, Workload(seq_len=32, batch_size=8), causal=True).total
+    assert e.compute_s == pytest.approx(flops / 5e14)
+    assert e.micro_batches == 8
+    assert e.tp_comm_s == e.pp_bubble_s == e.pp_comm_s == e.dp_comm_s == e.moe_all_to_all_s == e.cp_comm_s == 0
+    # memory-bound: 3 passes x (2 norms x 2D + 2 adds x 3D + plain MLP: act in + out 2F) x p x tokens x L / bw
+    per_token_layer = 2 * 2 * 64 + 2 * 3 * 64 + 2 * 256
+    assert e.memory_bound_s == pytest.approx(3 * per_token_layer * 2 * 8 * 32 * 4 / (0.9e12))
+    assert e.step_time_s == pytest.approx(sum(e.breakdown.values()))
+    assert e.mfu == pytest.approx(e.model_flops / (e.step_time_s * 1 * 1e15))
+
+
+def test_ring_collectives_by_hand():
+    assert ring_all_reduce_s(800, 4, 100.0, 1.0) == pytest.approx(2 * 3 / 4 * 8 + 2 * 3)  # 12 + 6
+    assert ring_gather_s(800, 4, 100.0, 1.0) == pytest.approx(3 / 4 * 8 + 3)
+    assert ring_all_reduce_s(800, 1, 100.0, 1.0) == 0
+
+
+def test_tensor_parallel_term_by_hand():
+    e = est(Parallelism(tensor=2, sequence_parallel=True))
+    msg = 1 * 32 * 64 * 2  # b·S·D·p
+    per = 2 * 1 / 2 * msg / 1e11 + 2 * 1 * 1e-5
+    assert e.tp_comm_s == pytest.approx(8 * 4 * 4 * per)  # m x L x 4 all-reduces
+
+
+def test_pipeline_bubble_by_hand():
+    e = est(Parallelism(pipeline=2), G=8)
+    per_micro = (e.compute_s + e.memory_bound_s + e.tp_comm_s) / 8
+    assert e.pp_bubble_s == pytest.approx((2 - 1) * per_micro)  # (P-1)/v of one micro-batch's stage time
+    e2 = est(Parallelism(pipeline=2, virtual_stages=2), G=8)
+    assert e2.pp_bubble_s == pytest.approx(e.pp_bubble_s / 2)
+    act = 32 * 64 * 2
+    assert e.pp_comm_s == pytest.approx(2 * (8 + 1) * (act / 1e11 + 1e-5))  # neighbours inside the node
+
+
+def test_data_parallel_all_reduce_and_overlap():
+    e = est(Parallelism(data=4), G=8, overlap_dp=False)
+    from transformer_calc.params import count_params
+
+    grads = count_params(TINY).total * 4  # fp32 gradients (mixed precision, the seed's 4 bytes)
+    assert e.dp_comm_s == pytest.approx(ring_all_reduce_s(grads, 4, 1e11, 1e-5))
+    assert e.dp_exposed_s == e.dp_comm_s
+    hidden = est(Parallelism(data=4), G=8)
+    assert hidden.dp_exposed_s <= e.dp_exposed_s
+
+
+def test_layout_errors():
+    with pytest.raises(ValueError, match="multiple of dp"):
+        micro_batch_count(10, Parallelism(data=4), 1)
+    with pytest.raises(ValueError, match="micro-batch"):
+        micro_batch_count(8, Parallelism(data=2), 3)
+
+
+@settings(max_examples=40)
+@given(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]), st.sampled_from([1, 2, 4]), st.floats(1.5, 10))
+def test_more_bandwidth_never_slows_a_step(T, P, dp, factor):
+    par = Parallelism(tensor=T, pipeline=P, data=dp, sequence_parallel=T > 1)
+    slow = est(par, G=8 * dp)
+    fast_net = Network(NET.node_size, NET.intra_bytes_s * factor, NET.inter_bytes_s * factor)
+    fast = est(par, G=8 * dp, net=fast_net)
+    assert fast.step_time_s <= slow.step_time_s
+
+
+def test_bubble_vanishes_as_micro_batches_grow():
+    fractions = [est(Parallelism(pipeline=4), G=G).pp_bubble_s / est(Parallelism(pipeline=4), G=G).step_time_s
+                 for G in (4, 16, 64, 256)]
+    assert fractions == sorted(fractions, reverse=True) and fractions[-1] < 0.02
+
+
+def test_planner_best_is_never_slower_than_what_it_lists():
+    plans, rejected = plan_layouts(TINY, 32, Training(flash=True), GPU_, gpus=16, global_batch=64, network=NET)
+    assert plans and all(plans[0].estimate.step_time_s <= p.estimate.step_time_s for p in plans)
+    assert all(p.parallelism.tensor <= NET.node_size and p.parallelism.gpus == 16 for p in plans)
+
+
+def _json(capsys, *argv):
+    from transformer_calc.cli import run
+
+    code = run([*argv, "-f", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_acceptance_gpt3_on_64_a100(capsys):
+    d = _json(capsys, "train", "--preset", "gpt3", "--V", "51200", "--gpus", "64", "--gpu", "a100-80gb",
+              "--T", "8", "--P", "8", "--sp", "--recompute", "selective", "--global-batch", "64",
+              "--micro-batch", "1", "--S", "2048")
+    assert d["step_time_s"] == pytest.approx(sum(d["breakdown"].values()))
+    assert 0 < d["mfu"] <= d["hfu"] < 1
+    assert d["layout"]["data"] == 1 and d["batch"]["micro_batches"] == 64
+
+
+def test_acceptance_plan_llama3_70b(capsys):
+    d = _json(capsys, "plan", "--preset", "llama-3-70b", "--gpus", "1024", "--gpu", "h100",
+              "--global-batch-tokens", "4M", "--S", "8192")
+    assert d["plans"] and d["best_command"].startswith("tcalc train --preset llama-3-70b --gpus 1024")
+    assert all(p["layout"]["tensor"] <= 8 for p in d["plans"])  # tensor parallelism within one node
+    times = [p["step_time_s"] for p in d["plans"]]
+    assert times == sorted(times)
+    assert d["rejected"]
+
+
+def test_train_budget_and_chosen_micro_batch(capsys):
+    d = _json(capsys, "train", "--preset", "llama-3-8b", "--gpus", "8", "--gpu", "h100", "--T", "1",
+              "--global-batch", "64", "--S", "4096", "--tokens", "1T", "--price-per-gpu-hour", "2")
+    assert d["batch"]["micro_batch_chosen"] and d["batch"]["tried"]
+    b = d["budget"]
+    assert b["gpu_hours"] == pytest.approx(b["seconds"] * 8 / 3600) and b["cost"] == pytest.approx(2 * b["gpu_hours"])
