@@ -61,7 +61,7 @@ EXTRA: dict[str, tuple[str, str, dict[str, Any]]] = {
     "gemma-3-1b": ("google/gemma-3-1b-pt", "values from NVIDIA Megatron-Bridge @84ad9907 "
                    "src/megatron/bridge/models/gemma/gemma3_provider.py, Gemma3ModelProvider1B (26 layers, 1152, "
                    "4 heads, 1 group, kv_channels 256, ffn 6912, window 512, seq 32768, vocab 262144, shared "
-                   "embeddings; its functional test checks it against google/gemma-3-1b-it), and "
+                   "embeddings), and "
                    "tests/unit_tests/models/gemma/test_gemma3_bridge.py (gemma3_1b_config_dict: "
                    "query_pre_attn_scalar 256)",
                    {"model_type": "gemma3_text", "num_hidden_layers": 26, "hidden_size": 1152,
@@ -82,10 +82,10 @@ EXTRA: dict[str, tuple[str, str, dict[str, Any]]] = {
                     "tie_word_embeddings": True}),
     "qwen2.5-72b": ("Qwen/Qwen2.5-72B", "values from NVIDIA Megatron-Bridge @8c6c6534 "
                     "src/megatron/bridge/models/qwen/qwen_provider.py, Qwen25ModelProvider72B (80 layers, 8192, "
-                    "64 heads, 8 groups, ffn 29568, vocab 152064, qkv bias, untied embeddings; its functional "
-                    "test checks it against Qwen/Qwen2.5-72B-Instruct); max_position_embeddings 131072 is an "
-                    "assumption taken from the Qwen2.5-7B base config (published_configs/qwen2.5-7b.json; "
-                    "Megatron-Bridge's seq_length 32768 is the Instruct value)",
+                    "64 heads, 8 groups, ffn 29568, vocab 152064, qkv bias, untied embeddings); "
+                    "max_position_embeddings 131072 is an assumption taken from the Qwen2.5-7B base config "
+                    "(published_configs/qwen2.5-7b.json has 131072 where Megatron-Bridge's Qwen25ModelProvider7B "
+                    "has seq_length 32768, the same as its 72B)",
                     {"model_type": "qwen2", "num_hidden_layers": 80, "hidden_size": 8192,
                      "num_attention_heads": 64, "num_key_value_heads": 8, "intermediate_size": 29568,
                      "vocab_size": 152064, "max_position_embeddings": 131072, "tie_word_embeddings": False}),
@@ -99,12 +99,13 @@ EXTRA: dict[str, tuple[str, str, dict[str, Any]]] = {
                           "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
                           "intermediate_size": 14336, "vocab_size": 131072, "max_position_embeddings": 128000,
                           "sliding_window": None, "tie_word_embeddings": False}),
-    "mistral-small-24b": ("mistralai/Mistral-Small-24B-Base-2501", "values from NVIDIA Megatron-Bridge @b4cd23b1^ "
+    "mistral-small-24b": ("mistralai/Mistral-Small-24B-Base-2501", "values from NVIDIA Megatron-Bridge @84ad9907 "
                           "src/megatron/bridge/models/mistral/mistral_provider.py, MistralSmall3ModelProvider24B "
                           "(40 layers, 5120, 32 heads, kv_channels 128, ffn 32768, seq 32768, vocab 131072, "
-                          "window None) with 8 query groups and untied embeddings from MistralModelProvider; its "
-                          "functional test checks it against mistralai/Mistral-Small-24B-Instruct-2501, assumed "
-                          "to have the Base model's architecture",
+                          "window None) with 8 query groups and untied embeddings from MistralModelProvider; "
+                          "tests/functional_tests/test_groups/models/mistral/test_mistral_provider.py checks it "
+                          "against mistralai/Mistral-Small-24B-Instruct-2501, assumed to have the Base model's "
+                          "architecture",
                           {"model_type": "mistral", "num_hidden_layers": 40, "hidden_size": 5120,
                            "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
                            "intermediate_size": 32768, "vocab_size": 131072, "max_position_embeddings": 32768,
