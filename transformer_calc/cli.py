@@ -330,6 +330,7 @@ def memory(
     zero: Annotated[Optional[int], typer.Option("--zero", help="ZeRO stage 0-3: shard optimizer; +gradients; +weights [default: 0].", rich_help_panel=PARALLEL)] = None,
     ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", help="Expert-parallel ranks: routed experts split ep ways (MoE) [default: 1].", rich_help_panel=PARALLEL)] = None,
     etp: Annotated[Optional[int], typer.Option("--etp", "--expert-tensor-parallel", help="Tensor-parallel ranks of one expert [default: T, as Megatron-core].", rich_help_panel=PARALLEL)] = None,
+    cp: Annotated[Optional[int], typer.Option("--cp", "--context-parallel", help="Context-parallel ranks: the sequence split cp ways [default: 1].", rich_help_panel=PARALLEL)] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="Check the fit on this GPU, e.g. a100-80gb.", rich_help_panel=OUTPUT)] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -347,7 +348,7 @@ def memory(
         seq_len=S, batch_size=B, precision=precision, p=p, grad_bytes=grad_bytes, optimizer=optimizer,
         recompute=recompute, flash=flash, dropout=dropout, activations=activations, head_activations=head,
         framework=framework, cross_entropy=cross_entropy, micro_batches=micro_batches, fused_optimizer=fused_optimizer,
-        tensor=T, sequence_parallel=sp, pipeline=P, data=dp, zero=zero, expert=ep, expert_tensor=etp, gpu=gpu,
+        tensor=T, sequence_parallel=sp, pipeline=P, data=dp, zero=zero, expert=ep, expert_tensor=etp, context=cp, gpu=gpu,
     )
     workload, training, parallelism, gpu_name = training_configs(model, job.training if job else {}, flags)
     device = find_gpu(str(gpu_name)) if gpu_name is not None else None
@@ -529,6 +530,7 @@ def sweep(
     dp: Annotated[str, typer.Option("--dp", "--data-parallel", help="Data-parallel values.", rich_help_panel=SWEEP)] = "1",
     zero: Annotated[str, typer.Option("--zero", help="ZeRO stages.", rich_help_panel=SWEEP)] = "0",
     ep: Annotated[str, typer.Option("--ep", "--expert-parallel", help="Expert-parallel values (MoE).", rich_help_panel=SWEEP)] = "1",
+    cp: Annotated[str, typer.Option("--cp", "--context-parallel", help="Context-parallel values.", rich_help_panel=SWEEP)] = "1",
     recompute: Annotated[str, typer.Option("--recompute", help="none, selective, full.", rich_help_panel=SWEEP)] = "none",
     flash: Annotated[str, typer.Option("--flash", help="true, false.", rich_help_panel=SWEEP)] = "false",
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPUs, e.g. a100-80gb,h100.", rich_help_panel=SWEEP)] = None,
@@ -576,7 +578,7 @@ def sweep(
         device = P_.gpu(name)
         gpus[device.name] = device
     axes: dict[str, list[Any]] = {"model": list(models)}
-    for axis, text in (("B", B), ("S", S), ("T", T), ("P", P), ("dp", dp), ("zero", zero), ("ep", ep),
+    for axis, text in (("B", B), ("S", S), ("T", T), ("P", P), ("dp", dp), ("zero", zero), ("ep", ep), ("cp", cp),
                        ("recompute", recompute), ("flash", flash), ("dtype", dtype)):
         if text is not None:
             axes[axis] = parse_values(axis, text)

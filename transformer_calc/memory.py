@@ -283,13 +283,27 @@ def training_memory(
     T, P, dp, zero = par.tensor, par.pipeline, par.data, par.zero
     if P > m.n_layers:
         raise ValueError(f"pipeline stages P ({P}) exceed n_layers ({m.n_layers}); use P <= {m.n_layers}")
+    cp = par.context
+    if cp > 1:
+        # Context parallelism (Megatron-core CP): each of cp ranks holds S/cp tokens of every
+        # sequence and its activations; the weights are replicated, and ZeRO / the distributed
+        # optimizer shards their states over dp x cp. The attention ring adds, per layer being
+        # computed, the K/V block received while the local one is used (2 buffers of
+        # b·(S/cp)·n_kv·h_d·p each for K and V); counted with the recomputation working set.
+        if w.seq_len % cp:
+            raise ValueError(f"S ({w.seq_len}) must be divisible by the context-parallel size cp ({cp})")
+        w = w.model_copy(update={"seq_len": w.seq_len // cp})
+        dp = dp * cp
     ep, etp = par.expert, par.expert_tensor_size
     shard = shard_params(m, T, ep, etp)
-    edp = expert_data_parallel(par)
+    edp = expert_data_parallel(par) * cp
     layer = layer_activations(m, w, tr, par, eager=eager)
     dense_act = layer_activations(m, w, tr, par, eager=eager, moe=False) if m.is_moe else layer
     first_extra, last_extra = head_activations(m, w, tr, par, eager=eager)
     working = _recompute_working_set(m, w, tr, par, eager)
+    if cp > 1:
+        kv_t = m.n_heads // T if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
+        working += 2 * 2 * w.batch_size * w.seq_len * kv_t * (m.head_dim + m.v_dim) // 2 * tr.p
     opt_bytes = optimizer_bytes_per_param(tr)
     stages = []
     for s in _stages_to_evaluate(m, P, all_stages):

@@ -24,12 +24,12 @@ from transformer_calc.config import (
 from transformer_calc.errors import TcalcError
 
 # Axis name -> the CLI flag that sets it (also the row key).
-AXES = ("model", "B", "S", "T", "P", "dp", "zero", "ep", "recompute", "flash", "gpu", "dtype")
+AXES = ("model", "B", "S", "T", "P", "dp", "zero", "ep", "cp", "recompute", "flash", "gpu", "dtype")
 TRAINING_METRICS = ("memory", "weights", "activations", "fits", "headroom", "flops", "train_days")
 INFERENCE_METRICS = ("kv_cache", "inference_memory", "inference_fits", "ttft_s", "decode_s", "tokens_per_s", "bound")
 METRICS = TRAINING_METRICS + INFERENCE_METRICS
 DEFAULT_METRICS = ("memory", "fits", "flops")
-INT_AXES = ("B", "S", "T", "P", "dp", "zero", "ep")
+INT_AXES = ("B", "S", "T", "P", "dp", "zero", "ep", "cp")
 MAX_POINTS = 1_000_000  # a guard against typos such as --B 1..10000000:1
 
 
@@ -162,6 +162,7 @@ def run_sweep(
                 par = Parallelism.model_construct(
                     tensor=point.get("T", 1), pipeline=point.get("P", 1), data=point.get("dp", 1),
                     zero=point.get("zero", 0), expert=point.get("ep", 1), expert_tensor=None,
+                    context=point.get("cp", 1), virtual_stages=1,
                     sequence_parallel=bool(spec.training.get("sequence_parallel", False)),
                 )
                 tl = peak_memory(m, w, tr, par, all_stages=False)

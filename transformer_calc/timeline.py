@@ -164,6 +164,8 @@ def stage_timeline(
     m: ModelConfig, w: Workload, tr: Training, par: Parallelism, st: StageMemory
 ) -> Timeline:
     """The phases of one step on the GPU of pipeline stage `st` (see the module docstring)."""
+    if par.context > 1:  # each context-parallel rank holds S/cp tokens (memory.training_memory)
+        w = w.model_copy(update={"seq_len": w.seq_len // par.context})
     B, S, T, p = w.batch_size, w.seq_len, par.tensor, tr.p
     P = par.pipeline
     is_first, is_last = st.stage == 0, st.stage == P - 1

@@ -1,0 +1,347 @@
+"""Validate tcalc's training step time against published runs with their full parallel layout.
+
+The runs and their layouts are in train_runs.yaml next to this file, each copied from a source
+named there (repository, path and commit, or paper and table). For every row this computes
+
+    transformer_calc.train.estimate_step(model, Workload(seq_len=S, batch_size=micro_batch),
+        Training(precision, recompute, flash), Parallelism(tensor, pipeline, data=dp,
+        sequence_parallel, zero, context, virtual_stages), gpu, global_batch=G)
+
+with dp = gpus / (tensor · pipeline · context), and compares like with like on the metric the row
+names in `compare`:
+
+    step_time_s           seconds per optimizer step          est.step_time_s
+    tokens_per_s_per_gpu  tokens / s / GPU                    est.tokens_per_s / gpus
+    tflops_per_gpu        the source's FLOPs per step / step  the SAME FLOP count (the source's
+                          time / GPUs (Narayanan et al. 2021: formula, `flops_formula`) divided by
+                          eq. 3, 96·B·s·l·h²(1 + s/6h +       est.step_time_s and the GPUs; not
+                          V/16lh), recompute forward          tcalc's own FLOP count
+                          included, HFU-like)
+
+All three reduce to a step time, so the error is one number: tcalc throughput / measured
+throughput − 1 = measured step time / tcalc step time − 1 (negative: tcalc predicts a slower step
+than was measured). Published MFU/HFU are shown beside tcalc's `est.mfu` / `est.hfu` for reference
+only: each source defines its own FLOP count (MosaicML and NVIDIA's recipes count the full S×S
+attention, Korthikanti et al. the causal-free lower bound of their appendix), so those columns are
+not the comparison.
+
+Nothing is fitted: the rows only report where tcalc lands. No network access.
+
+    PYTHONPATH=. python tools/validation/train_runs.py [--write-docs] [-v]
+
+--write-docs replaces the section of docs/validation.md between BEGIN and END (appended at the end
+when absent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from transformer_calc.config import ModelConfig, Parallelism, Training, Workload  # noqa: E402
+from transformer_calc.presets import gpu as gpu_by_name  # noqa: E402
+from transformer_calc.presets import preset_model, safe_load_yaml  # noqa: E402
+from transformer_calc.train import StepEstimate, estimate_step  # noqa: E402
+
+DATA = Path(__file__).with_suffix(".yaml")
+DOCS = REPO / "docs" / "validation.md"
+BEGIN, END = "<!-- train_runs:begin -->", "<!-- train_runs:end -->"
+REGENERATE = "PYTHONPATH=. python tools/validation/train_runs.py --write-docs"
+METRICS = ("step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu")
+PRECISIONS = ("mixed", "bf16", "fp8", "fp32")
+REQUIRED = ("id", "source", "model", "gpu", "gpus", "seq_len", "global_batch", "micro_batch", "tensor",
+            "pipeline", "recompute", "flash", "zero", "precision", "measured", "compare")  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- the source's FLOP counts
+def narayanan_flops(m: ModelConfig, global_batch: int, seq_len: int) -> float:
+    """Eq. 3 of Narayanan et al. 2021 (arXiv:2104.04473): FLOPs of one iteration with activation
+    recomputation, GEMMs only: F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))."""
+    B, s, l, h, V = global_batch, seq_len, m.n_layers, m.d_model, m.vocab_size
+    return 96 * B * s * l * h**2 * (1 + s / (6 * h) + V / (16 * l * h))
+
+
+FLOPS_FORMULAS = {"narayanan": narayanan_flops}
+
+
+# ---------------------------------------------------------------------------- rows
+@dataclass
+class Result:
+    row: dict[str, Any]
+    model: ModelConfig
+    workload: Workload
+    training: Training
+    parallelism: Parallelism
+    gpu: Any
+    est: StepEstimate
+
+    @property
+    def metric(self) -> str:
+        return self.row["compare"]
+
+    @property
+    def measured_value(self) -> float:
+        return float(self.row["measured"][self.metric])
+
+    def _step_from(self, value: float) -> float:
+        """The step time (s) a value of the compared metric means for this run."""
+        G, S, n = self.row["global_batch"], self.row["seq_len"], self.row["gpus"]
+        if self.metric == "step_time_s":
+            return value
+        if self.metric == "tokens_per_s_per_gpu":
+            return G * S / (value * n)
+        return self.source_flops() / (value * 1e12 * n)
+
+    def source_flops(self) -> float:
+        return FLOPS_FORMULAS[self.row["flops_formula"]](self.model, self.row["global_batch"], self.row["seq_len"])
+
+    @property
+    def measured_step_s(self) -> float:
+        return self._step_from(self.measured_value)
+
+    @property
+    def predicted_value(self) -> float:
+        """tcalc's value of the compared metric, in the source's units and FLOP convention."""
+        n = self.row["gpus"]
+        if self.metric == "step_time_s":
+            return self.est.step_time_s
+        if self.metric == "tokens_per_s_per_gpu":
+            return self.est.tokens_per_s / n
+        return self.source_flops() / self.est.step_time_s / n / 1e12
+
+    @property
+    def error(self) -> float:
+        """tcalc throughput / measured throughput − 1."""
+        return self.measured_step_s / self.est.step_time_s - 1
+
+
+def load_rows(path: Path = DATA) -> list[dict[str, Any]]:
+    data = safe_load_yaml(path.read_text(encoding="utf-8"), str(path))
+    rows = data["rows"]
+    ids = [r.get("id") for r in rows]
+    if len(ids) != len(set(ids)):
+        raise SystemExit(f"{path}: duplicate row ids")
+    for r in rows:
+        missing = [k for k in REQUIRED if k not in r]
+        if missing:
+            raise SystemExit(f"{r.get('id')}: missing {', '.join(missing)}")
+        if r["compare"] not in METRICS:
+            raise SystemExit(f"{r['id']}: compare must be one of {', '.join(METRICS)}")
+        if r["compare"] not in r["measured"]:
+            raise SystemExit(f"{r['id']}: measured has no {r['compare']}")
+        if r["compare"] == "tflops_per_gpu" and r.get("flops_formula") not in FLOPS_FORMULAS:
+            raise SystemExit(f"{r['id']}: tflops_per_gpu needs flops_formula, one of {', '.join(FLOPS_FORMULAS)}")
+        if r["precision"] not in PRECISIONS:
+            raise SystemExit(f"{r['id']}: precision must be one of {', '.join(PRECISIONS)}")
+        split = r["tensor"] * r["pipeline"] * r.get("context", 1)
+        if r["gpus"] % split:
+            raise SystemExit(f"{r['id']}: gpus ({r['gpus']}) is not a multiple of tensor x pipeline x context ({split})")
+    return rows
+
+
+def row_model(row: dict[str, Any]) -> ModelConfig:
+    spec = row["model"]
+    model = preset_model(spec) if isinstance(spec, str) else ModelConfig.model_validate(spec)
+    overrides = row.get("model_overrides") or {}
+    return model.with_overrides(overrides) if overrides else model
+
+
+def row_training(row: dict[str, Any]) -> Training:
+    """precision fp8 = 16-bit training with FP8 GEMMs: tcalc's mixed precision with p = 1."""
+    common = {"recompute": row["recompute"], "flash": bool(row["flash"])}
+    if row["precision"] == "fp8":
+        return Training.model_validate({"precision": "mixed", "p": 1, **common})
+    return Training.model_validate({"precision": row["precision"], **common})
+
+
+def row_parallelism(row: dict[str, Any]) -> Parallelism:
+    T, P, cp = row["tensor"], row["pipeline"], row.get("context", 1)
+    return Parallelism(
+        tensor=T, pipeline=P, data=row["gpus"] // (T * P * cp), sequence_parallel=bool(row.get("sequence_parallel", False)),
+        zero=row["zero"], context=cp, virtual_stages=row.get("virtual_stages", 1),
+    )  # fmt: skip
+
+
+def evaluate(row: dict[str, Any]) -> Result:
+    model = row_model(row)
+    w = Workload(seq_len=row["seq_len"], batch_size=row["micro_batch"])
+    tr = row_training(row)
+    par = row_parallelism(row)
+    gpu = gpu_by_name(row["gpu"])
+    est = estimate_step(model, w, tr, par, gpu, global_batch=row["global_batch"])
+    return Result(row, model, w, tr, par, gpu, est)
+
+
+# ---------------------------------------------------------------------------- rendering
+UNITS = {"step_time_s": "s/step", "tokens_per_s_per_gpu": "tok/s/GPU", "tflops_per_gpu": "TFLOP/s/GPU"}
+
+
+def fmt_metric(metric: str, value: float) -> str:
+    if metric == "step_time_s":
+        return f"{value:.3g} s/step" if value < 10 else f"{value:.1f} s/step"
+    if metric == "tokens_per_s_per_gpu":
+        return f"{value:,.0f} tok/s/GPU"
+    return f"{value:.0f} TFLOP/s/GPU"
+
+
+def setup_text(r: Result) -> str:
+    row, par, tr = r.row, r.parallelism, r.training
+    name = row["model"] if isinstance(row["model"], str) else (
+        f"L{r.model.n_layers} D{r.model.d_model} A{r.model.n_heads}")
+    if row.get("model_overrides"):
+        name += " (" + ", ".join(f"{k}={v}" for k, v in row["model_overrides"].items()) + ")"
+    layout = f"T{par.tensor}{'+SP' if par.sequence_parallel else ''} P{par.pipeline}"
+    if par.virtual_stages > 1:
+        layout += f" v{par.virtual_stages}"
+    if par.context > 1:
+        layout += f" CP{par.context}"
+    layout += f" dp{par.data}"
+    layout += {0: "", 1: " ZeRO-1", 2: " ZeRO-2", 3: " ZeRO-3 (FSDP)"}[par.zero]
+    recompute = "no recompute" if tr.recompute.value == "none" else f"{tr.recompute.value} recompute"
+    return (f"{row.get('framework_name', '')}, {row['gpus']}× {r.gpu.name}; {name}, S={row['seq_len']} "
+            f"G={row['global_batch']} b={row['micro_batch']} (m={r.est.micro_batches}); {layout}; "
+            f"{row['precision']}, {'flash' if tr.flash else 'no flash'}, {recompute}")
+
+
+def utilisation_text(r: Result) -> str:
+    meas = r.row["measured"]
+    parts = []
+    if "mfu" in meas:
+        parts.append(f"MFU {float(meas['mfu']):.1%} (tcalc {r.est.mfu:.1%})")
+    if "hfu" in meas:
+        parts.append(f"HFU {float(meas['hfu']):.1%} (tcalc {r.est.hfu:.1%})")
+    return "; ".join(parts)
+
+
+def summary(results: list[Result]) -> tuple[float, Result]:
+    errs = [abs(r.error) for r in results]
+    worst = max(results, key=lambda r: abs(r.error))
+    return statistics.median(errs), worst
+
+
+def print_table(results: list[Result], verbose: bool) -> None:
+    head = f"{'row':<38} {'metric':>12} {'measured':>10} {'tcalc':>10} {'error':>8}  {'meas. step':>10} {'tcalc step':>10}"
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        print(f"{r.row['id']:<38} {UNITS[r.metric]:>12} {r.measured_value:>10.4g} {r.predicted_value:>10.4g} "
+              f"{r.error:>+8.1%}  {r.measured_step_s:>10.3f} {r.est.step_time_s:>10.3f}")
+        if verbose:
+            print(f"    {setup_text(r)}")
+            util = utilisation_text(r)
+            if util:
+                print(f"    {util}")
+            parts = ", ".join(f"{k[:-2]} {v:.3g}" for k, v in r.est.breakdown.items() if v)
+            print(f"    breakdown (s): {parts}")
+    med, worst = summary(results)
+    print(f"\n{len(results)} rows; median |error| {med:.1%}; worst {worst.row['id']} {worst.error:+.1%}")
+    for label, group in groups(results):
+        gmed, gworst = summary(group)
+        print(f"  {label}: {len(group)} rows, median |error| {gmed:.1%}, worst {gworst.row['id']} {gworst.error:+.1%}")
+
+
+def groups(results: list[Result]) -> list[tuple[str, list[Result]]]:
+    by: dict[str, list[Result]] = {}
+    for r in results:
+        by.setdefault(r.row["id"].split("-")[0], []).append(r)
+    for r in results:
+        by.setdefault(r.gpu.name.split("-")[0], []).append(r)
+    return list(by.items())
+
+
+def breakdown_text(r: Result) -> str:
+    b = r.est.breakdown
+    total = r.est.step_time_s
+    keep = [(k[:-2], v) for k, v in b.items() if v / total >= 0.005]
+    return ", ".join(f"{k} {v / total:.0%}" for k, v in keep)
+
+
+def docs_section(results: list[Result]) -> str:
+    med, worst = summary(results)
+    lines = [
+        BEGIN,
+        "<!-- Generated by tools/validation/train_runs.py; do not edit by hand. Regenerate with:",
+        f"     {REGENERATE} -->",
+        "",
+        "## Training step time: tcalc vs published runs",
+        "",
+        f"Generated by `tools/validation/train_runs.py` from `tools/validation/train_runs.yaml` (no network "
+        f"access). {len(results)} published runs with their full layout; median |error| {med:.1%}, worst "
+        f"{worst.row['id']} ({worst.error:+.1%}).",
+        "",
+        "**Measured:** end-to-end training throughput as the authors published it (step time, tokens/s/GPU, "
+        "or TFLOP/s/GPU), each copied from the source in the YAML (repository, path, commit, or paper and "
+        "table), with the layout read from the same run's launcher script or config; details a source "
+        "leaves open are stated as assumptions in the row's `notes` (folded below).",
+        "",
+        "**Predicted:** `transformer_calc.train.estimate_step(model, Workload(S, micro_batch), "
+        "Training(precision, recompute, flash), Parallelism(T, P, dp, SP, ZeRO, CP, v), gpu, "
+        "global_batch=G)`, dp = GPUs / (T·P·CP), compared in the source's own metric: a step time with "
+        "`step_time_s`; tokens/s/GPU with `tokens_per_s / GPUs`; Narayanan et al.'s TFLOP/s/GPU by "
+        "dividing *their* eq. 3 FLOP count (96·B·s·l·h²(1 + s/6h + V/16lh), which includes the "
+        "recomputed forward, i.e. hardware-FLOPs-like) by tcalc's step time, not with tcalc's own FLOPs. "
+        "Error = tcalc throughput / measured − 1 = measured step / tcalc step − 1 (negative: tcalc "
+        "predicts a slower step). Published MFU/HFU are shown for reference next to tcalc's `mfu`/`hfu`; "
+        "their FLOP conventions differ by source, so they are not the comparison. Nothing is tuned to "
+        "these rows.",
+        "",
+        "| source | setup | measured | tcalc | error |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in results:
+        measured = fmt_metric(r.metric, r.measured_value)
+        if r.metric != "step_time_s":
+            measured += f" (= {r.measured_step_s:.3g} s/step)"
+        util = utilisation_text(r)
+        tcalc = f"{fmt_metric(r.metric, r.predicted_value)}"
+        if r.metric != "step_time_s":
+            tcalc += f" ({r.est.step_time_s:.3g} s/step)"
+        tcalc += f"<br>{breakdown_text(r)}"
+        if util:
+            measured += f"<br>{util}"
+        lines.append(f"| {r.row['source']} | {setup_text(r)} | {measured} | {tcalc} | {r.error:+.1%} |")
+    lines += ["", "| group | rows | median \\|error\\| | worst |", "| --- | --- | --- | --- |"]
+    for label, group in [("all", results), *groups(results)]:
+        gmed, gworst = summary(group)
+        lines.append(f"| {label} | {len(group)} | {gmed:.1%} | {gworst.row['id']} ({gworst.error:+.1%}) |")
+    lines += ["", "<details><summary>Assumptions per row</summary>", ""]
+    for r in results:
+        where = r.row.get("setup_source", "")
+        lines.append(f"- **{r.row['id']}**{f' ({where})' if where else ''}: {' '.join(str(r.row.get('notes', '')).split())}")
+    lines += ["", "</details>", END]
+    return "\n".join(lines) + "\n"
+
+
+def write_docs(section: str, path: Path = DOCS) -> None:
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        new = head + section.rstrip("\n") + tail
+    else:
+        new = text.rstrip("\n") + ("\n\n" if text else "") + section
+    path.write_text(new, encoding="utf-8")
+    print(f"wrote the {BEGIN} section of {path.relative_to(REPO)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write-docs", action="store_true", help="replace this tool's section of docs/validation.md")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print each setup, MFU/HFU and tcalc's breakdown")
+    args = ap.parse_args(argv)
+    results = [evaluate(row) for row in load_rows()]
+    print_table(results, args.verbose)
+    if args.write_docs:
+        write_docs(docs_section(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
