@@ -130,7 +130,13 @@ def test_set_boolean_and_negative_gradients(capsys):
 
 def test_non_finite_results_are_errors(capsys):
     invalid(capsys, "mfu", "--preset", "gpt3", "--tokens-per-s", "1e308", "--gpus", "8", "--gpu", "a100",
-            "-f", "json", says="out of range")
+            "-f", "json", says="above 100 %")
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.inputs import finite_or_error
+
+    with pytest.raises(TcalcError, match=r"result.decode.tokens_per_s is inf"):
+        finite_or_error({"decode": {"tokens_per_s": float("inf")}})
+    finite_or_error({"a": [1.0, 2, {"b": 3.5}]})
 
 
 def test_non_finite_inputs_are_errors(tmp_path, capsys):
@@ -291,3 +297,12 @@ def test_fuzz_hostile_files(tmp_path_factory, capsys, doc, command, as_json, bom
                 stack.extend(value.values())
             elif isinstance(value, list):
                 stack.extend(value)
+
+
+def test_impossible_mfu_is_an_error_naming_the_likely_cause(capsys):
+    err = invalid(capsys, "mfu", "--preset", "gpt3", "--V", "51200", "--global-batch", "4000000", "--step-time",
+                  "13.75", "--gpus", "64", "--gpu", "a100-80gb", says="above 100 %")
+    assert "--global-batch-tokens" in err
+    code, out, _ = call(capsys, "mfu", "--preset", "gpt3", "--V", "51200", "--global-batch-tokens", "131072",
+                        "--step-time", "13.75", "--gpus", "64", "--gpu", "a100-80gb", "-f", "json")
+    assert code == 0 and abs(json.loads(out)["mfu"] - 0.514) < 0.001  # Korthikanti et al. 2022 Table 5: 51.4 %

@@ -431,6 +431,7 @@ def mfu(
     gpu: Annotated[str, typer.Option("--gpu", help="GPU, e.g. a100-80gb.")] = "a100-80gb",
     dtype: DtypeOpt = None,
     global_batch: Annotated[Optional[int], typer.Option("--global-batch", min=1, help="Sequences per optimizer step (all GPUs).")] = None,
+    global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Tokens per optimizer step (all GPUs), e.g. 4M; instead of --global-batch.")] = None,
     step_time: Annotated[Optional[float], typer.Option("--step-time", help="Measured seconds per step.")] = None,
     tokens_per_s: Annotated[Optional[float], typer.Option("--tokens-per-s", help="Measured throughput, tokens/s (all GPUs).")] = None,
     recompute: RecomputeOpt = None,
@@ -451,6 +452,10 @@ def mfu(
     section = job.training if job else {}
     workload = build(Workload, {"seq_len": _first(S, section.get("seq_len"), model.max_seq_len)}, "workload")
     recompute = str(_first(recompute, section.get("recompute"), "none"))
+    if global_batch_tokens is not None:
+        if global_batch is not None:
+            raise TcalcError("give the global batch once: --global-batch (sequences) or --global-batch-tokens, not both")
+        global_batch = _global_batch(None, global_batch_tokens, workload.seq_len)
     if tokens_per_s is None and (global_batch is None or step_time is None):
         raise TcalcError("give the measured speed: --tokens-per-s N, or --global-batch N and --step-time SECONDS")
     if tokens_per_s is not None and (global_batch is not None or step_time is not None):

@@ -403,6 +403,20 @@ def mfu_report(
     used, peak = peak_for(gpu, dtype)
     model_mfu = F.mfu_from_throughput(per_token_model, tokens_per_s, gpus, peak)
     hardware_fu = F.mfu_from_throughput(per_token_hw, tokens_per_s, gpus, peak)
+    if hardware_fu > 1 or model_mfu > 1:  # impossible: more FLOP/s than the GPUs have
+        from transformer_calc.errors import TcalcError
+
+        cause = (
+            "--global-batch counts sequences (give tokens with --global-batch-tokens)"
+            if global_batch is not None else "--tokens-per-s is for all GPUs together"
+        )
+        import math
+
+        shown = f"{100 * model_mfu:.0f} %" if math.isfinite(model_mfu) else "beyond any finite value"
+        raise TcalcError(
+            f"MFU would be {shown}, above 100 % of {gpus} x {gpu.name}'s "
+            f"{used} peak: the inputs cannot be right; check --gpus, --step-time, and that {cause}"
+        )
     out: dict[str, Any] = {
         "model": model_dict(m),
         "seq_len": w.seq_len,

@@ -142,7 +142,8 @@ def load_rows(path: Path = DATA) -> list[dict[str, Any]]:
             raise SystemExit(f"{r['id']}: precision must be one of {', '.join(PRECISIONS)}")
         split = r["tensor"] * r["pipeline"] * r.get("context", 1)
         if r["gpus"] % split:
-            raise SystemExit(f"{r['id']}: gpus ({r['gpus']}) is not a multiple of tensor x pipeline x context ({split})")
+            raise SystemExit(f"{r['id']}: gpus ({r['gpus']}) is not a multiple of "
+                             f"tensor x pipeline x context ({split})")
     return rows
 
 
@@ -164,8 +165,8 @@ def row_training(row: dict[str, Any]) -> Training:
 def row_parallelism(row: dict[str, Any]) -> Parallelism:
     T, P, cp = row["tensor"], row["pipeline"], row.get("context", 1)
     return Parallelism(
-        tensor=T, pipeline=P, data=row["gpus"] // (T * P * cp), sequence_parallel=bool(row.get("sequence_parallel", False)),
-        zero=row["zero"], context=cp, virtual_stages=row.get("virtual_stages", 1),
+        tensor=T, pipeline=P, data=row["gpus"] // (T * P * cp), context=cp, virtual_stages=row.get("virtual_stages", 1),
+        sequence_parallel=bool(row.get("sequence_parallel", False)), zero=row["zero"],
     )  # fmt: skip
 
 
@@ -175,7 +176,10 @@ def evaluate(row: dict[str, Any]) -> Result:
     tr = row_training(row)
     par = row_parallelism(row)
     gpu = gpu_by_name(row["gpu"])
-    est = estimate_step(model, w, tr, par, gpu, global_batch=row["global_batch"])
+    # A source that states its gradient reduction is not overlapped with the backward says so in
+    # `overlap_grad_reduce: false` (estimate_step's overlap_dp); the default is tcalc's (overlapped).
+    overlap = bool(row.get("overlap_grad_reduce", True))
+    est = estimate_step(model, w, tr, par, gpu, global_batch=row["global_batch"], overlap_dp=overlap)
     return Result(row, model, w, tr, par, gpu, est)
 
 
@@ -205,6 +209,8 @@ def setup_text(r: Result) -> str:
     layout += f" dp{par.data}"
     layout += {0: "", 1: " ZeRO-1", 2: " ZeRO-2", 3: " ZeRO-3 (FSDP)"}[par.zero]
     recompute = "no recompute" if tr.recompute.value == "none" else f"{tr.recompute.value} recompute"
+    if not row.get("overlap_grad_reduce", True):
+        recompute += ", gradient reduction not overlapped"
     return (f"{row.get('framework_name', '')}, {row['gpus']}× {r.gpu.name}; {name}, S={row['seq_len']} "
             f"G={row['global_batch']} b={row['micro_batch']} (m={r.est.micro_batches}); {layout}; "
             f"{row['precision']}, {'flash' if tr.flash else 'no flash'}, {recompute}")
@@ -227,7 +233,8 @@ def summary(results: list[Result]) -> tuple[float, Result]:
 
 
 def print_table(results: list[Result], verbose: bool) -> None:
-    head = f"{'row':<38} {'metric':>12} {'measured':>10} {'tcalc':>10} {'error':>8}  {'meas. step':>10} {'tcalc step':>10}"
+    head = (f"{'row':<38} {'metric':>12} {'measured':>10} {'tcalc':>10} {'error':>8}  "
+            f"{'meas. step':>10} {'tcalc step':>10}")
     print(head)
     print("-" * len(head))
     for r in results:
@@ -314,7 +321,8 @@ def docs_section(results: list[Result]) -> str:
     lines += ["", "<details><summary>Assumptions per row</summary>", ""]
     for r in results:
         where = r.row.get("setup_source", "")
-        lines.append(f"- **{r.row['id']}**{f' ({where})' if where else ''}: {' '.join(str(r.row.get('notes', '')).split())}")
+        notes = " ".join(str(r.row.get("notes", "")).split())
+        lines.append(f"- **{r.row['id']}**{f' ({where})' if where else ''}: {notes}")
     lines += ["", "</details>", END]
     return "\n".join(lines) + "\n"
 
