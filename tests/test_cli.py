@@ -450,3 +450,17 @@ def test_memory_torch_eager_tells_gelu_variants_apart(tmp_path, capsys):
         assert data["model"]["activation_impl"] == act
         totals[act] = data["memory"]["activations"]["mlp"]
     assert totals["gelu_new"] - totals["gelu"] == 2 * 3 * 2 * 256 * 512  # L · 3 · p · S · F
+
+
+@pytest.mark.parametrize("command", ["params", "memory", "flops", "mfu", "inference", "sweep", "check", "train",
+                                     "plan", "presets", "hardware"])
+def test_help_never_swallows_a_written_default(command):
+    """`[default: ...]` in help text is rich markup unless escaped; swallowed, it left ' .' behind."""
+    import os
+    import re
+
+    env = {**os.environ, "COLUMNS": "250"}
+    out = subprocess.run([sys.executable, "-m", "transformer_calc", command, "--help"], capture_output=True,
+                         text=True, env=env, check=True).stdout
+    assert not [line for line in out.splitlines() if re.search(r"\S\s+\.\s*│", line)], out
+    assert "default" in out

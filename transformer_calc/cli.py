@@ -301,7 +301,7 @@ def params(
 WORKLOAD = "Workload"
 TRAINING = "Training"
 PARALLEL = "Parallelism"
-SOpt = Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence [default: the model's max_seq_len].", rich_help_panel=WORKLOAD)]
+SOpt = Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence \\[default: the model's max_seq_len].", rich_help_panel=WORKLOAD)]
 
 
 @app.command()
@@ -309,28 +309,28 @@ SOpt = Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens
 def memory(
     source: ModelArgs,
     S: SOpt = None,
-    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="B: micro-batch per GPU (sequences) [default: 1].", rich_help_panel=WORKLOAD)] = None,
+    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="B: micro-batch per GPU (sequences) \\[default: 1].", rich_help_panel=WORKLOAD)] = None,
     precision: Annotated[Optional[str], typer.Option("--precision", help="mixed (16-bit + fp32 master, the seed's) | fp32 | bf16 (pure).", rich_help_panel=TRAINING)] = None,
     p: Annotated[Optional[int], typer.Option("--p", help="p: bytes per activation/compute-weight element (seed); 4 implies fp32.", rich_help_panel=TRAINING)] = None,
-    grad_bytes: Annotated[Optional[int], typer.Option("--grad-bytes", help="Bytes per gradient [default: 4 mixed (seed), 4 fp32, 2 bf16].", rich_help_panel=TRAINING)] = None,
+    grad_bytes: Annotated[Optional[int], typer.Option("--grad-bytes", help="Bytes per gradient \\[default: 4 mixed (seed), 4 fp32, 2 bf16].", rich_help_panel=TRAINING)] = None,
     optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="adamw (default) | adam | sgd | sgd-momentum | lion | adam-8bit.", rich_help_panel=TRAINING)] = None,
     recompute: Annotated[Optional[str], typer.Option("--recompute", help="none (default) | selective | full (Korthikanti et al. 2022).", rich_help_panel=TRAINING)] = None,
-    flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="FlashAttention: no S×S scores kept [default: off].", rich_help_panel=TRAINING)] = None,
-    dropout: Annotated[Optional[bool], typer.Option("--dropout/--no-dropout", help="Dropout masks kept [default: the model's dropout > 0].", rich_help_panel=TRAINING)] = None,
+    flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="FlashAttention: no S×S scores kept \\[default: off].", rich_help_panel=TRAINING)] = None,
+    dropout: Annotated[Optional[bool], typer.Option("--dropout/--no-dropout", help="Dropout masks kept \\[default: the model's dropout > 0].", rich_help_panel=TRAINING)] = None,
     activations: Annotated[Optional[str], typer.Option("--activations", help="default | seed (exactly the seed's per-layer equations) | torch-eager.", rich_help_panel=TRAINING)] = None,
-    head: Annotated[Optional[bool], typer.Option("--head/--no-head", help="Count embedding, final-norm, head and loss activations [default: on].", rich_help_panel=TRAINING)] = None,
-    framework: Annotated[Optional[str], typer.Option("--framework", help="Peak-memory conventions: pytorch (eager/HF Trainer/FSDP2) | megatron | deepspeed [default: pytorch].", rich_help_panel=TRAINING)] = None,
-    cross_entropy: Annotated[Optional[str], typer.Option("--cross-entropy", help="Loss kernel: eager | fused (Megatron vocab-parallel) | chunked (Liger-style) [default: fused for megatron, else eager].", rich_help_panel=TRAINING)] = None,
-    micro_batches: Annotated[Optional[int], typer.Option("--micro-batches", help="Micro-batches per optimizer step (gradients stay allocated across them) [default: P, or 1].", rich_help_panel=TRAINING)] = None,
-    fused_optimizer: Annotated[Optional[bool], typer.Option("--fused-optimizer/--foreach-optimizer", help="Fused optimizer step (no temporaries) or PyTorch's foreach [default: foreach for pytorch, fused otherwise].", rich_help_panel=TRAINING)] = None,
-    T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel ranks [default: 1].", rich_help_panel=PARALLEL)] = None,
-    sp: Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Sequence parallelism (with T) [default: off].", rich_help_panel=PARALLEL)] = None,
-    P: Annotated[Optional[int], typer.Option("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B) [default: 1].", rich_help_panel=PARALLEL)] = None,
-    dp: Annotated[Optional[int], typer.Option("--dp", "--data-parallel", help="Data-parallel replicas (for ZeRO) [default: 1].", rich_help_panel=PARALLEL)] = None,
-    zero: Annotated[Optional[int], typer.Option("--zero", help="ZeRO stage 0-3: shard optimizer; +gradients; +weights [default: 0].", rich_help_panel=PARALLEL)] = None,
-    ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", help="Expert-parallel ranks: routed experts split ep ways (MoE) [default: 1].", rich_help_panel=PARALLEL)] = None,
-    etp: Annotated[Optional[int], typer.Option("--etp", "--expert-tensor-parallel", help="Tensor-parallel ranks of one expert [default: T, as Megatron-core].", rich_help_panel=PARALLEL)] = None,
-    cp: Annotated[Optional[int], typer.Option("--cp", "--context-parallel", help="Context-parallel ranks: the sequence split cp ways [default: 1].", rich_help_panel=PARALLEL)] = None,
+    head: Annotated[Optional[bool], typer.Option("--head/--no-head", help="Count embedding, final-norm, head and loss activations \\[default: on].", rich_help_panel=TRAINING)] = None,
+    framework: Annotated[Optional[str], typer.Option("--framework", help="Peak-memory conventions: pytorch (eager/HF Trainer/FSDP2) | megatron | deepspeed \\[default: pytorch].", rich_help_panel=TRAINING)] = None,
+    cross_entropy: Annotated[Optional[str], typer.Option("--cross-entropy", help="Loss kernel: eager | fused (Megatron vocab-parallel) | chunked (Liger-style) \\[default: fused for megatron, else eager].", rich_help_panel=TRAINING)] = None,
+    micro_batches: Annotated[Optional[int], typer.Option("--micro-batches", help="Micro-batches per optimizer step (gradients stay allocated across them) \\[default: P, or 1].", rich_help_panel=TRAINING)] = None,
+    fused_optimizer: Annotated[Optional[bool], typer.Option("--fused-optimizer/--foreach-optimizer", help="Fused optimizer step (no temporaries) or PyTorch's foreach \\[default: foreach for pytorch, fused otherwise].", rich_help_panel=TRAINING)] = None,
+    T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel ranks \\[default: 1].", rich_help_panel=PARALLEL)] = None,
+    sp: Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", rich_help_panel=PARALLEL)] = None,
+    P: Annotated[Optional[int], typer.Option("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B) \\[default: 1].", rich_help_panel=PARALLEL)] = None,
+    dp: Annotated[Optional[int], typer.Option("--dp", "--data-parallel", help="Data-parallel replicas (for ZeRO) \\[default: 1].", rich_help_panel=PARALLEL)] = None,
+    zero: Annotated[Optional[int], typer.Option("--zero", help="ZeRO stage 0-3: shard optimizer; +gradients; +weights \\[default: 0].", rich_help_panel=PARALLEL)] = None,
+    ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", help="Expert-parallel ranks: routed experts split ep ways (MoE) \\[default: 1].", rich_help_panel=PARALLEL)] = None,
+    etp: Annotated[Optional[int], typer.Option("--etp", "--expert-tensor-parallel", help="Tensor-parallel ranks of one expert \\[default: T, as Megatron-core].", rich_help_panel=PARALLEL)] = None,
+    cp: Annotated[Optional[int], typer.Option("--cp", "--context-parallel", help="Context-parallel ranks: the sequence split cp ways \\[default: 1].", rich_help_panel=PARALLEL)] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="Check the fit on this GPU, e.g. a100-80gb.", rich_help_panel=OUTPUT)] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -355,9 +355,9 @@ def memory(
     emit(memory_report(model, workload, training, parallelism, device), fmt, memory_table)
 
 
-CausalOpt = Annotated[bool, typer.Option("--causal/--no-causal", help="Halve the attention scores and re-weighting FLOPs (Megatron, FlashAttention convention) [default: full, as eager PyTorch].")]
+CausalOpt = Annotated[bool, typer.Option("--causal/--no-causal", help="Halve the attention scores and re-weighting FLOPs (Megatron, FlashAttention convention) \\[default: full, as eager PyTorch].")]
 RecomputeOpt = Annotated[Optional[str], typer.Option("--recompute", help="none (default) | selective | full: hardware FLOPs (Korthikanti et al. 2022).")]
-DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", help="Dtype whose dense peak is the denominator [default: bf16, else fp16].")]
+DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", help="Dtype whose dense peak is the denominator \\[default: bf16, else fp16].")]
 
 
 def _count(text: str | None, what: str) -> int | None:
@@ -377,15 +377,15 @@ def _count(text: str | None, what: str) -> int | None:
 def flops(
     source: ModelArgs,
     S: SOpt = None,
-    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", min=1, help="B: sequences per step [default: 1].", rich_help_panel=WORKLOAD)] = None,
+    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", min=1, help="B: sequences per step \\[default: 1].", rich_help_panel=WORKLOAD)] = None,
     causal: CausalOpt = False,
-    windowed: Annotated[bool, typer.Option("--windowed/--no-windowed", help="Sliding/chunked layers at what a windowed kernel computes (~S·W) [default: off: full S×S masked, as eager PyTorch].")] = False,
+    windowed: Annotated[bool, typer.Option("--windowed/--no-windowed", help="Sliding/chunked layers at what a windowed kernel computes (~S·W) \\[default: off: full S×S masked, as eager PyTorch].")] = False,
     recompute: RecomputeOpt = None,
     tokens: Annotated[Optional[str], typer.Option("--tokens", help="Training-time estimate for this token budget, e.g. 300e9 or 1.4T.")] = None,
     gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs for the training-time estimate.")] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU for the training-time estimate, e.g. a100-80gb.")] = None,
     dtype: DtypeOpt = None,
-    mfu: Annotated[Optional[float], typer.Option("--mfu", help="Assumed MFU (fraction) for the training-time estimate [default: 0.4].")] = None,
+    mfu: Annotated[Optional[float], typer.Option("--mfu", help="Assumed MFU (fraction) for the training-time estimate \\[default: 0.4].")] = None,
     budget: Annotated[Optional[str], typer.Option("--budget", help="Compute-optimal N and tokens for this FLOP budget, e.g. 1e24.")] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -477,16 +477,16 @@ INFERENCE = "Inference"
 @model_options
 def inference(
     source: ModelArgs,
-    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="B: concurrent sequences [default: 1].", rich_help_panel=INFERENCE)] = None,
-    S: Annotated[Optional[int], typer.Option("--S", "--prompt-len", "--seq-len", help="S: prompt tokens per sequence [default: the model's max_seq_len].", rich_help_panel=INFERENCE)] = None,
-    new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", help="Tokens generated per sequence; the first comes from the prefill [default: 1].", rich_help_panel=INFERENCE)] = None,
-    T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel GPUs [default: 1].", rich_help_panel=INFERENCE)] = None,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU [default: a100-80gb].", rich_help_panel=INFERENCE)] = None,
+    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="B: concurrent sequences \\[default: 1].", rich_help_panel=INFERENCE)] = None,
+    S: Annotated[Optional[int], typer.Option("--S", "--prompt-len", "--seq-len", help="S: prompt tokens per sequence \\[default: the model's max_seq_len].", rich_help_panel=INFERENCE)] = None,
+    new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", help="Tokens generated per sequence; the first comes from the prefill \\[default: 1].", rich_help_panel=INFERENCE)] = None,
+    T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel GPUs \\[default: 1].", rich_help_panel=INFERENCE)] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU \\[default: a100-80gb].", rich_help_panel=INFERENCE)] = None,
     weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", "--dtype", help="fp32 | fp16 | bf16 (default) | fp8 | int8 | int4.", rich_help_panel=INFERENCE)] = None,
-    kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV-cache dtype [default: the activation dtype].", rich_help_panel=INFERENCE)] = None,
+    kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV-cache dtype \\[default: the activation dtype].", rich_help_panel=INFERENCE)] = None,
     cache_kv_heads: Annotated[Optional[int], typer.Option("--cache-kv-heads", help="K/V heads the cache holds, weights unchanged (the seed's Falcon study: MHA).", rich_help_panel=INFERENCE)] = None,
     kv_cache: Annotated[Optional[bool], typer.Option("--kv-cache/--no-kv-cache", help="--no-kv-cache: the seed's naive mode, every token reprocesses the context.", rich_help_panel=INFERENCE)] = None,
-    mla_cache: Annotated[Optional[str], typer.Option("--mla-cache", help="MLA models: latent (r_kv + d_rope per token, replicated over T; transformers) | decompressed (per-head K and V) [default: latent].", rich_help_panel=INFERENCE)] = None,
+    mla_cache: Annotated[Optional[str], typer.Option("--mla-cache", help="MLA models: latent (r_kv + d_rope per token, replicated over T; transformers) | decompressed (per-head K and V) \\[default: latent].", rich_help_panel=INFERENCE)] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """KV cache, inference memory per GPU, prefill and decode latency as a roofline.
@@ -529,7 +529,7 @@ def sweep(
     config: ConfigOpt = None,
     hf_config: HFConfigOpt = None,
     B: Annotated[str, typer.Option("--B", "--batch-size", help="B values, e.g. 1,2,4..64.", rich_help_panel=SWEEP)] = "1",
-    S: Annotated[Optional[str], typer.Option("--S", "--seq-len", help="S values [default: each model's max_seq_len].", rich_help_panel=SWEEP)] = None,
+    S: Annotated[Optional[str], typer.Option("--S", "--seq-len", help="S values \\[default: each model's max_seq_len].", rich_help_panel=SWEEP)] = None,
     T: Annotated[str, typer.Option("--T", "--tensor-parallel", help="T values.", rich_help_panel=SWEEP)] = "1",
     P: Annotated[str, typer.Option("--P", "--pipeline-parallel", help="P values.", rich_help_panel=SWEEP)] = "1",
     dp: Annotated[str, typer.Option("--dp", "--data-parallel", help="Data-parallel values.", rich_help_panel=SWEEP)] = "1",
@@ -540,7 +540,7 @@ def sweep(
     flash: Annotated[str, typer.Option("--flash", help="true, false.", rich_help_panel=SWEEP)] = "false",
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPUs, e.g. a100-80gb,h100.", rich_help_panel=SWEEP)] = None,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help="Inference weight dtypes (and the peak for train_days).", rich_help_panel=SWEEP)] = None,
-    metrics: Annotated[Optional[str], typer.Option("--metrics", help="Comma list: memory weights activations fits headroom flops train_days kv_cache inference_memory inference_fits ttft_s decode_s tokens_per_s bound [default: memory,flops (+ fits with --gpu)].")] = None,
+    metrics: Annotated[Optional[str], typer.Option("--metrics", help="Comma list: memory weights activations fits headroom flops train_days kv_cache inference_memory inference_fits ttft_s decode_s tokens_per_s bound \\[default: memory,flops (+ fits with --gpu)].")] = None,
     precision: Annotated[Optional[str], typer.Option("--precision", help="Training precision for every point.")] = None,
     optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="Optimizer for every point.")] = None,
     sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism for every point.")] = False,
@@ -551,8 +551,8 @@ def sweep(
     sort: Annotated[Optional[str], typer.Option("--sort", help="Sort by a column; -column for descending.")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Show at most this many rows.")] = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write a figure (png, svg, pdf; needs the plot extra).")] = None,
-    x: Annotated[Optional[str], typer.Option("--x", help="Plot: x axis [default: the first axis that varies].")] = None,
-    y: Annotated[Optional[str], typer.Option("--y", help="Plot: the metric [default: the first metric].")] = None,
+    x: Annotated[Optional[str], typer.Option("--x", help="Plot: x axis \\[default: the first axis that varies].")] = None,
+    y: Annotated[Optional[str], typer.Option("--y", help="Plot: the metric \\[default: the first metric].")] = None,
     series: Annotated[Optional[str], typer.Option("--series", help="Plot: one line per value of this axis.")] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -830,8 +830,8 @@ def _global_batch(sequences: str | None, tokens: str | None, S: int) -> int:
     return n // S
 
 
-NodeOpt = Annotated[Optional[int], typer.Option("--node-size", help="GPUs per NVLink domain [default: per platform, 8; 72 for GB200/GB300 NVL72].", rich_help_panel=PARALLEL)]
-NicOpt = Annotated[Optional[float], typer.Option("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way [default: 25 A100 HDR, 50 H100/H200/B200 NDR].", rich_help_panel=PARALLEL)]
+NodeOpt = Annotated[Optional[int], typer.Option("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", rich_help_panel=PARALLEL)]
+NicOpt = Annotated[Optional[float], typer.Option("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", rich_help_panel=PARALLEL)]
 
 
 @app.command()
@@ -843,7 +843,7 @@ def train(
     S: SOpt = None,
     global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Global batch in sequences, e.g. 1536.")] = None,
     global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Global batch in tokens, e.g. 4M.")] = None,
-    micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", "--B", min=1, help="Micro-batch b [default: the fastest that fits].")] = None,
+    micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", "--B", min=1, help="Micro-batch b \\[default: the fastest that fits].")] = None,
     T: Annotated[int, typer.Option("--T", "--tensor-parallel", min=1, help="T: tensor-parallel ranks.", rich_help_panel=PARALLEL)] = 1,
     P: Annotated[int, typer.Option("--P", "--pipeline-parallel", min=1, help="P: pipeline stages (1F1B).", rich_help_panel=PARALLEL)] = 1,
     virtual_stages: Annotated[int, typer.Option("--virtual-stages", min=1, help="Interleaved model chunks per stage.", rich_help_panel=PARALLEL)] = 1,
@@ -856,7 +856,7 @@ def train(
     precision: Annotated[str, typer.Option("--precision", help="mixed | bf16 | fp32.", rich_help_panel=TRAINING)] = "mixed",
     p: Annotated[Optional[int], typer.Option("--p", help="Bytes per compute element (1: fp8 matmuls at the fp8 peak).", rich_help_panel=TRAINING)] = None,
     framework: Annotated[str, typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed.", rich_help_panel=TRAINING)] = "megatron",
-    matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Achievable fraction of the dense peak [default: measured MAMF per GPU].")] = None,
+    matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU].")] = None,
     node_size: NodeOpt = None,
     inter_node_gb_s: NicOpt = None,
     tokens: Annotated[Optional[str], typer.Option("--tokens", help="Token budget for days, GPU-hours and cost, e.g. 15T.")] = None,
