@@ -24,7 +24,7 @@ def call(capsys, *argv: str) -> tuple[int, str, str]:
 def call_json(capsys, *argv: str):
     code, out, err = call(capsys, *argv, "--format", "json")
     assert code == 0, err
-    assert err == ""
+    assert all(line.startswith(("note: ", "warning: ")) for line in err.splitlines()), err
     return json.loads(out)
 
 
@@ -464,3 +464,12 @@ def test_help_never_swallows_a_written_default(command):
                          text=True, env=env, check=True).stdout
     assert not [line for line in out.splitlines() if re.search(r"\S\s+\.\s*│", line)], out
     assert "default" in out
+
+
+def test_long_default_context_is_said_and_beyond_context_warned(capsys):
+    code, out, err = call(capsys, "memory", "--preset", "llama-3.1-405b", "--format", "json")
+    assert code == 0 and err.startswith("note: S = 131,072, the model's context window") and "--S" in err
+    code, out, err = call(capsys, "inference", "--preset", "llama-2-13b", "--S", "8192", "--format", "json")
+    assert code == 0 and err.startswith("warning: S = 8,192 exceeds the model's context window (4,096)")
+    code, out, err = call(capsys, "memory", "--preset", "gpt2", "--format", "json")
+    assert code == 0 and err == ""  # 1024: nothing to say

@@ -351,6 +351,7 @@ def memory(
         tensor=T, sequence_parallel=sp, pipeline=P, data=dp, zero=zero, expert=ep, expert_tensor=etp, context=cp, gpu=gpu,
     )
     workload, training, parallelism, gpu_name = training_configs(model, job.training if job else {}, flags)
+    _note_seq_len(model, workload.seq_len, S is not None or bool(job and "seq_len" in job.training))
     device = find_gpu(str(gpu_name)) if gpu_name is not None else None
     emit(memory_report(model, workload, training, parallelism, device), fmt, memory_table)
 
@@ -407,6 +408,7 @@ def flops(
         "workload",
     )
     recompute_ = _enum(Recompute, str(_first(recompute, section.get("recompute"), "none")), "--recompute")
+    _note_seq_len(model, workload.seq_len, S is not None or "seq_len" in section)
     n_tokens = _count(tokens, "--tokens")
     if (gpus is not None or gpu is not None or mfu is not None) and n_tokens is None:
         raise TcalcError("--gpus, --gpu and --mfu estimate training time: give --tokens too, e.g. --tokens 300e9")
@@ -503,7 +505,24 @@ def inference(
         kv_dtype=kv_dtype, kv_heads=cache_kv_heads, kv_cache=kv_cache, mla_cache=mla_cache,
     )
     spec, gpu_name = inference_spec(model, job.inference if job else {}, flags)
+    _note_seq_len(model, spec.prompt_len, S is not None or bool(job and "seq_len" in job.inference), "--S (the prompt)")
     emit(inference_report(model, find_gpu(gpu_name), spec), fmt, inference_table)
+
+
+LONG_DEFAULT_CONTEXT = 8192  # a default S above this is said on stderr (issue: silent 128k defaults)
+
+
+def _note_seq_len(model: Any, used: int, explicit: bool, flag: str = "--S") -> None:
+    """Say on stderr when S falls back to a long context window, or exceeds the model's context."""
+    if not explicit and used > LONG_DEFAULT_CONTEXT:
+        sys.stderr.write(
+            f"note: S = {used:,}, the model's context window (max_seq_len); give {flag} to use another length\n"
+        )
+    elif explicit and used > model.max_seq_len:
+        sys.stderr.write(
+            f"warning: S = {used:,} exceeds the model's context window ({model.max_seq_len:,}); "
+            "the numbers assume the model can run it\n"
+        )
 
 
 def _first(*values: Any) -> Any:
