@@ -125,3 +125,17 @@ def test_sweep_bad_input(capsys, argv, message):
     code, out, err = call(capsys, *argv)
     assert (code, out) == (2, "") and err.startswith("Error: ") and err.count("\n") == 1
     assert message in err, err
+
+
+def test_sp_and_bad_values(capsys):
+    import json
+
+    from transformer_calc.cli import run
+
+    assert run(["sweep", "--preset", "gpt2", "--T", "1,2", "--sp", "-f", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["points"]) == 2 and data["skipped"] == 0  # --sp used to skip every point
+    for argv in (["--optimizer", "bogus"], ["--dtype", "bogus", "--gpu", "h100", "--metrics", "kv_cache"]):
+        assert run(["sweep", "--preset", "gpt2", *argv]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("Error: ")

@@ -616,6 +616,16 @@ def sweep(
     if not gpus and needs_gpu & set(wanted):
         raise TcalcError(f"metrics {', '.join(sorted(needs_gpu & set(wanted)))} need --gpu NAME")
     fixed = {k: v for k, v in (("precision", precision), ("optimizer", optimizer)) if v is not None}
+    from transformer_calc.config import Training, build
+
+    build(Training, dict(fixed), "sweep")  # an unknown --precision or --optimizer is an error, not an empty table
+    for value in axes.get("dtype", []) if dtype is not None else []:
+        from transformer_calc.inference import DTYPE_BITS, _dtype
+
+        try:
+            _dtype("--dtype", value, DTYPE_BITS)
+        except ValueError as exc:
+            raise TcalcError(str(exc)) from None
     if sp:
         fixed["sequence_parallel"] = True
     spec = SweepSpec(axes=axes, metrics=wanted, training=fixed, new_tokens=new_tokens,

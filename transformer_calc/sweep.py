@@ -153,9 +153,10 @@ def run_sweep(
                 key = (point.get("recompute"), point.get("flash"))
                 tr = trainings.get(key)
                 if tr is None:
+                    settings = {k: v for k, v in spec.training.items() if k != "sequence_parallel"}
                     tr = build(
                         Training,
-                        {**spec.training, **{k: v for k, v in (("recompute", key[0]), ("flash", key[1])) if v is not None}},
+                        {**settings, **{k: v for k, v in (("recompute", key[0]), ("flash", key[1])) if v is not None}},
                         "sweep",
                     )
                     trainings[key] = tr
