@@ -473,3 +473,24 @@ def test_long_default_context_is_said_and_beyond_context_warned(capsys):
     assert code == 0 and err.startswith("warning: S = 8,192 exceeds the model's context window (4,096)")
     code, out, err = call(capsys, "memory", "--preset", "gpt2", "--format", "json")
     assert code == 0 and err == ""  # 1024: nothing to say
+
+
+@pytest.mark.parametrize("command", ["presets", "hardware"])
+def test_lookup_tables_fit_80_columns_and_never_cut_the_name(command):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    out = subprocess.run([sys.executable, "-m", "transformer_calc", command], capture_output=True, text=True,
+                         env=env, check=True).stdout  # a pipe: rich and tcalc assume 80 columns
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "…" not in out
+    if command == "hardware":
+        assert "a100-40gb-pcie" in out and "H100-SXM5-80GB" in out
+
+
+def test_csv_cells_are_scalars_and_booleans_lowercase(capsys):
+    code, out, _ = call(capsys, "memory", "--preset", "gpt2", "--gpu", "a100-80gb", "-f", "csv")
+    header, row = out.strip().splitlines()
+    cells = dict(zip(header.split(","), row.split(",")))
+    assert cells["fits"] == "true" and "memory.peak_bytes" in cells
+    assert not any(v.startswith(("{", "[")) for v in cells.values())

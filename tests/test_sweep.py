@@ -81,7 +81,7 @@ def test_fits_only_sort_limit_csv(capsys):
     assert code == 0 and len(lines) == 4
     mem = [int(line.split(",")[header.index("memory")]) for line in lines[1:]]
     assert mem == sorted(mem, reverse=True) and max(mem) <= 80 * 10**9
-    assert all(line.split(",")[header.index("fits")] == "True" for line in lines[1:])
+    assert all(line.split(",")[header.index("fits")] == "true" for line in lines[1:])  # lowercase, as JSON
 
 
 def test_table_output_smoke(capsys):

@@ -64,18 +64,40 @@ def to_yaml(data: Any) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
+def _cell(value: Any) -> Any:
+    """A CSV scalar: booleans lowercase (as JSON writes them), None empty."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else value
+
+
 def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{'a': {'b': 1}} -> {'a.b': 1}; lists become ';'-joined strings (for CSV)."""
+    """{'a': {'b': 1}} -> {'a.b': 1}; lists of scalars become ';'-joined strings, lists of records
+    dotted columns with an index (for CSV: every cell a scalar)."""
     out: dict[str, Any] = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
             out.update(flatten(value, f"{name}."))
         elif isinstance(value, list):
-            out[name] = ";".join(str(v) for v in value)
+            if any(isinstance(v, (dict, list)) for v in value):
+                for i, v in enumerate(value):
+                    out.update(flatten(v if isinstance(v, dict) else {"value": v}, f"{name}.{i}."))
+            else:
+                out[name] = ";".join(str(_cell(v)) for v in value)
         else:
-            out[name] = value
+            out[name] = _cell(value)
     return out
+
+
+def _width() -> int:
+    """The terminal's width (80 when stdout is a pipe, as rich assumes)."""
+    import shutil
+    import sys
+
+    if not sys.stdout.isatty() and "COLUMNS" not in __import__("os").environ:
+        return 80
+    return shutil.get_terminal_size((80, 24)).columns
 
 
 def to_csv(rows: list[dict[str, Any]]) -> str:
@@ -235,56 +257,51 @@ def short_source(source: str | None) -> str:
 
 
 def presets_table(rows: list[dict[str, Any]]) -> Any:
-    t = _table("Model presets (full sources: -f json)", "name", "params", "L", "D", "A", "kv", "d_ff", "V", "mlp", "source")
+    """The presets; narrow terminals (and pipes: 80 columns) drop d_ff, the MLP and the source,
+    never the name users type."""
+    wide = _width() >= 120
+    cols = ["name", "params", "L", "D", "A", "kv", "V"] + (["d_ff", "mlp", "source"] if wide else [])
+    t = _table("Model presets (" + ("full sources" if wide else "d_ff, MLP and sources") + ": -f json)", *cols)
     t.columns[0].no_wrap = True
-    t.columns[-1].justify = "left"
+    t.columns[0].overflow = "fold"
     for r in rows:
-        mlp = r["mlp"] + (f" {r['n_experts']}x" if r["n_experts"] > 1 else "")
-        t.add_row(
-            r["name"],
-            fmt_count(r["params"]),
-            str(r["n_layers"]),
-            str(r["d_model"]),
-            str(r["n_heads"]),
-            str(r["n_kv_heads"]),
-            str(r["d_ff"]),
-            str(r["vocab_size"]),
-            mlp,
-            short_source(r["source"]),
-        )
+        cells = [r["name"], fmt_count(r["params"]), str(r["n_layers"]), str(r["d_model"]), str(r["n_heads"]),
+                 str(r["n_kv_heads"]), str(r["vocab_size"])]
+        if wide:
+            mlp = r["mlp"] + (f" {r['n_experts']}x" if r["n_experts"] > 1 else "")
+            cells += [str(r["d_ff"]), mlp, short_source(r["source"])]
+        t.add_row(*cells)
+    if wide:
+        t.columns[-1].justify = "left"
     return t
 
 
 def hardware_table(rows: list[dict[str, Any]]) -> Any:
     """Numbers in the header's unit so the table fits a terminal; `-f json` has everything."""
-    t = _table(
-        "Accelerators: dense peaks, GB = 1e9 B (λ_math = 16-bit peak / bandwidth)",
-        "name",
-        "short",
-        "GB",
-        "GB/s",
-        "16-bit TFLOP/s",
-        "fp8",
-        "fp32",
-        "λ_math FLOP/B",
-        "link GB/s",
-    )
+    wide = _width() >= 110
+    cols = ["name", "alias", "GB", "GB/s", "16-bit TF", "fp8 TF"] + (["fp32 TF", "λ_math", "link GB/s"] if wide else [])
+    t = _table("Accelerators: dense peaks, GB = 1e9 B" + (" (λ_math = 16-bit peak / bandwidth)" if wide else ""), *cols)
     t.columns[0].no_wrap = True
+    t.columns[1].no_wrap = True  # the alias users type is never cut
     for r in rows:
         peaks, lam = r["peak_flops"], r["math_bandwidth"]
         half = "bf16" if "bf16" in peaks else ("fp16" if "fp16" in peaks else None)
         link = r["interconnect_bytes_s"]
-        t.add_row(
+        def num(x: float) -> str:  # short enough for 80 columns; -f json has every digit
+            return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+        cells = [
             r["name"],
             min(r["aliases"], key=len) if r["aliases"] else "",
-            f"{r['memory_bytes'] / GB:g}",
-            f"{r['memory_bw_bytes_s'] / GB:g}",
-            f"{peaks[half] / 1e12:g}" if half else "-",
-            f"{peaks['fp8'] / 1e12:g}" if "fp8" in peaks else "-",
-            f"{peaks['fp32'] / 1e12:g}" if "fp32" in peaks else "-",
-            f"{lam[half]:.0f}" if half else "-",
-            f"{link / GB:g}" if link else "-",
-        )
+            num(r["memory_bytes"] / GB),
+            num(r["memory_bw_bytes_s"] / GB),
+            num(peaks[half] / 1e12) if half else "-",
+            num(peaks["fp8"] / 1e12) if "fp8" in peaks else "-",
+        ]
+        if wide:
+            cells += [f"{peaks['fp32'] / 1e12:g}" if "fp32" in peaks else "-",
+                      f"{lam[half]:.0f}" if half else "-", f"{link / GB:g}" if link else "-"]
+        t.add_row(*cells)
     return t
 
 
