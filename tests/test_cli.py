@@ -123,7 +123,7 @@ def test_tables_render(capsys, cmd):
     [
         (["params", "--preset", "gtp2"], "unknown preset 'gtp2'; did you mean 'gpt2'"),
         (["params", "--preset", "gpt2", "--A", "7"], "d_model (768) must be divisible by n_heads (7)"),
-        (["params", "--preset", "gpt2", "--L", "0"], "n_layers (0)"),
+        (["params", "--preset", "gpt2", "--L", "0"], "--L / --n-layers ('0'): 0 is out of range"),
         (["params", "--preset", "gpt2", "--L", "abc"], "'abc'"),
         (["params", "--preset", "gpt2", "--set", "n_layer=3"], "unknown field 'n_layer'; did you mean n_layers"),
         (["params", "--preset", "gpt2", "--set", "oops"], "expected KEY=VALUE"),
@@ -273,12 +273,12 @@ def test_memory_zero3_over_dp(capsys):
     ("argv", "message"),
     [
         (["memory", "--preset", "gpt2", "--optimizer", "adagrad"], "optimizer ('adagrad')"),
-        (["memory", "--preset", "gpt2", "--zero", "4"], "zero (4)"),
+        (["memory", "--preset", "gpt2", "--zero", "4"], "--zero ('4'): 4 is out of range; use a whole number from 0 to 3"),
         (["memory", "--preset", "gpt2", "--precision", "fp32", "--p", "2"], "p (2) does not match precision fp32"),
         (["memory", "--preset", "gpt2", "--gpu", "a100-80g"], "did you mean 'a100-80gb'"),
         (["memory", "--preset", "gpt2", "--P", "13"], "pipeline stages P (13) exceed n_layers (12)"),
         (["memory", "--preset", "gpt2", "--T", "5"], "n_heads (12) must be divisible by T (5)"),
-        (["memory", "--preset", "gpt2", "--S", "0"], "seq_len (0)"),
+        (["memory", "--preset", "gpt2", "--S", "0"], "--S / --seq-len ('0'): 0 is out of range"),
         (["memory", "--preset", "gpt2", "--recompute", "some"], "recompute ('some')"),
     ],
 )
@@ -427,7 +427,7 @@ def test_inference_from_job_file(tmp_path, capsys):
     ("argv", "message"),
     [
         (["inference", "--preset", "gpt2", "--weight-dtype", "int3"], "weight_dtype ('int3')"),
-        (["inference", "--preset", "gpt2", "--B", "0"], "batch_size (0)"),
+        (["inference", "--preset", "gpt2", "--B", "0"], "--B / --batch-size ('0'): 0 is out of range"),
         (["inference", "--preset", "llama-2-70b", "--T", "3"], "3"),
         (["inference", "--preset", "gpt2", "--gpu", "a1000"], "unknown GPU 'a1000'"),
     ],
@@ -494,3 +494,17 @@ def test_csv_cells_are_scalars_and_booleans_lowercase(capsys):
     cells = dict(zip(header.split(","), row.split(",")))
     assert cells["fits"] == "true" and "memory.peak_bytes" in cells
     assert not any(v.startswith(("{", "[")) for v in cells.values())
+
+
+@pytest.mark.parametrize("argv, field, value", [
+    (["memory", "--preset", "gpt2", "--S", "8k"], "seq_len", 8192),
+    (["memory", "--preset", "gpt2", "--S", "1_024"], "seq_len", 1024),
+    (["memory", "--preset", "gpt2", "--B", "1e1"], "batch_size", 10),
+])
+def test_numbers_as_people_type_them(capsys, argv, field, value):
+    assert call_json(capsys, *argv)["workload"][field] == value
+
+
+def test_non_integral_flag_is_an_error_naming_it(capsys):
+    code, out, err = call(capsys, "flops", "--preset", "gpt2", "--B", "2.5")
+    assert code == 2 and out == "" and err.startswith("Error: --B / --batch-size ('2.5'): '2.5' is not a whole number")

@@ -125,7 +125,7 @@ def test_booleans_are_never_numbers(tmp_path, capsys, text):
 
 def test_set_boolean_and_negative_gradients(capsys):
     invalid(capsys, "params", "--preset", "gpt2", "--set", "n_layers=true", says="boolean")
-    invalid(capsys, "memory", "--preset", "gpt2", "--grad-bytes", "-1", says="grad_bytes")
+    invalid(capsys, "memory", "--preset", "gpt2", "--grad-bytes", "-1", says="--grad-bytes ('-1'): -1 is out of range")
 
 
 def test_non_finite_results_are_errors(capsys):

@@ -16,6 +16,51 @@ import typer
 from transformer_calc import __version__
 from transformer_calc.render import OutputFormat
 
+def _parse_whole(text: Any, low: int, high: int | None = None, binary: bool = False) -> int:
+    """An integer flag as people type it: 8192, 8k, 4M, 2T, 1e3, 1_000, one parser for every
+    integer flag (suffixes decimal, as config.parse_count reads token counts; `binary` for
+    sequence lengths, where 8k means 8192). A non-integral value or one out of range is an error
+    naming the value."""
+    import re
+
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        raw = str(text).strip().replace("_", "")
+        match = re.fullmatch(r"([+-]?)([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtT]?)", raw)
+        if not match:
+            raise typer.BadParameter(f"{str(text)[:40]!r} is not a whole number (write e.g. 8192, 8k, 4M or 1e3)")
+        from decimal import Decimal, InvalidOperation
+
+        base = 1024 if binary else 1000
+        scale = {"": 1, "k": base, "m": base**2, "g": base**3, "t": base**4}[match.group(3).lower()]
+        try:
+            number = Decimal(match.group(2)) * scale
+        except InvalidOperation:
+            raise typer.BadParameter(f"{str(text)[:40]!r} is not a number") from None
+        if number != number.to_integral_value():
+            raise typer.BadParameter(f"{str(text)[:40]!r} is not a whole number")
+        value = int(number) * (-1 if match.group(1) == "-" else 1)
+    if value < low or (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f">= {low}"
+        raise typer.BadParameter(f"{value} is out of range; use a whole number {bound}")
+    return value
+
+
+def _whole(text: Any) -> int:
+    """A positive integer flag (counts, sizes, parallel degrees)."""
+    return _parse_whole(text, 1)
+
+
+def _length(text: Any) -> int:
+    """A sequence length: 8k = 8192, 128k = 131072."""
+    return _parse_whole(text, 1, binary=True)
+
+
+def _zero_stage(text: Any) -> int:
+    return _parse_whole(text, 0, 3)
+
+
 app = typer.Typer(
     name="tcalc",
     help="Analytic cost calculator for decoder-only transformers: parameters, memory, FLOPs, "
@@ -42,18 +87,18 @@ HFConfigOpt = Annotated[
     Optional[Path],
     typer.Option("--hf-config", help="Hugging Face config.json (read offline).", rich_help_panel=MODEL),
 ]
-LOpt = Annotated[Optional[int], typer.Option("--L", "--n-layers", help="L: transformer layers.", rich_help_panel=OVERRIDES)]
-DOpt = Annotated[Optional[int], typer.Option("--D", "--d-model", help="D: hidden size.", rich_help_panel=OVERRIDES)]
-AOpt = Annotated[Optional[int], typer.Option("--A", "--n-heads", help="A: attention heads.", rich_help_panel=OVERRIDES)]
+LOpt = Annotated[Optional[int], typer.Option("--L", "--n-layers", help="L: transformer layers.", rich_help_panel=OVERRIDES, parser=_whole)]
+DOpt = Annotated[Optional[int], typer.Option("--D", "--d-model", help="D: hidden size.", rich_help_panel=OVERRIDES, parser=_whole)]
+AOpt = Annotated[Optional[int], typer.Option("--A", "--n-heads", help="A: attention heads.", rich_help_panel=OVERRIDES, parser=_whole)]
 KVOpt = Annotated[
     Optional[int], typer.Option("--kv-heads", "--n-kv-heads", help="Key/value heads (GQA/MQA).", rich_help_panel=OVERRIDES)
 ]
-HeadDimOpt = Annotated[Optional[int], typer.Option("--head-dim", help="Per-head width.", rich_help_panel=OVERRIDES)]
+HeadDimOpt = Annotated[Optional[int], typer.Option("--head-dim", help="Per-head width.", rich_help_panel=OVERRIDES, parser=_whole)]
 EOpt = Annotated[
     Optional[float], typer.Option("--E", "--expansion", help="E: MLP expansion, d_ff = E*D.", rich_help_panel=OVERRIDES)
 ]
-DffOpt = Annotated[Optional[int], typer.Option("--d-ff", help="MLP inner width.", rich_help_panel=OVERRIDES)]
-VOpt = Annotated[Optional[int], typer.Option("--V", "--vocab-size", help="V: vocabulary size.", rich_help_panel=OVERRIDES)]
+DffOpt = Annotated[Optional[int], typer.Option("--d-ff", help="MLP inner width.", rich_help_panel=OVERRIDES, parser=_whole)]
+VOpt = Annotated[Optional[int], typer.Option("--V", "--vocab-size", help="V: vocabulary size.", rich_help_panel=OVERRIDES, parser=_whole)]
 KOpt = Annotated[
     Optional[int], typer.Option("--K", "--max-seq-len", help="K: block size (learned positions).", rich_help_panel=OVERRIDES)
 ]
@@ -285,7 +330,7 @@ def params(
     p: Annotated[
         int, typer.Option("--p", "--bytes-per-param", min=1, help="p: bytes per weight for the weight-memory line.")
     ] = 2,
-    T: Annotated[int, typer.Option("--T", "--tensor-parallel", min=1, help="T: tensor-parallel ranks.")] = 1,
+    T: Annotated[int, typer.Option("--T", "--tensor-parallel", min=1, help="T: tensor-parallel ranks.", parser=_whole)] = 1,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Exact parameter count, per component, beside the seed's approximations.
@@ -301,7 +346,7 @@ def params(
 WORKLOAD = "Workload"
 TRAINING = "Training"
 PARALLEL = "Parallelism"
-SOpt = Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence \\[default: the model's max_seq_len].", rich_help_panel=WORKLOAD)]
+SOpt = Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence (8k = 8192) \\[default: the model's max_seq_len].", rich_help_panel=WORKLOAD, parser=_length)]
 
 
 @app.command()
@@ -309,10 +354,10 @@ SOpt = Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens
 def memory(
     source: ModelArgs,
     S: SOpt = None,
-    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="B: micro-batch per GPU (sequences) \\[default: 1].", rich_help_panel=WORKLOAD)] = None,
+    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="B: micro-batch per GPU (sequences) \\[default: 1].", rich_help_panel=WORKLOAD, parser=_whole)] = None,
     precision: Annotated[Optional[str], typer.Option("--precision", help="mixed (16-bit + fp32 master, the seed's) | fp32 | bf16 (pure).", rich_help_panel=TRAINING)] = None,
-    p: Annotated[Optional[int], typer.Option("--p", help="p: bytes per activation/compute-weight element (seed); 4 implies fp32.", rich_help_panel=TRAINING)] = None,
-    grad_bytes: Annotated[Optional[int], typer.Option("--grad-bytes", help="Bytes per gradient \\[default: 4 mixed (seed), 4 fp32, 2 bf16].", rich_help_panel=TRAINING)] = None,
+    p: Annotated[Optional[int], typer.Option("--p", help="p: bytes per activation/compute-weight element (seed); 4 implies fp32.", rich_help_panel=TRAINING, parser=_whole)] = None,
+    grad_bytes: Annotated[Optional[int], typer.Option("--grad-bytes", help="Bytes per gradient \\[default: 4 mixed (seed), 4 fp32, 2 bf16].", rich_help_panel=TRAINING, parser=_whole)] = None,
     optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="adamw (default) | adam | sgd | sgd-momentum | lion | adam-8bit.", rich_help_panel=TRAINING)] = None,
     recompute: Annotated[Optional[str], typer.Option("--recompute", help="none (default) | selective | full (Korthikanti et al. 2022).", rich_help_panel=TRAINING)] = None,
     flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="FlashAttention: no S×S scores kept \\[default: off].", rich_help_panel=TRAINING)] = None,
@@ -321,16 +366,16 @@ def memory(
     head: Annotated[Optional[bool], typer.Option("--head/--no-head", help="Count embedding, final-norm, head and loss activations \\[default: on].", rich_help_panel=TRAINING)] = None,
     framework: Annotated[Optional[str], typer.Option("--framework", help="Peak-memory conventions: pytorch (eager/HF Trainer/FSDP2) | megatron | deepspeed \\[default: pytorch].", rich_help_panel=TRAINING)] = None,
     cross_entropy: Annotated[Optional[str], typer.Option("--cross-entropy", help="Loss kernel: eager | fused (Megatron vocab-parallel) | chunked (Liger-style) \\[default: fused for megatron, else eager].", rich_help_panel=TRAINING)] = None,
-    micro_batches: Annotated[Optional[int], typer.Option("--micro-batches", help="Micro-batches per optimizer step (gradients stay allocated across them) \\[default: P, or 1].", rich_help_panel=TRAINING)] = None,
+    micro_batches: Annotated[Optional[int], typer.Option("--micro-batches", help="Micro-batches per optimizer step (gradients stay allocated across them) \\[default: P, or 1].", rich_help_panel=TRAINING, parser=_whole)] = None,
     fused_optimizer: Annotated[Optional[bool], typer.Option("--fused-optimizer/--foreach-optimizer", help="Fused optimizer step (no temporaries) or PyTorch's foreach \\[default: foreach for pytorch, fused otherwise].", rich_help_panel=TRAINING)] = None,
-    T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel ranks \\[default: 1].", rich_help_panel=PARALLEL)] = None,
+    T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel ranks \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
     sp: Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", rich_help_panel=PARALLEL)] = None,
-    P: Annotated[Optional[int], typer.Option("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B) \\[default: 1].", rich_help_panel=PARALLEL)] = None,
-    dp: Annotated[Optional[int], typer.Option("--dp", "--data-parallel", help="Data-parallel replicas (for ZeRO) \\[default: 1].", rich_help_panel=PARALLEL)] = None,
-    zero: Annotated[Optional[int], typer.Option("--zero", help="ZeRO stage 0-3: shard optimizer; +gradients; +weights \\[default: 0].", rich_help_panel=PARALLEL)] = None,
-    ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", help="Expert-parallel ranks: routed experts split ep ways (MoE) \\[default: 1].", rich_help_panel=PARALLEL)] = None,
-    etp: Annotated[Optional[int], typer.Option("--etp", "--expert-tensor-parallel", help="Tensor-parallel ranks of one expert \\[default: T, as Megatron-core].", rich_help_panel=PARALLEL)] = None,
-    cp: Annotated[Optional[int], typer.Option("--cp", "--context-parallel", help="Context-parallel ranks: the sequence split cp ways \\[default: 1].", rich_help_panel=PARALLEL)] = None,
+    P: Annotated[Optional[int], typer.Option("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B) \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    dp: Annotated[Optional[int], typer.Option("--dp", "--data-parallel", help="Data-parallel replicas (for ZeRO) \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    zero: Annotated[Optional[int], typer.Option("--zero", help="ZeRO stage 0-3: shard optimizer; +gradients; +weights \\[default: 0].", rich_help_panel=PARALLEL, parser=_zero_stage)] = None,
+    ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", help="Expert-parallel ranks: routed experts split ep ways (MoE) \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    etp: Annotated[Optional[int], typer.Option("--etp", "--expert-tensor-parallel", help="Tensor-parallel ranks of one expert \\[default: T, as Megatron-core].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    cp: Annotated[Optional[int], typer.Option("--cp", "--context-parallel", help="Context-parallel ranks: the sequence split cp ways \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="Check the fit on this GPU, e.g. a100-80gb.", rich_help_panel=OUTPUT)] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -378,12 +423,12 @@ def _count(text: str | None, what: str) -> int | None:
 def flops(
     source: ModelArgs,
     S: SOpt = None,
-    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", min=1, help="B: sequences per step \\[default: 1].", rich_help_panel=WORKLOAD)] = None,
+    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", min=1, help="B: sequences per step \\[default: 1].", rich_help_panel=WORKLOAD, parser=_whole)] = None,
     causal: CausalOpt = False,
     windowed: Annotated[bool, typer.Option("--windowed/--no-windowed", help="Sliding/chunked layers at what a windowed kernel computes (~S·W) \\[default: off: full S×S masked, as eager PyTorch].")] = False,
     recompute: RecomputeOpt = None,
     tokens: Annotated[Optional[str], typer.Option("--tokens", help="Training-time estimate for this token budget, e.g. 300e9 or 1.4T.")] = None,
-    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs for the training-time estimate.")] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs for the training-time estimate.", parser=_whole)] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU for the training-time estimate, e.g. a100-80gb.")] = None,
     dtype: DtypeOpt = None,
     mfu: Annotated[Optional[float], typer.Option("--mfu", help="Assumed MFU (fraction) for the training-time estimate \\[default: 0.4].")] = None,
@@ -429,10 +474,10 @@ def flops(
 def mfu(
     source: ModelArgs,
     S: SOpt = None,
-    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs (accelerator chips) in the run.")] = 1,
+    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs (accelerator chips) in the run.", parser=_whole)] = 1,
     gpu: Annotated[str, typer.Option("--gpu", help="GPU, e.g. a100-80gb.")] = "a100-80gb",
     dtype: DtypeOpt = None,
-    global_batch: Annotated[Optional[int], typer.Option("--global-batch", min=1, help="Sequences per optimizer step (all GPUs).")] = None,
+    global_batch: Annotated[Optional[int], typer.Option("--global-batch", min=1, help="Sequences per optimizer step (all GPUs).", parser=_whole)] = None,
     global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Tokens per optimizer step (all GPUs), e.g. 4M; instead of --global-batch.")] = None,
     step_time: Annotated[Optional[float], typer.Option("--step-time", help="Measured seconds per step.")] = None,
     tokens_per_s: Annotated[Optional[float], typer.Option("--tokens-per-s", help="Measured throughput, tokens/s (all GPUs).")] = None,
@@ -479,14 +524,14 @@ INFERENCE = "Inference"
 @model_options
 def inference(
     source: ModelArgs,
-    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="B: concurrent sequences \\[default: 1].", rich_help_panel=INFERENCE)] = None,
-    S: Annotated[Optional[int], typer.Option("--S", "--prompt-len", "--seq-len", help="S: prompt tokens per sequence \\[default: the model's max_seq_len].", rich_help_panel=INFERENCE)] = None,
-    new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", help="Tokens generated per sequence; the first comes from the prefill \\[default: 1].", rich_help_panel=INFERENCE)] = None,
-    T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel GPUs \\[default: 1].", rich_help_panel=INFERENCE)] = None,
+    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="B: concurrent sequences \\[default: 1].", rich_help_panel=INFERENCE, parser=_whole)] = None,
+    S: Annotated[Optional[int], typer.Option("--S", "--prompt-len", "--seq-len", help="S: prompt tokens per sequence (8k = 8192) \\[default: the model's max_seq_len].", rich_help_panel=INFERENCE, parser=_length)] = None,
+    new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", help="Tokens generated per sequence; the first comes from the prefill \\[default: 1].", rich_help_panel=INFERENCE, parser=_whole)] = None,
+    T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel GPUs \\[default: 1].", rich_help_panel=INFERENCE, parser=_whole)] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU \\[default: a100-80gb].", rich_help_panel=INFERENCE)] = None,
     weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", "--dtype", help="fp32 | fp16 | bf16 (default) | fp8 | int8 | int4.", rich_help_panel=INFERENCE)] = None,
     kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV-cache dtype \\[default: the activation dtype].", rich_help_panel=INFERENCE)] = None,
-    cache_kv_heads: Annotated[Optional[int], typer.Option("--cache-kv-heads", help="K/V heads the cache holds, weights unchanged (the seed's Falcon study: MHA).", rich_help_panel=INFERENCE)] = None,
+    cache_kv_heads: Annotated[Optional[int], typer.Option("--cache-kv-heads", help="K/V heads the cache holds, weights unchanged (the seed's Falcon study: MHA).", rich_help_panel=INFERENCE, parser=_whole)] = None,
     kv_cache: Annotated[Optional[bool], typer.Option("--kv-cache/--no-kv-cache", help="--no-kv-cache: the seed's naive mode, every token reprocesses the context.", rich_help_panel=INFERENCE)] = None,
     mla_cache: Annotated[Optional[str], typer.Option("--mla-cache", help="MLA models: latent (r_kv + d_rope per token, replicated over T; transformers) | decompressed (per-head K and V) \\[default: latent].", rich_help_panel=INFERENCE)] = None,
     fmt: FormatOpt = OutputFormat.table,
@@ -563,12 +608,12 @@ def sweep(
     precision: Annotated[Optional[str], typer.Option("--precision", help="Training precision for every point.")] = None,
     optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="Optimizer for every point.")] = None,
     sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism for every point.")] = False,
-    new_tokens: Annotated[int, typer.Option("--new-tokens", min=1, help="Inference: tokens generated per sequence.")] = 1,
+    new_tokens: Annotated[int, typer.Option("--new-tokens", min=1, help="Inference: tokens generated per sequence.", parser=_whole)] = 1,
     tokens: Annotated[Optional[str], typer.Option("--tokens", help="train_days: the token budget, e.g. 300e9.")] = None,
     mfu: Annotated[float, typer.Option("--mfu", help="train_days: assumed MFU.")] = 0.4,
     fits_only: Annotated[bool, typer.Option("--fits-only", help="Keep only the points that fit the GPU.")] = False,
     sort: Annotated[Optional[str], typer.Option("--sort", help="Sort by a column; -column for descending.")] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Show at most this many rows.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Show at most this many rows.", parser=_whole)] = None,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write a figure (png, svg, pdf; needs the plot extra).")] = None,
     x: Annotated[Optional[str], typer.Option("--x", help="Plot: x axis \\[default: the first axis that varies].")] = None,
     y: Annotated[Optional[str], typer.Option("--y", help="Plot: the metric \\[default: the first metric].")] = None,
@@ -859,7 +904,7 @@ def _global_batch(sequences: str | None, tokens: str | None, S: int) -> int:
     return n // S
 
 
-NodeOpt = Annotated[Optional[int], typer.Option("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", rich_help_panel=PARALLEL)]
+NodeOpt = Annotated[Optional[int], typer.Option("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", rich_help_panel=PARALLEL, parser=_whole)]
 NicOpt = Annotated[Optional[float], typer.Option("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", rich_help_panel=PARALLEL)]
 
 
@@ -867,23 +912,23 @@ NicOpt = Annotated[Optional[float], typer.Option("--inter-node-gb-s", help="Per-
 @model_options
 def train(
     source: ModelArgs,
-    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs in all; dp = gpus / (T·P·CP).")] = 8,
+    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs in all; dp = gpus / (T·P·CP).", parser=_whole)] = 8,
     gpu: Annotated[str, typer.Option("--gpu", help="GPU, e.g. a100-80gb, h100.")] = "h100",
     S: SOpt = None,
     global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Global batch in sequences, e.g. 1536.")] = None,
     global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Global batch in tokens, e.g. 4M.")] = None,
-    micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", "--B", min=1, help="Micro-batch b \\[default: the fastest that fits].")] = None,
-    T: Annotated[int, typer.Option("--T", "--tensor-parallel", min=1, help="T: tensor-parallel ranks.", rich_help_panel=PARALLEL)] = 1,
-    P: Annotated[int, typer.Option("--P", "--pipeline-parallel", min=1, help="P: pipeline stages (1F1B).", rich_help_panel=PARALLEL)] = 1,
-    virtual_stages: Annotated[int, typer.Option("--virtual-stages", min=1, help="Interleaved model chunks per stage.", rich_help_panel=PARALLEL)] = 1,
-    cp: Annotated[int, typer.Option("--cp", "--context-parallel", min=1, help="Context-parallel ranks (long sequences).", rich_help_panel=PARALLEL)] = 1,
-    ep: Annotated[int, typer.Option("--ep", "--expert-parallel", min=1, help="Expert-parallel ranks (MoE).", rich_help_panel=PARALLEL)] = 1,
+    micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", "--B", min=1, help="Micro-batch b \\[default: the fastest that fits].", parser=_whole)] = None,
+    T: Annotated[int, typer.Option("--T", "--tensor-parallel", min=1, help="T: tensor-parallel ranks.", rich_help_panel=PARALLEL, parser=_whole)] = 1,
+    P: Annotated[int, typer.Option("--P", "--pipeline-parallel", min=1, help="P: pipeline stages (1F1B).", rich_help_panel=PARALLEL, parser=_whole)] = 1,
+    virtual_stages: Annotated[int, typer.Option("--virtual-stages", min=1, help="Interleaved model chunks per stage.", rich_help_panel=PARALLEL, parser=_whole)] = 1,
+    cp: Annotated[int, typer.Option("--cp", "--context-parallel", min=1, help="Context-parallel ranks (long sequences).", rich_help_panel=PARALLEL, parser=_whole)] = 1,
+    ep: Annotated[int, typer.Option("--ep", "--expert-parallel", min=1, help="Expert-parallel ranks (MoE).", rich_help_panel=PARALLEL, parser=_whole)] = 1,
     sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism (with T).", rich_help_panel=PARALLEL)] = False,
-    zero: Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage (1: a distributed optimizer).", rich_help_panel=PARALLEL)] = 1,
+    zero: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3 (1: a distributed optimizer).", rich_help_panel=PARALLEL, parser=_zero_stage)] = 1,
     recompute: Annotated[str, typer.Option("--recompute", help="none | selective | full.", rich_help_panel=TRAINING)] = "none",
     flash: Annotated[bool, typer.Option("--flash/--no-flash", help="FlashAttention.", rich_help_panel=TRAINING)] = True,
     precision: Annotated[str, typer.Option("--precision", help="mixed | bf16 | fp32.", rich_help_panel=TRAINING)] = "mixed",
-    p: Annotated[Optional[int], typer.Option("--p", help="Bytes per compute element (1: fp8 matmuls at the fp8 peak).", rich_help_panel=TRAINING)] = None,
+    p: Annotated[Optional[int], typer.Option("--p", help="Bytes per compute element (1: fp8 matmuls at the fp8 peak).", rich_help_panel=TRAINING, parser=_whole)] = None,
     framework: Annotated[str, typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed.", rich_help_panel=TRAINING)] = "megatron",
     matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU].")] = None,
     node_size: NodeOpt = None,
@@ -926,12 +971,12 @@ def train(
 @model_options
 def plan(
     source: ModelArgs,
-    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs in all.")] = 8,
+    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs in all.", parser=_whole)] = 8,
     gpu: Annotated[str, typer.Option("--gpu", help="GPU, e.g. h100.")] = "h100",
     S: SOpt = None,
     global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Global batch in sequences.")] = None,
     global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Global batch in tokens, e.g. 4M.")] = None,
-    top: Annotated[int, typer.Option("--top", min=1, help="Layouts shown.")] = 10,
+    top: Annotated[int, typer.Option("--top", min=1, help="Layouts shown.", parser=_whole)] = 10,
     flash: Annotated[bool, typer.Option("--flash/--no-flash", help="FlashAttention.")] = True,
     framework: Annotated[str, typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed.")] = "megatron",
     node_size: NodeOpt = None,
