@@ -13,3 +13,9 @@ def test_formulas_worked_examples():
     )
     assert result.attempted > 10
     assert result.failed == 0
+
+
+def test_api_examples():
+    result = doctest.testfile(str(REPO / "docs" / "api.md"), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert result.attempted >= 8
+    assert result.failed == 0

@@ -1,0 +1,240 @@
+"""The Python API: a function per command, the same options as keyword arguments, typed results.
+
+    import transformer_calc.api as tc
+    r = tc.memory("llama-3-8b", S=8192, B=2, recompute="full", dp=64, zero=3)
+    r.memory["peak_bytes"], r.model_dump(mode="json")   # == `tcalc memory ... -f json`
+
+A model is a preset name, a `ModelConfig`, a dict of ModelConfig fields, or a path to a tcalc
+YAML job file or a Hugging Face config.json (by suffix). Options take the descriptive names of
+docs/notation.md or the seed's letters (S, B, T, P, dp, ep, cp). Each function returns a pydantic
+result whose top-level fields are the command's JSON keys; `model_dump(mode="json")` equals the
+command's `--format json` output (tests/test_api.py checks every command).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from transformer_calc.config import ModelConfig
+
+
+class Result(BaseModel):
+    """A command's result: its JSON keys as fields (nested sections are mappings)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        """As pydantic's, leaving out the optional sections the command did not produce (the CLI's
+        JSON has no key for them)."""
+        kwargs.setdefault("exclude_unset", True)
+        return super().model_dump(**kwargs)
+
+
+class ParamsResult(Result):
+    model: dict[str, Any]
+    params: dict[str, int]
+    approximations: dict[str, Any]
+    weights: dict[str, Any]
+
+
+class MemoryResult(Result):
+    model: dict[str, Any]
+    workload: dict[str, Any]
+    training: dict[str, Any]
+    parallelism: dict[str, Any]
+    params: dict[str, int]
+    memory: dict[str, Any]
+    b_min: float
+    gpu: dict[str, Any] | None = None
+    fits: bool | None = None
+    fit: dict[str, Any] | None = None
+
+
+class FlopsResult(Result):
+    model: dict[str, Any]
+    workload: dict[str, Any]
+    conventions: dict[str, Any]
+    flops: dict[str, Any]
+    rules_of_thumb: dict[str, Any]
+    compute_optimal: dict[str, Any] | None = None
+    training: dict[str, Any] | None = None
+
+
+class InferenceResult(Result):
+    model: dict[str, Any]
+    inference: dict[str, Any]
+    kv_cache: dict[str, Any]
+    memory: dict[str, Any]
+    prefill: dict[str, Any]
+    decode: dict[str, Any]
+    time_to_first_token_s: float
+    total_s: float
+    tokens_per_s: float
+    compute_bound_batch: int | None
+    compute_bound_batch_weights_only: float
+
+
+class TrainResult(Result):
+    model: dict[str, Any]
+    gpu: str
+    layout: dict[str, Any]
+    batch: dict[str, Any]
+    training: dict[str, Any]
+    step_time_s: float
+    breakdown: dict[str, float]
+    dp_comm_total_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    mfu: float
+    hfu: float
+    tflops_per_gpu: float
+    model_flops: int
+    hardware_flops: int
+    memory: dict[str, Any]
+    assumptions: dict[str, Any]
+    budget: dict[str, Any] | None = None
+
+
+class PlanResult(Result):
+    model: dict[str, Any]
+    gpu: str
+    gpus: int
+    seq_len: int
+    global_batch: int
+    evaluated: int
+    feasible: int
+    plans: list[dict[str, Any]]
+    rejected: dict[str, int]
+    best_command: str | None
+
+
+_LETTERS = {"S": "seq_len", "B": "batch_size", "T": "tensor", "P": "pipeline", "dp": "data", "sp": "sequence_parallel",
+            "ep": "expert", "etp": "expert_tensor", "cp": "context"}  # fmt: skip
+
+
+def load(model: Any) -> tuple[ModelConfig, Any]:
+    """(ModelConfig, job file or None) from a preset name, a ModelConfig, a dict or a path."""
+    from transformer_calc import presets
+    from transformer_calc.config import build_model
+
+    if isinstance(model, ModelConfig):
+        return model, None
+    if isinstance(model, dict):
+        return build_model(dict(model)), None
+    if isinstance(model, Path) or (isinstance(model, str) and Path(model).suffix in (".yaml", ".yml", ".json")):
+        path = Path(model)
+        if path.suffix == ".json":
+            return build_model(presets.hf_spec(path), where=str(path)), None
+        job = presets.load_job(path)
+        return build_model(job.model, where=str(path)), job
+    if isinstance(model, str):
+        return presets.preset_model(model), None
+    raise TypeError(f"model must be a preset name, a ModelConfig, a dict or a path, not {type(model).__name__}")
+
+
+def _canonical(options: dict[str, Any]) -> dict[str, Any]:
+    return {_LETTERS.get(k, k): v for k, v in options.items() if v is not None}
+
+
+def _dump(data: Any) -> Any:
+    """The command's JSON, as the CLI writes it (render.to_json), read back."""
+    import json
+
+    from transformer_calc.render import to_json
+
+    return json.loads(to_json(data))
+
+
+def params(model: Any, *, p: int = 2, T: int = 1) -> ParamsResult:
+    """`tcalc params`: exact parameter count with its breakdown."""
+    from transformer_calc.report import params_report
+
+    m, _ = load(model)
+    return ParamsResult(**_dump(params_report(m, p, T)))
+
+
+def memory(model: Any, *, gpu: str | None = None, **options: Any) -> MemoryResult:
+    """`tcalc memory`: the peak training memory per GPU (options: S, B, precision, p, grad_bytes,
+    optimizer, recompute, flash, dropout, activations, framework, cross_entropy, micro_batches,
+    fused_optimizer, T, sp, P, dp, zero, ep, etp, cp)."""
+    from transformer_calc.config import training_configs
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.report import memory_report
+
+    m, job = load(model)
+    flags = _canonical(options) | ({"gpu": gpu} if gpu is not None else {})
+    w, tr, par, gpu_name = training_configs(m, job.training if job else {}, flags)
+    device = find_gpu(str(gpu_name)) if gpu_name is not None else None
+    return MemoryResult(**_dump(memory_report(m, w, tr, par, device)))
+
+
+def flops(model: Any, *, S: int | None = None, B: int = 1, causal: bool = False, windowed: bool = False,
+          recompute: str = "none", tokens: int | None = None, gpus: int | None = None, gpu: str | None = None,
+          dtype: str | None = None, mfu: float | None = None, budget: int | None = None) -> FlopsResult:
+    """`tcalc flops`: model and hardware FLOPs of a step, and a training-time estimate."""
+    from transformer_calc.config import Recompute, Workload
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.report import flops_report
+
+    m, _ = load(model)
+    w = Workload(seq_len=S or m.max_seq_len, batch_size=B)
+    device = find_gpu(gpu) if gpu is not None else None
+    report = flops_report(m, w, causal=causal, windowed=windowed, recompute=Recompute(recompute), tokens=tokens,
+                          gpus=gpus, gpu=device, dtype=dtype, mfu=(mfu if mfu is not None else 0.4) if device else None,
+                          budget=budget)
+    return FlopsResult(**_dump(report))
+
+
+def inference(model: Any, **options: Any) -> InferenceResult:
+    """`tcalc inference` (options: B, S, new_tokens, T, gpu, weight_dtype, kv_dtype, kv_heads,
+    kv_cache, mla_cache)."""
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.report import inference_report, inference_spec
+
+    m, job = load(model)
+    spec, gpu_name = inference_spec(m, job.inference if job else {}, _canonical(options))
+    return InferenceResult(**_dump(inference_report(m, find_gpu(gpu_name), spec)))
+
+
+def train(model: Any, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int,
+          micro_batch: int | None = None, T: int = 1, P: int = 1, virtual_stages: int = 1, cp: int = 1, ep: int = 1,
+          sp: bool = False, zero: int = 1, recompute: str = "none", flash: bool = True, precision: str = "mixed",
+          framework: str = "megatron", tokens: int | None = None, price_per_gpu_hour: float | None = None,
+          matmul_efficiency: float | None = None) -> TrainResult:
+    """`tcalc train`: the step time of a layout (global_batch in sequences)."""
+    from transformer_calc.config import Parallelism, Training, Workload
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.report import train_report
+    from transformer_calc.train import default_network
+
+    m, _ = load(model)
+    device = find_gpu(gpu)
+    if gpus % (T * P * cp):
+        raise ValueError(f"gpus ({gpus}) must be a multiple of T x P x CP ({T} x {P} x {cp})")
+    par = Parallelism(tensor=T, pipeline=P, virtual_stages=virtual_stages, context=cp, expert=ep,
+                      data=gpus // (T * P * cp), sequence_parallel=sp, zero=zero)
+    tr = Training(recompute=recompute, flash=flash, precision=precision, framework=framework)
+    w = Workload(seq_len=S or m.max_seq_len, batch_size=micro_batch or 1)
+    report = train_report(m, w, tr, par, device, global_batch=global_batch, micro_batch_given=micro_batch is not None,
+                          network=default_network(device), matmul_efficiency=matmul_efficiency, tokens=tokens,
+                          price_per_gpu_hour=price_per_gpu_hour)
+    return TrainResult(**_dump(report))
+
+
+def plan(model: Any, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int, top: int = 10,
+         flash: bool = True, framework: str = "megatron") -> PlanResult:
+    """`tcalc plan`: the fastest layouts that fit (global_batch in sequences)."""
+    from transformer_calc.config import Training
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.report import plan_report
+    from transformer_calc.train import default_network
+
+    m, _ = load(model)
+    device = find_gpu(gpu)
+    report = plan_report(m, S or m.max_seq_len, Training(flash=flash, framework=framework), device, gpus=gpus,
+                         global_batch=global_batch, top=top, network=default_network(device),
+                         preset=model if isinstance(model, str) and "." not in Path(model).suffix else None)
+    return PlanResult(**_dump(report))
