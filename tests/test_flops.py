@@ -473,3 +473,24 @@ def test_module_is_a_pure_estimator():
     allowed |= {f"transformer_calc.{m}" for m in ("config", "params", "hardware", "errors")}
     assert imported <= allowed, imported - allowed
     assert "print(" not in Path(flops_module.__file__).read_text()
+
+
+@pytest.mark.parametrize(("L", "h", "heads", "B", "gpus", "t", "mfu_pct", "hfu_pct"), TABLE5)
+def test_hfu_paper_convention_reproduces_table5(capsys, L, h, heads, B, gpus, t, mfu_pct, hfu_pct):
+    """`tcalc mfu --hfu-convention paper`: Korthikanti's eq. (8) as printed (the core three times)
+    gives their HFU column (43.7, 52.8, 57.0, 57.0 %) from their times, within the printing."""
+    import json
+
+    from transformer_calc.cli import run
+
+    argv = ["mfu", "--L", str(L), "--D", str(h), "--A", str(heads), "--V", "51200", "--K", "2048", "--S", "2048",
+            "--gpus", str(gpus), "--gpu", "a100-80gb", "--recompute", "selective", "--hfu-convention", "paper",
+            "--global-batch", str(B), "-f", "json"]
+    for dt in (-TIME_ROUNDING_S, TIME_ROUNDING_S):
+        assert run([*argv, "--step-time", str(t + dt)]) == 0
+        d = json.loads(capsys.readouterr().out)
+        if dt < 0:
+            high = d["hfu"]
+        else:
+            low = d["hfu"]
+    assert low - PCT_ROUNDING <= hfu_pct <= high + PCT_ROUNDING

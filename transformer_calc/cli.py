@@ -479,6 +479,7 @@ def mfu(
     dtype: DtypeOpt = None,
     global_batch: Annotated[Optional[int], typer.Option("--global-batch", min=1, help="Sequences per optimizer step (all GPUs).", parser=_whole)] = None,
     global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Tokens per optimizer step (all GPUs), e.g. 4M; instead of --global-batch.")] = None,
+    hfu_convention: Annotated[str, typer.Option("--hfu-convention", help="executed (the recomputed attention core once) | paper (Korthikanti et al. 2022 eq. 8: three times).")] = "executed",
     step_time: Annotated[Optional[float], typer.Option("--step-time", help="Measured seconds per step.")] = None,
     tokens_per_s: Annotated[Optional[float], typer.Option("--tokens-per-s", help="Measured throughput, tokens/s (all GPUs).")] = None,
     recompute: RecomputeOpt = None,
@@ -513,6 +514,7 @@ def mfu(
     report = mfu_report(
         model, workload, gpus, find_gpu(gpu), dtype=dtype, global_batch=global_batch, step_time=step_time,
         tokens_per_s=tokens_per_s, recompute=_enum(Recompute, recompute, "--recompute"), causal=causal,
+        hfu_convention=_choice(hfu_convention, ("executed", "paper"), "--hfu-convention"),
     )
     emit(report, fmt, mfu_table)
 
@@ -568,6 +570,14 @@ def _note_seq_len(model: Any, used: int, explicit: bool, flag: str = "--S") -> N
             f"warning: S = {used:,} exceeds the model's context window ({model.max_seq_len:,}); "
             "the numbers assume the model can run it\n"
         )
+
+
+def _choice(value: str, allowed: tuple[str, ...], flag: str) -> str:
+    from transformer_calc.errors import TcalcError
+
+    if value not in allowed:
+        raise TcalcError(f"{flag} ({value[:40]!r}) must be one of {', '.join(allowed)}")
+    return value
 
 
 def _first(*values: Any) -> Any:

@@ -145,8 +145,17 @@ class StepFlops:
             return self.attention_cores
         return 0
 
-    def hardware(self, recompute: Recompute) -> int:
-        """Hardware FLOPs (Korthikanti et al. 2022): model FLOPs + recomputed forward FLOPs."""
+    def hardware(self, recompute: Recompute, convention: str = "executed") -> int:
+        """Hardware FLOPs (Korthikanti et al. 2022): model FLOPs + recomputed forward FLOPs.
+
+        `executed` (default): what recomputation runs again, one forward of the attention core
+        for selective. `paper`: Korthikanti et al.'s eq. (8) as printed, which adds the core three
+        times (72·B·s·L·h²·(1 + s/(3h) + V/(12Lh))), so their HFU column can be reproduced.
+        """
+        if convention == "paper" and Recompute(recompute) is Recompute.selective:
+            return self.total + 3 * self.attention_cores
+        if convention not in ("executed", "paper"):
+            raise ValueError(f"hfu convention ({str(convention)[:40]!r}) must be executed or paper")
         return self.total + self.recompute_flops(recompute)
 
     def as_dict(self) -> dict[str, int | float | bool]:

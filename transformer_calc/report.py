@@ -387,13 +387,14 @@ def mfu_report(
     tokens_per_s: float | None = None,
     recompute: Any = "none",
     causal: bool = False,
+    hfu_convention: str = "executed",
 ) -> dict[str, Any]:
     """`tcalc mfu`: MFU and HFU from a measured step time (with the global batch) or throughput."""
     from transformer_calc import flops as F
 
     step = F.count_flops(m, w.model_copy(update={"batch_size": 1}), causal=causal)
     per_token_model = step.total // step.tokens
-    per_token_hw = step.hardware(recompute) // step.tokens
+    per_token_hw = step.hardware(recompute, hfu_convention) // step.tokens
     if tokens_per_s is None:
         if global_batch is None or step_time is None:
             raise ValueError("give --tokens-per-s, or --global-batch and --step-time")
@@ -434,6 +435,7 @@ def mfu_report(
             "hardware_per_token": per_token_hw,
             "recompute": str(getattr(recompute, "value", recompute)),
             "causal": causal,
+            "hfu_convention": hfu_convention,
         },
     }
     if global_batch is not None and step_time is not None:
