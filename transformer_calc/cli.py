@@ -535,6 +535,7 @@ def inference(
     kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV-cache dtype \\[default: the activation dtype].", rich_help_panel=INFERENCE)] = None,
     cache_kv_heads: Annotated[Optional[int], typer.Option("--cache-kv-heads", help="K/V heads the cache holds, weights unchanged (the seed's Falcon study: MHA).", rich_help_panel=INFERENCE, parser=_whole)] = None,
     kv_cache: Annotated[Optional[bool], typer.Option("--kv-cache/--no-kv-cache", help="--no-kv-cache: the seed's naive mode, every token reprocesses the context.", rich_help_panel=INFERENCE)] = None,
+    ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", help="Expert-parallel GPUs: each holds n_experts / ep routed experts \\[default: 1].", rich_help_panel=INFERENCE, parser=_whole)] = None,
     mla_cache: Annotated[Optional[str], typer.Option("--mla-cache", help="MLA models: latent (r_kv + d_rope per token, replicated over T; transformers) | decompressed (per-head K and V) \\[default: latent].", rich_help_panel=INFERENCE)] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -549,7 +550,7 @@ def inference(
     model, job = source.load()
     flags = dict(
         batch_size=B, seq_len=S, new_tokens=new_tokens, tensor=T, gpu=gpu, weight_dtype=weight_dtype,
-        kv_dtype=kv_dtype, kv_heads=cache_kv_heads, kv_cache=kv_cache, mla_cache=mla_cache,
+        kv_dtype=kv_dtype, kv_heads=cache_kv_heads, kv_cache=kv_cache, mla_cache=mla_cache, expert=ep,
     )
     spec, gpu_name = inference_spec(model, job.inference if job else {}, flags)
     _note_seq_len(model, spec.prompt_len, S is not None or bool(job and "seq_len" in job.inference), "--S (the prompt)")

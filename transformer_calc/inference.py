@@ -99,6 +99,7 @@ class InferenceSpec:
     prompt_len: int  # S, prompt tokens per sequence
     new_tokens: int = 1  # N_new, generated tokens per sequence (the first comes from the prefill)
     tensor_parallel: int = 1  # T
+    expert_parallel: int = 1  # ep: each GPU holds n_experts / ep routed experts (weights and reads)
     weight_dtype: str = "bf16"
     kv_dtype: str | None = None
     compute_dtype: str | None = None
@@ -109,7 +110,7 @@ class InferenceSpec:
     mla_cache: str = "latent"  # MLA: "latent" (r_kv + d_rope per token, transformers 5) or "decompressed"
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "prompt_len", "new_tokens", "tensor_parallel"):
+        for name in ("batch_size", "prompt_len", "new_tokens", "tensor_parallel", "expert_parallel"):
             _check_positive_int(name, getattr(self, name))
         if self.cache_kv_heads is not None:
             _check_positive_int("cache_kv_heads", self.cache_kv_heads)
@@ -278,8 +279,11 @@ def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[
 
 
 def _shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
+    """What one GPU holds and does. With expert parallelism (ep > 1) its resident weights and the
+    experts a step can read are its n_experts / ep; the matmul FLOPs stay the per-token average
+    of the T-way layout (tokens routed to other ranks' experts are their work, on average as much)."""
     T = spec.tensor_parallel
-    check_tensor_parallel(m, T)
+    check_tensor_parallel(m, T, spec.expert_parallel)
     D, hd = m.d_model, m.head_dim
     if m.is_mla and spec.cache_kv_heads is not None:
         raise ValueError("cache_kv_heads does not apply to multi-head latent attention; drop it")
@@ -302,11 +306,11 @@ def _shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
         kv_heads=m.n_heads // T if m.is_mla else cached,
         kv_groups=_kv_groups(m, spec, cached),
         attention_width=hd + m.v_dim,
-        params=tensor_parallel_params(m, T),
+        params=tensor_parallel_params(m, T, spec.expert_parallel),
         gathered_params=embedding_rows + full.position,
         expert_params=expert,
         moe_layers=m.n_moe_layers() if m.is_moe else m.n_layers,
-        n_experts=m.n_experts,
+        n_experts=m.n_experts // spec.expert_parallel if m.is_moe else m.n_experts,
         experts_per_token=m.experts_per_token,
         matmul_params=matmul_params(m, T),
         workspace_width=2 * D + max(qkv_width, mlp_width),
