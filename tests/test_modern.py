@@ -215,6 +215,55 @@ def test_expert_parallel_shards_and_memory():
         training_memory(m, w, tr, Parallelism(data=2, expert=4))
 
 
+def test_inference_expert_parallel_layouts_by_hand():
+    """Inference EP (inference.expert_layout): ep | T spreads the experts inside the TP group,
+    T | ep is DP attention over ep/T groups; both hold n_experts/ep routed experts per GPU."""
+    from transformer_calc.inference import _shard, expert_layout, prefill_step
+
+    m = ModelConfig.model_validate(FINE)
+    routed = 5 * 8 * 3 * 16 * 8  # 5 MoE layers x 8 experts x 3 matrices x D=16 x F_e=8
+    total = count_params(m).total
+    assert expert_layout(m, 2, 2) == (2, 1) and expert_layout(m, 2, 1) == (2, 2)
+    assert expert_layout(m, 1, 4) == (4, 1) and expert_layout(m, 2, 8) == (8, 1)
+    # T = 1, ep = 4: everything but the routed experts is replicated; each GPU keeps 2 experts.
+    sh = _shard(m, InferenceSpec(batch_size=1, prompt_len=4, expert_parallel=4))
+    assert sh.params == total - routed + routed // 4 and sh.n_experts == 2
+    assert sh.expert_params == 3 * 16 * 8  # whole experts (etp = 1)
+    # T = 2, ep = 2: the same bytes as T = 2 alone (experts split, not sliced), whole experts.
+    t2 = _shard(m, InferenceSpec(batch_size=1, prompt_len=4, tensor_parallel=2))
+    t2e2 = _shard(m, InferenceSpec(batch_size=1, prompt_len=4, tensor_parallel=2, expert_parallel=2))
+    assert t2.params == t2e2.params and t2e2.expert_params == 2 * t2.expert_params
+    # Weights read: 1 token x top-2 = 2 assignments; with ep = T = 2 a GPU receives 1 of them.
+    from transformer_calc.inference import _weights_read_bytes
+
+    spec = InferenceSpec(batch_size=1, prompt_len=4, tensor_parallel=2, expert_parallel=2)
+    idle_experts = 4 - 1  # 4 local experts, 1 touched
+    expected = t2e2.params - t2e2.gathered_params - 5 * idle_experts * t2e2.expert_params
+    assert _weights_read_bytes(t2e2, spec, 1) == 2 * expected  # bf16
+    # DP attention (T = 1 < ep = 4): two all-to-alls per MoE layer, no all-reduce.
+    g = gpu("h100")
+    st = prefill_step(m, g, InferenceSpec(batch_size=2, prompt_len=4, expert_parallel=4))
+    assert st.comm.all_reduces == 0 and st.comm.all_to_alls == 2 * 5
+    # each sends B·S·k / T = 2·4·2 assignments of D = 16 bf16 values, 3/4 of them away
+    per = 2 * 4 * 2 * 16 * 2 * 3 / 4
+    link = g.interconnect_bytes_s / 2
+    assert st.comm.transfer_s == pytest.approx(10 * per / link)
+    with pytest.raises(ValueError, match="divide one another"):
+        expert_layout(m, 4, 3)
+    with pytest.raises(ValueError, match="mixture-of-experts"):
+        expert_layout(ModelConfig.model_validate(SLIDING), 1, 2)
+
+
+def test_cli_inference_expert_parallel(capsys):
+    t8 = _json(capsys, "inference", "--preset", "deepseek-v3", "--T", "8", "--gpu", "h200", "--S", "4096",
+               "--weight-dtype", "fp8")
+    dp_attn = _json(capsys, "inference", "--preset", "deepseek-v3", "--T", "8", "--ep", "32", "--gpu", "h200",
+                    "--S", "4096", "--weight-dtype", "fp8")
+    assert t8["inference"]["gpus"] == 8 and dp_attn["inference"]["gpus"] == 32
+    assert dp_attn["memory"]["per_gpu"]["weights"] < t8["memory"]["per_gpu"]["weights"]
+    assert dp_attn["memory"]["per_gpu"]["kv_cache"] == t8["memory"]["per_gpu"]["kv_cache"]  # latent, per group
+
+
 def test_dense_first_layers_make_a_later_pipeline_stage_the_most_loaded():
     m = ModelConfig.model_validate({**FINE, "L": 8, "first_dense_layers": 2, "n_experts": 64})
     stages = training_memory(m, Workload(seq_len=8), Training(), Parallelism(pipeline=4))

@@ -220,6 +220,9 @@ class _Shard:
     moe_layers: int  # layers whose MLP is routed (all layers' MLPs for a dense model)
     n_experts: int
     experts_per_token: int
+    # (T, ep): a step's tokens·k expert assignments of one attention group reach this GPU's
+    # experts in the share max(T, ep)/(T·ep) = 1/min(T, ep) (all of them without expert parallelism)
+    expert_assignments_share: tuple[int, int]
     matmul_params: int  # weights one token multiplies
     workspace_width: int  # activation elements per token of the prefill transient
 
@@ -278,12 +281,35 @@ def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[
     )
 
 
+def expert_layout(m: ModelConfig, T: int, ep: int) -> tuple[int, int]:
+    """The replica's GPUs and each routed expert's tensor-parallel width under inference expert
+    parallelism: (gpus, etp).
+
+    ep divides T: the experts are spread over the T-way tensor-parallel group (vLLM's
+    `--enable-expert-parallel`, where EP = TP), n_experts/ep per GPU, each split T/ep ways: the
+    replica is T GPUs. T divides ep: attention is data-parallel over ep/T groups of T GPUs
+    ("DP attention", SGLang/DeepSeek deployments), each GPU holds n_experts/ep whole experts: the
+    replica is ep GPUs, and B counts the sequences of one attention group. Other pairs cannot be
+    laid out.
+    """
+    if ep > 1 and not m.is_moe:
+        raise ValueError(f"expert parallelism ep ({ep}) needs a mixture-of-experts model; use ep 1")
+    if T % ep and ep % T:
+        raise ValueError(
+            f"the expert-parallel size ep ({ep}) and T ({T}) must divide one another; "
+            f"use an ep that divides {T} or a multiple of it"
+        )
+    return max(T, ep), max(T // ep, 1)
+
+
 def _shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
-    """What one GPU holds and does. With expert parallelism (ep > 1) its resident weights and the
-    experts a step can read are its n_experts / ep; the matmul FLOPs stay the per-token average
-    of the T-way layout (tokens routed to other ranks' experts are their work, on average as much)."""
-    T = spec.tensor_parallel
-    check_tensor_parallel(m, T, spec.expert_parallel)
+    """What one GPU holds and does. Attention, dense MLPs, shared experts, embedding and head are
+    split T ways; routed experts ep ways, each over etp = T/ep ranks (`expert_layout`). The matmul
+    FLOPs per token stay the T-way average: with ep > T each GPU serves ep/T groups' tokens for
+    1/ep of the experts, as much work per GPU as the T-way split."""
+    T, ep = spec.tensor_parallel, spec.expert_parallel
+    _, etp = expert_layout(m, T, ep)
+    check_tensor_parallel(m, T, ep, etp)
     D, hd = m.d_model, m.head_dim
     if m.is_mla and spec.cache_kv_heads is not None:
         raise ValueError("cache_kv_heads does not apply to multi-head latent attention; drop it")
@@ -292,7 +318,8 @@ def _shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     cached = kv_heads_per_rank(cache_heads, T, "cache_kv_heads")
     n_in = (GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES) - 1  # matrices D -> F: up (+ gate)
     F_exp = m.moe_d_ff if m.is_moe else m.d_ff
-    expert = (n_in + 1) * D * (F_exp // T) + ((n_in * F_exp // T + D) if m.mlp_bias else 0)
+    F_rank = F_exp // (etp if m.is_moe else T)  # one expert's width on this GPU
+    expert = (n_in + 1) * D * F_rank + ((n_in * F_rank + D) if m.mlp_bias else 0)
     full = count_params(m)
     embedding_rows = 0 if m.tied_embeddings else -(-m.vocab_size // T) * m.d_embedding
     # Prefill transient of one block: its input and output (2·D) plus the widest intermediate,
@@ -306,11 +333,12 @@ def _shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
         kv_heads=m.n_heads // T if m.is_mla else cached,
         kv_groups=_kv_groups(m, spec, cached),
         attention_width=hd + m.v_dim,
-        params=tensor_parallel_params(m, T, spec.expert_parallel),
+        params=tensor_parallel_params(m, T, ep, etp),
         gathered_params=embedding_rows + full.position,
         expert_params=expert,
         moe_layers=m.n_moe_layers() if m.is_moe else m.n_layers,
-        n_experts=m.n_experts // spec.expert_parallel if m.is_moe else m.n_experts,
+        n_experts=m.n_experts // ep if m.is_moe else m.n_experts,
+        expert_assignments_share=(T, ep) if m.is_moe else (1, 1),
         experts_per_token=m.experts_per_token,
         matmul_params=matmul_params(m, T),
         workspace_width=2 * D + max(qkv_width, mlp_width),
@@ -338,9 +366,12 @@ def _weights_read_bytes(sh: _Shard, spec: InferenceSpec, tokens: int) -> int:
     Every weight is read once, except the tables a step only gathers rows from (an untied token
     embedding, learned positions: a few rows, not counted). A MoE reads at most
     min(n_experts, tokens·top-k) experts per layer (an upper bound: it assumes distinct experts
-    until all are touched).
+    until all are touched); under expert parallelism a GPU holds n_experts/ep of them and receives
+    ceil(tokens·top-k / min(T, ep)) of the assignments.
     """
-    touched = min(sh.n_experts, tokens * sh.experts_per_token)
+    T, ep = sh.expert_assignments_share
+    share = min(T, ep)  # expert parallelism: each GPU receives 1/min(T, ep) of the assignments
+    touched = min(sh.n_experts, -(-tokens * sh.experts_per_token // share))
     idle = sh.moe_layers * (sh.n_experts - touched) * sh.expert_params
     return _bytes(sh.params - sh.gathered_params - idle, DTYPE_BITS[spec.weight_dtype])
 
@@ -472,7 +503,8 @@ def min_tensor_parallel(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> int | 
     cache_heads = m.n_kv_heads if spec.cache_kv_heads is None else spec.cache_kv_heads
     for T in _divisors(m.n_heads, MAX_TENSOR_PARALLEL):
         try:
-            check_tensor_parallel(m, T)
+            _, etp = expert_layout(m, T, spec.expert_parallel)
+            check_tensor_parallel(m, T, spec.expert_parallel, etp)
         except ValueError:
             continue
         if (m.n_kv_heads % T and T % m.n_kv_heads) or (cache_heads % T and T % cache_heads):
@@ -524,31 +556,44 @@ def roofline(flops: int, bytes_moved: int, peak_flops_s: int, memory_bw_bytes_s:
 # ============================================================================ communication
 @dataclass(frozen=True)
 class Communication:
-    """Tensor-parallel all-reduces of one step on one GPU (all zero for T = 1)."""
+    """Tensor-parallel all-reduces (and, with ep > T, expert all-to-alls) of one step on one GPU
+    (all zero on one GPU)."""
 
     all_reduces: int  # 2·L per step
     bytes_per_all_reduce: int  # B · tokens · D · activation bytes
     link_bytes_s: int  # one direction: the GPU's bidirectional interconnect / 2
     transfer_s: float  # all_reduces · 2(T-1)/T · size / link (ring all-reduce)
-    latency_s: float  # all_reduces · collective_latency_s
+    latency_s: float  # (all_reduces + all_to_alls) · collective_latency_s
     seconds: float
+    all_to_alls: int = 0  # expert parallelism beyond T: dispatch + combine per MoE layer
 
 
 def _communication_exact(
     m: ModelConfig, gpu: GPU, spec: InferenceSpec, tokens: int
 ) -> tuple[Communication, Fraction]:
-    T = spec.tensor_parallel
-    if T == 1:
+    T, ep = spec.tensor_parallel, spec.expert_parallel
+    gpus, _ = expert_layout(m, T, ep)
+    if gpus == 1:
         return Communication(0, 0, 0, 0.0, 0.0, 0.0), Fraction(0)
     if gpu.interconnect_bytes_s is None:
         raise ValueError(
-            f"{gpu.name} has no interconnect bandwidth in the hardware table; use T = 1"
+            f"{gpu.name} has no interconnect bandwidth in the hardware table; use T = 1 and ep = 1"
         )
-    n = ALL_REDUCES_PER_LAYER * m.n_layers
-    size = _bytes(spec.batch_size * tokens * m.d_model, DTYPE_BITS[spec.activation_dtype])
+    p_act = DTYPE_BITS[spec.activation_dtype]
     link = Fraction(gpu.interconnect_bytes_s, 2)  # one direction of the bidirectional figure
+    n = ALL_REDUCES_PER_LAYER * m.n_layers if T > 1 else 0
+    size = _bytes(spec.batch_size * tokens * m.d_model, p_act) if T > 1 else 0
     transfer = n * Fraction(2 * (T - 1), T) * size / link  # ring: reduce-scatter + all-gather
-    latency = n * Fraction(spec.collective_latency_s)
+    n_a2a = 0
+    if ep > T:
+        # DP attention: each MoE layer dispatches its tokens' hidden states to the experts' owners
+        # and combines the results (two all-to-alls); a GPU sends its 1/T share of its group's
+        # B·tokens·k assignments, (ep - 1)/ep of them to other GPUs (Rajbhandari et al. 2022,
+        # DeepSpeed-MoE; the payload is D activations per assignment).
+        n_a2a = 2 * m.n_moe_layers()
+        sent = Fraction(-(-spec.batch_size * tokens * m.experts_per_token // T) * m.d_model * p_act, 8)
+        transfer += n_a2a * sent * Fraction(ep - 1, ep) / link
+    latency = (n + n_a2a) * Fraction(spec.collective_latency_s)
     comm = Communication(
         all_reduces=n,
         bytes_per_all_reduce=size,
@@ -556,6 +601,7 @@ def _communication_exact(
         transfer_s=float(transfer),
         latency_s=float(latency),
         seconds=float(transfer + latency),
+        all_to_alls=n_a2a,
     )
     return comm, transfer + latency
 

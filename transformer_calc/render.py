@@ -532,7 +532,7 @@ def inference_table(report: dict[str, Any]) -> Any:
     per, cap = mem["per_gpu"], mem["capacity_bytes"]
     scale = max(per["total"], cap) or 1
     title = (
-        f"Inference: {report['model'].get('name') or 'custom model'} on {inf['tensor_parallel']} × {inf['gpu']}, "
+        f"Inference: {report['model'].get('name') or 'custom model'} on {inf['gpus']} × {inf['gpu']}, "
         f"B={inf['batch_size']} S={inf['prompt_len']} new={inf['new_tokens']}"
     )
     t = _table(title, "memory per GPU", "bytes", "")

@@ -448,7 +448,7 @@ def mfu_report(
 
 def inference_report(m: ModelConfig, gpu: Any, spec: Any) -> dict[str, Any]:
     """`tcalc inference`: KV cache, memory per GPU, prefill and decode as a roofline."""
-    from transformer_calc.inference import estimate_inference, min_tensor_parallel
+    from transformer_calc.inference import estimate_inference, expert_layout, min_tensor_parallel
 
     e = estimate_inference(m, gpu, spec)
     mem, kv, pre, dec = e.memory, e.kv_cache, e.prefill, e.decode
@@ -482,6 +482,7 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any) -> dict[str, Any]:
             "new_tokens": spec.new_tokens,
             "tensor_parallel": spec.tensor_parallel,
             "expert_parallel": spec.expert_parallel,
+            "gpus": expert_layout(m, spec.tensor_parallel, spec.expert_parallel)[0],
             "weight_dtype": spec.weight_dtype,
             "kv_dtype": spec.kv_dtype,
             "compute_dtype": spec.compute_dtype,
