@@ -29,6 +29,16 @@ CASES = [
      ["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--S", "1024"]),
     (lambda: tc.plan("gpt2", gpus=8, global_batch=64, S=1024),
      ["plan", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--S", "1024"]),
+    (lambda: tc.mfu("gpt3", S=2048, global_batch=1536, step_time=20.0, gpus=1024, gpu="a100-80gb"),
+     ["mfu", "--preset", "gpt3", "--S", "2048", "--global-batch", "1536", "--step-time", "20", "--gpus", "1024",
+      "--gpu", "a100-80gb"]),
+    (lambda: tc.mfu(preset="gpt2", S=1024, tokens_per_s=4e5, gpus=8, gpu="h100", recompute="full"),
+     ["mfu", "--preset", "gpt2", "--S", "1024", "--tokens-per-s", "4e5", "--gpus", "8", "--gpu", "h100",
+      "--recompute", "full"]),
+    (lambda: tc.presets(), ["presets"]),
+    (lambda: tc.hardware(), ["hardware"]),
+    (lambda: tc.hardware("h100"), ["hardware", "h100"]),
+    (lambda: tc.memory(preset="gpt3"), ["memory", "--preset", "gpt3"]),
 ]
 
 
@@ -51,3 +61,32 @@ def test_models_from_every_source(tmp_path):
     hf.write_text('{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, '
                   '"vocab_size": 100, "intermediate_size": 128}')
     assert tc.params(hf).params["total"] > 0
+
+
+def test_the_package_is_the_api():
+    """`import transformer_calc as tc` gives the same functions (issue 12's acceptance form)."""
+    import transformer_calc
+
+    assert transformer_calc.memory is tc.memory and transformer_calc.flops is tc.flops
+    assert transformer_calc.memory(preset="gpt3").model_dump(mode="json") == tc.memory("gpt3").model_dump(mode="json")
+    from transformer_calc.memory import training_memory  # the estimator module stays importable
+
+    assert callable(training_memory) and transformer_calc.memory is tc.memory
+
+
+def test_check_matches_the_command(tmp_path, capsys):
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("model: {preset: gpt2}\ntraining: {S: 1024, B: 1}\n")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: {preset: gpt2, n_layers: yes}\n")
+    result = tc.check(ok, bad, gpu="a100-80gb")
+    assert run(["check", str(ok), str(bad), "--gpu", "a100-80gb", "-f", "json"]) == 2
+    assert result.model_dump(mode="json") == json.loads(capsys.readouterr().out)
+    assert (result.passed, result.invalid) == (1, 1)
+
+
+def test_model_given_twice_or_not_at_all_is_an_error():
+    with pytest.raises(TypeError, match="once"):
+        tc.params("gpt2", preset="gpt2")
+    with pytest.raises(TypeError, match="once"):
+        tc.memory()

@@ -18,7 +18,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transformer_calc import flops as flops_module
+import importlib
+
+flops_module = importlib.import_module("transformer_calc.flops")
 from transformer_calc.config import ModelConfig, Recompute, Workload
 from transformer_calc.flops import (
     BACKWARD_PER_FORWARD,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, RootModel
 
 from transformer_calc.config import ModelConfig
 
@@ -115,11 +115,26 @@ _LETTERS = {"S": "seq_len", "B": "batch_size", "T": "tensor", "P": "pipeline", "
             "ep": "expert", "etp": "expert_tensor", "cp": "context"}  # fmt: skip
 
 
-def load(model: Any) -> tuple[ModelConfig, Any]:
-    """(ModelConfig, job file or None) from a preset name, a ModelConfig, a dict or a path."""
-    from transformer_calc import presets
+def load(model: Any = None, *, preset: str | None = None, hf_config: str | Path | None = None,
+         config: str | Path | None = None) -> tuple[ModelConfig, Any]:
+    """(ModelConfig, job file or None) from a preset name, a ModelConfig, a dict or a path (by
+    suffix: .yaml/.yml a tcalc job file, .json a Hugging Face config.json), or from exactly one
+    of the keywords preset=, hf_config=, config= (the CLI's --preset, --hf-config, --config)."""
+    import importlib
+
     from transformer_calc.config import build_model
 
+    presets = importlib.import_module("transformer_calc.presets")
+    given = [x for x in (model, preset, hf_config, config) if x is not None]
+    if len(given) != 1:
+        raise TypeError("give the model once: a positional model, preset=, hf_config= or config=")
+    if preset is not None:
+        return presets.preset_model(preset), None
+    if hf_config is not None:
+        return build_model(presets.hf_spec(Path(hf_config)), where=str(hf_config)), None
+    if config is not None:
+        job = presets.load_job(Path(config))
+        return build_model(job.model, where=str(config)), job
     if isinstance(model, ModelConfig):
         return model, None
     if isinstance(model, dict):
@@ -135,6 +150,12 @@ def load(model: Any) -> tuple[ModelConfig, Any]:
     raise TypeError(f"model must be a preset name, a ModelConfig, a dict or a path, not {type(model).__name__}")
 
 
+def _source(model: Any, options: dict[str, Any]) -> tuple[ModelConfig, Any]:
+    """load() with the model keywords taken out of a function's **options."""
+    keys = {k: options.pop(k) for k in ("preset", "hf_config", "config") if k in options}
+    return load(model, **keys)
+
+
 def _canonical(options: dict[str, Any]) -> dict[str, Any]:
     return {_LETTERS.get(k, k): v for k, v in options.items() if v is not None}
 
@@ -148,15 +169,15 @@ def _dump(data: Any) -> Any:
     return json.loads(to_json(data))
 
 
-def params(model: Any, *, p: int = 2, T: int = 1) -> ParamsResult:
+def params(model: Any = None, *, p: int = 2, T: int = 1, **source: Any) -> ParamsResult:
     """`tcalc params`: exact parameter count with its breakdown."""
     from transformer_calc.report import params_report
 
-    m, _ = load(model)
+    m, _ = _source(model, source)
     return ParamsResult(**_dump(params_report(m, p, T)))
 
 
-def memory(model: Any, *, gpu: str | None = None, **options: Any) -> MemoryResult:
+def memory(model: Any = None, *, gpu: str | None = None, **options: Any) -> MemoryResult:
     """`tcalc memory`: the peak training memory per GPU (options: S, B, precision, p, grad_bytes,
     optimizer, recompute, flash, dropout, activations, framework, cross_entropy, micro_batches,
     fused_optimizer, T, sp, P, dp, zero, ep, etp, cp)."""
@@ -164,22 +185,23 @@ def memory(model: Any, *, gpu: str | None = None, **options: Any) -> MemoryResul
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.report import memory_report
 
-    m, job = load(model)
+    m, job = _source(model, options)
     flags = _canonical(options) | ({"gpu": gpu} if gpu is not None else {})
     w, tr, par, gpu_name = training_configs(m, job.training if job else {}, flags)
     device = find_gpu(str(gpu_name)) if gpu_name is not None else None
     return MemoryResult(**_dump(memory_report(m, w, tr, par, device)))
 
 
-def flops(model: Any, *, S: int | None = None, B: int = 1, causal: bool = False, windowed: bool = False,
+def flops(model: Any = None, *, S: int | None = None, B: int = 1, causal: bool = False, windowed: bool = False,
           recompute: str = "none", tokens: int | None = None, gpus: int | None = None, gpu: str | None = None,
-          dtype: str | None = None, mfu: float | None = None, budget: int | None = None) -> FlopsResult:
+          dtype: str | None = None, mfu: float | None = None, budget: int | None = None,
+          **source: Any) -> FlopsResult:
     """`tcalc flops`: model and hardware FLOPs of a step, and a training-time estimate."""
     from transformer_calc.config import Recompute, Workload
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.report import flops_report
 
-    m, _ = load(model)
+    m, _ = _source(model, source)
     w = Workload(seq_len=S or m.max_seq_len, batch_size=B)
     device = find_gpu(gpu) if gpu is not None else None
     report = flops_report(m, w, causal=causal, windowed=windowed, recompute=Recompute(recompute), tokens=tokens,
@@ -188,29 +210,29 @@ def flops(model: Any, *, S: int | None = None, B: int = 1, causal: bool = False,
     return FlopsResult(**_dump(report))
 
 
-def inference(model: Any, **options: Any) -> InferenceResult:
+def inference(model: Any = None, **options: Any) -> InferenceResult:
     """`tcalc inference` (options: B, S, new_tokens, T, gpu, weight_dtype, kv_dtype, kv_heads,
     kv_cache, mla_cache)."""
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.report import inference_report, inference_spec
 
-    m, job = load(model)
+    m, job = _source(model, options)
     spec, gpu_name = inference_spec(m, job.inference if job else {}, _canonical(options))
     return InferenceResult(**_dump(inference_report(m, find_gpu(gpu_name), spec)))
 
 
-def train(model: Any, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int,
+def train(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int,
           micro_batch: int | None = None, T: int = 1, P: int = 1, virtual_stages: int = 1, cp: int = 1, ep: int = 1,
           sp: bool = False, zero: int = 1, recompute: str = "none", flash: bool = True, precision: str = "mixed",
           framework: str = "megatron", tokens: int | None = None, price_per_gpu_hour: float | None = None,
-          matmul_efficiency: float | None = None) -> TrainResult:
+          matmul_efficiency: float | None = None, **source: Any) -> TrainResult:
     """`tcalc train`: the step time of a layout (global_batch in sequences)."""
     from transformer_calc.config import Parallelism, Training, Workload
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.report import train_report
     from transformer_calc.train import default_network
 
-    m, _ = load(model)
+    m, _ = _source(model, source)
     device = find_gpu(gpu)
     if gpus % (T * P * cp):
         raise ValueError(f"gpus ({gpus}) must be a multiple of T x P x CP ({T} x {P} x {cp})")
@@ -224,17 +246,92 @@ def train(model: Any, *, gpus: int = 8, gpu: str = "h100", S: int | None = None,
     return TrainResult(**_dump(report))
 
 
-def plan(model: Any, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int, top: int = 10,
-         flash: bool = True, framework: str = "megatron") -> PlanResult:
+def plan(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int, top: int = 10,
+         flash: bool = True, framework: str = "megatron", **source: Any) -> PlanResult:
     """`tcalc plan`: the fastest layouts that fit (global_batch in sequences)."""
     from transformer_calc.config import Training
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.report import plan_report
     from transformer_calc.train import default_network
 
-    m, _ = load(model)
+    name = source.get("preset") or (model if isinstance(model, str) and not Path(model).suffix else None)
+    m, _ = _source(model, source)
     device = find_gpu(gpu)
     report = plan_report(m, S or m.max_seq_len, Training(flash=flash, framework=framework), device, gpus=gpus,
                          global_batch=global_batch, top=top, network=default_network(device),
-                         preset=model if isinstance(model, str) and "." not in Path(model).suffix else None)
+                         preset=name)
     return PlanResult(**_dump(report))
+
+
+class MfuResult(Result):
+    model: dict[str, Any]
+    seq_len: int
+    gpus: int
+    gpu: str
+    dtype: str
+    peak_flops_per_gpu: int
+    tokens_per_s: float
+    mfu: float
+    hfu: float
+    achieved_flops_per_gpu: float
+    achieved_hardware_flops_per_gpu: float
+    flops: dict[str, Any]
+    global_batch: int | None = None
+    step_time_s: float | None = None
+
+
+def mfu(model: Any = None, *, S: int | None = None, gpus: int = 1, gpu: str = "a100-80gb", dtype: str | None = None,
+        global_batch: int | None = None, global_batch_tokens: int | None = None, step_time: float | None = None,
+        tokens_per_s: float | None = None, recompute: str | None = None, causal: bool = False,
+        hfu_convention: str = "executed", **source: Any) -> MfuResult:
+    """`tcalc mfu`: MFU and HFU from a measured step time (with the global batch, in sequences or
+    tokens) or a throughput in tokens/s."""
+    from transformer_calc.report import mfu_request
+
+    m, job = _source(model, source)
+    report = mfu_request(m, job.training if job else {}, S=S, gpus=gpus, gpu_name=gpu, dtype=dtype,
+                         global_batch=global_batch, global_batch_tokens=global_batch_tokens, step_time=step_time,
+                         tokens_per_s=tokens_per_s, recompute=recompute, causal=causal, hfu_convention=hfu_convention)
+    return MfuResult(**_dump(report))
+
+
+class CheckResult(Result):
+    files: list[dict[str, Any]]
+    passed: int
+    failed: int
+    invalid: int
+
+
+def check(*files: str | Path, gpu: str | None = None, max_memory: str | None = None,
+          min_tokens_per_s: float | None = None) -> CheckResult:
+    """`tcalc check FILES`: each job file PASS / FAIL / INVALID (the CLI exits 2 if any is invalid,
+    else 1 if any check failed, else 0)."""
+    from transformer_calc.report import check_report
+
+    return CheckResult(**_dump(check_report([Path(f) for f in files], gpu, max_memory, min_tokens_per_s)))
+
+
+class PresetsResult(RootModel[list[dict[str, Any]]]):
+    """`tcalc presets`: one mapping per model preset."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+def presets() -> PresetsResult:
+    """`tcalc presets`: the model presets with their key numbers and sources."""
+    from transformer_calc.report import presets_report
+
+    return PresetsResult(_dump(presets_report()))
+
+
+class HardwareResult(RootModel[list[dict[str, Any]] | dict[str, Any]]):
+    """`tcalc hardware [NAME]`: every accelerator, or one in detail."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+def hardware(name: str | None = None) -> HardwareResult:
+    """`tcalc hardware [NAME]`: the accelerator table, or one accelerator in detail."""
+    from transformer_calc.report import gpu_report, hardware_report
+
+    return HardwareResult(_dump(hardware_report() if name is None else gpu_report(name)))

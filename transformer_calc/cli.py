@@ -162,10 +162,12 @@ def load_model(
     overrides: dict[str, Any],
 ) -> tuple[Any, Any]:
     """(ModelConfig, JobFile or None): one source plus overrides, re-validated."""
-    from transformer_calc import presets
+    import importlib
+
     from transformer_calc.config import build_model, merge_spec
     from transformer_calc.errors import TcalcError
 
+    presets = importlib.import_module("transformer_calc.presets")  # the module (the package's name is the API's)
     given = [name for name, v in (("--preset", preset), ("--config", config), ("--hf-config", hf_config)) if v]
     if len(given) > 1:
         raise TcalcError(f"give one model source, not {' and '.join(given)}")
@@ -490,31 +492,21 @@ def mfu(
 
     Example: tcalc mfu --preset gpt3 --V 51200 --global-batch 64 --step-time 13.75 --gpus 64 --gpu a100-80gb
     """
-    from transformer_calc.config import Recompute, Workload, build
-    from transformer_calc.errors import TcalcError
-    from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.render import mfu_table
-    from transformer_calc.report import mfu_report
+    from transformer_calc.report import mfu_request
 
     model, job = source.load()
     section = job.training if job else {}
-    workload = build(Workload, {"seq_len": _first(S, section.get("seq_len"), model.max_seq_len)}, "workload")
-    recompute = str(_first(recompute, section.get("recompute"), "none"))
     if global_batch_tokens is not None:
+        seq = _first(S, section.get("seq_len"), model.max_seq_len)
         if global_batch is not None:
+            from transformer_calc.errors import TcalcError
+
             raise TcalcError("give the global batch once: --global-batch (sequences) or --global-batch-tokens, not both")
-        global_batch = _global_batch(None, global_batch_tokens, workload.seq_len)
-    if tokens_per_s is None and (global_batch is None or step_time is None):
-        raise TcalcError("give the measured speed: --tokens-per-s N, or --global-batch N and --step-time SECONDS")
-    if tokens_per_s is not None and (global_batch is not None or step_time is not None):
-        raise TcalcError("give --tokens-per-s or --global-batch with --step-time, not both")
-    for name, value in (("--step-time", step_time), ("--tokens-per-s", tokens_per_s)):
-        if value is not None and not (value > 0 and value != float("inf")):
-            raise TcalcError(f"{name} ({value}) must be a positive, finite number")
-    report = mfu_report(
-        model, workload, gpus, find_gpu(gpu), dtype=dtype, global_batch=global_batch, step_time=step_time,
-        tokens_per_s=tokens_per_s, recompute=_enum(Recompute, recompute, "--recompute"), causal=causal,
-        hfu_convention=_choice(hfu_convention, ("executed", "paper"), "--hfu-convention"),
+        global_batch = _global_batch(None, global_batch_tokens, seq)
+    report = mfu_request(
+        model, section, S=S, gpus=gpus, gpu_name=gpu, dtype=dtype, global_batch=global_batch, step_time=step_time,
+        tokens_per_s=tokens_per_s, recompute=recompute, causal=causal, hfu_convention=hfu_convention,
     )
     emit(report, fmt, mfu_table)
 
@@ -637,7 +629,9 @@ def sweep(
     """
     import time
 
-    from transformer_calc import presets as P_
+    import importlib
+
+    P_ = importlib.import_module("transformer_calc.presets")
     from transformer_calc.config import Recompute
     from transformer_calc.errors import TcalcError
     from transformer_calc.sweep import METRICS, SweepSpec, check_metrics, parse_values, run_sweep, select
@@ -768,30 +762,11 @@ def check(
     pass, 1 when a check failed, 2 when a file or flag is invalid.
     Example: tcalc check configs/*.yaml --gpu a100-80gb --max-memory 70GiB
     """
-    from transformer_calc.config import parse_bytes
-    from transformer_calc.errors import TcalcError
-    from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.render import check_lines
-    from transformer_calc.report import check_job
+    from transformer_calc.report import check_report
 
-    try:
-        limit = parse_bytes(max_memory, "--max-memory") if max_memory is not None else None
-    except ValueError as exc:
-        raise TcalcError(str(exc)) from None
-    if gpu is not None:
-        find_gpu(gpu)  # an unknown --gpu is a usage error for every file: say it once
-    if min_tokens_per_s is not None and not 0 < min_tokens_per_s < float("inf"):
-        raise TcalcError(f"--min-tokens-per-s ({min_tokens_per_s}) must be a positive number")
-    results = []
-    for path in files:
-        try:
-            results.append(check_job(path, gpu, limit, min_tokens_per_s))
-        except TcalcError as exc:  # every file is checked; one invalid file hides no other's result
-            results.append({"file": str(path), "status": "invalid", "error": str(exc), "checks": []})
-        except (ValueError, OverflowError, RecursionError) as exc:
-            results.append({"file": str(path), "status": "invalid", "error": f"{path}: {exc}", "checks": []})
-    counts = {status: sum(r["status"] == status for r in results) for status in ("pass", "fail", "invalid")}
-    report = {"files": results, "passed": counts["pass"], "failed": counts["fail"], "invalid": counts["invalid"]}
+    report = check_report(files, gpu, max_memory, min_tokens_per_s)
+    counts = {"invalid": report["invalid"], "fail": report["failed"]}
     try:  # a reader that leaves early (`| head`) must not change check's verdict
         if fmt is OutputFormat.table:
             write(check_lines(report))

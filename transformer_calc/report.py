@@ -303,6 +303,36 @@ def check_job(
     }
 
 
+def check_report(
+    files: list[Any], gpu_name: str | None = None, max_memory: str | None = None,
+    min_tokens_per_s: float | None = None,
+) -> dict[str, Any]:
+    """`tcalc check` over files: every file is checked (one invalid file hides no other's result),
+    each PASS / FAIL / INVALID; the flags are validated once, as usage errors (TcalcError)."""
+    from transformer_calc.config import parse_bytes
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.presets import gpu as find_gpu
+
+    try:
+        limit = parse_bytes(max_memory, "--max-memory") if max_memory is not None else None
+    except ValueError as exc:
+        raise TcalcError(str(exc)) from None
+    if gpu_name is not None:
+        find_gpu(gpu_name)  # an unknown --gpu is a usage error for every file: say it once
+    if min_tokens_per_s is not None and not 0 < min_tokens_per_s < float("inf"):
+        raise TcalcError(f"--min-tokens-per-s ({min_tokens_per_s}) must be a positive number")
+    results = []
+    for path in files:
+        try:
+            results.append(check_job(path, gpu_name, limit, min_tokens_per_s))
+        except TcalcError as exc:
+            results.append({"file": str(path), "status": "invalid", "error": str(exc), "checks": []})
+        except (ValueError, OverflowError, RecursionError) as exc:
+            results.append({"file": str(path), "status": "invalid", "error": f"{path}: {exc}", "checks": []})
+    counts = {status: sum(r["status"] == status for r in results) for status in ("pass", "fail", "invalid")}
+    return {"files": results, "passed": counts["pass"], "failed": counts["fail"], "invalid": counts["invalid"]}
+
+
 def peak_for(gpu: Any, dtype: str | None) -> tuple[str, Any]:
     """(dtype, dense peak FLOP/s): the asked dtype, else bf16, else fp16 (Volta, Turing)."""
     from transformer_calc.hardware import peak_flops
@@ -326,7 +356,9 @@ def flops_report(
     budget: int | None = None,
 ) -> dict[str, Any]:
     """`tcalc flops`: model and hardware FLOPs per step, rules of thumb, training time, sizing."""
-    from transformer_calc import flops as F
+    import importlib
+
+    F = importlib.import_module("transformer_calc.flops")
 
     step = F.count_flops(m, w, causal=causal, windowed=windowed)
     counts = count_params(m)
@@ -376,6 +408,48 @@ def _optimal(c: Any) -> dict[str, int]:
     return {"params": c.params, "tokens": c.tokens, "flops": c.flops}
 
 
+def mfu_request(
+    m: ModelConfig, section: dict[str, Any], *, S: int | None = None, gpus: int = 1, gpu_name: str = "a100-80gb",
+    dtype: str | None = None, global_batch: int | None = None, global_batch_tokens: int | None = None,
+    step_time: float | None = None, tokens_per_s: float | None = None, recompute: str | None = None,
+    causal: bool = False, hfu_convention: str = "executed",
+) -> dict[str, Any]:
+    """`tcalc mfu` from its options (a flag, then the job file's training: section, then the
+    default), each validated with the flag it came from; the CLI and the Python API both call it."""
+    import math
+
+    from transformer_calc.config import Recompute, Workload, build
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.presets import gpu as find_gpu
+
+    seq = next(v for v in (S, section.get("seq_len"), m.max_seq_len) if v is not None)
+    workload = build(Workload, {"seq_len": seq}, "workload")
+    rec = next(v for v in (recompute, section.get("recompute"), "none") if v is not None)
+    if global_batch_tokens is not None:
+        if global_batch is not None:
+            raise TcalcError("give the global batch once: --global-batch (sequences) or --global-batch-tokens, not both")
+        if global_batch_tokens < workload.seq_len:
+            raise TcalcError(f"--global-batch-tokens ({global_batch_tokens}) is less than one sequence of S = {workload.seq_len} tokens")
+        global_batch = global_batch_tokens // workload.seq_len
+    if tokens_per_s is None and (global_batch is None or step_time is None):
+        raise TcalcError("give the measured speed: --tokens-per-s N, or --global-batch N and --step-time SECONDS")
+    if tokens_per_s is not None and (global_batch is not None or step_time is not None):
+        raise TcalcError("give --tokens-per-s or --global-batch with --step-time, not both")
+    for name, value in (("--step-time", step_time), ("--tokens-per-s", tokens_per_s)):
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise TcalcError(f"{name} ({value}) must be a positive, finite number")
+    if hfu_convention not in ("executed", "paper"):
+        raise TcalcError(f"--hfu-convention ({str(hfu_convention)[:40]!r}) must be one of executed, paper")
+    try:
+        rec_kind = Recompute(rec)
+    except ValueError:
+        raise TcalcError(f"--recompute ({rec!r}): choose one of {', '.join(v.value for v in Recompute)}") from None
+    return mfu_report(
+        m, workload, gpus, find_gpu(gpu_name), dtype=dtype, global_batch=global_batch, step_time=step_time,
+        tokens_per_s=tokens_per_s, recompute=rec_kind, causal=causal, hfu_convention=hfu_convention,
+    )
+
+
 def mfu_report(
     m: ModelConfig,
     w: Any,
@@ -390,7 +464,9 @@ def mfu_report(
     hfu_convention: str = "executed",
 ) -> dict[str, Any]:
     """`tcalc mfu`: MFU and HFU from a measured step time (with the global batch) or throughput."""
-    from transformer_calc import flops as F
+    import importlib
+
+    F = importlib.import_module("transformer_calc.flops")
 
     step = F.count_flops(m, w.model_copy(update={"batch_size": 1}), causal=causal)
     per_token_model = step.total // step.tokens
