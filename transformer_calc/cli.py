@@ -329,9 +329,8 @@ def _root(
 @model_options
 def params(
     source: ModelArgs,
-    p: Annotated[
-        int, typer.Option("--p", "--bytes-per-param", min=1, help="p: bytes per weight for the weight-memory line.")
-    ] = 2,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Compute dtype of the weights line: fp32 | fp16 | bf16 | fp8 \\[default: bf16].")] = None,
+    p: Annotated[Optional[int], typer.Option("--p", help="p: bytes per value of the compute dtype (4 fp32, 2 bf16, 1 fp8) \\[default: 2].", parser=_whole)] = None,
     T: Annotated[int, typer.Option("--T", "--tensor-parallel", min=1, help="T: tensor-parallel ranks.", parser=_whole)] = 1,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -339,14 +338,18 @@ def params(
 
     Example: tcalc params --preset llama-2-7b --format json
     """
+    from transformer_calc.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
     from transformer_calc.render import params_table
     from transformer_calc.report import params_report
 
-    emit(params_report(source.load()[0], bytes_per_param=p, T=T), fmt, params_table)
+    name = compute_dtype(dtype, p) or "bf16"
+    emit(params_report(source.load()[0], bytes_per_param=COMPUTE_DTYPE_BYTES[name], T=T, dtype=name), fmt, params_table)
 
 
 WORKLOAD = "Workload"
 TRAINING = "Training"
+DTYPE_HELP = "Compute dtype: fp32 | fp16 | bf16 | fp8 (the design card's p: 4, 2, 2, 1 bytes per value)"
+PHelp = "p: bytes per value of the compute dtype (4 fp32, 2 bf16, 1 fp8); the same as --dtype"
 PARALLEL = "Parallelism"
 SOpt = Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence (8k = 8192) \\[default: the model's max_seq_len].", rich_help_panel=WORKLOAD, parser=_length)]
 
@@ -358,7 +361,8 @@ def memory(
     S: SOpt = None,
     B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="B: micro-batch per GPU (sequences) \\[default: 1].", rich_help_panel=WORKLOAD, parser=_whole)] = None,
     precision: Annotated[Optional[str], typer.Option("--precision", help="mixed (16-bit + fp32 master, the seed's) | fp32 | bf16 (pure).", rich_help_panel=TRAINING)] = None,
-    p: Annotated[Optional[int], typer.Option("--p", help="p: bytes per activation/compute-weight element (seed); 4 implies fp32.", rich_help_panel=TRAINING, parser=_whole)] = None,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help=DTYPE_HELP + "; fp32 implies --precision fp32 \\[default: bf16].", rich_help_panel=TRAINING)] = None,
+    p: Annotated[Optional[int], typer.Option("--p", help=PHelp + "; 4 implies fp32 \\[default: 2].", rich_help_panel=TRAINING, parser=_whole)] = None,
     grad_bytes: Annotated[Optional[int], typer.Option("--grad-bytes", help="Bytes per gradient \\[default: 4 mixed (seed), 4 fp32, 2 bf16].", rich_help_panel=TRAINING, parser=_whole)] = None,
     optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="adamw (default) | adam | sgd | sgd-momentum | lion | adam-8bit.", rich_help_panel=TRAINING)] = None,
     recompute: Annotated[Optional[str], typer.Option("--recompute", help="none (default) | selective | full (Korthikanti et al. 2022).", rich_help_panel=TRAINING)] = None,
@@ -390,7 +394,11 @@ def memory(
     from transformer_calc.render import memory_table
     from transformer_calc.report import memory_report
 
+    from transformer_calc.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
+
     model, job = source.load()
+    name = compute_dtype(dtype, p)
+    p = COMPUTE_DTYPE_BYTES[name] if name is not None else None
     flags = dict(
         seq_len=S, batch_size=B, precision=precision, p=p, grad_bytes=grad_bytes, optimizer=optimizer,
         recompute=recompute, flash=flash, dropout=dropout, activations=activations, head_activations=head,
@@ -405,7 +413,8 @@ def memory(
 
 CausalOpt = Annotated[bool, typer.Option("--causal/--no-causal", help="Halve the attention scores and re-weighting FLOPs (Megatron, FlashAttention convention) \\[default: full, as eager PyTorch].")]
 RecomputeOpt = Annotated[Optional[str], typer.Option("--recompute", help="none (default) | selective | full: hardware FLOPs (Korthikanti et al. 2022).")]
-DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", help="Dtype whose dense peak is the denominator \\[default: bf16, else fp16].")]
+DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", help=DTYPE_HELP + ", whose dense peak is the denominator \\[default: bf16, else fp16].")]
+PeakPOpt = Annotated[Optional[int], typer.Option("--p", help=PHelp + " \\[default: 2].", parser=_whole)]
 
 
 def _count(text: str | None, what: str) -> int | None:
@@ -433,6 +442,7 @@ def flops(
     gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs for the training-time estimate.", parser=_whole)] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU for the training-time estimate, e.g. a100-80gb.")] = None,
     dtype: DtypeOpt = None,
+    p: PeakPOpt = None,
     mfu: Annotated[Optional[float], typer.Option("--mfu", help="Assumed MFU (fraction) for the training-time estimate \\[default: 0.4].")] = None,
     budget: Annotated[Optional[str], typer.Option("--budget", help="Compute-optimal N and tokens for this FLOP budget, e.g. 1e24.")] = None,
     fmt: FormatOpt = OutputFormat.table,
@@ -466,7 +476,7 @@ def flops(
     device = find_gpu(gpu) if gpu is not None else None
     report = flops_report(
         model, workload, causal=causal, windowed=windowed, recompute=recompute_, tokens=n_tokens, gpus=gpus, gpu=device,
-        dtype=dtype, mfu=(mfu if mfu is not None else 0.4) if device else None, budget=_count(budget, "--budget"),
+        dtype=_compute_dtype(dtype, p), mfu=(mfu if mfu is not None else 0.4) if device else None, budget=_count(budget, "--budget"),
     )
     emit(report, fmt, flops_table)
 
@@ -479,6 +489,7 @@ def mfu(
     gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs (accelerator chips) in the run.", parser=_whole)] = 1,
     gpu: Annotated[str, typer.Option("--gpu", help="GPU, e.g. a100-80gb.")] = "a100-80gb",
     dtype: DtypeOpt = None,
+    p: PeakPOpt = None,
     global_batch: Annotated[Optional[int], typer.Option("--global-batch", min=1, help="Sequences per optimizer step (all GPUs).", parser=_whole)] = None,
     global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Tokens per optimizer step (all GPUs), e.g. 4M; instead of --global-batch.")] = None,
     hfu_convention: Annotated[str, typer.Option("--hfu-convention", help="executed (the recomputed attention core once) | paper (Korthikanti et al. 2022 eq. 8: three times).")] = "executed",
@@ -505,7 +516,7 @@ def mfu(
             raise TcalcError("give the global batch once: --global-batch (sequences) or --global-batch-tokens, not both")
         global_batch = _global_batch(None, global_batch_tokens, seq)
     report = mfu_request(
-        model, section, S=S, gpus=gpus, gpu_name=gpu, dtype=dtype, global_batch=global_batch, step_time=step_time,
+        model, section, S=S, gpus=gpus, gpu_name=gpu, dtype=_compute_dtype(dtype, p), global_batch=global_batch, step_time=step_time,
         tokens_per_s=tokens_per_s, recompute=recompute, causal=causal, hfu_convention=hfu_convention,
     )
     emit(report, fmt, mfu_table)
@@ -523,7 +534,9 @@ def inference(
     new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", help="Tokens generated per sequence; the first comes from the prefill \\[default: 1].", rich_help_panel=INFERENCE, parser=_whole)] = None,
     T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel GPUs \\[default: 1].", rich_help_panel=INFERENCE, parser=_whole)] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU \\[default: a100-80gb].", rich_help_panel=INFERENCE)] = None,
-    weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", "--dtype", help="fp32 | fp16 | bf16 (default) | fp8 | int8 | int4.", rich_help_panel=INFERENCE)] = None,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help=DTYPE_HELP + "; the weights' and the cache's unless given \\[default: bf16].", rich_help_panel=INFERENCE)] = None,
+    p: Annotated[Optional[int], typer.Option("--p", help=PHelp + " \\[default: 2].", rich_help_panel=INFERENCE, parser=_whole)] = None,
+    weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="Stored weights: fp32 | fp16 | bf16 | fp8 | int8 | int4 (int8/int4 weight-only, compute in bf16) \\[default: the compute dtype].", rich_help_panel=INFERENCE)] = None,
     kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV-cache dtype \\[default: the activation dtype].", rich_help_panel=INFERENCE)] = None,
     cache_kv_heads: Annotated[Optional[int], typer.Option("--cache-kv-heads", help="K/V heads the cache holds, weights unchanged (the seed's Falcon study: MHA).", rich_help_panel=INFERENCE, parser=_whole)] = None,
     kv_cache: Annotated[Optional[bool], typer.Option("--kv-cache/--no-kv-cache", help="--no-kv-cache: the seed's naive mode, every token reprocesses the context.", rich_help_panel=INFERENCE)] = None,
@@ -541,7 +554,7 @@ def inference(
 
     model, job = source.load()
     flags = dict(
-        batch_size=B, seq_len=S, new_tokens=new_tokens, tensor=T, gpu=gpu, weight_dtype=weight_dtype,
+        batch_size=B, seq_len=S, new_tokens=new_tokens, tensor=T, gpu=gpu, dtype=dtype, p=p, weight_dtype=weight_dtype,
         kv_dtype=kv_dtype, kv_heads=cache_kv_heads, kv_cache=kv_cache, mla_cache=mla_cache, expert=ep,
     )
     spec, gpu_name = inference_spec(model, job.inference if job else {}, flags)
@@ -563,6 +576,12 @@ def _note_seq_len(model: Any, used: int, explicit: bool, flag: str = "--S") -> N
             f"warning: S = {used:,} exceeds the model's context window ({model.max_seq_len:,}); "
             "the numbers assume the model can run it\n"
         )
+
+
+def _compute_dtype(dtype: str | None, p: int | None) -> str | None:
+    from transformer_calc.hardware import compute_dtype
+
+    return compute_dtype(dtype, p)
 
 
 def _choice(value: str, allowed: tuple[str, ...], flag: str) -> str:
@@ -903,7 +922,7 @@ def train(
     S: SOpt = None,
     global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Global batch in sequences, e.g. 1536.")] = None,
     global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Global batch in tokens, e.g. 4M.")] = None,
-    micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", "--B", min=1, help="Micro-batch b \\[default: the fastest that fits].", parser=_whole)] = None,
+    micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", "--B", "--batch-size", min=1, help="Micro-batch b \\[default: the fastest that fits].", parser=_whole)] = None,
     T: Annotated[int, typer.Option("--T", "--tensor-parallel", min=1, help="T: tensor-parallel ranks.", rich_help_panel=PARALLEL, parser=_whole)] = 1,
     P: Annotated[int, typer.Option("--P", "--pipeline-parallel", min=1, help="P: pipeline stages (1F1B).", rich_help_panel=PARALLEL, parser=_whole)] = 1,
     virtual_stages: Annotated[int, typer.Option("--virtual-stages", min=1, help="Interleaved model chunks per stage.", rich_help_panel=PARALLEL, parser=_whole)] = 1,
@@ -913,8 +932,9 @@ def train(
     zero: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3 (1: a distributed optimizer).", rich_help_panel=PARALLEL, parser=_zero_stage)] = 1,
     recompute: Annotated[str, typer.Option("--recompute", help="none | selective | full.", rich_help_panel=TRAINING)] = "none",
     flash: Annotated[bool, typer.Option("--flash/--no-flash", help="FlashAttention.", rich_help_panel=TRAINING)] = True,
-    precision: Annotated[str, typer.Option("--precision", help="mixed | bf16 | fp32.", rich_help_panel=TRAINING)] = "mixed",
-    p: Annotated[Optional[int], typer.Option("--p", help="Bytes per compute element (1: fp8 matmuls at the fp8 peak).", rich_help_panel=TRAINING, parser=_whole)] = None,
+    precision: Annotated[Optional[str], typer.Option("--precision", help="mixed | bf16 | fp32 \\[default: mixed; fp32 with --dtype fp32].", rich_help_panel=TRAINING)] = None,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help=DTYPE_HELP + " (fp8: matmuls at the fp8 peak) \\[default: bf16].", rich_help_panel=TRAINING)] = None,
+    p: Annotated[Optional[int], typer.Option("--p", help=PHelp + " \\[default: 2].", rich_help_panel=TRAINING, parser=_whole)] = None,
     framework: Annotated[str, typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed.", rich_help_panel=TRAINING)] = "megatron",
     matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU].")] = None,
     node_size: NodeOpt = None,
@@ -941,8 +961,12 @@ def train(
         raise TcalcError(f"--gpus ({gpus}) must be a multiple of T x P x CP ({T} x {P} x {cp}); data parallelism is what is left")
     par = build(Parallelism, {"tensor": T, "pipeline": P, "virtual_stages": virtual_stages, "context": cp, "expert": ep,
                               "data": gpus // (T * P * cp), "sequence_parallel": sp, "zero": zero}, "train")
-    tr = build(Training, {"recompute": recompute, "flash": flash, "precision": precision, "framework": framework,
-                          **({"p": p} if p is not None else {})}, "train")
+    from transformer_calc.hardware import COMPUTE_DTYPE_BYTES
+
+    name = _compute_dtype(dtype, p)
+    tr = build(Training, {"recompute": recompute, "flash": flash, "framework": framework,
+                          **({"precision": precision} if precision is not None else {}),
+                          **({"p": COMPUTE_DTYPE_BYTES[name]} if name is not None else {})}, "train")
     w = build(Workload, {"seq_len": seq, "batch_size": micro_batch or 1}, "train")
     budget = _count(tokens, "--tokens")
     if price is not None and (price <= 0 or price != price or price == float("inf")):

@@ -45,6 +45,33 @@ DTYPE_ALIASES = {
     "float4": "fp4",
 }
 
+# The compute dtypes and their bytes per value: the design card's p (2 <-> bf16/fp16, 4 <-> fp32,
+# 1 <-> fp8). `--dtype` names the compute dtype on every command, `--p` its bytes (docs/notation.md).
+COMPUTE_DTYPE_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+P_TO_DTYPE = {4: "fp32", 2: "bf16", 1: "fp8"}
+
+
+def compute_dtype(dtype: str | None, p: int | None) -> str | None:
+    """The compute dtype from `--dtype` and/or `--p` (None when neither is given); a dtype and a
+    p that disagree, or a p with no compute dtype, are errors naming both."""
+    name = None
+    if dtype is not None:
+        key = str(dtype).strip().lower()
+        name = DTYPE_ALIASES.get(key, key)
+        if name not in COMPUTE_DTYPE_BYTES:
+            raise TcalcError(
+                f"--dtype ({str(dtype)[:40]!r}) is not a compute dtype; choose one of {', '.join(COMPUTE_DTYPE_BYTES)}"
+                " (weight-only formats: --weight-dtype)"
+            )
+    if p is None:
+        return name
+    if isinstance(p, bool) or p not in P_TO_DTYPE:
+        raise TcalcError(f"--p ({p!r}) must be 4 (fp32), 2 (bf16/fp16) or 1 (fp8) bytes per value")
+    if name is not None and COMPUTE_DTYPE_BYTES[name] != p:
+        raise TcalcError(f"--dtype {name} is {COMPUTE_DTYPE_BYTES[name]} bytes per value but --p is {p}; give one of them")
+    return name or P_TO_DTYPE[p]
+
+
 GB = 10**9  # decimal, as datasheets market memory and bandwidth
 GIB = 2**30
 TERA = 10**12

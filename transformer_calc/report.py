@@ -25,7 +25,7 @@ def model_dict(m: ModelConfig) -> dict[str, Any]:
     return d
 
 
-def params_report(m: ModelConfig, bytes_per_param: int = 2, T: int = 1) -> dict[str, Any]:
+def params_report(m: ModelConfig, bytes_per_param: int = 2, T: int = 1, dtype: str | None = None) -> dict[str, Any]:
     """`tcalc params`: exact count with breakdown, the seed's approximations, weight bytes."""
     counts = count_params(m)
     total = counts.total
@@ -41,6 +41,7 @@ def params_report(m: ModelConfig, bytes_per_param: int = 2, T: int = 1) -> dict[
             "seed_total_rel_error": (approx_total - total) / total,
         },
         "weights": {
+            "dtype": dtype or {4: "fp32", 2: "bf16", 1: "fp8"}.get(bytes_per_param),
             "bytes_per_param": bytes_per_param,
             "bytes": total * bytes_per_param,
             "tensor_parallel": T,
@@ -624,7 +625,10 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
     from transformer_calc.errors import TcalcError
     from transformer_calc.inference import InferenceSpec
 
+    from transformer_calc.hardware import compute_dtype
+
     merged = {**section, **{k: v for k, v in flags.items() if v is not None}}
+    dtype = compute_dtype(merged.get("dtype"), merged.get("p"))  # the compute dtype (--dtype / --p)
     try:
         spec = InferenceSpec(
             batch_size=merged.get("batch_size", 1),
@@ -632,7 +636,8 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
             new_tokens=merged.get("new_tokens", 1),
             tensor_parallel=merged.get("tensor", 1),
             expert_parallel=merged.get("expert", 1),
-            weight_dtype=merged.get("weight_dtype", "bf16"),
+            weight_dtype=merged.get("weight_dtype", dtype or "bf16"),
+            compute_dtype=dtype,
             kv_dtype=merged.get("kv_dtype"),
             cache_kv_heads=merged.get("kv_heads"),
             kv_cache=merged.get("kv_cache", True),
