@@ -1,0 +1,109 @@
+"""docs/cli.md states each command's JSON keys; the typed results (transformer_calc.api) and the
+real output must agree with it, both ways (issue 12: the JSON contract is checked, not prose)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+
+import pytest
+
+from conftest import REPO
+from transformer_calc import api
+from transformer_calc.cli import run
+
+DOC = (REPO / "docs" / "cli.md").read_text()
+
+# Representative runs whose outputs together contain every optional section.
+RUNS = {
+    "params": [["params", "--preset", "mixtral-8x7b", "--T", "2"]],
+    "memory": [["memory", "--preset", "gpt2", "--gpu", "a100-80gb", "--P", "2"]],
+    "flops": [["flops", "--preset", "gpt2", "--tokens", "1e9", "--gpus", "8", "--gpu", "h100", "--budget", "1e21",
+               "--recompute", "selective"]],
+    "mfu": [["mfu", "--preset", "gpt2", "--global-batch", "64", "--step-time", "1", "--gpus", "8", "--gpu", "h100"]],
+    "inference": [["inference", "--preset", "gpt2", "--new-tokens", "8"]],
+    "train": [["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--tokens", "1e9",
+               "--price-per-gpu-hour", "2"]],
+    "plan": [["plan", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64"]],
+}
+RESULTS = {"params": api.ParamsResult, "memory": api.MemoryResult, "flops": api.FlopsResult, "mfu": api.MfuResult,
+           "inference": api.InferenceResult, "train": api.TrainResult, "plan": api.PlanResult}
+
+
+def _section(command: str) -> str:
+    start = DOC.index(f"## `tcalc {command}`")
+    end = DOC.find("\n## ", start + 1)
+    return DOC[start:end if end > 0 else None]
+
+
+def _expand(text: str) -> set[str]:
+    """Key paths of a listing: dotted (`a.b.c`, `a.b[]`) and braced (`a {b, c {d}}` -> a.b, a.c.d);
+    `...`, `[, x]` optional markers and parenthesised prose are skipped."""
+    text = re.sub(r"\([^()]*\)", " ", text).replace("[,", ",").replace("]", " ").replace("[", " ")
+    paths, stack, last = set(), [], None
+    for tok in re.findall(r"[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)*|[{},]|\S", text):
+        if tok == "{":
+            stack.append(last or "")
+        elif tok == "}":
+            if stack:
+                stack.pop()
+            last = None
+        elif re.fullmatch(r"[a-z][a-z0-9_.]*", tok):
+            last = ".".join([*filter(None, stack), tok])
+            paths.add(last)
+        else:
+            last = None if tok == "," else last
+    return paths
+
+
+def _documented_paths(command: str) -> set[str]:
+    """Key paths of the section's JSON listing: the code block after "JSON keys:" (its key column:
+    each line up to a run of three spaces) or the backticked spans of a "JSON:" paragraph."""
+    text = _section(command)
+    text = text[text.index("JSON"):]
+    if text.startswith("JSON keys:\n\n```"):
+        block = text.split("```")[1]
+        listing = "\n".join(re.split(r"\s{3,}", line.strip())[0] for line in block.splitlines())
+    else:
+        listing = " ".join(re.findall(r"`([^`]*)`", text.split("\n\n")[0]))
+    return {p for p in _expand(listing) if "." in p or p in RESULTS[command].model_fields}
+
+
+def _flat(data, prefix=""):
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield f"{prefix}{k}"
+            yield from _flat(v, f"{prefix}{k}.")
+    elif isinstance(data, list):
+        for item in data[:3]:
+            yield from _flat(item, prefix)
+
+
+def _keys(command: str) -> set[str]:
+    keys: set[str] = set()
+    for argv in RUNS[command]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert run([*argv, "-f", "json"]) == 0
+        keys |= set(_flat(json.loads(out.getvalue())))
+    return keys
+
+
+@pytest.mark.parametrize("command", sorted(RUNS))
+def test_every_documented_key_is_in_the_output(command):
+    keys = _keys(command)
+    missing = {p for p in _documented_paths(command) if p not in keys}
+    assert not missing, f"docs/cli.md documents keys `tcalc {command}` does not write: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("command", sorted(RUNS))
+def test_every_top_level_key_is_documented_and_typed(command):
+    text = _section(command)
+    text = text[text.index("JSON"):]
+    fields = set(RESULTS[command].model_fields)
+    top = {k for k in _keys(command) if "." not in k}
+    assert top <= fields, f"{command}: keys without a typed field: {sorted(top - fields)}"
+    undocumented = {f for f in fields if not re.search(rf"(?<![\w.]){f}\b", text)}
+    assert not undocumented, f"docs/cli.md does not name `tcalc {command}`'s keys {sorted(undocumented)}"
