@@ -77,7 +77,13 @@ def test_tiny_kv_cache_memory_and_limits_by_hand():
     assert mem.total_bytes == 3776 + 960 + 1440 == 6176
     assert mem.fits and mem.capacity_bytes == 10_000
     # per sequence (64 + 96)·5 = 800 bytes in 10000 - 3776 = 6224: B <= 7; at B = 3: 480·S <= 6224
-    assert (mem.max_batch_size, mem.max_prompt_len) == (7, 12)
+    # gives S <= 12, capped by the context window K = 6 (S + N_new - 1 <= 6)
+    assert (mem.max_batch_size, mem.max_prompt_len) == (7, 6)
+    long_context = ModelConfig.model_validate({"L": 2, "D": 8, "A": 2, "V": 10, "K": 4096, "positional": "rotary"})
+    free = 10_000 - inference_memory(long_context, toy_gpu(), s).weights_bytes
+    assert inference_memory(long_context, toy_gpu(), s).max_prompt_len == free // 480 == 13  # memory-bound
+    big = toy_gpu(memory=10**8)  # room for far more than the window: the context caps S at 4096 - 4092 + 1
+    assert inference_memory(long_context, big, spec(batch_size=1, prompt_len=5, new_tokens=4092)).max_prompt_len == 5
 
 
 def test_tiny_prefill_and_decode_by_hand():
@@ -476,7 +482,10 @@ def test_fit_limits_are_exact(case):
     m, g, s = case
     mem = inference_memory(m, g, s)
     assert mem.total_bytes == mem.weights_bytes + mem.kv_cache_bytes + mem.workspace_bytes
-    assert mem.fits == (s.batch_size <= mem.max_batch_size) == (s.prompt_len <= mem.max_prompt_len)
+    cap = max(m.max_seq_len - s.new_tokens + 1, 0)  # the longest prompt the context window allows
+    assert mem.fits == (s.batch_size <= mem.max_batch_size) and mem.max_prompt_len <= cap
+    if s.prompt_len <= cap:
+        assert mem.fits == (s.prompt_len <= mem.max_prompt_len)
     if mem.max_batch_size:
         at = dataclasses.replace(s, batch_size=mem.max_batch_size)
         over = dataclasses.replace(s, batch_size=mem.max_batch_size + 1)
@@ -484,7 +493,8 @@ def test_fit_limits_are_exact(case):
     if mem.max_prompt_len:
         at = dataclasses.replace(s, prompt_len=mem.max_prompt_len)
         over = dataclasses.replace(s, prompt_len=mem.max_prompt_len + 1)
-        assert inference_memory(m, g, at).fits and not inference_memory(m, g, over).fits
+        assert inference_memory(m, g, at).fits
+        assert mem.max_prompt_len == cap or not inference_memory(m, g, over).fits
 
 
 @settings(max_examples=60, deadline=None)

@@ -291,7 +291,7 @@ def test_modern_invariants(m):
     d = decode(m, gpu("a100-80gb"), spec)
     assert d.steps == 29 and d.seconds > 0
     mem = inference_memory(m, gpu("a100-80gb"), spec)
-    assert mem.max_prompt_len >= 1
+    assert mem.max_prompt_len >= 1 or m.max_seq_len < 30  # capped by the context: S + 30 - 1 <= max_seq_len
 
 
 def test_longer_context_never_shrinks_the_cache():

@@ -429,7 +429,7 @@ class InferenceMemory:
     capacity_bytes: int  # the GPU's memory_bytes
     fits: bool
     max_batch_size: int  # largest B that fits at this S and N_new (0: not even B = 1)
-    max_prompt_len: int  # longest S that fits at this B and N_new (0: not even S = 1)
+    max_prompt_len: int  # longest S that fits at this B and N_new, within the context (0: not even S = 1)
 
 
 def _memory_terms(sh: _Shard, spec: InferenceSpec) -> tuple[int, int, int]:
@@ -470,16 +470,18 @@ def inference_memory(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Inference
     free = capacity - weights
     max_batch = max(free // per_sequence(S), 0)
     # per_sequence is non-decreasing in the prompt (piecewise linear where windows cap the cache):
-    # the longest prompt is found by bisection, at most ~64 evaluations.
+    # the longest prompt is found by bisection, at most ~64 evaluations, and capped where prompt and
+    # new tokens fill the model's context window (S + N_new - 1 <= max_seq_len).
     max_prompt = 0
-    if free >= 0 and B * per_sequence(1) <= free:
+    context_cap = max(m.max_seq_len - spec.new_tokens + 1, 0)
+    if free >= 0 and context_cap >= 1 and B * per_sequence(1) <= free:
         lo, hi = 1, 2
         while B * per_sequence(hi) <= free and hi < MAX_CONTEXT_SEARCH:
             lo, hi = hi, hi * 2
         while hi - lo > 1:
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if B * per_sequence(mid) <= free else (lo, mid)
-        max_prompt = lo
+        max_prompt = min(lo, context_cap)
     return InferenceMemory(
         weights_bytes=weights,
         kv_cache_bytes=kv,
