@@ -211,7 +211,7 @@ def flops(model: Any = None, *, S: int | None = None, B: int = 1, causal: bool =
 
 
 def inference(model: Any = None, **options: Any) -> InferenceResult:
-    """`tcalc inference` (options: B, S, new_tokens, T, gpu, weight_dtype, kv_dtype, kv_heads,
+    """`tcalc inference` (options: B, S, new_tokens, T, ep, gpu, dtype, p, weight_dtype, kv_dtype, cache_kv_heads,
     kv_cache, mla_cache)."""
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.report import inference_report, inference_spec

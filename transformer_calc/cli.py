@@ -555,7 +555,7 @@ def inference(
     model, job = source.load()
     flags = dict(
         batch_size=B, seq_len=S, new_tokens=new_tokens, tensor=T, gpu=gpu, dtype=dtype, p=p, weight_dtype=weight_dtype,
-        kv_dtype=kv_dtype, kv_heads=cache_kv_heads, kv_cache=kv_cache, mla_cache=mla_cache, expert=ep,
+        kv_dtype=kv_dtype, cache_kv_heads=cache_kv_heads, kv_cache=kv_cache, mla_cache=mla_cache, expert=ep,
     )
     spec, gpu_name = inference_spec(model, job.inference if job else {}, flags)
     _note_seq_len(model, spec.prompt_len, S is not None or bool(job and "seq_len" in job.inference), "--S (the prompt)")

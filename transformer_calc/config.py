@@ -665,7 +665,7 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "virtual_stages": "parallelism",
     "gpu": "gpu",
 }
-INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "kv_heads", "kv_cache", "mla_cache", "gpu"}
+INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", "gpu"}
 CHECK_KEYS = {"gpu", "max_memory", "min_tokens_per_s", "max_ttft_s"}
 SECTION_ALIASES: dict[str, str] = {
     "S": "seq_len",

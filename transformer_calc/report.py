@@ -639,7 +639,7 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
             weight_dtype=merged.get("weight_dtype", dtype or "bf16"),
             compute_dtype=dtype,
             kv_dtype=merged.get("kv_dtype"),
-            cache_kv_heads=merged.get("kv_heads"),
+            cache_kv_heads=merged.get("cache_kv_heads"),
             kv_cache=merged.get("kv_cache", True),
             mla_cache=merged.get("mla_cache", "latent"),
         )
