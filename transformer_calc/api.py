@@ -192,21 +192,17 @@ def memory(model: Any = None, *, gpu: str | None = None, **options: Any) -> Memo
     return MemoryResult(**_dump(memory_report(m, w, tr, par, device)))
 
 
-def flops(model: Any = None, *, S: int | None = None, B: int = 1, causal: bool = False, windowed: bool = False,
-          recompute: str = "none", tokens: int | None = None, gpus: int | None = None, gpu: str | None = None,
+def flops(model: Any = None, *, S: int | None = None, B: int | None = None, causal: bool = False,
+          windowed: bool = False, recompute: str | None = None, tokens: int | None = None, gpus: int | None = None, gpu: str | None = None,
           dtype: str | None = None, mfu: float | None = None, budget: int | None = None,
           **source: Any) -> FlopsResult:
     """`tcalc flops`: model and hardware FLOPs of a step, and a training-time estimate."""
-    from transformer_calc.config import Recompute, Workload
-    from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.report import flops_report
+    from transformer_calc.report import flops_request
 
-    m, _ = _source(model, source)
-    w = Workload(seq_len=S or m.max_seq_len, batch_size=B)
-    device = find_gpu(gpu) if gpu is not None else None
-    report = flops_report(m, w, causal=causal, windowed=windowed, recompute=Recompute(recompute), tokens=tokens,
-                          gpus=gpus, gpu=device, dtype=dtype, mfu=(mfu if mfu is not None else 0.4) if device else None,
-                          budget=budget)
+    m, job = _source(model, source)
+    report = flops_request(m, job.training if job else {}, S=S, B=B, recompute=recompute, causal=causal,
+                           windowed=windowed, tokens=tokens, gpus=gpus, gpu_name=gpu, dtype=dtype, mfu=mfu,
+                           budget=budget)
     return FlopsResult(**_dump(report))
 
 

@@ -451,33 +451,17 @@ def flops(
 
     Example: tcalc flops --preset gpt3 --tokens 300e9 --gpus 1024 --gpu a100-80gb --mfu 0.45
     """
-    from transformer_calc.config import Recompute, Workload, build
-    from transformer_calc.errors import TcalcError
-    from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.render import flops_table
-    from transformer_calc.report import flops_report
+    from transformer_calc.report import flops_request
 
     model, job = source.load()
     section = job.training if job else {}  # a job file's training: section; flags win
-    workload = build(
-        Workload,
-        {"seq_len": _first(S, section.get("seq_len"), model.max_seq_len), "batch_size": _first(B, section.get("batch_size"), 1)},
-        "workload",
+    report = flops_request(
+        model, section, S=S, B=B, recompute=recompute, causal=causal, windowed=windowed,
+        tokens=_count(tokens, "--tokens"), gpus=gpus, gpu_name=gpu, dtype=_compute_dtype(dtype, p), mfu=mfu,
+        budget=_count(budget, "--budget"),
     )
-    recompute_ = _enum(Recompute, str(_first(recompute, section.get("recompute"), "none")), "--recompute")
-    _note_seq_len(model, workload.seq_len, S is not None or "seq_len" in section)
-    n_tokens = _count(tokens, "--tokens")
-    if (gpus is not None or gpu is not None or mfu is not None) and n_tokens is None:
-        raise TcalcError("--gpus, --gpu and --mfu estimate training time: give --tokens too, e.g. --tokens 300e9")
-    if n_tokens is not None and (gpus is None) != (gpu is None):
-        raise TcalcError("a training-time estimate needs both --gpus N and --gpu NAME")
-    if mfu is not None and not 0 < mfu <= 1:
-        raise TcalcError(f"--mfu ({mfu}) must be a fraction in (0, 1], e.g. 0.4 for 40 %")
-    device = find_gpu(gpu) if gpu is not None else None
-    report = flops_report(
-        model, workload, causal=causal, windowed=windowed, recompute=recompute_, tokens=n_tokens, gpus=gpus, gpu=device,
-        dtype=_compute_dtype(dtype, p), mfu=(mfu if mfu is not None else 0.4) if device else None, budget=_count(budget, "--budget"),
-    )
+    _note_seq_len(model, report["workload"]["seq_len"], S is not None or "seq_len" in section)
     emit(report, fmt, flops_table)
 
 

@@ -739,15 +739,20 @@ def parse_bytes(text: str | int, what: str = "size") -> int:
     return int(total)
 
 
+def resolve(flags: dict[str, Any], section: dict[str, Any] | None = None,
+            defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The one precedence rule of every command: a flag that was given (not None), then the job
+    file's section, then the default."""
+    return {**(defaults or {}), **(section or {}), **{k: v for k, v in flags.items() if v is not None}}
+
+
 def training_configs(
     model: ModelConfig, section: dict[str, Any], flags: dict[str, Any]
 ) -> tuple[Workload, Training, Parallelism, str | None]:
     """(Workload, Training, Parallelism, gpu name) from a job file's training: section (canonical
     keys) with the command-line flags that are not None overriding it; S defaults to the model's
     max_seq_len."""
-    merged = {**section, **{k: v for k, v in flags.items() if v is not None}}
-    parts = split_training(merged)
-    parts["workload"].setdefault("seq_len", model.max_seq_len)
+    parts = split_training(resolve(flags, section, {"seq_len": model.max_seq_len}))
     gpu = parts["gpu"].get("gpu")
     return (
         build(Workload, parts["workload"], "training"),

@@ -343,6 +343,38 @@ def peak_for(gpu: Any, dtype: str | None) -> tuple[str, Any]:
     return dtype, peak_flops(gpu, dtype)
 
 
+def flops_request(
+    m: ModelConfig, section: dict[str, Any], *, S: int | None = None, B: int | None = None,
+    recompute: str | None = None, causal: bool = False, windowed: bool = False, tokens: int | None = None,
+    gpus: int | None = None, gpu_name: str | None = None, dtype: str | None = None, mfu: float | None = None,
+    budget: int | None = None,
+) -> dict[str, Any]:
+    """`tcalc flops` from its options (flag, then the job file's training: section, then the
+    default), validated with the flag each came from; the CLI and the Python API both call it."""
+    from transformer_calc.config import Recompute, Workload, build, resolve
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.presets import gpu as find_gpu
+
+    o = resolve({"seq_len": S, "batch_size": B, "recompute": recompute}, section,
+                {"seq_len": m.max_seq_len, "batch_size": 1, "recompute": "none"})
+    workload = build(Workload, {"seq_len": o["seq_len"], "batch_size": o["batch_size"]}, "workload")
+    try:
+        rec = Recompute(o["recompute"])
+    except ValueError:
+        raise TcalcError(f"--recompute ({o['recompute']!r}): choose one of {', '.join(v.value for v in Recompute)}") from None
+    if (gpus is not None or gpu_name is not None or mfu is not None) and tokens is None:
+        raise TcalcError("--gpus, --gpu and --mfu estimate training time: give --tokens too, e.g. --tokens 300e9")
+    if tokens is not None and (gpus is None) != (gpu_name is None):
+        raise TcalcError("a training-time estimate needs both --gpus N and --gpu NAME")
+    if mfu is not None and not 0 < mfu <= 1:
+        raise TcalcError(f"--mfu ({mfu}) must be a fraction in (0, 1], e.g. 0.4 for 40 %")
+    device = find_gpu(gpu_name) if gpu_name is not None else None
+    return flops_report(
+        m, workload, causal=causal, windowed=windowed, recompute=rec, tokens=tokens, gpus=gpus, gpu=device,
+        dtype=dtype, mfu=(mfu if mfu is not None else 0.4) if device else None, budget=budget,
+    )
+
+
 def flops_report(
     m: ModelConfig,
     w: Any,
@@ -419,13 +451,13 @@ def mfu_request(
     default), each validated with the flag it came from; the CLI and the Python API both call it."""
     import math
 
-    from transformer_calc.config import Recompute, Workload, build
+    from transformer_calc.config import Recompute, Workload, build, resolve
     from transformer_calc.errors import TcalcError
     from transformer_calc.presets import gpu as find_gpu
 
-    seq = next(v for v in (S, section.get("seq_len"), m.max_seq_len) if v is not None)
-    workload = build(Workload, {"seq_len": seq}, "workload")
-    rec = next(v for v in (recompute, section.get("recompute"), "none") if v is not None)
+    o = resolve({"seq_len": S, "recompute": recompute}, section, {"seq_len": m.max_seq_len, "recompute": "none"})
+    workload = build(Workload, {"seq_len": o["seq_len"]}, "workload")
+    rec = o["recompute"]
     if global_batch_tokens is not None:
         if global_batch is not None:
             raise TcalcError("give the global batch once: --global-batch (sequences) or --global-batch-tokens, not both")
@@ -627,7 +659,9 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
 
     from transformer_calc.hardware import compute_dtype
 
-    merged = {**section, **{k: v for k, v in flags.items() if v is not None}}
+    from transformer_calc.config import resolve
+
+    merged = resolve(flags, section)
     dtype = compute_dtype(merged.get("dtype"), merged.get("p"))  # the compute dtype (--dtype / --p)
     try:
         spec = InferenceSpec(
