@@ -65,7 +65,7 @@ def test_an_invalid_file_exits_2_and_others_still_run(tmp_path, capsys):
     code, out, _ = call(capsys, "check", bad, ok, "--max-memory", "70GiB")
     assert code == 2
     lines = out.splitlines()
-    assert lines[0] == f"INVALID {bad}: unknown section 'trainig'; did you mean training?"
+    assert lines[0] == f"INVALID {bad}: unknown section 'trainig'; did you mean 'training'?"
     assert lines[1].startswith(f"PASS  {ok}")
 
 
@@ -112,11 +112,11 @@ def test_bad_flags_are_usage_errors(tmp_path, capsys, argv, message):
     ("text", "message"),
     [
         ("model: {preset: gpt3}\ntraining: {S: 2048, T: 5}\n", "n_heads (96) must be divisible by T (5)"),
-        ("model: {preset: gpt3}\ntraining: {batchsize: 2}\n", "unknown key 'batchsize'; did you mean batch_size"),
+        ("model: {preset: gpt3}\ntraining: {batchsize: 2}\n", "unknown key 'batchsize'; did you mean 'batch_size'"),
         ("model: {preset: gpt3}\ntraining: {zero: 7}\n", "zero (7)"),
         ("training: {S: 1}\n", "has training: but no model: section"),
         ("model: {preset: gpt3}\ntraining: {S: 2048, S: 1024}\n", "key 'S' is given twice"),  # issue 13: no silent last-wins
-        ("model: {preset: gpt3}\ninference: {new_tokns: 5}\n", "unknown key 'new_tokns'; did you mean new_tokens"),
+        ("model: {preset: gpt3}\ninference: {new_tokns: 5}\n", "unknown key 'new_tokns'; did you mean 'new_tokens'"),
         ("model: {preset: gpt3}\nchecks: {max_memory: lots}\n", "checks.max_memory ('lots') is not a size"),
         ("model: !!python/object/apply:os.system ['true']\n", "plain YAML values only"),
     ],

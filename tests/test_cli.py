@@ -125,7 +125,7 @@ def test_tables_render(capsys, cmd):
         (["params", "--preset", "gpt2", "--A", "7"], "d_model (768) must be divisible by n_heads (7)"),
         (["params", "--preset", "gpt2", "--L", "0"], "--L / --n-layers ('0'): 0 is out of range"),
         (["params", "--preset", "gpt2", "--L", "abc"], "'abc'"),
-        (["params", "--preset", "gpt2", "--set", "n_layer=3"], "unknown field 'n_layer'; did you mean n_layers"),
+        (["params", "--preset", "gpt2", "--set", "n_layer=3"], "unknown field 'n_layer'; did you mean 'n_layers'"),
         (["params", "--preset", "gpt2", "--set", "oops"], "expected KEY=VALUE"),
         (["params", "--preset", "gpt2", "--T", "5"], "n_heads (12) must be divisible by T (5)"),
         (["params"], "no model given"),

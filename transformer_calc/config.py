@@ -13,7 +13,6 @@ re-derive the defaults (`with_overrides`): `--D 1024` on gpt2 gives d_ff = 4096,
 
 from __future__ import annotations
 
-import difflib
 import math
 from enum import Enum
 from fractions import Fraction
@@ -21,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from transformer_calc.errors import TcalcError, clip
+from transformer_calc.errors import TcalcError, clip, did_you_mean
 
 
 class MLPKind(str, Enum):
@@ -303,8 +302,7 @@ def describe_validation_error(exc: Any, where: str = "model", cls: Any = None) -
         msg = msg[len("Value error, ") :]
     if kind == "extra_forbidden":
         known = [*(cls or ModelConfig).model_fields, *(ALIASES if cls in (None, ModelConfig) else ())]
-        near = difflib.get_close_matches(loc, known, n=3, cutoff=0.6)
-        hint = f"did you mean {', '.join(near)}?" if near else "see `tcalc params --help` or docs/notation.md"
+        hint = did_you_mean(loc, known) or "see `tcalc params --help` or docs/notation.md"
         return f"{where}: unknown field {clip(loc)}; {hint}"
     if kind == "missing":
         return f"{where}: {loc} is required; give it in the file or with its CLI flag"
@@ -691,8 +689,7 @@ def canonical_section(name: str, data: Any, allowed: dict[str, str] | set[str] |
     for key, value in data.items():
         canon = SECTION_ALIASES.get(str(key), str(key))
         if canon not in allowed:
-            near = difflib.get_close_matches(str(key), [*allowed, *SECTION_ALIASES], n=3, cutoff=0.6)
-            hint = f"did you mean {', '.join(near)}?" if near else f"known: {', '.join(sorted(allowed))}"
+            hint = did_you_mean(key, [*allowed, *SECTION_ALIASES]) or f"known: {', '.join(sorted(allowed))}"
             raise TcalcError(f"{name}: unknown key {clip(key)}; {hint}")
         if canon in out:
             raise TcalcError(f"{name}: {canon} is given twice (as {canon!r} and an alias); keep one")

@@ -26,6 +26,15 @@ def clip(value: object, limit: int = QUOTE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def did_you_mean(name: object, known: Iterable[str], *, n: int = 3, cutoff: float = 0.6) -> str:
+    """The one did-you-mean helper: "did you mean 'a', 'b'?" with the nearest known names
+    (case-insensitive), or "" when none is near."""
+    known = list(known)
+    by_lower = {k.lower(): k for k in known}
+    near = difflib.get_close_matches(str(name).lower(), list(by_lower), n=n, cutoff=cutoff)
+    return "did you mean " + ", ".join(repr(by_lower[k]) for k in near) + "?" if near else ""
+
+
 class TcalcError(Exception):
     """Bad input the user can fix; the message is the whole story."""
 
@@ -37,11 +46,6 @@ class UnknownNameError(TcalcError):
 
     def __init__(self, kind: str, name: str, known: Iterable[str]):
         known = sorted(known)
-        near = difflib.get_close_matches(name.lower(), [k.lower() for k in known], n=3, cutoff=0.5)
-        by_lower = {k.lower(): k for k in known}
-        if near:
-            hint = "did you mean " + ", ".join(repr(by_lower[n]) for n in near) + "?"
-        else:
-            hint = "known: " + ", ".join(known)
+        hint = did_you_mean(name, known, cutoff=0.5) or "known: " + ", ".join(known)
         super().__init__(f"unknown {kind} {clip(name)}; {hint}")
         self.kind, self.name, self.known = kind, name, known

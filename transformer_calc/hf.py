@@ -22,12 +22,11 @@ Conventions:
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformer_calc.errors import TcalcError
+from transformer_calc.errors import TcalcError, did_you_mean
 
 _GPT2_NAMES = {  # configuration_gpt2.py / gptj / gpt_bigcode: attribute_map
     "hidden_size": "n_embd",
@@ -573,8 +572,8 @@ def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
             f"{UNREPRESENTABLE[model_type]}, so it gives no number for it"
         )
     if not isinstance(model_type, str) or model_type not in FAMILIES:
-        near = difflib.get_close_matches(str(model_type), SUPPORTED_MODEL_TYPES, n=1, cutoff=0.6)
-        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        near = did_you_mean(model_type, SUPPORTED_MODEL_TYPES, n=1)
+        hint = f" ({near})" if near else ""
         raise TcalcError(f"unsupported model_type {model_type!r}{hint}; supported: {supported}")
     family = FAMILIES[model_type]
     c = _Reader(model_type, cfg, family)

@@ -7,7 +7,6 @@ force-includes the repository's `presets/`) and the repository's `presets/` in a
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass, field
 from functools import cache
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_calc.config import ModelConfig, build_model, merge_spec
-from transformer_calc.errors import TcalcError, UnknownNameError
+from transformer_calc.errors import TcalcError, UnknownNameError, did_you_mean
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -177,8 +176,7 @@ def load_job(path: Path, flag: str | None = "--config") -> JobFile:
         return JobFile(path=path, model=_model_section(dict(data), path, where))
     for key in data:
         if key not in JOB_SECTIONS:
-            near = difflib.get_close_matches(str(key), JOB_SECTIONS, n=1, cutoff=0.5)
-            hint = f"did you mean {near[0]}?" if near else f"sections are {', '.join(JOB_SECTIONS)}"
+            hint = did_you_mean(key, JOB_SECTIONS, n=1, cutoff=0.5) or f"sections are {', '.join(JOB_SECTIONS)}"
             raise TcalcError(f"{where}: unknown section {clip(key)}; {hint}")
     if not isinstance(data["model"], dict):
         raise TcalcError(f"{where}: model: must be a mapping of fields")
