@@ -72,6 +72,20 @@ def compute_dtype(dtype: str | None, p: int | None) -> str | None:
     return name or P_TO_DTYPE[p]
 
 
+def peak_dtype(gpu: "GPU", dtype: str | None = None) -> str:
+    """The dtype whose dense peak prices compute on `gpu` (the one place this is chosen): the asked
+    compute dtype, else bf16, else fp16 (Volta, Turing); an asked dtype the GPU has no peak for is
+    an error, never a silent fallback."""
+    if dtype is None:
+        return "bf16" if "bf16" in gpu.peak_flops else "fp16"
+    key = DTYPE_ALIASES.get(dtype.strip().lower(), dtype.strip().lower())
+    if key not in gpu.peak_flops:
+        raise TcalcError(
+            f"{gpu.name} has no {key} peak in the hardware table; choose one of {', '.join(gpu.peak_flops)}"
+        )
+    return key
+
+
 GB = 10**9  # decimal, as datasheets market memory and bandwidth
 GIB = 2**30
 TERA = 10**12

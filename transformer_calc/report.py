@@ -338,8 +338,9 @@ def peak_for(gpu: Any, dtype: str | None) -> tuple[str, Any]:
     """(dtype, dense peak FLOP/s): the asked dtype, else bf16, else fp16 (Volta, Turing)."""
     from transformer_calc.hardware import peak_flops
 
-    if dtype is None:
-        dtype = "bf16" if "bf16" in gpu.peak_flops else "fp16"
+    from transformer_calc.hardware import peak_dtype
+
+    dtype = peak_dtype(gpu, dtype)
     return dtype, peak_flops(gpu, dtype)
 
 

@@ -179,12 +179,10 @@ def micro_batch_count(global_batch: int, par: Parallelism, micro_batch: int) -> 
 
 
 def _peak(gpu, tr: Training) -> float:
-    from transformer_calc.hardware import peak_flops
+    from transformer_calc.hardware import peak_dtype, peak_flops
 
-    dtype = "fp32" if tr.precision is Precision.fp32 else ("fp8" if tr.p == 1 and "fp8" in gpu.peak_flops else "bf16")
-    if dtype not in gpu.peak_flops:
-        dtype = "fp16"
-    return float(peak_flops(gpu, dtype))
+    dtype = "fp32" if tr.precision is Precision.fp32 else ("fp8" if tr.p == 1 else None)
+    return float(peak_flops(gpu, peak_dtype(gpu, dtype)))
 
 
 def estimate_step(
