@@ -346,6 +346,15 @@ def params(
 WORKLOAD = "Workload"
 TRAINING = "Training"
 PARALLEL = "Parallelism"
+FINETUNE = "Fine-tuning and offload"
+FinetuneOpt = Annotated[Optional[str], typer.Option("--finetune", help="full | lora | qlora (NF4 base, double quantization) | dora \\[default: full].", rich_help_panel=FINETUNE)]
+LoraRankOpt = Annotated[Optional[int], typer.Option("--lora-rank", help="r: the adapters' rank \\[default: 16].", rich_help_panel=FINETUNE, parser=_whole)]
+LoraAlphaOpt = Annotated[Optional[float], typer.Option("--lora-alpha", help="alpha (scales adapters by alpha/r): recorded, no effect on memory \\[default: none].", rich_help_panel=FINETUNE)]
+LoraTargetsOpt = Annotated[Optional[str], typer.Option("--lora-targets", help="Comma list of q,k,v,o,gate,up,down, or all-linear (PEFT's: every Linear but the LM head) \\[default: all-linear].", rich_help_panel=FINETUNE)]
+TrainEmbOpt = Annotated[Optional[bool], typer.Option("--train-embeddings/--no-train-embeddings", help="Train the token embedding too (PEFT modules_to_save) \\[default: off].", rich_help_panel=FINETUNE)]
+TrainHeadOpt = Annotated[Optional[bool], typer.Option("--train-head/--no-train-head", help="Train the LM head too (PEFT modules_to_save) \\[default: off].", rich_help_panel=FINETUNE)]
+OffloadOpt = Annotated[Optional[str], typer.Option("--offload", help="none | optimizer (ZeRO-Offload: states, fp32 master, gradient partition) | optimizer+params (ZeRO-3) \\[default: none].", rich_help_panel=FINETUNE)]
+OffloadDeviceOpt = Annotated[Optional[str], typer.Option("--offload-device", help="cpu (host memory) | nvme (ZeRO-Infinity) \\[default: cpu].", rich_help_panel=FINETUNE)]
 SOpt = Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence (8k = 8192) \\[default: the model's max_seq_len].", rich_help_panel=WORKLOAD, parser=_length)]
 
 
@@ -376,6 +385,14 @@ def memory(
     ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", help="Expert-parallel ranks: routed experts split ep ways (MoE) \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
     etp: Annotated[Optional[int], typer.Option("--etp", "--expert-tensor-parallel", help="Tensor-parallel ranks of one expert \\[default: T, as Megatron-core].", rich_help_panel=PARALLEL, parser=_whole)] = None,
     cp: Annotated[Optional[int], typer.Option("--cp", "--context-parallel", help="Context-parallel ranks: the sequence split cp ways \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    finetune: FinetuneOpt = None,
+    lora_rank: LoraRankOpt = None,
+    lora_alpha: LoraAlphaOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    train_embeddings: TrainEmbOpt = None,
+    train_head: TrainHeadOpt = None,
+    offload: OffloadOpt = None,
+    offload_device: OffloadDeviceOpt = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="Check the fit on this GPU, e.g. a100-80gb.", rich_help_panel=OUTPUT)] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -394,6 +411,8 @@ def memory(
         recompute=recompute, flash=flash, dropout=dropout, activations=activations, head_activations=head,
         framework=framework, cross_entropy=cross_entropy, micro_batches=micro_batches, fused_optimizer=fused_optimizer,
         tensor=T, sequence_parallel=sp, pipeline=P, data=dp, zero=zero, expert=ep, expert_tensor=etp, context=cp, gpu=gpu,
+        finetune=finetune, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets,
+        train_embeddings=train_embeddings, train_head=train_head, offload=offload, offload_device=offload_device,
     )
     workload, training, parallelism, gpu_name = training_configs(model, job.training if job else {}, flags)
     _note_seq_len(model, workload.seq_len, S is not None or bool(job and "seq_len" in job.training))
