@@ -48,6 +48,8 @@ class MemoryResult(Result):
     params: dict[str, int]
     memory: dict[str, Any]
     b_min: float
+    finetune: dict[str, Any] | None = None
+    offload: dict[str, Any] | None = None
     gpu: dict[str, Any] | None = None
     fits: bool | None = None
     fit: dict[str, Any] | None = None
@@ -159,7 +161,8 @@ def params(model: Any, *, p: int = 2, T: int = 1) -> ParamsResult:
 def memory(model: Any, *, gpu: str | None = None, **options: Any) -> MemoryResult:
     """`tcalc memory`: the peak training memory per GPU (options: S, B, precision, p, grad_bytes,
     optimizer, recompute, flash, dropout, activations, framework, cross_entropy, micro_batches,
-    fused_optimizer, T, sp, P, dp, zero, ep, etp, cp)."""
+    fused_optimizer, T, sp, P, dp, zero, ep, etp, cp, finetune, lora_rank, lora_alpha, lora_targets,
+    train_embeddings, train_head, offload, offload_device)."""
     from transformer_calc.config import training_configs
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.report import memory_report

@@ -14,7 +14,7 @@ Conventions (docs/formulas.md "Fine-tuning"):
   projections and a MoE block's shared expert and its gate included.
 - Routed MoE experts and routers are not adapted: transformers 5 stores experts as 3-D parameters
   and routers as custom modules, which `all-linear` (a type match on nn.Linear) does not reach.
-  PEFT 0.21 converts Mixtral-pattern models (mixtral, qwen3_moe, deepseek_v3, glm4_moe) back to
+  PEFT 0.21 converts Mixtral-pattern models (mixtral, qwen2_moe, qwen3_moe, deepseek_v3, glm4_moe) back to
   their transformers-4 targets and adapts experts and router there, and Llama 4's router is an
   nn.Linear: tcalc does not model those (docs/validation.md lists the differences).
 - lora_alpha scales the adapter output by alpha/r: it changes no tensor's size (no memory term).

@@ -162,9 +162,11 @@ def memory_report(
                 "optimizer": worst.optimizer,
                 "activations": worst.activations,
                 "total": worst.total,
-                "frozen_weights": worst.weights - worst.adapter_weights if tr.adapters else 0,
-                "quantized_weights": worst.quantized_weights,
-                "trainable_weights": worst.adapter_weights,
+            },
+            "weights_detail": {  # fine-tuning: frozen base (of it NF4) and the trainable copy
+                "frozen_bytes": worst.weights - worst.adapter_weights if tr.adapters else 0,
+                "quantized_bytes": worst.quantized_weights,
+                "trainable_bytes": worst.adapter_weights if tr.adapters else worst.weights,
             },
             "activations": {
                 "attention": worst.attention,

@@ -11,13 +11,13 @@ from the same config.json, for several adapter settings:
 
 tcalc's targets become each family's module names (FAMILY_NAMES: GPT-2's c_attn for q/k/v, ...).
 Not compared, and said so: `all-linear` and the MLP targets on MoE models where PEFT 0.21 adapts
-routed experts or the router (Mixtral-pattern families through its transformers-4 target
-conversion; Llama 4's nn.Linear router) -- tcalc adapts neither (transformer_calc/finetune.py).
+routed experts or the router (Mixtral-pattern families, qwen2_moe included, through its
+transformers-4 target conversion; Llama 4's nn.Linear router) -- tcalc adapts neither (transformer_calc/finetune.py).
 The attention targets are compared on every family.
 
 Needs torch, transformers and peft. Exits 1 on any mismatch.
 
-    python tools/crosscheck/peft_params.py [--n 3] [--seed 0] [-v]
+    python tools/crosscheck/peft_params.py [--n 2] [--seed 0] [-v]
 """
 
 from __future__ import annotations
@@ -66,7 +66,9 @@ FAMILY_NAMES: dict[str, dict[str, list[str]]] = {
 }  # fmt: skip
 # MoE families whose routed experts or router PEFT 0.21 adapts (tcalc adapts neither): only the
 # attention targets are compared.
-PEFT_ADAPTS_EXPERTS = {"mixtral", "qwen3_moe", "deepseek_v3", "glm4_moe", "llama4_text", "llama4", "kimi_k2"}
+# (qwen2_moe: PEFT's conversion reaches its experts when no dense layer names gate_proj/up_proj)
+PEFT_ADAPTS_EXPERTS = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "glm4_moe", "llama4_text", "llama4",
+                       "kimi_k2"}  # fmt: skip
 
 Cfg = dict[str, Any]
 
@@ -126,7 +128,7 @@ def cases(n: int, seed: int) -> list[tuple[str, str, Cfg]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=3, help="random shapes per model_type")
+    ap.add_argument("--n", type=int, default=2, help="random shapes per model_type")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
