@@ -637,7 +637,7 @@ class Training(StrictInputs):
     finetune: Finetune = Field(default=Finetune.full, description="full training, or LoRA / QLoRA / DoRA adapters")
     lora_rank: int = Field(default=16, gt=0, le=65536, description="r, the adapters' rank")
     lora_alpha: float | None = Field(
-        default=None, gt=0, description="alpha: scales the adapter output by alpha/r; no effect on memory"
+        default=None, gt=0, allow_inf_nan=False, description="alpha: scales the adapter output by alpha/r; no effect on memory"
     )
     lora_targets: tuple[LoraTarget, ...] = Field(
         default=(LoraTarget.all_linear,), min_length=1, description="modules that get adapters"
