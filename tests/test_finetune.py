@@ -187,3 +187,42 @@ def test_model_config_fused_flags_from_presets():
     assert preset_model("gpt2").fused_qkv and not preset_model("llama-3.1-8b").fused_qkv
     assert preset_model("phi-3-mini").fused_gate_up
     assert ModelConfig.model_validate({"L": 1, "D": 8, "A": 2, "V": 10}).fused_qkv is False
+
+
+# ---------------------------------------------------------------------------- tcalc train
+def _step(tr, par=Parallelism(data=8, zero=1), m=LLAMA8, gpu="a100-80gb"):
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.train import estimate_step
+
+    return estimate_step(m, Workload(seq_len=4096, batch_size=1), tr, par, find_gpu(gpu), global_batch=64)
+
+
+def test_adapters_skip_frozen_weight_gradients():
+    """Frozen matmuls run forward + input gradient (2 forwards, not 3); adapters add 3 forwards."""
+    from transformer_calc.finetune import adapter_flops_per_token
+    from transformer_calc.flops import count_flops
+
+    full, lora = _step(Training(flash=True)), _step(Training(flash=True, finetune="lora"))
+    f = count_flops(LLAMA8, Workload(seq_len=4096, batch_size=64))
+    skipped = f.forward - f.attention_cores
+    added = 3 * adapter_flops_per_token(LLAMA8, Training(finetune="lora")) * 64 * 4096
+    assert lora.model_flops == full.model_flops - skipped + added
+    assert lora.compute_s < full.compute_s
+
+
+def test_qlora_pays_for_dequantization():
+    assert _step(Training(finetune="qlora")).memory_bound_s > _step(Training(finetune="lora")).memory_bound_s
+
+
+def test_offload_pcie_time_by_hand():
+    from transformer_calc.presets import gpu as find_gpu
+
+    m70 = preset_model("llama-3.1-70b")
+    par = Parallelism(data=8, zero=3)
+    est = _step(Training(offload="optimizer"), par, m70)
+    N = count_params(m70).total
+    pcie = find_gpu("a100-80gb").pcie_bytes_s / 2  # Gen4 x16, one direction
+    assert est.offload_pcie_s == pytest.approx(N / 8 * (4 + 2) / pcie)  # fp32-counted grads down, bf16 params up
+    assert est.optimizer_s == 0.0
+    both = _step(Training(offload="optimizer+params"), par, m70)
+    assert both.offload_pcie_s == pytest.approx(est.offload_pcie_s + 2 * 8 * N / 8 * 2 / pcie)  # mb = 8

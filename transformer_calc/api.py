@@ -206,7 +206,8 @@ def train(model: Any, *, gpus: int = 8, gpu: str = "h100", S: int | None = None,
           micro_batch: int | None = None, T: int = 1, P: int = 1, virtual_stages: int = 1, cp: int = 1, ep: int = 1,
           sp: bool = False, zero: int = 1, recompute: str = "none", flash: bool = True, precision: str = "mixed",
           framework: str = "megatron", tokens: int | None = None, price_per_gpu_hour: float | None = None,
-          matmul_efficiency: float | None = None) -> TrainResult:
+          matmul_efficiency: float | None = None, finetune: str = "full", lora_rank: int = 16,
+          lora_targets: str = "all-linear", offload: str = "none", offload_device: str = "cpu") -> TrainResult:
     """`tcalc train`: the step time of a layout (global_batch in sequences)."""
     from transformer_calc.config import Parallelism, Training, Workload
     from transformer_calc.presets import gpu as find_gpu
@@ -219,7 +220,8 @@ def train(model: Any, *, gpus: int = 8, gpu: str = "h100", S: int | None = None,
         raise ValueError(f"gpus ({gpus}) must be a multiple of T x P x CP ({T} x {P} x {cp})")
     par = Parallelism(tensor=T, pipeline=P, virtual_stages=virtual_stages, context=cp, expert=ep,
                       data=gpus // (T * P * cp), sequence_parallel=sp, zero=zero)
-    tr = Training(recompute=recompute, flash=flash, precision=precision, framework=framework)
+    tr = Training(recompute=recompute, flash=flash, precision=precision, framework=framework, finetune=finetune,
+                  lora_rank=lora_rank, lora_targets=lora_targets, offload=offload, offload_device=offload_device)
     w = Workload(seq_len=S or m.max_seq_len, batch_size=micro_batch or 1)
     report = train_report(m, w, tr, par, device, global_batch=global_batch, micro_batch_given=micro_batch is not None,
                           network=default_network(device), matmul_efficiency=matmul_efficiency, tokens=tokens,
@@ -228,7 +230,8 @@ def train(model: Any, *, gpus: int = 8, gpu: str = "h100", S: int | None = None,
 
 
 def plan(model: Any, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int, top: int = 10,
-         flash: bool = True, framework: str = "megatron") -> PlanResult:
+         flash: bool = True, framework: str = "megatron", finetune: str = "full", lora_rank: int = 16,
+         lora_targets: str = "all-linear") -> PlanResult:
     """`tcalc plan`: the fastest layouts that fit (global_batch in sequences)."""
     from transformer_calc.config import Training
     from transformer_calc.presets import gpu as find_gpu
@@ -237,7 +240,8 @@ def plan(model: Any, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, 
 
     m, _ = load(model)
     device = find_gpu(gpu)
-    report = plan_report(m, S or m.max_seq_len, Training(flash=flash, framework=framework), device, gpus=gpus,
+    tr = Training(flash=flash, framework=framework, finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets)
+    report = plan_report(m, S or m.max_seq_len, tr, device, gpus=gpus,
                          global_batch=global_batch, top=top, network=default_network(device),
-                         preset=model if isinstance(model, str) and "." not in Path(model).suffix else None)
+                         preset=model if isinstance(model, str) and Path(model).suffix not in (".yaml", ".yml", ".json") else None)
     return PlanResult(**_dump(report))

@@ -960,6 +960,11 @@ def train(
     precision: Annotated[str, typer.Option("--precision", help="mixed | bf16 | fp32.", rich_help_panel=TRAINING)] = "mixed",
     p: Annotated[Optional[int], typer.Option("--p", help="Bytes per compute element (1: fp8 matmuls at the fp8 peak).", rich_help_panel=TRAINING, parser=_whole)] = None,
     framework: Annotated[str, typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed.", rich_help_panel=TRAINING)] = "megatron",
+    finetune: FinetuneOpt = None,
+    lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    offload: OffloadOpt = None,
+    offload_device: OffloadDeviceOpt = None,
     matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU].")] = None,
     node_size: NodeOpt = None,
     inter_node_gb_s: NicOpt = None,
@@ -985,8 +990,10 @@ def train(
         raise TcalcError(f"--gpus ({gpus}) must be a multiple of T x P x CP ({T} x {P} x {cp}); data parallelism is what is left")
     par = build(Parallelism, {"tensor": T, "pipeline": P, "virtual_stages": virtual_stages, "context": cp, "expert": ep,
                               "data": gpus // (T * P * cp), "sequence_parallel": sp, "zero": zero}, "train")
+    tuning = {k: v for k, v in (("finetune", finetune), ("lora_rank", lora_rank), ("lora_targets", lora_targets),
+                                 ("offload", offload), ("offload_device", offload_device)) if v is not None}
     tr = build(Training, {"recompute": recompute, "flash": flash, "precision": precision, "framework": framework,
-                          **({"p": p} if p is not None else {})}, "train")
+                          **({"p": p} if p is not None else {}), **tuning}, "train")
     w = build(Workload, {"seq_len": seq, "batch_size": micro_batch or 1}, "train")
     budget = _count(tokens, "--tokens")
     if price is not None and (price <= 0 or price != price or price == float("inf")):
@@ -1009,6 +1016,9 @@ def plan(
     top: Annotated[int, typer.Option("--top", min=1, help="Layouts shown.", parser=_whole)] = 10,
     flash: Annotated[bool, typer.Option("--flash/--no-flash", help="FlashAttention.")] = True,
     framework: Annotated[str, typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed.")] = "megatron",
+    finetune: FinetuneOpt = None,
+    lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None,
     node_size: NodeOpt = None,
     inter_node_gb_s: NicOpt = None,
     fmt: FormatOpt = OutputFormat.table,
@@ -1026,7 +1036,9 @@ def plan(
     device = find_gpu(gpu)
     seq = S or model.max_seq_len
     G = _global_batch(global_batch, global_batch_tokens, seq)
-    tr = build(Training, {"flash": flash, "framework": framework}, "plan")
+    tuning = {k: v for k, v in (("finetune", finetune), ("lora_rank", lora_rank), ("lora_targets", lora_targets))
+              if v is not None}
+    tr = build(Training, {"flash": flash, "framework": framework, **tuning}, "plan")
     report = plan_report(model, seq, tr, device, gpus=gpus, global_batch=G, top=top,
                          network=_network(device, node_size, inter_node_gb_s), preset=source.values.get("preset"))
     emit(report, fmt, plan_table)

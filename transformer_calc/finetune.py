@@ -331,3 +331,39 @@ def activation_delta(
     attn += sum(p * B * S * (r + dora * x.d_out) for x in attn_mods)
     mlp += sum(p * B * S * (r + dora * x.d_out) for x in mlp_mods)
     return ActivationDelta(attention=attn, mlp=mlp)
+
+
+# ---------------------------------------------------------------------------- step FLOPs
+ADAPTER_MATMULS = 2  # x @ A^T, then (x A^T) @ B^T
+
+
+def adapter_flops_per_token(m: ModelConfig, tr: Training) -> int:
+    """Forward FLOPs of every adapter, per token: 2·r·(d_in + d_out) per adapted module (T = 1)."""
+    if not tr.adapters:
+        return 0
+    n_moe = m.n_moe_layers()
+    per_moe = sum(2 * tr.lora_rank * (x.d_in + x.d_out) for x in block_linears(m, True) if selected(x, tr.lora_targets)) if n_moe else 0
+    per_dense = sum(2 * tr.lora_rank * (x.d_in + x.d_out) for x in block_linears(m, False) if selected(x, tr.lora_targets))
+    first, last = embedding_linears(m)
+    side = sum(2 * tr.lora_rank * (x.d_in + x.d_out) for x in first + last if selected(x, tr.lora_targets))
+    return n_moe * per_moe + (m.n_layers - n_moe) * per_dense + side
+
+
+def finetune_step_flops(m: ModelConfig, step: object, tr: Training, full_recompute: bool) -> tuple[int, int]:
+    """(weight-gradient FLOPs not executed, adapter FLOPs executed) for one step under adapters.
+
+    Frozen weights get no weight gradient: the backward of a frozen matmul is its input gradient
+    alone (one forward's FLOPs, not two), so the step skips one forward's worth of every weight
+    matmul (all but the attention core, which has no weights; the LM head's too unless trained).
+    The adapters run forward, input and weight gradients (3 forwards; 4 with full recomputation).
+    `step` is a flops.StepFlops. The embedding is a lookup (no FLOPs) trained or not.
+    """
+    if not tr.adapters:
+        return 0, 0
+    from transformer_calc.memory import head_trained
+
+    weight_matmuls = step.forward - step.attention_cores  # type: ignore[attr-defined]
+    if head_trained(m, tr):
+        weight_matmuls -= step.lm_head  # type: ignore[attr-defined]
+    passes = 3 + (1 if full_recompute else 0)
+    return weight_matmuls, passes * adapter_flops_per_token(m, tr) * step.tokens  # type: ignore[attr-defined]

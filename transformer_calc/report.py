@@ -694,7 +694,9 @@ def train_report(
         "model_flops": est.model_flops,
         "hardware_flops": est.hardware_flops,
         "memory": {"peak_bytes": tl.peak_bytes, "peak_phase": tl.peak.name, "usable_bytes": usable,
-                   "fits": tl.peak_bytes <= usable},
+                   "fits": tl.peak_bytes <= usable,
+                   **({"offloaded_bytes_per_gpu": tl.stage.offloaded, "offload_device": tr.offload_device.value}
+                      if tr.offload.value != "none" else {})},
         "assumptions": est.assumptions,
     }
     if tokens is not None:
@@ -734,6 +736,8 @@ def plan_report(
             f"--T {par.tensor} --P {par.pipeline} --virtual-stages {par.virtual_stages} --cp {par.context} "
             f"--ep {par.expert} --zero {par.zero}{' --sp' if par.sequence_parallel else ''} "
             f"--micro-batch {best.micro_batch} --recompute {best.recompute.value}{' --flash' if tr.flash else ''}"
+            + (f" --finetune {tr.finetune.value} --lora-rank {tr.lora_rank} --lora-targets "
+               f"{','.join(t.value for t in tr.lora_targets)}" if tr.adapters else "")
         )
     return {
         "model": model_dict(m), "gpu": gpu.name, "gpus": gpus, "seq_len": seq_len, "global_batch": global_batch,
