@@ -367,7 +367,7 @@ def memory(
     precision: Annotated[Optional[str], typer.Option("--precision", help="mixed (16-bit + fp32 master, the seed's) | fp32 | bf16 (pure).", rich_help_panel=TRAINING)] = None,
     p: Annotated[Optional[int], typer.Option("--p", help="p: bytes per activation/compute-weight element (seed); 4 implies fp32.", rich_help_panel=TRAINING, parser=_whole)] = None,
     grad_bytes: Annotated[Optional[int], typer.Option("--grad-bytes", help="Bytes per gradient \\[default: 4 mixed (seed), 4 fp32, 2 bf16].", rich_help_panel=TRAINING, parser=_whole)] = None,
-    optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="adamw (default) | adam | sgd | sgd-momentum | lion | adam-8bit.", rich_help_panel=TRAINING)] = None,
+    optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="adamw (default) | adam | sgd | sgd-momentum | lion | adam-8bit | adamw-8bit | paged-adamw-8bit | adafactor | muon.", rich_help_panel=TRAINING)] = None,
     recompute: Annotated[Optional[str], typer.Option("--recompute", help="none (default) | selective | full (Korthikanti et al. 2022).", rich_help_panel=TRAINING)] = None,
     flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="FlashAttention: no S×S scores kept \\[default: off].", rich_help_panel=TRAINING)] = None,
     dropout: Annotated[Optional[bool], typer.Option("--dropout/--no-dropout", help="Dropout masks kept \\[default: the model's dropout > 0].", rich_help_panel=TRAINING)] = None,

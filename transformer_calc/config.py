@@ -529,7 +529,11 @@ class Optimizer(str, Enum):
     sgd = "sgd"
     sgd_momentum = "sgd-momentum"
     lion = "lion"
-    adam_8bit = "adam-8bit"
+    adam_8bit = "adam-8bit"  # = adamw-8bit's bytes (bitsandbytes Adam8bit)
+    adamw_8bit = "adamw-8bit"  # bitsandbytes AdamW8bit: uint8 moments, fp32 absmax per 256
+    paged_adamw_8bit = "paged-adamw-8bit"  # the same in CUDA unified memory (paged to the host)
+    adafactor = "adafactor"  # factored second moments for matrices (Shazeer & Stern 2018)
+    muon = "muon"  # momentum for hidden matrices, AdamW for the rest (KellerJordan/Muon)
 
 
 class Finetune(str, Enum):

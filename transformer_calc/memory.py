@@ -43,6 +43,7 @@ from transformer_calc.config import (
     Training,
     Workload,
 )
+from transformer_calc.optimizers import SHAPED
 from transformer_calc.params import check_tensor_parallel, kv_heads_per_rank, shard_params
 
 MASK_BYTES = 1  # a torch.bool dropout mask element (seed: "one byte of memory per element")
@@ -52,30 +53,25 @@ PLAIN_MLP_SAVED = 2  # pre-activation and activation output, F wide each (seed "
 GATED_MLP_SAVED = 4  # gate pre-activation, act(gate), up projection, their product (input to W_down)
 FUSED_SWIGLU_SAVED = 3  # Megatron-core's fused SwiGLU: its [gate | up] input (2F) and W_down's input (F)
 
-# Optimizer state elements per parameter (excluding the master copy), and their bytes.
-_STATES = {
-    Optimizer.adamw: 2,  # first and second moments (Kingma & Ba 2015; Loshchilov & Hutter 2019)
-    Optimizer.adam: 2,
-    Optimizer.sgd: 0,
-    Optimizer.sgd_momentum: 1,  # momentum buffer
-    Optimizer.lion: 1,  # one momentum (Chen et al. 2023)
-    Optimizer.adam_8bit: 2,  # two 8-bit moments (Dettmers et al. 2022); block absmax ignored
-}
-
-
 def optimizer_bytes_per_param(tr: Training) -> int:
-    """Optimizer memory per parameter: states (+ the fp32 master copy in mixed precision).
+    """Optimizer memory per parameter: states (+ the fp32 master copy in mixed precision), for the
+    optimizers whose bytes do not depend on shapes.
 
     Seed eq. (optimizer_states_mem_mp): Adam in mixed precision keeps 12 bytes/parameter: 4 for
     the master copy, 4 + 4 for the two moments. In fp32 (eq. optimizer_states_mem_no_mp) 8.
-    Pure bf16 keeps states in 2 bytes and no master copy; 8-bit Adam keeps 1-byte states.
+    Pure bf16 keeps states in 2 bytes and no master copy. Adafactor, Muon and the 8-bit AdamWs
+    depend on the tensors' shapes (transformer_calc/optimizers.py); for them this is the master
+    copy plus the nominal per-element states (Adafactor 0, Muon 1, 8-bit 2 one-byte), and the
+    memory itself is computed tensor by tensor.
     """
-    if tr.optimizer is Optimizer.adam_8bit:
-        state_bytes = 1
-    else:
-        state_bytes = 2 if tr.precision is Precision.bf16 else 4
+    from transformer_calc.optimizers import EIGHT_BIT, STATES, state_bytes
+
     master = MASTER_COPY_BYTES if tr.precision is Precision.mixed else 0
-    return master + _STATES[tr.optimizer] * state_bytes
+    if tr.optimizer in EIGHT_BIT:
+        return master + 2
+    nominal = {Optimizer.adafactor: 0, Optimizer.muon: 1}
+    states = STATES[tr.optimizer] if tr.optimizer in STATES else nominal[tr.optimizer]
+    return master + states * state_bytes(tr)
 
 
 # ---------------------------------------------------------------------------- activations
@@ -407,7 +403,19 @@ def training_memory(
             adapter_w = _shard_trainable(trainable, 3, zero, dp) * trainable_weight_bytes(tr)
             weights = frozen + adapter_w
         gradients = _shard_trainable(trainable, 2, zero, dp) * tr.grad_bytes if tr.adapters else sharded(2) * tr.grad_bytes
-        optimizer = (_shard_trainable(trainable, 1, zero, dp) if tr.adapters else sharded(1)) * opt_bytes
+        opt_params = _shard_trainable(trainable, 1, zero, dp) if tr.adapters else sharded(1)
+        optimizer = opt_params * opt_bytes
+        if tr.optimizer in SHAPED:  # states tensor by tensor (optimizers.py), ZeRO-sharded pro rata
+            from transformer_calc.optimizers import adapter_tensors, groups, stage_tensors
+
+            if tr.adapters:
+                tensors = adapter_tensors(m, tr, T, n_moe, n_dense, is_first, is_last, P)
+            else:
+                tensors = stage_tensors(m, T, ep, par.expert_tensor, n_moe, n_dense, is_first, is_last, P)
+            states = sum(g.state_bytes for g in groups(tr, tensors))
+            master = MASTER_COPY_BYTES if tr.precision is Precision.mixed and not tr.adapters else 0
+            held = trainable if tr.adapters else params
+            optimizer = master * opt_params + _ceil_div(states * opt_params, max(held, 1))
         host_w = host_g = host_o = 0
         if tr.offload is not Offload.none:
             # ZeRO-Offload (Ren et al. 2021): optimizer states, fp32 master and the fp32 gradient

@@ -179,6 +179,7 @@ def memory_report(
             "stage": worst.stage,
             "in_flight_micro_batches": worst.in_flight,
             "bytes_per_param": _bytes_per_param(tr),
+            "optimizer_groups": _optimizer_groups(m, tr),
             "stages": [
                 {
                     "stage": tl.stage.stage,
@@ -232,6 +233,23 @@ def _bytes_per_param(tr: Any) -> dict[str, Any]:
         "trainable_weights": trainable_weight_bytes(tr),
         "gradients": tr.grad_bytes,
         "optimizer": trainable_optimizer_bytes(tr),
+    }
+
+
+def _optimizer_groups(m: ModelConfig, tr: Any) -> dict[str, Any]:
+    """The optimizer's parameter groups over the whole model: state bytes per parameter each."""
+    from transformer_calc.optimizers import master_bytes, model_groups
+
+    groups = model_groups(m, tr)
+    params = sum(g.params for g in groups)
+    states = sum(g.state_bytes for g in groups)
+    return {
+        "optimizer": tr.optimizer.value,
+        "master_bytes_per_param": master_bytes(tr),
+        "groups": [g.as_dict() for g in groups],
+        "state_bytes": states,
+        "state_bytes_per_param": states / params if params else None,
+        "paged": tr.optimizer.value == "paged-adamw-8bit",
     }
 
 

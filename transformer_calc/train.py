@@ -329,6 +329,11 @@ def estimate_step(
 
     opt_params = trainable_local / dp if par.zero >= 1 else trainable_local
     per_param = trainable_optimizer_bytes(tr) if tr.adapters else optimizer_bytes_per_param(tr)
+    from transformer_calc.optimizers import SHAPED, master_bytes, model_groups
+
+    if tr.optimizer in SHAPED:  # the whole model's state bytes per trainable parameter
+        grp = model_groups(m, tr)
+        per_param = master_bytes(tr) + sum(g.state_bytes for g in grp) / max(sum(g.params for g in grp), 1)
     opt_bytes = opt_params * (2 * per_param + tr.grad_bytes + p)
     optimizer_s = opt_bytes / bw_hbm
 
