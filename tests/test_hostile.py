@@ -139,6 +139,29 @@ def test_non_finite_results_are_errors(capsys):
     finite_or_error({"a": [1.0, 2, {"b": 3.5}]})
 
 
+@pytest.mark.parametrize("args, says", [
+    (["--finetune", "lora", "--lora-rank", "0"], "--lora-rank"),
+    (["--finetune", "lora", "--lora-alpha", "inf"], "lora_alpha"),
+    (["--finetune", "lora", "--lora-alpha", "nan"], "lora_alpha"),
+    (["--finetune", "lora", "--lora-targets", ""], "lora_targets"),
+    (["--finetune", "lora", "--lora-targets", "q,zz"], "lora_targets"),
+    (["--finetune", "int4"], "finetune"),
+    (["--offload", "gpu"], "offload"),
+    (["--offload", "optimizer"], "ZeRO"),
+])
+def test_fine_tuning_flags_are_checked(capsys, args, says):
+    invalid(capsys, "memory", "--preset", "gpt2", "--S", "128", *args, says=says)
+
+
+def test_fine_tuning_job_keys_are_strict(tmp_path, capsys):
+    invalid(capsys, "memory", "--config", file(tmp_path, "model: {preset: gpt2}\ntraining: {lora_rank: yes}\n"),
+            says="is a boolean, not a number")
+    invalid(capsys, "memory", "--config", file(tmp_path, "model: {preset: gpt2}\ntraining: {lora_alpha: .inf}\n"),
+            says="non-finite")
+    invalid(capsys, "memory", "--config", file(tmp_path, "model: {preset: gpt2}\ntraining: {lora_targets: [q, 3]}\n"),
+            says="lora_targets")
+
+
 def test_non_finite_inputs_are_errors(tmp_path, capsys):
     invalid(capsys, "params", "--config", file(tmp_path, "model: {L: 2, D: 8, A: 2, V: 10, dropout: .nan}\n"),
             says="non-finite")

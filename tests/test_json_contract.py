@@ -19,13 +19,15 @@ DOC = (REPO / "docs" / "cli.md").read_text()
 # Representative runs whose outputs together contain every optional section.
 RUNS = {
     "params": [["params", "--preset", "mixtral-8x7b", "--T", "2"]],
-    "memory": [["memory", "--preset", "gpt2", "--gpu", "a100-80gb", "--P", "2"]],
+    "memory": [["memory", "--preset", "gpt2", "--gpu", "a100-80gb", "--P", "2"],
+               ["memory", "--preset", "gpt2", "--finetune", "lora", "--offload", "optimizer", "--zero", "2", "--dp", "2"]],
     "flops": [["flops", "--preset", "gpt2", "--tokens", "1e9", "--gpus", "8", "--gpu", "h100", "--budget", "1e21",
                "--recompute", "selective"]],
     "mfu": [["mfu", "--preset", "gpt2", "--global-batch", "64", "--step-time", "1", "--gpus", "8", "--gpu", "h100"]],
     "inference": [["inference", "--preset", "gpt2", "--new-tokens", "8"]],
     "train": [["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--tokens", "1e9",
-               "--price-per-gpu-hour", "2"]],
+               "--price-per-gpu-hour", "2"],
+              ["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--offload", "optimizer", "--zero", "2"]],
     "plan": [["plan", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64"]],
 }
 RESULTS = {"params": api.ParamsResult, "memory": api.MemoryResult, "flops": api.FlopsResult, "mfu": api.MfuResult,

@@ -14,7 +14,8 @@ PKG = REPO / "transformer_calc"
 # The layers, bottom up; a module may import its own layer and those below, never above.
 LAYERS = [
     {"errors", "config", "inputs"},  # configs and the one reader of user files
-    {"params", "hardware", "hf", "hf_2024", "memory", "flops", "inference", "timeline", "train", "sweep"},
+    {"params", "hardware", "hf", "hf_2024", "memory", "flops", "inference", "timeline", "train", "sweep",
+     "finetune", "optimizers"},
     {"report", "render", "presets", "api"},  # glue: resolution, rendering, data files, the Python API
     {"cli", "_entry", "__main__", "__init__"},
 ]

@@ -23,12 +23,15 @@ OPTIONS = [
     "--budget", "--dtype", "--global-batch", "--step-time", "--tokens-per-s", "--new-tokens",
     "--weight-dtype", "--kv-dtype", "--cache-kv-heads", "--no-kv-cache", "--min-tokens-per-s",
     "--metrics", "--fits-only", "--sort", "--limit", "--x", "--y", "--series",
+    "--finetune", "--lora-rank", "--lora-alpha", "--lora-targets", "--train-head", "--train-embeddings",
+    "--offload", "--offload-device",
 ]
 WORDS = [
     "gpt2", "gpt3", "llama-2-7b", "mixtral-8x7b", "falcon-40b", "a100-80gb", "h100", "json", "yaml", "csv",
     "table", "seed", "selective", "full", "mixed", "fp32", "bf16", "adamw", "lion", "70GiB", "80GB",
     "mlp=swiglu", "tied_embeddings=false", "1,2,4..64", "1..8:2", "memory,fits", "kv_cache,bound", "-memory", "n_layer=3", "n_kv_heads=3", "=", "", " ", "-1", "0", "1", "2",
     "3", "7", "8", "64", "1e3", "2.5", "nan", "inf", "10000000", "1000000", "-0", "0x10", "é", "\x00",
+    "lora", "qlora", "dora", "all-linear", "q,v", "gate", "q,,zz", "optimizer", "optimizer+params", "nvme", "cpu",
 ]
 VALUES = st.one_of(
     st.sampled_from(WORDS),
@@ -48,6 +51,8 @@ FILE_TEXTS = st.one_of(
             "model: {L: 1000000, D: 65536, A: 512, V: 10000000, K: 10000000}\n",
             "model: {preset: llama-2-7b}\ninference: {B: 8, S: 4096, new_tokens: 100000, T: 2}\n",
             "model: {preset: llama-2-7b}\ninference: {B: x}\nchecks: {min_tokens_per_s: -1}\n",
+            "model: {preset: gpt2}\ntraining: {finetune: qlora, lora_targets: [q, 3], lora_rank: true}\n",
+            "model: {preset: gpt2}\ntraining: {finetune: dora, lora_alpha: .inf, offload: optimizer, zero: 2, dp: 2}\n",
         ]
     ),
     st.text(max_size=80),

@@ -48,6 +48,8 @@ class MemoryResult(Result):
     params: dict[str, int]
     memory: dict[str, Any]
     b_min: float
+    finetune: dict[str, Any] | None = None
+    offload: dict[str, Any] | None = None
     gpu: dict[str, Any] | None = None
     fits: bool | None = None
     fit: dict[str, Any] | None = None
@@ -180,7 +182,8 @@ def params(model: Any = None, *, p: int = 2, T: int = 1, **source: Any) -> Param
 def memory(model: Any = None, *, gpu: str | None = None, **options: Any) -> MemoryResult:
     """`tcalc memory`: the peak training memory per GPU (options: S, B, precision, p, grad_bytes,
     optimizer, recompute, flash, dropout, activations, framework, cross_entropy, micro_batches,
-    fused_optimizer, T, sp, P, dp, zero, ep, etp, cp)."""
+    fused_optimizer, T, sp, P, dp, zero, ep, etp, cp, finetune, lora_rank, lora_alpha, lora_targets,
+    train_embeddings, train_head, offload, offload_device)."""
     from transformer_calc.config import training_configs
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.report import memory_report
@@ -221,7 +224,9 @@ def train(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None 
           micro_batch: int | None = None, T: int = 1, P: int = 1, virtual_stages: int = 1, cp: int = 1, ep: int = 1,
           sp: bool = False, zero: int = 1, recompute: str = "none", flash: bool = True, precision: str = "mixed",
           framework: str = "megatron", tokens: int | None = None, price_per_gpu_hour: float | None = None,
-          matmul_efficiency: float | None = None, **source: Any) -> TrainResult:
+          matmul_efficiency: float | None = None, finetune: str = "full", lora_rank: int = 16,
+          lora_targets: str = "all-linear", offload: str = "none", offload_device: str = "cpu",
+          **source: Any) -> TrainResult:
     """`tcalc train`: the step time of a layout (global_batch in sequences)."""
     from transformer_calc.config import Parallelism, Training, Workload
     from transformer_calc.presets import gpu as find_gpu
@@ -234,7 +239,8 @@ def train(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None 
         raise ValueError(f"gpus ({gpus}) must be a multiple of T x P x CP ({T} x {P} x {cp})")
     par = Parallelism(tensor=T, pipeline=P, virtual_stages=virtual_stages, context=cp, expert=ep,
                       data=gpus // (T * P * cp), sequence_parallel=sp, zero=zero)
-    tr = Training(recompute=recompute, flash=flash, precision=precision, framework=framework)
+    tr = Training(recompute=recompute, flash=flash, precision=precision, framework=framework, finetune=finetune,
+                  lora_rank=lora_rank, lora_targets=lora_targets, offload=offload, offload_device=offload_device)
     w = Workload(seq_len=S or m.max_seq_len, batch_size=micro_batch or 1)
     report = train_report(m, w, tr, par, device, global_batch=global_batch, micro_batch_given=micro_batch is not None,
                           network=default_network(device), matmul_efficiency=matmul_efficiency, tokens=tokens,
@@ -243,17 +249,20 @@ def train(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None 
 
 
 def plan(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int, top: int = 10,
-         flash: bool = True, framework: str = "megatron", **source: Any) -> PlanResult:
+         flash: bool = True, framework: str = "megatron", finetune: str = "full", lora_rank: int = 16,
+         lora_targets: str = "all-linear", **source: Any) -> PlanResult:
     """`tcalc plan`: the fastest layouts that fit (global_batch in sequences)."""
     from transformer_calc.config import Training
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.report import plan_report
     from transformer_calc.train import default_network
 
-    name = source.get("preset") or (model if isinstance(model, str) and not Path(model).suffix else None)
+    name = source.get("preset") or (
+        model if isinstance(model, str) and Path(model).suffix not in (".yaml", ".yml", ".json") else None)
     m, _ = _source(model, source)
     device = find_gpu(gpu)
-    report = plan_report(m, S or m.max_seq_len, Training(flash=flash, framework=framework), device, gpus=gpus,
+    tr = Training(flash=flash, framework=framework, finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets)
+    report = plan_report(m, S or m.max_seq_len, tr, device, gpus=gpus,
                          global_batch=global_batch, top=top, network=default_network(device),
                          preset=name)
     return PlanResult(**_dump(report))

@@ -351,6 +351,15 @@ TRAINING = "Training"
 DTYPE_HELP = "Compute dtype: fp32 | fp16 | bf16 | fp8 (the design card's p: 4, 2, 2, 1 bytes per value)"
 PHelp = "p: bytes per value of the compute dtype (4 fp32, 2 bf16, 1 fp8); the same as --dtype"
 PARALLEL = "Parallelism"
+FINETUNE = "Fine-tuning and offload"
+FinetuneOpt = Annotated[Optional[str], typer.Option("--finetune", help="full | lora | qlora (NF4 base, double quantization) | dora \\[default: full].", rich_help_panel=FINETUNE)]
+LoraRankOpt = Annotated[Optional[int], typer.Option("--lora-rank", help="r: the adapters' rank \\[default: 16].", rich_help_panel=FINETUNE, parser=_whole)]
+LoraAlphaOpt = Annotated[Optional[float], typer.Option("--lora-alpha", help="alpha (scales adapters by alpha/r): recorded, no effect on memory \\[default: none].", rich_help_panel=FINETUNE)]
+LoraTargetsOpt = Annotated[Optional[str], typer.Option("--lora-targets", help="Comma list of q,k,v,o,gate,up,down, or all-linear (PEFT's: every Linear but the LM head) \\[default: all-linear].", rich_help_panel=FINETUNE)]
+TrainEmbOpt = Annotated[Optional[bool], typer.Option("--train-embeddings/--no-train-embeddings", help="Train the token embedding too (PEFT modules_to_save) \\[default: off].", rich_help_panel=FINETUNE)]
+TrainHeadOpt = Annotated[Optional[bool], typer.Option("--train-head/--no-train-head", help="Train the LM head too (PEFT modules_to_save) \\[default: off].", rich_help_panel=FINETUNE)]
+OffloadOpt = Annotated[Optional[str], typer.Option("--offload", help="none | optimizer (ZeRO-Offload: states, fp32 master, gradient partition) | optimizer+params (ZeRO-3) \\[default: none].", rich_help_panel=FINETUNE)]
+OffloadDeviceOpt = Annotated[Optional[str], typer.Option("--offload-device", help="cpu (host memory) | nvme (ZeRO-Infinity) \\[default: cpu].", rich_help_panel=FINETUNE)]
 SOpt = Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence (8k = 8192) \\[default: the model's max_seq_len].", rich_help_panel=WORKLOAD, parser=_length)]
 
 
@@ -364,7 +373,7 @@ def memory(
     dtype: Annotated[Optional[str], typer.Option("--dtype", help=DTYPE_HELP + "; fp32 implies --precision fp32 \\[default: bf16].", rich_help_panel=TRAINING)] = None,
     p: Annotated[Optional[int], typer.Option("--p", help=PHelp + "; 4 implies fp32 \\[default: 2].", rich_help_panel=TRAINING, parser=_whole)] = None,
     grad_bytes: Annotated[Optional[int], typer.Option("--grad-bytes", help="Bytes per gradient \\[default: 4 mixed (seed), 4 fp32, 2 bf16].", rich_help_panel=TRAINING, parser=_whole)] = None,
-    optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="adamw (default) | adam | sgd | sgd-momentum | lion | adam-8bit.", rich_help_panel=TRAINING)] = None,
+    optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="adamw (default) | adam | sgd | sgd-momentum | lion | adam-8bit | adamw-8bit | paged-adamw-8bit | adafactor | muon.", rich_help_panel=TRAINING)] = None,
     recompute: Annotated[Optional[str], typer.Option("--recompute", help="none (default) | selective | full (Korthikanti et al. 2022).", rich_help_panel=TRAINING)] = None,
     flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="FlashAttention: no S×S scores kept \\[default: off].", rich_help_panel=TRAINING)] = None,
     dropout: Annotated[Optional[bool], typer.Option("--dropout/--no-dropout", help="Dropout masks kept \\[default: the model's dropout > 0].", rich_help_panel=TRAINING)] = None,
@@ -382,6 +391,14 @@ def memory(
     ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", help="Expert-parallel ranks: routed experts split ep ways (MoE) \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
     etp: Annotated[Optional[int], typer.Option("--etp", "--expert-tensor-parallel", help="Tensor-parallel ranks of one expert \\[default: T, as Megatron-core].", rich_help_panel=PARALLEL, parser=_whole)] = None,
     cp: Annotated[Optional[int], typer.Option("--cp", "--context-parallel", help="Context-parallel ranks: the sequence split cp ways \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    finetune: FinetuneOpt = None,
+    lora_rank: LoraRankOpt = None,
+    lora_alpha: LoraAlphaOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    train_embeddings: TrainEmbOpt = None,
+    train_head: TrainHeadOpt = None,
+    offload: OffloadOpt = None,
+    offload_device: OffloadDeviceOpt = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="Check the fit on this GPU, e.g. a100-80gb.", rich_help_panel=OUTPUT)] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -404,6 +421,8 @@ def memory(
         recompute=recompute, flash=flash, dropout=dropout, activations=activations, head_activations=head,
         framework=framework, cross_entropy=cross_entropy, micro_batches=micro_batches, fused_optimizer=fused_optimizer,
         tensor=T, sequence_parallel=sp, pipeline=P, data=dp, zero=zero, expert=ep, expert_tensor=etp, context=cp, gpu=gpu,
+        finetune=finetune, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets,
+        train_embeddings=train_embeddings, train_head=train_head, offload=offload, offload_device=offload_device,
     )
     workload, training, parallelism, gpu_name = training_configs(model, job.training if job else {}, flags)
     _note_seq_len(model, workload.seq_len, S is not None or bool(job and "seq_len" in job.training))
@@ -920,6 +939,11 @@ def train(
     dtype: Annotated[Optional[str], typer.Option("--dtype", help=DTYPE_HELP + " (fp8: matmuls at the fp8 peak) \\[default: bf16].", rich_help_panel=TRAINING)] = None,
     p: Annotated[Optional[int], typer.Option("--p", help=PHelp + " \\[default: 2].", rich_help_panel=TRAINING, parser=_whole)] = None,
     framework: Annotated[str, typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed.", rich_help_panel=TRAINING)] = "megatron",
+    finetune: FinetuneOpt = None,
+    lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None,
+    offload: OffloadOpt = None,
+    offload_device: OffloadDeviceOpt = None,
     matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU].")] = None,
     node_size: NodeOpt = None,
     inter_node_gb_s: NicOpt = None,
@@ -948,9 +972,11 @@ def train(
     from transformer_calc.hardware import COMPUTE_DTYPE_BYTES
 
     name = _compute_dtype(dtype, p)
+    tuning = {k: v for k, v in (("finetune", finetune), ("lora_rank", lora_rank), ("lora_targets", lora_targets),
+                                 ("offload", offload), ("offload_device", offload_device)) if v is not None}
     tr = build(Training, {"recompute": recompute, "flash": flash, "framework": framework,
                           **({"precision": precision} if precision is not None else {}),
-                          **({"p": COMPUTE_DTYPE_BYTES[name]} if name is not None else {})}, "train")
+                          **({"p": COMPUTE_DTYPE_BYTES[name]} if name is not None else {}), **tuning}, "train")
     w = build(Workload, {"seq_len": seq, "batch_size": micro_batch or 1}, "train")
     budget = _count(tokens, "--tokens")
     if price is not None and (price <= 0 or price != price or price == float("inf")):
@@ -973,6 +999,9 @@ def plan(
     top: Annotated[int, typer.Option("--top", min=1, help="Layouts shown.", parser=_whole)] = 10,
     flash: Annotated[bool, typer.Option("--flash/--no-flash", help="FlashAttention.")] = True,
     framework: Annotated[str, typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed.")] = "megatron",
+    finetune: FinetuneOpt = None,
+    lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None,
     node_size: NodeOpt = None,
     inter_node_gb_s: NicOpt = None,
     fmt: FormatOpt = OutputFormat.table,
@@ -990,7 +1019,9 @@ def plan(
     device = find_gpu(gpu)
     seq = S or model.max_seq_len
     G = _global_batch(global_batch, global_batch_tokens, seq)
-    tr = build(Training, {"flash": flash, "framework": framework}, "plan")
+    tuning = {k: v for k, v in (("finetune", finetune), ("lora_rank", lora_rank), ("lora_targets", lora_targets))
+              if v is not None}
+    tr = build(Training, {"flash": flash, "framework": framework, **tuning}, "plan")
     report = plan_report(model, seq, tr, device, gpus=gpus, global_batch=G, top=top,
                          network=_network(device, node_size, inter_node_gb_s), preset=source.values.get("preset"))
     emit(report, fmt, plan_table)

@@ -135,6 +135,10 @@ class ModelConfig(BaseModel):
         default=None, gt=0, description="embedding width if != D, with in/out projections (OPT)"
     )
     parallel_attn: bool = Field(default=False, description="attention and MLP read the same input")
+    fused_qkv: bool = Field(
+        default=False, description="q, k, v are one Linear module (GPT-2 c_attn, GPT-NeoX/Falcon/BLOOM query_key_value, Phi-3 qkv_proj)"
+    )
+    fused_gate_up: bool = Field(default=False, description="gate and up are one Linear module (Phi-3 gate_up_proj)")
     n_experts: int = Field(default=1, gt=0, description="MoE experts per layer (1 = dense MLP)")
     experts_per_token: int = Field(default=1, gt=0, description="top-k experts a token uses")
     router: bool = Field(description="a MoE router (gate) D x n_experts; default: n_experts > 1")
@@ -523,7 +527,47 @@ class Optimizer(str, Enum):
     sgd = "sgd"
     sgd_momentum = "sgd-momentum"
     lion = "lion"
-    adam_8bit = "adam-8bit"
+    adam_8bit = "adam-8bit"  # = adamw-8bit's bytes (bitsandbytes Adam8bit)
+    adamw_8bit = "adamw-8bit"  # bitsandbytes AdamW8bit: uint8 moments, fp32 absmax per 256
+    paged_adamw_8bit = "paged-adamw-8bit"  # the same in CUDA unified memory (paged to the host)
+    adafactor = "adafactor"  # factored second moments for matrices (Shazeer & Stern 2018)
+    muon = "muon"  # momentum for hidden matrices, AdamW for the rest (KellerJordan/Muon)
+
+
+class Finetune(str, Enum):
+    """What is trained (docs/formulas.md "Fine-tuning")."""
+
+    full = "full"  # every parameter
+    lora = "lora"  # frozen base at the compute dtype + low-rank adapters (Hu et al. 2021)
+    qlora = "qlora"  # frozen base in NF4 with double quantization + LoRA adapters (Dettmers et al. 2023)
+    dora = "dora"  # LoRA + a magnitude vector per output feature (Liu et al. 2024)
+
+
+class LoraTarget(str, Enum):
+    """Modules adapters go on, by tcalc component; each family's module names map onto them
+    (docs/formulas.md "Fine-tuning": the table of module names)."""
+
+    q = "q"
+    k = "k"
+    v = "v"
+    o = "o"
+    gate = "gate"
+    up = "up"
+    down = "down"
+    all_linear = "all-linear"  # PEFT's shorthand: every nn.Linear/Conv1D but the output layer
+
+
+class Offload(str, Enum):
+    """What ZeRO-Offload / ZeRO-Infinity moves off the GPU (Ren et al. 2021; Rajbhandari et al. 2021)."""
+
+    none = "none"
+    optimizer = "optimizer"  # optimizer states, fp32 master and the gradient partition
+    optimizer_params = "optimizer+params"  # ... and the (ZeRO-3 partitioned) 16-bit parameters
+
+
+class OffloadDevice(str, Enum):
+    cpu = "cpu"  # host memory (ZeRO-Offload)
+    nvme = "nvme"  # NVMe (ZeRO-Infinity)
 
 
 class Recompute(str, Enum):
@@ -592,6 +636,22 @@ class Training(StrictInputs):
     fused_optimizer: bool | None = Field(
         default=None, description="fused optimizer step, no temporaries (default: false for pytorch's foreach)"
     )
+    finetune: Finetune = Field(default=Finetune.full, description="full training, or LoRA / QLoRA / DoRA adapters")
+    lora_rank: int = Field(default=16, gt=0, le=65536, description="r, the adapters' rank")
+    lora_alpha: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="alpha: scales the adapter output by alpha/r; no effect on memory"
+    )
+    lora_targets: tuple[LoraTarget, ...] = Field(
+        default=(LoraTarget.all_linear,), min_length=1, description="modules that get adapters"
+    )
+    train_embeddings: bool = Field(default=False, description="the token embedding is trained too (PEFT modules_to_save)")
+    train_head: bool = Field(default=False, description="the LM head is trained too (PEFT modules_to_save)")
+    offload: Offload = Field(default=Offload.none, description="ZeRO-Offload: what lives off the GPU")
+    offload_device: OffloadDevice = Field(default=OffloadDevice.cpu, description="cpu (ZeRO-Offload) or nvme (ZeRO-Infinity)")
+
+    @property
+    def adapters(self) -> bool:
+        return self.finetune is not Finetune.full
 
     @property
     def loss_kernel(self) -> CrossEntropy:
@@ -629,6 +689,9 @@ class Training(StrictInputs):
             )
         if d.get("grad_bytes") is None:
             d["grad_bytes"] = _GRAD_BYTES[prec]
+        targets = d.get("lora_targets")
+        if isinstance(targets, str):  # "q,v" as typed on the command line
+            d["lora_targets"] = [t.strip() for t in targets.split(",") if t.strip()]
         return d
 
 
@@ -652,6 +715,14 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "cross_entropy": "training",
     "micro_batches": "training",
     "fused_optimizer": "training",
+    "finetune": "training",
+    "lora_rank": "training",
+    "lora_alpha": "training",
+    "lora_targets": "training",
+    "train_embeddings": "training",
+    "train_head": "training",
+    "offload": "training",
+    "offload_device": "training",
     "tensor": "parallelism",
     "sequence_parallel": "parallelism",
     "pipeline": "parallelism",

@@ -543,6 +543,17 @@ UNREPRESENTABLE: dict[str, str] = {
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted({*FAMILIES, *WRAPPERS, *SAME_AS}))
 
+# Families whose modeling code builds q, k, v (gate, up) as one Linear module: the parameter count
+# is the same, but an adapter on the fused module has one A and one B (PEFT targets modules).
+FUSED_LINEARS: dict[str, dict[str, bool]] = {
+    "gpt2": {"fused_qkv": True},  # modeling_gpt2.py: c_attn (Conv1D D -> 3D)
+    "gpt_bigcode": {"fused_qkv": True},  # c_attn (D -> D + 2·h_d with multi_query)
+    "gpt_neox": {"fused_qkv": True},  # attention.query_key_value
+    "falcon": {"fused_qkv": True},  # self_attention.query_key_value
+    "bloom": {"fused_qkv": True},  # self_attention.query_key_value
+    "phi3": {"fused_qkv": True, "fused_gate_up": True},  # self_attn.qkv_proj, mlp.gate_up_proj
+}
+
 
 def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
     """A raw ModelConfig spec from a parsed Hugging Face config.json (see the module docstring)."""
@@ -585,4 +596,5 @@ def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
     if isinstance(name, str) and name:
         spec["name"] = name
     spec["source"] = f"Hugging Face config.json (model_type {model_type})"
+    spec.update(FUSED_LINEARS.get(model_type, {}))
     return spec

@@ -34,6 +34,7 @@ from transformer_calc.config import (
     MLPKind,
     ModelConfig,
     NormKind,
+    Offload,
     Optimizer,
     Parallelism,
     Positional,
@@ -42,6 +43,7 @@ from transformer_calc.config import (
     Training,
     Workload,
 )
+from transformer_calc.optimizers import SHAPED
 from transformer_calc.params import check_tensor_parallel, kv_heads_per_rank, shard_params
 
 MASK_BYTES = 1  # a torch.bool dropout mask element (seed: "one byte of memory per element")
@@ -51,30 +53,25 @@ PLAIN_MLP_SAVED = 2  # pre-activation and activation output, F wide each (seed "
 GATED_MLP_SAVED = 4  # gate pre-activation, act(gate), up projection, their product (input to W_down)
 FUSED_SWIGLU_SAVED = 3  # Megatron-core's fused SwiGLU: its [gate | up] input (2F) and W_down's input (F)
 
-# Optimizer state elements per parameter (excluding the master copy), and their bytes.
-_STATES = {
-    Optimizer.adamw: 2,  # first and second moments (Kingma & Ba 2015; Loshchilov & Hutter 2019)
-    Optimizer.adam: 2,
-    Optimizer.sgd: 0,
-    Optimizer.sgd_momentum: 1,  # momentum buffer
-    Optimizer.lion: 1,  # one momentum (Chen et al. 2023)
-    Optimizer.adam_8bit: 2,  # two 8-bit moments (Dettmers et al. 2022); block absmax ignored
-}
-
-
 def optimizer_bytes_per_param(tr: Training) -> int:
-    """Optimizer memory per parameter: states (+ the fp32 master copy in mixed precision).
+    """Optimizer memory per parameter: states (+ the fp32 master copy in mixed precision), for the
+    optimizers whose bytes do not depend on shapes.
 
     Seed eq. (optimizer_states_mem_mp): Adam in mixed precision keeps 12 bytes/parameter: 4 for
     the master copy, 4 + 4 for the two moments. In fp32 (eq. optimizer_states_mem_no_mp) 8.
-    Pure bf16 keeps states in 2 bytes and no master copy; 8-bit Adam keeps 1-byte states.
+    Pure bf16 keeps states in 2 bytes and no master copy. Adafactor, Muon and the 8-bit AdamWs
+    depend on the tensors' shapes (transformer_calc/optimizers.py); for them this is the master
+    copy plus the nominal per-element states (Adafactor 0, Muon 1, 8-bit 2 one-byte), and the
+    memory itself is computed tensor by tensor.
     """
-    if tr.optimizer is Optimizer.adam_8bit:
-        state_bytes = 1
-    else:
-        state_bytes = 2 if tr.precision is Precision.bf16 else 4
+    from transformer_calc.optimizers import EIGHT_BIT, STATES, state_bytes
+
     master = MASTER_COPY_BYTES if tr.precision is Precision.mixed else 0
-    return master + _STATES[tr.optimizer] * state_bytes
+    if tr.optimizer in EIGHT_BIT:
+        return master + 2
+    nominal = {Optimizer.adafactor: 0, Optimizer.muon: 1}
+    states = STATES[tr.optimizer] if tr.optimizer in STATES else nominal[tr.optimizer]
+    return master + states * state_bytes(tr)
 
 
 # ---------------------------------------------------------------------------- activations
@@ -116,7 +113,34 @@ def layer_activations(
     """
     moe = m.is_moe if moe is None else moe
     if tr.activations is ActivationProfile.torch_eager:
-        return torch_eager_layer(m, w, tr, par, eager or eager_code(m), moe=moe)
+        code = eager or eager_code(m)
+        return _with_adapters(torch_eager_layer(m, w, tr, par, code, moe=moe), m, w, tr, par, moe, code)
+    return _with_adapters(_layer_activations(m, w, tr, par, moe), m, w, tr, par, moe, None)
+
+
+def _with_adapters(
+    acts: LayerActivations, m: ModelConfig, w: Workload, tr: Training, par: Parallelism, moe: bool, code: EagerCode | None
+) -> LayerActivations:
+    """The block's activations under LoRA/QLoRA/DoRA (finetune.activation_delta): frozen matrices'
+    inputs dropped, the adapters' rank-r intermediates (and DoRA's outputs) added."""
+    if not tr.adapters or tr.recompute is Recompute.full:
+        return acts
+    from transformer_calc.finetune import activation_delta
+
+    S_rep = _ceil_div(w.seq_len, par.tensor) if par.sequence_parallel else w.seq_len
+    eager = code is not None
+    delta = activation_delta(
+        m, w.batch_size, w.seq_len, S_rep, tr, par, moe,
+        # FlashAttention keeps its output, which is W_O's input (default profile; eager SDPA's
+        # contiguous copy for W_O is a separate tensor)
+        o_input_is_output=tr.flash and not eager,
+        # ReLU's backward reads its output, which is W_down's input (torch-eager's ReLU MLP)
+        down_input_needed=eager and m.mlp is MLPKind.relu,
+    )
+    return LayerActivations(attention=acts.attention + delta.attention, mlp=acts.mlp + delta.mlp, norm=acts.norm)
+
+
+def _layer_activations(m: ModelConfig, w: Workload, tr: Training, par: Parallelism, moe: bool) -> LayerActivations:
     B, S, D, A, T, p = w.batch_size, w.seq_len, m.d_model, m.n_heads, par.tensor, tr.p
     seed = tr.activations is ActivationProfile.seed
     check_tensor_parallel(m, T, par.expert, par.expert_tensor)
@@ -201,10 +225,16 @@ def head_activations(
     S_rep = _ceil_div(S, T) if par.sequence_parallel else S
     dropout = tr.dropout if tr.dropout is not None else m.dropout > 0
     first = (MASK_BYTES * B * S_rep * D) if dropout else 0
-    last = (p * B * S_rep * D if m.final_norm else 0) + p * B * S_rep * D
+    last = (p * B * S_rep * D if m.final_norm else 0) + (p * B * S_rep * D if head_trained(m, tr) else 0)
     if tr.loss_kernel is not CrossEntropy.chunked:  # chunked CE keeps no B·S·V tensor
         last += LOSS_BYTES * B * S * _ceil_div(m.vocab_size, T)
     return first, last
+
+
+def head_trained(m: ModelConfig, tr: Training) -> bool:
+    """Whether the LM head's weight gets a gradient (its input is kept only then): full training,
+    a trained head, or a tied head whose embedding is trained."""
+    return not tr.adapters or tr.train_head or (m.tied_embeddings and tr.train_embeddings)
 
 
 def b_min(m: ModelConfig, S: int) -> float:
@@ -231,6 +261,21 @@ class StageMemory:
     other: int  # embedding/head/loss activations (first and last stage)
     in_flight: int  # micro-batches whose activations are alive (1F1B)
     recompute_working: int = 0  # what recomputation rebuilds for one block during backward
+    trainable: int | None = None  # parameters with gradients on this GPU before ZeRO (None: params)
+    adapter_weights: int = 0  # of `weights`: the trainable parameters' copy (adapters, trained embedding/head)
+    quantized_weights: int = 0  # of `weights`: the NF4 codes and constants (QLoRA)
+    host_weights: int = 0  # off the GPU (ZeRO-Infinity parameter offload): 16-bit parameter partition
+    host_gradients: int = 0  # off the GPU (ZeRO-Offload): fp32 gradient partition
+    host_optimizer: int = 0  # off the GPU (ZeRO-Offload): optimizer states and fp32 master
+
+    @property
+    def trainable_params(self) -> int:
+        return self.params if self.trainable is None else self.trainable
+
+    @property
+    def offloaded(self) -> int:
+        """Bytes this GPU's training keeps in host memory or on NVMe."""
+        return self.host_weights + self.host_gradients + self.host_optimizer
 
     @property
     def stored(self) -> int:
@@ -305,6 +350,16 @@ def training_memory(
         kv_t = m.n_heads // T if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
         working += 2 * 2 * w.batch_size * w.seq_len * kv_t * (m.head_dim + m.v_dim) // 2 * tr.p
     opt_bytes = optimizer_bytes_per_param(tr)
+    if tr.adapters:
+        from transformer_calc.finetune import adapted, block_linears, check_targets, embedding_linears
+
+        check_targets(m, tr)
+        ad_moe = adapted(block_linears(m, True, T), tr).params if m.is_moe else 0
+        ad_dense = adapted(block_linears(m, False, T), tr).params
+        side_first, side_last = (adapted(x, tr).params for x in embedding_linears(m))
+        table = _ceil_div(m.vocab_size, T) * m.d_embedding
+        opt_bytes = trainable_optimizer_bytes(tr)
+    _check_offload(tr, par)
     stages = []
     for s in _stages_to_evaluate(m, P, all_stages):
         n = _layers_on_stage(m.n_layers, P, s)
@@ -329,24 +384,98 @@ def training_memory(
                 return params
             return _ceil_div(dense, dp) + _ceil_div(experts, edp)
 
+        weights, trainable, adapter_w, nf4 = sharded(3) * tr.p, params, 0, 0
+        if tr.adapters:
+            from transformer_calc.finetune import frozen_weight_bytes, trainable_weight_bytes
+
+            trainable = n_moe * ad_moe + n_dense * ad_dense
+            if is_first:
+                trainable += side_first + (table if tr.train_embeddings else 0)
+            if is_last:
+                trainable += side_last
+                if not m.tied_embeddings and tr.train_head:
+                    trainable += shard.lm_head
+                elif m.tied_embeddings and (tr.train_head or tr.train_embeddings) and not (is_first and tr.train_embeddings):
+                    trainable += table  # the tied table (the last stage's copy when P > 1)
+            frozen, nf4 = frozen_weight_bytes(m, tr, params, {True: n_moe, False: n_dense}, T, ep, par.expert_tensor)
+            if zero >= 3:  # ZeRO-3 / FSDP shards the frozen parameters too
+                frozen, nf4 = _ceil_div(frozen * sharded(3), params), _ceil_div(nf4 * sharded(3), params)
+            adapter_w = _shard_trainable(trainable, 3, zero, dp) * trainable_weight_bytes(tr)
+            weights = frozen + adapter_w
+        gradients = _shard_trainable(trainable, 2, zero, dp) * tr.grad_bytes if tr.adapters else sharded(2) * tr.grad_bytes
+        opt_params = _shard_trainable(trainable, 1, zero, dp) if tr.adapters else sharded(1)
+        optimizer = opt_params * opt_bytes
+        if tr.optimizer in SHAPED:  # states tensor by tensor (optimizers.py), ZeRO-sharded pro rata
+            from transformer_calc.optimizers import adapter_tensors, groups, stage_tensors
+
+            if tr.adapters:
+                tensors = adapter_tensors(m, tr, T, n_moe, n_dense, is_first, is_last, P)
+            else:
+                tensors = stage_tensors(m, T, ep, par.expert_tensor, n_moe, n_dense, is_first, is_last, P)
+            states = sum(g.state_bytes for g in groups(tr, tensors))
+            master = MASTER_COPY_BYTES if tr.precision is Precision.mixed and not tr.adapters else 0
+            held = trainable if tr.adapters else params
+            optimizer = master * opt_params + _ceil_div(states * opt_params, max(held, 1))
+        host_w = host_g = host_o = 0
+        if tr.offload is not Offload.none:
+            # ZeRO-Offload (Ren et al. 2021): optimizer states, fp32 master and the fp32 gradient
+            # partition live on the host, and the update runs there; the GPU keeps the 16-bit
+            # parameters and reduces gradients through its buckets (timeline). ZeRO-Infinity's
+            # parameter offload (Rajbhandari et al. 2021) moves the ZeRO-3 parameter partition too.
+            host_o, optimizer = optimizer, 0
+            host_g, gradients = _ceil_div(trainable if tr.adapters else dense + experts, dp) * OFFLOAD_GRAD_BYTES, 0
+            if tr.offload is Offload.optimizer_params:
+                host_w, weights, adapter_w, nf4 = weights, 0, 0, 0
+
         other = in_flight * ((first_extra if is_first else 0) + (last_extra if is_last else 0))
         stages.append(
             StageMemory(
                 stage=s,
                 n_layers=n,
                 params=params,
-                weights=sharded(3) * tr.p,
-                gradients=sharded(2) * tr.grad_bytes,
-                optimizer=sharded(1) * opt_bytes,
+                weights=weights,
+                gradients=gradients,
+                optimizer=optimizer,
                 attention=in_flight * (n_moe * layer.attention + n_dense * dense_act.attention),
                 mlp=in_flight * (n_moe * layer.mlp + n_dense * dense_act.mlp),
                 norm=in_flight * (n_moe * layer.norm + n_dense * dense_act.norm),
                 other=other,
                 in_flight=in_flight,
                 recompute_working=working if n else 0,
+                trainable=trainable if tr.adapters else None,
+                adapter_weights=adapter_w,
+                quantized_weights=nf4,
+                host_weights=host_w,
+                host_gradients=host_g,
+                host_optimizer=host_o,
             )
         )
     return stages
+
+
+OFFLOAD_GRAD_BYTES = 4  # DeepSpeed's CPU optimizer updates from an fp32 gradient partition on the host
+
+
+def _shard_trainable(count: int, stage: int, zero: int, dp: int) -> int:
+    """Trainable parameters one GPU keeps of a state ZeRO shards from `stage` on."""
+    return count if zero < stage else _ceil_div(count, dp)
+
+
+def _check_offload(tr: Training, par: Parallelism) -> None:
+    """ZeRO-Offload works with ZeRO stages 1-3; parameter offload (ZeRO-Infinity) needs stage 3."""
+    if tr.offload is Offload.none:
+        return
+    if par.zero < 1:
+        raise ValueError(f"offload {tr.offload.value} needs ZeRO (DeepSpeed offloads the ZeRO partition); give --zero 1, 2 or 3")
+    if tr.offload is Offload.optimizer_params and par.zero < 3:
+        raise ValueError(f"offload optimizer+params needs ZeRO stage 3 (zero is {par.zero}); give --zero 3 or --offload optimizer")
+
+
+def trainable_optimizer_bytes(tr: Training) -> int:
+    """Optimizer bytes per trainable parameter under adapters: the states only, since the
+    trainable parameters are already held at the update's precision (no separate master copy)."""
+    master = MASTER_COPY_BYTES if tr.precision is Precision.mixed else 0
+    return optimizer_bytes_per_param(tr) - master
 
 
 def expert_data_parallel(par: Parallelism) -> int:
@@ -635,7 +764,7 @@ def torch_eager_head(
     if dropout and code.embed_dropout:
         first += MASK_BYTES * B * S_rep * D
     last = _eager_norm(m, p, B * S_rep) if m.final_norm else 0
-    last += p * B * S_rep * D  # LM head input
+    last += p * B * S_rep * D if head_trained(m, tr) else 0  # LM head input (for its weight gradient)
     if tr.loss_kernel is not CrossEntropy.chunked:
         last += LOSS_BYTES * B * S * _ceil_div(m.vocab_size, T)
     last += INDEX_BYTES * B * S + LOSS_SCALAR_BYTES

@@ -92,7 +92,11 @@ def resolve_preset(name: str) -> str:
 def preset_spec(name: str) -> dict[str, Any]:
     canonical = resolve_preset(name)
     entry = model_presets()[canonical]
-    return {"name": canonical, "source": entry.get("source"), **entry["model"]}
+    from transformer_calc.hf import FUSED_LINEARS
+
+    # the module layout of the family's modeling code (GPT-3 is read as GPT-2, as verify_presets does)
+    family = entry.get("hf_model_type") or ("gpt2" if entry.get("family") == "gpt3" else None)
+    return {"name": canonical, "source": entry.get("source"), **FUSED_LINEARS.get(family, {}), **entry["model"]}
 
 
 def preset_model(name: str) -> ModelConfig:

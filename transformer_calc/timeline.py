@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from transformer_calc.config import (
     ActivationProfile,
     CrossEntropy,
+    Finetune,
     Framework,
     ModelConfig,
     Optimizer,
@@ -176,6 +177,10 @@ def stage_timeline(
     persistent = fw is Framework.megatron or micro_batches(tr, par) > 1
     grads_fwd = st.gradients if persistent else 0
     head_params = shard.final_norm + (shard.lm_head or shard.tied_head_copy or shard.embedding)
+    if tr.adapters:  # only a trained head has a gradient (PEFT modules_to_save)
+        from transformer_calc.memory import head_trained
+
+        head_params = (shard.lm_head or shard.tied_head_copy or shard.embedding) if head_trained(m, tr) else 0
     head_grads = min(st.gradients, head_params * tr.grad_bytes) if is_last else 0
 
     # Stored activations (of all in-flight micro-batches) and the last block's parts.
@@ -250,7 +255,7 @@ def stage_timeline(
     # dtype of the states (fp32; bf16 for pure-bf16 training).
     opt_temp = 0
     if not tr.optimizer_fused and tr.optimizer in (Optimizer.adamw, Optimizer.adam):
-        sharded = st.optimizer // max(_opt_bytes(tr), 1)
+        sharded = st.optimizer // max(_opt_bytes(tr), 1)  # 0 when the optimizer is offloaded
         state_bytes = p if tr.precision is Precision.bf16 else FP32_BYTES
         opt_temp = ADAM_FOREACH_TEMPS * state_bytes * sharded
 
@@ -266,21 +271,39 @@ def stage_timeline(
         else:  # the unit computed and the one prefetched: at most the root and a block
             gathered = (max(root_unit, block_unit) + block_unit) * p
     resident_buckets = bwd_buckets = end_buckets = opt_buckets = 0
-    if par.data > 1:
-        if fw is Framework.pytorch:
+    # Gradient buckets hold trainable parameters' gradients only (adapters: a small fraction).
+    trained = st.trainable_params
+
+    def frac(units: int) -> int:
+        return units if trained == st.params else _ceil_div(units * trained, max(st.params, 1))
+
+    block_unit_g, root_unit_g = frac(block_unit), frac(root_unit)
+    offloaded_grads = st.host_gradients > 0
+    if par.data > 1 or offloaded_grads:
+        if fw is Framework.pytorch and not offloaded_grads:
             if par.zero == 0:
                 resident_buckets = st.gradients  # DDP's bucket copies of every gradient
             else:  # FSDP reduce-scatters one unit's unsharded gradients at a time
-                bwd_buckets = block_unit * tr.grad_bytes
-                end_buckets = max(root_unit, block_unit) * tr.grad_bytes
-        elif fw is Framework.deepspeed:
-            bwd_buckets = end_buckets = min(DEEPSPEED_REDUCE_BUCKET, st.params) * tr.grad_bytes
+                bwd_buckets = block_unit_g * tr.grad_bytes
+                end_buckets = max(root_unit_g, block_unit_g) * tr.grad_bytes
+        elif fw is Framework.deepspeed or offloaded_grads:
+            # DeepSpeed's reduce bucket (the way gradients leave the GPU under ZeRO-Offload too)
+            bwd_buckets = end_buckets = min(DEEPSPEED_REDUCE_BUCKET, trained) * tr.grad_bytes
             if par.zero in (1, 2):
                 opt_buckets = min(DEEPSPEED_ALLGATHER_BUCKET, st.params) * p
 
+    # QLoRA: bitsandbytes dequantizes one matrix at a time to 16 bits for its matmul (forward and
+    # backward): the largest one is alive as a temporary.
+    dequant = 0
+    if tr.finetune is Finetune.qlora:
+        from transformer_calc.finetune import largest_quantized_matrix
+
+        dequant = largest_quantized_matrix(m, T, par.expert, par.expert_tensor) * p if st.n_layers else 0
+    attn_bwd += dequant
+
     W, O, G = st.weights, st.optimizer, st.gradients
     phases = [
-        Phase("forward", W, grads_fwd, O, stored, 0, gathered, resident_buckets),
+        Phase("forward", W, grads_fwd, O, stored, dequant, gathered, resident_buckets),
     ]
     if is_last:
         phases.append(Phase("loss forward", W, grads_fwd, O, stored, loss_fwd, gathered, resident_buckets))

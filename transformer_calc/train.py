@@ -134,11 +134,13 @@ class StepEstimate:
     moe_all_to_all_s: float
     cp_comm_s: float  # exposed context-parallel ring traffic
     assumptions: dict = field(default_factory=dict)
+    offload_pcie_s: float = 0.0  # ZeRO-Offload / ZeRO-Infinity host <-> GPU transfers (not overlapped)
 
     @property
     def step_time_s(self) -> float:
         return (self.compute_s + self.memory_bound_s + self.tp_comm_s + self.pp_bubble_s + self.pp_comm_s
-                + self.dp_exposed_s + self.optimizer_s + self.moe_all_to_all_s + self.cp_comm_s)
+                + self.dp_exposed_s + self.optimizer_s + self.moe_all_to_all_s + self.cp_comm_s
+                + self.offload_pcie_s)
 
     @property
     def tokens_per_s(self) -> float:
@@ -162,6 +164,7 @@ class StepEstimate:
             "compute_s": self.compute_s, "memory_bound_s": self.memory_bound_s, "tp_comm_s": self.tp_comm_s,
             "pp_bubble_s": self.pp_bubble_s, "pp_comm_s": self.pp_comm_s, "dp_comm_exposed_s": self.dp_exposed_s,
             "optimizer_s": self.optimizer_s, "moe_all_to_all_s": self.moe_all_to_all_s, "cp_comm_s": self.cp_comm_s,
+            "offload_pcie_s": self.offload_pcie_s,
         }  # fmt: skip
 
 
@@ -223,7 +226,17 @@ def estimate_step(
     full = count_flops(m, Workload(seq_len=S, batch_size=global_batch))
     step = count_flops(m, Workload(seq_len=S, batch_size=global_batch), causal=tr.flash)
     model_flops, hw_flops = full.total, full.hardware(tr.recompute)
-    compute_s = step.hardware(tr.recompute) / gpus / (peak * eff)
+    executed = step.hardware(tr.recompute)
+    if tr.adapters:  # frozen weights: no weight gradients; the adapters' own matmuls (finetune.py)
+        from transformer_calc.finetune import finetune_step_flops
+
+        is_full = tr.recompute is Recompute.full
+        skipped, adapters_model = finetune_step_flops(m, full, tr, False)  # model FLOPs: no recompute
+        adapters_hw = finetune_step_flops(m, full, tr, is_full)[1]
+        model_flops, hw_flops = model_flops - skipped + adapters_model, hw_flops - skipped + adapters_hw
+        skipped, added = finetune_step_flops(m, step, tr, is_full)
+        executed = executed - skipped + added
+    compute_s = executed / gpus / (peak * eff)
     if tr.p == 1:  # FP8 recipes (Transformer Engine) keep attention in bf16: its core at the bf16 peak
         bf16 = _peak(gpu, tr.model_copy(update={"p": 2}))
         cores = step.attention_cores * (3 + (1 if tr.recompute is not Recompute.none else 0))
@@ -243,6 +256,18 @@ def estimate_step(
     passes = 3 + (1 if tr.recompute is Recompute.full else 0)
     tokens_local = b * S / cp * mb
     memory_bound_s = passes * per_token_layer * p * tokens_local * L_stage / bw_hbm
+    if tr.finetune.value == "qlora":
+        # bitsandbytes dequantizes every NF4 weight to 16 bits for each forward and backward matmul
+        # (and the recomputed forward): read the NF4 bytes, write p per weight, per micro-batch
+        from transformer_calc.finetune import block_matrices, quantized
+
+        dq = 0
+        for moe, count in ((True, m.n_moe_layers()), (False, m.n_layers - m.n_moe_layers())):
+            if count:
+                elems, nf4 = quantized(block_matrices(m, moe, T, ep, par.expert_tensor))
+                dq += count * (nf4 + p * elems)
+        dq_passes = 2 + (1 if tr.recompute is Recompute.full else 0)
+        memory_bound_s += dq_passes * mb * dq / P / bw_hbm
 
     # Tensor parallelism: 4 all-reduces per layer and micro-batch (+2 with full recompute).
     tp_bw, tp_lat = net.link(T)
@@ -281,33 +306,64 @@ def estimate_step(
     # Data parallelism over the dp replicas (stride T·CP; experts over the expert-data group).
     sh = shard_params(m, T, ep, par.expert_tensor)
     params_local = sh.total(m) / P
+    trainable_local = params_local
+    if tr.adapters:  # only the trainable parameters have gradients to reduce and states to update
+        from transformer_calc.finetune import trainable_params
+
+        trainable_local = trainable_params(m, tr).total / (T * P)
     dp_bw, dp_lat = net.link(T * cp * dp)
-    grad_bytes = params_local * tr.grad_bytes
+    grad_bytes = trainable_local * tr.grad_bytes
     if par.zero == 0:
         dp_s = ring_all_reduce_s(int(grad_bytes), dp * cp, dp_bw, dp_lat)
     else:
-        dp_s = ring_gather_s(int(grad_bytes), dp * cp, dp_bw, dp_lat) + ring_gather_s(int(params_local * p), dp * cp, dp_bw, dp_lat)
+        dp_s = ring_gather_s(int(grad_bytes), dp * cp, dp_bw, dp_lat) + ring_gather_s(int(trainable_local * p), dp * cp, dp_bw, dp_lat)
         if par.zero >= 3:  # weights all-gathered for the forward and again for the backward
             dp_s += 2 * mb * ring_gather_s(int(params_local * p), dp * cp, dp_bw, dp_lat)
     backward_last = per_micro * 2 / 3 * (1 - 1 / max(L_stage, 1))
     dp_exposed = max(0.0, dp_s - backward_last) if overlap_dp else dp_s
 
     # Optimizer step: read master, states and gradients, write them back (ZeRO-sharded), HBM-bound.
-    from transformer_calc.memory import optimizer_bytes_per_param
+    from transformer_calc.memory import optimizer_bytes_per_param, trainable_optimizer_bytes
 
-    opt_params = params_local / dp if par.zero >= 1 else params_local
-    opt_bytes = opt_params * (2 * optimizer_bytes_per_param(tr) + tr.grad_bytes + p)
+    opt_params = trainable_local / dp if par.zero >= 1 else trainable_local
+    per_param = trainable_optimizer_bytes(tr) if tr.adapters else optimizer_bytes_per_param(tr)
+    from transformer_calc.optimizers import SHAPED, master_bytes, model_groups
+
+    if tr.optimizer in SHAPED:  # the whole model's state bytes per trainable parameter
+        grp = model_groups(m, tr)
+        per_param = master_bytes(tr) + sum(g.state_bytes for g in grp) / max(sum(g.params for g in grp), 1)
+    opt_bytes = opt_params * (2 * per_param + tr.grad_bytes + p)
     optimizer_s = opt_bytes / bw_hbm
+
+    # ZeRO-Offload (Ren et al. 2021): each GPU sends its gradient partition to the host and receives
+    # its updated 16-bit parameter partition, once per step; parameter offload (ZeRO-Infinity) also
+    # fetches the parameter partition for every micro-batch's forward and backward. Over PCIe, one
+    # direction at half the bidirectional x16 figure, not overlapped (an upper bound: DeepSpeed
+    # overlaps part of it). The host's CPU-Adam step is not priced; the GPU's optimizer time is 0.
+    offload_s = 0.0
+    if tr.offload.value != "none":
+        if not gpu.pcie_bytes_s:
+            raise ValueError(f"{gpu.name} has no PCIe bandwidth in the hardware table; offload cannot be priced")
+        pcie = gpu.pcie_bytes_s / 2
+        partition = trainable_local / dp
+        moved = partition * (tr.grad_bytes + p)
+        if tr.offload.value == "optimizer+params":
+            moved += 2 * mb * (params_local / dp) * p
+        offload_s = moved / pcie
+        optimizer_s = 0.0
 
     return StepEstimate(
         gpus=gpus, micro_batches=mb, global_batch=global_batch, seq_len=S,
         model_flops=model_flops, hardware_flops=hw_flops, peak_flops_s=peak,
         compute_s=compute_s, memory_bound_s=memory_bound_s, tp_comm_s=tp_comm_s, pp_bubble_s=bubble_s,
         pp_comm_s=pp_s, dp_comm_s=dp_s, dp_exposed_s=dp_exposed, optimizer_s=optimizer_s,
-        moe_all_to_all_s=moe_s, cp_comm_s=cp_s,
+        moe_all_to_all_s=moe_s, cp_comm_s=cp_s, offload_pcie_s=offload_s,
         assumptions={"matmul_efficiency": eff, "memory_efficiency": memory_efficiency,
                      "node_size": net.node_size, "intra_node_bytes_s": net.intra_bytes_s,
-                     "inter_node_bytes_s": net.inter_bytes_s, "overlap_dp": overlap_dp},
+                     "inter_node_bytes_s": net.inter_bytes_s, "overlap_dp": overlap_dp,
+                     **({"offload_pcie_bytes_s": gpu.pcie_bytes_s / 2, "offload_overlapped": False,
+                         "cpu_optimizer_priced": False,
+                         "nvme_drive_bandwidth_priced": False} if tr.offload.value != "none" else {})},
     )  # fmt: skip
 
 

@@ -1,0 +1,172 @@
+"""Cross-check `transformer_calc.finetune` against PEFT: trainable parameters, every HF-import family.
+
+For each case of tools/crosscheck/hf_params.py (random shapes per model_type, edge cases, the real
+published configs of tools/crosscheck/published_configs) this builds the model on the meta device
+with transformers, wraps it with `peft.get_peft_model(model, LoraConfig(...))` and compares
+`get_nb_trainable_parameters()[0]` with `finetune.trainable_params(...)` of the config tcalc reads
+from the same config.json, for several adapter settings:
+
+  all-linear (LoRA and DoRA), q,v, q,k,v,o, gate,up,down (gated MLPs) or up,down (plain MLPs),
+  and the untied LM head trained too (modules_to_save=["lm_head"]).
+
+tcalc's targets become each family's module names (FAMILY_NAMES: GPT-2's c_attn for q/k/v, ...).
+Not compared, and said so: `all-linear` and the MLP targets on MoE models where PEFT 0.21 adapts
+routed experts or the router (Mixtral-pattern families, qwen2_moe included, through its
+transformers-4 target conversion; Llama 4's nn.Linear router) -- tcalc adapts neither (transformer_calc/finetune.py).
+The attention targets are compared on every family.
+
+Needs torch, transformers and peft. Exits 1 on any mismatch.
+
+    python tools/crosscheck/peft_params.py [--n 2] [--seed 0] [-v]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import peft  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from peft import LoraConfig, get_peft_model  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
+
+from hf_params import CONFIG_MAPPING, EDGE, GENERATORS, REAL, WRAPPED_TEXT  # noqa: E402
+from transformer_calc.config import ModelConfig, Training  # noqa: E402
+from transformer_calc.finetune import trainable_params  # noqa: E402
+from transformer_calc.hf import SAME_AS, SUPPORTED_MODEL_TYPES, from_hf_config  # noqa: E402
+
+LLAMA_NAMES = {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
+               "gate": ["gate_proj"], "up": ["up_proj"], "down": ["down_proj"]}  # fmt: skip
+GPT2_NAMES = {"q": ["c_attn"], "k": ["c_attn"], "v": ["c_attn"], "o": ["attn.c_proj"], "up": ["c_fc"], "down": ["mlp.c_proj"]}
+NEOX_NAMES = {"q": ["query_key_value"], "k": ["query_key_value"], "v": ["query_key_value"],
+              "up": ["dense_h_to_4h"], "down": ["dense_4h_to_h"]}  # fmt: skip
+FAMILY_NAMES: dict[str, dict[str, list[str]]] = {
+    "gpt2": GPT2_NAMES,
+    "gpt_bigcode": GPT2_NAMES,
+    "gpt_neox": NEOX_NAMES | {"o": ["attention.dense"]},
+    "falcon": NEOX_NAMES | {"o": ["self_attention.dense"]},
+    "bloom": NEOX_NAMES | {"o": ["self_attention.dense"]},
+    "gptj": LLAMA_NAMES | {"o": ["out_proj"], "up": ["fc_in"], "down": ["fc_out"]},
+    "opt": LLAMA_NAMES | {"o": ["out_proj"], "up": ["fc1"], "down": ["fc2"]},
+    "phi": LLAMA_NAMES | {"o": ["self_attn.dense"], "up": ["fc1"], "down": ["fc2"]},
+    "phi3": {"q": ["qkv_proj"], "k": ["qkv_proj"], "v": ["qkv_proj"], "o": ["o_proj"],
+             "gate": ["gate_up_proj"], "up": ["gate_up_proj"], "down": ["down_proj"]},
+    "starcoder2": LLAMA_NAMES | {"up": ["c_fc"], "down": ["c_proj"]},
+    "deepseek_v3": {"q": ["q_proj", "q_a_proj", "q_b_proj"], "k": ["kv_a_proj_with_mqa", "kv_b_proj"],
+                    "v": ["kv_a_proj_with_mqa", "kv_b_proj"], "o": ["o_proj"]},
+}  # fmt: skip
+# MoE families whose routed experts or router PEFT 0.21 adapts (tcalc adapts neither): only the
+# attention targets are compared.
+# (qwen2_moe: PEFT's conversion reaches its experts when no dense layer names gate_proj/up_proj)
+PEFT_ADAPTS_EXPERTS = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "glm4_moe", "llama4_text", "llama4",
+                       "kimi_k2"}  # fmt: skip
+
+Cfg = dict[str, Any]
+
+
+def module_names(model_type: str, targets: list[str]) -> list[str]:
+    names = FAMILY_NAMES.get(model_type, LLAMA_NAMES)
+    out: list[str] = []
+    for t in targets:
+        for n in names.get(t, []):
+            if n not in out:
+                out.append(n)
+    return out
+
+
+def build(cfg: Cfg) -> tuple[Any, str]:
+    model_type = SAME_AS.get(cfg["model_type"], cfg["model_type"])
+    config = CONFIG_MAPPING[model_type].from_dict({**cfg, "model_type": model_type})
+    if model_type in WRAPPED_TEXT:
+        config = config.get_text_config()
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return model, getattr(config, "model_type", model_type)
+
+
+def settings(model_type: str, m: ModelConfig, r: int) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(label, tcalc Training fields, LoraConfig kwargs) for one model."""
+    out: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    attention = [("q,v", ["q", "v"]), ("q,k,v,o", ["q", "k", "v", "o"])]
+    mlp = [("gate,up,down", ["gate", "up", "down"])] if m.gated_mlp else [("up,down", ["up", "down"])]
+    moe_quirk = model_type in PEFT_ADAPTS_EXPERTS
+    named = attention + ([] if moe_quirk or m.is_moe and not m.has_dense_mlp_layers else mlp)
+    if not moe_quirk:
+        out.append(("all-linear", {"lora_targets": "all-linear"}, {"target_modules": "all-linear"}))
+        out.append(("all-linear dora", {"lora_targets": "all-linear", "finetune": "dora"},
+                    {"target_modules": "all-linear", "use_dora": True}))
+    for label, targets in named:
+        out.append((label, {"lora_targets": ",".join(targets)}, {"target_modules": module_names(model_type, targets)}))
+    if not m.tied_embeddings:
+        out.append(("q,v + lm_head", {"lora_targets": "q,v", "train_head": True},
+                    {"target_modules": module_names(model_type, ["q", "v"]), "modules_to_save": ["lm_head"]}))
+    for _, tc, kw in out:
+        tc.setdefault("finetune", "lora")
+        tc["lora_rank"] = r
+        kw["r"] = r
+    return out
+
+
+def cases(n: int, seed: int) -> list[tuple[str, str, Cfg]]:
+    rng = random.Random(seed)
+    out: list[tuple[str, str, Cfg]] = []
+    for model_type in (t for t in SUPPORTED_MODEL_TYPES if t in GENERATORS):
+        out += [(model_type, f"random-{i}", GENERATORS[model_type](rng)) for i in range(n)]
+    out += [(cfg["model_type"], label, cfg) for label, cfg in EDGE]
+    out += [(cfg["model_type"], label, cfg) for label, cfg, _ in REAL]
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=2, help="random shapes per model_type")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+    transformers.logging.set_verbosity_error()
+    warnings.filterwarnings("ignore")
+    rng = random.Random(args.seed + 1)
+    start = time.perf_counter()
+    rows: dict[str, list[int]] = {}
+    failures: list[str] = []
+    for model_type, label, cfg in cases(args.n, args.seed):
+        m = ModelConfig.model_validate(from_hf_config(cfg))
+        row = rows.setdefault(model_type, [0, 0])
+        for what, tc, kw in settings(SAME_AS.get(model_type, model_type), m, rng.choice([1, 2, 4, 8, 16])):
+            row[0] += 1
+            try:
+                model, _ = build(cfg)
+                expected = get_peft_model(model, LoraConfig(**kw)).get_nb_trainable_parameters()[0]
+                got = trainable_params(m, Training(**tc)).total
+            except Exception as exc:  # noqa: BLE001 - a refusal on either side is a failure here
+                row[1] += 1
+                failures.append(f"{model_type}/{label} [{what}]: {type(exc).__name__}: {exc}")
+                continue
+            if got != expected:
+                row[1] += 1
+                failures.append(f"{model_type}/{label} [{what}] r={kw['r']}: peft={expected:,} tcalc={got:,}")
+            elif args.verbose:
+                print(f"ok {model_type}/{label} [{what}] r={kw['r']}: {expected:,}")
+    elapsed = time.perf_counter() - start
+    print(f"{'model_type':<12} {'checks':>6} {'mismatches':>10}")
+    for model_type, (n_checks, n_bad) in rows.items():
+        print(f"{model_type:<12} {n_checks:>6} {n_bad:>10}")
+    total = sum(r[0] for r in rows.values())
+    print(f"{'total':<12} {total:>6} {len(failures):>10}   ({elapsed:.1f} s, peft {peft.__version__}, "
+          f"transformers {transformers.__version__}, torch {torch.__version__})")
+    for line in failures:
+        print("MISMATCH", line)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,369 @@
+"""Fine-tuning with adapters: trainable parameters, quantized frozen weights, adapter activations.
+
+Sources: Hu et al. 2021 (LoRA: W x + B A x, A r x d_in, B d_out x r, only A and B trained),
+Dettmers et al. 2023 (QLoRA: NF4 storage with double quantization, sec. 3), Liu et al. 2024 (DoRA:
+a magnitude vector of d_out per adapted matrix, m (W + BA) / ||W + BA||_c), PEFT 0.21.2
+(`get_peft_model`, `LoraConfig(target_modules=..., use_dora=..., modules_to_save=...)`), which
+tools/crosscheck/peft_params.py checks tcalc's trainable count against, family by family.
+
+Conventions (docs/formulas.md "Fine-tuning"):
+- A target (q, k, v, o, gate, up, down) selects the Linear modules that compute that part; a fused
+  module (GPT-2's c_attn, NeoX/Falcon/BLOOM query_key_value, Phi-3 qkv_proj and gate_up_proj) is
+  adapted whole when any of its parts is named, as PEFT can only wrap the module. `all-linear` is
+  PEFT's shorthand: every Linear/Conv1D module but the output layer (the LM head), OPT's embedding
+  projections and a MoE block's shared expert and its gate included.
+- Routed MoE experts and routers are not adapted: transformers 5 stores experts as 3-D parameters
+  and routers as custom modules, which `all-linear` (a type match on nn.Linear) does not reach.
+  PEFT 0.21 converts Mixtral-pattern models (mixtral, qwen2_moe, qwen3_moe, deepseek_v3, glm4_moe) back to
+  their transformers-4 targets and adapts experts and router there, and Llama 4's router is an
+  nn.Linear: tcalc does not model those (docs/validation.md lists the differences).
+- lora_alpha scales the adapter output by alpha/r: it changes no tensor's size (no memory term).
+- LoRA dropout is off (PEFT's default lora_dropout = 0: an nn.Identity, no mask, no copy of x).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from transformer_calc.config import Finetune, LoraTarget, ModelConfig, Parallelism, Precision, Training
+from transformer_calc.params import kv_heads_per_rank
+
+ATTENTION_TARGETS = frozenset({LoraTarget.q, LoraTarget.k, LoraTarget.v, LoraTarget.o})
+MLP_TARGETS = frozenset({LoraTarget.gate, LoraTarget.up, LoraTarget.down})
+
+# NF4 with double quantization (Dettmers et al. 2023, sec. 3 "Double Quantization"): 4-bit codes,
+# one absmax per block of 64 weights quantized to 8 bits, one fp32 constant per 256 such blocks.
+NF4_CODE_BITS = 4
+NF4_BLOCK = 64
+NF4_ABSMAX_BYTES = 1  # the first-level constant after double quantization (FP8 in the paper's words)
+NF4_BLOCKS_PER_GROUP = 256
+NF4_GROUP_CONSTANT_BYTES = 4  # the second-level constant c2 (fp32)
+
+ADAPTER_FP32_BYTES = 4  # PEFT autocast_adapter_dtype=True: adapters over a 16-bit base are fp32
+
+
+@dataclass(frozen=True)
+class Linear:
+    """One Linear module of a block (on one tensor-parallel rank, `d_in` x `d_out` as sharded).
+
+    `parts` are the targets that select it; `split` says how Megatron-style tensor parallelism
+    cuts it: 'col' (the output dimension, and lora_B with it), 'row' (the input dimension, and
+    lora_A with it), 'rep' (replicated on every rank).
+    """
+
+    name: str
+    parts: frozenset[LoraTarget]
+    d_in: int
+    d_out: int
+    split: str = "col"
+    all_linear_only: bool = False  # selected by `all-linear` only (a shared expert's gate, OPT's projections)
+
+
+def _col(name: str, parts: set[LoraTarget], d_in: int, d_out: int, T: int) -> Linear:
+    return Linear(name, frozenset(parts), d_in, d_out // T, "col")
+
+
+def _row(name: str, parts: set[LoraTarget], d_in: int, d_out: int, T: int) -> Linear:
+    return Linear(name, frozenset(parts), d_in // T, d_out, "row")
+
+
+def block_linears(m: ModelConfig, moe: bool, T: int = 1) -> list[Linear]:
+    """The adaptable Linear modules of one block, as one tensor-parallel rank holds them.
+
+    Routed experts and the router are left out (see the module docstring).
+    """
+    q, k, v, o = LoraTarget.q, LoraTarget.k, LoraTarget.v, LoraTarget.o
+    D, hd, A, kv = m.d_model, m.head_dim, m.n_heads, m.n_kv_heads
+    out: list[Linear] = []
+    if m.is_mla:  # modeling_deepseek_v3.py
+        r_kv, rope = m.kv_lora_rank or 0, m.qk_rope_head_dim or 0
+        if m.q_lora_rank is None:
+            out.append(_col("q_proj", {q}, D, A * hd, T))
+        else:
+            out.append(Linear("q_a_proj", frozenset({q}), D, m.q_lora_rank, "rep"))
+            out.append(_col("q_b_proj", {q}, m.q_lora_rank, A * hd, T))
+        out.append(Linear("kv_a_proj_with_mqa", frozenset({k, v}), D, r_kv + rope, "rep"))
+        out.append(_col("kv_b_proj", {k, v}, r_kv, A * ((m.qk_nope_head_dim or 0) + m.v_dim), T))
+        out.append(_row("o_proj", {o}, A * m.v_dim, D, T))
+    else:
+        kv_t = kv_heads_per_rank(kv, T)
+        if m.fused_qkv:
+            out.append(Linear("qkv", frozenset({q, k, v}), D, (A // T + 2 * kv_t) * hd, "col"))
+        else:
+            out.append(_col("q_proj", {q}, D, A * hd, T))
+            out.append(Linear("k_proj", frozenset({k}), D, kv_t * hd, "col"))
+            out.append(Linear("v_proj", frozenset({v}), D, kv_t * hd, "col"))
+        out.append(_row("o_proj", {o}, A * hd, D, T))
+    if moe:
+        if m.shared_expert_d_ff:
+            out += _mlp(m, m.shared_expert_d_ff, T, "shared_expert.")
+        if m.shared_expert_gate:
+            out.append(Linear("shared_expert_gate", frozenset(), D, 1, "rep", all_linear_only=True))
+    else:
+        out += _mlp(m, m.d_ff, T, "")
+    return out
+
+
+def _mlp(m: ModelConfig, F: int, T: int, prefix: str) -> list[Linear]:
+    gate, up, down = LoraTarget.gate, LoraTarget.up, LoraTarget.down
+    D = m.d_model
+    if not m.gated_mlp:
+        return [_col(f"{prefix}up", {up}, D, F, T), _row(f"{prefix}down", {down}, F, D, T)]
+    if m.fused_gate_up:
+        first = [_col(f"{prefix}gate_up_proj", {gate, up}, D, 2 * F, T)]
+    else:
+        first = [_col(f"{prefix}gate_proj", {gate}, D, F, T), _col(f"{prefix}up_proj", {up}, D, F, T)]
+    return first + [_row(f"{prefix}down_proj", {down}, F, D, T)]
+
+
+def embedding_linears(m: ModelConfig) -> tuple[list[Linear], list[Linear]]:
+    """(first-stage, last-stage) Linear modules outside the blocks that `all-linear` adapts: OPT's
+    project_in (d_embed -> D) and project_out (D -> d_embed); replicated under TP."""
+    if m.d_embedding == m.d_model:
+        return [], []
+    return (
+        [Linear("project_in", frozenset(), m.d_embedding, m.d_model, "rep", all_linear_only=True)],
+        [Linear("project_out", frozenset(), m.d_model, m.d_embedding, "rep", all_linear_only=True)],
+    )
+
+
+def selected(lin: Linear, targets: tuple[LoraTarget, ...]) -> bool:
+    if LoraTarget.all_linear in targets:
+        return True
+    return not lin.all_linear_only and bool(lin.parts & set(targets))
+
+
+def adapter_params(lin: Linear, r: int, dora: bool) -> int:
+    """LoRA's A (r x d_in) and B (d_out x r), and DoRA's magnitude (d_out), on one rank."""
+    return r * (lin.d_in + lin.d_out) + (lin.d_out if dora else 0)
+
+
+@dataclass(frozen=True)
+class Adapted:
+    """What the adapters of one block (or the embedding/head side) add, on one rank."""
+
+    params: int  # trainable adapter parameters
+    modules: int  # adapted Linear modules
+    out_features: int  # sum of the adapted modules' d_out (DoRA's saved outputs)
+    gate_up: bool  # a module reading the MLP input is adapted
+    down: bool  # W_down (or the shared expert's) is adapted
+    qkv: bool  # a module reading the attention input is adapted
+    o: bool  # the attention output projection is adapted
+
+
+def adapted(linears: list[Linear], tr: Training) -> Adapted:
+    """The adapters on `linears` for the training's targets, rank and method."""
+    dora = tr.finetune is Finetune.dora
+    chosen = [lin for lin in linears if selected(lin, tr.lora_targets)]
+    return Adapted(
+        params=sum(adapter_params(lin, tr.lora_rank, dora) for lin in chosen),
+        modules=len(chosen),
+        out_features=sum(lin.d_out for lin in chosen),
+        gate_up=any(lin.parts & {LoraTarget.gate, LoraTarget.up} for lin in chosen),
+        down=any(LoraTarget.down in lin.parts for lin in chosen),
+        qkv=any(lin.parts & {LoraTarget.q, LoraTarget.k, LoraTarget.v} for lin in chosen),
+        o=any(LoraTarget.o in lin.parts for lin in chosen),
+    )
+
+
+def check_targets(m: ModelConfig, tr: Training) -> None:
+    """A target list that selects no module of this model is an error (PEFT raises too)."""
+    if not tr.adapters:
+        return
+    mods = block_linears(m, m.is_moe) + (block_linears(m, False) if m.is_moe and m.has_dense_mlp_layers else [])
+    if not any(selected(lin, tr.lora_targets) for lin in mods):
+        names = ",".join(t.value for t in tr.lora_targets)
+        raise ValueError(
+            f"lora_targets ({names}) select no module of this model (a plain MLP has no gate; MoE routed "
+            "experts are not adapted); choose from q,k,v,o,gate,up,down or all-linear"
+        )
+
+
+# ---------------------------------------------------------------------------- trainable params
+@dataclass(frozen=True)
+class Trainable:
+    """Trainable parameters of the whole model (T = 1), by where they sit."""
+
+    adapters: int  # LoRA A and B (+ DoRA magnitudes) in every block and on OPT's projections
+    embedding: int  # the token table, when trained (modules_to_save)
+    head: int  # the untied LM head (+ bias), when trained
+    adapted_modules: int
+
+    @property
+    def total(self) -> int:
+        return self.adapters + self.embedding + self.head
+
+
+def trainable_params(m: ModelConfig, tr: Training) -> Trainable:
+    """What PEFT's `get_nb_trainable_parameters()` reports (every parameter for full training)."""
+    from transformer_calc.params import count_params
+
+    counts = count_params(m)
+    if not tr.adapters:
+        return Trainable(adapters=0, embedding=0, head=counts.total, adapted_modules=0)
+    n_moe = m.n_moe_layers()
+    per_moe = adapted(block_linears(m, True), tr) if n_moe else None
+    per_dense = adapted(block_linears(m, False), tr)
+    first, last = embedding_linears(m)
+    side = adapted(first + last, tr)
+    adapters = n_moe * (per_moe.params if per_moe else 0) + (m.n_layers - n_moe) * per_dense.params + side.params
+    modules = n_moe * (per_moe.modules if per_moe else 0) + (m.n_layers - n_moe) * per_dense.modules + side.modules
+    embedding = counts.embedding if tr.train_embeddings else 0
+    head = 0
+    if tr.train_head:
+        head = counts.lm_head + counts.lm_head_bias if not m.tied_embeddings else (0 if tr.train_embeddings else counts.embedding)
+    return Trainable(adapters=adapters, embedding=embedding, head=head, adapted_modules=modules)
+
+
+# ---------------------------------------------------------------------------- bytes per parameter
+def trainable_weight_bytes(tr: Training) -> int:
+    """Bytes of one trainable parameter held for the update: fp32 in mixed precision (PEFT keeps
+    adapters over a 16-bit base in fp32; an embedding or head being trained needs its fp32 copy
+    for the update too), 2 in pure bf16, 4 in fp32."""
+    return 2 if tr.precision is Precision.bf16 else ADAPTER_FP32_BYTES
+
+
+def nf4_bytes(n: int) -> int:
+    """Bytes of one n-element tensor in NF4 with double quantization (Dettmers et al. 2023):
+    n/2 bytes of codes, one 8-bit absmax per 64 weights, one fp32 constant per 256 blocks
+    (4 + 8/64 + 32/(64·256) = 4.127 bits per weight; partial blocks round up).
+
+    >>> nf4_bytes(4096 * 4096)
+    8654848
+    """
+    blocks = -(-n // NF4_BLOCK)
+    groups = -(-blocks // NF4_BLOCKS_PER_GROUP)
+    return -(-n * NF4_CODE_BITS // 8) + NF4_ABSMAX_BYTES * blocks + NF4_GROUP_CONSTANT_BYTES * groups
+
+
+def block_matrices(m: ModelConfig, moe: bool, T: int = 1, ep: int = 1, etp: int | None = None) -> list[tuple[int, int]]:
+    """(elements, count) of the weight matrices of one block that bitsandbytes quantizes (its
+    Linear4bit replaces every nn.Linear but the output layer): attention, dense MLP, shared expert
+    and its gate, and the routed experts (assumed quantized per expert matrix); the router stays
+    16-bit. One tensor-parallel rank's shards."""
+    etp = T if etp is None else etp
+    mats: list[tuple[int, int]] = [(lin.d_in * lin.d_out, 1) for lin in block_linears(m, moe, T)]
+    if moe:
+        D, F = m.d_model, m.moe_d_ff // etp
+        n_mats = 3 if m.gated_mlp else 2
+        mats.append((D * F, n_mats * (m.n_experts // ep)))
+    return mats
+
+
+def quantized(mats: list[tuple[int, int]]) -> tuple[int, int]:
+    """(elements, NF4 bytes) of the listed matrices."""
+    return sum(n * c for n, c in mats), sum(nf4_bytes(n) * c for n, c in mats)
+
+
+def frozen_weight_bytes(m: ModelConfig, tr: Training, params: int, blocks: dict[bool, int], T: int, ep: int, etp: int | None) -> tuple[int, int]:
+    """(bytes, of which NF4) of `params` frozen parameters held by one GPU, whose blocks are
+    `blocks` = {is_moe: count}. LoRA/DoRA: every parameter at p bytes. QLoRA: the blocks' Linear
+    weights in NF4, the rest (embeddings, norms, biases, LM head, router) at p bytes, as
+    bitsandbytes leaves them."""
+    if tr.finetune is not Finetune.qlora:
+        return params * tr.p, 0
+    elems = nf4 = 0
+    for moe, count in blocks.items():
+        e, b = quantized(block_matrices(m, moe, T, ep, etp))
+        elems += count * e
+        nf4 += count * b
+    return (params - elems) * tr.p + nf4, nf4
+
+
+def largest_quantized_matrix(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None) -> int:
+    """Elements of the largest quantized matrix: bitsandbytes dequantizes one to 16 bits per matmul."""
+    kinds = [m.is_moe] + ([False] if m.is_moe and m.has_dense_mlp_layers else [])
+    return max(n for moe in kinds for n, _ in block_matrices(m, moe, T, ep, etp))
+
+
+# ---------------------------------------------------------------------------- activations
+@dataclass(frozen=True)
+class ActivationDelta:
+    """Bytes one block's stored activations change by under adapters (negative: no longer kept)."""
+
+    attention: int
+    mlp: int
+
+
+def activation_delta(
+    m: ModelConfig, B: int, S: int, S_rep: int, tr: Training, par: Parallelism, moe: bool, *,
+    o_input_is_output: bool, down_input_needed: bool,
+) -> ActivationDelta:
+    """Stored-activation change of one block under adapters (p bytes per element).
+
+    Frozen matrices need no saved input: a Linear's input is kept only for its weight gradient
+    (x^T dy); the input gradient (dy W^T) needs W alone, and PyTorch's autograd saves a tensor only
+    for the gradients it will compute; bitsandbytes' 4-bit matmul keeps only the quantized weight.
+    So, unless an adapter reads it, these are dropped: the attention input (the norm's output,
+    read by q/k/v), W_O's input (unless it is the attention kernel's output that FlashAttention
+    keeps: `o_input_is_output`), the MLP input (gate/up; the router and frozen routed experts read it
+    too), W_down's input (unless the activation's backward needs it: `down_input_needed`), and the
+    routed experts' permuted inputs. Each adapted module keeps its rank-r intermediate (lora_B's
+    input, B·S·r); DoRA keeps two more d_out-wide tensors per module, the base output and the
+    scaled LoRA output, whose product with the magnitude needs them (PEFT DoraLinearLayer; the
+    weight norm is detached, Liu et al. 2024 sec. 4.3).
+    """
+    p, T = tr.p, par.tensor
+    D = m.d_model
+    lin = block_linears(m, moe, T)
+    ad = adapted(lin, tr)
+    attn = mlp = 0
+    if not ad.qkv and not m.is_mla:
+        attn -= p * B * S_rep * D
+    if not ad.o and not o_input_is_output:
+        attn -= p * B * S * (m.n_heads // T) * m.v_dim
+    shared_input = m.parallel_attn and m.norms_per_layer == 1
+    if not ad.gate_up and not shared_input:
+        mlp -= p * B * S_rep * D
+    if not down_input_needed:
+        if moe:  # the frozen routed experts' W_down inputs; the shared expert's unless adapted
+            mlp -= m.experts_per_token * p * B * S * (m.moe_d_ff // par.expert_tensor_size)
+            if m.shared_expert_d_ff and not ad.down:
+                mlp -= p * B * S * (m.shared_expert_d_ff // T)
+        elif not ad.down:
+            mlp -= p * B * S * (m.d_ff // T)
+    if moe:
+        mlp -= m.experts_per_token * p * B * S * D  # the routed copies the frozen experts read
+    attn_mods = [x for x in lin if selected(x, tr.lora_targets) and x.parts & ATTENTION_TARGETS]
+    mlp_mods = [x for x in lin if selected(x, tr.lora_targets) and not x.parts & ATTENTION_TARGETS]
+    dora = 2 if tr.finetune is Finetune.dora else 0
+    r = tr.lora_rank
+    attn += sum(p * B * S * (r + dora * x.d_out) for x in attn_mods)
+    mlp += sum(p * B * S * (r + dora * x.d_out) for x in mlp_mods)
+    return ActivationDelta(attention=attn, mlp=mlp)
+
+
+# ---------------------------------------------------------------------------- step FLOPs
+ADAPTER_MATMULS = 2  # x @ A^T, then (x A^T) @ B^T
+
+
+def adapter_flops_per_token(m: ModelConfig, tr: Training) -> int:
+    """Forward FLOPs of every adapter, per token: 2·r·(d_in + d_out) per adapted module (T = 1)."""
+    if not tr.adapters:
+        return 0
+    n_moe = m.n_moe_layers()
+    per_moe = sum(2 * tr.lora_rank * (x.d_in + x.d_out) for x in block_linears(m, True) if selected(x, tr.lora_targets)) if n_moe else 0
+    per_dense = sum(2 * tr.lora_rank * (x.d_in + x.d_out) for x in block_linears(m, False) if selected(x, tr.lora_targets))
+    first, last = embedding_linears(m)
+    side = sum(2 * tr.lora_rank * (x.d_in + x.d_out) for x in first + last if selected(x, tr.lora_targets))
+    return n_moe * per_moe + (m.n_layers - n_moe) * per_dense + side
+
+
+def finetune_step_flops(m: ModelConfig, step: object, tr: Training, full_recompute: bool) -> tuple[int, int]:
+    """(weight-gradient FLOPs not executed, adapter FLOPs executed) for one step under adapters.
+
+    Frozen weights get no weight gradient: the backward of a frozen matmul is its input gradient
+    alone (one forward's FLOPs, not two), so the step skips one forward's worth of every weight
+    matmul (all but the attention core, which has no weights; the LM head's too unless trained).
+    The adapters run forward, input and weight gradients (3 forwards; 4 with full recomputation).
+    `step` is a flops.StepFlops. The embedding is a lookup (no FLOPs) trained or not.
+    """
+    if not tr.adapters:
+        return 0, 0
+    from transformer_calc.memory import head_trained
+
+    weight_matmuls = step.forward - step.attention_cores  # type: ignore[attr-defined]
+    if head_trained(m, tr):
+        weight_matmuls -= step.lm_head  # type: ignore[attr-defined]
+    passes = 3 + (1 if full_recompute else 0)
+    return weight_matmuls, passes * adapter_flops_per_token(m, tr) * step.tokens  # type: ignore[attr-defined]
