@@ -75,6 +75,7 @@ class InferenceResult(Result):
     tokens_per_s: float
     compute_bound_batch: int | None
     compute_bound_batch_weights_only: float
+    expected: dict[str, Any]
 
 
 class TrainResult(Result):
@@ -189,14 +190,18 @@ def flops(model: Any, *, S: int | None = None, B: int = 1, causal: bool = False,
 
 
 def inference(model: Any, **options: Any) -> InferenceResult:
-    """`tcalc inference` (options: B, S, new_tokens, T, gpu, weight_dtype, kv_dtype, kv_heads,
-    kv_cache, mla_cache)."""
+    """`tcalc inference` (options: B, S, new_tokens, T, ep, gpu, weight_dtype, kv_dtype, kv_heads,
+    kv_cache, mla_cache; expected latency: matmul_efficiency, memory_efficiency, cuda_graphs,
+    kernel_launch_s)."""
     from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.report import inference_report, inference_spec
+    from transformer_calc.report import inference_efficiency, inference_report, inference_spec
 
     m, job = load(model)
-    spec, gpu_name = inference_spec(m, job.inference if job else {}, _canonical(options))
-    return InferenceResult(**_dump(inference_report(m, find_gpu(gpu_name), spec)))
+    section, flags = (job.inference if job else {}), _canonical(options)
+    spec, gpu_name = inference_spec(m, section, flags)
+    device = find_gpu(gpu_name)
+    eff = inference_efficiency(device, section, flags)
+    return InferenceResult(**_dump(inference_report(m, device, spec, eff)))
 
 
 def train(model: Any, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int,

@@ -520,6 +520,39 @@ def mfu(
 
 
 INFERENCE = "Inference"
+EXPECTED = "Expected latency (achievable rates, fixed costs)"
+
+
+def _fraction(text: Any) -> float:
+    """A fraction in (0, 1] (an efficiency, a memory utilization)."""
+    import math
+
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise typer.BadParameter(f"{str(text)[:40]!r} is not a number; write a fraction such as 0.9") from None
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise typer.BadParameter(f"{value} is out of range; use a fraction in (0, 1], e.g. 0.9")
+    return value
+
+
+def _seconds(text: Any) -> float:
+    """A duration in seconds >= 0 (finite)."""
+    import math
+
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise typer.BadParameter(f"{str(text)[:40]!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise typer.BadParameter(f"{value} is out of range; use a finite number of seconds >= 0")
+    return value
+
+
+MatmulEffOpt = Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU, e.g. H100 0.801].", rich_help_panel=EXPECTED, parser=_fraction)]
+MemoryEffOpt = Annotated[Optional[float], typer.Option("--memory-efficiency", help="Achievable fraction of the HBM bandwidth \\[default: 0.9].", rich_help_panel=EXPECTED, parser=_fraction)]
+GraphsOpt = Annotated[Optional[bool], typer.Option("--cuda-graphs/--no-cuda-graphs", help="Kernels launched from CUDA graphs (vLLM, TensorRT-LLM decode) or eagerly \\[default: --cuda-graphs].", rich_help_panel=EXPECTED)]
+KernelOpt = Annotated[Optional[float], typer.Option("--kernel-launch-s", help="Fixed cost per kernel, seconds \\[default: 1.5e-6 with CUDA graphs, 5e-6 without].", rich_help_panel=EXPECTED, parser=_seconds)]
 
 
 @app.command()
@@ -537,24 +570,36 @@ def inference(
     kv_cache: Annotated[Optional[bool], typer.Option("--kv-cache/--no-kv-cache", help="--no-kv-cache: the seed's naive mode, every token reprocesses the context.", rich_help_panel=INFERENCE)] = None,
     ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", help="Expert-parallel GPUs: each holds n_experts / ep routed experts \\[default: 1].", rich_help_panel=INFERENCE, parser=_whole)] = None,
     mla_cache: Annotated[Optional[str], typer.Option("--mla-cache", help="MLA models: latent (r_kv + d_rope per token, replicated over T; transformers) | decompressed (per-head K and V) \\[default: latent].", rich_help_panel=INFERENCE)] = None,
+    matmul_efficiency: MatmulEffOpt = None,
+    memory_efficiency: MemoryEffOpt = None,
+    cuda_graphs: GraphsOpt = None,
+    kernel_launch_s: KernelOpt = None,
+    node_size: Annotated[Optional[int], typer.Option("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", rich_help_panel=EXPECTED, parser=_whole)] = None,
+    inter_node_gb_s: Annotated[Optional[float], typer.Option("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", rich_help_panel=EXPECTED)] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
-    """KV cache, inference memory per GPU, prefill and decode latency as a roofline.
+    """KV cache, inference memory per GPU, prefill and decode latency: the roofline bound and the
+    expected time (achievable rates, kernel launches, collectives, sampling).
 
     Example: tcalc inference --preset falcon-40b --T 4 --B 8 --S 2048 --new-tokens 256
     """
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.render import inference_table
-    from transformer_calc.report import inference_report, inference_spec
+    from transformer_calc.report import inference_efficiency, inference_report, inference_spec
 
     model, job = source.load()
     flags = dict(
         batch_size=B, seq_len=S, new_tokens=new_tokens, tensor=T, gpu=gpu, weight_dtype=weight_dtype,
         kv_dtype=kv_dtype, kv_heads=cache_kv_heads, kv_cache=kv_cache, mla_cache=mla_cache, expert=ep,
     )
-    spec, gpu_name = inference_spec(model, job.inference if job else {}, flags)
+    section = job.inference if job else {}
+    spec, gpu_name = inference_spec(model, section, flags)
     _note_seq_len(model, spec.prompt_len, S is not None or bool(job and "seq_len" in job.inference), "--S (the prompt)")
-    emit(inference_report(model, find_gpu(gpu_name), spec), fmt, inference_table)
+    device = find_gpu(gpu_name)
+    eff = inference_efficiency(device, section, dict(
+        matmul_efficiency=matmul_efficiency, memory_efficiency=memory_efficiency, cuda_graphs=cuda_graphs,
+        kernel_launch_s=kernel_launch_s), _network(device, node_size, inter_node_gb_s))
+    emit(inference_report(model, device, spec, eff), fmt, inference_table)
 
 
 LONG_DEFAULT_CONTEXT = 8192  # a default S above this is said on stderr (issue: silent 128k defaults)

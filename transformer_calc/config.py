@@ -665,7 +665,8 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "virtual_stages": "parallelism",
     "gpu": "gpu",
 }
-INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "weight_dtype", "kv_dtype", "kv_heads", "kv_cache", "mla_cache", "gpu"}
+INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "weight_dtype", "kv_dtype", "kv_heads", "kv_cache", "mla_cache", "gpu",
+                  "matmul_efficiency", "memory_efficiency", "cuda_graphs", "kernel_launch_s"}
 CHECK_KEYS = {"gpu", "max_memory", "min_tokens_per_s", "max_ttft_s"}
 SECTION_ALIASES: dict[str, str] = {
     "S": "seq_len",

@@ -780,23 +780,7 @@ def decode(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Decode:
     def exact(context: int) -> tuple[Step, Fraction, Fraction]:
         return _decode_step_exact(m, gpu, spec, sh, context)
 
-    flops = bytes_moved = compute_steps = 0
-    seconds = comm_s = Fraction(0)
-    start, stop = S + 1, S + 1 + n_steps  # contexts of the steps: [start, stop)
-    # A naive-mode MoE reads min(n_experts, B·c·k) experts per layer at context c: linear in c
-    # until every expert is touched, constant after. That saturation point is one more break.
-    saturated = None
-    if not spec.kv_cache and sh.n_experts > 1:
-        saturated = -(-sh.n_experts // (B * sh.experts_per_token))
-    # Windows (sliding, chunked layers) make every per-step quantity piecewise polynomial, with
-    # a break where the context reaches a window: sum each piece separately.
-    breaks = [g.window for g in sh.kv_groups if g.window] + ([saturated] if saturated else [])
-    cuts = sorted({start, stop, *(b for b in breaks if start < b < stop)})
-    for lo, hi in zip(cuts, cuts[1:]):
-        f_, b_, x_, t_, c_ = _sum_steps(exact, lo, hi, peak, bw)
-        flops, bytes_moved, comm_s, seconds, compute_steps = (
-            flops + f_, bytes_moved + b_, comm_s + x_, seconds + t_, compute_steps + c_
-        )
+    flops, bytes_moved, comm_s, seconds, compute_steps = decode_sum(sh, spec, exact, peak, bw)
     first = exact(S + 1)[0]
     last = exact(S + max(n_steps, 1))[0]
     if n_steps == 0:
@@ -817,6 +801,35 @@ def decode(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Decode:
         first=first,
         last=last,
     )
+
+
+def decode_sum(
+    sh: _Shard, spec: InferenceSpec, exact: Callable[[int], tuple[Step, Fraction, Fraction]],
+    peak: int | Fraction, bw: int | Fraction,
+) -> tuple[int, int, Fraction, Fraction, int]:
+    """(FLOPs, bytes, added seconds, seconds, compute-bound steps) of the N_new - 1 decode steps,
+    in closed form, on a roofline of `peak` FLOP/s and `bw` B/s. `exact(c)` gives the step at
+    context c, its time and the seconds added to its roofline (communication; `expected.py` adds
+    its fixed costs there), which must be a polynomial of degree <= 2 in c on each piece."""
+    S, B, n_steps = spec.prompt_len, spec.batch_size, spec.new_tokens - 1
+    flops = bytes_moved = compute_steps = 0
+    seconds = comm_s = Fraction(0)
+    start, stop = S + 1, S + 1 + n_steps  # contexts of the steps: [start, stop)
+    # A naive-mode MoE reads min(n_experts, B·c·k) experts per layer at context c: linear in c
+    # until every expert is touched, constant after. That saturation point is one more break.
+    saturated = None
+    if not spec.kv_cache and sh.n_experts > 1:
+        saturated = -(-sh.n_experts // (B * sh.experts_per_token))
+    # Windows (sliding, chunked layers) make every per-step quantity piecewise polynomial, with
+    # a break where the context reaches a window: sum each piece separately.
+    breaks = [g.window for g in sh.kv_groups if g.window] + ([saturated] if saturated else [])
+    cuts = sorted({start, stop, *(b for b in breaks if start < b < stop)})
+    for lo, hi in zip(cuts, cuts[1:]):
+        f_, b_, x_, t_, c_ = _sum_steps(exact, lo, hi, peak, bw)
+        flops, bytes_moved, comm_s, seconds, compute_steps = (
+            flops + f_, bytes_moved + b_, comm_s + x_, seconds + t_, compute_steps + c_
+        )
+    return flops, bytes_moved, comm_s, seconds, compute_steps
 
 
 # ============================================================================ compute-bound batch

@@ -549,12 +549,16 @@ def inference_table(report: dict[str, Any]) -> Any:
     t.add_row("total", fmt_bytes(per["total"]), _bar(per["total"] / scale), style="bold")
     t.add_row("capacity", fmt_bytes(cap), _bar(cap / scale), style="dim")
 
-    r = _table("Roofline per GPU (ms)", "step", "compute", "memory", "comm", "time", "bound", "FLOP/B")
+    r = _table("Per GPU (ms): roofline bound, and expected", "step", "compute", "memory", "comm", "bound",
+               "limit", "FLOP/B", "expected")
     r.columns[0].no_wrap = True
-    for label, st in (("prefill", report["prefill"]), ("decode, first", report["decode"]["first_step"]),
-                      ("decode, last", report["decode"]["last_step"])):
+    ex = report.get("expected") or {}
+    for label, st, xs in (("prefill", report["prefill"], ex.get("prefill")),
+                          ("decode, first", report["decode"]["first_step"], ex.get("decode_first_step")),
+                          ("decode, last", report["decode"]["last_step"], ex.get("decode_last_step"))):
         r.add_row(label, _num(1e3 * st["compute_s"]), _num(1e3 * st["memory_s"]),
-                  _num(1e3 * st["communication_s"]), _num(1e3 * st["seconds"]), st["bound"], _num(st["intensity"]))
+                  _num(1e3 * st["communication_s"]), _num(1e3 * st["seconds"]), st["bound"], _num(st["intensity"]),
+                  _num(1e3 * xs["time_s"]) if xs else "")
     dec = report["decode"]
     lam = report["prefill"]["math_bandwidth"]
     cb = report["compute_bound_batch"]
@@ -582,6 +586,15 @@ def inference_table(report: dict[str, Any]) -> Any:
         f"λ_math = {lam:.0f} FLOP/B; decode turns compute-bound at B ≈ {cb if cb else 'never (KV reads dominate)'} "
         f"(weights only: {report['compute_bound_batch_weights_only']:.0f})",
     ]
+    if ex:
+        a = ex["assumptions"]
+        lines[2] = "bound: " + lines[2]
+        lines.insert(3, (
+            f"expected: time to first token {fmt_s(ex['time_to_first_token_s'])}; time per output token "
+            f"{fmt_s(ex['time_per_output_token_s'])}; {ex['decode_tokens_per_s']:,.0f} tokens/s decoding; total "
+            f"{fmt_s(ex['total_s'])} (matmuls at {a['matmul_efficiency']:.0%} of peak, HBM at "
+            f"{a['memory_efficiency']:.0%}, {a['kernels_per_step']} kernels/step at {1e6 * a['kernel_launch_s']:g} µs "
+            f"{'with' if a['cuda_graphs'] else 'without'} CUDA graphs)"))
     return Group(t, r, Text("\n".join(lines)))
 
 

@@ -446,11 +446,65 @@ def mfu_report(
     return out
 
 
-def inference_report(m: ModelConfig, gpu: Any, spec: Any) -> dict[str, Any]:
-    """`tcalc inference`: KV cache, memory per GPU, prefill and decode as a roofline."""
+def expected_dict(x: Any) -> dict[str, Any]:
+    """The `expected` section: achievable-rate latency with its fixed costs, and its assumptions."""
+    eff = x.efficiency
+
+    def step(s: Any) -> dict[str, Any]:
+        return {"compute_s": s.compute_s, "memory_s": s.memory_s, "roofline_s": s.roofline_s,
+                "launch_s": s.launch_s, "communication_s": s.communication_s, "sampling_s": s.sampling_s,
+                "time_s": s.time_s}
+
+    return {
+        "time_to_first_token_s": x.time_to_first_token_s,
+        "time_per_output_token_s": x.time_per_output_token_s,
+        "decode_s": x.decode_s,
+        "total_s": x.total_s,
+        "tokens_per_s": x.tokens_per_s,
+        "decode_tokens_per_s": x.decode_tokens_per_s,
+        "prefill": step(x.prefill),
+        "decode_first_step": step(x.decode_first),
+        "decode_last_step": step(x.decode_last),
+        "assumptions": {
+            "matmul_efficiency": eff.matmul,
+            "memory_efficiency": eff.memory,
+            "cuda_graphs": eff.cuda_graphs,
+            "kernel_launch_s": eff.kernel_s,
+            "kernels_per_step": x.kernels_per_step,
+            "node_size": eff.network.node_size,
+            "intra_node_bytes_s": eff.network.intra_bytes_s,
+            "inter_node_bytes_s": eff.network.inter_bytes_s,
+            "intra_node_latency_s": eff.network.intra_latency_s,
+            "inter_node_latency_s": eff.network.inter_latency_s,
+        },
+    }
+
+
+def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any], network: Any = None) -> Any:
+    """The expected-latency settings (expected.Efficiency) from the inference: section and flags."""
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.expected import default_efficiency
+
+    merged = {**section, **{k: v for k, v in flags.items() if v is not None}}
+    graphs = merged.get("cuda_graphs", True)
+    if not isinstance(graphs, bool):
+        raise TcalcError(f"inference: cuda_graphs ({str(graphs)[:40]!r}) must be true or false")
+    try:
+        return default_efficiency(gpu, cuda_graphs=graphs, matmul=merged.get("matmul_efficiency"),
+                                  memory=merged.get("memory_efficiency"), kernel_s=merged.get("kernel_launch_s"),
+                                  network=network)
+    except (ValueError, TypeError) as exc:
+        raise TcalcError(f"inference: {exc}") from None
+
+
+def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None) -> dict[str, Any]:
+    """`tcalc inference`: KV cache, memory per GPU, prefill and decode as a roofline (the bound),
+    and the expected latency at achievable rates with fixed costs (`expected`)."""
+    from transformer_calc.expected import default_efficiency, estimate_expected
     from transformer_calc.inference import estimate_inference, min_tensor_parallel
 
     e = estimate_inference(m, gpu, spec)
+    x = estimate_expected(m, gpu, spec, eff or default_efficiency(gpu))
     mem, kv, pre, dec = e.memory, e.kv_cache, e.prefill, e.decode
 
     def step(s: Any) -> dict[str, Any]:
@@ -534,6 +588,7 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any) -> dict[str, Any]:
         "tokens_per_s": e.tokens_per_s,
         "compute_bound_batch": e.compute_bound_batch,
         "compute_bound_batch_weights_only": e.compute_bound_batch_weights_only,
+        "expected": expected_dict(x),
     }
 
 
