@@ -564,7 +564,7 @@ def inference(
     new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", help="Tokens generated per sequence; the first comes from the prefill \\[default: 1].", rich_help_panel=INFERENCE, parser=_whole)] = None,
     T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel GPUs \\[default: 1].", rich_help_panel=INFERENCE, parser=_whole)] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU \\[default: a100-80gb].", rich_help_panel=INFERENCE)] = None,
-    weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", "--dtype", help="fp32 | fp16 | bf16 (default) | fp8 | int8 | int4.", rich_help_panel=INFERENCE)] = None,
+    weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", "--dtype", help="fp32 | fp16 | bf16 | fp8 | int8 | int4, or a format with its scales: gptq-int4 | awq-int4 | q8_0 | q4_k_m | q5_k_m | mxfp4 | nvfp4 \\[default: the model's weight_format (gpt-oss: mxfp4), else bf16].", rich_help_panel=INFERENCE)] = None,
     kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV-cache dtype \\[default: the activation dtype].", rich_help_panel=INFERENCE)] = None,
     cache_kv_heads: Annotated[Optional[int], typer.Option("--cache-kv-heads", help="K/V heads the cache holds, weights unchanged (the seed's Falcon study: MHA).", rich_help_panel=INFERENCE, parser=_whole)] = None,
     kv_cache: Annotated[Optional[bool], typer.Option("--kv-cache/--no-kv-cache", help="--no-kv-cache: the seed's naive mode, every token reprocesses the context.", rich_help_panel=INFERENCE)] = None,

@@ -155,6 +155,12 @@ class ModelConfig(BaseModel):
         description="the activation as the reference code names it (HF hidden_act / activation_function, "
         "e.g. gelu_new); only the torch-eager activation profile reads it",
     )
+    weight_format: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9_.-]{1,32}$",
+        description="how the published checkpoint stores its weights (e.g. mxfp4: gpt-oss's routed experts in "
+        "MXFP4, the rest bf16); inference's default weight dtype (quant.FORMATS)",
+    )
     source: str | None = Field(default=None, description="where the numbers come from")
 
     _given: frozenset[str] = PrivateAttr(default=frozenset())
