@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from transformer_calc.cli import run
 
-COMMANDS = ["params", "memory", "flops", "mfu", "inference", "sweep", "presets", "hardware", "check"]
+COMMANDS = ["params", "memory", "flops", "mfu", "inference", "serve", "sweep", "presets", "hardware", "check"]
 OPTIONS = [
     "--preset", "--config", "--hf-config", "--L", "--D", "--A", "--kv-heads", "--head-dim", "--E", "--d-ff",
     "--V", "--K", "--set", "--p", "--T", "--S", "--B", "--precision", "--grad-bytes", "--optimizer",
@@ -23,12 +23,16 @@ OPTIONS = [
     "--budget", "--dtype", "--global-batch", "--step-time", "--tokens-per-s", "--new-tokens",
     "--weight-dtype", "--kv-dtype", "--cache-kv-heads", "--no-kv-cache", "--min-tokens-per-s",
     "--metrics", "--fits-only", "--sort", "--limit", "--x", "--y", "--series",
+    "--prompt-len", "--output-len", "--ttft", "--tpot", "--request-rate", "--ep", "--memory-utilization",
+    "--block-size", "--max-num-batched-tokens", "--max-num-seqs", "--cuda-context", "--activation-peak",
+    "--engine-workspace", "--no-cuda-graphs", "--matmul-efficiency", "--memory-efficiency", "--kernel-launch-s",
 ]
 WORDS = [
     "gpt2", "gpt3", "llama-2-7b", "mixtral-8x7b", "falcon-40b", "a100-80gb", "h100", "json", "yaml", "csv",
     "table", "seed", "selective", "full", "mixed", "fp32", "bf16", "adamw", "lion", "70GiB", "80GB",
     "mlp=swiglu", "tied_embeddings=false", "1,2,4..64", "1..8:2", "memory,fits", "kv_cache,bound", "-memory", "n_layer=3", "n_kv_heads=3", "=", "", " ", "-1", "0", "1", "2",
     "3", "7", "8", "64", "1e3", "2.5", "nan", "inf", "10000000", "1000000", "-0", "0x10", "é", "\x00",
+    "q4_k_m", "mxfp4", "gptq-int4", "nvfp4", "gpt-oss-20b", "0.05", "0.9", "1GiB",
 ]
 VALUES = st.one_of(
     st.sampled_from(WORDS),
@@ -48,6 +52,8 @@ FILE_TEXTS = st.one_of(
             "model: {L: 1000000, D: 65536, A: 512, V: 10000000, K: 10000000}\n",
             "model: {preset: llama-2-7b}\ninference: {B: 8, S: 4096, new_tokens: 100000, T: 2}\n",
             "model: {preset: llama-2-7b}\ninference: {B: x}\nchecks: {min_tokens_per_s: -1}\n",
+            "model: {preset: llama-2-7b}\ninference: {S: 512, new_tokens: 64, ttft_s: 1, tpot_s: x, gpus: 4}\n",
+            "model: {preset: llama-2-7b}\ninference: {S: 512, B: 4, memory_utilization: 2}\nchecks: {max_tpot_s: 0}\n",
         ]
     ),
     st.text(max_size=80),

@@ -549,6 +549,24 @@ def _seconds(text: Any) -> float:
     return value
 
 
+def _positive_seconds(text: Any) -> float:
+    """A positive finite number (seconds, a rate)."""
+    value = _seconds(text)
+    if value <= 0:
+        raise typer.BadParameter(f"{value} is out of range; use a positive number")
+    return value
+
+
+SERVING = "Serving capacity (paged KV cache)"
+ExpNodeOpt = Annotated[Optional[int], typer.Option("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", rich_help_panel=EXPECTED, parser=_whole)]
+ExpNicOpt = Annotated[Optional[float], typer.Option("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", rich_help_panel=EXPECTED)]
+BlockOpt = Annotated[Optional[int], typer.Option("--block-size", help="Tokens per KV-cache block \\[default: 16, vLLM's].", rich_help_panel=SERVING, parser=_whole)]
+UtilOpt = Annotated[Optional[float], typer.Option("--memory-utilization", help="Fraction of GPU memory the engine may use \\[default: 0.9, vLLM's gpu_memory_utilization].", rich_help_panel=SERVING, parser=_fraction)]
+BatchedOpt = Annotated[Optional[int], typer.Option("--max-num-batched-tokens", help="Tokens per engine step (the largest prefill chunk) \\[default: 8192, vLLM V1's].", rich_help_panel=SERVING, parser=_whole)]
+SeqsOpt = Annotated[Optional[int], typer.Option("--max-num-seqs", help="Sequences per engine step \\[default: 256, vLLM's].", rich_help_panel=SERVING, parser=_whole)]
+CtxOpt = Annotated[Optional[str], typer.Option("--cuda-context", help="Reserve for the CUDA context, e.g. 512MiB \\[default: 512MiB].", rich_help_panel=SERVING)]
+ActOpt = Annotated[Optional[str], typer.Option("--activation-peak", help="Reserve for activations, e.g. 2GiB \\[default: the largest prefill chunk's through one block + the sampler's logits].", rich_help_panel=SERVING)]
+WsOpt = Annotated[Optional[str], typer.Option("--engine-workspace", help="Reserve for CUDA graphs and all-reduce buffers \\[default: 512MiB].", rich_help_panel=SERVING)]
 MatmulEffOpt = Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU, e.g. H100 0.801].", rich_help_panel=EXPECTED, parser=_fraction)]
 MemoryEffOpt = Annotated[Optional[float], typer.Option("--memory-efficiency", help="Achievable fraction of the HBM bandwidth \\[default: 0.9].", rich_help_panel=EXPECTED, parser=_fraction)]
 GraphsOpt = Annotated[Optional[bool], typer.Option("--cuda-graphs/--no-cuda-graphs", help="Kernels launched from CUDA graphs (vLLM, TensorRT-LLM decode) or eagerly \\[default: --cuda-graphs].", rich_help_panel=EXPECTED)]
@@ -574,18 +592,26 @@ def inference(
     memory_efficiency: MemoryEffOpt = None,
     cuda_graphs: GraphsOpt = None,
     kernel_launch_s: KernelOpt = None,
-    node_size: Annotated[Optional[int], typer.Option("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", rich_help_panel=EXPECTED, parser=_whole)] = None,
-    inter_node_gb_s: Annotated[Optional[float], typer.Option("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", rich_help_panel=EXPECTED)] = None,
+    node_size: ExpNodeOpt = None,
+    inter_node_gb_s: ExpNicOpt = None,
+    block_size: BlockOpt = None,
+    memory_utilization: UtilOpt = None,
+    max_num_batched_tokens: BatchedOpt = None,
+    max_num_seqs: SeqsOpt = None,
+    cuda_context: CtxOpt = None,
+    activation_peak: ActOpt = None,
+    engine_workspace: WsOpt = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """KV cache, inference memory per GPU, prefill and decode latency: the roofline bound and the
-    expected time (achievable rates, kernel launches, collectives, sampling).
+    expected time (achievable rates, kernel launches, collectives, sampling); the paged KV cache's
+    serving capacity (KV blocks, concurrent sequences, the context x concurrency budget matrix).
 
     Example: tcalc inference --preset falcon-40b --T 4 --B 8 --S 2048 --new-tokens 256
     """
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.render import inference_table
-    from transformer_calc.report import inference_efficiency, inference_report, inference_spec
+    from transformer_calc.report import inference_efficiency, inference_report, inference_spec, serving_spec
 
     model, job = source.load()
     flags = dict(
@@ -599,7 +625,102 @@ def inference(
     eff = inference_efficiency(device, section, dict(
         matmul_efficiency=matmul_efficiency, memory_efficiency=memory_efficiency, cuda_graphs=cuda_graphs,
         kernel_launch_s=kernel_launch_s), _network(device, node_size, inter_node_gb_s))
-    emit(inference_report(model, device, spec, eff), fmt, inference_table)
+    serving = serving_spec(section, dict(
+        block_size=block_size, memory_utilization=memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs, cuda_context=cuda_context, activation_peak=activation_peak,
+        engine_workspace=engine_workspace))
+    emit(inference_report(model, device, spec, eff, serving), fmt, inference_table)
+
+
+SERVE = "Serve (targets and layouts)"
+
+
+@app.command()
+@model_options
+def serve(
+    source: ModelArgs,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU \\[default: a100-80gb].", rich_help_panel=SERVE)] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPUs in all; replicas = gpus / (T·ep) \\[default: 8].", rich_help_panel=SERVE, parser=_whole)] = None,
+    prompt_len: Annotated[Optional[int], typer.Option("--prompt-len", "--S", help="Prompt tokens per request (8k = 8192); required here or in the job file.", rich_help_panel=SERVE, parser=_length)] = None,
+    output_len: Annotated[Optional[int], typer.Option("--output-len", "--new-tokens", help="Output tokens per request; required here or in the job file.", rich_help_panel=SERVE, parser=_whole)] = None,
+    ttft: Annotated[Optional[float], typer.Option("--ttft", help="Target time to first token, seconds \\[default: none].", rich_help_panel=SERVE, parser=_positive_seconds)] = None,
+    tpot: Annotated[Optional[float], typer.Option("--tpot", help="Target time per output token, seconds \\[default: none].", rich_help_panel=SERVE, parser=_positive_seconds)] = None,
+    request_rate: Annotated[Optional[float], typer.Option("--request-rate", help="Requests per second for the whole deployment: concurrency is what serves it \\[default: none: the most the targets allow].", rich_help_panel=SERVE, parser=_positive_seconds)] = None,
+    T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="Fix T (else every T within a node that divides --gpus) \\[default: search].", rich_help_panel=SERVE, parser=_whole)] = None,
+    ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", help="Expert-parallel GPUs per replica \\[default: 1].", rich_help_panel=SERVE, parser=_whole)] = None,
+    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="Fix the concurrency per replica (sequences in flight) \\[default: search].", rich_help_panel=SERVE, parser=_whole)] = None,
+    weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", "--dtype", help="As in `tcalc inference` \\[default: the model's weight_format, else bf16].", rich_help_panel=SERVE)] = None,
+    kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV-cache dtype \\[default: the activation dtype].", rich_help_panel=SERVE)] = None,
+    matmul_efficiency: MatmulEffOpt = None,
+    memory_efficiency: MemoryEffOpt = None,
+    cuda_graphs: GraphsOpt = None,
+    kernel_launch_s: KernelOpt = None,
+    node_size: ExpNodeOpt = None,
+    inter_node_gb_s: ExpNicOpt = None,
+    block_size: BlockOpt = None,
+    memory_utilization: UtilOpt = None,
+    max_num_batched_tokens: BatchedOpt = None,
+    max_num_seqs: SeqsOpt = None,
+    cuda_context: CtxOpt = None,
+    activation_peak: ActOpt = None,
+    engine_workspace: WsOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Size a deployment against latency targets: layouts (T within a node, replicas, concurrency)
+    under continuous batching, with TTFT, TPOT and throughput; the best first, rejections with reasons.
+
+    Example: tcalc serve --preset llama-3.1-70b --gpu h100 --gpus 8 --prompt-len 2000 --output-len 500 --ttft 1 --tpot 0.05
+    """
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.render import serve_table
+    from transformer_calc.report import inference_efficiency, inference_spec, serve_report, serving_spec
+
+    model, job = source.load()
+    section = job.inference if job else {}
+    if _first(prompt_len, section.get("seq_len")) is None or _first(output_len, section.get("new_tokens")) is None:
+        raise TcalcError("give --prompt-len and --output-len (or seq_len and new_tokens in the job file's inference: section)")
+    flags = dict(seq_len=prompt_len, new_tokens=output_len, gpu=gpu, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                 expert=ep, tensor=T, batch_size=B)
+    spec, gpu_name = inference_spec(model, section, flags)
+    _note_seq_len(model, spec.prompt_len, True, "--prompt-len")
+    device = find_gpu(gpu_name)
+    eff = inference_efficiency(device, section, dict(
+        matmul_efficiency=matmul_efficiency, memory_efficiency=memory_efficiency, cuda_graphs=cuda_graphs,
+        kernel_launch_s=kernel_launch_s), _network(device, node_size, inter_node_gb_s))
+    serving = serving_spec(section, dict(
+        block_size=block_size, memory_utilization=memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs, cuda_context=cuda_context, activation_peak=activation_peak,
+        engine_workspace=engine_workspace))
+    targets = _serve_numbers(section, ttft=ttft, tpot=tpot, request_rate=request_rate, gpus=gpus)
+    fixed_T = _first(T, section.get("tensor"))
+    fixed_B = _first(B, section.get("batch_size"))
+    if targets["gpus"] % spec.expert_parallel:
+        raise TcalcError(f"--gpus ({targets['gpus']}) must be a multiple of --ep ({spec.expert_parallel})")
+    emit(serve_report(model, device, spec, eff, serving, gpus=targets["gpus"], ttft_s=targets["ttft_s"],
+                      tpot_s=targets["tpot_s"], request_rate=targets["request_rate"], tensor_parallel=fixed_T,
+                      concurrency=fixed_B), fmt, serve_table)
+
+
+def _serve_numbers(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
+    """Targets, request rate and GPU count: a flag, else the job file's inference: section."""
+    import math
+
+    from transformer_calc.errors import TcalcError
+
+    out: dict[str, Any] = {}
+    for key, flag, name in (("ttft_s", "ttft", "--ttft"), ("tpot_s", "tpot", "--tpot"),
+                            ("request_rate", "request_rate", "--request-rate"), ("gpus", "gpus", "--gpus")):
+        value = _first(flags[flag], section.get(key))
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value <= 0):
+            raise TcalcError(f"inference: {key} ({str(value)[:40]!r}) must be a positive number ({name})")
+        out[key] = value
+    gpus = out["gpus"] if out["gpus"] is not None else 8
+    if not isinstance(gpus, int) or gpus > 1_000_000:
+        raise TcalcError(f"inference: gpus ({gpus!r}) must be a whole number from 1 to 1,000,000")
+    out["gpus"] = gpus
+    return out
 
 
 LONG_DEFAULT_CONTEXT = 8192  # a default S above this is said on stderr (issue: silent 128k defaults)

@@ -163,18 +163,39 @@ def _fixed_s(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, tok
     """(launch, communication, sampling) seconds of a step of `tokens` tokens per sequence,
     which samples one position per sequence. Naive mode (no cache) all-reduces on the ring alone,
     so that its cost stays linear in the context (the decode's closed-form sum needs that)."""
-    T, B = spec.tensor_parallel, spec.batch_size
+    B = spec.batch_size
+    return fixed_costs_s(m, gpu, spec, eff, B * tokens, B, one_shot=spec.kv_cache)
+
+
+def fixed_costs_s(
+    m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, tokens: int, sampled: int, one_shot: bool = True
+) -> tuple[float, float, float]:
+    """(launch, communication, sampling) seconds of a forward pass over `tokens` tokens in all that
+    samples `sampled` positions (one per sequence that emits a token)."""
+    T = spec.tensor_parallel
     act_bits = DTYPE_BITS[spec.activation_dtype]
-    size = -(-B * tokens * m.d_model * act_bits // BITS_PER_BYTE)
-    comm = ALL_REDUCES_PER_LAYER * m.n_layers * all_reduce_s(size, T, eff.network, spec.collective_latency_s, spec.kv_cache)
-    if T > 1:  # the vocabulary-parallel head's logits of the sampled positions, gathered
+    size = -(-tokens * m.d_model * act_bits // BITS_PER_BYTE)
+    comm = ALL_REDUCES_PER_LAYER * m.n_layers * all_reduce_s(size, T, eff.network, spec.collective_latency_s, one_shot)
+    if T > 1 and sampled:  # the vocabulary-parallel head's logits of the sampled positions, gathered
         bw, lat = eff.network.link(T)
-        logits = -(-B * m.vocab_size * act_bits // BITS_PER_BYTE)
+        logits = -(-sampled * m.vocab_size * act_bits // BITS_PER_BYTE)
         comm += ring_gather_s(logits, T, bw, lat)
     launch = launches_per_step(m) * eff.kernel_s
-    sampling = LOGIT_PASSES * B * m.vocab_size * LOGIT_BYTES / (gpu.memory_bw_bytes_s * eff.memory)
-    sampling += SAMPLER_KERNELS * eff.kernel_s
+    sampling = LOGIT_PASSES * sampled * m.vocab_size * LOGIT_BYTES / (gpu.memory_bw_bytes_s * eff.memory)
+    sampling += SAMPLER_KERNELS * eff.kernel_s if sampled else 0.0
     return launch, comm, sampling
+
+
+def step_time(
+    m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, flops: int | float, bytes_moved: int | float,
+    tokens: int, sampled: int,
+) -> ExpectedStep:
+    """The expected time of any forward pass given its FLOPs and bytes (serving's mixed steps)."""
+    peak, bw = _rates(gpu, spec, eff)
+    compute, memory = float(flops / peak), float(bytes_moved / bw)
+    launch, comm, sampling = fixed_costs_s(m, gpu, spec, eff, tokens, sampled)
+    roof = max(compute, memory)
+    return ExpectedStep(compute, memory, roof, launch, comm, sampling, roof + launch + comm + sampling)
 
 
 def expected_step(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, step: Step) -> ExpectedStep:
