@@ -3,8 +3,8 @@
 A format stores a matrix in blocks of `block` consecutive weights along its input dimension (a
 row of the transposed weight: ggml's `ne[0]`, GPTQ's group axis), each block taking `block_bytes`
 bytes with its scales; plus fixed bytes per tensor. A matrix of `out` rows and `in` inputs then
-takes out·(in/block)·block_bytes bytes (exact when `block` divides `in`, which every format here
-requires or, for GGUF, falls back as llama.cpp does). Tensors a format leaves unquantized keep
+takes out·ceil(in/block)·block_bytes bytes (exact when `block` divides `in`; GGUF falls back to
+another type as llama.cpp does, the others pad a tensor-parallel shard to whole blocks). Tensors a format leaves unquantized keep
 `rest_bits` per element.
 
 | format | block | bytes | layout | source |
@@ -226,6 +226,14 @@ def _gguf_types(m: ModelConfig, fmt: str, matrices: list[Matrix]) -> list[Block]
     return types
 
 
+def _blocks(x: Matrix, b: Block) -> int:
+    """Blocks of a matrix: its rows times ceil(inputs / block). A tensor-parallel shard whose inputs
+    the block does not divide (gpt-oss's 2880-wide experts over T = 8: 360 inputs) is padded to
+    whole blocks, as engines pad such shards (an upper bound of a few bytes per row)."""
+    rows = x.elements // x.inputs if x.inputs else 0
+    return rows * -(-x.inputs // b.block)
+
+
 @dataclass(frozen=True)
 class QuantizedWeights:
     """Bytes of one rank's weights in a format."""
@@ -256,16 +264,10 @@ def quantized_weights(m: ModelConfig, fmt: str, T: int = 1, ep: int = 1) -> Quan
         chosen = list(zip(matrices, _gguf_types(m, fmt, matrices)))
     else:
         chosen = [(x, block) for x in in_blocks]
-        for x, b in chosen:
-            if x.inputs % b.block:
-                raise ValueError(
-                    f"{fmt} stores blocks of {b.block} along a matrix's inputs, but {x.name} has {x.inputs} "
-                    f"inputs per GPU; choose a T whose shards are a multiple of {b.block}"
-                )
     q_params = sum(x.elements for x, b in chosen if b.block > 1)
-    q_bytes = sum(Fraction(x.elements * b.block_bytes, b.block) for x, b in chosen)
+    q_bytes = sum(Fraction(_blocks(x, b) * b.block_bytes) for x, b in chosen)
     if fmt == "gptq-int4" or fmt == "awq-int4":  # the packed int4 zero point per group and column
-        q_bytes += sum(Fraction(x.elements * INT4_ZERO_BITS, 8 * b.block) for x, b in chosen)
+        q_bytes += sum(Fraction(_blocks(x, b) * INT4_ZERO_BITS, 8) for x, b in chosen)
     if fmt == "gptq-int4":
         q_bytes += sum(G_IDX_BYTES * x.inputs for x, _ in chosen)
     if fmt == "nvfp4":
@@ -283,7 +285,7 @@ def quantized_weights(m: ModelConfig, fmt: str, T: int = 1, ep: int = 1) -> Quan
         n_local = m.n_experts // ep
         layer0 = experts[0][0].layer if experts else None
         for x, b in ((x, b) for x, b in experts if x.layer == layer0):
-            expert_bytes += Fraction(x.elements * b.block_bytes, b.block * n_local)
+            expert_bytes += Fraction(_blocks(x, b) * b.block_bytes, n_local)
             expert_params += x.elements // n_local
         n_in = (GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES) - 1
         bias = (n_in * m.moe_d_ff // T + m.d_model) if m.mlp_bias else 0
@@ -295,7 +297,7 @@ def quantized_weights(m: ModelConfig, fmt: str, T: int = 1, ep: int = 1) -> Quan
     embedding = [(x, b) for x, b in chosen if x.name == "token_embd"]
     if embedding:
         x, b = embedding[0]
-        gathered = -(-x.elements * b.block_bytes // b.block)
+        gathered = _blocks(x, b) * b.block_bytes
     elif m.tied_embeddings:
         gathered = 0
     else:
