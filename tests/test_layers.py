@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO
 
 PKG = REPO / "transformer_calc"
-ESTIMATORS = ["config", "errors", "params", "hardware", "hf", "hf_2024", "memory", "flops", "inference", "expected", "quant"]
+ESTIMATORS = ["config", "errors", "params", "hardware", "hf", "hf_2024", "memory", "flops", "inference", "expected", "quant", "serving", "speculative"]
 FORBIDDEN_IN_ESTIMATORS = {"typer", "rich", "yaml", "click", "torch", "transformers"}
 UPPER_LAYERS = {"cli", "report", "render", "presets"}
 

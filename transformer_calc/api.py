@@ -77,6 +77,7 @@ class InferenceResult(Result):
     compute_bound_batch_weights_only: float
     expected: dict[str, Any]
     serving: dict[str, Any] | None = None
+    speculative: dict[str, Any] | None = None
 
 
 class TrainResult(Result):
@@ -203,7 +204,12 @@ def inference(model: Any, **options: Any) -> InferenceResult:
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, flags)
     serving = serving_spec(section, flags)
-    return InferenceResult(**_dump(inference_report(m, device, spec, eff, serving)))
+    speculative = None
+    if flags.get("draft") is not None or flags.get("mtp"):
+        speculative = {"draft": load(flags["draft"])[0] if flags.get("draft") is not None else None,
+                       "speculative_tokens": flags.get("speculative_tokens", 4),
+                       "acceptance_rate": flags.get("acceptance_rate", 0.7)}
+    return InferenceResult(**_dump(inference_report(m, device, spec, eff, serving, speculative)))
 
 
 class ServeResult(Result):

@@ -557,6 +557,20 @@ def _positive_seconds(text: Any) -> float:
     return value
 
 
+def _unit_interval(text: Any) -> float:
+    """A fraction in [0, 1] (an acceptance rate)."""
+    import math
+
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise typer.BadParameter(f"{str(text)[:40]!r} is not a number; write a fraction such as 0.7") from None
+    if not (math.isfinite(value) and 0 <= value <= 1):
+        raise typer.BadParameter(f"{value} is out of range; use a fraction in [0, 1]")
+    return value
+
+
+SPECULATIVE = "Speculative decoding"
 SERVING = "Serving capacity (paged KV cache)"
 ExpNodeOpt = Annotated[Optional[int], typer.Option("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", rich_help_panel=EXPECTED, parser=_whole)]
 ExpNicOpt = Annotated[Optional[float], typer.Option("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", rich_help_panel=EXPECTED)]
@@ -601,6 +615,10 @@ def inference(
     cuda_context: CtxOpt = None,
     activation_peak: ActOpt = None,
     engine_workspace: WsOpt = None,
+    draft: Annotated[Optional[str], typer.Option("--draft", help="Speculative decoding: the draft model (a preset, a tcalc YAML or an HF config.json) \\[default: none].", rich_help_panel=SPECULATIVE)] = None,
+    mtp: Annotated[bool, typer.Option("--mtp", help="Speculative decoding with the model's multi-token-prediction modules as the draft.", rich_help_panel=SPECULATIVE)] = False,
+    speculative_tokens: Annotated[int, typer.Option("--speculative-tokens", help="k: draft tokens per verification step \\[default: 4].", rich_help_panel=SPECULATIVE, parser=_whole)] = 4,
+    acceptance_rate: Annotated[float, typer.Option("--acceptance-rate", help="α: the chance the target accepts a draft token \\[default: 0.7].", rich_help_panel=SPECULATIVE, parser=_unit_interval)] = 0.7,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """KV cache, inference memory per GPU, prefill and decode latency: the roofline bound and the
@@ -611,7 +629,8 @@ def inference(
     """
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.render import inference_table
-    from transformer_calc.report import inference_efficiency, inference_report, inference_spec, serving_spec
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.report import draft_model, inference_efficiency, inference_report, inference_spec, serving_spec
 
     model, job = source.load()
     flags = dict(
@@ -629,7 +648,13 @@ def inference(
         block_size=block_size, memory_utilization=memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, cuda_context=cuda_context, activation_peak=activation_peak,
         engine_workspace=engine_workspace))
-    emit(inference_report(model, device, spec, eff, serving), fmt, inference_table)
+    speculative = None
+    if draft is not None or mtp:
+        if draft is not None and mtp:
+            raise TcalcError("give one draft: --draft MODEL or --mtp (the model's own MTP modules), not both")
+        speculative = {"draft": draft_model(draft) if draft is not None else None,
+                       "speculative_tokens": speculative_tokens, "acceptance_rate": acceptance_rate}
+    emit(inference_report(model, device, spec, eff, serving, speculative), fmt, inference_table)
 
 
 SERVE = "Serve (targets and layouts)"

@@ -596,6 +596,15 @@ def inference_table(report: dict[str, Any]) -> Any:
             f"{fmt_s(ex['total_s'])} (matmuls at {a['matmul_efficiency']:.0%} of peak, HBM at "
             f"{a['memory_efficiency']:.0%}, {a['kernels_per_step']} kernels/step at {1e6 * a['kernel_launch_s']:g} µs "
             f"{'with' if a['cuda_graphs'] else 'without'} CUDA graphs)"))
+    sp = report.get("speculative")
+    if sp:
+        be = sp["break_even_acceptance_rate"]
+        lines.append(
+            f"speculative ({sp['kind']}: {sp['draft']}, k={sp['speculative_tokens']}, α={sp['acceptance_rate']:g}): "
+            f"{sp['expected_tokens_per_step']:.2f} tokens per step of {fmt_s(sp['step_s'])} "
+            f"(draft {fmt_s(sp['draft_step_s'])} × k + verify {fmt_s(sp['verify_step_s'])}); time per output token "
+            f"{fmt_s(sp['time_per_output_token_s'])} vs {fmt_s(sp['baseline_time_per_output_token_s'])}, "
+            f"speed-up {sp['speedup']:.2f}×; pays above α = {'never' if be is None else f'{be:.3f}'}")
     sv = report.get("serving")
     if sv:
         g = sv["per_gpu"]

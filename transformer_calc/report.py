@@ -567,7 +567,53 @@ def capacity_dict(m: ModelConfig, gpu: Any, spec: Any, serving: Any) -> dict[str
     }
 
 
-def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, serving: Any = None) -> dict[str, Any]:
+def draft_model(text: str) -> ModelConfig:
+    """A draft model for speculative decoding: a preset name, a tcalc YAML file or an HF config.json."""
+    from pathlib import Path
+
+    from transformer_calc import presets
+    from transformer_calc.config import build_model
+
+    path = Path(text)
+    if path.suffix == ".json":
+        return build_model(presets.hf_spec(path), where=str(path))
+    if path.suffix in (".yaml", ".yml"):
+        return build_model(presets.load_job(path, flag="--draft").model, where=str(path))
+    return presets.preset_model(text)
+
+
+def speculative_dict(m: ModelConfig, gpu: Any, spec: Any, eff: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """The `speculative` section: a draft (or the MTP modules) proposing k tokens at acceptance α."""
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.speculative import speculate
+
+    try:
+        x = speculate(m, gpu, spec, eff, draft=options.get("draft"), speculative_tokens=options["speculative_tokens"],
+                      acceptance_rate=options["acceptance_rate"])
+    except ValueError as exc:
+        raise TcalcError(f"speculative decoding: {exc}") from None
+    return {
+        "kind": x.kind,
+        "draft": x.draft_name,
+        "speculative_tokens": x.speculative_tokens,
+        "acceptance_rate": x.acceptance_rate,
+        "expected_tokens_per_step": x.expected_tokens_per_step,
+        "context_len": x.context_len,
+        "draft_step_s": x.draft_step_s,
+        "verify_step_s": x.verify_step_s,
+        "step_s": x.step_s,
+        "time_per_output_token_s": x.time_per_output_token_s,
+        "baseline_time_per_output_token_s": x.baseline_time_per_output_token_s,
+        "speedup": x.speedup,
+        "break_even_acceptance_rate": x.break_even_acceptance_rate,
+        "draft_weights_bytes_per_gpu": x.draft_weights_bytes,
+        "draft_kv_cache_bytes_per_gpu": x.draft_kv_cache_bytes,
+        "target_kv_cache_bytes_per_gpu": x.target_kv_cache_bytes,
+    }
+
+
+def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, serving: Any = None,
+                     speculative: dict[str, Any] | None = None) -> dict[str, Any]:
     """`tcalc inference`: KV cache, memory per GPU, prefill and decode as a roofline (the bound),
     the expected latency at achievable rates with fixed costs (`expected`), and the paged KV
     cache's serving capacity (`serving`, with the cache on)."""
@@ -662,6 +708,7 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
         "compute_bound_batch_weights_only": e.compute_bound_batch_weights_only,
         "expected": expected_dict(x),
         **({"serving": capacity_dict(m, gpu, spec, serving or ServingSpec())} if spec.kv_cache else {}),
+        **({"speculative": speculative_dict(m, gpu, spec, x.efficiency, speculative)} if speculative else {}),
     }
 
 
