@@ -155,20 +155,31 @@ INF = "model: {preset: llama-2-13b}\ninference: {B: 16, S: 4096, new_tokens: 256
 
 
 def test_inference_checks_from_the_file_and_flags(tmp_path, capsys):
+    """Throughput, TTFT and TPOT on `tcalc serve`'s model: one replica with B = 16 in flight."""
+    from transformer_calc.expected import default_efficiency
     from transformer_calc.inference import InferenceSpec, estimate_inference
     from transformer_calc.presets import gpu
+    from transformer_calc.serving import ServingSpec, load_point
 
-    est = estimate_inference(preset_model("llama-2-13b"), gpu("a100-80gb"),
-                             InferenceSpec(batch_size=16, prompt_len=4096, new_tokens=256, tensor_parallel=2))
-    f = write(tmp_path, "i.yaml", INF + f"checks: {{min_tokens_per_s: {est.decode.tokens_per_s * 0.9}, max_ttft_s: 100}}\n")
+    m, a100 = preset_model("llama-2-13b"), gpu("a100-80gb")
+    spec = InferenceSpec(batch_size=16, prompt_len=4096, new_tokens=256, tensor_parallel=2)
+    est = estimate_inference(m, a100, spec)
+    point = load_point(m, a100, spec, default_efficiency(a100), ServingSpec(), 4096, 256, 16)
+    f = write(tmp_path, "i.yaml", INF + f"checks: {{min_tokens_per_s: {point.output_tokens_per_s * 0.9}, "
+              f"max_ttft_s: 100, max_tpot_s: {point.tpot_s * 1.01}}}\n")
     code, out, _ = call(capsys, "check", f, "-f", "json")
     checks = {c["check"]: c for c in json.loads(out)["files"][0]["checks"]}
     assert code == 0
     assert checks["inference_fits_gpu"]["value"] == est.memory.total_bytes
-    assert checks["inference_min_tokens_per_s"]["value"] == est.decode.tokens_per_s
-    assert checks["inference_max_ttft_s"]["value"] == est.time_to_first_token_s
-    code, out, _ = call(capsys, "check", f, "--min-tokens-per-s", str(est.decode.tokens_per_s * 2))
+    assert checks["inference_min_tokens_per_s"]["value"] == point.output_tokens_per_s
+    assert checks["inference_max_ttft_s"]["value"] == point.ttft_s
+    assert checks["inference_max_tpot_s"]["value"] == point.tpot_s
+    assert point.tpot_s > est.decode.seconds_per_token  # the expected model, above the bound
+    code, out, _ = call(capsys, "check", f, "--min-tokens-per-s", str(point.output_tokens_per_s * 2))
     assert code == 1 and "decode tokens/s" in out and " < " in out
+    g = write(tmp_path, "j.yaml", INF + f"checks: {{max_tpot_s: {point.tpot_s * 0.5}}}\n")
+    code, out, _ = call(capsys, "check", g)
+    assert code == 1 and "time per output token (s)" in out and " > " in out
 
 
 def test_flops_and_mfu_read_the_job_files_training_section(tmp_path, capsys):

@@ -113,6 +113,28 @@ def test_naive_moe_with_many_experts_and_tokens_is_a_closed_form(capsys):
     assert json.loads(out)["decode"]["steps"] == 100_000_000 - 1
 
 
+def test_serve_bounds_its_searches(capsys):
+    """A million GPUs, a huge context and a tiny model: the layouts are bounded by the node, the
+    concurrency by bisection; the answer comes fast."""
+    code, out, err = call(capsys, "serve", "--L", "2", "--D", "64", "--A", "4", "--V", "100", "--K", "10000000",
+                          "--gpus", "1000000", "--prompt-len", "4M", "--output-len", "1000000", "--gpu", "h100",
+                          "--ttft", "1e9", "--tpot", "1e9", "-f", "json")
+    assert code == 0, err
+    assert len(json.loads(out)["layouts"]) <= 8
+
+
+def test_serve_bad_inputs_are_one_line_errors(tmp_path, capsys):
+    invalid(capsys, "serve", "--preset", "gpt2", "--prompt-len", "100", says="--output-len")
+    invalid(capsys, "serve", "--preset", "gpt2", "--prompt-len", "100", "--output-len", "10", "--ttft", "-1",
+            says="--ttft")
+    invalid(capsys, "serve", "--preset", "gpt2", "--prompt-len", "100", "--output-len", "10", "--memory-utilization",
+            "1.5", says="--memory-utilization")
+    invalid(capsys, "serve", "--preset", "gpt2", "--prompt-len", "100", "--output-len", "10", "--cuda-context",
+            "lots", says="cuda_context")
+    invalid(capsys, "serve", "--config", file(tmp_path, "model: {preset: gpt2}\ninference: {S: 100, new_tokens: 10, tpot_s: true}\n"),
+            says="tpot_s")
+
+
 # ---------------------------------------------------------------------------- 3. silent answers
 @pytest.mark.parametrize("text", [
     "n_layers: yes\nD: 8\nA: 2\nV: 10\n", "n_layers: true\nD: 8\nA: 2\nV: 10\n", "n_layers: on\nD: 8\nA: 2\nV: 10\n",
@@ -245,7 +267,9 @@ SCALARS = st.one_of(
 )
 FIELDS = ["L", "D", "A", "V", "K", "n_layers", "d_model", "n_heads", "vocab_size", "n_kv_heads", "d_ff", "dropout",
           "n_experts", "experts_per_token", "sliding_window", "attention_pattern", "kv_lora_rank", "S", "B", "T", "P",
-          "dp", "zero", "ep", "p", "grad_bytes", "new_tokens", "max_memory", "min_tokens_per_s", "max_ttft_s", "gpu"]
+          "dp", "zero", "ep", "p", "grad_bytes", "new_tokens", "max_memory", "min_tokens_per_s", "max_ttft_s", "gpu",
+          "max_tpot_s", "ttft_s", "tpot_s", "request_rate", "gpus", "memory_utilization", "block_size",
+          "max_num_batched_tokens", "cuda_context", "weight_dtype", "cuda_graphs", "memory_efficiency"]
 
 
 def _nest(value, depth):
@@ -285,7 +309,7 @@ def _yaml_text(doc, alias_bomb: bool) -> str:
 @seed(20261122)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
-@given(doc=hostile_docs(), command=st.sampled_from(["params", "memory", "flops", "inference", "sweep", "check"]),
+@given(doc=hostile_docs(), command=st.sampled_from(["params", "memory", "flops", "inference", "serve", "sweep", "check"]),
        as_json=st.booleans(), bomb=st.booleans(), path_kind=st.sampled_from(["file", "file", "file", "dev", "dir"]))
 def test_fuzz_hostile_files(tmp_path_factory, capsys, doc, command, as_json, bomb, path_kind):
     base = tmp_path_factory.mktemp("hostile")

@@ -53,7 +53,7 @@ def _expand(text: str) -> set[str]:
                 stack.pop()
             last = None
         elif re.fullmatch(r"[a-z][a-z0-9_.]*", tok):
-            last = ".".join([*filter(None, stack), tok])
+            last = f"{stack[-1]}.{tok}" if stack and stack[-1] else tok
             paths.add(last)
         else:
             last = None if tok == "," else last

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from transformer_calc.cli import run
 
-COMMANDS = ["params", "memory", "flops", "mfu", "inference", "sweep", "presets", "hardware", "check"]
+COMMANDS = ["params", "memory", "flops", "mfu", "inference", "serve", "sweep", "presets", "hardware", "check"]
 OPTIONS = [
     "--preset", "--config", "--hf-config", "--L", "--D", "--A", "--kv-heads", "--head-dim", "--E", "--d-ff",
     "--V", "--K", "--set", "--p", "--T", "--S", "--B", "--precision", "--grad-bytes", "--optimizer",
@@ -25,6 +25,10 @@ OPTIONS = [
     "--metrics", "--fits-only", "--sort", "--limit", "--x", "--y", "--series",
     "--finetune", "--lora-rank", "--lora-alpha", "--lora-targets", "--train-head", "--train-embeddings",
     "--offload", "--offload-device",
+    "--prompt-len", "--output-len", "--ttft", "--tpot", "--request-rate", "--ep", "--memory-utilization",
+    "--block-size", "--max-num-batched-tokens", "--max-num-seqs", "--cuda-context", "--activation-peak",
+    "--engine-workspace", "--no-cuda-graphs", "--matmul-efficiency", "--memory-efficiency", "--kernel-launch-s",
+    "--draft", "--mtp", "--speculative-tokens", "--acceptance-rate",
 ]
 WORDS = [
     "gpt2", "gpt3", "llama-2-7b", "mixtral-8x7b", "falcon-40b", "a100-80gb", "h100", "json", "yaml", "csv",
@@ -32,6 +36,7 @@ WORDS = [
     "mlp=swiglu", "tied_embeddings=false", "1,2,4..64", "1..8:2", "memory,fits", "kv_cache,bound", "-memory", "n_layer=3", "n_kv_heads=3", "=", "", " ", "-1", "0", "1", "2",
     "3", "7", "8", "64", "1e3", "2.5", "nan", "inf", "10000000", "1000000", "-0", "0x10", "é", "\x00",
     "lora", "qlora", "dora", "all-linear", "q,v", "gate", "q,,zz", "optimizer", "optimizer+params", "nvme", "cpu",
+    "q4_k_m", "mxfp4", "gptq-int4", "nvfp4", "gpt-oss-20b", "0.05", "0.9", "1GiB",
 ]
 VALUES = st.one_of(
     st.sampled_from(WORDS),
@@ -53,6 +58,8 @@ FILE_TEXTS = st.one_of(
             "model: {preset: llama-2-7b}\ninference: {B: x}\nchecks: {min_tokens_per_s: -1}\n",
             "model: {preset: gpt2}\ntraining: {finetune: qlora, lora_targets: [q, 3], lora_rank: true}\n",
             "model: {preset: gpt2}\ntraining: {finetune: dora, lora_alpha: .inf, offload: optimizer, zero: 2, dp: 2}\n",
+            "model: {preset: llama-2-7b}\ninference: {S: 512, new_tokens: 64, ttft_s: 1, tpot_s: x, gpus: 4}\n",
+            "model: {preset: llama-2-7b}\ninference: {S: 512, B: 4, memory_utilization: 2}\nchecks: {max_tpot_s: 0}\n",
         ]
     ),
     st.text(max_size=80),

@@ -13,7 +13,7 @@ from transformer_calc.cli import app, run
 
 COMMANDS = typer.main.get_command(app).commands
 # Python parameter names that are the same concept under a longer name.
-SAME_CONCEPT = {"micro_batch": "B"}
+SAME_CONCEPT = {"micro_batch": "B", "prompt_len": "S", "output_len": "new_tokens"}
 # Grid axes take comma lists: sweep's --flash is "true,false", not a switch.
 GRID_AXES = {("sweep", "flash")}
 

@@ -77,6 +77,9 @@ class InferenceResult(Result):
     tokens_per_s: float
     compute_bound_batch: int | None
     compute_bound_batch_weights_only: float
+    expected: dict[str, Any]
+    serving: dict[str, Any] | None = None
+    speculative: dict[str, Any] | None = None
 
 
 class TrainResult(Result):
@@ -211,13 +214,54 @@ def flops(model: Any = None, *, S: int | None = None, B: int | None = None, caus
 
 def inference(model: Any = None, **options: Any) -> InferenceResult:
     """`tcalc inference` (options: B, S, new_tokens, T, ep, gpu, dtype, p, weight_dtype, kv_dtype, cache_kv_heads,
-    kv_cache, mla_cache)."""
+    kv_cache, mla_cache; expected latency: matmul_efficiency, memory_efficiency, cuda_graphs,
+    kernel_launch_s; serving: block_size, memory_utilization, ...; speculative: draft, mtp, speculative_tokens,
+    acceptance_rate)."""
     from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.report import inference_report, inference_spec
+    from transformer_calc.report import inference_efficiency, inference_report, inference_spec, serving_spec
 
     m, job = _source(model, options)
-    spec, gpu_name = inference_spec(m, job.inference if job else {}, _canonical(options))
-    return InferenceResult(**_dump(inference_report(m, find_gpu(gpu_name), spec)))
+    section, flags = (job.inference if job else {}), _canonical(options)
+    spec, gpu_name = inference_spec(m, section, flags)
+    device = find_gpu(gpu_name)
+    eff = inference_efficiency(device, section, flags)
+    serving = serving_spec(section, flags)
+    speculative = None
+    if flags.get("draft") is not None or flags.get("mtp"):
+        speculative = {"draft": load(flags["draft"])[0] if flags.get("draft") is not None else None,
+                       "speculative_tokens": flags.get("speculative_tokens", 4),
+                       "acceptance_rate": flags.get("acceptance_rate", 0.7)}
+    return InferenceResult(**_dump(inference_report(m, device, spec, eff, serving, speculative)))
+
+
+class ServeResult(Result):
+    model: dict[str, Any]
+    serve: dict[str, Any]
+    best: dict[str, Any] | None
+    layouts: list[dict[str, Any]]
+    expected_assumptions: dict[str, Any]
+
+
+def serve(model: Any = None, *, prompt_len: int, output_len: int, gpus: int = 8, gpu: str | None = None,
+          ttft_s: float | None = None, tpot_s: float | None = None, request_rate: float | None = None,
+          T: int | None = None, B: int | None = None, **options: Any) -> ServeResult:
+    """`tcalc serve`: layouts of `gpus` GPUs against TTFT/TPOT targets (options as `inference`:
+    ep, weight_dtype, kv_dtype, the expected-latency and serving-capacity settings)."""
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.report import inference_efficiency, inference_spec, serve_report, serving_spec
+
+    m, job = _source(model, options)
+    section = job.inference if job else {}
+    flags = _canonical(options) | {"seq_len": prompt_len, "new_tokens": output_len}
+    if gpu is not None:
+        flags["gpu"] = gpu
+    spec, gpu_name = inference_spec(m, section, flags)
+    device = find_gpu(gpu_name)
+    eff = inference_efficiency(device, section, flags)
+    serving = serving_spec(section, flags)
+    report = serve_report(m, device, spec, eff, serving, gpus=gpus, ttft_s=ttft_s, tpot_s=tpot_s,
+                          request_rate=request_rate, tensor_parallel=T, concurrency=B)
+    return ServeResult(**_dump(report))
 
 
 def train(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int,

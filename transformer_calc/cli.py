@@ -526,6 +526,71 @@ def mfu(
 
 
 INFERENCE = "Inference"
+EXPECTED = "Expected latency (achievable rates, fixed costs)"
+
+
+def _fraction(text: Any) -> float:
+    """A fraction in (0, 1] (an efficiency, a memory utilization)."""
+    import math
+
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise typer.BadParameter(f"{str(text)[:40]!r} is not a number; write a fraction such as 0.9") from None
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise typer.BadParameter(f"{value} is out of range; use a fraction in (0, 1], e.g. 0.9")
+    return value
+
+
+def _seconds(text: Any) -> float:
+    """A duration in seconds >= 0 (finite)."""
+    import math
+
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise typer.BadParameter(f"{str(text)[:40]!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise typer.BadParameter(f"{value} is out of range; use a finite number of seconds >= 0")
+    return value
+
+
+def _positive_seconds(text: Any) -> float:
+    """A positive finite number (seconds, a rate)."""
+    value = _seconds(text)
+    if value <= 0:
+        raise typer.BadParameter(f"{value} is out of range; use a positive number")
+    return value
+
+
+def _unit_interval(text: Any) -> float:
+    """A fraction in [0, 1] (an acceptance rate)."""
+    import math
+
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise typer.BadParameter(f"{str(text)[:40]!r} is not a number; write a fraction such as 0.7") from None
+    if not (math.isfinite(value) and 0 <= value <= 1):
+        raise typer.BadParameter(f"{value} is out of range; use a fraction in [0, 1]")
+    return value
+
+
+SPECULATIVE = "Speculative decoding"
+SERVING = "Serving capacity (paged KV cache)"
+ExpNodeOpt = Annotated[Optional[int], typer.Option("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", rich_help_panel=EXPECTED, parser=_whole)]
+ExpNicOpt = Annotated[Optional[float], typer.Option("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", rich_help_panel=EXPECTED)]
+BlockOpt = Annotated[Optional[int], typer.Option("--block-size", help="Tokens per KV-cache block \\[default: 16, vLLM's].", rich_help_panel=SERVING, parser=_whole)]
+UtilOpt = Annotated[Optional[float], typer.Option("--memory-utilization", help="Fraction of GPU memory the engine may use \\[default: 0.9, vLLM's gpu_memory_utilization].", rich_help_panel=SERVING, parser=_fraction)]
+BatchedOpt = Annotated[Optional[int], typer.Option("--max-num-batched-tokens", help="Tokens per engine step (the largest prefill chunk) \\[default: 8192, vLLM V1's].", rich_help_panel=SERVING, parser=_whole)]
+SeqsOpt = Annotated[Optional[int], typer.Option("--max-num-seqs", help="Sequences per engine step \\[default: 256, vLLM's].", rich_help_panel=SERVING, parser=_whole)]
+CtxOpt = Annotated[Optional[str], typer.Option("--cuda-context", help="Reserve for the CUDA context, e.g. 512MiB \\[default: 512MiB].", rich_help_panel=SERVING)]
+ActOpt = Annotated[Optional[str], typer.Option("--activation-peak", help="Reserve for activations, e.g. 2GiB \\[default: the largest prefill chunk's through one block + the sampler's logits].", rich_help_panel=SERVING)]
+WsOpt = Annotated[Optional[str], typer.Option("--engine-workspace", help="Reserve for CUDA graphs and all-reduce buffers \\[default: 512MiB].", rich_help_panel=SERVING)]
+MatmulEffOpt = Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU, e.g. H100 0.801].", rich_help_panel=EXPECTED, parser=_fraction)]
+MemoryEffOpt = Annotated[Optional[float], typer.Option("--memory-efficiency", help="Achievable fraction of the HBM bandwidth \\[default: 0.9].", rich_help_panel=EXPECTED, parser=_fraction)]
+GraphsOpt = Annotated[Optional[bool], typer.Option("--cuda-graphs/--no-cuda-graphs", help="Kernels launched from CUDA graphs (vLLM, TensorRT-LLM decode) or eagerly \\[default: --cuda-graphs].", rich_help_panel=EXPECTED)]
+KernelOpt = Annotated[Optional[float], typer.Option("--kernel-launch-s", help="Fixed cost per kernel, seconds \\[default: 1.5e-6 with CUDA graphs, 5e-6 without].", rich_help_panel=EXPECTED, parser=_seconds)]
 
 
 @app.command()
@@ -534,35 +599,163 @@ def inference(
     source: ModelArgs,
     B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="B: concurrent sequences \\[default: 1].", rich_help_panel=INFERENCE, parser=_whole)] = None,
     S: Annotated[Optional[int], typer.Option("--S", "--prompt-len", "--seq-len", help="S: prompt tokens per sequence (8k = 8192) \\[default: the model's max_seq_len].", rich_help_panel=INFERENCE, parser=_length)] = None,
-    new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", help="Tokens generated per sequence; the first comes from the prefill \\[default: 1].", rich_help_panel=INFERENCE, parser=_whole)] = None,
+    new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", "--output-len", help="Tokens generated per sequence; the first comes from the prefill \\[default: 1].", rich_help_panel=INFERENCE, parser=_whole)] = None,
     T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel GPUs \\[default: 1].", rich_help_panel=INFERENCE, parser=_whole)] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU \\[default: a100-80gb].", rich_help_panel=INFERENCE)] = None,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help=DTYPE_HELP + "; the weights' and the cache's unless given \\[default: bf16].", rich_help_panel=INFERENCE)] = None,
     p: Annotated[Optional[int], typer.Option("--p", help=PHelp + " \\[default: 2].", rich_help_panel=INFERENCE, parser=_whole)] = None,
-    weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="Stored weights: fp32 | fp16 | bf16 | fp8 | int8 | int4 (int8/int4 weight-only, compute in bf16) \\[default: the compute dtype].", rich_help_panel=INFERENCE)] = None,
+    weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="Stored weights: fp32 | fp16 | bf16 | fp8 | int8 | int4, or a format with its scales: gptq-int4 | awq-int4 | q8_0 | q4_k_m | q5_k_m | mxfp4 | nvfp4 \\[default: the model's weight_format (gpt-oss: mxfp4), else bf16].", rich_help_panel=INFERENCE)] = None,
     kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV-cache dtype \\[default: the activation dtype].", rich_help_panel=INFERENCE)] = None,
     cache_kv_heads: Annotated[Optional[int], typer.Option("--cache-kv-heads", help="K/V heads the cache holds, weights unchanged (the seed's Falcon study: MHA).", rich_help_panel=INFERENCE, parser=_whole)] = None,
     kv_cache: Annotated[Optional[bool], typer.Option("--kv-cache/--no-kv-cache", help="--no-kv-cache: the seed's naive mode, every token reprocesses the context.", rich_help_panel=INFERENCE)] = None,
     ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", help="Expert-parallel GPUs: each holds n_experts / ep routed experts \\[default: 1].", rich_help_panel=INFERENCE, parser=_whole)] = None,
     mla_cache: Annotated[Optional[str], typer.Option("--mla-cache", help="MLA models: latent (r_kv + d_rope per token, replicated over T; transformers) | decompressed (per-head K and V) \\[default: latent].", rich_help_panel=INFERENCE)] = None,
+    matmul_efficiency: MatmulEffOpt = None,
+    memory_efficiency: MemoryEffOpt = None,
+    cuda_graphs: GraphsOpt = None,
+    kernel_launch_s: KernelOpt = None,
+    node_size: ExpNodeOpt = None,
+    inter_node_gb_s: ExpNicOpt = None,
+    block_size: BlockOpt = None,
+    memory_utilization: UtilOpt = None,
+    max_num_batched_tokens: BatchedOpt = None,
+    max_num_seqs: SeqsOpt = None,
+    cuda_context: CtxOpt = None,
+    activation_peak: ActOpt = None,
+    engine_workspace: WsOpt = None,
+    draft: Annotated[Optional[str], typer.Option("--draft", help="Speculative decoding: the draft model (a preset, a tcalc YAML or an HF config.json) \\[default: none].", rich_help_panel=SPECULATIVE)] = None,
+    mtp: Annotated[bool, typer.Option("--mtp", help="Speculative decoding with the model's multi-token-prediction modules as the draft.", rich_help_panel=SPECULATIVE)] = False,
+    speculative_tokens: Annotated[int, typer.Option("--speculative-tokens", help="k: draft tokens per verification step \\[default: 4].", rich_help_panel=SPECULATIVE, parser=_whole)] = 4,
+    acceptance_rate: Annotated[float, typer.Option("--acceptance-rate", help="α: the chance the target accepts a draft token \\[default: 0.7].", rich_help_panel=SPECULATIVE, parser=_unit_interval)] = 0.7,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
-    """KV cache, inference memory per GPU, prefill and decode latency as a roofline.
+    """KV cache, inference memory per GPU, prefill and decode latency: the roofline bound and the
+    expected time (achievable rates, kernel launches, collectives, sampling); the paged KV cache's
+    serving capacity (KV blocks, concurrent sequences, the context x concurrency budget matrix).
 
     Example: tcalc inference --preset falcon-40b --T 4 --B 8 --S 2048 --new-tokens 256
     """
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.render import inference_table
-    from transformer_calc.report import inference_report, inference_spec
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.report import draft_model, inference_efficiency, inference_report, inference_spec, serving_spec
 
     model, job = source.load()
     flags = dict(
         batch_size=B, seq_len=S, new_tokens=new_tokens, tensor=T, gpu=gpu, dtype=dtype, p=p, weight_dtype=weight_dtype,
         kv_dtype=kv_dtype, cache_kv_heads=cache_kv_heads, kv_cache=kv_cache, mla_cache=mla_cache, expert=ep,
     )
-    spec, gpu_name = inference_spec(model, job.inference if job else {}, flags)
+    section = job.inference if job else {}
+    spec, gpu_name = inference_spec(model, section, flags)
     _note_seq_len(model, spec.prompt_len, S is not None or bool(job and "seq_len" in job.inference), "--S (the prompt)")
-    emit(inference_report(model, find_gpu(gpu_name), spec), fmt, inference_table)
+    device = find_gpu(gpu_name)
+    eff = inference_efficiency(device, section, dict(
+        matmul_efficiency=matmul_efficiency, memory_efficiency=memory_efficiency, cuda_graphs=cuda_graphs,
+        kernel_launch_s=kernel_launch_s), _network(device, node_size, inter_node_gb_s))
+    serving = serving_spec(section, dict(
+        block_size=block_size, memory_utilization=memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs, cuda_context=cuda_context, activation_peak=activation_peak,
+        engine_workspace=engine_workspace))
+    speculative = None
+    if draft is not None or mtp:
+        if draft is not None and mtp:
+            raise TcalcError("give one draft: --draft MODEL or --mtp (the model's own MTP modules), not both")
+        speculative = {"draft": draft_model(draft) if draft is not None else None,
+                       "speculative_tokens": speculative_tokens, "acceptance_rate": acceptance_rate}
+    emit(inference_report(model, device, spec, eff, serving, speculative), fmt, inference_table)
+
+
+SERVE = "Serve (targets and layouts)"
+
+
+@app.command()
+@model_options
+def serve(
+    source: ModelArgs,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU \\[default: a100-80gb].", rich_help_panel=SERVE)] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPUs in all; replicas = gpus / (T·ep) \\[default: 8].", rich_help_panel=SERVE, parser=_whole)] = None,
+    prompt_len: Annotated[Optional[int], typer.Option("--prompt-len", "--S", "--seq-len", help="Prompt tokens per request (8k = 8192); required here or in the job file.", rich_help_panel=SERVE, parser=_length)] = None,
+    output_len: Annotated[Optional[int], typer.Option("--output-len", "--new-tokens", help="Output tokens per request; required here or in the job file.", rich_help_panel=SERVE, parser=_whole)] = None,
+    ttft: Annotated[Optional[float], typer.Option("--ttft", help="Target time to first token, seconds \\[default: none].", rich_help_panel=SERVE, parser=_positive_seconds)] = None,
+    tpot: Annotated[Optional[float], typer.Option("--tpot", help="Target time per output token, seconds \\[default: none].", rich_help_panel=SERVE, parser=_positive_seconds)] = None,
+    request_rate: Annotated[Optional[float], typer.Option("--request-rate", help="Requests per second for the whole deployment: concurrency is what serves it \\[default: none: the most the targets allow].", rich_help_panel=SERVE, parser=_positive_seconds)] = None,
+    T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="Fix T (else every T within a node that divides --gpus) \\[default: search].", rich_help_panel=SERVE, parser=_whole)] = None,
+    ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", help="Expert-parallel GPUs per replica \\[default: 1].", rich_help_panel=SERVE, parser=_whole)] = None,
+    B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="Fix the concurrency per replica (sequences in flight) \\[default: search].", rich_help_panel=SERVE, parser=_whole)] = None,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help=DTYPE_HELP + "; the weights' and the cache's unless given \\[default: bf16].", rich_help_panel=SERVE)] = None,
+    p: Annotated[Optional[int], typer.Option("--p", help=PHelp + " \\[default: 2].", rich_help_panel=SERVE, parser=_whole)] = None,
+    weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="As in `tcalc inference` \\[default: the model's weight_format, else the compute dtype].", rich_help_panel=SERVE)] = None,
+    kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV-cache dtype \\[default: the activation dtype].", rich_help_panel=SERVE)] = None,
+    matmul_efficiency: MatmulEffOpt = None,
+    memory_efficiency: MemoryEffOpt = None,
+    cuda_graphs: GraphsOpt = None,
+    kernel_launch_s: KernelOpt = None,
+    node_size: ExpNodeOpt = None,
+    inter_node_gb_s: ExpNicOpt = None,
+    block_size: BlockOpt = None,
+    memory_utilization: UtilOpt = None,
+    max_num_batched_tokens: BatchedOpt = None,
+    max_num_seqs: SeqsOpt = None,
+    cuda_context: CtxOpt = None,
+    activation_peak: ActOpt = None,
+    engine_workspace: WsOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Size a deployment against latency targets: layouts (T within a node, replicas, concurrency)
+    under continuous batching, with TTFT, TPOT and throughput; the best first, rejections with reasons.
+
+    Example: tcalc serve --preset llama-3.1-70b --gpu h100 --gpus 8 --prompt-len 2000 --output-len 500 --ttft 1 --tpot 0.05
+    """
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.render import serve_table
+    from transformer_calc.report import inference_efficiency, inference_spec, serve_report, serving_spec
+
+    model, job = source.load()
+    section = job.inference if job else {}
+    if _first(prompt_len, section.get("seq_len")) is None or _first(output_len, section.get("new_tokens")) is None:
+        raise TcalcError("give --prompt-len and --output-len (or seq_len and new_tokens in the job file's inference: section)")
+    flags = dict(seq_len=prompt_len, new_tokens=output_len, gpu=gpu, dtype=dtype, p=p, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                 expert=ep, tensor=T, batch_size=B)
+    spec, gpu_name = inference_spec(model, section, flags)
+    _note_seq_len(model, spec.prompt_len, True, "--prompt-len")
+    device = find_gpu(gpu_name)
+    eff = inference_efficiency(device, section, dict(
+        matmul_efficiency=matmul_efficiency, memory_efficiency=memory_efficiency, cuda_graphs=cuda_graphs,
+        kernel_launch_s=kernel_launch_s), _network(device, node_size, inter_node_gb_s))
+    serving = serving_spec(section, dict(
+        block_size=block_size, memory_utilization=memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs, cuda_context=cuda_context, activation_peak=activation_peak,
+        engine_workspace=engine_workspace))
+    targets = _serve_numbers(section, ttft=ttft, tpot=tpot, request_rate=request_rate, gpus=gpus)
+    fixed_T = _first(T, section.get("tensor"))
+    fixed_B = _first(B, section.get("batch_size"))
+    if targets["gpus"] % spec.expert_parallel:
+        raise TcalcError(f"--gpus ({targets['gpus']}) must be a multiple of --ep ({spec.expert_parallel})")
+    emit(serve_report(model, device, spec, eff, serving, gpus=targets["gpus"], ttft_s=targets["ttft_s"],
+                      tpot_s=targets["tpot_s"], request_rate=targets["request_rate"], tensor_parallel=fixed_T,
+                      concurrency=fixed_B), fmt, serve_table)
+
+
+def _serve_numbers(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
+    """Targets, request rate and GPU count: a flag, else the job file's inference: section."""
+    import math
+
+    from transformer_calc.errors import TcalcError
+
+    out: dict[str, Any] = {}
+    for key, flag, name in (("ttft_s", "ttft", "--ttft"), ("tpot_s", "tpot", "--tpot"),
+                            ("request_rate", "request_rate", "--request-rate"), ("gpus", "gpus", "--gpus")):
+        value = _first(flags[flag], section.get(key))
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value <= 0):
+            raise TcalcError(f"inference: {key} ({str(value)[:40]!r}) must be a positive number ({name})")
+        out[key] = value
+    gpus = out["gpus"] if out["gpus"] is not None else 8
+    if not isinstance(gpus, int) or gpus > 1_000_000:
+        raise TcalcError(f"inference: gpus ({gpus!r}) must be a whole number from 1 to 1,000,000")
+    out["gpus"] = gpus
+    return out
 
 
 LONG_DEFAULT_CONTEXT = 8192  # a default S above this is said on stderr (issue: silent 128k defaults)
@@ -633,7 +826,7 @@ def sweep(
     precision: Annotated[Optional[str], typer.Option("--precision", help="Training precision for every point.")] = None,
     optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="Optimizer for every point.")] = None,
     sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism for every point.")] = False,
-    new_tokens: Annotated[int, typer.Option("--new-tokens", min=1, help="Inference: tokens generated per sequence.", parser=_whole)] = 1,
+    new_tokens: Annotated[int, typer.Option("--new-tokens", "--output-len", min=1, help="Inference: tokens generated per sequence.", parser=_whole)] = 1,
     tokens: Annotated[Optional[str], typer.Option("--tokens", help="train_days: the token budget, e.g. 300e9.")] = None,
     mfu: Annotated[float, typer.Option("--mfu", help="train_days: assumed MFU.")] = 0.4,
     fits_only: Annotated[bool, typer.Option("--fits-only", help="Keep only the points that fit the GPU.")] = False,

@@ -158,6 +158,12 @@ class ModelConfig(BaseModel):
         description="the activation as the reference code names it (HF hidden_act / activation_function, "
         "e.g. gelu_new); only the torch-eager activation profile reads it",
     )
+    weight_format: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9_.-]{1,32}$",
+        description="how the published checkpoint stores its weights (e.g. mxfp4: gpt-oss's routed experts in "
+        "MXFP4, the rest bf16); inference's default weight dtype (quant.FORMATS)",
+    )
     source: str | None = Field(default=None, description="where the numbers come from")
 
     _given: frozenset[str] = PrivateAttr(default=frozenset())
@@ -734,8 +740,11 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "virtual_stages": "parallelism",
     "gpu": "gpu",
 }
-INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", "gpu"}
-CHECK_KEYS = {"gpu", "max_memory", "min_tokens_per_s", "max_ttft_s"}
+INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", "gpu",
+                  "matmul_efficiency", "memory_efficiency", "cuda_graphs", "kernel_launch_s",
+                  "block_size", "memory_utilization", "max_num_batched_tokens", "max_num_seqs", "cuda_context",
+                  "activation_peak", "engine_workspace", "ttft_s", "tpot_s", "request_rate", "gpus"}
+CHECK_KEYS = {"gpu", "max_memory", "min_tokens_per_s", "max_ttft_s", "max_tpot_s"}
 SECTION_ALIASES: dict[str, str] = {
     "S": "seq_len",
     "B": "batch_size",

@@ -30,8 +30,11 @@ Conventions (the ones published calculators disagree on):
   heads, MLP width and vocabulary split T ways; K/V heads split when T divides n_kv, replicated
   when n_kv divides T (each GPU then holds one K/V head and caches it). Other T are refused.
 - Bytes per element: the dtype's bits / 8 (int4 packs two values per byte). A weight total is
-  rounded up to whole bytes once; quantization scales and zero points (GPTQ, AWQ: one 16-bit scale
-  per group of 64-128 weights) are not counted, and every parameter is taken at the weight dtype.
+  rounded up to whole bytes once; a plain dtype (int4, int8, fp8) takes every parameter at that
+  dtype, without scales. The quantized formats (`quant.FORMATS`: gptq-int4, awq-int4, q8_0,
+  q4_k_m, q5_k_m, mxfp4, nvfp4) count their codes, group scales and zero points exactly and leave
+  the tensors they do not quantize at 16 (GGUF: 32) bits; see quant.py. A model's
+  `weight_format` (gpt-oss: mxfp4) is its default weight dtype.
 - Memory is per GPU, in exact bytes, compared with the GPU's `memory_bytes` (the hardware
   table's capacity, decimal GB as marketed).
 
@@ -48,6 +51,7 @@ from fractions import Fraction
 
 from transformer_calc.config import LayerAttention, ModelConfig
 from transformer_calc.hardware import DTYPE_ALIASES, DTYPES, GPU, peak_flops
+from transformer_calc.quant import FORMATS, QuantizedWeights, quantized_weights, resolve_format
 from transformer_calc.params import (
     GATED_MATRICES,
     PLAIN_MATRICES,
@@ -125,7 +129,7 @@ class InferenceSpec:
             raise ValueError(
                 f"collective_latency_s ({latency!r}) must be a finite number of seconds >= 0"
             )
-        weight = _dtype("weight_dtype", self.weight_dtype, DTYPE_BITS)
+        weight = _weight_dtype(self.weight_dtype)
         if self.compute_dtype is None:
             compute = weight if weight in _FLOAT_COMPUTE else "bf16"
         else:
@@ -161,6 +165,24 @@ def _dtype(name: str, value: object, allowed: dict[str, int] | tuple[str, ...]) 
     if key not in allowed:
         raise ValueError(f"{name} ({value!r}) is not supported; use one of {', '.join(allowed)}")
     return key
+
+
+def _weight_dtype(value: object) -> str:
+    """A plain dtype (DTYPE_BITS) or a quantization format with its scales (quant.FORMATS)."""
+    if isinstance(value, str) and (fmt := resolve_format(value)) is not None:
+        return fmt
+    try:
+        return _dtype("weight_dtype", value, DTYPE_BITS)
+    except ValueError:
+        raise ValueError(
+            f"weight_dtype ({str(value)[:40]!r}) is not supported; use one of {', '.join(DTYPE_BITS)} "
+            f"or a quantized format: {', '.join(FORMATS)}"
+        ) from None
+
+
+def is_quantized_format(weight_dtype: str) -> bool:
+    """True for a format with group scales (quant.FORMATS), False for a plain dtype."""
+    return weight_dtype in FORMATS
 
 
 def dtype_bytes(dtype: str) -> Fraction:
@@ -225,6 +247,7 @@ class _Shard:
     expert_assignments_share: tuple[int, int]
     matmul_params: int  # weights one token multiplies
     workspace_width: int  # activation elements per token of the prefill transient
+    store: QuantizedWeights | None = None  # the weights' bytes in a quantized format (None: a plain dtype)
 
 
 def matmul_params(m: ModelConfig, T: int = 1) -> int:
@@ -342,6 +365,7 @@ def _shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
         experts_per_token=m.experts_per_token,
         matmul_params=matmul_params(m, T),
         workspace_width=2 * D + max(qkv_width, mlp_width),
+        store=quantized_weights(m, spec.weight_dtype, T, spec.expert_parallel) if spec.weight_dtype in FORMATS else None,
     )
 
 
@@ -372,8 +396,27 @@ def _weights_read_bytes(sh: _Shard, spec: InferenceSpec, tokens: int) -> int:
     T, ep = sh.expert_assignments_share
     share = min(T, ep)  # expert parallelism: each GPU receives 1/min(T, ep) of the assignments
     touched = min(sh.n_experts, -(-tokens * sh.experts_per_token // share))
+    if sh.store is not None:  # a quantized format: its bytes, an idle expert at its stored size
+        q = sh.store
+        idle_bytes = sh.moe_layers * (sh.n_experts - touched) * q.expert_bytes if q.expert_params else 0
+        read = q.total_bytes - q.gathered_bytes - idle_bytes
+        return -(-read.numerator // read.denominator) if isinstance(read, Fraction) else read
     idle = sh.moe_layers * (sh.n_experts - touched) * sh.expert_params
     return _bytes(sh.params - sh.gathered_params - idle, DTYPE_BITS[spec.weight_dtype])
+
+
+def _weight_split(sh: _Shard, spec: InferenceSpec) -> tuple[Fraction, Fraction]:
+    """(bytes read whatever the routing: the weights less the gathered tables and the routed
+    experts, bytes of one routed expert in one layer) on one rank."""
+    if sh.store is not None:
+        q = sh.store
+        expert = q.expert_bytes if q.expert_params else Fraction(0)
+        experts = sh.moe_layers * sh.n_experts * expert if q.expert_params else 0
+        return Fraction(q.total_bytes - q.gathered_bytes) - experts, expert
+    w_bits = DTYPE_BITS[spec.weight_dtype]
+    expert = Fraction(sh.expert_params * w_bits, BITS_PER_BYTE)
+    dense = sh.params - sh.gathered_params - sh.moe_layers * sh.n_experts * sh.expert_params
+    return Fraction(dense * w_bits, BITS_PER_BYTE), expert
 
 
 # ============================================================================ KV cache, memory
@@ -434,7 +477,7 @@ class InferenceMemory:
 
 def _memory_terms(sh: _Shard, spec: InferenceSpec) -> tuple[int, int, int]:
     """(weight bytes, cache bytes per cached token, workspace bytes per prefill token)."""
-    weights = _bytes(sh.params, DTYPE_BITS[spec.weight_dtype])
+    weights = sh.store.total_bytes if sh.store is not None else _bytes(sh.params, DTYPE_BITS[spec.weight_dtype])
     kv_token = _kv_bytes_per_token(sh, spec) if spec.kv_cache else 0
     workspace_token = _bytes(sh.workspace_width, DTYPE_BITS[spec.activation_dtype])
     return weights, kv_token, workspace_token
@@ -828,23 +871,7 @@ def decode(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Decode:
     def exact(context: int) -> tuple[Step, Fraction, Fraction]:
         return _decode_step_exact(m, gpu, spec, sh, context)
 
-    flops = bytes_moved = compute_steps = 0
-    seconds = comm_s = Fraction(0)
-    start, stop = S + 1, S + 1 + n_steps  # contexts of the steps: [start, stop)
-    # A naive-mode MoE reads min(n_experts, B·c·k) experts per layer at context c: linear in c
-    # until every expert is touched, constant after. That saturation point is one more break.
-    saturated = None
-    if not spec.kv_cache and sh.n_experts > 1:
-        saturated = -(-sh.n_experts // (B * sh.experts_per_token))
-    # Windows (sliding, chunked layers) make every per-step quantity piecewise polynomial, with
-    # a break where the context reaches a window: sum each piece separately.
-    breaks = [g.window for g in sh.kv_groups if g.window] + ([saturated] if saturated else [])
-    cuts = sorted({start, stop, *(b for b in breaks if start < b < stop)})
-    for lo, hi in zip(cuts, cuts[1:]):
-        f_, b_, x_, t_, c_ = _sum_steps(exact, lo, hi, peak, bw)
-        flops, bytes_moved, comm_s, seconds, compute_steps = (
-            flops + f_, bytes_moved + b_, comm_s + x_, seconds + t_, compute_steps + c_
-        )
+    flops, bytes_moved, comm_s, seconds, compute_steps = decode_sum(sh, spec, exact, peak, bw)
     first = exact(S + 1)[0]
     last = exact(S + max(n_steps, 1))[0]
     if n_steps == 0:
@@ -865,6 +892,35 @@ def decode(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Decode:
         first=first,
         last=last,
     )
+
+
+def decode_sum(
+    sh: _Shard, spec: InferenceSpec, exact: Callable[[int], tuple[Step, Fraction, Fraction]],
+    peak: int | Fraction, bw: int | Fraction,
+) -> tuple[int, int, Fraction, Fraction, int]:
+    """(FLOPs, bytes, added seconds, seconds, compute-bound steps) of the N_new - 1 decode steps,
+    in closed form, on a roofline of `peak` FLOP/s and `bw` B/s. `exact(c)` gives the step at
+    context c, its time and the seconds added to its roofline (communication; `expected.py` adds
+    its fixed costs there), which must be a polynomial of degree <= 2 in c on each piece."""
+    S, B, n_steps = spec.prompt_len, spec.batch_size, spec.new_tokens - 1
+    flops = bytes_moved = compute_steps = 0
+    seconds = comm_s = Fraction(0)
+    start, stop = S + 1, S + 1 + n_steps  # contexts of the steps: [start, stop)
+    # A naive-mode MoE reads min(n_experts, B·c·k) experts per layer at context c: linear in c
+    # until every expert is touched, constant after. That saturation point is one more break.
+    saturated = None
+    if not spec.kv_cache and sh.n_experts > 1:
+        saturated = -(-sh.n_experts // (B * sh.experts_per_token))
+    # Windows (sliding, chunked layers) make every per-step quantity piecewise polynomial, with
+    # a break where the context reaches a window: sum each piece separately.
+    breaks = [g.window for g in sh.kv_groups if g.window] + ([saturated] if saturated else [])
+    cuts = sorted({start, stop, *(b for b in breaks if start < b < stop)})
+    for lo, hi in zip(cuts, cuts[1:]):
+        f_, b_, x_, t_, c_ = _sum_steps(exact, lo, hi, peak, bw)
+        flops, bytes_moved, comm_s, seconds, compute_steps = (
+            flops + f_, bytes_moved + b_, comm_s + x_, seconds + t_, compute_steps + c_
+        )
+    return flops, bytes_moved, comm_s, seconds, compute_steps
 
 
 # ============================================================================ compute-bound batch
@@ -908,7 +964,6 @@ def compute_bound_batch(
     one = _decode_step_exact(m, gpu, dataclasses.replace(spec, batch_size=1), sh, c)[0]
     tokens = one.tokens
     f, kv = one.flops, one.kv_read_bytes + one.kv_write_bytes
-    w_bits = DTYPE_BITS[spec.weight_dtype]
     all_weights = _weights_read_bytes(sh, spec, sh.n_experts)  # every expert touched
     coef = f * bw - kv * peak
     if coef <= 0:
@@ -916,9 +971,8 @@ def compute_bound_batch(
     saturated = -(-sh.n_experts // (tokens * sh.experts_per_token))  # B from which all are read
     batch = max(-(-all_weights * peak // coef), saturated)
     if saturated > 1:  # MoE below saturation: W(B) = W_base + B·tokens·top-k·L·expert bytes
-        expert_bytes = Fraction(sh.moe_layers * sh.expert_params * w_bits, BITS_PER_BYTE)
-        dense = sh.params - sh.gathered_params - sh.moe_layers * sh.n_experts * sh.expert_params
-        base = Fraction(dense * w_bits, BITS_PER_BYTE)
+        base, one_expert = _weight_split(sh, spec)
+        expert_bytes = sh.moe_layers * one_expert
         coef_low = f * bw - (kv + tokens * sh.experts_per_token * expert_bytes) * peak
         low = math.ceil(base * peak / coef_low) if coef_low > 0 else saturated
         if low < saturated:  # compute-bound before every expert is read

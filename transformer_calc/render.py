@@ -420,10 +420,11 @@ def check_lines(report: dict[str, Any]) -> str:
         parts = []
         for c in r["checks"]:
             name = c["check"]
-            if name in ("inference_min_tokens_per_s", "inference_max_ttft_s"):
-                verb = {("inference_min_tokens_per_s", True): ">=", ("inference_min_tokens_per_s", False): "<",
-                        ("inference_max_ttft_s", True): "<=", ("inference_max_ttft_s", False): ">"}[(name, c["ok"])]
-                what = "decode tokens/s" if name.endswith("tokens_per_s") else "time to first token (s)"
+            if name in ("inference_min_tokens_per_s", "inference_max_ttft_s", "inference_max_tpot_s"):
+                higher = name.endswith("tokens_per_s")
+                verb = (">=" if c["ok"] else "<") if higher else ("<=" if c["ok"] else ">")
+                what = {"inference_min_tokens_per_s": "decode tokens/s", "inference_max_ttft_s": "time to first token (s)",
+                        "inference_max_tpot_s": "time per output token (s)"}[name]
                 parts.append(f"{what} {c['value']:.4g} {verb} {c['limit']:g}")
                 continue
             value = fmt_bytes(c["value"])
@@ -549,12 +550,16 @@ def inference_table(report: dict[str, Any]) -> Any:
     t.add_row("total", fmt_bytes(per["total"]), _bar(per["total"] / scale), style="bold")
     t.add_row("capacity", fmt_bytes(cap), _bar(cap / scale), style="dim")
 
-    r = _table("Roofline per GPU (ms)", "step", "compute", "memory", "comm", "time", "bound", "FLOP/B")
+    r = _table("Per GPU (ms): roofline bound, and expected", "step", "compute", "memory", "comm", "bound",
+               "limit", "FLOP/B", "expected")
     r.columns[0].no_wrap = True
-    for label, st in (("prefill", report["prefill"]), ("decode, first", report["decode"]["first_step"]),
-                      ("decode, last", report["decode"]["last_step"])):
+    ex = report.get("expected") or {}
+    for label, st, xs in (("prefill", report["prefill"], ex.get("prefill")),
+                          ("decode, first", report["decode"]["first_step"], ex.get("decode_first_step")),
+                          ("decode, last", report["decode"]["last_step"], ex.get("decode_last_step"))):
         r.add_row(label, _num(1e3 * st["compute_s"]), _num(1e3 * st["memory_s"]),
-                  _num(1e3 * st["communication_s"]), _num(1e3 * st["seconds"]), st["bound"], _num(st["intensity"]))
+                  _num(1e3 * st["communication_s"]), _num(1e3 * st["seconds"]), st["bound"], _num(st["intensity"]),
+                  _num(1e3 * xs["time_s"]) if xs else "")
     dec = report["decode"]
     lam = report["prefill"]["math_bandwidth"]
     cb = report["compute_bound_batch"]
@@ -582,7 +587,72 @@ def inference_table(report: dict[str, Any]) -> Any:
         f"λ_math = {lam:.0f} FLOP/B; decode turns compute-bound at B ≈ {cb if cb else 'never (KV reads dominate)'} "
         f"(weights only: {report['compute_bound_batch_weights_only']:.0f})",
     ]
+    if ex:
+        a = ex["assumptions"]
+        lines[2] = "bound: " + lines[2]
+        lines.insert(3, (
+            f"expected: time to first token {fmt_s(ex['time_to_first_token_s'])}; time per output token "
+            f"{fmt_s(ex['time_per_output_token_s'])}; {ex['decode_tokens_per_s']:,.0f} tokens/s decoding; total "
+            f"{fmt_s(ex['total_s'])} (matmuls at {a['matmul_efficiency']:.0%} of peak, HBM at "
+            f"{a['memory_efficiency']:.0%}, {a['kernels_per_step']} kernels/step at {1e6 * a['kernel_launch_s']:g} µs "
+            f"{'with' if a['cuda_graphs'] else 'without'} CUDA graphs)"))
+    sp = report.get("speculative")
+    if sp:
+        be = sp["break_even_acceptance_rate"]
+        lines.append(
+            f"speculative ({sp['kind']}: {sp['draft']}, k={sp['speculative_tokens']}, α={sp['acceptance_rate']:g}): "
+            f"{sp['expected_tokens_per_step']:.2f} tokens per step of {fmt_s(sp['step_s'])} "
+            f"(draft {fmt_s(sp['draft_step_s'])} × k + verify {fmt_s(sp['verify_step_s'])}); time per output token "
+            f"{fmt_s(sp['time_per_output_token_s'])} vs {fmt_s(sp['baseline_time_per_output_token_s'])}, "
+            f"speed-up {sp['speedup']:.2f}×; pays above α = {'never' if be is None else f'{be:.3f}'}")
+    sv = report.get("serving")
+    if sv:
+        g = sv["per_gpu"]
+        lines.append(
+            f"serving (paged KV, block {sv['engine']['block_size']}, {sv['engine']['memory_utilization']:.0%} of memory): "
+            f"KV budget {fmt_bytes(max(g['kv_budget_bytes'], 0))} per GPU ({g['kv_blocks']:,} blocks) after weights, "
+            f"CUDA context {fmt_bytes(g['cuda_context_bytes'])}, activation peak {fmt_bytes(g['activation_peak_bytes'])}, "
+            f"engine workspace {fmt_bytes(g['engine_workspace_bytes'])}; {sv['max_concurrent_sequences']:,} concurrent "
+            f"sequences of {sv['context_len']:,} tokens per replica ({sv['per_replica']['gpus']} GPU"
+            f"{'s' if sv['per_replica']['gpus'] > 1 else ''}); longest context at B={inf['batch_size']}: "
+            f"{sv['longest_context_at_batch_size']:,}")
+        bm = sv["budget_matrix"]
+        mt = _table("KV budget matrix: share of the cache (≤ 100 % fits)", "context",
+                    *[f"B={n}" for n in bm["concurrency"]], "max B")
+        for c, row, most in zip(bm["contexts"], bm["kv_fraction"], bm["max_concurrent_sequences"]):
+            mt.add_row(f"{c:,}", *[("—" if f is None else f"{100 * f:,.0f} %") for f in row], f"{most:,}")
+        return Group(t, r, Text("\n".join(lines)), mt)
     return Group(t, r, Text("\n".join(lines)))
+
+
+def serve_table(report: dict[str, Any]) -> Any:
+    """Layouts, best first: throughput, TTFT and TPOT at their concurrency; rejections with reasons."""
+    from rich.console import Group
+    from rich.text import Text
+
+    sv = report["serve"]
+    tg = sv["targets"]
+    title = (f"Serve: {report['model'].get('name') or 'custom model'} on {sv['gpus']} × {sv['gpu']}, "
+             f"prompt {sv['prompt_len']:,} + output {sv['output_len']:,} tokens")
+    t = _table(title, "T", "replicas", "B", "TTFT", "TPOT", "tok/s", "tok/s/GPU", "verdict")
+    for row in report["layouts"]:
+        if row["concurrency"] is None:
+            t.add_row(str(row["tensor_parallel"]), str(row["replicas"]), "—", "—", "—", "—", "—",
+                      row["reason"] or "", style="dim")
+            continue
+        t.add_row(str(row["tensor_parallel"]), str(row["replicas"]), str(row["concurrency"]), fmt_s(row["ttft_s"]),
+                  fmt_s(row["tpot_s"]), f"{row['tokens_per_s']:,.0f}", f"{row['tokens_per_s_per_gpu']:,.0f}",
+                  "meets targets" if row["feasible"] else row["reason"] or "",
+                  style=None if row["feasible"] else "dim")
+    targets = ", ".join(f"{k} ≤ {v:g} s" for k, v in (("TTFT", tg["ttft_s"]), ("TPOT", tg["tpot_s"])) if v is not None)
+    lines = [
+        f"targets: {targets or 'none'}" + (f"; load {sv['request_rate']:g} requests/s" if sv["request_rate"] else ""),
+        f"model: {sv['batching']}",
+        "best: " + (f"T={report['best']['tensor_parallel']} × {report['best']['replicas']} replicas, "
+                    f"B={report['best']['concurrency']}, {report['best']['tokens_per_s']:,.0f} output tokens/s"
+                    if report["best"] else "no layout meets the targets"),
+    ]
+    return Group(t, Text("\n".join(lines)))
 
 
 TABLE_MAX_ROWS = 200  # a terminal table of 10,000 rows helps nobody and takes rich seconds

@@ -302,8 +302,10 @@ def check_job(
 
     Training memory is checked when the file has a training: section, or when a limit is asked
     for and the file has no inference: section (a model file: defaults S = max_seq_len, B = 1).
-    Inference memory is checked when the file has an inference: section, with its decode
-    throughput (checks.min_tokens_per_s or the flag) and time to first token (checks.max_ttft_s).
+    Inference memory is checked when the file has an inference: section, with its output
+    throughput (checks.min_tokens_per_s or the flag), time to first token (checks.max_ttft_s) and
+    time per output token (checks.max_tpot_s), all on `tcalc serve`'s model: one replica keeping
+    B sequences in flight under continuous batching, at the expected rates (serving.load_point).
     Limits: the GPU's capacity (flag, then checks.gpu, then the section's gpu) and max_memory
     (flag, then checks.max_memory). Raises TcalcError for an invalid file.
     """
@@ -329,6 +331,7 @@ def check_job(
             ("--min-tokens-per-s", min_tokens_per_s is not None),
             ("checks.min_tokens_per_s", job.checks.get("min_tokens_per_s") is not None),
             ("checks.max_ttft_s", job.checks.get("max_ttft_s") is not None),
+            ("checks.max_tpot_s", job.checks.get("max_tpot_s") is not None),
         ) if given
     ]
     if wants_inference_checks and "inference" not in job.sections:
@@ -368,9 +371,14 @@ def check_job(
                        "limit": device.memory_bytes, "gpu": device.name})
         if max_memory is not None:
             checks.append({"check": "inference_max_memory", "ok": total <= max_memory, "value": total, "limit": max_memory})
+        point = None
+        wanted = [k for k in ("min_tokens_per_s", "max_ttft_s", "max_tpot_s") if job.checks.get(k) is not None]
+        if wanted or min_tokens_per_s is not None:  # the serving model of `tcalc serve`, at B in flight
+            point = check_load_point(model, device, spec, job.inference)
         for key, value, better in (
-            ("min_tokens_per_s", est.decode.tokens_per_s, "higher"),
-            ("max_ttft_s", est.time_to_first_token_s, "lower"),
+            ("min_tokens_per_s", point.output_tokens_per_s if point else None, "higher"),
+            ("max_ttft_s", point.ttft_s if point else None, "lower"),
+            ("max_tpot_s", point.tpot_s if point else None, "lower"),
         ):
             limit = job.checks.get(key) if min_tokens_per_s is None or key != "min_tokens_per_s" else min_tokens_per_s
             if limit is None:
@@ -417,6 +425,17 @@ def check_report(
             results.append({"file": str(path), "status": "invalid", "error": f"{path}: {exc}", "checks": []})
     counts = {status: sum(r["status"] == status for r in results) for status in ("pass", "fail", "invalid")}
     return {"files": results, "passed": counts["pass"], "failed": counts["fail"], "invalid": counts["invalid"]}
+
+
+def check_load_point(model: ModelConfig, device: Any, spec: Any, section: dict[str, Any]) -> Any:
+    """`tcalc check`'s throughput and latency: one replica of T GPUs keeping B sequences in flight
+    under continuous batching (serving.load_point, the model `tcalc serve` uses), at the expected
+    rates of the inference: section."""
+    from transformer_calc.serving import load_point
+
+    eff = inference_efficiency(device, section, {})
+    serving = serving_spec(section, {})
+    return load_point(model, device, spec, eff, serving, spec.prompt_len, max(spec.new_tokens, 1), spec.batch_size)
 
 
 def peak_for(gpu: Any, dtype: str | None) -> tuple[str, Any]:
@@ -641,11 +660,166 @@ def mfu_report(
     return out
 
 
-def inference_report(m: ModelConfig, gpu: Any, spec: Any) -> dict[str, Any]:
-    """`tcalc inference`: KV cache, memory per GPU, prefill and decode as a roofline."""
+def expected_dict(x: Any) -> dict[str, Any]:
+    """The `expected` section: achievable-rate latency with its fixed costs, and its assumptions."""
+    eff = x.efficiency
+
+    def step(s: Any) -> dict[str, Any]:
+        return {"compute_s": s.compute_s, "memory_s": s.memory_s, "roofline_s": s.roofline_s,
+                "launch_s": s.launch_s, "communication_s": s.communication_s, "sampling_s": s.sampling_s,
+                "time_s": s.time_s}
+
+    return {
+        "time_to_first_token_s": x.time_to_first_token_s,
+        "time_per_output_token_s": x.time_per_output_token_s,
+        "decode_s": x.decode_s,
+        "total_s": x.total_s,
+        "tokens_per_s": x.tokens_per_s,
+        "decode_tokens_per_s": x.decode_tokens_per_s,
+        "prefill": step(x.prefill),
+        "decode_first_step": step(x.decode_first),
+        "decode_last_step": step(x.decode_last),
+        "assumptions": {
+            "matmul_efficiency": eff.matmul,
+            "memory_efficiency": eff.memory,
+            "cuda_graphs": eff.cuda_graphs,
+            "kernel_launch_s": eff.kernel_s,
+            "kernels_per_step": x.kernels_per_step,
+            "node_size": eff.network.node_size,
+            "intra_node_bytes_s": eff.network.intra_bytes_s,
+            "inter_node_bytes_s": eff.network.inter_bytes_s,
+            "intra_node_latency_s": eff.network.intra_latency_s,
+            "inter_node_latency_s": eff.network.inter_latency_s,
+        },
+    }
+
+
+def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any], network: Any = None) -> Any:
+    """The expected-latency settings (expected.Efficiency) from the inference: section and flags."""
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.expected import default_efficiency
+
+    merged = {**section, **{k: v for k, v in flags.items() if v is not None}}
+    graphs = merged.get("cuda_graphs", True)
+    if not isinstance(graphs, bool):
+        raise TcalcError(f"inference: cuda_graphs ({str(graphs)[:40]!r}) must be true or false")
+    try:
+        return default_efficiency(gpu, cuda_graphs=graphs, matmul=merged.get("matmul_efficiency"),
+                                  memory=merged.get("memory_efficiency"), kernel_s=merged.get("kernel_launch_s"),
+                                  network=network)
+    except (ValueError, TypeError) as exc:
+        raise TcalcError(f"inference: {exc}") from None
+
+
+def serving_spec(section: dict[str, Any], flags: dict[str, Any]) -> Any:
+    """The engine settings (serving.ServingSpec) from the inference: section and flags; sizes
+    (cuda_context, activation_peak, engine_workspace) as bytes or '1GiB'."""
+    from transformer_calc.config import parse_bytes
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.serving import ServingSpec
+
+    merged = {**section, **{k: v for k, v in flags.items() if v is not None}}
+    values: dict[str, Any] = {}
+    try:
+        for key in ("block_size", "memory_utilization", "max_num_batched_tokens", "max_num_seqs"):
+            if merged.get(key) is not None:
+                values[key] = merged[key]
+        for key in ("cuda_context", "activation_peak", "engine_workspace"):
+            raw = merged.get(key)
+            if raw is not None:
+                values[f"{key}_bytes"] = 0 if raw in (0, "0") else parse_bytes(raw, key)
+        return ServingSpec(**values)
+    except (ValueError, TypeError) as exc:
+        raise TcalcError(f"inference: {exc}") from None
+
+
+def capacity_dict(m: ModelConfig, gpu: Any, spec: Any, serving: Any) -> dict[str, Any]:
+    """The `serving` section: the paged KV cache's capacity per GPU and per replica."""
+    from transformer_calc.serving import budget_matrix, capacity, longest_context
+
+    cap = capacity(m, gpu, spec, serving)
+    per_replica = cap.gpus_per_replica
+    return {
+        "engine": {"block_size": serving.block_size, "memory_utilization": serving.memory_utilization,
+                   "max_num_batched_tokens": serving.max_num_batched_tokens, "max_num_seqs": serving.max_num_seqs},
+        "per_gpu": {
+            "usable_bytes": cap.usable_bytes,
+            "weights_bytes": cap.weights_bytes,
+            "cuda_context_bytes": cap.cuda_context_bytes,
+            "activation_peak_bytes": cap.activation_peak_bytes,
+            "engine_workspace_bytes": cap.engine_workspace_bytes,
+            "kv_budget_bytes": cap.kv_budget_bytes,
+            "block_bytes": cap.block_bytes,
+            "kv_blocks": cap.kv_blocks,
+        },
+        "per_replica": {"gpus": per_replica, "kv_budget_bytes": max(cap.kv_budget_bytes, 0) * per_replica,
+                        "kv_blocks": cap.kv_blocks * per_replica},
+        "context_len": cap.context_len,
+        "sequence_bytes_per_gpu": cap.sequence_bytes,
+        "max_concurrent_sequences": cap.max_concurrent_sequences,
+        "longest_context_at_batch_size": longest_context(m, spec, serving, cap.kv_budget_bytes, spec.batch_size),
+        "budget_matrix": budget_matrix(m, spec, serving, cap.kv_budget_bytes),
+    }
+
+
+def draft_model(text: str) -> ModelConfig:
+    """A draft model for speculative decoding: a preset name, a tcalc YAML file or an HF config.json."""
+    import importlib
+    from pathlib import Path
+
+    from transformer_calc.config import build_model
+
+    presets = importlib.import_module("transformer_calc.presets")  # the module; the package's name is the API's
+
+    path = Path(text)
+    if path.suffix == ".json":
+        return build_model(presets.hf_spec(path), where=str(path))
+    if path.suffix in (".yaml", ".yml"):
+        return build_model(presets.load_job(path, flag="--draft").model, where=str(path))
+    return presets.preset_model(text)
+
+
+def speculative_dict(m: ModelConfig, gpu: Any, spec: Any, eff: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """The `speculative` section: a draft (or the MTP modules) proposing k tokens at acceptance α."""
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.speculative import speculate
+
+    try:
+        x = speculate(m, gpu, spec, eff, draft=options.get("draft"), speculative_tokens=options["speculative_tokens"],
+                      acceptance_rate=options["acceptance_rate"])
+    except ValueError as exc:
+        raise TcalcError(f"speculative decoding: {exc}") from None
+    return {
+        "kind": x.kind,
+        "draft": x.draft_name,
+        "speculative_tokens": x.speculative_tokens,
+        "acceptance_rate": x.acceptance_rate,
+        "expected_tokens_per_step": x.expected_tokens_per_step,
+        "context_len": x.context_len,
+        "draft_step_s": x.draft_step_s,
+        "verify_step_s": x.verify_step_s,
+        "step_s": x.step_s,
+        "time_per_output_token_s": x.time_per_output_token_s,
+        "baseline_time_per_output_token_s": x.baseline_time_per_output_token_s,
+        "speedup": x.speedup,
+        "break_even_acceptance_rate": x.break_even_acceptance_rate,
+        "draft_weights_bytes_per_gpu": x.draft_weights_bytes,
+        "draft_kv_cache_bytes_per_gpu": x.draft_kv_cache_bytes,
+        "target_kv_cache_bytes_per_gpu": x.target_kv_cache_bytes,
+    }
+
+
+def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, serving: Any = None,
+                     speculative: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`tcalc inference`: KV cache, memory per GPU, prefill and decode as a roofline (the bound),
+    the expected latency at achievable rates with fixed costs (`expected`), and the paged KV
+    cache's serving capacity (`serving`, with the cache on)."""
+    from transformer_calc.expected import default_efficiency, estimate_expected
     from transformer_calc.inference import estimate_inference, expert_layout, min_tensor_parallel
+    from transformer_calc.serving import ServingSpec
 
     e = estimate_inference(m, gpu, spec)
+    x = estimate_expected(m, gpu, spec, eff or default_efficiency(gpu))
     mem, kv, pre, dec = e.memory, e.kv_cache, e.prefill, e.decode
 
     def step(s: Any) -> dict[str, Any]:
@@ -730,6 +904,9 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any) -> dict[str, Any]:
         "tokens_per_s": e.tokens_per_s,
         "compute_bound_batch": e.compute_bound_batch,
         "compute_bound_batch_weights_only": e.compute_bound_batch_weights_only,
+        "expected": expected_dict(x),
+        **({"serving": capacity_dict(m, gpu, spec, serving or ServingSpec())} if spec.kv_cache else {}),
+        **({"speculative": speculative_dict(m, gpu, spec, x.efficiency, speculative)} if speculative else {}),
     }
 
 
@@ -743,9 +920,8 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
     from transformer_calc.errors import TcalcError
     from transformer_calc.inference import InferenceSpec
 
-    from transformer_calc.hardware import compute_dtype
-
     from transformer_calc.config import resolve
+    from transformer_calc.hardware import compute_dtype
 
     merged = resolve(flags, section)
     dtype = compute_dtype(merged.get("dtype"), merged.get("p"))  # the compute dtype (--dtype / --p)
@@ -756,7 +932,7 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
             new_tokens=merged.get("new_tokens", 1),
             tensor_parallel=merged.get("tensor", 1),
             expert_parallel=merged.get("expert", 1),
-            weight_dtype=merged.get("weight_dtype", dtype or "bf16"),
+            weight_dtype=merged.get("weight_dtype", model.weight_format or dtype or "bf16"),
             compute_dtype=dtype,
             kv_dtype=merged.get("kv_dtype"),
             cache_kv_heads=merged.get("cache_kv_heads"),
@@ -766,6 +942,78 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
     except (ValueError, TypeError) as exc:
         raise TcalcError(f"inference: {exc}") from None
     return spec, str(merged.get("gpu", DEFAULT_INFERENCE_GPU))
+
+
+# ============================================================================ serve
+def layout_dict(x: Any) -> dict[str, Any]:
+    p, cap = x.point, x.capacity
+    return {
+        "tensor_parallel": x.tensor_parallel,
+        "replicas": x.replicas,
+        "gpus": x.gpus,
+        "feasible": x.meets_targets,
+        "reason": x.reason,
+        "concurrency": p.concurrency if p else None,
+        "ttft_s": p.ttft_s if p else None,
+        "tpot_s": p.tpot_s if p else None,
+        "tokens_per_s": x.tokens_per_s if p else None,
+        "tokens_per_s_per_gpu": x.tokens_per_s / x.gpus if p else None,
+        "tokens_per_s_per_replica": p.output_tokens_per_s if p else None,
+        "requests_per_s": x.replicas * p.requests_per_s if p else None,
+        "prefill_tokens_per_step": p.prefill_tokens_per_step if p else None,
+        "max_concurrent_sequences": cap.max_concurrent_sequences if cap else None,
+        "kv_budget_bytes_per_gpu": cap.kv_budget_bytes if cap else None,
+        "kv_blocks_per_gpu": cap.kv_blocks if cap else None,
+    }
+
+
+def serve_report(
+    m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, *, gpus: int, ttft_s: float | None,
+    tpot_s: float | None, request_rate: float | None = None, tensor_parallel: int | None = None,
+    concurrency: int | None = None,
+) -> dict[str, Any]:
+    """`tcalc serve`: layouts of `gpus` GPUs (T within a node, replicas, concurrency) under
+    continuous batching, with TTFT, TPOT and throughput against the targets (serving.py)."""
+    from transformer_calc.serving import search
+
+    layouts = search(m, gpu, spec, eff, serving, gpus=gpus, prompt_len=spec.prompt_len, output_len=spec.new_tokens,
+                     ttft_s=ttft_s, tpot_s=tpot_s, request_rate=request_rate, tensor_parallel=tensor_parallel,
+                     concurrency=concurrency)
+    rows = [layout_dict(x) for x in layouts]
+    feasible = [r for r in rows if r["feasible"]]
+    return {
+        "model": model_dict(m),
+        "serve": {
+            "gpu": gpu.name,
+            "gpus": gpus,
+            "prompt_len": spec.prompt_len,
+            "output_len": spec.new_tokens,
+            "expert_parallel": spec.expert_parallel,
+            "weight_dtype": spec.weight_dtype,
+            "kv_dtype": spec.kv_dtype,
+            "targets": {"ttft_s": ttft_s, "tpot_s": tpot_s},
+            "request_rate": request_rate,
+            "engine": {"block_size": serving.block_size, "memory_utilization": serving.memory_utilization,
+                       "max_num_batched_tokens": serving.max_num_batched_tokens, "max_num_seqs": serving.max_num_seqs},
+            "batching": "continuous: each step decodes the B sequences in flight (mean context P + O/2) and "
+                        "prefills B·P/O prompt tokens in chunks of max_num_batched_tokens − B",
+        },
+        "best": feasible[0] if feasible else None,
+        "layouts": rows,
+        "expected_assumptions": expected_dict_assumptions(eff),
+    }
+
+
+def expected_dict_assumptions(eff: Any) -> dict[str, Any]:
+    return {
+        "matmul_efficiency": eff.matmul,
+        "memory_efficiency": eff.memory,
+        "cuda_graphs": eff.cuda_graphs,
+        "kernel_launch_s": eff.kernel_s,
+        "node_size": eff.network.node_size,
+        "intra_node_bytes_s": eff.network.intra_bytes_s,
+        "inter_node_bytes_s": eff.network.inter_bytes_s,
+    }
 
 
 # ============================================================================ train, plan

@@ -1,0 +1,128 @@
+"""Expected inference latency (transformer_calc/expected.py): each term worked by hand on a toy GPU,
+the property expected >= bound, the closed-form decode sum against the explicit loop, and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+
+from transformer_calc.expected import (
+    KERNEL_S_CUDA_GRAPHS,
+    KERNEL_S_EAGER,
+    KERNELS_PER_LAYER,
+    LOGIT_BYTES,
+    LOGIT_PASSES,
+    MODEL_KERNELS,
+    SAMPLER_KERNELS,
+    Efficiency,
+    all_reduce_s,
+    default_efficiency,
+    estimate_expected,
+    expected_step,
+    launches_per_step,
+)
+from transformer_calc.inference import decode_step, estimate_inference, prefill_step
+from transformer_calc.presets import gpu, preset_model
+from transformer_calc.train import Network
+
+from test_inference import TINY, cases, spec, toy_gpu
+
+
+def test_kernel_count_by_hand():
+    # TINY: 2 dense layers x 10 kernels + embedding, final norm, head.
+    assert launches_per_step(TINY) == 2 * 10 + 3 == 2 * KERNELS_PER_LAYER + MODEL_KERNELS
+    # Mixtral 8x7B: 32 layers, all routed: 32 x (10 + 4) + 3.
+    assert launches_per_step(preset_model("mixtral-8x7b")) == 32 * 14 + 3
+
+
+def test_expected_prefill_by_hand_on_the_toy_gpu():
+    # Toy GPU: 1000 FLOP/s, 100 B/s; efficiencies 1/2 and 1/4; 1 s per kernel; T = 1 (no comm).
+    g = toy_gpu()
+    s = spec(batch_size=1, prompt_len=4)
+    eff = Efficiency(matmul=0.5, memory=0.25, cuda_graphs=True, kernel_s=1.0, network=Network(8, 100.0, 10.0))
+    step = prefill_step(TINY, g, s)
+    x = expected_step(TINY, g, s, eff, step)
+    assert x.compute_s == pytest.approx(step.flops / 500)
+    assert x.memory_s == pytest.approx(step.bytes_moved / 25)
+    assert x.launch_s == 23.0  # 23 kernels x 1 s
+    assert x.communication_s == 0
+    # Sampling: 3 passes over B·V fp32 logits (1·10·4 bytes) at 25 B/s, and 5 kernels.
+    assert x.sampling_s == pytest.approx(LOGIT_PASSES * 10 * LOGIT_BYTES / 25 + SAMPLER_KERNELS * 1.0)
+    assert x.time_s == pytest.approx(max(x.compute_s, x.memory_s) + 23 + x.sampling_s)
+
+
+def test_all_reduce_by_hand():
+    net = Network(node_size=8, intra_bytes_s=450e9, inter_bytes_s=50e9, intra_latency_s=10e-6, inter_latency_s=20e-6)
+    # 16 KiB on 8 GPUs: one-shot 7·16384/450e9 + 10 µs = 10.25 µs beats the ring's 14·10 µs.
+    assert all_reduce_s(16384, 8, net, 10e-6) == pytest.approx(7 * 16384 / 450e9 + 10e-6)
+    # 32 MB: the ring, 2·7/8·32e6/450e9 + 14·10 µs = 264.4 µs, beats one-shot's 507.8 µs.
+    assert all_reduce_s(32_000_000, 8, net, 10e-6) == pytest.approx(1.75 * 32e6 / 450e9 + 14e-5)
+    # 16 GPUs span two nodes: the NIC's 50 GB/s and 20 µs.
+    assert all_reduce_s(16384, 16, net, 10e-6) == pytest.approx(15 * 16384 / 50e9 + 20e-6)
+    assert all_reduce_s(10**9, 1, net, 10e-6) == 0.0
+
+
+def test_defaults_per_gpu_family():
+    h100 = default_efficiency(gpu("h100"))
+    assert (h100.matmul, h100.memory, h100.kernel_s) == (0.801, 0.9, KERNEL_S_CUDA_GRAPHS)
+    assert default_efficiency(gpu("a100-80gb"), cuda_graphs=False).kernel_s == KERNEL_S_EAGER
+    assert default_efficiency(gpu("mi300x")).matmul == 0.601
+    with pytest.raises(ValueError, match="matmul_efficiency"):
+        Efficiency(matmul=1.5, memory=0.9, cuda_graphs=True, kernel_s=0, network=h100.network)
+    with pytest.raises(ValueError, match="memory_efficiency"):
+        Efficiency(matmul=0.5, memory=True, cuda_graphs=True, kernel_s=0, network=h100.network)
+
+
+def test_perfect_engine_equals_the_bound_without_fixed_costs():
+    """Efficiencies 1, no kernel cost, T = 1: expected = bound + sampling's logit traffic."""
+    m, g = preset_model("llama-2-7b"), gpu("a100-80gb")
+    s = spec(batch_size=4, prompt_len=256, new_tokens=64)
+    eff = Efficiency(1.0, 1.0, True, 0.0, default_efficiency(g).network)
+    e, x = estimate_inference(m, g, s), estimate_expected(m, g, s, eff)
+    sampling = LOGIT_PASSES * 4 * m.vocab_size * LOGIT_BYTES / g.memory_bw_bytes_s
+    assert x.prefill.roofline_s == pytest.approx(e.prefill.seconds, rel=1e-9)
+    assert x.decode_s == pytest.approx(e.decode.seconds + 63 * sampling, rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(cases())
+def test_expected_is_never_below_the_bound(case):
+    m, g, s = case
+    eff = default_efficiency(g)
+    e, x = estimate_inference(m, g, s), estimate_expected(m, g, s, eff)
+    assert x.time_to_first_token_s >= e.time_to_first_token_s
+    assert x.decode_s >= e.decode.seconds * (1 - 1e-12)
+    assert x.time_per_output_token_s >= e.decode.seconds_per_token * (1 - 1e-12)
+    assert x.total_s >= e.total_s * (1 - 1e-12)
+    assert x.decode_first.time_s >= e.decode.first.seconds
+
+
+@settings(max_examples=40, deadline=None)
+@given(cases())
+def test_expected_decode_sum_equals_the_explicit_loop(case):
+    m, g, s = case
+    eff = default_efficiency(g)
+    x = estimate_expected(m, g, s, eff)
+    steps = [expected_step(m, g, s, eff, decode_step(m, g, s, s.prompt_len + j)).time_s for j in range(1, s.new_tokens)]
+    assert x.decode_s == pytest.approx(sum(steps), rel=1e-9, abs=1e-300)
+
+
+def test_cli_expected_keys_and_flags(capsys):
+    from transformer_calc.cli import run
+
+    args = ["inference", "--preset", "llama-3.1-70b", "--gpu", "h100", "--T", "8", "--S", "2000", "--new-tokens", "500",
+            "-f", "json"]
+    assert run(args) == 0
+    base = json.loads(capsys.readouterr().out)
+    ex = base["expected"]
+    assert ex["time_per_output_token_s"] > base["decode"]["seconds_per_token"]
+    assert ex["time_to_first_token_s"] > base["time_to_first_token_s"]
+    assert ex["assumptions"]["cuda_graphs"] is True and ex["assumptions"]["node_size"] == 8
+    assert run([*args, "--no-cuda-graphs", "--memory-efficiency", "0.5"]) == 0
+    slow = json.loads(capsys.readouterr().out)["expected"]
+    assert slow["assumptions"]["kernel_launch_s"] == KERNEL_S_EAGER
+    assert slow["time_per_output_token_s"] > ex["time_per_output_token_s"]
+    assert run([*args, "--memory-efficiency", "1.5"]) == 2
+    assert "--memory-efficiency" in capsys.readouterr().err

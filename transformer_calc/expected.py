@@ -1,0 +1,271 @@
+"""Expected inference latency: the roofline bound at achievable rates, plus the fixed costs.
+
+`inference.py` gives a true lower bound: every step at the datasheet peak FLOP/s and bandwidth,
+nothing else. Measured engines are slower (issue 14: 0.28-0.76 of the bound's speed), for reasons
+each counted here as a term of its own, on top of the same FLOPs and bytes:
+
+- achievable rates: matmuls at the maximum achievable matmul FLOPS (MAMF, measured on the
+  largest GEMM shapes; `train.MATMUL_EFFICIENCY`, Stas Bekman's ml-engineering table), HBM at
+  `train.MEMORY_EFFICIENCY` of the datasheet (large copies reach ~90 %). A step's time is
+  max(FLOPs / (η_matmul·peak), bytes / (η_mem·bandwidth)): the roofline at those rates.
+- kernel launches: a fixed cost per kernel, `KERNELS_PER_LAYER` per layer (more for a routed
+  MLP) plus the model's head and tail kernels. With CUDA graphs (vLLM's and TensorRT-LLM's
+  default for decode) a kernel costs its GPU-side launch and ramp, `KERNEL_S_CUDA_GRAPHS`;
+  without (PyTorch eager, vLLM `enforce_eager`) the CPU's launch per kernel, `KERNEL_S_EAGER`,
+  which the GPU waits for when its kernels are shorter.
+- collectives: the tensor-parallel all-reduces (2 per layer) on the network model that
+  `tcalc train` uses (`train.Network`: NVLink inside a node, the NIC across nodes), each the faster
+  of a ring (2(T-1)/T·size/bw + 2(T-1)·α; NCCL) and a one-shot all-reduce ((T-1)·size/bw + α;
+  the custom all-reduce kernels vLLM and TensorRT-LLM use for small messages); plus the LM head's
+  logit all-gather of the sampled positions (vocabulary-parallel head).
+- sampling: one pass writing and `LOGIT_PASSES - 1` reading the fp32 logits of the sampled
+  positions (softmax, top-k/top-p), and `SAMPLER_KERNELS` kernels.
+
+Conventions: the FLOPs and bytes are the bound's (the LM head on every prompt token; engines that
+project only the last position do 2·B·(S-1)·V·D/T FLOPs less in the prefill, so the expected
+prefill of a small-model, large-vocabulary run is pessimistic by up to that). Every added term is
+>= 0 and every rate <= the datasheet's, so expected >= bound, step by step (a property test).
+
+Sources of the constants are at each one; the kernel costs are assumptions of the order the NVIDIA
+CUDA Graphs post reports (developer.nvidia.com/blog/cuda-graphs: a ~3 µs kernel's launch overhead
+dominates without graphs and shrinks to about a microsecond with one), checked against published
+serving measurements in docs/validation.md, "Inference serving".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from transformer_calc.config import ModelConfig
+from transformer_calc.hardware import GPU, peak_flops
+from transformer_calc.inference import (
+    ALL_REDUCES_PER_LAYER,
+    BITS_PER_BYTE,
+    DTYPE_BITS,
+    InferenceSpec,
+    Step,
+    _decode_step_exact,
+    _shard,
+    decode_sum,
+    prefill_step,
+)
+from transformer_calc.train import (
+    MATMUL_EFFICIENCY,
+    DEFAULT_MATMUL_EFFICIENCY,
+    MEMORY_EFFICIENCY,
+    Network,
+    _lookup,
+    default_network,
+    ring_all_reduce_s,
+    ring_gather_s,
+)
+
+# Kernels of one dense decoder layer in a fused serving engine (vLLM's Llama): fused residual add
+# + RMSNorm, QKV GEMM, rotary embedding, cache write, attention, O GEMM, fused add + RMSNorm,
+# gate/up GEMM, SiLU·mul, down GEMM. The all-reduces are collectives, costed on the network.
+KERNELS_PER_LAYER = 10
+# A routed MLP adds the router GEMM, the top-k softmax, the token permutation (align/sort) and
+# the un-permute with the weighted sum (vLLM fused_moe; its two grouped GEMMs replace the dense two).
+MOE_EXTRA_KERNELS = 4
+MODEL_KERNELS = 3  # the embedding gather, the final norm, the LM head
+# Per-kernel fixed cost. ASSUMPTIONS of the order of the NVIDIA CUDA Graphs post (launch overhead of
+# a few µs per kernel in a stream, about 1 µs inside a graph), checked (not fitted) against the
+# published runs in docs/validation.md; override with `kernel_s`.
+KERNEL_S_CUDA_GRAPHS = 1.5e-6
+KERNEL_S_EAGER = 5e-6
+LOGIT_BYTES = 4  # engines upcast the logits to fp32 before sampling (vLLM `logits.float()`)
+LOGIT_PASSES = 3  # the LM head writes them; softmax and top-k/top-p sampling read them
+SAMPLER_KERNELS = 5  # temperature, softmax, top-k/top-p, sample, gather of the chosen ids
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Achievable rates and fixed costs of an engine on one GPU type (module docstring)."""
+
+    matmul: float  # η_matmul: achieved / dense peak FLOP/s
+    memory: float  # η_mem: achieved / datasheet HBM bandwidth
+    cuda_graphs: bool
+    kernel_s: float  # fixed cost per kernel
+    network: Network
+
+    def __post_init__(self) -> None:
+        for name in ("matmul", "memory"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise ValueError(f"{name}_efficiency ({value!r}) must be a fraction in (0, 1]")
+        k = self.kernel_s
+        if isinstance(k, bool) or not isinstance(k, (int, float)) or not (math.isfinite(k) and k >= 0):
+            raise ValueError(f"kernel_s ({k!r}) must be a finite number of seconds >= 0")
+
+
+def default_efficiency(
+    gpu: GPU,
+    *,
+    cuda_graphs: bool = True,
+    matmul: float | None = None,
+    memory: float | None = None,
+    kernel_s: float | None = None,
+    network: Network | None = None,
+) -> Efficiency:
+    """The defaults for `gpu`: its family's measured MAMF (as `tcalc train`, without the training
+    GEMM fraction: inference GEMMs are the forward's), HBM at MEMORY_EFFICIENCY, the kernel cost of
+    the CUDA-graphs choice, and `tcalc train`'s network for the platform."""
+    return Efficiency(
+        matmul=_lookup(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) if matmul is None else matmul,
+        memory=MEMORY_EFFICIENCY if memory is None else memory,
+        cuda_graphs=cuda_graphs,
+        kernel_s=(KERNEL_S_CUDA_GRAPHS if cuda_graphs else KERNEL_S_EAGER) if kernel_s is None else kernel_s,
+        network=network or default_network(gpu),
+    )
+
+
+def _rates(gpu: GPU, spec: InferenceSpec, eff: Efficiency) -> tuple[Fraction, Fraction]:
+    """(achievable FLOP/s, achievable bytes/s) as exact fractions."""
+    peak = Fraction(peak_flops(gpu, spec.compute_dtype)) * Fraction(eff.matmul).limit_denominator(10**6)
+    bw = Fraction(gpu.memory_bw_bytes_s) * Fraction(eff.memory).limit_denominator(10**6)
+    return peak, bw
+
+
+def launches_per_step(m: ModelConfig) -> int:
+    """Kernels of one forward pass: KERNELS_PER_LAYER per layer, MOE_EXTRA_KERNELS more per routed
+    layer, MODEL_KERNELS for the embedding, final norm and head (sampling is costed apart)."""
+    moe = m.n_moe_layers() if m.is_moe else 0
+    return m.n_layers * KERNELS_PER_LAYER + moe * MOE_EXTRA_KERNELS + MODEL_KERNELS
+
+
+def all_reduce_s(size: int, n: int, net: Network, latency_s: float, one_shot: bool = True) -> float:
+    """One all-reduce of `size` bytes over n ranks on `net`: the faster of a ring and a one-shot
+    all-reduce (module docstring), or the ring alone. The latency is at least the bound's."""
+    if n <= 1:
+        return 0.0
+    bw, lat = net.link(n)
+    lat = max(lat, latency_s)
+    ring = ring_all_reduce_s(size, n, bw, lat)
+    return min(ring, (n - 1) * size / bw + lat) if one_shot else ring
+
+
+@dataclass(frozen=True)
+class ExpectedStep:
+    """One forward pass at achievable rates, plus its fixed costs (seconds, one GPU)."""
+
+    compute_s: float  # FLOPs / (η_matmul · peak)
+    memory_s: float  # bytes / (η_mem · bandwidth)
+    roofline_s: float  # max of the two
+    launch_s: float  # kernels · kernel_s
+    communication_s: float  # the all-reduces and the logit gather
+    sampling_s: float
+    time_s: float  # the sum
+
+
+def _fixed_s(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, tokens: int) -> tuple[float, float, float]:
+    """(launch, communication, sampling) seconds of a step of `tokens` tokens per sequence,
+    which samples one position per sequence. Naive mode (no cache) all-reduces on the ring alone,
+    so that its cost stays linear in the context (the decode's closed-form sum needs that)."""
+    B = spec.batch_size
+    return fixed_costs_s(m, gpu, spec, eff, B * tokens, B, one_shot=spec.kv_cache)
+
+
+def fixed_costs_s(
+    m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, tokens: int, sampled: int, one_shot: bool = True
+) -> tuple[float, float, float]:
+    """(launch, communication, sampling) seconds of a forward pass over `tokens` tokens in all that
+    samples `sampled` positions (one per sequence that emits a token)."""
+    T = spec.tensor_parallel
+    act_bits = DTYPE_BITS[spec.activation_dtype]
+    size = -(-tokens * m.d_model * act_bits // BITS_PER_BYTE)
+    comm = ALL_REDUCES_PER_LAYER * m.n_layers * all_reduce_s(size, T, eff.network, spec.collective_latency_s, one_shot)
+    if T > 1 and sampled:  # the vocabulary-parallel head's logits of the sampled positions, gathered
+        bw, lat = eff.network.link(T)
+        logits = -(-sampled * m.vocab_size * act_bits // BITS_PER_BYTE)
+        comm += ring_gather_s(logits, T, bw, lat)
+    launch = launches_per_step(m) * eff.kernel_s
+    sampling = LOGIT_PASSES * sampled * m.vocab_size * LOGIT_BYTES / (gpu.memory_bw_bytes_s * eff.memory)
+    sampling += SAMPLER_KERNELS * eff.kernel_s if sampled else 0.0
+    return launch, comm, sampling
+
+
+def step_time(
+    m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, flops: int | float, bytes_moved: int | float,
+    tokens: int, sampled: int,
+) -> ExpectedStep:
+    """The expected time of any forward pass given its FLOPs and bytes (serving's mixed steps)."""
+    peak, bw = _rates(gpu, spec, eff)
+    compute, memory = float(flops / peak), float(bytes_moved / bw)
+    launch, comm, sampling = fixed_costs_s(m, gpu, spec, eff, tokens, sampled)
+    roof = max(compute, memory)
+    return ExpectedStep(compute, memory, roof, launch, comm, sampling, roof + launch + comm + sampling)
+
+
+def expected_step(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, step: Step) -> ExpectedStep:
+    """The expected time of a step the bound has costed (`inference.prefill_step`, `decode_step`)."""
+    peak, bw = _rates(gpu, spec, eff)
+    compute, memory = float(step.flops / peak), float(step.bytes_moved / bw)
+    launch, comm, sampling = _fixed_s(m, gpu, spec, eff, step.tokens)
+    roof = max(compute, memory)
+    return ExpectedStep(compute, memory, roof, launch, comm, sampling, roof + launch + comm + sampling)
+
+
+@dataclass(frozen=True)
+class ExpectedInference:
+    """`tcalc inference`'s expected figures for one generation."""
+
+    efficiency: Efficiency
+    kernels_per_step: int  # launches_per_step(m)
+    prefill: ExpectedStep
+    decode_first: ExpectedStep  # context S + 1
+    decode_last: ExpectedStep  # context S + N_new - 1
+    decode_steps: int
+    decode_s: float  # every decode step
+    time_to_first_token_s: float  # the prefill with its sampling
+    time_per_output_token_s: float  # decode_s / steps (the next step's time when there is none)
+    total_s: float
+    tokens_per_s: float  # B · N_new / total
+    decode_tokens_per_s: float  # B / time per output token
+
+
+def expected_decode_s(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency) -> tuple[float, float]:
+    """(all decode steps' expected seconds, seconds per output token): the bound's closed-form sum
+    at the achievable rates, plus per step its fixed costs (constant over the decode: one token per
+    sequence)."""
+    sh = _shard(m, spec)
+    peak, bw = _rates(gpu, spec, eff)
+    with_cache = Fraction(sum(_fixed_s(m, gpu, spec, eff, 1)))  # one token per sequence per step
+
+    def exact(context: int) -> tuple[Step, Fraction, Fraction]:
+        step = _decode_step_exact(m, gpu, spec, sh, context)[0]
+        added = with_cache if spec.kv_cache else Fraction(sum(_fixed_s(m, gpu, spec, eff, context)))
+        return step, max(Fraction(step.flops) / peak, Fraction(step.bytes_moved) / bw) + added, added
+
+    n = spec.new_tokens - 1
+    seconds = decode_sum(sh, spec, exact, peak, bw)[3]
+    if n == 0:
+        return 0.0, float(exact(spec.prompt_len + 1)[1])
+    return float(seconds), float(seconds / n)
+
+
+def estimate_expected(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency) -> ExpectedInference:
+    """The expected prefill, decode and totals (module docstring)."""
+    from transformer_calc.inference import decode_step
+
+    S, n = spec.prompt_len, spec.new_tokens - 1
+    prefill = expected_step(m, gpu, spec, eff, prefill_step(m, gpu, spec))
+    first = expected_step(m, gpu, spec, eff, decode_step(m, gpu, spec, S + 1))
+    last = expected_step(m, gpu, spec, eff, decode_step(m, gpu, spec, S + max(n, 1)))
+    decode_s, per_token = expected_decode_s(m, gpu, spec, eff)
+    total = prefill.time_s + decode_s
+    return ExpectedInference(
+        efficiency=eff,
+        kernels_per_step=launches_per_step(m),
+        prefill=prefill,
+        decode_first=first,
+        decode_last=last,
+        decode_steps=n,
+        decode_s=decode_s,
+        time_to_first_token_s=prefill.time_s,
+        time_per_output_token_s=per_token,
+        total_s=total,
+        tokens_per_s=spec.batch_size * spec.new_tokens / total,
+        decode_tokens_per_s=spec.batch_size / per_token,
+    )

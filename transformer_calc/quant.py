@@ -1,0 +1,317 @@
+"""Weight-only quantization formats with their real storage: codes, group scales, zero points.
+
+A format stores a matrix in blocks of `block` consecutive weights along its input dimension (a
+row of the transposed weight: ggml's `ne[0]`, GPTQ's group axis), each block taking `block_bytes`
+bytes with its scales; plus fixed bytes per tensor. A matrix of `out` rows and `in` inputs then
+takes out·ceil(in/block)·block_bytes bytes (exact when `block` divides `in`; GGUF falls back to
+another type as llama.cpp does, the others pad a tensor-parallel shard to whole blocks). Tensors a format leaves unquantized keep
+`rest_bits` per element.
+
+| format | block | bytes | layout | source |
+| --- | --- | --- | --- | --- |
+| gptq-int4 | 128 | 66 (+4·in per matrix) | int4 codes (64 B), fp16 scale (2 B), int4 zero packed in int32 (0.5 B... per 128 outputs-wise: 1/8 of an int32 per column), g_idx int32 per input | AutoGPTQ / transformers GPTQ `QuantLinear`: qweight int32 [in/8, out], qzeros int32 [in/g, out/8], scales fp16 [in/g, out], g_idx int32 [in] |
+| awq-int4 | 128 | 66 | as GPTQ without g_idx | AutoAWQ `WQLinear_GEMM`: qweight int32 [in, out/8], qzeros int32 [in/g, out/8], scales fp16 [in/g, out] |
+| q8_0 | 32 | 34 | fp16 d + 32 int8 | ggml-common.h `block_q8_0` |
+| q4_k | 256 | 144 | fp16 d, dmin + 12 B of 6-bit scales/mins + 128 B of 4-bit codes | `block_q4_K` |
+| q5_k | 256 | 176 | as q4_k + 32 B of high bits | `block_q5_K` |
+| q6_k | 256 | 210 | 128 B low 4 bits + 64 B high 2 bits + 16 int8 scales + fp16 d | `block_q6_K` |
+| q5_0, q5_1 | 32 | 22, 24 | llama.cpp's fallbacks for q4_k, q5_k when 256 does not divide a row | `block_q5_0`, `block_q5_1` |
+| mxfp4 | 32 | 17 | 32 E2M1 codes (16 B) + one E8M0 scale | OCP Microscaling Formats (MX) v1.0, §5 (MXFP4: k = 32, E8M0 scale); gpt-oss `*_blocks` uint8 [.., 16] + `*_scales` uint8 |
+| nvfp4 | 16 | 9 (+8 per tensor) | 16 E2M1 codes (8 B) + one FP8 E4M3 scale; fp32 `weight_scale_2` and `input_scale` per tensor | NVIDIA TensorRT Model Optimizer NVFP4 checkpoints; NVIDIA Blackwell NVFP4 blog |
+
+Two bytes per int4 pair: GPTQ's 64 B of codes, 2 B fp16 scale and 0.5 B of zero point make
+66.5 B per 128 weights, 4.156 bits per weight (4.406 with g_idx on a D = 4096 row...: per input,
+not per weight: 4 B x in per matrix, reported apart).
+
+Which tensors each format quantizes (the rest stays at `rest_bits`):
+
+- gptq-int4, awq-int4, nvfp4: every linear layer of the decoder blocks (Q, K, V, O or MLA's
+  projections, the MLP or every expert and shared expert); not the embedding, the LM head, the
+  router, norms or biases (AutoGPTQ, AutoAWQ and ModelOpt defaults). The rest is fp16 (GPTQ, AWQ)
+  or bf16 (NVFP4).
+- mxfp4 (gpt-oss as published): the routed experts' matrices only; a dense model: every block
+  linear. The rest bf16, expert biases included.
+- GGUF q8_0, q4_k_m, q5_k_m: llama.cpp's `llama_tensor_get_type` (src/llama-quant.cpp), which
+  this module follows for non-Falcon architectures: every 2-D weight except norms, the router
+  (`ffn_gate_inp`) and learned positions at the base type (q8_0, q4_k, q5_k); the LM head at
+  q6_k (q8_0 for q8_0, and when 256 does not divide its row); `attn_v` (MLA: `attn_kv_b`) and
+  `ffn_down` at q6_k in the layers where use_more_bits(i, n) = i < n/8 or i >= 7n/8 or
+  (i - n/8) % 3 == 2 holds (n: the count of such tensors: for ffn_down, routed plus shared
+  tensors); a 70B llama (80 layers, GQA) takes q5_k for its other `attn_v`; an 8-expert model
+  stores `attn_v` and `attn_k` at q8_0 and `attn_output` at q5_k (q4_k_m). A row not divisible by
+  256 falls back to q5_0 (q4_k), q5_1 (q5_k), q8_0 (q6_k); unquantized tensors are f32 (the
+  converter writes 1-D tensors and the router in f32). Whole model on one GPU only (llama.cpp
+  splits a GGUF by layers, not tensor-parallel).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from fractions import Fraction
+
+from transformer_calc.config import ModelConfig
+from transformer_calc.params import (
+    GATED_MATRICES,
+    PLAIN_MATRICES,
+    attention_weights,
+    count_params,
+    kv_heads_per_rank,
+    tensor_parallel_params,
+)
+
+MAX_LAYERS = 10_000  # the most layers whose matrices are listed one by one (bounds the loop)
+
+
+@dataclass(frozen=True)
+class Block:
+    """`block` weights stored in `block_bytes` bytes (codes and their scales)."""
+
+    name: str
+    block: int
+    block_bytes: int
+
+
+GPTQ_INT4 = Block("gptq-int4", 128, 64 + 2)  # codes + fp16 scale; the packed zero is added apart
+AWQ_INT4 = Block("awq-int4", 128, 64 + 2)
+INT4_ZERO_BITS = 4  # one int4 zero point per group and output column, packed 8 to an int32
+G_IDX_BYTES = 4  # GPTQ's int32 group index per input feature (act-order)
+Q8_0 = Block("q8_0", 32, 34)
+Q4_K = Block("q4_k", 256, 144)
+Q5_K = Block("q5_k", 256, 176)
+Q6_K = Block("q6_k", 256, 210)
+Q5_0 = Block("q5_0", 32, 22)
+Q5_1 = Block("q5_1", 32, 24)
+MXFP4 = Block("mxfp4", 32, 16 + 1)
+NVFP4 = Block("nvfp4", 16, 8 + 1)
+NVFP4_TENSOR_BYTES = 4 + 4  # fp32 weight_scale_2 and input_scale per quantized tensor
+F16_BITS, F32_BITS = 16, 32
+GGUF_FALLBACK = {"q4_k": Q5_0, "q5_k": Q5_1, "q6_k": Q8_0}
+
+# format -> (its block, what it quantizes, bits of the tensors it leaves)
+FORMATS: dict[str, tuple[Block, str, int]] = {
+    "gptq-int4": (GPTQ_INT4, "linear", F16_BITS),
+    "awq-int4": (AWQ_INT4, "linear", F16_BITS),
+    "nvfp4": (NVFP4, "linear", F16_BITS),
+    "mxfp4": (MXFP4, "experts", F16_BITS),
+    "q8_0": (Q8_0, "gguf", F32_BITS),
+    "q4_k_m": (Q4_K, "gguf", F32_BITS),
+    "q5_k_m": (Q5_K, "gguf", F32_BITS),
+}
+FORMAT_ALIASES = {"gptq": "gptq-int4", "awq": "awq-int4", "gguf-q8_0": "q8_0", "gguf-q4_k_m": "q4_k_m",
+                  "gguf-q5_k_m": "q5_k_m", "q4_k": "q4_k_m", "q5_k": "q5_k_m"}
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """One kind of weight matrix on one rank: `count` copies per layer... (already multiplied
+    out over layers), each `out` x `inputs` (inputs: the dimension the blocks run along)."""
+
+    name: str  # ggml-style category: attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down, ...
+    inputs: int
+    elements: int  # of one copy
+    layer: int | None  # its layer (None: not in a block)
+    expert: bool = False  # a routed expert's (3-D in GGUF: one tensor for every expert of a layer)
+
+
+def block_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
+    """The linear layers of the decoder blocks held by one rank, layer by layer (routed experts:
+    one Matrix per layer holding every local expert), plus the embedding and the LM head."""
+    if m.n_layers > MAX_LAYERS:
+        raise ValueError(f"n_layers ({m.n_layers}) is above {MAX_LAYERS:,}, the most a quantization format is costed for")
+    D, hd, A = m.d_model, m.head_dim, m.n_heads
+    q_rank, kv_rank = A // T, kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
+    gated = m.gated_mlp
+    out: list[Matrix] = []
+    moe_layers = set(_moe_layer_ids(m))
+    n_local = m.n_experts // ep if m.is_moe else 0
+    for i in range(m.n_layers):  # bounded by the model's layer count (a config, validated)
+        if m.is_mla:
+            r_q, r_kv = m.q_lora_rank, m.kv_lora_rank or 0
+            rope, nope, dv = m.qk_rope_head_dim or 0, m.qk_nope_head_dim or 0, m.v_head_dim or 0
+            if r_q is None:
+                out.append(Matrix("attn_q", D, D * q_rank * hd, i))
+            else:
+                out += [Matrix("attn_q_a", D, D * r_q, i), Matrix("attn_q_b", r_q, r_q * q_rank * hd, i)]
+            out += [Matrix("attn_kv_a_mqa", D, D * (r_kv + rope), i),
+                    Matrix("attn_kv_b", r_kv, r_kv * q_rank * (nope + dv), i),
+                    Matrix("attn_output", q_rank * dv, q_rank * dv * D, i)]
+        else:
+            q, k, v, o = attention_weights(m, q_rank, kv_rank)
+            out += [Matrix("attn_q", D, q, i), Matrix("attn_k", D, k, i), Matrix("attn_v", D, v, i),
+                    Matrix("attn_output", q_rank * hd, o, i)]
+        if i in moe_layers:
+            Fe = m.moe_d_ff // T
+            if gated:
+                out.append(Matrix("ffn_gate_exps", D, n_local * D * Fe, i, True))
+            out += [Matrix("ffn_up_exps", D, n_local * D * Fe, i, True),
+                    Matrix("ffn_down_exps", Fe, n_local * Fe * D, i, True)]
+            Fs = m.shared_expert_d_ff // T
+            if Fs:
+                if gated:
+                    out.append(Matrix("ffn_gate_shexp", D, D * Fs, i))
+                out += [Matrix("ffn_up_shexp", D, D * Fs, i), Matrix("ffn_down_shexp", Fs, Fs * D, i)]
+        else:
+            F = m.d_ff // T
+            if gated:
+                out.append(Matrix("ffn_gate", D, D * F, i))
+            out += [Matrix("ffn_up", D, D * F, i), Matrix("ffn_down", F, F * D, i)]
+    d_emb = m.d_embedding
+    rows = -(-m.vocab_size // T)
+    out.append(Matrix("output", d_emb, rows * d_emb, None))
+    if not m.tied_embeddings:
+        out.append(Matrix("token_embd", d_emb, rows * d_emb, None))
+    return out
+
+
+def _moe_layer_ids(m: ModelConfig) -> list[int]:
+    if not m.is_moe:
+        return []
+    return [i for i in range(m.n_layers) if m.n_moe_layers(i, i + 1)]
+
+
+def resolve_format(name: str) -> str | None:
+    """The canonical format name, or None when `name` is not a quantization format."""
+    key = name.strip().lower()
+    key = FORMAT_ALIASES.get(key, key)
+    return key if key in FORMATS else None
+
+
+def use_more_bits(i: int, n: int) -> bool:
+    """llama.cpp's choice of the layers that get more bits (src/llama-quant.cpp), with C's
+    integer division and remainder (truncating toward zero)."""
+    def c_mod(a: int, b: int) -> int:
+        r = abs(a) % b
+        return r if a >= 0 else -r
+    return i < n // 8 or i >= 7 * n // 8 or c_mod(i - n // 8, 3) == 2
+
+
+def _gguf_types(m: ModelConfig, fmt: str, matrices: list[Matrix]) -> list[Block]:
+    """The ggml block type of each matrix under llama.cpp's rules for `fmt` (module docstring)."""
+    base = FORMATS[fmt][0]
+    n_v = sum(1 for x in matrices if x.name in ("attn_v", "attn_kv_b"))
+    n_down = sum(1 for x in matrices if x.name.startswith("ffn_down"))
+    eight_experts = m.is_moe and m.n_experts == 8
+    is_70b = m.n_layers == 80 and m.n_kv_heads < m.n_heads and not m.is_moe  # llama.cpp LLM_TYPE_70B
+    i_v = i_down = 0
+    types: list[Block] = []
+    for x in matrices:
+        t = base
+        if x.name == "output" or (x.name == "token_embd" and m.tied_embeddings):
+            t = Q8_0 if base is Q8_0 or x.inputs % base.block else Q6_K
+        elif x.name == "token_embd":
+            t = base
+        elif x.name in ("attn_v", "attn_kv_b"):
+            if fmt in ("q4_k_m", "q5_k_m") and use_more_bits(i_v, n_v):
+                t = Q6_K
+            if is_70b and t is Q4_K:
+                t = Q5_K
+            if eight_experts:
+                t = Q8_0
+            i_v += 1
+        elif x.name == "attn_k" and eight_experts:
+            t = Q8_0
+        elif x.name.startswith("ffn_down"):
+            layer = x.layer if m.is_moe and x.layer is not None else i_down  # MoE: parsed from the name
+            if fmt in ("q4_k_m", "q5_k_m") and use_more_bits(layer, n_down):
+                t = Q6_K
+            i_down += 1
+        elif x.name == "attn_output" and eight_experts and fmt == "q4_k_m":
+            t = Q5_K
+        if x.inputs % t.block:  # tensor_type_fallback
+            t = GGUF_FALLBACK.get(t.name, t)
+            if x.inputs % t.block:
+                t = Block("f16", 1, 2)
+        types.append(t)
+    return types
+
+
+def _blocks(x: Matrix, b: Block) -> int:
+    """Blocks of a matrix: its rows times ceil(inputs / block). A tensor-parallel shard whose inputs
+    the block does not divide (gpt-oss's 2880-wide experts over T = 8: 360 inputs) is padded to
+    whole blocks, as engines pad such shards (an upper bound of a few bytes per row)."""
+    rows = x.elements // x.inputs if x.inputs else 0
+    return rows * -(-x.inputs // b.block)
+
+
+@dataclass(frozen=True)
+class QuantizedWeights:
+    """Bytes of one rank's weights in a format."""
+
+    format: str
+    quantized_params: int  # elements stored in blocks
+    other_params: int  # elements left at rest_bits
+    quantized_bytes: int  # blocks + per-tensor extras (GPTQ g_idx, NVFP4 scales)
+    other_bytes: int
+    total_bytes: int
+    expert_bytes: Fraction  # one routed expert of one layer (0: a dense model)
+    expert_params: int  # its elements, biases included
+    gathered_bytes: int  # the token embedding and learned positions (gathers), as stored
+    bits_per_quantized_weight: float
+
+
+@functools.lru_cache(maxsize=64)
+def quantized_weights(m: ModelConfig, fmt: str, T: int = 1, ep: int = 1) -> QuantizedWeights:
+    """Bytes of one of T tensor-parallel (ep expert-parallel) ranks' weights stored in `fmt`."""
+    block, scope, rest_bits = FORMATS[fmt]
+    if scope == "gguf" and (T > 1 or ep > 1):
+        raise ValueError(f"{fmt} is a GGUF (llama.cpp) format, split by layers, not tensor- or expert-parallel; use T = 1 and ep = 1")
+    matrices = block_matrices(m, T, ep)
+    in_blocks = [x for x in matrices if x.name not in ("output", "token_embd")]
+    if scope == "experts" and m.is_moe:
+        in_blocks = [x for x in in_blocks if x.expert]
+    if scope == "gguf":
+        chosen = list(zip(matrices, _gguf_types(m, fmt, matrices)))
+    else:
+        chosen = [(x, block) for x in in_blocks]
+    q_params = sum(x.elements for x, b in chosen if b.block > 1)
+    q_bytes = sum(Fraction(_blocks(x, b) * b.block_bytes) for x, b in chosen)
+    if fmt == "gptq-int4" or fmt == "awq-int4":  # the packed int4 zero point per group and column
+        q_bytes += sum(Fraction(_blocks(x, b) * INT4_ZERO_BITS, 8) for x, b in chosen)
+    if fmt == "gptq-int4":
+        q_bytes += sum(G_IDX_BYTES * x.inputs for x, _ in chosen)
+    if fmt == "nvfp4":
+        q_bytes += NVFP4_TENSOR_BYTES * len(chosen)
+    total_params = tensor_parallel_params(m, T, ep)
+    other = total_params - sum(x.elements for x, _ in chosen)
+    if other < 0:  # pragma: no cover - the matrices are a subset of the parameters
+        raise AssertionError("quantized more elements than the model holds")
+    other_bytes = -(-other * rest_bits // 8)
+    quantized = -(-q_bytes.numerator // q_bytes.denominator)
+    # One routed expert of one layer, as stored (biases at rest_bits), and the embedding table.
+    experts = [(x, b) for x, b in chosen if x.expert]
+    expert_bytes, expert_params = Fraction(0), 0
+    if m.is_moe and m.n_moe_layers():
+        n_local = m.n_experts // ep
+        layer0 = experts[0][0].layer if experts else None
+        for x, b in ((x, b) for x, b in experts if x.layer == layer0):
+            expert_bytes += Fraction(_blocks(x, b) * b.block_bytes, n_local)
+            expert_params += x.elements // n_local
+        n_in = (GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES) - 1
+        bias = (n_in * m.moe_d_ff // T + m.d_model) if m.mlp_bias else 0
+        if not experts:  # experts left unquantized
+            weights = (n_in + 1) * m.d_model * (m.moe_d_ff // T)
+            expert_bytes, expert_params = Fraction(weights * rest_bits, 8), weights
+        expert_bytes += Fraction(bias * rest_bits, 8)
+        expert_params += bias
+    embedding = [(x, b) for x, b in chosen if x.name == "token_embd"]
+    if embedding:
+        x, b = embedding[0]
+        gathered = _blocks(x, b) * b.block_bytes
+    elif m.tied_embeddings:
+        gathered = 0
+    else:
+        gathered = -(-(-(-m.vocab_size // T) * m.d_embedding) * rest_bits // 8)
+    gathered += -(-count_params(m).position * rest_bits // 8)
+    return QuantizedWeights(
+        format=fmt,
+        quantized_params=q_params,
+        other_params=other,
+        quantized_bytes=quantized,
+        other_bytes=other_bytes,
+        total_bytes=quantized + other_bytes,
+        expert_bytes=expert_bytes,
+        expert_params=expert_params,
+        gathered_bytes=gathered,
+        bits_per_quantized_weight=float(8 * q_bytes / q_params) if q_params else 0.0,
+    )

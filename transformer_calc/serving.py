@@ -1,0 +1,401 @@
+"""Serving: the capacity of a paged KV cache, and a deployment sized against latency targets.
+
+Capacity (a vLLM-style engine, per GPU; Kwon et al. 2023, "Efficient Memory Management for Large
+Language Model Serving with PagedAttention"):
+
+- the engine may use a fraction u of the GPU's memory (`memory_utilization`, vLLM's
+  `gpu_memory_utilization`, default 0.9); from u·M it subtracts the weights, the CUDA context
+  (`timeline.CUDA_CONTEXT_BYTES`, 512 MiB), the activation peak of the largest prefill chunk
+  (`max_num_batched_tokens` tokens, vLLM's default 8192, through one block: the inference
+  workspace's 2·D + widest intermediate per token, plus fp32 logits and probabilities of
+  `max_num_seqs` sampled positions, as vLLM's profiling run measures) and an engine workspace
+  (CUDA-graph pool and all-reduce buffers, 512 MiB: an assumption of the order vLLM logs when it
+  captures graphs). Each reserve is stated and overridable. The rest holds the KV cache.
+- the cache is paged in blocks of `block_size` tokens (vLLM's default 16): a sequence of c tokens
+  holds ceil(c / block_size) blocks in each full-attention layer; a sliding-window (chunked) layer
+  holds at most ceil(W / block_size) + 1 blocks (the window, straddling a block boundary), as vLLM's
+  hybrid allocator frees the blocks that leave the window. MLA caches its latent, replicated on
+  every TP rank (inference.py's KV groups are reused as they are).
+- `max_concurrent_sequences` = budget // (bytes per sequence at prompt + output − 1 tokens); the
+  longest context at a concurrency is the largest c whose N sequences fit (bisection; bytes per
+  sequence never decrease with c), at most the model's context window.
+
+Per GPU and per replica: a replica is the T (·ep) GPUs that hold one copy of the model; every
+sequence is spread over its T GPUs, so a replica runs as many sequences as one of its GPUs holds.
+
+Deployment (`tcalc serve`), continuous batching (Yu et al. 2022, Orca; chunked prefill as
+Agrawal et al. 2024, Sarathi-Serve, and vLLM's default scheduler):
+
+- a replica keeps B sequences in flight. Every engine step decodes one token of each of the B
+  sequences, at their mean context P + O/2, and, because B/O sequences finish per step in steady
+  state, prefills B·P/O prompt tokens of the newcomers in the same step (chunks of at most
+  `max_num_batched_tokens` − B tokens). Step time: the expected time (expected.py) of the step's
+  FLOPs and bytes: weights read once, the decode tokens' K/V reads, the prefill chunk's FLOPs
+  (its share of a whole prompt's prefill) and K/V writes.
+- TPOT (time per output token) = the step time. TTFT = half a step (the mean wait for the running
+  step) + ceil(P / chunk) steps that each carry a chunk of min(P, chunk) prompt tokens beside the
+  B decodes, chunk = max_num_batched_tokens − B. Output throughput = B / TPOT per replica.
+- with a request rate λ (requests/s, all replicas), a replica serves λ/R; the operating B is the
+  smallest whose throughput B/(O·TPOT) meets it (bisection); none: the layout is overloaded.
+- without one, B is the largest that meets both targets and fits the KV cache (bisection: TPOT
+  and TTFT grow with B).
+
+Bounded searches only: T over the divisors of the GPU count within a node, B by bisection.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from transformer_calc.config import ModelConfig
+from transformer_calc.expected import Efficiency, ExpectedStep, step_time
+from transformer_calc.hardware import GPU
+from transformer_calc.inference import (
+    DTYPE_BITS,
+    FLOPS_PER_MAC,
+    InferenceSpec,
+    _kv_bytes,
+    _memory_terms,
+    _shard,
+    decode_step,
+    prefill_step,
+)
+from transformer_calc.params import check_tensor_parallel
+from transformer_calc.timeline import CUDA_CONTEXT_BYTES
+
+MIB = 2**20
+BLOCK_SIZE = 16  # vLLM's default --block-size (tokens per KV block)
+MEMORY_UTILIZATION = 0.9  # vLLM's default gpu_memory_utilization
+MAX_NUM_BATCHED_TOKENS = 8192  # vLLM V1's default for the OpenAI server (chunked prefill)
+MAX_NUM_SEQS = 256  # vLLM's default max_num_seqs (sequences per step)
+ENGINE_WORKSPACE_BYTES = 512 * MIB  # CUDA-graph pool + custom all-reduce buffers (assumption)
+LOGIT_BYTES = 4  # fp32 logits
+LOGIT_COPIES = 2  # the logits and the probabilities of the sampler
+MAX_CONCURRENCY = 2**40  # bisection bound on B (never reached: the cache bounds it first)
+
+
+@dataclass(frozen=True)
+class ServingSpec:
+    """Engine settings (module docstring); None reserves are derived."""
+
+    block_size: int = BLOCK_SIZE
+    memory_utilization: float = MEMORY_UTILIZATION
+    max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS
+    max_num_seqs: int = MAX_NUM_SEQS
+    cuda_context_bytes: int = CUDA_CONTEXT_BYTES
+    activation_peak_bytes: int | None = None
+    engine_workspace_bytes: int = ENGINE_WORKSPACE_BYTES
+
+    def __post_init__(self) -> None:
+        for name in ("block_size", "max_num_batched_tokens", "max_num_seqs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} ({value!r}) must be a whole number >= 1")
+        for name in ("cuda_context_bytes", "activation_peak_bytes", "engine_workspace_bytes"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"{name} ({value!r}) must be a whole number of bytes >= 0")
+        u = self.memory_utilization
+        if isinstance(u, bool) or not isinstance(u, (int, float)) or not (math.isfinite(u) and 0 < u <= 1):
+            raise ValueError(f"memory_utilization ({u!r}) must be a fraction in (0, 1]")
+
+
+def kv_sequence_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec, context: int) -> int:
+    """Paged KV bytes of one sequence of `context` tokens on one GPU: whole blocks per layer, a
+    windowed layer at most ceil(W / block) + 1 blocks."""
+    sh = _shard(m, spec)
+    bs = serving.block_size
+    bits = DTYPE_BITS[spec.kv_dtype]
+    blocks_full = -(-context // bs)
+    total = 0
+    for g in sh.kv_groups:
+        blocks = blocks_full if g.window is None else min(blocks_full, -(-g.window // bs) + 1)
+        total += g.layers * g.elements * blocks * bs
+    return -(-total * bits // 8)
+
+
+def activation_peak_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec) -> int:
+    """The largest prefill chunk through one block, and the sampler's fp32 logits."""
+    sh = _shard(m, spec)
+    _, _, per_token = _memory_terms(sh, spec)
+    logits = LOGIT_COPIES * serving.max_num_seqs * m.vocab_size * LOGIT_BYTES
+    return per_token * serving.max_num_batched_tokens + logits
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The KV cache of one GPU under an engine (module docstring)."""
+
+    usable_bytes: int  # memory_utilization · capacity
+    weights_bytes: int
+    cuda_context_bytes: int
+    activation_peak_bytes: int
+    engine_workspace_bytes: int
+    kv_budget_bytes: int  # what is left for the cache (< 0: the model does not fit)
+    block_size: int
+    block_bytes: int  # one block of every layer (full-attention layers' size)
+    kv_blocks: int  # budget // block_bytes
+    context_len: int  # prompt + output − 1 tokens, the sequence at its peak
+    sequence_bytes: int  # its paged cache
+    max_concurrent_sequences: int  # per GPU = per replica
+    tensor_parallel: int
+    gpus_per_replica: int
+
+
+def capacity(m: ModelConfig, gpu: GPU, spec: InferenceSpec, serving: ServingSpec) -> Capacity:
+    """KV blocks and concurrent sequences of one GPU (and so of one replica)."""
+    sh = _shard(m, spec)
+    weights, _, _ = _memory_terms(sh, spec)
+    usable = math.floor(gpu.memory_bytes * serving.memory_utilization)
+    act = activation_peak_bytes(m, spec, serving) if serving.activation_peak_bytes is None else serving.activation_peak_bytes
+    budget = usable - weights - serving.cuda_context_bytes - act - serving.engine_workspace_bytes
+    bits = DTYPE_BITS[spec.kv_dtype]
+    block = -(-sum(g.layers * g.elements for g in sh.kv_groups) * serving.block_size * bits // 8)
+    c = spec.peak_context_len
+    per_seq = kv_sequence_bytes(m, spec, serving, c)
+    return Capacity(
+        usable_bytes=usable,
+        weights_bytes=weights,
+        cuda_context_bytes=serving.cuda_context_bytes,
+        activation_peak_bytes=act,
+        engine_workspace_bytes=serving.engine_workspace_bytes,
+        kv_budget_bytes=budget,
+        block_size=serving.block_size,
+        block_bytes=block,
+        kv_blocks=max(budget, 0) // block if block else 0,
+        context_len=c,
+        sequence_bytes=per_seq,
+        max_concurrent_sequences=max(budget, 0) // per_seq if per_seq else 0,
+        tensor_parallel=spec.tensor_parallel,
+        gpus_per_replica=spec.tensor_parallel * spec.expert_parallel,
+    )
+
+
+def longest_context(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec, budget: int, concurrency: int) -> int:
+    """The longest context (tokens per sequence) at which `concurrency` sequences fit in `budget`
+    bytes, at most the model's context window (0: not even one token). Bisection."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency ({concurrency!r}) must be >= 1")
+
+    def fits(c: int) -> bool:
+        return concurrency * kv_sequence_bytes(m, spec, serving, c) <= budget
+
+    hi = m.max_seq_len
+    if budget < 0 or not fits(1):
+        return 0
+    if fits(hi):
+        return hi
+    lo = 1
+    while hi - lo > 1:  # at most log2(max_seq_len) steps
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def budget_contexts(m: ModelConfig) -> list[int]:
+    """Rows of the budget matrix: 1k, 2k, 4k, ... up to the model's context window (and it)."""
+    rows, c = [], 1024
+    while c < m.max_seq_len and len(rows) < 16:
+        rows.append(c)
+        c *= 2
+    return rows + [m.max_seq_len]
+
+
+BUDGET_CONCURRENCY = (1, 4, 16, 64, 256)
+
+
+def budget_matrix(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec, budget: int) -> dict:
+    """The fraction of the KV budget that N sequences of context c take (<= 1: they fit), and the
+    most sequences of each context, per GPU."""
+    contexts = budget_contexts(m)
+    per_seq = [kv_sequence_bytes(m, spec, serving, c) for c in contexts]
+    return {
+        "contexts": contexts,
+        "concurrency": list(BUDGET_CONCURRENCY),
+        "kv_fraction": [[(n * b / budget) if budget > 0 else None for n in BUDGET_CONCURRENCY] for b in per_seq],
+        "max_concurrent_sequences": [max(budget, 0) // b if b else 0 for b in per_seq],
+    }
+
+
+# ============================================================================ the serving model
+@dataclass(frozen=True)
+class LoadPoint:
+    """One replica at concurrency B under continuous batching (module docstring)."""
+
+    concurrency: int
+    prefill_tokens_per_step: float  # B·P/O
+    step: ExpectedStep
+    tpot_s: float
+    ttft_s: float
+    output_tokens_per_s: float  # per replica
+    requests_per_s: float  # per replica
+
+
+def load_point(
+    m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, serving: ServingSpec,
+    prompt_len: int, output_len: int, concurrency: int,
+) -> LoadPoint:
+    """TTFT, TPOT and throughput of one replica keeping `concurrency` sequences in flight."""
+    B, P, O = concurrency, prompt_len, output_len
+    mean_context = P + max(O // 2, 1)
+    dec_spec = dataclasses.replace(spec, batch_size=B, prompt_len=P, new_tokens=max(O, 2))
+    dec = decode_step(m, gpu, dec_spec, mean_context)
+    one = dataclasses.replace(spec, batch_size=1, prompt_len=P, new_tokens=1)
+    pre = prefill_step(m, gpu, one)
+
+    def mixed(prefill_tokens: float) -> ExpectedStep:
+        """A step that decodes B tokens and prefills `prefill_tokens` prompt tokens (their share
+        of one prompt's prefill FLOPs and K/V writes; the weights are read once for both, plus
+        the experts the prompt touches that the decode tokens did not)."""
+        share = prefill_tokens / P
+        flops = dec.flops + share * pre.flops
+        extra_weights = max(pre.weight_bytes - dec.weight_bytes, 0) * min(share, 1.0)
+        bytes_moved = dec.bytes_moved + share * pre.kv_write_bytes + extra_weights
+        return step_time(m, gpu, spec, eff, flops, bytes_moved, B + math.ceil(prefill_tokens), B)
+
+    x = B * P / O  # prompt tokens prefilled per step in steady state
+    step = mixed(x)
+    # TTFT: half a running step (the mean residual wait), then the prompt in chunks of what the
+    # token budget leaves beside the B decode tokens, each chunk a step of its own.
+    chunk = max(serving.max_num_batched_tokens - B, 1)
+    ttft = step.time_s / 2 + math.ceil(P / chunk) * mixed(min(P, chunk)).time_s
+    return LoadPoint(B, x, step, step.time_s, ttft, B / step.time_s, B / (O * step.time_s))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One deployment layout and its verdict."""
+
+    tensor_parallel: int
+    replicas: int
+    gpus: int
+    capacity: Capacity | None
+    point: LoadPoint | None
+    meets_targets: bool
+    reason: str | None  # why it was rejected (None: feasible)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.replicas * self.point.output_tokens_per_s if self.point else 0.0
+
+
+def _largest(pred, hi: int) -> int:
+    """The largest B in [1, hi] with pred(B) (pred true at 1, monotone: true then false)."""
+    lo = 1
+    if pred(hi):
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if pred(mid) else (lo, mid)
+    return lo
+
+
+def _smallest(pred, hi: int) -> int | None:
+    """The smallest B in [1, hi] with pred(B) (monotone: false then true); None if none."""
+    if not pred(hi):
+        return None
+    lo = 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if pred(mid) else (mid, hi)
+    return hi
+
+
+def evaluate_layout(
+    m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, serving: ServingSpec, *,
+    gpus: int, prompt_len: int, output_len: int, ttft_s: float | None, tpot_s: float | None,
+    request_rate: float | None = None, concurrency: int | None = None,
+) -> Layout:
+    """One layout (spec.tensor_parallel, replicas = gpus // (T·ep)): its capacity, its operating
+    concurrency and whether the targets hold."""
+    T = spec.tensor_parallel
+    per_replica = T * spec.expert_parallel
+    replicas = gpus // per_replica
+
+    def reject(reason: str, cap: Capacity | None = None, point: LoadPoint | None = None) -> Layout:
+        return Layout(T, replicas, gpus, cap, point, False, reason)
+
+    run = dataclasses.replace(spec, batch_size=1, prompt_len=prompt_len, new_tokens=output_len)
+    cap = capacity(m, gpu, run, serving)
+    if cap.kv_budget_bytes < 0:
+        return reject("does not fit: weights + reserves exceed the usable memory per GPU", cap)
+    b_max = min(cap.max_concurrent_sequences, serving.max_num_seqs)
+    if b_max < 1:
+        return reject(f"no room in the KV cache for one sequence of {cap.context_len} tokens", cap)
+
+    def at(b: int) -> LoadPoint:
+        return load_point(m, gpu, run, eff, serving, prompt_len, output_len, b)
+
+    def meets(p: LoadPoint) -> bool:
+        return (tpot_s is None or p.tpot_s <= tpot_s) and (ttft_s is None or p.ttft_s <= ttft_s)
+
+    if concurrency is not None:
+        if concurrency > b_max:
+            return reject(f"concurrency {concurrency} exceeds the {b_max} sequences that fit", cap)
+        b = concurrency
+    elif request_rate is not None:
+        need = request_rate / replicas
+        found = _smallest(lambda b: at(b).requests_per_s >= need, b_max)
+        if found is None:
+            top = at(b_max)
+            return reject(f"overloaded: {need:.3g} requests/s per replica, at most {top.requests_per_s:.3g} "
+                          f"at the {b_max} sequences that fit", cap, top)
+        b = found
+    else:
+        if not meets(at(1)):
+            one = at(1)
+            what = "TPOT" if tpot_s is not None and one.tpot_s > tpot_s else "TTFT"
+            value = one.tpot_s if what == "TPOT" else one.ttft_s
+            return reject(f"{what} {value:.4g} s exceeds the target even at one sequence", cap, one)
+        b = _largest(lambda b: meets(at(b)), b_max)
+    point = at(b)
+    ok = meets(point)
+    if not ok:
+        what = "TPOT" if tpot_s is not None and point.tpot_s > tpot_s else "TTFT"
+        value = point.tpot_s if what == "TPOT" else point.ttft_s
+        return Layout(T, replicas, gpus, cap, point, False, f"{what} {value:.4g} s exceeds the target at B = {b}")
+    return Layout(T, replicas, gpus, cap, point, True, None)
+
+
+def candidate_tensor_parallel(m: ModelConfig, gpus: int, node_size: int, ep: int = 1) -> list[int]:
+    """T values to try: divisors of gpus / ep within one node (at most node_size of them)."""
+    out = []
+    for T in range(1, min(node_size, gpus) + 1):
+        if (gpus % (T * ep)) == 0:
+            out.append(T)
+    return out
+
+
+def search(
+    m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, serving: ServingSpec, *,
+    gpus: int, prompt_len: int, output_len: int, ttft_s: float | None, tpot_s: float | None,
+    request_rate: float | None = None, tensor_parallel: int | None = None, concurrency: int | None = None,
+) -> list[Layout]:
+    """Every layout, feasible ones first by total output tokens/s, then the rejected with reasons."""
+    Ts = [tensor_parallel] if tensor_parallel else candidate_tensor_parallel(
+        m, gpus, eff.network.node_size, spec.expert_parallel)
+    layouts = []
+    for T in Ts:
+        if gpus % (T * spec.expert_parallel):
+            layouts.append(Layout(T, 0, gpus, None, None, False,
+                                  f"gpus ({gpus}) is not a multiple of T x ep ({T} x {spec.expert_parallel})"))
+            continue
+        try:
+            check_tensor_parallel(m, T, spec.expert_parallel)
+            layout_spec = dataclasses.replace(spec, tensor_parallel=T)
+            _shard(m, layout_spec)
+        except ValueError as exc:
+            layouts.append(Layout(T, gpus // (T * spec.expert_parallel), gpus, None, None, False, str(exc)))
+            continue
+        layouts.append(evaluate_layout(m, gpu, layout_spec, eff, serving, gpus=gpus, prompt_len=prompt_len,
+                                       output_len=output_len, ttft_s=ttft_s, tpot_s=tpot_s,
+                                       request_rate=request_rate, concurrency=concurrency))
+    if request_rate is not None:  # the load is fixed: the fastest responses first
+        order = lambda x: (x.point.tpot_s, x.point.ttft_s)  # noqa: E731
+    else:  # the most output tokens/s at the targets first
+        order = lambda x: (-x.tokens_per_s, x.point.tpot_s)  # noqa: E731
+    feasible = sorted((x for x in layouts if x.meets_targets), key=order)
+    rejected = [x for x in layouts if not x.meets_targets]
+    return feasible + rejected
