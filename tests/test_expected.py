@@ -126,3 +126,26 @@ def test_cli_expected_keys_and_flags(capsys):
     assert slow["time_per_output_token_s"] > ex["time_per_output_token_s"]
     assert run([*args, "--memory-efficiency", "1.5"]) == 2
     assert "--memory-efficiency" in capsys.readouterr().err
+
+
+def test_fitted_constants_come_from_the_published_rows_and_the_docs_are_current():
+    """KERNEL_S_CUDA_GRAPHS and FP8_MATMUL_EFFICIENCY are what tools/validation/serving.py --fit
+    gives (to the digits the code states), the bound is below every kept measurement, and the
+    docs/validation.md section is the tool's output (regenerate it when this fails)."""
+    import importlib.util
+
+    from conftest import REPO
+    from transformer_calc.expected import FP8_MATMUL_EFFICIENCY
+    from transformer_calc.presets import safe_load_yaml
+
+    path = REPO / "tools" / "validation" / "serving.py"
+    spec = importlib.util.spec_from_file_location("serving_validation", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    data = safe_load_yaml(tool.DATA.read_text(), str(tool.DATA))
+    k, fp8 = tool.fit(data["rows"])
+    assert k == pytest.approx(KERNEL_S_CUDA_GRAPHS, rel=0.01)
+    assert fp8 == pytest.approx(FP8_MATMUL_EFFICIENCY, abs=0.005)
+    section, summary = tool.report(data)
+    assert summary["bound_below"] == summary["rows"]
+    assert section in (REPO / "docs" / "validation.md").read_text()

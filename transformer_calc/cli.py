@@ -584,7 +584,7 @@ WsOpt = Annotated[Optional[str], typer.Option("--engine-workspace", help="Reserv
 MatmulEffOpt = Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU, e.g. H100 0.801].", rich_help_panel=EXPECTED, parser=_fraction)]
 MemoryEffOpt = Annotated[Optional[float], typer.Option("--memory-efficiency", help="Achievable fraction of the HBM bandwidth \\[default: 0.9].", rich_help_panel=EXPECTED, parser=_fraction)]
 GraphsOpt = Annotated[Optional[bool], typer.Option("--cuda-graphs/--no-cuda-graphs", help="Kernels launched from CUDA graphs (vLLM, TensorRT-LLM decode) or eagerly \\[default: --cuda-graphs].", rich_help_panel=EXPECTED)]
-KernelOpt = Annotated[Optional[float], typer.Option("--kernel-launch-s", help="Fixed cost per kernel, seconds \\[default: 1.5e-6 with CUDA graphs, 5e-6 without].", rich_help_panel=EXPECTED, parser=_seconds)]
+KernelOpt = Annotated[Optional[float], typer.Option("--kernel-launch-s", help="Fixed cost per kernel, seconds \\[default: 8e-6 with CUDA graphs (fitted), 16e-6 without].", rich_help_panel=EXPECTED, parser=_seconds)]
 
 
 @app.command()

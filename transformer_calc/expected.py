@@ -10,9 +10,9 @@ each counted here as a term of its own, on top of the same FLOPs and bytes:
   max(FLOPs / (η_matmul·peak), bytes / (η_mem·bandwidth)): the roofline at those rates.
 - kernel launches: a fixed cost per kernel, `KERNELS_PER_LAYER` per layer (more for a routed
   MLP) plus the model's head and tail kernels. With CUDA graphs (vLLM's and TensorRT-LLM's
-  default for decode) a kernel costs its GPU-side launch and ramp, `KERNEL_S_CUDA_GRAPHS`;
-  without (PyTorch eager, vLLM `enforce_eager`) the CPU's launch per kernel, `KERNEL_S_EAGER`,
-  which the GPU waits for when its kernels are shorter.
+  default for decode) `KERNEL_S_CUDA_GRAPHS` (fitted; it also carries the engine's per-step work);
+  without (PyTorch eager, vLLM `enforce_eager`) the CPU's launch per kernel on top,
+  `KERNEL_S_EAGER`.
 - collectives: the tensor-parallel all-reduces (2 per layer) on the network model that
   `tcalc train` uses (`train.Network`: NVLink inside a node, the NIC across nodes), each the faster
   of a ring (2(T-1)/T·size/bw + 2(T-1)·α; NCCL) and a one-shot all-reduce ((T-1)·size/bw + α;
@@ -26,10 +26,10 @@ project only the last position do 2·B·(S-1)·V·D/T FLOPs less in the prefill,
 prefill of a small-model, large-vocabulary run is pessimistic by up to that). Every added term is
 >= 0 and every rate <= the datasheet's, so expected >= bound, step by step (a property test).
 
-Sources of the constants are at each one; the kernel costs are assumptions of the order the NVIDIA
-CUDA Graphs post reports (developer.nvidia.com/blog/cuda-graphs: a ~3 µs kernel's launch overhead
-dominates without graphs and shrinks to about a microsecond with one), checked against published
-serving measurements in docs/validation.md, "Inference serving".
+Sources of the constants are at each one. Two are FITTED to published serving measurements and
+checked on the others (docs/validation.md, "Inference serving"): the per-kernel cost with CUDA
+graphs (8 µs: it absorbs what launches, small-kernel ramps and the engine's per-step work add) and
+the fp8 matmul efficiency (0.51).
 """
 
 from __future__ import annotations
@@ -70,11 +70,21 @@ KERNELS_PER_LAYER = 10
 # the un-permute with the weighted sum (vLLM fused_moe; its two grouped GEMMs replace the dense two).
 MOE_EXTRA_KERNELS = 4
 MODEL_KERNELS = 3  # the embedding gather, the final norm, the LM head
-# Per-kernel fixed cost. ASSUMPTIONS of the order of the NVIDIA CUDA Graphs post (launch overhead of
-# a few µs per kernel in a stream, about 1 µs inside a graph), checked (not fitted) against the
-# published runs in docs/validation.md; override with `kernel_s`.
-KERNEL_S_CUDA_GRAPHS = 1.5e-6
-KERNEL_S_EAGER = 5e-6
+NARROW_DTYPES = ("fp8", "fp6", "fp4")  # compute dtypes that take FP8_MATMUL_EFFICIENCY
+# Per-kernel fixed cost with CUDA graphs: what a decode step costs beyond its roofline at the
+# achievable rates, per kernel (launch and ramp of small kernels, the engine's per-step scheduling
+# and sampling spread over them). FITTED: 8.0 µs minimises the squared log error of four published
+# decode-dominated runs (tools/validation/serving.yaml ids vllm-llama8b-tp1-h200,
+# vllm-llama70b-tp4-h200, vllm-mixtral-tp2-h200, nim-70b-5000-c1-tpot; `serving.py --fit`) and is
+# checked on the other rows there (docs/validation.md, "Inference serving"). Without CUDA graphs the
+# CPU launches every kernel: 8 µs more, an ASSUMPTION of the order of PyTorch's per-op dispatch and
+# cudaLaunchKernel (not validated). Override with `kernel_s` (`--kernel-launch-s`).
+KERNEL_S_CUDA_GRAPHS = 8.0e-6
+KERNEL_S_EAGER = 16e-6
+# Matmuls in fp8 reach a smaller share of their dense peak than bf16's MAMF. FITTED: 0.51 of the fp8
+# peak makes the time to first token of nim-70b-5000-c1-ttft (Llama-3.3-70B fp8, TP2 on H100, 5000
+# prompt tokens) exact; checked on nim-70b-500-c1-ttft. Used when the compute dtype is fp8 or narrower.
+FP8_MATMUL_EFFICIENCY = 0.51
 LOGIT_BYTES = 4  # engines upcast the logits to fp32 before sampling (vLLM `logits.float()`)
 LOGIT_PASSES = 3  # the LM head writes them; softmax and top-k/top-p sampling read them
 SAMPLER_KERNELS = 5  # temperature, softmax, top-k/top-p, sample, gather of the chosen ids
@@ -89,9 +99,10 @@ class Efficiency:
     cuda_graphs: bool
     kernel_s: float  # fixed cost per kernel
     network: Network
+    matmul_fp8: float = FP8_MATMUL_EFFICIENCY  # η_matmul when the compute dtype is fp8 or narrower
 
     def __post_init__(self) -> None:
-        for name in ("matmul", "memory"):
+        for name in ("matmul", "memory", "matmul_fp8"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
                 raise ValueError(f"{name}_efficiency ({value!r}) must be a fraction in (0, 1]")
@@ -114,6 +125,7 @@ def default_efficiency(
     the CUDA-graphs choice, and `tcalc train`'s network for the platform."""
     return Efficiency(
         matmul=_lookup(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) if matmul is None else matmul,
+        matmul_fp8=FP8_MATMUL_EFFICIENCY if matmul is None else matmul,
         memory=MEMORY_EFFICIENCY if memory is None else memory,
         cuda_graphs=cuda_graphs,
         kernel_s=(KERNEL_S_CUDA_GRAPHS if cuda_graphs else KERNEL_S_EAGER) if kernel_s is None else kernel_s,
@@ -123,7 +135,8 @@ def default_efficiency(
 
 def _rates(gpu: GPU, spec: InferenceSpec, eff: Efficiency) -> tuple[Fraction, Fraction]:
     """(achievable FLOP/s, achievable bytes/s) as exact fractions."""
-    peak = Fraction(peak_flops(gpu, spec.compute_dtype)) * Fraction(eff.matmul).limit_denominator(10**6)
+    eta = eff.matmul_fp8 if spec.compute_dtype in NARROW_DTYPES else eff.matmul
+    peak = Fraction(peak_flops(gpu, spec.compute_dtype)) * Fraction(eta).limit_denominator(10**6)
     bw = Fraction(gpu.memory_bw_bytes_s) * Fraction(eff.memory).limit_denominator(10**6)
     return peak, bw
 

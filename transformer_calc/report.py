@@ -486,6 +486,7 @@ def expected_dict(x: Any) -> dict[str, Any]:
         "decode_last_step": step(x.decode_last),
         "assumptions": {
             "matmul_efficiency": eff.matmul,
+            "matmul_efficiency_fp8": eff.matmul_fp8,
             "memory_efficiency": eff.memory,
             "cuda_graphs": eff.cuda_graphs,
             "kernel_launch_s": eff.kernel_s,
@@ -804,6 +805,7 @@ def serve_report(
 def expected_dict_assumptions(eff: Any) -> dict[str, Any]:
     return {
         "matmul_efficiency": eff.matmul,
+        "matmul_efficiency_fp8": eff.matmul_fp8,
         "memory_efficiency": eff.memory,
         "cuda_graphs": eff.cuda_graphs,
         "kernel_launch_s": eff.kernel_s,
