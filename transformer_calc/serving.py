@@ -54,9 +54,7 @@ from transformer_calc.expected import Efficiency, ExpectedStep, step_time
 from transformer_calc.hardware import GPU
 from transformer_calc.inference import (
     DTYPE_BITS,
-    FLOPS_PER_MAC,
     InferenceSpec,
-    _kv_bytes,
     _memory_terms,
     _shard,
     decode_step,
