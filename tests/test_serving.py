@@ -187,3 +187,18 @@ def test_cli_inference_serving_section(capsys):
     assert base["budget_matrix"]["contexts"][0] == 1024 and base["budget_matrix"]["contexts"][-1] == 131072
     assert run([*argv[:-2], "--no-kv-cache", "-f", "json"]) == 0
     assert "serving" not in json.loads(capsys.readouterr().out)
+
+
+def test_prefill_queue_wait_is_the_pk_fixed_point():
+    """TTFT under load = half a step + the prompt's own prefill + the M/D/1 wait behind the other
+    B − 1 sequences' prompts (Pollaczek-Khinchine), at the fixed point of cycle and wait."""
+    m, h100 = preset_model("llama-3.1-8b"), gpu("h100")
+    spec = InferenceSpec(batch_size=1, prompt_len=4000, new_tokens=100)
+    eff = default_efficiency(h100)
+    one = load_point(m, h100, spec, eff, ServingSpec(), 4000, 100, 1)
+    assert one.queue_s == 0 and one.ttft_s == pytest.approx(one.tpot_s / 2 + one.prefill_s)
+    p = load_point(m, h100, spec, eff, ServingSpec(), 4000, 100, 32)
+    assert p.ttft_s == pytest.approx(p.tpot_s / 2 + p.prefill_s + p.queue_s)
+    rho = 31 * p.prefill_s / (p.ttft_s + 99 * p.tpot_s)
+    assert 0 < rho < 1
+    assert p.queue_s == pytest.approx(rho * p.prefill_s / (2 * (1 - rho)), rel=1e-9)

@@ -181,9 +181,11 @@ def report(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         "cache fits beside the bare weights, an upper bound of tokens/s). Error = expected / measured − 1 for "
         "times, expected tokens/s / measured − 1 for throughputs (positive: tcalc optimistic).",
         "",
-        "Where it misses: (1) the TTFT of a loaded server (NIM at 5-50 requests in flight) grows with the load "
-        "because prompts queue for the prefill; `tcalc serve`'s model has no queue at the prefill, so its TTFT "
-        "is that of an idle server plus half a step. (2) NeMo's per-request latencies carry a near-constant "
+        "Where it misses: (1) the TTFT of a loaded server (NIM at 5-50 requests in flight) grows as prompts "
+        "queue for the prefill; `tcalc serve` models that queue as M/D/1 (it lands within ±21 % there), but "
+        "its TPOT at 25 in flight is 24 % short, which is consistent with prompts prefilled whole in steps "
+        "that stall the decodes, where tcalc spreads them as chunks that overlap the decode's memory traffic. "
+        "(2) NeMo's per-request latencies carry a near-constant "
         "offset (about 40-80 ms over the expected time, the same at T = 1 and T = 8) that is consistent with "
         "a per-request cost outside the engine (its deploy and client path), which tcalc does not model. "
         "(3) TensorRT-LLM's maximum throughput of Llama-3.1-8B is below tcalc's by up to 66 % at long outputs "
