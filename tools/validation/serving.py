@@ -72,6 +72,14 @@ def evaluate(row: dict[str, Any], kernel_s: float | None = None, fp8: float | No
         spec = InferenceSpec(batch_size=row["B"], prompt_len=S, new_tokens=N, **kw)
         bound = estimate_inference(m, g, spec).total_s
         expected = estimate_expected(m, g, spec, eff).total_s
+    elif row["kind"] == "batch_throughput":  # a static batch: seconds per output token = total / (B·N_new)
+        spec = InferenceSpec(batch_size=row["B"], prompt_len=S, new_tokens=N, **kw)
+        tokens = row["B"] * N
+        bound = estimate_inference(m, g, spec).total_s / tokens
+        expected = estimate_expected(m, g, spec, eff).total_s / tokens
+        measured = 1 / row["measured_tokens_per_s"]
+        return {"bound_s": bound, "expected_s": expected, "error": measured / expected - 1,
+                "bound_share": bound / measured}
     elif row["kind"] == "throughput":
         # Seconds per output token of the whole server (1 / tokens/s). Expected: serve's model at the
         # most sequences that fit. Bound: a decode step's roofline at the most sequences whose cache
@@ -133,12 +141,14 @@ def _ms(s: float) -> str:
 
 def _measured(row: dict[str, Any], seconds: float) -> str:
     """A time as ms, or for a throughput row the tokens/s it stands for."""
-    return f"{1 / seconds:,.0f} tok/s" if row["kind"] == "throughput" else _ms(seconds)
+    return f"{1 / seconds:,.0f} tok/s" if row["kind"] in ("throughput", "batch_throughput") else _ms(seconds)
 
 
 def _setup(row: dict[str, Any]) -> str:
     if row["kind"] == "throughput":
         what = "max output throughput"
+    elif row["kind"] == "batch_throughput":
+        what = f"B={row['B']}, output tokens/s"
     else:
         what = (f"B={row['B']}" if row["kind"] == "latency" else f"{row['concurrency']} in flight, {row['metric'][:-2].upper()}")
     kv = f", KV {row['kv_dtype']}" if row.get("kv_dtype") else ""
