@@ -201,7 +201,11 @@ def report(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         "(3) TensorRT-LLM's maximum throughput of Llama-3.1-8B is below tcalc's by up to 66 % at long outputs "
         "(H200 most): at thousands of sequences per step a small model's step is dominated by per-sequence "
         "work (scheduling, sampling, attention over paged blocks) that tcalc does not cost; the 70B and 405B "
-        "rows, where the weights and the cache dominate, land within a median of a few percent.",
+        "rows, where the weights and the cache dominate, land within a median of a few percent. (4) TensorRT-LLM "
+        "v0.5/v0.6 (2023): first-token latencies of 128-token prompts are 30-40 % above tcalc (a fixed cost per "
+        "request that a short prefill does not hide), and Llama-2-70B's long-output static batches run at half "
+        "tcalc's rate or less, consistent with that release's decode attention reading the grouped K/V once per "
+        "query head (tcalc reads it once per K/V head, as GQA kernels since do).",
         "",
         "| source | setup | role | measured | bound (share) | expected | error |",
         "| --- | --- | --- | --- | --- | --- | --- |",
