@@ -150,3 +150,28 @@ def test_cli_weight_dtype_format(capsys):
     assert json.loads(capsys.readouterr().out)["memory"]["per_gpu"]["weights"] == pytest.approx(4.08e9, rel=0.002)
     assert run(["inference", "--preset", "llama-2-7b", "--weight-dtype", "q3_k_xl", "--S", "128"]) == 2
     assert "weight_dtype" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("q, fmt", [
+    ({"quant_method": "mxfp4", "modules_to_not_convert": ["lm_head"]}, "mxfp4"),  # gpt-oss config.json
+    ({"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}, "fp8"),  # DeepSeek-V3
+    ({"quant_method": "gptq", "bits": 4, "group_size": 128}, "gptq-int4"),
+    ({"quant_method": "awq", "bits": 4, "group_size": 128}, "awq-int4"),
+    ({"quant_method": "gptq", "bits": 8, "group_size": 128}, None),  # not a format tcalc stores
+    ({"quant_method": "awq", "bits": 4, "group_size": 64}, None),
+    ("mxfp4", None), (None, None),
+])
+def test_hf_quantization_config_sets_the_weight_format(q, fmt):
+    from transformer_calc.hf import weight_format
+
+    assert weight_format(q) == fmt
+
+
+def test_hf_gpt_oss_config_imports_mxfp4():
+    from conftest import REPO
+    from transformer_calc.config import build_model
+    from transformer_calc.presets import hf_spec
+
+    m = build_model(hf_spec(REPO / "tools" / "crosscheck" / "published_configs" / "gpt-oss-120b.json"))
+    assert m.weight_format == "mxfp4"
+    assert quantized_weights(m, "mxfp4").total_bytes == 65_248_815_744
