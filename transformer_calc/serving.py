@@ -351,8 +351,12 @@ def evaluate_layout(
         return (tpot_s is None or p.tpot_s <= tpot_s) and (ttft_s is None or p.ttft_s <= ttft_s)
 
     if concurrency is not None:
-        if concurrency > b_max:
-            return reject(f"concurrency {concurrency} exceeds the {b_max} sequences that fit", cap)
+        if concurrency > cap.max_concurrent_sequences:
+            return reject(f"concurrency {concurrency} exceeds the {cap.max_concurrent_sequences} sequences whose "
+                          "cache fits", cap)
+        if concurrency > serving.max_num_seqs:
+            return reject(f"concurrency {concurrency} exceeds max_num_seqs ({serving.max_num_seqs}); raise "
+                          "--max-num-seqs", cap)
         b = concurrency
     elif request_rate is not None:
         need = request_rate / replicas
