@@ -175,3 +175,20 @@ def test_hf_gpt_oss_config_imports_mxfp4():
     m = build_model(hf_spec(REPO / "tools" / "crosscheck" / "published_configs" / "gpt-oss-120b.json"))
     assert m.weight_format == "mxfp4"
     assert quantized_weights(m, "mxfp4").total_bytes == 65_248_815_744
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-120b", "deepseek-v3", "mixtral-8x7b", "qwen3-30b-a3b"])
+@pytest.mark.parametrize("fmt", ["awq-int4", "gptq-int4", "nvfp4", "mxfp4", "q8_0", "q4_k_m", "q5_k_m"])
+def test_moe_weight_reads_grow_with_tokens_up_to_the_resident_bytes(name, fmt):
+    """Reads of a MoE step never go negative and never exceed what is stored, and grow with the
+    experts touched; when every expert is touched they are everything but the gathered tables.
+    (GGUF stores some layers' experts at more bits: the per-expert bytes are the layers' mean.)"""
+    from transformer_calc.inference import _shard, _weights_read_bytes
+
+    m = preset_model(name)
+    spec = InferenceSpec(batch_size=1, prompt_len=8, weight_dtype=fmt)
+    sh = _shard(m, spec)
+    reads = [_weights_read_bytes(sh, spec, t) for t in (1, 2, 8, 64, 10**6)]
+    assert 0 < reads[0] and reads == sorted(reads)
+    q = sh.store
+    assert reads[-1] == q.total_bytes - q.gathered_bytes

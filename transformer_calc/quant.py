@@ -244,7 +244,7 @@ class QuantizedWeights:
     quantized_bytes: int  # blocks + per-tensor extras (GPTQ g_idx, NVFP4 scales)
     other_bytes: int
     total_bytes: int
-    expert_bytes: Fraction  # one routed expert of one layer (0: a dense model)
+    expert_bytes: Fraction  # one routed expert of one layer, the mean over the MoE layers (0: dense)
     expert_params: int  # its elements, biases included
     gathered_bytes: int  # the token embedding and learned positions (gathers), as stored
     bits_per_quantized_weight: float
@@ -282,11 +282,12 @@ def quantized_weights(m: ModelConfig, fmt: str, T: int = 1, ep: int = 1) -> Quan
     experts = [(x, b) for x, b in chosen if x.expert]
     expert_bytes, expert_params = Fraction(0), 0
     if m.is_moe and m.n_moe_layers():
-        n_local = m.n_experts // ep
-        layer0 = experts[0][0].layer if experts else None
-        for x, b in ((x, b) for x, b in experts if x.layer == layer0):
-            expert_bytes += Fraction(_blocks(x, b) * b.block_bytes, n_local)
-            expert_params += x.elements // n_local
+        n_local, n_moe = m.n_experts // ep, m.n_moe_layers()
+        # One expert of one layer: the mean over the MoE layers (GGUF stores some layers' experts at
+        # more bits), so that k idle experts in every layer cost exactly what they store in all.
+        for x, b in experts:
+            expert_bytes += Fraction(_blocks(x, b) * b.block_bytes, n_local * n_moe)
+            expert_params += x.elements // (n_local * n_moe)
         n_in = (GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES) - 1
         bias = (n_in * m.moe_d_ff // T + m.d_model) if m.mlp_bias else 0
         if not experts:  # experts left unquantized
