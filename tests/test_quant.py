@@ -192,3 +192,33 @@ def test_moe_weight_reads_grow_with_tokens_up_to_the_resident_bytes(name, fmt):
     assert 0 < reads[0] and reads == sorted(reads)
     q = sh.store
     assert reads[-1] == q.total_bytes - q.gathered_bytes
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from conftest import model_configs, modern_model_configs  # noqa: E402
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.one_of(model_configs(max_layers=4), modern_model_configs(max_layers=6)),
+       st.sampled_from(sorted(FORMATS)), st.integers(1, 16), st.integers(1, 300), st.integers(1, 20))
+def test_any_model_in_any_format_gives_sane_numbers_or_a_named_error(m, fmt, B, S, N):
+    """Whatever the shape: either a ValueError naming the problem, or positive weights, reads between
+    0 and the resident bytes, and the expected time at or above the bound."""
+    import math
+
+    from transformer_calc.expected import default_efficiency, estimate_expected
+    from transformer_calc.inference import _shard, _weights_read_bytes
+
+    h100 = gpu("h100")
+    try:
+        spec = InferenceSpec(batch_size=B, prompt_len=S, new_tokens=N, weight_dtype=fmt)
+        e = estimate_inference(m, h100, spec)
+        x = estimate_expected(m, h100, spec, default_efficiency(h100))
+    except ValueError:
+        return
+    sh = _shard(m, spec)
+    assert 0 < e.memory.weights_bytes
+    assert 0 <= _weights_read_bytes(sh, spec, 1) <= e.memory.weights_bytes
+    assert math.isfinite(x.total_s) and x.total_s >= e.total_s * (1 - 1e-12)
