@@ -202,3 +202,20 @@ def test_prefill_queue_wait_is_the_pk_fixed_point():
     rho = 31 * p.prefill_s / (p.ttft_s + 99 * p.tpot_s)
     assert 0 < rho < 1
     assert p.queue_s == pytest.approx(rho * p.prefill_s / (2 * (1 - rho)), rel=1e-9)
+
+
+def test_serve_reads_the_job_files_inference_section(tmp_path, capsys):
+    from transformer_calc.cli import run
+
+    job = tmp_path / "job.yaml"
+    job.write_text("model: {preset: llama-3.1-8b}\ninference: {S: 1000, new_tokens: 200, gpu: h100, gpus: 2, "
+                   "tpot_s: 0.03, ttft_s: 0.5, memory_utilization: 0.85, block_size: 32}\n")
+    assert run(["serve", "--config", str(job), "-f", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["serve"]["prompt_len"] == 1000 and out["serve"]["gpus"] == 2
+    assert out["serve"]["targets"] == {"ttft_s": 0.5, "tpot_s": 0.03}
+    assert out["serve"]["engine"]["block_size"] == 32 and out["serve"]["engine"]["memory_utilization"] == 0.85
+    assert out["best"]["tpot_s"] <= 0.03
+    # Flags win over the file.
+    assert run(["serve", "--config", str(job), "--tpot", "0.02", "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["serve"]["targets"]["tpot_s"] == 0.02
