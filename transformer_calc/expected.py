@@ -5,7 +5,8 @@ nothing else. Measured engines are slower (issue 14: 0.28-0.76 of the bound's sp
 each counted here as a term of its own, on top of the same FLOPs and bytes:
 
 - achievable rates: matmuls at the maximum achievable matmul FLOPS (MAMF, measured on the
-  largest GEMM shapes; `train.MATMUL_EFFICIENCY`, Stas Bekman's ml-engineering table), HBM at
+  largest GEMM shapes; `train.MATMUL_EFFICIENCY`, Stas Bekman's ml-engineering table; fp8 compute
+  at `FP8_MATMUL_EFFICIENCY` of the fp8 peak, fitted), HBM at
   `train.MEMORY_EFFICIENCY` of the datasheet (large copies reach ~90 %). A step's time is
   max(FLOPs / (η_matmul·peak), bytes / (η_mem·bandwidth)): the roofline at those rates.
 - kernel launches: a fixed cost per kernel, `KERNELS_PER_LAYER` per layer (more for a routed
