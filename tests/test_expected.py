@@ -41,15 +41,16 @@ def test_expected_prefill_by_hand_on_the_toy_gpu():
     # Toy GPU: 1000 FLOP/s, 100 B/s; efficiencies 1/2 and 1/4; 1 s per kernel; T = 1 (no comm).
     g = toy_gpu()
     s = spec(batch_size=1, prompt_len=4)
-    eff = Efficiency(matmul=0.5, memory=0.25, cuda_graphs=True, kernel_s=1.0, network=Network(8, 100.0, 10.0))
+    eff = Efficiency(matmul=0.5, memory=0.25, cuda_graphs=True, kernel_s=1.0, network=Network(8, 100.0, 10.0),
+                     sequence_s=0.5)
     step = prefill_step(TINY, g, s)
     x = expected_step(TINY, g, s, eff, step)
     assert x.compute_s == pytest.approx(step.flops / 500)
     assert x.memory_s == pytest.approx(step.bytes_moved / 25)
     assert x.launch_s == 23.0  # 23 kernels x 1 s
     assert x.communication_s == 0
-    # Sampling: 3 passes over B·V fp32 logits (1·10·4 bytes) at 25 B/s, and 5 kernels.
-    assert x.sampling_s == pytest.approx(LOGIT_PASSES * 10 * LOGIT_BYTES / 25 + SAMPLER_KERNELS * 1.0)
+    # Sampling: 3 passes over B·V fp32 logits (1·10·4 bytes) at 25 B/s, 5 kernels, 0.5 s per sequence.
+    assert x.sampling_s == pytest.approx(LOGIT_PASSES * 10 * LOGIT_BYTES / 25 + SAMPLER_KERNELS * 1.0 + 0.5)
     assert x.time_s == pytest.approx(max(x.compute_s, x.memory_s) + 23 + x.sampling_s)
 
 
@@ -76,10 +77,10 @@ def test_defaults_per_gpu_family():
 
 
 def test_perfect_engine_equals_the_bound_without_fixed_costs():
-    """Efficiencies 1, no kernel cost, T = 1: expected = bound + sampling's logit traffic."""
+    """Efficiencies 1, no kernel or per-sequence cost, T = 1: expected = bound + the logit traffic."""
     m, g = preset_model("llama-2-7b"), gpu("a100-80gb")
     s = spec(batch_size=4, prompt_len=256, new_tokens=64)
-    eff = Efficiency(1.0, 1.0, True, 0.0, default_efficiency(g).network)
+    eff = Efficiency(1.0, 1.0, True, 0.0, default_efficiency(g).network, sequence_s=0.0)
     e, x = estimate_inference(m, g, s), estimate_expected(m, g, s, eff)
     sampling = LOGIT_PASSES * 4 * m.vocab_size * LOGIT_BYTES / g.memory_bw_bytes_s
     assert x.prefill.roofline_s == pytest.approx(e.prefill.seconds, rel=1e-9)
@@ -126,3 +127,29 @@ def test_cli_expected_keys_and_flags(capsys):
     assert slow["time_per_output_token_s"] > ex["time_per_output_token_s"]
     assert run([*args, "--memory-efficiency", "1.5"]) == 2
     assert "--memory-efficiency" in capsys.readouterr().err
+
+
+def test_fitted_constants_come_from_the_published_rows_and_the_docs_are_current():
+    """KERNEL_S_CUDA_GRAPHS, FP8_MATMUL_EFFICIENCY and SEQUENCE_S are what tools/validation/serving.py --fit
+    gives (to the digits the code states), the bound is below every kept measurement, and the
+    docs/validation.md section is the tool's output (regenerate it when this fails)."""
+    import importlib.util
+
+    from conftest import REPO
+    from transformer_calc.expected import FP8_MATMUL_EFFICIENCY
+    from transformer_calc.presets import safe_load_yaml
+
+    path = REPO / "tools" / "validation" / "serving.py"
+    spec = importlib.util.spec_from_file_location("serving_validation", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    data = safe_load_yaml(tool.DATA.read_text(), str(tool.DATA))
+    from transformer_calc.expected import SEQUENCE_S
+
+    k, fp8, seq = tool.fit(data["rows"])
+    assert k == pytest.approx(KERNEL_S_CUDA_GRAPHS, rel=0.01)
+    assert fp8 == pytest.approx(FP8_MATMUL_EFFICIENCY, abs=0.005)
+    assert seq == pytest.approx(SEQUENCE_S, rel=0.01)
+    section, summary = tool.report(data)
+    assert summary["bound_below"] == summary["rows"]
+    assert section in (REPO / "docs" / "validation.md").read_text()

@@ -269,7 +269,8 @@ FIELDS = ["L", "D", "A", "V", "K", "n_layers", "d_model", "n_heads", "vocab_size
           "n_experts", "experts_per_token", "sliding_window", "attention_pattern", "kv_lora_rank", "S", "B", "T", "P",
           "dp", "zero", "ep", "p", "grad_bytes", "new_tokens", "max_memory", "min_tokens_per_s", "max_ttft_s", "gpu",
           "max_tpot_s", "ttft_s", "tpot_s", "request_rate", "gpus", "memory_utilization", "block_size",
-          "max_num_batched_tokens", "cuda_context", "weight_dtype", "cuda_graphs", "memory_efficiency"]
+          "max_num_batched_tokens", "cuda_context", "weight_dtype", "cuda_graphs", "memory_efficiency",
+          "sequence_overhead_s", "kernel_launch_s"]
 
 
 def _nest(value, depth):

@@ -28,7 +28,7 @@ OPTIONS = [
     "--prompt-len", "--output-len", "--ttft", "--tpot", "--request-rate", "--ep", "--memory-utilization",
     "--block-size", "--max-num-batched-tokens", "--max-num-seqs", "--cuda-context", "--activation-peak",
     "--engine-workspace", "--no-cuda-graphs", "--matmul-efficiency", "--memory-efficiency", "--kernel-launch-s",
-    "--draft", "--mtp", "--speculative-tokens", "--acceptance-rate",
+    "--draft", "--mtp", "--speculative-tokens", "--acceptance-rate", "--sequence-overhead-s",
 ]
 WORDS = [
     "gpt2", "gpt3", "llama-2-7b", "mixtral-8x7b", "falcon-40b", "a100-80gb", "h100", "json", "yaml", "csv",

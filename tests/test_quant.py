@@ -150,3 +150,75 @@ def test_cli_weight_dtype_format(capsys):
     assert json.loads(capsys.readouterr().out)["memory"]["per_gpu"]["weights"] == pytest.approx(4.08e9, rel=0.002)
     assert run(["inference", "--preset", "llama-2-7b", "--weight-dtype", "q3_k_xl", "--S", "128"]) == 2
     assert "weight_dtype" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("q, fmt", [
+    ({"quant_method": "mxfp4", "modules_to_not_convert": ["lm_head"]}, "mxfp4"),  # gpt-oss config.json
+    ({"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}, "fp8"),  # DeepSeek-V3
+    ({"quant_method": "gptq", "bits": 4, "group_size": 128}, "gptq-int4"),
+    ({"quant_method": "awq", "bits": 4, "group_size": 128}, "awq-int4"),
+    ({"quant_method": "gptq", "bits": 8, "group_size": 128}, None),  # not a format tcalc stores
+    ({"quant_method": "awq", "bits": 4, "group_size": 64}, None),
+    ("mxfp4", None), (None, None),
+])
+def test_hf_quantization_config_sets_the_weight_format(q, fmt):
+    from transformer_calc.hf import weight_format
+
+    assert weight_format(q) == fmt
+
+
+def test_hf_gpt_oss_config_imports_mxfp4():
+    from conftest import REPO
+    from transformer_calc.config import build_model
+    from transformer_calc.presets import hf_spec
+
+    m = build_model(hf_spec(REPO / "tools" / "crosscheck" / "published_configs" / "gpt-oss-120b.json"))
+    assert m.weight_format == "mxfp4"
+    assert quantized_weights(m, "mxfp4").total_bytes == 65_248_815_744
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-120b", "deepseek-v3", "mixtral-8x7b", "qwen3-30b-a3b"])
+@pytest.mark.parametrize("fmt", ["awq-int4", "gptq-int4", "nvfp4", "mxfp4", "q8_0", "q4_k_m", "q5_k_m"])
+def test_moe_weight_reads_grow_with_tokens_up_to_the_resident_bytes(name, fmt):
+    """Reads of a MoE step never go negative and never exceed what is stored, and grow with the
+    experts touched; when every expert is touched they are everything but the gathered tables.
+    (GGUF stores some layers' experts at more bits: the per-expert bytes are the layers' mean.)"""
+    from transformer_calc.inference import _shard, _weights_read_bytes
+
+    m = preset_model(name)
+    spec = InferenceSpec(batch_size=1, prompt_len=8, weight_dtype=fmt)
+    sh = _shard(m, spec)
+    reads = [_weights_read_bytes(sh, spec, t) for t in (1, 2, 8, 64, 10**6)]
+    assert 0 < reads[0] and reads == sorted(reads)
+    q = sh.store
+    assert reads[-1] == q.total_bytes - q.gathered_bytes
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from conftest import model_configs, modern_model_configs  # noqa: E402
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.one_of(model_configs(max_layers=4), modern_model_configs(max_layers=6)),
+       st.sampled_from(sorted(FORMATS)), st.integers(1, 16), st.integers(1, 300), st.integers(1, 20))
+def test_any_model_in_any_format_gives_sane_numbers_or_a_named_error(m, fmt, B, S, N):
+    """Whatever the shape: either a ValueError naming the problem, or positive weights, reads between
+    0 and the resident bytes, and the expected time at or above the bound."""
+    import math
+
+    from transformer_calc.expected import default_efficiency, estimate_expected
+    from transformer_calc.inference import _shard, _weights_read_bytes
+
+    h100 = gpu("h100")
+    try:
+        spec = InferenceSpec(batch_size=B, prompt_len=S, new_tokens=N, weight_dtype=fmt)
+        e = estimate_inference(m, h100, spec)
+        x = estimate_expected(m, h100, spec, default_efficiency(h100))
+    except ValueError:
+        return
+    sh = _shard(m, spec)
+    assert 0 < e.memory.weights_bytes
+    assert 0 <= _weights_read_bytes(sh, spec, 1) <= e.memory.weights_bytes
+    assert math.isfinite(x.total_s) and x.total_s >= e.total_s * (1 - 1e-12)

@@ -187,3 +187,35 @@ def test_cli_inference_serving_section(capsys):
     assert base["budget_matrix"]["contexts"][0] == 1024 and base["budget_matrix"]["contexts"][-1] == 131072
     assert run([*argv[:-2], "--no-kv-cache", "-f", "json"]) == 0
     assert "serving" not in json.loads(capsys.readouterr().out)
+
+
+def test_prefill_queue_wait_is_the_pk_fixed_point():
+    """TTFT under load = half a step + the prompt's own prefill + the M/D/1 wait behind the other
+    B − 1 sequences' prompts (Pollaczek-Khinchine), at the fixed point of cycle and wait."""
+    m, h100 = preset_model("llama-3.1-8b"), gpu("h100")
+    spec = InferenceSpec(batch_size=1, prompt_len=4000, new_tokens=100)
+    eff = default_efficiency(h100)
+    one = load_point(m, h100, spec, eff, ServingSpec(), 4000, 100, 1)
+    assert one.queue_s == 0 and one.ttft_s == pytest.approx(one.tpot_s / 2 + one.prefill_s)
+    p = load_point(m, h100, spec, eff, ServingSpec(), 4000, 100, 32)
+    assert p.ttft_s == pytest.approx(p.tpot_s / 2 + p.prefill_s + p.queue_s)
+    rho = 31 * p.prefill_s / (p.ttft_s + 99 * p.tpot_s)
+    assert 0 < rho < 1
+    assert p.queue_s == pytest.approx(rho * p.prefill_s / (2 * (1 - rho)), rel=1e-9)
+
+
+def test_serve_reads_the_job_files_inference_section(tmp_path, capsys):
+    from transformer_calc.cli import run
+
+    job = tmp_path / "job.yaml"
+    job.write_text("model: {preset: llama-3.1-8b}\ninference: {S: 1000, new_tokens: 200, gpu: h100, gpus: 2, "
+                   "tpot_s: 0.03, ttft_s: 0.5, memory_utilization: 0.85, block_size: 32}\n")
+    assert run(["serve", "--config", str(job), "-f", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["serve"]["prompt_len"] == 1000 and out["serve"]["gpus"] == 2
+    assert out["serve"]["targets"] == {"ttft_s": 0.5, "tpot_s": 0.03}
+    assert out["serve"]["engine"]["block_size"] == 32 and out["serve"]["engine"]["memory_utilization"] == 0.85
+    assert out["best"]["tpot_s"] <= 0.03
+    # Flags win over the file.
+    assert run(["serve", "--config", str(job), "--tpot", "0.02", "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["serve"]["targets"]["tpot_s"] == 0.02

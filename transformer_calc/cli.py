@@ -590,7 +590,8 @@ WsOpt = Annotated[Optional[str], typer.Option("--engine-workspace", help="Reserv
 MatmulEffOpt = Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU, e.g. H100 0.801].", rich_help_panel=EXPECTED, parser=_fraction)]
 MemoryEffOpt = Annotated[Optional[float], typer.Option("--memory-efficiency", help="Achievable fraction of the HBM bandwidth \\[default: 0.9].", rich_help_panel=EXPECTED, parser=_fraction)]
 GraphsOpt = Annotated[Optional[bool], typer.Option("--cuda-graphs/--no-cuda-graphs", help="Kernels launched from CUDA graphs (vLLM, TensorRT-LLM decode) or eagerly \\[default: --cuda-graphs].", rich_help_panel=EXPECTED)]
-KernelOpt = Annotated[Optional[float], typer.Option("--kernel-launch-s", help="Fixed cost per kernel, seconds \\[default: 1.5e-6 with CUDA graphs, 5e-6 without].", rich_help_panel=EXPECTED, parser=_seconds)]
+SeqOverheadOpt = Annotated[Optional[float], typer.Option("--sequence-overhead-s", help="Engine work per sequence per step, seconds \\[default: 10.4e-6 (fitted)].", rich_help_panel=EXPECTED, parser=_seconds)]
+KernelOpt = Annotated[Optional[float], typer.Option("--kernel-launch-s", help="Fixed cost per kernel, seconds \\[default: 7.8e-6 with CUDA graphs (fitted), 15.8e-6 without].", rich_help_panel=EXPECTED, parser=_seconds)]
 
 
 @app.command()
@@ -614,6 +615,7 @@ def inference(
     memory_efficiency: MemoryEffOpt = None,
     cuda_graphs: GraphsOpt = None,
     kernel_launch_s: KernelOpt = None,
+    sequence_overhead_s: SeqOverheadOpt = None,
     node_size: ExpNodeOpt = None,
     inter_node_gb_s: ExpNicOpt = None,
     block_size: BlockOpt = None,
@@ -651,7 +653,7 @@ def inference(
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, dict(
         matmul_efficiency=matmul_efficiency, memory_efficiency=memory_efficiency, cuda_graphs=cuda_graphs,
-        kernel_launch_s=kernel_launch_s), _network(device, node_size, inter_node_gb_s))
+        kernel_launch_s=kernel_launch_s, sequence_overhead_s=sequence_overhead_s), _network(device, node_size, inter_node_gb_s))
     serving = serving_spec(section, dict(
         block_size=block_size, memory_utilization=memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, cuda_context=cuda_context, activation_peak=activation_peak,
@@ -690,6 +692,7 @@ def serve(
     memory_efficiency: MemoryEffOpt = None,
     cuda_graphs: GraphsOpt = None,
     kernel_launch_s: KernelOpt = None,
+    sequence_overhead_s: SeqOverheadOpt = None,
     node_size: ExpNodeOpt = None,
     inter_node_gb_s: ExpNicOpt = None,
     block_size: BlockOpt = None,
@@ -722,7 +725,7 @@ def serve(
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, dict(
         matmul_efficiency=matmul_efficiency, memory_efficiency=memory_efficiency, cuda_graphs=cuda_graphs,
-        kernel_launch_s=kernel_launch_s), _network(device, node_size, inter_node_gb_s))
+        kernel_launch_s=kernel_launch_s, sequence_overhead_s=sequence_overhead_s), _network(device, node_size, inter_node_gb_s))
     serving = serving_spec(section, dict(
         block_size=block_size, memory_utilization=memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, cuda_context=cuda_context, activation_peak=activation_peak,

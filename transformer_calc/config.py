@@ -741,7 +741,7 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "gpu": "gpu",
 }
 INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", "gpu",
-                  "matmul_efficiency", "memory_efficiency", "cuda_graphs", "kernel_launch_s",
+                  "matmul_efficiency", "memory_efficiency", "cuda_graphs", "kernel_launch_s", "sequence_overhead_s",
                   "block_size", "memory_utilization", "max_num_batched_tokens", "max_num_seqs", "cuda_context",
                   "activation_peak", "engine_workspace", "ttft_s", "tpot_s", "request_rate", "gpus"}
 CHECK_KEYS = {"gpu", "max_memory", "min_tokens_per_s", "max_ttft_s", "max_tpot_s"}

@@ -5,31 +5,33 @@ nothing else. Measured engines are slower (issue 14: 0.28-0.76 of the bound's sp
 each counted here as a term of its own, on top of the same FLOPs and bytes:
 
 - achievable rates: matmuls at the maximum achievable matmul FLOPS (MAMF, measured on the
-  largest GEMM shapes; `train.MATMUL_EFFICIENCY`, Stas Bekman's ml-engineering table), HBM at
+  largest GEMM shapes; `train.MATMUL_EFFICIENCY`, Stas Bekman's ml-engineering table; fp8 compute
+  at `FP8_MATMUL_EFFICIENCY` of the fp8 peak, fitted), HBM at
   `train.MEMORY_EFFICIENCY` of the datasheet (large copies reach ~90 %). A step's time is
   max(FLOPs / (η_matmul·peak), bytes / (η_mem·bandwidth)): the roofline at those rates.
 - kernel launches: a fixed cost per kernel, `KERNELS_PER_LAYER` per layer (more for a routed
   MLP) plus the model's head and tail kernels. With CUDA graphs (vLLM's and TensorRT-LLM's
-  default for decode) a kernel costs its GPU-side launch and ramp, `KERNEL_S_CUDA_GRAPHS`;
-  without (PyTorch eager, vLLM `enforce_eager`) the CPU's launch per kernel, `KERNEL_S_EAGER`,
-  which the GPU waits for when its kernels are shorter.
+  default for decode) `KERNEL_S_CUDA_GRAPHS` (fitted; it also carries the engine's per-step work);
+  without (PyTorch eager, vLLM `enforce_eager`) the CPU's launch per kernel on top,
+  `KERNEL_S_EAGER`.
 - collectives: the tensor-parallel all-reduces (2 per layer) on the network model that
   `tcalc train` uses (`train.Network`: NVLink inside a node, the NIC across nodes), each the faster
   of a ring (2(T-1)/T·size/bw + 2(T-1)·α; NCCL) and a one-shot all-reduce ((T-1)·size/bw + α;
   the custom all-reduce kernels vLLM and TensorRT-LLM use for small messages); plus the LM head's
   logit all-gather of the sampled positions (vocabulary-parallel head).
 - sampling: one pass writing and `LOGIT_PASSES - 1` reading the fp32 logits of the sampled
-  positions (softmax, top-k/top-p), and `SAMPLER_KERNELS` kernels.
+  positions (softmax, top-k/top-p), and `SAMPLER_KERNELS` kernels; and the engine's fixed work per
+  sequence per step, `SEQUENCE_S` (fitted).
 
 Conventions: the FLOPs and bytes are the bound's (the LM head on every prompt token; engines that
 project only the last position do 2·B·(S-1)·V·D/T FLOPs less in the prefill, so the expected
 prefill of a small-model, large-vocabulary run is pessimistic by up to that). Every added term is
 >= 0 and every rate <= the datasheet's, so expected >= bound, step by step (a property test).
 
-Sources of the constants are at each one; the kernel costs are assumptions of the order the NVIDIA
-CUDA Graphs post reports (developer.nvidia.com/blog/cuda-graphs: a ~3 µs kernel's launch overhead
-dominates without graphs and shrinks to about a microsecond with one), checked against published
-serving measurements in docs/validation.md, "Inference serving".
+Sources of the constants are at each one. Three are FITTED to published serving measurements and
+checked on the others (docs/validation.md, "Inference serving"): the per-kernel cost with CUDA
+graphs (7.8 µs: it absorbs what launches, small-kernel ramps and the engine's per-step work add), the
+fp8 matmul efficiency (0.51) and the cost per sequence per step (10.4 µs).
 """
 
 from __future__ import annotations
@@ -70,11 +72,26 @@ KERNELS_PER_LAYER = 10
 # the un-permute with the weighted sum (vLLM fused_moe; its two grouped GEMMs replace the dense two).
 MOE_EXTRA_KERNELS = 4
 MODEL_KERNELS = 3  # the embedding gather, the final norm, the LM head
-# Per-kernel fixed cost. ASSUMPTIONS of the order of the NVIDIA CUDA Graphs post (launch overhead of
-# a few µs per kernel in a stream, about 1 µs inside a graph), checked (not fitted) against the
-# published runs in docs/validation.md; override with `kernel_s`.
-KERNEL_S_CUDA_GRAPHS = 1.5e-6
-KERNEL_S_EAGER = 5e-6
+NARROW_DTYPES = ("fp8", "fp6", "fp4")  # compute dtypes that take FP8_MATMUL_EFFICIENCY
+# Per-kernel fixed cost with CUDA graphs: what a decode step costs beyond its roofline at the
+# achievable rates, per kernel (launch and ramp of small kernels, the engine's per-step scheduling
+# and sampling spread over them). FITTED: 7.8 µs minimises the squared log error of four published
+# decode-dominated runs (tools/validation/serving.yaml ids vllm-llama8b-tp1-h200,
+# vllm-llama70b-tp4-h200, vllm-mixtral-tp2-h200, nim-70b-5000-c1-tpot; `serving.py --fit`) and is
+# checked on the other rows there (docs/validation.md, "Inference serving"). Without CUDA graphs the
+# CPU launches every kernel: 8 µs more, an ASSUMPTION of the order of PyTorch's per-op dispatch and
+# cudaLaunchKernel (not validated). Override with `kernel_s` (`--kernel-launch-s`).
+KERNEL_S_CUDA_GRAPHS = 7.8e-6
+KERNEL_S_EAGER = 15.8e-6
+# Matmuls in fp8 reach a smaller share of their dense peak than bf16's MAMF. FITTED: 0.51 of the fp8
+# peak makes the time to first token of nim-70b-5000-c1-ttft (Llama-3.3-70B fp8, TP2 on H100, 5000
+# prompt tokens) exact; checked on nim-70b-500-c1-ttft. Used when the compute dtype is fp8 or narrower.
+FP8_MATMUL_EFFICIENCY = 0.51
+# Per sequence and step: the engine's work for every sequence in a step (scheduling, block tables,
+# sampling and stop checks, detokenization). FITTED: SEQUENCE_S minimises the squared log error of
+# TensorRT-LLM's maximum throughput of Llama-3.1-8B on H100 (10 rows, ids trtllm-31-8b-h100-*; at
+# thousands of sequences a small model's step is dominated by it), checked on every other row.
+SEQUENCE_S = 10.4e-6
 LOGIT_BYTES = 4  # engines upcast the logits to fp32 before sampling (vLLM `logits.float()`)
 LOGIT_PASSES = 3  # the LM head writes them; softmax and top-k/top-p sampling read them
 SAMPLER_KERNELS = 5  # temperature, softmax, top-k/top-p, sample, gather of the chosen ids
@@ -89,15 +106,18 @@ class Efficiency:
     cuda_graphs: bool
     kernel_s: float  # fixed cost per kernel
     network: Network
+    matmul_fp8: float = FP8_MATMUL_EFFICIENCY  # η_matmul when the compute dtype is fp8 or narrower
+    sequence_s: float = SEQUENCE_S  # fixed cost per sequence per step
 
     def __post_init__(self) -> None:
-        for name in ("matmul", "memory"):
+        for name in ("matmul", "memory", "matmul_fp8"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
                 raise ValueError(f"{name}_efficiency ({value!r}) must be a fraction in (0, 1]")
-        k = self.kernel_s
-        if isinstance(k, bool) or not isinstance(k, (int, float)) or not (math.isfinite(k) and k >= 0):
-            raise ValueError(f"kernel_s ({k!r}) must be a finite number of seconds >= 0")
+        for name in ("kernel_s", "sequence_s"):
+            k = getattr(self, name)
+            if isinstance(k, bool) or not isinstance(k, (int, float)) or not (math.isfinite(k) and k >= 0):
+                raise ValueError(f"{name} ({k!r}) must be a finite number of seconds >= 0")
 
 
 def default_efficiency(
@@ -108,22 +128,26 @@ def default_efficiency(
     memory: float | None = None,
     kernel_s: float | None = None,
     network: Network | None = None,
+    sequence_s: float | None = None,
 ) -> Efficiency:
     """The defaults for `gpu`: its family's measured MAMF (as `tcalc train`, without the training
     GEMM fraction: inference GEMMs are the forward's), HBM at MEMORY_EFFICIENCY, the kernel cost of
     the CUDA-graphs choice, and `tcalc train`'s network for the platform."""
     return Efficiency(
         matmul=_lookup(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) if matmul is None else matmul,
+        matmul_fp8=FP8_MATMUL_EFFICIENCY if matmul is None else matmul,
         memory=MEMORY_EFFICIENCY if memory is None else memory,
         cuda_graphs=cuda_graphs,
         kernel_s=(KERNEL_S_CUDA_GRAPHS if cuda_graphs else KERNEL_S_EAGER) if kernel_s is None else kernel_s,
         network=network or default_network(gpu),
+        sequence_s=SEQUENCE_S if sequence_s is None else sequence_s,
     )
 
 
 def _rates(gpu: GPU, spec: InferenceSpec, eff: Efficiency) -> tuple[Fraction, Fraction]:
     """(achievable FLOP/s, achievable bytes/s) as exact fractions."""
-    peak = Fraction(peak_flops(gpu, spec.compute_dtype)) * Fraction(eff.matmul).limit_denominator(10**6)
+    eta = eff.matmul_fp8 if spec.compute_dtype in NARROW_DTYPES else eff.matmul
+    peak = Fraction(peak_flops(gpu, spec.compute_dtype)) * Fraction(eta).limit_denominator(10**6)
     bw = Fraction(gpu.memory_bw_bytes_s) * Fraction(eff.memory).limit_denominator(10**6)
     return peak, bw
 
@@ -183,6 +207,7 @@ def fixed_costs_s(
     launch = launches_per_step(m) * eff.kernel_s
     sampling = LOGIT_PASSES * sampled * m.vocab_size * LOGIT_BYTES / (gpu.memory_bw_bytes_s * eff.memory)
     sampling += SAMPLER_KERNELS * eff.kernel_s if sampled else 0.0
+    sampling += sampled * eff.sequence_s  # the engine's per-sequence work, counted with the sampling
     return launch, comm, sampling
 
 

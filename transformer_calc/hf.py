@@ -595,6 +595,25 @@ def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
     name = cfg.get("_name_or_path")
     if isinstance(name, str) and name:
         spec["name"] = name
+    fmt = weight_format(cfg.get("quantization_config"))
+    if fmt is not None:
+        spec["weight_format"] = fmt
     spec["source"] = f"Hugging Face config.json (model_type {model_type})"
     spec.update(FUSED_LINEARS.get(model_type, {}))
     return spec
+
+
+def weight_format(q: Any) -> str | None:
+    """The storage format a checkpoint's `quantization_config` names, as tcalc's weight dtype
+    (inference.py, quant.py): mxfp4 (gpt-oss), fp8 (DeepSeek-V3's block-scaled e4m3: its fp32 scale
+    per 128x128 block, 0.002 bits per weight, is not counted), gptq-int4 and awq-int4 with 4 bits in
+    groups of 128 (transformers' GPTQConfig `bits`/`group_size`, AwqConfig `bits`/`group_size`).
+    Anything else (other bit widths or groups, other methods): None, the model's dtype."""
+    if not isinstance(q, dict):
+        return None
+    method = q.get("quant_method")
+    if method in ("mxfp4", "fp8"):
+        return str(method)
+    if method in ("gptq", "awq") and q.get("bits") == 4 and q.get("group_size") == 128:
+        return f"{method}-int4"
+    return None

@@ -554,7 +554,11 @@ def min_tensor_parallel(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> int | 
             continue
         if (m.n_kv_heads % T and T % m.n_kv_heads) or (cache_heads % T and T % cache_heads):
             continue
-        if inference_memory(m, gpu, dataclasses.replace(spec, tensor_parallel=T)).fits:
+        try:
+            fits = inference_memory(m, gpu, dataclasses.replace(spec, tensor_parallel=T)).fits
+        except ValueError:  # a layout the weight format refuses (GGUF at T > 1)
+            continue
+        if fits:
             return T
     return None
 

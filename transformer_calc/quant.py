@@ -4,24 +4,23 @@ A format stores a matrix in blocks of `block` consecutive weights along its inpu
 row of the transposed weight: ggml's `ne[0]`, GPTQ's group axis), each block taking `block_bytes`
 bytes with its scales; plus fixed bytes per tensor. A matrix of `out` rows and `in` inputs then
 takes out·ceil(in/block)·block_bytes bytes (exact when `block` divides `in`; GGUF falls back to
-another type as llama.cpp does, the others pad a tensor-parallel shard to whole blocks). Tensors a format leaves unquantized keep
-`rest_bits` per element.
+another type as llama.cpp does, the other formats pad a tensor-parallel shard to whole blocks).
+Tensors a format leaves unquantized keep `rest_bits` per element.
 
-| format | block | bytes | layout | source |
+| format | block | bytes per block | layout | source |
 | --- | --- | --- | --- | --- |
-| gptq-int4 | 128 | 66 (+4·in per matrix) | int4 codes (64 B), fp16 scale (2 B), int4 zero packed in int32 (0.5 B... per 128 outputs-wise: 1/8 of an int32 per column), g_idx int32 per input | AutoGPTQ / transformers GPTQ `QuantLinear`: qweight int32 [in/8, out], qzeros int32 [in/g, out/8], scales fp16 [in/g, out], g_idx int32 [in] |
-| awq-int4 | 128 | 66 | as GPTQ without g_idx | AutoAWQ `WQLinear_GEMM`: qweight int32 [in, out/8], qzeros int32 [in/g, out/8], scales fp16 [in/g, out] |
+| gptq-int4 | 128 | 64 + 2 + 0.5, and 4 per input per matrix | int4 codes, one fp16 scale and one int4 zero point per group and output column (zeros packed 8 to an int32), an int32 g_idx per input | AutoGPTQ / transformers GPTQ `QuantLinear`: qweight int32 [in/8, out], qzeros int32 [in/g, out/8], scales fp16 [in/g, out], g_idx int32 [in] |
+| awq-int4 | 128 | 64 + 2 + 0.5 | as GPTQ without g_idx | AutoAWQ `WQLinear_GEMM`: qweight int32 [in, out/8], qzeros int32 [in/g, out/8], scales fp16 [in/g, out] |
 | q8_0 | 32 | 34 | fp16 d + 32 int8 | ggml-common.h `block_q8_0` |
 | q4_k | 256 | 144 | fp16 d, dmin + 12 B of 6-bit scales/mins + 128 B of 4-bit codes | `block_q4_K` |
 | q5_k | 256 | 176 | as q4_k + 32 B of high bits | `block_q5_K` |
 | q6_k | 256 | 210 | 128 B low 4 bits + 64 B high 2 bits + 16 int8 scales + fp16 d | `block_q6_K` |
 | q5_0, q5_1 | 32 | 22, 24 | llama.cpp's fallbacks for q4_k, q5_k when 256 does not divide a row | `block_q5_0`, `block_q5_1` |
-| mxfp4 | 32 | 17 | 32 E2M1 codes (16 B) + one E8M0 scale | OCP Microscaling Formats (MX) v1.0, §5 (MXFP4: k = 32, E8M0 scale); gpt-oss `*_blocks` uint8 [.., 16] + `*_scales` uint8 |
-| nvfp4 | 16 | 9 (+8 per tensor) | 16 E2M1 codes (8 B) + one FP8 E4M3 scale; fp32 `weight_scale_2` and `input_scale` per tensor | NVIDIA TensorRT Model Optimizer NVFP4 checkpoints; NVIDIA Blackwell NVFP4 blog |
+| mxfp4 | 32 | 17 | 32 E2M1 codes (16 B) + one E8M0 scale | OCP Microscaling Formats (MX) v1.0 (MXFP4: k = 32, E8M0 scale); gpt-oss `*_blocks` uint8 [.., 16] + `*_scales` uint8 |
+| nvfp4 | 16 | 9, and 8 per tensor | 16 E2M1 codes (8 B) + one FP8 E4M3 scale; fp32 `weight_scale_2` and `input_scale` per tensor | NVIDIA TensorRT Model Optimizer NVFP4 checkpoints |
 
-Two bytes per int4 pair: GPTQ's 64 B of codes, 2 B fp16 scale and 0.5 B of zero point make
-66.5 B per 128 weights, 4.156 bits per weight (4.406 with g_idx on a D = 4096 row...: per input,
-not per weight: 4 B x in per matrix, reported apart).
+So GPTQ and AWQ store 66.5 B per 128 weights (4.156 bits per weight) plus, for GPTQ, 4 B per input
+of every matrix; MXFP4 4.25 and NVFP4 4.5 bits per weight; Q8_0 8.5, Q4_K 4.5, Q5_K 5.5, Q6_K 6.5625.
 
 Which tensors each format quantizes (the rest stays at `rest_bits`):
 
@@ -244,7 +243,7 @@ class QuantizedWeights:
     quantized_bytes: int  # blocks + per-tensor extras (GPTQ g_idx, NVFP4 scales)
     other_bytes: int
     total_bytes: int
-    expert_bytes: Fraction  # one routed expert of one layer (0: a dense model)
+    expert_bytes: Fraction  # one routed expert of one layer, the mean over the MoE layers (0: dense)
     expert_params: int  # its elements, biases included
     gathered_bytes: int  # the token embedding and learned positions (gathers), as stored
     bits_per_quantized_weight: float
@@ -282,11 +281,12 @@ def quantized_weights(m: ModelConfig, fmt: str, T: int = 1, ep: int = 1) -> Quan
     experts = [(x, b) for x, b in chosen if x.expert]
     expert_bytes, expert_params = Fraction(0), 0
     if m.is_moe and m.n_moe_layers():
-        n_local = m.n_experts // ep
-        layer0 = experts[0][0].layer if experts else None
-        for x, b in ((x, b) for x, b in experts if x.layer == layer0):
-            expert_bytes += Fraction(_blocks(x, b) * b.block_bytes, n_local)
-            expert_params += x.elements // n_local
+        n_local, n_moe = m.n_experts // ep, m.n_moe_layers()
+        # One expert of one layer: the mean over the MoE layers (GGUF stores some layers' experts at
+        # more bits), so that k idle experts in every layer cost exactly what they store in all.
+        for x, b in experts:
+            expert_bytes += Fraction(_blocks(x, b) * b.block_bytes, n_local * n_moe)
+            expert_params += x.elements // (n_local * n_moe)
         n_in = (GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES) - 1
         bias = (n_in * m.moe_d_ff // T + m.d_model) if m.mlp_bias else 0
         if not experts:  # experts left unquantized

@@ -681,9 +681,11 @@ def expected_dict(x: Any) -> dict[str, Any]:
         "decode_last_step": step(x.decode_last),
         "assumptions": {
             "matmul_efficiency": eff.matmul,
+            "matmul_efficiency_fp8": eff.matmul_fp8,
             "memory_efficiency": eff.memory,
             "cuda_graphs": eff.cuda_graphs,
             "kernel_launch_s": eff.kernel_s,
+            "sequence_overhead_s": eff.sequence_s,
             "kernels_per_step": x.kernels_per_step,
             "node_size": eff.network.node_size,
             "intra_node_bytes_s": eff.network.intra_bytes_s,
@@ -706,7 +708,7 @@ def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any
     try:
         return default_efficiency(gpu, cuda_graphs=graphs, matmul=merged.get("matmul_efficiency"),
                                   memory=merged.get("memory_efficiency"), kernel_s=merged.get("kernel_launch_s"),
-                                  network=network)
+                                  network=network, sequence_s=merged.get("sequence_overhead_s"))
     except (ValueError, TypeError) as exc:
         raise TcalcError(f"inference: {exc}") from None
 
@@ -1007,9 +1009,11 @@ def serve_report(
 def expected_dict_assumptions(eff: Any) -> dict[str, Any]:
     return {
         "matmul_efficiency": eff.matmul,
+        "matmul_efficiency_fp8": eff.matmul_fp8,
         "memory_efficiency": eff.memory,
         "cuda_graphs": eff.cuda_graphs,
         "kernel_launch_s": eff.kernel_s,
+        "sequence_overhead_s": eff.sequence_s,
         "node_size": eff.network.node_size,
         "intra_node_bytes_s": eff.network.intra_bytes_s,
         "inter_node_bytes_s": eff.network.inter_bytes_s,

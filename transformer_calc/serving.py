@@ -34,7 +34,9 @@ Agrawal et al. 2024, Sarathi-Serve, and vLLM's default scheduler):
   (its share of a whole prompt's prefill) and K/V writes.
 - TPOT (time per output token) = the step time. TTFT = half a step (the mean wait for the running
   step) + ceil(P / chunk) steps that each carry a chunk of min(P, chunk) prompt tokens beside the
-  B decodes, chunk = max_num_batched_tokens − B. Output throughput = B / TPOT per replica.
+  B decodes, chunk = max_num_batched_tokens − B, + the wait behind other prompts: the prefill as an
+  M/D/1 queue (Pollaczek-Khinchine) fed by the other B − 1 sequences once per cycle (the arrival
+  theorem of closed queueing networks). Output throughput = B / TPOT per replica.
 - with a request rate λ (requests/s, all replicas), a replica serves λ/R; the operating B is the
   smallest whose throughput B/(O·TPOT) meets it (bisection); none: the layout is overloaded.
 - without one, B is the largest that meets both targets and fits the KV cache (bisection: TPOT
@@ -54,9 +56,7 @@ from transformer_calc.expected import Efficiency, ExpectedStep, step_time
 from transformer_calc.hardware import GPU
 from transformer_calc.inference import (
     DTYPE_BITS,
-    FLOPS_PER_MAC,
     InferenceSpec,
-    _kv_bytes,
     _memory_terms,
     _shard,
     decode_step,
@@ -74,6 +74,7 @@ ENGINE_WORKSPACE_BYTES = 512 * MIB  # CUDA-graph pool + custom all-reduce buffer
 LOGIT_BYTES = 4  # fp32 logits
 LOGIT_COPIES = 2  # the logits and the probabilities of the sampler
 MAX_CONCURRENCY = 2**40  # bisection bound on B (never reached: the cache bounds it first)
+QUEUE_BISECTION_STEPS = 60  # halvings of the TTFT interval of the prefill queue (bounded)
 
 
 @dataclass(frozen=True)
@@ -231,6 +232,8 @@ class LoadPoint:
     ttft_s: float
     output_tokens_per_s: float  # per replica
     requests_per_s: float  # per replica
+    prefill_s: float = 0.0  # the prompt's own chunked prefill steps
+    queue_s: float = 0.0  # the wait behind other prompts (M/D/1, module docstring)
 
 
 def load_point(
@@ -258,10 +261,26 @@ def load_point(
     x = B * P / O  # prompt tokens prefilled per step in steady state
     step = mixed(x)
     # TTFT: half a running step (the mean residual wait), then the prompt in chunks of what the
-    # token budget leaves beside the B decode tokens, each chunk a step of its own.
+    # token budget leaves beside the B decode tokens, each chunk a step of its own ...
     chunk = max(serving.max_num_batched_tokens - B, 1)
-    ttft = step.time_s / 2 + math.ceil(P / chunk) * mixed(min(P, chunk)).time_s
-    return LoadPoint(B, x, step, step.time_s, ttft, B / step.time_s, B / (O * step.time_s))
+    prefill_s = math.ceil(P / chunk) * mixed(min(P, chunk)).time_s
+    idle = step.time_s / 2 + prefill_s
+    # ... plus the wait behind the other sequences' prompts: the prefill is a single server, an
+    # M/D/1 queue (Pollaczek-Khinchine: W = ρ·t_p / (2(1 − ρ))). An arrival sees the other B − 1
+    # sequences (the arrival theorem of closed networks), each starting a prompt once per cycle of
+    # TTFT + (O − 1)·TPOT: ρ = (B − 1)·t_p / cycle. TTFT and ρ depend on each other; the fixed point
+    # is unique (the wait falls as the cycle grows) and found by bisection.
+    def wait(ttft: float) -> float:
+        rho = (B - 1) * prefill_s / (ttft + (O - 1) * step.time_s)
+        return math.inf if rho >= 1 else rho * prefill_s / (2 * (1 - rho))
+
+    lo, hi = idle, idle + B * prefill_s  # the wait never exceeds every other prompt's prefill
+    if B > 1:
+        for _ in range(QUEUE_BISECTION_STEPS):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if idle + wait(mid) > mid else (lo, mid)
+    ttft = hi if B > 1 else idle
+    return LoadPoint(B, x, step, step.time_s, ttft, B / step.time_s, B / (O * step.time_s), prefill_s, ttft - idle)
 
 
 @dataclass(frozen=True)
@@ -332,8 +351,12 @@ def evaluate_layout(
         return (tpot_s is None or p.tpot_s <= tpot_s) and (ttft_s is None or p.ttft_s <= ttft_s)
 
     if concurrency is not None:
-        if concurrency > b_max:
-            return reject(f"concurrency {concurrency} exceeds the {b_max} sequences that fit", cap)
+        if concurrency > cap.max_concurrent_sequences:
+            return reject(f"concurrency {concurrency} exceeds the {cap.max_concurrent_sequences} sequences whose "
+                          "cache fits", cap)
+        if concurrency > serving.max_num_seqs:
+            return reject(f"concurrency {concurrency} exceeds max_num_seqs ({serving.max_num_seqs}); raise "
+                          "--max-num-seqs", cap)
         b = concurrency
     elif request_rate is not None:
         need = request_rate / replicas

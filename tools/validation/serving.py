@@ -1,0 +1,288 @@
+"""Validate tcalc's inference latency (the roofline bound and the expected time) against published
+serving measurements with their full setup.
+
+The rows are in serving.yaml next to this file, each copied from a source named there. Two kinds:
+
+    latency   a fixed batch of B requests (prompt S, N_new output tokens), end to end:
+              bound    = inference.estimate_inference(...).total_s   (roofline, a true lower bound)
+              expected = expected.estimate_expected(...).total_s
+    serving   a server with `concurrency` requests in flight; the row's metric is the TTFT or the
+              TPOT (inter-token latency):
+              bound    = TTFT: the prompt's own prefill at B = 1; TPOT: one decode step of all the
+                         sequences in flight at their mean context (both roofline lower bounds)
+              expected = serving.load_point(...) at B = concurrency (tcalc serve's model)
+
+Error = expected / measured − 1; "bound/measured" is the bound's share of the measurement (≤ 1:
+the bound holds). Three constants of expected.py are FITTED here (`--fit` recomputes them): the
+per-kernel cost with CUDA graphs on the FIT_KERNEL rows, the fp8 matmul efficiency on FIT_FP8, the
+cost per sequence per step on FIT_SEQUENCE; the other rows check them. Rows whose measurement is below the roofline of their stated setup are
+excluded with the reason in the YAML; the exit status is 1 when the bound fails on another row.
+No network access.
+
+    PYTHONPATH=. python tools/validation/serving.py [--write-docs] [--fit] [-v]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from transformer_calc.expected import (  # noqa: E402
+    FP8_MATMUL_EFFICIENCY,
+    KERNEL_S_CUDA_GRAPHS,
+    SEQUENCE_S,
+    default_efficiency,
+    estimate_expected,
+)
+from transformer_calc.inference import InferenceSpec, decode_step, estimate_inference, prefill_step  # noqa: E402
+from transformer_calc.presets import gpu as gpu_by_name  # noqa: E402
+from transformer_calc.presets import preset_model, safe_load_yaml  # noqa: E402
+from transformer_calc.serving import ServingSpec, capacity, load_point  # noqa: E402
+
+DATA = Path(__file__).with_suffix(".yaml")
+DOCS = REPO / "docs" / "validation.md"
+BEGIN, END = "<!-- serving:begin -->", "<!-- serving:end -->"
+REGENERATE = "PYTHONPATH=. python tools/validation/serving.py --write-docs"
+THROUGHPUT_MEMORY = 0.95  # trtllm-bench's KV fraction "in many cases" (perf-overview.md)
+THROUGHPUT_SEQS = 2048  # the engine's batch limit for the throughput rows (an assumption)
+TOLERANCE = 0.25  # the issue's aim: expected within ±25 % of at least 80 % of the rows
+
+
+FIT_KERNEL = ("vllm-llama8b-tp1-h200", "vllm-llama70b-tp4-h200", "vllm-mixtral-tp2-h200", "nim-70b-5000-c1-tpot")
+FIT_FP8 = ("nim-70b-5000-c1-ttft",)
+FIT_SEQUENCE = tuple(f"trtllm-31-8b-h100-tp1-{s}" for s in (
+    "128-128", "128-2048", "128-4096", "500-2000", "1000-1000", "1000-2000", "2048-128", "2048-2048", "5000-500",
+    "20000-2000"))
+
+
+def evaluate(row: dict[str, Any], kernel_s: float | None = None, fp8: float | None = None,
+             sequence_s: float | None = None) -> dict[str, Any]:
+    """bound and expected seconds for one row (constants overridable for the fit)."""
+    m, g = preset_model(row["model"]), gpu_by_name(row["gpu"])
+    eff = default_efficiency(g, kernel_s=kernel_s, sequence_s=sequence_s)
+    if fp8 is not None:
+        eff = dataclasses.replace(eff, matmul_fp8=fp8)
+    S, N, T = row["S"], row["new_tokens"], row["T"]
+    kw = {"weight_dtype": row["weight_dtype"], "tensor_parallel": T}
+    if row.get("kv_dtype"):
+        kw["kv_dtype"] = row["kv_dtype"]
+    if row["kind"] == "latency":
+        spec = InferenceSpec(batch_size=row["B"], prompt_len=S, new_tokens=N, **kw)
+        bound = estimate_inference(m, g, spec).total_s
+        expected = estimate_expected(m, g, spec, eff).total_s
+    elif row["kind"] == "batch_throughput":  # a static batch: seconds per output token = total / (B·N_new)
+        spec = InferenceSpec(batch_size=row["B"], prompt_len=S, new_tokens=N, **kw)
+        tokens = row["B"] * N
+        bound = estimate_inference(m, g, spec).total_s / tokens
+        expected = estimate_expected(m, g, spec, eff).total_s / tokens
+        measured = 1 / row["measured_tokens_per_s"]
+        return {"bound_s": bound, "expected_s": expected, "error": measured / expected - 1,
+                "bound_share": bound / measured}
+    elif row["kind"] == "throughput":
+        # Seconds per output token of the whole server (1 / tokens/s). Expected: serve's model at the
+        # most sequences that fit. Bound: a decode step's roofline at the most sequences whose cache
+        # fits beside the weights with no reserve at all, per sequence (throughput cannot beat it).
+        spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, **kw)
+        serving = ServingSpec(memory_utilization=THROUGHPUT_MEMORY, max_num_seqs=THROUGHPUT_SEQS)
+        cap = capacity(m, g, spec, serving)
+        b = min(cap.max_concurrent_sequences, serving.max_num_seqs)
+        point = load_point(m, g, spec, eff, serving, S, N, b)
+        expected = point.tpot_s / b
+        bare = capacity(m, g, spec, ServingSpec(memory_utilization=1.0, cuda_context_bytes=0, activation_peak_bytes=0,
+                                                   engine_workspace_bytes=0, block_size=1))
+        b_top = max(bare.max_concurrent_sequences, 1)
+        bound = decode_step(m, g, dataclasses.replace(spec, batch_size=b_top), S + 1).seconds / b_top
+        measured = 1 / row["measured_tokens_per_s"]
+        return {"bound_s": bound, "expected_s": expected, "error": measured / expected - 1,
+                "bound_share": bound / measured, "concurrency": b}
+    else:
+        c = row["concurrency"]
+        spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, **kw)
+        point = load_point(m, g, spec, eff, ServingSpec(), S, N, c)
+        if row["metric"] == "ttft_s":
+            bound, expected = prefill_step(m, g, spec).seconds, point.ttft_s
+        else:
+            busy = dataclasses.replace(spec, batch_size=c)
+            bound, expected = decode_step(m, g, busy, S + max(N // 2, 1)).seconds, point.tpot_s
+    measured = row["measured_s"]
+    return {"bound_s": bound, "expected_s": expected, "error": expected / measured - 1,
+            "bound_share": bound / measured}
+
+
+def _golden(loss: Any, lo: float, hi: float, steps: int = 50) -> float:
+    """The minimum of a unimodal loss on [lo, hi] (golden-section search, a fixed number of steps)."""
+    ratio = (5**0.5 - 1) / 2
+    for _ in range(steps):
+        a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+        lo, hi = (lo, b) if loss(a) < loss(b) else (a, hi)
+    return (lo + hi) / 2
+
+
+def fit(rows: list[dict[str, Any]]) -> tuple[float, float, float]:
+    """The three fitted constants, each on its own rows, alternated twice (they barely interact:
+    the kernel rows run 1-8 sequences, the sequence rows thousands): the per-kernel cost minimizing
+    the squared log errors of FIT_KERNEL (golden section on [0, 50 µs]), the cost per sequence per
+    step on FIT_SEQUENCE (golden section on [0, 50 µs]), the fp8 matmul efficiency making the
+    FIT_FP8 row exact (bisection on [0.05, 1]). Every search is bounded."""
+    import math
+
+    by_id = {r["id"]: r for r in rows}
+    k, fp8, seq = KERNEL_S_CUDA_GRAPHS, FP8_MATMUL_EFFICIENCY, SEQUENCE_S
+    for _ in range(2):
+        k = _golden(lambda x: sum(math.log1p(evaluate(by_id[i], kernel_s=x, fp8=fp8, sequence_s=seq)["error"]) ** 2
+                                  for i in FIT_KERNEL), 0.0, 50e-6)
+        seq = _golden(lambda x: sum(math.log1p(evaluate(by_id[i], kernel_s=k, fp8=fp8, sequence_s=x)["error"]) ** 2
+                                    for i in FIT_SEQUENCE), 0.0, 50e-6)
+        lo, hi = 0.05, 1.0  # expected TTFT falls as the efficiency rises
+        for _ in range(50):
+            mid = (lo + hi) / 2
+            err = evaluate(by_id[FIT_FP8[0]], kernel_s=k, fp8=mid, sequence_s=seq)["error"]
+            lo, hi = (mid, hi) if err > 0 else (lo, mid)
+        fp8 = (lo + hi) / 2
+    return k, fp8, seq
+
+
+def _ms(s: float) -> str:
+    return f"{1e3 * s:,.1f} ms"
+
+
+def _measured(row: dict[str, Any], seconds: float) -> str:
+    """A time as ms, or for a throughput row the tokens/s it stands for."""
+    return f"{1 / seconds:,.0f} tok/s" if row["kind"] in ("throughput", "batch_throughput") else _ms(seconds)
+
+
+def _setup(row: dict[str, Any]) -> str:
+    if row["kind"] == "throughput":
+        what = "max output throughput"
+    elif row["kind"] == "batch_throughput":
+        what = f"B={row['B']}, output tokens/s"
+    else:
+        what = (f"B={row['B']}" if row["kind"] == "latency" else f"{row['concurrency']} in flight, {row['metric'][:-2].upper()}")
+    kv = f", KV {row['kv_dtype']}" if row.get("kv_dtype") else ""
+    return (f"{row['model']}, {row['T']}× {row['gpu']}, {row['weight_dtype']}{kv}; S={row['S']} → {row['new_tokens']} "
+            f"tokens; {what}")
+
+
+def role(row: dict[str, Any]) -> str:
+    if row.get("excluded"):
+        return "excluded"
+    return "fitted" if row["id"] in FIT_KERNEL + FIT_FP8 + FIT_SEQUENCE else "checked"
+
+
+def report(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    rows = data["rows"]
+    results = [(row, evaluate(row)) for row in rows]
+    kept = [(r, x) for r, x in results if role(r) != "excluded"]
+    checked = [(r, x) for r, x in results if role(r) == "checked"]
+    within = [r for r, x in checked if abs(x["error"]) <= TOLERANCE]
+    bound_ok = [r for r, x in kept if x["bound_share"] <= 1]
+    lines = [
+        "## Inference serving: tcalc vs published measurements",
+        "",
+        f"Generated by `tools/validation/serving.py` from `tools/validation/serving.yaml` (no network access; "
+        f"regenerate with `{REGENERATE}`). {len(results)} published measurements, {len(results) - len(kept)} "
+        f"excluded, the reason in the row (a measurement below the roofline of its stated setup, or a unit the "
+        f"source leaves ambiguous). The roofline "
+        f"bound is below {len(bound_ok)} of the {len(kept)} others. Three constants of the expected model are "
+        f"FITTED on {len(kept) - len(checked)} rows (marked *fitted*: the per-kernel cost with CUDA graphs, "
+        f"{1e6 * KERNEL_S_CUDA_GRAPHS:g} µs, on {len(FIT_KERNEL)} decode-dominated runs; the fp8 matmul efficiency, "
+        f"{FP8_MATMUL_EFFICIENCY:g}, on one TTFT; the cost per sequence per step, {1e6 * SEQUENCE_S:g} µs, on "
+        f"TensorRT-LLM's {len(FIT_SEQUENCE)} Llama-3.1-8B H100 throughputs); on the {len(checked)} rows they were "
+        f"not fitted on, the expected "
+        f"time is within ±{TOLERANCE:.0%} of {len(within)} ({len(within) / len(checked):.0%}; the issue's aim is "
+        f"80 %, not met), median |error| {statistics.median(abs(x['error']) for _, x in checked):.0%}.",
+        "",
+        "**Bound:** `tcalc inference`'s roofline (`total_s` for a fixed batch; for a server, the prompt's own "
+        "prefill as the TTFT bound and one decode step of every sequence in flight as the TPOT bound). "
+        "**Expected:** `expected_s`, the same FLOPs and bytes at achievable rates plus kernel launches, "
+        "collectives and sampling (`docs/formulas.md` §4); for a server, `tcalc serve`'s continuous-batching "
+        "model at B = the concurrency; for a throughput row (TensorRT-LLM's maximum output tokens/s), serve's "
+        "model at the most sequences that fit (the bound: a decode step's roofline at the most sequences whose "
+        "cache fits beside the bare weights, an upper bound of tokens/s). Error = expected / measured − 1 for "
+        "times, expected tokens/s / measured − 1 for throughputs (positive: tcalc optimistic).",
+        "",
+        "Where it misses: (1) the TTFT of a loaded server (NIM at 5-50 requests in flight) grows as prompts "
+        "queue for the prefill; `tcalc serve` models that queue as M/D/1 (it lands within ±21 % there), but "
+        "its TPOT at 25 in flight is 24 % short, which is consistent with prompts prefilled whole in steps "
+        "that stall the decodes, where tcalc spreads them as chunks that overlap the decode's memory traffic. "
+        "(2) NeMo's per-request latencies carry a near-constant "
+        "offset (about 40-80 ms over the expected time, the same at T = 1 and T = 8) that is consistent with "
+        "a per-request cost outside the engine (its deploy and client path), which tcalc does not model. "
+        "(3) TensorRT-LLM's maximum throughput of Llama-3.1-8B: at thousands of sequences per step a small "
+        "model's step is dominated by per-sequence work (the fitted cost per sequence); the H200 rows with long "
+        "prompts or outputs stay up to +46 % optimistic. The 70B and 405B "
+        "rows, where the weights and the cache dominate, land within a median of a few percent. (4) TensorRT-LLM "
+        "v0.5/v0.6 (2023): first-token latencies of 128-token prompts are 30-40 % above tcalc (a fixed cost per "
+        "request that a short prefill does not hide), and Llama-2-70B's long-output static batches run at half "
+        "tcalc's rate or less, consistent with that release's decode attention reading the grouped K/V once per "
+        "query head (tcalc reads it once per K/V head, as GQA kernels since do).",
+        "",
+        "| source | setup | role | measured | bound (share) | expected | error |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row, x in results:
+        src = data["sources"][row["source"]].split(",")[0]
+        why = f": {row['excluded']}" if row.get("excluded") else ""
+        measured = row.get("measured_s") or 1 / row["measured_tokens_per_s"]
+        lines.append(f"| {src}: {row['row']} | {_setup(row)} | {role(row)}{why} | {_measured(row, measured)} | "
+                     f"{_measured(row, x['bound_s'])} ({x['bound_share']:.2f}) | {_measured(row, x['expected_s'])} | "
+                     f"{x['error']:+.1%} |")
+    lines += ["", "| group | rows | within ±25 % | median \\|error\\| | bound below measured |", "| --- | --- | --- | --- | --- |"]
+    groups: dict[str, list] = {}
+    for row, x in kept:
+        groups.setdefault(f"{row['source']} ({role(row)})", []).append(x)
+    for name, xs in [("checked (not fitted)", [x for _, x in checked]), ("fitted", [x for r, x in kept if role(r) == "fitted"]),
+                     *sorted(groups.items())]:
+        ok = sum(abs(x["error"]) <= TOLERANCE for x in xs)
+        lines.append(f"| {name} | {len(xs)} | {ok} | {statistics.median(abs(x['error']) for x in xs):.0%} | "
+                     f"{sum(x['bound_share'] <= 1 for x in xs)} |")
+    lines += ["", "Sources and what each leaves open:", ""]
+    for key, text in data["sources"].items():
+        lines.append(f"- **{key}**: {text}. {data.get('source_notes', {}).get(key, '')}")
+    summary = {"rows": len(kept), "checked": len(checked), "within": len(within), "bound_below": len(bound_ok)}
+    return "\n".join(lines) + "\n", summary
+
+
+def write_docs(section: str) -> None:
+    text = DOCS.read_text()
+    block = f"{BEGIN}\n{section}{END}\n"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1].lstrip("\n")
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    DOCS.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--fit", action="store_true", help="print the fitted constants and exit")
+    args = parser.parse_args(argv)
+    data = safe_load_yaml(DATA.read_text(), str(DATA))
+    if args.fit:
+        k, f8, seq = fit(data["rows"])
+        print(f"KERNEL_S_CUDA_GRAPHS = {k:.3g}  (fitted on {', '.join(FIT_KERNEL)})")
+        print(f"FP8_MATMUL_EFFICIENCY = {f8:.3g}  (fitted on {', '.join(FIT_FP8)})")
+        print(f"SEQUENCE_S = {seq:.3g}  (fitted on {', '.join(FIT_SEQUENCE)})")
+        return 0
+    section, summary = report(data)
+    if args.write_docs:
+        write_docs(section)
+    if args.verbose or not args.write_docs:
+        print(section)
+    print(f"{summary['rows']} rows kept; bound below {summary['bound_below']}; expected within ±25 % of "
+          f"{summary['within']} of the {summary['checked']} checked rows", file=sys.stderr)
+    return 0 if summary["bound_below"] == summary["rows"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
