@@ -59,6 +59,7 @@ from transformer_calc.params import (
     check_tensor_parallel,
     count_params,
     kv_heads_per_rank,
+    mlp_params,
     tensor_parallel_params,
 )
 
@@ -341,8 +342,7 @@ def _shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     cached = kv_heads_per_rank(cache_heads, T, "cache_kv_heads")
     n_in = (GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES) - 1  # matrices D -> F: up (+ gate)
     F_exp = m.moe_d_ff if m.is_moe else m.d_ff
-    F_rank = F_exp // (etp if m.is_moe else T)  # one expert's width on this GPU
-    expert = (n_in + 1) * D * F_rank + ((n_in * F_rank + D) if m.mlp_bias else 0)
+    expert = sum(mlp_params(m, F_exp // (etp if m.is_moe else T)))  # one expert on this GPU (params')
     full = count_params(m)
     embedding_rows = 0 if m.tied_embeddings else -(-m.vocab_size // T) * m.d_embedding
     # Prefill transient of one block: its input and output (2·D) plus the widest intermediate,

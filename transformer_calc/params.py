@@ -381,9 +381,7 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
     attn += full.layer.qk_norm + full.layer.latent_norms + (q_rank if m.attention_sinks else 0)
 
     def mlp(width: int, bias: bool | None = None) -> int:
-        n_in = GATED_MATRICES - 1 if m.gated_mlp else PLAIN_MATRICES - 1
-        use_bias = m.mlp_bias if bias is None else bias
-        return (n_in + 1) * D * width + ((n_in * width + D) if use_bias else 0)
+        return sum(mlp_params(m, width, bias))
 
     norms = full.layer.norms
     dense_layer = attn + mlp(m.d_ff // T) + norms
