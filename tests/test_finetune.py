@@ -226,3 +226,23 @@ def test_offload_pcie_time_by_hand():
     assert est.optimizer_s == 0.0
     both = _step(Training(offload="optimizer+params"), par, m70)
     assert both.offload_pcie_s == pytest.approx(est.offload_pcie_s + 2 * 8 * N / 8 * 2 / pcie)  # mb = 8
+
+
+@pytest.mark.parametrize(("gpu", "link", "bytes_s"), [
+    ("a100-80gb", "PCIe x16", 64 * 10**9),  # PCIe Gen4 x16, bidirectional (A100 datasheet)
+    ("h100", "PCIe x16", 128 * 10**9),  # PCIe Gen5 x16
+    ("gb200", "NVLink-C2C", 450 * 10**9),  # the superchip's 900 GB/s C2C shared by two GPUs (stated split)
+    ("tpu-v5p", None, None),
+])
+def test_host_link_per_gpu(gpu, link, bytes_s):
+    from transformer_calc.hardware import host_bandwidth
+    from transformer_calc.presets import gpu as find_gpu
+
+    assert host_bandwidth(find_gpu(gpu)) == (link, bytes_s)
+
+
+def test_offload_on_a_part_without_a_host_link_is_an_error(capsys):
+    code = run(["train", "--preset", "gpt2", "--gpu", "tpu-v5p", "--gpus", "8", "--global-batch", "64", "--S", "1024",
+                "--zero", "1", "--offload", "optimizer"])
+    err = capsys.readouterr().err
+    assert code == 2 and "host-link" in err

@@ -80,7 +80,7 @@ def presets_report() -> list[dict[str, Any]]:
 
 def gpu_dict(gpu: Any) -> dict[str, Any]:
     """One accelerator as a report row; λ_math derived per dtype."""
-    from transformer_calc.hardware import math_bandwidth
+    from transformer_calc.hardware import host_bandwidth, math_bandwidth
 
     peaks = dict(gpu.peak_flops)
     return {
@@ -94,6 +94,8 @@ def gpu_dict(gpu: Any) -> dict[str, Any]:
         "interconnect": gpu.interconnect,
         "interconnect_bytes_s": gpu.interconnect_bytes_s,
         "pcie_bytes_s": gpu.pcie_bytes_s,
+        "host_link": host_bandwidth(gpu)[0],
+        "host_link_bytes_s": host_bandwidth(gpu)[1],
         "source": gpu.source,
         "verified": gpu.verified,
         "notes": gpu.notes,

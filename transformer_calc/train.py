@@ -342,11 +342,16 @@ def estimate_step(
     # fetches the parameter partition for every micro-batch's forward and backward. Over PCIe, one
     # direction at half the bidirectional x16 figure, not overlapped (an upper bound: DeepSpeed
     # overlaps part of it). The host's CPU-Adam step is not priced; the GPU's optimizer time is 0.
+    # Grace-Blackwell parts reach host memory over NVLink-C2C instead (hardware.host_bandwidth).
     offload_s = 0.0
+    host_link, pcie = None, 0.0
     if tr.offload.value != "none":
-        if not gpu.pcie_bytes_s:
-            raise ValueError(f"{gpu.name} has no PCIe bandwidth in the hardware table; offload cannot be priced")
-        pcie = gpu.pcie_bytes_s / 2
+        from transformer_calc.hardware import host_bandwidth
+
+        host_link, host_bytes_s = host_bandwidth(gpu)
+        if not host_bytes_s:
+            raise ValueError(f"{gpu.name} has no host-link (PCIe) bandwidth in the hardware table; offload cannot be priced")
+        pcie = host_bytes_s / 2
         partition = trainable_local / dp
         moved = partition * (tr.grad_bytes + p)
         if tr.offload.value == "optimizer+params":
@@ -363,7 +368,7 @@ def estimate_step(
         assumptions={"matmul_efficiency": eff, "memory_efficiency": memory_efficiency,
                      "node_size": net.node_size, "intra_node_bytes_s": net.intra_bytes_s,
                      "inter_node_bytes_s": net.inter_bytes_s, "overlap_dp": overlap_dp,
-                     **({"offload_pcie_bytes_s": gpu.pcie_bytes_s / 2, "offload_overlapped": False,
+                     **({"offload_host_link": host_link, "offload_host_bytes_s": pcie, "offload_overlapped": False,
                          "cpu_optimizer_priced": False,
                          "nvme_drive_bandwidth_priced": False} if tr.offload.value != "none" else {})},
     )  # fmt: skip
