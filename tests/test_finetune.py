@@ -246,3 +246,22 @@ def test_offload_on_a_part_without_a_host_link_is_an_error(capsys):
                 "--zero", "1", "--offload", "optimizer"])
     err = capsys.readouterr().err
     assert code == 2 and "host-link" in err
+
+
+def test_validation_section_is_current():
+    """docs/validation.md's fine-tuning section is what tools/validation/published_finetune.py writes."""
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("published_finetune", REPO / "tools/validation/published_finetune.py")
+    pf = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.modules["published_finetune"] = pf  # dataclasses look their module up
+    spec.loader.exec_module(pf)
+    data, rows = pf.load()
+    results = [pf.evaluate(row, data) for row in rows]
+    assert pf.docs_section(results, data) in (REPO / "docs/validation.md").read_text(encoding="utf-8")
+    ctx = {r.row["id"]: r for r in results if r.row["kind"] == "max_context"}
+    assert all(r.tcalc > r.measured for r in ctx.values())  # as documented: tcalc over-predicts the context
