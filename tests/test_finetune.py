@@ -265,3 +265,50 @@ def test_validation_section_is_current():
     assert pf.docs_section(results, data) in (REPO / "docs/validation.md").read_text(encoding="utf-8")
     ctx = {r.row["id"]: r for r in results if r.row["kind"] == "max_context"}
     assert all(r.tcalc > r.measured for r in ctx.values())  # as documented: tcalc over-predicts the context
+
+
+# ---------------------------------------------------------------------------- FP8 recipes
+def test_fp8_weight_copies_and_scaling_state_by_hand():
+    """TE keeps each GEMM weight in FP8 twice (rowwise and transposed); delayed scaling keeps an
+    fp32 amax history of 1024 (+ scale, scale_inv) for 5 FP8 tensors per GEMM."""
+    W4 = Workload(seq_len=4096)
+    E = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)  # Llama-3.1-8B GEMM weights
+    delayed = training_memory(LLAMA8, W4, Training(fp8_recipe="delayed", flash=True))[0]
+    assert delayed.fp8_weights == 2 * E + 32 * 7 * 5 * (1024 + 2) * 4
+    mx = training_memory(LLAMA8, W4, Training(fp8_recipe="mxfp8", flash=True))[0]
+    assert mx.fp8_weights == 2 * (E + E // 32)  # E8M0 scale per 32 values, both usages
+    base = training_memory(LLAMA8, W4, Training(flash=True))[0]
+    assert delayed.weights - base.weights == delayed.fp8_weights
+    assert delayed.optimizer == base.optimizer and delayed.gradients == base.gradients  # master etc. unchanged
+
+
+def test_fp8_saves_gemm_inputs_in_one_byte():
+    W4 = Workload(seq_len=4096)
+    base = training_memory(LLAMA8, W4, Training(flash=True))[0]
+    fp8 = training_memory(LLAMA8, W4, Training(fp8_recipe="tensorwise", flash=True))[0]
+    # MLP input (D) and W_down's input (F) from 2 bytes to 1; attention: the QKV input saves D, and
+    # W_O's FP8 copy adds A·h_d = D beside FlashAttention's bf16 output
+    assert base.mlp - fp8.mlp == 32 * 4096 * (4096 + 14336)
+    assert fp8.attention == base.attention
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--fp8-recipe", "delayed", "--precision", "fp32"], "fp8_recipe"),
+    (["--fp8-recipe", "delayed", "--activations", "torch-eager"], "torch-eager"),
+    (["--fp8-recipe", "mxfp8", "--finetune", "lora"], "full training"),
+    (["--fp8-recipe", "fp4"], "fp8_recipe"),
+])
+def test_fp8_refusals(capsys, args, says):
+    code = run(["memory", "--preset", "gpt2", "--S", "128", *args])
+    err = capsys.readouterr().err
+    assert code == 2 and says in err and "Traceback" not in err
+
+
+def test_fp8_train_runs_gemms_at_the_fp8_peak_and_mxfp8_needs_blackwell(capsys):
+    plain = _step(Training(flash=True), gpu="h100")
+    fp8 = _step(Training(flash=True, fp8_recipe="delayed"), gpu="h100")
+    assert fp8.compute_s < plain.compute_s and fp8.peak_flops_s == pytest.approx(2 * plain.peak_flops_s, rel=1e-3)
+    assert _step(Training(flash=True, fp8_recipe="mxfp8"), gpu="b200").compute_s > 0
+    code = run(["train", "--preset", "gpt2", "--gpu", "h100", "--gpus", "8", "--global-batch", "64", "--S", "1024",
+                "--fp8-recipe", "mxfp8"])
+    assert code == 2 and "microscaling" in capsys.readouterr().err

@@ -355,6 +355,7 @@ TrainEmbOpt = Annotated[Optional[bool], typer.Option("--train-embeddings/--no-tr
 TrainHeadOpt = Annotated[Optional[bool], typer.Option("--train-head/--no-train-head", help="Train the LM head too (PEFT modules_to_save) \\[default: off].", rich_help_panel=FINETUNE)]
 OffloadOpt = Annotated[Optional[str], typer.Option("--offload", help="none | optimizer (ZeRO-Offload: states, fp32 master, gradient partition) | optimizer+params (ZeRO-3) \\[default: none].", rich_help_panel=FINETUNE)]
 OffloadDeviceOpt = Annotated[Optional[str], typer.Option("--offload-device", help="cpu (host memory) | nvme (ZeRO-Infinity) \\[default: cpu].", rich_help_panel=FINETUNE)]
+FP8Opt = Annotated[Optional[str], typer.Option("--fp8-recipe", help="none | delayed | tensorwise | mxfp8 (Blackwell): FP8 GEMMs, FP8 weight copies, FP8-saved GEMM inputs (Transformer Engine) \\[default: none].", rich_help_panel=TRAINING)]
 SOpt = Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence (8k = 8192) \\[default: the model's max_seq_len].", rich_help_panel=WORKLOAD, parser=_length)]
 
 
@@ -393,6 +394,7 @@ def memory(
     train_head: TrainHeadOpt = None,
     offload: OffloadOpt = None,
     offload_device: OffloadDeviceOpt = None,
+    fp8_recipe: FP8Opt = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="Check the fit on this GPU, e.g. a100-80gb.", rich_help_panel=OUTPUT)] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -413,6 +415,7 @@ def memory(
         tensor=T, sequence_parallel=sp, pipeline=P, data=dp, zero=zero, expert=ep, expert_tensor=etp, context=cp, gpu=gpu,
         finetune=finetune, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets,
         train_embeddings=train_embeddings, train_head=train_head, offload=offload, offload_device=offload_device,
+        fp8_recipe=fp8_recipe,
     )
     workload, training, parallelism, gpu_name = training_configs(model, job.training if job else {}, flags)
     _note_seq_len(model, workload.seq_len, S is not None or bool(job and "seq_len" in job.training))
@@ -965,6 +968,7 @@ def train(
     lora_targets: LoraTargetsOpt = None,
     offload: OffloadOpt = None,
     offload_device: OffloadDeviceOpt = None,
+    fp8_recipe: FP8Opt = None,
     matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU].")] = None,
     node_size: NodeOpt = None,
     inter_node_gb_s: NicOpt = None,
@@ -991,7 +995,8 @@ def train(
     par = build(Parallelism, {"tensor": T, "pipeline": P, "virtual_stages": virtual_stages, "context": cp, "expert": ep,
                               "data": gpus // (T * P * cp), "sequence_parallel": sp, "zero": zero}, "train")
     tuning = {k: v for k, v in (("finetune", finetune), ("lora_rank", lora_rank), ("lora_targets", lora_targets),
-                                 ("offload", offload), ("offload_device", offload_device)) if v is not None}
+                                 ("offload", offload), ("offload_device", offload_device),
+                                 ("fp8_recipe", fp8_recipe)) if v is not None}
     tr = build(Training, {"recompute": recompute, "flash": flash, "precision": precision, "framework": framework,
                           **({"p": p} if p is not None else {}), **tuning}, "train")
     w = build(Workload, {"seq_len": seq, "batch_size": micro_batch or 1}, "train")

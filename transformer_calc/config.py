@@ -567,6 +567,15 @@ class Offload(str, Enum):
     optimizer_params = "optimizer+params"  # ... and the (ZeRO-3 partitioned) 16-bit parameters
 
 
+class FP8Recipe(str, Enum):
+    """FP8 training recipe (Transformer Engine; Megatron-core's --fp8-recipe names)."""
+
+    none = "none"
+    delayed = "delayed"  # per-tensor scales from a 1024-step amax history (Hopper, Ada, Blackwell)
+    tensorwise = "tensorwise"  # per-tensor scales from the current amax ("current scaling")
+    mxfp8 = "mxfp8"  # one E8M0 scale per 32 values (Blackwell)
+
+
 class OffloadDevice(str, Enum):
     cpu = "cpu"  # host memory (ZeRO-Offload)
     nvme = "nvme"  # NVMe (ZeRO-Infinity)
@@ -650,6 +659,22 @@ class Training(StrictInputs):
     train_head: bool = Field(default=False, description="the LM head is trained too (PEFT modules_to_save)")
     offload: Offload = Field(default=Offload.none, description="ZeRO-Offload: what lives off the GPU")
     offload_device: OffloadDevice = Field(default=OffloadDevice.cpu, description="cpu (ZeRO-Offload) or nvme (ZeRO-Infinity)")
+    fp8_recipe: FP8Recipe = Field(
+        default=FP8Recipe.none, description="FP8 GEMMs with FP8 weight copies and FP8-saved GEMM inputs (Transformer Engine)"
+    )
+
+    @model_validator(mode="after")
+    def _fp8_compatible(self) -> Training:
+        if self.fp8_recipe is FP8Recipe.none:
+            return self
+        if self.precision is Precision.fp32 or self.p != 2:
+            raise ValueError(
+                f"fp8_recipe {self.fp8_recipe.value} keeps 16-bit weights and activations beside the FP8 copies: "
+                f"use precision mixed or bf16 with p 2 (not precision {self.precision.value}, p {self.p})"
+            )
+        if self.finetune is not Finetune.full:
+            raise ValueError(f"fp8_recipe {self.fp8_recipe.value} is modeled for full training; drop it or use --finetune full")
+        return self
 
     @property
     def adapters(self) -> bool:
@@ -725,6 +750,7 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "train_head": "training",
     "offload": "training",
     "offload_device": "training",
+    "fp8_recipe": "training",
     "tensor": "parallelism",
     "sequence_parallel": "parallelism",
     "pipeline": "parallelism",

@@ -30,6 +30,7 @@ from transformer_calc.config import (
     MASTER_COPY_BYTES,
     ActivationProfile,
     CrossEntropy,
+    FP8Recipe,
     Framework,
     MLPKind,
     ModelConfig,
@@ -113,9 +114,23 @@ def layer_activations(
     """
     moe = m.is_moe if moe is None else moe
     if tr.activations is ActivationProfile.torch_eager:
+        if tr.fp8_recipe is not FP8Recipe.none:
+            raise ValueError("fp8_recipe is a Transformer Engine recipe; the torch-eager profile models eager "
+                             "PyTorch: use --activations default")
         code = eager or eager_code(m)
         return _with_adapters(torch_eager_layer(m, w, tr, par, code, moe=moe), m, w, tr, par, moe, code)
-    return _with_adapters(_layer_activations(m, w, tr, par, moe), m, w, tr, par, moe, None)
+    return _with_fp8(_with_adapters(_layer_activations(m, w, tr, par, moe), m, w, tr, par, moe, None), m, w, tr, par, moe)
+
+
+def _with_fp8(acts: LayerActivations, m: ModelConfig, w: Workload, tr: Training, par: Parallelism, moe: bool) -> LayerActivations:
+    """The block's activations with GEMM inputs saved in FP8 (fp8.activation_delta)."""
+    if tr.fp8_recipe is FP8Recipe.none or tr.recompute is Recompute.full:
+        return acts
+    from transformer_calc.fp8 import activation_delta as fp8_delta
+
+    S_rep = _ceil_div(w.seq_len, par.tensor) if par.sequence_parallel else w.seq_len
+    attn, mlp = fp8_delta(m, w.batch_size, w.seq_len, S_rep, tr, par, moe, flash=tr.flash)
+    return LayerActivations(attention=acts.attention + attn, mlp=acts.mlp + mlp, norm=acts.norm)
 
 
 def _with_adapters(
@@ -264,6 +279,7 @@ class StageMemory:
     trainable: int | None = None  # parameters with gradients on this GPU before ZeRO (None: params)
     adapter_weights: int = 0  # of `weights`: the trainable parameters' copy (adapters, trained embedding/head)
     quantized_weights: int = 0  # of `weights`: the NF4 codes and constants (QLoRA)
+    fp8_weights: int = 0  # of `weights`: FP8 weight copies (both usages) and scaling state
     host_weights: int = 0  # off the GPU (ZeRO-Infinity parameter offload): 16-bit parameter partition
     host_gradients: int = 0  # off the GPU (ZeRO-Offload): fp32 gradient partition
     host_optimizer: int = 0  # off the GPU (ZeRO-Offload): optimizer states and fp32 master
@@ -416,6 +432,19 @@ def training_memory(
             master = MASTER_COPY_BYTES if tr.precision is Precision.mixed and not tr.adapters else 0
             held = trainable if tr.adapters else params
             optimizer = master * opt_params + _ceil_div(states * opt_params, max(held, 1))
+        fp8_w = 0
+        if tr.fp8_recipe is not FP8Recipe.none:  # FP8 weight copies and scaling state (fp8.py)
+            from transformer_calc.fp8 import block_gemms, scaling_state_bytes, weight_copy_bytes
+
+            elems = gemms = 0
+            for moe_kind, count in ((True, n_moe), (False, n_dense)):
+                if count:
+                    e, g = block_gemms(m, moe_kind, T, ep, par.expert_tensor)
+                    elems, gemms = elems + count * e, gemms + count * g
+            fp8_w = weight_copy_bytes(elems, tr.fp8_recipe) + scaling_state_bytes(gemms, tr.fp8_recipe)
+            if zero >= 3:  # sharded with the weights they are copies of
+                fp8_w = _ceil_div(fp8_w * sharded(3), max(params, 1))
+            weights += fp8_w
         host_w = host_g = host_o = 0
         if tr.offload is not Offload.none:
             # ZeRO-Offload (Ren et al. 2021): optimizer states, fp32 master and the fp32 gradient
@@ -425,7 +454,7 @@ def training_memory(
             host_o, optimizer = optimizer, 0
             host_g, gradients = _ceil_div(trainable if tr.adapters else dense + experts, dp) * OFFLOAD_GRAD_BYTES, 0
             if tr.offload is Offload.optimizer_params:
-                host_w, weights, adapter_w, nf4 = weights, 0, 0, 0
+                host_w, weights, adapter_w, nf4, fp8_w = weights, 0, 0, 0, 0
 
         other = in_flight * ((first_extra if is_first else 0) + (last_extra if is_last else 0))
         stages.append(
@@ -445,6 +474,7 @@ def training_memory(
                 trainable=trainable if tr.adapters else None,
                 adapter_weights=adapter_w,
                 quantized_weights=nf4,
+                fp8_weights=fp8_w,
                 host_weights=host_w,
                 host_gradients=host_g,
                 host_optimizer=host_o,

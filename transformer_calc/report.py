@@ -168,7 +168,8 @@ def memory_report(
             "weights_detail": {  # fine-tuning: frozen base (of it NF4) and the trainable copy
                 "frozen_bytes": worst.weights - worst.adapter_weights if tr.adapters else 0,
                 "quantized_bytes": worst.quantized_weights,
-                "trainable_bytes": worst.adapter_weights if tr.adapters else worst.weights,
+                "trainable_bytes": worst.adapter_weights if tr.adapters else worst.weights - worst.fp8_weights,
+                "fp8_copies_bytes": worst.fp8_weights,
             },
             "activations": {
                 "attention": worst.attention,

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from transformer_calc.config import ModelConfig, Parallelism, Precision, Recompute, Training, Workload
+from transformer_calc.config import FP8Recipe, ModelConfig, Parallelism, Precision, Recompute, Training, Workload
 from transformer_calc.flops import count_flops
 from transformer_calc.params import count_params, kv_heads_per_rank, shard_params
 
@@ -181,10 +181,15 @@ def micro_batch_count(global_batch: int, par: Parallelism, micro_batch: int) -> 
     return m
 
 
+def _fp8_gemms(tr: Training) -> bool:
+    """FP8 matmuls: the seed's p = 1, or a Transformer Engine FP8 recipe (fp8.py)."""
+    return tr.p == 1 or tr.fp8_recipe.value != "none"
+
+
 def _peak(gpu, tr: Training) -> float:
     from transformer_calc.hardware import peak_flops
 
-    dtype = "fp32" if tr.precision is Precision.fp32 else ("fp8" if tr.p == 1 and "fp8" in gpu.peak_flops else "bf16")
+    dtype = "fp32" if tr.precision is Precision.fp32 else ("fp8" if _fp8_gemms(tr) and "fp8" in gpu.peak_flops else "bf16")
     if dtype not in gpu.peak_flops:
         dtype = "fp16"
     return float(peak_flops(gpu, dtype))
@@ -239,8 +244,11 @@ def estimate_step(
         skipped, added = finetune_step_flops(m, step, tr, is_full)
         executed = executed - skipped + added
     compute_s = executed / gpus / (peak * eff)
-    if tr.p == 1:  # FP8 recipes (Transformer Engine) keep attention in bf16: its core at the bf16 peak
-        bf16 = _peak(gpu, tr.model_copy(update={"p": 2}))
+    if tr.fp8_recipe.value == "mxfp8" and "fp4" not in gpu.peak_flops:
+        raise ValueError(f"fp8_recipe mxfp8 needs native microscaling (Blackwell, MI355X: parts with an fp4 peak); "
+                         f"{gpu.name} has none: use --fp8-recipe delayed or tensorwise")
+    if _fp8_gemms(tr):  # FP8 recipes (Transformer Engine) keep attention in bf16: its core at the bf16 peak
+        bf16 = _peak(gpu, tr.model_copy(update={"p": 2, "fp8_recipe": FP8Recipe.none}))
         cores = step.attention_cores * (3 + (1 if tr.recompute is not Recompute.none else 0))
         compute_s += cores / gpus / eff * (1 / bf16 - 1 / peak)
 
