@@ -312,3 +312,14 @@ def test_fp8_train_runs_gemms_at_the_fp8_peak_and_mxfp8_needs_blackwell(capsys):
     code = run(["train", "--preset", "gpt2", "--gpu", "h100", "--gpus", "8", "--global-batch", "64", "--S", "1024",
                 "--fp8-recipe", "mxfp8"])
     assert code == 2 and "microscaling" in capsys.readouterr().err
+
+
+def test_sweep_takes_the_fine_tuning_settings(capsys):
+    argv = ["sweep", "--preset", "llama-3.1-8b", "--S", "1024", "--gpu", "rtx-4090", "--flash", "true", "-f", "json"]
+    assert run(argv) == 0
+    full = json.loads(capsys.readouterr().out)["points"][0]
+    assert run([*argv, "--finetune", "qlora", "--lora-rank", "16"]) == 0
+    qlora = json.loads(capsys.readouterr().out)["points"][0]
+    expected = peak_memory(LLAMA8, Workload(seq_len=1024), Training(finetune="qlora", lora_rank=16, flash=True)).peak_bytes
+    assert qlora["memory"] == expected < full["memory"]
+    assert qlora["fits"] and not full["fits"]

@@ -640,6 +640,9 @@ def sweep(
     metrics: Annotated[Optional[str], typer.Option("--metrics", help="Comma list: memory weights activations fits headroom flops train_days kv_cache inference_memory inference_fits ttft_s decode_s tokens_per_s bound \\[default: memory,flops (+ fits with --gpu)].")] = None,
     precision: Annotated[Optional[str], typer.Option("--precision", help="Training precision for every point.")] = None,
     optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="Optimizer for every point.")] = None,
+    finetune: FinetuneOpt = None,
+    lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None,
     sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism for every point.")] = False,
     new_tokens: Annotated[int, typer.Option("--new-tokens", min=1, help="Inference: tokens generated per sequence.", parser=_whole)] = 1,
     tokens: Annotated[Optional[str], typer.Option("--tokens", help="train_days: the token budget, e.g. 300e9.")] = None,
@@ -693,7 +696,8 @@ def sweep(
     needs_gpu = {"fits", "headroom", "train_days"} | set(METRICS[7:])
     if not gpus and needs_gpu & set(wanted):
         raise TcalcError(f"metrics {', '.join(sorted(needs_gpu & set(wanted)))} need --gpu NAME")
-    fixed = {k: v for k, v in (("precision", precision), ("optimizer", optimizer)) if v is not None}
+    fixed = {k: v for k, v in (("precision", precision), ("optimizer", optimizer), ("finetune", finetune),
+                               ("lora_rank", lora_rank), ("lora_targets", lora_targets)) if v is not None}
     from transformer_calc.config import Training, build
 
     build(Training, dict(fixed), "sweep")  # an unknown --precision or --optimizer is an error, not an empty table
