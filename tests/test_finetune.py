@@ -323,3 +323,39 @@ def test_sweep_takes_the_fine_tuning_settings(capsys):
     expected = peak_memory(LLAMA8, Workload(seq_len=1024), Training(finetune="qlora", lora_rank=16, flash=True)).peak_bytes
     assert qlora["memory"] == expected < full["memory"]
     assert qlora["fits"] and not full["fits"]
+
+
+# ---------------------------------------------------------------------------- properties
+from conftest import model_configs  # noqa: E402
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=model_configs(), r=st.integers(1, 64))
+def test_random_models_lora_linear_in_rank_and_dora_adds_d_out(m, r):
+    one = trainable_params(m, Training(finetune="lora", lora_rank=1)).adapters
+    assert trainable_params(m, Training(finetune="lora", lora_rank=r)).adapters == r * one
+    dora = trainable_params(m, Training(finetune="dora", lora_rank=r)).adapters
+    assert dora > r * one
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=model_configs())
+def test_random_models_qlora_stores_less_than_lora_and_states_are_for_trainables_only(m):
+    w = Workload(seq_len=64)
+    lora = training_memory(m, w, Training(finetune="lora"))[0]
+    qlora = training_memory(m, w, Training(finetune="qlora"))[0]
+    assert qlora.weights < lora.weights
+    assert qlora.gradients == lora.gradients == 4 * lora.trainable_params
+    assert lora.trainable_params == trainable_params(m, Training(finetune="lora")).total
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=model_configs())
+def test_random_models_offload_moves_states_not_weights(m):
+    from transformer_calc.config import Parallelism
+
+    par = Parallelism(data=4, zero=1)
+    w = Workload(seq_len=64)
+    on = training_memory(m, w, Training(), par)[0]
+    off = training_memory(m, w, Training(offload="optimizer"), par)[0]
+    assert off.optimizer == 0 and off.host_optimizer == on.optimizer and off.weights == on.weights

@@ -144,7 +144,6 @@ class Adapted:
 
     params: int  # trainable adapter parameters
     modules: int  # adapted Linear modules
-    out_features: int  # sum of the adapted modules' d_out (DoRA's saved outputs)
     gate_up: bool  # a module reading the MLP input is adapted
     down: bool  # W_down (or the shared expert's) is adapted
     qkv: bool  # a module reading the attention input is adapted
@@ -158,7 +157,6 @@ def adapted(linears: list[Linear], tr: Training) -> Adapted:
     return Adapted(
         params=sum(adapter_params(lin, tr.lora_rank, dora) for lin in chosen),
         modules=len(chosen),
-        out_features=sum(lin.d_out for lin in chosen),
         gate_up=any(lin.parts & {LoraTarget.gate, LoraTarget.up} for lin in chosen),
         down=any(LoraTarget.down in lin.parts for lin in chosen),
         qkv=any(lin.parts & {LoraTarget.q, LoraTarget.k, LoraTarget.v} for lin in chosen),
