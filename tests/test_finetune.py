@@ -85,14 +85,25 @@ def test_qlora_states_and_weights_by_hand():
 
 
 def test_frozen_layers_keep_less_than_full_training():
-    """q,v adapters only: W_O, MLP and head inputs are not kept (frozen weights need no input)."""
-    full = training_memory(LLAMA8, W, Training(flash=True))[0]
-    lora = training_memory(LLAMA8, W, Training(flash=True, finetune="lora", lora_targets="q,v"))[0]
+    """q,v adapters only: W_O, MLP and head inputs are not kept (frozen weights need no input).
+    Pure bf16 (adapters in the base dtype): lora_A keeps the same tensor the base q/v read."""
+    full = training_memory(LLAMA8, W, Training(flash=True, precision="bf16"))[0]
+    lora = training_memory(LLAMA8, W, Training(flash=True, precision="bf16", finetune="lora", lora_targets="q,v"))[0]
     B, S, D, F, r = 1, 2048, 4096, 14336, 16
     # per layer: MLP input (D) and W_down's input (F) dropped; two rank-r intermediates added
     assert full.mlp - lora.mlp == 32 * 2 * B * S * (D + F)
     assert lora.attention - full.attention == 32 * 2 * B * S * 2 * r
     assert full.other - lora.other == 2 * B * S * D  # the LM head's input
+
+
+def test_mixed_precision_adapters_keep_their_own_input_copies():
+    """fp32 adapters under autocast (PEFT's default): each adapted module keeps its own bf16 copy of
+    its input and autocast's bf16 copies of A and B (tools/crosscheck/lora_activations.py)."""
+    bf16 = training_memory(LLAMA8, W, Training(flash=True, precision="bf16", finetune="lora", lora_targets="q,v"))[0]
+    mixed = training_memory(LLAMA8, W, Training(flash=True, finetune="lora", lora_targets="q,v"))[0]
+    B, S, D, r = 1, 2048, 4096, 16
+    # two copies instead of one shared input, plus r·(d_in + d_out) of A and B per module, 2 bytes each
+    assert mixed.attention - bf16.attention == 32 * 2 * (B * S * D + r * ((D + D) + (D + 1024)))
 
 
 @settings(max_examples=25, deadline=None)

@@ -283,6 +283,20 @@ class ActivationDelta:
     mlp: int
 
 
+def separate_adapter_inputs(tr: Training) -> bool:
+    """Whether each adapted module keeps its own copy of its input.
+
+    Mixed precision (PEFT's default over a 16-bit base: fp32 adapters, run under autocast): PEFT
+    casts the input to the adapter's dtype (`_cast_input_dtype`), and autocast casts it back to 16
+    bits for lora_A's matmul, which keeps that copy, one per adapted module (q, k and v each keep
+    one of the same input). Pure bf16 or fp32 (adapters in the base's dtype): no cast, lora_A keeps
+    the very tensor the base layer read, shared by every module that reads it.
+    """
+    from transformer_calc.config import Precision
+
+    return tr.precision is Precision.mixed
+
+
 def activation_delta(
     m: ModelConfig, B: int, S: int, S_rep: int, tr: Training, par: Parallelism, moe: bool, *,
     o_input_is_output: bool, down_input_needed: bool,
@@ -292,19 +306,24 @@ def activation_delta(
     Frozen matrices need no saved input: a Linear's input is kept only for its weight gradient
     (x^T dy); the input gradient (dy W^T) needs W alone, and PyTorch's autograd saves a tensor only
     for the gradients it will compute; bitsandbytes' 4-bit matmul keeps only the quantized weight.
-    So, unless an adapter reads it, these are dropped: the attention input (the norm's output,
-    read by q/k/v), W_O's input (unless it is the attention kernel's output that FlashAttention
-    keeps: `o_input_is_output`), the MLP input (gate/up; the router and frozen routed experts read it
-    too), W_down's input (unless the activation's backward needs it: `down_input_needed`), and the
-    routed experts' permuted inputs. Each adapted module keeps its rank-r intermediate (lora_B's
-    input, B·S·r); DoRA keeps two more d_out-wide tensors per module, the base output and the
-    scaled LoRA output, whose product with the magnitude needs them (PEFT DoraLinearLayer; the
-    weight norm is detached, Liu et al. 2024 sec. 4.3).
+    So these are dropped, unless an adapter reads the very tensor (shared inputs, pure bf16/fp32):
+    the attention input (the norm's output, read by q/k/v), W_O's input (unless it is the attention
+    kernel's output that FlashAttention keeps: `o_input_is_output`), the MLP input (gate/up; the
+    router and frozen routed experts read it too), W_down's input (unless the activation's backward
+    needs it: `down_input_needed`), and the routed experts' permuted inputs. Each adapted module
+    keeps its rank-r intermediate (lora_B's input, B·S·r) and, in mixed precision, its own 16-bit
+    copy of its input (`separate_adapter_inputs`) and autocast's 16-bit copies of its A and B (kept
+    for the input gradient: p·r·(d_in + d_out)). DoRA keeps two more d_out-wide tensors per module,
+    the base output and the scaled LoRA output, whose product with the magnitude needs them (PEFT
+    DoraLinearLayer; the weight norm is detached, Liu et al. 2024 sec. 4.3). Checked against
+    PyTorch's saved tensors by tools/crosscheck/lora_activations.py.
     """
     p, T = tr.p, par.tensor
     D = m.d_model
     lin = block_linears(m, moe, T)
-    ad = adapted(lin, tr)
+    chosen = [x for x in lin if selected(x, tr.lora_targets)]
+    separate = separate_adapter_inputs(tr)
+    ad = adapted(lin, tr) if not separate else Adapted(0, 0, False, False, False, False)  # nothing shared
     attn = mlp = 0
     if not ad.qkv and not m.is_mla:
         attn -= p * B * S_rep * D
@@ -322,12 +341,15 @@ def activation_delta(
             mlp -= p * B * S * (m.d_ff // T)
     if moe:
         mlp -= m.experts_per_token * p * B * S * D  # the routed copies the frozen experts read
-    attn_mods = [x for x in lin if selected(x, tr.lora_targets) and x.parts & ATTENTION_TARGETS]
-    mlp_mods = [x for x in lin if selected(x, tr.lora_targets) and not x.parts & ATTENTION_TARGETS]
     dora = 2 if tr.finetune is Finetune.dora else 0
     r = tr.lora_rank
-    attn += sum(p * B * S * (r + dora * x.d_out) for x in attn_mods)
-    mlp += sum(p * B * S * (r + dora * x.d_out) for x in mlp_mods)
+
+    def kept(x: Linear) -> int:
+        own = B * S * x.d_in + r * (x.d_in + x.d_out) if separate else 0  # input copy, A and B casts
+        return p * (B * S * (r + dora * x.d_out) + own)
+
+    attn += sum(kept(x) for x in chosen if x.parts & ATTENTION_TARGETS)
+    mlp += sum(kept(x) for x in chosen if not x.parts & ATTENTION_TARGETS)
     return ActivationDelta(attention=attn, mlp=mlp)
 
 

@@ -690,15 +690,17 @@ def eager_code(m: ModelConfig) -> EagerCode:
     return replace(HF_GPT2, name=f"hf-gpt2 ({m.activation_impl or m.mlp.value})", act_extra=0)
 
 
-def _eager_norm(m: ModelConfig, p: int, tokens: int) -> int:
+def _eager_norm(m: ModelConfig, p: int, tokens: int, frozen: bool = False) -> int:
     """Bytes one norm keeps for backward over `tokens` tokens (its output is the next op's input,
-    counted there)."""
+    counted there). `frozen`: the norm's weight gets no gradient (adapters)."""
     D = m.d_model
     if m.norm is NormKind.rmsnorm:
         # LlamaRMSNorm: x.to(float32) (kept by pow(2) and by x * rsqrt; the input itself in fp32),
         # rsqrt(mean(x²) + eps) (kept by that product), the normalized x cast back to p bytes (kept
-        # by weight * x; without a weight the next matmul keeps it).
-        return FP32_BYTES * tokens * D + STAT_BYTES * tokens + (p * tokens * D if m.norm_affine else 0)
+        # by weight * x for the weight's gradient: not when the weight is frozen; without a weight
+        # the next matmul keeps it).
+        keeps_normalized = m.norm_affine and not frozen
+        return FP32_BYTES * tokens * D + STAT_BYTES * tokens + (p * tokens * D if keeps_normalized else 0)
     # torch.layer_norm keeps its input, mean and rstd (fp32 on CUDA; CPU keeps them in p bytes)
     return p * tokens * D + 2 * STAT_BYTES * tokens
 
@@ -768,7 +770,7 @@ def torch_eager_layer(
             mlp += (n_wide + code.act_extra) * p * B * S * (m.shared_expert_d_ff // T)
     mlp += resid_mask * B * S_rep * D
 
-    norm = m.norms_per_layer * _eager_norm(m, p, B * S_rep)
+    norm = m.norms_per_layer * _eager_norm(m, p, B * S_rep, frozen=tr.adapters)
     return LayerActivations(attention=attn, mlp=mlp, norm=norm)
 
 
@@ -786,14 +788,15 @@ def torch_eager_head(
     B, S, D, T, p = w.batch_size, w.seq_len, m.d_model, par.tensor, tr.p
     S_rep = _ceil_div(S, T) if par.sequence_parallel else S
     dropout = tr.dropout if tr.dropout is not None else m.dropout > 0
-    first = INDEX_BYTES * B * S
+    # the token ids, kept by the embedding for its weight's gradient (not when it is frozen)
+    first = INDEX_BYTES * B * S if not tr.adapters or tr.train_embeddings else 0
     if m.positional is Positional.learned:
-        first += INDEX_BYTES * S
+        first += INDEX_BYTES * S if not tr.adapters else 0  # position ids (the table is frozen under adapters)
     elif m.positional is Positional.rotary:
         first += 2 * p * S * m.head_dim
     if dropout and code.embed_dropout:
         first += MASK_BYTES * B * S_rep * D
-    last = _eager_norm(m, p, B * S_rep) if m.final_norm else 0
+    last = _eager_norm(m, p, B * S_rep, frozen=tr.adapters) if m.final_norm else 0
     last += p * B * S_rep * D if head_trained(m, tr) else 0  # LM head input (for its weight gradient)
     if tr.loss_kernel is not CrossEntropy.chunked:
         last += LOSS_BYTES * B * S * _ceil_div(m.vocab_size, T)
