@@ -370,3 +370,14 @@ def test_random_models_offload_moves_states_not_weights(m):
     on = training_memory(m, w, Training(), par)[0]
     off = training_memory(m, w, Training(offload="optimizer"), par)[0]
     assert off.optimizer == 0 and off.host_optimizer == on.optimizer and off.weights == on.weights
+
+
+def test_fp32_unquantized_upcasts_what_qlora_leaves():
+    """PEFT's prepare_model_for_kbit_training casts every non-Params4bit parameter to fp32."""
+    a = training_memory(LLAMA8, W, Training(finetune="qlora"))[0]
+    b = training_memory(LLAMA8, W, Training(finetune="qlora", fp32_unquantized=True))[0]
+    counts = count_params(LLAMA8)
+    unquantized = counts.total - (counts.layers - 32 * counts.layer.norms)
+    assert b.weights - a.weights == 2 * unquantized and b.quantized_weights == a.quantized_weights
+    with pytest.raises(Exception, match="needs --finetune qlora"):
+        Training(finetune="lora", fp32_unquantized=True)

@@ -352,6 +352,7 @@ LoraRankOpt = Annotated[Optional[int], typer.Option("--lora-rank", help="r: the 
 LoraAlphaOpt = Annotated[Optional[float], typer.Option("--lora-alpha", help="alpha (scales adapters by alpha/r): recorded, no effect on memory \\[default: none].", rich_help_panel=FINETUNE)]
 LoraTargetsOpt = Annotated[Optional[str], typer.Option("--lora-targets", help="Comma list of q,k,v,o,gate,up,down, or all-linear (PEFT's: every Linear but the LM head) \\[default: all-linear].", rich_help_panel=FINETUNE)]
 TrainEmbOpt = Annotated[Optional[bool], typer.Option("--train-embeddings/--no-train-embeddings", help="Train the token embedding too (PEFT modules_to_save) \\[default: off].", rich_help_panel=FINETUNE)]
+FP32UnqOpt = Annotated[Optional[bool], typer.Option("--fp32-unquantized/--no-fp32-unquantized", help="QLoRA: the parameters left unquantized (embeddings, LM head, norms) in fp32, as PEFT's prepare_model_for_kbit_training casts them \\[default: off].", rich_help_panel=FINETUNE)]
 TrainHeadOpt = Annotated[Optional[bool], typer.Option("--train-head/--no-train-head", help="Train the LM head too (PEFT modules_to_save) \\[default: off].", rich_help_panel=FINETUNE)]
 OffloadOpt = Annotated[Optional[str], typer.Option("--offload", help="none | optimizer (ZeRO-Offload: states, fp32 master, gradient partition) | optimizer+params (ZeRO-3) \\[default: none].", rich_help_panel=FINETUNE)]
 OffloadDeviceOpt = Annotated[Optional[str], typer.Option("--offload-device", help="cpu (host memory) | nvme (ZeRO-Infinity) \\[default: cpu].", rich_help_panel=FINETUNE)]
@@ -392,6 +393,7 @@ def memory(
     lora_targets: LoraTargetsOpt = None,
     train_embeddings: TrainEmbOpt = None,
     train_head: TrainHeadOpt = None,
+    fp32_unquantized: FP32UnqOpt = None,
     offload: OffloadOpt = None,
     offload_device: OffloadDeviceOpt = None,
     fp8_recipe: FP8Opt = None,
@@ -415,7 +417,7 @@ def memory(
         tensor=T, sequence_parallel=sp, pipeline=P, data=dp, zero=zero, expert=ep, expert_tensor=etp, context=cp, gpu=gpu,
         finetune=finetune, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets,
         train_embeddings=train_embeddings, train_head=train_head, offload=offload, offload_device=offload_device,
-        fp8_recipe=fp8_recipe,
+        fp8_recipe=fp8_recipe, fp32_unquantized=fp32_unquantized,
     )
     workload, training, parallelism, gpu_name = training_configs(model, job.training if job else {}, flags)
     _note_seq_len(model, workload.seq_len, S is not None or bool(job and "seq_len" in job.training))

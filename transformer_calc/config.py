@@ -656,6 +656,10 @@ class Training(StrictInputs):
         default=(LoraTarget.all_linear,), min_length=1, description="modules that get adapters"
     )
     train_embeddings: bool = Field(default=False, description="the token embedding is trained too (PEFT modules_to_save)")
+    fp32_unquantized: bool = Field(
+        default=False,
+        description="QLoRA: the parameters bitsandbytes leaves unquantized are upcast to fp32 (PEFT prepare_model_for_kbit_training)",
+    )
     train_head: bool = Field(default=False, description="the LM head is trained too (PEFT modules_to_save)")
     offload: Offload = Field(default=Offload.none, description="ZeRO-Offload: what lives off the GPU")
     offload_device: OffloadDevice = Field(default=OffloadDevice.cpu, description="cpu (ZeRO-Offload) or nvme (ZeRO-Infinity)")
@@ -665,6 +669,8 @@ class Training(StrictInputs):
 
     @model_validator(mode="after")
     def _fp8_compatible(self) -> Training:
+        if self.fp32_unquantized and self.finetune is not Finetune.qlora:
+            raise ValueError("fp32_unquantized upcasts what QLoRA leaves unquantized: it needs --finetune qlora")
         if self.fp8_recipe is FP8Recipe.none:
             return self
         if self.precision is Precision.fp32 or self.p != 2:
@@ -748,6 +754,7 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "lora_targets": "training",
     "train_embeddings": "training",
     "train_head": "training",
+    "fp32_unquantized": "training",
     "offload": "training",
     "offload_device": "training",
     "fp8_recipe": "training",

@@ -40,6 +40,7 @@ NF4_BLOCKS_PER_GROUP = 256
 NF4_GROUP_CONSTANT_BYTES = 4  # the second-level constant c2 (fp32)
 
 ADAPTER_FP32_BYTES = 4  # PEFT autocast_adapter_dtype=True: adapters over a 16-bit base are fp32
+FP32_BYTES = 4
 
 
 @dataclass(frozen=True)
@@ -257,7 +258,8 @@ def frozen_weight_bytes(m: ModelConfig, tr: Training, params: int, blocks: dict[
     """(bytes, of which NF4) of `params` frozen parameters held by one GPU, whose blocks are
     `blocks` = {is_moe: count}. LoRA/DoRA: every parameter at p bytes. QLoRA: the blocks' Linear
     weights in NF4, the rest (embeddings, norms, biases, LM head, router) at p bytes, as
-    bitsandbytes leaves them."""
+    bitsandbytes leaves them (fp32 with `fp32_unquantized`, as PEFT's prepare_model_for_kbit_training
+    casts them)."""
     if tr.finetune is not Finetune.qlora:
         return params * tr.p, 0
     elems = nf4 = 0
@@ -265,7 +267,9 @@ def frozen_weight_bytes(m: ModelConfig, tr: Training, params: int, blocks: dict[
         e, b = quantized(block_matrices(m, moe, T, ep, etp))
         elems += count * e
         nf4 += count * b
-    return (params - elems) * tr.p + nf4, nf4
+    # PEFT's prepare_model_for_kbit_training casts every parameter that is not Params4bit to fp32
+    unquantized = FP32_BYTES if tr.fp32_unquantized else tr.p
+    return (params - elems) * unquantized + nf4, nf4
 
 
 def largest_quantized_matrix(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None) -> int:

@@ -231,7 +231,7 @@ def _bytes_per_param(tr: Any) -> dict[str, Any]:
         return {"weights": tr.p, "gradients": tr.grad_bytes, "optimizer": optimizer_bytes_per_param(tr)}
     nf4_bits = 4 + 8 / NF4_BLOCK + 32 / (NF4_BLOCK * NF4_BLOCKS_PER_GROUP)
     return {
-        "weights": tr.p,  # frozen parameters not quantized
+        "weights": 4 if tr.fp32_unquantized else tr.p,  # frozen parameters not quantized
         "quantized_weights": nf4_bits / 8 if tr.finetune.value == "qlora" else None,
         "trainable_weights": trainable_weight_bytes(tr),
         "gradients": tr.grad_bytes,

@@ -57,6 +57,7 @@ class Result:
     measured: float  # tokens (max_context), GB (lower_bound), capacity GB (fits)
     tcalc: float
     peak_at_measured: int | None = None
+    variant: float | None = None  # tcalc with the row's `variant:` settings (same kind of number)
 
     @property
     def error(self) -> float | None:
@@ -112,7 +113,11 @@ def evaluate(row: dict[str, Any], data: dict[str, Any]) -> Result:
         capacity = fit_capacity(int(row["capacity_gb"] * GB))
         s = longest_fitting(m, w, tr, par, capacity)
         at = peak_memory(m, w.model_copy(update={"seq_len": row["measured"]}), tr, par).peak_bytes
-        return Result(row, m, w, tr, row["measured"], s, at)
+        variant = None
+        if row.get("variant"):
+            vw, vtr, vpar = configs({**row["training"], **row["variant"]})
+            variant = longest_fitting(m, vw, vtr, vpar, capacity)
+        return Result(row, m, w, tr, row["measured"], s, at, variant)
     if kind == "fits":
         return Result(row, m, w, tr, row["capacity_gb"], peak_memory(m, w, tr, par).peak_bytes)
     st = training_memory(m, w, tr, par)[0]
@@ -139,9 +144,11 @@ EXPLAIN = {
         "1.81 MB: the benchmark ran transformers 4.4x, whose causal-LM loss made a contiguous fp32 "
         "copy of the shifted logits (4·V bytes per token, 0.51 MB at V = 128,256) and its gradient, "
         "where tcalc follows transformers 5.23 (labels padded, no copy). The fixed part (measured "
-        "≈ 9.7 GB at zero tokens, tcalc ≈ 6.7 GB) adds the caching allocator's fragmentation, which "
-        "tcalc reports apart (5 % reserve) and the fit check does not count; with few tokens (12 GB) "
-        "this fixed gap dominates."
+        "≈ 9.7 GB at zero tokens, tcalc ≈ 6.7 GB): PEFT's prepare_model_for_kbit_training, the usual "
+        "QLoRA preparation, casts the unquantized embedding and LM head to fp32 (+2.1 GB; the variant "
+        "`fp32_unquantized` counts it), and the caching allocator's fragmentation, which tcalc reports "
+        "apart (5 % reserve) and the fit check does not count; with few tokens (12 GB) this fixed gap "
+        "dominates."
     ),
     "unsloth-hf-llama3.3-70b": (
         "One point only: the measured 6,916 tokens in 80 GB imply about 5.8 MB per token above the "
@@ -185,7 +192,12 @@ def measured_text(r: Result) -> str:
 def tcalc_text(r: Result) -> str:
     kind = r.row["kind"]
     if kind == "max_context":
-        return f"{int(r.tcalc):,} tokens (peak at the measured S: {r.peak_at_measured / GB:.1f} GB)"
+        text = f"{int(r.tcalc):,} tokens (peak at the measured S: {r.peak_at_measured / GB:.1f} GB)"
+        if r.variant is not None:
+            settings = ", ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in r.row["variant"].items())
+            text += (f"; with {settings}: {int(r.variant):,} tokens "
+                     f"({r.variant / r.measured - 1:+.1%})")
+        return text
     if kind == "fits":
         return f"peak {r.tcalc / GB:.1f} GB: {'fits' if r.agrees else 'does not fit'}"
     return f"{r.tcalc:,.0f} GB of model states"
@@ -227,7 +239,8 @@ def docs_section(results: list[Result], data: dict[str, Any]) -> str:
         "",
         "Reading: the longest-context rows compare tcalc's longest S that fits with the measured one "
         "(error = tcalc/measured − 1); tcalc over-predicts the context (it under-counts memory) on these "
-        "transformers-4.4x runs, by a margin that shrinks as the context grows (+42 % at 80 GB). The "
+        "transformers-4.4x runs, by a margin that shrinks as the context grows (+42 % at 80 GB; +38 % "
+        "counting PEFT's fp32 upcast of the unquantized parameters). The "
         "QLoRA paper's single-GPU claims come out 3-8 % over the capacity with PEFT's fp32 adapters "
         "counted resident (see the row's terms); its full-fine-tuning bound agrees.",
         "",
