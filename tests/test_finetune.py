@@ -381,3 +381,10 @@ def test_fp32_unquantized_upcasts_what_qlora_leaves():
     assert b.weights - a.weights == 2 * unquantized and b.quantized_weights == a.quantized_weights
     with pytest.raises(Exception, match="needs --finetune qlora"):
         Training(finetune="lora", fp32_unquantized=True)
+
+
+def test_foreach_adamw_temporary_is_one_per_trainable_parameter():
+    """PyTorch's foreach AdamW keeps one fp32 temporary per (trainable) parameter in its step."""
+    tl = peak_memory(LLAMA8, W, Training(finetune="lora", lora_rank=16))
+    step = next(ph for ph in tl.phases if ph.name == "optimizer step")
+    assert step.transient == 4 * 41_943_040
