@@ -388,3 +388,31 @@ def test_foreach_adamw_temporary_is_one_per_trainable_parameter():
     tl = peak_memory(LLAMA8, W, Training(finetune="lora", lora_rank=16))
     step = next(ph for ph in tl.phases if ph.name == "optimizer step")
     assert step.transient == 4 * 41_943_040
+
+
+def test_experts_and_router_targets_by_hand():
+    """PEFT target_parameters on transformers 5's stacked experts: per expert r·(D + 2F) on gate_up
+    and r·(F + D) on down; the router weight r·(D + n_experts); never part of all-linear."""
+    m = preset_model("mixtral-8x7b")
+    D, F, E, r = 4096, 14336, 8, 4
+    got = trainable_params(m, Training(finetune="lora", lora_rank=r, lora_targets="experts,router")).total
+    assert got == 32 * (E * r * (2 * D + 3 * F) + r * (D + E))
+    attn = trainable_params(m, Training(finetune="lora", lora_rank=r, lora_targets="all-linear")).total
+    both = trainable_params(m, Training(finetune="lora", lora_rank=r, lora_targets="all-linear,experts,router")).total
+    assert both == attn + got
+
+
+def test_adapted_experts_keep_their_routed_inputs():
+    m = preset_model("mixtral-8x7b")
+    w = Workload(seq_len=512)
+    frozen = training_memory(m, w, Training(flash=True, precision="bf16", finetune="lora", lora_targets="q,v"))[0]
+    experts = training_memory(m, w, Training(flash=True, precision="bf16", finetune="lora", lora_targets="q,v,experts"))[0]
+    B, S, D, F, k, r = 1, 512, 4096, 14336, 2, 16
+    # the routed copies (D) and W_down's inputs (F) of the k experts a token visits come back, plus
+    # the rank-r intermediates of gate_up and down over k·B·S tokens
+    assert experts.mlp - frozen.mlp == 32 * 2 * k * B * S * (D + F + 2 * r)
+
+
+def test_dora_on_expert_parameters_is_refused(capsys):
+    code = run(["memory", "--preset", "mixtral-8x7b", "--S", "128", "--finetune", "dora", "--lora-targets", "experts"])
+    assert code == 2 and "DoRA" in capsys.readouterr().err

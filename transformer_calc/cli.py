@@ -350,7 +350,7 @@ FINETUNE = "Fine-tuning and offload"
 FinetuneOpt = Annotated[Optional[str], typer.Option("--finetune", help="full | lora | qlora (NF4 base, double quantization) | dora \\[default: full].", rich_help_panel=FINETUNE)]
 LoraRankOpt = Annotated[Optional[int], typer.Option("--lora-rank", help="r: the adapters' rank \\[default: 16].", rich_help_panel=FINETUNE, parser=_whole)]
 LoraAlphaOpt = Annotated[Optional[float], typer.Option("--lora-alpha", help="alpha (scales adapters by alpha/r): recorded, no effect on memory \\[default: none].", rich_help_panel=FINETUNE)]
-LoraTargetsOpt = Annotated[Optional[str], typer.Option("--lora-targets", help="Comma list of q,k,v,o,gate,up,down, or all-linear (PEFT's: every Linear but the LM head) \\[default: all-linear].", rich_help_panel=FINETUNE)]
+LoraTargetsOpt = Annotated[Optional[str], typer.Option("--lora-targets", help="Comma list of q,k,v,o,gate,up,down, all-linear (PEFT's: every Linear but the LM head), experts, router (MoE, PEFT target_parameters) \\[default: all-linear].", rich_help_panel=FINETUNE)]
 TrainEmbOpt = Annotated[Optional[bool], typer.Option("--train-embeddings/--no-train-embeddings", help="Train the token embedding too (PEFT modules_to_save) \\[default: off].", rich_help_panel=FINETUNE)]
 FP32UnqOpt = Annotated[Optional[bool], typer.Option("--fp32-unquantized/--no-fp32-unquantized", help="QLoRA: the parameters left unquantized (embeddings, LM head, norms) in fp32, as PEFT's prepare_model_for_kbit_training casts them \\[default: off].", rich_help_panel=FINETUNE)]
 TrainHeadOpt = Annotated[Optional[bool], typer.Option("--train-head/--no-train-head", help="Train the LM head too (PEFT modules_to_save) \\[default: off].", rich_help_panel=FINETUNE)]

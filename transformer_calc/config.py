@@ -557,6 +557,8 @@ class LoraTarget(str, Enum):
     up = "up"
     down = "down"
     all_linear = "all-linear"  # PEFT's shorthand: every nn.Linear/Conv1D but the output layer
+    experts = "experts"  # MoE routed experts' stacked projections (PEFT target_parameters); never in all-linear
+    router = "router"  # the MoE router's weight (PEFT target_parameters); never in all-linear
 
 
 class Offload(str, Enum):

@@ -367,10 +367,10 @@ def training_memory(
         working += 2 * 2 * w.batch_size * w.seq_len * kv_t * (m.head_dim + m.v_dim) // 2 * tr.p
     opt_bytes = optimizer_bytes_per_param(tr)
     if tr.adapters:
-        from transformer_calc.finetune import adapted, block_linears, check_targets, embedding_linears
+        from transformer_calc.finetune import adapted, adapter_linears, block_linears, check_targets, embedding_linears
 
         check_targets(m, tr)
-        ad_moe = adapted(block_linears(m, True, T), tr).params if m.is_moe else 0
+        ad_moe = adapted(adapter_linears(m, True, T, ep, par.expert_tensor), tr).params if m.is_moe else 0
         ad_dense = adapted(block_linears(m, False, T), tr).params
         side_first, side_last = (adapted(x, tr).params for x in embedding_linears(m))
         table = _ceil_div(m.vocab_size, T) * m.d_embedding
