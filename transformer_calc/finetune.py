@@ -32,7 +32,6 @@ from transformer_calc.config import Finetune, LoraTarget, ModelConfig, Paralleli
 from transformer_calc.params import kv_heads_per_rank
 
 ATTENTION_TARGETS = frozenset({LoraTarget.q, LoraTarget.k, LoraTarget.v, LoraTarget.o})
-MLP_TARGETS = frozenset({LoraTarget.gate, LoraTarget.up, LoraTarget.down})
 
 # NF4 with double quantization (Dettmers et al. 2023, sec. 3 "Double Quantization"): 4-bit codes,
 # one absmax per block of 64 weights quantized to 8 bits, one fp32 constant per 256 such blocks.
@@ -396,7 +395,7 @@ def activation_delta(
 
 
 # ---------------------------------------------------------------------------- step FLOPs
-ADAPTER_MATMULS = 2  # x @ A^T, then (x A^T) @ B^T
+FLOPS_PER_MAC = 2  # x @ A^T and (x A^T) @ B^T: r·(d_in + d_out) multiply-adds per token, 2 FLOPs each
 
 
 def adapter_flops_per_token(m: ModelConfig, tr: Training) -> int:
@@ -406,12 +405,12 @@ def adapter_flops_per_token(m: ModelConfig, tr: Training) -> int:
     n_moe = m.n_moe_layers()
 
     def per_token(x: Linear) -> int:  # a routed expert's adapters run on the k experts a token goes to
-        return 2 * tr.lora_rank * (x.d_in + x.d_out) * (m.experts_per_token if x.routed else 1)
+        return FLOPS_PER_MAC * tr.lora_rank * (x.d_in + x.d_out) * (m.experts_per_token if x.routed else 1)
 
     per_moe = sum(per_token(x) for x in adapter_linears(m, True) if selected(x, tr.lora_targets)) if n_moe else 0
     per_dense = sum(per_token(x) for x in block_linears(m, False) if selected(x, tr.lora_targets))
     first, last = embedding_linears(m)
-    side = sum(2 * tr.lora_rank * (x.d_in + x.d_out) for x in first + last if selected(x, tr.lora_targets))
+    side = sum(FLOPS_PER_MAC * tr.lora_rank * (x.d_in + x.d_out) for x in first + last if selected(x, tr.lora_targets))
     return n_moe * per_moe + (m.n_layers - n_moe) * per_dense + side
 
 
