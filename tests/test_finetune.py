@@ -85,14 +85,25 @@ def test_qlora_states_and_weights_by_hand():
 
 
 def test_frozen_layers_keep_less_than_full_training():
-    """q,v adapters only: W_O, MLP and head inputs are not kept (frozen weights need no input)."""
-    full = training_memory(LLAMA8, W, Training(flash=True))[0]
-    lora = training_memory(LLAMA8, W, Training(flash=True, finetune="lora", lora_targets="q,v"))[0]
+    """q,v adapters only: W_O, MLP and head inputs are not kept (frozen weights need no input).
+    Pure bf16 (adapters in the base dtype): lora_A keeps the same tensor the base q/v read."""
+    full = training_memory(LLAMA8, W, Training(flash=True, precision="bf16"))[0]
+    lora = training_memory(LLAMA8, W, Training(flash=True, precision="bf16", finetune="lora", lora_targets="q,v"))[0]
     B, S, D, F, r = 1, 2048, 4096, 14336, 16
     # per layer: MLP input (D) and W_down's input (F) dropped; two rank-r intermediates added
     assert full.mlp - lora.mlp == 32 * 2 * B * S * (D + F)
     assert lora.attention - full.attention == 32 * 2 * B * S * 2 * r
     assert full.other - lora.other == 2 * B * S * D  # the LM head's input
+
+
+def test_mixed_precision_adapters_keep_their_own_input_copies():
+    """fp32 adapters under autocast (PEFT's default): each adapted module keeps its own bf16 copy of
+    its input and autocast's bf16 copies of A and B (tools/crosscheck/lora_activations.py)."""
+    bf16 = training_memory(LLAMA8, W, Training(flash=True, precision="bf16", finetune="lora", lora_targets="q,v"))[0]
+    mixed = training_memory(LLAMA8, W, Training(flash=True, finetune="lora", lora_targets="q,v"))[0]
+    B, S, D, r = 1, 2048, 4096, 16
+    # two copies instead of one shared input, plus r·(d_in + d_out) of A and B per module, 2 bytes each
+    assert mixed.attention - bf16.attention == 32 * 2 * (B * S * D + r * ((D + D) + (D + 1024)))
 
 
 @settings(max_examples=25, deadline=None)
@@ -226,3 +237,182 @@ def test_offload_pcie_time_by_hand():
     assert est.optimizer_s == 0.0
     both = _step(Training(offload="optimizer+params"), par, m70)
     assert both.offload_pcie_s == pytest.approx(est.offload_pcie_s + 2 * 8 * N / 8 * 2 / pcie)  # mb = 8
+
+
+@pytest.mark.parametrize(("gpu", "link", "bytes_s"), [
+    ("a100-80gb", "PCIe x16", 64 * 10**9),  # PCIe Gen4 x16, bidirectional (A100 datasheet)
+    ("h100", "PCIe x16", 128 * 10**9),  # PCIe Gen5 x16
+    ("gb200", "NVLink-C2C", 450 * 10**9),  # the superchip's 900 GB/s C2C shared by two GPUs (stated split)
+    ("tpu-v5p", None, None),
+])
+def test_host_link_per_gpu(gpu, link, bytes_s):
+    from transformer_calc.hardware import host_bandwidth
+    from transformer_calc.presets import gpu as find_gpu
+
+    assert host_bandwidth(find_gpu(gpu)) == (link, bytes_s)
+
+
+def test_offload_on_a_part_without_a_host_link_is_an_error(capsys):
+    code = run(["train", "--preset", "gpt2", "--gpu", "tpu-v5p", "--gpus", "8", "--global-batch", "64", "--S", "1024",
+                "--zero", "1", "--offload", "optimizer"])
+    err = capsys.readouterr().err
+    assert code == 2 and "host-link" in err
+
+
+def test_validation_section_is_current():
+    """docs/validation.md's fine-tuning section is what tools/validation/published_finetune.py writes."""
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("published_finetune", REPO / "tools/validation/published_finetune.py")
+    pf = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.modules["published_finetune"] = pf  # dataclasses look their module up
+    spec.loader.exec_module(pf)
+    data, rows = pf.load()
+    results = [pf.evaluate(row, data) for row in rows]
+    assert pf.docs_section(results, data) in (REPO / "docs/validation.md").read_text(encoding="utf-8")
+    ctx = {r.row["id"]: r for r in results if r.row["kind"] == "max_context"}
+    assert all(r.tcalc > r.measured for r in ctx.values())  # as documented: tcalc over-predicts the context
+
+
+# ---------------------------------------------------------------------------- FP8 recipes
+def test_fp8_weight_copies_and_scaling_state_by_hand():
+    """TE keeps each GEMM weight in FP8 twice (rowwise and transposed); delayed scaling keeps an
+    fp32 amax history of 1024 (+ scale, scale_inv) for 5 FP8 tensors per GEMM."""
+    W4 = Workload(seq_len=4096)
+    E = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)  # Llama-3.1-8B GEMM weights
+    delayed = training_memory(LLAMA8, W4, Training(fp8_recipe="delayed", flash=True))[0]
+    assert delayed.fp8_weights == 2 * E + 32 * 7 * 5 * (1024 + 2) * 4
+    mx = training_memory(LLAMA8, W4, Training(fp8_recipe="mxfp8", flash=True))[0]
+    assert mx.fp8_weights == 2 * (E + E // 32)  # E8M0 scale per 32 values, both usages
+    base = training_memory(LLAMA8, W4, Training(flash=True))[0]
+    assert delayed.weights - base.weights == delayed.fp8_weights
+    assert delayed.optimizer == base.optimizer and delayed.gradients == base.gradients  # master etc. unchanged
+
+
+def test_fp8_saves_gemm_inputs_in_one_byte():
+    W4 = Workload(seq_len=4096)
+    base = training_memory(LLAMA8, W4, Training(flash=True))[0]
+    fp8 = training_memory(LLAMA8, W4, Training(fp8_recipe="tensorwise", flash=True))[0]
+    # MLP input (D) and W_down's input (F) from 2 bytes to 1; attention: the QKV input saves D, and
+    # W_O's FP8 copy adds A·h_d = D beside FlashAttention's bf16 output
+    assert base.mlp - fp8.mlp == 32 * 4096 * (4096 + 14336)
+    assert fp8.attention == base.attention
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--fp8-recipe", "delayed", "--precision", "fp32"], "fp8_recipe"),
+    (["--fp8-recipe", "delayed", "--activations", "torch-eager"], "torch-eager"),
+    (["--fp8-recipe", "mxfp8", "--finetune", "lora"], "full training"),
+    (["--fp8-recipe", "fp4"], "fp8_recipe"),
+])
+def test_fp8_refusals(capsys, args, says):
+    code = run(["memory", "--preset", "gpt2", "--S", "128", *args])
+    err = capsys.readouterr().err
+    assert code == 2 and says in err and "Traceback" not in err
+
+
+def test_fp8_train_runs_gemms_at_the_fp8_peak_and_mxfp8_needs_blackwell(capsys):
+    plain = _step(Training(flash=True), gpu="h100")
+    fp8 = _step(Training(flash=True, fp8_recipe="delayed"), gpu="h100")
+    assert fp8.compute_s < plain.compute_s and fp8.peak_flops_s == pytest.approx(2 * plain.peak_flops_s, rel=1e-3)
+    assert _step(Training(flash=True, fp8_recipe="mxfp8"), gpu="b200").compute_s > 0
+    code = run(["train", "--preset", "gpt2", "--gpu", "h100", "--gpus", "8", "--global-batch", "64", "--S", "1024",
+                "--fp8-recipe", "mxfp8"])
+    assert code == 2 and "microscaling" in capsys.readouterr().err
+
+
+def test_sweep_takes_the_fine_tuning_settings(capsys):
+    argv = ["sweep", "--preset", "llama-3.1-8b", "--S", "1024", "--gpu", "rtx-4090", "--flash", "true", "-f", "json"]
+    assert run(argv) == 0
+    full = json.loads(capsys.readouterr().out)["points"][0]
+    assert run([*argv, "--finetune", "qlora", "--lora-rank", "16"]) == 0
+    qlora = json.loads(capsys.readouterr().out)["points"][0]
+    expected = peak_memory(LLAMA8, Workload(seq_len=1024), Training(finetune="qlora", lora_rank=16, flash=True)).peak_bytes
+    assert qlora["memory"] == expected < full["memory"]
+    assert qlora["fits"] and not full["fits"]
+
+
+# ---------------------------------------------------------------------------- properties
+from conftest import model_configs  # noqa: E402
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=model_configs(), r=st.integers(1, 64))
+def test_random_models_lora_linear_in_rank_and_dora_adds_d_out(m, r):
+    one = trainable_params(m, Training(finetune="lora", lora_rank=1)).adapters
+    assert trainable_params(m, Training(finetune="lora", lora_rank=r)).adapters == r * one
+    dora = trainable_params(m, Training(finetune="dora", lora_rank=r)).adapters
+    assert dora > r * one
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=model_configs())
+def test_random_models_qlora_stores_less_than_lora_and_states_are_for_trainables_only(m):
+    w = Workload(seq_len=64)
+    lora = training_memory(m, w, Training(finetune="lora"))[0]
+    qlora = training_memory(m, w, Training(finetune="qlora"))[0]
+    assert qlora.weights < lora.weights
+    assert qlora.gradients == lora.gradients == 4 * lora.trainable_params
+    assert lora.trainable_params == trainable_params(m, Training(finetune="lora")).total
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=model_configs())
+def test_random_models_offload_moves_states_not_weights(m):
+    from transformer_calc.config import Parallelism
+
+    par = Parallelism(data=4, zero=1)
+    w = Workload(seq_len=64)
+    on = training_memory(m, w, Training(), par)[0]
+    off = training_memory(m, w, Training(offload="optimizer"), par)[0]
+    assert off.optimizer == 0 and off.host_optimizer == on.optimizer and off.weights == on.weights
+
+
+def test_fp32_unquantized_upcasts_what_qlora_leaves():
+    """PEFT's prepare_model_for_kbit_training casts every non-Params4bit parameter to fp32."""
+    a = training_memory(LLAMA8, W, Training(finetune="qlora"))[0]
+    b = training_memory(LLAMA8, W, Training(finetune="qlora", fp32_unquantized=True))[0]
+    counts = count_params(LLAMA8)
+    unquantized = counts.total - (counts.layers - 32 * counts.layer.norms)
+    assert b.weights - a.weights == 2 * unquantized and b.quantized_weights == a.quantized_weights
+    with pytest.raises(Exception, match="needs --finetune qlora"):
+        Training(finetune="lora", fp32_unquantized=True)
+
+
+def test_foreach_adamw_temporary_is_one_per_trainable_parameter():
+    """PyTorch's foreach AdamW keeps one fp32 temporary per (trainable) parameter in its step."""
+    tl = peak_memory(LLAMA8, W, Training(finetune="lora", lora_rank=16))
+    step = next(ph for ph in tl.phases if ph.name == "optimizer step")
+    assert step.transient == 4 * 41_943_040
+
+
+def test_experts_and_router_targets_by_hand():
+    """PEFT target_parameters on transformers 5's stacked experts: per expert r·(D + 2F) on gate_up
+    and r·(F + D) on down; the router weight r·(D + n_experts); never part of all-linear."""
+    m = preset_model("mixtral-8x7b")
+    D, F, E, r = 4096, 14336, 8, 4
+    got = trainable_params(m, Training(finetune="lora", lora_rank=r, lora_targets="experts,router")).total
+    assert got == 32 * (E * r * (2 * D + 3 * F) + r * (D + E))
+    attn = trainable_params(m, Training(finetune="lora", lora_rank=r, lora_targets="all-linear")).total
+    both = trainable_params(m, Training(finetune="lora", lora_rank=r, lora_targets="all-linear,experts,router")).total
+    assert both == attn + got
+
+
+def test_adapted_experts_keep_their_routed_inputs():
+    m = preset_model("mixtral-8x7b")
+    w = Workload(seq_len=512)
+    frozen = training_memory(m, w, Training(flash=True, precision="bf16", finetune="lora", lora_targets="q,v"))[0]
+    experts = training_memory(m, w, Training(flash=True, precision="bf16", finetune="lora", lora_targets="q,v,experts"))[0]
+    B, S, D, F, k, r = 1, 512, 4096, 14336, 2, 16
+    # the routed copies (D) and W_down's inputs (F) of the k experts a token visits come back, plus
+    # the rank-r intermediates of gate_up and down over k·B·S tokens
+    assert experts.mlp - frozen.mlp == 32 * 2 * k * B * S * (D + F + 2 * r)
+
+
+def test_dora_on_expert_parameters_is_refused(capsys):
+    code = run(["memory", "--preset", "mixtral-8x7b", "--S", "128", "--finetune", "dora", "--lora-targets", "experts"])
+    assert code == 2 and "DoRA" in capsys.readouterr().err

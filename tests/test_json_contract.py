@@ -70,7 +70,8 @@ def _documented_paths(command: str) -> set[str]:
         listing = "\n".join(re.split(r"\s{3,}", line.strip())[0] for line in block.splitlines())
     else:
         listing = " ".join(re.findall(r"`([^`]*)`", text.split("\n\n")[0]))
-    return {p for p in _expand(listing) if "." in p or p in RESULTS[command].model_fields}
+    paths = {p for p in _expand(listing) if "." in p or p in RESULTS[command].model_fields}
+    return {p for p in paths if not p.endswith((".md", ".py", ".yaml", ".json"))}  # file names in prose
 
 
 def _flat(data, prefix=""):

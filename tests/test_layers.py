@@ -15,7 +15,7 @@ PKG = REPO / "transformer_calc"
 LAYERS = [
     {"errors", "config", "inputs"},  # configs and the one reader of user files
     {"params", "hardware", "hf", "hf_2024", "memory", "flops", "inference", "timeline", "train", "sweep",
-     "finetune", "optimizers", "expected", "quant", "serving", "speculative"},
+     "finetune", "optimizers", "fp8", "expected", "quant", "serving", "speculative"},
     {"report", "render", "presets", "api"},  # glue: resolution, rendering, data files, the Python API
     {"cli", "_entry", "__main__", "__init__"},
 ]

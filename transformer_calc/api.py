@@ -186,7 +186,7 @@ def memory(model: Any = None, *, gpu: str | None = None, **options: Any) -> Memo
     """`tcalc memory`: the peak training memory per GPU (options: S, B, precision, p, grad_bytes,
     optimizer, recompute, flash, dropout, activations, framework, cross_entropy, micro_batches,
     fused_optimizer, T, sp, P, dp, zero, ep, etp, cp, finetune, lora_rank, lora_alpha, lora_targets,
-    train_embeddings, train_head, offload, offload_device)."""
+    train_embeddings, train_head, offload, offload_device, fp8_recipe)."""
     from transformer_calc.config import training_configs
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.report import memory_report
@@ -270,7 +270,7 @@ def train(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None 
           framework: str = "megatron", tokens: int | None = None, price_per_gpu_hour: float | None = None,
           matmul_efficiency: float | None = None, finetune: str = "full", lora_rank: int = 16,
           lora_targets: str = "all-linear", offload: str = "none", offload_device: str = "cpu",
-          **source: Any) -> TrainResult:
+          fp8_recipe: str = "none", **source: Any) -> TrainResult:
     """`tcalc train`: the step time of a layout (global_batch in sequences)."""
     from transformer_calc.config import Parallelism, Training, Workload
     from transformer_calc.presets import gpu as find_gpu
@@ -284,7 +284,8 @@ def train(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None 
     par = Parallelism(tensor=T, pipeline=P, virtual_stages=virtual_stages, context=cp, expert=ep,
                       data=gpus // (T * P * cp), sequence_parallel=sp, zero=zero)
     tr = Training(recompute=recompute, flash=flash, precision=precision, framework=framework, finetune=finetune,
-                  lora_rank=lora_rank, lora_targets=lora_targets, offload=offload, offload_device=offload_device)
+                  lora_rank=lora_rank, lora_targets=lora_targets, offload=offload, offload_device=offload_device,
+                  fp8_recipe=fp8_recipe)
     w = Workload(seq_len=S or m.max_seq_len, batch_size=micro_batch or 1)
     report = train_report(m, w, tr, par, device, global_batch=global_batch, micro_batch_given=micro_batch is not None,
                           network=default_network(device), matmul_efficiency=matmul_efficiency, tokens=tokens,

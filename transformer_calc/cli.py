@@ -355,11 +355,13 @@ FINETUNE = "Fine-tuning and offload"
 FinetuneOpt = Annotated[Optional[str], typer.Option("--finetune", help="full | lora | qlora (NF4 base, double quantization) | dora \\[default: full].", rich_help_panel=FINETUNE)]
 LoraRankOpt = Annotated[Optional[int], typer.Option("--lora-rank", help="r: the adapters' rank \\[default: 16].", rich_help_panel=FINETUNE, parser=_whole)]
 LoraAlphaOpt = Annotated[Optional[float], typer.Option("--lora-alpha", help="alpha (scales adapters by alpha/r): recorded, no effect on memory \\[default: none].", rich_help_panel=FINETUNE)]
-LoraTargetsOpt = Annotated[Optional[str], typer.Option("--lora-targets", help="Comma list of q,k,v,o,gate,up,down, or all-linear (PEFT's: every Linear but the LM head) \\[default: all-linear].", rich_help_panel=FINETUNE)]
+LoraTargetsOpt = Annotated[Optional[str], typer.Option("--lora-targets", help="Comma list of q,k,v,o,gate,up,down, all-linear (PEFT's: every Linear but the LM head), experts, router (MoE, PEFT target_parameters) \\[default: all-linear].", rich_help_panel=FINETUNE)]
 TrainEmbOpt = Annotated[Optional[bool], typer.Option("--train-embeddings/--no-train-embeddings", help="Train the token embedding too (PEFT modules_to_save) \\[default: off].", rich_help_panel=FINETUNE)]
+FP32UnqOpt = Annotated[Optional[bool], typer.Option("--fp32-unquantized/--no-fp32-unquantized", help="QLoRA: the parameters left unquantized (embeddings, LM head, norms) in fp32, as PEFT's prepare_model_for_kbit_training casts them \\[default: off].", rich_help_panel=FINETUNE)]
 TrainHeadOpt = Annotated[Optional[bool], typer.Option("--train-head/--no-train-head", help="Train the LM head too (PEFT modules_to_save) \\[default: off].", rich_help_panel=FINETUNE)]
 OffloadOpt = Annotated[Optional[str], typer.Option("--offload", help="none | optimizer (ZeRO-Offload: states, fp32 master, gradient partition) | optimizer+params (ZeRO-3) \\[default: none].", rich_help_panel=FINETUNE)]
 OffloadDeviceOpt = Annotated[Optional[str], typer.Option("--offload-device", help="cpu (host memory) | nvme (ZeRO-Infinity) \\[default: cpu].", rich_help_panel=FINETUNE)]
+FP8Opt = Annotated[Optional[str], typer.Option("--fp8-recipe", help="none | delayed | tensorwise | mxfp8 (Blackwell): FP8 GEMMs, FP8 weight copies, FP8-saved GEMM inputs (Transformer Engine) \\[default: none].", rich_help_panel=TRAINING)]
 SOpt = Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence (8k = 8192) \\[default: the model's max_seq_len].", rich_help_panel=WORKLOAD, parser=_length)]
 
 
@@ -397,8 +399,10 @@ def memory(
     lora_targets: LoraTargetsOpt = None,
     train_embeddings: TrainEmbOpt = None,
     train_head: TrainHeadOpt = None,
+    fp32_unquantized: FP32UnqOpt = None,
     offload: OffloadOpt = None,
     offload_device: OffloadDeviceOpt = None,
+    fp8_recipe: FP8Opt = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="Check the fit on this GPU, e.g. a100-80gb.", rich_help_panel=OUTPUT)] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -423,6 +427,7 @@ def memory(
         tensor=T, sequence_parallel=sp, pipeline=P, data=dp, zero=zero, expert=ep, expert_tensor=etp, context=cp, gpu=gpu,
         finetune=finetune, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets,
         train_embeddings=train_embeddings, train_head=train_head, offload=offload, offload_device=offload_device,
+        fp8_recipe=fp8_recipe, fp32_unquantized=fp32_unquantized,
     )
     workload, training, parallelism, gpu_name = training_configs(model, job.training if job else {}, flags)
     _note_seq_len(model, workload.seq_len, S is not None or bool(job and "seq_len" in job.training))
@@ -828,6 +833,9 @@ def sweep(
     metrics: Annotated[Optional[str], typer.Option("--metrics", help="Comma list: memory weights activations fits headroom flops train_days kv_cache inference_memory inference_fits ttft_s decode_s tokens_per_s bound \\[default: memory,flops (+ fits with --gpu)].")] = None,
     precision: Annotated[Optional[str], typer.Option("--precision", help="Training precision for every point.")] = None,
     optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="Optimizer for every point.")] = None,
+    finetune: FinetuneOpt = None,
+    lora_rank: LoraRankOpt = None,
+    lora_targets: LoraTargetsOpt = None,
     sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism for every point.")] = False,
     new_tokens: Annotated[int, typer.Option("--new-tokens", "--output-len", min=1, help="Inference: tokens generated per sequence.", parser=_whole)] = 1,
     tokens: Annotated[Optional[str], typer.Option("--tokens", help="train_days: the token budget, e.g. 300e9.")] = None,
@@ -883,7 +891,8 @@ def sweep(
     needs_gpu = {"fits", "headroom", "train_days"} | set(METRICS[7:])
     if not gpus and needs_gpu & set(wanted):
         raise TcalcError(f"metrics {', '.join(sorted(needs_gpu & set(wanted)))} need --gpu NAME")
-    fixed = {k: v for k, v in (("precision", precision), ("optimizer", optimizer)) if v is not None}
+    fixed = {k: v for k, v in (("precision", precision), ("optimizer", optimizer), ("finetune", finetune),
+                               ("lora_rank", lora_rank), ("lora_targets", lora_targets)) if v is not None}
     from transformer_calc.config import Training, build
 
     build(Training, dict(fixed), "sweep")  # an unknown --precision or --optimizer is an error, not an empty table
@@ -1140,6 +1149,7 @@ def train(
     lora_targets: LoraTargetsOpt = None,
     offload: OffloadOpt = None,
     offload_device: OffloadDeviceOpt = None,
+    fp8_recipe: FP8Opt = None,
     matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU].")] = None,
     node_size: NodeOpt = None,
     inter_node_gb_s: NicOpt = None,
@@ -1169,7 +1179,8 @@ def train(
 
     name = _compute_dtype(dtype, p)
     tuning = {k: v for k, v in (("finetune", finetune), ("lora_rank", lora_rank), ("lora_targets", lora_targets),
-                                 ("offload", offload), ("offload_device", offload_device)) if v is not None}
+                                 ("offload", offload), ("offload_device", offload_device),
+                                 ("fp8_recipe", fp8_recipe)) if v is not None}
     tr = build(Training, {"recompute": recompute, "flash": flash, "framework": framework,
                           **({"precision": precision} if precision is not None else {}),
                           **({"p": COMPUTE_DTYPE_BYTES[name]} if name is not None else {}), **tuning}, "train")

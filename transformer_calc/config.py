@@ -561,6 +561,8 @@ class LoraTarget(str, Enum):
     up = "up"
     down = "down"
     all_linear = "all-linear"  # PEFT's shorthand: every nn.Linear/Conv1D but the output layer
+    experts = "experts"  # MoE routed experts' stacked projections (PEFT target_parameters); never in all-linear
+    router = "router"  # the MoE router's weight (PEFT target_parameters); never in all-linear
 
 
 class Offload(str, Enum):
@@ -569,6 +571,15 @@ class Offload(str, Enum):
     none = "none"
     optimizer = "optimizer"  # optimizer states, fp32 master and the gradient partition
     optimizer_params = "optimizer+params"  # ... and the (ZeRO-3 partitioned) 16-bit parameters
+
+
+class FP8Recipe(str, Enum):
+    """FP8 training recipe (Transformer Engine; Megatron-core's --fp8-recipe names)."""
+
+    none = "none"
+    delayed = "delayed"  # per-tensor scales from a 1024-step amax history (Hopper, Ada, Blackwell)
+    tensorwise = "tensorwise"  # per-tensor scales from the current amax ("current scaling")
+    mxfp8 = "mxfp8"  # one E8M0 scale per 32 values (Blackwell)
 
 
 class OffloadDevice(str, Enum):
@@ -651,9 +662,31 @@ class Training(StrictInputs):
         default=(LoraTarget.all_linear,), min_length=1, description="modules that get adapters"
     )
     train_embeddings: bool = Field(default=False, description="the token embedding is trained too (PEFT modules_to_save)")
+    fp32_unquantized: bool = Field(
+        default=False,
+        description="QLoRA: the parameters bitsandbytes leaves unquantized are upcast to fp32 (PEFT prepare_model_for_kbit_training)",
+    )
     train_head: bool = Field(default=False, description="the LM head is trained too (PEFT modules_to_save)")
     offload: Offload = Field(default=Offload.none, description="ZeRO-Offload: what lives off the GPU")
     offload_device: OffloadDevice = Field(default=OffloadDevice.cpu, description="cpu (ZeRO-Offload) or nvme (ZeRO-Infinity)")
+    fp8_recipe: FP8Recipe = Field(
+        default=FP8Recipe.none, description="FP8 GEMMs with FP8 weight copies and FP8-saved GEMM inputs (Transformer Engine)"
+    )
+
+    @model_validator(mode="after")
+    def _fp8_compatible(self) -> Training:
+        if self.fp32_unquantized and self.finetune is not Finetune.qlora:
+            raise ValueError("fp32_unquantized upcasts what QLoRA leaves unquantized: it needs --finetune qlora")
+        if self.fp8_recipe is FP8Recipe.none:
+            return self
+        if self.precision is Precision.fp32 or self.p != 2:
+            raise ValueError(
+                f"fp8_recipe {self.fp8_recipe.value} keeps 16-bit weights and activations beside the FP8 copies: "
+                f"use precision mixed or bf16 with p 2 (not precision {self.precision.value}, p {self.p})"
+            )
+        if self.finetune is not Finetune.full:
+            raise ValueError(f"fp8_recipe {self.fp8_recipe.value} is modeled for full training; drop it or use --finetune full")
+        return self
 
     @property
     def adapters(self) -> bool:
@@ -727,8 +760,10 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "lora_targets": "training",
     "train_embeddings": "training",
     "train_head": "training",
+    "fp32_unquantized": "training",
     "offload": "training",
     "offload_device": "training",
+    "fp8_recipe": "training",
     "tensor": "parallelism",
     "sequence_parallel": "parallelism",
     "pipeline": "parallelism",

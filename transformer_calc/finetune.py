@@ -12,11 +12,14 @@ Conventions (docs/formulas.md "Fine-tuning"):
   adapted whole when any of its parts is named, as PEFT can only wrap the module. `all-linear` is
   PEFT's shorthand: every Linear/Conv1D module but the output layer (the LM head), OPT's embedding
   projections and a MoE block's shared expert and its gate included.
-- Routed MoE experts and routers are not adapted: transformers 5 stores experts as 3-D parameters
-  and routers as custom modules, which `all-linear` (a type match on nn.Linear) does not reach.
-  PEFT 0.21 converts Mixtral-pattern models (mixtral, qwen2_moe, qwen3_moe, deepseek_v3, glm4_moe) back to
-  their transformers-4 targets and adapts experts and router there, and Llama 4's router is an
-  nn.Linear: tcalc does not model those (docs/validation.md lists the differences).
+- Routed MoE experts and routers are not part of `all-linear`: transformers 5 stores experts as
+  3-D parameters and routers as custom modules, which `all-linear` (a type match on nn.Linear) does
+  not reach. The `experts` and `router` targets adapt them as PEFT's `target_parameters` does
+  (`adapter_linears`). PEFT 0.21's own `all-linear` converts Mixtral-pattern models (mixtral,
+  qwen2_moe, qwen3_moe, deepseek_v3, glm4_moe) back to their transformers-4 targets (experts and
+  router adapted, gate_up at rank 2r, dense MLPs and shared experts dropped), and Llama 4's router
+  is an nn.Linear: tcalc's `all-linear` does not reproduce those (tools/crosscheck/peft_params.py
+  compares those families on the other targets).
 - lora_alpha scales the adapter output by alpha/r: it changes no tensor's size (no memory term).
 - LoRA dropout is off (PEFT's default lora_dropout = 0: an nn.Identity, no mask, no copy of x).
 """
@@ -29,7 +32,6 @@ from transformer_calc.config import Finetune, LoraTarget, ModelConfig, Paralleli
 from transformer_calc.params import kv_heads_per_rank
 
 ATTENTION_TARGETS = frozenset({LoraTarget.q, LoraTarget.k, LoraTarget.v, LoraTarget.o})
-MLP_TARGETS = frozenset({LoraTarget.gate, LoraTarget.up, LoraTarget.down})
 
 # NF4 with double quantization (Dettmers et al. 2023, sec. 3 "Double Quantization"): 4-bit codes,
 # one absmax per block of 64 weights quantized to 8 bits, one fp32 constant per 256 such blocks.
@@ -40,6 +42,7 @@ NF4_BLOCKS_PER_GROUP = 256
 NF4_GROUP_CONSTANT_BYTES = 4  # the second-level constant c2 (fp32)
 
 ADAPTER_FP32_BYTES = 4  # PEFT autocast_adapter_dtype=True: adapters over a 16-bit base are fp32
+FP32_BYTES = 4
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class Linear:
     d_out: int
     split: str = "col"
     all_linear_only: bool = False  # selected by `all-linear` only (a shared expert's gate, OPT's projections)
+    count: int = 1  # identical modules on this rank (routed experts: n_experts / ep)
+    routed: bool = False  # a routed expert's: it sees k·B·S tokens over all `count` of them, not B·S each
 
 
 def _col(name: str, parts: set[LoraTarget], d_in: int, d_out: int, T: int) -> Linear:
@@ -127,15 +132,40 @@ def embedding_linears(m: ModelConfig) -> tuple[list[Linear], list[Linear]]:
     )
 
 
+PARAMETER_TARGETS = frozenset({LoraTarget.experts, LoraTarget.router})
+
+
 def selected(lin: Linear, targets: tuple[LoraTarget, ...]) -> bool:
+    if lin.parts & PARAMETER_TARGETS:  # never by all-linear: only when named
+        return bool(lin.parts & set(targets))
     if LoraTarget.all_linear in targets:
         return True
     return not lin.all_linear_only and bool(lin.parts & set(targets))
 
 
+def adapter_linears(m: ModelConfig, moe: bool, T: int = 1, ep: int = 1, etp: int | None = None) -> list[Linear]:
+    """Everything an adapter can go on in one block: `block_linears`, and in a MoE block the routed
+    experts' stacked projections and the router, as PEFT's `target_parameters` adapts them in
+    transformers 5 (an expert's fused gate_up, D -> 2·F_e, and its down, F_e -> D, each with its
+    own A and B of rank r; the router D -> n_experts)."""
+    out = block_linears(m, moe, T)
+    if moe:
+        etp = T if etp is None else etp
+        D, F, n = m.d_model, m.moe_d_ff // etp, m.n_experts // ep
+        ex = frozenset({LoraTarget.experts})
+        n_in = 2 if m.gated_mlp else 1
+        out.append(Linear("experts.gate_up_proj" if m.gated_mlp else "experts.up_proj", ex, D, n_in * F, "col",
+                          count=n, routed=True))
+        out.append(Linear("experts.down_proj", ex, F, D, "row", count=n, routed=True))
+        if m.router:
+            out.append(Linear("router", frozenset({LoraTarget.router}), D, m.n_experts, "rep"))
+    return out
+
+
 def adapter_params(lin: Linear, r: int, dora: bool) -> int:
-    """LoRA's A (r x d_in) and B (d_out x r), and DoRA's magnitude (d_out), on one rank."""
-    return r * (lin.d_in + lin.d_out) + (lin.d_out if dora else 0)
+    """LoRA's A (r x d_in) and B (d_out x r), and DoRA's magnitude (d_out), on one rank (for each of
+    `count` identical modules)."""
+    return lin.count * (r * (lin.d_in + lin.d_out) + (lin.d_out if dora else 0))
 
 
 @dataclass(frozen=True)
@@ -144,11 +174,11 @@ class Adapted:
 
     params: int  # trainable adapter parameters
     modules: int  # adapted Linear modules
-    out_features: int  # sum of the adapted modules' d_out (DoRA's saved outputs)
     gate_up: bool  # a module reading the MLP input is adapted
     down: bool  # W_down (or the shared expert's) is adapted
     qkv: bool  # a module reading the attention input is adapted
     o: bool  # the attention output projection is adapted
+    experts: bool = False  # the routed experts are adapted
 
 
 def adapted(linears: list[Linear], tr: Training) -> Adapted:
@@ -157,12 +187,12 @@ def adapted(linears: list[Linear], tr: Training) -> Adapted:
     chosen = [lin for lin in linears if selected(lin, tr.lora_targets)]
     return Adapted(
         params=sum(adapter_params(lin, tr.lora_rank, dora) for lin in chosen),
-        modules=len(chosen),
-        out_features=sum(lin.d_out for lin in chosen),
+        modules=sum(lin.count for lin in chosen),
         gate_up=any(lin.parts & {LoraTarget.gate, LoraTarget.up} for lin in chosen),
         down=any(LoraTarget.down in lin.parts for lin in chosen),
         qkv=any(lin.parts & {LoraTarget.q, LoraTarget.k, LoraTarget.v} for lin in chosen),
         o=any(LoraTarget.o in lin.parts for lin in chosen),
+        experts=any(lin.routed for lin in chosen),
     )
 
 
@@ -170,13 +200,17 @@ def check_targets(m: ModelConfig, tr: Training) -> None:
     """A target list that selects no module of this model is an error (PEFT raises too)."""
     if not tr.adapters:
         return
-    mods = block_linears(m, m.is_moe) + (block_linears(m, False) if m.is_moe and m.has_dense_mlp_layers else [])
+    mods = (adapter_linears(m, True) if m.n_moe_layers() else []) + (
+        block_linears(m, False) if m.has_dense_mlp_layers else [])
+    names = ",".join(t.value for t in tr.lora_targets)
     if not any(selected(lin, tr.lora_targets) for lin in mods):
-        names = ",".join(t.value for t in tr.lora_targets)
         raise ValueError(
-            f"lora_targets ({names}) select no module of this model (a plain MLP has no gate; MoE routed "
-            "experts are not adapted); choose from q,k,v,o,gate,up,down or all-linear"
+            f"lora_targets ({names}) select no module of this model (a plain MLP has no gate; experts and "
+            "router need a MoE model); choose from q,k,v,o,gate,up,down,experts,router or all-linear"
         )
+    if tr.finetune is Finetune.dora and set(tr.lora_targets) & PARAMETER_TARGETS:
+        raise ValueError(f"lora_targets ({names}): DoRA adapts modules, not the experts' or router's parameters "
+                         "(PEFT's target_parameters); use --finetune lora or drop experts,router")
 
 
 # ---------------------------------------------------------------------------- trainable params
@@ -202,7 +236,7 @@ def trainable_params(m: ModelConfig, tr: Training) -> Trainable:
     if not tr.adapters:
         return Trainable(adapters=0, embedding=0, head=counts.total, adapted_modules=0)
     n_moe = m.n_moe_layers()
-    per_moe = adapted(block_linears(m, True), tr) if n_moe else None
+    per_moe = adapted(adapter_linears(m, True), tr) if n_moe else None
     per_dense = adapted(block_linears(m, False), tr)
     first, last = embedding_linears(m)
     side = adapted(first + last, tr)
@@ -259,7 +293,8 @@ def frozen_weight_bytes(m: ModelConfig, tr: Training, params: int, blocks: dict[
     """(bytes, of which NF4) of `params` frozen parameters held by one GPU, whose blocks are
     `blocks` = {is_moe: count}. LoRA/DoRA: every parameter at p bytes. QLoRA: the blocks' Linear
     weights in NF4, the rest (embeddings, norms, biases, LM head, router) at p bytes, as
-    bitsandbytes leaves them."""
+    bitsandbytes leaves them (fp32 with `fp32_unquantized`, as PEFT's prepare_model_for_kbit_training
+    casts them)."""
     if tr.finetune is not Finetune.qlora:
         return params * tr.p, 0
     elems = nf4 = 0
@@ -267,7 +302,9 @@ def frozen_weight_bytes(m: ModelConfig, tr: Training, params: int, blocks: dict[
         e, b = quantized(block_matrices(m, moe, T, ep, etp))
         elems += count * e
         nf4 += count * b
-    return (params - elems) * tr.p + nf4, nf4
+    # PEFT's prepare_model_for_kbit_training casts every parameter that is not Params4bit to fp32
+    unquantized = FP32_BYTES if tr.fp32_unquantized else tr.p
+    return (params - elems) * unquantized + nf4, nf4
 
 
 def largest_quantized_matrix(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None) -> int:
@@ -285,6 +322,20 @@ class ActivationDelta:
     mlp: int
 
 
+def separate_adapter_inputs(tr: Training) -> bool:
+    """Whether each adapted module keeps its own copy of its input.
+
+    Mixed precision (PEFT's default over a 16-bit base: fp32 adapters, run under autocast): PEFT
+    casts the input to the adapter's dtype (`_cast_input_dtype`), and autocast casts it back to 16
+    bits for lora_A's matmul, which keeps that copy, one per adapted module (q, k and v each keep
+    one of the same input). Pure bf16 or fp32 (adapters in the base's dtype): no cast, lora_A keeps
+    the very tensor the base layer read, shared by every module that reads it.
+    """
+    from transformer_calc.config import Precision
+
+    return tr.precision is Precision.mixed
+
+
 def activation_delta(
     m: ModelConfig, B: int, S: int, S_rep: int, tr: Training, par: Parallelism, moe: bool, *,
     o_input_is_output: bool, down_input_needed: bool,
@@ -294,19 +345,24 @@ def activation_delta(
     Frozen matrices need no saved input: a Linear's input is kept only for its weight gradient
     (x^T dy); the input gradient (dy W^T) needs W alone, and PyTorch's autograd saves a tensor only
     for the gradients it will compute; bitsandbytes' 4-bit matmul keeps only the quantized weight.
-    So, unless an adapter reads it, these are dropped: the attention input (the norm's output,
-    read by q/k/v), W_O's input (unless it is the attention kernel's output that FlashAttention
-    keeps: `o_input_is_output`), the MLP input (gate/up; the router and frozen routed experts read it
-    too), W_down's input (unless the activation's backward needs it: `down_input_needed`), and the
-    routed experts' permuted inputs. Each adapted module keeps its rank-r intermediate (lora_B's
-    input, B·S·r); DoRA keeps two more d_out-wide tensors per module, the base output and the
-    scaled LoRA output, whose product with the magnitude needs them (PEFT DoraLinearLayer; the
-    weight norm is detached, Liu et al. 2024 sec. 4.3).
+    So these are dropped, unless an adapter reads the very tensor (shared inputs, pure bf16/fp32):
+    the attention input (the norm's output, read by q/k/v), W_O's input (unless it is the attention
+    kernel's output that FlashAttention keeps: `o_input_is_output`), the MLP input (gate/up; the
+    router and frozen routed experts read it too), W_down's input (unless the activation's backward
+    needs it: `down_input_needed`), and the routed experts' permuted inputs. Each adapted module
+    keeps its rank-r intermediate (lora_B's input, B·S·r) and, in mixed precision, its own 16-bit
+    copy of its input (`separate_adapter_inputs`) and autocast's 16-bit copies of its A and B (kept
+    for the input gradient: p·r·(d_in + d_out)). DoRA keeps two more d_out-wide tensors per module,
+    the base output and the scaled LoRA output, whose product with the magnitude needs them (PEFT
+    DoraLinearLayer; the weight norm is detached, Liu et al. 2024 sec. 4.3). Checked against
+    PyTorch's saved tensors by tools/crosscheck/lora_activations.py.
     """
     p, T = tr.p, par.tensor
     D = m.d_model
-    lin = block_linears(m, moe, T)
-    ad = adapted(lin, tr)
+    lin = adapter_linears(m, moe, T, par.expert, par.expert_tensor)
+    chosen = [x for x in lin if selected(x, tr.lora_targets)]
+    separate = separate_adapter_inputs(tr)
+    ad = adapted(lin, tr) if not separate else Adapted(0, 0, False, False, False, False)  # nothing shared
     attn = mlp = 0
     if not ad.qkv and not m.is_mla:
         attn -= p * B * S_rep * D
@@ -317,24 +373,29 @@ def activation_delta(
         mlp -= p * B * S_rep * D
     if not down_input_needed:
         if moe:  # the frozen routed experts' W_down inputs; the shared expert's unless adapted
-            mlp -= m.experts_per_token * p * B * S * (m.moe_d_ff // par.expert_tensor_size)
+            if not ad.experts:
+                mlp -= m.experts_per_token * p * B * S * (m.moe_d_ff // par.expert_tensor_size)
             if m.shared_expert_d_ff and not ad.down:
                 mlp -= p * B * S * (m.shared_expert_d_ff // T)
         elif not ad.down:
             mlp -= p * B * S * (m.d_ff // T)
-    if moe:
+    if moe and not ad.experts:
         mlp -= m.experts_per_token * p * B * S * D  # the routed copies the frozen experts read
-    attn_mods = [x for x in lin if selected(x, tr.lora_targets) and x.parts & ATTENTION_TARGETS]
-    mlp_mods = [x for x in lin if selected(x, tr.lora_targets) and not x.parts & ATTENTION_TARGETS]
     dora = 2 if tr.finetune is Finetune.dora else 0
     r = tr.lora_rank
-    attn += sum(p * B * S * (r + dora * x.d_out) for x in attn_mods)
-    mlp += sum(p * B * S * (r + dora * x.d_out) for x in mlp_mods)
+
+    def kept(x: Linear) -> int:
+        tokens = m.experts_per_token * B * S if x.routed else B * S  # a routed expert's modules share k·B·S
+        own = tokens * x.d_in + x.count * r * (x.d_in + x.d_out) if separate else 0  # input copy, A and B casts
+        return p * (tokens * (r + dora * x.d_out) + own)
+
+    attn += sum(kept(x) for x in chosen if x.parts & ATTENTION_TARGETS)
+    mlp += sum(kept(x) for x in chosen if not x.parts & ATTENTION_TARGETS)
     return ActivationDelta(attention=attn, mlp=mlp)
 
 
 # ---------------------------------------------------------------------------- step FLOPs
-ADAPTER_MATMULS = 2  # x @ A^T, then (x A^T) @ B^T
+FLOPS_PER_MAC = 2  # x @ A^T and (x A^T) @ B^T: r·(d_in + d_out) multiply-adds per token, 2 FLOPs each
 
 
 def adapter_flops_per_token(m: ModelConfig, tr: Training) -> int:
@@ -342,10 +403,14 @@ def adapter_flops_per_token(m: ModelConfig, tr: Training) -> int:
     if not tr.adapters:
         return 0
     n_moe = m.n_moe_layers()
-    per_moe = sum(2 * tr.lora_rank * (x.d_in + x.d_out) for x in block_linears(m, True) if selected(x, tr.lora_targets)) if n_moe else 0
-    per_dense = sum(2 * tr.lora_rank * (x.d_in + x.d_out) for x in block_linears(m, False) if selected(x, tr.lora_targets))
+
+    def per_token(x: Linear) -> int:  # a routed expert's adapters run on the k experts a token goes to
+        return FLOPS_PER_MAC * tr.lora_rank * (x.d_in + x.d_out) * (m.experts_per_token if x.routed else 1)
+
+    per_moe = sum(per_token(x) for x in adapter_linears(m, True) if selected(x, tr.lora_targets)) if n_moe else 0
+    per_dense = sum(per_token(x) for x in block_linears(m, False) if selected(x, tr.lora_targets))
     first, last = embedding_linears(m)
-    side = sum(2 * tr.lora_rank * (x.d_in + x.d_out) for x in first + last if selected(x, tr.lora_targets))
+    side = sum(FLOPS_PER_MAC * tr.lora_rank * (x.d_in + x.d_out) for x in first + last if selected(x, tr.lora_targets))
     return n_moe * per_moe + (m.n_layers - n_moe) * per_dense + side
 
 

@@ -121,6 +121,12 @@ class GPU(BaseModel):
     pcie_bytes_s: int | None = Field(
         default=None, gt=0, description="PCIe x16 host link, bytes/s, bidirectional"
     )
+    host_link: str | None = Field(
+        default=None, description="the GPU's link to host memory when not PCIe (Grace: 'NVLink-C2C')"
+    )
+    host_link_bytes_s: int | None = Field(
+        default=None, gt=0, description="that link's bandwidth per GPU, bytes/s, bidirectional"
+    )
     source: str = Field(min_length=1)
     verified: bool
     verified_via: str | None = None
@@ -151,6 +157,16 @@ def peak_flops(gpu: GPU, dtype: str) -> int:
         raise TcalcError(
             f"{gpu.name} has no {typed} peak in the hardware table; choose one of {have}"
         ) from None
+
+
+def host_bandwidth(gpu: GPU) -> tuple[str | None, int | None]:
+    """(link, bytes/s bidirectional) between the GPU and host memory: the Grace NVLink-C2C share
+    where the part has one, else its PCIe x16 link; (None, None) when the table has neither."""
+    if gpu.host_link_bytes_s is not None:
+        return gpu.host_link, gpu.host_link_bytes_s
+    if gpu.pcie_bytes_s is not None:
+        return "PCIe x16", gpu.pcie_bytes_s
+    return None, None
 
 
 def math_bandwidth(gpu: GPU, dtype: str) -> float:
@@ -247,6 +263,8 @@ class _Entry(BaseModel):
     fabric_gb_s: _Positive | None = None
     pcie_gb_s: _Positive | None = None
     pcie_gen: int | None = None
+    host_link: str | None = None
+    host_link_gb_s: _Positive | None = None
     source: str = Field(min_length=1)
     verified: bool
     verified_via: str | None = None
@@ -261,6 +279,8 @@ class _Entry(BaseModel):
             raise ValueError("give nvlink_gb_s or fabric_gb_s, not both")
         if (self.fabric is None) != (self.fabric_gb_s is None):
             raise ValueError("fabric (its name) and fabric_gb_s go together")
+        if (self.host_link is None) != (self.host_link_gb_s is None):
+            raise ValueError("host_link (its name) and host_link_gb_s go together")
         return self
 
     @field_validator("dense_tflops")
@@ -295,6 +315,8 @@ class _Entry(BaseModel):
             interconnect=link,
             interconnect_bytes_s=link_bytes_s,
             pcie_bytes_s=pcie,
+            host_link=self.host_link,
+            host_link_bytes_s=_exact(self.host_link_gb_s, GB) if self.host_link_gb_s is not None else None,
             source=self.source,
             verified=self.verified,
             verified_via=self.verified_via,

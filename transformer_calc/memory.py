@@ -30,6 +30,7 @@ from transformer_calc.config import (
     MASTER_COPY_BYTES,
     ActivationProfile,
     CrossEntropy,
+    FP8Recipe,
     Framework,
     MLPKind,
     ModelConfig,
@@ -113,9 +114,23 @@ def layer_activations(
     """
     moe = m.is_moe if moe is None else moe
     if tr.activations is ActivationProfile.torch_eager:
+        if tr.fp8_recipe is not FP8Recipe.none:
+            raise ValueError("fp8_recipe is a Transformer Engine recipe; the torch-eager profile models eager "
+                             "PyTorch: use --activations default")
         code = eager or eager_code(m)
         return _with_adapters(torch_eager_layer(m, w, tr, par, code, moe=moe), m, w, tr, par, moe, code)
-    return _with_adapters(_layer_activations(m, w, tr, par, moe), m, w, tr, par, moe, None)
+    return _with_fp8(_with_adapters(_layer_activations(m, w, tr, par, moe), m, w, tr, par, moe, None), m, w, tr, par, moe)
+
+
+def _with_fp8(acts: LayerActivations, m: ModelConfig, w: Workload, tr: Training, par: Parallelism, moe: bool) -> LayerActivations:
+    """The block's activations with GEMM inputs saved in FP8 (fp8.activation_delta)."""
+    if tr.fp8_recipe is FP8Recipe.none or tr.recompute is Recompute.full:
+        return acts
+    from transformer_calc.fp8 import activation_delta as fp8_delta
+
+    S_rep = _ceil_div(w.seq_len, par.tensor) if par.sequence_parallel else w.seq_len
+    attn, mlp = fp8_delta(m, w.batch_size, w.seq_len, S_rep, tr, par, moe, flash=tr.flash)
+    return LayerActivations(attention=acts.attention + attn, mlp=acts.mlp + mlp, norm=acts.norm)
 
 
 def _with_adapters(
@@ -264,6 +279,7 @@ class StageMemory:
     trainable: int | None = None  # parameters with gradients on this GPU before ZeRO (None: params)
     adapter_weights: int = 0  # of `weights`: the trainable parameters' copy (adapters, trained embedding/head)
     quantized_weights: int = 0  # of `weights`: the NF4 codes and constants (QLoRA)
+    fp8_weights: int = 0  # of `weights`: FP8 weight copies (both usages) and scaling state
     host_weights: int = 0  # off the GPU (ZeRO-Infinity parameter offload): 16-bit parameter partition
     host_gradients: int = 0  # off the GPU (ZeRO-Offload): fp32 gradient partition
     host_optimizer: int = 0  # off the GPU (ZeRO-Offload): optimizer states and fp32 master
@@ -351,10 +367,10 @@ def training_memory(
         working += 2 * 2 * w.batch_size * w.seq_len * kv_t * (m.head_dim + m.v_dim) // 2 * tr.p
     opt_bytes = optimizer_bytes_per_param(tr)
     if tr.adapters:
-        from transformer_calc.finetune import adapted, block_linears, check_targets, embedding_linears
+        from transformer_calc.finetune import adapted, adapter_linears, block_linears, check_targets, embedding_linears
 
         check_targets(m, tr)
-        ad_moe = adapted(block_linears(m, True, T), tr).params if m.is_moe else 0
+        ad_moe = adapted(adapter_linears(m, True, T, ep, par.expert_tensor), tr).params if m.is_moe else 0
         ad_dense = adapted(block_linears(m, False, T), tr).params
         side_first, side_last = (adapted(x, tr).params for x in embedding_linears(m))
         table = _ceil_div(m.vocab_size, T) * m.d_embedding
@@ -416,6 +432,19 @@ def training_memory(
             master = MASTER_COPY_BYTES if tr.precision is Precision.mixed and not tr.adapters else 0
             held = trainable if tr.adapters else params
             optimizer = master * opt_params + _ceil_div(states * opt_params, max(held, 1))
+        fp8_w = 0
+        if tr.fp8_recipe is not FP8Recipe.none:  # FP8 weight copies and scaling state (fp8.py)
+            from transformer_calc.fp8 import block_gemms, scaling_state_bytes, weight_copy_bytes
+
+            elems = gemms = 0
+            for moe_kind, count in ((True, n_moe), (False, n_dense)):
+                if count:
+                    e, g = block_gemms(m, moe_kind, T, ep, par.expert_tensor)
+                    elems, gemms = elems + count * e, gemms + count * g
+            fp8_w = weight_copy_bytes(elems, tr.fp8_recipe) + scaling_state_bytes(gemms, tr.fp8_recipe)
+            if zero >= 3:  # sharded with the weights they are copies of
+                fp8_w = _ceil_div(fp8_w * sharded(3), max(params, 1))
+            weights += fp8_w
         host_w = host_g = host_o = 0
         if tr.offload is not Offload.none:
             # ZeRO-Offload (Ren et al. 2021): optimizer states, fp32 master and the fp32 gradient
@@ -425,7 +454,7 @@ def training_memory(
             host_o, optimizer = optimizer, 0
             host_g, gradients = _ceil_div(trainable if tr.adapters else dense + experts, dp) * OFFLOAD_GRAD_BYTES, 0
             if tr.offload is Offload.optimizer_params:
-                host_w, weights, adapter_w, nf4 = weights, 0, 0, 0
+                host_w, weights, adapter_w, nf4, fp8_w = weights, 0, 0, 0, 0
 
         other = in_flight * ((first_extra if is_first else 0) + (last_extra if is_last else 0))
         stages.append(
@@ -445,6 +474,7 @@ def training_memory(
                 trainable=trainable if tr.adapters else None,
                 adapter_weights=adapter_w,
                 quantized_weights=nf4,
+                fp8_weights=fp8_w,
                 host_weights=host_w,
                 host_gradients=host_g,
                 host_optimizer=host_o,
@@ -660,15 +690,17 @@ def eager_code(m: ModelConfig) -> EagerCode:
     return replace(HF_GPT2, name=f"hf-gpt2 ({m.activation_impl or m.mlp.value})", act_extra=0)
 
 
-def _eager_norm(m: ModelConfig, p: int, tokens: int) -> int:
+def _eager_norm(m: ModelConfig, p: int, tokens: int, frozen: bool = False) -> int:
     """Bytes one norm keeps for backward over `tokens` tokens (its output is the next op's input,
-    counted there)."""
+    counted there). `frozen`: the norm's weight gets no gradient (adapters)."""
     D = m.d_model
     if m.norm is NormKind.rmsnorm:
         # LlamaRMSNorm: x.to(float32) (kept by pow(2) and by x * rsqrt; the input itself in fp32),
         # rsqrt(mean(x²) + eps) (kept by that product), the normalized x cast back to p bytes (kept
-        # by weight * x; without a weight the next matmul keeps it).
-        return FP32_BYTES * tokens * D + STAT_BYTES * tokens + (p * tokens * D if m.norm_affine else 0)
+        # by weight * x for the weight's gradient: not when the weight is frozen; without a weight
+        # the next matmul keeps it).
+        keeps_normalized = m.norm_affine and not frozen
+        return FP32_BYTES * tokens * D + STAT_BYTES * tokens + (p * tokens * D if keeps_normalized else 0)
     # torch.layer_norm keeps its input, mean and rstd (fp32 on CUDA; CPU keeps them in p bytes)
     return p * tokens * D + 2 * STAT_BYTES * tokens
 
@@ -738,7 +770,7 @@ def torch_eager_layer(
             mlp += (n_wide + code.act_extra) * p * B * S * (m.shared_expert_d_ff // T)
     mlp += resid_mask * B * S_rep * D
 
-    norm = m.norms_per_layer * _eager_norm(m, p, B * S_rep)
+    norm = m.norms_per_layer * _eager_norm(m, p, B * S_rep, frozen=tr.adapters)
     return LayerActivations(attention=attn, mlp=mlp, norm=norm)
 
 
@@ -756,14 +788,15 @@ def torch_eager_head(
     B, S, D, T, p = w.batch_size, w.seq_len, m.d_model, par.tensor, tr.p
     S_rep = _ceil_div(S, T) if par.sequence_parallel else S
     dropout = tr.dropout if tr.dropout is not None else m.dropout > 0
-    first = INDEX_BYTES * B * S
+    # the token ids, kept by the embedding for its weight's gradient (not when it is frozen)
+    first = INDEX_BYTES * B * S if not tr.adapters or tr.train_embeddings else 0
     if m.positional is Positional.learned:
-        first += INDEX_BYTES * S
+        first += INDEX_BYTES * S if not tr.adapters else 0  # position ids (the table is frozen under adapters)
     elif m.positional is Positional.rotary:
         first += 2 * p * S * m.head_dim
     if dropout and code.embed_dropout:
         first += MASK_BYTES * B * S_rep * D
-    last = _eager_norm(m, p, B * S_rep) if m.final_norm else 0
+    last = _eager_norm(m, p, B * S_rep, frozen=tr.adapters) if m.final_norm else 0
     last += p * B * S_rep * D if head_trained(m, tr) else 0  # LM head input (for its weight gradient)
     if tr.loss_kernel is not CrossEntropy.chunked:
         last += LOSS_BYTES * B * S * _ceil_div(m.vocab_size, T)

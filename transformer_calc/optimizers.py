@@ -174,7 +174,7 @@ def adapter_tensors(m: ModelConfig, tr: Training, T: int, n_moe: int, n_dense: i
     """The trainable tensors under adapters: A (r x d_in) and B (d_out x r) per adapted module,
     DoRA's magnitude vectors, a trained embedding or head."""
     from transformer_calc.config import Finetune
-    from transformer_calc.finetune import block_linears, embedding_linears, selected
+    from transformer_calc.finetune import adapter_linears, block_linears, embedding_linears, selected
 
     r = tr.lora_rank
     out: list[Tensors] = []
@@ -182,14 +182,14 @@ def adapter_tensors(m: ModelConfig, tr: Training, T: int, n_moe: int, n_dense: i
     def adapters(linears: list, n: int) -> None:
         for lin in linears:
             if selected(lin, tr.lora_targets):
-                out.append(Tensors("hidden", r, lin.d_in, n))
-                out.append(Tensors("hidden", lin.d_out, r, n))
+                out.append(Tensors("hidden", r, lin.d_in, n * lin.count))
+                out.append(Tensors("hidden", lin.d_out, r, n * lin.count))
                 if tr.finetune is Finetune.dora:
-                    out.append(Tensors("vector", lin.d_out, 0, n))
+                    out.append(Tensors("vector", lin.d_out, 0, n * lin.count))
 
     for moe, n in ((True, n_moe), (False, n_dense)):
         if n:
-            adapters(block_linears(m, moe, T), n)
+            adapters(adapter_linears(m, True, T) if moe else block_linears(m, False, T), n)
     side_first, side_last = embedding_linears(m)
     rows = -(-m.vocab_size // T)
     if first:

@@ -373,10 +373,28 @@ def memory_table(report: dict[str, Any]) -> Any:
     phases = "  ".join(f"{ph['phase']} {fmt_bytes(ph['total_bytes'])}" for ph in mem["phases"])
     acts = mem["activations"]
     bpp = mem["bytes_per_param"]
+    ft = report.get("finetune")
+    if ft:
+        first = (
+            f"{ft['method']} r={ft['lora_rank']} on {','.join(ft['lora_targets'])}: "
+            f"{ft['trainable_params']:,} trainable of {ft['frozen_params']:,} ({100 * ft['trainable_fraction']:.2f} %); "
+            f"frozen weights {ft['frozen_weight_format']}"
+            + (f" ({bpp['quantized_weights'] * 8:.3f} bits)" if bpp.get("quantized_weights") else "")
+            + f"; trainable {bpp['trainable_weights']}+{bpp['gradients']}+{bpp['optimizer']} bytes/param"
+        )
+    else:
+        first = (f"{tr['precision']} precision, p={tr['p']}, {tr['optimizer']}: "
+                 f"{bpp['weights']}+{bpp['gradients']}+{bpp['optimizer']} bytes/param; "
+                 f"{report['params']['per_gpu']:,} params on this GPU")
+    groups = mem.get("optimizer_groups", {}).get("groups", [])
     lines = [
-        f"{tr['precision']} precision, p={tr['p']}, {tr['optimizer']}: "
-        f"{bpp['weights']}+{bpp['gradients']}+{bpp['optimizer']} bytes/param; "
-        f"{report['params']['per_gpu']:,} params on this GPU",
+        first,
+        ("optimizer groups: " + "; ".join(
+            f"{g['group']} {g['bytes_per_param']:.3g} B/param" for g in groups if g["bytes_per_param"] is not None)
+         + (" (paged: unified memory, counted on the GPU)" if mem["optimizer_groups"].get("paged") else ""))
+        if len(groups) > 1 or tr["optimizer"] not in ("adamw", "adam", "sgd", "sgd-momentum", "lion") else "",
+        (f"FP8 ({tr['fp8_recipe']}): weight copies and scaling state {fmt_bytes(mem['weights_detail']['fp8_copies_bytes'])}"
+         if tr.get("fp8_recipe", "none") != "none" else ""),
         f"T={par['tensor']}{' +SP' if par['sequence_parallel'] else ''} P={par['pipeline']} "
         f"dp={par['data']} ZeRO-{par['zero']}; recompute={tr['recompute']}"
         f"{', flash' if tr['flash'] else ''}; activations profile: {tr['activations']}",
@@ -391,6 +409,13 @@ def memory_table(report: dict[str, Any]) -> Any:
         f"{fmt_bytes(mem['nvidia_smi_bytes'])} (+ CUDA context {fmt_bytes(mem['cuda_context_bytes'])}, "
         f"allocator reserve {fmt_bytes(mem['allocator_reserve_bytes'])})",
     ]
+    off = report.get("offload")
+    if off:
+        where = "NVMe" if off["device"] == "nvme" else "host memory"
+        per_gpu = off["nvme_bytes_per_gpu"] if off["device"] == "nvme" else off["host_bytes_per_gpu"]
+        per_node = off["nvme_bytes_per_node"] if off["device"] == "nvme" else off["host_bytes_per_node"]
+        lines.append(f"offload {off['what']} to {where}: {fmt_bytes(per_gpu)} per GPU, {fmt_bytes(per_node)} per node "
+                     f"of {off['gpus_per_node']} GPUs (the GPU holds the peak above)")
     if par["pipeline"] > 1:
         lines.append(f"most loaded pipeline stage: {mem['stage']} ({mem['in_flight_micro_batches']} micro-batches in flight)")
     lines.append(f"seed B_min (mixed precision saves memory above it): {report['b_min']:.3g}")

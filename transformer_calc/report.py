@@ -81,7 +81,7 @@ def presets_report() -> list[dict[str, Any]]:
 
 def gpu_dict(gpu: Any) -> dict[str, Any]:
     """One accelerator as a report row; λ_math derived per dtype."""
-    from transformer_calc.hardware import math_bandwidth
+    from transformer_calc.hardware import host_bandwidth, math_bandwidth
 
     peaks = dict(gpu.peak_flops)
     return {
@@ -95,6 +95,8 @@ def gpu_dict(gpu: Any) -> dict[str, Any]:
         "interconnect": gpu.interconnect,
         "interconnect_bytes_s": gpu.interconnect_bytes_s,
         "pcie_bytes_s": gpu.pcie_bytes_s,
+        "host_link": host_bandwidth(gpu)[0],
+        "host_link_bytes_s": host_bandwidth(gpu)[1],
         "source": gpu.source,
         "verified": gpu.verified,
         "notes": gpu.notes,
@@ -167,7 +169,8 @@ def memory_report(
             "weights_detail": {  # fine-tuning: frozen base (of it NF4) and the trainable copy
                 "frozen_bytes": worst.weights - worst.adapter_weights if tr.adapters else 0,
                 "quantized_bytes": worst.quantized_weights,
-                "trainable_bytes": worst.adapter_weights if tr.adapters else worst.weights,
+                "trainable_bytes": worst.adapter_weights if tr.adapters else worst.weights - worst.fp8_weights,
+                "fp8_copies_bytes": worst.fp8_weights,
             },
             "activations": {
                 "attention": worst.attention,
@@ -229,7 +232,7 @@ def _bytes_per_param(tr: Any) -> dict[str, Any]:
         return {"weights": tr.p, "gradients": tr.grad_bytes, "optimizer": optimizer_bytes_per_param(tr)}
     nf4_bits = 4 + 8 / NF4_BLOCK + 32 / (NF4_BLOCK * NF4_BLOCKS_PER_GROUP)
     return {
-        "weights": tr.p,  # frozen parameters not quantized
+        "weights": 4 if tr.fp32_unquantized else tr.p,  # frozen parameters not quantized
         "quantized_weights": nf4_bits / 8 if tr.finetune.value == "qlora" else None,
         "trainable_weights": trainable_weight_bytes(tr),
         "gradients": tr.grad_bytes,

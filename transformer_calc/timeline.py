@@ -320,9 +320,10 @@ def stage_timeline(
 
 
 def _opt_bytes(tr: Training) -> int:
-    from transformer_calc.memory import optimizer_bytes_per_param
+    """Optimizer bytes per parameter held (per trainable parameter under adapters: no master)."""
+    from transformer_calc.memory import optimizer_bytes_per_param, trainable_optimizer_bytes
 
-    return optimizer_bytes_per_param(tr)
+    return trainable_optimizer_bytes(tr) if tr.adapters else optimizer_bytes_per_param(tr)
 
 
 def peak_memory(

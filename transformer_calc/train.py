@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from transformer_calc.config import ModelConfig, Parallelism, Precision, Recompute, Training, Workload
+from transformer_calc.config import FP8Recipe, ModelConfig, Parallelism, Precision, Recompute, Training, Workload
 from transformer_calc.flops import count_flops
 from transformer_calc.params import count_params, kv_heads_per_rank, shard_params
 
@@ -181,10 +181,15 @@ def micro_batch_count(global_batch: int, par: Parallelism, micro_batch: int) -> 
     return m
 
 
+def _fp8_gemms(tr: Training) -> bool:
+    """FP8 matmuls: the seed's p = 1, or a Transformer Engine FP8 recipe (fp8.py)."""
+    return tr.p == 1 or tr.fp8_recipe.value != "none"
+
+
 def _peak(gpu, tr: Training) -> float:
     from transformer_calc.hardware import peak_dtype, peak_flops
 
-    dtype = "fp32" if tr.precision is Precision.fp32 else ("fp8" if tr.p == 1 else None)
+    dtype = "fp32" if tr.precision is Precision.fp32 else ("fp8" if _fp8_gemms(tr) else None)
     return float(peak_flops(gpu, peak_dtype(gpu, dtype)))
 
 
@@ -237,8 +242,11 @@ def estimate_step(
         skipped, added = finetune_step_flops(m, step, tr, is_full)
         executed = executed - skipped + added
     compute_s = executed / gpus / (peak * eff)
-    if tr.p == 1:  # FP8 recipes (Transformer Engine) keep attention in bf16: its core at the bf16 peak
-        bf16 = _peak(gpu, tr.model_copy(update={"p": 2}))
+    if tr.fp8_recipe.value == "mxfp8" and "fp4" not in gpu.peak_flops:
+        raise ValueError(f"fp8_recipe mxfp8 needs native microscaling (Blackwell, MI355X: parts with an fp4 peak); "
+                         f"{gpu.name} has none: use --fp8-recipe delayed or tensorwise")
+    if _fp8_gemms(tr):  # FP8 recipes (Transformer Engine) keep attention in bf16: its core at the bf16 peak
+        bf16 = _peak(gpu, tr.model_copy(update={"p": 2, "fp8_recipe": FP8Recipe.none}))
         cores = step.attention_cores * (3 + (1 if tr.recompute is not Recompute.none else 0))
         compute_s += cores / gpus / eff * (1 / bf16 - 1 / peak)
 
@@ -340,11 +348,16 @@ def estimate_step(
     # fetches the parameter partition for every micro-batch's forward and backward. Over PCIe, one
     # direction at half the bidirectional x16 figure, not overlapped (an upper bound: DeepSpeed
     # overlaps part of it). The host's CPU-Adam step is not priced; the GPU's optimizer time is 0.
+    # Grace-Blackwell parts reach host memory over NVLink-C2C instead (hardware.host_bandwidth).
     offload_s = 0.0
+    host_link, pcie = None, 0.0
     if tr.offload.value != "none":
-        if not gpu.pcie_bytes_s:
-            raise ValueError(f"{gpu.name} has no PCIe bandwidth in the hardware table; offload cannot be priced")
-        pcie = gpu.pcie_bytes_s / 2
+        from transformer_calc.hardware import host_bandwidth
+
+        host_link, host_bytes_s = host_bandwidth(gpu)
+        if not host_bytes_s:
+            raise ValueError(f"{gpu.name} has no host-link (PCIe) bandwidth in the hardware table; offload cannot be priced")
+        pcie = host_bytes_s / 2
         partition = trainable_local / dp
         moved = partition * (tr.grad_bytes + p)
         if tr.offload.value == "optimizer+params":
@@ -361,7 +374,7 @@ def estimate_step(
         assumptions={"matmul_efficiency": eff, "memory_efficiency": memory_efficiency,
                      "node_size": net.node_size, "intra_node_bytes_s": net.intra_bytes_s,
                      "inter_node_bytes_s": net.inter_bytes_s, "overlap_dp": overlap_dp,
-                     **({"offload_pcie_bytes_s": gpu.pcie_bytes_s / 2, "offload_overlapped": False,
+                     **({"offload_host_link": host_link, "offload_host_bytes_s": pcie, "offload_overlapped": False,
                          "cpu_optimizer_priced": False,
                          "nvme_drive_bandwidth_priced": False} if tr.offload.value != "none" else {})},
     )  # fmt: skip

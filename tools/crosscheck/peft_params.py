@@ -7,13 +7,15 @@ with transformers, wraps it with `peft.get_peft_model(model, LoraConfig(...))` a
 from the same config.json, for several adapter settings:
 
   all-linear (LoRA and DoRA), q,v, q,k,v,o, gate,up,down (gated MLPs) or up,down (plain MLPs),
-  and the untied LM head trained too (modules_to_save=["lm_head"]).
+  the untied LM head trained too (modules_to_save=["lm_head"]), and on MoE models the routed
+  experts and the router (`target_parameters` on the stacked expert tensors and the router weight).
 
 tcalc's targets become each family's module names (FAMILY_NAMES: GPT-2's c_attn for q/k/v, ...).
-Not compared, and said so: `all-linear` and the MLP targets on MoE models where PEFT 0.21 adapts
-routed experts or the router (Mixtral-pattern families, qwen2_moe included, through its
-transformers-4 target conversion; Llama 4's nn.Linear router) -- tcalc adapts neither (transformer_calc/finetune.py).
-The attention targets are compared on every family.
+Not compared, and said so: `all-linear` and the MLP targets on MoE models where PEFT 0.21's
+all-linear adapts routed experts or the router (Mixtral-pattern families, qwen2_moe included,
+through its transformers-4 target conversion; Llama 4's nn.Linear router), which tcalc's
+all-linear leaves out (transformer_calc/finetune.py). The attention, `experts` and `router`
+targets are compared on every family that has them.
 
 Needs torch, transformers and peft. Exits 1 on any mismatch.
 
@@ -70,6 +72,13 @@ FAMILY_NAMES: dict[str, dict[str, list[str]]] = {
 PEFT_ADAPTS_EXPERTS = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "glm4_moe", "llama4_text", "llama4",
                        "kimi_k2"}  # fmt: skip
 
+# Where each MoE family keeps its router: a parameter (target_parameters) or, in Llama 4, an nn.Linear.
+ROUTER: dict[str, dict[str, Any]] = {
+    "gpt_oss": {"target_modules": [], "target_parameters": ["mlp.router.weight"]},
+    "llama4_text": {"target_modules": ["feed_forward.router"]},
+    "llama4": {"target_modules": ["feed_forward.router"]},
+}
+
 Cfg = dict[str, Any]
 
 
@@ -106,6 +115,12 @@ def settings(model_type: str, m: ModelConfig, r: int) -> list[tuple[str, dict[st
                     {"target_modules": "all-linear", "use_dora": True}))
     for label, targets in named:
         out.append((label, {"lora_targets": ",".join(targets)}, {"target_modules": module_names(model_type, targets)}))
+    if m.n_moe_layers():  # the routed experts' stacked tensors and the router, through target_parameters
+        out.append(("experts", {"lora_targets": "experts"},
+                    {"target_modules": [], "target_parameters": ["experts.gate_up_proj", "experts.down_proj"]}))
+        if m.router:
+            router = ROUTER.get(model_type, {"target_modules": [], "target_parameters": ["mlp.gate.weight"]})
+            out.append(("router", {"lora_targets": "router"}, dict(router)))
     if not m.tied_embeddings:
         out.append(("q,v + lm_head", {"lora_targets": "q,v", "train_head": True},
                     {"target_modules": module_names(model_type, ["q", "v"]), "modules_to_save": ["lm_head"]}))
