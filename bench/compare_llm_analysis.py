@@ -89,11 +89,11 @@ def main() -> None:
     llm, tc = last_json_object(out_llm), json.loads(out_tc)
     per = tc["memory"]["per_gpu"]
     rows = [
-        ("weights", llm["weight_memory_per_gpu"], per["weights"]),
-        ("gradients", llm["gradient_memory_per_gpu"], per["gradients"]),
-        ("optimizer states", llm["optimizer_state_memory_per_gpu"], per["optimizer"]),
-        ("activations", llm["activation_memory_per_gpu"], per["activations"]),
-        ("total", llm["(weight+op_state+grad+act)_memory_per_gpu"], per["total"]),
+        ("weights", llm["weight_memory_per_gpu"], per["weights_bytes"]),
+        ("gradients", llm["gradient_memory_per_gpu"], per["gradients_bytes"]),
+        ("optimizer states", llm["optimizer_state_memory_per_gpu"], per["optimizer_bytes"]),
+        ("activations", llm["activation_memory_per_gpu"], per["activations_bytes"]),
+        ("total", llm["(weight+op_state+grad+act)_memory_per_gpu"], per["total_bytes"]),
         ("FLOPs per micro-batch", llm["num_flops_total_per_micro_batch"], None),
     ]
     print(f"machine: {machine()}")

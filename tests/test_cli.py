@@ -235,7 +235,7 @@ def test_memory_json_equals_library(capsys):
     )
     assert data == expected
     per = data["memory"]["per_gpu"]
-    assert per["total"] == per["weights"] + per["gradients"] + per["optimizer"] + per["activations"]
+    assert per["total_bytes"] == per["weights_bytes"] + per["gradients_bytes"] + per["optimizer_bytes"] + per["activations_bytes"]
     assert all(type(per[k]) is int for k in per)
     assert "fits" not in data
 
@@ -254,7 +254,7 @@ def test_memory_with_gpu_reports_fit(capsys):
 
 def test_memory_seed_letters_and_profile(capsys):
     data = call_json(capsys, "memory", "--preset", "gpt3", "--S", "2048", "--B", "2", "--p", "2", "--activations", "seed")
-    assert data["memory"]["per_gpu"]["activations"] == 2 * 2048 * (40_108_032 + 46_080 * 2048)  # errata GPT3-6
+    assert data["memory"]["per_gpu"]["activations_bytes"] == 2 * 2048 * (40_108_032 + 46_080 * 2048)  # errata GPT3-6
 
 
 def test_memory_p4_means_fp32(capsys):
@@ -266,7 +266,7 @@ def test_memory_p4_means_fp32(capsys):
 def test_memory_zero3_over_dp(capsys):
     a = call_json(capsys, "memory", "--preset", "gpt2", "--dp", "8", "--zero", "3", "--grad-bytes", "2")
     n = a["params"]["per_gpu"]
-    assert a["memory"]["per_gpu"]["weights"] + a["memory"]["per_gpu"]["gradients"] + a["memory"]["per_gpu"]["optimizer"] == 16 * (-(-n // 8))
+    assert a["memory"]["per_gpu"]["weights_bytes"] + a["memory"]["per_gpu"]["gradients_bytes"] + a["memory"]["per_gpu"]["optimizer_bytes"] == 16 * (-(-n // 8))
 
 
 @pytest.mark.parametrize(
@@ -299,7 +299,7 @@ def test_memory_absurd_sizes_stay_exact(capsys):
     data = json.loads(out)
     per = data["memory"]["per_gpu"]
     assert all(type(v) is int and v > 0 for v in per.values())
-    assert per["total"] == sum(per[k] for k in ("weights", "gradients", "optimizer", "activations"))
+    assert per["total_bytes"] == sum(per[k] for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes"))
     assert data["fits"] is False and data["fit"]["max_micro_batch"] == 0
 
 
@@ -328,9 +328,9 @@ def test_flops_training_time(capsys):
     tr = data["training"]
     assert tr["tokens"] == 300 * 10**9
     assert tr["flops"] == data["flops"]["per_token"] * 300 * 10**9
-    assert tr["seconds"] == pytest.approx(tr["flops"] / (1024 * 312e12 * 0.45))
-    assert tr["days"] == pytest.approx(tr["seconds"] / 86400)
-    assert tr["gpu_hours"] == pytest.approx(tr["seconds"] * 1024 / 3600)
+    assert tr["time_s"] == pytest.approx(tr["flops"] / (1024 * 312e12 * 0.45))
+    assert tr["days"] == pytest.approx(tr["time_s"] / 86400)
+    assert tr["gpu_hours"] == pytest.approx(tr["time_s"] * 1024 / 3600)
 
 
 def test_flops_compute_optimal(capsys):
@@ -383,9 +383,9 @@ def test_inference_json_keys_and_library(capsys):
     assert data["kv_cache"]["total_bytes"] == 6_710_886_400 == data["kv_cache"]["per_gpu_bytes"]
     est = estimate_inference(preset_model("llama-2-13b"), gpu("a100-80gb"), InferenceSpec(batch_size=1, prompt_len=8192))
     per = data["memory"]["per_gpu"]
-    assert (per["weights"], per["kv_cache"], per["total"]) == (est.memory.weights_bytes, est.memory.kv_cache_bytes, est.memory.total_bytes)
+    assert (per["weights_bytes"], per["kv_cache_bytes"], per["total_bytes"]) == (est.memory.weights_bytes, est.memory.kv_cache_bytes, est.memory.total_bytes)
     assert data["prefill"]["flops"] == est.prefill.flops and data["prefill"]["bound"] in ("compute", "memory")
-    assert data["decode"]["seconds_per_token"] == est.decode.seconds_per_token
+    assert data["decode"]["time_per_output_token_s"] == est.decode.seconds_per_token
     assert data["decode"]["tokens_per_s"] == est.decode.tokens_per_s
     assert data["decode"]["bound"] == "memory"
 
@@ -396,14 +396,14 @@ def test_inference_seed_falcon_mha_and_real_gqa(capsys):
     real = call_json(capsys, "inference", "--preset", "falcon-40b", "--T", "4", "--B", "1", "--S", "2048")
     assert mha["kv_cache"]["total_bytes"] == 4_026_531_840  # 2·p·S·D·L = 2·2·2048·8192·60 (errata FAL-2)
     assert mha["kv_cache"]["total_bytes"] == 16 * real["kv_cache"]["total_bytes"]
-    assert mha["memory"]["per_gpu"]["weights"] == real["memory"]["per_gpu"]["weights"]
+    assert mha["memory"]["per_gpu"]["weights_bytes"] == real["memory"]["per_gpu"]["weights_bytes"]
 
 
 def test_inference_tensor_parallel_adds_communication(capsys):
     one = call_json(capsys, "inference", "--preset", "llama-2-7b", "--S", "1024", "--new-tokens", "64")
     four = call_json(capsys, "inference", "--preset", "llama-2-7b", "--S", "1024", "--new-tokens", "64", "--T", "4")
     assert one["prefill"]["communication_s"] == 0 and four["prefill"]["communication_s"] > 0
-    assert four["memory"]["per_gpu"]["weights"] < one["memory"]["per_gpu"]["weights"]
+    assert four["memory"]["per_gpu"]["weights_bytes"] < one["memory"]["per_gpu"]["weights_bytes"]
 
 
 def test_inference_naive_mode_and_dtypes(capsys):
@@ -412,7 +412,7 @@ def test_inference_naive_mode_and_dtypes(capsys):
     assert naive["decode"]["flops"] > 100 * cached["decode"]["flops"]
     int4 = call_json(capsys, "inference", "--preset", "llama-2-7b", "--weight-dtype", "int4")
     bf16 = call_json(capsys, "inference", "--preset", "llama-2-7b")
-    assert int4["memory"]["per_gpu"]["weights"] == -(-bf16["memory"]["per_gpu"]["weights"] // 4)
+    assert int4["memory"]["per_gpu"]["weights_bytes"] == -(-bf16["memory"]["per_gpu"]["weights_bytes"] // 4)
 
 
 def test_inference_from_job_file(tmp_path, capsys):
@@ -448,7 +448,7 @@ def test_memory_torch_eager_tells_gelu_variants_apart(tmp_path, capsys):
         f.write_text(json.dumps({**base, "activation_function": act}))
         data = call_json(capsys, "memory", "--hf-config", str(f), "--S", "256", "--activations", "torch-eager", "--precision", "bf16")
         assert data["model"]["activation_impl"] == act
-        totals[act] = data["memory"]["activations"]["mlp"]
+        totals[act] = data["memory"]["activations"]["mlp_bytes"]
     assert totals["gelu_new"] - totals["gelu"] == 2 * 3 * 2 * 256 * 512  # L · 3 · p · S · F
 
 

@@ -260,8 +260,8 @@ def test_cli_inference_expert_parallel(capsys):
     dp_attn = _json(capsys, "inference", "--preset", "deepseek-v3", "--T", "8", "--ep", "32", "--gpu", "h200",
                     "--S", "4096", "--weight-dtype", "fp8")
     assert t8["inference"]["gpus"] == 8 and dp_attn["inference"]["gpus"] == 32
-    assert dp_attn["memory"]["per_gpu"]["weights"] < t8["memory"]["per_gpu"]["weights"]
-    assert dp_attn["memory"]["per_gpu"]["kv_cache"] == t8["memory"]["per_gpu"]["kv_cache"]  # latent, per group
+    assert dp_attn["memory"]["per_gpu"]["weights_bytes"] < t8["memory"]["per_gpu"]["weights_bytes"]
+    assert dp_attn["memory"]["per_gpu"]["kv_cache_bytes"] == t8["memory"]["per_gpu"]["kv_cache_bytes"]  # latent, per group
 
 
 def test_dense_first_layers_make_a_later_pipeline_stage_the_most_loaded():
@@ -321,8 +321,8 @@ def test_cli_memory_expert_parallel_splits_the_experts(capsys):
     moved = mixtral.n_moe_layers * 7 * mixtral.layer.mlp_weights // 8  # 7 of 8 experts per layer leave
     assert one["params"]["per_gpu"] - ep8["params"]["per_gpu"] == moved
     # weights and gradients of the moved experts leave; ZeRO-0: optimizer states too
-    assert one["memory"]["per_gpu"]["weights"] - ep8["memory"]["per_gpu"]["weights"] == 2 * moved
-    assert one["memory"]["per_gpu"]["optimizer"] - ep8["memory"]["per_gpu"]["optimizer"] == 12 * moved
+    assert one["memory"]["per_gpu"]["weights_bytes"] - ep8["memory"]["per_gpu"]["weights_bytes"] == 2 * moved
+    assert one["memory"]["per_gpu"]["optimizer_bytes"] - ep8["memory"]["per_gpu"]["optimizer_bytes"] == 12 * moved
 
 
 def test_cli_sweep_has_an_ep_axis(capsys):

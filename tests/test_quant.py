@@ -145,9 +145,9 @@ def test_cli_weight_dtype_format(capsys):
     assert run(["inference", "--preset", "gpt-oss-120b", "--gpu", "h100", "--S", "1024", "-f", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["inference"]["weight_dtype"] == "mxfp4"
-    assert out["memory"]["per_gpu"]["weights"] == 65_248_815_744
+    assert out["memory"]["per_gpu"]["weights_bytes"] == 65_248_815_744
     assert run(["inference", "--preset", "llama-2-7b", "--weight-dtype", "Q4_K_M", "--S", "128", "-f", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["memory"]["per_gpu"]["weights"] == pytest.approx(4.08e9, rel=0.002)
+    assert json.loads(capsys.readouterr().out)["memory"]["per_gpu"]["weights_bytes"] == pytest.approx(4.08e9, rel=0.002)
     assert run(["inference", "--preset", "llama-2-7b", "--weight-dtype", "q3_k_xl", "--S", "128"]) == 2
     assert "weight_dtype" in capsys.readouterr().err
 

@@ -144,4 +144,4 @@ def test_train_budget_and_chosen_micro_batch(capsys):
               "--global-batch", "64", "--S", "4096", "--tokens", "1T", "--price-per-gpu-hour", "2")
     assert d["batch"]["micro_batch_chosen"] and d["batch"]["tried"]
     b = d["budget"]
-    assert b["gpu_hours"] == pytest.approx(b["seconds"] * 8 / 3600) and b["cost"] == pytest.approx(2 * b["gpu_hours"])
+    assert b["gpu_hours"] == pytest.approx(b["time_s"] * 8 / 3600) and b["cost"] == pytest.approx(2 * b["gpu_hours"])

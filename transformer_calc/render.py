@@ -402,9 +402,9 @@ def memory_table(report: dict[str, Any]) -> Any:
         if mem["activation_ratio"] is not None
         else "",
         f"phases: {phases}",
-        f"stored activations: attention {fmt_bytes(acts['attention'])}, MLP {fmt_bytes(acts['mlp'])}, "
-        f"norms {fmt_bytes(acts['norm'])}, embedding/head/loss {fmt_bytes(acts['other'])}"
-        + (f", recompute working set {fmt_bytes(acts['recompute_working'])}" if acts["recompute_working"] else ""),
+        f"stored activations: attention {fmt_bytes(acts['attention_bytes'])}, MLP {fmt_bytes(acts['mlp_bytes'])}, "
+        f"norms {fmt_bytes(acts['norm_bytes'])}, embedding/head/loss {fmt_bytes(acts['other_bytes'])}"
+        + (f", recompute working set {fmt_bytes(acts['recompute_working_bytes'])}" if acts["recompute_working_bytes"] else ""),
         f"framework conventions: {tr['framework']}; nvidia-smi would show about "
         f"{fmt_bytes(mem['nvidia_smi_bytes'])} (+ CUDA context {fmt_bytes(mem['cuda_context_bytes'])}, "
         f"allocator reserve {fmt_bytes(mem['allocator_reserve_bytes'])})",
@@ -556,7 +556,7 @@ def inference_table(report: dict[str, Any]) -> Any:
 
     inf, mem, kv = report["inference"], report["memory"], report["kv_cache"]
     per, cap = mem["per_gpu"], mem["capacity_bytes"]
-    scale = max(per["total"], cap) or 1
+    scale = max(per["total_bytes"], cap) or 1
     title = (
         f"Inference: {report['model'].get('name') or 'custom model'} on {inf['gpus']} × {inf['gpu']}, "
         f"B={inf['batch_size']} S={inf['prompt_len']} new={inf['new_tokens']}"
@@ -566,13 +566,13 @@ def inference_table(report: dict[str, Any]) -> Any:
     t.columns[2].no_wrap = True
     t.columns[2].overflow = "crop"
     for label, value in (
-        (f"weights ({inf['weight_dtype']})", per["weights"]),
-        (f"KV cache ({inf['kv_dtype']}, {kv['context_len']} tokens)", per["kv_cache"]),
-        ("workspace", per["workspace"]),
+        (f"weights ({inf['weight_dtype']})", per["weights_bytes"]),
+        (f"KV cache ({inf['kv_dtype']}, {kv['context_len']} tokens)", per["kv_cache_bytes"]),
+        ("workspace", per["workspace_bytes"]),
     ):
         t.add_row(label, fmt_bytes(value), _bar(value / scale))
     t.add_section()
-    t.add_row("total", fmt_bytes(per["total"]), _bar(per["total"] / scale), style="bold")
+    t.add_row("total", fmt_bytes(per["total_bytes"]), _bar(per["total_bytes"] / scale), style="bold")
     t.add_row("capacity", fmt_bytes(cap), _bar(cap / scale), style="dim")
 
     r = _table("Per GPU (ms): roofline bound, and expected", "step", "compute", "memory", "comm", "bound",
@@ -583,7 +583,7 @@ def inference_table(report: dict[str, Any]) -> Any:
                           ("decode, first", report["decode"]["first_step"], ex.get("decode_first_step")),
                           ("decode, last", report["decode"]["last_step"], ex.get("decode_last_step"))):
         r.add_row(label, _num(1e3 * st["compute_s"]), _num(1e3 * st["memory_s"]),
-                  _num(1e3 * st["communication_s"]), _num(1e3 * st["seconds"]), st["bound"], _num(st["intensity"]),
+                  _num(1e3 * st["communication_s"]), _num(1e3 * st["time_s"]), st["bound"], _num(st["intensity"]),
                   _num(1e3 * xs["time_s"]) if xs else "")
     dec = report["decode"]
     lam = report["prefill"]["math_bandwidth"]
@@ -607,7 +607,7 @@ def inference_table(report: dict[str, Any]) -> Any:
         f"largest batch at this context: {mem['max_batch_size']}; longest prompt at this batch: {mem['max_prompt_len']}; "
         f"smallest T that fits: {mem['min_tensor_parallel'] or 'none'}",
         f"time to first token {fmt_s(report['time_to_first_token_s'])}; time per output token "
-        f"{fmt_s(dec['seconds_per_token'])} ({dec['bound']}-bound); {dec['tokens_per_s']:,.0f} tokens/s decoding; "
+        f"{fmt_s(dec['time_per_output_token_s'])} ({dec['bound']}-bound); {dec['tokens_per_s']:,.0f} tokens/s decoding; "
         f"total {fmt_s(report['total_s'])}",
         f"λ_math = {lam:.0f} FLOP/B; decode turns compute-bound at B ≈ {cb if cb else 'never (KV reads dominate)'} "
         f"(weights only: {report['compute_bound_batch_weights_only']:.0f})",

@@ -160,11 +160,11 @@ def memory_report(
             "nvidia_smi_bytes": peak.total + CUDA_CONTEXT_BYTES + reserve,
             "phases": [ph.as_dict() for ph in timeline.phases],
             "per_gpu": {
-                "weights": worst.weights,
-                "gradients": worst.gradients,
-                "optimizer": worst.optimizer,
-                "activations": worst.activations,
-                "total": worst.total,
+                "weights_bytes": worst.weights,
+                "gradients_bytes": worst.gradients,
+                "optimizer_bytes": worst.optimizer,
+                "activations_bytes": worst.activations,
+                "total_bytes": worst.total,
             },
             "weights_detail": {  # fine-tuning: frozen base (of it NF4) and the trainable copy
                 "frozen_bytes": worst.weights - worst.adapter_weights if tr.adapters else 0,
@@ -173,11 +173,11 @@ def memory_report(
                 "fp8_copies_bytes": worst.fp8_weights,
             },
             "activations": {
-                "attention": worst.attention,
-                "mlp": worst.mlp,
-                "norm": worst.norm,
-                "other": worst.other,
-                "recompute_working": worst.recompute_working,
+                "attention_bytes": worst.attention,
+                "mlp_bytes": worst.mlp,
+                "norm_bytes": worst.norm,
+                "other_bytes": worst.other,
+                "recompute_working_bytes": worst.recompute_working,
             },
             "activation_ratio": worst.activations / non_act if non_act else None,
             "stage": worst.stage,
@@ -189,9 +189,9 @@ def memory_report(
                     "stage": tl.stage.stage,
                     "n_layers": tl.stage.n_layers,
                     "params": tl.stage.params,
-                    "model_states": tl.stage.model_states,
-                    "activations": tl.stage.activations,
-                    "total": tl.stage.total,
+                    "model_states_bytes": tl.stage.model_states,
+                    "activations_bytes": tl.stage.activations,
+                    "total_bytes": tl.stage.total,
                     "peak_bytes": tl.peak_bytes,
                     "peak_phase": tl.peak.name,
                 }
@@ -536,7 +536,7 @@ def flops_report(
                     "dtype": used,
                     "peak_flops_per_gpu": peak,
                     "mfu": mfu,
-                    "seconds": seconds,
+                    "time_s": seconds,
                     "days": seconds / F.SECONDS_PER_DAY,
                     "gpu_hours": F.gpu_hours(seconds, gpus),
                 }
@@ -842,7 +842,7 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
             "compute_s": r.compute_s,
             "memory_s": r.memory_s,
             "communication_s": s.comm.seconds,
-            "seconds": s.seconds,
+            "time_s": s.seconds,
             "bound": s.bound,
             "intensity": r.intensity,
             "math_bandwidth": r.math_bandwidth,
@@ -878,10 +878,10 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
         },
         "memory": {
             "per_gpu": {
-                "weights": mem.weights_bytes,
-                "kv_cache": mem.kv_cache_bytes,
-                "workspace": mem.workspace_bytes,
-                "total": mem.total_bytes,
+                "weights_bytes": mem.weights_bytes,
+                "kv_cache_bytes": mem.kv_cache_bytes,
+                "workspace_bytes": mem.workspace_bytes,
+                "total_bytes": mem.total_bytes,
             },
             "capacity_bytes": mem.capacity_bytes,
             "headroom_bytes": mem.capacity_bytes - mem.total_bytes,
@@ -893,8 +893,8 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
         "prefill": step(pre),
         "decode": {
             "steps": dec.steps,
-            "seconds": dec.seconds,
-            "seconds_per_token": dec.seconds_per_token,
+            "time_s": dec.seconds,
+            "time_per_output_token_s": dec.seconds_per_token,
             "tokens_per_s": dec.tokens_per_s,
             "bound": dec.bound,
             "compute_bound_steps": dec.compute_bound_steps,
@@ -1092,7 +1092,7 @@ def train_report(
     if tokens is not None:
         seconds = tokens / est.tokens_per_s
         budget: dict[str, Any] = {"tokens": tokens, "steps": -(-tokens // (global_batch * w.seq_len)),
-                                  "seconds": seconds, "days": seconds / SECONDS_PER_DAY,
+                                  "time_s": seconds, "days": seconds / SECONDS_PER_DAY,
                                   "gpu_hours": seconds * est.gpus / SECONDS_PER_HOUR}
         if price_per_gpu_hour is not None:
             budget["cost"] = budget["gpu_hours"] * price_per_gpu_hour
