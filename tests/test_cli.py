@@ -508,3 +508,4 @@ def test_numbers_as_people_type_them(capsys, argv, field, value):
 def test_non_integral_flag_is_an_error_naming_it(capsys):
     code, out, err = call(capsys, "flops", "--preset", "gpt2", "--B", "2.5")
     assert code == 2 and out == "" and err.startswith("Error: --B / --batch-size ('2.5'): '2.5' is not a whole number")
+

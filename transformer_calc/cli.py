@@ -77,34 +77,34 @@ OUTPUT = "Output"
 
 # ---------------------------------------------------------------------------- shared options
 PresetOpt = Annotated[
-    Optional[str], typer.Option("--preset", help="Model preset name (see `tcalc presets`).", rich_help_panel=MODEL)
+    Optional[str], typer.Option("--preset", help="Model preset name (see `tcalc presets`) \\[default: none: give one model source].", rich_help_panel=MODEL)
 ]
 ConfigOpt = Annotated[
     Optional[Path],
-    typer.Option("--config", help="tcalc YAML file describing the model.", rich_help_panel=MODEL),
+    typer.Option("--config", help="tcalc YAML file describing the model \\[default: none].", rich_help_panel=MODEL),
 ]
 HFConfigOpt = Annotated[
     Optional[Path],
-    typer.Option("--hf-config", help="Hugging Face config.json (read offline).", rich_help_panel=MODEL),
+    typer.Option("--hf-config", help="Hugging Face config.json (read offline) \\[default: none].", rich_help_panel=MODEL),
 ]
-LOpt = Annotated[Optional[int], typer.Option("--L", "--n-layers", help="L: transformer layers.", rich_help_panel=OVERRIDES, parser=_whole)]
-DOpt = Annotated[Optional[int], typer.Option("--D", "--d-model", help="D: hidden size.", rich_help_panel=OVERRIDES, parser=_whole)]
-AOpt = Annotated[Optional[int], typer.Option("--A", "--n-heads", help="A: attention heads.", rich_help_panel=OVERRIDES, parser=_whole)]
+LOpt = Annotated[Optional[int], typer.Option("--L", "--n-layers", help="L: transformer layers \\[default: the model's].", rich_help_panel=OVERRIDES, parser=_whole)]
+DOpt = Annotated[Optional[int], typer.Option("--D", "--d-model", help="D: hidden size \\[default: the model's].", rich_help_panel=OVERRIDES, parser=_whole)]
+AOpt = Annotated[Optional[int], typer.Option("--A", "--n-heads", help="A: attention heads \\[default: the model's].", rich_help_panel=OVERRIDES, parser=_whole)]
 KVOpt = Annotated[
-    Optional[int], typer.Option("--kv-heads", "--n-kv-heads", help="Key/value heads (GQA/MQA).", rich_help_panel=OVERRIDES)
+    Optional[int], typer.Option("--kv-heads", "--n-kv-heads", help="Key/value heads (GQA/MQA) \\[default: the model's].", rich_help_panel=OVERRIDES)
 ]
-HeadDimOpt = Annotated[Optional[int], typer.Option("--head-dim", help="Per-head width.", rich_help_panel=OVERRIDES, parser=_whole)]
+HeadDimOpt = Annotated[Optional[int], typer.Option("--head-dim", help="Per-head width \\[default: the model's, else D/A].", rich_help_panel=OVERRIDES, parser=_whole)]
 EOpt = Annotated[
-    Optional[float], typer.Option("--E", "--expansion", help="E: MLP expansion, d_ff = E*D.", rich_help_panel=OVERRIDES)
+    Optional[float], typer.Option("--E", "--expansion", help="E: MLP expansion, d_ff = E*D \\[default: the model's].", rich_help_panel=OVERRIDES)
 ]
-DffOpt = Annotated[Optional[int], typer.Option("--d-ff", help="MLP inner width.", rich_help_panel=OVERRIDES, parser=_whole)]
-VOpt = Annotated[Optional[int], typer.Option("--V", "--vocab-size", help="V: vocabulary size.", rich_help_panel=OVERRIDES, parser=_whole)]
+DffOpt = Annotated[Optional[int], typer.Option("--d-ff", help="MLP inner width \\[default: the model's, else E·D].", rich_help_panel=OVERRIDES, parser=_whole)]
+VOpt = Annotated[Optional[int], typer.Option("--V", "--vocab-size", help="V: vocabulary size \\[default: the model's].", rich_help_panel=OVERRIDES, parser=_whole)]
 KOpt = Annotated[
-    Optional[int], typer.Option("--K", "--max-seq-len", help="K: block size (learned positions).", rich_help_panel=OVERRIDES)
+    Optional[int], typer.Option("--K", "--max-seq-len", help="K: block size (learned positions) \\[default: the model's].", rich_help_panel=OVERRIDES)
 ]
 SetOpt = Annotated[
     Optional[list[str]],
-    typer.Option("--set", help="Any model field: --set mlp=swiglu --set tied_embeddings=false.", rich_help_panel=OVERRIDES),
+    typer.Option("--set", help="Any model field: --set mlp=swiglu --set tied_embeddings=false \\[default: none].", rich_help_panel=OVERRIDES),
 ]
 FormatOpt = Annotated[
     OutputFormat, typer.Option("--format", "-f", help="Output format.", rich_help_panel=OUTPUT, case_sensitive=False)
@@ -371,15 +371,15 @@ def memory(
     source: ModelArgs,
     S: SOpt = None,
     B: Annotated[Optional[int], typer.Option("--B", "--batch-size", help="B: micro-batch per GPU (sequences) \\[default: 1].", rich_help_panel=WORKLOAD, parser=_whole)] = None,
-    precision: Annotated[Optional[str], typer.Option("--precision", help="mixed (16-bit + fp32 master, the seed's) | fp32 | bf16 (pure).", rich_help_panel=TRAINING)] = None,
+    precision: Annotated[Optional[str], typer.Option("--precision", help="mixed (16-bit + fp32 master, the seed's) | fp32 | bf16 (pure) \\[default: mixed; fp32 with --dtype fp32].", rich_help_panel=TRAINING)] = None,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help=DTYPE_HELP + "; fp32 implies --precision fp32 \\[default: bf16].", rich_help_panel=TRAINING)] = None,
     p: Annotated[Optional[int], typer.Option("--p", help=PHelp + "; 4 implies fp32 \\[default: 2].", rich_help_panel=TRAINING, parser=_whole)] = None,
     grad_bytes: Annotated[Optional[int], typer.Option("--grad-bytes", help="Bytes per gradient \\[default: 4 mixed (seed), 4 fp32, 2 bf16].", rich_help_panel=TRAINING, parser=_whole)] = None,
-    optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="adamw (default) | adam | sgd | sgd-momentum | lion | adam-8bit | adamw-8bit | paged-adamw-8bit | adafactor | muon.", rich_help_panel=TRAINING)] = None,
-    recompute: Annotated[Optional[str], typer.Option("--recompute", help="none (default) | selective | full (Korthikanti et al. 2022).", rich_help_panel=TRAINING)] = None,
+    optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="adamw | adam | sgd | sgd-momentum | lion | adam-8bit | adamw-8bit | paged-adamw-8bit | adafactor | muon \\[default: adamw].", rich_help_panel=TRAINING)] = None,
+    recompute: Annotated[Optional[str], typer.Option("--recompute", help="none | selective | full (Korthikanti et al. 2022) \\[default: none].", rich_help_panel=TRAINING)] = None,
     flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="FlashAttention: no S×S scores kept \\[default: off].", rich_help_panel=TRAINING)] = None,
     dropout: Annotated[Optional[bool], typer.Option("--dropout/--no-dropout", help="Dropout masks kept \\[default: the model's dropout > 0].", rich_help_panel=TRAINING)] = None,
-    activations: Annotated[Optional[str], typer.Option("--activations", help="default | seed (exactly the seed's per-layer equations) | torch-eager.", rich_help_panel=TRAINING)] = None,
+    activations: Annotated[Optional[str], typer.Option("--activations", help="default | seed (exactly the seed's per-layer equations) | torch-eager \\[default: default].", rich_help_panel=TRAINING)] = None,
     head: Annotated[Optional[bool], typer.Option("--head/--no-head", help="Count embedding, final-norm, head and loss activations \\[default: on].", rich_help_panel=TRAINING)] = None,
     framework: Annotated[Optional[str], typer.Option("--framework", help="Peak-memory conventions: pytorch (eager/HF Trainer/FSDP2) | megatron | deepspeed \\[default: pytorch].", rich_help_panel=TRAINING)] = None,
     cross_entropy: Annotated[Optional[str], typer.Option("--cross-entropy", help="Loss kernel: eager | fused (Megatron vocab-parallel) | chunked (Liger-style) \\[default: fused for megatron, else eager].", rich_help_panel=TRAINING)] = None,
@@ -403,7 +403,7 @@ def memory(
     offload: OffloadOpt = None,
     offload_device: OffloadDeviceOpt = None,
     fp8_recipe: FP8Opt = None,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Check the fit on this GPU, e.g. a100-80gb.", rich_help_panel=OUTPUT)] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Check the fit on this GPU, e.g. a100-80gb \\[default: none: no fit check].", rich_help_panel=OUTPUT)] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Training memory per GPU: weights, gradients, optimizer states, activations; fit finding.
@@ -436,7 +436,7 @@ def memory(
 
 
 CausalOpt = Annotated[bool, typer.Option("--causal/--no-causal", help="Halve the attention scores and re-weighting FLOPs (Megatron, FlashAttention convention) \\[default: full, as eager PyTorch].")]
-RecomputeOpt = Annotated[Optional[str], typer.Option("--recompute", help="none (default) | selective | full: hardware FLOPs (Korthikanti et al. 2022).")]
+RecomputeOpt = Annotated[Optional[str], typer.Option("--recompute", help="none | selective | full: hardware FLOPs (Korthikanti et al. 2022) \\[default: none].")]
 DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", help=DTYPE_HELP + ", whose dense peak is the denominator \\[default: bf16, else fp16].")]
 PeakPOpt = Annotated[Optional[int], typer.Option("--p", help=PHelp + " \\[default: 2].", parser=_whole)]
 
@@ -462,13 +462,13 @@ def flops(
     causal: CausalOpt = False,
     windowed: Annotated[bool, typer.Option("--windowed/--no-windowed", help="Sliding/chunked layers at what a windowed kernel computes (~S·W) \\[default: off: full S×S masked, as eager PyTorch].")] = False,
     recompute: RecomputeOpt = None,
-    tokens: Annotated[Optional[str], typer.Option("--tokens", help="Training-time estimate for this token budget, e.g. 300e9 or 1.4T.")] = None,
-    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs for the training-time estimate.", parser=_whole)] = None,
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU for the training-time estimate, e.g. a100-80gb.")] = None,
+    tokens: Annotated[Optional[str], typer.Option("--tokens", help="Training-time estimate for this token budget, e.g. 300e9 or 1.4T \\[default: none].")] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs for the training-time estimate \\[default: none; needed with --tokens].", parser=_whole)] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU for the training-time estimate, e.g. a100-80gb \\[default: none; needed with --tokens].")] = None,
     dtype: DtypeOpt = None,
     p: PeakPOpt = None,
     mfu: Annotated[Optional[float], typer.Option("--mfu", help="Assumed MFU (fraction) for the training-time estimate \\[default: 0.4].")] = None,
-    budget: Annotated[Optional[str], typer.Option("--budget", help="Compute-optimal N and tokens for this FLOP budget, e.g. 1e24.")] = None,
+    budget: Annotated[Optional[str], typer.Option("--budget", help="Compute-optimal N and tokens for this FLOP budget, e.g. 1e24 \\[default: none].")] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Model and hardware FLOPs per step, rules of thumb, training time, compute-optimal sizing.
@@ -498,11 +498,11 @@ def mfu(
     gpu: Annotated[str, typer.Option("--gpu", help="GPU, e.g. a100-80gb.")] = "a100-80gb",
     dtype: DtypeOpt = None,
     p: PeakPOpt = None,
-    global_batch: Annotated[Optional[int], typer.Option("--global-batch", min=1, help="Sequences per optimizer step (all GPUs).", parser=_whole)] = None,
-    global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Tokens per optimizer step (all GPUs), e.g. 4M; instead of --global-batch.")] = None,
+    global_batch: Annotated[Optional[int], typer.Option("--global-batch", min=1, help="Sequences per optimizer step (all GPUs) \\[default: none; with --step-time].", parser=_whole)] = None,
+    global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Tokens per optimizer step (all GPUs), e.g. 4M; instead of --global-batch \\[default: none].")] = None,
     hfu_convention: Annotated[str, typer.Option("--hfu-convention", help="executed (the recomputed attention core once) | paper (Korthikanti et al. 2022 eq. 8: three times).")] = "executed",
-    step_time: Annotated[Optional[float], typer.Option("--step-time", help="Measured seconds per step.")] = None,
-    tokens_per_s: Annotated[Optional[float], typer.Option("--tokens-per-s", help="Measured throughput, tokens/s (all GPUs).")] = None,
+    step_time: Annotated[Optional[float], typer.Option("--step-time", help="Measured seconds per step \\[default: none; with --global-batch].")] = None,
+    tokens_per_s: Annotated[Optional[float], typer.Option("--tokens-per-s", help="Measured throughput, tokens/s (all GPUs) \\[default: none; instead of --step-time].")] = None,
     recompute: RecomputeOpt = None,
     causal: CausalOpt = False,
     fmt: FormatOpt = OutputFormat.table,
@@ -612,8 +612,8 @@ def inference(
     p: Annotated[Optional[int], typer.Option("--p", help=PHelp + " \\[default: 2].", rich_help_panel=INFERENCE, parser=_whole)] = None,
     weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="Stored weights: fp32 | fp16 | bf16 | fp8 | int8 | int4, or a format with its scales: gptq-int4 | awq-int4 | q8_0 | q4_k_m | q5_k_m | mxfp4 | nvfp4 \\[default: the model's weight_format (gpt-oss: mxfp4), else bf16].", rich_help_panel=INFERENCE)] = None,
     kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV-cache dtype \\[default: the activation dtype].", rich_help_panel=INFERENCE)] = None,
-    cache_kv_heads: Annotated[Optional[int], typer.Option("--cache-kv-heads", help="K/V heads the cache holds, weights unchanged (the seed's Falcon study: MHA).", rich_help_panel=INFERENCE, parser=_whole)] = None,
-    kv_cache: Annotated[Optional[bool], typer.Option("--kv-cache/--no-kv-cache", help="--no-kv-cache: the seed's naive mode, every token reprocesses the context.", rich_help_panel=INFERENCE)] = None,
+    cache_kv_heads: Annotated[Optional[int], typer.Option("--cache-kv-heads", help="K/V heads the cache holds, weights unchanged (the seed's Falcon study: MHA) \\[default: the model's].", rich_help_panel=INFERENCE, parser=_whole)] = None,
+    kv_cache: Annotated[Optional[bool], typer.Option("--kv-cache/--no-kv-cache", help="--no-kv-cache: the seed's naive mode, every token reprocesses the context \\[default: on].", rich_help_panel=INFERENCE)] = None,
     ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", help="Expert-parallel GPUs: each holds n_experts / ep routed experts \\[default: 1].", rich_help_panel=INFERENCE, parser=_whole)] = None,
     mla_cache: Annotated[Optional[str], typer.Option("--mla-cache", help="MLA models: latent (r_kv + d_rope per token, replicated over T; transformers) | decompressed (per-head K and V) \\[default: latent].", rich_help_panel=INFERENCE)] = None,
     matmul_efficiency: MatmulEffOpt = None,
@@ -681,8 +681,8 @@ def serve(
     source: ModelArgs,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU \\[default: a100-80gb].", rich_help_panel=SERVE)] = None,
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPUs in all; replicas = gpus / (T·ep) \\[default: 8].", rich_help_panel=SERVE, parser=_whole)] = None,
-    prompt_len: Annotated[Optional[int], typer.Option("--prompt-len", "--S", "--seq-len", help="Prompt tokens per request (8k = 8192); required here or in the job file.", rich_help_panel=SERVE, parser=_length)] = None,
-    output_len: Annotated[Optional[int], typer.Option("--output-len", "--new-tokens", help="Output tokens per request; required here or in the job file.", rich_help_panel=SERVE, parser=_whole)] = None,
+    prompt_len: Annotated[Optional[int], typer.Option("--prompt-len", "--S", "--seq-len", help="Prompt tokens per request (8k = 8192) \\[default: none: required here or in the job file].", rich_help_panel=SERVE, parser=_length)] = None,
+    output_len: Annotated[Optional[int], typer.Option("--output-len", "--new-tokens", help="Output tokens per request \\[default: none: required here or in the job file].", rich_help_panel=SERVE, parser=_whole)] = None,
     ttft: Annotated[Optional[float], typer.Option("--ttft", help="Target time to first token, seconds \\[default: none].", rich_help_panel=SERVE, parser=_positive_seconds)] = None,
     tpot: Annotated[Optional[float], typer.Option("--tpot", help="Target time per output token, seconds \\[default: none].", rich_help_panel=SERVE, parser=_positive_seconds)] = None,
     request_rate: Annotated[Optional[float], typer.Option("--request-rate", help="Requests per second for the whole deployment: concurrency is what serves it \\[default: none: the most the targets allow].", rich_help_panel=SERVE, parser=_positive_seconds)] = None,
@@ -974,12 +974,12 @@ def sweep(
 @app.command()
 def check(
     files: Annotated[list[Path], typer.Argument(help="Job files (YAML) to validate and check.", show_default=False)],
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Memory must fit this GPU (overrides the files).")] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Memory must fit this GPU (overrides the files) \\[default: the files' checks.gpu or gpu].")] = None,
     max_memory: Annotated[
-        Optional[str], typer.Option("--max-memory", help="Memory per GPU must not exceed this, e.g. 70GiB or 80GB.")
+        Optional[str], typer.Option("--max-memory", help="Memory per GPU must not exceed this, e.g. 70GiB or 80GB \\[default: the files' checks.max_memory].")
     ] = None,
     min_tokens_per_s: Annotated[
-        Optional[float], typer.Option("--min-tokens-per-s", help="Inference decode throughput must reach this (tokens/s).")
+        Optional[float], typer.Option("--min-tokens-per-s", help="Inference decode throughput must reach this (tokens/s) \\[default: the files' checks.min_tokens_per_s].")
     ] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -1128,8 +1128,8 @@ def train(
     gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs in all; dp = gpus / (T·P·CP).", parser=_whole)] = 8,
     gpu: Annotated[str, typer.Option("--gpu", help="GPU, e.g. a100-80gb, h100.")] = "h100",
     S: SOpt = None,
-    global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Global batch in sequences, e.g. 1536.")] = None,
-    global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Global batch in tokens, e.g. 4M.")] = None,
+    global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Global batch in sequences, e.g. 1536 \\[default: none; this or --global-batch-tokens].")] = None,
+    global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Global batch in tokens, e.g. 4M \\[default: none; this or --global-batch].")] = None,
     micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", "--B", "--batch-size", min=1, help="Micro-batch b \\[default: the fastest that fits].", parser=_whole)] = None,
     T: Annotated[int, typer.Option("--T", "--tensor-parallel", min=1, help="T: tensor-parallel ranks.", rich_help_panel=PARALLEL, parser=_whole)] = 1,
     P: Annotated[int, typer.Option("--P", "--pipeline-parallel", min=1, help="P: pipeline stages (1F1B).", rich_help_panel=PARALLEL, parser=_whole)] = 1,
@@ -1153,8 +1153,8 @@ def train(
     matmul_efficiency: Annotated[Optional[float], typer.Option("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU].")] = None,
     node_size: NodeOpt = None,
     inter_node_gb_s: NicOpt = None,
-    tokens: Annotated[Optional[str], typer.Option("--tokens", help="Token budget for days, GPU-hours and cost, e.g. 15T.")] = None,
-    price: Annotated[Optional[float], typer.Option("--price-per-gpu-hour", help="Cost per GPU-hour for the budget.")] = None,
+    tokens: Annotated[Optional[str], typer.Option("--tokens", help="Token budget for days, GPU-hours and cost, e.g. 15T \\[default: none].")] = None,
+    price: Annotated[Optional[float], typer.Option("--price-per-gpu-hour", help="Cost per GPU-hour for the budget \\[default: none].")] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Training step time of a parallel layout: compute, communication, pipeline bubble; MFU.
@@ -1201,8 +1201,8 @@ def plan(
     gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs in all.", parser=_whole)] = 8,
     gpu: Annotated[str, typer.Option("--gpu", help="GPU, e.g. h100.")] = "h100",
     S: SOpt = None,
-    global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Global batch in sequences.")] = None,
-    global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Global batch in tokens, e.g. 4M.")] = None,
+    global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Global batch in sequences \\[default: none; this or --global-batch-tokens].")] = None,
+    global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Global batch in tokens, e.g. 4M \\[default: none; this or --global-batch].")] = None,
     top: Annotated[int, typer.Option("--top", min=1, help="Layouts shown.", parser=_whole)] = 10,
     flash: Annotated[bool, typer.Option("--flash/--no-flash", help="FlashAttention.")] = True,
     framework: Annotated[str, typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed.")] = "megatron",
