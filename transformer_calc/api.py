@@ -238,3 +238,58 @@ def plan(model: Any, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, 
                          global_batch=global_batch, top=top, network=default_network(device),
                          preset=model if isinstance(model, str) and "." not in Path(model).suffix else None)
     return PlanResult(**_dump(report))
+
+
+class SweepResult(Result):
+    axes: dict[str, list[Any]]
+    metrics: list[str]
+    points_total: int
+    points: list[dict[str, Any]]
+    skipped: int
+    skipped_reasons: list[str]
+
+
+def sweep(model: Any = None, *, models: list[Any] | None = None, metrics: list[str] | str | None = None,
+          tokens: int | None = None, mfu: float | None = None, fits_only: bool = False, sort: str | None = None,
+          limit: int | None = None, **options: Any) -> SweepResult:
+    """`tcalc sweep`: a grid, one row per point (options: the axes B, S, T, P, dp, zero, ep, cp,
+    recompute, flash, gpu, dtype, weight_dtype, each one value, a list, or the CLI's text such as
+    "1,2,4..64"; the fixed settings precision, p, grad_bytes, optimizer, dropout, activations,
+    head_activations, framework, cross_entropy, micro_batches, fused_optimizer, sp, etp, new_tokens,
+    kv_dtype, kv_heads, kv_cache, mla_cache). `model` is one model (see `load`); `models` several,
+    labelled by preset name (or the model's name)."""
+    from transformer_calc.sweep import prepare
+
+    loaded: dict[str, ModelConfig] = {}
+    job = None
+    for source in ([model] if model is not None else []) + list(models or []):
+        m, found = load(source)
+        job = job or found
+        label = source if isinstance(source, str) and Path(source).suffix not in (".yaml", ".yml", ".json") else None
+        if label is not None:
+            from transformer_calc.presets import resolve_preset
+
+            label = resolve_preset(label)
+        loaded[label or m.name or str(source)] = m
+    canon = _canonical(options)
+    axes_keys = ("batch_size", "seq_len", "tensor", "pipeline", "data", "zero", "expert", "context", "recompute",
+                 "flash", "gpu", "dtype", "weight_dtype")
+    axes = {k: _axis_text(canon.pop(k)) for k in axes_keys if k in canon}
+    settings = {**canon}
+    unknown = set(settings) - {"precision", "p", "grad_bytes", "optimizer", "dropout", "activations", "head_activations",
+                               "framework", "cross_entropy", "micro_batches", "fused_optimizer", "sequence_parallel",
+                               "expert_tensor", "new_tokens", "kv_dtype", "kv_heads", "kv_cache", "mla_cache"}
+    if unknown:
+        raise TypeError(f"sweep() got unknown options: {', '.join(sorted(unknown))}")
+    run = prepare(loaded, axes, settings, metrics.split(",") if isinstance(metrics, str) else metrics, job,
+                  tokens=tokens, mfu=mfu, fits_only=fits_only, sort=sort, limit=limit)
+    return SweepResult(**_dump(run.report()))
+
+
+def _axis_text(value: Any) -> Any:
+    """An axis given as one value, a list, or the CLI's text: the list form parse_values reads."""
+    if isinstance(value, (list, tuple)):
+        return [str(v).lower() if isinstance(v, bool) else v for v in value]
+    if isinstance(value, bool):
+        return [str(value).lower()]
+    return value if isinstance(value, str) else [value]
