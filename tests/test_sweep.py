@@ -322,3 +322,32 @@ def test_sp_is_sequence_parallelism(capsys):
     assert len(data["points"]) == 2 and data["skipped"] == 0  # --sp used to skip every point
     plain = call_json(capsys, "sweep", "--preset", "gpt2", "--T", "2")
     assert data["points"][1]["peak_bytes"] < plain["points"][0]["peak_bytes"]
+
+
+def test_worker_processes_give_the_same_rows_and_skips():
+    """Large grids are priced by forked workers in chunks: the same rows, order, skip count and
+    reasons as one process."""
+    from transformer_calc.presets import gpu, preset_model
+    from transformer_calc.sweep import prepare
+
+    models = {"llama-2-7b": preset_model("llama-2-7b"), "gpt2": preset_model("gpt2")}
+    axes = {"batch_size": "1..40:1", "tensor": "1,2,3,5", "pipeline": "1,2,7", "gpu": "a100-80gb,h100"}
+    metrics = ["peak_bytes", "fits", "hardware_flops", "kv_cache_bytes", "decode_bound"]
+    serial = prepare(models, axes, {}, metrics)
+    serial.workers = 1
+    parallel = prepare(models, axes, {}, metrics)
+    parallel.workers, parallel.chunk = 2, 97  # chunks that cut the inner axes anywhere
+    assert serial.report() == parallel.report()
+    assert serial.stats.skipped > 0 and len(serial.stats.reasons) == 5
+    assert gpu("h100").name in serial.spec.axes["gpu"]
+
+
+def test_a_closed_pipe_stops_the_workers():
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TCALC_SWEEP_WORKERS": "2", "PYTHONPATH": os.getcwd()}
+    proc = subprocess.run(f"{sys.executable} -m transformer_calc sweep --preset gpt2 --B 1..50000:1 -f csv | head -3",
+                          shell=True, capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.count("\n") == 3 and "Traceback" not in proc.stderr, proc.stderr

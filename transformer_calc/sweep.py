@@ -84,6 +84,9 @@ RENAMED = {
 }  # fmt: skip
 MAX_POINTS = 1_000_000  # a guard against typos such as --B 1..10000000:1
 MAX_REASONS = 5
+PARALLEL_MIN_POINTS = 20_000  # below this, forking workers costs more than it saves
+CHUNK_POINTS = 4096  # points per task of a worker
+MAX_WORKERS = 8
 CACHE_ENTRIES = 4096  # per reuse cache; cleared when full, so memory stays bounded on any grid
 
 # Fixed settings (one value for every point): the job-file key -> its flag.
@@ -392,10 +395,12 @@ def iter_rows(
     gpus: dict[str, Any],
     stats: SweepStats,
     progress: Callable[[int], None] | None = None,
+    start: int = 0,
+    stop: int | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Every point of the grid that the model can run, as a row: its axis values, S, and the
-    metrics (keys `spec.columns`). Skipped points are counted in `stats`. A generator: rows are
-    priced as they are read."""
+    """Every point of the grid (or of its points [start, stop) in grid order) that the model can
+    run, as a row: its axis values, S, and the metrics (keys `spec.columns`). Skipped points are
+    counted in `stats`. A generator: rows are priced as they are read."""
     from transformer_calc.config import Recompute
     from transformer_calc.errors import TcalcError as _Error
 
@@ -416,7 +421,7 @@ def iter_rows(
         if len(stats.reasons) < MAX_REASONS:
             stats.reasons.append(f"{' '.join(f'{k}={v}' for k, v in point.items())}: {exc}")
 
-    for i, values in enumerate(itertools.product(*spec.axes.values())):
+    for i, values in enumerate(_points(spec, start, spec.size if stop is None else stop), start):
         if progress is not None and i % 1024 == 0:
             progress(i)
         point = dict(zip(names, values))
@@ -482,6 +487,27 @@ def iter_rows(
             skip(point, exc)
             continue
         yield {k: row[k] for k in columns}
+
+
+def _points(spec: SweepSpec, start: int, stop: int) -> Iterator[tuple[Any, ...]]:
+    """The grid's points [start, stop) in product order (the last axis varies fastest)."""
+    values = list(spec.axes.values())
+    if start == 0 and stop == spec.size:
+        yield from itertools.product(*values)
+        return
+    inner, outer = values[-1], values[:-1]
+    i = start
+    while i < stop:
+        index, j = divmod(i, len(inner))
+        head = []
+        for axis in reversed(outer):  # the outer axes' positions: mixed-radix digits of the index
+            index, digit = divmod(index, len(axis))
+            head.append(axis[digit])
+        head.reverse()
+        end = min(len(inner), j + stop - i)
+        for value in inner[j:end]:
+            yield (*head, value)
+        i += end - j
 
 
 def _train_days(m: ModelConfig, label: str, S: int, spec: SweepSpec, par: Parallelism, device: Any, dtype: str | None,
@@ -567,6 +593,8 @@ class SweepRun:
     sort: str | None = None  # a column, '-' prefixed for descending
     limit: int | None = None
     stats: SweepStats = field(default_factory=SweepStats)
+    workers: int | None = None  # processes pricing the points (None: `default_workers`)
+    chunk: int = CHUNK_POINTS  # points per task when several processes price them
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -585,7 +613,12 @@ class SweepRun:
         Without a sort nothing is held: each row is yielded as it is priced (the grid is run to its
         end all the same, so that the skipped count is the grid's)."""
         self.stats = SweepStats()
-        rows: Iterator[dict[str, Any]] = iter_rows(self.spec, self.models, self.gpus, self.stats, progress)
+        workers = default_workers(self.spec.size) if self.workers is None else self.workers
+        rows: Iterator[dict[str, Any]]
+        if workers > 1:
+            rows = self._parallel_rows(workers, progress)
+        else:
+            rows = iter_rows(self.spec, self.models, self.gpus, self.stats, progress)
         if self.fits_only:
             rows = fits_filter(rows)
         if self.sort is not None:
@@ -596,6 +629,45 @@ class SweepRun:
             if self.limit is None or n < self.limit:
                 n += 1
                 yield row
+
+    def _parallel_rows(self, workers: int, progress: Callable[[int], None] | None) -> Iterator[dict[str, Any]]:
+        """The rows of `iter_rows`, in the same order with the same skip count and reasons, priced
+        by `workers` forked processes, `chunk` points per task. At most 2 tasks per worker are
+        ahead of the reader, so memory stays bounded when the output is slower than the workers."""
+        import multiprocessing
+        import threading
+
+        global _WORK
+        size, step = self.spec.size, self.chunk
+        ahead = threading.Semaphore(2 * workers)
+        stopping = threading.Event()
+
+        def tasks() -> Iterator[tuple[int, int]]:
+            for start in range(0, size, step):
+                ahead.acquire()
+                if stopping.is_set():
+                    return
+                yield start, min(start + step, size)
+
+        _WORK = (self.spec, self.models, self.gpus)
+        pool = multiprocessing.get_context("fork").Pool(workers, initializer=_ignore_interrupts)
+        try:
+            done = 0
+            for rows, skipped, reasons in pool.imap(_price_chunk, tasks()):
+                ahead.release()
+                self.stats.skipped += skipped
+                self.stats.reasons.extend(reasons[: MAX_REASONS - len(self.stats.reasons)])
+                done = min(done + step, size)
+                if progress is not None:
+                    progress(done)
+                yield from rows
+        finally:
+            stopping.set()
+            for _ in range(2 * workers + 1):  # wake the task feeder so that it can stop
+                ahead.release()
+            pool.terminate()
+            pool.join()
+            _WORK = None
 
     def report(self, progress: Callable[[int], None] | None = None, keep: int | None = None) -> dict[str, Any]:
         """The whole result (`--format json`): head, points, tail. With `keep`, only the first
@@ -610,6 +682,47 @@ class SweepRun:
         if keep is not None:
             out["shown_of"] = n
         return out
+
+
+_WORK: tuple[Any, ...] | None = None  # (spec, models, gpus), inherited by forked workers
+
+
+def default_workers(size: int) -> int:
+    """Processes for a grid of `size` points: one below PARALLEL_MIN_POINTS or where fork is not
+    available, else the CPUs this process may use (at most MAX_WORKERS); TCALC_SWEEP_WORKERS
+    overrides it (1: never fork)."""
+    import multiprocessing
+    import os
+
+    given = os.environ.get("TCALC_SWEEP_WORKERS", "").strip()
+    if given.isdigit() and int(given) >= 1:
+        n = int(given)
+    elif size < PARALLEL_MIN_POINTS:
+        return 1
+    else:
+        try:
+            n = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            n = os.cpu_count() or 1
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return max(1, min(n, MAX_WORKERS))
+
+
+def _ignore_interrupts() -> None:
+    """Workers leave Ctrl-C to the parent, which stops them (no traceback from a worker)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _price_chunk(bounds: tuple[int, int]) -> tuple[list[dict[str, Any]], int, list[str]]:
+    """One task of a forked worker: the rows of points [start, stop), the skip count, the reasons."""
+    assert _WORK is not None
+    spec, models, gpus = _WORK
+    stats = SweepStats()
+    rows = list(iter_rows(spec, models, gpus, stats, None, *bounds))
+    return rows, stats.skipped, stats.reasons
 
 
 def prepare(
