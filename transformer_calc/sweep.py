@@ -452,8 +452,8 @@ def iter_rows(
                         try:
                             from transformer_calc.timeline import peak_memory
 
-                            tl = peak_memory(m, w, tr, par, all_stages=mixed[label])
-                            peak = (tl.peak_bytes, tl.peak.weights, tl.peak.activations)
+                            phase = peak_memory(m, w, tr, par, all_stages=mixed[label]).peak
+                            peak = (phase.total, phase.weights, phase.activations)
                         except (ValueError, _Error) as exc:
                             peak = exc
                         memory_memo.put(key, peak)
