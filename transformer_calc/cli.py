@@ -672,6 +672,9 @@ def sweep(
     sweep_run = prepare(models, axes, settings, metrics.split(",") if metrics is not None else None, job,
                         tokens=_count(tokens, "--tokens"), mfu=mfu, fits_only=fits_only, sort=sort, limit=limit)
     plotting = _sweep_plot_args(sweep_run, plot, x, y, series) if plot is not None else None
+    lengths = sweep_run.spec.axes.get("seq_len")
+    for model in models.values():  # as memory and inference say it: a long default S, an S beyond the context
+        _note_seq_len(model, max(lengths) if lengths else model.max_seq_len, lengths is not None)
     with _sweep_progress(sweep_run.spec.size) as progress:
         if plotting is None and fmt in (OutputFormat.csv, OutputFormat.json):
             from transformer_calc.render import sweep_csv, sweep_json

@@ -588,11 +588,13 @@ def inference_table(report: dict[str, Any]) -> Any:
 TABLE_MAX_ROWS = 200  # a terminal table of 10,000 rows helps nobody and takes rich seconds
 
 _SWEEP_FORMATS: dict[str, Any] = {
-    "memory": fmt_bytes, "weights": fmt_bytes, "activations": fmt_bytes, "headroom": fmt_bytes,
-    "kv_cache": fmt_bytes, "inference_memory": fmt_bytes, "flops": fmt_flops,
-    "ttft_s": lambda x: fmt_s(x), "decode_s": lambda x: fmt_s(x),
-    "tokens_per_s": lambda x: f"{x:,.0f}", "train_days": lambda x: f"{x:.2f}",
-}
+    **{m: fmt_bytes for m in ("peak_bytes", "weights_bytes", "activations_bytes", "headroom_bytes", "kv_cache_bytes",
+                              "inference_memory_bytes")},
+    "model_flops": fmt_flops, "hardware_flops": fmt_flops,
+    **{m: (lambda x: fmt_s(x)) for m in ("time_to_first_token_s", "seconds_per_token", "total_s")},
+    "tokens_per_s": lambda x: f"{x:,.0f}", "decode_tokens_per_s": lambda x: f"{x:,.0f}",
+    "train_days": lambda x: f"{x:.2f}",
+}  # fmt: skip
 
 
 def sweep_table(report: dict[str, Any]) -> Any:
@@ -605,7 +607,7 @@ def sweep_table(report: dict[str, Any]) -> Any:
     kept = report.get("shown_of", len(rows))
     varying = [a for a, v in report["axes"].items() if len(v) > 1]
     fixed = {a: v[0] for a, v in report["axes"].items() if len(v) == 1}
-    title = "Sweep: " + (", ".join(f"{k}={v}" for k, v in fixed.items()) or "all axes vary")
+    title = "Sweep: " + (", ".join(f"{k}={_cell(v)}" for k, v in fixed.items()) or "all axes vary")
     t = _table(title, *varying, *report["metrics"])
     for r in rows[:TABLE_MAX_ROWS]:
         cells = [str(r.get(a)) for a in varying]
@@ -664,10 +666,12 @@ def sweep_json(head: dict[str, Any], rows: Any, tail: Any) -> Any:
 
 
 _PLOT_UNITS: dict[str, tuple[float, str]] = {
-    "memory": (2**30, "GiB"), "weights": (2**30, "GiB"), "activations": (2**30, "GiB"), "headroom": (2**30, "GiB"),
-    "kv_cache": (2**30, "GiB"), "inference_memory": (2**30, "GiB"), "flops": (1e12, "TFLOP"),
-    "ttft_s": (1e-3, "ms"), "decode_s": (1e-3, "ms"), "tokens_per_s": (1.0, "tokens/s"), "train_days": (1.0, "days"),
-}
+    **{m: (2**30, "GiB") for m in ("peak_bytes", "weights_bytes", "activations_bytes", "headroom_bytes",
+                                   "kv_cache_bytes", "inference_memory_bytes")},
+    "model_flops": (1e12, "TFLOP"), "hardware_flops": (1e12, "TFLOP"),
+    **{m: (1e-3, "ms") for m in ("time_to_first_token_s", "seconds_per_token", "total_s")},
+    "tokens_per_s": (1.0, "tokens/s"), "decode_tokens_per_s": (1.0, "tokens/s"), "train_days": (1.0, "days"),
+}  # fmt: skip
 
 
 def plot_sweep(report: dict[str, Any], path: str, x: str, y: str, series: str | None, capacity: int | None) -> None:
