@@ -351,3 +351,21 @@ def test_a_closed_pipe_stops_the_workers():
     proc = subprocess.run(f"{sys.executable} -m transformer_calc sweep --preset gpt2 --B 1..50000:1 -f csv | head -3",
                           shell=True, capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0 and proc.stdout.count("\n") == 3 and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("preset", ["llama-2-7b", "mixtral-8x7b", "deepseek-v3", "gemma-3-27b", "gpt2"])
+def test_the_shard_memo_holds_what_it_assumes(preset):
+    """inference._shard is memoized per layout (every InferenceSpec field but B, S, N_new): the
+    shard must not depend on the workload, and the memo must return what the function computes."""
+    import dataclasses
+
+    from transformer_calc.inference import InferenceSpec, _shard
+    from transformer_calc.presets import preset_model
+
+    m = preset_model(preset)
+    T = 8 if m.n_kv_heads % 8 == 0 or 8 % m.n_kv_heads == 0 else 1
+    base = InferenceSpec(batch_size=1, prompt_len=1, tensor_parallel=T, kv_dtype="fp8")
+    for B, S, N in ((1, 1, 1), (7, 4096, 33), (512, 131072, 2)):
+        spec = dataclasses.replace(base, batch_size=B, prompt_len=S, new_tokens=N)
+        assert _shard(m, spec) == _shard.uncached(m, spec) == _shard.uncached(m, base)
+    assert _shard(m, dataclasses.replace(base, tensor_parallel=1)) == _shard.uncached(m, dataclasses.replace(base, tensor_parallel=1))
