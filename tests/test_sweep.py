@@ -369,3 +369,24 @@ def test_the_shard_memo_holds_what_it_assumes(preset):
         spec = dataclasses.replace(base, batch_size=B, prompt_len=S, new_tokens=N)
         assert _shard(m, spec) == _shard.uncached(m, spec) == _shard.uncached(m, base)
     assert _shard(m, dataclasses.replace(base, tensor_parallel=1)) == _shard.uncached(m, dataclasses.replace(base, tensor_parallel=1))
+
+
+@pytest.mark.parametrize("text", ["8192", "8k", "4M", "1e3", "1_000", "2.5k", "1.5", "x", "-3", "0", "1e-3", "8K", "2T"])
+@pytest.mark.parametrize("axis", ["batch_size", "seq_len"])
+def test_api_numbers_read_as_the_cli_reads_them(axis, text):
+    """tc.sweep's axis strings go through sweep's number reader, the CLI's through cli._parse_whole:
+    the same value, or both an error."""
+    import typer
+
+    from transformer_calc.cli import _parse_whole
+    from transformer_calc.sweep import _number
+
+    try:
+        want = _parse_whole(text, 0, binary=axis == "seq_len")
+    except typer.BadParameter:
+        want = None
+    try:
+        got = _number(axis, "--x", text)
+    except TcalcError:
+        got = None
+    assert got == want

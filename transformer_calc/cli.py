@@ -670,7 +670,8 @@ def sweep(
         kv_dtype=kv_dtype, kv_heads=cache_kv_heads, kv_cache=kv_cache, mla_cache=mla_cache,
     )
     sweep_run = prepare(models, axes, settings, metrics.split(",") if metrics is not None else None, job,
-                        tokens=_count(tokens, "--tokens"), mfu=mfu, fits_only=fits_only, sort=sort, limit=limit)
+                        tokens=_count(tokens, "--tokens"), mfu=mfu, fits_only=fits_only, sort=sort, limit=limit,
+                        number=_sweep_number)
     plotting = _sweep_plot_args(sweep_run, plot, x, y, series) if plot is not None else None
     lengths = sweep_run.spec.axes.get("seq_len")
     for model in models.values():  # as memory and inference say it: a long default S, an S beyond the context
@@ -704,6 +705,16 @@ def sweep(
         from transformer_calc.render import sweep_table
 
         emit(report, fmt, sweep_table)
+
+
+def _sweep_number(axis: str, flag: str, text: str) -> int:
+    """One number of a sweep axis, read by the CLI's one integer parser (k = 1024 for S)."""
+    from transformer_calc.errors import TcalcError
+
+    try:
+        return _parse_whole(text, 0, binary=axis == "seq_len")
+    except typer.BadParameter as exc:
+        raise TcalcError(f"{flag} ({_short(text)}): {exc.message}") from None
 
 
 def _sweep_models(preset: list[str] | None, config: Path | None, hf_config: Path | None,

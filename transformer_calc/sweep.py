@@ -103,12 +103,16 @@ _INFERENCE_FIELDS = {"new_tokens": "new_tokens", "kv_dtype": "kv_dtype", "kv_hea
                      "kv_cache": "kv_cache", "mla_cache": "mla_cache"}  # fmt: skip
 
 
-def parse_values(axis: str, text: Any) -> list[Any]:
+NumberParser = Callable[[str, str, str], int]  # (axis, flag, text) -> int, or TcalcError
+
+
+def parse_values(axis: str, text: Any, number: NumberParser | None = None) -> list[Any]:
     """One axis of the grid from its CLI text (or a Python list of values).
 
     Comma lists mix values and ranges: `a..b` doubles from a up to b (1..64 -> 1, 2, 4, ..., 64:
     batch sizes and parallel degrees), `a..b:s` steps by s (512..4096:512). Values keep their
-    order; duplicates are dropped.
+    order; duplicates are dropped. Each number is read by `number` (the CLI passes its one integer
+    parser; the default reads the same forms: 8192, 8k, 4M, 1e3, 1_000, k = 1024 for S).
     """
     flag = AXES.get(axis, f"--{axis}")
     parts = [str(v) for v in text] if isinstance(text, (list, tuple)) else str(text).split(",")
@@ -117,7 +121,7 @@ def parse_values(axis: str, text: Any) -> list[Any]:
         if not raw:
             raise TcalcError(f"{flag} {_clip(text)}: empty value in the list; write e.g. 1,2,4..64")
         if axis in INT_AXES:
-            out.extend(_int_values(axis, flag, raw))
+            out.extend(_int_values(axis, flag, raw, number or _number))
         elif axis == "flash":
             lowered = raw.lower()
             if lowered not in ("true", "false", "on", "off", "yes", "no", "1", "0"):
@@ -156,14 +160,14 @@ def _number(axis: str, flag: str, raw: str) -> int:
     return int(value)
 
 
-def _int_values(axis: str, flag: str, raw: str) -> list[int]:
+def _int_values(axis: str, flag: str, raw: str, number: NumberParser) -> list[int]:
     low, high = (0, 3) if axis == "zero" else (1, None)
     bounds = f"{low} <= a <= b" + (f" <= {high}" if high is not None else "")
     if ".." in raw:
         span, _, step_text = raw.partition(":")
         lo_text, _, hi_text = span.partition("..")
-        lo, hi = _number(axis, flag, lo_text.strip()), _number(axis, flag, hi_text.strip())
-        step = _number(axis, flag, step_text.strip()) if step_text else None
+        lo, hi = number(axis, flag, lo_text.strip()), number(axis, flag, hi_text.strip())
+        step = number(axis, flag, step_text.strip()) if step_text else None
         first = 0 if axis == "zero" and step is not None else max(low, 1)
         if lo < first or hi < lo or (high is not None and hi > high):
             raise TcalcError(f"{flag} {_clip(raw)}: a range a..b needs {first} <= a <= b" + (f" <= {high}" if high is not None else ""))
@@ -174,7 +178,7 @@ def _int_values(axis: str, flag: str, raw: str) -> list[int]:
                 raise TcalcError(f"{flag} {_clip(raw)}: more than {MAX_POINTS:,} values; use a larger step")
             return list(range(lo, hi + 1, step))
         return [lo << k for k in range((hi // lo).bit_length())]  # lo, 2·lo, 4·lo, ... <= hi
-    value = _number(axis, flag, raw)
+    value = number(axis, flag, raw)
     if value < low or (high is not None and value > high):
         hint = "ZeRO stages 0 to 3" if axis == "zero" else "whole numbers >= 1"
         raise TcalcError(f"{flag} {_clip(raw)}: use {hint} ({bounds}), lists (1,2,8) or ranges (1..64, 512..4096:512)")
@@ -244,6 +248,7 @@ def build_spec(
     *,
     tokens: int | None = None,
     mfu: float | None = None,
+    number: NumberParser | None = None,
 ) -> tuple[SweepSpec, dict[str, Any]]:
     """(the grid, its GPUs by name) from the axes' texts (None: the job file's value, else the
     default), the fixed settings (flags by job-file key; None: the job file's, else the default)
@@ -276,7 +281,7 @@ def build_spec(
             text = defaults.get(axis)
         if text is None:
             continue
-        axes[axis] = parse_values(axis, text)
+        axes[axis] = parse_values(axis, text, number)
         if axis == "gpu":
             for name in axes[axis]:
                 device = find_gpu(str(name))
@@ -737,11 +742,12 @@ def prepare(
     fits_only: bool = False,
     sort: str | None = None,
     limit: int | None = None,
+    number: NumberParser | None = None,
 ) -> SweepRun:
     """Validate everything a sweep is given and return it ready to run (see `build_spec`)."""
     if not models:
         raise TcalcError("no model given; use --preset NAME[,NAME...], --config FILE or --hf-config FILE")
-    spec, gpus = build_spec(axes_text, models, metrics, settings, job, tokens=tokens, mfu=mfu)
+    spec, gpus = build_spec(axes_text, models, metrics, settings, job, tokens=tokens, mfu=mfu, number=number)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise TcalcError(f"--limit ({_clip(str(limit))}) must be a whole number >= 1")
     if fits_only and not ({"fits", "inference_fits"} & set(spec.metrics)):
