@@ -280,7 +280,7 @@ def test_plot_decode_vs_batch(tmp_path, capsys):
         (["--recompute", "half"], "--recompute ('half')"),
         (["--sort", "speed"], "--sort 'speed': not a column"),
         (["--B", "1..1000000:1", "--T", "1..2:1", "--S", "1..2:1"], "keep it under 1,000,000"),
-        (["--zero", "0..4:1"], "0 <= a <= b <= 3"),
+        (["--zero", "0..4:1"], "4 is out of range; use a whole number from 0 to 3"),
         (["--plot", "/tmp/x.png", "--x", "Q"], "--x 'Q': not an axis"),
         (["--optimizer", "bogus"], "optimizer"),
         (["--precision", "fp12"], "precision"),

@@ -257,12 +257,17 @@ def sweep(model: Any = None, *, models: list[Any] | None = None, metrics: list[s
     "1,2,4..64"; the fixed settings precision, p, grad_bytes, optimizer, dropout, activations,
     head_activations, framework, cross_entropy, micro_batches, fused_optimizer, sp, etp, new_tokens,
     kv_dtype, kv_heads, kv_cache, mla_cache). `model` is one model (see `load`); `models` several,
-    labelled by preset name (or the model's name)."""
+    labelled by preset name (or the model's name); or preset= (a list, or names comma-separated),
+    config=, hf_config= as the CLI's --preset, --config, --hf-config."""
     from transformer_calc.sweep import prepare
 
     loaded: dict[str, ModelConfig] = {}
     job = None
-    for source in ([model] if model is not None else []) + list(models or []):
+    presets = options.pop("preset", None)  # the CLI's --preset (a list or comma-separated), --config, --hf-config
+    names = [n.strip() for n in presets.split(",")] if isinstance(presets, str) else list(presets or [])
+    files = [Path(options.pop(k)) for k in ("config", "hf_config") if options.get(k) is not None]
+    options.pop("config", None), options.pop("hf_config", None)
+    for source in ([model] if model is not None else []) + list(models or []) + names + files:
         m, found = load(source)
         job = job or found
         label = source if isinstance(source, str) and Path(source).suffix not in (".yaml", ".yml", ".json") else None

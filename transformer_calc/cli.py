@@ -712,7 +712,7 @@ def _sweep_number(axis: str, flag: str, text: str) -> int:
     from transformer_calc.errors import TcalcError
 
     try:
-        return _parse_whole(text, 0, binary=axis == "seq_len")
+        return _parse_whole(text, 0 if axis == "zero" else 1, 3 if axis == "zero" else None, binary=axis == "seq_len")
     except typer.BadParameter as exc:
         raise TcalcError(f"{flag} ({_short(text)}): {exc.message}") from None
 

@@ -106,7 +106,7 @@ _INFERENCE_FIELDS = {"new_tokens": "new_tokens", "kv_dtype": "kv_dtype", "kv_hea
 NumberParser = Callable[[str, str, str], int]  # (axis, flag, text) -> int, or TcalcError
 
 
-def parse_values(axis: str, text: Any, number: NumberParser | None = None) -> list[Any]:
+def parse_values(axis: str, text: Any, number: NumberParser | None = None, flag: str | None = None) -> list[Any]:
     """One axis of the grid from its CLI text (or a Python list of values).
 
     Comma lists mix values and ranges: `a..b` doubles from a up to b (1..64 -> 1, 2, 4, ..., 64:
@@ -114,7 +114,7 @@ def parse_values(axis: str, text: Any, number: NumberParser | None = None) -> li
     order; duplicates are dropped. Each number is read by `number` (the CLI passes its one integer
     parser; the default reads the same forms: 8192, 8k, 4M, 1e3, 1_000, k = 1024 for S).
     """
-    flag = AXES.get(axis, f"--{axis}")
+    flag = flag or AXES.get(axis, f"--{axis}")
     parts = [str(v) for v in text] if isinstance(text, (list, tuple)) else str(text).split(",")
     out: list[Any] = []
     for raw in (part.strip() for part in parts):
@@ -125,7 +125,7 @@ def parse_values(axis: str, text: Any, number: NumberParser | None = None) -> li
         elif axis == "flash":
             lowered = raw.lower()
             if lowered not in ("true", "false", "on", "off", "yes", "no", "1", "0"):
-                raise TcalcError(f"--flash {_clip(raw)}: use true/false (on/off)")
+                raise TcalcError(f"{flag} {_clip(raw)}: use true/false (on/off)")
             out.append(lowered in ("true", "on", "yes", "1"))
         else:
             out.append(raw)
@@ -273,15 +273,23 @@ def build_spec(
     for axis, flag in AXES.items():
         if axis == "model":
             continue
-        text = axes_text.get(axis)
+        text, label = axes_text.get(axis), flag
         if text is None:
             text = _job_value(axis, flag, training_section if want_training else {},
                               inference_section if want_inference else {})
+            label = f"the job file's {axis}"
         if text is None:
-            text = defaults.get(axis)
+            text, label = defaults.get(axis), flag
         if text is None:
             continue
-        axes[axis] = parse_values(axis, text, number)
+        axes[axis] = parse_values(axis, text, number, label)
+        if axis == "recompute":
+            for value in axes[axis]:
+                try:
+                    Recompute(value)
+                except ValueError:
+                    choices = ", ".join(r.value for r in Recompute)
+                    raise TcalcError(f"{label} ({_clip(value)}): choose one of {choices}") from None
         if axis == "gpu":
             for name in axes[axis]:
                 device = find_gpu(str(name))
@@ -292,11 +300,6 @@ def build_spec(
     missing = [m for m in wanted if m in NEEDS_GPU]
     if missing and not gpus:
         raise TcalcError(f"metrics {', '.join(missing)} need --gpu NAME (e.g. --gpu a100-80gb)")
-    for value in axes["recompute"]:
-        try:
-            Recompute(value)
-        except ValueError:
-            raise TcalcError(f"--recompute ({_clip(value)}): choose one of {', '.join(r.value for r in Recompute)}") from None
     _check_relevant(wanted, axes_text, settings)
 
     # Training settings: flags, then the job's training: section, then Training's defaults.
