@@ -25,6 +25,10 @@ from typing import Any
 
 from transformer_calc.config import ModelConfig, Parallelism, Training, Workload, build
 from transformer_calc.errors import TcalcError
+from transformer_calc.flops import SECONDS_PER_DAY, count_flops, train_flops_for_tokens, training_time_s
+from transformer_calc.inference import InferenceSpec, decode, inference_memory, kv_cache, prefill_step
+from transformer_calc.report import peak_for
+from transformer_calc.timeline import fit_capacity, peak_memory
 
 # Axis (the row key and job-file key, docs/notation.md) -> the flag that sets it. The product runs
 # over them in this order (the last varies fastest).
@@ -409,9 +413,6 @@ def iter_rows(
     """Every point of the grid (or of its points [start, stop) in grid order) that the model can
     run, as a row: its axis values, S, and the metrics (keys `spec.columns`). Skipped points are
     counted in `stats`. A generator: rows are priced as they are read."""
-    from transformer_calc.config import Recompute
-    from transformer_calc.errors import TcalcError as _Error
-
     metrics = spec.metrics
     want = set(metrics)
     want_memory = bool(want & MEMORY_METRICS)
@@ -458,31 +459,25 @@ def iter_rows(
                     peak = memory_memo.get(key)
                     if peak is None:
                         try:
-                            from transformer_calc.timeline import peak_memory
-
                             phase = peak_memory(m, w, tr, par, all_stages=mixed[label]).peak
                             peak = (phase.total, phase.weights, phase.activations)
-                        except (ValueError, _Error) as exc:
+                        except (ValueError, TcalcError) as exc:
                             peak = exc
                         memory_memo.put(key, peak)
                     if isinstance(peak, Exception):
                         raise peak
                     row["peak_bytes"], row["weights_bytes"], row["activations_bytes"] = peak
                     if device is not None:
-                        from transformer_calc.timeline import fit_capacity
-
                         usable = fit_capacity(device.memory_bytes)
                         row["fits"], row["headroom_bytes"] = peak[0] <= usable, usable - peak[0]
                 if want_flops:
                     key = (label, S, B)
                     step = flops_memo.get(key)
                     if step is None:
-                        from transformer_calc.flops import count_flops
-
                         step = flops_memo.put(key, count_flops(m, w))
                     row["model_flops"] = step.total
                     if "hardware_flops" in want:
-                        row["hardware_flops"] = step.hardware(Recompute(rf[0]))
+                        row["hardware_flops"] = step.hardware(tr.recompute)
                 if "train_days" in want:
                     row["train_days"] = _train_days(m, label, S, spec, par, device, point.get("dtype"), days_memo)
             if want_inference:
@@ -491,7 +486,7 @@ def iter_rows(
                 value = row[name]
                 if isinstance(value, float) and not math.isfinite(value):
                     raise ValueError(f"{name} is not finite ({value})")
-        except (ValueError, _Error, OverflowError, ZeroDivisionError) as exc:
+        except (ValueError, TcalcError, OverflowError, ZeroDivisionError) as exc:
             skip(point, exc)
             continue
         yield {k: row[k] for k in columns}
@@ -521,22 +516,17 @@ def _points(spec: SweepSpec, start: int, stop: int) -> Iterator[tuple[Any, ...]]
 def _train_days(m: ModelConfig, label: str, S: int, spec: SweepSpec, par: Parallelism, device: Any, dtype: str | None,
                 memo: _Memo) -> float:
     """`tcalc flops --tokens N --gpus T·CP·P·dp --gpu G --mfu M [--dtype D]`: training.days."""
-    from transformer_calc import flops as F
-    from transformer_calc.report import peak_for
-
     key = (label, S)
     total = memo.get(key)
     if total is None:
-        total = memo.put(key, F.train_flops_for_tokens(m, S, spec.tokens))
+        total = memo.put(key, train_flops_for_tokens(m, S, spec.tokens))
     _, peak = peak_for(device, dtype)
-    return F.training_time_s(total, par.gpus, peak, spec.mfu) / F.SECONDS_PER_DAY
+    return training_time_s(total, par.gpus, peak, spec.mfu) / SECONDS_PER_DAY
 
 
 def _inference_metrics(m: ModelConfig, label: str, S: int, B: int, point: dict[str, Any], device: Any, spec: SweepSpec,
                        want: set[str], row: dict[str, Any], kv_memo: _Memo, memo: _Memo) -> None:
     """`tcalc inference` at this point (its InferenceSpec built as `report.inference_spec` does)."""
-    from transformer_calc.inference import InferenceSpec, decode, inference_memory, kv_cache, prefill_step
-
     T, ep, weight, dtype = point["tensor"], point["expert"], point["weight_dtype"], point.get("dtype")
     layout = (label, S, B, T, ep, weight, dtype)
     key = (*layout, point["gpu"])
