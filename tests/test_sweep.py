@@ -214,6 +214,17 @@ def test_streamed_output_equals_the_buffered_one(capsys, fmt):
         assert list(data) == ["axes", "metrics", "points_total", "points", "skipped", "skipped_reasons"]
 
 
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_streamed_empty_result_equals_the_buffered_one(capsys, fmt):
+    argv = ["sweep", "--preset", "llama-2-7b", "--T", "3", "-f", fmt]  # every point skipped
+    code, streamed, _ = call(capsys, *argv)
+    assert code == 0
+    assert (code, streamed) == call(capsys, *argv, "--sort", "B")[:2]
+    if fmt == "json":
+        data = json.loads(streamed)
+        assert data["points"] == [] and data["skipped"] == 1 and "flash=false" in data["skipped_reasons"][0]
+
+
 def test_streaming_writes_rows_before_the_grid_ends():
     """A generator, not a list: the first rows exist before the last point is priced."""
     from transformer_calc.presets import preset_model

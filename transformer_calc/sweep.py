@@ -428,7 +428,8 @@ def iter_rows(
     def skip(point: dict[str, Any], exc: Exception) -> None:
         stats.skipped += 1
         if len(stats.reasons) < MAX_REASONS:
-            stats.reasons.append(f"{' '.join(f'{k}={v}' for k, v in point.items())}: {exc}")
+            where = " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in point.items())
+            stats.reasons.append(f"{where}: {exc}")
 
     for i, values in enumerate(_points(spec, start, spec.size if stop is None else stop), start):
         if progress is not None and i % 1024 == 0:
