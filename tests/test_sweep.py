@@ -401,3 +401,36 @@ def test_api_numbers_read_as_the_cli_reads_them(axis, text):
     except TcalcError:
         got = None
     assert got == want
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(preset=st.sampled_from(["gpt2", "llama-2-7b", "mixtral-8x7b", "qwen3-30b-a3b"]), B=st.integers(1, 64),
+       S=st.sampled_from([128, 1000, 2048, 4096]), T=st.sampled_from([1, 2, 4, 8]), P=st.sampled_from([1, 2, 3, 4]),
+       dp=st.sampled_from([1, 2, 8]), zero=st.integers(0, 3), recompute=st.sampled_from(["none", "selective", "full"]),
+       flash=st.booleans(), sp=st.booleans(), framework=st.sampled_from(["pytorch", "megatron", "deepspeed"]))
+def test_every_point_is_the_memory_report(preset, B, S, T, P, dp, zero, recompute, flash, sp, framework):
+    """Property: a sweep point's memory metrics are `memory_report`'s for the same configs (or the
+    point is skipped exactly when the report refuses the layout)."""
+    from transformer_calc.config import Parallelism, Training, Workload
+    from transformer_calc.presets import gpu, preset_model
+    from transformer_calc.report import memory_report
+    from transformer_calc.sweep import prepare
+
+    m, device = preset_model(preset), gpu("h100")
+    run_ = prepare({preset: m}, {"batch_size": [B], "seq_len": [S], "tensor": [T], "pipeline": [P], "data": [dp],
+                                 "zero": [zero], "recompute": [recompute], "flash": [str(flash).lower()], "gpu": "h100"},
+                   {"sequence_parallel": sp, "framework": framework}, MEMORY_METRICS.split(","))
+    report = run_.report()
+    try:
+        want = memory_report(m, Workload(seq_len=S, batch_size=B), Training(recompute=recompute, flash=flash, framework=framework),
+                             Parallelism(tensor=T, pipeline=P, data=dp, zero=zero, sequence_parallel=sp), device)
+    except (ValueError, TcalcError):
+        assert report["skipped"] == 1 and report["points"] == []
+        return
+    row = report["points"][0]
+    for metric in MEMORY_METRICS.split(","):
+        assert row[metric] == lookup(want, METRIC_SOURCES[metric][1]), metric
