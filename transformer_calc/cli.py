@@ -608,7 +608,7 @@ def sweep(
     L: LOpt = None, D: DOpt = None, A: AOpt = None, kv_heads: KVOpt = None, head_dim: HeadDimOpt = None,
     E: EOpt = None, d_ff: DffOpt = None, V: VOpt = None, K: KOpt = None, set_: SetOpt = None,
     B: Annotated[Optional[str], typer.Option("--B", "--batch-size", help="B values, e.g. 1,2,4..64 \\[default: the job file's, else 1].", rich_help_panel=SWEEP)] = None,
-    S: Annotated[Optional[str], typer.Option("--S", "--seq-len", help="S values, e.g. 2k,8k \\[default: the job file's, else each model's max_seq_len].", rich_help_panel=SWEEP)] = None,
+    S: Annotated[Optional[str], typer.Option("--S", "--seq-len", "--prompt-len", help="S values (the prompt for inference metrics), e.g. 2k,8k \\[default: the job file's, else each model's max_seq_len].", rich_help_panel=SWEEP)] = None,
     T: Annotated[Optional[str], typer.Option("--T", "--tensor-parallel", help="T values \\[default: the job file's, else 1].", rich_help_panel=SWEEP)] = None,
     P: Annotated[Optional[str], typer.Option("--P", "--pipeline-parallel", help="P values \\[default: the job file's, else 1].", rich_help_panel=SWEEP)] = None,
     dp: Annotated[Optional[str], typer.Option("--dp", "--data-parallel", help="Data-parallel values \\[default: the job file's, else 1].", rich_help_panel=SWEEP)] = None,
@@ -636,7 +636,7 @@ def sweep(
     etp: Annotated[Optional[int], typer.Option("--etp", "--expert-tensor-parallel", help="Tensor-parallel ranks of one expert \\[default: T].", rich_help_panel=SWEEP_TRAINING, parser=_whole)] = None,
     tokens: Annotated[Optional[str], typer.Option("--tokens", help="train_days: the token budget, e.g. 300e9 \\[default: none].", rich_help_panel=SWEEP_TRAINING)] = None,
     mfu: Annotated[Optional[float], typer.Option("--mfu", help="train_days: assumed MFU \\[default: 0.4].", rich_help_panel=SWEEP_TRAINING)] = None,
-    new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", help="Tokens generated per sequence \\[default: 1].", rich_help_panel=SWEEP_INFERENCE, parser=_whole)] = None,
+    new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", "--output-len", help="Tokens generated per sequence \\[default: 1].", rich_help_panel=SWEEP_INFERENCE, parser=_whole)] = None,
     kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV-cache dtype \\[default: the activation dtype].", rich_help_panel=SWEEP_INFERENCE)] = None,
     cache_kv_heads: Annotated[Optional[int], typer.Option("--cache-kv-heads", help="K/V heads the cache holds, weights unchanged \\[default: the model's].", rich_help_panel=SWEEP_INFERENCE, parser=_whole)] = None,
     kv_cache: Annotated[Optional[bool], typer.Option("--kv-cache/--no-kv-cache", help="--no-kv-cache: every token reprocesses the context \\[default: on].", rich_help_panel=SWEEP_INFERENCE)] = None,
@@ -721,8 +721,8 @@ def _sweep_models(preset: list[str] | None, config: Path | None, hf_config: Path
                   overrides: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     """({label: ModelConfig}, job file or None): every --preset, and --config or --hf-config, each
     with the model overrides applied (as `load_model` applies them for the other commands)."""
-    from transformer_calc import presets as P_
     from transformer_calc.errors import TcalcError
+    from transformer_calc.presets import resolve_preset
 
     models: dict[str, Any] = {}
     job = None
@@ -730,7 +730,7 @@ def _sweep_models(preset: list[str] | None, config: Path | None, hf_config: Path
         for name in (n.strip() for n in item.split(",")):
             if not name:
                 raise TcalcError(f"--preset {_short(item)}: empty name in the list")
-            models[P_.resolve_preset(name)] = load_model(name, None, None, overrides)[0]
+            models[resolve_preset(name)] = load_model(name, None, None, overrides)[0]
     if config is not None or hf_config is not None:
         model, job = load_model(None, config, hf_config, overrides)
         label = model.name or str(config or hf_config)
