@@ -631,42 +631,80 @@ class SweepRun:
 
     def _parallel_rows(self, workers: int, progress: Callable[[int], None] | None) -> Iterator[dict[str, Any]]:
         """The rows of `iter_rows`, in the same order with the same skip count and reasons, priced
-        by `workers` forked processes, `chunk` points per task. At most 2 tasks per worker are
-        ahead of the reader, so memory stays bounded when the output is slower than the workers."""
-        import multiprocessing
-        import threading
+        by `workers` forked processes: worker k prices chunks k, k + workers, ... (`chunk` points
+        each) and sends each chunk's rows through its own pipe, which the reader drains in chunk
+        order. A pipe holds little, so a worker waits while the reader is behind: memory stays
+        bounded. However the reader stops (the end, an error, Ctrl-C, a closed stdout), the
+        workers are killed and reaped; they share no lock with it."""
+        import os
+        import pickle
+        import signal
 
-        global _WORK
         size, step = self.spec.size, self.chunk
-        ahead = threading.Semaphore(2 * workers)
-        stopping = threading.Event()
-
-        def tasks() -> Iterator[tuple[int, int]]:
-            for start in range(0, size, step):
-                ahead.acquire()
-                if stopping.is_set():
-                    return
-                yield start, min(start + step, size)
-
-        _WORK = (self.spec, self.models, self.gpus)
-        pool = multiprocessing.get_context("fork").Pool(workers, initializer=_ignore_interrupts)
+        n_chunks = -(-size // step)
+        children: list[tuple[int, int]] = []  # (pid, read end of its pipe)
+        readers: list[Any] = []
         try:
-            done = 0
-            for rows, skipped, reasons in pool.imap(_price_chunk, tasks()):
-                ahead.release()
+            for k in range(workers):
+                read_end, write_end = os.pipe()
+                pid = os.fork()
+                if pid == 0:  # the worker: price its chunks, write them, leave without cleanup
+                    code = 0
+                    try:
+                        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the reader's to handle
+                        os.close(read_end)
+                        for _, other in children:
+                            os.close(other)
+                        out = os.fdopen(write_end, "wb")
+                        try:
+                            for c in range(k, n_chunks, workers):
+                                stats = SweepStats()
+                                bounds = (c * step, min(c * step + step, size))
+                                rows = list(iter_rows(self.spec, self.models, self.gpus, stats, None, *bounds))
+                                pickle.dump((rows, stats.skipped, stats.reasons), out, pickle.HIGHEST_PROTOCOL)
+                                out.flush()
+                        except BrokenPipeError:
+                            pass  # the reader stopped early
+                        except BaseException as exc:  # noqa: BLE001 - told to the reader, never printed here
+                            code = 1
+                            pickle.dump(("error", f"{type(exc).__name__}: {exc}"), out)
+                            out.flush()
+                    except BaseException:  # noqa: BLE001 - a worker never prints or unwinds into the CLI
+                        code = 1
+                    finally:
+                        os._exit(code)
+                os.close(write_end)
+                children.append((pid, read_end))
+            readers = [os.fdopen(fd, "rb") for _, fd in children]
+            for c in range(n_chunks):
+                try:
+                    record = pickle.load(readers[c % workers])
+                except EOFError:
+                    raise RuntimeError("a sweep worker process stopped; run with TCALC_SWEEP_WORKERS=1") from None
+                if record[0] == "error":
+                    raise RuntimeError(f"a sweep worker failed: {record[1]}")
+                rows, skipped, reasons = record
                 self.stats.skipped += skipped
                 self.stats.reasons.extend(reasons[: MAX_REASONS - len(self.stats.reasons)])
-                done = min(done + step, size)
                 if progress is not None:
-                    progress(done)
+                    progress(min((c + 1) * step, size))
                 yield from rows
         finally:
-            stopping.set()
-            for _ in range(2 * workers + 1):  # wake the task feeder so that it can stop
-                ahead.release()
-            pool.terminate()
-            pool.join()
-            _WORK = None
+            for pid, _ in children:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            for pid, _ in children:
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+            for reader in readers:
+                reader.close()
+            if not readers:
+                for _, fd in children:
+                    os.close(fd)
 
     def report(self, progress: Callable[[int], None] | None = None, keep: int | None = None) -> dict[str, Any]:
         """The whole result (`--format json`): head, points, tail. With `keep`, only the first
@@ -683,14 +721,12 @@ class SweepRun:
         return out
 
 
-_WORK: tuple[Any, ...] | None = None  # (spec, models, gpus), inherited by forked workers
 
 
 def default_workers(size: int) -> int:
     """Processes for a grid of `size` points: one below PARALLEL_MIN_POINTS or where fork is not
     available, else the CPUs this process may use (at most MAX_WORKERS); TCALC_SWEEP_WORKERS
     overrides it (1: never fork)."""
-    import multiprocessing
     import os
 
     given = os.environ.get("TCALC_SWEEP_WORKERS", "").strip()
@@ -703,25 +739,9 @@ def default_workers(size: int) -> int:
             n = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             n = os.cpu_count() or 1
-    if "fork" not in multiprocessing.get_all_start_methods():
+    if not hasattr(os, "fork"):
         return 1
     return max(1, min(n, MAX_WORKERS))
-
-
-def _ignore_interrupts() -> None:
-    """Workers leave Ctrl-C to the parent, which stops them (no traceback from a worker)."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _price_chunk(bounds: tuple[int, int]) -> tuple[list[dict[str, Any]], int, list[str]]:
-    """One task of a forked worker: the rows of points [start, stop), the skip count, the reasons."""
-    assert _WORK is not None
-    spec, models, gpus = _WORK
-    stats = SweepStats()
-    rows = list(iter_rows(spec, models, gpus, stats, None, *bounds))
-    return rows, stats.skipped, stats.reasons
 
 
 def prepare(
