@@ -344,9 +344,9 @@ def test_worker_processes_give_the_same_rows_and_skips():
     models = {"llama-2-7b": preset_model("llama-2-7b"), "gpt2": preset_model("gpt2")}
     axes = {"batch_size": "1..40:1", "tensor": "1,2,3,5", "pipeline": "1,2,7", "gpu": "a100-80gb,h100"}
     metrics = ["peak_bytes", "fits", "hardware_flops", "kv_cache_bytes", "decode_bound"]
-    serial = prepare(models, axes, {}, metrics)
+    serial = prepare(models, axes, {}, metrics, gpu_lookup=gpu)
     serial.workers = 1
-    parallel = prepare(models, axes, {}, metrics)
+    parallel = prepare(models, axes, {}, metrics, gpu_lookup=gpu)
     parallel.workers, parallel.chunk = 2, 97  # chunks that cut the inner axes anywhere
     assert serial.report() == parallel.report()
     assert serial.stats.skipped > 0 and len(serial.stats.reasons) == 5
@@ -423,7 +423,7 @@ def test_every_point_is_the_memory_report(preset, B, S, T, P, dp, zero, recomput
     m, device = preset_model(preset), gpu("h100")
     run_ = prepare({preset: m}, {"batch_size": [B], "seq_len": [S], "tensor": [T], "pipeline": [P], "data": [dp],
                                  "zero": [zero], "recompute": [recompute], "flash": [str(flash).lower()], "gpu": "h100"},
-                   {"sequence_parallel": sp, "framework": framework}, MEMORY_METRICS.split(","))
+                   {"sequence_parallel": sp, "framework": framework}, MEMORY_METRICS.split(","), gpu_lookup=gpu)
     report = run_.report()
     try:
         want = memory_report(m, Workload(seq_len=S, batch_size=B), Training(recompute=recompute, flash=flash, framework=framework),

@@ -259,6 +259,8 @@ def sweep(model: Any = None, *, models: list[Any] | None = None, metrics: list[s
     kv_dtype, kv_heads, kv_cache, mla_cache). `model` is one model (see `load`); `models` several,
     labelled by preset name (or the model's name); or preset= (a list, or names comma-separated),
     config=, hf_config= as the CLI's --preset, --config, --hf-config."""
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.report import peak_for
     from transformer_calc.sweep import prepare
 
     loaded: dict[str, ModelConfig] = {}
@@ -287,7 +289,8 @@ def sweep(model: Any = None, *, models: list[Any] | None = None, metrics: list[s
     if unknown:
         raise TypeError(f"sweep() got unknown options: {', '.join(sorted(unknown))}")
     run = prepare(loaded, axes, settings, metrics.split(",") if isinstance(metrics, str) else metrics, job,
-                  tokens=tokens, mfu=mfu, fits_only=fits_only, sort=sort, limit=limit)
+                  tokens=tokens, mfu=mfu, fits_only=fits_only, sort=sort, limit=limit, gpu_lookup=find_gpu,
+                  peak=peak_for)
     return SweepResult(**_dump(run.report()))
 
 

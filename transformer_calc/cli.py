@@ -656,6 +656,8 @@ def sweep(
     same flags and job-file sections. Without --sort, rows are streamed as they are computed.
     Example: tcalc sweep --preset llama-2-7b --B 1,2,4..64 --T 1,2,4,8 --gpu a100-80gb --fits-only --sort peak_bytes
     """
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.report import peak_for
     from transformer_calc.sweep import prepare
 
     source = ModelArgs(preset=None, config=None, hf_config=None, L=L, D=D, A=A, kv_heads=kv_heads, head_dim=head_dim,
@@ -671,7 +673,7 @@ def sweep(
     )
     sweep_run = prepare(models, axes, settings, metrics.split(",") if metrics is not None else None, job,
                         tokens=_count(tokens, "--tokens"), mfu=mfu, fits_only=fits_only, sort=sort, limit=limit,
-                        number=_sweep_number)
+                        number=_sweep_number, gpu_lookup=find_gpu, peak=peak_for)
     plotting = _sweep_plot_args(sweep_run, plot, x, y, series) if plot is not None else None
     lengths = sweep_run.spec.axes.get("seq_len")
     for model in models.values():  # as memory and inference say it: a long default S, an S beyond the context

@@ -27,7 +27,6 @@ from transformer_calc.config import ModelConfig, Parallelism, Training, Workload
 from transformer_calc.errors import TcalcError
 from transformer_calc.flops import SECONDS_PER_DAY, count_flops, train_flops_for_tokens, training_time_s
 from transformer_calc.inference import InferenceSpec, decode, inference_memory, kv_cache, prefill_step
-from transformer_calc.report import peak_for
 from transformer_calc.timeline import fit_capacity, peak_memory
 
 # Axis (the row key and job-file key, docs/notation.md) -> the flag that sets it. The product runs
@@ -108,6 +107,8 @@ _INFERENCE_FIELDS = {"new_tokens": "new_tokens", "kv_dtype": "kv_dtype", "kv_hea
 
 
 NumberParser = Callable[[str, str, str], int]  # (axis, flag, text) -> int, or TcalcError
+GpuLookup = Callable[[str], Any]  # a GPU name or alias -> the hardware entry (presets.gpu)
+PeakLookup = Callable[[Any, "str | None"], "tuple[str, Any]"]  # report.peak_for: the one peak-dtype choice
 
 
 def parse_values(axis: str, text: Any, number: NumberParser | None = None, flag: str | None = None) -> list[Any]:
@@ -223,6 +224,7 @@ class SweepSpec:
     inference: dict[str, Any] = field(default_factory=dict)  # InferenceSpec fields (validated)
     tokens: int | None = None  # token budget for train_days
     mfu: float = 0.4
+    peak: PeakLookup | None = field(default=None, compare=False)  # (GPU, dtype or None) -> (dtype, FLOP/s)
 
     @property
     def size(self) -> int:
@@ -253,13 +255,16 @@ def build_spec(
     tokens: int | None = None,
     mfu: float | None = None,
     number: NumberParser | None = None,
+    gpu_lookup: GpuLookup | None = None,
+    peak: PeakLookup | None = None,
 ) -> tuple[SweepSpec, dict[str, Any]]:
     """(the grid, its GPUs by name) from the axes' texts (None: the job file's value, else the
     default), the fixed settings (flags by job-file key; None: the job file's, else the default)
     and the metrics. Every value is validated here, before any point is priced: an unknown value
-    anywhere is an error naming the flag, never an empty result."""
+    anywhere is an error naming the flag, never an empty result. GPU names are looked up with
+    `gpu_lookup` and peaks with `peak` (the callers' presets.gpu and report.peak_for: the sweep
+    sits among the estimators and imports neither)."""
     from transformer_calc.config import Recompute
-    from transformer_calc.presets import gpu as find_gpu
 
     training_section = dict(job.training) if job is not None else {}
     inference_section = dict(job.inference) if job is not None else {}
@@ -296,7 +301,9 @@ def build_spec(
                     raise TcalcError(f"{label} ({_clip(value)}): choose one of {choices}") from None
         if axis == "gpu":
             for name in axes[axis]:
-                device = find_gpu(str(name))
+                if gpu_lookup is None:
+                    raise TypeError("build_spec needs gpu_lookup (presets.gpu) to resolve GPU names")
+                device = gpu_lookup(str(name))
                 gpus[device.name] = device
             axes[axis] = list(gpus)
     if names is None:
@@ -340,8 +347,10 @@ def build_spec(
         raise TcalcError("train_days needs the token budget: give --tokens, e.g. --tokens 300e9")
     if mfu is not None and (isinstance(mfu, bool) or not isinstance(mfu, (int, float)) or not 0 < mfu <= 1):
         raise TcalcError(f"--mfu ({_clip(str(mfu))}) must be a fraction in (0, 1], e.g. 0.4 for 40 %")
+    if "train_days" in wanted and peak is None:
+        raise TypeError("build_spec needs peak (report.peak_for) for train_days")
     spec = SweepSpec(axes=axes, metrics=wanted, training=training, parallelism=parallelism, inference=inference,
-                     tokens=tokens, mfu=0.4 if mfu is None else float(mfu))
+                     tokens=tokens, mfu=0.4 if mfu is None else float(mfu), peak=peak)
     if spec.size > MAX_POINTS:
         raise TcalcError(f"the grid has {spec.size:,} points; keep it under {MAX_POINTS:,} (split it, or use fewer values)")
     return spec, gpus
@@ -521,7 +530,8 @@ def _train_days(m: ModelConfig, label: str, S: int, spec: SweepSpec, par: Parall
     total = memo.get(key)
     if total is None:
         total = memo.put(key, train_flops_for_tokens(m, S, spec.tokens))
-    _, peak = peak_for(device, dtype)
+    assert spec.peak is not None  # build_spec requires it for train_days
+    _, peak = spec.peak(device, dtype)
     return training_time_s(total, par.gpus, peak, spec.mfu) / SECONDS_PER_DAY
 
 
@@ -757,11 +767,14 @@ def prepare(
     sort: str | None = None,
     limit: int | None = None,
     number: NumberParser | None = None,
+    gpu_lookup: GpuLookup | None = None,
+    peak: PeakLookup | None = None,
 ) -> SweepRun:
     """Validate everything a sweep is given and return it ready to run (see `build_spec`)."""
     if not models:
         raise TcalcError("no model given; use --preset NAME[,NAME...], --config FILE or --hf-config FILE")
-    spec, gpus = build_spec(axes_text, models, metrics, settings, job, tokens=tokens, mfu=mfu, number=number)
+    spec, gpus = build_spec(axes_text, models, metrics, settings, job, tokens=tokens, mfu=mfu, number=number,
+                            gpu_lookup=gpu_lookup, peak=peak)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise TcalcError(f"--limit ({_clip(str(limit))}) must be a whole number >= 1")
     if fits_only and not ({"fits", "inference_fits"} & set(spec.metrics)):
