@@ -434,3 +434,14 @@ def test_every_point_is_the_memory_report(preset, B, S, T, P, dp, zero, recomput
     row = report["points"][0]
     for metric in MEMORY_METRICS.split(","):
         assert row[metric] == lookup(want, METRIC_SOURCES[metric][1]), metric
+
+
+def test_api_sweep_of_a_job_file_equals_the_cli(tmp_path, capsys):
+    import transformer_calc.api as tc
+
+    job = tmp_path / "job.yaml"
+    job.write_text("model: {preset: llama-3-8b}\ntraining: {S: 4096, T: 2, recompute: full, gpu: h100}\n"
+                   "inference: {S: 2048, B: 16, new_tokens: 64, gpu: h100}\n")
+    for metrics in ("peak_bytes,fits,hardware_flops", "kv_cache_bytes,tokens_per_s"):
+        api = tc.sweep(config=str(job), B="1,2", metrics=metrics).model_dump(mode="json")
+        assert api == call_json(capsys, "sweep", "--config", str(job), "--B", "1,2", "--metrics", metrics)
