@@ -158,16 +158,21 @@ def test_inference_point_equals_inference(capsys, sweep_args, inference_args):
 
 
 def test_compute_dtype_prices_the_inference_roofline(capsys):
-    """--dtype is the compute dtype (InferenceSpec.compute_dtype): fp8 matmuls at the fp8 peak."""
-    from transformer_calc.inference import InferenceSpec, prefill_step
+    """--dtype is the compute dtype (InferenceSpec.compute_dtype): fp8 matmuls at the fp8 peak; the
+    weights follow it unless --weight-dtype is given."""
+    from transformer_calc.inference import InferenceSpec, inference_memory, prefill_step
     from transformer_calc.presets import gpu, preset_model
 
     data = call_json(capsys, "sweep", "--preset", "llama-3-8b", "--S", "4096", "--B", "16", "--gpu", "h100",
-                     "--dtype", "bf16,fp8", "--metrics", "time_to_first_token_s")
-    got = [r["time_to_first_token_s"] for r in data["points"]]
-    want = [prefill_step(preset_model("llama-3-8b"), gpu("h100"),
-                         InferenceSpec(batch_size=16, prompt_len=4096, compute_dtype=d)).seconds for d in ("bf16", "fp8")]
-    assert got == want and got[1] < got[0]
+                     "--dtype", "bf16,fp8", "--metrics", "time_to_first_token_s,inference_memory_bytes")
+    got = [(r["time_to_first_token_s"], r["inference_memory_bytes"]) for r in data["points"]]
+    m, h100 = preset_model("llama-3-8b"), gpu("h100")
+    specs = [InferenceSpec(batch_size=16, prompt_len=4096, weight_dtype=d, compute_dtype=d) for d in ("bf16", "fp8")]
+    assert got == [(prefill_step(m, h100, s).seconds, inference_memory(m, h100, s).total_bytes) for s in specs]
+    assert got[1][0] < got[0][0] and got[1][1] < got[0][1]
+    pinned = call_json(capsys, "sweep", "--preset", "llama-3-8b", "--S", "4096", "--B", "16", "--gpu", "h100",
+                       "--dtype", "fp8", "--weight-dtype", "bf16", "--metrics", "inference_memory_bytes")
+    assert pinned["points"][0]["inference_memory_bytes"] == data["points"][0]["inference_memory_bytes"]
 
 
 def test_job_file_sections(tmp_path, capsys):

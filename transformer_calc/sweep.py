@@ -340,9 +340,9 @@ def build_spec(
     inf.update({k: v for k, v in settings.items() if k in INFERENCE_SETTINGS and v is not None})
     inference = {_INFERENCE_FIELDS[k]: v for k, v in inf.items()}
     if want_inference:
-        axes.setdefault("weight_dtype", ["bf16"])
-        for dtype, weight in itertools.product(axes.get("dtype", [None]), axes["weight_dtype"]):
-            _inference_spec(1, 1, 1, 1, weight, dtype, inference)  # every dtype and setting checked once
+        for dtype, weight in itertools.product(axes.get("dtype", [None]), axes.get("weight_dtype", [None])):
+            # every dtype and setting checked once (the weights default as in _inference_metrics)
+            _inference_spec(1, 1, 1, 1, weight or dtype or "bf16", dtype, inference)
     if "train_days" in wanted and tokens is None:
         raise TcalcError("train_days needs the token budget: give --tokens, e.g. --tokens 300e9")
     if mfu is not None and (isinstance(mfu, bool) or not isinstance(mfu, (int, float)) or not 0 < mfu <= 1):
@@ -538,7 +538,10 @@ def _train_days(m: ModelConfig, label: str, S: int, spec: SweepSpec, par: Parall
 def _inference_metrics(m: ModelConfig, label: str, S: int, B: int, point: dict[str, Any], device: Any, spec: SweepSpec,
                        want: set[str], row: dict[str, Any], kv_memo: _Memo, memo: _Memo) -> None:
     """`tcalc inference` at this point (its InferenceSpec built as `report.inference_spec` does)."""
-    T, ep, weight, dtype = point["tensor"], point["expert"], point["weight_dtype"], point.get("dtype")
+    T, ep, dtype = point["tensor"], point["expert"], point.get("dtype")
+    # The weights: the axis, else the model's own format (a quantized checkpoint), else the compute
+    # dtype, else bf16 (as `report.inference_spec` defaults them).
+    weight = point.get("weight_dtype") or getattr(m, "weight_format", None) or dtype or "bf16"
     layout = (label, S, B, T, ep, weight, dtype)
     key = (*layout, point["gpu"])
     done = memo.get(key)
