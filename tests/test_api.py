@@ -61,6 +61,19 @@ CASES = [
     (lambda: tc.hardware(), ["hardware"]),
     (lambda: tc.hardware("h100"), ["hardware", "h100"]),
     (lambda: tc.memory(preset="gpt3"), ["memory", "--preset", "gpt3"]),
+    (lambda: tc.sweep("llama-2-7b", B="1,2,4..64", T=[1, 2, 3], gpu="a100-80gb", recompute="full"),
+     ["sweep", "--preset", "llama-2-7b", "--B", "1,2,4..64", "--T", "1,2,3", "--gpu", "a100-80gb", "--recompute", "full"]),
+    (lambda: tc.sweep(models=["llama-3-8b", "mistral-7b"], S=[2048, 8192], gpu="h100,a100", kv_dtype="fp8",
+                      metrics=["kv_cache_bytes", "inference_fits", "tokens_per_s"], new_tokens=64, sort="-tokens_per_s"),
+     ["sweep", "--preset", "llama-3-8b,mistral-7b", "--S", "2048,8192", "--gpu", "h100,a100", "--kv-dtype", "fp8",
+      "--metrics", "kv_cache_bytes,inference_fits,tokens_per_s", "--new-tokens", "64", "--sort", "-tokens_per_s"]),
+    (lambda: tc.sweep(preset="gpt2,llama-2-7b", B=[1, 2], T="1,3"),
+     ["sweep", "--preset", "gpt2,llama-2-7b", "--B", "1,2", "--T", "1,3"]),
+    (lambda: tc.sweep("gpt3", S=2048, T=8, P=[4, 8], sp=True, grad_bytes=2, flash=[True, False], gpu="h100",
+                      metrics="peak_bytes,hardware_flops,train_days", tokens=300 * 10**9, dtype="fp8"),
+     ["sweep", "--preset", "gpt3", "--S", "2048", "--T", "8", "--P", "4,8", "--sp", "--grad-bytes", "2",
+      "--flash", "true,false", "--gpu", "h100", "--metrics", "peak_bytes,hardware_flops,train_days",
+      "--tokens", "300e9", "--dtype", "fp8"]),
 ]
 
 

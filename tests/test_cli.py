@@ -509,3 +509,21 @@ def test_non_integral_flag_is_an_error_naming_it(capsys):
     code, out, err = call(capsys, "flops", "--preset", "gpt2", "--B", "2.5")
     assert code == 2 and out == "" and err.startswith("Error: --B / --batch-size ('2.5'): '2.5' is not a whole number")
 
+
+
+def test_every_option_shows_its_default():
+    """Issue 12: no option of any command hides its default: typer shows it, the help text writes
+    `[default: ...]`, or the option is required."""
+    import typer.main
+
+    from transformer_calc.cli import app
+
+    hidden = []
+    for name, command in typer.main.get_command(app).commands.items():
+        for p in command.params:
+            if not p.opts or not p.opts[0].startswith("-") or p.name == "help":
+                continue
+            shown = "[default:" in (p.help or "") or p.required or (p.default is not None and p.show_default is not False)
+            if not shown:
+                hidden.append(f"{name} {p.opts[0]}")
+    assert hidden == []

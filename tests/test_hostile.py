@@ -238,7 +238,7 @@ def test_pipes_and_closed_or_full_stdout():
 
 def test_ctrl_c_exits_130_without_a_traceback():
     proc = subprocess.Popen([sys.executable, "-m", "transformer_calc", "sweep", "--preset", "gpt2", "--B", "1..64:1",
-                             "--S", "128..65536:128", "--metrics", "memory,flops"],
+                             "--S", "128..65536:128", "--metrics", "peak_bytes,model_flops"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     time.sleep(0.4)
     proc.send_signal(signal.SIGINT)

@@ -328,8 +328,8 @@ def test_cli_memory_expert_parallel_splits_the_experts(capsys):
 def test_cli_sweep_has_an_ep_axis(capsys):
     data = _json(capsys, "sweep", "--preset", "mixtral-8x7b", "--ep", "1,2,8", "--dp", "8", "--S", "1024")
     rows = data["points"]
-    mem = [r["memory"] for r in rows]
-    assert [r["ep"] for r in rows] == [1, 2, 8] and mem == sorted(mem, reverse=True)
+    mem = [r["peak_bytes"] for r in rows]
+    assert [r["expert"] for r in rows] == [1, 2, 8] and mem == sorted(mem, reverse=True)
 
 
 def test_cli_flops_windowed_and_inference_mla_cache(capsys):

@@ -29,11 +29,14 @@ OPTIONS = [
     "--block-size", "--max-num-batched-tokens", "--max-num-seqs", "--cuda-context", "--activation-peak",
     "--engine-workspace", "--no-cuda-graphs", "--matmul-efficiency", "--memory-efficiency", "--kernel-launch-s",
     "--draft", "--mtp", "--speculative-tokens", "--acceptance-rate", "--sequence-overhead-s",
+    "--metrics", "--fits-only", "--sort", "--limit", "--x", "--y", "--series", "--ep", "--cp", "--etp",
+    "--mla-cache", "--framework", "--no-head", "--micro-batches", "--kv-cache",
 ]
 WORDS = [
     "gpt2", "gpt3", "llama-2-7b", "mixtral-8x7b", "falcon-40b", "a100-80gb", "h100", "json", "yaml", "csv",
     "table", "seed", "selective", "full", "mixed", "fp32", "bf16", "adamw", "lion", "70GiB", "80GB",
-    "mlp=swiglu", "tied_embeddings=false", "1,2,4..64", "1..8:2", "memory,fits", "kv_cache,bound", "-memory", "n_layer=3", "n_kv_heads=3", "=", "", " ", "-1", "0", "1", "2",
+    "mlp=swiglu", "tied_embeddings=false", "1,2,4..64", "1..8:2", "memory,fits", "kv_cache,bound", "-memory", "peak_bytes,fits", "kv_cache_bytes,decode_bound",
+    "-peak_bytes", "hardware_flops,tokens_per_s", "n_layer=3", "n_kv_heads=3", "=", "", " ", "-1", "0", "1", "2",
     "3", "7", "8", "64", "1e3", "2.5", "nan", "inf", "10000000", "1000000", "-0", "0x10", "é", "\x00",
     "lora", "qlora", "dora", "all-linear", "q,v", "gate", "q,,zz", "optimizer", "optimizer+params", "nvme", "cpu",
     "q4_k_m", "mxfp4", "gptq-int4", "nvfp4", "gpt-oss-20b", "0.05", "0.9", "1GiB",

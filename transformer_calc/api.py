@@ -385,3 +385,66 @@ def hardware(name: str | None = None) -> HardwareResult:
     from transformer_calc.report import gpu_report, hardware_report
 
     return HardwareResult(_dump(hardware_report() if name is None else gpu_report(name)))
+
+
+class SweepResult(Result):
+    axes: dict[str, list[Any]]
+    metrics: list[str]
+    points_total: int
+    points: list[dict[str, Any]]
+    skipped: int
+    skipped_reasons: list[str]
+
+
+def sweep(model: Any = None, *, models: list[Any] | None = None, metrics: list[str] | str | None = None,
+          tokens: int | None = None, mfu: float | None = None, fits_only: bool = False, sort: str | None = None,
+          limit: int | None = None, **options: Any) -> SweepResult:
+    """`tcalc sweep`: a grid, one row per point (options: the axes B, S, T, P, dp, zero, ep, cp,
+    recompute, flash, gpu, dtype, weight_dtype, each one value, a list, or the CLI's text such as
+    "1,2,4..64"; the fixed settings precision, p, grad_bytes, optimizer, dropout, activations,
+    head_activations, framework, cross_entropy, micro_batches, fused_optimizer, sp, etp, new_tokens,
+    kv_dtype, kv_heads, kv_cache, mla_cache). `model` is one model (see `load`); `models` several,
+    labelled by preset name (or the model's name); or preset= (a list, or names comma-separated),
+    config=, hf_config= as the CLI's --preset, --config, --hf-config."""
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.report import peak_for
+    from transformer_calc.sweep import prepare
+
+    loaded: dict[str, ModelConfig] = {}
+    job = None
+    presets = options.pop("preset", None)  # the CLI's --preset (a list or comma-separated), --config, --hf-config
+    names = [n.strip() for n in presets.split(",")] if isinstance(presets, str) else list(presets or [])
+    files = [Path(options.pop(k)) for k in ("config", "hf_config") if options.get(k) is not None]
+    options.pop("config", None), options.pop("hf_config", None)
+    for source in ([model] if model is not None else []) + list(models or []) + names + files:
+        m, found = load(source)
+        job = job or found
+        label = source if isinstance(source, str) and Path(source).suffix not in (".yaml", ".yml", ".json") else None
+        if label is not None:
+            from transformer_calc.presets import resolve_preset
+
+            label = resolve_preset(label)
+        loaded[label or m.name or str(source)] = m
+    canon = _canonical(options)
+    axes_keys = ("batch_size", "seq_len", "tensor", "pipeline", "data", "zero", "expert", "context", "recompute",
+                 "flash", "gpu", "dtype", "weight_dtype")
+    axes = {k: _axis_text(canon.pop(k)) for k in axes_keys if k in canon}
+    settings = {**canon}
+    unknown = set(settings) - {"precision", "p", "grad_bytes", "optimizer", "dropout", "activations", "head_activations",
+                               "framework", "cross_entropy", "micro_batches", "fused_optimizer", "sequence_parallel",
+                               "expert_tensor", "new_tokens", "kv_dtype", "kv_heads", "kv_cache", "mla_cache"}
+    if unknown:
+        raise TypeError(f"sweep() got unknown options: {', '.join(sorted(unknown))}")
+    run = prepare(loaded, axes, settings, metrics.split(",") if isinstance(metrics, str) else metrics, job,
+                  tokens=tokens, mfu=mfu, fits_only=fits_only, sort=sort, limit=limit, gpu_lookup=find_gpu,
+                  peak=peak_for)
+    return SweepResult(**_dump(run.report()))
+
+
+def _axis_text(value: Any) -> Any:
+    """An axis given as one value, a list, or the CLI's text: the list form parse_values reads."""
+    if isinstance(value, (list, tuple)):
+        return [str(v).lower() if isinstance(v, bool) else v for v in value]
+    if isinstance(value, bool):
+        return [str(value).lower()]
+    return value if isinstance(value, str) else [value]

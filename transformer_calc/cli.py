@@ -811,164 +811,214 @@ def _enum(cls: Any, value: str, flag: str) -> Any:
 
 
 SWEEP = "Grid (comma lists; a..b doubles, a..b:s steps)"
+SWEEP_TRAINING = "Training, every point (as tcalc memory)"
+SWEEP_INFERENCE = "Inference, every point (as tcalc inference)"
 
 
 @app.command()
 def sweep(
-    preset: Annotated[Optional[list[str]], typer.Option("--preset", help="Model presets (repeat or comma-separate).", rich_help_panel=MODEL)] = None,
-    config: ConfigOpt = None,
-    hf_config: HFConfigOpt = None,
-    B: Annotated[str, typer.Option("--B", "--batch-size", help="B values, e.g. 1,2,4..64.", rich_help_panel=SWEEP)] = "1",
-    S: Annotated[Optional[str], typer.Option("--S", "--seq-len", help="S values \\[default: each model's max_seq_len].", rich_help_panel=SWEEP)] = None,
-    T: Annotated[str, typer.Option("--T", "--tensor-parallel", help="T values.", rich_help_panel=SWEEP)] = "1",
-    P: Annotated[str, typer.Option("--P", "--pipeline-parallel", help="P values.", rich_help_panel=SWEEP)] = "1",
-    dp: Annotated[str, typer.Option("--dp", "--data-parallel", help="Data-parallel values.", rich_help_panel=SWEEP)] = "1",
-    zero: Annotated[str, typer.Option("--zero", help="ZeRO stages.", rich_help_panel=SWEEP)] = "0",
-    ep: Annotated[str, typer.Option("--ep", "--expert-parallel", help="Expert-parallel values (MoE).", rich_help_panel=SWEEP)] = "1",
-    cp: Annotated[str, typer.Option("--cp", "--context-parallel", help="Context-parallel values.", rich_help_panel=SWEEP)] = "1",
-    recompute: Annotated[str, typer.Option("--recompute", help="none, selective, full.", rich_help_panel=SWEEP)] = "none",
-    flash: Annotated[str, typer.Option("--flash", help="true, false.", rich_help_panel=SWEEP)] = "false",
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPUs, e.g. a100-80gb,h100.", rich_help_panel=SWEEP)] = None,
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Inference weight dtypes (and the peak for train_days).", rich_help_panel=SWEEP)] = None,
-    metrics: Annotated[Optional[str], typer.Option("--metrics", help="Comma list: memory weights activations fits headroom flops train_days kv_cache inference_memory inference_fits ttft_s decode_s tokens_per_s bound \\[default: memory,flops (+ fits with --gpu)].")] = None,
-    precision: Annotated[Optional[str], typer.Option("--precision", help="Training precision for every point.")] = None,
-    optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="Optimizer for every point.")] = None,
+    preset: Annotated[Optional[list[str]], typer.Option("--preset", help="Model presets (repeat or comma-separate) \\[default: none; or --config/--hf-config].", rich_help_panel=MODEL)] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="tcalc YAML job file: its model:, training: and inference: sections \\[default: none].", rich_help_panel=MODEL)] = None,
+    hf_config: Annotated[Optional[Path], typer.Option("--hf-config", help="Hugging Face config.json (read offline) \\[default: none].", rich_help_panel=MODEL)] = None,
+    L: LOpt = None, D: DOpt = None, A: AOpt = None, kv_heads: KVOpt = None, head_dim: HeadDimOpt = None,
+    E: EOpt = None, d_ff: DffOpt = None, V: VOpt = None, K: KOpt = None, set_: SetOpt = None,
+    B: Annotated[Optional[str], typer.Option("--B", "--batch-size", help="B values, e.g. 1,2,4..64 \\[default: the job file's, else 1].", rich_help_panel=SWEEP)] = None,
+    S: Annotated[Optional[str], typer.Option("--S", "--seq-len", "--prompt-len", help="S values (the prompt for inference metrics), e.g. 2k,8k \\[default: the job file's, else each model's max_seq_len].", rich_help_panel=SWEEP)] = None,
+    T: Annotated[Optional[str], typer.Option("--T", "--tensor-parallel", help="T values \\[default: the job file's, else 1].", rich_help_panel=SWEEP)] = None,
+    P: Annotated[Optional[str], typer.Option("--P", "--pipeline-parallel", help="P values \\[default: the job file's, else 1].", rich_help_panel=SWEEP)] = None,
+    dp: Annotated[Optional[str], typer.Option("--dp", "--data-parallel", help="Data-parallel values \\[default: the job file's, else 1].", rich_help_panel=SWEEP)] = None,
+    zero: Annotated[Optional[str], typer.Option("--zero", help="ZeRO stages \\[default: the job file's, else 0].", rich_help_panel=SWEEP)] = None,
+    ep: Annotated[Optional[str], typer.Option("--ep", "--expert-parallel", help="Expert-parallel values (MoE) \\[default: the job file's, else 1].", rich_help_panel=SWEEP)] = None,
+    cp: Annotated[Optional[str], typer.Option("--cp", "--context-parallel", help="Context-parallel values \\[default: the job file's, else 1].", rich_help_panel=SWEEP)] = None,
+    recompute: Annotated[Optional[str], typer.Option("--recompute", help="none, selective, full \\[default: the job file's, else none].", rich_help_panel=SWEEP)] = None,
+    flash: Annotated[Optional[str], typer.Option("--flash", help="true, false \\[default: the job file's, else false].", rich_help_panel=SWEEP)] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPUs, e.g. a100-80gb,h100 \\[default: the job file's, else none].", rich_help_panel=SWEEP)] = None,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Compute dtypes: the dense peak of train_days and of the inference roofline \\[default: bf16 (fp16 without bf16) for train_days; from the weight dtype for inference].", rich_help_panel=SWEEP)] = None,
+    weight_dtype: Annotated[Optional[str], typer.Option("--weight-dtype", help="Inference weight dtypes: fp32 fp16 bf16 fp8 int8 int4 \\[default: the job file's, else the compute dtype (--dtype), else bf16].", rich_help_panel=SWEEP)] = None,
+    metrics: Annotated[Optional[str], typer.Option("--metrics", help="Comma list: peak_bytes weights_bytes activations_bytes fits headroom_bytes model_flops hardware_flops train_days kv_cache_bytes inference_memory_bytes inference_fits time_to_first_token_s time_per_output_token_s decode_tokens_per_s decode_bound tokens_per_s total_s \\[default: peak_bytes,model_flops (+ fits with --gpu)].")] = None,
+    precision: Annotated[Optional[str], typer.Option("--precision", help="mixed | fp32 | bf16 \\[default: mixed].", rich_help_panel=SWEEP_TRAINING)] = None,
+    p: Annotated[Optional[int], typer.Option("--p", help="p: bytes per activation/compute-weight element; 4 implies fp32 \\[default: from --precision].", rich_help_panel=SWEEP_TRAINING, parser=_whole)] = None,
+    grad_bytes: Annotated[Optional[int], typer.Option("--grad-bytes", help="Bytes per gradient \\[default: 4 mixed (seed), 4 fp32, 2 bf16].", rich_help_panel=SWEEP_TRAINING, parser=_whole)] = None,
+    optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="adamw | adam | sgd | sgd-momentum | lion | adam-8bit \\[default: adamw].", rich_help_panel=SWEEP_TRAINING)] = None,
+    dropout: Annotated[Optional[bool], typer.Option("--dropout/--no-dropout", help="Dropout masks kept \\[default: the model's dropout > 0].", rich_help_panel=SWEEP_TRAINING)] = None,
+    activations: Annotated[Optional[str], typer.Option("--activations", help="default | seed | torch-eager \\[default: default].", rich_help_panel=SWEEP_TRAINING)] = None,
+    head: Annotated[Optional[bool], typer.Option("--head/--no-head", help="Count embedding, final-norm, head and loss activations \\[default: on].", rich_help_panel=SWEEP_TRAINING)] = None,
+    framework: Annotated[Optional[str], typer.Option("--framework", help="pytorch | megatron | deepspeed \\[default: pytorch].", rich_help_panel=SWEEP_TRAINING)] = None,
+    cross_entropy: Annotated[Optional[str], typer.Option("--cross-entropy", help="eager | fused | chunked \\[default: fused for megatron, else eager].", rich_help_panel=SWEEP_TRAINING)] = None,
+    micro_batches: Annotated[Optional[int], typer.Option("--micro-batches", help="Micro-batches per optimizer step \\[default: P, or 1].", rich_help_panel=SWEEP_TRAINING, parser=_whole)] = None,
+    fused_optimizer: Annotated[Optional[bool], typer.Option("--fused-optimizer/--foreach-optimizer", help="Fused optimizer step \\[default: foreach for pytorch, fused otherwise].", rich_help_panel=SWEEP_TRAINING)] = None,
+    sp: Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", rich_help_panel=SWEEP_TRAINING)] = None,
+    etp: Annotated[Optional[int], typer.Option("--etp", "--expert-tensor-parallel", help="Tensor-parallel ranks of one expert \\[default: T].", rich_help_panel=SWEEP_TRAINING, parser=_whole)] = None,
     finetune: FinetuneOpt = None,
     lora_rank: LoraRankOpt = None,
     lora_targets: LoraTargetsOpt = None,
-    sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism for every point.")] = False,
-    new_tokens: Annotated[int, typer.Option("--new-tokens", "--output-len", min=1, help="Inference: tokens generated per sequence.", parser=_whole)] = 1,
-    tokens: Annotated[Optional[str], typer.Option("--tokens", help="train_days: the token budget, e.g. 300e9.")] = None,
-    mfu: Annotated[float, typer.Option("--mfu", help="train_days: assumed MFU.")] = 0.4,
-    fits_only: Annotated[bool, typer.Option("--fits-only", help="Keep only the points that fit the GPU.")] = False,
-    sort: Annotated[Optional[str], typer.Option("--sort", help="Sort by a column; -column for descending.")] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Show at most this many rows.", parser=_whole)] = None,
-    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write a figure (png, svg, pdf; needs the plot extra).")] = None,
-    x: Annotated[Optional[str], typer.Option("--x", help="Plot: x axis \\[default: the first axis that varies].")] = None,
-    y: Annotated[Optional[str], typer.Option("--y", help="Plot: the metric \\[default: the first metric].")] = None,
-    series: Annotated[Optional[str], typer.Option("--series", help="Plot: one line per value of this axis.")] = None,
+    tokens: Annotated[Optional[str], typer.Option("--tokens", help="train_days: the token budget, e.g. 300e9 \\[default: none].", rich_help_panel=SWEEP_TRAINING)] = None,
+    mfu: Annotated[Optional[float], typer.Option("--mfu", help="train_days: assumed MFU \\[default: 0.4].", rich_help_panel=SWEEP_TRAINING)] = None,
+    new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", "--output-len", help="Tokens generated per sequence \\[default: 1].", rich_help_panel=SWEEP_INFERENCE, parser=_whole)] = None,
+    kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV-cache dtype \\[default: the activation dtype].", rich_help_panel=SWEEP_INFERENCE)] = None,
+    cache_kv_heads: Annotated[Optional[int], typer.Option("--cache-kv-heads", help="K/V heads the cache holds, weights unchanged \\[default: the model's].", rich_help_panel=SWEEP_INFERENCE, parser=_whole)] = None,
+    kv_cache: Annotated[Optional[bool], typer.Option("--kv-cache/--no-kv-cache", help="--no-kv-cache: every token reprocesses the context \\[default: on].", rich_help_panel=SWEEP_INFERENCE)] = None,
+    mla_cache: Annotated[Optional[str], typer.Option("--mla-cache", help="MLA models: latent | decompressed \\[default: latent].", rich_help_panel=SWEEP_INFERENCE)] = None,
+    fits_only: Annotated[bool, typer.Option("--fits-only", help="Keep only the points that fit the GPU \\[default: off].", rich_help_panel=OUTPUT)] = False,
+    sort: Annotated[Optional[str], typer.Option("--sort", help="Sort by a column; -column for descending \\[default: grid order, streamed].", rich_help_panel=OUTPUT)] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", help="Show at most this many rows \\[default: all].", rich_help_panel=OUTPUT, parser=_whole)] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Write a figure (png, svg, pdf; needs the plot extra) \\[default: none].", rich_help_panel=OUTPUT)] = None,
+    x: Annotated[Optional[str], typer.Option("--x", help="Plot: x axis \\[default: the first axis that varies].", rich_help_panel=OUTPUT)] = None,
+    y: Annotated[Optional[str], typer.Option("--y", help="Plot: the metric \\[default: the first numeric metric].", rich_help_panel=OUTPUT)] = None,
+    series: Annotated[Optional[str], typer.Option("--series", help="Plot: one line per value of this axis \\[default: the next axis that varies].", rich_help_panel=OUTPUT)] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
-    """A grid over models, B, S, T, P, dp, ZeRO, recompute, flash, GPUs and dtypes: one row per point.
+    """A grid over models, B, S, T, P, dp, ZeRO, EP, CP, recompute, flash, GPUs and dtypes: one row per point.
 
-    Example: tcalc sweep --preset llama-2-7b --B 1,2,4..64 --T 1,2,4,8 --gpu a100-80gb --fits-only --sort memory
+    Every point is priced as `tcalc memory`, `tcalc flops` and `tcalc inference` price it, with the
+    same flags and job-file sections. Without --sort, rows are streamed as they are computed.
+    Example: tcalc sweep --preset llama-2-7b --B 1,2,4..64 --T 1,2,4,8 --gpu a100-80gb --fits-only --sort peak_bytes
     """
-    import time
+    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.report import peak_for
+    from transformer_calc.sweep import prepare
 
-    import importlib
+    source = ModelArgs(preset=None, config=None, hf_config=None, L=L, D=D, A=A, kv_heads=kv_heads, head_dim=head_dim,
+                       E=E, d_ff=d_ff, V=V, K=K, set_=set_)
+    models, job = _sweep_models(preset, config, hf_config, source.overrides())
+    axes = {"batch_size": B, "seq_len": S, "tensor": T, "pipeline": P, "data": dp, "zero": zero, "expert": ep,
+            "context": cp, "recompute": recompute, "flash": flash, "gpu": gpu, "dtype": dtype, "weight_dtype": weight_dtype}
+    settings = dict(
+        precision=precision, p=p, grad_bytes=grad_bytes, optimizer=optimizer, dropout=dropout, activations=activations,
+        head_activations=head, framework=framework, cross_entropy=cross_entropy, micro_batches=micro_batches,
+        fused_optimizer=fused_optimizer, sequence_parallel=sp, expert_tensor=etp, new_tokens=new_tokens,
+        kv_dtype=kv_dtype, cache_kv_heads=cache_kv_heads, kv_cache=kv_cache, mla_cache=mla_cache,
+        finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets,
+    )
+    sweep_run = prepare(models, axes, settings, metrics.split(",") if metrics is not None else None, job,
+                        tokens=_count(tokens, "--tokens"), mfu=mfu, fits_only=fits_only, sort=sort, limit=limit,
+                        number=_sweep_number, gpu_lookup=find_gpu, peak=peak_for)
+    plotting = _sweep_plot_args(sweep_run, plot, x, y, series) if plot is not None else None
+    lengths = sweep_run.spec.axes.get("seq_len")
+    for model in models.values():  # as memory and inference say it: a long default S, an S beyond the context
+        _note_seq_len(model, max(lengths) if lengths else model.max_seq_len, lengths is not None)
+    with _sweep_progress(sweep_run.spec.size) as progress:
+        if plotting is None and fmt in (OutputFormat.csv, OutputFormat.json):
+            from transformer_calc.render import sweep_csv, sweep_json
 
-    P_ = importlib.import_module("transformer_calc.presets")
-    from transformer_calc.config import Recompute
-    from transformer_calc.errors import TcalcError
-    from transformer_calc.sweep import METRICS, SweepSpec, check_metrics, parse_values, run_sweep, select
+            rows = sweep_run.rows(progress)  # streamed: each row written as it is priced
+            if fmt is OutputFormat.csv:
+                pieces = sweep_csv(sweep_run.columns, rows)
+            else:
+                pieces = sweep_json(sweep_run.head(), rows, sweep_run.tail)
+            for piece in pieces:
+                write(piece)
+            return
+        from transformer_calc.render import TABLE_MAX_ROWS
 
-    models: dict[str, Any] = {}
-    for item in preset or []:
-        for name in (n.strip() for n in item.split(",")):
-            if not name:
-                raise TcalcError(f"--preset {item!r}: empty name in the list")
-            models[P_.resolve_preset(name)] = P_.preset_model(name)
-    if config is not None or hf_config is not None:
-        model = load_model(None, config, hf_config, {})[0]
-        models[model.name or str(config or hf_config)] = model
-    if not models:
-        raise TcalcError("no model given; use --preset NAME[,NAME...], --config FILE or --hf-config FILE")
-    gpus = {}
-    for name in parse_values("gpu", gpu) if gpu is not None else []:
-        device = P_.gpu(name)
-        gpus[device.name] = device
-    axes: dict[str, list[Any]] = {"model": list(models)}
-    for axis, text in (("B", B), ("S", S), ("T", T), ("P", P), ("dp", dp), ("zero", zero), ("ep", ep), ("cp", cp),
-                       ("recompute", recompute), ("flash", flash), ("dtype", dtype)):
-        if text is not None:
-            axes[axis] = parse_values(axis, text)
-    for value in axes["recompute"]:
-        _enum(Recompute, value, "--recompute")
-    axes["gpu"] = list(gpus) or [None]
-    if metrics is None:
-        metrics = "memory,fits,flops" if gpus else "memory,flops"
-    wanted = check_metrics([m.strip() for m in metrics.split(",") if m.strip()])
-    needs_gpu = {"fits", "headroom", "train_days"} | set(METRICS[7:])
-    if not gpus and needs_gpu & set(wanted):
-        raise TcalcError(f"metrics {', '.join(sorted(needs_gpu & set(wanted)))} need --gpu NAME")
-    fixed = {k: v for k, v in (("precision", precision), ("optimizer", optimizer), ("finetune", finetune),
-                               ("lora_rank", lora_rank), ("lora_targets", lora_targets)) if v is not None}
-    from transformer_calc.config import Training, build
-
-    build(Training, dict(fixed), "sweep")  # an unknown --precision or --optimizer is an error, not an empty table
-    for value in axes.get("dtype", []) if dtype is not None else []:
-        from transformer_calc.inference import DTYPE_BITS, _dtype
-
-        try:
-            _dtype("--dtype", value, DTYPE_BITS)
-        except ValueError as exc:
-            raise TcalcError(str(exc)) from None
-    if sp:
-        fixed["sequence_parallel"] = True
-    spec = SweepSpec(axes=axes, metrics=wanted, training=fixed, new_tokens=new_tokens,
-                     tokens=_count(tokens, "--tokens"), mfu=mfu)
-    if not 0 < mfu <= 1:
-        raise TcalcError(f"--mfu ({mfu}) must be a fraction in (0, 1]")
-    if spec.size > 1_000_000:
-        raise TcalcError(f"the grid has {spec.size:,} points; keep it under 1,000,000")
-    started = time.perf_counter()
-    bar: dict[str, Any] = {}
-
-    def progress(done: int) -> None:
-        # A rich progress bar on stderr once the sweep is predicted to run longer than a second.
-        if "task" in bar:
-            bar["progress"].update(bar["task"], completed=done)
-        elif done and (time.perf_counter() - started) * spec.size / done > 1.0 and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import Progress
-
-            bar["progress"] = Progress(transient=True, console=Console(stderr=True))
-            bar["progress"].start()
-            bar["task"] = bar["progress"].add_task("sweep", total=spec.size, completed=done)
-
-    try:
-        result = run_sweep(spec, models, gpus, progress)
-    finally:
-        if "progress" in bar:
-            bar["progress"].stop()
-    rows = select(result.rows, fits_only, sort, limit)
-    report = {
-        "axes": {k: v for k, v in axes.items()},
-        "metrics": list(wanted),
-        "points_total": spec.size,
-        "skipped": result.skipped,
-        "skipped_reasons": result.reasons,
-        "points": rows,
-    }
-    if plot is not None:
+        keep = TABLE_MAX_ROWS if fmt is OutputFormat.table and plotting is None else None
+        report = sweep_run.report(progress, keep=keep)
+    if plotting is not None:
         from transformer_calc.render import plot_sweep
 
-        if plot.suffix.lower() not in (".png", ".svg", ".pdf"):
-            raise TcalcError(
-                f"--plot {_short(str(plot))}: name the format by the suffix (.png, .svg or .pdf); "
-                "tcalc writes only the file you name"
-            )
-        varying = [a for a, v in axes.items() if len(v) > 1]
-        x_axis = x or next((a for a in varying if a not in ("model", "gpu")), varying[0] if varying else "B")
-        y_metric = y or next((m for m in wanted if m not in ("fits", "inference_fits", "bound")), None)
-        if y_metric is None:
-            raise TcalcError("--plot needs a numeric metric; add one to --metrics or give --y")
-        for name, value in (("--x", x_axis), ("--series", series)):
-            if value is not None and value not in axes:
-                raise TcalcError(f"{name} {value!r}: not an axis; choose from {', '.join(axes)}")
-        if y_metric not in wanted:
-            raise TcalcError(f"--y {y_metric!r}: not among --metrics ({', '.join(wanted)})")
-        series_axis = series or next((a for a in varying if a != x_axis), None)
-        capacity = next(iter(gpus.values())).memory_bytes if len(gpus) == 1 else None
-        plot_sweep(report, str(plot), x_axis, y_metric, series_axis, capacity)
+        plot_sweep(report, *plotting)
     if fmt is OutputFormat.csv:
-        from transformer_calc.render import to_csv
+        from transformer_calc.render import sweep_csv
 
-        write(to_csv(rows) if rows else "")
+        for piece in sweep_csv(sweep_run.columns, report["points"]):
+            write(piece)
     else:
         from transformer_calc.render import sweep_table
 
         emit(report, fmt, sweep_table)
+
+
+def _sweep_number(axis: str, flag: str, text: str) -> int:
+    """One number of a sweep axis, read by the CLI's one integer parser (k = 1024 for S)."""
+    from transformer_calc.errors import TcalcError
+
+    try:
+        return _parse_whole(text, 0 if axis == "zero" else 1, 3 if axis == "zero" else None, binary=axis == "seq_len")
+    except typer.BadParameter as exc:
+        raise TcalcError(f"{flag} ({_short(text)}): {exc.message}") from None
+
+
+def _sweep_models(preset: list[str] | None, config: Path | None, hf_config: Path | None,
+                  overrides: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """({label: ModelConfig}, job file or None): every --preset, and --config or --hf-config, each
+    with the model overrides applied (as `load_model` applies them for the other commands)."""
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.presets import resolve_preset
+
+    models: dict[str, Any] = {}
+    job = None
+    for item in preset or []:
+        for name in (n.strip() for n in item.split(",")):
+            if not name:
+                raise TcalcError(f"--preset {_short(item)}: empty name in the list")
+            models[resolve_preset(name)] = load_model(name, None, None, overrides)[0]
+    if config is not None or hf_config is not None:
+        model, job = load_model(None, config, hf_config, overrides)
+        label = model.name or str(config or hf_config)
+        models[label if label not in models else f"{label} ({config or hf_config})"] = model
+    if not models and overrides:
+        model = load_model(None, None, None, overrides)[0]
+        models[model.name or "model"] = model
+    if not models:
+        raise TcalcError("no model given; use --preset NAME[,NAME...], --config FILE or --hf-config FILE, or give --L --D --A --V")
+    return models, job
+
+
+def _sweep_plot_args(sweep_run: Any, plot: Path, x: str | None, y: str | None, series: str | None) -> tuple[Any, ...]:
+    """(path, x axis, y metric, series axis, capacity) for render.plot_sweep, checked before the
+    sweep runs: a bad --plot, --x, --y or --series writes nothing."""
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.sweep import axis_name
+
+    if plot.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise TcalcError(
+            f"--plot {_short(str(plot))}: name the format by the suffix (.png, .svg or .pdf); "
+            "tcalc writes only the file you name"
+        )
+    axes, wanted = sweep_run.spec.axes, sweep_run.spec.metrics
+    varying = [a for a, v in axes.items() if len(v) > 1]
+    x_axis = axis_name(x) if x else next((a for a in varying if a not in ("model", "gpu")), varying[0] if varying else "batch_size")
+    series_axis = axis_name(series) if series else next((a for a in varying if a != x_axis), None)
+    for name, value, given in (("--x", x_axis, x), ("--series", series_axis, series)):
+        if value is not None and value not in axes:
+            raise TcalcError(f"{name} {_short(given or value)}: not an axis; choose from {', '.join(axes)}")
+    y_metric = y or next((m for m in wanted if m not in ("fits", "inference_fits", "decode_bound")), None)
+    if y_metric is None:
+        raise TcalcError("--plot needs a numeric metric; add one to --metrics or give --y")
+    if y_metric not in wanted:
+        raise TcalcError(f"--y {_short(y_metric)}: not among --metrics ({', '.join(wanted)})")
+    capacity = next(iter(sweep_run.gpus.values())).memory_bytes if len(sweep_run.gpus) == 1 else None
+    return str(plot), x_axis, y_metric, series_axis, capacity
+
+
+class _sweep_progress:
+    """A rich progress bar on stderr (a terminal only) once a sweep is predicted to run longer
+    than a second; the callback gets the number of points done."""
+
+    def __init__(self, total: int) -> None:
+        import time
+
+        self.total, self.started, self.bar, self.task = total, time.perf_counter(), None, None
+
+    def __enter__(self) -> Any:
+        return self.update
+
+    def update(self, done: int) -> None:
+        import time
+
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+        elif done and (time.perf_counter() - self.started) * self.total / done > 1.0 and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.bar = Progress(transient=True, console=Console(stderr=True))
+            self.bar.start()
+            self.task = self.bar.add_task("sweep", total=self.total, completed=done)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 @app.command()

@@ -1027,3 +1027,33 @@ def estimate_inference(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Inferen
         compute_bound_batch=compute_bound_batch(m, gpu, spec),
         compute_bound_batch_weights_only=weights_only_compute_bound_batch(m, gpu, spec),
     )
+
+
+# ============================================================================ the shard, once per layout
+# What one GPU holds depends on the model and the layout (T, ep, the cache's heads and form), never
+# on the workload (B, S, N_new): a sweep that prices thousands of workloads of one layout computes
+# the shard once (issue 12). The key is every InferenceSpec field but the workload's, so a field
+# the shard comes to read is in the key by construction; tests/test_sweep.py checks the invariant.
+_WORKLOAD_FIELDS = frozenset({"batch_size", "prompt_len", "new_tokens"})
+_LAYOUT_FIELDS = tuple(f.name for f in dataclasses.fields(InferenceSpec) if f.name not in _WORKLOAD_FIELDS)
+_SHARD_MEMO_SIZE = 256  # layouts kept (cleared when full)
+
+
+def _memo_by_layout(shard: Callable[[ModelConfig, InferenceSpec], _Shard]) -> Callable[[ModelConfig, InferenceSpec], _Shard]:
+    memo: dict[tuple[object, ...], _Shard] = {}
+
+    def cached(m: ModelConfig, spec: InferenceSpec) -> _Shard:
+        key = (m, *[getattr(spec, name) for name in _LAYOUT_FIELDS])
+        sh = memo.get(key)
+        if sh is None:
+            if len(memo) >= _SHARD_MEMO_SIZE:
+                memo.clear()
+            sh = memo[key] = shard(m, spec)
+        return sh
+
+    cached.__doc__, cached.__name__ = shard.__doc__, shard.__name__
+    cached.uncached = shard  # type: ignore[attr-defined]
+    return cached
+
+
+_shard = _memo_by_layout(_shard)

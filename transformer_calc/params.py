@@ -14,8 +14,14 @@ frequencies, causal masks) are not parameters. The result must equal what PyTorc
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import lru_cache
 
 from transformer_calc.config import ModelConfig, Positional, QKNormScope
+
+# count_params and shard_params are pure functions of a frozen, hashable ModelConfig (and ints)
+# returning frozen dataclasses: they are memoized, so that a sweep or a planner that prices
+# thousands of points of one (model, layout) counts its parameters once (issue 12).
+MEMO_SIZE = 1024
 
 GATED_MATRICES = 3  # gate, up, down (SwiGLU/GeGLU; Shazeer 2020)
 PLAIN_MATRICES = 2  # up, down (seed, "MLP": W0 D x ED, W1 ED x D)
@@ -238,6 +244,7 @@ def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:
     )
 
 
+@lru_cache(maxsize=MEMO_SIZE)
 def count_params(m: ModelConfig) -> ModelParams:
     """Exact parameter count, per component (see the module docstring for conventions)."""
     L, D, V = m.n_layers, m.d_model, m.vocab_size
@@ -353,6 +360,7 @@ class ShardParams:
         return self.embedding + self.blocks(m, 0, m.n_layers) + self.final_norm + self.lm_head
 
 
+@lru_cache(maxsize=MEMO_SIZE)
 def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None) -> ShardParams:
     """Parameters of one of T tensor-parallel (and ep expert-parallel) ranks, by component.
 

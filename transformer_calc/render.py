@@ -683,22 +683,26 @@ def serve_table(report: dict[str, Any]) -> Any:
 TABLE_MAX_ROWS = 200  # a terminal table of 10,000 rows helps nobody and takes rich seconds
 
 _SWEEP_FORMATS: dict[str, Any] = {
-    "memory": fmt_bytes, "weights": fmt_bytes, "activations": fmt_bytes, "headroom": fmt_bytes,
-    "kv_cache": fmt_bytes, "inference_memory": fmt_bytes, "flops": fmt_flops,
-    "ttft_s": lambda x: fmt_s(x), "decode_s": lambda x: fmt_s(x),
-    "tokens_per_s": lambda x: f"{x:,.0f}", "train_days": lambda x: f"{x:.2f}",
-}
+    **{m: fmt_bytes for m in ("peak_bytes", "weights_bytes", "activations_bytes", "headroom_bytes", "kv_cache_bytes",
+                              "inference_memory_bytes")},
+    "model_flops": fmt_flops, "hardware_flops": fmt_flops,
+    **{m: (lambda x: fmt_s(x)) for m in ("time_to_first_token_s", "time_per_output_token_s", "total_s")},
+    "tokens_per_s": lambda x: f"{x:,.0f}", "decode_tokens_per_s": lambda x: f"{x:,.0f}",
+    "train_days": lambda x: f"{x:.2f}",
+}  # fmt: skip
 
 
 def sweep_table(report: dict[str, Any]) -> Any:
-    """One row per point; axes with a single value are shown once in the title instead."""
+    """One row per point; axes with a single value are shown once in the title instead.
+    `shown_of` (when the report holds only the first rows) is how many points were kept."""
     from rich.console import Group
     from rich.text import Text
 
     rows = report["points"]
+    kept = report.get("shown_of", len(rows))
     varying = [a for a, v in report["axes"].items() if len(v) > 1]
     fixed = {a: v[0] for a, v in report["axes"].items() if len(v) == 1}
-    title = "Sweep: " + (", ".join(f"{k}={v}" for k, v in fixed.items()) or "all axes vary")
+    title = "Sweep: " + (", ".join(f"{k}={_cell(v)}" for k, v in fixed.items()) or "all axes vary")
     t = _table(title, *varying, *report["metrics"])
     for r in rows[:TABLE_MAX_ROWS]:
         cells = [str(r.get(a)) for a in varying]
@@ -709,18 +713,60 @@ def sweep_table(report: dict[str, Any]) -> Any:
         t.add_row(*cells)
     shown = min(len(rows), TABLE_MAX_ROWS)
     foot = f"{shown} of {report['points_total']} points shown"
-    if len(rows) > shown:
-        foot += f" (the table stops at {TABLE_MAX_ROWS}: use --sort/--limit, or --format csv|json for all {len(rows)})"
+    if kept > shown:
+        foot += f" (the table stops at {TABLE_MAX_ROWS}: use --sort/--limit, or --format csv|json for all {kept})"
     if report["skipped"]:
         foot += f"; {report['skipped']} skipped (the model cannot run them), e.g. {report['skipped_reasons'][0]}"
     return Group(t, Text(foot, style="dim"))
 
 
+def sweep_csv(columns: tuple[str, ...] | list[str], rows: Any) -> Any:
+    """CSV text of sweep rows, piece by piece (a generator): the header, then the rows as they
+    come. Cells as `to_csv` writes them (booleans lowercase, None empty)."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    n = 0
+    for row in rows:
+        writer.writerow([_cell(row[c]) for c in columns])
+        n += 1
+        if n % 512 == 0:
+            yield buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+    yield buf.getvalue()
+
+
+def sweep_json(head: dict[str, Any], rows: Any, tail: Any) -> Any:
+    """Exactly `to_json({**head, "points": rows, **tail()})`, piece by piece (a generator): the
+    points are written as they come, and `tail()` is called after the last one."""
+
+    def item(key: str, value: Any) -> str:
+        return f"  {json.dumps(key)}: " + json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+
+    yield "{\n" + "".join(item(k, v) + ",\n" for k, v in head.items()) + '  "points": ['
+    pieces, n = [], 0
+    for row in rows:
+        pieces.append(("\n    " if n == 0 else ",\n    ")
+                      + json.dumps(row, indent=2, ensure_ascii=False).replace("\n", "\n    "))
+        n += 1
+        if n % 512 == 0:
+            yield "".join(pieces)
+            pieces = []
+    yield "".join(pieces) + ("\n  ]" if n else "]")
+    yield "".join(",\n" + item(k, v) for k, v in tail().items()) + "\n}\n"
+
+
 _PLOT_UNITS: dict[str, tuple[float, str]] = {
-    "memory": (2**30, "GiB"), "weights": (2**30, "GiB"), "activations": (2**30, "GiB"), "headroom": (2**30, "GiB"),
-    "kv_cache": (2**30, "GiB"), "inference_memory": (2**30, "GiB"), "flops": (1e12, "TFLOP"),
-    "ttft_s": (1e-3, "ms"), "decode_s": (1e-3, "ms"), "tokens_per_s": (1.0, "tokens/s"), "train_days": (1.0, "days"),
-}
+    **{m: (2**30, "GiB") for m in ("peak_bytes", "weights_bytes", "activations_bytes", "headroom_bytes",
+                                   "kv_cache_bytes", "inference_memory_bytes")},
+    "model_flops": (1e12, "TFLOP"), "hardware_flops": (1e12, "TFLOP"),
+    **{m: (1e-3, "ms") for m in ("time_to_first_token_s", "time_per_output_token_s", "total_s")},
+    "tokens_per_s": (1.0, "tokens/s"), "decode_tokens_per_s": (1.0, "tokens/s"), "train_days": (1.0, "days"),
+}  # fmt: skip
 
 
 def plot_sweep(report: dict[str, Any], path: str, x: str, y: str, series: str | None, capacity: int | None) -> None:
