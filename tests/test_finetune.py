@@ -392,14 +392,20 @@ def test_foreach_adamw_temporary_is_one_per_trainable_parameter():
 
 def test_experts_and_router_targets_by_hand():
     """PEFT target_parameters on transformers 5's stacked experts: per expert r·(D + 2F) on gate_up
-    and r·(F + D) on down; the router weight r·(D + n_experts); never part of all-linear."""
+    and r·(F + D) on down; the router weight r·(D + n_experts)."""
     m = preset_model("mixtral-8x7b")
     D, F, E, r = 4096, 14336, 8, 4
     got = trainable_params(m, Training(finetune="lora", lora_rank=r, lora_targets="experts,router")).total
     assert got == 32 * (E * r * (2 * D + 3 * F) + r * (D + E))
-    attn = trainable_params(m, Training(finetune="lora", lora_rank=r, lora_targets="all-linear")).total
+    # PEFT 0.21 converts all-linear on Mixtral to its transformers-4 targets: attention, the router,
+    # and the experts' w1 and w3 (rank r each) fused into gate_up at rank 2r (config all_linear_experts)
+    attn = trainable_params(m, Training(finetune="lora", lora_rank=r, lora_targets="q,k,v,o")).total
+    every = trainable_params(m, Training(finetune="lora", lora_rank=r, lora_targets="all-linear")).total
+    assert every == attn + 32 * (E * (2 * r * (D + 2 * F) + r * (F + D)) + r * (D + E))
     both = trainable_params(m, Training(finetune="lora", lora_rank=r, lora_targets="all-linear,experts,router")).total
-    assert both == attn + got
+    assert both == every
+    plain = m.model_copy(update={"all_linear_experts": False})  # a family PEFT does not convert
+    assert trainable_params(plain, Training(finetune="lora", lora_rank=r, lora_targets="all-linear")).total == attn
 
 
 def test_adapted_experts_keep_their_routed_inputs():
@@ -416,3 +422,11 @@ def test_adapted_experts_keep_their_routed_inputs():
 def test_dora_on_expert_parameters_is_refused(capsys):
     code = run(["memory", "--preset", "mixtral-8x7b", "--S", "128", "--finetune", "dora", "--lora-targets", "experts"])
     assert code == 2 and "DoRA" in capsys.readouterr().err
+
+
+def test_dora_all_linear_on_converted_moe_is_refused_as_peft_does(capsys):
+    """PEFT 0.21 raises for DoRA on the experts' parameters its all-linear conversion targets."""
+    code = run(["memory", "--preset", "mixtral-8x7b", "--S", "128", "--finetune", "dora", "--lora-targets", "all-linear"])
+    assert code == 2 and "DoRA" in capsys.readouterr().err
+    assert run(["memory", "--preset", "llama-3-8b", "--S", "128", "--finetune", "dora", "--lora-targets", "all-linear",
+                "-f", "json"]) == 0

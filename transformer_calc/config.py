@@ -139,6 +139,11 @@ class ModelConfig(BaseModel):
         default=False, description="q, k, v are one Linear module (GPT-2 c_attn, GPT-NeoX/Falcon/BLOOM query_key_value, Phi-3 qkv_proj)"
     )
     fused_gate_up: bool = Field(default=False, description="gate and up are one Linear module (Phi-3 gate_up_proj)")
+    all_linear_experts: bool = Field(
+        default=False,
+        description="PEFT's all-linear adapts the routed experts (gate_up at rank 2r) and the router, not the dense "
+        "MLPs or shared experts (its transformers-4 target conversion: Mixtral, Qwen3-MoE, GLM-4-MoE, DeepSeek-V3)",
+    )
     n_experts: int = Field(default=1, gt=0, description="MoE experts per layer (1 = dense MLP)")
     experts_per_token: int = Field(default=1, gt=0, description="top-k experts a token uses")
     router: bool = Field(description="a MoE router (gate) D x n_experts; default: n_experts > 1")

@@ -16,9 +16,10 @@ Conventions (docs/formulas.md "Fine-tuning"):
   3-D parameters and routers as custom modules, which `all-linear` (a type match on nn.Linear) does
   not reach. The `experts` and `router` targets adapt them as PEFT's `target_parameters` does
   (`adapter_linears`). PEFT 0.21's own `all-linear` converts Mixtral-pattern models (mixtral,
-  qwen2_moe, qwen3_moe, deepseek_v3, glm4_moe) back to their transformers-4 targets (experts and
-  router adapted, gate_up at rank 2r, dense MLPs and shared experts dropped), and Llama 4's router
-  is an nn.Linear: tcalc's `all-linear` does not reproduce those (tools/crosscheck/peft_params.py
+  qwen3_moe, glm4_moe, deepseek_v3, kimi_k2) back to their transformers-4 targets (experts and
+  router adapted, gate_up at rank 2r, dense MLPs and shared experts dropped); tcalc's all-linear does
+  the same for models with `all_linear_experts` (set from the model_type). qwen2_moe's conversion
+  and Llama 4's nn.Linear router are not reproduced (tools/crosscheck/peft_params.py
   compares those families on the other targets).
 - lora_alpha scales the adapter output by alpha/r: it changes no tensor's size (no memory term).
 - LoRA dropout is off (PEFT's default lora_dropout = 0: an nn.Identity, no mask, no copy of x).
@@ -26,7 +27,7 @@ Conventions (docs/formulas.md "Fine-tuning"):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from transformer_calc.config import Finetune, LoraTarget, ModelConfig, Parallelism, Precision, Training
 from transformer_calc.params import kv_heads_per_rank
@@ -61,6 +62,7 @@ class Linear:
     split: str = "col"
     all_linear_only: bool = False  # selected by `all-linear` only (a shared expert's gate, OPT's projections)
     count: int = 1  # identical modules on this rank (routed experts: n_experts / ep)
+    all_linear: int = 1  # `all-linear` adapts it at rank all_linear·r (0: all-linear leaves it out)
     routed: bool = False  # a routed expert's: it sees k·B·S tokens over all `count` of them, not B·S each
 
 
@@ -99,14 +101,17 @@ def block_linears(m: ModelConfig, moe: bool, T: int = 1) -> list[Linear]:
             out.append(Linear("k_proj", frozenset({k}), D, kv_t * hd, "col"))
             out.append(Linear("v_proj", frozenset({v}), D, kv_t * hd, "col"))
         out.append(_row("o_proj", {o}, A * hd, D, T))
+    mlp: list[Linear] = []
     if moe:
         if m.shared_expert_d_ff:
-            out += _mlp(m, m.shared_expert_d_ff, T, "shared_expert.")
+            mlp += _mlp(m, m.shared_expert_d_ff, T, "shared_expert.")
         if m.shared_expert_gate:
-            out.append(Linear("shared_expert_gate", frozenset(), D, 1, "rep", all_linear_only=True))
+            mlp.append(Linear("shared_expert_gate", frozenset(), D, 1, "rep", all_linear_only=True))
     else:
-        out += _mlp(m, m.d_ff, T, "")
-    return out
+        mlp += _mlp(m, m.d_ff, T, "")
+    if m.all_linear_experts:  # PEFT's converted all-linear names no dense MLP or shared expert
+        mlp = [replace(x, all_linear=0) for x in mlp]
+    return out + mlp
 
 
 def _mlp(m: ModelConfig, F: int, T: int, prefix: str) -> list[Linear]:
@@ -136,11 +141,17 @@ PARAMETER_TARGETS = frozenset({LoraTarget.experts, LoraTarget.router})
 
 
 def selected(lin: Linear, targets: tuple[LoraTarget, ...]) -> bool:
-    if lin.parts & PARAMETER_TARGETS:  # never by all-linear: only when named
-        return bool(lin.parts & set(targets))
-    if LoraTarget.all_linear in targets:
+    if LoraTarget.all_linear in targets and lin.all_linear:
         return True
     return not lin.all_linear_only and bool(lin.parts & set(targets))
+
+
+def lin_rank(lin: Linear, tr: Training) -> int:
+    """The adapter rank on a selected module: r, or all_linear·r when `all-linear` chose it (PEFT's
+    converted Mixtral-pattern experts: w1 and w3 of rank r each become one gate_up of rank 2r)."""
+    if LoraTarget.all_linear in tr.lora_targets and lin.all_linear:
+        return tr.lora_rank * lin.all_linear
+    return tr.lora_rank
 
 
 def adapter_linears(m: ModelConfig, moe: bool, T: int = 1, ep: int = 1, etp: int | None = None) -> list[Linear]:
@@ -154,11 +165,14 @@ def adapter_linears(m: ModelConfig, moe: bool, T: int = 1, ep: int = 1, etp: int
         D, F, n = m.d_model, m.moe_d_ff // etp, m.n_experts // ep
         ex = frozenset({LoraTarget.experts})
         n_in = 2 if m.gated_mlp else 1
+        # Never by all-linear (3-D parameters and a custom router module), except under PEFT's
+        # conversion of the Mixtral-pattern families (`all_linear_experts`).
+        conv = 1 if m.all_linear_experts else 0
         out.append(Linear("experts.gate_up_proj" if m.gated_mlp else "experts.up_proj", ex, D, n_in * F, "col",
-                          count=n, routed=True))
-        out.append(Linear("experts.down_proj", ex, F, D, "row", count=n, routed=True))
+                          count=n, routed=True, all_linear=n_in * conv))
+        out.append(Linear("experts.down_proj", ex, F, D, "row", count=n, routed=True, all_linear=conv))
         if m.router:
-            out.append(Linear("router", frozenset({LoraTarget.router}), D, m.n_experts, "rep"))
+            out.append(Linear("router", frozenset({LoraTarget.router}), D, m.n_experts, "rep", all_linear=conv))
     return out
 
 
@@ -186,7 +200,7 @@ def adapted(linears: list[Linear], tr: Training) -> Adapted:
     dora = tr.finetune is Finetune.dora
     chosen = [lin for lin in linears if selected(lin, tr.lora_targets)]
     return Adapted(
-        params=sum(adapter_params(lin, tr.lora_rank, dora) for lin in chosen),
+        params=sum(adapter_params(lin, lin_rank(lin, tr), dora) for lin in chosen),
         modules=sum(lin.count for lin in chosen),
         gate_up=any(lin.parts & {LoraTarget.gate, LoraTarget.up} for lin in chosen),
         down=any(LoraTarget.down in lin.parts for lin in chosen),
@@ -208,6 +222,11 @@ def check_targets(m: ModelConfig, tr: Training) -> None:
             f"lora_targets ({names}) select no module of this model (a plain MLP has no gate; experts and "
             "router need a MoE model); choose from q,k,v,o,gate,up,down,experts,router or all-linear"
         )
+    converted = LoraTarget.all_linear in tr.lora_targets and m.all_linear_experts and m.n_moe_layers()
+    if tr.finetune is Finetune.dora and converted:
+        raise ValueError(f"lora_targets ({names}): PEFT's all-linear on this model adapts the experts' and router's "
+                         "parameters, where DoRA does not work (PEFT's ParamWrapper); use --finetune lora or list "
+                         "module targets (q,k,v,o)")
     if tr.finetune is Finetune.dora and set(tr.lora_targets) & PARAMETER_TARGETS:
         raise ValueError(f"lora_targets ({names}): DoRA adapts modules, not the experts' or router's parameters "
                          "(PEFT's target_parameters); use --finetune lora or drop experts,router")
@@ -382,9 +401,9 @@ def activation_delta(
     if moe and not ad.experts:
         mlp -= m.experts_per_token * p * B * S * D  # the routed copies the frozen experts read
     dora = 2 if tr.finetune is Finetune.dora else 0
-    r = tr.lora_rank
 
     def kept(x: Linear) -> int:
+        r = lin_rank(x, tr)
         tokens = m.experts_per_token * B * S if x.routed else B * S  # a routed expert's modules share k·B·S
         own = tokens * x.d_in + x.count * r * (x.d_in + x.d_out) if separate else 0  # input copy, A and B casts
         return p * (tokens * (r + dora * x.d_out) + own)
@@ -405,7 +424,7 @@ def adapter_flops_per_token(m: ModelConfig, tr: Training) -> int:
     n_moe = m.n_moe_layers()
 
     def per_token(x: Linear) -> int:  # a routed expert's adapters run on the k experts a token goes to
-        return FLOPS_PER_MAC * tr.lora_rank * (x.d_in + x.d_out) * (m.experts_per_token if x.routed else 1)
+        return FLOPS_PER_MAC * lin_rank(x, tr) * (x.d_in + x.d_out) * (m.experts_per_token if x.routed else 1)
 
     per_moe = sum(per_token(x) for x in adapter_linears(m, True) if selected(x, tr.lora_targets)) if n_moe else 0
     per_dense = sum(per_token(x) for x in block_linears(m, False) if selected(x, tr.lora_targets))

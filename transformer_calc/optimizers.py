@@ -174,16 +174,15 @@ def adapter_tensors(m: ModelConfig, tr: Training, T: int, n_moe: int, n_dense: i
     """The trainable tensors under adapters: A (r x d_in) and B (d_out x r) per adapted module,
     DoRA's magnitude vectors, a trained embedding or head."""
     from transformer_calc.config import Finetune
-    from transformer_calc.finetune import adapter_linears, block_linears, embedding_linears, selected
+    from transformer_calc.finetune import adapter_linears, block_linears, embedding_linears, lin_rank, selected
 
-    r = tr.lora_rank
     out: list[Tensors] = []
 
     def adapters(linears: list, n: int) -> None:
         for lin in linears:
             if selected(lin, tr.lora_targets):
-                out.append(Tensors("hidden", r, lin.d_in, n * lin.count))
-                out.append(Tensors("hidden", lin.d_out, r, n * lin.count))
+                out.append(Tensors("hidden", lin_rank(lin, tr), lin.d_in, n * lin.count))
+                out.append(Tensors("hidden", lin.d_out, lin_rank(lin, tr), n * lin.count))
                 if tr.finetune is Finetune.dora:
                     out.append(Tensors("vector", lin.d_out, 0, n * lin.count))
 

@@ -11,11 +11,13 @@ from the same config.json, for several adapter settings:
   experts and the router (`target_parameters` on the stacked expert tensors and the router weight).
 
 tcalc's targets become each family's module names (FAMILY_NAMES: GPT-2's c_attn for q/k/v, ...).
-Not compared, and said so: `all-linear` and the MLP targets on MoE models where PEFT 0.21's
-all-linear adapts routed experts or the router (Mixtral-pattern families, qwen2_moe included,
-through its transformers-4 target conversion; Llama 4's nn.Linear router), which tcalc's
-all-linear leaves out (transformer_calc/finetune.py). The attention, `experts` and `router`
-targets are compared on every family that has them.
+On the Mixtral-pattern families (mixtral, qwen3_moe, glm4_moe, deepseek_v3, kimi_k2) PEFT 0.21
+converts `all-linear` to their transformers-4 targets (attention modules, the experts' gate_up at
+rank 2r and down at r, the router; no dense MLP or shared expert), and so does tcalc
+(ModelConfig.all_linear_experts): compared. Not compared, and said so: `all-linear` and the MLP
+targets on qwen2_moe and Llama 4, whose conversion reaches other modules by name (qwen2_moe's
+experts when no dense layer names gate_proj; Llama 4's nn.Linear router). The attention, `experts`
+and `router` targets are compared on every family that has them.
 
 Needs torch, transformers and peft. Exits 1 on any mismatch.
 
@@ -69,8 +71,9 @@ FAMILY_NAMES: dict[str, dict[str, list[str]]] = {
 # MoE families whose routed experts or router PEFT 0.21 adapts (tcalc adapts neither): only the
 # attention targets are compared.
 # (qwen2_moe: PEFT's conversion reaches its experts when no dense layer names gate_proj/up_proj)
-PEFT_ADAPTS_EXPERTS = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "glm4_moe", "llama4_text", "llama4",
-                       "kimi_k2"}  # fmt: skip
+PEFT_ADAPTS_EXPERTS = {"qwen2_moe", "llama4_text", "llama4"}  # fmt: skip
+# Mixtral-pattern families: PEFT's conversion (attention + experts at 2r/r + router, no dense MLP or
+# shared expert) is what tcalc's all-linear does for them (ModelConfig.all_linear_experts): compared.
 
 # Where each MoE family keeps its router: a parameter (target_parameters) or, in Llama 4, an nn.Linear.
 ROUTER: dict[str, dict[str, Any]] = {
@@ -108,11 +111,13 @@ def settings(model_type: str, m: ModelConfig, r: int) -> list[tuple[str, dict[st
     attention = [("q,v", ["q", "v"]), ("q,k,v,o", ["q", "k", "v", "o"])]
     mlp = [("gate,up,down", ["gate", "up", "down"])] if m.gated_mlp else [("up,down", ["up", "down"])]
     moe_quirk = model_type in PEFT_ADAPTS_EXPERTS
-    named = attention + ([] if moe_quirk or m.is_moe and not m.has_dense_mlp_layers else mlp)
+    # MLP names on converted families reach the experts through PEFT's name conversion: not compared
+    named = attention + ([] if moe_quirk or m.all_linear_experts or m.is_moe and not m.has_dense_mlp_layers else mlp)
     if not moe_quirk:
         out.append(("all-linear", {"lora_targets": "all-linear"}, {"target_modules": "all-linear"}))
-        out.append(("all-linear dora", {"lora_targets": "all-linear", "finetune": "dora"},
-                    {"target_modules": "all-linear", "use_dora": True}))
+        if not (m.all_linear_experts and m.n_moe_layers()):  # there PEFT refuses DoRA (ParamWrapper), as tcalc does
+            out.append(("all-linear dora", {"lora_targets": "all-linear", "finetune": "dora"},
+                        {"target_modules": "all-linear", "use_dora": True}))
     for label, targets in named:
         out.append((label, {"lora_targets": ",".join(targets)}, {"target_modules": module_names(model_type, targets)}))
     if m.n_moe_layers():  # the routed experts' stacked tensors and the router, through target_parameters
