@@ -450,3 +450,31 @@ def test_api_sweep_of_a_job_file_equals_the_cli(tmp_path, capsys):
     for metrics in ("peak_bytes,fits,hardware_flops", "kv_cache_bytes,tokens_per_s"):
         api = tc.sweep(config=str(job), B="1,2", metrics=metrics).model_dump(mode="json")
         assert api == call_json(capsys, "sweep", "--config", str(job), "--B", "1,2", "--metrics", metrics)
+
+
+@pytest.mark.parametrize("preset, training, layout, S", [
+    ("llama-2-7b", {}, {}, 512),
+    ("gpt2", {"recompute": "selective", "framework": "megatron"}, {"tensor": 2, "pipeline": 2, "sequence_parallel": True}, 1024),
+    ("llama-3-8b", {"cross_entropy": "chunked", "flash": True}, {"data": 8, "zero": 3}, 256),   # below one chunk: no lines
+    ("llama-3-8b", {"cross_entropy": "chunked", "flash": True}, {"data": 8, "zero": 3}, 4096),
+    ("mixtral-8x7b", {"flash": True, "framework": "deepspeed"}, {"data": 8, "expert": 8, "zero": 2}, 2048),
+    ("llama-3.1-8b", {"finetune": "qlora", "flash": True, "recompute": "full"}, {}, 2048),
+    ("qwen3-30b-a3b", {"offload": "optimizer", "flash": True}, {"data": 4, "zero": 3, "pipeline": 2}, 1024),
+])
+def test_affine_peaks_equal_the_timeline_at_every_batch(preset, training, layout, S):
+    """The sweep prices B from per-phase lines in B (sweep.affine_peaks); at any B they equal the
+    timeline itself, peak phase and stage tie-breaking included."""
+    from transformer_calc.config import Parallelism, Training, Workload
+    from transformer_calc.presets import preset_model
+    from transformer_calc.sweep import affine_peaks, peak_at
+    from transformer_calc.timeline import peak_memory
+
+    m, tr, par = preset_model(preset), Training(**training), Parallelism(**layout)
+    lines = affine_peaks(m, S, tr, par, True)
+    if training.get("cross_entropy") == "chunked" and S < 1024:
+        assert lines is False
+        return
+    assert lines is not False
+    for B in (1, 2, 5, 7, 64, 333, 4096):
+        ph = peak_memory(m, Workload(seq_len=S, batch_size=B), tr, par).peak
+        assert peak_at(lines, B) == (ph.total, ph.weights, ph.activations), B

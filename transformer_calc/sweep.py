@@ -27,7 +27,7 @@ from transformer_calc.config import ModelConfig, Parallelism, Training, Workload
 from transformer_calc.errors import TcalcError
 from transformer_calc.flops import SECONDS_PER_DAY, count_flops, train_flops_for_tokens, training_time_s
 from transformer_calc.inference import InferenceSpec, decode, inference_memory, kv_cache, prefill_step
-from transformer_calc.timeline import fit_capacity, peak_memory
+from transformer_calc.timeline import CHUNK_TOKENS, fit_capacity, peak_memory, stage_timelines
 
 # Axis (the row key and job-file key, docs/notation.md) -> the flag that sets it. The product runs
 # over them in this order (the last varies fastest).
@@ -213,6 +213,52 @@ def axis_name(name: str) -> str:
     """An axis by its key or its letter (B, S, T, P, dp, ep, cp)."""
     return AXIS_ALIASES.get(name, name)
 
+
+
+def affine_peaks(m: ModelConfig, S: int, tr: Training, par: Parallelism, all_stages: bool) -> Any:
+    """The peak-memory timeline of every stage as lines in B: per stage, per phase, (total, weights,
+    activations) at B = 0 and their slopes, or False where that does not hold.
+
+    Every phase is affine in B (model states fixed; activations and transients linear in the
+    tokens; timeline.max_micro_batch relies on the same) except the chunked cross-entropy's
+    min(B·S, chunk) below one chunk per sequence. The lines come from B = 1 and 2 and are checked at
+    B = 3 and 4; a layout that fails the check (or raises) is priced point by point. The sweep then
+    prices any B in O(stages × phases) instead of rebuilding the timeline."""
+    if tr.loss_kernel.value == "chunked" and S < CHUNK_TOKENS:
+        return False
+    try:
+        runs = [stage_timelines(m, Workload.model_construct(seq_len=S, batch_size=b), tr, par, all_stages=all_stages)
+                for b in (1, 2, 3, 4)]
+    except (ValueError, TcalcError, OverflowError, ZeroDivisionError):
+        return False
+    lines = []
+    for stage in zip(*runs):
+        phases = []
+        for ph in zip(*(tl.phases for tl in stage)):
+            values = [(p.total, p.weights, p.activations) for p in ph]
+            slope = tuple(b - a for a, b in zip(values[0], values[1]))
+            base = tuple(a - d for a, d in zip(values[0], slope))
+            for b, v in ((3, values[2]), (4, values[3])):
+                if any(x0 + b * d != x for x0, d, x in zip(base, slope, v)):
+                    return False
+            phases.append((base, slope))
+        lines.append(phases)
+    return lines
+
+
+def peak_at(lines: Any, B: int) -> tuple[int, int, int]:
+    """(total, weights, activations) of the peak phase at micro-batch B from `affine_peaks`: the
+    first phase of largest total in each stage, the first stage of largest peak, as peak_memory."""
+    best = None
+    for phases in lines:
+        stage_best = None
+        for base, slope in phases:
+            total = base[0] + B * slope[0]
+            if stage_best is None or total > stage_best[0]:
+                stage_best = (total, base[1] + B * slope[1], base[2] + B * slope[2])
+        if best is None or stage_best[0] > best[0]:
+            best = stage_best
+    return best
 
 @dataclass(frozen=True)
 class SweepSpec:
@@ -433,6 +479,7 @@ def iter_rows(
     trainings: dict[tuple[str, bool], Training] = {}
     layouts: dict[tuple[int, ...], Parallelism] = {}
     memory_memo, flops_memo, days_memo, kv_memo, inference_memo = _Memo(), _Memo(), _Memo(), _Memo(), _Memo()
+    affine_memo = _Memo()
     mixed = {name: m.is_moe and m.n_moe_layers() not in (0, m.n_layers) for name, m in models.items()}
 
     def skip(point: dict[str, Any], exc: Exception) -> None:
@@ -468,6 +515,12 @@ def iter_rows(
                 if want_memory:
                     key = (label, S, B, rf, layout)
                     peak = memory_memo.get(key)
+                    if peak is None:
+                        lines = affine_memo.get((label, S, rf, layout))
+                        if lines is None:
+                            lines = affine_memo.put((label, S, rf, layout), affine_peaks(m, S, tr, par, mixed[label]))
+                        if lines is not False:
+                            peak = peak_at(lines, B)
                     if peak is None:
                         try:
                             phase = peak_memory(m, w, tr, par, all_stages=mixed[label]).peak
