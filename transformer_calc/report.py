@@ -683,16 +683,8 @@ def expected_dict(x: Any) -> dict[str, Any]:
         "decode_first_step": step(x.decode_first),
         "decode_last_step": step(x.decode_last),
         "assumptions": {
-            "matmul_efficiency": eff.matmul,
-            "matmul_efficiency_fp8": eff.matmul_fp8,
-            "memory_efficiency": eff.memory,
-            "cuda_graphs": eff.cuda_graphs,
-            "kernel_launch_s": eff.kernel_s,
-            "sequence_overhead_s": eff.sequence_s,
+            **expected_dict_assumptions(eff),
             "kernels_per_step": x.kernels_per_step,
-            "node_size": eff.network.node_size,
-            "intra_node_bytes_s": eff.network.intra_bytes_s,
-            "inter_node_bytes_s": eff.network.inter_bytes_s,
             "intra_node_latency_s": eff.network.intra_latency_s,
             "inter_node_latency_s": eff.network.inter_latency_s,
         },
@@ -701,10 +693,11 @@ def expected_dict(x: Any) -> dict[str, Any]:
 
 def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any], network: Any = None) -> Any:
     """The expected-latency settings (expected.Efficiency) from the inference: section and flags."""
+    from transformer_calc.config import resolve
     from transformer_calc.errors import TcalcError
     from transformer_calc.expected import default_efficiency
 
-    merged = {**section, **{k: v for k, v in flags.items() if v is not None}}
+    merged = resolve(flags, section)
     graphs = merged.get("cuda_graphs", True)
     if not isinstance(graphs, bool):
         raise TcalcError(f"inference: cuda_graphs ({str(graphs)[:40]!r}) must be true or false")
@@ -719,11 +712,11 @@ def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any
 def serving_spec(section: dict[str, Any], flags: dict[str, Any]) -> Any:
     """The engine settings (serving.ServingSpec) from the inference: section and flags; sizes
     (cuda_context, activation_peak, engine_workspace) as bytes or '1GiB'."""
-    from transformer_calc.config import parse_bytes
+    from transformer_calc.config import parse_bytes, resolve
     from transformer_calc.errors import TcalcError
     from transformer_calc.serving import ServingSpec
 
-    merged = {**section, **{k: v for k, v in flags.items() if v is not None}}
+    merged = resolve(flags, section)
     values: dict[str, Any] = {}
     try:
         for key in ("block_size", "memory_utilization", "max_num_batched_tokens", "max_num_seqs"):
@@ -1010,6 +1003,8 @@ def serve_report(
 
 
 def expected_dict_assumptions(eff: Any) -> dict[str, Any]:
+    """The expected model's rates and fixed costs (inference's `expected.assumptions` adds the
+    kernel count and the link latencies; serve's `expected_assumptions` is this)."""
     return {
         "matmul_efficiency": eff.matmul,
         "matmul_efficiency_fp8": eff.matmul_fp8,
