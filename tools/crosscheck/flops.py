@@ -443,17 +443,6 @@ def document(cases: list[Case], n: int, seed: int, grid: Counter[str | None]) ->
     return "\n".join(out) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace the text between the markers (inclusive), or append the section at the end."""
-    text = path.read_text() if path.exists() else ""
-    start, stop = text.find(BEGIN), text.find(END)
-    if start >= 0 and stop > start:
-        text = text[:start] + section + text[stop + len(END) :].removeprefix("\n")
-    else:
-        text = text.rstrip("\n") + ("\n\n" if text else "") + section
-    path.write_text(text)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=8, help="runnable random configs per model_type")
@@ -504,7 +493,9 @@ def main() -> int:
         print(line)
     if args.write_docs:
         path = REPO / "docs" / "validation.md"
-        write_section(path, document(cases, args.n, args.seed, grid))
+        from tools.docsection import write_section
+
+        write_section(path, BEGIN, END, document(cases, args.n, args.seed, grid))
         print(f"wrote {path.relative_to(REPO)}")
     return 1 if failures else 0
 

@@ -189,14 +189,10 @@ def write_docs(rows: list[str], errors: list[float], sdpa_errors: list[float]) -
         *rows,
         END,
     ])
+    from tools.docsection import write_section
+
     path = REPO / "docs" / "validation.md"
-    text = path.read_text()
-    if BEGIN in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(text)
+    write_section(path, BEGIN, END, section)
     print(f"wrote {path.relative_to(REPO)}")
 
 

@@ -250,13 +250,9 @@ def docs_section(results: list[Result], data: dict[str, Any]) -> str:
 
 
 def write_docs(section: str) -> None:
-    text = DOCS.read_text(encoding="utf-8")
-    if BEGIN in text and END in text:
-        start, stop = text.index(BEGIN), text.index(END) + len(END) + 1
-        text = text[:start] + section + text[stop:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOCS.write_text(text, encoding="utf-8")
+    from tools.docsection import write_section
+
+    write_section(DOCS, BEGIN, END, section)
 
 
 def main() -> int:

@@ -251,14 +251,9 @@ def report(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def write_docs(section: str) -> None:
-    text = DOCS.read_text()
-    block = f"{BEGIN}\n{section}{END}\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    DOCS.write_text(text)
+    from tools.docsection import write_section
+
+    write_section(DOCS, BEGIN, END, f"{BEGIN}\n{section}{END}\n")
 
 
 def main(argv: list[str] | None = None) -> int:

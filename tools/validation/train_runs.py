@@ -328,14 +328,9 @@ def docs_section(results: list[Result]) -> str:
 
 
 def write_docs(section: str, path: Path = DOCS) -> None:
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        new = head + section.rstrip("\n") + tail
-    else:
-        new = text.rstrip("\n") + ("\n\n" if text else "") + section
-    path.write_text(new, encoding="utf-8")
+    from tools.docsection import write_section
+
+    write_section(path, BEGIN, END, section)
     print(f"wrote the {BEGIN} section of {path.relative_to(REPO)}")
 
 
