@@ -341,7 +341,7 @@ def test_module_is_pure():
     """Stdlib and the estimator layer only; nothing prints (STYLE.md)."""
     tree = ast.parse((REPO / "transformer_calc" / "inference.py").read_text())
     allowed = {"transformer_calc.config", "transformer_calc.params", "transformer_calc.hardware",
-               "transformer_calc.quant", "transformer_calc.errors", "__future__", "dataclasses", "math", "fractions",
+               "transformer_calc.quant", "transformer_calc.errors", "transformer_calc.checkpoint", "__future__", "dataclasses", "math", "fractions",
                "collections.abc", "typing"}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):

@@ -13,10 +13,10 @@ from conftest import REPO
 PKG = REPO / "transformer_calc"
 # The layers, bottom up; a module may import its own layer and those below, never above.
 LAYERS = [
-    {"errors", "config", "inputs"},  # configs and the one reader of user files
+    {"errors", "config", "inputs", "checkpoint", "safetensors_file", "gguf_file"},  # configs, user files, checkpoint headers
     {"params", "hardware", "hf", "hf_2024", "memory", "flops", "inference", "timeline", "train", "sweep",
      "finetune", "optimizers", "fp8", "expected", "quant", "serving", "speculative"},
-    {"report", "render", "presets", "api"},  # glue: resolution, rendering, data files, the Python API
+    {"report", "render", "presets", "api", "sources", "hub"},  # glue: resolution, rendering, data files, the Python API
     {"cli", "_entry", "__main__", "__init__"},
 ]
 ESTIMATORS = sorted(LAYERS[0] | LAYERS[1])

@@ -76,6 +76,18 @@ OVERRIDES = "Model overrides (seed letters or descriptive names)"
 OUTPUT = "Output"
 
 # ---------------------------------------------------------------------------- shared options
+ModelArg = Annotated[
+    Optional[str],
+    typer.Argument(
+        metavar="MODEL", show_default=False,
+        help="The model: a preset, a Hugging Face repo id (org/name[@revision]), a checkpoint folder "
+        "(config.json + *.safetensors), a .gguf file, a config.json or a tcalc YAML \\[default: none: or --preset/--config/--hf-config].",
+    ),
+]
+RevisionOpt = Annotated[
+    Optional[str],
+    typer.Option("--revision", help="Hub revision (branch, tag or commit) of a repo id MODEL \\[default: main].", rich_help_panel=MODEL),
+]
 PresetOpt = Annotated[
     Optional[str], typer.Option("--preset", help="Model preset name (see `tcalc presets`) \\[default: none: give one model source].", rich_help_panel=MODEL)
 ]
@@ -160,42 +172,26 @@ def load_model(
     config: Path | None,
     hf_config: Path | None,
     overrides: dict[str, Any],
+    model: str | None = None,
+    revision: str | None = None,
 ) -> tuple[Any, Any]:
-    """(ModelConfig, JobFile or None): one source plus overrides, re-validated."""
-    import importlib
+    """(ModelConfig, JobFile or None): one source plus overrides, re-validated (sources.load_source)."""
+    return _load_source(preset, config, hf_config, overrides, model, revision)[:2]
 
-    from transformer_calc.config import build_model, merge_spec
-    from transformer_calc.errors import TcalcError
 
-    presets = importlib.import_module("transformer_calc.presets")  # the module (the package's name is the API's)
-    given = [name for name, v in (("--preset", preset), ("--config", config), ("--hf-config", hf_config)) if v]
-    if len(given) > 1:
-        raise TcalcError(f"give one model source, not {' and '.join(given)}")
-    overrides = {k: v for k, v in overrides.items() if v is not None}
-    job = None
-    if preset is not None:
-        spec, where = presets.preset_spec(preset), f"--preset {preset}"
-    elif config is not None:
-        job = presets.load_job(config)
-        spec, where = job.model, f"--config {str(config)!r}"
-    elif hf_config is not None:
-        spec, where = presets.hf_spec(hf_config), f"--hf-config {str(hf_config)!r}"
-    elif overrides:
-        spec, where = {}, "model"
-    else:
-        raise TcalcError(
-            "no model given; use --preset NAME (see `tcalc presets`), --config FILE.yaml or "
-            "--hf-config config.json, or give --L --D --A --V"
-        )
-    if overrides:
-        spec = merge_spec(spec, overrides)
-        spec.setdefault("name", None)
-    return build_model(spec, where=where), job
+def _load_source(
+    preset: str | None, config: Path | None, hf_config: Path | None, overrides: dict[str, Any],
+    model: str | None = None, revision: str | None = None,
+) -> tuple[Any, Any, Any]:
+    from transformer_calc.sources import load_source
+
+    src = load_source(model, preset=preset, config=config, hf_config=hf_config, revision=revision, overrides=overrides)
+    return src.model, src.job, src
 
 
 # The options every estimating command shares: one model source, then overrides.
 MODEL_OPTIONS: tuple[tuple[str, Any], ...] = (
-    ("preset", PresetOpt), ("config", ConfigOpt), ("hf_config", HFConfigOpt),
+    ("model", ModelArg), ("revision", RevisionOpt), ("preset", PresetOpt), ("config", ConfigOpt), ("hf_config", HFConfigOpt),
     ("L", LOpt), ("D", DOpt), ("A", AOpt), ("kv_heads", KVOpt), ("head_dim", HeadDimOpt),
     ("E", EOpt), ("d_ff", DffOpt), ("V", VOpt), ("K", KOpt), ("set_", SetOpt),
 )
@@ -228,10 +224,26 @@ class ModelArgs:
             out[field] = value
         return out
 
+    def checkpoint(self) -> Any:
+        """The loaded source's checkpoint (None: not a checkpoint, or overridden)."""
+        return getattr(self, "source", None) and self.source.checkpoint
+
+    def checkpoint_section(self, model: Any) -> dict[str, Any]:
+        """{"checkpoint": ...} when the model came from a checkpoint (folder, repo, GGUF), else {}."""
+        src = getattr(self, "source", None)
+        if src is None or (src.checkpoint is None and src.checkpoint_note is None):
+            return {}
+        from transformer_calc.report import checkpoint_dict
+
+        return {"checkpoint": checkpoint_dict(model, src.checkpoint, src.checkpoint_note)}
+
     def load(self) -> tuple[Any, Any]:
-        """(ModelConfig, JobFile or None), validated."""
+        """(ModelConfig, JobFile or None), validated; the whole `sources.Source` is kept as `.source`
+        (its checkpoint: the bytes a folder, repo or GGUF file stores)."""
         v = self.values
-        return load_model(v["preset"], v["config"], v["hf_config"], self.overrides())
+        model, job, self.source = _load_source(
+            v["preset"], v["config"], v["hf_config"], self.overrides(), v["model"], v["revision"])
+        return model, job
 
 
 def model_options(command: Any) -> Any:
@@ -270,7 +282,12 @@ def emit(data: Any, fmt: OutputFormat, table: Any) -> None:
     if fmt is OutputFormat.table:
         from rich.console import Console
 
-        Console(file=_Stdout()).print(table(data))
+        console = Console(file=_Stdout())
+        console.print(table(data))
+        if isinstance(data, dict) and "checkpoint" in data:
+            from transformer_calc.render import checkpoint_table
+
+            console.print(checkpoint_table(data["checkpoint"]))
     else:
         from transformer_calc.render import to_text
 
@@ -343,7 +360,9 @@ def params(
     from transformer_calc.report import params_report
 
     name = compute_dtype(dtype, p) or "bf16"
-    emit(params_report(source.load()[0], bytes_per_param=COMPUTE_DTYPE_BYTES[name], T=T, dtype=name), fmt, params_table)
+    model = source.load()[0]
+    emit(params_report(model, bytes_per_param=COMPUTE_DTYPE_BYTES[name], T=T, dtype=name) | source.checkpoint_section(model),
+         fmt, params_table)
 
 
 WORKLOAD = "Workload"
@@ -432,7 +451,7 @@ def memory(
     workload, training, parallelism, gpu_name = training_configs(model, job.training if job else {}, flags)
     _note_seq_len(model, workload.seq_len, S is not None or bool(job and "seq_len" in job.training))
     device = find_gpu(str(gpu_name)) if gpu_name is not None else None
-    emit(memory_report(model, workload, training, parallelism, device), fmt, memory_table)
+    emit(memory_report(model, workload, training, parallelism, device) | source.checkpoint_section(model), fmt, memory_table)
 
 
 CausalOpt = Annotated[bool, typer.Option("--causal/--no-causal", help="Halve the attention scores and re-weighting FLOPs (Megatron, FlashAttention convention) \\[default: full, as eager PyTorch].")]
@@ -653,7 +672,7 @@ def inference(
         kv_dtype=kv_dtype, cache_kv_heads=cache_kv_heads, kv_cache=kv_cache, mla_cache=mla_cache, expert=ep,
     )
     section = job.inference if job else {}
-    spec, gpu_name = inference_spec(model, section, flags)
+    spec, gpu_name = inference_spec(model, section, flags, source.checkpoint())
     _note_seq_len(model, spec.prompt_len, S is not None or bool(job and "seq_len" in job.inference), "--S (the prompt)")
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, dict(
@@ -669,7 +688,7 @@ def inference(
             raise TcalcError("give one draft: --draft MODEL or --mtp (the model's own MTP modules), not both")
         speculative = {"draft": draft_model(draft) if draft is not None else None,
                        "speculative_tokens": speculative_tokens, "acceptance_rate": acceptance_rate}
-    emit(inference_report(model, device, spec, eff, serving, speculative), fmt, inference_table)
+    emit(inference_report(model, device, spec, eff, serving, speculative) | source.checkpoint_section(model), fmt, inference_table)
 
 
 SERVE = "Serve (targets and layouts)"
@@ -725,7 +744,7 @@ def serve(
         raise TcalcError("give --prompt-len and --output-len (or seq_len and new_tokens in the job file's inference: section)")
     flags = dict(seq_len=prompt_len, new_tokens=output_len, gpu=gpu, dtype=dtype, p=p, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                  expert=ep, tensor=T, batch_size=B)
-    spec, gpu_name = inference_spec(model, section, flags)
+    spec, gpu_name = inference_spec(model, section, flags, source.checkpoint())
     _note_seq_len(model, spec.prompt_len, True, "--prompt-len")
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, dict(
@@ -742,7 +761,7 @@ def serve(
         raise TcalcError(f"--gpus ({targets['gpus']}) must be a multiple of --ep ({spec.expert_parallel})")
     emit(serve_report(model, device, spec, eff, serving, gpus=targets["gpus"], ttft_s=targets["ttft_s"],
                       tpot_s=targets["tpot_s"], request_rate=targets["request_rate"], tensor_parallel=fixed_T,
-                      concurrency=fixed_B), fmt, serve_table)
+                      concurrency=fixed_B) | source.checkpoint_section(model), fmt, serve_table)
 
 
 def _serve_numbers(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
@@ -817,6 +836,8 @@ SWEEP_INFERENCE = "Inference, every point (as tcalc inference)"
 
 @app.command()
 def sweep(
+    model: Annotated[Optional[list[str]], typer.Argument(metavar="[MODEL]...", show_default=False, help="Models, as every command takes them: presets, Hugging Face repo ids, checkpoint folders, .gguf files, config.json files \\[default: none; or --preset/--config/--hf-config].")] = None,
+    revision: RevisionOpt = None,
     preset: Annotated[Optional[list[str]], typer.Option("--preset", help="Model presets (repeat or comma-separate) \\[default: none; or --config/--hf-config].", rich_help_panel=MODEL)] = None,
     config: Annotated[Optional[Path], typer.Option("--config", help="tcalc YAML job file: its model:, training: and inference: sections \\[default: none].", rich_help_panel=MODEL)] = None,
     hf_config: Annotated[Optional[Path], typer.Option("--hf-config", help="Hugging Face config.json (read offline) \\[default: none].", rich_help_panel=MODEL)] = None,
@@ -880,7 +901,7 @@ def sweep(
 
     source = ModelArgs(preset=None, config=None, hf_config=None, L=L, D=D, A=A, kv_heads=kv_heads, head_dim=head_dim,
                        E=E, d_ff=d_ff, V=V, K=K, set_=set_)
-    models, job = _sweep_models(preset, config, hf_config, source.overrides())
+    models, job = _sweep_models(preset, config, hf_config, source.overrides(), model, revision)
     axes = {"batch_size": B, "seq_len": S, "tensor": T, "pipeline": P, "data": dp, "zero": zero, "expert": ep,
             "context": cp, "recompute": recompute, "flash": flash, "gpu": gpu, "dtype": dtype, "weight_dtype": weight_dtype}
     settings = dict(
@@ -939,7 +960,8 @@ def _sweep_number(axis: str, flag: str, text: str) -> int:
 
 
 def _sweep_models(preset: list[str] | None, config: Path | None, hf_config: Path | None,
-                  overrides: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+                  overrides: dict[str, Any], model: list[str] | None = None,
+                  revision: str | None = None) -> tuple[dict[str, Any], Any]:
     """({label: ModelConfig}, job file or None): every --preset, and --config or --hf-config, each
     with the model overrides applied (as `load_model` applies them for the other commands)."""
     from transformer_calc.errors import TcalcError
@@ -947,6 +969,12 @@ def _sweep_models(preset: list[str] | None, config: Path | None, hf_config: Path
 
     models: dict[str, Any] = {}
     job = None
+    for text in model or []:
+        m = load_model(None, None, None, overrides, model=text, revision=revision)[0]
+        label = m.name or text
+        models[label if label not in models else f"{label} ({text})"] = m
+    if revision is not None and not model:
+        raise TcalcError(f"--revision {_short(revision)} needs a Hugging Face repo id as MODEL (org/name)")
     for item in preset or []:
         for name in (n.strip() for n in item.split(",")):
             if not name:

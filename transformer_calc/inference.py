@@ -51,7 +51,8 @@ from fractions import Fraction
 
 from transformer_calc.config import LayerAttention, ModelConfig
 from transformer_calc.hardware import DTYPE_ALIASES, DTYPES, GPU, peak_flops
-from transformer_calc.quant import FORMATS, QuantizedWeights, quantized_weights, resolve_format
+from transformer_calc.checkpoint import StoredWeights
+from transformer_calc.quant import FORMATS, QuantizedWeights, quantized_weights, resolve_format, stored_shard
 from transformer_calc.params import (
     GATED_MATRICES,
     PLAIN_MATRICES,
@@ -76,6 +77,14 @@ COLLECTIVE_LATENCY_S = 10e-6
 
 # Storage dtypes for weights, the KV cache and activations -> bits per element.
 DTYPE_BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "int4": 4}
+# KV-cache dtypes: the plain ones, and llama.cpp's block-quantized cache types (`--cache-type-k/v`:
+# ggml-common.h blocks of 32 values: q8_0 34 B, q4_0 18 B, q4_1 20 B, q5_0 22 B, q5_1 24 B,
+# iq4_nl 18 B), as bits per value.
+KV_DTYPE_BITS: dict[str, int | Fraction] = DTYPE_BITS | {
+    "q8_0": Fraction(34 * 8, 32), "q4_0": Fraction(18 * 8, 32), "q4_1": Fraction(20 * 8, 32),
+    "q5_0": Fraction(22 * 8, 32), "q5_1": Fraction(24 * 8, 32), "iq4_nl": Fraction(18 * 8, 32),
+}
+CHECKPOINT = "checkpoint"  # weight_dtype: the bytes a checkpoint's headers give (InferenceSpec.stored)
 _FLOAT_COMPUTE = ("fp32", "fp16", "bf16", "fp8")  # weight dtypes that are also the matmul dtype
 _ACTIVATION_DEFAULT = ("fp32", "fp16", "bf16")  # compute dtypes that are also the activation dtype
 
@@ -113,6 +122,7 @@ class InferenceSpec:
     kv_cache: bool = True  # False: the seed's naive inference, every step reprocesses the context
     collective_latency_s: float = COLLECTIVE_LATENCY_S
     mla_cache: str = "latent"  # MLA: "latent" (r_kv + d_rope per token, transformers 5) or "decompressed"
+    stored: StoredWeights | None = None  # a checkpoint's stored bytes, used when weight_dtype is "checkpoint"
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "prompt_len", "new_tokens", "tensor_parallel", "expert_parallel"):
@@ -130,16 +140,22 @@ class InferenceSpec:
             raise ValueError(
                 f"collective_latency_s ({latency!r}) must be a finite number of seconds >= 0"
             )
-        weight = _weight_dtype(self.weight_dtype)
+        if isinstance(self.weight_dtype, str) and self.weight_dtype.strip().lower() == CHECKPOINT:
+            if self.stored is None:
+                raise ValueError("weight_dtype 'checkpoint' needs a checkpoint (a model folder, repo id or .gguf file)")
+            weight = CHECKPOINT
+        else:
+            weight = _weight_dtype(self.weight_dtype)
         if self.compute_dtype is None:
-            compute = weight if weight in _FLOAT_COMPUTE else "bf16"
+            compute = self.stored.compute_dtype if weight == CHECKPOINT and self.stored is not None else (
+                weight if weight in _FLOAT_COMPUTE else "bf16")
         else:
             compute = _dtype("compute_dtype", self.compute_dtype, DTYPES)
         if self.activation_dtype is None:
             activation = compute if compute in _ACTIVATION_DEFAULT else "bf16"
         else:
             activation = _dtype("activation_dtype", self.activation_dtype, DTYPE_BITS)
-        kv = activation if self.kv_dtype is None else _dtype("kv_dtype", self.kv_dtype, DTYPE_BITS)
+        kv = activation if self.kv_dtype is None else _dtype("kv_dtype", self.kv_dtype, KV_DTYPE_BITS)
         for name, value in (
             ("weight_dtype", weight),
             ("compute_dtype", compute),
@@ -160,7 +176,7 @@ def _check_positive_int(name: str, value: object) -> None:
         raise ValueError(f"{name} ({value!r}) must be a whole number >= 1")
 
 
-def _dtype(name: str, value: object, allowed: dict[str, int] | tuple[str, ...]) -> str:
+def _dtype(name: str, value: object, allowed: dict[str, int] | dict[str, int | Fraction] | tuple[str, ...]) -> str:
     key = value.strip().lower() if isinstance(value, str) else None
     key = DTYPE_ALIASES.get(key, key) if key is not None else None
     if key not in allowed:
@@ -191,7 +207,7 @@ def dtype_bytes(dtype: str) -> Fraction:
     return Fraction(DTYPE_BITS[_dtype("dtype", dtype, DTYPE_BITS)], BITS_PER_BYTE)
 
 
-def _bytes(elements: int, bits: int) -> int:
+def _bytes(elements: int, bits: int | Fraction) -> int:
     """Whole bytes holding `elements` values of `bits` bits (int4: rounded up once)."""
     return -(-elements * bits // BITS_PER_BYTE)
 
@@ -365,15 +381,24 @@ def _shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
         experts_per_token=m.experts_per_token,
         matmul_params=matmul_params(m, T),
         workspace_width=2 * D + max(qkv_width, mlp_width),
-        store=quantized_weights(m, spec.weight_dtype, T, spec.expert_parallel) if spec.weight_dtype in FORMATS else None,
+        store=_store(m, spec, etp),
     )
+
+
+def _store(m: ModelConfig, spec: InferenceSpec, etp: int) -> QuantizedWeights | None:
+    """The rank's weights in a quantized format or as a checkpoint stores them (None: a plain dtype)."""
+    if spec.weight_dtype == CHECKPOINT and spec.stored is not None:
+        return stored_shard(m, spec.stored, spec.tensor_parallel, spec.expert_parallel, etp)
+    if spec.weight_dtype in FORMATS:
+        return quantized_weights(m, spec.weight_dtype, spec.tensor_parallel, spec.expert_parallel)
+    return None
 
 
 def _kv_bytes(sh: _Shard, spec: InferenceSpec, tokens: int, *, held: bool = True) -> int:
     """Cache bytes of `tokens` positions of one sequence on one rank: what the cache holds after
     them (`held`: sliding and chunked layers keep their last window - 1), or, with held=False,
     `tokens` freshly written positions in every layer. Whole bytes, rounded once."""
-    bits = DTYPE_BITS[spec.kv_dtype]
+    bits = KV_DTYPE_BITS[spec.kv_dtype]
     elements = sum(g.layers * g.elements * (g.cached(tokens) if held else tokens) for g in sh.kv_groups)
     return _bytes(elements, bits)
 

@@ -49,6 +49,7 @@ import functools
 from dataclasses import dataclass
 from fractions import Fraction
 
+from transformer_calc.checkpoint import StoredWeights
 from transformer_calc.config import ModelConfig
 from transformer_calc.params import (
     GATED_MATRICES,
@@ -56,6 +57,8 @@ from transformer_calc.params import (
     attention_weights,
     count_params,
     kv_heads_per_rank,
+    mlp_params_per_expert,
+    shard_params,
     tensor_parallel_params,
 )
 
@@ -314,4 +317,52 @@ def quantized_weights(m: ModelConfig, fmt: str, T: int = 1, ep: int = 1) -> Quan
         expert_params=expert_params,
         gathered_bytes=gathered,
         bits_per_quantized_weight=float(8 * q_bytes / q_params) if q_params else 0.0,
+    )
+
+
+def stored_shard(m: ModelConfig, stored: StoredWeights, T: int = 1, ep: int = 1, etp: int = 1) -> QuantizedWeights:
+    """Bytes of one of T tensor-parallel (ep expert-parallel) ranks' weights as a checkpoint
+    stores them (its headers' bytes, `checkpoint.StoredWeights`), scales included.
+
+    Each group of the checkpoint is split as its parameters are (`params.shard_params`,
+    Megatron-LM's layout): the token table and positions by the rank's share of them, the routed
+    experts by ep·etp, the rest of the language model by the rank's share of its parameters (norms
+    and the router are replicated, so this is exact at T = 1 and within the replicated bytes'
+    share otherwise); vision/audio towers are held whole on every rank; MTP modules are not
+    loaded. `etp`: each routed expert's tensor-parallel width (`inference.expert_layout`). At
+    T = ep = 1 the total is the checkpoint's bytes less its MTP modules, exactly."""
+    full = count_params(m)
+    emb_all = full.embedding + full.position + full.embedding_projection + full.embedding_norm
+    n_moe = m.n_moe_layers() if m.is_moe else 0
+    per_expert = sum(mlp_params_per_expert(m)) if m.is_moe else 0
+    experts_all = n_moe * m.n_experts * per_expert
+    rest_all = full.total - emb_all - experts_all
+    if T == 1 and ep == 1:
+        emb_rank, experts_rank, rest_rank = emb_all, experts_all, rest_all
+    else:
+        sh = shard_params(m, T, ep, etp)
+        emb_rank = sh.embedding
+        experts_rank = n_moe * sh.routed_experts
+        rest_rank = sh.total(m) - emb_rank - experts_rank
+
+    def part(nbytes: int, rank: int, whole: int) -> Fraction:
+        return Fraction(nbytes * rank, whole) if whole else Fraction(nbytes)
+
+    emb = part(stored.embedding_bytes, emb_rank, emb_all)
+    experts = part(stored.experts_bytes, experts_rank, experts_all)
+    rest = part(stored.rest_bytes, rest_rank, rest_all)
+    total = emb + experts + rest + stored.towers_bytes
+    one_expert = Fraction(stored.experts_bytes, n_moe * m.n_experts * etp) if experts_all else Fraction(0)
+    whole = -(-total.numerator // total.denominator)
+    return QuantizedWeights(
+        format="checkpoint",
+        quantized_params=0,
+        other_params=emb_rank + experts_rank + rest_rank,
+        quantized_bytes=0,
+        other_bytes=whole,
+        total_bytes=whole,
+        expert_bytes=one_expert,
+        expert_params=per_expert // etp if experts_all else 0,
+        gathered_bytes=-(-emb.numerator // emb.denominator),
+        bits_per_quantized_weight=0.0,
     )

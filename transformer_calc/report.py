@@ -51,6 +51,79 @@ def params_report(m: ModelConfig, bytes_per_param: int = 2, T: int = 1, dtype: s
     }
 
 
+def expected_component_params(m: ModelConfig) -> dict[str, int]:
+    """The parameters the model config accounts for, by checkpoint component
+    (checkpoint.COMPONENTS): what a checkpoint of this config should store."""
+    c = count_params(m)
+    n_moe, n_dense = c.n_moe_layers, c.n_dense_layers
+
+    def layers(field: str) -> int:
+        return n_moe * getattr(c.layer, field) + n_dense * getattr(c.dense_layer, field)
+
+    routed = n_moe * (c.layer.mlp_weights + c.layer.mlp_bias) if m.is_moe else 0
+    return {
+        "embedding": c.embedding + c.position + c.embedding_projection // 2 + c.embedding_norm,
+        "attention": n_moe * c.layer.attention + n_dense * c.dense_layer.attention,
+        "mlp": layers("mlp_weights") + layers("mlp_bias") + layers("shared_expert") - routed,
+        "experts": routed,
+        "router": layers("router"),
+        "norms": layers("norms") + c.final_norm,
+        "head": c.lm_head + c.lm_head_bias + c.embedding_projection // 2,
+        "towers": 0,
+        "mtp": c.mtp,
+        "other": 0,
+    }
+
+
+def checkpoint_dict(m: ModelConfig, ckpt: Any, note: str | None) -> dict[str, Any]:
+    """The `checkpoint` section: what the checkpoint stores, per dtype and per component, beside
+    what the config accounts for; parameters the config does not account for are listed, not
+    dropped."""
+    from transformer_calc.checkpoint import COMPONENTS, stored_weights
+
+    if ckpt is None:
+        return {"available": False, "note": note}
+    expected = expected_component_params(m)
+    stored = ckpt.by_component()
+    rows: dict[str, Any] = {}
+    for comp in COMPONENTS:
+        got = stored.get(comp, {"params": 0, "bytes": 0, "scale_bytes": 0, "tensors": 0})
+        if not got["tensors"] and not expected[comp]:
+            continue
+        rows[comp] = {
+            "tensors": got["tensors"],
+            "params": got["params"],
+            "expected_params": expected[comp],
+            "bytes": got["bytes"],
+            "scale_bytes": got["scale_bytes"],
+        }
+    unaccounted = {comp: r["params"] - r["expected_params"] for comp, r in rows.items() if r["params"] != r["expected_params"]}
+    examples = {
+        comp: [t.name for t in ckpt.tensors if t.component == comp][:3] for comp in unaccounted if rows[comp]["tensors"]
+    }
+    sw = stored_weights(ckpt)
+    return {
+        "available": True,
+        "format": ckpt.format,
+        "source": ckpt.source,
+        "quantization": ckpt.quantization,
+        "files": ckpt.files,
+        "tensors": len(ckpt.tensors),
+        "stored_bytes": ckpt.total_bytes,
+        "scale_bytes": sum(r["scale_bytes"] for r in rows.values()),
+        "file_bytes": ckpt.file_bytes,
+        "resident_bytes": sw.resident_bytes,
+        "params": ckpt.params,
+        "expected_params": sum(expected.values()),
+        "unaccounted_params": ckpt.params - sum(expected.values()),
+        "compute_dtype": sw.compute_dtype,
+        "by_dtype": ckpt.by_dtype(),
+        "by_component": rows,
+        "unaccounted": {comp: {"params": n, "examples": examples.get(comp, [])} for comp, n in unaccounted.items()},
+        "note": note,
+    }
+
+
 def presets_report() -> list[dict[str, Any]]:
     """`tcalc presets`: every model preset with its key numbers and source."""
     from transformer_calc.presets import model_presets, preset_model
@@ -911,10 +984,12 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
 DEFAULT_INFERENCE_GPU = "a100-80gb"
 
 
-def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str, Any]) -> tuple[Any, str]:
+def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str, Any],
+                   checkpoint: Any = None) -> tuple[Any, str]:
     """(InferenceSpec, gpu name) from a job file's inference: section (canonical keys) with the
     flags that are not None overriding it. Defaults: B = 1, S = max_seq_len, one new token, T = 1,
-    bf16 weights, the A100 80GB."""
+    bf16 weights, the A100 80GB. With a checkpoint (a folder's, repo's or GGUF file's headers) and
+    no weight dtype given, the weights are the bytes it stores (weight_dtype "checkpoint")."""
     from transformer_calc.errors import TcalcError
     from transformer_calc.inference import InferenceSpec
 
@@ -923,6 +998,11 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
 
     merged = resolve(flags, section)
     dtype = compute_dtype(merged.get("dtype"), merged.get("p"))  # the compute dtype (--dtype / --p)
+    stored = None
+    if checkpoint is not None:
+        from transformer_calc.checkpoint import stored_weights
+
+        stored = stored_weights(checkpoint)
     try:
         spec = InferenceSpec(
             batch_size=merged.get("batch_size", 1),
@@ -930,7 +1010,8 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
             new_tokens=merged.get("new_tokens", 1),
             tensor_parallel=merged.get("tensor", 1),
             expert_parallel=merged.get("expert", 1),
-            weight_dtype=merged.get("weight_dtype", model.weight_format or dtype or "bf16"),
+            weight_dtype=merged.get("weight_dtype", "checkpoint" if stored is not None else model.weight_format or dtype or "bf16"),
+            stored=stored,
             compute_dtype=dtype,
             kv_dtype=merged.get("kv_dtype"),
             cache_kv_heads=merged.get("cache_kv_heads"),

@@ -55,7 +55,7 @@ from transformer_calc.config import ModelConfig
 from transformer_calc.expected import Efficiency, ExpectedStep, step_time
 from transformer_calc.hardware import GPU
 from transformer_calc.inference import (
-    DTYPE_BITS,
+    KV_DTYPE_BITS,
     InferenceSpec,
     _memory_terms,
     _shard,
@@ -108,7 +108,7 @@ def kv_sequence_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec,
     windowed layer at most ceil(W / block) + 1 blocks."""
     sh = _shard(m, spec)
     bs = serving.block_size
-    bits = DTYPE_BITS[spec.kv_dtype]
+    bits = KV_DTYPE_BITS[spec.kv_dtype]
     blocks_full = -(-context // bs)
     total = 0
     for g in sh.kv_groups:
@@ -152,7 +152,7 @@ def capacity(m: ModelConfig, gpu: GPU, spec: InferenceSpec, serving: ServingSpec
     usable = math.floor(gpu.memory_bytes * serving.memory_utilization)
     act = activation_peak_bytes(m, spec, serving) if serving.activation_peak_bytes is None else serving.activation_peak_bytes
     budget = usable - weights - serving.cuda_context_bytes - act - serving.engine_workspace_bytes
-    bits = DTYPE_BITS[spec.kv_dtype]
+    bits = KV_DTYPE_BITS[spec.kv_dtype]
     block = -(-sum(g.layers * g.elements for g in sh.kv_groups) * serving.block_size * bits // 8)
     c = spec.peak_context_len
     per_seq = kv_sequence_bytes(m, spec, serving, c)

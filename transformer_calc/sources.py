@@ -1,0 +1,204 @@
+"""The one resolver of a model source, for the CLI and the Python API.
+
+A model is given once, as
+- MODEL, a string: a path (a tcalc YAML job file, a Hugging Face config.json, a checkpoint
+  folder holding config.json and *.safetensors, a .gguf file), else a preset name, else a Hugging
+  Face repo id `org/name[@revision]` (a local path wins over a repo id of the same spelling, as
+  in transformers' from_pretrained);
+- or one of --preset, --config (tcalc YAML), --hf-config (config.json);
+- or only the model flags (--L --D --A --V ...).
+
+A checkpoint (a folder's or repo's safetensors headers, a GGUF file) gives the bytes actually
+stored beside the model (`Source.checkpoint`); when model fields are overridden the stored bytes
+no longer describe the model and are not used (`Source.checkpoint_note` says so).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from transformer_calc.checkpoint import Checkpoint
+from transformer_calc.config import ModelConfig, build_model, merge_spec
+from transformer_calc.errors import TcalcError, UnknownNameError, clip
+
+CONFIG_FILE = "config.json"
+JOB_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True)
+class Source:
+    """A resolved model: the config, its job file, its checkpoint (if any) and where it came from."""
+
+    model: ModelConfig
+    job: Any  # presets.JobFile | None
+    checkpoint: Checkpoint | None
+    checkpoint_note: str | None  # why a checkpoint's bytes are not known or not used
+    where: str
+
+
+def _presets() -> Any:
+    return importlib.import_module("transformer_calc.presets")  # the module (the package's name is the API's)
+
+
+def _hf_config_spec(path: Path, what: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(spec, the raw config) of a config.json."""
+    from transformer_calc.hf import from_hf_config
+
+    data = _presets().load_json_file(path, what)
+    if not isinstance(data, dict):
+        raise TcalcError(f"{what} {clip(str(path))}: expected a JSON object (a config.json)")
+    return from_hf_config(data), data
+
+
+def _n_layers(spec: dict[str, Any]) -> int | None:
+    n = spec.get("n_layers")
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def _folder(path: Path) -> tuple[dict[str, Any], Checkpoint | None, str | None]:
+    from transformer_calc.safetensors_file import read_folder
+
+    config = path / CONFIG_FILE
+    if not config.is_file():
+        ggufs = sorted(path.glob("*.gguf"))[:2]
+        if len(ggufs) == 1:
+            return _gguf(ggufs[0])
+        raise TcalcError(
+            f"model folder {clip(str(path))} has no {CONFIG_FILE}"
+            + (" and several .gguf files; name one" if ggufs else "; give a Hugging Face checkpoint folder, a file or a preset")
+        )
+    spec, raw = _hf_config_spec(config, "model")
+    ckpt = read_folder(path, raw, lambda p, what: _presets().load_json_file(p, what))
+    if ckpt is not None:
+        ckpt = _with_layers(ckpt, spec, raw, path)
+    note = None if ckpt is not None else f"{clip(str(path))} holds no .safetensors file: the stored bytes are unknown"
+    return spec, ckpt, note
+
+
+def _with_layers(ckpt: Checkpoint, spec: dict[str, Any], raw: dict[str, Any], where: Path | str) -> Checkpoint:
+    """Re-classify MTP layers when the config's layer count was nested (multimodal text_config)."""
+    if raw.get("num_hidden_layers") == _n_layers(spec):
+        return ckpt
+    from dataclasses import replace
+
+    from transformer_calc.checkpoint import component_of
+
+    n = _n_layers(spec)
+    return replace(ckpt, tensors=tuple(replace(t, component=component_of(t.name, n)) for t in ckpt.tensors))
+
+
+def _gguf(path: Path) -> tuple[dict[str, Any], Checkpoint | None, str | None]:
+    from transformer_calc.gguf_file import read_gguf
+
+    spec, ckpt = read_gguf(path)
+    return spec, ckpt, None
+
+
+def _hub(repo: str, revision: str | None) -> tuple[dict[str, Any], Checkpoint | None, str | None]:
+    from transformer_calc import hub
+
+    path = hub.download(repo, CONFIG_FILE, revision)
+    spec, raw = _hf_config_spec(path, f"{repo} {CONFIG_FILE}")
+    spec.setdefault("name", repo)
+    if spec.get("name") in (None, ""):
+        spec["name"] = repo
+    ckpt, note = hub.repo_checkpoint(repo, revision, raw, _n_layers(spec))
+    return spec, ckpt, note
+
+
+def _from_text(text: str, revision: str | None) -> tuple[dict[str, Any], Any, Checkpoint | None, str | None, str]:
+    """(spec, job, checkpoint, note, where) of a MODEL string."""
+    from transformer_calc import hub
+
+    if not isinstance(text, str) or not text.strip():
+        raise TcalcError("MODEL is empty; give a preset name, a path or a Hugging Face repo id (org/name)")
+    path = Path(text).expanduser()
+    where = f"MODEL {clip(text)}"
+    if path.exists() or path.is_symlink():
+        if revision is not None:
+            raise TcalcError(f"--revision {clip(revision)} applies to a Hub repo id, not to the local path {clip(text)}; drop it")
+        if path.is_dir():
+            spec, ckpt, note = _folder(path)
+            return spec, None, ckpt, note, where
+        suffix = path.suffix.lower()
+        if suffix == ".gguf":
+            spec, ckpt, note = _gguf(path)
+            return spec, None, ckpt, note, where
+        if suffix == ".json":
+            return _hf_config_spec(path, "model")[0], None, None, None, where
+        if suffix in JOB_SUFFIXES:
+            job = _presets().load_job(path, flag=None)
+            return job.model, job, None, None, where
+        if suffix == ".safetensors":
+            raise TcalcError(f"{clip(text)} is one shard; give the folder that holds it and its {CONFIG_FILE}")
+        raise TcalcError(
+            f"{clip(text)}: give a tcalc .yaml job file, a Hugging Face config.json, a checkpoint folder or a .gguf file"
+        )
+    presets = _presets()
+    try:
+        name = presets.resolve_preset(text)
+    except UnknownNameError as exc:
+        parsed = hub.parse_repo_id(text) if "@" in text or "/" in text else None
+        if parsed is None:
+            if "/" in text or Path(text).suffix:
+                raise TcalcError(f"{clip(text)} does not exist; give an existing path, a preset or a Hub repo id (org/name)") from None
+            from transformer_calc.errors import did_you_mean
+
+            hint = did_you_mean(text, exc.known, cutoff=0.5) or "see `tcalc presets`"
+            raise TcalcError(
+                f"MODEL {clip(text)} is not a path, a preset or a Hugging Face repo id (org/name); {hint}"
+            ) from None
+        repo, rev = parsed
+        if rev is not None and revision is not None and rev != revision:
+            raise TcalcError(f"two revisions: {clip(text)} and --revision {clip(revision)}; give one")
+        spec, ckpt, note = _hub(repo, rev or revision)
+        return spec, None, ckpt, note, f"{repo}@{rev or revision or 'main'}"
+    if revision is not None:
+        raise TcalcError(f"--revision {clip(revision)} applies to a Hub repo id, not to the preset {name}; drop it")
+    return presets.preset_spec(name), None, None, None, f"preset {name}"
+
+
+def load_source(
+    model: str | None = None,
+    *,
+    preset: str | None = None,
+    config: Path | None = None,
+    hf_config: Path | None = None,
+    revision: str | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> Source:
+    """The model of one invocation: one source plus overrides, validated (module docstring)."""
+    presets = _presets()
+    given = [name for name, v in (("MODEL", model), ("--preset", preset), ("--config", config), ("--hf-config", hf_config))
+             if v is not None]
+    if len(given) > 1:
+        raise TcalcError(f"give one model source, not {' and '.join(given)}")
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    job, ckpt, note = None, None, None
+    if revision is not None and model is None:
+        raise TcalcError(f"--revision {clip(revision)} needs a Hugging Face repo id as MODEL (org/name)")
+    if model is not None:
+        spec, job, ckpt, note, where = _from_text(model, revision)
+    elif preset is not None:
+        spec, where = presets.preset_spec(preset), f"--preset {preset}"
+    elif config is not None:
+        job = presets.load_job(config)
+        spec, where = job.model, f"--config {str(config)!r}"
+    elif hf_config is not None:
+        spec, where = presets.hf_spec(hf_config), f"--hf-config {str(hf_config)!r}"
+    elif overrides:
+        spec, where = {}, "model"
+    else:
+        raise TcalcError(
+            "no model given; name one: a preset (see `tcalc presets`), a Hugging Face repo id (org/name), a "
+            "checkpoint folder, a .gguf file, a config.json or a tcalc YAML (or --L --D --A --V)"
+        )
+    if overrides:
+        spec = merge_spec(spec, overrides)
+        spec.setdefault("name", None)
+        if ckpt is not None:
+            ckpt, note = None, "model fields were overridden, so the checkpoint's stored bytes no longer describe it and are not used"
+    return Source(build_model(spec, where=where), job, ckpt, note, where)
