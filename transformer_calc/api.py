@@ -38,6 +38,7 @@ class ParamsResult(Result):
     params: dict[str, int]
     approximations: dict[str, Any]
     weights: dict[str, Any]
+    checkpoint: dict[str, Any] | None = None
 
 
 class MemoryResult(Result):
@@ -53,6 +54,7 @@ class MemoryResult(Result):
     gpu: dict[str, Any] | None = None
     fits: bool | None = None
     fit: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
 
 
 class FlopsResult(Result):
@@ -80,6 +82,7 @@ class InferenceResult(Result):
     expected: dict[str, Any]
     serving: dict[str, Any] | None = None
     speculative: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
 
 
 class TrainResult(Result):
@@ -121,44 +124,57 @@ _LETTERS = {"S": "seq_len", "B": "batch_size", "T": "tensor", "P": "pipeline", "
 
 
 def load(model: Any = None, *, preset: str | None = None, hf_config: str | Path | None = None,
-         config: str | Path | None = None) -> tuple[ModelConfig, Any]:
-    """(ModelConfig, job file or None) from a preset name, a ModelConfig, a dict or a path (by
-    suffix: .yaml/.yml a tcalc job file, .json a Hugging Face config.json), or from exactly one
-    of the keywords preset=, hf_config=, config= (the CLI's --preset, --hf-config, --config)."""
-    import importlib
+         config: str | Path | None = None, revision: str | None = None) -> tuple[ModelConfig, Any]:
+    """(ModelConfig, job file or None) from a ModelConfig, a dict of its fields, or a string as
+    the CLI's MODEL takes it (a preset name, a path: tcalc YAML, config.json, checkpoint folder,
+    .gguf file; or a Hugging Face repo id org/name[@revision]), or from exactly one of the
+    keywords preset=, hf_config=, config= (the CLI's --preset, --hf-config, --config)."""
+    src = load_source(model, preset=preset, hf_config=hf_config, config=config, revision=revision)
+    return src.model, src.job
 
-    from transformer_calc.config import build_model
 
-    presets = importlib.import_module("transformer_calc.presets")
+def load_source(model: Any = None, *, preset: str | None = None, hf_config: str | Path | None = None,
+                config: str | Path | None = None, revision: str | None = None) -> Any:
+    """As `load`, the whole `sources.Source`: the model, its job file and its checkpoint (the bytes
+    a folder, repo or GGUF file stores)."""
+    from transformer_calc.sources import Source, load_source as resolve
+
     given = [x for x in (model, preset, hf_config, config) if x is not None]
     if len(given) != 1:
         raise TypeError("give the model once: a positional model, preset=, hf_config= or config=")
-    if preset is not None:
-        return presets.preset_model(preset), None
-    if hf_config is not None:
-        return build_model(presets.hf_spec(Path(hf_config)), where=str(hf_config)), None
-    if config is not None:
-        job = presets.load_job(Path(config))
-        return build_model(job.model, where=str(config)), job
     if isinstance(model, ModelConfig):
-        return model, None
+        return Source(model, None, None, None, "model")
     if isinstance(model, dict):
-        return build_model(dict(model)), None
-    if isinstance(model, Path) or (isinstance(model, str) and Path(model).suffix in (".yaml", ".yml", ".json")):
-        path = Path(model)
-        if path.suffix == ".json":
-            return build_model(presets.hf_spec(path), where=str(path)), None
-        job = presets.load_job(path)
-        return build_model(job.model, where=str(path)), job
-    if isinstance(model, str):
-        return presets.preset_model(model), None
-    raise TypeError(f"model must be a preset name, a ModelConfig, a dict or a path, not {type(model).__name__}")
+        from transformer_calc.config import build_model
+
+        return Source(build_model(dict(model)), None, None, None, "model")
+    if model is not None and not isinstance(model, (str, Path)):
+        raise TypeError(f"model must be a preset name, a path, a repo id, a ModelConfig or a dict, not {type(model).__name__}")
+    return resolve(str(model) if model is not None else None, preset=preset,
+                   hf_config=Path(hf_config) if hf_config is not None else None,
+                   config=Path(config) if config is not None else None, revision=revision)
+
+
+_SOURCE_KEYS = ("preset", "hf_config", "config", "revision")
 
 
 def _source(model: Any, options: dict[str, Any]) -> tuple[ModelConfig, Any]:
     """load() with the model keywords taken out of a function's **options."""
-    keys = {k: options.pop(k) for k in ("preset", "hf_config", "config") if k in options}
-    return load(model, **keys)
+    src = _full_source(model, options)
+    return src.model, src.job
+
+
+def _full_source(model: Any, options: dict[str, Any]) -> Any:
+    return load_source(model, **{k: options.pop(k) for k in _SOURCE_KEYS if k in options})
+
+
+def _checkpoint(src: Any) -> dict[str, Any]:
+    """{"checkpoint": ...} when the model came from a checkpoint, as the CLI adds it."""
+    if src.checkpoint is None and src.checkpoint_note is None:
+        return {}
+    from transformer_calc.report import checkpoint_dict
+
+    return {"checkpoint": checkpoint_dict(src.model, src.checkpoint, src.checkpoint_note)}
 
 
 def _canonical(options: dict[str, Any]) -> dict[str, Any]:
@@ -178,8 +194,8 @@ def params(model: Any = None, *, p: int = 2, T: int = 1, **source: Any) -> Param
     """`tcalc params`: exact parameter count with its breakdown."""
     from transformer_calc.report import params_report
 
-    m, _ = _source(model, source)
-    return ParamsResult(**_dump(params_report(m, p, T)))
+    src = _full_source(model, source)
+    return ParamsResult(**_dump(params_report(src.model, p, T) | _checkpoint(src)))
 
 
 def memory(model: Any = None, *, gpu: str | None = None, **options: Any) -> MemoryResult:
@@ -191,11 +207,12 @@ def memory(model: Any = None, *, gpu: str | None = None, **options: Any) -> Memo
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.report import memory_report
 
-    m, job = _source(model, options)
+    src = _full_source(model, options)
+    m, job = src.model, src.job
     flags = _canonical(options) | ({"gpu": gpu} if gpu is not None else {})
     w, tr, par, gpu_name = training_configs(m, job.training if job else {}, flags)
     device = find_gpu(str(gpu_name)) if gpu_name is not None else None
-    return MemoryResult(**_dump(memory_report(m, w, tr, par, device)))
+    return MemoryResult(**_dump(memory_report(m, w, tr, par, device) | _checkpoint(src)))
 
 
 def flops(model: Any = None, *, S: int | None = None, B: int | None = None, causal: bool = False,
@@ -220,9 +237,10 @@ def inference(model: Any = None, **options: Any) -> InferenceResult:
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.report import inference_efficiency, inference_report, inference_spec, serving_spec
 
-    m, job = _source(model, options)
+    src = _full_source(model, options)
+    m, job = src.model, src.job
     section, flags = (job.inference if job else {}), _canonical(options)
-    spec, gpu_name = inference_spec(m, section, flags)
+    spec, gpu_name = inference_spec(m, section, flags, src.checkpoint)
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, flags)
     serving = serving_spec(section, flags)
@@ -231,7 +249,7 @@ def inference(model: Any = None, **options: Any) -> InferenceResult:
         speculative = {"draft": load(flags["draft"])[0] if flags.get("draft") is not None else None,
                        "speculative_tokens": flags.get("speculative_tokens", 4),
                        "acceptance_rate": flags.get("acceptance_rate", 0.7)}
-    return InferenceResult(**_dump(inference_report(m, device, spec, eff, serving, speculative)))
+    return InferenceResult(**_dump(inference_report(m, device, spec, eff, serving, speculative) | _checkpoint(src)))
 
 
 class ServeResult(Result):
@@ -240,6 +258,7 @@ class ServeResult(Result):
     best: dict[str, Any] | None
     layouts: list[dict[str, Any]]
     expected_assumptions: dict[str, Any]
+    checkpoint: dict[str, Any] | None = None
 
 
 def serve(model: Any = None, *, prompt_len: int, output_len: int, gpus: int = 8, gpu: str | None = None,
@@ -250,18 +269,19 @@ def serve(model: Any = None, *, prompt_len: int, output_len: int, gpus: int = 8,
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.report import inference_efficiency, inference_spec, serve_report, serving_spec
 
-    m, job = _source(model, options)
+    src = _full_source(model, options)
+    m, job = src.model, src.job
     section = job.inference if job else {}
     flags = _canonical(options) | {"seq_len": prompt_len, "new_tokens": output_len}
     if gpu is not None:
         flags["gpu"] = gpu
-    spec, gpu_name = inference_spec(m, section, flags)
+    spec, gpu_name = inference_spec(m, section, flags, src.checkpoint)
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, flags)
     serving = serving_spec(section, flags)
     report = serve_report(m, device, spec, eff, serving, gpus=gpus, ttft_s=ttft_s, tpot_s=tpot_s,
                           request_rate=request_rate, tensor_parallel=T, concurrency=B)
-    return ServeResult(**_dump(report))
+    return ServeResult(**_dump(report | _checkpoint(src)))
 
 
 def train(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int,

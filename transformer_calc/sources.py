@@ -71,6 +71,8 @@ def _folder(path: Path) -> tuple[dict[str, Any], Checkpoint | None, str | None]:
             + (" and several .gguf files; name one" if ggufs else "; give a Hugging Face checkpoint folder, a file or a preset")
         )
     spec, raw = _hf_config_spec(config, "model")
+    if not spec.get("name"):
+        spec["name"] = path.resolve().name
     ckpt = read_folder(path, raw, lambda p, what: _presets().load_json_file(p, what))
     if ckpt is not None:
         ckpt = _with_layers(ckpt, spec, raw, path)
