@@ -55,6 +55,8 @@ def _hub() -> Any:
         import huggingface_hub.utils  # noqa: PLC0415
     except ImportError:
         raise TcalcError(f"reading a Hugging Face repo id needs huggingface_hub: {INSTALL}") from None
+    huggingface_hub.utils.logging.set_verbosity_error()  # no "Retrying in 1s" lines on tcalc's stderr
+    huggingface_hub.utils.disable_progress_bars()
     return huggingface_hub
 
 
@@ -79,12 +81,15 @@ def _error(exc: BaseException, repo: str, revision: str | None, what: str) -> Tc
         return TcalcError(
             f"{repo}@{rev}: {what} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; run once online or unset HF_HUB_OFFLINE"
         )
-    if isinstance(exc, errors.EntryNotFoundError):
-        return TcalcError(f"{repo}@{rev} has no {what}; is it a transformers model repo?")
-    if isinstance(exc, errors.LocalEntryNotFoundError):  # the client could not connect
+    if isinstance(exc, errors.LocalEntryNotFoundError):  # the client could not connect, nothing cached
+        cause = exc.__cause__ or exc.__context__
+        if cause is not None and cause is not exc:
+            return _error(cause, repo, revision, what)
         return TcalcError(
             f"cannot reach the Hub at {hf.constants.ENDPOINT} for {repo}; check the network, or set HF_HUB_OFFLINE=1 to use the cache"
         )
+    if isinstance(exc, errors.EntryNotFoundError):
+        return TcalcError(f"{repo}@{rev} has no {what}; is it a transformers model repo?")
     if isinstance(exc, errors.HfHubHTTPError):
         status = getattr(getattr(exc, "response", None), "status_code", None)
         if status in (401, 403):
@@ -105,12 +110,30 @@ def _error(exc: BaseException, repo: str, revision: str | None, what: str) -> Tc
 
 
 def download(repo: str, filename: str, revision: str | None) -> Path:
-    """A small file of the repo (config.json, the index) through the Hugging Face cache."""
+    """A small file of the repo (config.json, the index) through the Hugging Face cache.
+
+    Online, one HEAD request without retries comes first (`get_hf_file_metadata`, bounded by
+    HF_HUB_ETAG_TIMEOUT): hf_hub_download retries a failed HEAD up to five times with a 60 s
+    time-out each (huggingface_hub 2.x `_ETAG_RETRY_TIMEOUT`), minutes of waiting on a Hub that
+    does not answer; tcalc says so at once instead. A file already cached is used as it is when
+    the Hub cannot be reached, as hf_hub_download does."""
     hf = _hub()
     try:
+        if not _offline(hf):
+            try:
+                hf.get_hf_file_metadata(hf.hf_hub_url(repo, filename, revision=revision))
+            except Exception as exc:  # noqa: BLE001
+                if _is_http_error(hf, exc) or (cached := _cached(repo, filename, revision)) is None:
+                    raise
+                return cached
         return Path(hf.hf_hub_download(repo, filename, revision=revision))
     except Exception as exc:  # noqa: BLE001 (every client error becomes one line)
         raise _error(exc, repo, revision, filename) from None
+
+
+def _is_http_error(hf: Any, exc: BaseException) -> bool:
+    """An answer from the Hub (404, 401, gated, ...), as opposed to no answer."""
+    return isinstance(exc, hf.errors.HfHubHTTPError)
 
 
 def _cached(repo: str, filename: str, revision: str | None) -> Path | None:
