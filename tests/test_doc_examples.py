@@ -18,7 +18,10 @@ def _examples() -> list[tuple[str, str]]:
         for block in re.findall(r"```bash\n(.*?)```", (REPO / name).read_text(), re.S):
             for line in block.replace("\\\n", " ").splitlines():
                 line = line.split("  #")[0].split(" | ")[0].split(" > ")[0].strip()
-                files = ("configs/", "path/to", "my-model", "job.yaml", "<", "--plot")
+                # files the reader would need, and Hub repo ids / GGUF files / checkpoint folders (those
+                # are run against a fake Hub and generated files in test_hub.py and test_checkpoint.py)
+                files = ("configs/", "path/to", "my-model", "job.yaml", "<", "--plot", ".gguf", "~/", "Qwen/",
+                         "meta-llama/", "org/name")
                 if line.startswith("tcalc ") and not any(f in line for f in files):
                     found.append((name, line))
     return found

@@ -17,14 +17,15 @@ from transformer_calc.cli import run
 DOC = (REPO / "docs" / "cli.md").read_text()
 
 # Representative runs whose outputs together contain every optional section.
+CHECKPOINT = str(REPO / "tests" / "data" / "checkpoints" / "tiny-llama-fp8")  # config.json + safetensors headers
 RUNS = {
-    "params": [["params", "--preset", "mixtral-8x7b", "--T", "2"]],
-    "memory": [["memory", "--preset", "gpt2", "--gpu", "a100-80gb", "--P", "2"],
+    "params": [["params", "--preset", "mixtral-8x7b", "--T", "2"], ["params", CHECKPOINT]],
+    "memory": [["memory", "--preset", "gpt2", "--gpu", "a100-80gb", "--P", "2"], ["memory", CHECKPOINT, "--S", "64"],
                ["memory", "--preset", "gpt2", "--finetune", "lora", "--offload", "optimizer", "--zero", "2", "--dp", "2"]],
     "flops": [["flops", "--preset", "gpt2", "--tokens", "1e9", "--gpus", "8", "--gpu", "h100", "--budget", "1e21",
                "--recompute", "selective"]],
     "mfu": [["mfu", "--preset", "gpt2", "--global-batch", "64", "--step-time", "1", "--gpus", "8", "--gpu", "h100"]],
-    "inference": [["inference", "--preset", "gpt2", "--new-tokens", "8"]],
+    "inference": [["inference", "--preset", "gpt2", "--new-tokens", "8"], ["inference", CHECKPOINT, "--S", "64", "--gpu", "h100"]],
     "train": [["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--tokens", "1e9",
                "--price-per-gpu-hour", "2"],
               ["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--offload", "optimizer", "--zero", "2"]],
