@@ -289,3 +289,21 @@ def test_index_naming_files_outside_the_folder(tmp_path, capsys):
 def test_shard_header_helper_roundtrip():
     raw = safetensors_bytes({"w": ("BF16", (3, 4))})
     assert parse_safetensors_header(raw)["w"]["data_offsets"] == [0, 24]
+
+
+def test_lora_over_a_quantized_checkpoint_keeps_its_bytes(tmp_path, capsys):
+    """LoRA over an FP8 checkpoint: the frozen weights as stored (transformers keeps them FP8), not
+    at p = 2 bytes; full training and QLoRA keep their own weight bytes."""
+    cfg = LLAMA | {"quantization_config": {"quant_method": "fp8"}}
+    data_bytes = write_folder(tmp_path / "m", fp8_tensors(), cfg)
+    args = ["memory", str(tmp_path / "m"), "--S", "128", "--finetune", "lora"]
+    lora = call_json(capsys, *args)
+    plain = call_json(capsys, "memory", "--hf-config", str(tmp_path / "m" / "config.json"), "--S", "128", "--finetune", "lora")
+    total = lora["params"]["total"]
+    assert lora["finetune"]["frozen_weight_format"].startswith("checkpoint (")
+    assert lora["memory"]["weights_detail"]["frozen_bytes"] == data_bytes  # every parameter frozen, T = 1
+    assert plain["memory"]["weights_detail"]["frozen_bytes"] == 2 * total
+    assert lora["memory"]["peak_bytes"] < plain["memory"]["peak_bytes"]
+    full = call_json(capsys, "memory", str(tmp_path / "m"), "--S", "128")
+    full_plain = call_json(capsys, "memory", "--hf-config", str(tmp_path / "m" / "config.json"), "--S", "128")
+    assert full["memory"]["per_gpu"] == full_plain["memory"]["per_gpu"]

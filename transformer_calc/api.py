@@ -205,12 +205,13 @@ def memory(model: Any = None, *, gpu: str | None = None, **options: Any) -> Memo
     train_embeddings, train_head, offload, offload_device, fp8_recipe)."""
     from transformer_calc.config import training_configs
     from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.report import memory_report
+    from transformer_calc.report import memory_report, with_checkpoint_weights
 
     src = _full_source(model, options)
     m, job = src.model, src.job
     flags = _canonical(options) | ({"gpu": gpu} if gpu is not None else {})
     w, tr, par, gpu_name = training_configs(m, job.training if job else {}, flags)
+    tr = with_checkpoint_weights(m, tr, src.checkpoint)
     device = find_gpu(str(gpu_name)) if gpu_name is not None else None
     return MemoryResult(**_dump(memory_report(m, w, tr, par, device) | _checkpoint(src)))
 

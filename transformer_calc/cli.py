@@ -432,7 +432,7 @@ def memory(
     from transformer_calc.config import training_configs
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.render import memory_table
-    from transformer_calc.report import memory_report
+    from transformer_calc.report import memory_report, with_checkpoint_weights
 
     from transformer_calc.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
 
@@ -449,6 +449,7 @@ def memory(
         fp8_recipe=fp8_recipe, fp32_unquantized=fp32_unquantized,
     )
     workload, training, parallelism, gpu_name = training_configs(model, job.training if job else {}, flags)
+    training = with_checkpoint_weights(model, training, source.checkpoint())
     _note_seq_len(model, workload.seq_len, S is not None or bool(job and "seq_len" in job.training))
     device = find_gpu(str(gpu_name)) if gpu_name is not None else None
     emit(memory_report(model, workload, training, parallelism, device) | source.checkpoint_section(model), fmt, memory_table)

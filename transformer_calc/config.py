@@ -677,6 +677,12 @@ class Training(StrictInputs):
     fp8_recipe: FP8Recipe = Field(
         default=FP8Recipe.none, description="FP8 GEMMs with FP8 weight copies and FP8-saved GEMM inputs (Transformer Engine)"
     )
+    frozen_weights: tuple[int, int] | None = Field(
+        default=None, exclude=True,
+        description="LoRA/DoRA over a checkpoint (set from MODEL, not a job-file key): (stored bytes, parameters) of its "
+        "language model; frozen weights are held at that ratio instead of p bytes, as transformers loads a "
+        "quantized checkpoint (FP8, GPTQ, AWQ) without dequantizing it",
+    )
 
     @model_validator(mode="after")
     def _fp8_compatible(self) -> Training:

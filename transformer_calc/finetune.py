@@ -315,6 +315,9 @@ def frozen_weight_bytes(m: ModelConfig, tr: Training, params: int, blocks: dict[
     bitsandbytes leaves them (fp32 with `fp32_unquantized`, as PEFT's prepare_model_for_kbit_training
     casts them)."""
     if tr.finetune is not Finetune.qlora:
+        if tr.frozen_weights is not None:  # a checkpoint's stored bytes per parameter (FP8, GPTQ, ...)
+            stored, n = tr.frozen_weights
+            return -(-params * stored // n), 0
         return params * tr.p, 0
     elems = nf4 = 0
     for moe, count in blocks.items():

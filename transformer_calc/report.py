@@ -75,6 +75,20 @@ def expected_component_params(m: ModelConfig) -> dict[str, int]:
     }
 
 
+def with_checkpoint_weights(m: ModelConfig, tr: Any, ckpt: Any) -> Any:
+    """Training settings whose frozen weights (LoRA, DoRA) are held as the checkpoint stores them:
+    transformers loads an FP8/GPTQ/AWQ checkpoint without dequantizing it, and PEFT adapts it as it
+    is. Full training (weights in the training precision) and QLoRA (NF4 from bitsandbytes) keep
+    their own weight bytes."""
+    if ckpt is None or tr.finetune.value not in ("lora", "dora"):
+        return tr
+    from transformer_calc.checkpoint import stored_weights
+
+    sw = stored_weights(ckpt)
+    language_model = sw.embedding_bytes + sw.experts_bytes + sw.rest_bytes
+    return tr.model_copy(update={"frozen_weights": (language_model, count_params(m).total)})
+
+
 def checkpoint_dict(m: ModelConfig, ckpt: Any, note: str | None) -> dict[str, Any]:
     """The `checkpoint` section: what the checkpoint stores, per dtype and per component, beside
     what the config accounts for; parameters the config does not account for are listed, not
@@ -345,7 +359,9 @@ def _finetune_section(m: ModelConfig, tr: Any, trainable: Any) -> dict[str, Any]
         "trainable_head_params": trainable.head,
         "trainable_fraction": trainable.total / total,
         "frozen_params": total,
-        "frozen_weight_format": "nf4 (double quantization)" if tr.finetune.value == "qlora" else f"{tr.p}-byte",
+        "frozen_weight_format": "nf4 (double quantization)" if tr.finetune.value == "qlora" else (
+            f"checkpoint ({8 * tr.frozen_weights[0] / tr.frozen_weights[1]:.4g} bits per parameter)"
+            if tr.frozen_weights is not None else f"{tr.p}-byte"),
     }
 
 
