@@ -6,7 +6,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from transformer_calc.config import ModelConfig
+from transformer_calc.model.config import ModelConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -85,7 +85,7 @@ def test_result_dumps_to_the_commands_json(capsys, call, argv):
 
 
 def test_models_from_every_source(tmp_path):
-    from transformer_calc.config import ModelConfig
+    from transformer_calc.model.config import ModelConfig
 
     a = tc.params({"L": 2, "D": 8, "A": 2, "V": 10, "K": 6}).params["total"]
     b = tc.params(ModelConfig.model_validate({"L": 2, "D": 8, "A": 2, "V": 10, "K": 6})).params["total"]
@@ -99,14 +99,16 @@ def test_models_from_every_source(tmp_path):
 
 
 def test_the_package_is_the_api():
-    """`import transformer_calc as tc` gives the same functions (issue 12's acceptance form)."""
+    """`import transformer_calc as tc` gives the same functions (issue 12's acceptance form); the
+    estimator modules live in their layer folders, never under an API function's name (issue 21)."""
     import transformer_calc
 
     assert transformer_calc.memory is tc.memory and transformer_calc.flops is tc.flops
     assert transformer_calc.memory(preset="gpt3").model_dump(mode="json") == tc.memory("gpt3").model_dump(mode="json")
-    from transformer_calc.memory import training_memory  # the estimator module stays importable
+    from transformer_calc.estimators.training.memory import training_memory  # the estimator module, by its path
 
     assert callable(training_memory) and transformer_calc.memory is tc.memory
+    assert "memory" in dir(transformer_calc)
 
 
 def test_check_matches_the_command(tmp_path, capsys):

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from transformer_calc.cli import run
-from transformer_calc.config import parse_bytes
-from transformer_calc.timeline import peak_memory
-from transformer_calc.config import Parallelism, Training, Workload
-from transformer_calc.presets import preset_model
+from transformer_calc.model.config import parse_bytes
+from transformer_calc.estimators.training.timeline import peak_memory
+from transformer_calc.model.config import Parallelism, Training, Workload
+from transformer_calc.sources.presets import preset_model
 
 OK = """\
 model:
@@ -156,10 +156,10 @@ INF = "model: {preset: llama-2-13b}\ninference: {B: 16, S: 4096, new_tokens: 256
 
 def test_inference_checks_from_the_file_and_flags(tmp_path, capsys):
     """Throughput, TTFT and TPOT on `tcalc serve`'s model: one replica with B = 16 in flight."""
-    from transformer_calc.expected import default_efficiency
-    from transformer_calc.inference import InferenceSpec, estimate_inference
-    from transformer_calc.presets import gpu
-    from transformer_calc.serving import ServingSpec, load_point
+    from transformer_calc.estimators.inference.expected import default_efficiency
+    from transformer_calc.estimators.inference.roofline import InferenceSpec, estimate_inference
+    from transformer_calc.sources.presets import gpu
+    from transformer_calc.estimators.inference.serving import ServingSpec, load_point
 
     m, a100 = preset_model("llama-2-13b"), gpu("a100-80gb")
     spec = InferenceSpec(batch_size=16, prompt_len=4096, new_tokens=256, tensor_parallel=2)

@@ -22,9 +22,9 @@ import pytest
 
 from hubfake import parse_safetensors_header, safetensors_bytes, safetensors_index
 from transformer_calc.cli import run
-from transformer_calc.params import count_params
-from transformer_calc.quant import quantized_weights
-from transformer_calc.sources import load_source
+from transformer_calc.estimators.params import count_params
+from transformer_calc.estimators.inference.quant import quantized_weights
+from transformer_calc.sources.resolve import load_source
 
 D, F, V, KV_HEADS, HEADS, LAYERS = 256, 512, 1024, 2, 4, 2
 HEAD_DIM = D // HEADS

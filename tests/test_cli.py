@@ -9,10 +9,10 @@ import sys
 import pytest
 
 from transformer_calc.cli import app, run
-from transformer_calc.config import ModelConfig
-from transformer_calc.params import count_params
-from transformer_calc.presets import preset_model
-from transformer_calc.report import params_report
+from transformer_calc.model.config import ModelConfig
+from transformer_calc.estimators.params import count_params
+from transformer_calc.sources.presets import preset_model
+from transformer_calc.results.compose import params_report
 
 
 def call(capsys, *argv: str) -> tuple[int, str, str]:
@@ -225,8 +225,8 @@ def test_hardware_unknown_gpu_did_you_mean(capsys):
 
 
 def test_memory_json_equals_library(capsys):
-    from transformer_calc.config import Parallelism, Training, Workload
-    from transformer_calc.report import memory_report
+    from transformer_calc.model.config import Parallelism, Training, Workload
+    from transformer_calc.results.compose import memory_report
 
     data = call_json(capsys, "memory", "--preset", "gpt3", "--T", "8", "--sp", "--recompute", "selective")
     expected = memory_report(
@@ -304,8 +304,8 @@ def test_memory_absurd_sizes_stay_exact(capsys):
 
 
 def test_flops_json_equals_library(capsys):
-    from transformer_calc.config import Workload
-    from transformer_calc.flops import count_flops
+    from transformer_calc.model.config import Workload
+    from transformer_calc.estimators.flops import count_flops
 
     data = call_json(capsys, "flops", "--preset", "gpt2", "--S", "1024", "--B", "4")
     step = count_flops(preset_model("gpt2"), Workload(seq_len=1024, batch_size=4))
@@ -375,8 +375,8 @@ def test_flops_mfu_bad_input(capsys, argv, message):
 
 
 def test_inference_json_keys_and_library(capsys):
-    from transformer_calc.inference import InferenceSpec, estimate_inference
-    from transformer_calc.presets import gpu
+    from transformer_calc.estimators.inference.roofline import InferenceSpec, estimate_inference
+    from transformer_calc.sources.presets import gpu
 
     data = call_json(capsys, "inference", "--preset", "llama-2-13b", "--S", "8192", "--B", "1")
     # Issue 5: Llama-2-13B, 8192 tokens, bf16: 2 x 2 bytes x 8192 x 40 layers x 40 heads x 128

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from transformer_calc.config import ModelConfig, build_model
+from transformer_calc.model.config import ModelConfig, build_model
 from transformer_calc.errors import TcalcError
 
 from conftest import model_configs

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from transformer_calc.config import ModelConfig
-from transformer_calc.params import count_params
+from transformer_calc.model.config import ModelConfig
+from transformer_calc.estimators.params import count_params
 
 GPT_NEO_1_3B = {  # seed 001 l.82-99 layer list: q/k/v without bias, out_proj with bias
     "n_layers": 24, "d_model": 2048, "n_heads": 16, "vocab_size": 50257, "max_seq_len": 2048,

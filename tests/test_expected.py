@@ -1,4 +1,4 @@
-"""Expected inference latency (transformer_calc/expected.py): each term worked by hand on a toy GPU,
+"""Expected inference latency (transformer_calc/estimators/inference/expected.py): each term worked by hand on a toy GPU,
 the property expected >= bound, the closed-form decode sum against the explicit loop, and the CLI."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 from hypothesis import given, settings
 
-from transformer_calc.expected import (
+from transformer_calc.estimators.inference.expected import (
     KERNEL_S_CUDA_GRAPHS,
     KERNEL_S_EAGER,
     KERNELS_PER_LAYER,
@@ -23,9 +23,9 @@ from transformer_calc.expected import (
     expected_step,
     launches_per_step,
 )
-from transformer_calc.inference import decode_step, estimate_inference, prefill_step
-from transformer_calc.presets import gpu, preset_model
-from transformer_calc.train import Network
+from transformer_calc.estimators.inference.roofline import decode_step, estimate_inference, prefill_step
+from transformer_calc.sources.presets import gpu, preset_model
+from transformer_calc.estimators.training.train import Network
 
 from test_inference import TINY, cases, spec, toy_gpu
 
@@ -136,15 +136,15 @@ def test_fitted_constants_come_from_the_published_rows_and_the_docs_are_current(
     import importlib.util
 
     from conftest import REPO
-    from transformer_calc.expected import FP8_MATMUL_EFFICIENCY
-    from transformer_calc.presets import safe_load_yaml
+    from transformer_calc.estimators.inference.expected import FP8_MATMUL_EFFICIENCY
+    from transformer_calc.sources.presets import safe_load_yaml
 
     path = REPO / "tools" / "validation" / "serving.py"
     spec = importlib.util.spec_from_file_location("serving_validation", path)
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     data = safe_load_yaml(tool.DATA.read_text(), str(tool.DATA))
-    from transformer_calc.expected import SEQUENCE_S
+    from transformer_calc.estimators.inference.expected import SEQUENCE_S
 
     k, fp8, seq = tool.fit(data["rows"])
     assert k == pytest.approx(KERNEL_S_CUDA_GRAPHS, rel=0.01)

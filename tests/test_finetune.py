@@ -13,16 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transformer_calc.cli import run
-from transformer_calc.config import ModelConfig, Parallelism, Training, Workload
-from transformer_calc.finetune import (
+from transformer_calc.model.config import ModelConfig, Parallelism, Training, Workload
+from transformer_calc.estimators.training.finetune import (
     block_linears,
     nf4_bytes,
     trainable_params,
 )
-from transformer_calc.memory import training_memory
-from transformer_calc.params import count_params
-from transformer_calc.presets import preset_model
-from transformer_calc.timeline import peak_memory
+from transformer_calc.estimators.training.memory import training_memory
+from transformer_calc.estimators.params import count_params
+from transformer_calc.sources.presets import preset_model
+from transformer_calc.estimators.training.timeline import peak_memory
 
 LLAMA8 = preset_model("llama-3.1-8b")
 W = Workload(seq_len=2048, batch_size=1)
@@ -174,7 +174,7 @@ def test_offload_needs_zero(capsys, zero, offload):
 
 
 def test_job_file_training_keys(tmp_path):
-    from transformer_calc.report import check_job
+    from transformer_calc.results.compose import check_job
 
     path = tmp_path / "job.yaml"
     path.write_text("model: {preset: llama-3.1-8b}\ntraining: {S: 2048, finetune: qlora, lora_rank: 16, "
@@ -187,7 +187,7 @@ def test_job_file_training_keys(tmp_path):
 
 
 def check_job_value(tmp_path, training: str) -> int:
-    from transformer_calc.report import check_job
+    from transformer_calc.results.compose import check_job
 
     path = tmp_path / "full.yaml"
     path.write_text(f"model: {{preset: llama-3.1-8b}}\n{training}\n")
@@ -201,19 +201,19 @@ def test_model_config_fused_flags_from_presets():
 
 
 # ---------------------------------------------------------------------------- tcalc train
-def _step(tr, par=Parallelism(data=8, zero=1), m=LLAMA8, gpu="a100-80gb"):
-    from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.train import estimate_step
+def roofline_step(tr, par=Parallelism(data=8, zero=1), m=LLAMA8, gpu="a100-80gb"):
+    from transformer_calc.sources.presets import gpu as find_gpu
+    from transformer_calc.estimators.training.train import estimate_step
 
     return estimate_step(m, Workload(seq_len=4096, batch_size=1), tr, par, find_gpu(gpu), global_batch=64)
 
 
 def test_adapters_skip_frozen_weight_gradients():
     """Frozen matmuls run forward + input gradient (2 forwards, not 3); adapters add 3 forwards."""
-    from transformer_calc.finetune import adapter_flops_per_token
-    from transformer_calc.flops import count_flops
+    from transformer_calc.estimators.training.finetune import adapter_flops_per_token
+    from transformer_calc.estimators.flops import count_flops
 
-    full, lora = _step(Training(flash=True)), _step(Training(flash=True, finetune="lora"))
+    full, lora = roofline_step(Training(flash=True)), roofline_step(Training(flash=True, finetune="lora"))
     f = count_flops(LLAMA8, Workload(seq_len=4096, batch_size=64))
     skipped = f.forward - f.attention_cores
     added = 3 * adapter_flops_per_token(LLAMA8, Training(finetune="lora")) * 64 * 4096
@@ -222,20 +222,20 @@ def test_adapters_skip_frozen_weight_gradients():
 
 
 def test_qlora_pays_for_dequantization():
-    assert _step(Training(finetune="qlora")).memory_bound_s > _step(Training(finetune="lora")).memory_bound_s
+    assert roofline_step(Training(finetune="qlora")).memory_bound_s > roofline_step(Training(finetune="lora")).memory_bound_s
 
 
 def test_offload_pcie_time_by_hand():
-    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.sources.presets import gpu as find_gpu
 
     m70 = preset_model("llama-3.1-70b")
     par = Parallelism(data=8, zero=3)
-    est = _step(Training(offload="optimizer"), par, m70)
+    est = roofline_step(Training(offload="optimizer"), par, m70)
     N = count_params(m70).total
     pcie = find_gpu("a100-80gb").pcie_bytes_s / 2  # Gen4 x16, one direction
     assert est.offload_pcie_s == pytest.approx(N / 8 * (4 + 2) / pcie)  # fp32-counted grads down, bf16 params up
     assert est.optimizer_s == 0.0
-    both = _step(Training(offload="optimizer+params"), par, m70)
+    both = roofline_step(Training(offload="optimizer+params"), par, m70)
     assert both.offload_pcie_s == pytest.approx(est.offload_pcie_s + 2 * 8 * N / 8 * 2 / pcie)  # mb = 8
 
 
@@ -246,8 +246,8 @@ def test_offload_pcie_time_by_hand():
     ("tpu-v5p", None, None),
 ])
 def test_host_link_per_gpu(gpu, link, bytes_s):
-    from transformer_calc.hardware import host_bandwidth
-    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.devices.hardware import host_bandwidth
+    from transformer_calc.sources.presets import gpu as find_gpu
 
     assert host_bandwidth(find_gpu(gpu)) == (link, bytes_s)
 
@@ -316,10 +316,10 @@ def test_fp8_refusals(capsys, args, says):
 
 
 def test_fp8_train_runs_gemms_at_the_fp8_peak_and_mxfp8_needs_blackwell(capsys):
-    plain = _step(Training(flash=True), gpu="h100")
-    fp8 = _step(Training(flash=True, fp8_recipe="delayed"), gpu="h100")
+    plain = roofline_step(Training(flash=True), gpu="h100")
+    fp8 = roofline_step(Training(flash=True, fp8_recipe="delayed"), gpu="h100")
     assert fp8.compute_s < plain.compute_s and fp8.peak_flops_s == pytest.approx(2 * plain.peak_flops_s, rel=1e-3)
-    assert _step(Training(flash=True, fp8_recipe="mxfp8"), gpu="b200").compute_s > 0
+    assert roofline_step(Training(flash=True, fp8_recipe="mxfp8"), gpu="b200").compute_s > 0
     code = run(["train", "--preset", "gpt2", "--gpu", "h100", "--gpus", "8", "--global-batch", "64", "--S", "1024",
                 "--fp8-recipe", "mxfp8"])
     assert code == 2 and "microscaling" in capsys.readouterr().err
@@ -363,7 +363,7 @@ def test_random_models_qlora_stores_less_than_lora_and_states_are_for_trainables
 @settings(max_examples=30, deadline=None)
 @given(m=model_configs())
 def test_random_models_offload_moves_states_not_weights(m):
-    from transformer_calc.config import Parallelism
+    from transformer_calc.model.config import Parallelism
 
     par = Parallelism(data=4, zero=1)
     w = Workload(seq_len=64)

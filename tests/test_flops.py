@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 import importlib
 
-flops_module = importlib.import_module("transformer_calc.flops")
-from transformer_calc.config import ModelConfig, Recompute, Workload
-from transformer_calc.flops import (
+flops_module = importlib.import_module("transformer_calc.estimators.flops")
+from transformer_calc.model.config import ModelConfig, Recompute, Workload
+from transformer_calc.estimators.flops import (
     BACKWARD_PER_FORWARD,
     FLOPS_PER_MAC,
     TOKENS_PER_PARAM_CHINCHILLA,
@@ -43,8 +43,8 @@ from transformer_calc.flops import (
     train_flops_for_tokens,
     training_time_s,
 )
-from transformer_calc.params import count_params
-from transformer_calc.presets import preset_model
+from transformer_calc.estimators.params import count_params
+from transformer_calc.sources.presets import preset_model
 
 from conftest import model_configs
 
@@ -472,7 +472,7 @@ def test_module_is_a_pure_estimator():
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module or "")
     allowed = {"__future__", "math", "dataclasses", "decimal"}
-    allowed |= {f"transformer_calc.{m}" for m in ("config", "params", "hardware", "errors")}
+    allowed |= {f"transformer_calc.{m}" for m in ("model.config", "estimators.params", "devices.hardware", "errors")}
     assert imported <= allowed, imported - allowed
     assert "print(" not in Path(flops_module.__file__).read_text()
 

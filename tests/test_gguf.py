@@ -1,4 +1,4 @@
-"""transformer_calc.gguf_file: GGUF header -> spec + checkpoint, exact bytes, hostile files.
+"""transformer_calc.sources.gguf: GGUF header -> spec + checkpoint, exact bytes, hostile files.
 
 Real GGUF files are written with llama.cpp's own writer (gguf.GGUFWriter) for tiny configs of each
 supported architecture, with the tensor names and ggml shapes llama.cpp's loader expects
@@ -23,17 +23,17 @@ np = pytest.importorskip("numpy")
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as Q, GGUFEndian, GGUFReader, GGUFValueType, GGUFWriter  # noqa: E402
 
-from transformer_calc.config import build_model  # noqa: E402
+from transformer_calc.model.config import build_model  # noqa: E402
 from transformer_calc.errors import TcalcError  # noqa: E402
-from transformer_calc.gguf_file import (  # noqa: E402
+from transformer_calc.sources.gguf import (  # noqa: E402
     MAX_TENSORS,
     SUPPORTED_ARCHITECTURES,
     component_of,
     not_in_transformers,
     read_gguf,
 )
-from transformer_calc.hf import from_hf_config  # noqa: E402
-from transformer_calc.params import count_params  # noqa: E402
+from transformer_calc.sources.hf import from_hf_config  # noqa: E402
+from transformer_calc.estimators.params import count_params  # noqa: E402
 
 FAST_S = 1.0  # every hostile file is refused in well under this
 
@@ -370,7 +370,7 @@ def test_params_equal_the_built_model(files, key):
 
 @pytest.mark.parametrize("key", CASES)
 def test_the_spec_is_the_hf_spec_of_the_same_model(files, key):
-    """The GGUF's model equals the one transformer_calc.hf builds from the matching config.json."""
+    """The GGUF's model equals the one transformer_calc.sources.hf builds from the matching config.json."""
     path, hf = files[key]
     spec, _ = read_gguf(path)
     ours, theirs = build_model(spec), build_model(from_hf_config(hf))
@@ -658,7 +658,7 @@ def test_without_the_gguf_package(tmp_path, files, monkeypatch):
 def test_the_module_is_a_pure_reader():
     import ast
 
-    source = Path(sys.modules["transformer_calc.gguf_file"].__file__).read_text()
+    source = Path(sys.modules["transformer_calc.sources.gguf"].__file__).read_text()
     imported = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -666,7 +666,7 @@ def test_the_module_is_a_pure_reader():
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module)
     ours = {m for m in imported if m.startswith("transformer_calc")}
-    assert ours <= {"transformer_calc.errors", "transformer_calc.checkpoint"}
+    assert ours <= {"transformer_calc.errors", "transformer_calc.model.checkpoint"}
     assert not imported & {"typer", "rich", "yaml", "pydantic", "numpy"}
     assert "print(" not in source
 

@@ -1,4 +1,4 @@
-"""presets/hardware.yaml and transformer_calc.hardware: golden datasheet values, lookups, errors."""
+"""presets/hardware.yaml and transformer_calc.devices.hardware: golden datasheet values, lookups, errors."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from transformer_calc.errors import TcalcError, UnknownNameError
-from transformer_calc.hardware import (
+from transformer_calc.devices.hardware import (
     DTYPES,
     GPU,
     math_bandwidth,
@@ -460,7 +460,7 @@ def test_hardware_module_imports_no_io_libraries() -> None:
     """hardware.py is pure: stdlib, pydantic and transformer_calc.errors only (no yaml/rich/typer)."""
     import ast
 
-    tree = ast.parse((ROOT / "transformer_calc" / "hardware.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "transformer_calc" / "devices" / "hardware.py").read_text(encoding="utf-8"))
     imported = {
         (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
         for node in ast.walk(tree)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from transformer_calc.config import ModelConfig
+from transformer_calc.model.config import ModelConfig
 from transformer_calc.errors import TcalcError
-from transformer_calc.hf import SUPPORTED_MODEL_TYPES, from_hf_config
-from transformer_calc.params import count_params
+from transformer_calc.sources.hf import SUPPORTED_MODEL_TYPES, from_hf_config
+from transformer_calc.estimators.params import count_params
 
 HF_DATA = Path(__file__).resolve().parent / "data" / "hf"
 FIXTURES = sorted(HF_DATA.glob("*.json"))
@@ -157,7 +157,7 @@ def test_overrides_rederive_what_the_file_left_implicit():
 
 def test_hf_module_is_pure():
     """hf.py: stdlib and transformer_calc only (no transformers, torch, yaml, I/O libraries)."""
-    tree = ast.parse((Path(__file__).resolve().parents[1] / "transformer_calc" / "hf.py").read_text())
+    tree = ast.parse((Path(__file__).resolve().parents[1] / "transformer_calc" / "sources" / "hf.py").read_text())
     roots = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -154,7 +154,7 @@ def test_non_finite_results_are_errors(capsys):
     invalid(capsys, "mfu", "--preset", "gpt3", "--tokens-per-s", "1e308", "--gpus", "8", "--gpu", "a100",
             "-f", "json", says="above 100 %")
     from transformer_calc.errors import TcalcError
-    from transformer_calc.inputs import finite_or_error
+    from transformer_calc.sources.files import finite_or_error
 
     with pytest.raises(TcalcError, match=r"result.decode.tokens_per_s is inf"):
         finite_or_error({"decode": {"tokens_per_s": float("inf")}})

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from transformer_calc.config import ModelConfig
-from transformer_calc.hardware import GPU
-from transformer_calc.inference import (
+from transformer_calc.model.config import ModelConfig
+from transformer_calc.devices.hardware import GPU
+from transformer_calc.estimators.inference.roofline import (
     COLLECTIVE_LATENCY_S,
     InferenceSpec,
     compute_bound_batch,
@@ -31,8 +31,8 @@ from transformer_calc.inference import (
     tp_communication,
     weights_only_compute_bound_batch,
 )
-from transformer_calc.params import count_params, tensor_parallel_params
-from transformer_calc.presets import gpu, preset_model
+from transformer_calc.estimators.params import count_params, tensor_parallel_params
+from transformer_calc.sources.presets import gpu, preset_model
 
 from conftest import REPO, model_configs
 
@@ -339,9 +339,9 @@ def test_model_dependent_validation():
 
 def test_module_is_pure():
     """Stdlib and the estimator layer only; nothing prints (STYLE.md)."""
-    tree = ast.parse((REPO / "transformer_calc" / "inference.py").read_text())
-    allowed = {"transformer_calc.config", "transformer_calc.params", "transformer_calc.hardware",
-               "transformer_calc.quant", "transformer_calc.errors", "transformer_calc.checkpoint", "__future__", "dataclasses", "math", "fractions",
+    tree = ast.parse((REPO / "transformer_calc" / "estimators" / "inference" / "roofline.py").read_text())
+    allowed = {"transformer_calc.model.config", "transformer_calc.estimators.params", "transformer_calc.devices.hardware",
+               "transformer_calc.estimators.inference.quant", "transformer_calc.errors", "transformer_calc.model.checkpoint", "__future__", "dataclasses", "math", "fractions",
                "collections.abc", "typing"}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):

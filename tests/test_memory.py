@@ -6,8 +6,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from transformer_calc.config import ModelConfig, Parallelism, Training, Workload
-from transformer_calc.memory import (
+from transformer_calc.model.config import ModelConfig, Parallelism, Training, Workload
+from transformer_calc.estimators.training.memory import (
     b_min,
     layer_activations,
     max_micro_batch,
@@ -17,8 +17,8 @@ from transformer_calc.memory import (
     stage_layers,
     training_memory,
 )
-from transformer_calc.params import count_params, tensor_parallel_params
-from transformer_calc.presets import preset_model
+from transformer_calc.estimators.params import count_params, tensor_parallel_params
+from transformer_calc.sources.presets import preset_model
 
 from conftest import model_configs
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_calc.config import ModelConfig, Parallelism, Training, Workload
-from transformer_calc.hf import from_hf_config
-from transformer_calc.memory import (
+from transformer_calc.model.config import ModelConfig, Parallelism, Training, Workload
+from transformer_calc.sources.hf import from_hf_config
+from transformer_calc.estimators.training.memory import (
     HF_GPT2,
     HF_GPT2_EXACT_GELU,
     HF_LLAMA,
@@ -21,7 +21,7 @@ from transformer_calc.memory import (
     layer_activations,
     training_memory,
 )
-from transformer_calc.presets import preset_model
+from transformer_calc.sources.presets import preset_model
 
 from conftest import model_configs
 

@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_calc.config import LayerAttention, ModelConfig, Parallelism, Training, Workload
+from transformer_calc.model.config import LayerAttention, ModelConfig, Parallelism, Training, Workload
 from transformer_calc.errors import TcalcError
-from transformer_calc.flops import count_flops
-from transformer_calc.inference import InferenceSpec, decode, inference_memory, kv_cache, matmul_params
-from transformer_calc.memory import training_memory
-from transformer_calc.params import count_params, shard_params, tensor_parallel_params
-from transformer_calc.presets import gpu
+from transformer_calc.estimators.flops import count_flops
+from transformer_calc.estimators.inference.roofline import InferenceSpec, decode, inference_memory, kv_cache, matmul_params
+from transformer_calc.estimators.training.memory import training_memory
+from transformer_calc.estimators.params import count_params, shard_params, tensor_parallel_params
+from transformer_calc.sources.presets import gpu
 
 from conftest import modern_model_configs
 
@@ -52,11 +52,11 @@ def test_mla_without_q_lora_uses_a_plain_q_proj():
 
 def test_mla_rejects_kv_heads_and_partial_widths():
     with pytest.raises(TcalcError, match="n_kv_heads"):
-        from transformer_calc.config import build_model
+        from transformer_calc.model.config import build_model
 
         build_model({**MLA, "n_kv_heads": 1})
     with pytest.raises(TcalcError, match="kv_lora_rank"):
-        from transformer_calc.config import build_model
+        from transformer_calc.model.config import build_model
 
         build_model({"L": 1, "D": 8, "A": 2, "V": 10, "v_head_dim": 4})
 
@@ -218,7 +218,7 @@ def test_expert_parallel_shards_and_memory():
 def test_inference_expert_parallel_layouts_by_hand():
     """Inference EP (inference.expert_layout): ep | T spreads the experts inside the TP group,
     T | ep is DP attention over ep/T groups; both hold n_experts/ep routed experts per GPU."""
-    from transformer_calc.inference import _shard, expert_layout, prefill_step
+    from transformer_calc.estimators.inference.roofline import rank_shard, expert_layout, prefill_step
 
     m = ModelConfig.model_validate(FINE)
     routed = 5 * 8 * 3 * 16 * 8  # 5 MoE layers x 8 experts x 3 matrices x D=16 x F_e=8
@@ -226,15 +226,15 @@ def test_inference_expert_parallel_layouts_by_hand():
     assert expert_layout(m, 2, 2) == (2, 1) and expert_layout(m, 2, 1) == (2, 2)
     assert expert_layout(m, 1, 4) == (4, 1) and expert_layout(m, 2, 8) == (8, 1)
     # T = 1, ep = 4: everything but the routed experts is replicated; each GPU keeps 2 experts.
-    sh = _shard(m, InferenceSpec(batch_size=1, prompt_len=4, expert_parallel=4))
+    sh = rank_shard(m, InferenceSpec(batch_size=1, prompt_len=4, expert_parallel=4))
     assert sh.params == total - routed + routed // 4 and sh.n_experts == 2
     assert sh.expert_params == 3 * 16 * 8  # whole experts (etp = 1)
     # T = 2, ep = 2: the same bytes as T = 2 alone (experts split, not sliced), whole experts.
-    t2 = _shard(m, InferenceSpec(batch_size=1, prompt_len=4, tensor_parallel=2))
-    t2e2 = _shard(m, InferenceSpec(batch_size=1, prompt_len=4, tensor_parallel=2, expert_parallel=2))
+    t2 = rank_shard(m, InferenceSpec(batch_size=1, prompt_len=4, tensor_parallel=2))
+    t2e2 = rank_shard(m, InferenceSpec(batch_size=1, prompt_len=4, tensor_parallel=2, expert_parallel=2))
     assert t2.params == t2e2.params and t2e2.expert_params == 2 * t2.expert_params
     # Weights read: 1 token x top-2 = 2 assignments; with ep = T = 2 a GPU receives 1 of them.
-    from transformer_calc.inference import _weights_read_bytes
+    from transformer_calc.estimators.inference.roofline import _weights_read_bytes
 
     spec = InferenceSpec(batch_size=1, prompt_len=4, tensor_parallel=2, expert_parallel=2)
     idle_experts = 4 - 1  # 4 local experts, 1 touched
@@ -315,7 +315,7 @@ def _json(capsys, *argv):
 def test_cli_memory_expert_parallel_splits_the_experts(capsys):
     one = _json(capsys, "memory", "--preset", "mixtral-8x7b", "--S", "4096", "--dp", "8")
     ep8 = _json(capsys, "memory", "--preset", "mixtral-8x7b", "--S", "4096", "--dp", "8", "--ep", "8")
-    from transformer_calc.presets import preset_model
+    from transformer_calc.sources.presets import preset_model
 
     mixtral = count_params(preset_model("mixtral-8x7b"))
     moved = mixtral.n_moe_layers * 7 * mixtral.layer.mlp_weights // 8  # 7 of 8 experts per layer leave

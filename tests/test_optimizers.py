@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 
 from transformer_calc.cli import run
-from transformer_calc.config import Training, Workload
-from transformer_calc.memory import training_memory
-from transformer_calc.optimizers import Tensors, groups, model_groups, stage_tensors
-from transformer_calc.params import count_params
-from transformer_calc.presets import preset_model
+from transformer_calc.model.config import Training, Workload
+from transformer_calc.estimators.training.memory import training_memory
+from transformer_calc.estimators.training.optimizers import Tensors, groups, model_groups, stage_tensors
+from transformer_calc.estimators.params import count_params
+from transformer_calc.sources.presets import preset_model
 
 from conftest import model_configs
 
@@ -65,7 +65,7 @@ def test_paged_is_the_same_bytes_and_said(capsys):
 
 @pytest.mark.parametrize("optimizer", ["adamw", "sgd", "lion", "sgd-momentum"])
 def test_plain_optimizers_unchanged(optimizer):
-    from transformer_calc.memory import optimizer_bytes_per_param
+    from transformer_calc.estimators.training.memory import optimizer_bytes_per_param
 
     tr = Training(optimizer=optimizer)
     st = training_memory(LLAMA8, W, tr)[0]
@@ -81,7 +81,7 @@ def test_tensor_inventory_sums_to_the_parameter_count(m):
 
 
 def test_zero_shards_shaped_optimizers():
-    from transformer_calc.config import Parallelism
+    from transformer_calc.model.config import Parallelism
 
     one = training_memory(LLAMA8, W, Training(optimizer="adafactor"))[0]
     eight = training_memory(LLAMA8, W, Training(optimizer="adafactor"), Parallelism(data=8, zero=1))[0]

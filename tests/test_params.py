@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from transformer_calc.config import ModelConfig
-from transformer_calc.params import (
+from transformer_calc.model.config import ModelConfig
+from transformer_calc.estimators.params import (
     count_params,
     seed_block_approx,
     seed_total_approx,

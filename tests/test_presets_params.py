@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from transformer_calc.config import ModelConfig
-from transformer_calc.params import count_params
+from transformer_calc.model.config import ModelConfig
+from transformer_calc.estimators.params import count_params
 
 PRESETS_PATH = Path(__file__).resolve().parents[1] / "presets" / "models.yaml"
 PRESETS: dict = yaml.safe_load(PRESETS_PATH.read_text())["models"]

@@ -1,14 +1,14 @@
-"""Quantized weight formats (transformer_calc/quant.py): block sizes from their definitions, a tiny
+"""Quantized weight formats (transformer_calc/estimators/inference/quant.py): block sizes from their definitions, a tiny
 model worked by hand, published checkpoint sizes, llama.cpp's Q4_K_M layer rule, and inference."""
 
 from __future__ import annotations
 
 import pytest
 
-from transformer_calc.config import ModelConfig
-from transformer_calc.inference import InferenceSpec, estimate_inference, inference_memory
-from transformer_calc.presets import gpu, preset_model
-from transformer_calc.quant import (
+from transformer_calc.model.config import ModelConfig
+from transformer_calc.estimators.inference.roofline import InferenceSpec, estimate_inference, inference_memory
+from transformer_calc.sources.presets import gpu, preset_model
+from transformer_calc.estimators.inference.quant import (
     FORMATS,
     MXFP4,
     NVFP4,
@@ -123,7 +123,7 @@ def test_format_names_and_errors():
         InferenceSpec(batch_size=1, prompt_len=1, weight_dtype="q3_k_xl")
     # A shard the block does not divide is padded to whole blocks: gpt-oss's expert down projection
     # over T = 8 has 2880 / 8 = 360 inputs per GPU: ceil(360 / 32) = 12 MXFP4 blocks per row.
-    from transformer_calc.quant import Matrix, _blocks
+    from transformer_calc.estimators.inference.quant import Matrix, _blocks
 
     assert _blocks(Matrix("ffn_down_exps", 360, 2880 * 360, 0, True), MXFP4) == 2880 * 12
     assert _blocks(Matrix("ffn_down", 64, 256 * 64, 0), FORMATS["awq-int4"][0]) == 256 * 1
@@ -162,15 +162,15 @@ def test_cli_weight_dtype_format(capsys):
     ("mxfp4", None), (None, None),
 ])
 def test_hf_quantization_config_sets_the_weight_format(q, fmt):
-    from transformer_calc.hf import weight_format
+    from transformer_calc.sources.hf import weight_format
 
     assert weight_format(q) == fmt
 
 
 def test_hf_gpt_oss_config_imports_mxfp4():
     from conftest import REPO
-    from transformer_calc.config import build_model
-    from transformer_calc.presets import hf_spec
+    from transformer_calc.model.config import build_model
+    from transformer_calc.sources.presets import hf_spec
 
     m = build_model(hf_spec(REPO / "tools" / "crosscheck" / "published_configs" / "gpt-oss-120b.json"))
     assert m.weight_format == "mxfp4"
@@ -183,11 +183,11 @@ def test_moe_weight_reads_grow_with_tokens_up_to_the_resident_bytes(name, fmt):
     """Reads of a MoE step never go negative and never exceed what is stored, and grow with the
     experts touched; when every expert is touched they are everything but the gathered tables.
     (GGUF stores some layers' experts at more bits: the per-expert bytes are the layers' mean.)"""
-    from transformer_calc.inference import _shard, _weights_read_bytes
+    from transformer_calc.estimators.inference.roofline import rank_shard, _weights_read_bytes
 
     m = preset_model(name)
     spec = InferenceSpec(batch_size=1, prompt_len=8, weight_dtype=fmt)
-    sh = _shard(m, spec)
+    sh = rank_shard(m, spec)
     reads = [_weights_read_bytes(sh, spec, t) for t in (1, 2, 8, 64, 10**6)]
     assert 0 < reads[0] and reads == sorted(reads)
     q = sh.store
@@ -208,8 +208,8 @@ def test_any_model_in_any_format_gives_sane_numbers_or_a_named_error(m, fmt, B, 
     0 and the resident bytes, and the expected time at or above the bound."""
     import math
 
-    from transformer_calc.expected import default_efficiency, estimate_expected
-    from transformer_calc.inference import _shard, _weights_read_bytes
+    from transformer_calc.estimators.inference.expected import default_efficiency, estimate_expected
+    from transformer_calc.estimators.inference.roofline import rank_shard, _weights_read_bytes
 
     h100 = gpu("h100")
     try:
@@ -218,7 +218,7 @@ def test_any_model_in_any_format_gives_sane_numbers_or_a_named_error(m, fmt, B, 
         x = estimate_expected(m, h100, spec, default_efficiency(h100))
     except ValueError:
         return
-    sh = _shard(m, spec)
+    sh = rank_shard(m, spec)
     assert 0 < e.memory.weights_bytes
     assert 0 <= _weights_read_bytes(sh, spec, 1) <= e.memory.weights_bytes
     assert math.isfinite(x.total_s) and x.total_s >= e.total_s * (1 - 1e-12)

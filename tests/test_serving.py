@@ -1,4 +1,4 @@
-"""Serving (transformer_calc/serving.py): the paged KV cache worked by hand, the capacity
+"""Serving (transformer_calc/estimators/inference/serving.py): the paged KV cache worked by hand, the capacity
 invariants as properties, the continuous-batching model, and `tcalc serve`'s acceptance."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_calc.config import ModelConfig
-from transformer_calc.expected import default_efficiency
-from transformer_calc.inference import InferenceSpec, decode_step, kv_cache
-from transformer_calc.presets import gpu, preset_model
-from transformer_calc.serving import (
+from transformer_calc.model.config import ModelConfig
+from transformer_calc.estimators.inference.expected import default_efficiency
+from transformer_calc.estimators.inference.roofline import InferenceSpec, decode_step, kv_cache
+from transformer_calc.sources.presets import gpu, preset_model
+from transformer_calc.estimators.inference.serving import (
     CUDA_CONTEXT_BYTES,
     ServingSpec,
     activation_peak_bytes,

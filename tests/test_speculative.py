@@ -1,4 +1,4 @@
-"""Speculative decoding (transformer_calc/speculative.py): Leviathan et al.'s expected tokens worked
+"""Speculative decoding (transformer_calc/estimators/inference/speculative.py): Leviathan et al.'s expected tokens worked
 by hand, the break-even acceptance rate, monotonicity, MTP drafts, and the CLI."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_calc.expected import default_efficiency
-from transformer_calc.inference import InferenceSpec
-from transformer_calc.presets import gpu, preset_model
-from transformer_calc.speculative import expected_tokens_per_step, mtp_draft, speculate
+from transformer_calc.estimators.inference.expected import default_efficiency
+from transformer_calc.estimators.inference.roofline import InferenceSpec
+from transformer_calc.sources.presets import gpu, preset_model
+from transformer_calc.estimators.inference.speculative import expected_tokens_per_step, mtp_draft, speculate
 
 
 @pytest.mark.parametrize("alpha, k, tokens", [
@@ -72,7 +72,7 @@ def test_mtp_draft_is_the_models_own_module():
     # second; here E = 1.85 tokens per step and the expected speed-up is below that E (costs).
     assert x.expected_tokens_per_step == pytest.approx(1.85)
     assert 1 < x.speedup < 1.85
-    from transformer_calc.params import count_params
+    from transformer_calc.estimators.params import count_params
 
     assert x.draft_weights_bytes == count_params(m).mtp // 8  # fp8: 1 byte per parameter, / T = 8
     with pytest.raises(ValueError, match="mtp_layers = 0"):

@@ -10,7 +10,7 @@ import pytest
 
 from transformer_calc.cli import run
 from transformer_calc.errors import TcalcError
-from transformer_calc.sweep import INFERENCE_METRICS, METRIC_SOURCES, TRAINING_METRICS, parse_values
+from transformer_calc.estimators.sweep import INFERENCE_METRICS, METRIC_SOURCES, TRAINING_METRICS, parse_values
 
 
 def call(capsys, *argv):
@@ -160,8 +160,8 @@ def test_inference_point_equals_inference(capsys, sweep_args, inference_args):
 def test_compute_dtype_prices_the_inference_roofline(capsys):
     """--dtype is the compute dtype (InferenceSpec.compute_dtype): fp8 matmuls at the fp8 peak; the
     weights follow it unless --weight-dtype is given."""
-    from transformer_calc.inference import InferenceSpec, inference_memory, prefill_step
-    from transformer_calc.presets import gpu, preset_model
+    from transformer_calc.estimators.inference.roofline import InferenceSpec, inference_memory, prefill_step
+    from transformer_calc.sources.presets import gpu, preset_model
 
     data = call_json(capsys, "sweep", "--preset", "llama-3-8b", "--S", "4096", "--B", "16", "--gpu", "h100",
                      "--dtype", "bf16,fp8", "--metrics", "time_to_first_token_s,inference_memory_bytes")
@@ -232,8 +232,8 @@ def test_streamed_empty_result_equals_the_buffered_one(capsys, fmt):
 
 def test_streaming_writes_rows_before_the_grid_ends():
     """A generator, not a list: the first rows exist before the last point is priced."""
-    from transformer_calc.presets import preset_model
-    from transformer_calc.sweep import prepare
+    from transformer_calc.sources.presets import preset_model
+    from transformer_calc.estimators.sweep import prepare
 
     run_ = prepare({"gpt2": preset_model("gpt2")}, {"batch_size": "1..100000:1"}, {}, ["peak_bytes"])
     rows = run_.rows()
@@ -343,8 +343,8 @@ def test_sp_is_sequence_parallelism(capsys):
 def test_worker_processes_give_the_same_rows_and_skips():
     """Large grids are priced by forked workers in chunks: the same rows, order, skip count and
     reasons as one process."""
-    from transformer_calc.presets import gpu, preset_model
-    from transformer_calc.sweep import prepare
+    from transformer_calc.sources.presets import gpu, preset_model
+    from transformer_calc.estimators.sweep import prepare
 
     models = {"llama-2-7b": preset_model("llama-2-7b"), "gpt2": preset_model("gpt2")}
     axes = {"batch_size": "1..40:1", "tensor": "1,2,3,5", "pipeline": "1,2,7", "gpu": "a100-80gb,h100"}
@@ -371,20 +371,20 @@ def test_a_closed_pipe_stops_the_workers():
 
 @pytest.mark.parametrize("preset", ["llama-2-7b", "mixtral-8x7b", "deepseek-v3", "gemma-3-27b", "gpt2"])
 def test_the_shard_memo_holds_what_it_assumes(preset):
-    """inference._shard is memoized per layout (every InferenceSpec field but B, S, N_new): the
+    """inference.rank_shard is memoized per layout (every InferenceSpec field but B, S, N_new): the
     shard must not depend on the workload, and the memo must return what the function computes."""
     import dataclasses
 
-    from transformer_calc.inference import InferenceSpec, _shard
-    from transformer_calc.presets import preset_model
+    from transformer_calc.estimators.inference.roofline import InferenceSpec, rank_shard
+    from transformer_calc.sources.presets import preset_model
 
     m = preset_model(preset)
     T = 8 if m.n_kv_heads % 8 == 0 or 8 % m.n_kv_heads == 0 else 1
     base = InferenceSpec(batch_size=1, prompt_len=1, tensor_parallel=T, kv_dtype="fp8")
     for B, S, N in ((1, 1, 1), (7, 4096, 33), (512, 131072, 2)):
         spec = dataclasses.replace(base, batch_size=B, prompt_len=S, new_tokens=N)
-        assert _shard(m, spec) == _shard.uncached(m, spec) == _shard.uncached(m, base)
-    assert _shard(m, dataclasses.replace(base, tensor_parallel=1)) == _shard.uncached(m, dataclasses.replace(base, tensor_parallel=1))
+        assert rank_shard(m, spec) == rank_shard.uncached(m, spec) == rank_shard.uncached(m, base)
+    assert rank_shard(m, dataclasses.replace(base, tensor_parallel=1)) == rank_shard.uncached(m, dataclasses.replace(base, tensor_parallel=1))
 
 
 @pytest.mark.parametrize("text", ["8192", "8k", "4M", "1e3", "1_000", "2.5k", "1.5", "x", "-3", "0", "1e-3", "8K", "2T"])
@@ -395,7 +395,7 @@ def test_api_numbers_read_as_the_cli_reads_them(axis, text):
     import typer
 
     from transformer_calc.cli import _parse_whole
-    from transformer_calc.sweep import _number
+    from transformer_calc.estimators.sweep import _number
 
     try:
         want = _parse_whole(text, 0, binary=axis == "seq_len")
@@ -420,10 +420,10 @@ from hypothesis import strategies as st  # noqa: E402
 def test_every_point_is_the_memory_report(preset, B, S, T, P, dp, zero, recompute, flash, sp, framework):
     """Property: a sweep point's memory metrics are `memory_report`'s for the same configs (or the
     point is skipped exactly when the report refuses the layout)."""
-    from transformer_calc.config import Parallelism, Training, Workload
-    from transformer_calc.presets import gpu, preset_model
-    from transformer_calc.report import memory_report
-    from transformer_calc.sweep import prepare
+    from transformer_calc.model.config import Parallelism, Training, Workload
+    from transformer_calc.sources.presets import gpu, preset_model
+    from transformer_calc.results.compose import memory_report
+    from transformer_calc.estimators.sweep import prepare
 
     m, device = preset_model(preset), gpu("h100")
     run_ = prepare({preset: m}, {"batch_size": [B], "seq_len": [S], "tensor": [T], "pipeline": [P], "data": [dp],
@@ -464,10 +464,10 @@ def test_api_sweep_of_a_job_file_equals_the_cli(tmp_path, capsys):
 def test_affine_peaks_equal_the_timeline_at_every_batch(preset, training, layout, S):
     """The sweep prices B from per-phase lines in B (sweep.affine_peaks); at any B they equal the
     timeline itself, peak phase and stage tie-breaking included."""
-    from transformer_calc.config import Parallelism, Training, Workload
-    from transformer_calc.presets import preset_model
-    from transformer_calc.sweep import affine_peaks, peak_at
-    from transformer_calc.timeline import peak_memory
+    from transformer_calc.model.config import Parallelism, Training, Workload
+    from transformer_calc.sources.presets import preset_model
+    from transformer_calc.estimators.sweep import affine_peaks, peak_at
+    from transformer_calc.estimators.training.timeline import peak_memory
 
     m, tr, par = preset_model(preset), Training(**training), Parallelism(**layout)
     lines = affine_peaks(m, S, tr, par, True)

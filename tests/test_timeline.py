@@ -1,4 +1,4 @@
-"""Peak training memory (transformer_calc/timeline.py): every phase worked by hand on a tiny model,
+"""Peak training memory (transformer_calc/estimators/training/timeline.py): every phase worked by hand on a tiny model,
 framework conventions, and the invariants (peak <= sum; more recompute never stores more; a higher
 ZeRO stage never holds more model states). Validation against PyTorch's MemTracker on real HF
 models is tools/crosscheck/peak_memory.py (docs/validation.md)."""
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from transformer_calc.config import ModelConfig, Parallelism, Training, Workload
-from transformer_calc.memory import layer_activations, training_memory
-from transformer_calc.params import count_params
-from transformer_calc.timeline import (
+from transformer_calc.model.config import ModelConfig, Parallelism, Training, Workload
+from transformer_calc.estimators.training.memory import layer_activations, training_memory
+from transformer_calc.estimators.params import count_params
+from transformer_calc.estimators.training.timeline import (
     CUDA_CONTEXT_BYTES,
     DEEPSPEED_Z3_BYTES_PER_PARAM,
     fit_capacity,

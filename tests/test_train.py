@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_calc.config import ModelConfig, Parallelism, Training, Workload
-from transformer_calc.flops import count_flops
-from transformer_calc.hardware import GPU
-from transformer_calc.train import (
+from transformer_calc.model.config import ModelConfig, Parallelism, Training, Workload
+from transformer_calc.estimators.flops import count_flops
+from transformer_calc.devices.hardware import GPU
+from transformer_calc.estimators.training.train import (
     Network,
     estimate_step,
     micro_batch_count,
@@ -73,7 +73,7 @@ def test_pipeline_bubble_by_hand():
 
 def test_data_parallel_all_reduce_and_overlap():
     e = est(Parallelism(data=4), G=8, overlap_dp=False)
-    from transformer_calc.params import count_params
+    from transformer_calc.estimators.params import count_params
 
     grads = count_params(TINY).total * 4  # fp32 gradients (mixed precision, the seed's 4 bytes)
     assert e.dp_comm_s == pytest.approx(ring_all_reduce_s(grads, 4, 1e11, 1e-5))

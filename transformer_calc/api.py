@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, RootModel
 
-from transformer_calc.config import ModelConfig
+from transformer_calc.model.config import ModelConfig
 
 
 class Result(BaseModel):
@@ -137,7 +137,7 @@ def load_source(model: Any = None, *, preset: str | None = None, hf_config: str 
                 config: str | Path | None = None, revision: str | None = None) -> Any:
     """As `load`, the whole `sources.Source`: the model, its job file and its checkpoint (the bytes
     a folder, repo or GGUF file stores)."""
-    from transformer_calc.sources import Source, load_source as resolve
+    from transformer_calc.sources.resolve import Source, load_source as resolve
 
     given = [x for x in (model, preset, hf_config, config) if x is not None]
     if len(given) != 1:
@@ -145,7 +145,7 @@ def load_source(model: Any = None, *, preset: str | None = None, hf_config: str 
     if isinstance(model, ModelConfig):
         return Source(model, None, None, None, "model")
     if isinstance(model, dict):
-        from transformer_calc.config import build_model
+        from transformer_calc.model.config import build_model
 
         return Source(build_model(dict(model)), None, None, None, "model")
     if model is not None and not isinstance(model, (str, Path)):
@@ -172,7 +172,7 @@ def _checkpoint(src: Any) -> dict[str, Any]:
     """{"checkpoint": ...} when the model came from a checkpoint, as the CLI adds it."""
     if src.checkpoint is None and src.checkpoint_note is None:
         return {}
-    from transformer_calc.report import checkpoint_dict
+    from transformer_calc.results.compose import checkpoint_dict
 
     return {"checkpoint": checkpoint_dict(src.model, src.checkpoint, src.checkpoint_note)}
 
@@ -185,14 +185,14 @@ def _dump(data: Any) -> Any:
     """The command's JSON, as the CLI writes it (render.to_json), read back."""
     import json
 
-    from transformer_calc.render import to_json
+    from transformer_calc.render.tables import to_json
 
     return json.loads(to_json(data))
 
 
 def params(model: Any = None, *, p: int = 2, T: int = 1, **source: Any) -> ParamsResult:
     """`tcalc params`: exact parameter count with its breakdown."""
-    from transformer_calc.report import params_report
+    from transformer_calc.results.compose import params_report
 
     src = _full_source(model, source)
     return ParamsResult(**_dump(params_report(src.model, p, T) | _checkpoint(src)))
@@ -203,9 +203,9 @@ def memory(model: Any = None, *, gpu: str | None = None, **options: Any) -> Memo
     optimizer, recompute, flash, dropout, activations, framework, cross_entropy, micro_batches,
     fused_optimizer, T, sp, P, dp, zero, ep, etp, cp, finetune, lora_rank, lora_alpha, lora_targets,
     train_embeddings, train_head, offload, offload_device, fp8_recipe)."""
-    from transformer_calc.config import training_configs
-    from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.report import memory_report, with_checkpoint_weights
+    from transformer_calc.model.config import training_configs
+    from transformer_calc.sources.presets import gpu as find_gpu
+    from transformer_calc.results.compose import memory_report, with_checkpoint_weights
 
     src = _full_source(model, options)
     m, job = src.model, src.job
@@ -221,7 +221,7 @@ def flops(model: Any = None, *, S: int | None = None, B: int | None = None, caus
           dtype: str | None = None, mfu: float | None = None, budget: int | None = None,
           **source: Any) -> FlopsResult:
     """`tcalc flops`: model and hardware FLOPs of a step, and a training-time estimate."""
-    from transformer_calc.report import flops_request
+    from transformer_calc.results.compose import flops_request
 
     m, job = _source(model, source)
     report = flops_request(m, job.training if job else {}, S=S, B=B, recompute=recompute, causal=causal,
@@ -235,8 +235,8 @@ def inference(model: Any = None, **options: Any) -> InferenceResult:
     kv_cache, mla_cache; expected latency: matmul_efficiency, memory_efficiency, cuda_graphs,
     kernel_launch_s; serving: block_size, memory_utilization, ...; speculative: draft, mtp, speculative_tokens,
     acceptance_rate)."""
-    from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.report import inference_efficiency, inference_report, inference_spec, serving_spec
+    from transformer_calc.sources.presets import gpu as find_gpu
+    from transformer_calc.results.compose import inference_efficiency, inference_report, inference_spec, serving_spec
 
     src = _full_source(model, options)
     m, job = src.model, src.job
@@ -267,8 +267,8 @@ def serve(model: Any = None, *, prompt_len: int, output_len: int, gpus: int = 8,
           T: int | None = None, B: int | None = None, **options: Any) -> ServeResult:
     """`tcalc serve`: layouts of `gpus` GPUs against TTFT/TPOT targets (options as `inference`:
     ep, weight_dtype, kv_dtype, the expected-latency and serving-capacity settings)."""
-    from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.report import inference_efficiency, inference_spec, serve_report, serving_spec
+    from transformer_calc.sources.presets import gpu as find_gpu
+    from transformer_calc.results.compose import inference_efficiency, inference_spec, serve_report, serving_spec
 
     src = _full_source(model, options)
     m, job = src.model, src.job
@@ -293,10 +293,10 @@ def train(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None 
           lora_targets: str = "all-linear", offload: str = "none", offload_device: str = "cpu",
           fp8_recipe: str = "none", **source: Any) -> TrainResult:
     """`tcalc train`: the step time of a layout (global_batch in sequences)."""
-    from transformer_calc.config import Parallelism, Training, Workload
-    from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.report import train_report
-    from transformer_calc.train import default_network
+    from transformer_calc.model.config import Parallelism, Training, Workload
+    from transformer_calc.sources.presets import gpu as find_gpu
+    from transformer_calc.results.compose import train_report
+    from transformer_calc.estimators.training.train import default_network
 
     m, _ = _source(model, source)
     device = find_gpu(gpu)
@@ -318,10 +318,10 @@ def plan(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None =
          flash: bool = True, framework: str = "megatron", finetune: str = "full", lora_rank: int = 16,
          lora_targets: str = "all-linear", **source: Any) -> PlanResult:
     """`tcalc plan`: the fastest layouts that fit (global_batch in sequences)."""
-    from transformer_calc.config import Training
-    from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.report import plan_report
-    from transformer_calc.train import default_network
+    from transformer_calc.model.config import Training
+    from transformer_calc.sources.presets import gpu as find_gpu
+    from transformer_calc.results.compose import plan_report
+    from transformer_calc.estimators.training.train import default_network
 
     name = source.get("preset") or (
         model if isinstance(model, str) and Path(model).suffix not in (".yaml", ".yml", ".json") else None)
@@ -357,7 +357,7 @@ def mfu(model: Any = None, *, S: int | None = None, gpus: int = 1, gpu: str = "a
         hfu_convention: str = "executed", **source: Any) -> MfuResult:
     """`tcalc mfu`: MFU and HFU from a measured step time (with the global batch, in sequences or
     tokens) or a throughput in tokens/s."""
-    from transformer_calc.report import mfu_request
+    from transformer_calc.results.compose import mfu_request
 
     m, job = _source(model, source)
     report = mfu_request(m, job.training if job else {}, S=S, gpus=gpus, gpu_name=gpu, dtype=dtype,
@@ -377,7 +377,7 @@ def check(*files: str | Path, gpu: str | None = None, max_memory: str | None = N
           min_tokens_per_s: float | None = None) -> CheckResult:
     """`tcalc check FILES`: each job file PASS / FAIL / INVALID (the CLI exits 2 if any is invalid,
     else 1 if any check failed, else 0)."""
-    from transformer_calc.report import check_report
+    from transformer_calc.results.compose import check_report
 
     return CheckResult(**_dump(check_report([Path(f) for f in files], gpu, max_memory, min_tokens_per_s)))
 
@@ -390,7 +390,7 @@ class PresetsResult(RootModel[list[dict[str, Any]]]):
 
 def presets() -> PresetsResult:
     """`tcalc presets`: the model presets with their key numbers and sources."""
-    from transformer_calc.report import presets_report
+    from transformer_calc.results.compose import presets_report
 
     return PresetsResult(_dump(presets_report()))
 
@@ -403,7 +403,7 @@ class HardwareResult(RootModel[list[dict[str, Any]] | dict[str, Any]]):
 
 def hardware(name: str | None = None) -> HardwareResult:
     """`tcalc hardware [NAME]`: the accelerator table, or one accelerator in detail."""
-    from transformer_calc.report import gpu_report, hardware_report
+    from transformer_calc.results.compose import gpu_report, hardware_report
 
     return HardwareResult(_dump(hardware_report() if name is None else gpu_report(name)))
 
@@ -427,9 +427,9 @@ def sweep(model: Any = None, *, models: list[Any] | None = None, metrics: list[s
     kv_dtype, kv_heads, kv_cache, mla_cache). `model` is one model (see `load`); `models` several,
     labelled by preset name (or the model's name); or preset= (a list, or names comma-separated),
     config=, hf_config= as the CLI's --preset, --config, --hf-config."""
-    from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.report import peak_for
-    from transformer_calc.sweep import prepare
+    from transformer_calc.sources.presets import gpu as find_gpu
+    from transformer_calc.results.compose import peak_for
+    from transformer_calc.estimators.sweep import prepare
 
     loaded: dict[str, ModelConfig] = {}
     job = None
@@ -442,7 +442,7 @@ def sweep(model: Any = None, *, models: list[Any] | None = None, metrics: list[s
         job = job or found
         label = source if isinstance(source, str) and Path(source).suffix not in (".yaml", ".yml", ".json") else None
         if label is not None:
-            from transformer_calc.presets import resolve_preset
+            from transformer_calc.sources.presets import resolve_preset
 
             label = resolve_preset(label)
         loaded[label or m.name or str(source)] = m

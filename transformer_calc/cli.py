@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from transformer_calc import __version__
-from transformer_calc.render import OutputFormat
+from transformer_calc.render.tables import OutputFormat
 
 def _parse_whole(text: Any, low: int, high: int | None = None, binary: bool = False) -> int:
     """An integer flag as people type it: 8192, 8k, 4M, 2T, 1e3, 1_000, one parser for every
@@ -124,13 +124,13 @@ FormatOpt = Annotated[
 
 
 def _short(value: Any) -> str:
-    from transformer_calc.inputs import clip
+    from transformer_calc.sources.files import clip
 
     return clip(value)
 
 
 def _parse_set(items: list[str] | None) -> dict[str, Any]:
-    from transformer_calc.config import ALIASES
+    from transformer_calc.model.config import ALIASES
     from transformer_calc.errors import TcalcError
 
     out: dict[str, Any] = {}
@@ -151,7 +151,7 @@ def _scalar(raw: str) -> Any:
     import json
 
     from transformer_calc.errors import TcalcError
-    from transformer_calc.inputs import parse_json, parse_yaml
+    from transformer_calc.sources.files import parse_json, parse_yaml
 
     if len(raw) > 4096:
         raise TcalcError(f"--set value of {len(raw):,} characters; give a short value")
@@ -183,7 +183,7 @@ def _load_source(
     preset: str | None, config: Path | None, hf_config: Path | None, overrides: dict[str, Any],
     model: str | None = None, revision: str | None = None,
 ) -> tuple[Any, Any, Any]:
-    from transformer_calc.sources import load_source
+    from transformer_calc.sources.resolve import load_source
 
     src = load_source(model, preset=preset, config=config, hf_config=hf_config, revision=revision, overrides=overrides)
     return src.model, src.job, src
@@ -210,7 +210,7 @@ class ModelArgs:
 
     def overrides(self) -> dict[str, Any]:
         """The flags' model fields and --set's; one field given by both is a conflict."""
-        from transformer_calc.config import ALIASES
+        from transformer_calc.model.config import ALIASES
         from transformer_calc.errors import TcalcError
 
         out = {field: self.values[name] for name, field in _OVERRIDE_FIELDS.items() if self.values[name] is not None}
@@ -233,7 +233,7 @@ class ModelArgs:
         src = getattr(self, "source", None)
         if src is None or (src.checkpoint is None and src.checkpoint_note is None):
             return {}
-        from transformer_calc.report import checkpoint_dict
+        from transformer_calc.results.compose import checkpoint_dict
 
         return {"checkpoint": checkpoint_dict(model, src.checkpoint, src.checkpoint_note)}
 
@@ -276,7 +276,7 @@ def model_options(command: Any) -> Any:
 def emit(data: Any, fmt: OutputFormat, table: Any) -> None:
     """Write a report: text formats to stdout as-is; tables through rich. A result that holds
     NaN or an infinity is an error, never output (JSON has no such numbers)."""
-    from transformer_calc.inputs import finite_or_error
+    from transformer_calc.sources.files import finite_or_error
 
     finite_or_error(data)
     if fmt is OutputFormat.table:
@@ -285,11 +285,11 @@ def emit(data: Any, fmt: OutputFormat, table: Any) -> None:
         console = Console(file=_Stdout())
         console.print(table(data))
         if isinstance(data, dict) and "checkpoint" in data:
-            from transformer_calc.render import checkpoint_table
+            from transformer_calc.render.tables import checkpoint_table
 
             console.print(checkpoint_table(data["checkpoint"]))
     else:
-        from transformer_calc.render import to_text
+        from transformer_calc.render.tables import to_text
 
         write(to_text(data, fmt))
 
@@ -355,9 +355,9 @@ def params(
 
     Example: tcalc params --preset llama-2-7b --format json
     """
-    from transformer_calc.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
-    from transformer_calc.render import params_table
-    from transformer_calc.report import params_report
+    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
+    from transformer_calc.render.tables import params_table
+    from transformer_calc.results.compose import params_report
 
     name = compute_dtype(dtype, p) or "bf16"
     model = source.load()[0]
@@ -429,12 +429,12 @@ def memory(
 
     Example: tcalc memory --preset gpt3 --T 8 --sp --recompute selective --gpu a100-80gb
     """
-    from transformer_calc.config import training_configs
-    from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.render import memory_table
-    from transformer_calc.report import memory_report, with_checkpoint_weights
+    from transformer_calc.model.config import training_configs
+    from transformer_calc.sources.presets import gpu as find_gpu
+    from transformer_calc.render.tables import memory_table
+    from transformer_calc.results.compose import memory_report, with_checkpoint_weights
 
-    from transformer_calc.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
+    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
 
     model, job = source.load()
     name = compute_dtype(dtype, p)
@@ -462,7 +462,7 @@ PeakPOpt = Annotated[Optional[int], typer.Option("--p", help=PHelp + " \\[defaul
 
 
 def _count(text: str | None, what: str) -> int | None:
-    from transformer_calc.config import parse_count
+    from transformer_calc.model.config import parse_count
     from transformer_calc.errors import TcalcError
 
     if text is None:
@@ -495,8 +495,8 @@ def flops(
 
     Example: tcalc flops --preset gpt3 --tokens 300e9 --gpus 1024 --gpu a100-80gb --mfu 0.45
     """
-    from transformer_calc.render import flops_table
-    from transformer_calc.report import flops_request
+    from transformer_calc.render.tables import flops_table
+    from transformer_calc.results.compose import flops_request
 
     model, job = source.load()
     section = job.training if job else {}  # a job file's training: section; flags win
@@ -531,8 +531,8 @@ def mfu(
 
     Example: tcalc mfu --preset gpt3 --V 51200 --global-batch 64 --step-time 13.75 --gpus 64 --gpu a100-80gb
     """
-    from transformer_calc.render import mfu_table
-    from transformer_calc.report import mfu_request
+    from transformer_calc.render.tables import mfu_table
+    from transformer_calc.results.compose import mfu_request
 
     model, job = source.load()
     section = job.training if job else {}
@@ -662,10 +662,10 @@ def inference(
 
     Example: tcalc inference --preset falcon-40b --T 4 --B 8 --S 2048 --new-tokens 256
     """
-    from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.render import inference_table
+    from transformer_calc.sources.presets import gpu as find_gpu
+    from transformer_calc.render.tables import inference_table
     from transformer_calc.errors import TcalcError
-    from transformer_calc.report import draft_model, inference_efficiency, inference_report, inference_spec, serving_spec
+    from transformer_calc.results.compose import draft_model, inference_efficiency, inference_report, inference_spec, serving_spec
 
     model, job = source.load()
     flags = dict(
@@ -735,9 +735,9 @@ def serve(
     Example: tcalc serve --preset llama-3.1-70b --gpu h100 --gpus 8 --prompt-len 2000 --output-len 500 --ttft 1 --tpot 0.05
     """
     from transformer_calc.errors import TcalcError
-    from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.render import serve_table
-    from transformer_calc.report import inference_efficiency, inference_spec, serve_report, serving_spec
+    from transformer_calc.sources.presets import gpu as find_gpu
+    from transformer_calc.render.tables import serve_table
+    from transformer_calc.results.compose import inference_efficiency, inference_spec, serve_report, serving_spec
 
     model, job = source.load()
     section = job.inference if job else {}
@@ -803,7 +803,7 @@ def _note_seq_len(model: Any, used: int, explicit: bool, flag: str = "--S") -> N
 
 
 def _compute_dtype(dtype: str | None, p: int | None) -> str | None:
-    from transformer_calc.hardware import compute_dtype
+    from transformer_calc.devices.hardware import compute_dtype
 
     return compute_dtype(dtype, p)
 
@@ -896,9 +896,9 @@ def sweep(
     same flags and job-file sections. Without --sort, rows are streamed as they are computed.
     Example: tcalc sweep --preset llama-2-7b --B 1,2,4..64 --T 1,2,4,8 --gpu a100-80gb --fits-only --sort peak_bytes
     """
-    from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.report import peak_for
-    from transformer_calc.sweep import prepare
+    from transformer_calc.sources.presets import gpu as find_gpu
+    from transformer_calc.results.compose import peak_for
+    from transformer_calc.estimators.sweep import prepare
 
     source = ModelArgs(preset=None, config=None, hf_config=None, L=L, D=D, A=A, kv_heads=kv_heads, head_dim=head_dim,
                        E=E, d_ff=d_ff, V=V, K=K, set_=set_)
@@ -921,7 +921,7 @@ def sweep(
         _note_seq_len(model, max(lengths) if lengths else model.max_seq_len, lengths is not None)
     with _sweep_progress(sweep_run.spec.size) as progress:
         if plotting is None and fmt in (OutputFormat.csv, OutputFormat.json):
-            from transformer_calc.render import sweep_csv, sweep_json
+            from transformer_calc.render.tables import sweep_csv, sweep_json
 
             rows = sweep_run.rows(progress)  # streamed: each row written as it is priced
             if fmt is OutputFormat.csv:
@@ -931,21 +931,21 @@ def sweep(
             for piece in pieces:
                 write(piece)
             return
-        from transformer_calc.render import TABLE_MAX_ROWS
+        from transformer_calc.render.tables import TABLE_MAX_ROWS
 
         keep = TABLE_MAX_ROWS if fmt is OutputFormat.table and plotting is None else None
         report = sweep_run.report(progress, keep=keep)
     if plotting is not None:
-        from transformer_calc.render import plot_sweep
+        from transformer_calc.render.tables import plot_sweep
 
         plot_sweep(report, *plotting)
     if fmt is OutputFormat.csv:
-        from transformer_calc.render import sweep_csv
+        from transformer_calc.render.tables import sweep_csv
 
         for piece in sweep_csv(sweep_run.columns, report["points"]):
             write(piece)
     else:
-        from transformer_calc.render import sweep_table
+        from transformer_calc.render.tables import sweep_table
 
         emit(report, fmt, sweep_table)
 
@@ -966,7 +966,7 @@ def _sweep_models(preset: list[str] | None, config: Path | None, hf_config: Path
     """({label: ModelConfig}, job file or None): every --preset, and --config or --hf-config, each
     with the model overrides applied (as `load_model` applies them for the other commands)."""
     from transformer_calc.errors import TcalcError
-    from transformer_calc.presets import resolve_preset
+    from transformer_calc.sources.presets import resolve_preset
 
     models: dict[str, Any] = {}
     job = None
@@ -997,7 +997,7 @@ def _sweep_plot_args(sweep_run: Any, plot: Path, x: str | None, y: str | None, s
     """(path, x axis, y metric, series axis, capacity) for render.plot_sweep, checked before the
     sweep runs: a bad --plot, --x, --y or --series writes nothing."""
     from transformer_calc.errors import TcalcError
-    from transformer_calc.sweep import axis_name
+    from transformer_calc.estimators.sweep import axis_name
 
     if plot.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise TcalcError(
@@ -1068,8 +1068,8 @@ def check(
     pass, 1 when a check failed, 2 when a file or flag is invalid.
     Example: tcalc check configs/*.yaml --gpu a100-80gb --max-memory 70GiB
     """
-    from transformer_calc.render import check_lines
-    from transformer_calc.report import check_report
+    from transformer_calc.render.tables import check_lines
+    from transformer_calc.results.compose import check_report
 
     report = check_report(files, gpu, max_memory, min_tokens_per_s)
     counts = {"invalid": report["invalid"], "fail": report["failed"]}
@@ -1090,8 +1090,8 @@ def check(
 @app.command()
 def presets(fmt: FormatOpt = OutputFormat.table) -> None:
     """List the model presets with their key numbers and sources."""
-    from transformer_calc.render import presets_table
-    from transformer_calc.report import presets_report
+    from transformer_calc.render.tables import presets_table
+    from transformer_calc.results.compose import presets_report
 
     emit(presets_report(), fmt, presets_table)
 
@@ -1102,8 +1102,8 @@ def hardware(
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """List the accelerators: memory, bandwidth, dense peaks per dtype, λ_math, interconnect."""
-    from transformer_calc.render import gpu_detail, hardware_table
-    from transformer_calc.report import gpu_report, hardware_report
+    from transformer_calc.render.tables import gpu_detail, hardware_table
+    from transformer_calc.results.compose import gpu_report, hardware_report
 
     if name is None:
         emit(hardware_report(), fmt, hardware_table)
@@ -1156,7 +1156,7 @@ _USAGE_FIXES = (
 
 def _network(gpu: Any, node_size: int | None, inter_node_gb_s: float | None) -> Any:
     from transformer_calc.errors import TcalcError
-    from transformer_calc.train import default_network
+    from transformer_calc.estimators.training.train import default_network
 
     net = default_network(gpu)
     if node_size is not None:
@@ -1240,11 +1240,11 @@ def train(
 
     Example: tcalc train --preset gpt3 --gpus 64 --gpu a100-80gb --T 8 --P 8 --sp --recompute selective --global-batch 64 --micro-batch 1 --S 2048
     """
-    from transformer_calc.config import Parallelism, Training, Workload, build
+    from transformer_calc.model.config import Parallelism, Training, Workload, build
     from transformer_calc.errors import TcalcError
-    from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.render import train_table
-    from transformer_calc.report import train_report
+    from transformer_calc.sources.presets import gpu as find_gpu
+    from transformer_calc.render.tables import train_table
+    from transformer_calc.results.compose import train_report
 
     model, _ = source.load()
     device = find_gpu(gpu)
@@ -1254,7 +1254,7 @@ def train(
         raise TcalcError(f"--gpus ({gpus}) must be a multiple of T x P x CP ({T} x {P} x {cp}); data parallelism is what is left")
     par = build(Parallelism, {"tensor": T, "pipeline": P, "virtual_stages": virtual_stages, "context": cp, "expert": ep,
                               "data": gpus // (T * P * cp), "sequence_parallel": sp, "zero": zero}, "train")
-    from transformer_calc.hardware import COMPUTE_DTYPE_BYTES
+    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES
 
     name = _compute_dtype(dtype, p)
     tuning = {k: v for k, v in (("finetune", finetune), ("lora_rank", lora_rank), ("lora_targets", lora_targets),
@@ -1296,10 +1296,10 @@ def plan(
 
     Example: tcalc plan --preset llama-3-70b --gpus 1024 --gpu h100 --global-batch-tokens 4M --S 8192
     """
-    from transformer_calc.config import Training, build
-    from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.render import plan_table
-    from transformer_calc.report import plan_report
+    from transformer_calc.model.config import Training, build
+    from transformer_calc.sources.presets import gpu as find_gpu
+    from transformer_calc.render.tables import plan_table
+    from transformer_calc.results.compose import plan_report
 
     model, _ = source.load()
     device = find_gpu(gpu)

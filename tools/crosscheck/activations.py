@@ -9,7 +9,7 @@ untyped_storage, each storage once (views share one), parameter storages exclude
 in bf16 (`model.to(torch.bfloat16)`), with every dropout probability of the config at 0.1 and at
 0.0. It compares them with `training_memory(...)[0].activations` (whole model, T=1) for the
 profiles seed, default and torch-eager, with Training(precision fp32 / bf16) and the dropout the
-config implies (ModelConfig from `transformer_calc.hf.from_hf_config`), and cross-checks
+config implies (ModelConfig from `transformer_calc.sources.hf.from_hf_config`), and cross-checks
 `count_params` against `sum(p.numel())` on the same models.
 
 Dropout. tcalc models CUDA, where F.dropout dispatches to the fused `native_dropout` and keeps a
@@ -49,16 +49,16 @@ import transformers  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
-from transformer_calc.config import ModelConfig, Training, Workload  # noqa: E402
-from transformer_calc.hf import from_hf_config  # noqa: E402
-from transformer_calc.memory import (  # noqa: E402
+from transformer_calc.model.config import ModelConfig, Training, Workload  # noqa: E402
+from transformer_calc.sources.hf import from_hf_config  # noqa: E402
+from transformer_calc.estimators.training.memory import (  # noqa: E402
     HF_GPT2,
     HF_GPT2_EXACT_GELU,
     HF_LLAMA,
     EagerCode,
     training_memory,
 )
-from transformer_calc.params import count_params  # noqa: E402
+from transformer_calc.estimators.params import count_params  # noqa: E402
 
 TOLERANCE = 0.10  # torch-eager must be within 10 % of every main measurement
 PROFILES = ("torch-eager", "default", "seed")
@@ -327,7 +327,7 @@ def document(cases: list[Case], seconds: float) -> str:
         "`attn_implementation=\"sdpa\"` (CPU flash kernel), compared with torch-eager plus `flash`.",
         "",
         "**Predicted:** `training_memory(m, Workload(S, B), Training(precision, activations))[0].activations`",
-        "for the whole model at T=1, `m` from the config via `transformer_calc.hf.from_hf_config`, dropout",
+        "for the whole model at T=1, `m` from the config via `transformer_calc.sources.hf.from_hf_config`, dropout",
         "from the config (on when a probability is > 0). torch-eager is given the eager code the HF",
         "class runs (`HF_GPT2`, `HF_GPT2_EXACT_GELU`, `HF_LLAMA`); \"tcalc guess\" is what it assumes",
         "from the ModelConfig alone (`eager_code(m)`, what the CLI uses), shown where it differs.",

@@ -61,10 +61,10 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 from transformers import AutoModelForCausalLM, PretrainedConfig  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
-from transformer_calc.config import ModelConfig, Workload  # noqa: E402
-from transformer_calc.flops import count_flops  # noqa: E402
-from transformer_calc.hf import SUPPORTED_MODEL_TYPES, from_hf_config  # noqa: E402
-from transformer_calc.params import count_params  # noqa: E402
+from transformer_calc.model.config import ModelConfig, Workload  # noqa: E402
+from transformer_calc.estimators.flops import count_flops  # noqa: E402
+from transformer_calc.sources.hf import SUPPORTED_MODEL_TYPES, from_hf_config  # noqa: E402
+from transformer_calc.estimators.params import count_params  # noqa: E402
 
 CPU_MAX_PARAMS = 20_000_000  # larger models (transformers' default sizes) run on the meta device
 MAX_BATCH, MAX_SEQ = 3, 24  # B and S are drawn from 1..MAX_BATCH and 1..MAX_SEQ

@@ -1,4 +1,4 @@
-"""Cross-check `transformer_calc.hf` against transformers: exact parameter counts, every model_type.
+"""Cross-check `transformer_calc.sources.hf` against transformers: exact parameter counts, every model_type.
 
 For each supported model_type this builds many config.json-shaped dicts (a fixed-seed random sample,
 edge cases, minimal configs that lean on the defaults, and real published shapes), instantiates
@@ -33,9 +33,9 @@ import transformers  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
-from transformer_calc.config import ModelConfig  # noqa: E402
-from transformer_calc.hf import SUPPORTED_MODEL_TYPES, from_hf_config  # noqa: E402
-from transformer_calc.params import count_params  # noqa: E402
+from transformer_calc.model.config import ModelConfig  # noqa: E402
+from transformer_calc.sources.hf import SUPPORTED_MODEL_TYPES, from_hf_config  # noqa: E402
+from transformer_calc.estimators.params import count_params  # noqa: E402
 
 Cfg = dict[str, Any]
 R = random.Random
@@ -390,7 +390,7 @@ def transformers_count(cfg: Cfg) -> tuple[int, Cfg]:
     A multimodal wrapper (gemma3, llama4, mistral3) is counted as its language model: the
     text_config built as its own causal LM (what tcalc describes); the full dict is the wrapper's.
     """
-    from transformer_calc.hf import SAME_AS
+    from transformer_calc.sources.hf import SAME_AS
 
     if cfg["model_type"] in SAME_AS:  # e.g. kimi_k2: DeepseekV3ForCausalLM (remote code)
         cfg = {**cfg, "model_type": SAME_AS[cfg["model_type"]]}

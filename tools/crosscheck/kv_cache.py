@@ -7,7 +7,7 @@ gpt_oss with sinks), chunked local attention (llama4_text), multi-head latent at
 prompt of S tokens through it with `use_cache=True`, then N decode steps one token at a time, and
 sums the bytes of every tensor in the returned `past_key_values` (each layer's keys and values).
 It compares that with `kv_cache(model, spec, context_len=S + N).total_bytes` (kv_dtype fp32) for
-the ModelConfig that `transformer_calc.hf.from_hf_config` makes of the same config. The two must
+the ModelConfig that `transformer_calc.sources.hf.from_hf_config` makes of the same config. The two must
 be equal, byte for byte, after the prompt and after every decode step.
 
 Needs torch and transformers (not part of the core test suite). Exits 1 on any difference.
@@ -33,9 +33,9 @@ import transformers  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
-from transformer_calc.config import ModelConfig  # noqa: E402
-from transformer_calc.hf import from_hf_config  # noqa: E402
-from transformer_calc.inference import InferenceSpec, kv_cache  # noqa: E402
+from transformer_calc.model.config import ModelConfig  # noqa: E402
+from transformer_calc.sources.hf import from_hf_config  # noqa: E402
+from transformer_calc.estimators.inference.roofline import InferenceSpec, kv_cache  # noqa: E402
 
 Cfg = dict[str, Any]
 BEGIN, END = "<!-- kv_cache:begin -->", "<!-- kv_cache:end -->"

@@ -42,9 +42,9 @@ import transformers  # noqa: E402
 from peft import LoraConfig, get_peft_model  # noqa: E402
 
 from activations import GPT2_SHAPES, HF_GPT2_EXACT_GELU, HF_LLAMA, LLAMA_SHAPES, build, gpt2_config, llama_config  # noqa: E402
-from transformer_calc.config import ModelConfig, Training, Workload  # noqa: E402
-from transformer_calc.hf import from_hf_config  # noqa: E402
-from transformer_calc.memory import training_memory  # noqa: E402
+from transformer_calc.model.config import ModelConfig, Training, Workload  # noqa: E402
+from transformer_calc.sources.hf import from_hf_config  # noqa: E402
+from transformer_calc.estimators.training.memory import training_memory  # noqa: E402
 
 TOLERANCE = 0.01
 RANK = 8

@@ -38,9 +38,9 @@ from torch.distributed._tools.mem_tracker import MemTracker  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
-from transformer_calc.config import ModelConfig, Training, Workload  # noqa: E402
-from transformer_calc.hf import from_hf_config  # noqa: E402
-from transformer_calc.timeline import peak_memory  # noqa: E402
+from transformer_calc.model.config import ModelConfig, Training, Workload  # noqa: E402
+from transformer_calc.sources.hf import from_hf_config  # noqa: E402
+from transformer_calc.estimators.training.timeline import peak_memory  # noqa: E402
 
 TOLERANCE = 0.05  # the aim: within ±5 % of the tracked peak
 BEGIN, END = "<!-- peak_memory:begin -->", "<!-- peak_memory:end -->"

@@ -1,4 +1,4 @@
-"""Cross-check `transformer_calc.finetune` against PEFT: trainable parameters, every HF-import family.
+"""Cross-check `transformer_calc.estimators.training.finetune` against PEFT: trainable parameters, every HF-import family.
 
 For each case of tools/crosscheck/hf_params.py (random shapes per model_type, edge cases, the real
 published configs of tools/crosscheck/published_configs) this builds the model on the meta device
@@ -44,9 +44,9 @@ from peft import LoraConfig, get_peft_model  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 from hf_params import CONFIG_MAPPING, EDGE, GENERATORS, REAL, WRAPPED_TEXT  # noqa: E402
-from transformer_calc.config import ModelConfig, Training  # noqa: E402
-from transformer_calc.finetune import trainable_params  # noqa: E402
-from transformer_calc.hf import SAME_AS, SUPPORTED_MODEL_TYPES, from_hf_config  # noqa: E402
+from transformer_calc.model.config import ModelConfig, Training  # noqa: E402
+from transformer_calc.estimators.training.finetune import trainable_params  # noqa: E402
+from transformer_calc.sources.hf import SAME_AS, SUPPORTED_MODEL_TYPES, from_hf_config  # noqa: E402
 
 LLAMA_NAMES = {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"],
                "gate": ["gate_proj"], "up": ["up_proj"], "down": ["down_proj"]}  # fmt: skip

@@ -8,7 +8,7 @@ the gpt3 family, built as GPT-2 configs with the paper's shapes), it
   2. instantiates AutoModelForCausalLM.from_config(cfg) under torch.device("meta") (no memory,
      no weights, seconds even for 405B),
   3. counts unique parameters, sum(p.numel() for p in model.parameters()) (tied tensors once),
-  4. compares that with transformer_calc.params.count_params(preset model).total and with the
+  4. compares that with transformer_calc.estimators.params.count_params(preset model).total and with the
      preset's expected_params, and also checks the preset's shape fields against the config.
 
 Prints a table; exits 1 on any mismatch (or a preset with hf_model_type and no config here).
@@ -281,7 +281,7 @@ def hf_config(hf: dict[str, Any]) -> Any:
     model_type read as another family: that family's)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    from transformer_calc.hf import SAME_AS
+    from transformer_calc.sources.hf import SAME_AS
 
     kwargs = dict(hf)
     model_type = SAME_AS.get(kwargs["model_type"], kwargs["model_type"])
@@ -331,8 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(REPO))
-    from transformer_calc.config import ModelConfig
-    from transformer_calc.params import count_params
+    from transformer_calc.model.config import ModelConfig
+    from transformer_calc.estimators.params import count_params
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()  # legacy-value notices (Gemma's "gelu") are not findings
@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             hf_total = None
         else:
             mt = preset.get("hf_model_type", "gpt2" if preset.get("family") == "gpt3" else None)
-            from transformer_calc.hf import SAME_AS
+            from transformer_calc.sources.hf import SAME_AS
 
             if mt != SAME_AS.get(hf["model_type"], hf["model_type"]):
                 problems.append(f"hf_model_type {mt!r} != config's {hf['model_type']!r}")

@@ -1,6 +1,6 @@
 """Print presets/models.yaml entries made from Hugging Face config.json values.
 
-The 2024-2026 presets are not typed by hand: each is `transformer_calc.hf.from_hf_config` of the
+The 2024-2026 presets are not typed by hand: each is `transformer_calc.sources.hf.from_hf_config` of the
 model's published config.json (tools/crosscheck/published_configs, whose SOURCES.md says where
 each copy was read) or, where only the architecture values were found, of the values in
 EXTRA below with their source. `expected_params` is what transformers 5.23 builds from the same
@@ -150,9 +150,9 @@ def transformers_count(cfg: dict[str, Any]) -> int:
 
 
 def entry(name: str, cfg: dict[str, Any], repo: str, where: str) -> str:
-    from transformer_calc.config import ModelConfig
-    from transformer_calc.hf import from_hf_config
-    from transformer_calc.params import count_params
+    from transformer_calc.model.config import ModelConfig
+    from transformer_calc.sources.hf import from_hf_config
+    from transformer_calc.estimators.params import count_params
 
     spec = from_hf_config(cfg)
     spec.pop("source", None)

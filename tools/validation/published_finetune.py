@@ -25,7 +25,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from transformer_calc.config import (  # noqa: E402
+from transformer_calc.model.config import (  # noqa: E402
     TRAINING_KEYS,
     ModelConfig,
     Parallelism,
@@ -35,10 +35,10 @@ from transformer_calc.config import (  # noqa: E402
     canonical_section,
     split_training,
 )
-from transformer_calc.finetune import trainable_params  # noqa: E402
-from transformer_calc.memory import training_memory  # noqa: E402
-from transformer_calc.presets import preset_model, safe_load_yaml  # noqa: E402
-from transformer_calc.timeline import fit_capacity, peak_memory  # noqa: E402
+from transformer_calc.estimators.training.finetune import trainable_params  # noqa: E402
+from transformer_calc.estimators.training.memory import training_memory  # noqa: E402
+from transformer_calc.sources.presets import preset_model, safe_load_yaml  # noqa: E402
+from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory  # noqa: E402
 
 DATA = Path(__file__).with_suffix(".yaml")
 DOCS = REPO / "docs" / "validation.md"

@@ -2,7 +2,7 @@
 
 The measurements and their setups are in published_memory.yaml next to this file, each copied
 from a source named there (repository, path and commit). For every row this computes
-`transformer_calc.timeline.peak_memory(model, Workload, Training, Parallelism)` and compares like
+`transformer_calc.estimators.training.timeline.peak_memory(model, Workload, Training, Parallelism)` and compares like
 with like:
 
     measured   what the source reports                          compared with
@@ -33,7 +33,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from transformer_calc.config import (  # noqa: E402
+from transformer_calc.model.config import (  # noqa: E402
     TRAINING_KEYS,
     ModelConfig,
     Parallelism,
@@ -44,8 +44,8 @@ from transformer_calc.config import (  # noqa: E402
     parse_bytes,
     split_training,
 )
-from transformer_calc.presets import preset_model, safe_load_yaml  # noqa: E402
-from transformer_calc.timeline import CUDA_CONTEXT_BYTES, Timeline, allocator_reserve, peak_memory  # noqa: E402
+from transformer_calc.sources.presets import preset_model, safe_load_yaml  # noqa: E402
+from transformer_calc.estimators.training.timeline import CUDA_CONTEXT_BYTES, Timeline, allocator_reserve, peak_memory  # noqa: E402
 
 DATA = Path(__file__).with_suffix(".yaml")
 DOCS = REPO / "docs" / "validation.md"

@@ -34,17 +34,17 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from transformer_calc.expected import (  # noqa: E402
+from transformer_calc.estimators.inference.expected import (  # noqa: E402
     FP8_MATMUL_EFFICIENCY,
     KERNEL_S_CUDA_GRAPHS,
     SEQUENCE_S,
     default_efficiency,
     estimate_expected,
 )
-from transformer_calc.inference import InferenceSpec, decode_step, estimate_inference, prefill_step  # noqa: E402
-from transformer_calc.presets import gpu as gpu_by_name  # noqa: E402
-from transformer_calc.presets import preset_model, safe_load_yaml  # noqa: E402
-from transformer_calc.serving import ServingSpec, capacity, load_point  # noqa: E402
+from transformer_calc.estimators.inference.roofline import InferenceSpec, decode_step, estimate_inference, prefill_step  # noqa: E402
+from transformer_calc.sources.presets import gpu as gpu_by_name  # noqa: E402
+from transformer_calc.sources.presets import preset_model, safe_load_yaml  # noqa: E402
+from transformer_calc.estimators.inference.serving import ServingSpec, capacity, load_point  # noqa: E402
 
 DATA = Path(__file__).with_suffix(".yaml")
 DOCS = REPO / "docs" / "validation.md"

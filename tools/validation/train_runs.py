@@ -3,7 +3,7 @@
 The runs and their layouts are in train_runs.yaml next to this file, each copied from a source
 named there (repository, path and commit, or paper and table). For every row this computes
 
-    transformer_calc.train.estimate_step(model, Workload(seq_len=S, batch_size=micro_batch),
+    transformer_calc.estimators.training.train.estimate_step(model, Workload(seq_len=S, batch_size=micro_batch),
         Training(precision, recompute, flash), Parallelism(tensor, pipeline, data=dp,
         sequence_parallel, zero, context, virtual_stages), gpu, global_batch=G)
 
@@ -45,10 +45,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from transformer_calc.config import ModelConfig, Parallelism, Training, Workload  # noqa: E402
-from transformer_calc.presets import gpu as gpu_by_name  # noqa: E402
-from transformer_calc.presets import preset_model, safe_load_yaml  # noqa: E402
-from transformer_calc.train import StepEstimate, estimate_step  # noqa: E402
+from transformer_calc.model.config import ModelConfig, Parallelism, Training, Workload  # noqa: E402
+from transformer_calc.sources.presets import gpu as gpu_by_name  # noqa: E402
+from transformer_calc.sources.presets import preset_model, safe_load_yaml  # noqa: E402
+from transformer_calc.estimators.training.train import StepEstimate, estimate_step  # noqa: E402
 
 DATA = Path(__file__).with_suffix(".yaml")
 DOCS = REPO / "docs" / "validation.md"
@@ -288,7 +288,7 @@ def docs_section(results: list[Result]) -> str:
         "table), with the layout read from the same run's launcher script or config; details a source "
         "leaves open are stated as assumptions in the row's `notes` (folded below).",
         "",
-        "**Predicted:** `transformer_calc.train.estimate_step(model, Workload(S, micro_batch), "
+        "**Predicted:** `transformer_calc.estimators.training.train.estimate_step(model, Workload(S, micro_batch), "
         "Training(precision, recompute, flash), Parallelism(T, P, dp, SP, ZeRO, CP, v), gpu, "
         "global_batch=G)`, dp = GPUs / (T·P·CP), compared in the source's own metric: a step time with "
         "`step_time_s`; tokens/s/GPU with `tokens_per_s / GPUs`; Narayanan et al.'s TFLOP/s/GPU by "

@@ -13,10 +13,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from transformer_calc.config import ModelConfig, build_model, merge_spec
+from transformer_calc.model.config import ModelConfig, build_model, merge_spec
 from transformer_calc.errors import TcalcError, UnknownNameError, did_you_mean
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # transformer_calc/
 
 
 def data_dir() -> Path:
@@ -92,7 +92,7 @@ def resolve_preset(name: str) -> str:
 def preset_spec(name: str) -> dict[str, Any]:
     canonical = resolve_preset(name)
     entry = model_presets()[canonical]
-    from transformer_calc.hf import FUSED_LINEARS
+    from transformer_calc.sources.hf import FUSED_LINEARS
 
     # the module layout of the family's modeling code (GPT-3 is read as GPT-2, as verify_presets does)
     family = entry.get("hf_model_type") or ("gpt2" if entry.get("family") == "gpt3" else None)
@@ -106,34 +106,34 @@ def preset_model(name: str) -> ModelConfig:
 # ---------------------------------------------------------------------------- hardware
 @cache
 def hardware_table() -> dict[str, Any]:
-    from transformer_calc.hardware import parse_hardware_table
+    from transformer_calc.devices.hardware import parse_hardware_table
 
     return parse_hardware_table(_load_data("hardware.yaml"))
 
 
 def gpu(name: str) -> Any:
-    from transformer_calc.hardware import resolve_gpu
+    from transformer_calc.devices.hardware import resolve_gpu
 
     return resolve_gpu(name, hardware_table())
 
 
 # ---------------------------------------------------------------------------- user files
 def read_text_file(path: Path, what: str) -> str:
-    """Read a user's file (transformer_calc.inputs: regular files only, size-capped)."""
-    from transformer_calc.inputs import read_user_file
+    """Read a user's file (transformer_calc.sources.files: regular files only, size-capped)."""
+    from transformer_calc.sources.files import read_user_file
 
     return read_user_file(path, what)
 
 
 def load_json_file(path: Path, what: str) -> Any:
-    from transformer_calc.inputs import clip, parse_json
+    from transformer_calc.sources.files import clip, parse_json
 
     return parse_json(read_text_file(path, what), f"{what} {clip(str(path))}")
 
 
 def hf_spec(path: Path) -> dict[str, Any]:
-    """A model spec from a saved Hugging Face config.json (offline; see transformer_calc.hf)."""
-    from transformer_calc.hf import from_hf_config
+    """A model spec from a saved Hugging Face config.json (offline; see transformer_calc.sources.hf)."""
+    from transformer_calc.sources.hf import from_hf_config
 
     data = load_json_file(path, "--hf-config")
     if not isinstance(data, dict):
@@ -164,9 +164,9 @@ def load_job(path: Path, flag: str | None = "--config") -> JobFile:
     override), `training:`, `inference:`, `checks:`. Unknown sections and keys are errors with
     did-you-mean. YAML is read with the safe loader only.
     """
-    from transformer_calc.config import CHECK_KEYS, INFERENCE_KEYS, TRAINING_KEYS, canonical_section
+    from transformer_calc.model.config import CHECK_KEYS, INFERENCE_KEYS, TRAINING_KEYS, canonical_section
 
-    from transformer_calc.inputs import clip, parse_yaml
+    from transformer_calc.sources.files import clip, parse_yaml
 
     what = flag or "file"
     where = f"{flag} {clip(str(path))}" if flag else clip(str(path))[1:-1]

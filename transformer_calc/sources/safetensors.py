@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from transformer_calc.checkpoint import SAFETENSORS_BITS, SCALE, WEIGHT, Checkpoint, Tensor, component_of, elements, is_scale
+from transformer_calc.model.checkpoint import SAFETENSORS_BITS, SCALE, WEIGHT, Checkpoint, Tensor, component_of, elements, is_scale
 from transformer_calc.errors import TcalcError, clip
 
 MAX_HEADER_BYTES = 100_000_000  # safetensors' MAX_HEADER_SIZE

@@ -49,9 +49,9 @@ import functools
 from dataclasses import dataclass
 from fractions import Fraction
 
-from transformer_calc.checkpoint import StoredWeights
-from transformer_calc.config import ModelConfig
-from transformer_calc.params import (
+from transformer_calc.model.checkpoint import StoredWeights
+from transformer_calc.model.config import ModelConfig
+from transformer_calc.estimators.params import (
     GATED_MATRICES,
     PLAIN_MATRICES,
     attention_weights,

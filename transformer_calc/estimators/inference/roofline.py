@@ -49,11 +49,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from transformer_calc.config import LayerAttention, ModelConfig
-from transformer_calc.hardware import DTYPE_ALIASES, DTYPES, GPU, peak_flops
-from transformer_calc.checkpoint import StoredWeights
-from transformer_calc.quant import FORMATS, QuantizedWeights, quantized_weights, resolve_format, stored_shard
-from transformer_calc.params import (
+from transformer_calc.model.config import LayerAttention, ModelConfig
+from transformer_calc.devices.hardware import DTYPE_ALIASES, DTYPES, GPU, peak_flops
+from transformer_calc.model.checkpoint import StoredWeights
+from transformer_calc.estimators.inference.quant import FORMATS, QuantizedWeights, quantized_weights, resolve_format, stored_shard
+from transformer_calc.estimators.params import (
     GATED_MATRICES,
     PLAIN_MATRICES,
     attention_weights,
@@ -150,12 +150,12 @@ class InferenceSpec:
             compute = self.stored.compute_dtype if weight == CHECKPOINT and self.stored is not None else (
                 weight if weight in _FLOAT_COMPUTE else "bf16")
         else:
-            compute = _dtype("compute_dtype", self.compute_dtype, DTYPES)
+            compute = checked_dtype("compute_dtype", self.compute_dtype, DTYPES)
         if self.activation_dtype is None:
             activation = compute if compute in _ACTIVATION_DEFAULT else "bf16"
         else:
-            activation = _dtype("activation_dtype", self.activation_dtype, DTYPE_BITS)
-        kv = activation if self.kv_dtype is None else _dtype("kv_dtype", self.kv_dtype, KV_DTYPE_BITS)
+            activation = checked_dtype("activation_dtype", self.activation_dtype, DTYPE_BITS)
+        kv = activation if self.kv_dtype is None else checked_dtype("kv_dtype", self.kv_dtype, KV_DTYPE_BITS)
         for name, value in (
             ("weight_dtype", weight),
             ("compute_dtype", compute),
@@ -176,7 +176,7 @@ def _check_positive_int(name: str, value: object) -> None:
         raise ValueError(f"{name} ({value!r}) must be a whole number >= 1")
 
 
-def _dtype(name: str, value: object, allowed: dict[str, int] | dict[str, int | Fraction] | tuple[str, ...]) -> str:
+def checked_dtype(name: str, value: object, allowed: dict[str, int] | dict[str, int | Fraction] | tuple[str, ...]) -> str:
     key = value.strip().lower() if isinstance(value, str) else None
     key = DTYPE_ALIASES.get(key, key) if key is not None else None
     if key not in allowed:
@@ -189,7 +189,7 @@ def _weight_dtype(value: object) -> str:
     if isinstance(value, str) and (fmt := resolve_format(value)) is not None:
         return fmt
     try:
-        return _dtype("weight_dtype", value, DTYPE_BITS)
+        return checked_dtype("weight_dtype", value, DTYPE_BITS)
     except ValueError:
         raise ValueError(
             f"weight_dtype ({str(value)[:40]!r}) is not supported; use one of {', '.join(DTYPE_BITS)} "
@@ -204,7 +204,7 @@ def is_quantized_format(weight_dtype: str) -> bool:
 
 def dtype_bytes(dtype: str) -> Fraction:
     """Bytes per element: bits / 8, exact (int4: 1/2)."""
-    return Fraction(DTYPE_BITS[_dtype("dtype", dtype, DTYPE_BITS)], BITS_PER_BYTE)
+    return Fraction(DTYPE_BITS[checked_dtype("dtype", dtype, DTYPE_BITS)], BITS_PER_BYTE)
 
 
 def _bytes(elements: int, bits: int | Fraction) -> int:
@@ -342,7 +342,7 @@ def expert_layout(m: ModelConfig, T: int, ep: int) -> tuple[int, int]:
     return max(T, ep), max(T // ep, 1)
 
 
-def _shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
+def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     """What one GPU holds and does. Attention, dense MLPs, shared experts, embedding and head are
     split T ways; routed experts ep ways, each over etp = T/ep ranks (`expert_layout`). The matmul
     FLOPs per token stay the T-way average: with ep > T each GPU serves ep/T groups' tokens for
@@ -469,8 +469,8 @@ def kv_cache(m: ModelConfig, spec: InferenceSpec, context_len: int | None = None
     """
     c = spec.peak_context_len if context_len is None else context_len
     _check_positive_int("context_len", c)
-    sh = _shard(m, spec)
-    whole = sh if spec.tensor_parallel == 1 else _shard(m, dataclasses.replace(spec, tensor_parallel=1))
+    sh = rank_shard(m, spec)
+    whole = sh if spec.tensor_parallel == 1 else rank_shard(m, dataclasses.replace(spec, tensor_parallel=1))
     heads = m.n_kv_heads if spec.cache_kv_heads is None else spec.cache_kv_heads
     if not spec.kv_cache:
         return KVCache(c, heads, sh.kv_heads, 0, 0, 0, 0)
@@ -500,7 +500,7 @@ class InferenceMemory:
     max_prompt_len: int  # longest S that fits at this B and N_new, within the context (0: not even S = 1)
 
 
-def _memory_terms(sh: _Shard, spec: InferenceSpec) -> tuple[int, int, int]:
+def memory_terms(sh: _Shard, spec: InferenceSpec) -> tuple[int, int, int]:
     """(weight bytes, cache bytes per cached token, workspace bytes per prefill token)."""
     weights = sh.store.total_bytes if sh.store is not None else _bytes(sh.params, DTYPE_BITS[spec.weight_dtype])
     kv_token = _kv_bytes_per_token(sh, spec) if spec.kv_cache else 0
@@ -522,8 +522,8 @@ def inference_memory(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Inference
     Both limits are closed forms, linear in B and in S: B_max = (M - W) // per-sequence bytes,
     S_max from W + B·(kv·(S + N_new - 1) + ws·S) <= M.
     """
-    sh = _shard(m, spec)
-    weights, _, ws_token = _memory_terms(sh, spec)
+    sh = rank_shard(m, spec)
+    weights, _, ws_token = memory_terms(sh, spec)
     B, S, extra = spec.batch_size, spec.prompt_len, spec.new_tokens - 1
 
     def per_sequence(prompt: int) -> int:
@@ -723,7 +723,7 @@ class Step:
         return self.roofline.bound
 
 
-def _step(
+def roofline_step(
     m: ModelConfig, gpu: GPU, spec: InferenceSpec, sh: _Shard, tokens: int, context: int,
     kv_read_tokens: int, kv_write_tokens: int,
 ) -> tuple[Step, Fraction, Fraction]:
@@ -758,17 +758,17 @@ def prefill_step(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Step:
     FLOPs per GPU: 2·B·S·N_matmul/T + 2·B·L·(A/T)·h_d·S·(S+1); bytes: the weights once plus
     B·S tokens of K/V written. The seed's 2·B·S·N_params counts the matmuls, not attention.
     """
-    sh = _shard(m, spec)
+    sh = rank_shard(m, spec)
     S = spec.prompt_len
-    return _step(m, gpu, spec, sh, S, S, 0, S if spec.kv_cache else 0)[0]
+    return roofline_step(m, gpu, spec, sh, S, S, 0, S if spec.kv_cache else 0)[0]
 
 
-def _decode_step_exact(
+def decode_step_exact(
     m: ModelConfig, gpu: GPU, spec: InferenceSpec, sh: _Shard, context: int
 ) -> tuple[Step, Fraction, Fraction]:
     if spec.kv_cache:  # one token; read the c-1 cached tokens' K/V, write the new token's
-        return _step(m, gpu, spec, sh, 1, context, context - 1, 1)
-    return _step(m, gpu, spec, sh, context, context, 0, 0)  # naive: a prefill of c tokens
+        return roofline_step(m, gpu, spec, sh, 1, context, context - 1, 1)
+    return roofline_step(m, gpu, spec, sh, context, context, 0, 0)  # naive: a prefill of c tokens
 
 
 def decode_step(m: ModelConfig, gpu: GPU, spec: InferenceSpec, context_len: int) -> Step:
@@ -779,7 +779,7 @@ def decode_step(m: ModelConfig, gpu: GPU, spec: InferenceSpec, context_len: int)
     (no cache, the seed's "Naive Inference"): the whole context is reprocessed, a prefill of c.
     """
     _check_positive_int("context_len", context_len)
-    return _decode_step_exact(m, gpu, spec, _shard(m, spec), context_len)[0]
+    return decode_step_exact(m, gpu, spec, rank_shard(m, spec), context_len)[0]
 
 
 # ============================================================================ the generation
@@ -893,12 +893,12 @@ def decode(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Decode:
     (solved exactly). A naive-mode MoE's first steps, whose touched-expert count still grows,
     are a polynomial piece of their own (no loop over steps).
     """
-    sh = _shard(m, spec)
+    sh = rank_shard(m, spec)
     S, B, n_steps = spec.prompt_len, spec.batch_size, spec.new_tokens - 1
     peak, bw = peak_flops(gpu, spec.compute_dtype), gpu.memory_bw_bytes_s
 
     def exact(context: int) -> tuple[Step, Fraction, Fraction]:
-        return _decode_step_exact(m, gpu, spec, sh, context)
+        return decode_step_exact(m, gpu, spec, sh, context)
 
     flops, bytes_moved, comm_s, seconds, compute_steps = decode_sum(sh, spec, exact, peak, bw)
     first = exact(S + 1)[0]
@@ -962,7 +962,7 @@ def weights_only_compute_bound_batch(m: ModelConfig, gpu: GPU, spec: InferenceSp
     attention and the KV cache, which is why the real threshold (`compute_bound_batch`) is higher
     or does not exist (errata FAL-5).
     """
-    sh = _shard(m, spec)
+    sh = rank_shard(m, spec)
     weights = _weights_read_bytes(sh, spec, sh.n_experts)  # every expert touched
     peak = peak_flops(gpu, spec.compute_dtype)
     lambda_math = Fraction(peak, gpu.memory_bw_bytes_s)
@@ -983,14 +983,14 @@ def compute_bound_batch(
     """
     c = spec.prompt_len + max(spec.new_tokens - 1, 1) if context_len is None else context_len
     _check_positive_int("context_len", c)
-    sh = _shard(m, spec)
+    sh = rank_shard(m, spec)
     peak, bw = peak_flops(gpu, spec.compute_dtype), gpu.memory_bw_bytes_s
 
     def is_compute_bound(batch: int) -> bool:
         variant = dataclasses.replace(spec, batch_size=batch)
-        return _decode_step_exact(m, gpu, variant, sh, c)[0].bound == COMPUTE
+        return decode_step_exact(m, gpu, variant, sh, c)[0].bound == COMPUTE
 
-    one = _decode_step_exact(m, gpu, dataclasses.replace(spec, batch_size=1), sh, c)[0]
+    one = decode_step_exact(m, gpu, dataclasses.replace(spec, batch_size=1), sh, c)[0]
     tokens = one.tokens
     f, kv = one.flops, one.kv_read_bytes + one.kv_write_bytes
     all_weights = _weights_read_bytes(sh, spec, sh.n_experts)  # every expert touched
@@ -1081,4 +1081,4 @@ def _memo_by_layout(shard: Callable[[ModelConfig, InferenceSpec], _Shard]) -> Ca
     return cached
 
 
-_shard = _memo_by_layout(_shard)
+rank_shard = _memo_by_layout(rank_shard)

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from transformer_calc.config import (
+from transformer_calc.model.config import (
     ActivationProfile,
     CrossEntropy,
     Finetune,
@@ -66,17 +66,17 @@ from transformer_calc.config import (
     Training,
     Workload,
 )
-from transformer_calc.memory import (
+from transformer_calc.estimators.training.memory import (
     FP32_BYTES,
     StageMemory,
-    _ceil_div,
+    ceil_div,
     eager_code,
     head_activations,
     kv_heads_per_rank,
     layer_activations,
     training_memory,
 )
-from transformer_calc.params import shard_params
+from transformer_calc.estimators.params import shard_params
 
 GIB = 2**30
 MIB = 2**20
@@ -178,7 +178,7 @@ def stage_timeline(
     grads_fwd = st.gradients if persistent else 0
     head_params = shard.final_norm + (shard.lm_head or shard.tied_head_copy or shard.embedding)
     if tr.adapters:  # only a trained head has a gradient (PEFT modules_to_save)
-        from transformer_calc.memory import head_trained
+        from transformer_calc.estimators.training.finetune import head_trained
 
         head_params = (shard.lm_head or shard.tied_head_copy or shard.embedding) if head_trained(m, tr) else 0
     head_grads = min(st.gradients, head_params * tr.grad_bytes) if is_last else 0
@@ -188,7 +188,7 @@ def stage_timeline(
     block = layer_activations(m, w, tr.model_copy(update={"recompute": Recompute.none}), par)
 
     # The loss's B·S·V tensors (vocabulary-parallel: V/T per rank), last stage only.
-    bsv = B * S * _ceil_div(m.vocab_size, T)
+    bsv = B * S * ceil_div(m.vocab_size, T)
     loss_fwd = loss_bwd = 0
     if is_last and tr.head_activations and tr.activations is not ActivationProfile.seed:
         kernel = tr.loss_kernel
@@ -204,7 +204,7 @@ def stage_timeline(
             loss_fwd = p * bsv
             loss_bwd = p * bsv if upcast else 0
         else:  # chunked: one chunk's fp32 logits and their gradient
-            chunk = min(B * S, CHUNK_TOKENS) * _ceil_div(m.vocab_size, T)
+            chunk = min(B * S, CHUNK_TOKENS) * ceil_div(m.vocab_size, T)
             loss_fwd = loss_bwd = 2 * FP32_BYTES * chunk
 
     # Backward through the stage's last block: its MLP and norm activations are consumed, the
@@ -275,7 +275,7 @@ def stage_timeline(
     trained = st.trainable_params
 
     def frac(units: int) -> int:
-        return units if trained == st.params else _ceil_div(units * trained, max(st.params, 1))
+        return units if trained == st.params else ceil_div(units * trained, max(st.params, 1))
 
     block_unit_g, root_unit_g = frac(block_unit), frac(root_unit)
     offloaded_grads = st.host_gradients > 0
@@ -296,7 +296,7 @@ def stage_timeline(
     # backward): the largest one is alive as a temporary.
     dequant = 0
     if tr.finetune is Finetune.qlora:
-        from transformer_calc.finetune import largest_quantized_matrix
+        from transformer_calc.estimators.training.finetune import largest_quantized_matrix
 
         dequant = largest_quantized_matrix(m, T, par.expert, par.expert_tensor) * p if st.n_layers else 0
     attn_bwd += dequant
@@ -321,7 +321,7 @@ def stage_timeline(
 
 def _opt_bytes(tr: Training) -> int:
     """Optimizer bytes per parameter held (per trainable parameter under adapters: no master)."""
-    from transformer_calc.memory import optimizer_bytes_per_param, trainable_optimizer_bytes
+    from transformer_calc.estimators.training.memory import optimizer_bytes_per_param, trainable_optimizer_bytes
 
     return trainable_optimizer_bytes(tr) if tr.adapters else optimizer_bytes_per_param(tr)
 
@@ -377,7 +377,7 @@ def min_parallelism(
     vary_pipeline: bool = False, max_pipeline: int = 64,
 ) -> tuple[int, int] | None:
     """Smallest T (pipeline fixed) or smallest T·P (ties: smaller T) whose peak fits `capacity`."""
-    from transformer_calc.memory import valid_tensor_parallel
+    from transformer_calc.estimators.training.memory import valid_tensor_parallel
 
     Ps = range(1, min(m.n_layers, max_pipeline) + 1) if vary_pipeline else [par.pipeline]
     candidates = sorted(((T * P, T, P) for T in valid_tensor_parallel(m) for P in Ps), key=lambda c: (c[0], c[1]))

@@ -23,11 +23,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformer_calc.config import ModelConfig, Parallelism, Training, Workload, build
+from transformer_calc.model.config import ModelConfig, Parallelism, Training, Workload, build
 from transformer_calc.errors import TcalcError
-from transformer_calc.flops import SECONDS_PER_DAY, count_flops, train_flops_for_tokens, training_time_s
-from transformer_calc.inference import InferenceSpec, decode, inference_memory, kv_cache, prefill_step
-from transformer_calc.timeline import CHUNK_TOKENS, fit_capacity, peak_memory, stage_timelines
+from transformer_calc.estimators.flops import SECONDS_PER_DAY, count_flops, train_flops_for_tokens, training_time_s
+from transformer_calc.estimators.inference.roofline import InferenceSpec, decode, inference_memory, kv_cache, prefill_step
+from transformer_calc.estimators.training.timeline import CHUNK_TOKENS, fit_capacity, peak_memory, stage_timelines
 
 # Axis (the row key and job-file key, docs/notation.md) -> the flag that sets it. The product runs
 # over them in this order (the last varies fastest).
@@ -311,7 +311,7 @@ def build_spec(
     anywhere is an error naming the flag, never an empty result. GPU names are looked up with
     `gpu_lookup` and peaks with `peak` (the callers' presets.gpu and report.peak_for: the sweep
     sits among the estimators and imports neither)."""
-    from transformer_calc.config import Recompute
+    from transformer_calc.model.config import Recompute
 
     training_section = dict(job.training) if job is not None else {}
     inference_section = dict(job.inference) if job is not None else {}
@@ -371,11 +371,11 @@ def build_spec(
     parallelism = build(Parallelism, par_fixed, "sweep training").model_dump(include=set(PARALLEL_SETTINGS))
 
     for dtype in axes.get("dtype", []):
-        from transformer_calc.hardware import DTYPES
-        from transformer_calc.inference import _dtype
+        from transformer_calc.devices.hardware import DTYPES
+        from transformer_calc.estimators.inference.roofline import checked_dtype
 
         try:
-            canonical = _dtype("--dtype", dtype, DTYPES)
+            canonical = checked_dtype("--dtype", dtype, DTYPES)
         except ValueError as exc:
             raise TcalcError(str(exc)) from None
         for device in gpus.values():
@@ -438,7 +438,7 @@ def _job_value(axis: str, flag: str, training: dict[str, Any], inference: dict[s
 
 
 def _inference_spec(B: int, S: int, T: int, ep: int, weight: str, dtype: str | None, fixed: dict[str, Any]) -> Any:
-    from transformer_calc.inference import InferenceSpec
+    from transformer_calc.estimators.inference.roofline import InferenceSpec
 
     try:
         return InferenceSpec(batch_size=B, prompt_len=S, tensor_parallel=T, expert_parallel=ep, weight_dtype=weight,

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from transformer_calc.config import Finetune, LoraTarget, ModelConfig, Parallelism, Precision, Training
-from transformer_calc.params import kv_heads_per_rank
+from transformer_calc.model.config import Finetune, LoraTarget, ModelConfig, Parallelism, Precision, Training
+from transformer_calc.estimators.params import kv_heads_per_rank
 
 ATTENTION_TARGETS = frozenset({LoraTarget.q, LoraTarget.k, LoraTarget.v, LoraTarget.o})
 
@@ -65,6 +65,12 @@ class Linear:
     all_linear: int = 1  # `all-linear` adapts it at rank all_linear·r (0: all-linear leaves it out)
     routed: bool = False  # a routed expert's: it sees k·B·S tokens over all `count` of them, not B·S each
 
+
+
+def head_trained(m: ModelConfig, tr: Training) -> bool:
+    """Whether the LM head's weight gets a gradient (its input is kept only then): full training,
+    a trained head, or a tied head whose embedding is trained."""
+    return not tr.adapters or tr.train_head or (m.tied_embeddings and tr.train_embeddings)
 
 def _col(name: str, parts: set[LoraTarget], d_in: int, d_out: int, T: int) -> Linear:
     return Linear(name, frozenset(parts), d_in, d_out // T, "col")
@@ -249,7 +255,7 @@ class Trainable:
 
 def trainable_params(m: ModelConfig, tr: Training) -> Trainable:
     """What PEFT's `get_nb_trainable_parameters()` reports (every parameter for full training)."""
-    from transformer_calc.params import count_params
+    from transformer_calc.estimators.params import count_params
 
     counts = count_params(m)
     if not tr.adapters:
@@ -353,7 +359,7 @@ def separate_adapter_inputs(tr: Training) -> bool:
     one of the same input). Pure bf16 or fp32 (adapters in the base's dtype): no cast, lora_A keeps
     the very tensor the base layer read, shared by every module that reads it.
     """
-    from transformer_calc.config import Precision
+    from transformer_calc.model.config import Precision
 
     return tr.precision is Precision.mixed
 
@@ -447,7 +453,6 @@ def finetune_step_flops(m: ModelConfig, step: object, tr: Training, full_recompu
     """
     if not tr.adapters:
         return 0, 0
-    from transformer_calc.memory import head_trained
 
     weight_matmuls = step.forward - step.attention_cores  # type: ignore[attr-defined]
     if head_trained(m, tr):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
-from transformer_calc.config import ModelConfig, Positional, QKNormScope
+from transformer_calc.model.config import ModelConfig, Positional, QKNormScope
 
 # count_params and shard_params are pure functions of a frozen, hashable ModelConfig (and ints)
 # returning frozen dataclasses: they are memoized, so that a sweep or a planner that prices

@@ -19,9 +19,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from transformer_calc.checkpoint import Checkpoint
+from transformer_calc.model.checkpoint import Checkpoint
 from transformer_calc.errors import TcalcError, clip
-from transformer_calc.safetensors_file import (
+from transformer_calc.sources.safetensors import (
     INDEX_FILE,
     LENGTH_BYTES,
     SINGLE_FILE,
@@ -196,7 +196,7 @@ def repo_checkpoint(repo: str, revision: str | None, config: dict[str, Any], n_l
             raise
         index_path = None
     if index_path is not None:
-        from transformer_calc.inputs import parse_json, read_user_file  # noqa: PLC0415
+        from transformer_calc.sources.files import parse_json, read_user_file  # noqa: PLC0415
 
         index = parse_json(read_user_file(index_path, "safetensors index"), f"{repo}/{INDEX_FILE}")
         files = shard_names(index, f"{repo}/{INDEX_FILE}")

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from transformer_calc.checkpoint import Checkpoint
-from transformer_calc.config import ModelConfig, build_model, merge_spec
+from transformer_calc.model.checkpoint import Checkpoint
+from transformer_calc.model.config import ModelConfig, build_model, merge_spec
 from transformer_calc.errors import TcalcError, UnknownNameError, clip
 
 CONFIG_FILE = "config.json"
@@ -40,12 +40,12 @@ class Source:
 
 
 def _presets() -> Any:
-    return importlib.import_module("transformer_calc.presets")  # the module (the package's name is the API's)
+    return importlib.import_module("transformer_calc.sources.presets")  # the module (the package's name is the API's)
 
 
 def _hf_config_spec(path: Path, what: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(spec, the raw config) of a config.json."""
-    from transformer_calc.hf import from_hf_config
+    from transformer_calc.sources.hf import from_hf_config
 
     data = _presets().load_json_file(path, what)
     if not isinstance(data, dict):
@@ -59,7 +59,7 @@ def _n_layers(spec: dict[str, Any]) -> int | None:
 
 
 def _folder(path: Path) -> tuple[dict[str, Any], Checkpoint | None, str | None]:
-    from transformer_calc.safetensors_file import read_folder
+    from transformer_calc.sources.safetensors import read_folder
 
     config = path / CONFIG_FILE
     if not config.is_file():
@@ -86,21 +86,21 @@ def _with_layers(ckpt: Checkpoint, spec: dict[str, Any], raw: dict[str, Any], wh
         return ckpt
     from dataclasses import replace
 
-    from transformer_calc.checkpoint import component_of
+    from transformer_calc.model.checkpoint import component_of
 
     n = _n_layers(spec)
     return replace(ckpt, tensors=tuple(replace(t, component=component_of(t.name, n)) for t in ckpt.tensors))
 
 
 def _gguf(path: Path) -> tuple[dict[str, Any], Checkpoint | None, str | None]:
-    from transformer_calc.gguf_file import read_gguf
+    from transformer_calc.sources.gguf import read_gguf
 
     spec, ckpt = read_gguf(path)
     return spec, ckpt, None
 
 
 def _hub(repo: str, revision: str | None) -> tuple[dict[str, Any], Checkpoint | None, str | None]:
-    from transformer_calc import hub
+    from transformer_calc.sources import hub
 
     path = hub.download(repo, CONFIG_FILE, revision)
     spec, raw = _hf_config_spec(path, f"{repo} {CONFIG_FILE}")
@@ -113,7 +113,7 @@ def _hub(repo: str, revision: str | None) -> tuple[dict[str, Any], Checkpoint | 
 
 def _from_text(text: str, revision: str | None) -> tuple[dict[str, Any], Any, Checkpoint | None, str | None, str]:
     """(spec, job, checkpoint, note, where) of a MODEL string."""
-    from transformer_calc import hub
+    from transformer_calc.sources import hub
 
     if not isinstance(text, str) or not text.strip():
         raise TcalcError("MODEL is empty; give a preset name, a path or a Hugging Face repo id (org/name)")

@@ -33,19 +33,19 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from transformer_calc.config import ModelConfig
-from transformer_calc.expected import Efficiency, expected_step, step_time
-from transformer_calc.hardware import GPU
-from transformer_calc.inference import (
+from transformer_calc.model.config import ModelConfig
+from transformer_calc.estimators.inference.expected import Efficiency, expected_step, step_time
+from transformer_calc.devices.hardware import GPU
+from transformer_calc.estimators.inference.roofline import (
     DTYPE_BITS,
     InferenceSpec,
-    _shard,
-    _step,
+    rank_shard,
+    roofline_step,
     decode_step,
     inference_memory,
     kv_cache,
 )
-from transformer_calc.params import count_params
+from transformer_calc.estimators.params import count_params
 
 BISECTION_STEPS = 60  # halvings of [0, 1] for the break-even α (2^-60: below any float's resolution)
 
@@ -113,16 +113,16 @@ def speculate(
     plain = spec.weight_dtype if spec.weight_dtype in DTYPE_BITS else "bf16"
     d_spec = dataclasses.replace(spec, weight_dtype=d.weight_format or plain, cache_kv_heads=None, expert_parallel=1)
     try:
-        _shard(d, d_spec)
+        rank_shard(d, d_spec)
     except ValueError as exc:
         raise ValueError(f"draft: {exc}") from None
     base = expected_step(m, gpu, spec, eff, decode_step(m, gpu, spec, c))
     # One draft token: a decode step of the draft (an MTP draft runs its blocks and the shared head).
     draft_s = expected_step(d, gpu, d_spec, eff, decode_step(d, gpu, d_spec, c)).time_s
     # The target's verification: k + 1 new tokens per sequence, the last at c + k, reading the c − 1
-    # cached positions and writing k + 1 (inference._step, as a prefill chunk over a cache).
-    sh = _shard(m, spec)
-    verify, _, _ = _step(m, gpu, spec, sh, k + 1, c + k, c - 1, k + 1)
+    # cached positions and writing k + 1 (inference.roofline_step, as a prefill chunk over a cache).
+    sh = rank_shard(m, spec)
+    verify, _, _ = roofline_step(m, gpu, spec, sh, k + 1, c + k, c - 1, k + 1)
     verify_s = step_time(m, gpu, spec, eff, verify.flops, verify.bytes_moved, B * (k + 1), B * (k + 1)).time_s
     step = k * draft_s + verify_s
     per_token = step / tokens

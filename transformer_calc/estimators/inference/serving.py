@@ -51,19 +51,19 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from transformer_calc.config import ModelConfig
-from transformer_calc.expected import Efficiency, ExpectedStep, step_time
-from transformer_calc.hardware import GPU
-from transformer_calc.inference import (
+from transformer_calc.model.config import ModelConfig
+from transformer_calc.estimators.inference.expected import Efficiency, ExpectedStep, step_time
+from transformer_calc.devices.hardware import GPU
+from transformer_calc.estimators.inference.roofline import (
     KV_DTYPE_BITS,
     InferenceSpec,
-    _memory_terms,
-    _shard,
+    memory_terms,
+    rank_shard,
     decode_step,
     prefill_step,
 )
-from transformer_calc.params import check_tensor_parallel
-from transformer_calc.timeline import CUDA_CONTEXT_BYTES
+from transformer_calc.estimators.params import check_tensor_parallel
+from transformer_calc.estimators.training.timeline import CUDA_CONTEXT_BYTES
 
 MIB = 2**20
 BLOCK_SIZE = 16  # vLLM's default --block-size (tokens per KV block)
@@ -106,7 +106,7 @@ class ServingSpec:
 def kv_sequence_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec, context: int) -> int:
     """Paged KV bytes of one sequence of `context` tokens on one GPU: whole blocks per layer, a
     windowed layer at most ceil(W / block) + 1 blocks."""
-    sh = _shard(m, spec)
+    sh = rank_shard(m, spec)
     bs = serving.block_size
     bits = KV_DTYPE_BITS[spec.kv_dtype]
     blocks_full = -(-context // bs)
@@ -119,8 +119,8 @@ def kv_sequence_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec,
 
 def activation_peak_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec) -> int:
     """The largest prefill chunk through one block, and the sampler's fp32 logits."""
-    sh = _shard(m, spec)
-    _, _, per_token = _memory_terms(sh, spec)
+    sh = rank_shard(m, spec)
+    _, _, per_token = memory_terms(sh, spec)
     logits = LOGIT_COPIES * serving.max_num_seqs * m.vocab_size * LOGIT_BYTES
     return per_token * serving.max_num_batched_tokens + logits
 
@@ -147,8 +147,8 @@ class Capacity:
 
 def capacity(m: ModelConfig, gpu: GPU, spec: InferenceSpec, serving: ServingSpec) -> Capacity:
     """KV blocks and concurrent sequences of one GPU (and so of one replica)."""
-    sh = _shard(m, spec)
-    weights, _, _ = _memory_terms(sh, spec)
+    sh = rank_shard(m, spec)
+    weights, _, _ = memory_terms(sh, spec)
     usable = math.floor(gpu.memory_bytes * serving.memory_utilization)
     act = activation_peak_bytes(m, spec, serving) if serving.activation_peak_bytes is None else serving.activation_peak_bytes
     budget = usable - weights - serving.cuda_context_bytes - act - serving.engine_workspace_bytes
@@ -408,7 +408,7 @@ def search(
         try:
             check_tensor_parallel(m, T, spec.expert_parallel)
             layout_spec = dataclasses.replace(spec, tensor_parallel=T)
-            _shard(m, layout_spec)
+            rank_shard(m, layout_spec)
         except ValueError as exc:
             layouts.append(Layout(T, gpus // (T * spec.expert_parallel), gpus, None, None, False, str(exc)))
             continue

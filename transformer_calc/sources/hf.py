@@ -27,164 +27,35 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from transformer_calc.errors import TcalcError, did_you_mean
+from transformer_calc.sources.hf_base import (  # noqa: F401 (re-exported: hf's public names)
+    Family,
+    LLAMA_DEFAULTS,
+    Reader,
+    GPT2_NAMES,
+    llama_like,
+    gated_mlp_kind,
+    mlp_attention_biases,
+    plain_mlp_kind,
+    rotary_common,
+)
 
-_GPT2_NAMES = {  # configuration_gpt2.py / gptj / gpt_bigcode: attribute_map
-    "hidden_size": "n_embd",
-    "max_position_embeddings": "n_positions",
-    "num_attention_heads": "n_head",
-    "num_hidden_layers": "n_layer",
-}
-
-
-class _Reader:
-    """The file's values over the family defaults, read with a type check that names the key."""
-
-    def __init__(self, model_type: str, cfg: dict[str, Any], family: _Family):
-        self.model_type = model_type
-        self.activation: str | None = None  # the activation name as written, once read
-        self.values: dict[str, Any] = dict(family.defaults)
-        self.written: dict[str, str] = {}
-        # Dataclass fields are set first, the other keys afterwards (configuration_utils.py:
-        # __init__, then __post_init__ setattr through attribute_map), so an attribute_map name
-        # or a backward-compatible keyword overrides the field it stands for.
-        for key, value in sorted(cfg.items(), key=lambda kv: kv[0] in family.late):
-            name = family.aliases.get(key, key)
-            self.values[name] = value
-            self.written[name] = key
-
-    def _bad(self, name: str, what: str) -> TcalcError:
-        from transformer_calc.inputs import clip
-
-        key = self.written.get(name, name)
-        value = self.values.get(name)
-        return TcalcError(
-            f"config.json ({self.model_type}): {clip(key, 60)[1:-1]} ({clip(value)}) must be {what}; "
-            f"fix {key} in the file or drop it to use the transformers default"
-        )
-
-    def int(self, name: str) -> int:
-        value = self.values.get(name)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self._bad(name, "a whole number")
-        return value
-
-    def opt_int(self, name: str) -> int | None:
-        return None if self.values.get(name) is None else self.int(name)
-
-    def flag(self, name: str) -> bool:
-        value = self.values.get(name)
-        if not isinstance(value, bool):
-            raise self._bad(name, "true or false")
-        return value
-
-    def text(self, name: str) -> str:
-        value = self.values.get(name)
-        if not isinstance(value, str):
-            raise self._bad(name, "a string")
-        return value
-
-    def prob(self, name: str) -> float:
-        """A dropout probability: every key is checked, whatever the others hold (0 <= p < 1)."""
-        import math
-
-        value = self.values.get(name, 0.0)
-        if value is None:
-            return 0.0
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self._bad(name, "a number (a dropout probability)")
-        if not (math.isfinite(value) and 0.0 <= value < 1.0):
-            raise self._bad(name, "a dropout probability in [0, 1)")
-        return float(value)
-
-    def shape(self) -> dict[str, Any]:
-        """L, D, A, V under the (aliased) standard names every family resolves to."""
-        return {
-            "n_layers": self.int("num_hidden_layers"),
-            "d_model": self.int("hidden_size"),
-            "n_heads": self.int("num_attention_heads"),
-            "vocab_size": self.int("vocab_size"),
-        }
-
-
-@dataclass(frozen=True)
-class _Family:
-    build: Callable[[_Reader], dict[str, Any]]
-    defaults: dict[str, Any]  # configuration_<type>.py field defaults of the keys we read
-    dropout_keys: tuple[str, ...]
-    aliases: dict[str, str] = field(default_factory=dict)  # key in the file -> name read here
-    late: frozenset[str] = frozenset()  # keys transformers applies after the fields (they win)
-
-
-def _biases(qkv: bool, out: bool, mlp: bool) -> dict[str, bool]:
-    """One `bias` when all agree (so overrides of `bias` still act), else the three flags."""
-    if qkv == out == mlp:
-        return {"bias": qkv}
-    return {"bias": False, "qkv_bias": qkv, "attn_out_bias": out, "mlp_bias": mlp}
-
-
-def _gated_mlp(c: _Reader, key: str) -> str:
-    act = c.text(key)
-    c.activation = act
-    if act in ("silu", "swish"):
-        return "swiglu"
-    if act.startswith("gelu"):
-        return "geglu"
-    raise c._bad(key, "silu/swish (swiglu) or a gelu variant (geglu) for tcalc's gated MLP kinds")
-
-
-def _plain_mlp(c: _Reader, key: str) -> str:
-    act = c.text(key)
-    c.activation = act
-    if act == "relu":
-        return "relu"
-    if "gelu" in act:  # gelu, gelu_new, gelu_pytorch_tanh, quick_gelu, ... (activations.py)
-        return "gelu"
-    raise c._bad(key, "relu or a gelu variant for tcalc's plain MLP kinds")
-
-
-# ------------------------------------------------------------ llama-like (RMSNorm, SwiGLU, RoPE)
-def _llama_like(c: _Reader, qkv_bias: bool, out_bias: bool, mlp_bias: bool) -> dict[str, Any]:
-    """modeling_{llama,mistral,mixtral,qwen2,gemma}.py: q/k/v/o of A*head_dim and kv*head_dim,
-    gate/up/down of intermediate_size, two RMSNorms per layer and a final one, RoPE (no table)."""
-    return _rotary_common(c, qkv_bias, out_bias, mlp_bias) | {"mlp": _gated_mlp(c, "hidden_act")}
-
-
-def _rotary_common(c: _Reader, qkv_bias: bool, out_bias: bool, mlp_bias: bool) -> dict[str, Any]:
-    """What the llama-like families and Phi share: separate q/k/v/o, head_dim, GQA, RoPE."""
-    spec = c.shape() | {
-        "d_ff": c.int("intermediate_size"),
-        "max_seq_len": c.int("max_position_embeddings"),
-        "positional": "rotary",
-        "norm": "rmsnorm",  # weight only (Gemma's is 1 + weight: same count)
-        "tied_embeddings": c.flag("tie_word_embeddings"),
-    } | _biases(qkv_bias, out_bias, mlp_bias)
-    # head_dim: `getattr(config, "head_dim", None) or hidden // heads` (Gemma's field default 256;
-    # qwen2 reads it when the file has it although its config class does not declare it).
-    if (head_dim := c.opt_int("head_dim")) is not None:
-        spec["head_dim"] = head_dim
-    # num_key_value_heads None -> num_attention_heads (configuration_*.py __post_init__)
-    if (kv := c.opt_int("num_key_value_heads")) is not None:
-        spec["n_kv_heads"] = kv
-    return spec
-
-
-def _llama(c: _Reader) -> dict[str, Any]:
+def _llama(c: Reader) -> dict[str, Any]:
     # modeling_llama.py: q/k/v/o bias=config.attention_bias; gate/up/down bias=config.mlp_bias
     bias = c.flag("attention_bias")
-    return _llama_like(c, bias, bias, c.flag("mlp_bias"))
+    return llama_like(c, bias, bias, c.flag("mlp_bias"))
 
 
-def _mistral(c: _Reader) -> dict[str, Any]:
+def _mistral(c: Reader) -> dict[str, Any]:
     # modeling_mistral.py, modeling_mixtral.py: every projection bias=False, whatever the file says;
     # a sliding window on every layer when the config sets one (its cache keeps W - 1 tokens)
-    spec = _llama_like(c, False, False, False)
+    spec = llama_like(c, False, False, False)
     window = c.opt_int("sliding_window")
     if window:
         spec |= {"attention_pattern": ["sliding"], "sliding_window": window}
     return spec
 
 
-def _mixtral(c: _Reader) -> dict[str, Any]:
+def _mixtral(c: Reader) -> dict[str, Any]:
     # modeling_mixtral.py: MixtralExperts gate_up_proj (E, 2F, D) + down_proj (E, D, F), no biases;
     # MixtralTopKRouter weight (E, D), no bias.
     # A 1-expert Mixtral still builds its D-wide router, hence router: true.
@@ -195,32 +66,32 @@ def _mixtral(c: _Reader) -> dict[str, Any]:
     }
 
 
-def _qwen2(c: _Reader) -> dict[str, Any]:
+def _qwen2(c: Reader) -> dict[str, Any]:
     # modeling_qwen2.py: q/k/v bias=True, o_proj bias=False, MLP bias=False (hard-coded); sliding
     # layers from max_window_layers on when use_sliding_window (configuration_qwen2.py layer_types)
-    spec = _llama_like(c, True, False, False)
+    spec = llama_like(c, True, False, False)
     if c.values.get("use_sliding_window") is True:
-        from transformer_calc.hf_2024 import _qwen_pattern
+        from transformer_calc.sources.hf_2024 import qwen_pattern
 
-        spec |= _qwen_pattern(c, spec["n_layers"])
+        spec |= qwen_pattern(c, spec["n_layers"])
     return spec
 
 
-def _gemma(c: _Reader) -> dict[str, Any]:
+def _gemma(c: Reader) -> dict[str, Any]:
     # modeling_gemma.py: q/k/v/o bias=config.attention_bias, MLP bias=False; hidden_act "gelu" is
     # rewritten to gelu_pytorch_tanh (configuration_gemma.py): geglu either way.
     bias = c.flag("attention_bias")
-    return _llama_like(c, bias, bias, False)
+    return llama_like(c, bias, bias, False)
 
 
 # ---------------------------------------------------------------- GPT-2 style (learned positions)
-def _gpt2(c: _Reader) -> dict[str, Any]:
+def _gpt2(c: Reader) -> dict[str, Any]:
     """modeling_gpt2.py: Conv1D c_attn (D -> 3D) and c_proj with biases, c_fc/c_proj of n_inner
     (None -> 4*D, tcalc's default E = 4), ln_1/ln_2, ln_f, wpe of n_positions, tied lm_head."""
     if c.flag("add_cross_attention"):
         raise c._bad("add_cross_attention", "false (cross-attention blocks are not decoder-only)")
     spec = c.shape() | {
-        "mlp": _plain_mlp(c, "activation_function"),
+        "mlp": plain_mlp_kind(c, "activation_function"),
         "max_seq_len": c.int("max_position_embeddings"),  # n_positions: the wpe table
         "positional": "learned",
         "norm": "layernorm",
@@ -232,7 +103,7 @@ def _gpt2(c: _Reader) -> dict[str, Any]:
     return spec
 
 
-def _gpt_bigcode(c: _Reader) -> dict[str, Any]:
+def _gpt_bigcode(c: Reader) -> dict[str, Any]:
     # modeling_gpt_bigcode.py: GPT-2 with nn.Linear; multi_query: 1 kv head (c_attn D -> D + 2*hd)
     spec = _gpt2(c)
     if c.flag("multi_query"):
@@ -240,11 +111,11 @@ def _gpt_bigcode(c: _Reader) -> dict[str, Any]:
     return spec
 
 
-def _gptj(c: _Reader) -> dict[str, Any]:
+def _gptj(c: Reader) -> dict[str, Any]:
     """modeling_gptj.py: q/k/v/out_proj bias=False, fc_in/fc_out with bias, one ln_1 feeding
     attention and MLP in parallel, rotary (no parameters), lm_head with bias (untied by default)."""
     spec = c.shape() | {
-        "mlp": _plain_mlp(c, "activation_function"),
+        "mlp": plain_mlp_kind(c, "activation_function"),
         "max_seq_len": c.int("max_position_embeddings"),  # n_positions
         "positional": "rotary",
         "norm": "layernorm",
@@ -252,32 +123,32 @@ def _gptj(c: _Reader) -> dict[str, Any]:
         "parallel_attn": True,
         "lm_head_bias": True,
         "tied_embeddings": c.flag("tie_word_embeddings"),
-    } | _biases(False, False, True)
+    } | mlp_attention_biases(False, False, True)
     if (n_inner := c.opt_int("n_inner")) is not None:
         spec["d_ff"] = n_inner
     return spec
 
 
-def _gpt_neox(c: _Reader) -> dict[str, Any]:
+def _gpt_neox(c: Reader) -> dict[str, Any]:
     """modeling_gpt_neox.py: fused query_key_value and dense with bias=config.attention_bias, MLP
     with bias, input/post_attention LayerNorms (both kept in parallel residual), partial RoPE."""
     bias = c.flag("attention_bias")
     return c.shape() | {
         "d_ff": c.int("intermediate_size"),
-        "mlp": _plain_mlp(c, "hidden_act"),
+        "mlp": plain_mlp_kind(c, "hidden_act"),
         "max_seq_len": c.int("max_position_embeddings"),
         "positional": "rotary",
         "norm": "layernorm",
         "parallel_attn": c.flag("use_parallel_residual"),
         "tied_embeddings": c.flag("tie_word_embeddings"),
-    } | _biases(bias, bias, True)
+    } | mlp_attention_biases(bias, bias, True)
 
 
-def _phi(c: _Reader) -> dict[str, Any]:
+def _phi(c: Reader) -> dict[str, Any]:
     """modeling_phi.py: q/k/v/dense and fc1/fc2 with bias, one input_layernorm feeding attention and
     MLP in parallel, final_layernorm, partial RoPE, lm_head bias=True, optional q/k LayerNorms."""
-    spec = _rotary_common(c, True, True, True) | {
-        "mlp": _plain_mlp(c, "hidden_act"),
+    spec = rotary_common(c, True, True, True) | {
+        "mlp": plain_mlp_kind(c, "hidden_act"),
         "norm": "layernorm",
         "norms_per_layer": 1,
         "parallel_attn": True,
@@ -295,11 +166,11 @@ def _phi(c: _Reader) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- Falcon, OPT, BLOOM
-def _falcon(c: _Reader) -> dict[str, Any]:
+def _falcon(c: Reader) -> dict[str, Any]:
     """modeling_falcon.py (FalconAttention, FalconDecoderLayer)."""
     new_arch, parallel = c.flag("new_decoder_architecture"), c.flag("parallel_attn")
     spec = c.shape() | {
-        "mlp": _plain_mlp(c, "activation"),
+        "mlp": plain_mlp_kind(c, "activation"),
         "max_seq_len": c.int("max_position_embeddings"),
         "positional": "alibi" if c.flag("alibi") else "rotary",
         "norm": "layernorm",  # nn.LayerNorm with bias even when config.bias is False
@@ -325,7 +196,7 @@ def _falcon(c: _Reader) -> dict[str, Any]:
     return spec
 
 
-def _opt(c: _Reader) -> dict[str, Any]:
+def _opt(c: Reader) -> dict[str, Any]:
     """modeling_opt.py: q/k/v/out_proj and fc1/fc2 bias=config.enable_bias, self_attn_layer_norm and
     final_layer_norm per layer, learned positions with offset 2, embeddings of word_embed_proj_dim
     with bias-free project_in/project_out when it differs from hidden_size."""
@@ -333,7 +204,7 @@ def _opt(c: _Reader) -> dict[str, Any]:
         # elementwise_affine=False: nn.LayerNorm without weight or bias
         "norm_affine": c.flag("layer_norm_elementwise_affine"),
         "d_ff": c.int("ffn_dim"),
-        "mlp": _plain_mlp(c, "activation_function"),
+        "mlp": plain_mlp_kind(c, "activation_function"),
         "max_seq_len": c.int("max_position_embeddings"),
         "positional": "learned",
         "position_offset": 2,  # OPTLearnedPositionalEmbedding: num_embeddings + 2
@@ -349,7 +220,7 @@ def _opt(c: _Reader) -> dict[str, Any]:
     return spec
 
 
-def _bloom(c: _Reader) -> dict[str, Any]:
+def _bloom(c: Reader) -> dict[str, Any]:
     """modeling_bloom.py: fused query_key_value and dense with bias, MLP 4*D with bias (hard-coded),
     two LayerNorms per layer, word_embeddings_layernorm, ln_f, ALiBi. The config has no context
     length (ALiBi has no table), so max_seq_len stays tcalc's default."""
@@ -363,13 +234,7 @@ def _bloom(c: _Reader) -> dict[str, Any]:
     }
 
 
-_LLAMA_DEFAULTS = {  # configuration_llama.py
-    "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-    "num_attention_heads": 32, "num_key_value_heads": None, "hidden_act": "silu",
-    "max_position_embeddings": 2048, "tie_word_embeddings": False, "attention_bias": False,
-    "attention_dropout": 0.0, "mlp_bias": False, "head_dim": None,
-}  # fmt: skip
-_MISTRAL_DEFAULTS = _LLAMA_DEFAULTS | {  # configuration_mistral.py
+_MISTRAL_DEFAULTS = LLAMA_DEFAULTS | {  # configuration_mistral.py
     "intermediate_size": 14336, "num_key_value_heads": 8, "max_position_embeddings": 131072,
     "sliding_window": 4096,
 }  # fmt: skip
@@ -382,19 +247,19 @@ _GPT_PDROP = ("resid_pdrop", "embd_pdrop", "attn_pdrop")
 
 # GPT-2-style families read their fields (n_embd, ...) under the standard names; the standard
 # names themselves are their attribute_map keys, applied after the fields.
-_GPT2_ALIASES = {field_: std for std, field_ in _GPT2_NAMES.items()}
-_GPT2_LATE = frozenset(_GPT2_NAMES)
+_GPT2_ALIASES = {field_: std for std, field_ in GPT2_NAMES.items()}
+_GPT2_LATE = frozenset(GPT2_NAMES)
 
 
 def _std(defaults: dict[str, Any]) -> dict[str, Any]:
-    """GPT-2-style defaults under the standard names _Reader.shape reads."""
+    """GPT-2-style defaults under the standard names Reader.shape reads."""
     return {_GPT2_ALIASES.get(k, k): v for k, v in defaults.items()}
 
 
-FAMILIES: dict[str, _Family] = {
-    "llama": _Family(_llama, _LLAMA_DEFAULTS, ("attention_dropout",)),
-    "mistral": _Family(_mistral, _MISTRAL_DEFAULTS, ("attention_dropout",)),
-    "mixtral": _Family(
+FAMILIES: dict[str, Family] = {
+    "llama": Family(_llama, LLAMA_DEFAULTS, ("attention_dropout",)),
+    "mistral": Family(_mistral, _MISTRAL_DEFAULTS, ("attention_dropout",)),
+    "mixtral": Family(
         _mixtral,
         # configuration_mixtral.py
         _MISTRAL_DEFAULTS | {"num_local_experts": 8, "num_experts_per_tok": 2, "sliding_window": None},
@@ -402,18 +267,18 @@ FAMILIES: dict[str, _Family] = {
         {"num_experts": "num_local_experts"},  # attribute_map
         frozenset({"num_experts"}),
     ),
-    "qwen2": _Family(
+    "qwen2": Family(
         _qwen2,
-        _LLAMA_DEFAULTS | {  # configuration_qwen2.py (no head_dim field: read if the file has it)
+        LLAMA_DEFAULTS | {  # configuration_qwen2.py (no head_dim field: read if the file has it)
             "vocab_size": 151936, "intermediate_size": 22016, "num_key_value_heads": 32,
             "max_position_embeddings": 32768, "use_sliding_window": False, "sliding_window": 4096,
             "max_window_layers": 28,
         },
         ("attention_dropout",),
     ),  # fmt: skip
-    "gemma": _Family(
+    "gemma": Family(
         _gemma,
-        _LLAMA_DEFAULTS | {  # configuration_gemma.py
+        LLAMA_DEFAULTS | {  # configuration_gemma.py
             "vocab_size": 256000, "hidden_size": 3072, "intermediate_size": 24576,
             "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 16,
             "head_dim": 256, "hidden_act": "gelu_pytorch_tanh", "max_position_embeddings": 8192,
@@ -421,16 +286,16 @@ FAMILIES: dict[str, _Family] = {
         },
         ("attention_dropout",),
     ),  # fmt: skip
-    "phi": _Family(
+    "phi": Family(
         _phi,
-        _LLAMA_DEFAULTS | {  # configuration_phi.py (no head_dim field: read if the file has it)
+        LLAMA_DEFAULTS | {  # configuration_phi.py (no head_dim field: read if the file has it)
             "vocab_size": 51200, "hidden_size": 2048, "intermediate_size": 8192,
             "num_hidden_layers": 24, "hidden_act": "gelu_new", "resid_pdrop": 0.0,
             "embd_pdrop": 0.0, "qk_layernorm": False,
         },
         ("resid_pdrop", "embd_pdrop", "attention_dropout"),
     ),  # fmt: skip
-    "gpt_neox": _Family(
+    "gpt_neox": Family(
         _gpt_neox,
         {  # configuration_gpt_neox.py
             "vocab_size": 50432, "hidden_size": 6144, "num_hidden_layers": 44,
@@ -440,15 +305,15 @@ FAMILIES: dict[str, _Family] = {
         },
         ("attention_dropout", "hidden_dropout"),
     ),  # fmt: skip
-    "gpt2": _Family(_gpt2, _std(_GPT2_DEFAULTS), _GPT_PDROP, _GPT2_ALIASES, _GPT2_LATE),
-    "gpt_bigcode": _Family(
+    "gpt2": Family(_gpt2, _std(_GPT2_DEFAULTS), _GPT_PDROP, _GPT2_ALIASES, _GPT2_LATE),
+    "gpt_bigcode": Family(
         _gpt_bigcode,
         _std(_GPT2_DEFAULTS | {"activation_function": "gelu_pytorch_tanh", "multi_query": True}),
         _GPT_PDROP,
         _GPT2_ALIASES,
         _GPT2_LATE,
     ),  # configuration_gpt_bigcode.py
-    "gptj": _Family(
+    "gptj": Family(
         _gptj,
         _std({  # configuration_gptj.py
             "vocab_size": 50400, "n_positions": 2048, "n_embd": 4096, "n_layer": 28, "n_head": 16,
@@ -459,7 +324,7 @@ FAMILIES: dict[str, _Family] = {
         _GPT2_ALIASES,
         _GPT2_LATE,
     ),  # fmt: skip
-    "falcon": _Family(
+    "falcon": Family(
         _falcon,
         {  # configuration_falcon.py
             "vocab_size": 65024, "hidden_size": 4544, "num_hidden_layers": 32,
@@ -473,7 +338,7 @@ FAMILIES: dict[str, _Family] = {
         {"n_embed": "hidden_size"},  # backward-compatible keyword, wins over hidden_size
         frozenset({"n_embed"}),
     ),  # fmt: skip
-    "opt": _Family(
+    "opt": Family(
         _opt,
         {  # configuration_opt.py
             "vocab_size": 50272, "hidden_size": 768, "num_hidden_layers": 12, "ffn_dim": 3072,
@@ -484,7 +349,7 @@ FAMILIES: dict[str, _Family] = {
         },
         ("dropout", "attention_dropout"),
     ),  # fmt: skip
-    "bloom": _Family(
+    "bloom": Family(
         _bloom,
         {  # configuration_bloom.py (n_layer/n_head are its fields; num_* the attribute_map names)
             "vocab_size": 250880, "hidden_size": 64, "num_hidden_layers": 2,
@@ -499,7 +364,7 @@ FAMILIES: dict[str, _Family] = {
 
 # The 2024-2026 families live beside this module and use its reader (imported here, after the
 # reader and the classic families are defined).
-from transformer_calc.hf_2024 import FAMILIES as _FAMILIES_2024  # noqa: E402
+from transformer_calc.sources.hf_2024 import FAMILIES as _FAMILIES_2024  # noqa: E402
 
 FAMILIES.update(_FAMILIES_2024)
 
@@ -596,7 +461,7 @@ def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
         hint = f" ({near})" if near else ""
         raise TcalcError(f"unsupported model_type {model_type!r}{hint}; supported: {supported}")
     family = FAMILIES[model_type]
-    c = _Reader(model_type, cfg, family)
+    c = Reader(model_type, cfg, family)
     spec = family.build(c)
     spec["dropout"] = max(c.prob(key) for key in family.dropout_keys)
     if c.activation is not None:

@@ -25,7 +25,7 @@ What the recipe changes (docs/formulas.md §2.9):
 
 from __future__ import annotations
 
-from transformer_calc.config import FP8Recipe, ModelConfig, Parallelism, Training
+from transformer_calc.model.config import FP8Recipe, ModelConfig, Parallelism, Training
 
 FP8_BYTES = 1
 MX_BLOCK = 32  # MXFP8: one E8M0 (1-byte) scale per 32 consecutive values
@@ -58,7 +58,7 @@ def scaling_state_bytes(gemms: int, recipe: FP8Recipe) -> int:
 def block_gemms(m: ModelConfig, moe: bool, T: int = 1, ep: int = 1, etp: int | None = None) -> tuple[int, int]:
     """(GEMM weight elements, GEMM modules) of one block on one rank (finetune.block_matrices:
     attention, dense or shared MLP, routed experts; the router stays 16-bit)."""
-    from transformer_calc.finetune import block_matrices
+    from transformer_calc.estimators.training.finetune import block_matrices
 
     mats = block_matrices(m, moe, T, ep, etp)
     return sum(n * c for n, c in mats), sum(c for _, c in mats)

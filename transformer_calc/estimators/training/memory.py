@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from transformer_calc.config import (
+from transformer_calc.model.config import (
     MASTER_COPY_BYTES,
     ActivationProfile,
     CrossEntropy,
@@ -44,8 +44,9 @@ from transformer_calc.config import (
     Training,
     Workload,
 )
-from transformer_calc.optimizers import SHAPED
-from transformer_calc.params import check_tensor_parallel, kv_heads_per_rank, shard_params
+from transformer_calc.estimators.training.finetune import head_trained
+from transformer_calc.estimators.training.optimizers import SHAPED
+from transformer_calc.estimators.params import check_tensor_parallel, kv_heads_per_rank, shard_params
 
 MASK_BYTES = 1  # a torch.bool dropout mask element (seed: "one byte of memory per element")
 SOFTMAX_STAT_BYTES = 4  # FlashAttention keeps one fp32 logsumexp per query row and head
@@ -61,11 +62,11 @@ def optimizer_bytes_per_param(tr: Training) -> int:
     Seed eq. (optimizer_states_mem_mp): Adam in mixed precision keeps 12 bytes/parameter: 4 for
     the master copy, 4 + 4 for the two moments. In fp32 (eq. optimizer_states_mem_no_mp) 8.
     Pure bf16 keeps states in 2 bytes and no master copy. Adafactor, Muon and the 8-bit AdamWs
-    depend on the tensors' shapes (transformer_calc/optimizers.py); for them this is the master
+    depend on the tensors' shapes (transformer_calc/estimators/training/optimizers.py); for them this is the master
     copy plus the nominal per-element states (Adafactor 0, Muon 1, 8-bit 2 one-byte), and the
     memory itself is computed tensor by tensor.
     """
-    from transformer_calc.optimizers import EIGHT_BIT, STATES, state_bytes
+    from transformer_calc.estimators.training.optimizers import EIGHT_BIT, STATES, state_bytes
 
     master = MASTER_COPY_BYTES if tr.precision is Precision.mixed else 0
     if tr.optimizer in EIGHT_BIT:
@@ -89,7 +90,7 @@ class LayerActivations:
         return self.attention + self.mlp + self.norm
 
 
-def _ceil_div(a: int, b: int) -> int:
+def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
@@ -126,9 +127,9 @@ def _with_fp8(acts: LayerActivations, m: ModelConfig, w: Workload, tr: Training,
     """The block's activations with GEMM inputs saved in FP8 (fp8.activation_delta)."""
     if tr.fp8_recipe is FP8Recipe.none or tr.recompute is Recompute.full:
         return acts
-    from transformer_calc.fp8 import activation_delta as fp8_delta
+    from transformer_calc.estimators.training.fp8 import activation_delta as fp8_delta
 
-    S_rep = _ceil_div(w.seq_len, par.tensor) if par.sequence_parallel else w.seq_len
+    S_rep = ceil_div(w.seq_len, par.tensor) if par.sequence_parallel else w.seq_len
     attn, mlp = fp8_delta(m, w.batch_size, w.seq_len, S_rep, tr, par, moe, flash=tr.flash)
     return LayerActivations(attention=acts.attention + attn, mlp=acts.mlp + mlp, norm=acts.norm)
 
@@ -140,9 +141,9 @@ def _with_adapters(
     inputs dropped, the adapters' rank-r intermediates (and DoRA's outputs) added."""
     if not tr.adapters or tr.recompute is Recompute.full:
         return acts
-    from transformer_calc.finetune import activation_delta
+    from transformer_calc.estimators.training.finetune import activation_delta
 
-    S_rep = _ceil_div(w.seq_len, par.tensor) if par.sequence_parallel else w.seq_len
+    S_rep = ceil_div(w.seq_len, par.tensor) if par.sequence_parallel else w.seq_len
     eager = code is not None
     delta = activation_delta(
         m, w.batch_size, w.seq_len, S_rep, tr, par, moe,
@@ -160,7 +161,7 @@ def _layer_activations(m: ModelConfig, w: Workload, tr: Training, par: Paralleli
     seed = tr.activations is ActivationProfile.seed
     check_tensor_parallel(m, T, par.expert, par.expert_tensor)
     # Replicated under plain TP, sharded along the sequence with SP (Korthikanti sec. 4.2.2).
-    S_rep = _ceil_div(S, T) if par.sequence_parallel else S
+    S_rep = ceil_div(S, T) if par.sequence_parallel else S
     if tr.recompute is Recompute.full:
         # Only the block input is kept; the block is recomputed in backward.
         return LayerActivations(attention=0, mlp=0, norm=p * B * S_rep * D)
@@ -237,19 +238,13 @@ def head_activations(
     if tr.activations is ActivationProfile.torch_eager:
         return torch_eager_head(m, w, tr, par, eager or eager_code(m))
     B, S, D, T, p = w.batch_size, w.seq_len, m.d_model, par.tensor, tr.p
-    S_rep = _ceil_div(S, T) if par.sequence_parallel else S
+    S_rep = ceil_div(S, T) if par.sequence_parallel else S
     dropout = tr.dropout if tr.dropout is not None else m.dropout > 0
     first = (MASK_BYTES * B * S_rep * D) if dropout else 0
     last = (p * B * S_rep * D if m.final_norm else 0) + (p * B * S_rep * D if head_trained(m, tr) else 0)
     if tr.loss_kernel is not CrossEntropy.chunked:  # chunked CE keeps no B·S·V tensor
-        last += LOSS_BYTES * B * S * _ceil_div(m.vocab_size, T)
+        last += LOSS_BYTES * B * S * ceil_div(m.vocab_size, T)
     return first, last
-
-
-def head_trained(m: ModelConfig, tr: Training) -> bool:
-    """Whether the LM head's weight gets a gradient (its input is kept only then): full training,
-    a trained head, or a tied head whose embedding is trained."""
-    return not tr.adapters or tr.train_head or (m.tied_embeddings and tr.train_embeddings)
 
 
 def b_min(m: ModelConfig, S: int) -> float:
@@ -367,13 +362,13 @@ def training_memory(
         working += 2 * 2 * w.batch_size * w.seq_len * kv_t * (m.head_dim + m.v_dim) // 2 * tr.p
     opt_bytes = optimizer_bytes_per_param(tr)
     if tr.adapters:
-        from transformer_calc.finetune import adapted, adapter_linears, block_linears, check_targets, embedding_linears
+        from transformer_calc.estimators.training.finetune import adapted, adapter_linears, block_linears, check_targets, embedding_linears
 
         check_targets(m, tr)
         ad_moe = adapted(adapter_linears(m, True, T, ep, par.expert_tensor), tr).params if m.is_moe else 0
         ad_dense = adapted(block_linears(m, False, T), tr).params
         side_first, side_last = (adapted(x, tr).params for x in embedding_linears(m))
-        table = _ceil_div(m.vocab_size, T) * m.d_embedding
+        table = ceil_div(m.vocab_size, T) * m.d_embedding
         opt_bytes = trainable_optimizer_bytes(tr)
     _check_offload(tr, par)
     stages = []
@@ -398,11 +393,11 @@ def training_memory(
             """Parameters one GPU keeps of a state ZeRO shards from `stage` on."""
             if zero < stage:
                 return params
-            return _ceil_div(dense, dp) + _ceil_div(experts, edp)
+            return ceil_div(dense, dp) + ceil_div(experts, edp)
 
         weights, trainable, adapter_w, nf4 = sharded(3) * tr.p, params, 0, 0
         if tr.adapters:
-            from transformer_calc.finetune import frozen_weight_bytes, trainable_weight_bytes
+            from transformer_calc.estimators.training.finetune import frozen_weight_bytes, trainable_weight_bytes
 
             trainable = n_moe * ad_moe + n_dense * ad_dense
             if is_first:
@@ -415,14 +410,14 @@ def training_memory(
                     trainable += table  # the tied table (the last stage's copy when P > 1)
             frozen, nf4 = frozen_weight_bytes(m, tr, params, {True: n_moe, False: n_dense}, T, ep, par.expert_tensor)
             if zero >= 3:  # ZeRO-3 / FSDP shards the frozen parameters too
-                frozen, nf4 = _ceil_div(frozen * sharded(3), params), _ceil_div(nf4 * sharded(3), params)
+                frozen, nf4 = ceil_div(frozen * sharded(3), params), ceil_div(nf4 * sharded(3), params)
             adapter_w = _shard_trainable(trainable, 3, zero, dp) * trainable_weight_bytes(tr)
             weights = frozen + adapter_w
         gradients = _shard_trainable(trainable, 2, zero, dp) * tr.grad_bytes if tr.adapters else sharded(2) * tr.grad_bytes
         opt_params = _shard_trainable(trainable, 1, zero, dp) if tr.adapters else sharded(1)
         optimizer = opt_params * opt_bytes
         if tr.optimizer in SHAPED:  # states tensor by tensor (optimizers.py), ZeRO-sharded pro rata
-            from transformer_calc.optimizers import adapter_tensors, groups, stage_tensors
+            from transformer_calc.estimators.training.optimizers import adapter_tensors, groups, stage_tensors
 
             if tr.adapters:
                 tensors = adapter_tensors(m, tr, T, n_moe, n_dense, is_first, is_last, P)
@@ -431,10 +426,10 @@ def training_memory(
             states = sum(g.state_bytes for g in groups(tr, tensors))
             master = MASTER_COPY_BYTES if tr.precision is Precision.mixed and not tr.adapters else 0
             held = trainable if tr.adapters else params
-            optimizer = master * opt_params + _ceil_div(states * opt_params, max(held, 1))
+            optimizer = master * opt_params + ceil_div(states * opt_params, max(held, 1))
         fp8_w = 0
         if tr.fp8_recipe is not FP8Recipe.none:  # FP8 weight copies and scaling state (fp8.py)
-            from transformer_calc.fp8 import block_gemms, scaling_state_bytes, weight_copy_bytes
+            from transformer_calc.estimators.training.fp8 import block_gemms, scaling_state_bytes, weight_copy_bytes
 
             elems = gemms = 0
             for moe_kind, count in ((True, n_moe), (False, n_dense)):
@@ -443,7 +438,7 @@ def training_memory(
                     elems, gemms = elems + count * e, gemms + count * g
             fp8_w = weight_copy_bytes(elems, tr.fp8_recipe) + scaling_state_bytes(gemms, tr.fp8_recipe)
             if zero >= 3:  # sharded with the weights they are copies of
-                fp8_w = _ceil_div(fp8_w * sharded(3), max(params, 1))
+                fp8_w = ceil_div(fp8_w * sharded(3), max(params, 1))
             weights += fp8_w
         host_w = host_g = host_o = 0
         if tr.offload is not Offload.none:
@@ -452,7 +447,7 @@ def training_memory(
             # parameters and reduces gradients through its buckets (timeline). ZeRO-Infinity's
             # parameter offload (Rajbhandari et al. 2021) moves the ZeRO-3 parameter partition too.
             host_o, optimizer = optimizer, 0
-            host_g, gradients = _ceil_div(trainable if tr.adapters else dense + experts, dp) * OFFLOAD_GRAD_BYTES, 0
+            host_g, gradients = ceil_div(trainable if tr.adapters else dense + experts, dp) * OFFLOAD_GRAD_BYTES, 0
             if tr.offload is Offload.optimizer_params:
                 host_w, weights, adapter_w, nf4, fp8_w = weights, 0, 0, 0, 0
 
@@ -488,7 +483,7 @@ OFFLOAD_GRAD_BYTES = 4  # DeepSpeed's CPU optimizer updates from an fp32 gradien
 
 def _shard_trainable(count: int, stage: int, zero: int, dp: int) -> int:
     """Trainable parameters one GPU keeps of a state ZeRO shards from `stage` on."""
-    return count if zero < stage else _ceil_div(count, dp)
+    return count if zero < stage else ceil_div(count, dp)
 
 
 def _check_offload(tr: Training, par: Parallelism) -> None:
@@ -724,7 +719,7 @@ def torch_eager_layer(
     F_t = F // (par.expert_tensor_size if moe else T)
     k_exp = m.experts_per_token if moe else 1
     check_tensor_parallel(m, T, par.expert, par.expert_tensor)
-    S_rep = _ceil_div(S, T) if par.sequence_parallel else S
+    S_rep = ceil_div(S, T) if par.sequence_parallel else S
     if tr.recompute is Recompute.full:
         return LayerActivations(attention=0, mlp=0, norm=p * B * S_rep * D)  # the block input
     dropout = tr.dropout if tr.dropout is not None else m.dropout > 0
@@ -786,7 +781,7 @@ def torch_eager_head(
     logits themselves are kept by nobody), nll_loss the shifted int64 targets and a scalar.
     """
     B, S, D, T, p = w.batch_size, w.seq_len, m.d_model, par.tensor, tr.p
-    S_rep = _ceil_div(S, T) if par.sequence_parallel else S
+    S_rep = ceil_div(S, T) if par.sequence_parallel else S
     dropout = tr.dropout if tr.dropout is not None else m.dropout > 0
     # the token ids, kept by the embedding for its weight's gradient (not when it is frozen)
     first = INDEX_BYTES * B * S if not tr.adapters or tr.train_embeddings else 0
@@ -799,6 +794,6 @@ def torch_eager_head(
     last = _eager_norm(m, p, B * S_rep, frozen=tr.adapters) if m.final_norm else 0
     last += p * B * S_rep * D if head_trained(m, tr) else 0  # LM head input (for its weight gradient)
     if tr.loss_kernel is not CrossEntropy.chunked:
-        last += LOSS_BYTES * B * S * _ceil_div(m.vocab_size, T)
+        last += LOSS_BYTES * B * S * ceil_div(m.vocab_size, T)
     last += INDEX_BYTES * B * S + LOSS_SCALAR_BYTES
     return first, last

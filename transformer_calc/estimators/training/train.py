@@ -41,9 +41,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from transformer_calc.config import FP8Recipe, ModelConfig, Parallelism, Precision, Recompute, Training, Workload
-from transformer_calc.flops import count_flops
-from transformer_calc.params import count_params, kv_heads_per_rank, shard_params
+from transformer_calc.model.config import FP8Recipe, ModelConfig, Parallelism, Precision, Recompute, Training, Workload
+from transformer_calc.estimators.flops import count_flops
+from transformer_calc.estimators.params import count_params, kv_heads_per_rank, shard_params
 
 # Maximum achievable matmul FLOPS / dense peak, bf16 (stas00/ml-engineering, compute/accelerator
 # README, "Maximum Achievable Matmul FLOPS comparison table"); others: DEFAULT_MATMUL_EFFICIENCY.
@@ -70,7 +70,7 @@ ALL_REDUCES_PER_LAYER = 2  # forward: after attention and after the MLP (backwar
 A2A_PER_MOE_LAYER = 4  # dispatch + combine, forward and backward
 
 
-def _lookup(table: dict, name: str, default):
+def lookup_efficiency(table: dict, name: str, default):
     key = name.upper()
     for prefix in sorted(table, key=len, reverse=True):
         if key.startswith(prefix):
@@ -97,7 +97,7 @@ class Network:
 
 
 def default_network(gpu) -> Network:
-    node, nic = _lookup(NETWORK, gpu.name, DEFAULT_NETWORK)
+    node, nic = lookup_efficiency(NETWORK, gpu.name, DEFAULT_NETWORK)
     intra = (gpu.interconnect_bytes_s or gpu.pcie_bytes_s or nic * 2) / 2
     return Network(node_size=node, intra_bytes_s=intra, inter_bytes_s=nic)
 
@@ -187,7 +187,7 @@ def _fp8_gemms(tr: Training) -> bool:
 
 
 def _peak(gpu, tr: Training) -> float:
-    from transformer_calc.hardware import peak_dtype, peak_flops
+    from transformer_calc.devices.hardware import peak_dtype, peak_flops
 
     dtype = "fp32" if tr.precision is Precision.fp32 else ("fp8" if _fp8_gemms(tr) else None)
     return float(peak_flops(gpu, peak_dtype(gpu, dtype)))
@@ -217,7 +217,7 @@ def estimate_step(
         raise ValueError(f"S ({w.seq_len}) must be divisible by the context-parallel size cp ({cp})")
     net = network or default_network(gpu)
     eff = (matmul_efficiency if matmul_efficiency is not None
-           else _lookup(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) * TRAINING_GEMM_FRACTION)
+           else lookup_efficiency(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) * TRAINING_GEMM_FRACTION)
     if not 0 < eff <= 1 or not 0 < memory_efficiency <= 1:
         raise ValueError("matmul and memory efficiencies must be fractions in (0, 1]")
     b, S, D, p = w.batch_size, w.seq_len, m.d_model, tr.p
@@ -233,7 +233,7 @@ def estimate_step(
     model_flops, hw_flops = full.total, full.hardware(tr.recompute)
     executed = step.hardware(tr.recompute)
     if tr.adapters:  # frozen weights: no weight gradients; the adapters' own matmuls (finetune.py)
-        from transformer_calc.finetune import finetune_step_flops
+        from transformer_calc.estimators.training.finetune import finetune_step_flops
 
         is_full = tr.recompute is Recompute.full
         skipped, adapters_model = finetune_step_flops(m, full, tr, False)  # model FLOPs: no recompute
@@ -267,7 +267,7 @@ def estimate_step(
     if tr.finetune.value == "qlora":
         # bitsandbytes dequantizes every NF4 weight to 16 bits for each forward and backward matmul
         # (and the recomputed forward): read the NF4 bytes, write p per weight, per micro-batch
-        from transformer_calc.finetune import block_matrices, quantized
+        from transformer_calc.estimators.training.finetune import block_matrices, quantized
 
         dq = 0
         for moe, count in ((True, m.n_moe_layers()), (False, m.n_layers - m.n_moe_layers())):
@@ -316,7 +316,7 @@ def estimate_step(
     params_local = sh.total(m) / P
     trainable_local = params_local
     if tr.adapters:  # only the trainable parameters have gradients to reduce and states to update
-        from transformer_calc.finetune import trainable_params
+        from transformer_calc.estimators.training.finetune import trainable_params
 
         trainable_local = trainable_params(m, tr).total / (T * P)
     dp_bw, dp_lat = net.link(T * cp * dp)
@@ -331,11 +331,11 @@ def estimate_step(
     dp_exposed = max(0.0, dp_s - backward_last) if overlap_dp else dp_s
 
     # Optimizer step: read master, states and gradients, write them back (ZeRO-sharded), HBM-bound.
-    from transformer_calc.memory import optimizer_bytes_per_param, trainable_optimizer_bytes
+    from transformer_calc.estimators.training.memory import optimizer_bytes_per_param, trainable_optimizer_bytes
 
     opt_params = trainable_local / dp if par.zero >= 1 else trainable_local
     per_param = trainable_optimizer_bytes(tr) if tr.adapters else optimizer_bytes_per_param(tr)
-    from transformer_calc.optimizers import SHAPED, master_bytes, model_groups
+    from transformer_calc.estimators.training.optimizers import SHAPED, master_bytes, model_groups
 
     if tr.optimizer in SHAPED:  # the whole model's state bytes per trainable parameter
         grp = model_groups(m, tr)
@@ -352,7 +352,7 @@ def estimate_step(
     offload_s = 0.0
     host_link, pcie = None, 0.0
     if tr.offload.value != "none":
-        from transformer_calc.hardware import host_bandwidth
+        from transformer_calc.devices.hardware import host_bandwidth
 
         host_link, host_bytes_s = host_bandwidth(gpu)
         if not host_bytes_s:
@@ -419,8 +419,8 @@ def plan_layouts(
     fit (fastest first) and the rejected counted by reason. Bounded: at most a few thousand
     layouts, each O(1).
     """
-    from transformer_calc.memory import valid_tensor_parallel
-    from transformer_calc.timeline import fit_capacity, peak_memory
+    from transformer_calc.estimators.training.memory import valid_tensor_parallel
+    from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
 
     net = network or default_network(gpu)
     cap = capacity if capacity is not None else fit_capacity(gpu.memory_bytes)

@@ -1,6 +1,6 @@
 """Hugging Face config.json import for the 2024-2026 families (issue 11).
 
-Same contract as `transformer_calc.hf`, whose reader these builders use: the spec's parameter
+Same contract as `transformer_calc.sources.hf`, whose reader these builders use: the spec's parameter
 count equals what transformers 5.23 builds on the meta device (tools/crosscheck/hf_params.py),
 and the layer pattern is what transformers' cache layers follow (tools/crosscheck/kv_cache.py).
 Each builder cites the modeling file it mirrors; the defaults are those of
@@ -17,14 +17,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from transformer_calc.hf import (
-    _LLAMA_DEFAULTS,
-    _biases,
-    _Family,
-    _gated_mlp,
-    _plain_mlp,
-    _Reader,
-    _rotary_common,
+from transformer_calc.sources.hf_base import (
+    LLAMA_DEFAULTS,
+    mlp_attention_biases,
+    Family,
+    gated_mlp_kind,
+    plain_mlp_kind,
+    Reader,
+    rotary_common,
 )
 
 _KIND = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked",
@@ -51,7 +51,7 @@ def shortest_period(items: list[Any]) -> list[Any]:
     return items[: n - border[-1]]
 
 
-def _pattern(c: _Reader, layer_types: list[str], L: int, key: str = "layer_types") -> dict[str, Any]:
+def _pattern(c: Reader, layer_types: list[str], L: int, key: str = "layer_types") -> dict[str, Any]:
     """attention_pattern from a per-layer list of HF attention kinds (and the windows it needs);
     a derived periodic list may be cut at MAX_DERIVED_LAYERS (see `_periodic`)."""
     if not isinstance(layer_types, list) or not (len(layer_types) == L or len(layer_types) == MAX_DERIVED_LAYERS < L):
@@ -80,7 +80,7 @@ def _pattern(c: _Reader, layer_types: list[str], L: int, key: str = "layer_types
     return spec
 
 
-def _given_or(c: _Reader, derived: Any) -> list[str]:
+def _given_or(c: Reader, derived: Any) -> list[str]:
     """The file's layer_types when it has them (transformers keeps them), else the derived list
     (`derived` is a function of the layer count, called only then)."""
     given = c.values.get("layer_types")
@@ -93,23 +93,23 @@ def _periodic(L: int, period: list[str]) -> list[str]:
     return [period[i % len(period)] for i in range(min(L, max(MAX_DERIVED_LAYERS, len(period))))]
 
 
-def _too_many(c: _Reader, L: int) -> None:
+def _too_many(c: Reader, L: int) -> None:
     if L > MAX_DERIVED_LAYERS:
         raise c._bad("num_hidden_layers", f"at most {MAX_DERIVED_LAYERS} layers for a non-repeating layer pattern")
 
 
 # ---------------------------------------------------------------------------- dense families
-def _qwen3(c: _Reader) -> dict[str, Any]:
+def _qwen3(c: Reader) -> dict[str, Any]:
     """modeling_qwen3.py: q/k/v/o bias=attention_bias, per-head q_norm/k_norm (RMSNorm(head_dim)),
     SwiGLU without biases, head_dim explicit (default 128). Sliding layers (use_sliding_window)
     from max_window_layers on (configuration_qwen3.py)."""
     bias = c.flag("attention_bias")
-    spec = _rotary_common(c, bias, bias, False) | {"mlp": _gated_mlp(c, "hidden_act")}
+    spec = rotary_common(c, bias, bias, False) | {"mlp": gated_mlp_kind(c, "hidden_act")}
     spec |= {"qk_norm": True, "qk_norm_scope": "head"}
-    return spec | _qwen_pattern(c, spec["n_layers"])
+    return spec | qwen_pattern(c, spec["n_layers"])
 
 
-def _qwen_pattern(c: _Reader, L: int) -> dict[str, Any]:
+def qwen_pattern(c: Reader, L: int) -> dict[str, Any]:
     window = c.opt_int("sliding_window") if c.flag("use_sliding_window") else None
     start = c.int("max_window_layers") if "max_window_layers" in c.values else 0
     if window is None and c.values.get("layer_types") is None:
@@ -127,7 +127,7 @@ def _qwen_pattern(c: _Reader, L: int) -> dict[str, Any]:
     return _pattern(c, _given_or(c, derived), L)
 
 
-def _gemma2(c: _Reader) -> dict[str, Any]:
+def _gemma2(c: Reader) -> dict[str, Any]:
     """modeling_gemma2.py: four RMSNorms per layer (input, post-attention, pre- and post-
     feedforward), q/k/v/o bias=attention_bias, GeGLU, tied head; soft-capping and the query scalar
     carry no parameters. Layers alternate sliding and full (configuration_gemma2.py)."""
@@ -136,12 +136,12 @@ def _gemma2(c: _Reader) -> dict[str, Any]:
     return spec | _pattern(c, _given_or(c, lambda: _periodic(L, ["sliding_attention", "full_attention"])), L)
 
 
-def _no_bidirectional(c: _Reader) -> None:
+def _no_bidirectional(c: Reader) -> None:
     if c.values.get("use_bidirectional_attention") is True:
         raise c._bad("use_bidirectional_attention", "false (bidirectional attention is not decoder-only)")
 
 
-def _gemma3(c: _Reader) -> dict[str, Any]:
+def _gemma3(c: Reader) -> dict[str, Any]:
     """modeling_gemma3.py (Gemma3ForCausalLM): Gemma 2's block plus per-head q_norm/k_norm
     (RMSNorm(head_dim)); layers: five sliding then one full (sliding_window_pattern = 6)."""
     spec = _gemma2_block(c)
@@ -156,48 +156,48 @@ def _gemma3(c: _Reader) -> dict[str, Any]:
     return spec | _pattern(c, _given_or(c, lambda: _periodic(L, period)), L)
 
 
-def _gemma2_block(c: _Reader) -> dict[str, Any]:
+def _gemma2_block(c: Reader) -> dict[str, Any]:
     _no_bidirectional(c)
     bias = c.flag("attention_bias")
-    return _rotary_common(c, bias, bias, False) | {"mlp": _gated_mlp(c, "hidden_activation"), "norms_per_layer": 4}
+    return rotary_common(c, bias, bias, False) | {"mlp": gated_mlp_kind(c, "hidden_activation"), "norms_per_layer": 4}
 
 
-def _olmo2(c: _Reader) -> dict[str, Any]:
+def _olmo2(c: Reader) -> dict[str, Any]:
     """modeling_olmo2.py: post-attention and post-feedforward RMSNorms (two per layer), q_norm over
     A·h_d and k_norm over n_kv·h_d (full width), q/k/v/o bias=attention_bias, SwiGLU."""
     bias = c.flag("attention_bias")
-    return _rotary_common(c, bias, bias, False) | {
-        "mlp": _gated_mlp(c, "hidden_act"), "qk_norm": True, "qk_norm_scope": "full",
+    return rotary_common(c, bias, bias, False) | {
+        "mlp": gated_mlp_kind(c, "hidden_act"), "qk_norm": True, "qk_norm_scope": "full",
     }
 
 
-def _phi3(c: _Reader) -> dict[str, Any]:
+def _phi3(c: Reader) -> dict[str, Any]:
     """modeling_phi3.py: fused qkv_proj and gate_up_proj (the same counts as separate matrices),
     no biases, two RMSNorms, SwiGLU; a sliding window on every layer when the config sets one."""
-    spec = _rotary_common(c, False, False, False) | {"mlp": _gated_mlp(c, "hidden_act")}
+    spec = rotary_common(c, False, False, False) | {"mlp": gated_mlp_kind(c, "hidden_act")}
     return spec | _all_sliding(c, spec["n_layers"])
 
 
-def _all_sliding(c: _Reader, L: int) -> dict[str, Any]:
+def _all_sliding(c: Reader, L: int) -> dict[str, Any]:
     if not c.opt_int("sliding_window"):
         return {}
     return _pattern(c, _periodic(L, ["sliding_attention"]), L)
 
 
-def _granite(c: _Reader) -> dict[str, Any]:
+def _granite(c: Reader) -> dict[str, Any]:
     """modeling_granite.py: Llama's layout (attention_bias, mlp_bias); its embedding, residual,
     attention and logits multipliers carry no parameters."""
     bias = c.flag("attention_bias")
-    return _rotary_common(c, bias, bias, c.flag("mlp_bias")) | {"mlp": _gated_mlp(c, "hidden_act")}
+    return rotary_common(c, bias, bias, c.flag("mlp_bias")) | {"mlp": gated_mlp_kind(c, "hidden_act")}
 
 
-def _cohere(c: _Reader) -> dict[str, Any]:
+def _cohere(c: Reader) -> dict[str, Any]:
     """modeling_cohere.py: one CohereLayerNorm (weight only, no bias) feeding attention and MLP in
     parallel, a final one, q/k/v/o bias=attention_bias, SwiGLU, tied head; use_qk_norm adds
     CohereLayerNorm((A, h_d)) and ((n_kv, h_d)): full width, weight only."""
     bias = c.flag("attention_bias")
-    spec = _rotary_common(c, bias, bias, False) | {
-        "mlp": _gated_mlp(c, "hidden_act"), "norm": "layernorm", "norm_bias": False,
+    spec = rotary_common(c, bias, bias, False) | {
+        "mlp": gated_mlp_kind(c, "hidden_act"), "norm": "layernorm", "norm_bias": False,
         "norms_per_layer": 1, "parallel_attn": True,
     }
     if c.values.get("use_qk_norm") is not None and c.flag("use_qk_norm"):  # null: off, as transformers reads it
@@ -205,16 +205,16 @@ def _cohere(c: _Reader) -> dict[str, Any]:
     return spec
 
 
-def _starcoder2(c: _Reader) -> dict[str, Any]:
+def _starcoder2(c: Reader) -> dict[str, Any]:
     """modeling_starcoder2.py: q/k/v/o and c_fc/c_proj with bias=use_bias, two LayerNorms with bias
     per layer and a final one, a plain GELU MLP, tied head; a sliding window on every layer."""
     bias = c.flag("use_bias")
-    spec = _rotary_common(c, bias, bias, bias) | {"mlp": _plain_mlp(c, "hidden_act"), "norm": "layernorm"}
+    spec = rotary_common(c, bias, bias, bias) | {"mlp": plain_mlp_kind(c, "hidden_act"), "norm": "layernorm"}
     return spec | _all_sliding(c, spec["n_layers"])
 
 
 # ---------------------------------------------------------------------------- MoE families
-def _qwen_moe_layers(c: _Reader, spec: dict[str, Any], n_experts: int) -> dict[str, Any]:
+def _qwen_moe_layers(c: Reader, spec: dict[str, Any], n_experts: int) -> dict[str, Any]:
     """modeling_qwen{2,3}_moe.py: layer i is MoE iff i not in mlp_only_layers and num_experts > 0
     and (i + 1) % decoder_sparse_step == 0; the others get a dense MLP of intermediate_size."""
     only = c.values.get("mlp_only_layers") or []
@@ -231,12 +231,12 @@ def _qwen_moe_layers(c: _Reader, spec: dict[str, Any], n_experts: int) -> dict[s
     return out
 
 
-def _qwen2_moe(c: _Reader) -> dict[str, Any]:
+def _qwen2_moe(c: Reader) -> dict[str, Any]:
     """modeling_qwen2_moe.py: q/k/v bias=qkv_bias, o_proj without; routed experts of
     moe_intermediate_size, a shared expert of shared_expert_intermediate_size with its
     Linear(D, 1) gate, router (E, D) without bias."""
     qkv = c.flag("qkv_bias")
-    spec = _rotary_common(c, qkv, False, False) | {"mlp": _gated_mlp(c, "hidden_act")}
+    spec = rotary_common(c, qkv, False, False) | {"mlp": gated_mlp_kind(c, "hidden_act")}
     n = c.int("num_experts")  # configuration_qwen2_moe.py's field
     spec |= {
         "n_experts": max(n, 1), "experts_per_token": c.int("num_experts_per_tok"), "router": n > 0,
@@ -247,7 +247,7 @@ def _qwen2_moe(c: _Reader) -> dict[str, Any]:
     return spec | _qwen_pattern_moe(c, spec["n_layers"])
 
 
-def _qwen_pattern_moe(c: _Reader, L: int) -> dict[str, Any]:
+def _qwen_pattern_moe(c: Reader, L: int) -> dict[str, Any]:
     """configuration_qwen2_moe.py: sliding on odd... layers below max_window_layers when
     use_sliding_window; qwen3_moe ignores the window in its cache."""
     if not c.flag("use_sliding_window") and c.values.get("layer_types") is None:
@@ -266,11 +266,11 @@ def _qwen_pattern_moe(c: _Reader, L: int) -> dict[str, Any]:
     return _pattern(c, _given_or(c, derived), L)
 
 
-def _qwen3_moe(c: _Reader) -> dict[str, Any]:
+def _qwen3_moe(c: Reader) -> dict[str, Any]:
     """modeling_qwen3_moe.py: Qwen3's attention (per-head q/k norms, head_dim), routed experts of
     moe_intermediate_size, router (E, D) without bias, no shared expert."""
     bias = c.flag("attention_bias")
-    spec = _rotary_common(c, bias, bias, False) | {"mlp": _gated_mlp(c, "hidden_act")}
+    spec = rotary_common(c, bias, bias, False) | {"mlp": gated_mlp_kind(c, "hidden_act")}
     # configuration_qwen3_moe.py: the field is num_experts; attribute_map sends num_experts to
     # num_local_experts, so a num_local_experts in the file wins over num_experts
     n = c.int("num_experts")
@@ -287,7 +287,7 @@ def _qwen3_moe(c: _Reader) -> dict[str, Any]:
     return spec
 
 
-def _deepseek_v3(c: _Reader) -> dict[str, Any]:
+def _deepseek_v3(c: Reader) -> dict[str, Any]:
     """modeling_deepseek_v3.py: multi-head latent attention (q_a/q_b or q_proj, kv_a_proj_with_mqa,
     kv_b_proj, o_proj; q_a/kv_a RMSNorms; q_a, kv_a, o biases = attention_bias), the first
     first_k_dense_replace layers dense (intermediate_size), then MoE: n_routed_experts of
@@ -299,20 +299,20 @@ def _deepseek_v3(c: _Reader) -> dict[str, Any]:
         "max_seq_len": c.int("max_position_embeddings"),
         "positional": "rotary", "norm": "rmsnorm",
         "tied_embeddings": c.flag("tie_word_embeddings"),
-        "mlp": _gated_mlp(c, "hidden_act"),
+        "mlp": gated_mlp_kind(c, "hidden_act"),
         "q_lora_rank": c.opt_int("q_lora_rank"),
         "kv_lora_rank": c.int("kv_lora_rank"),
         "qk_rope_head_dim": c.int("qk_rope_head_dim"),
         "qk_nope_head_dim": c.int("qk_nope_head_dim"),
         "v_head_dim": c.int("v_head_dim"),
-    } | _biases(bias, bias, False)
+    } | mlp_attention_biases(bias, bias, False)
     for key in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
         if spec[key] is not None and spec[key] < 1:  # transformers builds empty projections
             raise c._bad(key, "a whole number >= 1 (tcalc's multi-head latent attention has no empty parts)")
     return spec | _shared_moe(c, "n_routed_experts") | _mtp(c)
 
 
-def _shared_moe(c: _Reader, experts_key: str) -> dict[str, Any]:
+def _shared_moe(c: Reader, experts_key: str) -> dict[str, Any]:
     moe = c.int("moe_intermediate_size")
     if c.int(experts_key) < 1:  # transformers builds MoE blocks of the shared expert alone
         raise c._bad(experts_key, "a whole number >= 1 (tcalc has no MoE layer without routed experts)")
@@ -324,28 +324,28 @@ def _shared_moe(c: _Reader, experts_key: str) -> dict[str, Any]:
     }
 
 
-def _mtp(c: _Reader) -> dict[str, Any]:
+def _mtp(c: Reader) -> dict[str, Any]:
     n = c.opt_int("num_nextn_predict_layers")
     return {"mtp_layers": n} if n else {}
 
 
-def _glm4_moe(c: _Reader) -> dict[str, Any]:
+def _glm4_moe(c: Reader) -> dict[str, Any]:
     """modeling_glm4_moe.py: q/k/v bias=attention_bias, o_proj without; per-head q_norm/k_norm when
     use_qk_norm; partial rotary (no parameters); DeepSeek-style MoE (first_k_dense_replace dense
     layers, n_shared_experts x moe_intermediate_size shared, router (E, D))."""
     bias = c.flag("attention_bias")
-    spec = _rotary_common(c, bias, False, False) | {"mlp": _gated_mlp(c, "hidden_act")}
+    spec = rotary_common(c, bias, False, False) | {"mlp": gated_mlp_kind(c, "hidden_act")}
     if c.flag("use_qk_norm"):
         spec |= {"qk_norm": True, "qk_norm_scope": "head"}
     return spec | _shared_moe(c, "n_routed_experts") | _mtp(c)
 
 
-def _gpt_oss(c: _Reader) -> dict[str, Any]:
+def _gpt_oss(c: Reader) -> dict[str, Any]:
     """modeling_gpt_oss.py: q/k/v/o bias=attention_bias, a sink logit per head, experts with biases
     (gate_up_proj (E, D, 2F) + (E, 2F), down_proj (E, F, D) + (E, D)), router (E, D) with bias,
     two RMSNorms; layers alternate sliding and full (configuration_gpt_oss.py)."""
     bias = c.flag("attention_bias")
-    spec = _rotary_common(c, bias, bias, True) | {"mlp": _gated_mlp(c, "hidden_act")}
+    spec = rotary_common(c, bias, bias, True) | {"mlp": gated_mlp_kind(c, "hidden_act")}
     spec |= {
         "attention_sinks": True, "n_experts": c.int("num_local_experts"),
         "experts_per_token": c.int("num_experts_per_tok"), "router": True, "router_bias": True,
@@ -354,7 +354,7 @@ def _gpt_oss(c: _Reader) -> dict[str, Any]:
     return spec | _pattern(c, _given_or(c, lambda: _periodic(L, ["sliding_attention", "full_attention"])), L)
 
 
-def _llama4_text(c: _Reader) -> dict[str, Any]:
+def _llama4_text(c: Reader) -> dict[str, Any]:
     """modeling_llama4.py (Llama4ForCausalLM): q/k/v/o bias=attention_bias, the qk L2 norm has no
     parameters; MoE layers (moe_layers, default every interleave_moe_layer_step-th) hold
     num_local_experts experts of intermediate_size (no biases), a shared expert of
@@ -362,7 +362,7 @@ def _llama4_text(c: _Reader) -> dict[str, Any]:
     intermediate_size_mlp. Chunked attention on the RoPE layers (no_rope_layers = 1), full on the
     NoPE ones (every no_rope_layer_interval-th)."""
     bias = c.flag("attention_bias")
-    spec = _rotary_common(c, bias, bias, False) | {"mlp": _gated_mlp(c, "hidden_act")}
+    spec = rotary_common(c, bias, bias, False) | {"mlp": gated_mlp_kind(c, "hidden_act")}
     L = spec["n_layers"]
     F = c.int("intermediate_size")
     spec |= {
@@ -408,12 +408,12 @@ def _llama4_text(c: _Reader) -> dict[str, Any]:
     return spec | _pattern(c, _given_or(c, derived), L)
 
 
-_QWEN3_DEFAULTS = _LLAMA_DEFAULTS | {  # configuration_qwen3.py
+_QWEN3_DEFAULTS = LLAMA_DEFAULTS | {  # configuration_qwen3.py
     "vocab_size": 151936, "intermediate_size": 22016, "num_key_value_heads": 32, "head_dim": 128,
     "max_position_embeddings": 32768, "use_sliding_window": False, "sliding_window": 4096,
     "max_window_layers": 28, "layer_types": None,
 }  # fmt: skip
-_GEMMA2_DEFAULTS = _LLAMA_DEFAULTS | {  # configuration_gemma2.py
+_GEMMA2_DEFAULTS = LLAMA_DEFAULTS | {  # configuration_gemma2.py
     "vocab_size": 256000, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
     "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
     "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 8192,
@@ -424,7 +424,7 @@ def _floor_head_dim(build: Any) -> Any:
     """transformers takes head_dim = hidden_size // num_attention_heads (floor) when the config
     gives none; tcalc's default D/A needs divisibility, so the floor is pinned explicitly."""
 
-    def wrapped(c: _Reader) -> dict[str, Any]:
+    def wrapped(c: Reader) -> dict[str, Any]:
         spec = build(c)
         D, A = spec.get("d_model"), spec.get("n_heads")
         if "head_dim" not in spec and "kv_lora_rank" not in spec and isinstance(D, int) and isinstance(A, int) and A and D % A:
@@ -434,41 +434,41 @@ def _floor_head_dim(build: Any) -> Any:
     return wrapped
 
 
-FAMILIES: dict[str, _Family] = {
-    "qwen3": _Family(_qwen3, _QWEN3_DEFAULTS, ("attention_dropout",)),
-    "gemma2": _Family(_gemma2, _GEMMA2_DEFAULTS, ("attention_dropout",)),
-    "gemma3_text": _Family(
+FAMILIES: dict[str, Family] = {
+    "qwen3": Family(_qwen3, _QWEN3_DEFAULTS, ("attention_dropout",)),
+    "gemma2": Family(_gemma2, _GEMMA2_DEFAULTS, ("attention_dropout",)),
+    "gemma3_text": Family(
         _gemma3,
         _GEMMA2_DEFAULTS | {"vocab_size": 262208, "max_position_embeddings": 131072},  # configuration_gemma3.py
         ("attention_dropout",),
     ),
-    "olmo2": _Family(
+    "olmo2": Family(
         _olmo2,
-        _LLAMA_DEFAULTS | {"vocab_size": 50304},  # configuration_olmo2.py
+        LLAMA_DEFAULTS | {"vocab_size": 50304},  # configuration_olmo2.py
         ("attention_dropout",),
     ),
-    "phi3": _Family(
+    "phi3": Family(
         _phi3,
-        _LLAMA_DEFAULTS | {  # configuration_phi3.py
+        LLAMA_DEFAULTS | {  # configuration_phi3.py
             "vocab_size": 32064, "hidden_size": 3072, "intermediate_size": 8192,
             "max_position_embeddings": 4096, "sliding_window": None, "resid_pdrop": 0.0,
             "embd_pdrop": 0.0,
         },
         ("attention_dropout", "resid_pdrop"),  # modeling_phi3.py never applies embd_pdrop
     ),
-    "granite": _Family(_granite, _LLAMA_DEFAULTS, ("attention_dropout",)),  # configuration_granite.py
-    "cohere": _Family(
+    "granite": Family(_granite, LLAMA_DEFAULTS, ("attention_dropout",)),  # configuration_granite.py
+    "cohere": Family(
         _cohere,
-        _LLAMA_DEFAULTS | {  # configuration_cohere.py
+        LLAMA_DEFAULTS | {  # configuration_cohere.py
             "vocab_size": 256000, "hidden_size": 8192, "intermediate_size": 22528,
             "num_hidden_layers": 40, "num_attention_heads": 64, "max_position_embeddings": 8192,
             "tie_word_embeddings": True, "use_qk_norm": False,
         },
         ("attention_dropout",),
     ),
-    "starcoder2": _Family(
+    "starcoder2": Family(
         _starcoder2,
-        _LLAMA_DEFAULTS | {  # configuration_starcoder2.py
+        LLAMA_DEFAULTS | {  # configuration_starcoder2.py
             "vocab_size": 49152, "hidden_size": 3072, "intermediate_size": 12288,
             "num_hidden_layers": 30, "num_attention_heads": 24, "num_key_value_heads": 2,
             "hidden_act": "gelu_pytorch_tanh", "max_position_embeddings": 4096,
@@ -477,9 +477,9 @@ FAMILIES: dict[str, _Family] = {
         },
         ("attention_dropout", "residual_dropout", "embedding_dropout"),
     ),
-    "qwen2_moe": _Family(
+    "qwen2_moe": Family(
         _qwen2_moe,
-        _LLAMA_DEFAULTS | {  # configuration_qwen2_moe.py
+        LLAMA_DEFAULTS | {  # configuration_qwen2_moe.py
             "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632,
             "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
             "max_position_embeddings": 32768, "use_sliding_window": False, "sliding_window": 4096,
@@ -489,7 +489,7 @@ FAMILIES: dict[str, _Family] = {
         },
         ("attention_dropout",),
     ),
-    "qwen3_moe": _Family(
+    "qwen3_moe": Family(
         _qwen3_moe,
         _QWEN3_DEFAULTS | {  # configuration_qwen3_moe.py
             "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 24,
@@ -501,9 +501,9 @@ FAMILIES: dict[str, _Family] = {
         {"num_local_experts": "num_experts"},  # attribute_map name, applied last: it wins
         frozenset({"num_local_experts"}),
     ),
-    "deepseek_v3": _Family(
+    "deepseek_v3": Family(
         _deepseek_v3,
-        _LLAMA_DEFAULTS | {  # configuration_deepseek_v3.py
+        LLAMA_DEFAULTS | {  # configuration_deepseek_v3.py
             "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432,
             "moe_intermediate_size": 2048, "num_hidden_layers": 61, "num_attention_heads": 128,
             "num_key_value_heads": 128, "n_shared_experts": 1, "n_routed_experts": 256,
@@ -515,9 +515,9 @@ FAMILIES: dict[str, _Family] = {
         {"num_local_experts": "n_routed_experts", "num_mtp_layers": "num_nextn_predict_layers"},
         frozenset({"num_local_experts", "num_mtp_layers"}),
     ),
-    "glm4_moe": _Family(
+    "glm4_moe": Family(
         _glm4_moe,
-        _LLAMA_DEFAULTS | {  # configuration_glm4_moe.py
+        LLAMA_DEFAULTS | {  # configuration_glm4_moe.py
             "vocab_size": 151552, "hidden_size": 4096, "intermediate_size": 10944,
             "num_hidden_layers": 46, "num_attention_heads": 96, "num_key_value_heads": 8,
             "max_position_embeddings": 131072, "moe_intermediate_size": 1408,
@@ -528,9 +528,9 @@ FAMILIES: dict[str, _Family] = {
         {"num_local_experts": "n_routed_experts", "num_mtp_layers": "num_nextn_predict_layers"},
         frozenset({"num_local_experts", "num_mtp_layers"}),
     ),
-    "gpt_oss": _Family(
+    "gpt_oss": Family(
         _gpt_oss,
-        _LLAMA_DEFAULTS | {  # configuration_gpt_oss.py
+        LLAMA_DEFAULTS | {  # configuration_gpt_oss.py
             "vocab_size": 201088, "hidden_size": 2880, "intermediate_size": 2880,
             "num_hidden_layers": 36, "num_attention_heads": 64, "num_key_value_heads": 8,
             "head_dim": 64, "num_local_experts": 128, "num_experts_per_tok": 4,
@@ -541,9 +541,9 @@ FAMILIES: dict[str, _Family] = {
         {"num_experts": "num_local_experts"},  # attribute_map
         frozenset({"num_experts"}),
     ),
-    "llama4_text": _Family(
+    "llama4_text": Family(
         _llama4_text,
-        _LLAMA_DEFAULTS | {  # configuration_llama4.py (Llama4TextConfig)
+        LLAMA_DEFAULTS | {  # configuration_llama4.py (Llama4TextConfig)
             "vocab_size": 202048, "hidden_size": 5120, "intermediate_size": 8192,
             "intermediate_size_mlp": 16384, "num_hidden_layers": 48, "num_attention_heads": 40,
             "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 131072,
@@ -556,4 +556,4 @@ FAMILIES: dict[str, _Family] = {
 }
 
 for _name, _fam in list(FAMILIES.items()):
-    FAMILIES[_name] = _Family(_floor_head_dim(_fam.build), _fam.defaults, _fam.dropout_keys, _fam.aliases, _fam.late)
+    FAMILIES[_name] = Family(_floor_head_dim(_fam.build), _fam.defaults, _fam.dropout_keys, _fam.aliases, _fam.late)

@@ -47,8 +47,8 @@ import math
 from dataclasses import dataclass, fields
 from decimal import Decimal
 
-from transformer_calc.config import LayerAttention, ModelConfig, Recompute, Workload
-from transformer_calc.params import GATED_MATRICES, PLAIN_MATRICES, count_params, layer_params
+from transformer_calc.model.config import LayerAttention, ModelConfig, Recompute, Workload
+from transformer_calc.estimators.params import GATED_MATRICES, PLAIN_MATRICES, count_params, layer_params
 
 FLOPS_PER_MAC = 2  # one multiply, one add
 BACKWARD_PER_FORWARD = 2  # input grad + weight grad, each one forward matmul

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformer_calc.config import LayerAttention, ModelConfig
-from transformer_calc.params import (
+from transformer_calc.model.config import LayerAttention, ModelConfig
+from transformer_calc.estimators.params import (
     count_params,
     seed_block_approx,
     seed_total_approx,
@@ -82,7 +82,7 @@ def with_checkpoint_weights(m: ModelConfig, tr: Any, ckpt: Any) -> Any:
     their own weight bytes."""
     if ckpt is None or tr.finetune.value not in ("lora", "dora"):
         return tr
-    from transformer_calc.checkpoint import stored_weights
+    from transformer_calc.model.checkpoint import stored_weights
 
     sw = stored_weights(ckpt)
     language_model = sw.embedding_bytes + sw.experts_bytes + sw.rest_bytes
@@ -93,7 +93,7 @@ def checkpoint_dict(m: ModelConfig, ckpt: Any, note: str | None) -> dict[str, An
     """The `checkpoint` section: what the checkpoint stores, per dtype and per component, beside
     what the config accounts for; parameters the config does not account for are listed, not
     dropped."""
-    from transformer_calc.checkpoint import COMPONENTS, stored_weights
+    from transformer_calc.model.checkpoint import COMPONENTS, stored_weights
 
     if ckpt is None:
         return {"available": False, "note": note}
@@ -140,7 +140,7 @@ def checkpoint_dict(m: ModelConfig, ckpt: Any, note: str | None) -> dict[str, An
 
 def presets_report() -> list[dict[str, Any]]:
     """`tcalc presets`: every model preset with its key numbers and source."""
-    from transformer_calc.presets import model_presets, preset_model
+    from transformer_calc.sources.presets import model_presets, preset_model
 
     rows = []
     for name, entry in model_presets().items():
@@ -168,7 +168,7 @@ def presets_report() -> list[dict[str, Any]]:
 
 def gpu_dict(gpu: Any) -> dict[str, Any]:
     """One accelerator as a report row; λ_math derived per dtype."""
-    from transformer_calc.hardware import host_bandwidth, math_bandwidth
+    from transformer_calc.devices.hardware import host_bandwidth, math_bandwidth
 
     peaks = dict(gpu.peak_flops)
     return {
@@ -192,14 +192,14 @@ def gpu_dict(gpu: Any) -> dict[str, Any]:
 
 def hardware_report() -> list[dict[str, Any]]:
     """`tcalc hardware`: every accelerator with capacity, bandwidth, dense peaks, λ_math."""
-    from transformer_calc.presets import hardware_table
+    from transformer_calc.sources.presets import hardware_table
 
     return [gpu_dict(gpu) for gpu in hardware_table().values()]
 
 
 def gpu_report(name: str) -> dict[str, Any]:
     """`tcalc hardware NAME`: one accelerator, looked up by name or alias (did-you-mean)."""
-    from transformer_calc.presets import gpu
+    from transformer_calc.sources.presets import gpu
 
     return gpu_dict(gpu(name))
 
@@ -212,8 +212,8 @@ def memory_report(
     gpu: Any | None = None,
 ) -> dict[str, Any]:
     """`tcalc memory`: training memory per GPU of the most loaded pipeline stage, with fitting."""
-    from transformer_calc.memory import b_min, optimizer_bytes_per_param
-    from transformer_calc.timeline import (
+    from transformer_calc.estimators.training.memory import b_min, optimizer_bytes_per_param
+    from transformer_calc.estimators.training.timeline import (
         CUDA_CONTEXT_BYTES,
         allocator_reserve,
         fit_capacity,
@@ -222,7 +222,7 @@ def memory_report(
         stage_timelines,
     )
 
-    from transformer_calc.finetune import trainable_params
+    from transformer_calc.estimators.training.finetune import trainable_params
 
     timelines = stage_timelines(m, w, tr, par)
     timeline = max(timelines, key=lambda tl: tl.peak_bytes)
@@ -312,8 +312,8 @@ def memory_report(
 
 def _bytes_per_param(tr: Any) -> dict[str, Any]:
     """Bytes per parameter of each model state (per trainable parameter under adapters)."""
-    from transformer_calc.finetune import NF4_BLOCK, NF4_BLOCKS_PER_GROUP, trainable_weight_bytes
-    from transformer_calc.memory import optimizer_bytes_per_param, trainable_optimizer_bytes
+    from transformer_calc.estimators.training.finetune import NF4_BLOCK, NF4_BLOCKS_PER_GROUP, trainable_weight_bytes
+    from transformer_calc.estimators.training.memory import optimizer_bytes_per_param, trainable_optimizer_bytes
 
     if not tr.adapters:
         return {"weights": tr.p, "gradients": tr.grad_bytes, "optimizer": optimizer_bytes_per_param(tr)}
@@ -329,7 +329,7 @@ def _bytes_per_param(tr: Any) -> dict[str, Any]:
 
 def _optimizer_groups(m: ModelConfig, tr: Any) -> dict[str, Any]:
     """The optimizer's parameter groups over the whole model: state bytes per parameter each."""
-    from transformer_calc.optimizers import master_bytes, model_groups
+    from transformer_calc.estimators.training.optimizers import master_bytes, model_groups
 
     groups = model_groups(m, tr)
     params = sum(g.params for g in groups)
@@ -401,10 +401,10 @@ def check_job(
     Limits: the GPU's capacity (flag, then checks.gpu, then the section's gpu) and max_memory
     (flag, then checks.max_memory). Raises TcalcError for an invalid file.
     """
-    from transformer_calc.config import build_model, parse_bytes, training_configs
-    from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.timeline import fit_capacity, peak_memory
-    from transformer_calc.presets import load_job
+    from transformer_calc.model.config import build_model, parse_bytes, training_configs
+    from transformer_calc.sources.presets import gpu as find_gpu
+    from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
+    from transformer_calc.sources.presets import load_job
 
     job = load_job(path, flag=None)  # positional files: messages name the path alone
     where = f"{path}"
@@ -453,7 +453,7 @@ def check_job(
         if not checks:
             checks.append({"check": "training_memory", "ok": True, "value": total, "limit": None})
     if "inference" in job.sections:
-        from transformer_calc.inference import estimate_inference
+        from transformer_calc.estimators.inference.roofline import estimate_inference
 
         spec, section_gpu = inference_spec(model, job.inference, {})
         device = find_gpu(str(next(n for n in (gpu_name, job.checks.get("gpu"), section_gpu) if n is not None)))
@@ -495,9 +495,9 @@ def check_report(
 ) -> dict[str, Any]:
     """`tcalc check` over files: every file is checked (one invalid file hides no other's result),
     each PASS / FAIL / INVALID; the flags are validated once, as usage errors (TcalcError)."""
-    from transformer_calc.config import parse_bytes
+    from transformer_calc.model.config import parse_bytes
     from transformer_calc.errors import TcalcError
-    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.sources.presets import gpu as find_gpu
 
     try:
         limit = parse_bytes(max_memory, "--max-memory") if max_memory is not None else None
@@ -523,7 +523,7 @@ def check_load_point(model: ModelConfig, device: Any, spec: Any, section: dict[s
     """`tcalc check`'s throughput and latency: one replica of T GPUs keeping B sequences in flight
     under continuous batching (serving.load_point, the model `tcalc serve` uses), at the expected
     rates of the inference: section."""
-    from transformer_calc.serving import load_point
+    from transformer_calc.estimators.inference.serving import load_point
 
     eff = inference_efficiency(device, section, {})
     serving = serving_spec(section, {})
@@ -532,9 +532,9 @@ def check_load_point(model: ModelConfig, device: Any, spec: Any, section: dict[s
 
 def peak_for(gpu: Any, dtype: str | None) -> tuple[str, Any]:
     """(dtype, dense peak FLOP/s): the asked dtype, else bf16, else fp16 (Volta, Turing)."""
-    from transformer_calc.hardware import peak_flops
+    from transformer_calc.devices.hardware import peak_flops
 
-    from transformer_calc.hardware import peak_dtype
+    from transformer_calc.devices.hardware import peak_dtype
 
     dtype = peak_dtype(gpu, dtype)
     return dtype, peak_flops(gpu, dtype)
@@ -548,9 +548,9 @@ def flops_request(
 ) -> dict[str, Any]:
     """`tcalc flops` from its options (flag, then the job file's training: section, then the
     default), validated with the flag each came from; the CLI and the Python API both call it."""
-    from transformer_calc.config import Recompute, Workload, build, resolve
+    from transformer_calc.model.config import Recompute, Workload, build, resolve
     from transformer_calc.errors import TcalcError
-    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.sources.presets import gpu as find_gpu
 
     o = resolve({"seq_len": S, "batch_size": B, "recompute": recompute}, section,
                 {"seq_len": m.max_seq_len, "batch_size": 1, "recompute": "none"})
@@ -588,7 +588,7 @@ def flops_report(
     """`tcalc flops`: model and hardware FLOPs per step, rules of thumb, training time, sizing."""
     import importlib
 
-    F = importlib.import_module("transformer_calc.flops")
+    F = importlib.import_module("transformer_calc.estimators.flops")
 
     step = F.count_flops(m, w, causal=causal, windowed=windowed)
     counts = count_params(m)
@@ -648,9 +648,9 @@ def mfu_request(
     default), each validated with the flag it came from; the CLI and the Python API both call it."""
     import math
 
-    from transformer_calc.config import Recompute, Workload, build, resolve
+    from transformer_calc.model.config import Recompute, Workload, build, resolve
     from transformer_calc.errors import TcalcError
-    from transformer_calc.presets import gpu as find_gpu
+    from transformer_calc.sources.presets import gpu as find_gpu
 
     o = resolve({"seq_len": S, "recompute": recompute}, section, {"seq_len": m.max_seq_len, "recompute": "none"})
     workload = build(Workload, {"seq_len": o["seq_len"]}, "workload")
@@ -696,7 +696,7 @@ def mfu_report(
     """`tcalc mfu`: MFU and HFU from a measured step time (with the global batch) or throughput."""
     import importlib
 
-    F = importlib.import_module("transformer_calc.flops")
+    F = importlib.import_module("transformer_calc.estimators.flops")
 
     step = F.count_flops(m, w.model_copy(update={"batch_size": 1}), causal=causal)
     per_token_model = step.total // step.tokens
@@ -782,9 +782,9 @@ def expected_dict(x: Any) -> dict[str, Any]:
 
 def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any], network: Any = None) -> Any:
     """The expected-latency settings (expected.Efficiency) from the inference: section and flags."""
-    from transformer_calc.config import resolve
+    from transformer_calc.model.config import resolve
     from transformer_calc.errors import TcalcError
-    from transformer_calc.expected import default_efficiency
+    from transformer_calc.estimators.inference.expected import default_efficiency
 
     merged = resolve(flags, section)
     graphs = merged.get("cuda_graphs", True)
@@ -801,9 +801,9 @@ def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any
 def serving_spec(section: dict[str, Any], flags: dict[str, Any]) -> Any:
     """The engine settings (serving.ServingSpec) from the inference: section and flags; sizes
     (cuda_context, activation_peak, engine_workspace) as bytes or '1GiB'."""
-    from transformer_calc.config import parse_bytes, resolve
+    from transformer_calc.model.config import parse_bytes, resolve
     from transformer_calc.errors import TcalcError
-    from transformer_calc.serving import ServingSpec
+    from transformer_calc.estimators.inference.serving import ServingSpec
 
     merged = resolve(flags, section)
     values: dict[str, Any] = {}
@@ -822,7 +822,7 @@ def serving_spec(section: dict[str, Any], flags: dict[str, Any]) -> Any:
 
 def capacity_dict(m: ModelConfig, gpu: Any, spec: Any, serving: Any) -> dict[str, Any]:
     """The `serving` section: the paged KV cache's capacity per GPU and per replica."""
-    from transformer_calc.serving import budget_matrix, capacity, longest_context
+    from transformer_calc.estimators.inference.serving import budget_matrix, capacity, longest_context
 
     cap = capacity(m, gpu, spec, serving)
     per_replica = cap.gpus_per_replica
@@ -854,9 +854,9 @@ def draft_model(text: str) -> ModelConfig:
     import importlib
     from pathlib import Path
 
-    from transformer_calc.config import build_model
+    from transformer_calc.model.config import build_model
 
-    presets = importlib.import_module("transformer_calc.presets")  # the module; the package's name is the API's
+    presets = importlib.import_module("transformer_calc.sources.presets")  # the module; the package's name is the API's
 
     path = Path(text)
     if path.suffix == ".json":
@@ -869,7 +869,7 @@ def draft_model(text: str) -> ModelConfig:
 def speculative_dict(m: ModelConfig, gpu: Any, spec: Any, eff: Any, options: dict[str, Any]) -> dict[str, Any]:
     """The `speculative` section: a draft (or the MTP modules) proposing k tokens at acceptance α."""
     from transformer_calc.errors import TcalcError
-    from transformer_calc.speculative import speculate
+    from transformer_calc.estimators.inference.speculative import speculate
 
     try:
         x = speculate(m, gpu, spec, eff, draft=options.get("draft"), speculative_tokens=options["speculative_tokens"],
@@ -901,9 +901,9 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
     """`tcalc inference`: KV cache, memory per GPU, prefill and decode as a roofline (the bound),
     the expected latency at achievable rates with fixed costs (`expected`), and the paged KV
     cache's serving capacity (`serving`, with the cache on)."""
-    from transformer_calc.expected import default_efficiency, estimate_expected
-    from transformer_calc.inference import estimate_inference, expert_layout, min_tensor_parallel
-    from transformer_calc.serving import ServingSpec
+    from transformer_calc.estimators.inference.expected import default_efficiency, estimate_expected
+    from transformer_calc.estimators.inference.roofline import estimate_inference, expert_layout, min_tensor_parallel
+    from transformer_calc.estimators.inference.serving import ServingSpec
 
     e = estimate_inference(m, gpu, spec)
     x = estimate_expected(m, gpu, spec, eff or default_efficiency(gpu))
@@ -1007,16 +1007,16 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
     bf16 weights, the A100 80GB. With a checkpoint (a folder's, repo's or GGUF file's headers) and
     no weight dtype given, the weights are the bytes it stores (weight_dtype "checkpoint")."""
     from transformer_calc.errors import TcalcError
-    from transformer_calc.inference import InferenceSpec
+    from transformer_calc.estimators.inference.roofline import InferenceSpec
 
-    from transformer_calc.config import resolve
-    from transformer_calc.hardware import compute_dtype
+    from transformer_calc.model.config import resolve
+    from transformer_calc.devices.hardware import compute_dtype
 
     merged = resolve(flags, section)
     dtype = compute_dtype(merged.get("dtype"), merged.get("p"))  # the compute dtype (--dtype / --p)
     stored = None
     if checkpoint is not None:
-        from transformer_calc.checkpoint import stored_weights
+        from transformer_calc.model.checkpoint import stored_weights
 
         stored = stored_weights(checkpoint)
     try:
@@ -1069,7 +1069,7 @@ def serve_report(
 ) -> dict[str, Any]:
     """`tcalc serve`: layouts of `gpus` GPUs (T within a node, replicas, concurrency) under
     continuous batching, with TTFT, TPOT and throughput against the targets (serving.py)."""
-    from transformer_calc.serving import search
+    from transformer_calc.estimators.inference.serving import search
 
     layouts = search(m, gpu, spec, eff, serving, gpus=gpus, prompt_len=spec.prompt_len, output_len=spec.new_tokens,
                      ttft_s=ttft_s, tpot_s=tpot_s, request_rate=request_rate, tensor_parallel=tensor_parallel,
@@ -1128,9 +1128,9 @@ def train_report(
     price_per_gpu_hour: float | None = None,
 ) -> dict[str, Any]:
     """`tcalc train`: the step time of one layout, its breakdown, MFU, memory, and a budget."""
-    from transformer_calc.flops import SECONDS_PER_DAY, SECONDS_PER_HOUR
-    from transformer_calc.timeline import fit_capacity, peak_memory
-    from transformer_calc.train import estimate_step, micro_batch_count
+    from transformer_calc.estimators.flops import SECONDS_PER_DAY, SECONDS_PER_HOUR
+    from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
+    from transformer_calc.estimators.training.train import estimate_step, micro_batch_count
 
     chosen = w.batch_size
     tried: list[dict[str, Any]] = []
@@ -1197,7 +1197,7 @@ def plan_report(
     network: Any = None, preset: str | None = None,
 ) -> dict[str, Any]:
     """`tcalc plan`: the feasible layouts ranked by step time, and why the others were rejected."""
-    from transformer_calc.train import plan_layouts
+    from transformer_calc.estimators.training.train import plan_layouts
 
     plans, rejected = plan_layouts(m, seq_len, tr, gpu, gpus=gpus, global_batch=global_batch, network=network)
     rows = []

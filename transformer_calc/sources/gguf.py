@@ -1,7 +1,7 @@
 """A GGUF file (llama.cpp) -> a tcalc model spec and its tensors' exact bytes, header only.
 
 `read_gguf(path)` reads the header and the tensor-info table of one GGUF file and returns
-(spec, checkpoint): a raw ModelConfig spec (the field names `transformer_calc.hf` produces for the
+(spec, checkpoint): a raw ModelConfig spec (the field names `transformer_calc.sources.hf` produces for the
 same family) and a `Checkpoint` with one `Tensor` per GGUF tensor. Tensor data is never read.
 
 The header is walked here with `struct`, not handed to `gguf.GGUFReader`: that reader memory-maps
@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from transformer_calc.checkpoint import WEIGHT, Checkpoint, Tensor
+from transformer_calc.model.checkpoint import WEIGHT, Checkpoint, Tensor
 from transformer_calc.errors import TcalcError, clip
 
 # ---------------------------------------------------------------------------- limits
@@ -80,7 +80,7 @@ DEFAULT_ALIGNMENT = 32  # GGUF_DEFAULT_ALIGNMENT (gguf-py/gguf/constants.py)
 GGUF_VERSIONS = (2, 3)  # gguf.cpp and GGUFReader: v1 (2023) had 32-bit counts
 
 # The architectures read here (general.architecture, src/llama-arch.cpp LLM_ARCH_NAMES) and the
-# Hugging Face model_type whose tcalc spec (transformer_calc.hf) each one mirrors.
+# Hugging Face model_type whose tcalc spec (transformer_calc.sources.hf) each one mirrors.
 ARCHITECTURES: dict[str, str] = {
     "llama": "llama (mistral, mixtral)",
     "qwen2": "qwen2",
@@ -175,7 +175,7 @@ _STRING, _ARRAY = 8, 9
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 
 
-class _Reader:
+class Reader:
     """A bounds-checked cursor over the mapped file: every read names what it reads."""
 
     def __init__(self, buf: Any, size: int, where: str) -> None:
@@ -272,7 +272,7 @@ class _Reader:
 
 def _parse(buf: Any, size: int, where: str) -> tuple[dict[str, Any], list[_Info], int, int]:
     """(metadata, tensor infos, data section start, alignment), every length checked."""
-    r = _Reader(buf, size, where)
+    r = Reader(buf, size, where)
     r.need(4, "the magic")
     if bytes(buf[0:4]) != b"GGUF":
         raise r.fail(f"not a GGUF file (it starts with {clip(bytes(buf[0:4]))}, not b'GGUF'); give a llama.cpp .gguf model")
@@ -470,8 +470,8 @@ def _dims(m: _Meta, kv: dict[str, Any], infos: dict[str, _Info], n_tensors: int)
     return _Dims(L, D, A, kv_heads, hd, _vocab(m, kv, infos))
 
 
-def _biases(qkv: bool, out: bool, mlp: bool) -> dict[str, bool]:
-    """One `bias` when all agree, else the three flags (as transformer_calc.hf writes them)."""
+def mlp_attention_biases(qkv: bool, out: bool, mlp: bool) -> dict[str, bool]:
+    """One `bias` when all agree, else the three flags (as transformer_calc.sources.hf writes them)."""
     if qkv == out == mlp:
         return {"bias": qkv}
     return {"bias": False, "qkv_bias": qkv, "attn_out_bias": out, "mlp_bias": mlp}
@@ -479,7 +479,7 @@ def _biases(qkv: bool, out: bool, mlp: bool) -> dict[str, bool]:
 
 def _shortest_period(items: list[str]) -> list[str]:
     """The shortest prefix whose cyclic repetition gives `items` (KMP prefix function, O(n); as
-    transformer_calc.hf_2024.shortest_period reduces HF layer_types)."""
+    transformer_calc.sources.hf_2024.shortest_period reduces HF layer_types)."""
     n = len(items)
     border, k = [0] * n, 0
     for i in range(1, n):
@@ -491,12 +491,12 @@ def _shortest_period(items: list[str]) -> list[str]:
     return items[: n - border[-1]] if n else items
 
 
-def _window(m: _Meta, fam: _Family, L: int) -> dict[str, Any]:
+def _window(m: _Meta, fam: Family, L: int) -> dict[str, Any]:
     """Sliding-window layers as llama.cpp runs them: llama_hparams::set_swa_pattern(n) makes layer
     i slide when i % n < n - 1 (gemma2 and gpt-oss n = 2, gemma3 n = 6, fixed in
     llama-model.cpp load_hparams), with the window `{arch}.attention.sliding_window` (gemma2:
     4096 when absent). The pattern is the layers' kinds reduced to their shortest period, as
-    transformer_calc.hf_2024 reduces HF layer_types (a 2-layer gemma3 slides on both)."""
+    transformer_calc.sources.hf_2024 reduces HF layer_types (a 2-layer gemma3 slides on both)."""
     if fam.window_every is None:
         return {}
     window = m.opt_int("attention.sliding_window")
@@ -596,7 +596,7 @@ def _ends(e: _Expected, D: int, V: int, tied: bool) -> None:
 
 
 @dataclass(frozen=True)
-class _Family:
+class Family:
     """What distinguishes one llama-like architecture (llama-model.cpp load_tensors)."""
 
     mlp: str  # swiglu | geglu
@@ -613,27 +613,27 @@ class _Family:
 
 
 _PRE = ("attn_norm", "ffn_norm")
-FAMILIES: dict[str, _Family] = {
+FAMILIES: dict[str, Family] = {
     # src/llama-model.cpp LLM_ARCH_LLAMA: Llama, Mistral, Mixtral (experts {D, n_ff, E})
-    "llama": _Family("swiglu", "silu", _PRE, moe=True),
-    "qwen2": _Family("swiglu", "silu", _PRE),  # LLM_ARCH_QWEN2: q/k/v biases
-    "qwen3": _Family("swiglu", "silu", _PRE, qk_norm=True, hf_extra=(("qk_norm_scope", "head"),)),
-    "qwen2moe": _Family("swiglu", "silu", _PRE, moe=True, experts_ff_key="expert_feed_forward_length",
+    "llama": Family("swiglu", "silu", _PRE, moe=True),
+    "qwen2": Family("swiglu", "silu", _PRE),  # LLM_ARCH_QWEN2: q/k/v biases
+    "qwen3": Family("swiglu", "silu", _PRE, qk_norm=True, hf_extra=(("qk_norm_scope", "head"),)),
+    "qwen2moe": Family("swiglu", "silu", _PRE, moe=True, experts_ff_key="expert_feed_forward_length",
                         hf_extra=(("moe_layer_step", 1),)),
-    "qwen3moe": _Family("swiglu", "silu", _PRE, qk_norm=True, moe=True, experts_ff_key="expert_feed_forward_length",
+    "qwen3moe": Family("swiglu", "silu", _PRE, qk_norm=True, moe=True, experts_ff_key="expert_feed_forward_length",
                         hf_extra=(("qk_norm_scope", "head"), ("moe_layer_step", 1), ("all_linear_experts", True))),
     # LLM_ARCH_GEMMA2/3: pre- and post-norms around attention and the MLP; set_swa_pattern(2) / (6)
-    "gemma2": _Family("geglu", "gelu_pytorch_tanh", ("attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm"),
+    "gemma2": Family("geglu", "gelu_pytorch_tanh", ("attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm"),
                       window_every=2, window_default=4096, hf_extra=(("norms_per_layer", 4),)),
-    "gemma3": _Family("geglu", "gelu_pytorch_tanh", ("attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm"),
+    "gemma3": Family("geglu", "gelu_pytorch_tanh", ("attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm"),
                       qk_norm=True, window_every=6, hf_extra=(("norms_per_layer", 4), ("qk_norm_scope", "head"))),
     # LLM_ARCH_PHI3: wqkv {D, D + 2*n_embd_gqa}, ffn_up {D, 2*n_ff}; its sliding window is read
     # and switched off ("Phi SWA is currently disabled", llama.cpp PR 13676): full attention
-    "phi3": _Family("swiglu", "silu", _PRE, fused_gate_up=True,
+    "phi3": Family("swiglu", "silu", _PRE, fused_gate_up=True,
                     hf_extra=(("fused_qkv", True), ("fused_gate_up", True))),
     # LLM_ARCH_OPENAI_MOE (src/models/openai-moe.cpp): attn_norm + post_attention_norm, sinks,
     # biased experts and router; set_swa_pattern(2)
-    "gpt-oss": _Family("swiglu", "silu", ("attn_norm", "post_attention_norm"), sinks=True, moe=True,
+    "gpt-oss": Family("swiglu", "silu", ("attn_norm", "post_attention_norm"), sinks=True, moe=True,
                        experts_ff_key="expert_feed_forward_length", window_every=2),
 }
 
@@ -653,7 +653,7 @@ def _llama_like(arch: str, m: _Meta, kv: dict[str, Any], infos: dict[str, _Info]
         "n_layers": d.L, "d_model": d.D, "n_heads": d.A, "n_kv_heads": d.kv, "vocab_size": d.V,
         "max_seq_len": m.int("context_length"), "positional": "rotary", "norm": "rmsnorm",
         "tied_embeddings": tied, "mlp": fam.mlp,
-    } | _biases(qkv_bias, out_bias, mlp_bias)
+    } | mlp_attention_biases(qkv_bias, out_bias, mlp_bias)
     if m.opt_int("attention.key_length") is not None or m.opt_int("attention.value_length") is not None:
         spec["head_dim"] = d.hd
     if fam.qk_norm:
@@ -835,7 +835,7 @@ def _file_type(kv: dict[str, Any], g: Any) -> str | None:
 
 # ---------------------------------------------------------------------------- the file
 def _open(path: Path, where: str) -> tuple[int, int]:
-    """(fd, size) of a regular, non-empty file (transformer_calc.inputs.read_user_file's rules)."""
+    """(fd, size) of a regular, non-empty file (transformer_calc.sources.files.read_user_file's rules)."""
     try:
         info = os.stat(path)
     except FileNotFoundError:

@@ -40,25 +40,25 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from transformer_calc.config import ModelConfig
-from transformer_calc.hardware import GPU, peak_flops
-from transformer_calc.inference import (
+from transformer_calc.model.config import ModelConfig
+from transformer_calc.devices.hardware import GPU, peak_flops
+from transformer_calc.estimators.inference.roofline import (
     ALL_REDUCES_PER_LAYER,
     BITS_PER_BYTE,
     DTYPE_BITS,
     InferenceSpec,
     Step,
-    _decode_step_exact,
-    _shard,
+    decode_step_exact,
+    rank_shard,
     decode_sum,
     prefill_step,
 )
-from transformer_calc.train import (
+from transformer_calc.estimators.training.train import (
     MATMUL_EFFICIENCY,
     DEFAULT_MATMUL_EFFICIENCY,
     MEMORY_EFFICIENCY,
     Network,
-    _lookup,
+    lookup_efficiency,
     default_network,
     ring_all_reduce_s,
     ring_gather_s,
@@ -134,7 +134,7 @@ def default_efficiency(
     GEMM fraction: inference GEMMs are the forward's), HBM at MEMORY_EFFICIENCY, the kernel cost of
     the CUDA-graphs choice, and `tcalc train`'s network for the platform."""
     return Efficiency(
-        matmul=_lookup(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) if matmul is None else matmul,
+        matmul=lookup_efficiency(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) if matmul is None else matmul,
         matmul_fp8=FP8_MATMUL_EFFICIENCY if matmul is None else matmul,
         memory=MEMORY_EFFICIENCY if memory is None else memory,
         cuda_graphs=cuda_graphs,
@@ -254,12 +254,12 @@ def expected_decode_s(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Effici
     """(all decode steps' expected seconds, seconds per output token): the bound's closed-form sum
     at the achievable rates, plus per step its fixed costs (constant over the decode: one token per
     sequence)."""
-    sh = _shard(m, spec)
+    sh = rank_shard(m, spec)
     peak, bw = _rates(gpu, spec, eff)
     with_cache = Fraction(sum(_fixed_s(m, gpu, spec, eff, 1)))  # one token per sequence per step
 
     def exact(context: int) -> tuple[Step, Fraction, Fraction]:
-        step = _decode_step_exact(m, gpu, spec, sh, context)[0]
+        step = decode_step_exact(m, gpu, spec, sh, context)[0]
         added = with_cache if spec.kv_cache else Fraction(sum(_fixed_s(m, gpu, spec, eff, context)))
         return step, max(Fraction(step.flops) / peak, Fraction(step.bytes_moved) / bw) + added, added
 
@@ -272,7 +272,7 @@ def expected_decode_s(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Effici
 
 def estimate_expected(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency) -> ExpectedInference:
     """The expected prefill, decode and totals (module docstring)."""
-    from transformer_calc.inference import decode_step
+    from transformer_calc.estimators.inference.roofline import decode_step
 
     S, n = spec.prompt_len, spec.new_tokens - 1
     prefill = expected_step(m, gpu, spec, eff, prefill_step(m, gpu, spec))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from transformer_calc.config import ModelConfig, Optimizer, Precision, Training
+from transformer_calc.model.config import ModelConfig, Optimizer, Precision, Training
 
 BNB_BLOCK = 256  # bitsandbytes blockwise optimizer quantization block
 BNB_ABSMAX_BYTES = 4  # one fp32 absmax per block and state
@@ -118,8 +118,8 @@ def block_tensors(m: ModelConfig, moe: bool, T: int = 1, ep: int = 1, etp: int |
     """The parameter tensors of one block on one rank: its Linear weights, the routed experts
     (one matrix per expert and projection), the router, and the rest as vectors (norms, biases,
     sinks, q/k norms) whose total makes the block's shard exact."""
-    from transformer_calc.finetune import block_linears
-    from transformer_calc.params import shard_params
+    from transformer_calc.estimators.training.finetune import block_linears
+    from transformer_calc.estimators.params import shard_params
 
     etp = T if etp is None else etp
     out = [Tensors("hidden", lin.d_out, lin.d_in) for lin in block_linears(m, moe, T)]
@@ -141,7 +141,7 @@ def block_tensors(m: ModelConfig, moe: bool, T: int = 1, ep: int = 1, etp: int |
 def stage_tensors(m: ModelConfig, T: int, ep: int, etp: int | None, n_moe: int, n_dense: int,
                   first: bool, last: bool, P: int) -> list[Tensors]:
     """Every parameter tensor one GPU of a pipeline stage holds (before ZeRO)."""
-    from transformer_calc.params import count_params, shard_params
+    from transformer_calc.estimators.params import count_params, shard_params
 
     out: list[Tensors] = []
     for moe, n in ((True, n_moe), (False, n_dense)):
@@ -173,8 +173,8 @@ def adapter_tensors(m: ModelConfig, tr: Training, T: int, n_moe: int, n_dense: i
                     P: int) -> list[Tensors]:
     """The trainable tensors under adapters: A (r x d_in) and B (d_out x r) per adapted module,
     DoRA's magnitude vectors, a trained embedding or head."""
-    from transformer_calc.config import Finetune
-    from transformer_calc.finetune import adapter_linears, block_linears, embedding_linears, lin_rank, selected
+    from transformer_calc.model.config import Finetune
+    from transformer_calc.estimators.training.finetune import adapter_linears, block_linears, embedding_linears, lin_rank, selected
 
     out: list[Tensors] = []
 

@@ -1,0 +1,1 @@
+"""Training: memory (states, activations), the phase timeline, fine-tuning, optimizers, FP8, step time."""

@@ -1,0 +1,1 @@
+"""What each command returns, composed from the estimators (compose)."""
