@@ -12,7 +12,7 @@ from transformer_calc.cli import app, run
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.estimators.params import count_params
 from transformer_calc.sources.presets import preset_model
-from transformer_calc.results.compose import params_report
+from transformer_calc.results.params import params_report
 
 
 def call(capsys, *argv: str) -> tuple[int, str, str]:
@@ -226,7 +226,7 @@ def test_hardware_unknown_gpu_did_you_mean(capsys):
 
 def test_memory_json_equals_library(capsys):
     from transformer_calc.model.config import Parallelism, Training, Workload
-    from transformer_calc.results.compose import memory_report
+    from transformer_calc.results.memory import memory_report
 
     data = call_json(capsys, "memory", "--preset", "gpt3", "--T", "8", "--sp", "--recompute", "selective")
     expected = memory_report(

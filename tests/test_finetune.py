@@ -174,7 +174,7 @@ def test_offload_needs_zero(capsys, zero, offload):
 
 
 def test_job_file_training_keys(tmp_path):
-    from transformer_calc.results.compose import check_job
+    from transformer_calc.results.check import check_job
 
     path = tmp_path / "job.yaml"
     path.write_text("model: {preset: llama-3.1-8b}\ntraining: {S: 2048, finetune: qlora, lora_rank: 16, "
@@ -187,7 +187,7 @@ def test_job_file_training_keys(tmp_path):
 
 
 def check_job_value(tmp_path, training: str) -> int:
-    from transformer_calc.results.compose import check_job
+    from transformer_calc.results.check import check_job
 
     path = tmp_path / "full.yaml"
     path.write_text(f"model: {{preset: llama-3.1-8b}}\n{training}\n")

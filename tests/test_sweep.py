@@ -422,7 +422,7 @@ def test_every_point_is_the_memory_report(preset, B, S, T, P, dp, zero, recomput
     point is skipped exactly when the report refuses the layout)."""
     from transformer_calc.model.config import Parallelism, Training, Workload
     from transformer_calc.sources.presets import gpu, preset_model
-    from transformer_calc.results.compose import memory_report
+    from transformer_calc.results.memory import memory_report
     from transformer_calc.estimators.sweep import prepare
 
     m, device = preset_model(preset), gpu("h100")

@@ -172,7 +172,7 @@ def _checkpoint(src: Any) -> dict[str, Any]:
     """{"checkpoint": ...} when the model came from a checkpoint, as the CLI adds it."""
     if src.checkpoint is None and src.checkpoint_note is None:
         return {}
-    from transformer_calc.results.compose import checkpoint_dict
+    from transformer_calc.results.common import checkpoint_dict
 
     return {"checkpoint": checkpoint_dict(src.model, src.checkpoint, src.checkpoint_note)}
 
@@ -185,14 +185,14 @@ def _dump(data: Any) -> Any:
     """The command's JSON, as the CLI writes it (render.to_json), read back."""
     import json
 
-    from transformer_calc.render.tables import to_json
+    from transformer_calc.render.common import to_json
 
     return json.loads(to_json(data))
 
 
 def params(model: Any = None, *, p: int = 2, T: int = 1, **source: Any) -> ParamsResult:
     """`tcalc params`: exact parameter count with its breakdown."""
-    from transformer_calc.results.compose import params_report
+    from transformer_calc.results.params import params_report
 
     src = _full_source(model, source)
     return ParamsResult(**_dump(params_report(src.model, p, T) | _checkpoint(src)))
@@ -205,7 +205,8 @@ def memory(model: Any = None, *, gpu: str | None = None, **options: Any) -> Memo
     train_embeddings, train_head, offload, offload_device, fp8_recipe)."""
     from transformer_calc.model.config import training_configs
     from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.results.compose import memory_report, with_checkpoint_weights
+    from transformer_calc.results.common import with_checkpoint_weights
+    from transformer_calc.results.memory import memory_report
 
     src = _full_source(model, options)
     m, job = src.model, src.job
@@ -221,7 +222,7 @@ def flops(model: Any = None, *, S: int | None = None, B: int | None = None, caus
           dtype: str | None = None, mfu: float | None = None, budget: int | None = None,
           **source: Any) -> FlopsResult:
     """`tcalc flops`: model and hardware FLOPs of a step, and a training-time estimate."""
-    from transformer_calc.results.compose import flops_request
+    from transformer_calc.results.flops import flops_request
 
     m, job = _source(model, source)
     report = flops_request(m, job.training if job else {}, S=S, B=B, recompute=recompute, causal=causal,
@@ -236,7 +237,7 @@ def inference(model: Any = None, **options: Any) -> InferenceResult:
     kernel_launch_s; serving: block_size, memory_utilization, ...; speculative: draft, mtp, speculative_tokens,
     acceptance_rate)."""
     from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.results.compose import inference_efficiency, inference_report, inference_spec, serving_spec
+    from transformer_calc.results.inference import inference_efficiency, inference_report, inference_spec, serving_spec
 
     src = _full_source(model, options)
     m, job = src.model, src.job
@@ -268,7 +269,8 @@ def serve(model: Any = None, *, prompt_len: int, output_len: int, gpus: int = 8,
     """`tcalc serve`: layouts of `gpus` GPUs against TTFT/TPOT targets (options as `inference`:
     ep, weight_dtype, kv_dtype, the expected-latency and serving-capacity settings)."""
     from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.results.compose import inference_efficiency, inference_spec, serve_report, serving_spec
+    from transformer_calc.results.inference import inference_efficiency, inference_spec, serving_spec
+    from transformer_calc.results.serve import serve_report
 
     src = _full_source(model, options)
     m, job = src.model, src.job
@@ -295,7 +297,7 @@ def train(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None 
     """`tcalc train`: the step time of a layout (global_batch in sequences)."""
     from transformer_calc.model.config import Parallelism, Training, Workload
     from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.results.compose import train_report
+    from transformer_calc.results.train import train_report
     from transformer_calc.estimators.training.train import default_network
 
     m, _ = _source(model, source)
@@ -320,7 +322,7 @@ def plan(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None =
     """`tcalc plan`: the fastest layouts that fit (global_batch in sequences)."""
     from transformer_calc.model.config import Training
     from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.results.compose import plan_report
+    from transformer_calc.results.train import plan_report
     from transformer_calc.estimators.training.train import default_network
 
     name = source.get("preset") or (
@@ -357,7 +359,7 @@ def mfu(model: Any = None, *, S: int | None = None, gpus: int = 1, gpu: str = "a
         hfu_convention: str = "executed", **source: Any) -> MfuResult:
     """`tcalc mfu`: MFU and HFU from a measured step time (with the global batch, in sequences or
     tokens) or a throughput in tokens/s."""
-    from transformer_calc.results.compose import mfu_request
+    from transformer_calc.results.flops import mfu_request
 
     m, job = _source(model, source)
     report = mfu_request(m, job.training if job else {}, S=S, gpus=gpus, gpu_name=gpu, dtype=dtype,
@@ -377,7 +379,7 @@ def check(*files: str | Path, gpu: str | None = None, max_memory: str | None = N
           min_tokens_per_s: float | None = None) -> CheckResult:
     """`tcalc check FILES`: each job file PASS / FAIL / INVALID (the CLI exits 2 if any is invalid,
     else 1 if any check failed, else 0)."""
-    from transformer_calc.results.compose import check_report
+    from transformer_calc.results.check import check_report
 
     return CheckResult(**_dump(check_report([Path(f) for f in files], gpu, max_memory, min_tokens_per_s)))
 
@@ -390,7 +392,7 @@ class PresetsResult(RootModel[list[dict[str, Any]]]):
 
 def presets() -> PresetsResult:
     """`tcalc presets`: the model presets with their key numbers and sources."""
-    from transformer_calc.results.compose import presets_report
+    from transformer_calc.results.catalog import presets_report
 
     return PresetsResult(_dump(presets_report()))
 
@@ -403,7 +405,7 @@ class HardwareResult(RootModel[list[dict[str, Any]] | dict[str, Any]]):
 
 def hardware(name: str | None = None) -> HardwareResult:
     """`tcalc hardware [NAME]`: the accelerator table, or one accelerator in detail."""
-    from transformer_calc.results.compose import gpu_report, hardware_report
+    from transformer_calc.results.catalog import gpu_report, hardware_report
 
     return HardwareResult(_dump(hardware_report() if name is None else gpu_report(name)))
 
@@ -428,7 +430,7 @@ def sweep(model: Any = None, *, models: list[Any] | None = None, metrics: list[s
     labelled by preset name (or the model's name); or preset= (a list, or names comma-separated),
     config=, hf_config= as the CLI's --preset, --config, --hf-config."""
     from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.results.compose import peak_for
+    from transformer_calc.results.common import peak_for
     from transformer_calc.estimators.sweep import prepare
 
     loaded: dict[str, ModelConfig] = {}

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from transformer_calc import __version__
-from transformer_calc.render.tables import OutputFormat
+from transformer_calc.render.common import OutputFormat
 
 def _parse_whole(text: Any, low: int, high: int | None = None, binary: bool = False) -> int:
     """An integer flag as people type it: 8192, 8k, 4M, 2T, 1e3, 1_000, one parser for every
@@ -233,7 +233,7 @@ class ModelArgs:
         src = getattr(self, "source", None)
         if src is None or (src.checkpoint is None and src.checkpoint_note is None):
             return {}
-        from transformer_calc.results.compose import checkpoint_dict
+        from transformer_calc.results.common import checkpoint_dict
 
         return {"checkpoint": checkpoint_dict(model, src.checkpoint, src.checkpoint_note)}
 
@@ -285,11 +285,11 @@ def emit(data: Any, fmt: OutputFormat, table: Any) -> None:
         console = Console(file=_Stdout())
         console.print(table(data))
         if isinstance(data, dict) and "checkpoint" in data:
-            from transformer_calc.render.tables import checkpoint_table
+            from transformer_calc.render.common import checkpoint_table
 
             console.print(checkpoint_table(data["checkpoint"]))
     else:
-        from transformer_calc.render.tables import to_text
+        from transformer_calc.render.common import to_text
 
         write(to_text(data, fmt))
 
@@ -356,8 +356,8 @@ def params(
     Example: tcalc params --preset llama-2-7b --format json
     """
     from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
-    from transformer_calc.render.tables import params_table
-    from transformer_calc.results.compose import params_report
+    from transformer_calc.render.params import params_table
+    from transformer_calc.results.params import params_report
 
     name = compute_dtype(dtype, p) or "bf16"
     model = source.load()[0]
@@ -431,8 +431,9 @@ def memory(
     """
     from transformer_calc.model.config import training_configs
     from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.render.tables import memory_table
-    from transformer_calc.results.compose import memory_report, with_checkpoint_weights
+    from transformer_calc.render.memory import memory_table
+    from transformer_calc.results.common import with_checkpoint_weights
+    from transformer_calc.results.memory import memory_report
 
     from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
 
@@ -495,8 +496,8 @@ def flops(
 
     Example: tcalc flops --preset gpt3 --tokens 300e9 --gpus 1024 --gpu a100-80gb --mfu 0.45
     """
-    from transformer_calc.render.tables import flops_table
-    from transformer_calc.results.compose import flops_request
+    from transformer_calc.render.flops import flops_table
+    from transformer_calc.results.flops import flops_request
 
     model, job = source.load()
     section = job.training if job else {}  # a job file's training: section; flags win
@@ -531,8 +532,8 @@ def mfu(
 
     Example: tcalc mfu --preset gpt3 --V 51200 --global-batch 64 --step-time 13.75 --gpus 64 --gpu a100-80gb
     """
-    from transformer_calc.render.tables import mfu_table
-    from transformer_calc.results.compose import mfu_request
+    from transformer_calc.render.flops import mfu_table
+    from transformer_calc.results.flops import mfu_request
 
     model, job = source.load()
     section = job.training if job else {}
@@ -663,9 +664,9 @@ def inference(
     Example: tcalc inference --preset falcon-40b --T 4 --B 8 --S 2048 --new-tokens 256
     """
     from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.render.tables import inference_table
+    from transformer_calc.render.inference import inference_table
     from transformer_calc.errors import TcalcError
-    from transformer_calc.results.compose import draft_model, inference_efficiency, inference_report, inference_spec, serving_spec
+    from transformer_calc.results.inference import draft_model, inference_efficiency, inference_report, inference_spec, serving_spec
 
     model, job = source.load()
     flags = dict(
@@ -736,8 +737,9 @@ def serve(
     """
     from transformer_calc.errors import TcalcError
     from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.render.tables import serve_table
-    from transformer_calc.results.compose import inference_efficiency, inference_spec, serve_report, serving_spec
+    from transformer_calc.render.serve import serve_table
+    from transformer_calc.results.inference import inference_efficiency, inference_spec, serving_spec
+    from transformer_calc.results.serve import serve_report
 
     model, job = source.load()
     section = job.inference if job else {}
@@ -897,7 +899,7 @@ def sweep(
     Example: tcalc sweep --preset llama-2-7b --B 1,2,4..64 --T 1,2,4,8 --gpu a100-80gb --fits-only --sort peak_bytes
     """
     from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.results.compose import peak_for
+    from transformer_calc.results.common import peak_for
     from transformer_calc.estimators.sweep import prepare
 
     source = ModelArgs(preset=None, config=None, hf_config=None, L=L, D=D, A=A, kv_heads=kv_heads, head_dim=head_dim,
@@ -921,7 +923,7 @@ def sweep(
         _note_seq_len(model, max(lengths) if lengths else model.max_seq_len, lengths is not None)
     with _sweep_progress(sweep_run.spec.size) as progress:
         if plotting is None and fmt in (OutputFormat.csv, OutputFormat.json):
-            from transformer_calc.render.tables import sweep_csv, sweep_json
+            from transformer_calc.render.sweep import sweep_csv, sweep_json
 
             rows = sweep_run.rows(progress)  # streamed: each row written as it is priced
             if fmt is OutputFormat.csv:
@@ -931,21 +933,21 @@ def sweep(
             for piece in pieces:
                 write(piece)
             return
-        from transformer_calc.render.tables import TABLE_MAX_ROWS
+        from transformer_calc.render.sweep import TABLE_MAX_ROWS
 
         keep = TABLE_MAX_ROWS if fmt is OutputFormat.table and plotting is None else None
         report = sweep_run.report(progress, keep=keep)
     if plotting is not None:
-        from transformer_calc.render.tables import plot_sweep
+        from transformer_calc.render.sweep import plot_sweep
 
         plot_sweep(report, *plotting)
     if fmt is OutputFormat.csv:
-        from transformer_calc.render.tables import sweep_csv
+        from transformer_calc.render.sweep import sweep_csv
 
         for piece in sweep_csv(sweep_run.columns, report["points"]):
             write(piece)
     else:
-        from transformer_calc.render.tables import sweep_table
+        from transformer_calc.render.sweep import sweep_table
 
         emit(report, fmt, sweep_table)
 
@@ -1068,8 +1070,8 @@ def check(
     pass, 1 when a check failed, 2 when a file or flag is invalid.
     Example: tcalc check configs/*.yaml --gpu a100-80gb --max-memory 70GiB
     """
-    from transformer_calc.render.tables import check_lines
-    from transformer_calc.results.compose import check_report
+    from transformer_calc.render.check import check_lines
+    from transformer_calc.results.check import check_report
 
     report = check_report(files, gpu, max_memory, min_tokens_per_s)
     counts = {"invalid": report["invalid"], "fail": report["failed"]}
@@ -1090,8 +1092,8 @@ def check(
 @app.command()
 def presets(fmt: FormatOpt = OutputFormat.table) -> None:
     """List the model presets with their key numbers and sources."""
-    from transformer_calc.render.tables import presets_table
-    from transformer_calc.results.compose import presets_report
+    from transformer_calc.render.catalog import presets_table
+    from transformer_calc.results.catalog import presets_report
 
     emit(presets_report(), fmt, presets_table)
 
@@ -1102,8 +1104,8 @@ def hardware(
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """List the accelerators: memory, bandwidth, dense peaks per dtype, λ_math, interconnect."""
-    from transformer_calc.render.tables import gpu_detail, hardware_table
-    from transformer_calc.results.compose import gpu_report, hardware_report
+    from transformer_calc.render.catalog import gpu_detail, hardware_table
+    from transformer_calc.results.catalog import gpu_report, hardware_report
 
     if name is None:
         emit(hardware_report(), fmt, hardware_table)
@@ -1243,8 +1245,8 @@ def train(
     from transformer_calc.model.config import Parallelism, Training, Workload, build
     from transformer_calc.errors import TcalcError
     from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.render.tables import train_table
-    from transformer_calc.results.compose import train_report
+    from transformer_calc.render.train import train_table
+    from transformer_calc.results.train import train_report
 
     model, _ = source.load()
     device = find_gpu(gpu)
@@ -1298,8 +1300,8 @@ def plan(
     """
     from transformer_calc.model.config import Training, build
     from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.render.tables import plan_table
-    from transformer_calc.results.compose import plan_report
+    from transformer_calc.render.train import plan_table
+    from transformer_calc.results.train import plan_report
 
     model, _ = source.load()
     device = find_gpu(gpu)

@@ -1,1 +1,2 @@
-"""How a result is shown: rich tables for people, JSON/YAML/CSV for scripts (tables)."""
+"""How a result is shown: one module per command, and what they share (common): rich tables for
+people, JSON/YAML/CSV for scripts."""

@@ -1,0 +1,233 @@
+"""What every display shares: the output formats (JSON, YAML, CSV), number formats, the table style,
+the model line and the checkpoint table."""
+
+from __future__ import annotations
+import json
+from enum import Enum
+from typing import Any
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+    csv = "csv"
+
+
+GIB = 2**30
+
+
+GB = 10**9
+
+
+# ---------------------------------------------------------------------------- number formatting
+def fmt_count(n: int) -> str:
+    """1_557_611_200 -> '1.56 B' (decimal: K, M, B, T)."""
+    for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return str(n)
+
+
+def fmt_bytes(n: int | float) -> str:
+    """Binary units (GiB = 2^30 bytes), as GPU memory is reported by nvidia-smi and PyTorch."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(value) < 1024 or unit == "PiB":
+            return f"{value:.4g} {unit}" if unit != "B" else f"{int(value)} B"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def fmt_rate(x: float, unit: str) -> str:
+    """Decimal prefixes for rates: 3.12e14 FLOP/s -> '312 TFLOP/s'."""
+    for prefix, scale in (("Y", 1e24), ("Z", 1e21), ("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.4g} {prefix}{unit}"
+    return f"{x:.4g} {unit}"
+
+
+def fmt_pct(x: float) -> str:
+    return f"{100 * x:+.2f} %"
+
+
+# ---------------------------------------------------------------------------- machine formats
+def to_json(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def to_yaml(data: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV scalar: booleans lowercase (as JSON writes them), None empty."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else value
+
+
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a.b': 1}; lists of scalars become ';'-joined strings, lists of records
+    dotted columns with an index (for CSV: every cell a scalar)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{name}."))
+        elif isinstance(value, list):
+            if any(isinstance(v, (dict, list)) for v in value):
+                for i, v in enumerate(value):
+                    out.update(flatten(v if isinstance(v, dict) else {"value": v}, f"{name}.{i}."))
+            else:
+                out[name] = ";".join(str(csv_cell(v)) for v in value)
+        else:
+            out[name] = csv_cell(value)
+    return out
+
+
+def terminal_width() -> int:
+    """The terminal's width (80 when stdout is a pipe, as rich assumes)."""
+    import shutil
+    import sys
+
+    if not sys.stdout.isatty() and "COLUMNS" not in __import__("os").environ:
+        return 80
+    return shutil.get_terminal_size((80, 24)).columns
+
+
+def to_csv(rows: list[dict[str, Any]]) -> str:
+    """One header row, one row per record; nested keys flattened with dots."""
+    import csv
+    import io
+
+    flat = [flatten(r) for r in rows]
+    header: list[str] = []
+    for row in flat:
+        header.extend(k for k in row if k not in header)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=header, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(flat)
+    return buf.getvalue()
+
+
+def to_text(data: Any, fmt: OutputFormat) -> str:
+    """JSON, YAML or CSV text of a report (a dict, or a list of row dicts)."""
+    if fmt is OutputFormat.json:
+        return to_json(data)
+    if fmt is OutputFormat.yaml:
+        return to_yaml(data)
+    if fmt is OutputFormat.csv:
+        return to_csv(data if isinstance(data, list) else [data])
+    raise ValueError(f"no text form for {fmt}")
+
+
+# ---------------------------------------------------------------------------- tables
+def styled_table(title: str, *columns: str, **kwargs: Any) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", **kwargs)
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    return table
+
+
+def model_summary(model: dict[str, Any]) -> str:
+    m = model
+    attn = "MHA" if m["n_kv_heads"] == m["n_heads"] else ("MQA" if m["n_kv_heads"] == 1 else "GQA")
+    heads = f"A={m['n_heads']} ({attn}, kv={m['n_kv_heads']}, head_dim={m['head_dim']})"
+    if m.get("kv_lora_rank") is not None:
+        heads = (f"A={m['n_heads']} (MLA, r_kv={m['kv_lora_rank']}, r_q={m.get('q_lora_rank')}, "
+                 f"h_d={m['head_dim']}, h_v={m.get('v_head_dim')})")
+    parts = [
+        f"L={m['n_layers']}",
+        f"D={m['d_model']}",
+        heads,
+        f"d_ff={m['d_ff']} {m['mlp']}",
+        f"V={m['vocab_size']}",
+        f"K={m['max_seq_len']}",
+        f"{m['positional']}",
+        f"{m['norm']}",
+    ]
+    pattern = m.get("attention_pattern") or ["full"]
+    if set(pattern) != {"full"}:
+        window = {"sliding": m.get("sliding_window"), "chunked": m.get("attention_chunk_size")}
+        kinds = sorted(set(pattern) - {"full"})
+        spans = ", ".join(f"{k} {window[k]}" for k in kinds)
+        parts.append(f"layers {'/'.join(pattern) if len(pattern) <= 6 else str(len(pattern)) + '-layer pattern'} ({spans})")
+    if m["n_experts"] > 1:
+        moe = f"MoE {m['experts_per_token']}/{m['n_experts']}"
+        if m.get("moe_d_ff") and m["moe_d_ff"] != m["d_ff"]:
+            moe += f" of width {m['moe_d_ff']}"
+        if m.get("shared_expert_d_ff"):
+            moe += f" + shared {m['shared_expert_d_ff']}"
+        parts.append(moe)
+    if m["parallel_attn"]:
+        parts.append("parallel attn")
+    parts.append("tied" if m["tied_embeddings"] else "untied")
+    return " ".join(parts)
+
+
+def short_source(source: str | None) -> str:
+    """'https://huggingface.co/org/name/blob/main/config.json; paper' -> 'hf:org/name'."""
+    import re
+
+    first = (source or "").split(";")[0].strip()
+    first = re.sub(r"https://huggingface\.co/([^/]+/[^/]+)/.*", r"hf:\1", first)
+    first = re.sub(r"\s*\(arXiv:[^)]*\)", "", first)
+    return first.split(": ")[0]
+
+
+def bar(fraction: float, width: int = 24) -> str:
+    """A horizontal bar of `fraction` (0..1) of `width` cells, eighth-block resolution."""
+    eighths = max(0, min(width * 8, round(fraction * width * 8)))
+    full, part = divmod(eighths, 8)
+    return "█" * full + ("▏▎▍▌▋▊▉"[part - 1] if part else "")
+
+
+def fmt_flops(n: int | float) -> str:
+    return fmt_rate(float(n), "FLOP")
+
+
+def num(x: float) -> str:
+    """4 significant digits without exponents for table cells: 10180 -> '10,180', 4.443 -> '4.443'."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+def fmt_s(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.4g} {unit}"
+    return f"{seconds / 1e-9:.4g} ns"
+
+
+def checkpoint_table(ck: dict[str, Any]) -> Any:
+    """What a checkpoint stores (its headers), per component and per dtype, beside the config."""
+    from rich.console import Group
+    from rich.text import Text
+
+    if not ck.get("available"):
+        return Text(f"checkpoint: stored bytes unknown ({ck.get('note')})", style="dim")
+    t = styled_table(f"Checkpoint: {ck['source']} ({ck['format']}, {ck['files']} file{'s' if ck['files'] != 1 else ''}, "
+               f"{ck['tensors']:,} tensors)", "component", "params", "config's", "bytes", "scales")
+    for comp, row in ck["by_component"].items():
+        t.add_row(comp, f"{row['params']:,}", f"{row['expected_params']:,}", fmt_bytes(row["bytes"]),
+                  fmt_bytes(row["scale_bytes"]) if row["scale_bytes"] else "")
+    t.add_section()
+    t.add_row("total", f"{ck['params']:,}", f"{ck['expected_params']:,}", fmt_bytes(ck["stored_bytes"] - ck["scale_bytes"]),
+              fmt_bytes(ck["scale_bytes"]) if ck["scale_bytes"] else "", style="bold")
+    dtypes = ", ".join(f"{name} {fmt_bytes(row['bytes'])}" for name, row in ck["by_dtype"].items())
+    lines = [f"stored: {fmt_bytes(ck['stored_bytes'])} ({ck['stored_bytes']:,} B) in {dtypes}"
+             + (f"; quantization {ck['quantization']}" if ck.get("quantization") else "")]
+    if ck["resident_bytes"] != ck["stored_bytes"]:
+        lines.append(f"loaded for serving: {fmt_bytes(ck['resident_bytes'])} (MTP modules left out)")
+    for comp, row in ck["unaccounted"].items():
+        sign = "more" if row["params"] > 0 else "fewer"
+        lines.append(f"{comp}: the checkpoint stores {abs(row['params']):,} {sign} parameters than the config accounts for"
+                     + (f" (e.g. {', '.join(row['examples'])})" if row["examples"] else ""))
+    if ck.get("note"):
+        lines.append(ck["note"])
+    return Group(t, Text("\n".join(lines)))

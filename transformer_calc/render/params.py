@@ -1,0 +1,80 @@
+"""`tcalc params` as a table."""
+
+from __future__ import annotations
+import json
+from enum import Enum
+from typing import Any
+from transformer_calc.render.common import fmt_bytes, fmt_count, fmt_pct, model_summary, styled_table
+
+
+def params_table(report: dict[str, Any]) -> Any:
+    """The per-component breakdown, the seed's approximations, and weight bytes."""
+    from rich.console import Group
+    from rich.text import Text
+
+    p, model, approx, w = report["params"], report["model"], report["approximations"], report["weights"]
+    total = p["total"]
+    name = model.get("name") or "custom model"
+    t = styled_table(f"Parameters: {name}", "component", "per layer", "total", "share")
+
+    def row(label: str, per_layer: int | None, value: int) -> None:
+        if value or per_layer:
+            t.add_row(
+                label,
+                f"{per_layer:,}" if per_layer is not None else "",
+                f"{value:,}",
+                f"{100 * value / total:.2f} %",
+            )
+
+    L = p["n_layers"]
+    row("token embedding", None, p["embedding"])
+    row("position embedding", None, p["position"])
+    row("embedding projections", None, p["embedding_projection"])
+    row("embedding norm", None, p["embedding_norm"])
+    for key, label in (
+        ("attn_q", "attention W_Q"),
+        ("attn_k", "attention W_K"),
+        ("attn_v", "attention W_V"),
+        ("attn_o", "attention W_O"),
+        ("attn_bias", "attention biases"),
+        ("qk_norm", "q/k norms"),
+        ("latent_norms", "MLA latent norms"),
+        ("sinks", "attention sinks"),
+        ("mlp_weights", "MLP weights" + (" (all routed experts)" if model["n_experts"] > 1 else "")),
+        ("mlp_bias", "MLP biases"),
+        ("shared_expert", "shared expert (+ gate)"),
+        ("router", "MoE router"),
+        ("norms", "block norms"),
+    ):
+        # "per layer" is one MoE block's (a dense model's block); the total sums every block
+        row(label, p[f"per_layer_{key}"], p[f"layers_{key}"])
+    del L
+    row("final norm", None, p["final_norm"])
+    row("LM head", None, p["lm_head"])
+    row("LM head bias", None, p["lm_head_bias"])
+    t.add_section()
+    t.add_row("total", f"{p['per_layer']:,}", f"{total:,}", f"{fmt_count(total)}", style="bold")
+    if p["active"] != total:
+        t.add_row("active per token (MoE)", "", f"{p['active']:,}", fmt_count(p["active"]))
+    if p["n_moe_layers"] and p["n_dense_layers"]:
+        t.add_row(
+            f"  {p['n_moe_layers']} MoE + {p['n_dense_layers']} dense blocks",
+            f"{p['per_dense_layer']:,}", "(per dense block)", "",
+        )
+    if p["mtp"]:
+        t.add_row("MTP modules (checkpoint only)", "", f"{p['mtp']:,}", fmt_count(p["total_with_mtp"]) + " with")
+    t.add_row("non-embedding (Kaplan N)", "", f"{p['non_embedding']:,}", fmt_count(p["non_embedding"]))
+
+    a = styled_table("Seed approximations vs exact", "formula", "value", "vs exact")
+    a.add_row("(4+2E)·L·D²  (blocks only)", f"{approx['seed_blocks']:,}", fmt_pct(approx["seed_blocks_rel_error"]))
+    a.add_row("12·L·D² + V·D", f"{approx['seed_total']:,}", fmt_pct(approx["seed_total_rel_error"]))
+
+    weights = (
+        f"weights at p={w['bytes_per_param']} bytes/param: {fmt_bytes(w['bytes'])} ({w['bytes']:,} B)"
+    )
+    if w["tensor_parallel"] > 1:
+        weights += (
+            f"; per tensor-parallel rank (T={w['tensor_parallel']}): {w['params_per_rank']:,} params, "
+            f"{fmt_bytes(w['bytes_per_rank'])}"
+        )
+    return Group(Text(model_summary(model), style="dim"), t, a, Text(weights))

@@ -1,0 +1,142 @@
+"""Parts every command's result shares: the model section, the checkpoint section, an accelerator row,
+the peak dtype of a GPU.
+
+A result is composed here from the estimators; docs/cli.md documents its keys."""
+
+from __future__ import annotations
+from typing import Any
+from transformer_calc.model.config import LayerAttention, ModelConfig
+from transformer_calc.estimators.params import (
+    count_params,
+    seed_block_approx,
+    seed_total_approx,
+    tensor_parallel_params,
+)
+
+
+def model_dict(m: ModelConfig) -> dict[str, Any]:
+    """The resolved model (every default filled in), plus derived flags."""
+    d = m.model_dump(mode="json")
+    d["gated_mlp"] = m.gated_mlp
+    return d
+
+
+def expected_component_params(m: ModelConfig) -> dict[str, int]:
+    """The parameters the model config accounts for, by checkpoint component
+    (checkpoint.COMPONENTS): what a checkpoint of this config should store."""
+    c = count_params(m)
+    n_moe, n_dense = c.n_moe_layers, c.n_dense_layers
+
+    def layers(field: str) -> int:
+        return n_moe * getattr(c.layer, field) + n_dense * getattr(c.dense_layer, field)
+
+    routed = n_moe * (c.layer.mlp_weights + c.layer.mlp_bias) if m.is_moe else 0
+    return {
+        "embedding": c.embedding + c.position + c.embedding_projection // 2 + c.embedding_norm,
+        "attention": n_moe * c.layer.attention + n_dense * c.dense_layer.attention,
+        "mlp": layers("mlp_weights") + layers("mlp_bias") + layers("shared_expert") - routed,
+        "experts": routed,
+        "router": layers("router"),
+        "norms": layers("norms") + c.final_norm,
+        "head": c.lm_head + c.lm_head_bias + c.embedding_projection // 2,
+        "towers": 0,
+        "mtp": c.mtp,
+        "other": 0,
+    }
+
+
+def with_checkpoint_weights(m: ModelConfig, tr: Any, ckpt: Any) -> Any:
+    """Training settings whose frozen weights (LoRA, DoRA) are held as the checkpoint stores them:
+    transformers loads an FP8/GPTQ/AWQ checkpoint without dequantizing it, and PEFT adapts it as it
+    is. Full training (weights in the training precision) and QLoRA (NF4 from bitsandbytes) keep
+    their own weight bytes."""
+    if ckpt is None or tr.finetune.value not in ("lora", "dora"):
+        return tr
+    from transformer_calc.model.checkpoint import stored_weights
+
+    sw = stored_weights(ckpt)
+    language_model = sw.embedding_bytes + sw.experts_bytes + sw.rest_bytes
+    return tr.model_copy(update={"frozen_weights": (language_model, count_params(m).total)})
+
+
+def checkpoint_dict(m: ModelConfig, ckpt: Any, note: str | None) -> dict[str, Any]:
+    """The `checkpoint` section: what the checkpoint stores, per dtype and per component, beside
+    what the config accounts for; parameters the config does not account for are listed, not
+    dropped."""
+    from transformer_calc.model.checkpoint import COMPONENTS, stored_weights
+
+    if ckpt is None:
+        return {"available": False, "note": note}
+    expected = expected_component_params(m)
+    stored = ckpt.by_component()
+    rows: dict[str, Any] = {}
+    for comp in COMPONENTS:
+        got = stored.get(comp, {"params": 0, "bytes": 0, "scale_bytes": 0, "tensors": 0})
+        if not got["tensors"] and not expected[comp]:
+            continue
+        rows[comp] = {
+            "tensors": got["tensors"],
+            "params": got["params"],
+            "expected_params": expected[comp],
+            "bytes": got["bytes"],
+            "scale_bytes": got["scale_bytes"],
+        }
+    unaccounted = {comp: r["params"] - r["expected_params"] for comp, r in rows.items() if r["params"] != r["expected_params"]}
+    examples = {
+        comp: [t.name for t in ckpt.tensors if t.component == comp][:3] for comp in unaccounted if rows[comp]["tensors"]
+    }
+    sw = stored_weights(ckpt)
+    return {
+        "available": True,
+        "format": ckpt.format,
+        "source": ckpt.source,
+        "quantization": ckpt.quantization,
+        "files": ckpt.files,
+        "tensors": len(ckpt.tensors),
+        "stored_bytes": ckpt.total_bytes,
+        "scale_bytes": sum(r["scale_bytes"] for r in rows.values()),
+        "file_bytes": ckpt.file_bytes,
+        "resident_bytes": sw.resident_bytes,
+        "params": ckpt.params,
+        "expected_params": sum(expected.values()),
+        "unaccounted_params": ckpt.params - sum(expected.values()),
+        "compute_dtype": sw.compute_dtype,
+        "by_dtype": ckpt.by_dtype(),
+        "by_component": rows,
+        "unaccounted": {comp: {"params": n, "examples": examples.get(comp, [])} for comp, n in unaccounted.items()},
+        "note": note,
+    }
+
+
+def gpu_dict(gpu: Any) -> dict[str, Any]:
+    """One accelerator as a report row; λ_math derived per dtype."""
+    from transformer_calc.devices.hardware import host_bandwidth, math_bandwidth
+
+    peaks = dict(gpu.peak_flops)
+    return {
+        "name": gpu.name,
+        "aliases": list(gpu.aliases),
+        "vendor": gpu.vendor,
+        "memory_bytes": gpu.memory_bytes,
+        "memory_bw_bytes_s": gpu.memory_bw_bytes_s,
+        "peak_flops": peaks,
+        "math_bandwidth": {dt: math_bandwidth(gpu, dt) for dt in peaks},
+        "interconnect": gpu.interconnect,
+        "interconnect_bytes_s": gpu.interconnect_bytes_s,
+        "pcie_bytes_s": gpu.pcie_bytes_s,
+        "host_link": host_bandwidth(gpu)[0],
+        "host_link_bytes_s": host_bandwidth(gpu)[1],
+        "source": gpu.source,
+        "verified": gpu.verified,
+        "notes": gpu.notes,
+    }
+
+
+def peak_for(gpu: Any, dtype: str | None) -> tuple[str, Any]:
+    """(dtype, dense peak FLOP/s): the asked dtype, else bf16, else fp16 (Volta, Turing)."""
+    from transformer_calc.devices.hardware import peak_flops
+
+    from transformer_calc.devices.hardware import peak_dtype
+
+    dtype = peak_dtype(gpu, dtype)
+    return dtype, peak_flops(gpu, dtype)

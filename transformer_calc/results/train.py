@@ -1,0 +1,127 @@
+"""`tcalc train` and `tcalc plan`: the step time of a layout, and the fastest layouts that fit.
+
+A result is composed here from the estimators; docs/cli.md documents its keys."""
+
+from __future__ import annotations
+from typing import Any
+from transformer_calc.model.config import LayerAttention, ModelConfig
+from transformer_calc.estimators.params import (
+    count_params,
+    seed_block_approx,
+    seed_total_approx,
+    tensor_parallel_params,
+)
+from transformer_calc.results.common import model_dict
+
+
+# ============================================================================ train, plan
+def _layout(par: Any) -> dict[str, Any]:
+    return {"tensor": par.tensor, "pipeline": par.pipeline, "virtual_stages": par.virtual_stages,
+            "context": par.context, "expert": par.expert, "data": par.data,
+            "sequence_parallel": par.sequence_parallel, "zero": par.zero, "gpus": par.gpus}
+
+
+def train_report(
+    m: ModelConfig, w: Any, tr: Any, par: Any, gpu: Any, *, global_batch: int, micro_batch_given: bool,
+    network: Any = None, matmul_efficiency: float | None = None, tokens: int | None = None,
+    price_per_gpu_hour: float | None = None,
+) -> dict[str, Any]:
+    """`tcalc train`: the step time of one layout, its breakdown, MFU, memory, and a budget."""
+    from transformer_calc.estimators.flops import SECONDS_PER_DAY, SECONDS_PER_HOUR
+    from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
+    from transformer_calc.estimators.training.train import estimate_step, micro_batch_count
+
+    chosen = w.batch_size
+    tried: list[dict[str, Any]] = []
+    if not micro_batch_given:  # the fastest micro-batch that fits and divides the replica batch
+        best = None
+        per_replica = global_batch // par.data if par.data and global_batch % par.data == 0 else 0
+        for b in (1, 2, 4, 8, 16, 32):
+            if not per_replica or per_replica % b:
+                continue
+            trial_w = w.model_copy(update={"batch_size": b})
+            trial_tr = tr.model_copy(update={"micro_batches": per_replica // b})
+            peak = peak_memory(m, trial_w, trial_tr, par).peak_bytes
+            fits = peak <= fit_capacity(gpu.memory_bytes)
+            est = estimate_step(m, trial_w, trial_tr, par, gpu, global_batch=global_batch, network=network,
+                                matmul_efficiency=matmul_efficiency)
+            tried.append({"micro_batch": b, "fits": fits, "step_time_s": est.step_time_s})
+            if fits and (best is None or est.step_time_s < best[1]):
+                best = (b, est.step_time_s)
+        chosen = best[0] if best else 1
+    w = w.model_copy(update={"batch_size": chosen})
+    m_micro = micro_batch_count(global_batch, par, chosen)
+    tr = tr.model_copy(update={"micro_batches": m_micro})
+    est = estimate_step(m, w, tr, par, gpu, global_batch=global_batch, network=network,
+                        matmul_efficiency=matmul_efficiency)
+    tl = peak_memory(m, w, tr, par)
+    usable = fit_capacity(gpu.memory_bytes)
+    report: dict[str, Any] = {
+        "model": model_dict(m),
+        "gpu": gpu.name,
+        "layout": _layout(par),
+        "batch": {"global_batch": global_batch, "global_batch_tokens": global_batch * w.seq_len,
+                  "micro_batch": chosen, "micro_batch_chosen": not micro_batch_given,
+                  "micro_batches": m_micro, "seq_len": w.seq_len, "tried": tried},
+        "training": tr.model_dump(mode="json"),
+        "step_time_s": est.step_time_s,
+        "breakdown": est.breakdown,
+        "dp_comm_total_s": est.dp_comm_s,
+        "tokens_per_s": est.tokens_per_s,
+        "tokens_per_s_per_gpu": est.tokens_per_s / est.gpus,
+        "mfu": est.mfu,
+        "hfu": est.hfu,
+        "tflops_per_gpu": est.tflops_per_gpu,
+        "model_flops": est.model_flops,
+        "hardware_flops": est.hardware_flops,
+        "memory": {"peak_bytes": tl.peak_bytes, "peak_phase": tl.peak.name, "usable_bytes": usable,
+                   "fits": tl.peak_bytes <= usable,
+                   **({"offloaded_bytes_per_gpu": tl.stage.offloaded, "offload_device": tr.offload_device.value}
+                      if tr.offload.value != "none" else {})},
+        "assumptions": est.assumptions,
+    }
+    if tokens is not None:
+        seconds = tokens / est.tokens_per_s
+        budget: dict[str, Any] = {"tokens": tokens, "steps": -(-tokens // (global_batch * w.seq_len)),
+                                  "time_s": seconds, "days": seconds / SECONDS_PER_DAY,
+                                  "gpu_hours": seconds * est.gpus / SECONDS_PER_HOUR}
+        if price_per_gpu_hour is not None:
+            budget["cost"] = budget["gpu_hours"] * price_per_gpu_hour
+        report["budget"] = budget
+    return report
+
+
+def plan_report(
+    m: ModelConfig, seq_len: int, tr: Any, gpu: Any, *, gpus: int, global_batch: int, top: int = 10,
+    network: Any = None, preset: str | None = None,
+) -> dict[str, Any]:
+    """`tcalc plan`: the feasible layouts ranked by step time, and why the others were rejected."""
+    from transformer_calc.estimators.training.train import plan_layouts
+
+    plans, rejected = plan_layouts(m, seq_len, tr, gpu, gpus=gpus, global_batch=global_batch, network=network)
+    rows = []
+    for pl in plans[:top]:
+        est = pl.estimate
+        rows.append({
+            "layout": _layout(pl.parallelism), "micro_batch": pl.micro_batch, "recompute": pl.recompute.value,
+            "step_time_s": est.step_time_s, "mfu": est.mfu, "tokens_per_s": est.tokens_per_s,
+            "peak_bytes": pl.peak_bytes, "breakdown": est.breakdown,
+        })
+    command = None
+    if plans:
+        best = plans[0]
+        par = best.parallelism
+        source = f"--preset {preset}" if preset else "<model>"
+        command = (
+            f"tcalc train {source} --gpus {gpus} --gpu {gpu.name} --S {seq_len} --global-batch {global_batch} "
+            f"--T {par.tensor} --P {par.pipeline} --virtual-stages {par.virtual_stages} --cp {par.context} "
+            f"--ep {par.expert} --zero {par.zero}{' --sp' if par.sequence_parallel else ''} "
+            f"--micro-batch {best.micro_batch} --recompute {best.recompute.value}{' --flash' if tr.flash else ''}"
+            + (f" --finetune {tr.finetune.value} --lora-rank {tr.lora_rank} --lora-targets "
+               f"{','.join(t.value for t in tr.lora_targets)}" if tr.adapters else "")
+        )
+    return {
+        "model": model_dict(m), "gpu": gpu.name, "gpus": gpus, "seq_len": seq_len, "global_batch": global_batch,
+        "evaluated": len(plans) + sum(rejected.values()), "feasible": len(plans),
+        "plans": rows, "rejected": rejected, "best_command": command,
+    }
