@@ -87,15 +87,15 @@ def test_result_dumps_to_the_commands_json(capsys, call, argv):
 def test_models_from_every_source(tmp_path):
     from transformer_calc.model.config import ModelConfig
 
-    a = tc.params({"L": 2, "D": 8, "A": 2, "V": 10, "K": 6}).params["total"]
-    b = tc.params(ModelConfig.model_validate({"L": 2, "D": 8, "A": 2, "V": 10, "K": 6})).params["total"]
+    a = tc.params({"L": 2, "D": 8, "A": 2, "V": 10, "K": 6}).params.total
+    b = tc.params(ModelConfig.model_validate({"L": 2, "D": 8, "A": 2, "V": 10, "K": 6})).params.total
     job = tmp_path / "m.yaml"
     job.write_text("model: {L: 2, D: 8, A: 2, V: 10, K: 6}\n")
-    assert a == b == tc.params(str(job)).params["total"] == 1888
+    assert a == b == tc.params(str(job)).params.total == 1888
     hf = tmp_path / "config.json"
     hf.write_text('{"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, '
                   '"vocab_size": 100, "intermediate_size": 128}')
-    assert tc.params(hf).params["total"] > 0
+    assert tc.params(hf).params.total > 0
 
 
 def test_the_package_is_the_api():

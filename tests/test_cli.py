@@ -30,7 +30,7 @@ def call_json(capsys, *argv: str):
 
 def test_params_json_equals_library(capsys):
     data = call_json(capsys, "params", "--preset", "gpt2")
-    assert data == params_report(preset_model("gpt2"))
+    assert data == params_report(preset_model("gpt2")).model_dump(mode="json")
     assert data["params"]["total"] == 124_439_808  # HF openai-community/gpt2
     assert type(data["params"]["total"]) is int
     assert data["model"]["n_layers"] == 12 and data["model"]["name"] == "gpt2"

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, RootModel
 
 from transformer_calc.model.config import ModelConfig
+from transformer_calc.results.params import ParamsResult  # noqa: F401 (the API's result types)
 
 
 class Result(BaseModel):
@@ -31,14 +32,6 @@ class Result(BaseModel):
         JSON has no key for them)."""
         kwargs.setdefault("exclude_unset", True)
         return super().model_dump(**kwargs)
-
-
-class ParamsResult(Result):
-    model: dict[str, Any]
-    params: dict[str, int]
-    approximations: dict[str, Any]
-    weights: dict[str, Any]
-    checkpoint: dict[str, Any] | None = None
 
 
 class MemoryResult(Result):
@@ -168,6 +161,15 @@ def _full_source(model: Any, options: dict[str, Any]) -> Any:
     return load_source(model, **{k: options.pop(k) for k in _SOURCE_KEYS if k in options})
 
 
+def _typed_checkpoint(src: Any) -> Any:
+    """The typed checkpoint section when the model came from a checkpoint, else None."""
+    if src.checkpoint is None and src.checkpoint_note is None:
+        return None
+    from transformer_calc.results.common import checkpoint_section
+
+    return checkpoint_section(src.model, src.checkpoint, src.checkpoint_note)
+
+
 def _checkpoint(src: Any) -> dict[str, Any]:
     """{"checkpoint": ...} when the model came from a checkpoint, as the CLI adds it."""
     if src.checkpoint is None and src.checkpoint_note is None:
@@ -195,7 +197,7 @@ def params(model: Any = None, *, p: int = 2, T: int = 1, **source: Any) -> Param
     from transformer_calc.results.params import params_report
 
     src = _full_source(model, source)
-    return ParamsResult(**_dump(params_report(src.model, p, T) | _checkpoint(src)))
+    return params_report(src.model, p, T, checkpoint=_typed_checkpoint(src))
 
 
 def memory(model: Any = None, *, gpu: str | None = None, **options: Any) -> MemoryResult:

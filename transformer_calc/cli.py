@@ -228,6 +228,15 @@ class ModelArgs:
         """The loaded source's checkpoint (None: not a checkpoint, or overridden)."""
         return getattr(self, "source", None) and self.source.checkpoint
 
+    def typed_checkpoint(self, model: Any) -> Any:
+        """The typed checkpoint section when the model came from a checkpoint, else None."""
+        src = getattr(self, "source", None)
+        if src is None or (src.checkpoint is None and src.checkpoint_note is None):
+            return None
+        from transformer_calc.results.common import checkpoint_section
+
+        return checkpoint_section(model, src.checkpoint, src.checkpoint_note)
+
     def checkpoint_section(self, model: Any) -> dict[str, Any]:
         """{"checkpoint": ...} when the model came from a checkpoint (folder, repo, GGUF), else {}."""
         src = getattr(self, "source", None)
@@ -274,24 +283,31 @@ def model_options(command: Any) -> Any:
 
 
 def emit(data: Any, fmt: OutputFormat, table: Any) -> None:
-    """Write a report: text formats to stdout as-is; tables through rich. A result that holds
-    NaN or an infinity is an error, never output (JSON has no such numbers)."""
+    """Write a result: a typed result (results/) or, for the commands not yet typed, a dict. Text
+    formats are its JSON form (`model_dump(mode="json")`) as-is; tables through rich. A result
+    that holds NaN or an infinity is an error, never output (JSON has no such numbers)."""
     from transformer_calc.sources.files import finite_or_error
 
-    finite_or_error(data)
+    typed = hasattr(data, "model_dump")
+    plain = data.model_dump(mode="json") if typed else data
+    finite_or_error(plain)
     if fmt is OutputFormat.table:
         from rich.console import Console
 
+        from transformer_calc.render.common import checkpoint_table
+
         console = Console(file=_Stdout())
         console.print(table(data))
-        if isinstance(data, dict) and "checkpoint" in data:
-            from transformer_calc.render.common import checkpoint_table
+        if typed and getattr(data, "checkpoint", None) is not None:
+            console.print(checkpoint_table(data.checkpoint))
+        elif isinstance(data, dict) and "checkpoint" in data:
+            from transformer_calc.results.common import CheckpointSection
 
-            console.print(checkpoint_table(data["checkpoint"]))
+            console.print(checkpoint_table(CheckpointSection.model_validate(data["checkpoint"])))
     else:
         from transformer_calc.render.common import to_text
 
-        write(to_text(data, fmt))
+        write(to_text(plain, fmt))
 
 
 class PipeClosed(Exception):
@@ -361,8 +377,8 @@ def params(
 
     name = compute_dtype(dtype, p) or "bf16"
     model = source.load()[0]
-    emit(params_report(model, bytes_per_param=COMPUTE_DTYPE_BYTES[name], T=T, dtype=name) | source.checkpoint_section(model),
-         fmt, params_table)
+    emit(params_report(model, bytes_per_param=COMPUTE_DTYPE_BYTES[name], T=T, dtype=name,
+                       checkpoint=source.typed_checkpoint(model)), fmt, params_table)
 
 
 WORKLOAD = "Workload"

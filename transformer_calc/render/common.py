@@ -135,8 +135,9 @@ def styled_table(title: str, *columns: str, **kwargs: Any) -> Any:
     return table
 
 
-def model_summary(model: dict[str, Any]) -> str:
-    m = model
+def model_summary(model: Any) -> str:
+    """One line describing the model section (a result's typed `model`, or its JSON)."""
+    m = model if isinstance(model, dict) else model.model_dump(mode="json")
     attn = "MHA" if m["n_kv_heads"] == m["n_heads"] else ("MQA" if m["n_kv_heads"] == 1 else "GQA")
     heads = f"A={m['n_heads']} ({attn}, kv={m['n_kv_heads']}, head_dim={m['head_dim']})"
     if m.get("kv_lora_rank") is not None:
@@ -204,30 +205,31 @@ def fmt_s(seconds: float) -> str:
     return f"{seconds / 1e-9:.4g} ns"
 
 
-def checkpoint_table(ck: dict[str, Any]) -> Any:
-    """What a checkpoint stores (its headers), per component and per dtype, beside the config."""
+def checkpoint_table(ck: Any) -> Any:
+    """What a checkpoint stores (its headers), per component and per dtype, beside the config
+    (a typed `results.common.CheckpointSection`)."""
     from rich.console import Group
     from rich.text import Text
 
-    if not ck.get("available"):
-        return Text(f"checkpoint: stored bytes unknown ({ck.get('note')})", style="dim")
-    t = styled_table(f"Checkpoint: {ck['source']} ({ck['format']}, {ck['files']} file{'s' if ck['files'] != 1 else ''}, "
-               f"{ck['tensors']:,} tensors)", "component", "params", "config's", "bytes", "scales")
-    for comp, row in ck["by_component"].items():
-        t.add_row(comp, f"{row['params']:,}", f"{row['expected_params']:,}", fmt_bytes(row["bytes"]),
-                  fmt_bytes(row["scale_bytes"]) if row["scale_bytes"] else "")
+    if not ck.available:
+        return Text(f"checkpoint: stored bytes unknown ({ck.note})", style="dim")
+    t = styled_table(f"Checkpoint: {ck.source} ({ck.format}, {ck.files} file{'s' if ck.files != 1 else ''}, "
+                     f"{ck.tensors:,} tensors)", "component", "params", "config's", "bytes", "scales")
+    for comp, row in ck.by_component.items():
+        t.add_row(comp, f"{row.params:,}", f"{row.expected_params:,}", fmt_bytes(row.bytes),
+                  fmt_bytes(row.scale_bytes) if row.scale_bytes else "")
     t.add_section()
-    t.add_row("total", f"{ck['params']:,}", f"{ck['expected_params']:,}", fmt_bytes(ck["stored_bytes"] - ck["scale_bytes"]),
-              fmt_bytes(ck["scale_bytes"]) if ck["scale_bytes"] else "", style="bold")
-    dtypes = ", ".join(f"{name} {fmt_bytes(row['bytes'])}" for name, row in ck["by_dtype"].items())
-    lines = [f"stored: {fmt_bytes(ck['stored_bytes'])} ({ck['stored_bytes']:,} B) in {dtypes}"
-             + (f"; quantization {ck['quantization']}" if ck.get("quantization") else "")]
-    if ck["resident_bytes"] != ck["stored_bytes"]:
-        lines.append(f"loaded for serving: {fmt_bytes(ck['resident_bytes'])} (MTP modules left out)")
-    for comp, row in ck["unaccounted"].items():
-        sign = "more" if row["params"] > 0 else "fewer"
-        lines.append(f"{comp}: the checkpoint stores {abs(row['params']):,} {sign} parameters than the config accounts for"
-                     + (f" (e.g. {', '.join(row['examples'])})" if row["examples"] else ""))
-    if ck.get("note"):
-        lines.append(ck["note"])
+    t.add_row("total", f"{ck.params:,}", f"{ck.expected_params:,}", fmt_bytes(ck.stored_bytes - ck.scale_bytes),
+              fmt_bytes(ck.scale_bytes) if ck.scale_bytes else "", style="bold")
+    dtypes = ", ".join(f"{name} {fmt_bytes(row.bytes)}" for name, row in ck.by_dtype.items())
+    lines = [f"stored: {fmt_bytes(ck.stored_bytes)} ({ck.stored_bytes:,} B) in {dtypes}"
+             + (f"; quantization {ck.quantization}" if ck.quantization else "")]
+    if ck.resident_bytes != ck.stored_bytes:
+        lines.append(f"loaded for serving: {fmt_bytes(ck.resident_bytes)} (MTP modules left out)")
+    for comp, u in ck.unaccounted.items():
+        sign = "more" if u.params > 0 else "fewer"
+        lines.append(f"{comp}: the checkpoint stores {abs(u.params):,} {sign} parameters than the config accounts for"
+                     + (f" (e.g. {', '.join(u.examples)})" if u.examples else ""))
+    if ck.note:
+        lines.append(ck.note)
     return Group(t, Text("\n".join(lines)))

@@ -7,14 +7,14 @@ from typing import Any
 from transformer_calc.render.common import fmt_bytes, fmt_count, fmt_pct, model_summary, styled_table
 
 
-def params_table(report: dict[str, Any]) -> Any:
-    """The per-component breakdown, the seed's approximations, and weight bytes."""
+def params_table(r: Any) -> Any:
+    """The per-component breakdown, the seed's approximations, and weight bytes (a ParamsResult)."""
     from rich.console import Group
     from rich.text import Text
 
-    p, model, approx, w = report["params"], report["model"], report["approximations"], report["weights"]
-    total = p["total"]
-    name = model.get("name") or "custom model"
+    p, model, approx, w = r.params, r.model, r.approximations, r.weights
+    total = p.total
+    name = model.name or "custom model"
     t = styled_table(f"Parameters: {name}", "component", "per layer", "total", "share")
 
     def row(label: str, per_layer: int | None, value: int) -> None:
@@ -26,11 +26,10 @@ def params_table(report: dict[str, Any]) -> Any:
                 f"{100 * value / total:.2f} %",
             )
 
-    L = p["n_layers"]
-    row("token embedding", None, p["embedding"])
-    row("position embedding", None, p["position"])
-    row("embedding projections", None, p["embedding_projection"])
-    row("embedding norm", None, p["embedding_norm"])
+    row("token embedding", None, p.embedding)
+    row("position embedding", None, p.position)
+    row("embedding projections", None, p.embedding_projection)
+    row("embedding norm", None, p.embedding_norm)
     for key, label in (
         ("attn_q", "attention W_Q"),
         ("attn_k", "attention W_K"),
@@ -40,41 +39,38 @@ def params_table(report: dict[str, Any]) -> Any:
         ("qk_norm", "q/k norms"),
         ("latent_norms", "MLA latent norms"),
         ("sinks", "attention sinks"),
-        ("mlp_weights", "MLP weights" + (" (all routed experts)" if model["n_experts"] > 1 else "")),
+        ("mlp_weights", "MLP weights" + (" (all routed experts)" if model.n_experts > 1 else "")),
         ("mlp_bias", "MLP biases"),
         ("shared_expert", "shared expert (+ gate)"),
         ("router", "MoE router"),
         ("norms", "block norms"),
     ):
         # "per layer" is one MoE block's (a dense model's block); the total sums every block
-        row(label, p[f"per_layer_{key}"], p[f"layers_{key}"])
-    del L
-    row("final norm", None, p["final_norm"])
-    row("LM head", None, p["lm_head"])
-    row("LM head bias", None, p["lm_head_bias"])
+        row(label, getattr(p, f"per_layer_{key}"), getattr(p, f"layers_{key}"))
+    row("final norm", None, p.final_norm)
+    row("LM head", None, p.lm_head)
+    row("LM head bias", None, p.lm_head_bias)
     t.add_section()
-    t.add_row("total", f"{p['per_layer']:,}", f"{total:,}", f"{fmt_count(total)}", style="bold")
-    if p["active"] != total:
-        t.add_row("active per token (MoE)", "", f"{p['active']:,}", fmt_count(p["active"]))
-    if p["n_moe_layers"] and p["n_dense_layers"]:
+    t.add_row("total", f"{p.per_layer:,}", f"{total:,}", f"{fmt_count(total)}", style="bold")
+    if p.active != total:
+        t.add_row("active per token (MoE)", "", f"{p.active:,}", fmt_count(p.active))
+    if p.n_moe_layers and p.n_dense_layers:
         t.add_row(
-            f"  {p['n_moe_layers']} MoE + {p['n_dense_layers']} dense blocks",
-            f"{p['per_dense_layer']:,}", "(per dense block)", "",
+            f"  {p.n_moe_layers} MoE + {p.n_dense_layers} dense blocks",
+            f"{p.per_dense_layer:,}", "(per dense block)", "",
         )
-    if p["mtp"]:
-        t.add_row("MTP modules (checkpoint only)", "", f"{p['mtp']:,}", fmt_count(p["total_with_mtp"]) + " with")
-    t.add_row("non-embedding (Kaplan N)", "", f"{p['non_embedding']:,}", fmt_count(p["non_embedding"]))
+    if p.mtp:
+        t.add_row("MTP modules (checkpoint only)", "", f"{p.mtp:,}", fmt_count(p.total_with_mtp) + " with")
+    t.add_row("non-embedding (Kaplan N)", "", f"{p.non_embedding:,}", fmt_count(p.non_embedding))
 
     a = styled_table("Seed approximations vs exact", "formula", "value", "vs exact")
-    a.add_row("(4+2E)·L·D²  (blocks only)", f"{approx['seed_blocks']:,}", fmt_pct(approx["seed_blocks_rel_error"]))
-    a.add_row("12·L·D² + V·D", f"{approx['seed_total']:,}", fmt_pct(approx["seed_total_rel_error"]))
+    a.add_row("(4+2E)·L·D²  (blocks only)", f"{approx.seed_blocks:,}", fmt_pct(approx.seed_blocks_rel_error))
+    a.add_row("12·L·D² + V·D", f"{approx.seed_total:,}", fmt_pct(approx.seed_total_rel_error))
 
-    weights = (
-        f"weights at p={w['bytes_per_param']} bytes/param: {fmt_bytes(w['bytes'])} ({w['bytes']:,} B)"
-    )
-    if w["tensor_parallel"] > 1:
+    weights = f"weights at p={w.bytes_per_param} bytes/param: {fmt_bytes(w.bytes)} ({w.bytes:,} B)"
+    if w.tensor_parallel > 1:
         weights += (
-            f"; per tensor-parallel rank (T={w['tensor_parallel']}): {w['params_per_rank']:,} params, "
-            f"{fmt_bytes(w['bytes_per_rank'])}"
+            f"; per tensor-parallel rank (T={w.tensor_parallel}): {w.params_per_rank:,} params, "
+            f"{fmt_bytes(w.bytes_per_rank)}"
         )
     return Group(Text(model_summary(model), style="dim"), t, a, Text(weights))

@@ -5,7 +5,10 @@ A result is composed here from the estimators; docs/cli.md documents its keys.""
 
 from __future__ import annotations
 from typing import Any
+from pydantic import create_model
+
 from transformer_calc.model.config import LayerAttention, ModelConfig
+from transformer_calc.results.base import Section
 from transformer_calc.estimators.params import (
     count_params,
     seed_block_approx,
@@ -19,6 +22,23 @@ def model_dict(m: ModelConfig) -> dict[str, Any]:
     d = m.model_dump(mode="json")
     d["gated_mlp"] = m.gated_mlp
     return d
+
+
+def _model_section_fields() -> dict[str, Any]:
+    fields: dict[str, Any] = {name: (f.annotation, ...) for name, f in ModelConfig.model_fields.items()}
+    fields["gated_mlp"] = (bool, ...)
+    return fields
+
+
+# The `model` section of every result: each ModelConfig field as resolved (defaults filled in), in
+# ModelConfig's order, and the derived `gated_mlp`. Built from ModelConfig's own fields, so a new
+# model field is in every result without a second declaration.
+ModelSection = create_model("ModelSection", __base__=Section, **_model_section_fields())
+
+
+def model_section(m: ModelConfig) -> Any:
+    """The `model` section of a result."""
+    return ModelSection(**dict(m), gated_mlp=m.gated_mlp)
 
 
 def expected_component_params(m: ModelConfig) -> dict[str, int]:
@@ -59,53 +79,95 @@ def with_checkpoint_weights(m: ModelConfig, tr: Any, ckpt: Any) -> Any:
     return tr.model_copy(update={"frozen_weights": (language_model, count_params(m).total)})
 
 
-def checkpoint_dict(m: ModelConfig, ckpt: Any, note: str | None) -> dict[str, Any]:
+class DtypeBytes(Section):
+    tensors: int
+    elements: int  # as stored (a packed int32 counts once)
+    bytes: int
+
+
+class ComponentBytes(Section):
+    tensors: int
+    params: int  # logical parameters stored
+    expected_params: int  # what the config accounts for
+    bytes: int  # weights
+    scale_bytes: int  # quantization metadata beside them
+
+
+class Unaccounted(Section):
+    params: int  # stored minus expected
+    examples: list[str]  # up to three tensor names
+
+
+class CheckpointSection(Section):
+    """What a checkpoint stores (its headers), beside what the config accounts for."""
+
+    available: bool  # false: the stored bytes are not known or not used (see note)
+    note: str | None
+    format: str | None = None  # safetensors | gguf
+    source: str | None = None
+    quantization: str | None = None
+    files: int | None = None
+    tensors: int | None = None
+    stored_bytes: int | None = None
+    scale_bytes: int | None = None
+    file_bytes: int | None = None
+    resident_bytes: int | None = None
+    params: int | None = None
+    expected_params: int | None = None
+    unaccounted_params: int | None = None
+    compute_dtype: str | None = None
+    by_dtype: dict[str, DtypeBytes] | None = None
+    by_component: dict[str, ComponentBytes] | None = None
+    unaccounted: dict[str, Unaccounted] | None = None
+
+
+def checkpoint_section(m: ModelConfig, ckpt: Any, note: str | None) -> CheckpointSection:
     """The `checkpoint` section: what the checkpoint stores, per dtype and per component, beside
     what the config accounts for; parameters the config does not account for are listed, not
     dropped."""
     from transformer_calc.model.checkpoint import COMPONENTS, stored_weights
 
     if ckpt is None:
-        return {"available": False, "note": note}
+        return CheckpointSection(available=False, note=note)
     expected = expected_component_params(m)
     stored = ckpt.by_component()
-    rows: dict[str, Any] = {}
+    rows: dict[str, ComponentBytes] = {}
     for comp in COMPONENTS:
         got = stored.get(comp, {"params": 0, "bytes": 0, "scale_bytes": 0, "tensors": 0})
         if not got["tensors"] and not expected[comp]:
             continue
-        rows[comp] = {
-            "tensors": got["tensors"],
-            "params": got["params"],
-            "expected_params": expected[comp],
-            "bytes": got["bytes"],
-            "scale_bytes": got["scale_bytes"],
-        }
-    unaccounted = {comp: r["params"] - r["expected_params"] for comp, r in rows.items() if r["params"] != r["expected_params"]}
-    examples = {
-        comp: [t.name for t in ckpt.tensors if t.component == comp][:3] for comp in unaccounted if rows[comp]["tensors"]
-    }
+        rows[comp] = ComponentBytes(tensors=got["tensors"], params=got["params"], expected_params=expected[comp],
+                                    bytes=got["bytes"], scale_bytes=got["scale_bytes"])
+    unaccounted = {c: r.params - r.expected_params for c, r in rows.items() if r.params != r.expected_params}
     sw = stored_weights(ckpt)
-    return {
-        "available": True,
-        "format": ckpt.format,
-        "source": ckpt.source,
-        "quantization": ckpt.quantization,
-        "files": ckpt.files,
-        "tensors": len(ckpt.tensors),
-        "stored_bytes": ckpt.total_bytes,
-        "scale_bytes": sum(r["scale_bytes"] for r in rows.values()),
-        "file_bytes": ckpt.file_bytes,
-        "resident_bytes": sw.resident_bytes,
-        "params": ckpt.params,
-        "expected_params": sum(expected.values()),
-        "unaccounted_params": ckpt.params - sum(expected.values()),
-        "compute_dtype": sw.compute_dtype,
-        "by_dtype": ckpt.by_dtype(),
-        "by_component": rows,
-        "unaccounted": {comp: {"params": n, "examples": examples.get(comp, [])} for comp, n in unaccounted.items()},
-        "note": note,
-    }
+    return CheckpointSection(
+        available=True,
+        note=note,
+        format=ckpt.format,
+        source=ckpt.source,
+        quantization=ckpt.quantization,
+        files=ckpt.files,
+        tensors=len(ckpt.tensors),
+        stored_bytes=ckpt.total_bytes,
+        scale_bytes=sum(r.scale_bytes for r in rows.values()),
+        file_bytes=ckpt.file_bytes,
+        resident_bytes=sw.resident_bytes,
+        params=ckpt.params,
+        expected_params=sum(expected.values()),
+        unaccounted_params=ckpt.params - sum(expected.values()),
+        compute_dtype=sw.compute_dtype,
+        by_dtype={k: DtypeBytes(**v) for k, v in ckpt.by_dtype().items()},
+        by_component=rows,
+        unaccounted={
+            c: Unaccounted(params=n, examples=[t.name for t in ckpt.tensors if t.component == c][:3])
+            for c, n in unaccounted.items()
+        },
+    )
+
+
+def checkpoint_dict(m: ModelConfig, ckpt: Any, note: str | None) -> dict[str, Any]:
+    """The checkpoint section as JSON (for results still composed as dicts)."""
+    return checkpoint_section(m, ckpt, note).model_dump(mode="json", exclude_unset=True)
 
 
 def gpu_dict(gpu: Any) -> dict[str, Any]:

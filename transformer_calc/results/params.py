@@ -1,40 +1,93 @@
 """`tcalc params`: the exact count with its breakdown, the seed's approximations, weight bytes.
 
-A result is composed here from the estimators; docs/cli.md documents its keys."""
+The typed result (`ParamsResult`) is the command's JSON (`model_dump(mode="json")`), the Python
+API's return value and what render reads; docs/cli.md documents its keys.
+"""
 
 from __future__ import annotations
+
+from dataclasses import fields
 from typing import Any
-from transformer_calc.model.config import LayerAttention, ModelConfig
+
+from pydantic import create_model
+
 from transformer_calc.estimators.params import (
+    LayerParams,
+    ModelParams,
     count_params,
     seed_block_approx,
     seed_total_approx,
     tensor_parallel_params,
 )
-from transformer_calc.results.common import model_dict
+from transformer_calc.model.config import ModelConfig
+from transformer_calc.results.base import Result, Section
+from transformer_calc.results.common import CheckpointSection, ModelSection, model_section
 
 
-def params_report(m: ModelConfig, bytes_per_param: int = 2, T: int = 1, dtype: str | None = None) -> dict[str, Any]:
+def _count_fields() -> dict[str, Any]:
+    """The keys of `ModelParams.as_dict`, in its order, each an exact int."""
+    names = ["total", "non_embedding", "active"]
+    names += [f.name for f in fields(ModelParams) if f.name not in ("layer", "dense_layer")]
+    names += ["per_layer"] + [f"per_layer_{f.name}" for f in fields(LayerParams)]
+    names += [f"layers_{f.name}" for f in fields(LayerParams)]
+    names += ["n_dense_layers", "per_dense_layer", "layers", "total_with_mtp"]
+    return {name: (int, ...) for name in names}
+
+
+# Every count of `estimators.params.ModelParams` (whole model, per block, per component summed over
+# the blocks), generated from the estimator's own dataclasses: a new component is a new key here
+# without a second declaration.
+ParamCounts = create_model("ParamCounts", __base__=Section, **_count_fields())
+
+
+class Approximations(Section):
+    seed_blocks: int  # (4+2E)·L·D², the seed's blocks-only formula
+    seed_blocks_rel_error: float  # (approx - exact) / exact
+    seed_total: int  # 12·L·D² + V·D
+    seed_total_rel_error: float
+
+
+class WeightBytes(Section):
+    dtype: str | None
+    bytes_per_param: int
+    bytes: int
+    tensor_parallel: int
+    params_per_rank: int
+    bytes_per_rank: int
+
+
+class ParamsResult(Result):
+    model: ModelSection  # type: ignore[valid-type]
+    params: ParamCounts  # type: ignore[valid-type]
+    approximations: Approximations
+    weights: WeightBytes
+    checkpoint: CheckpointSection | None = None
+
+
+def params_report(m: ModelConfig, bytes_per_param: int = 2, T: int = 1, dtype: str | None = None,
+                  checkpoint: CheckpointSection | None = None) -> ParamsResult:
     """`tcalc params`: exact count with breakdown, the seed's approximations, weight bytes."""
     counts = count_params(m)
     total = counts.total
     approx_blocks, approx_total = seed_block_approx(m), seed_total_approx(m)
     per_rank = tensor_parallel_params(m, T) if T > 1 else total
-    return {
-        "model": model_dict(m),
-        "params": counts.as_dict(),
-        "approximations": {
-            "seed_blocks": approx_blocks,
-            "seed_blocks_rel_error": (approx_blocks - total) / total,
-            "seed_total": approx_total,
-            "seed_total_rel_error": (approx_total - total) / total,
-        },
-        "weights": {
-            "dtype": dtype or {4: "fp32", 2: "bf16", 1: "fp8"}.get(bytes_per_param),
-            "bytes_per_param": bytes_per_param,
-            "bytes": total * bytes_per_param,
-            "tensor_parallel": T,
-            "params_per_rank": per_rank,
-            "bytes_per_rank": per_rank * bytes_per_param,
-        },
-    }
+    extra = {"checkpoint": checkpoint} if checkpoint is not None else {}
+    return ParamsResult(
+        model=model_section(m),
+        params=ParamCounts(**counts.as_dict()),
+        approximations=Approximations(
+            seed_blocks=approx_blocks,
+            seed_blocks_rel_error=(approx_blocks - total) / total,
+            seed_total=approx_total,
+            seed_total_rel_error=(approx_total - total) / total,
+        ),
+        weights=WeightBytes(
+            dtype=dtype or {4: "fp32", 2: "bf16", 1: "fp8"}.get(bytes_per_param),
+            bytes_per_param=bytes_per_param,
+            bytes=total * bytes_per_param,
+            tensor_parallel=T,
+            params_per_rank=per_rank,
+            bytes_per_rank=per_rank * bytes_per_param,
+        ),
+        **extra,
+    )
