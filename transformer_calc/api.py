@@ -16,100 +16,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, RootModel
+
 
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.params import ParamsResult  # noqa: F401 (the API's result types)
-
-
-class Result(BaseModel):
-    """A command's result: its JSON keys as fields (nested sections are mappings)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
-        """As pydantic's, leaving out the optional sections the command did not produce (the CLI's
-        JSON has no key for them)."""
-        kwargs.setdefault("exclude_unset", True)
-        return super().model_dump(**kwargs)
-
-
-class MemoryResult(Result):
-    model: dict[str, Any]
-    workload: dict[str, Any]
-    training: dict[str, Any]
-    parallelism: dict[str, Any]
-    params: dict[str, int]
-    memory: dict[str, Any]
-    b_min: float
-    finetune: dict[str, Any] | None = None
-    offload: dict[str, Any] | None = None
-    gpu: dict[str, Any] | None = None
-    fits: bool | None = None
-    fit: dict[str, Any] | None = None
-    checkpoint: dict[str, Any] | None = None
-
-
-class FlopsResult(Result):
-    model: dict[str, Any]
-    workload: dict[str, Any]
-    conventions: dict[str, Any]
-    flops: dict[str, Any]
-    rules_of_thumb: dict[str, Any]
-    compute_optimal: dict[str, Any] | None = None
-    training: dict[str, Any] | None = None
-
-
-class InferenceResult(Result):
-    model: dict[str, Any]
-    inference: dict[str, Any]
-    kv_cache: dict[str, Any]
-    memory: dict[str, Any]
-    prefill: dict[str, Any]
-    decode: dict[str, Any]
-    time_to_first_token_s: float
-    total_s: float
-    tokens_per_s: float
-    compute_bound_batch: int | None
-    compute_bound_batch_weights_only: float
-    expected: dict[str, Any]
-    serving: dict[str, Any] | None = None
-    speculative: dict[str, Any] | None = None
-    checkpoint: dict[str, Any] | None = None
-
-
-class TrainResult(Result):
-    model: dict[str, Any]
-    gpu: str
-    layout: dict[str, Any]
-    batch: dict[str, Any]
-    training: dict[str, Any]
-    step_time_s: float
-    breakdown: dict[str, float]
-    dp_comm_total_s: float
-    tokens_per_s: float
-    tokens_per_s_per_gpu: float
-    mfu: float
-    hfu: float
-    tflops_per_gpu: float
-    model_flops: int
-    hardware_flops: int
-    memory: dict[str, Any]
-    assumptions: dict[str, Any]
-    budget: dict[str, Any] | None = None
-
-
-class PlanResult(Result):
-    model: dict[str, Any]
-    gpu: str
-    gpus: int
-    seq_len: int
-    global_batch: int
-    evaluated: int
-    feasible: int
-    plans: list[dict[str, Any]]
-    rejected: dict[str, int]
-    best_command: str | None
+from transformer_calc.results.memory import MemoryResult  # noqa: F401
+from transformer_calc.results.flops import FlopsResult, MfuResult  # noqa: F401
+from transformer_calc.results.inference import InferenceResult  # noqa: F401
+from transformer_calc.results.train import TrainResult, PlanResult  # noqa: F401
+from transformer_calc.results.serve import ServeResult  # noqa: F401
+from transformer_calc.results.check import CheckResult  # noqa: F401
+from transformer_calc.results.catalog import PresetsResult, HardwareResult  # noqa: F401
+from transformer_calc.results.sweep import SweepResult  # noqa: F401
 
 
 _LETTERS = {"S": "seq_len", "B": "batch_size", "T": "tensor", "P": "pipeline", "dp": "data", "sp": "sequence_parallel",
@@ -256,15 +174,6 @@ def inference(model: Any = None, **options: Any) -> InferenceResult:
     return InferenceResult(**_dump(inference_report(m, device, spec, eff, serving, speculative) | _checkpoint(src)))
 
 
-class ServeResult(Result):
-    model: dict[str, Any]
-    serve: dict[str, Any]
-    best: dict[str, Any] | None
-    layouts: list[dict[str, Any]]
-    expected_assumptions: dict[str, Any]
-    checkpoint: dict[str, Any] | None = None
-
-
 def serve(model: Any = None, *, prompt_len: int, output_len: int, gpus: int = 8, gpu: str | None = None,
           ttft_s: float | None = None, tpot_s: float | None = None, request_rate: float | None = None,
           T: int | None = None, B: int | None = None, **options: Any) -> ServeResult:
@@ -338,23 +247,6 @@ def plan(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None =
     return PlanResult(**_dump(report))
 
 
-class MfuResult(Result):
-    model: dict[str, Any]
-    seq_len: int
-    gpus: int
-    gpu: str
-    dtype: str
-    peak_flops_per_gpu: int
-    tokens_per_s: float
-    mfu: float
-    hfu: float
-    achieved_flops_per_gpu: float
-    achieved_hardware_flops_per_gpu: float
-    flops: dict[str, Any]
-    global_batch: int | None = None
-    step_time_s: float | None = None
-
-
 def mfu(model: Any = None, *, S: int | None = None, gpus: int = 1, gpu: str = "a100-80gb", dtype: str | None = None,
         global_batch: int | None = None, global_batch_tokens: int | None = None, step_time: float | None = None,
         tokens_per_s: float | None = None, recompute: str | None = None, causal: bool = False,
@@ -370,13 +262,6 @@ def mfu(model: Any = None, *, S: int | None = None, gpus: int = 1, gpu: str = "a
     return MfuResult(**_dump(report))
 
 
-class CheckResult(Result):
-    files: list[dict[str, Any]]
-    passed: int
-    failed: int
-    invalid: int
-
-
 def check(*files: str | Path, gpu: str | None = None, max_memory: str | None = None,
           min_tokens_per_s: float | None = None) -> CheckResult:
     """`tcalc check FILES`: each job file PASS / FAIL / INVALID (the CLI exits 2 if any is invalid,
@@ -386,12 +271,6 @@ def check(*files: str | Path, gpu: str | None = None, max_memory: str | None = N
     return CheckResult(**_dump(check_report([Path(f) for f in files], gpu, max_memory, min_tokens_per_s)))
 
 
-class PresetsResult(RootModel[list[dict[str, Any]]]):
-    """`tcalc presets`: one mapping per model preset."""
-
-    model_config = ConfigDict(frozen=True)
-
-
 def presets() -> PresetsResult:
     """`tcalc presets`: the model presets with their key numbers and sources."""
     from transformer_calc.results.catalog import presets_report
@@ -399,26 +278,11 @@ def presets() -> PresetsResult:
     return PresetsResult(_dump(presets_report()))
 
 
-class HardwareResult(RootModel[list[dict[str, Any]] | dict[str, Any]]):
-    """`tcalc hardware [NAME]`: every accelerator, or one in detail."""
-
-    model_config = ConfigDict(frozen=True)
-
-
 def hardware(name: str | None = None) -> HardwareResult:
     """`tcalc hardware [NAME]`: the accelerator table, or one accelerator in detail."""
     from transformer_calc.results.catalog import gpu_report, hardware_report
 
     return HardwareResult(_dump(hardware_report() if name is None else gpu_report(name)))
-
-
-class SweepResult(Result):
-    axes: dict[str, list[Any]]
-    metrics: list[str]
-    points_total: int
-    points: list[dict[str, Any]]
-    skipped: int
-    skipped_reasons: list[str]
 
 
 def sweep(model: Any = None, *, models: list[Any] | None = None, metrics: list[str] | str | None = None,

@@ -3,6 +3,10 @@
 A result is composed here from the estimators; docs/cli.md documents its keys."""
 
 from __future__ import annotations
+
+from pydantic import ConfigDict, RootModel
+
+from transformer_calc.results.base import Result
 from typing import Any
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.estimators.params import (
@@ -54,3 +58,15 @@ def gpu_report(name: str) -> dict[str, Any]:
     from transformer_calc.sources.presets import gpu
 
     return gpu_dict(gpu(name))
+
+
+class PresetsResult(RootModel[list[dict[str, Any]]]):
+    """`tcalc presets`: one mapping per model preset."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+class HardwareResult(RootModel[list[dict[str, Any]] | dict[str, Any]]):
+    """`tcalc hardware [NAME]`: every accelerator, or one in detail."""
+
+    model_config = ConfigDict(frozen=True)

@@ -3,6 +3,9 @@
 A result is composed here from the estimators; docs/cli.md documents its keys."""
 
 from __future__ import annotations
+
+
+from transformer_calc.results.base import Result
 from typing import Any
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.estimators.params import (
@@ -155,3 +158,10 @@ def check_load_point(model: ModelConfig, device: Any, spec: Any, section: dict[s
     eff = inference_efficiency(device, section, {})
     serving = serving_spec(section, {})
     return load_point(model, device, spec, eff, serving, spec.prompt_len, max(spec.new_tokens, 1), spec.batch_size)
+
+
+class CheckResult(Result):
+    files: list[dict[str, Any]]
+    passed: int
+    failed: int
+    invalid: int

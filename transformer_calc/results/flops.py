@@ -3,6 +3,9 @@
 A result is composed here from the estimators; docs/cli.md documents its keys."""
 
 from __future__ import annotations
+
+
+from transformer_calc.results.base import Result
 from typing import Any
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.estimators.params import (
@@ -224,3 +227,30 @@ def mfu_report(
         out["flops"]["per_step"] = per_token_model * global_batch * w.seq_len
         out["flops"]["hardware_per_step"] = per_token_hw * global_batch * w.seq_len
     return out
+
+
+class FlopsResult(Result):
+    model: dict[str, Any]
+    workload: dict[str, Any]
+    conventions: dict[str, Any]
+    flops: dict[str, Any]
+    rules_of_thumb: dict[str, Any]
+    compute_optimal: dict[str, Any] | None = None
+    training: dict[str, Any] | None = None
+
+
+class MfuResult(Result):
+    model: dict[str, Any]
+    seq_len: int
+    gpus: int
+    gpu: str
+    dtype: str
+    peak_flops_per_gpu: int
+    tokens_per_s: float
+    mfu: float
+    hfu: float
+    achieved_flops_per_gpu: float
+    achieved_hardware_flops_per_gpu: float
+    flops: dict[str, Any]
+    global_batch: int | None = None
+    step_time_s: float | None = None

@@ -4,6 +4,9 @@ serving capacity, speculative decoding; and the resolution of inference settings
 A result is composed here from the estimators; docs/cli.md documents its keys."""
 
 from __future__ import annotations
+
+
+from transformer_calc.results.base import Result
 from typing import Any
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.estimators.params import (
@@ -301,3 +304,21 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
     except (ValueError, TypeError) as exc:
         raise TcalcError(f"inference: {exc}") from None
     return spec, str(merged.get("gpu", DEFAULT_INFERENCE_GPU))
+
+
+class InferenceResult(Result):
+    model: dict[str, Any]
+    inference: dict[str, Any]
+    kv_cache: dict[str, Any]
+    memory: dict[str, Any]
+    prefill: dict[str, Any]
+    decode: dict[str, Any]
+    time_to_first_token_s: float
+    total_s: float
+    tokens_per_s: float
+    compute_bound_batch: int | None
+    compute_bound_batch_weights_only: float
+    expected: dict[str, Any]
+    serving: dict[str, Any] | None = None
+    speculative: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None

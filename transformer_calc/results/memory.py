@@ -3,6 +3,9 @@
 A result is composed here from the estimators; docs/cli.md documents its keys."""
 
 from __future__ import annotations
+
+
+from transformer_calc.results.base import Result
 from typing import Any
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.estimators.params import (
@@ -195,3 +198,19 @@ def _offload_section(tr: Any, par: Any, st: Any, peak: int) -> dict[str, Any]:
         "host_bytes_per_node": 0 if nvme else per_gpu * node,
         "nvme_bytes_per_node": per_gpu * node if nvme else 0,
     }
+
+
+class MemoryResult(Result):
+    model: dict[str, Any]
+    workload: dict[str, Any]
+    training: dict[str, Any]
+    parallelism: dict[str, Any]
+    params: dict[str, int]
+    memory: dict[str, Any]
+    b_min: float
+    finetune: dict[str, Any] | None = None
+    offload: dict[str, Any] | None = None
+    gpu: dict[str, Any] | None = None
+    fits: bool | None = None
+    fit: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None

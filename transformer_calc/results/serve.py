@@ -3,6 +3,9 @@
 A result is composed here from the estimators; docs/cli.md documents its keys."""
 
 from __future__ import annotations
+
+
+from transformer_calc.results.base import Result
 from typing import Any
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.estimators.params import (
@@ -88,3 +91,12 @@ def expected_dict_assumptions(eff: Any) -> dict[str, Any]:
         "intra_node_bytes_s": eff.network.intra_bytes_s,
         "inter_node_bytes_s": eff.network.inter_bytes_s,
     }
+
+
+class ServeResult(Result):
+    model: dict[str, Any]
+    serve: dict[str, Any]
+    best: dict[str, Any] | None
+    layouts: list[dict[str, Any]]
+    expected_assumptions: dict[str, Any]
+    checkpoint: dict[str, Any] | None = None

@@ -3,6 +3,9 @@
 A result is composed here from the estimators; docs/cli.md documents its keys."""
 
 from __future__ import annotations
+
+
+from transformer_calc.results.base import Result
 from typing import Any
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.estimators.params import (
@@ -125,3 +128,37 @@ def plan_report(
         "evaluated": len(plans) + sum(rejected.values()), "feasible": len(plans),
         "plans": rows, "rejected": rejected, "best_command": command,
     }
+
+
+class TrainResult(Result):
+    model: dict[str, Any]
+    gpu: str
+    layout: dict[str, Any]
+    batch: dict[str, Any]
+    training: dict[str, Any]
+    step_time_s: float
+    breakdown: dict[str, float]
+    dp_comm_total_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    mfu: float
+    hfu: float
+    tflops_per_gpu: float
+    model_flops: int
+    hardware_flops: int
+    memory: dict[str, Any]
+    assumptions: dict[str, Any]
+    budget: dict[str, Any] | None = None
+
+
+class PlanResult(Result):
+    model: dict[str, Any]
+    gpu: str
+    gpus: int
+    seq_len: int
+    global_batch: int
+    evaluated: int
+    feasible: int
+    plans: list[dict[str, Any]]
+    rejected: dict[str, int]
+    best_command: str | None
