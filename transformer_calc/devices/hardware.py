@@ -137,7 +137,7 @@ class GPU(BaseModel):
 
     @field_validator("peak_flops")
     @classmethod
-    def _known_dtypes(cls, peaks: dict[str, int]) -> dict[str, int]:
+    def _known_dtypes(cls, peaks: dict[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(peaks) - set(DTYPES))
         if unknown:
             raise ValueError(f"unknown dtype {unknown[0]!r}; use one of {', '.join(DTYPES)}")
@@ -285,15 +285,18 @@ class _Entry(BaseModel):
 
     @field_validator("dense_tflops")
     @classmethod
-    def _known_dtypes(cls, peaks: dict[str, float]) -> dict[str, float]:
+    def _known_dtypes(cls, peaks: dict[str, Any]) -> dict[str, Any]:
         return GPU._known_dtypes(peaks)
 
     def to_gpu(self) -> GPU:
         if self.memory_gb is not None:
             memory = _exact(self.memory_gb, GB)
-        else:
+        elif self.memory_gib is not None:
             memory = _exact(self.memory_gib, GIB)
+        else:  # pragma: no cover - the validator requires one of the two
+            raise ValueError("memory_gb or memory_gib is required")
         pcie = _exact(self.pcie_gb_s, GB) if self.pcie_gb_s is not None else None
+        link: str | None
         if self.nvlink_gb_s is not None:
             link = f"NVLink {self.nvlink_gen}" if self.nvlink_gen else "NVLink"
             link_bytes_s: int | None = _exact(self.nvlink_gb_s, GB)

@@ -38,7 +38,7 @@ ModelSection = create_model("ModelSection", __base__=Section, **_model_section_f
 
 def model_section(m: ModelConfig) -> Any:
     """The `model` section of a result."""
-    return ModelSection(**dict(m), gated_mlp=m.gated_mlp)
+    return ModelSection.model_validate({**dict(m), "gated_mlp": m.gated_mlp})
 
 
 def expected_component_params(m: ModelConfig) -> dict[str, int]:

@@ -80,7 +80,8 @@ class _Node:
     __slots__ = ("value", "size", "key", "keys", "anchor")
 
     def __init__(self, value: Any, anchor: str | None):
-        self.value, self.size, self.key, self.keys, self.anchor = value, 1, _NO_KEY, set(), anchor
+        self.keys: set[Any] = set()
+        self.value, self.size, self.key, self.anchor = value, 1, _NO_KEY, anchor
 
 
 _NO_KEY = object()

@@ -4,6 +4,7 @@ hf_2024.py both build on these; neither imports the other's private parts)."""
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,7 +52,7 @@ class Reader:
             raise self._bad(name, "a whole number")
         return value
 
-    def opt_int(self, name: str) -> int | None:
+    def opt_int(self, name: str) -> builtins.int | None:
         return None if self.values.get(name) is None else self.int(name)
 
     def flag(self, name: str) -> bool:

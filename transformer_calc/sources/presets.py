@@ -96,7 +96,8 @@ def preset_spec(name: str) -> dict[str, Any]:
 
     # the module layout of the family's modeling code (GPT-3 is read as GPT-2, as verify_presets does)
     family = entry.get("hf_model_type") or ("gpt2" if entry.get("family") == "gpt3" else None)
-    return {"name": canonical, "source": entry.get("source"), **FUSED_LINEARS.get(family, {}), **entry["model"]}
+    fused = FUSED_LINEARS.get(family, {}) if isinstance(family, str) else {}
+    return {"name": canonical, "source": entry.get("source"), **fused, **entry["model"]}
 
 
 def preset_model(name: str) -> ModelConfig:

@@ -267,7 +267,7 @@ def quantized_weights(m: ModelConfig, fmt: str, T: int = 1, ep: int = 1) -> Quan
     else:
         chosen = [(x, block) for x in in_blocks]
     q_params = sum(x.elements for x, b in chosen if b.block > 1)
-    q_bytes = sum(Fraction(_blocks(x, b) * b.block_bytes) for x, b in chosen)
+    q_bytes: Fraction = sum((Fraction(_blocks(x, b) * b.block_bytes) for x, b in chosen), Fraction(0))
     if fmt == "gptq-int4" or fmt == "awq-int4":  # the packed int4 zero point per group and column
         q_bytes += sum(Fraction(_blocks(x, b) * INT4_ZERO_BITS, 8) for x, b in chosen)
     if fmt == "gptq-int4":
