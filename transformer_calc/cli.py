@@ -148,8 +148,6 @@ def _parse_set(items: list[str] | None) -> dict[str, Any]:
 
 def _scalar(raw: str) -> Any:
     """A --set value: JSON scalars first (1e3, true, null), then YAML (yes/no), else the string."""
-    import json
-
     from transformer_calc.errors import TcalcError
     from transformer_calc.inputs import parse_json, parse_yaml
 
@@ -808,26 +806,9 @@ def _compute_dtype(dtype: str | None, p: int | None) -> str | None:
     return compute_dtype(dtype, p)
 
 
-def _choice(value: str, allowed: tuple[str, ...], flag: str) -> str:
-    from transformer_calc.errors import TcalcError
-
-    if value not in allowed:
-        raise TcalcError(f"{flag} ({value[:40]!r}) must be one of {', '.join(allowed)}")
-    return value
-
-
 def _first(*values: Any) -> Any:
     """The first value that is not None (a flag, then the job file, then the default)."""
     return next((v for v in values if v is not None), None)
-
-
-def _enum(cls: Any, value: str, flag: str) -> Any:
-    from transformer_calc.errors import TcalcError
-
-    try:
-        return cls(value)
-    except ValueError:
-        raise TcalcError(f"{flag} ({value!r}): choose one of {', '.join(v.value for v in cls)}") from None
 
 
 SWEEP = "Grid (comma lists; a..b doubles, a..b:s steps)"

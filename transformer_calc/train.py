@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 from transformer_calc.config import FP8Recipe, ModelConfig, Parallelism, Precision, Recompute, Training, Workload
 from transformer_calc.flops import count_flops
-from transformer_calc.params import count_params, kv_heads_per_rank, shard_params
+from transformer_calc.params import kv_heads_per_rank, shard_params
 
 # Maximum achievable matmul FLOPS / dense peak, bf16 (stas00/ml-engineering, compute/accelerator
 # README, "Maximum Achievable Matmul FLOPS comparison table"); others: DEFAULT_MATMUL_EFFICIENCY.
