@@ -145,3 +145,32 @@ def test_train_budget_and_chosen_micro_batch(capsys):
     assert d["batch"]["micro_batch_chosen"] and d["batch"]["tried"]
     b = d["budget"]
     assert b["gpu_hours"] == pytest.approx(b["time_s"] * 8 / 3600) and b["cost"] == pytest.approx(2 * b["gpu_hours"])
+
+
+PLAN_CASES = {
+    # issue 21: CP was divided out twice (plan priced S/CP^2 tokens per rank: 66 GiB vs train's 126)
+    "context-parallel": ["--preset", "llama-3-8b", "--gpus", "64", "--gpu", "h100", "--S", "64k", "--global-batch", "64"],
+    "no-flash-pytorch": ["--preset", "gpt2", "--gpus", "8", "--gpu", "a100-80gb", "--S", "1024", "--global-batch", "64",
+                         "--no-flash", "--framework", "pytorch"],
+    "network": ["--preset", "llama-3-70b", "--gpus", "64", "--gpu", "h100", "--S", "4096", "--global-batch", "64",
+                "--node-size", "4", "--inter-node-gb-s", "5"],
+    "lora": ["--preset", "llama-3.1-8b", "--gpus", "8", "--global-batch", "32", "--S", "2048", "--finetune", "lora",
+             "--lora-rank", "8"],
+    "moe": ["--preset", "qwen3-30b-a3b", "--gpus", "16", "--gpu", "h100", "--S", "4096", "--global-batch", "64"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLAN_CASES))
+def test_plan_best_command_is_what_train_prices(capsys, case):
+    """`tcalc plan`'s best layout, run as its best_command, has the peak memory and step time the
+    plan listed (same model, layout, training settings and network)."""
+    import shlex
+
+    plan = _json(capsys, "plan", *PLAN_CASES[case])
+    best, argv = plan["plans"][0], shlex.split(plan["best_command"])
+    assert argv[:2] == ["tcalc", "train"]
+    train = _json(capsys, *argv[1:])
+    assert train["memory"]["peak_bytes"] == best["peak_bytes"]
+    assert train["memory"]["fits"] is True
+    assert train["step_time_s"] == best["step_time_s"] and train["breakdown"] == best["breakdown"]
+    assert train["layout"] == best["layout"] and train["batch"]["micro_batch"] == best["micro_batch"]

@@ -168,6 +168,23 @@ def _full_source(model: Any, options: dict[str, Any]) -> Any:
     return load_source(model, **{k: options.pop(k) for k in _SOURCE_KEYS if k in options})
 
 
+def _command_source(model: Any, options: dict[str, Any]) -> str | None:
+    """The model as `tcalc` would take it on a command line (plan's best_command), or None for a
+    ModelConfig or a dict: `--preset NAME` for a preset name, else the path or repo id as MODEL."""
+    import shlex
+
+    for key in ("preset", "config", "hf_config"):
+        if options.get(key) is not None:
+            return f"--{key.replace('_', '-')} {shlex.quote(str(options[key]))}"
+    if not isinstance(model, (str, Path)):
+        return None
+    text = str(model)
+    if Path(text).exists() or "/" in text:  # a file or folder, or a Hub repo id
+        words = [text] + (["--revision", str(options["revision"])] if options.get("revision") is not None else [])
+        return shlex.join(words)
+    return f"--preset {shlex.quote(text)}"
+
+
 def _checkpoint(src: Any) -> dict[str, Any]:
     """{"checkpoint": ...} when the model came from a checkpoint, as the CLI adds it."""
     if src.checkpoint is None and src.checkpoint_note is None:
@@ -321,16 +338,13 @@ def plan(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None =
     from transformer_calc.config import Training
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.report import plan_report
-    from transformer_calc.train import default_network
 
-    name = source.get("preset") or (
-        model if isinstance(model, str) and Path(model).suffix not in (".yaml", ".yml", ".json") else None)
+    text = _command_source(model, source)
     m, _ = _source(model, source)
     device = find_gpu(gpu)
     tr = Training(flash=flash, framework=framework, finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets)
     report = plan_report(m, S or m.max_seq_len, tr, device, gpus=gpus,
-                         global_batch=global_batch, top=top, network=default_network(device),
-                         preset=name)
+                         global_batch=global_batch, top=top, source=text)
     return PlanResult(**_dump(report))
 
 

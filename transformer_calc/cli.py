@@ -235,6 +235,22 @@ class ModelArgs:
 
         return {"checkpoint": checkpoint_dict(model, src.checkpoint, src.checkpoint_note)}
 
+    def command_text(self) -> str:
+        """The model source and overrides as they would be typed again (plan's best_command)."""
+        import shlex
+
+        v = self.values
+        words = [v["model"]] if v["model"] is not None else []
+        for name in ("revision", "preset", "config", "hf_config"):
+            if v[name] is not None:
+                words += [f"--{name.replace('_', '-')}", str(v[name])]
+        for name in _OVERRIDE_FIELDS:
+            if v[name] is not None:
+                words += [f"--{name.replace('_', '-')}", str(v[name])]
+        for item in v["set_"] or []:
+            words += ["--set", item]
+        return shlex.join(words)
+
     def load(self) -> tuple[Any, Any]:
         """(ModelConfig, JobFile or None), validated; the whole `sources.Source` is kept as `.source`
         (its checkpoint: the bytes a folder, repo or GGUF file stores)."""
@@ -1136,21 +1152,9 @@ _USAGE_FIXES = (
 
 
 def _network(gpu: Any, node_size: int | None, inter_node_gb_s: float | None) -> Any:
-    from transformer_calc.errors import TcalcError
-    from transformer_calc.train import default_network
+    from transformer_calc.report import network_for
 
-    net = default_network(gpu)
-    if node_size is not None:
-        if node_size < 1:
-            raise TcalcError(f"--node-size ({node_size}) must be >= 1")
-        net = net.__class__(node_size, net.intra_bytes_s, net.inter_bytes_s)
-    if inter_node_gb_s is not None:
-        import math
-
-        if not (math.isfinite(inter_node_gb_s) and inter_node_gb_s > 0):
-            raise TcalcError(f"--inter-node-gb-s ({inter_node_gb_s}) must be a positive number of GB/s")
-        net = net.__class__(net.node_size, net.intra_bytes_s, inter_node_gb_s * 1e9)
-    return net
+    return network_for(gpu, node_size, inter_node_gb_s)
 
 
 def _global_batch(sequences: str | None, tokens: str | None, S: int) -> int:
@@ -1289,8 +1293,8 @@ def plan(
     tuning = {k: v for k, v in (("finetune", finetune), ("lora_rank", lora_rank), ("lora_targets", lora_targets))
               if v is not None}
     tr = build(Training, {"flash": flash, "framework": framework, **tuning}, "plan")
-    report = plan_report(model, seq, tr, device, gpus=gpus, global_batch=G, top=top,
-                         network=_network(device, node_size, inter_node_gb_s), preset=source.values.get("preset"))
+    report = plan_report(model, seq, tr, device, gpus=gpus, global_batch=G, top=top, node_size=node_size,
+                         inter_node_gb_s=inter_node_gb_s, source=source.command_text())
     emit(report, fmt, plan_table)
 
 

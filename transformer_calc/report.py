@@ -1192,14 +1192,40 @@ def train_report(
     return report
 
 
+def network_for(gpu: Any, node_size: int | None = None, inter_node_gb_s: float | None = None) -> Any:
+    """The GPU's default fabric (train.default_network) with --node-size and --inter-node-gb-s
+    (GB/s per GPU, one way) applied; bad values are errors naming the flag."""
+    import math
+
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.train import default_network
+
+    net = default_network(gpu)
+    if node_size is not None:
+        if isinstance(node_size, bool) or not isinstance(node_size, int) or node_size < 1:
+            raise TcalcError(f"--node-size ({str(node_size)[:40]}) must be a whole number >= 1")
+        net = net.__class__(node_size, net.intra_bytes_s, net.inter_bytes_s)
+    if inter_node_gb_s is not None:
+        if (isinstance(inter_node_gb_s, bool) or not isinstance(inter_node_gb_s, (int, float))
+                or not (math.isfinite(inter_node_gb_s) and inter_node_gb_s > 0)):
+            raise TcalcError(f"--inter-node-gb-s ({str(inter_node_gb_s)[:40]}) must be a positive number of GB/s")
+        net = net.__class__(net.node_size, net.intra_bytes_s, inter_node_gb_s * 1e9)
+    return net
+
+
 def plan_report(
     m: ModelConfig, seq_len: int, tr: Any, gpu: Any, *, gpus: int, global_batch: int, top: int = 10,
-    network: Any = None, preset: str | None = None,
+    node_size: int | None = None, inter_node_gb_s: float | None = None, source: str | None = None,
 ) -> dict[str, Any]:
-    """`tcalc plan`: the feasible layouts ranked by step time, and why the others were rejected."""
+    """`tcalc plan`: the feasible layouts ranked by step time, and why the others were rejected.
+
+    `source` is the model as typed on a command line (`--preset NAME`, a MODEL, `--config FILE`,
+    with its overrides): best_command repeats it, and every setting that is not `tcalc train`'s
+    default, so that running it prices exactly the best plan."""
     from transformer_calc.train import plan_layouts
 
-    plans, rejected = plan_layouts(m, seq_len, tr, gpu, gpus=gpus, global_batch=global_batch, network=network)
+    plans, rejected = plan_layouts(m, seq_len, tr, gpu, gpus=gpus, global_batch=global_batch,
+                                   network=network_for(gpu, node_size, inter_node_gb_s))
     rows = []
     for pl in plans[:top]:
         est = pl.estimate
@@ -1212,14 +1238,17 @@ def plan_report(
     if plans:
         best = plans[0]
         par = best.parallelism
-        source = f"--preset {preset}" if preset else "<model>"
         command = (
-            f"tcalc train {source} --gpus {gpus} --gpu {gpu.name} --S {seq_len} --global-batch {global_batch} "
+            f"tcalc train {source or '<model>'} --gpus {gpus} --gpu {gpu.name} --S {seq_len} --global-batch {global_batch} "
             f"--T {par.tensor} --P {par.pipeline} --virtual-stages {par.virtual_stages} --cp {par.context} "
             f"--ep {par.expert} --zero {par.zero}{' --sp' if par.sequence_parallel else ''} "
-            f"--micro-batch {best.micro_batch} --recompute {best.recompute.value}{' --flash' if tr.flash else ''}"
+            f"--micro-batch {best.micro_batch} --recompute {best.recompute.value}{' --flash' if tr.flash else ' --no-flash'}"
+            # what tcalc train would otherwise default differently
+            + (f" --framework {tr.framework.value}" if tr.framework.value != "megatron" else "")
             + (f" --finetune {tr.finetune.value} --lora-rank {tr.lora_rank} --lora-targets "
                f"{','.join(t.value for t in tr.lora_targets)}" if tr.adapters else "")
+            + (f" --node-size {node_size}" if node_size is not None else "")
+            + (f" --inter-node-gb-s {inter_node_gb_s!r}" if inter_node_gb_s is not None else "")
         )
     return {
         "model": model_dict(m), "gpu": gpu.name, "gpus": gpus, "seq_len": seq_len, "global_batch": global_batch,

@@ -459,17 +459,17 @@ def plan_layouts(
                             fits_any = False
                             for rc in (Recompute.none, Recompute.selective, Recompute.full):
                                 trial = tr.model_copy(update={"recompute": rc, "micro_batches": (global_batch // dp) // b})
-                                w = Workload(seq_len=seq_len // cp, batch_size=b)
+                                # the whole sequence: the memory estimators give each CP rank S/CP
+                                w = Workload(seq_len=seq_len, batch_size=b)
                                 try:
-                                    peak = peak_memory(m, w, trial, par, all_stages=False).peak_bytes
+                                    peak = peak_memory(m, w, trial, par).peak_bytes
                                 except ValueError:
                                     reject("the model cannot take this layout")
                                     break
                                 if peak > cap:
                                     reject(f"does not fit ({rc.value} recompute)")
                                     continue
-                                est = estimate_step(m, Workload(seq_len=seq_len, batch_size=b), trial, par, gpu,
-                                                    global_batch=global_batch, network=net)
+                                est = estimate_step(m, w, trial, par, gpu, global_batch=global_batch, network=net)
                                 plans.append(Plan(par, b, rc, est, peak))
                                 fits_any = True
                                 break  # less recompute is faster: the first that fits is the one
