@@ -302,50 +302,71 @@ def serve(model: Any = None, *, prompt_len: int, output_len: int, gpus: int = 8,
     return ServeResult(**_dump(report | _checkpoint(src)))
 
 
-def train(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int,
-          micro_batch: int | None = None, T: int = 1, P: int = 1, virtual_stages: int = 1, cp: int = 1, ep: int = 1,
-          sp: bool = False, zero: int = 1, recompute: str = "none", flash: bool = True, precision: str = "mixed",
-          framework: str = "megatron", tokens: int | None = None, price_per_gpu_hour: float | None = None,
-          matmul_efficiency: float | None = None, finetune: str = "full", lora_rank: int = 16,
-          lora_targets: str = "all-linear", offload: str = "none", offload_device: str = "cpu",
-          fp8_recipe: str = "none", **source: Any) -> TrainResult:
-    """`tcalc train`: the step time of a layout (global_batch in sequences)."""
-    from transformer_calc.config import Parallelism, Training, Workload
+def train(model: Any = None, *, global_batch: int | None = None, global_batch_tokens: int | None = None,
+          gpus: int | None = None, gpu: str | None = None, S: int | None = None, micro_batch: int | None = None,
+          T: int | None = None, P: int | None = None, virtual_stages: int | None = None, cp: int | None = None,
+          ep: int | None = None, sp: bool | None = None, zero: int | None = None, recompute: str | None = None,
+          flash: bool | None = None, precision: str | None = None, dtype: str | None = None, p: int | None = None,
+          framework: str | None = None, finetune: str | None = None, lora_rank: int | None = None,
+          lora_targets: str | None = None, offload: str | None = None, offload_device: str | None = None,
+          fp8_recipe: str | None = None, matmul_efficiency: float | None = None, node_size: int | None = None,
+          inter_node_gb_s: float | None = None, tokens: int | None = None, price_per_gpu_hour: float | None = None,
+          **source: Any) -> TrainResult:
+    """`tcalc train`: the step time of a layout (global_batch in sequences, or global_batch_tokens).
+    Settings as the command's: a keyword, then a job file's training: section, then the default."""
+    from transformer_calc.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
     from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.report import train_report
-    from transformer_calc.train import default_network
+    from transformer_calc.report import network_for, train_configs, train_report
 
-    m, _ = _source(model, source)
-    device = find_gpu(gpu)
-    if gpus % (T * P * cp):
-        raise ValueError(f"gpus ({gpus}) must be a multiple of T x P x CP ({T} x {P} x {cp})")
-    par = Parallelism(tensor=T, pipeline=P, virtual_stages=virtual_stages, context=cp, expert=ep,
-                      data=gpus // (T * P * cp), sequence_parallel=sp, zero=zero)
-    tr = Training(recompute=recompute, flash=flash, precision=precision, framework=framework, finetune=finetune,
-                  lora_rank=lora_rank, lora_targets=lora_targets, offload=offload, offload_device=offload_device,
-                  fp8_recipe=fp8_recipe)
-    w = Workload(seq_len=S or m.max_seq_len, batch_size=micro_batch or 1)
-    report = train_report(m, w, tr, par, device, global_batch=global_batch, micro_batch_given=micro_batch is not None,
-                          network=default_network(device), matmul_efficiency=matmul_efficiency, tokens=tokens,
-                          price_per_gpu_hour=price_per_gpu_hour)
+    m, job = _source(model, source)
+    name = compute_dtype(dtype, p)
+    flags = dict(
+        seq_len=S, batch_size=micro_batch, tensor=T, pipeline=P, virtual_stages=virtual_stages, context=cp, expert=ep,
+        sequence_parallel=sp, zero=zero, recompute=recompute, flash=flash, precision=precision,
+        p=COMPUTE_DTYPE_BYTES[name] if name is not None else None, framework=framework, finetune=finetune,
+        lora_rank=lora_rank, lora_targets=lora_targets, offload=offload, offload_device=offload_device,
+        fp8_recipe=fp8_recipe, gpu=gpu,
+    )
+    w, tr, par, gpu_name, micro_batch_given = train_configs(m, job.training if job else {}, flags, gpus)
+    device = find_gpu(gpu_name)
+    report = train_report(m, w, tr, par, device, global_batch=_sequences(global_batch, global_batch_tokens, w.seq_len),
+                          micro_batch_given=micro_batch_given, network=network_for(device, node_size, inter_node_gb_s),
+                          matmul_efficiency=matmul_efficiency, tokens=tokens, price_per_gpu_hour=price_per_gpu_hour)
     return TrainResult(**_dump(report))
 
 
-def plan(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int, top: int = 10,
-         flash: bool = True, framework: str = "megatron", finetune: str = "full", lora_rank: int = 16,
-         lora_targets: str = "all-linear", **source: Any) -> PlanResult:
-    """`tcalc plan`: the fastest layouts that fit (global_batch in sequences)."""
-    from transformer_calc.config import Training
+def plan(model: Any = None, *, global_batch: int | None = None, global_batch_tokens: int | None = None, gpus: int = 8,
+         gpu: str | None = None, S: int | None = None, top: int = 10, flash: bool | None = None,
+         framework: str | None = None, finetune: str | None = None, lora_rank: int | None = None,
+         lora_targets: str | None = None, node_size: int | None = None, inter_node_gb_s: float | None = None,
+         **source: Any) -> PlanResult:
+    """`tcalc plan`: the fastest layouts that fit (global_batch in sequences, or global_batch_tokens).
+    Settings as train's; the layout keys of a job file's training: section are plan's to choose."""
     from transformer_calc.presets import gpu as find_gpu
-    from transformer_calc.report import plan_report
+    from transformer_calc.report import plan_configs, plan_report
 
     text = _command_source(model, source)
-    m, _ = _source(model, source)
-    device = find_gpu(gpu)
-    tr = Training(flash=flash, framework=framework, finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets)
-    report = plan_report(m, S or m.max_seq_len, tr, device, gpus=gpus,
-                         global_batch=global_batch, top=top, source=text)
+    m, job = _source(model, source)
+    flags = dict(seq_len=S, flash=flash, framework=framework, finetune=finetune, lora_rank=lora_rank,
+                 lora_targets=lora_targets, gpu=gpu)
+    seq, tr, gpu_name, etp = plan_configs(m, job.training if job else {}, flags)
+    report = plan_report(m, seq, tr, find_gpu(gpu_name), gpus=gpus,
+                         global_batch=_sequences(global_batch, global_batch_tokens, seq), top=top,
+                         node_size=node_size, inter_node_gb_s=inter_node_gb_s, source=text, expert_tensor=etp)
     return PlanResult(**_dump(report))
+
+
+def _sequences(global_batch: int | None, global_batch_tokens: int | None, S: int) -> int:
+    """The global batch in sequences: given, or whole sequences of S in the tokens (as the CLI)."""
+    from transformer_calc.errors import TcalcError
+
+    if (global_batch is None) == (global_batch_tokens is None):
+        raise TcalcError("give the global batch once: global_batch (sequences) or global_batch_tokens")
+    if global_batch is not None:
+        return global_batch
+    if global_batch_tokens < S:
+        raise TcalcError(f"global_batch_tokens ({global_batch_tokens}) is less than one sequence of S = {S} tokens")
+    return global_batch_tokens // S
 
 
 class MfuResult(Result):

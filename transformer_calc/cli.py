@@ -1189,25 +1189,25 @@ NicOpt = Annotated[Optional[float], typer.Option("--inter-node-gb-s", help="Per-
 @model_options
 def train(
     source: ModelArgs,
-    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs in all; dp = gpus / (T·P·CP).", parser=_whole)] = 8,
-    gpu: Annotated[str, typer.Option("--gpu", help="GPU, e.g. a100-80gb, h100.")] = "h100",
+    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs in all; dp = gpus / (T·P·CP) \\[default: the job file's data x T x P x CP, else 8].", parser=_whole)] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU, e.g. a100-80gb, h100 \\[default: the job file's, else h100].")] = None,
     S: SOpt = None,
     global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Global batch in sequences, e.g. 1536 \\[default: none; this or --global-batch-tokens].")] = None,
     global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Global batch in tokens, e.g. 4M \\[default: none; this or --global-batch].")] = None,
-    micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", "--B", "--batch-size", min=1, help="Micro-batch b \\[default: the fastest that fits].", parser=_whole)] = None,
-    T: Annotated[int, typer.Option("--T", "--tensor-parallel", min=1, help="T: tensor-parallel ranks.", rich_help_panel=PARALLEL, parser=_whole)] = 1,
-    P: Annotated[int, typer.Option("--P", "--pipeline-parallel", min=1, help="P: pipeline stages (1F1B).", rich_help_panel=PARALLEL, parser=_whole)] = 1,
-    virtual_stages: Annotated[int, typer.Option("--virtual-stages", min=1, help="Interleaved model chunks per stage.", rich_help_panel=PARALLEL, parser=_whole)] = 1,
-    cp: Annotated[int, typer.Option("--cp", "--context-parallel", min=1, help="Context-parallel ranks (long sequences).", rich_help_panel=PARALLEL, parser=_whole)] = 1,
-    ep: Annotated[int, typer.Option("--ep", "--expert-parallel", min=1, help="Expert-parallel ranks (MoE).", rich_help_panel=PARALLEL, parser=_whole)] = 1,
-    sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism (with T).", rich_help_panel=PARALLEL)] = False,
-    zero: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3 (1: a distributed optimizer).", rich_help_panel=PARALLEL, parser=_zero_stage)] = 1,
-    recompute: Annotated[str, typer.Option("--recompute", help="none | selective | full.", rich_help_panel=TRAINING)] = "none",
-    flash: Annotated[bool, typer.Option("--flash/--no-flash", help="FlashAttention.", rich_help_panel=TRAINING)] = True,
+    micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", "--B", "--batch-size", min=1, help="Micro-batch b \\[default: the job file's, else the fastest that fits].", parser=_whole)] = None,
+    T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", min=1, help="T: tensor-parallel ranks \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    P: Annotated[Optional[int], typer.Option("--P", "--pipeline-parallel", min=1, help="P: pipeline stages (1F1B) \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    virtual_stages: Annotated[Optional[int], typer.Option("--virtual-stages", min=1, help="Interleaved model chunks per stage \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    cp: Annotated[Optional[int], typer.Option("--cp", "--context-parallel", min=1, help="Context-parallel ranks (long sequences) \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", min=1, help="Expert-parallel ranks (MoE) \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    sp: Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", rich_help_panel=PARALLEL)] = None,
+    zero: Annotated[Optional[int], typer.Option("--zero", help="ZeRO stage 0-3 (1: a distributed optimizer) \\[default: 1].", rich_help_panel=PARALLEL, parser=_zero_stage)] = None,
+    recompute: Annotated[Optional[str], typer.Option("--recompute", help="none | selective | full \\[default: none].", rich_help_panel=TRAINING)] = None,
+    flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="FlashAttention \\[default: on].", rich_help_panel=TRAINING)] = None,
     precision: Annotated[Optional[str], typer.Option("--precision", help="mixed | bf16 | fp32 \\[default: mixed; fp32 with --dtype fp32].", rich_help_panel=TRAINING)] = None,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help=DTYPE_HELP + " (fp8: matmuls at the fp8 peak) \\[default: bf16].", rich_help_panel=TRAINING)] = None,
     p: Annotated[Optional[int], typer.Option("--p", help=PHelp + " \\[default: 2].", rich_help_panel=TRAINING, parser=_whole)] = None,
-    framework: Annotated[str, typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed.", rich_help_panel=TRAINING)] = "megatron",
+    framework: Annotated[Optional[str], typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed \\[default: megatron].", rich_help_panel=TRAINING)] = None,
     finetune: FinetuneOpt = None,
     lora_rank: LoraRankOpt = None,
     lora_targets: LoraTargetsOpt = None,
@@ -1223,36 +1223,28 @@ def train(
 ) -> None:
     """Training step time of a parallel layout: compute, communication, pipeline bubble; MFU.
 
+    Settings come from the flags, then the job file's training: section (--config), then the defaults.
     Example: tcalc train --preset gpt3 --gpus 64 --gpu a100-80gb --T 8 --P 8 --sp --recompute selective --global-batch 64 --micro-batch 1 --S 2048
     """
-    from transformer_calc.config import Parallelism, Training, Workload, build
-    from transformer_calc.errors import TcalcError
+    from transformer_calc.hardware import COMPUTE_DTYPE_BYTES
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.render import train_table
-    from transformer_calc.report import train_report
+    from transformer_calc.report import train_configs, train_report
 
-    model, _ = source.load()
-    device = find_gpu(gpu)
-    seq = S or model.max_seq_len
-    G = _global_batch(global_batch, global_batch_tokens, seq)
-    if gpus % (T * P * cp):
-        raise TcalcError(f"--gpus ({gpus}) must be a multiple of T x P x CP ({T} x {P} x {cp}); data parallelism is what is left")
-    par = build(Parallelism, {"tensor": T, "pipeline": P, "virtual_stages": virtual_stages, "context": cp, "expert": ep,
-                              "data": gpus // (T * P * cp), "sequence_parallel": sp, "zero": zero}, "train")
-    from transformer_calc.hardware import COMPUTE_DTYPE_BYTES
-
+    model, job = source.load()
     name = _compute_dtype(dtype, p)
-    tuning = {k: v for k, v in (("finetune", finetune), ("lora_rank", lora_rank), ("lora_targets", lora_targets),
-                                 ("offload", offload), ("offload_device", offload_device),
-                                 ("fp8_recipe", fp8_recipe)) if v is not None}
-    tr = build(Training, {"recompute": recompute, "flash": flash, "framework": framework,
-                          **({"precision": precision} if precision is not None else {}),
-                          **({"p": COMPUTE_DTYPE_BYTES[name]} if name is not None else {}), **tuning}, "train")
-    w = build(Workload, {"seq_len": seq, "batch_size": micro_batch or 1}, "train")
+    flags = dict(
+        seq_len=S, batch_size=micro_batch, tensor=T, pipeline=P, virtual_stages=virtual_stages, context=cp, expert=ep,
+        sequence_parallel=sp, zero=zero, recompute=recompute, flash=flash, precision=precision,
+        p=COMPUTE_DTYPE_BYTES[name] if name is not None else None, framework=framework, finetune=finetune,
+        lora_rank=lora_rank, lora_targets=lora_targets, offload=offload, offload_device=offload_device,
+        fp8_recipe=fp8_recipe, gpu=gpu,
+    )
+    w, tr, par, gpu_name, micro_batch_given = train_configs(model, job.training if job else {}, flags, gpus)
+    device = find_gpu(gpu_name)
+    G = _global_batch(global_batch, global_batch_tokens, w.seq_len)
     budget = _count(tokens, "--tokens")
-    if price is not None and (price <= 0 or price != price or price == float("inf")):
-        raise TcalcError(f"--price-per-gpu-hour ({price}) must be a positive number")
-    report = train_report(model, w, tr, par, device, global_batch=G, micro_batch_given=micro_batch is not None,
+    report = train_report(model, w, tr, par, device, global_batch=G, micro_batch_given=micro_batch_given,
                           network=_network(device, node_size, inter_node_gb_s), matmul_efficiency=matmul_efficiency,
                           tokens=budget, price_per_gpu_hour=price)
     emit(report, fmt, train_table)
@@ -1263,13 +1255,13 @@ def train(
 def plan(
     source: ModelArgs,
     gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs in all.", parser=_whole)] = 8,
-    gpu: Annotated[str, typer.Option("--gpu", help="GPU, e.g. h100.")] = "h100",
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU, e.g. h100 \\[default: the job file's, else h100].")] = None,
     S: SOpt = None,
     global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Global batch in sequences \\[default: none; this or --global-batch-tokens].")] = None,
     global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Global batch in tokens, e.g. 4M \\[default: none; this or --global-batch].")] = None,
     top: Annotated[int, typer.Option("--top", min=1, help="Layouts shown.", parser=_whole)] = 10,
-    flash: Annotated[bool, typer.Option("--flash/--no-flash", help="FlashAttention.")] = True,
-    framework: Annotated[str, typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed.")] = "megatron",
+    flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="FlashAttention \\[default: on].")] = None,
+    framework: Annotated[Optional[str], typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed \\[default: megatron].")] = None,
     finetune: FinetuneOpt = None,
     lora_rank: LoraRankOpt = None,
     lora_targets: LoraTargetsOpt = None,
@@ -1279,22 +1271,26 @@ def plan(
 ) -> None:
     """The fastest layouts that fit: T within a node, P, virtual stages, CP, EP, dp, micro-batch, recompute.
 
+    Settings come from the flags, then the job file's training: section (--config), then the
+    defaults; the layout (T, P, dp, CP, EP, ZeRO, micro-batch, recompute) is what plan chooses.
     Example: tcalc plan --preset llama-3-70b --gpus 1024 --gpu h100 --global-batch-tokens 4M --S 8192
     """
-    from transformer_calc.config import Training, build
     from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.render import plan_table
-    from transformer_calc.report import plan_report
+    from transformer_calc.report import PLAN_LAYOUT_KEYS, plan_configs, plan_report
 
-    model, _ = source.load()
-    device = find_gpu(gpu)
-    seq = S or model.max_seq_len
+    model, job = source.load()
+    section = job.training if job else {}
+    flags = dict(seq_len=S, flash=flash, framework=framework, finetune=finetune, lora_rank=lora_rank,
+                 lora_targets=lora_targets, gpu=gpu)
+    seq, tr, gpu_name, etp = plan_configs(model, section, flags)
+    unused = [k for k in PLAN_LAYOUT_KEYS if k in section]
+    if unused:
+        sys.stderr.write(f"note: plan chooses the layout; the job file's {', '.join(unused)} are not used\n")
+    device = find_gpu(gpu_name)
     G = _global_batch(global_batch, global_batch_tokens, seq)
-    tuning = {k: v for k, v in (("finetune", finetune), ("lora_rank", lora_rank), ("lora_targets", lora_targets))
-              if v is not None}
-    tr = build(Training, {"flash": flash, "framework": framework, **tuning}, "plan")
     report = plan_report(model, seq, tr, device, gpus=gpus, global_batch=G, top=top, node_size=node_size,
-                         inter_node_gb_s=inter_node_gb_s, source=source.command_text())
+                         inter_node_gb_s=inter_node_gb_s, source=source.command_text(), expert_tensor=etp)
     emit(report, fmt, plan_table)
 
 

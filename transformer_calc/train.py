@@ -408,6 +408,7 @@ def plan_layouts(
     capacity: int | None = None,
     max_pipeline: int = 64,
     micro_batches: tuple[int, ...] = (1, 2, 4, 8),
+    expert_tensor: int | None = None,
 ) -> tuple[list[Plan], dict[str, int]]:
     """Every layout of `gpus` GPUs the model can take, the ones that fit ranked by step time.
 
@@ -415,7 +416,8 @@ def plan_layouts(
     (at most max_pipeline); v in {1, 2} with P > 1; CP in {1, 2, 4, 8} for S >= 16384; EP dividing
     the experts for a MoE; dp what is left (T·CP·P must divide the GPUs); the micro-batch among
     `micro_batches` dividing the per-replica batch; recompute none, selective, full; SP with T > 1;
-    ZeRO-1 (a distributed optimizer, as Megatron-core and FSDP users run). Returns the plans that
+    ZeRO-1 (a distributed optimizer, as Megatron-core and FSDP users run); `expert_tensor` (etp,
+    default T) is kept in every layout. Returns the plans that
     fit (fastest first) and the rejected counted by reason. Bounded: at most a few thousand
     layouts, each O(1).
     """
@@ -451,8 +453,9 @@ def plan_layouts(
                         if (T * dp) % ep:
                             reject("ep does not divide T·dp")
                             continue
-                        par = Parallelism(tensor=T, pipeline=P, data=dp, context=cp, virtual_stages=v,
-                                          expert=ep, sequence_parallel=T > 1, zero=1 if dp > 1 else 0)
+                        par = Parallelism(tensor=T, pipeline=P, data=dp, context=cp, virtual_stages=v, expert=ep,
+                                          expert_tensor=expert_tensor, sequence_parallel=T > 1,
+                                          zero=1 if dp > 1 else 0)
                         for b in micro_batches:
                             if (global_batch // dp) % b:
                                 continue
