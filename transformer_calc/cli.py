@@ -748,56 +748,22 @@ def serve(
 
     Example: tcalc serve --preset llama-3.1-70b --gpu h100 --gpus 8 --prompt-len 2000 --output-len 500 --ttft 1 --tpot 0.05
     """
-    from transformer_calc.errors import TcalcError
-    from transformer_calc.presets import gpu as find_gpu
     from transformer_calc.render import serve_table
-    from transformer_calc.report import inference_efficiency, inference_spec, serve_report, serving_spec
+    from transformer_calc.report import serve_request
 
     model, job = source.load()
     section = job.inference if job else {}
-    if _first(prompt_len, section.get("seq_len")) is None or _first(output_len, section.get("new_tokens")) is None:
-        raise TcalcError("give --prompt-len and --output-len (or seq_len and new_tokens in the job file's inference: section)")
-    flags = dict(seq_len=prompt_len, new_tokens=output_len, gpu=gpu, dtype=dtype, p=p, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                 expert=ep, tensor=T, batch_size=B)
-    spec, gpu_name = inference_spec(model, section, flags, source.checkpoint())
-    _note_seq_len(model, spec.prompt_len, True, "--prompt-len")
-    device = find_gpu(gpu_name)
-    eff = inference_efficiency(device, section, dict(
-        matmul_efficiency=matmul_efficiency, memory_efficiency=memory_efficiency, cuda_graphs=cuda_graphs,
-        kernel_launch_s=kernel_launch_s, sequence_overhead_s=sequence_overhead_s), _network(device, node_size, inter_node_gb_s))
-    serving = serving_spec(section, dict(
-        block_size=block_size, memory_utilization=memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs, cuda_context=cuda_context, activation_peak=activation_peak,
-        engine_workspace=engine_workspace))
-    targets = _serve_numbers(section, ttft=ttft, tpot=tpot, request_rate=request_rate, gpus=gpus)
-    fixed_T = _first(T, section.get("tensor"))
-    fixed_B = _first(B, section.get("batch_size"))
-    if targets["gpus"] % spec.expert_parallel:
-        raise TcalcError(f"--gpus ({targets['gpus']}) must be a multiple of --ep ({spec.expert_parallel})")
-    emit(serve_report(model, device, spec, eff, serving, gpus=targets["gpus"], ttft_s=targets["ttft_s"],
-                      tpot_s=targets["tpot_s"], request_rate=targets["request_rate"], tensor_parallel=fixed_T,
-                      concurrency=fixed_B) | source.checkpoint_section(model), fmt, serve_table)
-
-
-def _serve_numbers(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
-    """Targets, request rate and GPU count: a flag, else the job file's inference: section."""
-    import math
-
-    from transformer_calc.errors import TcalcError
-
-    out: dict[str, Any] = {}
-    for key, flag, name in (("ttft_s", "ttft", "--ttft"), ("tpot_s", "tpot", "--tpot"),
-                            ("request_rate", "request_rate", "--request-rate"), ("gpus", "gpus", "--gpus")):
-        value = _first(flags[flag], section.get(key))
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not math.isfinite(value) or value <= 0):
-            raise TcalcError(f"inference: {key} ({str(value)[:40]!r}) must be a positive number ({name})")
-        out[key] = value
-    gpus = out["gpus"] if out["gpus"] is not None else 8
-    if not isinstance(gpus, int) or gpus > 1_000_000:
-        raise TcalcError(f"inference: gpus ({gpus!r}) must be a whole number from 1 to 1,000,000")
-    out["gpus"] = gpus
-    return out
+    flags = dict(seq_len=prompt_len, new_tokens=output_len, gpu=gpu, dtype=dtype, p=p, weight_dtype=weight_dtype,
+                 kv_dtype=kv_dtype, expert=ep, tensor=T, batch_size=B, matmul_efficiency=matmul_efficiency,
+                 memory_efficiency=memory_efficiency, cuda_graphs=cuda_graphs, kernel_launch_s=kernel_launch_s,
+                 sequence_overhead_s=sequence_overhead_s, node_size=node_size, inter_node_gb_s=inter_node_gb_s,
+                 block_size=block_size, memory_utilization=memory_utilization,
+                 max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, cuda_context=cuda_context,
+                 activation_peak=activation_peak, engine_workspace=engine_workspace)
+    report = serve_request(model, section, flags, source.checkpoint(), ttft_s=ttft, tpot_s=tpot,
+                           request_rate=request_rate, gpus=gpus)
+    _note_seq_len(model, report["serve"]["prompt_len"], True, "--prompt-len")
+    emit(report | source.checkpoint_section(model), fmt, serve_table)
 
 
 LONG_DEFAULT_CONTEXT = 8192  # a default S above this is said on stderr (issue: silent 128k defaults)

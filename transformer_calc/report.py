@@ -1099,6 +1099,53 @@ def serve_report(
     }
 
 
+def serve_request(
+    m: ModelConfig, section: dict[str, Any], flags: dict[str, Any], checkpoint: Any = None, *,
+    ttft_s: float | None = None, tpot_s: float | None = None, request_rate: float | None = None,
+    gpus: int | None = None,
+) -> dict[str, Any]:
+    """`tcalc serve` from its options: each a flag (`flags`: the inference keys, the expected-latency
+    and serving settings, node_size, inter_node_gb_s), else the job file's inference: section, else
+    the default; the CLI and the Python API both call it."""
+    from transformer_calc.config import resolve
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.presets import gpu as find_gpu
+
+    given = resolve(flags, section)
+    if given.get("seq_len") is None or given.get("new_tokens") is None:
+        raise TcalcError("give --prompt-len and --output-len (or seq_len and new_tokens in the job file's inference: section)")
+    spec, gpu_name = inference_spec(m, section, flags, checkpoint)
+    device = find_gpu(gpu_name)
+    eff = inference_efficiency(device, section, flags, network_for(device, flags.get("node_size"), flags.get("inter_node_gb_s")))
+    serving = serving_spec(section, flags)
+    targets = _serve_targets(section, ttft_s=ttft_s, tpot_s=tpot_s, request_rate=request_rate, gpus=gpus)
+    if targets["gpus"] % spec.expert_parallel:
+        raise TcalcError(f"--gpus ({targets['gpus']}) must be a multiple of --ep ({spec.expert_parallel})")
+    return serve_report(m, device, spec, eff, serving, gpus=targets["gpus"], ttft_s=targets["ttft_s"],
+                        tpot_s=targets["tpot_s"], request_rate=targets["request_rate"],
+                        tensor_parallel=given.get("tensor"), concurrency=given.get("batch_size"))
+
+
+def _serve_targets(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
+    """Targets, request rate and GPU count: a flag, else the job file's inference: section."""
+    import math
+
+    from transformer_calc.errors import TcalcError
+
+    out: dict[str, Any] = {}
+    for key, name in (("ttft_s", "--ttft"), ("tpot_s", "--tpot"), ("request_rate", "--request-rate"), ("gpus", "--gpus")):
+        value = flags[key] if flags[key] is not None else section.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value <= 0):
+            raise TcalcError(f"inference: {key} ({str(value)[:40]!r}) must be a positive number ({name})")
+        out[key] = value
+    gpus = out["gpus"] if out["gpus"] is not None else 8
+    if not isinstance(gpus, int) or gpus > 1_000_000:
+        raise TcalcError(f"inference: gpus ({gpus!r}) must be a whole number from 1 to 1,000,000")
+    out["gpus"] = gpus
+    return out
+
+
 def expected_dict_assumptions(eff: Any) -> dict[str, Any]:
     """The expected model's rates and fixed costs (inference's `expected.assumptions` adds the
     kernel count and the link latencies; serve's `expected_assumptions` is this)."""
@@ -1316,7 +1363,8 @@ def plan_report(
             + (f" --finetune {tr.finetune.value} --lora-rank {tr.lora_rank} --lora-targets "
                f"{','.join(t.value for t in tr.lora_targets)}" if tr.adapters else "")
             + (f" --node-size {node_size}" if node_size is not None else "")
-            + (f" --inter-node-gb-s {inter_node_gb_s!r}" if inter_node_gb_s is not None else "")
+            + (f" --inter-node-gb-s {repr(float(inter_node_gb_s)).removesuffix('.0')}"
+               if inter_node_gb_s is not None else "")
         )
     return {
         "model": model_dict(m), "gpu": gpu.name, "gpus": gpus, "seq_len": seq_len, "global_batch": global_batch,
