@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from transformer_calc.config import ModelConfig, Parallelism, Training, Workload
@@ -180,8 +180,14 @@ def fit_cases(draw):
     return m, Workload(seq_len=S), tr, par, capacity
 
 
+# below one chunk of the chunked loss at B = 1 and 2 (B·S = 64, 128 < 1024): lines through them overshoot
+_CHUNKED = (ModelConfig.model_validate({"L": 2, "D": 64, "A": 4, "V": 5000, "K": 64}), Workload(seq_len=64),
+            Training(cross_entropy="chunked"), Parallelism(), 93_322_240)
+
+
 @settings(max_examples=150, deadline=None)
 @given(fit_cases())
+@example(_CHUNKED)
 def test_max_micro_batch_is_tight(case):
     """The largest B whose timeline peak fits: B fits (or B = 0) and B + 1 does not."""
     m, w, tr, par, capacity = case
