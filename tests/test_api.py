@@ -127,3 +127,102 @@ def test_model_given_twice_or_not_at_all_is_an_error():
         tc.params("gpt2", preset="gpt2")
     with pytest.raises(TypeError, match="once"):
         tc.memory()
+
+
+# ---------------------------------------------------------------------------- keywords (issue 21)
+EVERY_FUNCTION = {
+    "params": (tc.params, ("gpt2",), {}),
+    "memory": (tc.memory, ("gpt2",), {}),
+    "flops": (tc.flops, ("gpt2",), {}),
+    "mfu": (tc.mfu, ("gpt2",), {"tokens_per_s": 1e5}),
+    "inference": (tc.inference, ("gpt2",), {}),
+    "serve": (tc.serve, ("gpt2",), {"prompt_len": 100, "output_len": 10}),
+    "train": (tc.train, ("gpt2",), {"global_batch": 8}),
+    "plan": (tc.plan, ("gpt2",), {"global_batch": 8}),
+    "sweep": (tc.sweep, ("gpt2",), {}),
+    "check": (tc.check, (), {}),
+    "presets": (tc.presets, (), {}),
+    "hardware": (tc.hardware, (), {}),
+    "load": (tc.load, ("gpt2",), {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EVERY_FUNCTION))
+def test_an_unknown_keyword_is_a_type_error_naming_it(name):
+    fn, args, kwargs = EVERY_FUNCTION[name]
+    with pytest.raises(TypeError, match=rf"{name}\(\) got an unexpected keyword argument 'frobnicate'"):
+        fn(*args, **kwargs, frobnicate=5)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: tc.train("gpt2", gpus=8, global_batch=8, dtyp="fp8"), "'dtyp'; did you mean 'dtype'"),
+    (lambda: tc.memory("gpt2", typo=3), "'typo'"),  # was a raw KeyError
+    (lambda: tc.memory("gpt2", recompte="full"), "did you mean 'recompute'"),
+    (lambda: tc.inference("gpt2", unknown=5), "'unknown'"),  # was ignored
+    (lambda: tc.sweep(preset="gpt2", kv_heads=8), "'kv_heads'; did you mean 'cache_kv_heads'"),  # was ignored
+    (lambda: tc.flops("gpt2", seq_len=512, S=512), "'S' and 'seq_len'"),  # one option, two names
+    (lambda: tc.params("gpt2", T=2, tensor=2), "'T' and 'tensor'"),
+])
+def test_keyword_errors_name_the_keyword(call, message):
+    with pytest.raises(TypeError, match=message):
+        call()
+
+
+def test_descriptive_names_are_the_letters():
+    """docs/notation.md's names work wherever the seed's letter does (flops ran S=1024 for seq_len=512)."""
+    assert tc.flops("gpt2", seq_len=512).workload["seq_len"] == 512
+    assert tc.train("gpt2", global_batch=8, tensor=2).layout["tensor"] == 2
+    assert tc.train("gpt2", global_batch=16, batch_size=2).batch["micro_batch"] == 2  # train's B is the micro-batch
+    assert tc.memory("gpt2", head=False).training["head_activations"] is False
+
+
+CLI_OPTIONS = [  # an option the CLI command has, given to the API function: the same JSON
+    (lambda: tc.train("gpt2", gpus=8, global_batch=8, dtype="fp8"),
+     ["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "8", "--dtype", "fp8"]),
+    (lambda: tc.train("gpt2", gpus=32, global_batch=32, P=4, node_size=16, inter_node_gb_s=5),
+     ["train", "--preset", "gpt2", "--gpus", "32", "--global-batch", "32", "--P", "4", "--node-size", "16",
+      "--inter-node-gb-s", "5"]),
+    (lambda: tc.train("gpt2", global_batch_tokens=8192, p=4),
+     ["train", "--preset", "gpt2", "--global-batch-tokens", "8192", "--p", "4"]),
+    (lambda: tc.plan("gpt2", gpus=32, global_batch=64, node_size=4, inter_node_gb_s=5),
+     ["plan", "--preset", "gpt2", "--gpus", "32", "--global-batch", "64", "--node-size", "4", "--inter-node-gb-s", "5"]),
+    (lambda: tc.params("gpt2", dtype="fp32"), ["params", "--preset", "gpt2", "--dtype", "fp32"]),
+    (lambda: tc.memory("gpt2", dtype="fp32", gpu="h100"), ["memory", "--preset", "gpt2", "--dtype", "fp32", "--gpu", "h100"]),
+    (lambda: tc.flops("gpt2", tokens=10**9, gpus=8, gpu="h100", p=1),
+     ["flops", "--preset", "gpt2", "--tokens", "1e9", "--gpus", "8", "--gpu", "h100", "--p", "1"]),
+    (lambda: tc.mfu("gpt2", tokens_per_s=1e5, gpus=8, gpu="h100", p=4),
+     ["mfu", "--preset", "gpt2", "--tokens-per-s", "1e5", "--gpus", "8", "--gpu", "h100", "--p", "4"]),
+    (lambda: tc.inference("llama-3-70b", T=16, gpu="h100", S=1024, node_size=4, inter_node_gb_s=5),
+     ["inference", "--preset", "llama-3-70b", "--T", "16", "--gpu", "h100", "--S", "1024", "--node-size", "4",
+      "--inter-node-gb-s", "5"]),
+    (lambda: tc.serve("llama-3-70b", gpu="h100", gpus=16, prompt_len=1000, output_len=100, T=16, node_size=4),
+     ["serve", "--preset", "llama-3-70b", "--gpu", "h100", "--gpus", "16", "--prompt-len", "1000", "--output-len",
+      "100", "--T", "16", "--node-size", "4"]),
+    (lambda: tc.sweep("gpt2", B=[1, 2], finetune="lora", lora_rank=8, head=False),
+     ["sweep", "--preset", "gpt2", "--B", "1,2", "--finetune", "lora", "--lora-rank", "8", "--no-head"]),
+]
+
+
+@pytest.mark.parametrize("call, argv", CLI_OPTIONS)
+def test_the_api_takes_the_commands_options(capsys, call, argv):
+    result = call()
+    assert run([*argv, "-f", "json"]) == 0
+    assert result.model_dump(mode="json") == json.loads(capsys.readouterr().out)
+
+
+def test_dtype_changes_the_step_as_the_flag_does():
+    """tc.train(..., dtype="fp8") priced bf16 before: the fp8 peak makes the step faster."""
+    bf16 = tc.train("gpt2", gpus=8, global_batch=8)
+    fp8 = tc.train("gpt2", gpus=8, global_batch=8, dtype="fp8")
+    assert fp8.step_time_s < bf16.step_time_s and fp8.training["p"] == 1
+
+
+def test_serve_reads_the_job_file_as_the_command(tmp_path, capsys):
+    """Prompt and output lengths, targets, T and the GPU count from the inference: section."""
+    job = tmp_path / "serve.yaml"
+    job.write_text("model: {preset: llama-3-8b}\ninference: {S: 1000, new_tokens: 100, ttft_s: 1, tpot_s: 0.05, "
+                   "T: 2, gpus: 4, gpu: h100}\n")
+    result = tc.serve(str(job))
+    assert run(["serve", "--config", str(job), "-f", "json"]) == 0
+    assert result.model_dump(mode="json") == json.loads(capsys.readouterr().out)
+    assert result.serve["targets"] == {"ttft_s": 1, "tpot_s": 0.05} and result.serve["gpus"] == 4

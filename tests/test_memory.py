@@ -10,8 +10,6 @@ from transformer_calc.model.config import ModelConfig, Parallelism, Training, Wo
 from transformer_calc.estimators.training.memory import (
     b_min,
     layer_activations,
-    max_micro_batch,
-    min_parallelism,
     most_loaded,
     optimizer_bytes_per_param,
     stage_layers,
@@ -205,27 +203,6 @@ def test_T1_equals_unsharded_and_dp_without_zero_changes_nothing(m, dp):
     base = training_memory(m, w, tr)[0]
     assert training_memory(m, w, tr, Parallelism(tensor=1, data=dp))[0] == base
     assert base.params == count_params(m).total
-
-
-@settings(max_examples=40, deadline=None)
-@given(model_configs(), st.integers(10**7, 10**9))
-def test_max_micro_batch_is_tight(m, capacity):
-    w, tr, par = Workload(seq_len=64), Training(), Parallelism()
-    B = max_micro_batch(m, w, tr, par, capacity)
-    total = lambda n: most_loaded(training_memory(m, w.model_copy(update={"batch_size": n}), tr, par)).total  # noqa: E731
-    if B >= 1:
-        assert total(B) <= capacity
-    assert total(B + 1) > capacity
-
-
-def test_min_parallelism_is_minimal():
-    m, w, tr = preset_model("llama-2-13b"), Workload(seq_len=4096), Training(recompute="full")
-    cap = 80 * 10**9
-    T, P = min_parallelism(m, w, tr, Parallelism(), cap)
-    assert P == 1 and most_loaded(training_memory(m, w, tr, Parallelism(tensor=T))).total <= cap
-    smaller = [x for x in (1, 2, 4, 5, 8, 10, 20, 40) if x < T and 40 % x == 0 and 13824 % x == 0]
-    for x in smaller:
-        assert most_loaded(training_memory(m, w, tr, Parallelism(tensor=x))).total > cap
 
 
 @settings(max_examples=40, deadline=None)

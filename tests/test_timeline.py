@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from transformer_calc.model.config import ModelConfig, Parallelism, Training, Workload
@@ -156,3 +156,94 @@ def test_invariants(m, S, B, framework, dp, zero, flash):
     # a higher ZeRO stage never holds more model states
     states = [training_memory(m, w, tr, par.model_copy(update={"zero": z}))[0].model_states for z in range(4)]
     assert states == sorted(states, reverse=True)
+
+
+# ---------------------------------------------------------------------------- the fit finder
+@st.composite
+def fit_cases(draw):
+    """A model, a workload, training settings (every loss kernel, chunked included), a layout and
+    a capacity from "not even B = 1" to thousands of sequences."""
+    m = draw(model_configs(max_layers=6))
+    S = draw(st.sampled_from([1, 7, 64, 300, 1023, 1024, 1500, 4096]))
+    tr = Training(
+        cross_entropy=draw(st.sampled_from(["eager", "fused", "chunked"])),
+        framework=draw(st.sampled_from(["pytorch", "megatron", "deepspeed"])),
+        recompute=draw(st.sampled_from(["none", "selective", "full"])),
+        flash=draw(st.booleans()),
+        activations=draw(st.sampled_from(["default", "seed"])),
+    )
+    dp = draw(st.sampled_from([1, 2, 4]))
+    par = Parallelism(pipeline=draw(st.integers(1, min(3, m.n_layers))), data=dp,
+                      zero=draw(st.integers(0, 3)) if dp > 1 else 0)
+    one = peak_memory(m, Workload(seq_len=S, batch_size=1), tr, par).peak_bytes
+    capacity = draw(st.integers(one // 2, one * 3000))
+    return m, Workload(seq_len=S), tr, par, capacity
+
+
+# below one chunk of the chunked loss at B = 1 and 2 (B·S = 64, 128 < 1024): lines through them overshoot
+_CHUNKED = (ModelConfig.model_validate({"L": 2, "D": 64, "A": 4, "V": 5000, "K": 64}), Workload(seq_len=64),
+            Training(cross_entropy="chunked"), Parallelism(), 93_322_240)
+
+
+@settings(max_examples=150, deadline=None)
+@given(fit_cases())
+@example(_CHUNKED)
+def test_max_micro_batch_is_tight(case):
+    """The largest B whose timeline peak fits: B fits (or B = 0) and B + 1 does not."""
+    m, w, tr, par, capacity = case
+    B = max_micro_batch(m, w, tr, par, capacity)
+
+    def peak(b):
+        return peak_memory(m, w.model_copy(update={"batch_size": b}), tr, par).peak_bytes
+
+    assert B == 0 or peak(B) <= capacity
+    assert peak(B + 1) > capacity
+
+
+def test_max_micro_batch_with_chunked_cross_entropy():
+    """Below one chunk per micro-batch (B·S < CHUNK_TOKENS) the chunked loss's transient grows
+    with B, then stops: the lines through B = 1 and 2 overshoot. gpt2 at S = 64 on 20 GB: 372 by
+    the lines, whose neighbour 373 fits too."""
+    from transformer_calc.sources.presets import preset_model
+
+    m, w, tr, cap = preset_model("gpt2"), Workload(seq_len=64), Training(cross_entropy="chunked"), 20 * 10**9
+    B = max_micro_batch(m, w, tr, Parallelism(), cap)
+    assert peak_memory(m, w.model_copy(update={"batch_size": B}), tr).peak_bytes <= cap
+    assert peak_memory(m, w.model_copy(update={"batch_size": B + 1}), tr).peak_bytes > cap
+
+
+def test_memory_command_fit_is_the_largest_b_it_reports_as_fitting(capsys):
+    """`tcalc memory --gpu` says the largest micro-batch that fits; `--B` of it fits, one more does not."""
+    from transformer_calc.cli import run
+
+    base = ["memory", "--preset", "gpt2", "--S", "256", "--cross-entropy", "chunked", "--gpu", "a100-80gb", "-f", "json"]
+
+    def out(*extra):
+        assert run([*base, *extra]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    B = out()["fit"]["max_micro_batch"]
+    assert B > 1 and out("--B", str(B))["fits"] is True and out("--B", str(B + 1))["fits"] is False
+
+
+def test_min_parallelism_is_minimal():
+    """The smallest T whose timeline peak fits; every smaller T the layout allows does not."""
+    from transformer_calc.sources.presets import preset_model
+    from transformer_calc.estimators.training.timeline import min_parallelism
+
+    m, w, tr = preset_model("llama-2-13b"), Workload(seq_len=4096), Training(recompute="full")
+    cap = 80 * 10**9
+    T, P = min_parallelism(m, w, tr, Parallelism(), cap)
+    assert P == 1 and peak_memory(m, w, tr, Parallelism(tensor=T)).peak_bytes <= cap
+    smaller = [x for x in (1, 2, 4, 5, 8, 10, 20, 40) if x < T and 40 % x == 0 and 13824 % x == 0]
+    assert smaller
+    for x in smaller:
+        assert peak_memory(m, w, tr, Parallelism(tensor=x)).peak_bytes > cap
+
+
+def test_one_fit_finder():
+    """memory.py's sum-of-states fit finders are gone: a fit is the timeline's peak, everywhere."""
+    import importlib
+
+    memory = importlib.import_module("transformer_calc.estimators.training.memory")
+    assert not hasattr(memory, "max_micro_batch") and not hasattr(memory, "min_parallelism")

@@ -145,3 +145,109 @@ def test_train_budget_and_chosen_micro_batch(capsys):
     assert d["batch"]["micro_batch_chosen"] and d["batch"]["tried"]
     b = d["budget"]
     assert b["gpu_hours"] == pytest.approx(b["time_s"] * 8 / 3600) and b["cost"] == pytest.approx(2 * b["gpu_hours"])
+
+
+PLAN_CASES = {
+    # issue 21: CP was divided out twice (plan priced S/CP^2 tokens per rank: 66 GiB vs train's 126)
+    "context-parallel": ["--preset", "llama-3-8b", "--gpus", "64", "--gpu", "h100", "--S", "64k", "--global-batch", "64"],
+    "no-flash-pytorch": ["--preset", "gpt2", "--gpus", "8", "--gpu", "a100-80gb", "--S", "1024", "--global-batch", "64",
+                         "--no-flash", "--framework", "pytorch"],
+    "network": ["--preset", "llama-3-70b", "--gpus", "64", "--gpu", "h100", "--S", "4096", "--global-batch", "64",
+                "--node-size", "4", "--inter-node-gb-s", "5"],
+    "lora": ["--preset", "llama-3.1-8b", "--gpus", "8", "--global-batch", "32", "--S", "2048", "--finetune", "lora",
+             "--lora-rank", "8"],
+    "moe": ["--preset", "qwen3-30b-a3b", "--gpus", "16", "--gpu", "h100", "--S", "4096", "--global-batch", "64"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLAN_CASES))
+def test_plan_best_command_is_what_train_prices(capsys, case):
+    """`tcalc plan`'s best layout, run as its best_command, has the peak memory and step time the
+    plan listed (same model, layout, training settings and network)."""
+    import shlex
+
+    plan = _json(capsys, "plan", *PLAN_CASES[case])
+    best, argv = plan["plans"][0], shlex.split(plan["best_command"])
+    assert argv[:2] == ["tcalc", "train"]
+    train = _json(capsys, *argv[1:])
+    assert train["memory"]["peak_bytes"] == best["peak_bytes"]
+    assert train["memory"]["fits"] is True
+    assert train["step_time_s"] == best["step_time_s"] and train["breakdown"] == best["breakdown"]
+    assert train["layout"] == best["layout"] and train["batch"]["micro_batch"] == best["micro_batch"]
+
+
+# ---------------------------------------------------------------------------- job files (issue 21)
+def _job(tmp_path, training: str) -> str:
+    path = tmp_path / "job.yaml"
+    path.write_text(f"model: {{preset: gpt2}}\ntraining: {training}\n")
+    return str(path)
+
+
+def test_train_reads_the_job_files_training_section(tmp_path, capsys):
+    """Every setting from the training: section equals the same setting as a flag."""
+    job = _job(tmp_path, "{S: 512, B: 2, recompute: full, framework: pytorch, flash: false, T: 2, sp: true, "
+                         "zero: 2, precision: bf16, gpu: a100-80gb}")
+    from_file = _json(capsys, "train", "--config", job, "--gpus", "8", "--global-batch", "64")
+    from_flags = _json(capsys, "train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--S", "512",
+                       "--micro-batch", "2", "--recompute", "full", "--framework", "pytorch", "--no-flash", "--T", "2",
+                       "--sp", "--zero", "2", "--precision", "bf16", "--gpu", "a100-80gb")
+    assert from_file == from_flags
+    assert from_file["batch"]["seq_len"] == 512 and from_file["layout"]["tensor"] == 2
+
+
+def test_train_flag_then_section_then_default(tmp_path, capsys):
+    job = _job(tmp_path, "{S: 512, recompute: full, optimizer: sgd, T: 2, dp: 2}")
+    d = _json(capsys, "train", "--config", job, "--global-batch", "64", "--recompute", "selective")
+    assert d["training"]["recompute"] == "selective"  # the flag wins
+    assert d["training"]["optimizer"] == "sgd"  # a key with no flag: the section's
+    assert d["training"]["framework"] == "megatron" and d["training"]["flash"] is True  # train's defaults
+    assert (d["layout"]["tensor"], d["layout"]["data"]) == (2, 2)  # no --gpus: the job's T x dp = 4 GPUs
+    assert _json(capsys, "train", "--config", job, "--global-batch", "64", "--gpus", "8")["layout"]["data"] == 4
+    adamw = _json(capsys, "train", "--preset", "gpt2", "--S", "512", "--recompute", "selective", "--T", "2",
+                  "--gpus", "4", "--global-batch", "64")
+    assert d["breakdown"]["optimizer_s"] < adamw["breakdown"]["optimizer_s"]
+
+
+def test_train_micro_batches_from_the_job_file(tmp_path, capsys):
+    job = _job(tmp_path, "{S: 512, micro_batches: 8}")
+    d = _json(capsys, "train", "--config", job, "--gpus", "8", "--global-batch", "64")
+    assert (d["batch"]["micro_batch"], d["batch"]["micro_batches"], d["batch"]["micro_batch_chosen"]) == (1, 8, False)
+    from transformer_calc.cli import run
+
+    assert run(["train", "--config", _job(tmp_path, "{S: 512, B: 2, micro_batches: 8}"), "--gpus", "8",
+                "--global-batch", "64"]) == 2
+    assert "micro_batches" in capsys.readouterr().err
+
+
+def test_train_api_reads_the_job_file(tmp_path, capsys):
+    import transformer_calc.api as tc
+    from transformer_calc.cli import run
+
+    job = _job(tmp_path, "{S: 512, recompute: full, optimizer: sgd, T: 2, dp: 2, gpu: a100-80gb}")
+    result = tc.train(job, global_batch=64)
+    assert run(["train", "--config", job, "--global-batch", "64", "-f", "json"]) == 0
+    assert result.model_dump(mode="json") == json.loads(capsys.readouterr().out)
+    assert result.training["optimizer"] == "sgd" and result.gpu == "A100-SXM4-80GB"
+
+
+def test_plan_reads_the_job_files_training_section(tmp_path, capsys):
+    """The settings plan does not choose come from the section; its best_command (with --config)
+    is what train prices."""
+    import shlex
+
+    job = _job(tmp_path, "{S: 512, framework: pytorch, flash: false, optimizer: sgd, gpu: a100-80gb, T: 4}")
+    from transformer_calc.cli import run
+
+    assert run(["plan", "--config", job, "--gpus", "8", "--global-batch", "64", "-f", "json"]) == 0
+    out, err = capsys.readouterr()
+    plan = json.loads(out)
+    assert "plan chooses the layout" in err and "tensor" in err  # T: 4 is not used, and that is said
+    flags = _json(capsys, "plan", "--preset", "gpt2", "--S", "512", "--framework", "pytorch", "--no-flash",
+                  "--gpu", "a100-80gb", "--gpus", "8", "--global-batch", "64")
+    assert plan["seq_len"] == 512 and plan["gpu"] == "A100-SXM4-80GB"
+    assert plan["plans"][0]["peak_bytes"] < flags["plans"][0]["peak_bytes"]  # SGD keeps no Adam states
+    argv = shlex.split(plan["best_command"])
+    assert argv[2:4] == ["--config", job]
+    train = _json(capsys, *argv[1:])
+    assert train["memory"]["peak_bytes"] == plan["plans"][0]["peak_bytes"]
+    assert train["step_time_s"] == plan["plans"][0]["step_time_s"]

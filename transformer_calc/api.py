@@ -6,16 +6,22 @@
 
 A model is a preset name, a `ModelConfig`, a dict of ModelConfig fields, or a path to a tcalc
 YAML job file or a Hugging Face config.json (by suffix). Options take the descriptive names of
-docs/notation.md or the seed's letters (S, B, T, P, dp, ep, cp). Each function returns a pydantic
+docs/notation.md or the seed's letters (S, B, T, P, dp, ep, cp), as the command's flags do; a
+keyword a function does not take is a TypeError naming it, with did-you-mean. Each function returns a pydantic
 result whose top-level fields are the command's JSON keys; `model_dump(mode="json")` equals the
 command's `--format json` output (tests/test_api.py checks every command).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from pathlib import Path
 from typing import Any
 
+
+from transformer_calc.model.config import SECTION_ALIASES, TRAINING_KEYS, ModelConfig
+from transformer_calc.estimators.sweep import INFERENCE_SETTINGS, PARALLEL_SETTINGS, TRAINING_SETTINGS
 
 
 from transformer_calc.model.config import ModelConfig
@@ -30,10 +36,47 @@ from transformer_calc.results.catalog import PresetsResult, HardwareResult  # no
 from transformer_calc.results.sweep import SweepResult  # noqa: F401
 
 
-_LETTERS = {"S": "seq_len", "B": "batch_size", "T": "tensor", "P": "pipeline", "dp": "data", "sp": "sequence_parallel",
-            "ep": "expert", "etp": "expert_tensor", "cp": "context"}  # fmt: skip
+_SOURCE_KEYS = ("preset", "hf_config", "config", "revision")
 
 
+def _keywords(*options: str, aliases: dict[str, str] | None = None) -> Any:
+    """Check a function's keyword arguments as the CLI checks its flags: a name the function does
+    not take is a TypeError that names it, with the nearest names it does take
+    (errors.did_you_mean), never ignored. `options` are the names a **options function reads (a
+    **source function takes only the model keywords there). The seed's letters and the
+    descriptive names of docs/notation.md (config.SECTION_ALIASES) are one option: a function whose
+    parameter is a letter (S) also takes the name (seq_len), one that reads names also takes the
+    letters; `aliases` adds names (new name -> the parameter or option). One option given under two
+    names is an error."""
+    from transformer_calc.errors import did_you_mean
+
+    def decorate(fn: Any) -> Any:
+        params = inspect.signature(fn).parameters.values()
+        named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        extra = list(options) or (list(_SOURCE_KEYS) if any(p.kind is p.VAR_KEYWORD for p in params) else [])
+        names = {**{canon: letter for letter, canon in SECTION_ALIASES.items() if letter in named},
+                 **{letter: canon for letter, canon in SECTION_ALIASES.items() if canon in extra}, **(aliases or {})}
+        known = [*named, *extra, *names]
+
+        @functools.wraps(fn)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            for key in list(kwargs):
+                if key in names:
+                    target = names[key]
+                    if target in kwargs:
+                        raise TypeError(f"{fn.__name__}() got {target!r} and {key!r}, one option under two names; give one")
+                    kwargs[target] = kwargs.pop(key)
+                elif key not in known:
+                    hint = did_you_mean(key, known)
+                    raise TypeError(f"{fn.__name__}() got an unexpected keyword argument {key!r}" + (f"; {hint}" if hint else ""))
+            return fn(*args, **kwargs)
+
+        return checked
+
+    return decorate
+
+
+@_keywords()
 def load(model: Any = None, *, preset: str | None = None, hf_config: str | Path | None = None,
          config: str | Path | None = None, revision: str | None = None) -> tuple[ModelConfig, Any]:
     """(ModelConfig, job file or None) from a ModelConfig, a dict of its fields, or a string as
@@ -44,6 +87,7 @@ def load(model: Any = None, *, preset: str | None = None, hf_config: str | Path 
     return src.model, src.job
 
 
+@_keywords()
 def load_source(model: Any = None, *, preset: str | None = None, hf_config: str | Path | None = None,
                 config: str | Path | None = None, revision: str | None = None) -> Any:
     """As `load`, the whole `sources.Source`: the model, its job file and its checkpoint (the bytes
@@ -66,9 +110,6 @@ def load_source(model: Any = None, *, preset: str | None = None, hf_config: str 
                    config=Path(config) if config is not None else None, revision=revision)
 
 
-_SOURCE_KEYS = ("preset", "hf_config", "config", "revision")
-
-
 def _source(model: Any, options: dict[str, Any]) -> tuple[ModelConfig, Any]:
     """load() with the model keywords taken out of a function's **options."""
     src = _full_source(model, options)
@@ -77,6 +118,23 @@ def _source(model: Any, options: dict[str, Any]) -> tuple[ModelConfig, Any]:
 
 def _full_source(model: Any, options: dict[str, Any]) -> Any:
     return load_source(model, **{k: options.pop(k) for k in _SOURCE_KEYS if k in options})
+
+
+def _command_source(model: Any, options: dict[str, Any]) -> str | None:
+    """The model as `tcalc` would take it on a command line (plan's best_command), or None for a
+    ModelConfig or a dict: `--preset NAME` for a preset name, else the path or repo id as MODEL."""
+    import shlex
+
+    for key in ("preset", "config", "hf_config"):
+        if options.get(key) is not None:
+            return f"--{key.replace('_', '-')} {shlex.quote(str(options[key]))}"
+    if not isinstance(model, (str, Path)):
+        return None
+    text = str(model)
+    if Path(text).exists() or "/" in text:  # a file or folder, or a Hub repo id
+        words = [text] + (["--revision", str(options["revision"])] if options.get("revision") is not None else [])
+        return shlex.join(words)
+    return f"--preset {shlex.quote(text)}"
 
 
 def _typed_checkpoint(src: Any) -> Any:
@@ -98,7 +156,8 @@ def _checkpoint(src: Any) -> dict[str, Any]:
 
 
 def _canonical(options: dict[str, Any]) -> dict[str, Any]:
-    return {_LETTERS.get(k, k): v for k, v in options.items() if v is not None}
+    """The options that were given (not None), under their descriptive names."""
+    return {SECTION_ALIASES.get(k, k): v for k, v in options.items() if v is not None}
 
 
 def _dump(data: Any) -> Any:
@@ -110,20 +169,32 @@ def _dump(data: Any) -> Any:
     return json.loads(to_json(data))
 
 
-def params(model: Any = None, *, p: int = 2, T: int = 1, **source: Any) -> ParamsResult:
-    """`tcalc params`: exact parameter count with its breakdown."""
+@_keywords()
+def params(model: Any = None, *, dtype: str | None = None, p: int | None = None, T: int = 1,
+           **source: Any) -> ParamsResult:
+    """`tcalc params`: exact parameter count with its breakdown (the weights line in `dtype`, or p
+    bytes per value; bf16)."""
+    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
     from transformer_calc.results.params import params_report
 
+    name = compute_dtype(dtype, p) or "bf16"
     src = _full_source(model, source)
-    return params_report(src.model, p, T, checkpoint=_typed_checkpoint(src))
+    return params_report(src.model, bytes_per_param=COMPUTE_DTYPE_BYTES[name], T=T, dtype=name,
+                         checkpoint=_typed_checkpoint(src))
 
 
+MEMORY_OPTIONS = (*(k for k in TRAINING_KEYS if k != "gpu"), "dtype", *_SOURCE_KEYS)
+
+
+@_keywords(*MEMORY_OPTIONS)
 def memory(model: Any = None, *, gpu: str | None = None, **options: Any) -> MemoryResult:
-    """`tcalc memory`: the peak training memory per GPU (options: S, B, precision, p, grad_bytes,
-    optimizer, recompute, flash, dropout, activations, framework, cross_entropy, micro_batches,
-    fused_optimizer, T, sp, P, dp, zero, ep, etp, cp, finetune, lora_rank, lora_alpha, lora_targets,
-    train_embeddings, train_head, offload, offload_device, fp8_recipe)."""
+    """`tcalc memory`: the peak training memory per GPU (options: S, B, precision, dtype, p,
+    grad_bytes, optimizer, recompute, flash, dropout, activations, head, framework, cross_entropy,
+    micro_batches, fused_optimizer, T, sp, P, dp, zero, ep, etp, cp, finetune, lora_rank, lora_alpha,
+    lora_targets, train_embeddings, train_head, fp32_unquantized, offload, offload_device, fp8_recipe;
+    the job-file keys, each also by its descriptive name)."""
     from transformer_calc.model.config import training_configs
+    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
     from transformer_calc.sources.presets import gpu as find_gpu
     from transformer_calc.results.common import with_checkpoint_weights
     from transformer_calc.results.memory import memory_report
@@ -131,32 +202,50 @@ def memory(model: Any = None, *, gpu: str | None = None, **options: Any) -> Memo
     src = _full_source(model, options)
     m, job = src.model, src.job
     flags = _canonical(options) | ({"gpu": gpu} if gpu is not None else {})
+    name = compute_dtype(flags.pop("dtype", None), flags.get("p"))  # --dtype / --p, as the CLI
+    if name is not None:
+        flags["p"] = COMPUTE_DTYPE_BYTES[name]
     w, tr, par, gpu_name = training_configs(m, job.training if job else {}, flags)
     tr = with_checkpoint_weights(m, tr, src.checkpoint)
     device = find_gpu(str(gpu_name)) if gpu_name is not None else None
     return MemoryResult(**_dump(memory_report(m, w, tr, par, device) | _checkpoint(src)))
 
 
+@_keywords()
 def flops(model: Any = None, *, S: int | None = None, B: int | None = None, causal: bool = False,
           windowed: bool = False, recompute: str | None = None, tokens: int | None = None, gpus: int | None = None, gpu: str | None = None,
-          dtype: str | None = None, mfu: float | None = None, budget: int | None = None,
+          dtype: str | None = None, p: int | None = None, mfu: float | None = None, budget: int | None = None,
           **source: Any) -> FlopsResult:
     """`tcalc flops`: model and hardware FLOPs of a step, and a training-time estimate."""
+    from transformer_calc.devices.hardware import compute_dtype
     from transformer_calc.results.flops import flops_request
 
     m, job = _source(model, source)
     report = flops_request(m, job.training if job else {}, S=S, B=B, recompute=recompute, causal=causal,
-                           windowed=windowed, tokens=tokens, gpus=gpus, gpu_name=gpu, dtype=dtype, mfu=mfu,
-                           budget=budget)
+                           windowed=windowed, tokens=tokens, gpus=gpus, gpu_name=gpu, dtype=compute_dtype(dtype, p),
+                           mfu=mfu, budget=budget)
     return FlopsResult(**_dump(report))
 
 
+# The expected-latency and serving-capacity settings `tcalc inference` and `tcalc serve` share.
+EXPECTED_OPTIONS = ("matmul_efficiency", "memory_efficiency", "cuda_graphs", "kernel_launch_s", "sequence_overhead_s",
+                    "node_size", "inter_node_gb_s")
+SERVING_OPTIONS = ("block_size", "memory_utilization", "max_num_batched_tokens", "max_num_seqs", "cuda_context",
+                   "activation_peak", "engine_workspace")
+INFERENCE_OPTIONS = ("batch_size", "seq_len", "new_tokens", "tensor", "expert", "gpu", "dtype", "p", "weight_dtype",
+                     "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", *EXPECTED_OPTIONS, *SERVING_OPTIONS,
+                     "draft", "mtp", "speculative_tokens", "acceptance_rate", *_SOURCE_KEYS)
+
+
+@_keywords(*INFERENCE_OPTIONS, aliases={"prompt_len": "seq_len", "output_len": "new_tokens"})
 def inference(model: Any = None, **options: Any) -> InferenceResult:
     """`tcalc inference` (options: B, S, new_tokens, T, ep, gpu, dtype, p, weight_dtype, kv_dtype, cache_kv_heads,
     kv_cache, mla_cache; expected latency: matmul_efficiency, memory_efficiency, cuda_graphs,
-    kernel_launch_s; serving: block_size, memory_utilization, ...; speculative: draft, mtp, speculative_tokens,
-    acceptance_rate)."""
+    kernel_launch_s, sequence_overhead_s, node_size, inter_node_gb_s; serving: block_size,
+    memory_utilization, ...; speculative: draft, mtp, speculative_tokens, acceptance_rate)."""
+    from transformer_calc.errors import TcalcError
     from transformer_calc.sources.presets import gpu as find_gpu
+    from transformer_calc.results.common import network_for
     from transformer_calc.results.inference import inference_efficiency, inference_report, inference_spec, serving_spec
 
     src = _full_source(model, options)
@@ -164,104 +253,125 @@ def inference(model: Any = None, **options: Any) -> InferenceResult:
     section, flags = (job.inference if job else {}), _canonical(options)
     spec, gpu_name = inference_spec(m, section, flags, src.checkpoint)
     device = find_gpu(gpu_name)
-    eff = inference_efficiency(device, section, flags)
+    eff = inference_efficiency(device, section, flags,
+                               network_for(device, flags.get("node_size"), flags.get("inter_node_gb_s")))
     serving = serving_spec(section, flags)
     speculative = None
     if flags.get("draft") is not None or flags.get("mtp"):
+        if flags.get("draft") is not None and flags.get("mtp"):
+            raise TcalcError("give one draft: --draft MODEL or --mtp (the model's own MTP modules), not both")
         speculative = {"draft": load(flags["draft"])[0] if flags.get("draft") is not None else None,
                        "speculative_tokens": flags.get("speculative_tokens", 4),
                        "acceptance_rate": flags.get("acceptance_rate", 0.7)}
     return InferenceResult(**_dump(inference_report(m, device, spec, eff, serving, speculative) | _checkpoint(src)))
 
 
-def serve(model: Any = None, *, prompt_len: int, output_len: int, gpus: int = 8, gpu: str | None = None,
-          ttft_s: float | None = None, tpot_s: float | None = None, request_rate: float | None = None,
-          T: int | None = None, B: int | None = None, **options: Any) -> ServeResult:
+@_keywords("expert", "dtype", "p", "weight_dtype", "kv_dtype", *EXPECTED_OPTIONS, *SERVING_OPTIONS, *_SOURCE_KEYS,
+           aliases={"S": "prompt_len", "seq_len": "prompt_len", "new_tokens": "output_len"})
+def serve(model: Any = None, *, prompt_len: int | None = None, output_len: int | None = None, gpus: int | None = None,
+          gpu: str | None = None, ttft_s: float | None = None, tpot_s: float | None = None,
+          request_rate: float | None = None, T: int | None = None, B: int | None = None, **options: Any) -> ServeResult:
     """`tcalc serve`: layouts of `gpus` GPUs against TTFT/TPOT targets (options as `inference`:
-    ep, weight_dtype, kv_dtype, the expected-latency and serving-capacity settings)."""
-    from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.results.inference import inference_efficiency, inference_spec, serving_spec
-    from transformer_calc.results.serve import serve_report
+    ep, dtype, p, weight_dtype, kv_dtype, the expected-latency and serving-capacity settings); each
+    a keyword, then a job file's inference: section, then the default, as the command."""
+    from transformer_calc.results.serve import serve_request
 
     src = _full_source(model, options)
-    m, job = src.model, src.job
-    section = job.inference if job else {}
-    flags = _canonical(options) | {"seq_len": prompt_len, "new_tokens": output_len}
-    if gpu is not None:
-        flags["gpu"] = gpu
-    spec, gpu_name = inference_spec(m, section, flags, src.checkpoint)
-    device = find_gpu(gpu_name)
-    eff = inference_efficiency(device, section, flags)
-    serving = serving_spec(section, flags)
-    report = serve_report(m, device, spec, eff, serving, gpus=gpus, ttft_s=ttft_s, tpot_s=tpot_s,
-                          request_rate=request_rate, tensor_parallel=T, concurrency=B)
+    flags = _canonical(options) | _canonical(dict(seq_len=prompt_len, new_tokens=output_len, gpu=gpu, tensor=T,
+                                                  batch_size=B))
+    report = serve_request(src.model, src.job.inference if src.job else {}, flags, src.checkpoint, ttft_s=ttft_s,
+                           tpot_s=tpot_s, request_rate=request_rate, gpus=gpus)
     return ServeResult(**_dump(report | _checkpoint(src)))
 
 
-def train(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int,
-          micro_batch: int | None = None, T: int = 1, P: int = 1, virtual_stages: int = 1, cp: int = 1, ep: int = 1,
-          sp: bool = False, zero: int = 1, recompute: str = "none", flash: bool = True, precision: str = "mixed",
-          framework: str = "megatron", tokens: int | None = None, price_per_gpu_hour: float | None = None,
-          matmul_efficiency: float | None = None, finetune: str = "full", lora_rank: int = 16,
-          lora_targets: str = "all-linear", offload: str = "none", offload_device: str = "cpu",
-          fp8_recipe: str = "none", **source: Any) -> TrainResult:
-    """`tcalc train`: the step time of a layout (global_batch in sequences)."""
-    from transformer_calc.model.config import Parallelism, Training, Workload
+@_keywords(aliases={"B": "micro_batch", "batch_size": "micro_batch"})
+def train(model: Any = None, *, global_batch: int | None = None, global_batch_tokens: int | None = None,
+          gpus: int | None = None, gpu: str | None = None, S: int | None = None, micro_batch: int | None = None,
+          T: int | None = None, P: int | None = None, virtual_stages: int | None = None, cp: int | None = None,
+          ep: int | None = None, sp: bool | None = None, zero: int | None = None, recompute: str | None = None,
+          flash: bool | None = None, precision: str | None = None, dtype: str | None = None, p: int | None = None,
+          framework: str | None = None, finetune: str | None = None, lora_rank: int | None = None,
+          lora_targets: str | None = None, offload: str | None = None, offload_device: str | None = None,
+          fp8_recipe: str | None = None, matmul_efficiency: float | None = None, node_size: int | None = None,
+          inter_node_gb_s: float | None = None, tokens: int | None = None, price_per_gpu_hour: float | None = None,
+          **source: Any) -> TrainResult:
+    """`tcalc train`: the step time of a layout (global_batch in sequences, or global_batch_tokens).
+    Settings as the command's: a keyword, then a job file's training: section, then the default."""
+    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
     from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.results.train import train_report
-    from transformer_calc.estimators.training.train import default_network
+    from transformer_calc.results.common import network_for
+    from transformer_calc.results.train import train_configs, train_report
 
-    m, _ = _source(model, source)
-    device = find_gpu(gpu)
-    if gpus % (T * P * cp):
-        raise ValueError(f"gpus ({gpus}) must be a multiple of T x P x CP ({T} x {P} x {cp})")
-    par = Parallelism(tensor=T, pipeline=P, virtual_stages=virtual_stages, context=cp, expert=ep,
-                      data=gpus // (T * P * cp), sequence_parallel=sp, zero=zero)
-    tr = Training(recompute=recompute, flash=flash, precision=precision, framework=framework, finetune=finetune,
-                  lora_rank=lora_rank, lora_targets=lora_targets, offload=offload, offload_device=offload_device,
-                  fp8_recipe=fp8_recipe)
-    w = Workload(seq_len=S or m.max_seq_len, batch_size=micro_batch or 1)
-    report = train_report(m, w, tr, par, device, global_batch=global_batch, micro_batch_given=micro_batch is not None,
-                          network=default_network(device), matmul_efficiency=matmul_efficiency, tokens=tokens,
-                          price_per_gpu_hour=price_per_gpu_hour)
+    m, job = _source(model, source)
+    name = compute_dtype(dtype, p)
+    flags = dict(
+        seq_len=S, batch_size=micro_batch, tensor=T, pipeline=P, virtual_stages=virtual_stages, context=cp, expert=ep,
+        sequence_parallel=sp, zero=zero, recompute=recompute, flash=flash, precision=precision,
+        p=COMPUTE_DTYPE_BYTES[name] if name is not None else None, framework=framework, finetune=finetune,
+        lora_rank=lora_rank, lora_targets=lora_targets, offload=offload, offload_device=offload_device,
+        fp8_recipe=fp8_recipe, gpu=gpu,
+    )
+    w, tr, par, gpu_name, micro_batch_given = train_configs(m, job.training if job else {}, flags, gpus)
+    device = find_gpu(gpu_name)
+    report = train_report(m, w, tr, par, device, global_batch=_sequences(global_batch, global_batch_tokens, w.seq_len),
+                          micro_batch_given=micro_batch_given, network=network_for(device, node_size, inter_node_gb_s),
+                          matmul_efficiency=matmul_efficiency, tokens=tokens, price_per_gpu_hour=price_per_gpu_hour)
     return TrainResult(**_dump(report))
 
 
-def plan(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int, top: int = 10,
-         flash: bool = True, framework: str = "megatron", finetune: str = "full", lora_rank: int = 16,
-         lora_targets: str = "all-linear", **source: Any) -> PlanResult:
-    """`tcalc plan`: the fastest layouts that fit (global_batch in sequences)."""
-    from transformer_calc.model.config import Training
+@_keywords()
+def plan(model: Any = None, *, global_batch: int | None = None, global_batch_tokens: int | None = None, gpus: int = 8,
+         gpu: str | None = None, S: int | None = None, top: int = 10, flash: bool | None = None,
+         framework: str | None = None, finetune: str | None = None, lora_rank: int | None = None,
+         lora_targets: str | None = None, node_size: int | None = None, inter_node_gb_s: float | None = None,
+         **source: Any) -> PlanResult:
+    """`tcalc plan`: the fastest layouts that fit (global_batch in sequences, or global_batch_tokens).
+    Settings as train's; the layout keys of a job file's training: section are plan's to choose."""
     from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.results.train import plan_report
-    from transformer_calc.estimators.training.train import default_network
+    from transformer_calc.results.train import plan_configs, plan_report
 
-    name = source.get("preset") or (
-        model if isinstance(model, str) and Path(model).suffix not in (".yaml", ".yml", ".json") else None)
-    m, _ = _source(model, source)
-    device = find_gpu(gpu)
-    tr = Training(flash=flash, framework=framework, finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets)
-    report = plan_report(m, S or m.max_seq_len, tr, device, gpus=gpus,
-                         global_batch=global_batch, top=top, network=default_network(device),
-                         preset=name)
+    text = _command_source(model, source)
+    m, job = _source(model, source)
+    flags = dict(seq_len=S, flash=flash, framework=framework, finetune=finetune, lora_rank=lora_rank,
+                 lora_targets=lora_targets, gpu=gpu)
+    seq, tr, gpu_name, etp = plan_configs(m, job.training if job else {}, flags)
+    report = plan_report(m, seq, tr, find_gpu(gpu_name), gpus=gpus,
+                         global_batch=_sequences(global_batch, global_batch_tokens, seq), top=top,
+                         node_size=node_size, inter_node_gb_s=inter_node_gb_s, source=text, expert_tensor=etp)
     return PlanResult(**_dump(report))
 
 
+def _sequences(global_batch: int | None, global_batch_tokens: int | None, S: int) -> int:
+    """The global batch in sequences: given, or whole sequences of S in the tokens (as the CLI)."""
+    from transformer_calc.errors import TcalcError
+
+    if (global_batch is None) == (global_batch_tokens is None):
+        raise TcalcError("give the global batch once: global_batch (sequences) or global_batch_tokens")
+    if global_batch is not None:
+        return global_batch
+    if global_batch_tokens < S:
+        raise TcalcError(f"global_batch_tokens ({global_batch_tokens}) is less than one sequence of S = {S} tokens")
+    return global_batch_tokens // S
+
+
+@_keywords()
 def mfu(model: Any = None, *, S: int | None = None, gpus: int = 1, gpu: str = "a100-80gb", dtype: str | None = None,
-        global_batch: int | None = None, global_batch_tokens: int | None = None, step_time: float | None = None,
-        tokens_per_s: float | None = None, recompute: str | None = None, causal: bool = False,
-        hfu_convention: str = "executed", **source: Any) -> MfuResult:
+        p: int | None = None, global_batch: int | None = None, global_batch_tokens: int | None = None,
+        step_time: float | None = None, tokens_per_s: float | None = None, recompute: str | None = None,
+        causal: bool = False, hfu_convention: str = "executed", **source: Any) -> MfuResult:
     """`tcalc mfu`: MFU and HFU from a measured step time (with the global batch, in sequences or
     tokens) or a throughput in tokens/s."""
+    from transformer_calc.devices.hardware import compute_dtype
     from transformer_calc.results.flops import mfu_request
 
     m, job = _source(model, source)
-    report = mfu_request(m, job.training if job else {}, S=S, gpus=gpus, gpu_name=gpu, dtype=dtype,
+    report = mfu_request(m, job.training if job else {}, S=S, gpus=gpus, gpu_name=gpu, dtype=compute_dtype(dtype, p),
                          global_batch=global_batch, global_batch_tokens=global_batch_tokens, step_time=step_time,
                          tokens_per_s=tokens_per_s, recompute=recompute, causal=causal, hfu_convention=hfu_convention)
     return MfuResult(**_dump(report))
 
 
+@_keywords()
 def check(*files: str | Path, gpu: str | None = None, max_memory: str | None = None,
           min_tokens_per_s: float | None = None) -> CheckResult:
     """`tcalc check FILES`: each job file PASS / FAIL / INVALID (the CLI exits 2 if any is invalid,
@@ -271,6 +381,7 @@ def check(*files: str | Path, gpu: str | None = None, max_memory: str | None = N
     return CheckResult(**_dump(check_report([Path(f) for f in files], gpu, max_memory, min_tokens_per_s)))
 
 
+@_keywords()
 def presets() -> PresetsResult:
     """`tcalc presets`: the model presets with their key numbers and sources."""
     from transformer_calc.results.catalog import presets_report
@@ -278,6 +389,7 @@ def presets() -> PresetsResult:
     return PresetsResult(_dump(presets_report()))
 
 
+@_keywords()
 def hardware(name: str | None = None) -> HardwareResult:
     """`tcalc hardware [NAME]`: the accelerator table, or one accelerator in detail."""
     from transformer_calc.results.catalog import gpu_report, hardware_report
@@ -285,14 +397,20 @@ def hardware(name: str | None = None) -> HardwareResult:
     return HardwareResult(_dump(hardware_report() if name is None else gpu_report(name)))
 
 
+SWEEP_AXES = ("batch_size", "seq_len", "tensor", "pipeline", "data", "zero", "expert", "context", "recompute", "flash",
+              "gpu", "dtype", "weight_dtype")
+
+
+@_keywords(*SWEEP_AXES, *TRAINING_SETTINGS, *PARALLEL_SETTINGS, *INFERENCE_SETTINGS, *_SOURCE_KEYS)
 def sweep(model: Any = None, *, models: list[Any] | None = None, metrics: list[str] | str | None = None,
           tokens: int | None = None, mfu: float | None = None, fits_only: bool = False, sort: str | None = None,
           limit: int | None = None, **options: Any) -> SweepResult:
     """`tcalc sweep`: a grid, one row per point (options: the axes B, S, T, P, dp, zero, ep, cp,
     recompute, flash, gpu, dtype, weight_dtype, each one value, a list, or the CLI's text such as
     "1,2,4..64"; the fixed settings precision, p, grad_bytes, optimizer, dropout, activations,
-    head_activations, framework, cross_entropy, micro_batches, fused_optimizer, sp, etp, new_tokens,
-    kv_dtype, kv_heads, kv_cache, mla_cache). `model` is one model (see `load`); `models` several,
+    head (head_activations), framework, cross_entropy, micro_batches, fused_optimizer, finetune,
+    lora_rank, lora_targets, sp, etp, virtual_stages, new_tokens, kv_dtype, cache_kv_heads, kv_cache,
+    mla_cache). `model` is one model (see `load`; `revision=` for a repo id); `models` several,
     labelled by preset name (or the model's name); or preset= (a list, or names comma-separated),
     config=, hf_config= as the CLI's --preset, --config, --hf-config."""
     from transformer_calc.sources.presets import gpu as find_gpu
@@ -305,8 +423,10 @@ def sweep(model: Any = None, *, models: list[Any] | None = None, metrics: list[s
     names = [n.strip() for n in presets.split(",")] if isinstance(presets, str) else list(presets or [])
     files = [Path(options.pop(k)) for k in ("config", "hf_config") if options.get(k) is not None]
     options.pop("config", None), options.pop("hf_config", None)
-    for source in ([model] if model is not None else []) + list(models or []) + names + files:
-        m, found = load(source)
+    revision = options.pop("revision", None)  # the CLI's --revision: of the positional models (repo ids)
+    positional = ([model] if model is not None else []) + list(models or [])
+    for source in positional + names + files:
+        m, found = load(source, revision=revision) if revision is not None and source in positional else load(source)
         job = job or found
         label = source if isinstance(source, str) and Path(source).suffix not in (".yaml", ".yml", ".json") else None
         if label is not None:
@@ -315,15 +435,8 @@ def sweep(model: Any = None, *, models: list[Any] | None = None, metrics: list[s
             label = resolve_preset(label)
         loaded[label or m.name or str(source)] = m
     canon = _canonical(options)
-    axes_keys = ("batch_size", "seq_len", "tensor", "pipeline", "data", "zero", "expert", "context", "recompute",
-                 "flash", "gpu", "dtype", "weight_dtype")
-    axes = {k: _axis_text(canon.pop(k)) for k in axes_keys if k in canon}
+    axes = {k: _axis_text(canon.pop(k)) for k in SWEEP_AXES if k in canon}
     settings = {**canon}
-    unknown = set(settings) - {"precision", "p", "grad_bytes", "optimizer", "dropout", "activations", "head_activations",
-                               "framework", "cross_entropy", "micro_batches", "fused_optimizer", "sequence_parallel",
-                               "expert_tensor", "new_tokens", "kv_dtype", "kv_heads", "kv_cache", "mla_cache"}
-    if unknown:
-        raise TypeError(f"sweep() got unknown options: {', '.join(sorted(unknown))}")
     run = prepare(loaded, axes, settings, metrics.split(",") if isinstance(metrics, str) else metrics, job,
                   tokens=tokens, mfu=mfu, fits_only=fits_only, sort=sort, limit=limit, gpu_lookup=find_gpu,
                   peak=peak_for)

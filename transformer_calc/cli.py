@@ -148,8 +148,6 @@ def _parse_set(items: list[str] | None) -> dict[str, Any]:
 
 def _scalar(raw: str) -> Any:
     """A --set value: JSON scalars first (1e3, true, null), then YAML (yes/no), else the string."""
-    import json
-
     from transformer_calc.errors import TcalcError
     from transformer_calc.sources.files import parse_json, parse_yaml
 
@@ -245,6 +243,22 @@ class ModelArgs:
         from transformer_calc.results.common import checkpoint_dict
 
         return {"checkpoint": checkpoint_dict(model, src.checkpoint, src.checkpoint_note)}
+
+    def command_text(self) -> str:
+        """The model source and overrides as they would be typed again (plan's best_command)."""
+        import shlex
+
+        v = self.values
+        words = [v["model"]] if v["model"] is not None else []
+        for name in ("revision", "preset", "config", "hf_config"):
+            if v[name] is not None:
+                words += [f"--{name.replace('_', '-')}", str(v[name])]
+        for name in _OVERRIDE_FIELDS:
+            if v[name] is not None:
+                words += [f"--{name.replace('_', '-')}", str(v[name])]
+        for item in v["set_"] or []:
+            words += ["--set", item]
+        return shlex.join(words)
 
     def load(self) -> tuple[Any, Any]:
         """(ModelConfig, JobFile or None), validated; the whole `sources.Source` is kept as `.source`
@@ -751,57 +765,22 @@ def serve(
 
     Example: tcalc serve --preset llama-3.1-70b --gpu h100 --gpus 8 --prompt-len 2000 --output-len 500 --ttft 1 --tpot 0.05
     """
-    from transformer_calc.errors import TcalcError
-    from transformer_calc.sources.presets import gpu as find_gpu
     from transformer_calc.render.serve import serve_table
-    from transformer_calc.results.inference import inference_efficiency, inference_spec, serving_spec
-    from transformer_calc.results.serve import serve_report
+    from transformer_calc.results.serve import serve_request
 
     model, job = source.load()
     section = job.inference if job else {}
-    if _first(prompt_len, section.get("seq_len")) is None or _first(output_len, section.get("new_tokens")) is None:
-        raise TcalcError("give --prompt-len and --output-len (or seq_len and new_tokens in the job file's inference: section)")
-    flags = dict(seq_len=prompt_len, new_tokens=output_len, gpu=gpu, dtype=dtype, p=p, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                 expert=ep, tensor=T, batch_size=B)
-    spec, gpu_name = inference_spec(model, section, flags, source.checkpoint())
-    _note_seq_len(model, spec.prompt_len, True, "--prompt-len")
-    device = find_gpu(gpu_name)
-    eff = inference_efficiency(device, section, dict(
-        matmul_efficiency=matmul_efficiency, memory_efficiency=memory_efficiency, cuda_graphs=cuda_graphs,
-        kernel_launch_s=kernel_launch_s, sequence_overhead_s=sequence_overhead_s), _network(device, node_size, inter_node_gb_s))
-    serving = serving_spec(section, dict(
-        block_size=block_size, memory_utilization=memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs, cuda_context=cuda_context, activation_peak=activation_peak,
-        engine_workspace=engine_workspace))
-    targets = _serve_numbers(section, ttft=ttft, tpot=tpot, request_rate=request_rate, gpus=gpus)
-    fixed_T = _first(T, section.get("tensor"))
-    fixed_B = _first(B, section.get("batch_size"))
-    if targets["gpus"] % spec.expert_parallel:
-        raise TcalcError(f"--gpus ({targets['gpus']}) must be a multiple of --ep ({spec.expert_parallel})")
-    emit(serve_report(model, device, spec, eff, serving, gpus=targets["gpus"], ttft_s=targets["ttft_s"],
-                      tpot_s=targets["tpot_s"], request_rate=targets["request_rate"], tensor_parallel=fixed_T,
-                      concurrency=fixed_B) | source.checkpoint_section(model), fmt, serve_table)
-
-
-def _serve_numbers(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
-    """Targets, request rate and GPU count: a flag, else the job file's inference: section."""
-    import math
-
-    from transformer_calc.errors import TcalcError
-
-    out: dict[str, Any] = {}
-    for key, flag, name in (("ttft_s", "ttft", "--ttft"), ("tpot_s", "tpot", "--tpot"),
-                            ("request_rate", "request_rate", "--request-rate"), ("gpus", "gpus", "--gpus")):
-        value = _first(flags[flag], section.get(key))
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not math.isfinite(value) or value <= 0):
-            raise TcalcError(f"inference: {key} ({str(value)[:40]!r}) must be a positive number ({name})")
-        out[key] = value
-    gpus = out["gpus"] if out["gpus"] is not None else 8
-    if not isinstance(gpus, int) or gpus > 1_000_000:
-        raise TcalcError(f"inference: gpus ({gpus!r}) must be a whole number from 1 to 1,000,000")
-    out["gpus"] = gpus
-    return out
+    flags = dict(seq_len=prompt_len, new_tokens=output_len, gpu=gpu, dtype=dtype, p=p, weight_dtype=weight_dtype,
+                 kv_dtype=kv_dtype, expert=ep, tensor=T, batch_size=B, matmul_efficiency=matmul_efficiency,
+                 memory_efficiency=memory_efficiency, cuda_graphs=cuda_graphs, kernel_launch_s=kernel_launch_s,
+                 sequence_overhead_s=sequence_overhead_s, node_size=node_size, inter_node_gb_s=inter_node_gb_s,
+                 block_size=block_size, memory_utilization=memory_utilization,
+                 max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, cuda_context=cuda_context,
+                 activation_peak=activation_peak, engine_workspace=engine_workspace)
+    report = serve_request(model, section, flags, source.checkpoint(), ttft_s=ttft, tpot_s=tpot,
+                           request_rate=request_rate, gpus=gpus)
+    _note_seq_len(model, report["serve"]["prompt_len"], True, "--prompt-len")
+    emit(report | source.checkpoint_section(model), fmt, serve_table)
 
 
 LONG_DEFAULT_CONTEXT = 8192  # a default S above this is said on stderr (issue: silent 128k defaults)
@@ -826,26 +805,9 @@ def _compute_dtype(dtype: str | None, p: int | None) -> str | None:
     return compute_dtype(dtype, p)
 
 
-def _choice(value: str, allowed: tuple[str, ...], flag: str) -> str:
-    from transformer_calc.errors import TcalcError
-
-    if value not in allowed:
-        raise TcalcError(f"{flag} ({value[:40]!r}) must be one of {', '.join(allowed)}")
-    return value
-
-
 def _first(*values: Any) -> Any:
     """The first value that is not None (a flag, then the job file, then the default)."""
     return next((v for v in values if v is not None), None)
-
-
-def _enum(cls: Any, value: str, flag: str) -> Any:
-    from transformer_calc.errors import TcalcError
-
-    try:
-        return cls(value)
-    except ValueError:
-        raise TcalcError(f"{flag} ({value!r}): choose one of {', '.join(v.value for v in cls)}") from None
 
 
 SWEEP = "Grid (comma lists; a..b doubles, a..b:s steps)"
@@ -1173,21 +1135,9 @@ _USAGE_FIXES = (
 
 
 def _network(gpu: Any, node_size: int | None, inter_node_gb_s: float | None) -> Any:
-    from transformer_calc.errors import TcalcError
-    from transformer_calc.estimators.training.train import default_network
+    from transformer_calc.results.common import network_for
 
-    net = default_network(gpu)
-    if node_size is not None:
-        if node_size < 1:
-            raise TcalcError(f"--node-size ({node_size}) must be >= 1")
-        net = net.__class__(node_size, net.intra_bytes_s, net.inter_bytes_s)
-    if inter_node_gb_s is not None:
-        import math
-
-        if not (math.isfinite(inter_node_gb_s) and inter_node_gb_s > 0):
-            raise TcalcError(f"--inter-node-gb-s ({inter_node_gb_s}) must be a positive number of GB/s")
-        net = net.__class__(net.node_size, net.intra_bytes_s, inter_node_gb_s * 1e9)
-    return net
+    return network_for(gpu, node_size, inter_node_gb_s)
 
 
 def _global_batch(sequences: str | None, tokens: str | None, S: int) -> int:
@@ -1222,25 +1172,25 @@ NicOpt = Annotated[Optional[float], typer.Option("--inter-node-gb-s", help="Per-
 @model_options
 def train(
     source: ModelArgs,
-    gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs in all; dp = gpus / (T·P·CP).", parser=_whole)] = 8,
-    gpu: Annotated[str, typer.Option("--gpu", help="GPU, e.g. a100-80gb, h100.")] = "h100",
+    gpus: Annotated[Optional[int], typer.Option("--gpus", min=1, help="GPUs in all; dp = gpus / (T·P·CP) \\[default: the job file's data x T x P x CP, else 8].", parser=_whole)] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU, e.g. a100-80gb, h100 \\[default: the job file's, else h100].")] = None,
     S: SOpt = None,
     global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Global batch in sequences, e.g. 1536 \\[default: none; this or --global-batch-tokens].")] = None,
     global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Global batch in tokens, e.g. 4M \\[default: none; this or --global-batch].")] = None,
-    micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", "--B", "--batch-size", min=1, help="Micro-batch b \\[default: the fastest that fits].", parser=_whole)] = None,
-    T: Annotated[int, typer.Option("--T", "--tensor-parallel", min=1, help="T: tensor-parallel ranks.", rich_help_panel=PARALLEL, parser=_whole)] = 1,
-    P: Annotated[int, typer.Option("--P", "--pipeline-parallel", min=1, help="P: pipeline stages (1F1B).", rich_help_panel=PARALLEL, parser=_whole)] = 1,
-    virtual_stages: Annotated[int, typer.Option("--virtual-stages", min=1, help="Interleaved model chunks per stage.", rich_help_panel=PARALLEL, parser=_whole)] = 1,
-    cp: Annotated[int, typer.Option("--cp", "--context-parallel", min=1, help="Context-parallel ranks (long sequences).", rich_help_panel=PARALLEL, parser=_whole)] = 1,
-    ep: Annotated[int, typer.Option("--ep", "--expert-parallel", min=1, help="Expert-parallel ranks (MoE).", rich_help_panel=PARALLEL, parser=_whole)] = 1,
-    sp: Annotated[bool, typer.Option("--sp/--no-sp", help="Sequence parallelism (with T).", rich_help_panel=PARALLEL)] = False,
-    zero: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3 (1: a distributed optimizer).", rich_help_panel=PARALLEL, parser=_zero_stage)] = 1,
-    recompute: Annotated[str, typer.Option("--recompute", help="none | selective | full.", rich_help_panel=TRAINING)] = "none",
-    flash: Annotated[bool, typer.Option("--flash/--no-flash", help="FlashAttention.", rich_help_panel=TRAINING)] = True,
+    micro_batch: Annotated[Optional[int], typer.Option("--micro-batch", "--B", "--batch-size", min=1, help="Micro-batch b \\[default: the job file's, else the fastest that fits].", parser=_whole)] = None,
+    T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", min=1, help="T: tensor-parallel ranks \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    P: Annotated[Optional[int], typer.Option("--P", "--pipeline-parallel", min=1, help="P: pipeline stages (1F1B) \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    virtual_stages: Annotated[Optional[int], typer.Option("--virtual-stages", min=1, help="Interleaved model chunks per stage \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    cp: Annotated[Optional[int], typer.Option("--cp", "--context-parallel", min=1, help="Context-parallel ranks (long sequences) \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", min=1, help="Expert-parallel ranks (MoE) \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    sp: Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", rich_help_panel=PARALLEL)] = None,
+    zero: Annotated[Optional[int], typer.Option("--zero", help="ZeRO stage 0-3 (1: a distributed optimizer) \\[default: 1].", rich_help_panel=PARALLEL, parser=_zero_stage)] = None,
+    recompute: Annotated[Optional[str], typer.Option("--recompute", help="none | selective | full \\[default: none].", rich_help_panel=TRAINING)] = None,
+    flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="FlashAttention \\[default: on].", rich_help_panel=TRAINING)] = None,
     precision: Annotated[Optional[str], typer.Option("--precision", help="mixed | bf16 | fp32 \\[default: mixed; fp32 with --dtype fp32].", rich_help_panel=TRAINING)] = None,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help=DTYPE_HELP + " (fp8: matmuls at the fp8 peak) \\[default: bf16].", rich_help_panel=TRAINING)] = None,
     p: Annotated[Optional[int], typer.Option("--p", help=PHelp + " \\[default: 2].", rich_help_panel=TRAINING, parser=_whole)] = None,
-    framework: Annotated[str, typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed.", rich_help_panel=TRAINING)] = "megatron",
+    framework: Annotated[Optional[str], typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed \\[default: megatron].", rich_help_panel=TRAINING)] = None,
     finetune: FinetuneOpt = None,
     lora_rank: LoraRankOpt = None,
     lora_targets: LoraTargetsOpt = None,
@@ -1256,36 +1206,28 @@ def train(
 ) -> None:
     """Training step time of a parallel layout: compute, communication, pipeline bubble; MFU.
 
+    Settings come from the flags, then the job file's training: section (--config), then the defaults.
     Example: tcalc train --preset gpt3 --gpus 64 --gpu a100-80gb --T 8 --P 8 --sp --recompute selective --global-batch 64 --micro-batch 1 --S 2048
     """
-    from transformer_calc.model.config import Parallelism, Training, Workload, build
-    from transformer_calc.errors import TcalcError
+    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES
     from transformer_calc.sources.presets import gpu as find_gpu
     from transformer_calc.render.train import train_table
-    from transformer_calc.results.train import train_report
+    from transformer_calc.results.train import train_configs, train_report
 
-    model, _ = source.load()
-    device = find_gpu(gpu)
-    seq = S or model.max_seq_len
-    G = _global_batch(global_batch, global_batch_tokens, seq)
-    if gpus % (T * P * cp):
-        raise TcalcError(f"--gpus ({gpus}) must be a multiple of T x P x CP ({T} x {P} x {cp}); data parallelism is what is left")
-    par = build(Parallelism, {"tensor": T, "pipeline": P, "virtual_stages": virtual_stages, "context": cp, "expert": ep,
-                              "data": gpus // (T * P * cp), "sequence_parallel": sp, "zero": zero}, "train")
-    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES
-
+    model, job = source.load()
     name = _compute_dtype(dtype, p)
-    tuning = {k: v for k, v in (("finetune", finetune), ("lora_rank", lora_rank), ("lora_targets", lora_targets),
-                                 ("offload", offload), ("offload_device", offload_device),
-                                 ("fp8_recipe", fp8_recipe)) if v is not None}
-    tr = build(Training, {"recompute": recompute, "flash": flash, "framework": framework,
-                          **({"precision": precision} if precision is not None else {}),
-                          **({"p": COMPUTE_DTYPE_BYTES[name]} if name is not None else {}), **tuning}, "train")
-    w = build(Workload, {"seq_len": seq, "batch_size": micro_batch or 1}, "train")
+    flags = dict(
+        seq_len=S, batch_size=micro_batch, tensor=T, pipeline=P, virtual_stages=virtual_stages, context=cp, expert=ep,
+        sequence_parallel=sp, zero=zero, recompute=recompute, flash=flash, precision=precision,
+        p=COMPUTE_DTYPE_BYTES[name] if name is not None else None, framework=framework, finetune=finetune,
+        lora_rank=lora_rank, lora_targets=lora_targets, offload=offload, offload_device=offload_device,
+        fp8_recipe=fp8_recipe, gpu=gpu,
+    )
+    w, tr, par, gpu_name, micro_batch_given = train_configs(model, job.training if job else {}, flags, gpus)
+    device = find_gpu(gpu_name)
+    G = _global_batch(global_batch, global_batch_tokens, w.seq_len)
     budget = _count(tokens, "--tokens")
-    if price is not None and (price <= 0 or price != price or price == float("inf")):
-        raise TcalcError(f"--price-per-gpu-hour ({price}) must be a positive number")
-    report = train_report(model, w, tr, par, device, global_batch=G, micro_batch_given=micro_batch is not None,
+    report = train_report(model, w, tr, par, device, global_batch=G, micro_batch_given=micro_batch_given,
                           network=_network(device, node_size, inter_node_gb_s), matmul_efficiency=matmul_efficiency,
                           tokens=budget, price_per_gpu_hour=price)
     emit(report, fmt, train_table)
@@ -1296,13 +1238,13 @@ def train(
 def plan(
     source: ModelArgs,
     gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs in all.", parser=_whole)] = 8,
-    gpu: Annotated[str, typer.Option("--gpu", help="GPU, e.g. h100.")] = "h100",
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU, e.g. h100 \\[default: the job file's, else h100].")] = None,
     S: SOpt = None,
     global_batch: Annotated[Optional[str], typer.Option("--global-batch", help="Global batch in sequences \\[default: none; this or --global-batch-tokens].")] = None,
     global_batch_tokens: Annotated[Optional[str], typer.Option("--global-batch-tokens", help="Global batch in tokens, e.g. 4M \\[default: none; this or --global-batch].")] = None,
     top: Annotated[int, typer.Option("--top", min=1, help="Layouts shown.", parser=_whole)] = 10,
-    flash: Annotated[bool, typer.Option("--flash/--no-flash", help="FlashAttention.")] = True,
-    framework: Annotated[str, typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed.")] = "megatron",
+    flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="FlashAttention \\[default: on].")] = None,
+    framework: Annotated[Optional[str], typer.Option("--framework", help="Memory conventions: pytorch | megatron | deepspeed \\[default: megatron].")] = None,
     finetune: FinetuneOpt = None,
     lora_rank: LoraRankOpt = None,
     lora_targets: LoraTargetsOpt = None,
@@ -1312,22 +1254,26 @@ def plan(
 ) -> None:
     """The fastest layouts that fit: T within a node, P, virtual stages, CP, EP, dp, micro-batch, recompute.
 
+    Settings come from the flags, then the job file's training: section (--config), then the
+    defaults; the layout (T, P, dp, CP, EP, ZeRO, micro-batch, recompute) is what plan chooses.
     Example: tcalc plan --preset llama-3-70b --gpus 1024 --gpu h100 --global-batch-tokens 4M --S 8192
     """
-    from transformer_calc.model.config import Training, build
     from transformer_calc.sources.presets import gpu as find_gpu
     from transformer_calc.render.train import plan_table
-    from transformer_calc.results.train import plan_report
+    from transformer_calc.results.train import PLAN_LAYOUT_KEYS, plan_configs, plan_report
 
-    model, _ = source.load()
-    device = find_gpu(gpu)
-    seq = S or model.max_seq_len
+    model, job = source.load()
+    section = job.training if job else {}
+    flags = dict(seq_len=S, flash=flash, framework=framework, finetune=finetune, lora_rank=lora_rank,
+                 lora_targets=lora_targets, gpu=gpu)
+    seq, tr, gpu_name, etp = plan_configs(model, section, flags)
+    unused = [k for k in PLAN_LAYOUT_KEYS if k in section]
+    if unused:
+        sys.stderr.write(f"note: plan chooses the layout; the job file's {', '.join(unused)} are not used\n")
+    device = find_gpu(gpu_name)
     G = _global_batch(global_batch, global_batch_tokens, seq)
-    tuning = {k: v for k, v in (("finetune", finetune), ("lora_rank", lora_rank), ("lora_targets", lora_targets))
-              if v is not None}
-    tr = build(Training, {"flash": flash, "framework": framework, **tuning}, "plan")
-    report = plan_report(model, seq, tr, device, gpus=gpus, global_batch=G, top=top,
-                         network=_network(device, node_size, inter_node_gb_s), preset=source.values.get("preset"))
+    report = plan_report(model, seq, tr, device, gpus=gpus, global_batch=G, top=top, node_size=node_size,
+                         inter_node_gb_s=inter_node_gb_s, source=source.command_text(), expert_tensor=etp)
     emit(report, fmt, plan_table)
 
 

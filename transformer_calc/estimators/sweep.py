@@ -220,7 +220,7 @@ def affine_peaks(m: ModelConfig, S: int, tr: Training, par: Parallelism, all_sta
     activations) at B = 0 and their slopes, or False where that does not hold.
 
     Every phase is affine in B (model states fixed; activations and transients linear in the
-    tokens; timeline.max_micro_batch relies on the same) except the chunked cross-entropy's
+    tokens; timeline.max_micro_batch starts from the same lines) except the chunked cross-entropy's
     min(B·S, chunk) below one chunk per sequence. The lines come from B = 1 and 2 and are checked at
     B = 3 and 4; a layout that fails the check (or raises) is priced point by point. The sweep then
     prices any B in O(stages × phases) instead of rebuilding the timeline."""

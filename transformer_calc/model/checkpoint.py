@@ -160,10 +160,6 @@ class Checkpoint:
             row["bytes" if t.role == WEIGHT else "scale_bytes"] += t.nbytes
         return {c: row for c, row in out.items() if row["tensors"]}
 
-    def component_bytes(self, component: str) -> int:
-        """Weight and scale bytes of one component."""
-        return sum(t.nbytes for t in self.tensors if t.component == component)
-
 
 # safetensors / ggml dtype of the matmul weights -> the compute dtype an engine runs them at
 _COMPUTE_OF = {"F8_E4M3": "fp8", "F8_E5M2": "fp8", "BF16": "bf16", "F16": "fp16", "F32": "fp32"}

@@ -202,3 +202,40 @@ def peak_for(gpu: Any, dtype: str | None) -> tuple[str, Any]:
 
     dtype = peak_dtype(gpu, dtype)
     return dtype, peak_flops(gpu, dtype)
+
+
+def network_for(gpu: Any, node_size: int | None = None, inter_node_gb_s: float | None = None) -> Any:
+    """The GPU's default fabric (train.default_network) with --node-size and --inter-node-gb-s
+    (GB/s per GPU, one way) applied; bad values are errors naming the flag."""
+    import math
+
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.estimators.training.train import default_network
+
+    net = default_network(gpu)
+    if node_size is not None:
+        if isinstance(node_size, bool) or not isinstance(node_size, int) or node_size < 1:
+            raise TcalcError(f"--node-size ({str(node_size)[:40]}) must be a whole number >= 1")
+        net = net.__class__(node_size, net.intra_bytes_s, net.inter_bytes_s)
+    if inter_node_gb_s is not None:
+        if (isinstance(inter_node_gb_s, bool) or not isinstance(inter_node_gb_s, (int, float))
+                or not (math.isfinite(inter_node_gb_s) and inter_node_gb_s > 0)):
+            raise TcalcError(f"--inter-node-gb-s ({str(inter_node_gb_s)[:40]}) must be a positive number of GB/s")
+        net = net.__class__(net.node_size, net.intra_bytes_s, inter_node_gb_s * 1e9)
+    return net
+
+
+def expected_dict_assumptions(eff: Any) -> dict[str, Any]:
+    """The expected model's rates and fixed costs (inference's `expected.assumptions` adds the
+    kernel count and the link latencies; serve's `expected_assumptions` is this)."""
+    return {
+        "matmul_efficiency": eff.matmul,
+        "matmul_efficiency_fp8": eff.matmul_fp8,
+        "memory_efficiency": eff.memory,
+        "cuda_graphs": eff.cuda_graphs,
+        "kernel_launch_s": eff.kernel_s,
+        "sequence_overhead_s": eff.sequence_s,
+        "node_size": eff.network.node_size,
+        "intra_node_bytes_s": eff.network.intra_bytes_s,
+        "inter_node_bytes_s": eff.network.inter_bytes_s,
+    }

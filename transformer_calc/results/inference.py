@@ -16,7 +16,7 @@ from transformer_calc.estimators.params import (
     tensor_parallel_params,
 )
 from transformer_calc.results.common import model_dict
-from transformer_calc.results.serve import expected_dict_assumptions
+from transformer_calc.results.common import expected_dict_assumptions
 
 
 def expected_dict(x: Any) -> dict[str, Any]:

@@ -14,7 +14,8 @@ from transformer_calc.estimators.params import (
     seed_total_approx,
     tensor_parallel_params,
 )
-from transformer_calc.results.common import model_dict
+from transformer_calc.results.common import expected_dict_assumptions, model_dict, network_for
+from transformer_calc.results.inference import inference_efficiency, inference_spec, serving_spec
 
 
 # ============================================================================ serve
@@ -77,20 +78,6 @@ def serve_report(
     }
 
 
-def expected_dict_assumptions(eff: Any) -> dict[str, Any]:
-    """The expected model's rates and fixed costs (inference's `expected.assumptions` adds the
-    kernel count and the link latencies; serve's `expected_assumptions` is this)."""
-    return {
-        "matmul_efficiency": eff.matmul,
-        "matmul_efficiency_fp8": eff.matmul_fp8,
-        "memory_efficiency": eff.memory,
-        "cuda_graphs": eff.cuda_graphs,
-        "kernel_launch_s": eff.kernel_s,
-        "sequence_overhead_s": eff.sequence_s,
-        "node_size": eff.network.node_size,
-        "intra_node_bytes_s": eff.network.intra_bytes_s,
-        "inter_node_bytes_s": eff.network.inter_bytes_s,
-    }
 
 
 class ServeResult(Result):
@@ -100,3 +87,50 @@ class ServeResult(Result):
     layouts: list[dict[str, Any]]
     expected_assumptions: dict[str, Any]
     checkpoint: dict[str, Any] | None = None
+
+
+def serve_request(
+    m: ModelConfig, section: dict[str, Any], flags: dict[str, Any], checkpoint: Any = None, *,
+    ttft_s: float | None = None, tpot_s: float | None = None, request_rate: float | None = None,
+    gpus: int | None = None,
+) -> dict[str, Any]:
+    """`tcalc serve` from its options: each a flag (`flags`: the inference keys, the expected-latency
+    and serving settings, node_size, inter_node_gb_s), else the job file's inference: section, else
+    the default; the CLI and the Python API both call it."""
+    from transformer_calc.model.config import resolve
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.sources.presets import gpu as find_gpu
+
+    given = resolve(flags, section)
+    if given.get("seq_len") is None or given.get("new_tokens") is None:
+        raise TcalcError("give --prompt-len and --output-len (or seq_len and new_tokens in the job file's inference: section)")
+    spec, gpu_name = inference_spec(m, section, flags, checkpoint)
+    device = find_gpu(gpu_name)
+    eff = inference_efficiency(device, section, flags, network_for(device, flags.get("node_size"), flags.get("inter_node_gb_s")))
+    serving = serving_spec(section, flags)
+    targets = _serve_targets(section, ttft_s=ttft_s, tpot_s=tpot_s, request_rate=request_rate, gpus=gpus)
+    if targets["gpus"] % spec.expert_parallel:
+        raise TcalcError(f"--gpus ({targets['gpus']}) must be a multiple of --ep ({spec.expert_parallel})")
+    return serve_report(m, device, spec, eff, serving, gpus=targets["gpus"], ttft_s=targets["ttft_s"],
+                        tpot_s=targets["tpot_s"], request_rate=targets["request_rate"],
+                        tensor_parallel=given.get("tensor"), concurrency=given.get("batch_size"))
+
+
+def _serve_targets(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
+    """Targets, request rate and GPU count: a flag, else the job file's inference: section."""
+    import math
+
+    from transformer_calc.errors import TcalcError
+
+    out: dict[str, Any] = {}
+    for key, name in (("ttft_s", "--ttft"), ("tpot_s", "--tpot"), ("request_rate", "--request-rate"), ("gpus", "--gpus")):
+        value = flags[key] if flags[key] is not None else section.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value <= 0):
+            raise TcalcError(f"inference: {key} ({str(value)[:40]!r}) must be a positive number ({name})")
+        out[key] = value
+    gpus = out["gpus"] if out["gpus"] is not None else 8
+    if not isinstance(gpus, int) or gpus > 1_000_000:
+        raise TcalcError(f"inference: gpus ({gpus!r}) must be a whole number from 1 to 1,000,000")
+    out["gpus"] = gpus
+    return out

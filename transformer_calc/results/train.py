@@ -14,7 +14,7 @@ from transformer_calc.estimators.params import (
     seed_total_approx,
     tensor_parallel_params,
 )
-from transformer_calc.results.common import model_dict
+from transformer_calc.results.common import model_dict, network_for
 
 
 # ============================================================================ train, plan
@@ -30,12 +30,26 @@ def train_report(
     price_per_gpu_hour: float | None = None,
 ) -> dict[str, Any]:
     """`tcalc train`: the step time of one layout, its breakdown, MFU, memory, and a budget."""
+    from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.flops import SECONDS_PER_DAY, SECONDS_PER_HOUR
     from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
     from transformer_calc.estimators.training.train import estimate_step, micro_batch_count
 
+    if price_per_gpu_hour is not None and not (0 < price_per_gpu_hour < float("inf")):
+        raise TcalcError(f"--price-per-gpu-hour ({price_per_gpu_hour}) must be a positive number")
     chosen = w.batch_size
     tried: list[dict[str, Any]] = []
+    if tr.micro_batches is not None:  # micro-batches per step (a job file's): b = G / (dp·m)
+        per_replica = global_batch // par.data
+        if micro_batch_given:
+            if per_replica * par.data != global_batch or per_replica != chosen * tr.micro_batches:
+                raise TcalcError(f"training: micro_batches ({tr.micro_batches}) and the micro-batch ({chosen}) do not "
+                                 f"make the global batch ({global_batch}) over dp = {par.data}; give one of them")
+        else:
+            if per_replica * par.data != global_batch or per_replica % tr.micro_batches:
+                raise TcalcError(f"training: micro_batches ({tr.micro_batches}) does not divide the per-replica batch "
+                                 f"(global batch {global_batch} / dp {par.data}); choose a divisor")
+            chosen, micro_batch_given = per_replica // tr.micro_batches, True
     if not micro_batch_given:  # the fastest micro-batch that fits and divides the replica batch
         best = None
         per_replica = global_batch // par.data if par.data and global_batch % par.data == 0 else 0
@@ -96,12 +110,18 @@ def train_report(
 
 def plan_report(
     m: ModelConfig, seq_len: int, tr: Any, gpu: Any, *, gpus: int, global_batch: int, top: int = 10,
-    network: Any = None, preset: str | None = None,
+    node_size: int | None = None, inter_node_gb_s: float | None = None, source: str | None = None,
+    expert_tensor: int | None = None,
 ) -> dict[str, Any]:
-    """`tcalc plan`: the feasible layouts ranked by step time, and why the others were rejected."""
+    """`tcalc plan`: the feasible layouts ranked by step time, and why the others were rejected.
+
+    `source` is the model as typed on a command line (`--preset NAME`, a MODEL, `--config FILE`,
+    with its overrides): best_command repeats it, and every setting that is not `tcalc train`'s
+    default, so that running it prices exactly the best plan."""
     from transformer_calc.estimators.training.train import plan_layouts
 
-    plans, rejected = plan_layouts(m, seq_len, tr, gpu, gpus=gpus, global_batch=global_batch, network=network)
+    plans, rejected = plan_layouts(m, seq_len, tr, gpu, gpus=gpus, global_batch=global_batch,
+                                   network=network_for(gpu, node_size, inter_node_gb_s), expert_tensor=expert_tensor)
     rows = []
     for pl in plans[:top]:
         est = pl.estimate
@@ -114,14 +134,18 @@ def plan_report(
     if plans:
         best = plans[0]
         par = best.parallelism
-        source = f"--preset {preset}" if preset else "<model>"
         command = (
-            f"tcalc train {source} --gpus {gpus} --gpu {gpu.name} --S {seq_len} --global-batch {global_batch} "
+            f"tcalc train {source or '<model>'} --gpus {gpus} --gpu {gpu.name} --S {seq_len} --global-batch {global_batch} "
             f"--T {par.tensor} --P {par.pipeline} --virtual-stages {par.virtual_stages} --cp {par.context} "
             f"--ep {par.expert} --zero {par.zero}{' --sp' if par.sequence_parallel else ''} "
-            f"--micro-batch {best.micro_batch} --recompute {best.recompute.value}{' --flash' if tr.flash else ''}"
+            f"--micro-batch {best.micro_batch} --recompute {best.recompute.value}{' --flash' if tr.flash else ' --no-flash'}"
+            # what tcalc train would otherwise default differently
+            + (f" --framework {tr.framework.value}" if tr.framework.value != "megatron" else "")
             + (f" --finetune {tr.finetune.value} --lora-rank {tr.lora_rank} --lora-targets "
                f"{','.join(t.value for t in tr.lora_targets)}" if tr.adapters else "")
+            + (f" --node-size {node_size}" if node_size is not None else "")
+            + (f" --inter-node-gb-s {repr(float(inter_node_gb_s)).removesuffix('.0')}"
+               if inter_node_gb_s is not None else "")
         )
     return {
         "model": model_dict(m), "gpu": gpu.name, "gpus": gpus, "seq_len": seq_len, "global_batch": global_batch,
@@ -162,3 +186,58 @@ class PlanResult(Result):
     plans: list[dict[str, Any]]
     rejected: dict[str, int]
     best_command: str | None
+
+
+TRAIN_DEFAULTS: dict[str, Any] = {"framework": "megatron", "flash": True, "zero": 1, "recompute": "none",
+                                  "gpu": "h100"}
+TRAIN_GPUS = 8  # --gpus when neither the flag nor the job file's layout gives the count
+
+
+# The layout plan chooses itself: a job file's values for these keys are not used by `tcalc plan`.
+PLAN_LAYOUT_KEYS = ("tensor", "sequence_parallel", "pipeline", "data", "zero", "expert", "context", "virtual_stages",
+                    "batch_size", "micro_batches", "recompute")
+
+
+def train_configs(
+    m: ModelConfig, section: dict[str, Any], flags: dict[str, Any], gpus: int | None = None
+) -> tuple[Any, Any, Any, str, bool]:
+    """`tcalc train`'s settings, resolved as `tcalc memory`'s (config.resolve): a flag that was
+    given, then the job file's training: section, then the default (TRAIN_DEFAULTS, else the
+    config's). Data parallelism is what the GPUs leave, dp = gpus / (T·P·CP); without `gpus`, the
+    job file's layout sets the count (data·T·P·CP), else TRAIN_GPUS. A micro-batch given as a flag
+    fixes the micro-batches per step (G / (dp·b)); the section's `micro_batches` is then not used.
+    Returns (Workload, Training, Parallelism, gpu name, whether the micro-batch was given); the
+    CLI and the Python API both call it."""
+    from transformer_calc.model.config import Parallelism, Training, Workload, build, resolve, split_training
+    from transformer_calc.errors import TcalcError
+
+    settings = resolve(flags, section, {"seq_len": m.max_seq_len, **TRAIN_DEFAULTS})
+    if flags.get("batch_size") is not None:
+        settings.pop("micro_batches", None)
+    parts = split_training(settings)
+    layout = build(Parallelism, parts["parallelism"], "training")
+    T, P, cp = layout.tensor, layout.pipeline, layout.context
+    if gpus is None:
+        gpus = layout.gpus if "data" in parts["parallelism"] else TRAIN_GPUS
+    if gpus % (T * P * cp):
+        raise TcalcError(f"--gpus ({gpus}) must be a multiple of T x P x CP ({T} x {P} x {cp}); data parallelism is what is left")
+    par = build(Parallelism, {**parts["parallelism"], "data": gpus // (T * P * cp)}, "training")
+    w = build(Workload, {"batch_size": 1, **parts["workload"]}, "training")
+    tr = build(Training, parts["training"], "training")
+    return w, tr, par, str(parts["gpu"]["gpu"]), "batch_size" in parts["workload"]
+
+
+def plan_configs(m: ModelConfig, section: dict[str, Any], flags: dict[str, Any]) -> tuple[int, Any, str, int | None]:
+    """`tcalc plan`'s settings, as train's (`train_configs`) but for the layout, which plan
+    chooses (PLAN_LAYOUT_KEYS of the section are not used). Returns (S, Training, gpu name, the
+    expert-tensor size or None)."""
+    from transformer_calc.model.config import Parallelism, Training, Workload, build, resolve, split_training
+
+    fixed = {k: v for k, v in section.items() if k not in PLAN_LAYOUT_KEYS}
+    parts = split_training(resolve(flags, fixed, {"seq_len": m.max_seq_len, **TRAIN_DEFAULTS}))
+    w = build(Workload, parts["workload"], "training")
+    tr = build(Training, parts["training"], "training")
+    etp = build(Parallelism, {k: v for k, v in parts["parallelism"].items() if k == "expert_tensor"}, "training")
+    return w.seq_len, tr, str(parts["gpu"]["gpu"]), etp.expert_tensor
+
+

@@ -24,7 +24,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from transformer_calc.errors import QUOTE_CHARS, TcalcError, clip  # noqa: F401 (clip re-exported)
+from transformer_calc.errors import TcalcError, clip  # noqa: F401 (clip re-exported)
 
 MAX_FILE_BYTES = 1 << 20  # 1 MiB: a job file or a config.json is a few kB
 MAX_DEPTH = 32  # nesting levels (a job file needs 3, a config.json 4)

@@ -66,7 +66,6 @@ from transformer_calc.estimators.params import (
 
 FLOPS_PER_MAC = 2  # one multiply, one add
 KV_TENSORS = 2  # K and V are cached; the query is not (seed eq. kv_cache_memory; errata INF-1)
-ATTENTION_MATMULS = 2  # QK^T and softmax(.)V, each A·h_d·c MACs per token at context c
 ALL_REDUCES_PER_LAYER = 2  # Megatron-LM: after the attention output and after the MLP output
 BITS_PER_BYTE = 8
 
@@ -197,11 +196,6 @@ def _weight_dtype(value: object) -> str:
         ) from None
 
 
-def is_quantized_format(weight_dtype: str) -> bool:
-    """True for a format with group scales (quant.FORMATS), False for a plain dtype."""
-    return weight_dtype in FORMATS
-
-
 def dtype_bytes(dtype: str) -> Fraction:
     """Bytes per element: bits / 8, exact (int4: 1/2)."""
     return Fraction(DTYPE_BITS[checked_dtype("dtype", dtype, DTYPE_BITS)], BITS_PER_BYTE)
@@ -228,12 +222,9 @@ class _KVGroup:
         transformers' sliding and chunked cache layers keep between steps)."""
         return tokens if self.window is None else min(tokens, self.window - 1)
 
-    def attended(self, position: int) -> int:
-        """Keys the token at `position` (1-based) attends over."""
-        return position if self.window is None else min(position, self.window)
-
     def attended_sum(self, first: int, last: int) -> int:
-        """Sum of attended(i) for i in [first, last] (closed form)."""
+        """Keys attended over by the tokens at positions first..last (1-based), closed form: the
+        token at i attends over i keys, or min(i, window)."""
         def prefix(n: int) -> int:  # sum over i = 1..n
             if n <= 0:
                 return 0

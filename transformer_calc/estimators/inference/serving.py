@@ -73,7 +73,6 @@ MAX_NUM_SEQS = 256  # vLLM's default max_num_seqs (sequences per step)
 ENGINE_WORKSPACE_BYTES = 512 * MIB  # CUDA-graph pool + custom all-reduce buffers (assumption)
 LOGIT_BYTES = 4  # fp32 logits
 LOGIT_COPIES = 2  # the logits and the probabilities of the sampler
-MAX_CONCURRENCY = 2**40  # bisection bound on B (never reached: the cache bounds it first)
 QUEUE_BISECTION_STEPS = 60  # halvings of the TTFT interval of the prefill queue (bounded)
 
 

@@ -555,30 +555,6 @@ def most_loaded(stages: list[StageMemory]) -> StageMemory:
 
 
 # ---------------------------------------------------------------------------- fitting
-def max_micro_batch(
-    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, capacity: int
-) -> int:
-    """Largest micro-batch B whose most loaded stage fits in `capacity` bytes (0: none fits).
-
-    Memory is affine in B on every stage (model states fixed, activations linear), so the answer
-    is exact and O(P): B_max = min over stages of (capacity - fixed) // per_sequence.
-    """
-    # Middle stages hold no more than the first (fewer micro-batches, no embedding): the first
-    # and last stage bound the answer.
-    one = training_memory(m, w.model_copy(update={"batch_size": 1}), tr, par, all_stages=False)
-    two = training_memory(m, w.model_copy(update={"batch_size": 2}), tr, par, all_stages=False)
-    best: int | None = None
-    for a, b in zip(one, two):
-        slope = b.total - a.total
-        fixed = a.total - slope
-        if fixed > capacity:
-            return 0
-        limit = (capacity - fixed) // slope if slope else None
-        if limit is not None:
-            best = limit if best is None else min(best, limit)
-    return max(best if best is not None else 0, 0)
-
-
 def valid_tensor_parallel(m: ModelConfig, limit: int = 64) -> list[int]:
     """T values the Megatron layout allows: T divides n_heads and d_ff; K/V heads shard or
     replicate (T and n_kv_heads divide one another)."""
@@ -593,30 +569,6 @@ def valid_tensor_parallel(m: ModelConfig, limit: int = 64) -> list[int]:
             continue
         out.append(T)
     return out
-
-
-def min_parallelism(
-    m: ModelConfig,
-    w: Workload,
-    tr: Training,
-    par: Parallelism,
-    capacity: int,
-    vary_pipeline: bool = False,
-    max_pipeline: int = 64,
-) -> tuple[int, int] | None:
-    """Smallest T (pipeline fixed) or smallest T·P (ties: smaller T) whose most loaded GPU fits.
-
-    None when no allowed T (and P <= min(L, max_pipeline)) fits.
-    """
-    Ps = range(1, min(m.n_layers, max_pipeline) + 1) if vary_pipeline else [par.pipeline]
-    candidates = sorted(
-        ((T * P, T, P) for T in valid_tensor_parallel(m) for P in Ps), key=lambda c: (c[0], c[1])
-    )
-    for _, T, P in candidates:
-        trial = par.model_copy(update={"tensor": T, "pipeline": P})
-        if most_loaded(training_memory(m, w, tr, trial, all_stages=False)).total <= capacity:
-            return T, P
-    return None
 
 
 # ---------------------------------------------------------------------------- torch-eager profile

@@ -351,25 +351,41 @@ def fit_capacity(gpu_bytes: int, cuda_context: int = CUDA_CONTEXT_BYTES) -> int:
 
 
 def max_micro_batch(m: ModelConfig, w: Workload, tr: Training, par: Parallelism, capacity: int) -> int:
-    """Largest micro-batch B whose peak fits in `capacity` bytes (0: not even B = 1).
+    """Largest micro-batch B whose peak (`peak_memory`: every stage, every phase) fits in
+    `capacity` bytes (0: not even B = 1). The one fit finder: `tcalc memory --gpu` reports it.
 
-    Every phase of every stage is affine in B (states fixed; activations and transients linear),
-    so the peak is the maximum of affine functions and the answer is exact: B_max = min over
-    phases of (capacity - fixed) // per_sequence.
+    Nearly every phase is affine in B (states fixed; activations and transients linear), so the
+    lines through B = 1 and 2 give B_max = min over phases of (capacity - fixed) // per_sequence
+    in one step. Not every term is: the chunked cross-entropy holds min(B·S, CHUNK_TOKENS) tokens
+    of logits, and integer shares round. So the estimate is only a start: it is kept when B fits
+    and B + 1 does not, else the answer is bracketed (doubling) and bisected, evaluating the peak
+    itself; the result always satisfies "B fits, B + 1 does not".
     """
-    one = stage_timelines(m, w.model_copy(update={"batch_size": 1}), tr, par, all_stages=False)
-    two = stage_timelines(m, w.model_copy(update={"batch_size": 2}), tr, par, all_stages=False)
-    best: int | None = None
-    for a, b in zip(one, two):
-        for pa, pb in zip(a.phases, b.phases):
-            slope = pb.total - pa.total
-            fixed = pa.total - slope
-            if fixed > capacity:
-                return 0
-            if slope > 0:
-                limit = (capacity - fixed) // slope
-                best = limit if best is None else min(best, limit)
-    return max(best if best is not None else 0, 0)
+
+    def fits(b: int) -> bool:
+        return peak_memory(m, w.model_copy(update={"batch_size": b}), tr, par).peak_bytes <= capacity
+
+    if not fits(1):
+        return 0
+    one = stage_timelines(m, w.model_copy(update={"batch_size": 1}), tr, par)
+    two = stage_timelines(m, w.model_copy(update={"batch_size": 2}), tr, par)
+    limits = [
+        (capacity - (pa.total - (pb.total - pa.total))) // (pb.total - pa.total)
+        for a, b in zip(one, two) for pa, pb in zip(a.phases, b.phases) if pb.total > pa.total
+    ]
+    if not limits:
+        raise ValueError("the peak memory does not grow with the micro-batch; no largest B exists")
+    guess = max(min(limits), 1)
+    if fits(guess):
+        low, high = guess, guess + 1
+        while fits(high):  # the lines undershot: double until a B does not fit
+            low, high = high, 2 * high
+    else:
+        low, high = 1, guess  # the lines overshot (a transient that stops growing)
+    while high - low > 1:  # invariant: low fits, high does not
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low
 
 
 def min_parallelism(

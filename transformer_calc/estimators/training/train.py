@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 from transformer_calc.model.config import FP8Recipe, ModelConfig, Parallelism, Precision, Recompute, Training, Workload
 from transformer_calc.estimators.flops import count_flops
-from transformer_calc.estimators.params import count_params, kv_heads_per_rank, shard_params
+from transformer_calc.estimators.params import kv_heads_per_rank, shard_params
 
 # Maximum achievable matmul FLOPS / dense peak, bf16 (stas00/ml-engineering, compute/accelerator
 # README, "Maximum Achievable Matmul FLOPS comparison table"); others: DEFAULT_MATMUL_EFFICIENCY.
@@ -408,6 +408,7 @@ def plan_layouts(
     capacity: int | None = None,
     max_pipeline: int = 64,
     micro_batches: tuple[int, ...] = (1, 2, 4, 8),
+    expert_tensor: int | None = None,
 ) -> tuple[list[Plan], dict[str, int]]:
     """Every layout of `gpus` GPUs the model can take, the ones that fit ranked by step time.
 
@@ -415,7 +416,8 @@ def plan_layouts(
     (at most max_pipeline); v in {1, 2} with P > 1; CP in {1, 2, 4, 8} for S >= 16384; EP dividing
     the experts for a MoE; dp what is left (T·CP·P must divide the GPUs); the micro-batch among
     `micro_batches` dividing the per-replica batch; recompute none, selective, full; SP with T > 1;
-    ZeRO-1 (a distributed optimizer, as Megatron-core and FSDP users run). Returns the plans that
+    ZeRO-1 (a distributed optimizer, as Megatron-core and FSDP users run); `expert_tensor` (etp,
+    default T) is kept in every layout. Returns the plans that
     fit (fastest first) and the rejected counted by reason. Bounded: at most a few thousand
     layouts, each O(1).
     """
@@ -451,25 +453,26 @@ def plan_layouts(
                         if (T * dp) % ep:
                             reject("ep does not divide T·dp")
                             continue
-                        par = Parallelism(tensor=T, pipeline=P, data=dp, context=cp, virtual_stages=v,
-                                          expert=ep, sequence_parallel=T > 1, zero=1 if dp > 1 else 0)
+                        par = Parallelism(tensor=T, pipeline=P, data=dp, context=cp, virtual_stages=v, expert=ep,
+                                          expert_tensor=expert_tensor, sequence_parallel=T > 1,
+                                          zero=1 if dp > 1 else 0)
                         for b in micro_batches:
                             if (global_batch // dp) % b:
                                 continue
                             fits_any = False
                             for rc in (Recompute.none, Recompute.selective, Recompute.full):
                                 trial = tr.model_copy(update={"recompute": rc, "micro_batches": (global_batch // dp) // b})
-                                w = Workload(seq_len=seq_len // cp, batch_size=b)
+                                # the whole sequence: the memory estimators give each CP rank S/CP
+                                w = Workload(seq_len=seq_len, batch_size=b)
                                 try:
-                                    peak = peak_memory(m, w, trial, par, all_stages=False).peak_bytes
+                                    peak = peak_memory(m, w, trial, par).peak_bytes
                                 except ValueError:
                                     reject("the model cannot take this layout")
                                     break
                                 if peak > cap:
                                     reject(f"does not fit ({rc.value} recompute)")
                                     continue
-                                est = estimate_step(m, Workload(seq_len=seq_len, batch_size=b), trial, par, gpu,
-                                                    global_batch=global_batch, network=net)
+                                est = estimate_step(m, w, trial, par, gpu, global_batch=global_batch, network=net)
                                 plans.append(Plan(par, b, rc, est, peak))
                                 fits_any = True
                                 break  # less recompute is faster: the first that fits is the one
