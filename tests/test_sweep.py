@@ -478,3 +478,11 @@ def test_affine_peaks_equal_the_timeline_at_every_batch(preset, training, layout
     for B in (1, 2, 5, 7, 64, 333, 4096):
         ph = peak_memory(m, Workload(seq_len=S, batch_size=B), tr, par).peak
         assert peak_at(lines, B) == (ph.total, ph.weights, ph.activations), B
+
+
+def test_the_typed_result_declares_every_axis_in_grid_order():
+    """results/sweep.py's SweepAxes has a field per axis of the grid, in AXES's order (the JSON's)."""
+    from transformer_calc.estimators.sweep import AXES
+    from transformer_calc.results.sweep import SweepAxes
+
+    assert list(SweepAxes.model_fields) == list(AXES)

@@ -386,7 +386,7 @@ def presets() -> PresetsResult:
     """`tcalc presets`: the model presets with their key numbers and sources."""
     from transformer_calc.results.catalog import presets_report
 
-    return PresetsResult(_dump(presets_report()))
+    return presets_report()
 
 
 @_keywords()
@@ -394,7 +394,7 @@ def hardware(name: str | None = None) -> HardwareResult:
     """`tcalc hardware [NAME]`: the accelerator table, or one accelerator in detail."""
     from transformer_calc.results.catalog import gpu_report, hardware_report
 
-    return HardwareResult(_dump(hardware_report() if name is None else gpu_report(name)))
+    return hardware_report() if name is None else gpu_report(name)
 
 
 SWEEP_AXES = ("batch_size", "seq_len", "tensor", "pipeline", "data", "zero", "expert", "context", "recompute", "flash",
@@ -416,6 +416,7 @@ def sweep(model: Any = None, *, models: list[Any] | None = None, metrics: list[s
     from transformer_calc.sources.presets import gpu as find_gpu
     from transformer_calc.results.common import peak_for
     from transformer_calc.estimators.sweep import prepare
+    from transformer_calc.results.sweep import sweep_report
 
     loaded: dict[str, ModelConfig] = {}
     job = None
@@ -440,7 +441,15 @@ def sweep(model: Any = None, *, models: list[Any] | None = None, metrics: list[s
     run = prepare(loaded, axes, settings, metrics.split(",") if isinstance(metrics, str) else metrics, job,
                   tokens=tokens, mfu=mfu, fits_only=fits_only, sort=sort, limit=limit, gpu_lookup=find_gpu,
                   peak=peak_for)
-    return SweepResult(**_dump(run.report()))
+    return sweep_report(run)
+
+
+def schema(command: str) -> dict[str, Any]:
+    """`tcalc schema COMMAND`: the JSON Schema of a command's result (what `--format json` writes
+    and `model_dump(mode="json")` returns), e.g. `tc.schema("memory")`."""
+    from transformer_calc.results import result_schema
+
+    return result_schema(command)
 
 
 def _axis_text(value: Any) -> Any:

@@ -15,6 +15,7 @@ import typer
 
 from transformer_calc import __version__
 from transformer_calc.render.common import OutputFormat
+from transformer_calc.results import RESULT_TYPES
 
 def _parse_whole(text: Any, low: int, high: int | None = None, binary: bool = False) -> int:
     """An integer flag as people type it: 8192, 8k, 4M, 2T, 1e3, 1_000, one parser for every
@@ -912,9 +913,10 @@ def sweep(
                 write(piece)
             return
         from transformer_calc.render.sweep import TABLE_MAX_ROWS
+        from transformer_calc.results.sweep import sweep_report
 
         keep = TABLE_MAX_ROWS if fmt is OutputFormat.table and plotting is None else None
-        report = sweep_run.report(progress, keep=keep)
+        report = sweep_report(sweep_run, progress, keep=keep)
     if plotting is not None:
         from transformer_calc.render.sweep import plot_sweep
 
@@ -922,7 +924,7 @@ def sweep(
     if fmt is OutputFormat.csv:
         from transformer_calc.render.sweep import sweep_csv
 
-        for piece in sweep_csv(sweep_run.columns, report["points"]):
+        for piece in sweep_csv(sweep_run.columns, report.points):
             write(piece)
     else:
         from transformer_calc.render.sweep import sweep_table
@@ -1089,6 +1091,17 @@ def hardware(
         emit(hardware_report(), fmt, hardware_table)
     else:
         emit(gpu_report(name), fmt, gpu_detail)
+
+
+@app.command()
+def schema(
+    command: Annotated[str, typer.Argument(metavar="COMMAND", help="A command with a result: " + ", ".join(RESULT_TYPES) + ".", show_default=False)],
+) -> None:
+    """Print the JSON Schema of a command's result: what its `--format json` writes (always JSON)."""
+    from transformer_calc.render.common import schema_json
+    from transformer_calc.results import result_schema
+
+    write(schema_json(result_schema(command)))
 
 
 # ---------------------------------------------------------------------------- error boundary

@@ -56,6 +56,12 @@ def to_json(data: Any) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
+def schema_json(schema: dict[str, Any]) -> str:
+    """A JSON Schema as `tcalc schema` prints it and docs/schemas/ stores it: keys sorted, so that
+    the files diff cleanly."""
+    return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
 def to_yaml(data: Any) -> str:
     import yaml
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 import json
-from enum import Enum
 from typing import Any
+
 from transformer_calc.render.common import csv_cell, fmt_bytes, fmt_flops, fmt_s, styled_table, to_csv, to_json
 
 
@@ -20,31 +20,32 @@ _SWEEP_FORMATS: dict[str, Any] = {
 }  # fmt: skip
 
 
-def sweep_table(report: dict[str, Any]) -> Any:
-    """One row per point; axes with a single value are shown once in the title instead.
-    `shown_of` (when the report holds only the first rows) is how many points were kept."""
+def sweep_table(report: Any) -> Any:
+    """One row per point (a SweepResult); axes with a single value are shown once in the title
+    instead. `shown_of` (when the result holds only the first rows) is how many points were kept."""
     from rich.console import Group
     from rich.text import Text
 
-    rows = report["points"]
-    kept = report.get("shown_of", len(rows))
-    varying = [a for a, v in report["axes"].items() if len(v) > 1]
-    fixed = {a: v[0] for a, v in report["axes"].items() if len(v) == 1}
+    rows = report.points
+    kept = len(rows) if report.shown_of is None else report.shown_of
+    axes = {a: v for a, v in report.axes if v is not None}
+    varying = [a for a, v in axes.items() if len(v) > 1]
+    fixed = {a: v[0] for a, v in axes.items() if len(v) == 1}
     title = "Sweep: " + (", ".join(f"{k}={csv_cell(v)}" for k, v in fixed.items()) or "all axes vary")
-    t = styled_table(title, *varying, *report["metrics"])
+    t = styled_table(title, *varying, *report.metrics)
     for r in rows[:TABLE_MAX_ROWS]:
         cells = [str(r.get(a)) for a in varying]
-        for m in report["metrics"]:
+        for m in report.metrics:
             value = r.get(m)
             fmt = _SWEEP_FORMATS.get(m)
             cells.append("-" if value is None else (fmt(value) if fmt else str(value)))
         t.add_row(*cells)
     shown = min(len(rows), TABLE_MAX_ROWS)
-    foot = f"{shown} of {report['points_total']} points shown"
+    foot = f"{shown} of {report.points_total} points shown"
     if kept > shown:
         foot += f" (the table stops at {TABLE_MAX_ROWS}: use --sort/--limit, or --format csv|json for all {kept})"
-    if report["skipped"]:
-        foot += f"; {report['skipped']} skipped (the model cannot run them), e.g. {report['skipped_reasons'][0]}"
+    if report.skipped:
+        foot += f"; {report.skipped} skipped (the model cannot run them), e.g. {report.skipped_reasons[0]}"
     return Group(t, Text(foot, style="dim"))
 
 
@@ -97,7 +98,7 @@ _PLOT_UNITS: dict[str, tuple[float, str]] = {
 }  # fmt: skip
 
 
-def plot_sweep(report: dict[str, Any], path: str, x: str, y: str, series: str | None, capacity: int | None) -> None:
+def plot_sweep(report: Any, path: str, x: str, y: str, series: str | None, capacity: int | None) -> None:
     """A line per series value of y against x; a dashed capacity line for memory metrics.
 
     Needs matplotlib (`pip install 'transformer-calc[plot]'`); the format follows the file suffix
@@ -114,7 +115,7 @@ def plot_sweep(report: dict[str, Any], path: str, x: str, y: str, series: str | 
         raise TcalcError("--plot needs matplotlib: pip install 'transformer-calc[plot]'") from None
     scale, unit = _PLOT_UNITS.get(y, (1.0, ""))
     groups: dict[Any, list[tuple[Any, float]]] = {}
-    for r in report["points"]:
+    for r in report.points:
         if r.get(y) is None or isinstance(r.get(y), (bool, str)):
             continue
         groups.setdefault(r.get(series) if series else None, []).append((r[x], r[y] / scale))

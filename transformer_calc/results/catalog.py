@@ -1,24 +1,62 @@
 """`tcalc presets` and `tcalc hardware`: the model presets and the accelerator table.
 
-A result is composed here from the estimators; docs/cli.md documents its keys."""
+The typed results (`PresetsResult`, `HardwareResult`) are the commands' JSON
+(`model_dump(mode="json")`: a list of rows, or one accelerator), the Python API's return values and
+what render reads; docs/cli.md documents their keys.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from pydantic import ConfigDict, RootModel
 
-from transformer_calc.results.base import Result
-from typing import Any
-from transformer_calc.model.config import LayerAttention, ModelConfig
-from transformer_calc.estimators.params import (
-    count_params,
-    seed_block_approx,
-    seed_total_approx,
-    tensor_parallel_params,
-)
-from transformer_calc.results.common import gpu_dict
+from transformer_calc.estimators.params import count_params
+from transformer_calc.results.base import Section
+from transformer_calc.results.common import GpuSection, gpu_section
 
 
-def presets_report() -> list[dict[str, Any]]:
+class PresetRow(Section):
+    """One model preset: its key numbers (the resolved ModelConfig's) and where they come from."""
+
+    name: str  # the canonical preset name
+    family: str | None
+    aliases: list[str]
+    params: int  # exact total (tcalc params)
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    d_ff: int
+    vocab_size: int
+    max_seq_len: int
+    mlp: str  # the MLP kind (gelu, swiglu, ...)
+    n_experts: int  # 1: dense
+    source: str  # the config or paper the preset is read from
+
+
+class PresetsResult(RootModel[list[PresetRow]]):
+    """`tcalc presets`: one row per model preset (the JSON is the list)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    def __iter__(self) -> Iterator[PresetRow]:  # type: ignore[override]
+        return iter(self.root)
+
+    def __len__(self) -> int:
+        return len(self.root)
+
+    def __getitem__(self, i: int) -> PresetRow:
+        return self.root[i]
+
+
+class HardwareResult(RootModel[list[GpuSection] | GpuSection]):
+    """`tcalc hardware`: every accelerator (a list, the table's order); `tcalc hardware NAME`: one."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+def presets_report() -> PresetsResult:
     """`tcalc presets`: every model preset with its key numbers and source."""
     from transformer_calc.sources.presets import model_presets, preset_model
 
@@ -26,47 +64,36 @@ def presets_report() -> list[dict[str, Any]]:
     for name, entry in model_presets().items():
         m = preset_model(name)
         rows.append(
-            {
-                "name": name,
-                "family": entry.get("family"),
-                "aliases": list(entry.get("aliases", [])),
-                "params": count_params(m).total,
-                "n_layers": m.n_layers,
-                "d_model": m.d_model,
-                "n_heads": m.n_heads,
-                "n_kv_heads": m.n_kv_heads,
-                "d_ff": m.d_ff,
-                "vocab_size": m.vocab_size,
-                "max_seq_len": m.max_seq_len,
-                "mlp": m.mlp.value,
-                "n_experts": m.n_experts,
-                "source": entry.get("source"),
-            }
+            PresetRow(
+                name=name,
+                family=entry.get("family"),
+                aliases=list(entry.get("aliases", [])),
+                params=count_params(m).total,
+                n_layers=m.n_layers,
+                d_model=m.d_model,
+                n_heads=m.n_heads,
+                n_kv_heads=m.n_kv_heads,
+                d_ff=m.d_ff,
+                vocab_size=m.vocab_size,
+                max_seq_len=m.max_seq_len,
+                mlp=m.mlp.value,
+                n_experts=m.n_experts,
+                source=entry.get("source"),
+            )
         )
-    return rows
+    return PresetsResult(rows)
 
 
-def hardware_report() -> list[dict[str, Any]]:
+def hardware_report() -> HardwareResult:
     """`tcalc hardware`: every accelerator with capacity, bandwidth, dense peaks, λ_math."""
     from transformer_calc.sources.presets import hardware_table
 
-    return [gpu_dict(gpu) for gpu in hardware_table().values()]
+    return HardwareResult([gpu_section(gpu) for gpu in hardware_table().values()])
 
 
-def gpu_report(name: str) -> dict[str, Any]:
+def gpu_report(name: str) -> HardwareResult:
     """`tcalc hardware NAME`: one accelerator, looked up by name or alias (did-you-mean)."""
     from transformer_calc.sources.presets import gpu
 
-    return gpu_dict(gpu(name))
+    return HardwareResult(gpu_section(gpu(name)))
 
-
-class PresetsResult(RootModel[list[dict[str, Any]]]):
-    """`tcalc presets`: one mapping per model preset."""
-
-    model_config = ConfigDict(frozen=True)
-
-
-class HardwareResult(RootModel[list[dict[str, Any]] | dict[str, Any]]):
-    """`tcalc hardware [NAME]`: every accelerator, or one in detail."""
-
-    model_config = ConfigDict(frozen=True)

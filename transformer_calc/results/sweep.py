@@ -1,16 +1,70 @@
-"""`tcalc sweep`: a grid priced point by point (estimators/sweep.py); its result type."""
+"""`tcalc sweep`: a grid priced point by point (estimators/sweep.py), as a typed result.
+
+`SweepResult` is the command's JSON (`model_dump(mode="json")`), the Python API's return value and
+what render reads. A point's keys are the axes, `seq_len` and the metrics asked for, so a point is
+a mapping, not a section; everything around the points is typed. Without `--sort` the CLI streams
+`--format json|csv` row by row (estimators/sweep.py `SweepRun.head`/`rows`/`tail`, the same bytes);
+the table, YAML and plots read this result.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from transformer_calc.results.base import Result
+from transformer_calc.results.base import Result, Section
+
+# One cell of a point: an axis value (a model or GPU name, a count, recompute, flash) or a metric
+# (bytes and FLOPs int, seconds and rates float, fits bool, decode_bound str; None: not priced).
+Cell = bool | int | float | str | None
+
+
+class SweepAxes(Section):
+    """Each axis's values, in the order the grid runs over them (the last varies fastest); the
+    keys of estimators/sweep.py `AXES`. An axis not given and without a default is absent."""
+
+    model: list[str]  # preset names (or the models' names)
+    batch_size: list[int]
+    seq_len: list[int] | None = None  # absent: each model's max_seq_len (the points' seq_len)
+    tensor: list[int]
+    pipeline: list[int]
+    data: list[int]
+    zero: list[int]
+    expert: list[int]
+    context: list[int]
+    recompute: list[str]
+    flash: list[bool]
+    gpu: list[str] | None = None  # canonical GPU names
+    dtype: list[str] | None = None  # compute dtypes
+    weight_dtype: list[str] | None = None
 
 
 class SweepResult(Result):
-    axes: dict[str, list[Any]]
-    metrics: list[str]
-    points_total: int
-    points: list[dict[str, Any]]
-    skipped: int
-    skipped_reasons: list[str]
+    axes: SweepAxes
+    metrics: list[str]  # the metrics of every point, in column order
+    points_total: int  # the grid's size, skipped points included
+    points: list[dict[str, Cell]]  # the points kept, each {axis: value, seq_len, metric: value}
+    skipped: int  # points the model cannot run (T does not divide the heads, ...)
+    skipped_reasons: list[str]  # the first few
+    shown_of: int | None = None  # the table view only: how many points were kept before the table's cut
+
+
+def sweep_report(run: Any, progress: Callable[[int], None] | None = None, keep: int | None = None) -> SweepResult:
+    """`tcalc sweep`: every point of a prepared `SweepRun`, priced. With `keep`, only the first
+    `keep` points are held and `shown_of` says how many there were (the table view)."""
+    points: list[dict[str, Any]] = []
+    n = 0
+    for row in run.rows(progress):
+        n += 1
+        if keep is None or len(points) < keep:
+            points.append(row)
+    extra = {"shown_of": n} if keep is not None else {}
+    return SweepResult(
+        axes=SweepAxes(**run.spec.axes),
+        metrics=list(run.spec.metrics),
+        points_total=run.spec.size,
+        points=points,
+        skipped=run.stats.skipped,
+        skipped_reasons=list(run.stats.reasons),
+        **extra,
+    )
