@@ -6,10 +6,14 @@ throughput and latency limits as whole and fractional numbers)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import REPO
 from transformer_calc.cli import run
+from transformer_calc.render.common import to_json
+from transformer_calc.results.check import CheckResult
 
 GOLDEN = REPO / "tests" / "data" / "json_golden"
 J = "tests/data/check_jobs"  # relative: the JSON names each file as given
@@ -31,3 +35,10 @@ def output(line: str, capsys) -> str:
 def test_json_is_the_golden(n, line, capsys, monkeypatch):
     monkeypatch.chdir(REPO)
     assert output(line, capsys) == (GOLDEN / f"check-{n}.json").read_text()
+
+
+@pytest.mark.parametrize("n", range(1, len(LINES) + 1), ids=[f"check-{n}" for n in range(1, len(LINES) + 1)])
+def test_the_golden_reads_back_as_the_typed_result(n):
+    """Every key is declared (extra keys are refused) and the JSON round-trips through CheckResult."""
+    text = (GOLDEN / f"check-{n}.json").read_text()
+    assert to_json(CheckResult.model_validate(json.loads(text)).model_dump(mode="json")) == text

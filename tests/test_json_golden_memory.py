@@ -5,10 +5,14 @@ of `memory.bytes_per_param`, null and non-null fit answers, and several optimize
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import REPO
 from transformer_calc.cli import run
+from transformer_calc.render.common import to_json
+from transformer_calc.results.memory import MemoryResult
 
 GOLDEN = REPO / "tests" / "data" / "json_golden"
 CHECKPOINT = "tests/data/checkpoints/tiny-llama-fp8"  # relative: the JSON names the source as given
@@ -38,3 +42,10 @@ def output(line: str, capsys) -> str:
 def test_json_is_the_golden(n, line, capsys, monkeypatch):
     monkeypatch.chdir(REPO)
     assert output(line, capsys) == (GOLDEN / f"memory-{n}.json").read_text()
+
+
+@pytest.mark.parametrize("n", range(1, len(LINES) + 1), ids=[f"memory-{n}" for n in range(1, len(LINES) + 1)])
+def test_the_golden_reads_back_as_the_typed_result(n):
+    """Every key is declared (extra keys are refused) and the JSON round-trips through MemoryResult."""
+    text = (GOLDEN / f"memory-{n}.json").read_text()
+    assert to_json(MemoryResult.model_validate(json.loads(text)).model_dump(mode="json")) == text
