@@ -170,10 +170,10 @@ def test_keyword_errors_name_the_keyword(call, message):
 
 def test_descriptive_names_are_the_letters():
     """docs/notation.md's names work wherever the seed's letter does (flops ran S=1024 for seq_len=512)."""
-    assert tc.flops("gpt2", seq_len=512).workload["seq_len"] == 512
-    assert tc.train("gpt2", global_batch=8, tensor=2).layout["tensor"] == 2
-    assert tc.train("gpt2", global_batch=16, batch_size=2).batch["micro_batch"] == 2  # train's B is the micro-batch
-    assert tc.memory("gpt2", head=False).training["head_activations"] is False
+    assert tc.flops("gpt2", seq_len=512).workload.seq_len == 512
+    assert tc.train("gpt2", global_batch=8, tensor=2).layout.tensor == 2
+    assert tc.train("gpt2", global_batch=16, batch_size=2).batch.micro_batch == 2  # train's B is the micro-batch
+    assert tc.memory("gpt2", head=False).training.head_activations is False
 
 
 CLI_OPTIONS = [  # an option the CLI command has, given to the API function: the same JSON

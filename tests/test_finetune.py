@@ -180,8 +180,8 @@ def test_job_file_training_keys(tmp_path):
     path.write_text("model: {preset: llama-3.1-8b}\ntraining: {S: 2048, finetune: qlora, lora_rank: 16, "
                     "lora_targets: [q, v], flash: true}\nchecks: {gpu: rtx-4090}\n")
     out = check_job(path)
-    assert out["checks"][0]["check"] == "training_fits_gpu"
-    value = out["checks"][0]["value"]
+    assert out.checks[0].check == "training_fits_gpu"
+    value = out.checks[0].value
     full = check_job_value(tmp_path, "training: {S: 2048, flash: true}")
     assert value < full
 
@@ -191,7 +191,7 @@ def check_job_value(tmp_path, training: str) -> int:
 
     path = tmp_path / "full.yaml"
     path.write_text(f"model: {{preset: llama-3.1-8b}}\n{training}\n")
-    return check_job(path)["checks"][0]["value"]
+    return check_job(path).checks[0].value
 
 
 def test_model_config_fused_flags_from_presets():

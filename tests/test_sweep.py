@@ -432,7 +432,8 @@ def test_every_point_is_the_memory_report(preset, B, S, T, P, dp, zero, recomput
     report = run_.report()
     try:
         want = memory_report(m, Workload(seq_len=S, batch_size=B), Training(recompute=recompute, flash=flash, framework=framework),
-                             Parallelism(tensor=T, pipeline=P, data=dp, zero=zero, sequence_parallel=sp), device)
+                             Parallelism(tensor=T, pipeline=P, data=dp, zero=zero, sequence_parallel=sp),
+                             device).model_dump(mode="json")
     except (ValueError, TcalcError):
         assert report["skipped"] == 1 and report["points"] == []
         return

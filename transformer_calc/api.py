@@ -2,7 +2,7 @@
 
     import transformer_calc.api as tc
     r = tc.memory("llama-3-8b", S=8192, B=2, recompute="full", dp=64, zero=3)
-    r.memory["peak_bytes"], r.model_dump(mode="json")   # == `tcalc memory ... -f json`
+    r.memory.peak_bytes, r.model_dump(mode="json")      # == `tcalc memory ... -f json`
 
 A model is a preset name, a `ModelConfig`, a dict of ModelConfig fields, or a path to a tcalc
 YAML job file or a Hugging Face config.json (by suffix). Options take the descriptive names of
@@ -208,7 +208,7 @@ def memory(model: Any = None, *, gpu: str | None = None, **options: Any) -> Memo
     w, tr, par, gpu_name = training_configs(m, job.training if job else {}, flags)
     tr = with_checkpoint_weights(m, tr, src.checkpoint)
     device = find_gpu(str(gpu_name)) if gpu_name is not None else None
-    return MemoryResult(**_dump(memory_report(m, w, tr, par, device) | _checkpoint(src)))
+    return memory_report(m, w, tr, par, device, checkpoint=_typed_checkpoint(src))
 
 
 @_keywords()
@@ -378,7 +378,7 @@ def check(*files: str | Path, gpu: str | None = None, max_memory: str | None = N
     else 1 if any check failed, else 0)."""
     from transformer_calc.results.check import check_report
 
-    return CheckResult(**_dump(check_report([Path(f) for f in files], gpu, max_memory, min_tokens_per_s)))
+    return check_report([Path(f) for f in files], gpu, max_memory, min_tokens_per_s)
 
 
 @_keywords()

@@ -484,7 +484,8 @@ def memory(
     training = with_checkpoint_weights(model, training, source.checkpoint())
     _note_seq_len(model, workload.seq_len, S is not None or bool(job and "seq_len" in job.training))
     device = find_gpu(str(gpu_name)) if gpu_name is not None else None
-    emit(memory_report(model, workload, training, parallelism, device) | source.checkpoint_section(model), fmt, memory_table)
+    emit(memory_report(model, workload, training, parallelism, device, checkpoint=source.typed_checkpoint(model)),
+         fmt, memory_table)
 
 
 CausalOpt = Annotated[bool, typer.Option("--causal/--no-causal", help="Halve the attention scores and re-weighting FLOPs (Megatron, FlashAttention convention) \\[default: full, as eager PyTorch].")]
@@ -1054,7 +1055,6 @@ def check(
     from transformer_calc.results.check import check_report
 
     report = check_report(files, gpu, max_memory, min_tokens_per_s)
-    counts = {"invalid": report["invalid"], "fail": report["failed"]}
     try:  # a reader that leaves early (`| head`) must not change check's verdict
         if fmt is OutputFormat.table:
             write(check_lines(report))
@@ -1063,9 +1063,9 @@ def check(
         _flush_stdout()
     except (PipeClosed, BrokenPipeError):
         _broken_pipe()
-    if counts["invalid"]:
+    if report.invalid:
         raise typer.Exit(2)
-    if counts["fail"]:
+    if report.failed:
         raise typer.Exit(1)
 
 

@@ -1,25 +1,25 @@
 """`tcalc memory` as a table: the peak, its phase and breakdown, the fit."""
 
 from __future__ import annotations
-import json
-from enum import Enum
+
 from typing import Any
+
 from transformer_calc.render.common import bar, fmt_bytes, styled_table
 
 
-def memory_table(report: dict[str, Any]) -> Any:
-    """Per-GPU breakdown with a bar chart against the GPU's capacity (when --gpu is given)."""
+def memory_table(r: Any) -> Any:
+    """Per-GPU breakdown with a bar chart against the GPU's capacity (when --gpu is given), of a
+    `results.memory.MemoryResult`."""
     from rich.console import Group
     from rich.text import Text
 
-    mem, par, tr, w = report["memory"], report["parallelism"], report["training"], report["workload"]
-    per = mem["per_gpu"]
-    peak = mem["peak"]
-    gpu = report.get("gpu")
-    scale = max(mem["peak_bytes"], gpu["memory_bytes"] if gpu else 0) or 1
+    mem, par, tr, w = r.memory, r.parallelism, r.training, r.workload
+    peak = mem.peak
+    gpu = r.gpu
+    scale = max(mem.peak_bytes, gpu.memory_bytes if gpu else 0) or 1
     title = (
-        f"Peak training memory per GPU: {report['model'].get('name') or 'custom model'}, "
-        f"S={w['seq_len']} B={w['batch_size']} (during the {mem['peak_phase']})"
+        f"Peak training memory per GPU: {r.model.name or 'custom model'}, "
+        f"S={w.seq_len} B={w.batch_size} (during the {mem.peak_phase})"
     )
     t = styled_table(title, "component", "bytes", "", "share")
     t.columns[2].justify = "left"
@@ -27,82 +27,83 @@ def memory_table(report: dict[str, Any]) -> Any:
     t.columns[2].overflow = "crop"
     t.columns[2].min_width = 8
     rows = [
-        ("weights", peak["weights_bytes"]),
-        ("gradients", peak["gradients_bytes"]),
-        ("optimizer states", peak["optimizer_bytes"]),
-        ("activations", peak["activations_bytes"]),
-        (f"{mem['peak_phase']} temporaries", peak["transient_bytes"]),
-        ("gathered parameters (ZeRO-3)", peak["gathered_bytes"]),
-        ("gradient buckets", peak["buckets_bytes"]),
+        ("weights", peak.weights_bytes),
+        ("gradients", peak.gradients_bytes),
+        ("optimizer states", peak.optimizer_bytes),
+        ("activations", peak.activations_bytes),
+        (f"{mem.peak_phase} temporaries", peak.transient_bytes),
+        ("gathered parameters (ZeRO-3)", peak.gathered_bytes),
+        ("gradient buckets", peak.buckets_bytes),
     ]
-    total = mem["peak_bytes"]
+    total = mem.peak_bytes
     for label, value in rows:
         if value or label in ("weights", "activations"):
             t.add_row(label, fmt_bytes(value), bar(value / scale), f"{100 * value / total:.1f} %" if total else "")
     t.add_section()
     t.add_row("peak", fmt_bytes(total), bar(total / scale), "", style="bold")
-    t.add_row("sum of every term (upper bound)", fmt_bytes(mem["sum_bytes"]), "", "", style="dim")
+    t.add_row("sum of every term (upper bound)", fmt_bytes(mem.sum_bytes), "", "", style="dim")
     if gpu:
-        t.add_row(f"capacity ({gpu['name']})", fmt_bytes(gpu["memory_bytes"]), bar(gpu["memory_bytes"] / scale), "", style="dim")
-    phases = "  ".join(f"{ph['phase']} {fmt_bytes(ph['total_bytes'])}" for ph in mem["phases"])
-    acts = mem["activations"]
-    bpp = mem["bytes_per_param"]
-    ft = report.get("finetune")
+        t.add_row(f"capacity ({gpu.name})", fmt_bytes(gpu.memory_bytes), bar(gpu.memory_bytes / scale), "", style="dim")
+    phases = "  ".join(f"{ph.phase} {fmt_bytes(ph.total_bytes)}" for ph in mem.phases)
+    acts = mem.activations
+    bpp = mem.bytes_per_param
+    ft = r.finetune
     if ft:
         first = (
-            f"{ft['method']} r={ft['lora_rank']} on {','.join(ft['lora_targets'])}: "
-            f"{ft['trainable_params']:,} trainable of {ft['frozen_params']:,} ({100 * ft['trainable_fraction']:.2f} %); "
-            f"frozen weights {ft['frozen_weight_format']}"
-            + (f" ({bpp['quantized_weights'] * 8:.3f} bits)" if bpp.get("quantized_weights") else "")
-            + f"; trainable {bpp['trainable_weights']}+{bpp['gradients']}+{bpp['optimizer']} bytes/param"
+            f"{ft.method.value} r={ft.lora_rank} on {','.join(target.value for target in ft.lora_targets)}: "
+            f"{ft.trainable_params:,} trainable of {ft.frozen_params:,} ({100 * ft.trainable_fraction:.2f} %); "
+            f"frozen weights {ft.frozen_weight_format}"
+            + (f" ({bpp.quantized_weights * 8:.3f} bits)" if bpp.quantized_weights else "")
+            + f"; trainable {bpp.trainable_weights}+{bpp.gradients}+{bpp.optimizer} bytes/param"
         )
     else:
-        first = (f"{tr['precision']} precision, p={tr['p']}, {tr['optimizer']}: "
-                 f"{bpp['weights']}+{bpp['gradients']}+{bpp['optimizer']} bytes/param; "
-                 f"{report['params']['per_gpu']:,} params on this GPU")
-    groups = mem.get("optimizer_groups", {}).get("groups", [])
+        first = (f"{tr.precision.value} precision, p={tr.p}, {tr.optimizer.value}: "
+                 f"{bpp.weights}+{bpp.gradients}+{bpp.optimizer} bytes/param; "
+                 f"{r.params.per_gpu:,} params on this GPU")
+    groups = mem.optimizer_groups.groups
     lines = [
         first,
         ("optimizer groups: " + "; ".join(
-            f"{g['group']} {g['bytes_per_param']:.3g} B/param" for g in groups if g["bytes_per_param"] is not None)
-         + (" (paged: unified memory, counted on the GPU)" if mem["optimizer_groups"].get("paged") else ""))
-        if len(groups) > 1 or tr["optimizer"] not in ("adamw", "adam", "sgd", "sgd-momentum", "lion") else "",
-        (f"FP8 ({tr['fp8_recipe']}): weight copies and scaling state {fmt_bytes(mem['weights_detail']['fp8_copies_bytes'])}"
-         if tr.get("fp8_recipe", "none") != "none" else ""),
-        f"T={par['tensor']}{' +SP' if par['sequence_parallel'] else ''} P={par['pipeline']} "
-        f"dp={par['data']} ZeRO-{par['zero']}; recompute={tr['recompute']}"
-        f"{', flash' if tr['flash'] else ''}; activations profile: {tr['activations']}",
-        f"activations / model states = {mem['activation_ratio']:.3g}"
-        if mem["activation_ratio"] is not None
+            f"{g.group} {g.bytes_per_param:.3g} B/param" for g in groups if g.bytes_per_param is not None)
+         + (" (paged: unified memory, counted on the GPU)" if mem.optimizer_groups.paged else ""))
+        if len(groups) > 1 or tr.optimizer.value not in ("adamw", "adam", "sgd", "sgd-momentum", "lion") else "",
+        (f"FP8 ({tr.fp8_recipe.value}): weight copies and scaling state {fmt_bytes(mem.weights_detail.fp8_copies_bytes)}"
+         if tr.fp8_recipe.value != "none" else ""),
+        f"T={par.tensor}{' +SP' if par.sequence_parallel else ''} P={par.pipeline} "
+        f"dp={par.data} ZeRO-{par.zero}; recompute={tr.recompute.value}"
+        f"{', flash' if tr.flash else ''}; activations profile: {tr.activations.value}",
+        f"activations / model states = {mem.activation_ratio:.3g}"
+        if mem.activation_ratio is not None
         else "",
         f"phases: {phases}",
-        f"stored activations: attention {fmt_bytes(acts['attention_bytes'])}, MLP {fmt_bytes(acts['mlp_bytes'])}, "
-        f"norms {fmt_bytes(acts['norm_bytes'])}, embedding/head/loss {fmt_bytes(acts['other_bytes'])}"
-        + (f", recompute working set {fmt_bytes(acts['recompute_working_bytes'])}" if acts["recompute_working_bytes"] else ""),
-        f"framework conventions: {tr['framework']}; nvidia-smi would show about "
-        f"{fmt_bytes(mem['nvidia_smi_bytes'])} (+ CUDA context {fmt_bytes(mem['cuda_context_bytes'])}, "
-        f"allocator reserve {fmt_bytes(mem['allocator_reserve_bytes'])})",
+        f"stored activations: attention {fmt_bytes(acts.attention_bytes)}, MLP {fmt_bytes(acts.mlp_bytes)}, "
+        f"norms {fmt_bytes(acts.norm_bytes)}, embedding/head/loss {fmt_bytes(acts.other_bytes)}"
+        + (f", recompute working set {fmt_bytes(acts.recompute_working_bytes)}" if acts.recompute_working_bytes else ""),
+        f"framework conventions: {tr.framework.value}; nvidia-smi would show about "
+        f"{fmt_bytes(mem.nvidia_smi_bytes)} (+ CUDA context {fmt_bytes(mem.cuda_context_bytes)}, "
+        f"allocator reserve {fmt_bytes(mem.allocator_reserve_bytes)})",
     ]
-    off = report.get("offload")
+    off = r.offload
     if off:
-        where = "NVMe" if off["device"] == "nvme" else "host memory"
-        per_gpu = off["nvme_bytes_per_gpu"] if off["device"] == "nvme" else off["host_bytes_per_gpu"]
-        per_node = off["nvme_bytes_per_node"] if off["device"] == "nvme" else off["host_bytes_per_node"]
-        lines.append(f"offload {off['what']} to {where}: {fmt_bytes(per_gpu)} per GPU, {fmt_bytes(per_node)} per node "
-                     f"of {off['gpus_per_node']} GPUs (the GPU holds the peak above)")
-    if par["pipeline"] > 1:
-        lines.append(f"most loaded pipeline stage: {mem['stage']} ({mem['in_flight_micro_batches']} micro-batches in flight)")
-    lines.append(f"seed B_min (mixed precision saves memory above it): {report['b_min']:.3g}")
+        nvme = off.device.value == "nvme"
+        where = "NVMe" if nvme else "host memory"
+        per_gpu = off.nvme_bytes_per_gpu if nvme else off.host_bytes_per_gpu
+        per_node = off.nvme_bytes_per_node if nvme else off.host_bytes_per_node
+        lines.append(f"offload {off.what.value} to {where}: {fmt_bytes(per_gpu)} per GPU, {fmt_bytes(per_node)} per node "
+                     f"of {off.gpus_per_node} GPUs (the GPU holds the peak above)")
+    if par.pipeline > 1:
+        lines.append(f"most loaded pipeline stage: {mem.stage} ({mem.in_flight_micro_batches} micro-batches in flight)")
+    lines.append(f"seed B_min (mixed precision saves memory above it): {r.b_min:.3g}")
     if gpu:
-        fit = report["fit"]
-        verdict = "fits" if report["fits"] else "does NOT fit"
+        fit = r.fit
+        verdict = "fits" if r.fits else "does NOT fit"
         lines.append(
-            f"{verdict} on {gpu['name']} (usable {fmt_bytes(gpu['usable_bytes'])} after the CUDA context): "
-            f"headroom {fmt_bytes(gpu['headroom_bytes'])}"
+            f"{verdict} on {gpu.name} (usable {fmt_bytes(gpu.usable_bytes)} after the CUDA context): "
+            f"headroom {fmt_bytes(gpu.headroom_bytes)}"
         )
-        lines.append(f"largest micro-batch that fits: {fit['max_micro_batch']}")
-        tp = fit["min_tensor_parallel"]
-        lines.append(f"smallest T that fits (P={par['pipeline']}): {tp if tp else 'none up to 64'}")
-        tpp = fit["min_tensor_pipeline"]
-        lines.append("smallest T·P that fits: " + (f"T={tpp['T']} P={tpp['P']}" if tpp else "none"))
+        lines.append(f"largest micro-batch that fits: {fit.max_micro_batch}")
+        tp = fit.min_tensor_parallel
+        lines.append(f"smallest T that fits (P={par.pipeline}): {tp if tp else 'none up to 64'}")
+        tpp = fit.min_tensor_pipeline
+        lines.append("smallest T·P that fits: " + (f"T={tpp.T} P={tpp.P}" if tpp else "none"))
     return Group(t, Text("\n".join(line for line in lines if line)))

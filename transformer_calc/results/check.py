@@ -1,25 +1,84 @@
 """`tcalc check`: job files validated and checked against memory and latency limits.
 
-A result is composed here from the estimators; docs/cli.md documents its keys."""
+The typed result (`CheckResult`) is the command's JSON (`model_dump(mode="json")`), the Python
+API's return value and what render reads; docs/cli.md documents its keys. Each file is one row
+(checked, or invalid), each of its checks one row of three kinds: memory per GPU against a GPU,
+memory per GPU against a byte limit, a serving figure against a limit.
+"""
 
 from __future__ import annotations
 
+from typing import Annotated, Any, Literal, Union
 
-from transformer_calc.results.base import Result
-from typing import Any
-from transformer_calc.model.config import LayerAttention, ModelConfig
-from transformer_calc.estimators.params import (
-    count_params,
-    seed_block_approx,
-    seed_total_approx,
-    tensor_parallel_params,
-)
+from pydantic import Field
+
+from transformer_calc.model.config import ModelConfig
+from transformer_calc.results.base import Result, Section
 from transformer_calc.results.inference import inference_efficiency, inference_spec, serving_spec
+
+
+class GpuFitCheck(Section):
+    """Memory per GPU against a GPU's capacity."""
+
+    check: Literal["training_fits_gpu", "inference_fits_gpu"]
+    ok: bool
+    value: int  # bytes per GPU: the training step's peak, or the inference memory
+    limit: int  # bytes: usable (less the CUDA context) for training, the capacity for inference
+    gpu: str
+
+
+class MemoryLimitCheck(Section):
+    """Memory per GPU against max_memory, or reported without a limit (training_memory)."""
+
+    check: Literal["training_max_memory", "inference_max_memory", "training_memory"]
+    ok: bool
+    value: int  # bytes per GPU
+    limit: int | None  # bytes; None: no limit asked (training_memory, always ok)
+
+
+class ServingCheck(Section):
+    """Throughput or latency of one replica at B in flight (tcalc serve's model) against a limit."""
+
+    check: Literal["inference_min_tokens_per_s", "inference_max_ttft_s", "inference_max_tpot_s"]
+    ok: bool
+    value: float  # output tokens/s, or seconds
+    limit: int | float  # as given (a whole number stays one in the JSON)
+
+
+Check = Annotated[Union[GpuFitCheck, MemoryLimitCheck, ServingCheck], Field(discriminator="check")]
+
+
+class CheckedFile(Section):
+    """A valid job file and its checks."""
+
+    file: str
+    model: str | None  # the model's name (None: a custom model)
+    status: Literal["pass", "fail"]  # fail: a check is not ok
+    checks: list[Check]
+
+
+class InvalidFile(Section):
+    """A job file that could not be checked."""
+
+    file: str
+    status: Literal["invalid"]
+    error: str  # one line, naming the file
+    checks: list[Check]  # always empty
+
+
+FileRow = Annotated[Union[CheckedFile, InvalidFile], Field(discriminator="status")]
+
+
+class CheckResult(Result):
+    files: list[FileRow]
+    passed: int
+    failed: int
+    invalid: int
 
 
 def check_job(
     path: Any, gpu_name: str | None = None, max_memory: int | None = None, min_tokens_per_s: float | None = None
-) -> dict[str, Any]:
+) -> CheckedFile:
     """`tcalc check`: validate one job file and run the checks it (or the flags) ask for.
 
     Training memory is checked when the file has a training: section, or when a limit is asked
@@ -47,7 +106,7 @@ def check_job(
 
             raise TcalcError(f"{where}: {exc}") from None
         max_memory = file_limit if max_memory is None else max_memory
-    checks: list[dict[str, Any]] = []
+    checks: list[GpuFitCheck | MemoryLimitCheck | ServingCheck] = []
     wants_inference_checks = [
         name for name, given in (
             ("--min-tokens-per-s", min_tokens_per_s is not None),
@@ -74,14 +133,13 @@ def check_job(
         if name is not None:
             device = find_gpu(str(name))
             usable = fit_capacity(device.memory_bytes)  # less the CUDA context
-            checks.append(
-                {"check": "training_fits_gpu", "ok": total <= usable, "value": total,
-                 "limit": usable, "gpu": device.name}
-            )
+            checks.append(GpuFitCheck(check="training_fits_gpu", ok=total <= usable, value=total, limit=usable,
+                                      gpu=device.name))
         if max_memory is not None:
-            checks.append({"check": "training_max_memory", "ok": total <= max_memory, "value": total, "limit": max_memory})
+            checks.append(MemoryLimitCheck(check="training_max_memory", ok=total <= max_memory, value=total,
+                                           limit=max_memory))
         if not checks:
-            checks.append({"check": "training_memory", "ok": True, "value": total, "limit": None})
+            checks.append(MemoryLimitCheck(check="training_memory", ok=True, value=total, limit=None))
     if "inference" in job.sections:
         from transformer_calc.estimators.inference.roofline import estimate_inference
 
@@ -89,10 +147,11 @@ def check_job(
         device = find_gpu(str(next(n for n in (gpu_name, job.checks.get("gpu"), section_gpu) if n is not None)))
         est = estimate_inference(model, device, spec)
         total = est.memory.total_bytes
-        checks.append({"check": "inference_fits_gpu", "ok": total <= device.memory_bytes, "value": total,
-                       "limit": device.memory_bytes, "gpu": device.name})
+        checks.append(GpuFitCheck(check="inference_fits_gpu", ok=total <= device.memory_bytes, value=total,
+                                  limit=device.memory_bytes, gpu=device.name))
         if max_memory is not None:
-            checks.append({"check": "inference_max_memory", "ok": total <= max_memory, "value": total, "limit": max_memory})
+            checks.append(MemoryLimitCheck(check="inference_max_memory", ok=total <= max_memory, value=total,
+                                           limit=max_memory))
         point = None
         wanted = [k for k in ("min_tokens_per_s", "max_ttft_s", "max_tpot_s") if job.checks.get(k) is not None]
         if wanted or min_tokens_per_s is not None:  # the serving model of `tcalc serve`, at B in flight
@@ -110,19 +169,15 @@ def check_job(
 
                 raise TcalcError(f"{where}: checks.{key} ({limit!r}) must be a positive number")
             ok = value >= limit if better == "higher" else value <= limit
-            checks.append({"check": f"inference_{key}", "ok": ok, "value": value, "limit": limit})
-    return {
-        "file": str(path),
-        "model": model.name,
-        "status": "pass" if all(c["ok"] for c in checks) else "fail",
-        "checks": checks,
-    }
+            checks.append(ServingCheck(check=f"inference_{key}", ok=ok, value=value, limit=limit))
+    return CheckedFile(file=str(path), model=model.name, status="pass" if all(c.ok for c in checks) else "fail",
+                       checks=checks)
 
 
 def check_report(
     files: list[Any], gpu_name: str | None = None, max_memory: str | None = None,
     min_tokens_per_s: float | None = None,
-) -> dict[str, Any]:
+) -> CheckResult:
     """`tcalc check` over files: every file is checked (one invalid file hides no other's result),
     each PASS / FAIL / INVALID; the flags are validated once, as usage errors (TcalcError)."""
     from transformer_calc.model.config import parse_bytes
@@ -137,16 +192,16 @@ def check_report(
         find_gpu(gpu_name)  # an unknown --gpu is a usage error for every file: say it once
     if min_tokens_per_s is not None and not 0 < min_tokens_per_s < float("inf"):
         raise TcalcError(f"--min-tokens-per-s ({min_tokens_per_s}) must be a positive number")
-    results = []
+    results: list[CheckedFile | InvalidFile] = []
     for path in files:
         try:
             results.append(check_job(path, gpu_name, limit, min_tokens_per_s))
         except TcalcError as exc:
-            results.append({"file": str(path), "status": "invalid", "error": str(exc), "checks": []})
+            results.append(InvalidFile(file=str(path), status="invalid", error=str(exc), checks=[]))
         except (ValueError, OverflowError, RecursionError) as exc:
-            results.append({"file": str(path), "status": "invalid", "error": f"{path}: {exc}", "checks": []})
-    counts = {status: sum(r["status"] == status for r in results) for status in ("pass", "fail", "invalid")}
-    return {"files": results, "passed": counts["pass"], "failed": counts["fail"], "invalid": counts["invalid"]}
+            results.append(InvalidFile(file=str(path), status="invalid", error=f"{path}: {exc}", checks=[]))
+    counts = {status: sum(r.status == status for r in results) for status in ("pass", "fail", "invalid")}
+    return CheckResult(files=results, passed=counts["pass"], failed=counts["fail"], invalid=counts["invalid"])
 
 
 def check_load_point(model: ModelConfig, device: Any, spec: Any, section: dict[str, Any]) -> Any:
@@ -159,9 +214,3 @@ def check_load_point(model: ModelConfig, device: Any, spec: Any, section: dict[s
     serving = serving_spec(section, {})
     return load_point(model, device, spec, eff, serving, spec.prompt_len, max(spec.new_tokens, 1), spec.batch_size)
 
-
-class CheckResult(Result):
-    files: list[dict[str, Any]]
-    passed: int
-    failed: int
-    invalid: int

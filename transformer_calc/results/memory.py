@@ -1,31 +1,251 @@
 """`tcalc memory`: peak training memory per GPU (the phase timeline), its breakdown, the fit on a GPU.
 
-A result is composed here from the estimators; docs/cli.md documents its keys."""
+The typed result (`MemoryResult`) is the command's JSON (`model_dump(mode="json")`), the Python
+API's return value and what render reads; docs/cli.md documents its keys. Bytes are per GPU of
+the most loaded pipeline stage unless a key says otherwise.
+"""
 
 from __future__ import annotations
 
-
-from transformer_calc.results.base import Result
 from typing import Any
-from transformer_calc.model.config import LayerAttention, ModelConfig
-from transformer_calc.estimators.params import (
-    count_params,
-    seed_block_approx,
-    seed_total_approx,
-    tensor_parallel_params,
+
+from pydantic import create_model
+
+from transformer_calc.estimators.params import count_params
+from transformer_calc.model.config import (
+    Finetune,
+    LoraTarget,
+    ModelConfig,
+    Offload,
+    OffloadDevice,
+    Optimizer,
+    Parallelism,
+    Training,
+    Workload,
 )
-from transformer_calc.results.common import model_dict
+from transformer_calc.results.base import Result, Section
+from transformer_calc.results.common import CheckpointSection, ModelSection, model_section
+
+
+def _config_fields(cls: Any) -> dict[str, Any]:
+    """A config model's JSON fields, in its order, with its types (excluded fields left out)."""
+    return {name: (f.annotation, ...) for name, f in cls.model_fields.items() if not f.exclude}
+
+
+# The workload, training and parallelism sections: each config as resolved (defaults filled in),
+# generated from the config's own fields, as the model section is: a new option is a new key here
+# without a second declaration.
+WorkloadSection = create_model("WorkloadSection", __base__=Section, **_config_fields(Workload))
+TrainingSection = create_model("TrainingSection", __base__=Section, **_config_fields(Training))
+ParallelismSection = create_model(
+    "ParallelismSection", __base__=Section, **_config_fields(Parallelism),
+    gpus=(int, ...),  # T·CP·P·dp
+)
+
+
+def _config_section(section: Any, config: Any, **derived: Any) -> Any:
+    """A config's section: every field of `config` (defaults filled in), then the derived keys."""
+    return section(**{name: getattr(config, name) for name in _config_fields(type(config))}, **derived)
+
+
+class MemoryParams(Section):
+    total: int  # the whole model
+    per_gpu: int  # held by the most loaded GPU before ZeRO sharding
+    trainable: int  # with gradients (all of them in full training; adapters, embedding, head otherwise)
+    trainable_per_gpu: int
+
+
+class PhaseBytes(Section):
+    """What one GPU holds at one moment of the step (estimators.training.timeline.Phase)."""
+
+    phase: str
+    weights_bytes: int
+    gradients_bytes: int
+    optimizer_bytes: int
+    activations_bytes: int  # stored for backward (and being recomputed)
+    transient_bytes: int  # the phase's own temporaries (logits, gradients of intermediates, optimizer temps)
+    gathered_bytes: int  # ZeRO-3 / FSDP parameters gathered unsharded
+    buckets_bytes: int  # gradient communication buffers
+    total_bytes: int
+
+
+class StateBytes(Section):
+    """Model states and activations as the terms of the seed's sum (not a moment of the step)."""
+
+    weights_bytes: int
+    gradients_bytes: int
+    optimizer_bytes: int
+    activations_bytes: int
+    total_bytes: int
+
+
+class WeightsDetail(Section):
+    """Of `per_gpu.weights_bytes`."""
+
+    frozen_bytes: int  # fine-tuning: the frozen base (0 in full training)
+    quantized_bytes: int  # of the frozen base: NF4 codes and constants (QLoRA)
+    trainable_bytes: int  # the trained parameters' copy
+    fp8_copies_bytes: int  # FP8 weight copies and scaling state (fp8_recipe)
+
+
+class ActivationBytes(Section):
+    """Of `per_gpu.activations_bytes`: stored activations by where they come from."""
+
+    attention_bytes: int
+    mlp_bytes: int
+    norm_bytes: int
+    other_bytes: int  # embedding, final norm, head and loss (first and last stage)
+    recompute_working_bytes: int  # what recomputation rebuilds for one block during backward
+
+
+class BytesPerParam(Section):
+    """Full training: bytes per parameter of each model state."""
+
+    weights: int  # p
+    gradients: int
+    optimizer: int  # states (+ the fp32 master copy in mixed precision); nominal for shaped optimizers
+
+
+class AdapterBytesPerParam(Section):
+    """Adapters (LoRA, QLoRA, DoRA): the frozen weights per parameter, the rest per trainable parameter."""
+
+    weights: int  # frozen parameters not quantized
+    quantized_weights: float | None  # QLoRA: NF4 with double quantization (4.127 bits); None otherwise
+    trainable_weights: int
+    gradients: int
+    optimizer: int  # states only: the trainable copy is the master
+
+
+class OptimizerGroup(Section):
+    """One parameter group of the optimizer (estimators.training.optimizers.GroupBytes)."""
+
+    group: str
+    params: int
+    state_bytes: int
+    bytes_per_param: float | None  # None: a group of no parameters
+
+
+class OptimizerGroups(Section):
+    """The optimizer's parameter groups over the whole model (T = 1)."""
+
+    optimizer: Optimizer
+    master_bytes_per_param: int  # the fp32 master copy (mixed precision, full training), else 0
+    groups: list[OptimizerGroup]
+    state_bytes: int
+    state_bytes_per_param: float | None  # None: no parameters
+    paged: bool  # paged-adamw-8bit: unified memory, counted on the GPU
+
+
+class StageRow(Section):
+    """One pipeline stage's GPU."""
+
+    stage: int
+    n_layers: int
+    params: int
+    model_states_bytes: int
+    activations_bytes: int
+    total_bytes: int  # the seed's sum
+    peak_bytes: int  # the peak of its step
+    peak_phase: str
+
+
+class MemorySection(Section):
+    peak_bytes: int  # the step's peak on the most loaded GPU
+    peak_phase: str
+    peak: PhaseBytes
+    sum_bytes: int  # every term at once: an upper bound
+    cuda_context_bytes: int
+    allocator_reserve_bytes: int  # the caching allocator's unused reserve
+    nvidia_smi_bytes: int  # peak + CUDA context + allocator reserve
+    phases: list[PhaseBytes]
+    per_gpu: StateBytes
+    weights_detail: WeightsDetail
+    activations: ActivationBytes
+    activation_ratio: float | None  # activations / model states; None: no model states on the GPU
+    stage: int  # the most loaded pipeline stage
+    in_flight_micro_batches: int  # whose activations are alive on it (1F1B)
+    bytes_per_param: BytesPerParam | AdapterBytesPerParam
+    optimizer_groups: OptimizerGroups
+    stages: list[StageRow]
+
+
+class FinetuneSection(Section):
+    method: Finetune
+    lora_rank: int
+    lora_alpha: float | None
+    lora_alpha_memory_effect: str
+    lora_targets: list[LoraTarget]
+    adapted_modules: int
+    trainable_params: int
+    adapter_params: int  # LoRA A and B (+ DoRA magnitudes)
+    trainable_embedding_params: int
+    trainable_head_params: int
+    trainable_fraction: float  # trainable / frozen
+    frozen_params: int
+    frozen_weight_format: str  # how the frozen base is held, in words
+
+
+class OffloadSection(Section):
+    """ZeRO-Offload / ZeRO-Infinity: what lives off the GPU."""
+
+    what: Offload
+    device: OffloadDevice
+    gpu_bytes: int  # the peak the GPU still holds
+    host_weights_bytes: int  # per GPU
+    host_gradients_bytes: int
+    host_optimizer_bytes: int
+    host_bytes_per_gpu: int  # 0 when offloaded to NVMe
+    nvme_bytes_per_gpu: int  # 0 when offloaded to host memory
+    gpus_per_node: int
+    host_bytes_per_node: int
+    nvme_bytes_per_node: int
+
+
+class GpuFit(Section):
+    name: str
+    memory_bytes: int
+    usable_bytes: int  # less the CUDA context
+    headroom_bytes: int  # usable - peak (negative: does not fit)
+
+
+class TensorPipeline(Section):
+    T: int
+    P: int
+
+
+class FitSection(Section):
+    max_micro_batch: int  # largest B that fits (0: none)
+    min_tensor_parallel: int | None  # smallest T that fits at the given P (None: none up to 64)
+    min_tensor_pipeline: TensorPipeline | None  # smallest T·P that fits (None: none)
+
+
+class MemoryResult(Result):
+    model: ModelSection  # type: ignore[valid-type]
+    workload: WorkloadSection  # type: ignore[valid-type]
+    training: TrainingSection  # type: ignore[valid-type]
+    parallelism: ParallelismSection  # type: ignore[valid-type]
+    params: MemoryParams
+    memory: MemorySection
+    b_min: float  # seed B_min: mixed precision saves memory above this micro-batch
+    finetune: FinetuneSection | None = None  # adapters only
+    offload: OffloadSection | None = None  # --offload only
+    gpu: GpuFit | None = None  # --gpu only, as fits and fit
+    fits: bool | None = None
+    fit: FitSection | None = None
+    checkpoint: CheckpointSection | None = None  # a checkpoint as MODEL only
 
 
 def memory_report(
     m: ModelConfig,
-    w: Any,
-    tr: Any,
-    par: Any,
+    w: Workload,
+    tr: Training,
+    par: Parallelism,
     gpu: Any | None = None,
-) -> dict[str, Any]:
+    checkpoint: CheckpointSection | None = None,
+) -> MemoryResult:
     """`tcalc memory`: training memory per GPU of the most loaded pipeline stage, with fitting."""
-    from transformer_calc.estimators.training.memory import b_min, optimizer_bytes_per_param
+    from transformer_calc.estimators.training.finetune import trainable_params
+    from transformer_calc.estimators.training.memory import b_min
     from transformer_calc.estimators.training.timeline import (
         CUDA_CONTEXT_BYTES,
         allocator_reserve,
@@ -35,182 +255,182 @@ def memory_report(
         stage_timelines,
     )
 
-    from transformer_calc.estimators.training.finetune import trainable_params
-
     timelines = stage_timelines(m, w, tr, par)
     timeline = max(timelines, key=lambda tl: tl.peak_bytes)
     worst, peak = timeline.stage, timeline.peak
     non_act = worst.model_states
     reserve = allocator_reserve(peak.total)
     trainable = trainable_params(m, tr)
-    report: dict[str, Any] = {
-        "model": model_dict(m),
-        "workload": w.model_dump(mode="json"),
-        "training": tr.model_dump(mode="json"),
-        "parallelism": {**par.model_dump(mode="json"), "gpus": par.gpus},
-        "params": {"total": count_params(m).total, "per_gpu": worst.params,
-                   "trainable": trainable.total, "trainable_per_gpu": worst.trainable_params},
-        "memory": {
-            "peak_bytes": peak.total,
-            "peak_phase": peak.name,
-            "peak": peak.as_dict(),
-            "sum_bytes": timeline.sum_bytes,
-            "cuda_context_bytes": CUDA_CONTEXT_BYTES,
-            "allocator_reserve_bytes": reserve,
-            "nvidia_smi_bytes": peak.total + CUDA_CONTEXT_BYTES + reserve,
-            "phases": [ph.as_dict() for ph in timeline.phases],
-            "per_gpu": {
-                "weights_bytes": worst.weights,
-                "gradients_bytes": worst.gradients,
-                "optimizer_bytes": worst.optimizer,
-                "activations_bytes": worst.activations,
-                "total_bytes": worst.total,
-            },
-            "weights_detail": {  # fine-tuning: frozen base (of it NF4) and the trainable copy
-                "frozen_bytes": worst.weights - worst.adapter_weights if tr.adapters else 0,
-                "quantized_bytes": worst.quantized_weights,
-                "trainable_bytes": worst.adapter_weights if tr.adapters else worst.weights - worst.fp8_weights,
-                "fp8_copies_bytes": worst.fp8_weights,
-            },
-            "activations": {
-                "attention_bytes": worst.attention,
-                "mlp_bytes": worst.mlp,
-                "norm_bytes": worst.norm,
-                "other_bytes": worst.other,
-                "recompute_working_bytes": worst.recompute_working,
-            },
-            "activation_ratio": worst.activations / non_act if non_act else None,
-            "stage": worst.stage,
-            "in_flight_micro_batches": worst.in_flight,
-            "bytes_per_param": _bytes_per_param(tr),
-            "optimizer_groups": _optimizer_groups(m, tr),
-            "stages": [
-                {
-                    "stage": tl.stage.stage,
-                    "n_layers": tl.stage.n_layers,
-                    "params": tl.stage.params,
-                    "model_states_bytes": tl.stage.model_states,
-                    "activations_bytes": tl.stage.activations,
-                    "total_bytes": tl.stage.total,
-                    "peak_bytes": tl.peak_bytes,
-                    "peak_phase": tl.peak.name,
-                }
-                for tl in timelines
-            ],
-        },
-        "b_min": b_min(m, w.seq_len),
-    }
+    optional: dict[str, Any] = {}  # the sections this run produces beyond the fixed ones
     if tr.adapters:
-        report["finetune"] = _finetune_section(m, tr, trainable)
-    if tr.offload.value != "none":
-        report["offload"] = _offload_section(tr, par, worst, peak.total)
+        optional["finetune"] = _finetune_section(m, tr, trainable)
+    if tr.offload is not Offload.none:
+        optional["offload"] = _offload_section(tr, par, worst, peak.total)
     if gpu is not None:
         capacity = fit_capacity(gpu.memory_bytes)
         fit_T = min_parallelism(m, w, tr, par, capacity)
         fit_TP = min_parallelism(m, w, tr, par, capacity, vary_pipeline=True)
-        report["gpu"] = {
-            "name": gpu.name,
-            "memory_bytes": gpu.memory_bytes,
-            "usable_bytes": capacity,
-            "headroom_bytes": capacity - peak.total,
-        }
-        report["fits"] = peak.total <= capacity
-        report["fit"] = {
-            "max_micro_batch": max_micro_batch(m, w, tr, par, capacity),
-            "min_tensor_parallel": fit_T[0] if fit_T else None,
-            "min_tensor_pipeline": {"T": fit_TP[0], "P": fit_TP[1]} if fit_TP else None,
-        }
-    return report
+        optional["gpu"] = GpuFit(name=gpu.name, memory_bytes=gpu.memory_bytes, usable_bytes=capacity,
+                                 headroom_bytes=capacity - peak.total)
+        optional["fits"] = peak.total <= capacity
+        optional["fit"] = FitSection(
+            max_micro_batch=max_micro_batch(m, w, tr, par, capacity),
+            min_tensor_parallel=fit_T[0] if fit_T else None,
+            min_tensor_pipeline=TensorPipeline(T=fit_TP[0], P=fit_TP[1]) if fit_TP else None,
+        )
+    if checkpoint is not None:
+        optional["checkpoint"] = checkpoint
+    return MemoryResult(
+        model=model_section(m),
+        workload=_config_section(WorkloadSection, w),
+        training=_config_section(TrainingSection, tr),
+        parallelism=_config_section(ParallelismSection, par, gpus=par.gpus),
+        params=MemoryParams(total=count_params(m).total, per_gpu=worst.params,
+                           trainable=trainable.total, trainable_per_gpu=worst.trainable_params),
+        memory=MemorySection(
+            peak_bytes=peak.total,
+            peak_phase=peak.name,
+            peak=_phase_bytes(peak),
+            sum_bytes=timeline.sum_bytes,
+            cuda_context_bytes=CUDA_CONTEXT_BYTES,
+            allocator_reserve_bytes=reserve,
+            nvidia_smi_bytes=peak.total + CUDA_CONTEXT_BYTES + reserve,
+            phases=[_phase_bytes(ph) for ph in timeline.phases],
+            per_gpu=StateBytes(
+                weights_bytes=worst.weights,
+                gradients_bytes=worst.gradients,
+                optimizer_bytes=worst.optimizer,
+                activations_bytes=worst.activations,
+                total_bytes=worst.total,
+            ),
+            weights_detail=WeightsDetail(  # fine-tuning: frozen base (of it NF4) and the trainable copy
+                frozen_bytes=worst.weights - worst.adapter_weights if tr.adapters else 0,
+                quantized_bytes=worst.quantized_weights,
+                trainable_bytes=worst.adapter_weights if tr.adapters else worst.weights - worst.fp8_weights,
+                fp8_copies_bytes=worst.fp8_weights,
+            ),
+            activations=ActivationBytes(
+                attention_bytes=worst.attention,
+                mlp_bytes=worst.mlp,
+                norm_bytes=worst.norm,
+                other_bytes=worst.other,
+                recompute_working_bytes=worst.recompute_working,
+            ),
+            activation_ratio=worst.activations / non_act if non_act else None,
+            stage=worst.stage,
+            in_flight_micro_batches=worst.in_flight,
+            bytes_per_param=_bytes_per_param(tr),
+            optimizer_groups=_optimizer_groups(m, tr),
+            stages=[
+                StageRow(
+                    stage=tl.stage.stage,
+                    n_layers=tl.stage.n_layers,
+                    params=tl.stage.params,
+                    model_states_bytes=tl.stage.model_states,
+                    activations_bytes=tl.stage.activations,
+                    total_bytes=tl.stage.total,
+                    peak_bytes=tl.peak_bytes,
+                    peak_phase=tl.peak.name,
+                )
+                for tl in timelines
+            ],
+        ),
+        b_min=b_min(m, w.seq_len),
+        **optional,
+    )
 
 
-def _bytes_per_param(tr: Any) -> dict[str, Any]:
+def _phase_bytes(ph: Any) -> PhaseBytes:
+    """One phase of the step (estimators.training.timeline.Phase)."""
+    return PhaseBytes(
+        phase=ph.name,
+        weights_bytes=ph.weights,
+        gradients_bytes=ph.gradients,
+        optimizer_bytes=ph.optimizer,
+        activations_bytes=ph.activations,
+        transient_bytes=ph.transient,
+        gathered_bytes=ph.gathered,
+        buckets_bytes=ph.buckets,
+        total_bytes=ph.total,
+    )
+
+
+def _bytes_per_param(tr: Training) -> BytesPerParam | AdapterBytesPerParam:
     """Bytes per parameter of each model state (per trainable parameter under adapters)."""
     from transformer_calc.estimators.training.finetune import NF4_BLOCK, NF4_BLOCKS_PER_GROUP, trainable_weight_bytes
     from transformer_calc.estimators.training.memory import optimizer_bytes_per_param, trainable_optimizer_bytes
 
     if not tr.adapters:
-        return {"weights": tr.p, "gradients": tr.grad_bytes, "optimizer": optimizer_bytes_per_param(tr)}
+        return BytesPerParam(weights=tr.p, gradients=tr.grad_bytes, optimizer=optimizer_bytes_per_param(tr))
     nf4_bits = 4 + 8 / NF4_BLOCK + 32 / (NF4_BLOCK * NF4_BLOCKS_PER_GROUP)
-    return {
-        "weights": 4 if tr.fp32_unquantized else tr.p,  # frozen parameters not quantized
-        "quantized_weights": nf4_bits / 8 if tr.finetune.value == "qlora" else None,
-        "trainable_weights": trainable_weight_bytes(tr),
-        "gradients": tr.grad_bytes,
-        "optimizer": trainable_optimizer_bytes(tr),
-    }
+    return AdapterBytesPerParam(
+        weights=4 if tr.fp32_unquantized else tr.p,  # frozen parameters not quantized
+        quantized_weights=nf4_bits / 8 if tr.finetune is Finetune.qlora else None,
+        trainable_weights=trainable_weight_bytes(tr),
+        gradients=tr.grad_bytes,
+        optimizer=trainable_optimizer_bytes(tr),
+    )
 
 
-def _optimizer_groups(m: ModelConfig, tr: Any) -> dict[str, Any]:
+def _optimizer_groups(m: ModelConfig, tr: Training) -> OptimizerGroups:
     """The optimizer's parameter groups over the whole model: state bytes per parameter each."""
     from transformer_calc.estimators.training.optimizers import master_bytes, model_groups
 
     groups = model_groups(m, tr)
     params = sum(g.params for g in groups)
     states = sum(g.state_bytes for g in groups)
-    return {
-        "optimizer": tr.optimizer.value,
-        "master_bytes_per_param": master_bytes(tr),
-        "groups": [g.as_dict() for g in groups],
-        "state_bytes": states,
-        "state_bytes_per_param": states / params if params else None,
-        "paged": tr.optimizer.value == "paged-adamw-8bit",
-    }
+    return OptimizerGroups(
+        optimizer=tr.optimizer,
+        master_bytes_per_param=master_bytes(tr),
+        groups=[
+            OptimizerGroup(group=g.group, params=g.params, state_bytes=g.state_bytes,
+                           bytes_per_param=g.state_bytes / g.params if g.params else None)
+            for g in groups
+        ],
+        state_bytes=states,
+        state_bytes_per_param=states / params if params else None,
+        paged=tr.optimizer is Optimizer.paged_adamw_8bit,
+    )
 
 
-def _finetune_section(m: ModelConfig, tr: Any, trainable: Any) -> dict[str, Any]:
+def _finetune_section(m: ModelConfig, tr: Training, trainable: Any) -> FinetuneSection:
     total = count_params(m).total
-    return {
-        "method": tr.finetune.value,
-        "lora_rank": tr.lora_rank,
-        "lora_alpha": tr.lora_alpha,
-        "lora_alpha_memory_effect": "none (alpha/r scales the adapter output; no tensor changes size)",
-        "lora_targets": [t.value for t in tr.lora_targets],
-        "adapted_modules": trainable.adapted_modules,
-        "trainable_params": trainable.total,
-        "adapter_params": trainable.adapters,
-        "trainable_embedding_params": trainable.embedding,
-        "trainable_head_params": trainable.head,
-        "trainable_fraction": trainable.total / total,
-        "frozen_params": total,
-        "frozen_weight_format": "nf4 (double quantization)" if tr.finetune.value == "qlora" else (
+    return FinetuneSection(
+        method=tr.finetune,
+        lora_rank=tr.lora_rank,
+        lora_alpha=tr.lora_alpha,
+        lora_alpha_memory_effect="none (alpha/r scales the adapter output; no tensor changes size)",
+        lora_targets=list(tr.lora_targets),
+        adapted_modules=trainable.adapted_modules,
+        trainable_params=trainable.total,
+        adapter_params=trainable.adapters,
+        trainable_embedding_params=trainable.embedding,
+        trainable_head_params=trainable.head,
+        trainable_fraction=trainable.total / total,
+        frozen_params=total,
+        frozen_weight_format="nf4 (double quantization)" if tr.finetune is Finetune.qlora else (
             f"checkpoint ({8 * tr.frozen_weights[0] / tr.frozen_weights[1]:.4g} bits per parameter)"
             if tr.frozen_weights is not None else f"{tr.p}-byte"),
-    }
+    )
 
 
 GPUS_PER_NODE = 8  # an HGX/DGX node: host memory per node is per-GPU offload x min(8, GPUs)
 
 
-def _offload_section(tr: Any, par: Any, st: Any, peak: int) -> dict[str, Any]:
+def _offload_section(tr: Training, par: Parallelism, st: Any, peak: int) -> OffloadSection:
     node = min(GPUS_PER_NODE, par.gpus)
     per_gpu = st.offloaded
-    nvme = tr.offload_device.value == "nvme"
-    return {
-        "what": tr.offload.value,
-        "device": tr.offload_device.value,
-        "gpu_bytes": peak,
-        "host_weights_bytes": st.host_weights,
-        "host_gradients_bytes": st.host_gradients,
-        "host_optimizer_bytes": st.host_optimizer,
-        "host_bytes_per_gpu": 0 if nvme else per_gpu,
-        "nvme_bytes_per_gpu": per_gpu if nvme else 0,
-        "gpus_per_node": node,
-        "host_bytes_per_node": 0 if nvme else per_gpu * node,
-        "nvme_bytes_per_node": per_gpu * node if nvme else 0,
-    }
-
-
-class MemoryResult(Result):
-    model: dict[str, Any]
-    workload: dict[str, Any]
-    training: dict[str, Any]
-    parallelism: dict[str, Any]
-    params: dict[str, int]
-    memory: dict[str, Any]
-    b_min: float
-    finetune: dict[str, Any] | None = None
-    offload: dict[str, Any] | None = None
-    gpu: dict[str, Any] | None = None
-    fits: bool | None = None
-    fit: dict[str, Any] | None = None
-    checkpoint: dict[str, Any] | None = None
+    nvme = tr.offload_device is OffloadDevice.nvme
+    return OffloadSection(
+        what=tr.offload,
+        device=tr.offload_device,
+        gpu_bytes=peak,
+        host_weights_bytes=st.host_weights,
+        host_gradients_bytes=st.host_gradients,
+        host_optimizer_bytes=st.host_optimizer,
+        host_bytes_per_gpu=0 if nvme else per_gpu,
+        nvme_bytes_per_gpu=per_gpu if nvme else 0,
+        gpus_per_node=node,
+        host_bytes_per_node=0 if nvme else per_gpu * node,
+        nvme_bytes_per_node=per_gpu * node if nvme else 0,
+    )
