@@ -127,3 +127,32 @@ def test_model_given_twice_or_not_at_all_is_an_error():
         tc.params("gpt2", preset="gpt2")
     with pytest.raises(TypeError, match="once"):
         tc.memory()
+
+
+def test_inference_and_serve_return_typed_sections():
+    """`tc.inference` and `tc.serve` return their typed results: attributes all the way down,
+    frozen, and the optional sections unset (absent from the JSON) when not produced."""
+    from pydantic import ValidationError
+
+    from transformer_calc.results.inference import InferenceResult
+    from transformer_calc.results.serve import ServeResult
+
+    r = tc.inference("llama-3-8b", S=2048, new_tokens=64, gpu="h100", draft="llama-3.2-1b")
+    assert isinstance(r, InferenceResult)
+    per = r.memory.per_gpu
+    assert per.total_bytes == per.weights_bytes + per.kv_cache_bytes + per.workspace_bytes
+    assert r.memory.headroom_bytes == r.memory.capacity_bytes - per.total_bytes
+    assert r.expected.assumptions.kernels_per_step > 0 and r.serving.engine.block_size == 16
+    assert r.speculative.kind == "draft" and r.speculative.draft == "llama-3.2-1b"
+    assert r.kv_cache.layers_by_kind == {"full": 32}
+    assert "checkpoint" not in r.model_dump() and r.checkpoint is None
+    with pytest.raises(ValidationError):
+        r.memory.fits = False
+    naive = tc.inference("gpt2", kv_cache=False)
+    assert naive.serving is None and "serving" not in naive.model_dump(mode="json")
+
+    s = tc.serve("llama-3.1-70b", gpu="h100", gpus=8, prompt_len=2000, output_len=500, ttft_s=1, tpot_s=0.05)
+    assert isinstance(s, ServeResult)
+    assert s.best == s.layouts[0] and s.best.feasible and s.serve.targets.ttft_s == 1.0
+    assert s.expected_assumptions.node_size == 8
+    assert [row.reason is None for row in s.layouts] == [row.feasible for row in s.layouts]

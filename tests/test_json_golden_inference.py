@@ -65,6 +65,14 @@ def test_json_unchanged(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _json(CASES[name]) == (GOLDEN / f"{name}.json").read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_table_renders(name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The table reads the typed result's attributes, every optional section included (a smoke test)."""
+    monkeypatch.chdir(REPO)
+    assert run(CASES[name]) == 0
+    assert "Per GPU (ms)" in capsys.readouterr().out
+
+
 if __name__ == "__main__":  # regenerate the golden files
     os.chdir(REPO)
     GOLDEN.mkdir(parents=True, exist_ok=True)

@@ -50,6 +50,26 @@ def test_json_unchanged(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _json(CASES[name]) == (GOLDEN / f"{name}.json").read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_table_renders(name: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The table reads the typed result's attributes, every optional section included (a smoke test)."""
+    monkeypatch.chdir(REPO)
+    assert run(CASES[name]) == 0
+    assert "best: " in capsys.readouterr().out
+
+
+def test_yaml_writes_best_in_full(capsys: pytest.CaptureFixture[str]) -> None:
+    """`best` is a copy of its row in the YAML, not an alias (`&id001` / `*id001`)."""
+    import json
+
+    import yaml
+
+    assert run([*CASES["serve-1"], "--format", "yaml"]) == 0
+    text = capsys.readouterr().out
+    assert "&id" not in text and "*id" not in text
+    assert yaml.safe_load(text) == json.loads((GOLDEN / "serve-1.json").read_text(encoding="utf-8"))
+
+
 if __name__ == "__main__":  # regenerate the golden files
     os.chdir(REPO)
     GOLDEN.mkdir(parents=True, exist_ok=True)

@@ -171,7 +171,7 @@ def inference(model: Any = None, **options: Any) -> InferenceResult:
         speculative = {"draft": load(flags["draft"])[0] if flags.get("draft") is not None else None,
                        "speculative_tokens": flags.get("speculative_tokens", 4),
                        "acceptance_rate": flags.get("acceptance_rate", 0.7)}
-    return InferenceResult(**_dump(inference_report(m, device, spec, eff, serving, speculative) | _checkpoint(src)))
+    return inference_report(m, device, spec, eff, serving, speculative, checkpoint=_typed_checkpoint(src))
 
 
 def serve(model: Any = None, *, prompt_len: int, output_len: int, gpus: int = 8, gpu: str | None = None,
@@ -193,9 +193,8 @@ def serve(model: Any = None, *, prompt_len: int, output_len: int, gpus: int = 8,
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, flags)
     serving = serving_spec(section, flags)
-    report = serve_report(m, device, spec, eff, serving, gpus=gpus, ttft_s=ttft_s, tpot_s=tpot_s,
-                          request_rate=request_rate, tensor_parallel=T, concurrency=B)
-    return ServeResult(**_dump(report | _checkpoint(src)))
+    return serve_report(m, device, spec, eff, serving, gpus=gpus, ttft_s=ttft_s, tpot_s=tpot_s,
+                        request_rate=request_rate, tensor_parallel=T, concurrency=B, checkpoint=_typed_checkpoint(src))
 
 
 def train(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int,

@@ -706,7 +706,8 @@ def inference(
             raise TcalcError("give one draft: --draft MODEL or --mtp (the model's own MTP modules), not both")
         speculative = {"draft": draft_model(draft) if draft is not None else None,
                        "speculative_tokens": speculative_tokens, "acceptance_rate": acceptance_rate}
-    emit(inference_report(model, device, spec, eff, serving, speculative) | source.checkpoint_section(model), fmt, inference_table)
+    emit(inference_report(model, device, spec, eff, serving, speculative, checkpoint=source.typed_checkpoint(model)),
+         fmt, inference_table)
 
 
 SERVE = "Serve (targets and layouts)"
@@ -780,7 +781,7 @@ def serve(
         raise TcalcError(f"--gpus ({targets['gpus']}) must be a multiple of --ep ({spec.expert_parallel})")
     emit(serve_report(model, device, spec, eff, serving, gpus=targets["gpus"], ttft_s=targets["ttft_s"],
                       tpot_s=targets["tpot_s"], request_rate=targets["request_rate"], tensor_parallel=fixed_T,
-                      concurrency=fixed_B) | source.checkpoint_section(model), fmt, serve_table)
+                      concurrency=fixed_B, checkpoint=source.typed_checkpoint(model)), fmt, serve_table)
 
 
 def _serve_numbers(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
