@@ -225,4 +225,4 @@ def test_serve_reads_the_job_file_as_the_command(tmp_path, capsys):
     result = tc.serve(str(job))
     assert run(["serve", "--config", str(job), "-f", "json"]) == 0
     assert result.model_dump(mode="json") == json.loads(capsys.readouterr().out)
-    assert result.serve["targets"] == {"ttft_s": 1, "tpot_s": 0.05} and result.serve["gpus"] == 4
+    assert result.serve.targets.ttft_s == 1 and result.serve.targets.tpot_s == 0.05 and result.serve.gpus == 4

@@ -22,7 +22,7 @@ LAYERS = [
     {"errors", "model", "devices"},  # configs, what a checkpoint stores, accelerators
     {"sources"},  # where a model comes from: files, presets, Hugging Face configs, checkpoints, the Hub
     {"estimators"},  # pure functions: counts, bytes, FLOPs, seconds
-    {"results", "render"},  # composition of the estimators into each command's result; its display
+    {"results", "render", "requests"},  # settings resolved once; composition of the estimators into each command's result; its display
     {"cli", "api", "_entry", "__main__", "__init__"},
 ]
 FORBIDDEN_BELOW_RESULTS = {"typer", "rich", "click", "torch", "transformers"}

@@ -146,13 +146,7 @@ def _typed_checkpoint(src: Any) -> Any:
     return checkpoint_section(src.model, src.checkpoint, src.checkpoint_note)
 
 
-def _checkpoint(src: Any) -> dict[str, Any]:
-    """{"checkpoint": ...} when the model came from a checkpoint, as the CLI adds it."""
-    if src.checkpoint is None and src.checkpoint_note is None:
-        return {}
-    from transformer_calc.results.common import checkpoint_dict
 
-    return {"checkpoint": checkpoint_dict(src.model, src.checkpoint, src.checkpoint_note)}
 
 
 def _canonical(options: dict[str, Any]) -> dict[str, Any]:
@@ -246,7 +240,8 @@ def inference(model: Any = None, **options: Any) -> InferenceResult:
     from transformer_calc.errors import TcalcError
     from transformer_calc.sources.presets import gpu as find_gpu
     from transformer_calc.results.common import network_for
-    from transformer_calc.results.inference import inference_efficiency, inference_report, inference_spec, serving_spec
+    from transformer_calc.requests.inference import inference_efficiency, inference_spec, serving_spec
+    from transformer_calc.results.inference import inference_report
 
     src = _full_source(model, options)
     m, job = src.model, src.job
@@ -263,7 +258,7 @@ def inference(model: Any = None, **options: Any) -> InferenceResult:
         speculative = {"draft": load(flags["draft"])[0] if flags.get("draft") is not None else None,
                        "speculative_tokens": flags.get("speculative_tokens", 4),
                        "acceptance_rate": flags.get("acceptance_rate", 0.7)}
-    return InferenceResult(**_dump(inference_report(m, device, spec, eff, serving, speculative) | _checkpoint(src)))
+    return inference_report(m, device, spec, eff, serving, speculative, checkpoint=_typed_checkpoint(src))
 
 
 @_keywords("expert", "dtype", "p", "weight_dtype", "kv_dtype", *EXPECTED_OPTIONS, *SERVING_OPTIONS, *_SOURCE_KEYS,
@@ -279,9 +274,9 @@ def serve(model: Any = None, *, prompt_len: int | None = None, output_len: int |
     src = _full_source(model, options)
     flags = _canonical(options) | _canonical(dict(seq_len=prompt_len, new_tokens=output_len, gpu=gpu, tensor=T,
                                                   batch_size=B))
-    report = serve_request(src.model, src.job.inference if src.job else {}, flags, src.checkpoint, ttft_s=ttft_s,
-                           tpot_s=tpot_s, request_rate=request_rate, gpus=gpus)
-    return ServeResult(**_dump(report | _checkpoint(src)))
+    return serve_request(src.model, src.job.inference if src.job else {}, flags, src.checkpoint,
+                         checkpoint_section=_typed_checkpoint(src), ttft_s=ttft_s, tpot_s=tpot_s,
+                         request_rate=request_rate, gpus=gpus)
 
 
 @_keywords(aliases={"B": "micro_batch", "batch_size": "micro_batch"})

@@ -698,7 +698,8 @@ def inference(
     from transformer_calc.sources.presets import gpu as find_gpu
     from transformer_calc.render.inference import inference_table
     from transformer_calc.errors import TcalcError
-    from transformer_calc.results.inference import draft_model, inference_efficiency, inference_report, inference_spec, serving_spec
+    from transformer_calc.requests.inference import draft_model, inference_efficiency, inference_spec, serving_spec
+    from transformer_calc.results.inference import inference_report
 
     model, job = source.load()
     flags = dict(
@@ -722,7 +723,8 @@ def inference(
             raise TcalcError("give one draft: --draft MODEL or --mtp (the model's own MTP modules), not both")
         speculative = {"draft": draft_model(draft) if draft is not None else None,
                        "speculative_tokens": speculative_tokens, "acceptance_rate": acceptance_rate}
-    emit(inference_report(model, device, spec, eff, serving, speculative) | source.checkpoint_section(model), fmt, inference_table)
+    emit(inference_report(model, device, spec, eff, serving, speculative, checkpoint=source.typed_checkpoint(model)),
+         fmt, inference_table)
 
 
 SERVE = "Serve (targets and layouts)"
@@ -779,10 +781,11 @@ def serve(
                  block_size=block_size, memory_utilization=memory_utilization,
                  max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, cuda_context=cuda_context,
                  activation_peak=activation_peak, engine_workspace=engine_workspace)
-    report = serve_request(model, section, flags, source.checkpoint(), ttft_s=ttft, tpot_s=tpot,
+    report = serve_request(model, section, flags, source.checkpoint(), checkpoint_section=source.typed_checkpoint(model),
+                           ttft_s=ttft, tpot_s=tpot,
                            request_rate=request_rate, gpus=gpus)
-    _note_seq_len(model, report["serve"]["prompt_len"], True, "--prompt-len")
-    emit(report | source.checkpoint_section(model), fmt, serve_table)
+    _note_seq_len(model, report.serve.prompt_len, True, "--prompt-len")
+    emit(report, fmt, serve_table)
 
 
 LONG_DEFAULT_CONTEXT = 8192  # a default S above this is said on stderr (issue: silent 128k defaults)

@@ -1,108 +1,103 @@
 """`tcalc inference` as tables: memory against capacity, the roofline, expected latency."""
 
 from __future__ import annotations
-import json
-from enum import Enum
+
 from typing import Any
+
 from transformer_calc.render.common import bar, fmt_bytes, fmt_s, num, styled_table
 
 
-def inference_table(report: dict[str, Any]) -> Any:
-    """Memory per GPU against capacity, and the prefill/decode roofline."""
+def inference_table(r: Any) -> Any:
+    """Memory per GPU against capacity, and the prefill/decode roofline (an InferenceResult)."""
     from rich.console import Group
     from rich.text import Text
 
-    inf, mem, kv = report["inference"], report["memory"], report["kv_cache"]
-    per, cap = mem["per_gpu"], mem["capacity_bytes"]
-    scale = max(per["total_bytes"], cap) or 1
+    inf, mem, kv = r.inference, r.memory, r.kv_cache
+    per, cap = mem.per_gpu, mem.capacity_bytes
+    scale = max(per.total_bytes, cap) or 1
     title = (
-        f"Inference: {report['model'].get('name') or 'custom model'} on {inf['gpus']} × {inf['gpu']}, "
-        f"B={inf['batch_size']} S={inf['prompt_len']} new={inf['new_tokens']}"
+        f"Inference: {r.model.name or 'custom model'} on {inf.gpus} × {inf.gpu}, "
+        f"B={inf.batch_size} S={inf.prompt_len} new={inf.new_tokens}"
     )
     t = styled_table(title, "memory per GPU", "bytes", "")
     t.columns[2].justify = "left"
     t.columns[2].no_wrap = True
     t.columns[2].overflow = "crop"
     for label, value in (
-        (f"weights ({inf['weight_dtype']})", per["weights_bytes"]),
-        (f"KV cache ({inf['kv_dtype']}, {kv['context_len']} tokens)", per["kv_cache_bytes"]),
-        ("workspace", per["workspace_bytes"]),
+        (f"weights ({inf.weight_dtype})", per.weights_bytes),
+        (f"KV cache ({inf.kv_dtype}, {kv.context_len} tokens)", per.kv_cache_bytes),
+        ("workspace", per.workspace_bytes),
     ):
         t.add_row(label, fmt_bytes(value), bar(value / scale))
     t.add_section()
-    t.add_row("total", fmt_bytes(per["total_bytes"]), bar(per["total_bytes"] / scale), style="bold")
+    t.add_row("total", fmt_bytes(per.total_bytes), bar(per.total_bytes / scale), style="bold")
     t.add_row("capacity", fmt_bytes(cap), bar(cap / scale), style="dim")
 
-    r = styled_table("Per GPU (ms): roofline bound, and expected", "step", "compute", "memory", "comm", "bound",
-               "limit", "FLOP/B", "expected")
-    r.columns[0].no_wrap = True
-    ex = report.get("expected") or {}
-    for label, st, xs in (("prefill", report["prefill"], ex.get("prefill")),
-                          ("decode, first", report["decode"]["first_step"], ex.get("decode_first_step")),
-                          ("decode, last", report["decode"]["last_step"], ex.get("decode_last_step"))):
-        r.add_row(label, num(1e3 * st["compute_s"]), num(1e3 * st["memory_s"]),
-                  num(1e3 * st["communication_s"]), num(1e3 * st["time_s"]), st["bound"], num(st["intensity"]),
-                  num(1e3 * xs["time_s"]) if xs else "")
-    dec = report["decode"]
-    lam = report["prefill"]["math_bandwidth"]
-    cb = report["compute_bound_batch"]
-    if inf.get("mla_cache") == "latent":
+    rt = styled_table("Per GPU (ms): roofline bound, and expected", "step", "compute", "memory", "comm", "bound",
+                      "limit", "FLOP/B", "expected")
+    rt.columns[0].no_wrap = True
+    ex, dec = r.expected, r.decode
+    for label, st, xs in (("prefill", r.prefill, ex.prefill),
+                          ("decode, first", dec.first_step, ex.decode_first_step),
+                          ("decode, last", dec.last_step, ex.decode_last_step)):
+        rt.add_row(label, num(1e3 * st.compute_s), num(1e3 * st.memory_s), num(1e3 * st.communication_s),
+                   num(1e3 * st.time_s), st.bound, num(st.intensity), num(1e3 * xs.time_s))
+    lam = r.prefill.math_bandwidth
+    cb = r.compute_bound_batch
+    if inf.mla_cache == "latent":
         what = "MLA latent, replicated on every GPU"
-    elif inf.get("mla_cache") == "decompressed":
+    elif inf.mla_cache == "decompressed":
         what = "MLA decompressed to per-head K/V"
     else:
-        what = f"{inf['cache_kv_heads']} K/V heads"
-    kinds = kv.get("layers_by_kind") or {}
+        what = f"{inf.cache_kv_heads} K/V heads"
+    kinds = kv.layers_by_kind
     if set(kinds) - {"full"}:
-        spans = {"sliding": kv.get("sliding_window"), "chunked": kv.get("attention_chunk_size")}
+        spans = {"sliding": kv.sliding_window, "chunked": kv.attention_chunk_size}
         what += "; " + ", ".join(
             f"{n} {k}" + (f" (last {spans[k] - 1} tokens kept)" if spans.get(k) else "") for k, n in kinds.items()
         )
+    a = ex.assumptions
     lines = [
-        f"KV cache: {fmt_bytes(kv['total_bytes'])} in all ({fmt_bytes(kv['bytes_per_token'])} per token, "
-        f"{what}), {fmt_bytes(kv['per_gpu_bytes'])} per GPU",
-        ("fits" if mem["fits"] else "does NOT fit") + f"; headroom {fmt_bytes(mem['headroom_bytes'])}; "
-        f"largest batch at this context: {mem['max_batch_size']}; longest prompt at this batch: {mem['max_prompt_len']}; "
-        f"smallest T that fits: {mem['min_tensor_parallel'] or 'none'}",
-        f"time to first token {fmt_s(report['time_to_first_token_s'])}; time per output token "
-        f"{fmt_s(dec['time_per_output_token_s'])} ({dec['bound']}-bound); {dec['tokens_per_s']:,.0f} tokens/s decoding; "
-        f"total {fmt_s(report['total_s'])}",
+        f"KV cache: {fmt_bytes(kv.total_bytes)} in all ({fmt_bytes(kv.bytes_per_token)} per token, "
+        f"{what}), {fmt_bytes(kv.per_gpu_bytes)} per GPU",
+        ("fits" if mem.fits else "does NOT fit") + f"; headroom {fmt_bytes(mem.headroom_bytes)}; "
+        f"largest batch at this context: {mem.max_batch_size}; longest prompt at this batch: {mem.max_prompt_len}; "
+        f"smallest T that fits: {mem.min_tensor_parallel or 'none'}",
+        f"bound: time to first token {fmt_s(r.time_to_first_token_s)}; time per output token "
+        f"{fmt_s(dec.time_per_output_token_s)} ({dec.bound}-bound); {dec.tokens_per_s:,.0f} tokens/s decoding; "
+        f"total {fmt_s(r.total_s)}",
+        f"expected: time to first token {fmt_s(ex.time_to_first_token_s)}; time per output token "
+        f"{fmt_s(ex.time_per_output_token_s)}; {ex.decode_tokens_per_s:,.0f} tokens/s decoding; total "
+        f"{fmt_s(ex.total_s)} (matmuls at {a.matmul_efficiency:.0%} of peak, HBM at "
+        f"{a.memory_efficiency:.0%}, {a.kernels_per_step} kernels/step at {1e6 * a.kernel_launch_s:g} µs "
+        f"{'with' if a.cuda_graphs else 'without'} CUDA graphs)",
         f"λ_math = {lam:.0f} FLOP/B; decode turns compute-bound at B ≈ {cb if cb else 'never (KV reads dominate)'} "
-        f"(weights only: {report['compute_bound_batch_weights_only']:.0f})",
+        f"(weights only: {r.compute_bound_batch_weights_only:.0f})",
     ]
-    if ex:
-        a = ex["assumptions"]
-        lines[2] = "bound: " + lines[2]
-        lines.insert(3, (
-            f"expected: time to first token {fmt_s(ex['time_to_first_token_s'])}; time per output token "
-            f"{fmt_s(ex['time_per_output_token_s'])}; {ex['decode_tokens_per_s']:,.0f} tokens/s decoding; total "
-            f"{fmt_s(ex['total_s'])} (matmuls at {a['matmul_efficiency']:.0%} of peak, HBM at "
-            f"{a['memory_efficiency']:.0%}, {a['kernels_per_step']} kernels/step at {1e6 * a['kernel_launch_s']:g} µs "
-            f"{'with' if a['cuda_graphs'] else 'without'} CUDA graphs)"))
-    sp = report.get("speculative")
-    if sp:
-        be = sp["break_even_acceptance_rate"]
+    sp = r.speculative
+    if sp is not None:
+        be = sp.break_even_acceptance_rate
         lines.append(
-            f"speculative ({sp['kind']}: {sp['draft']}, k={sp['speculative_tokens']}, α={sp['acceptance_rate']:g}): "
-            f"{sp['expected_tokens_per_step']:.2f} tokens per step of {fmt_s(sp['step_s'])} "
-            f"(draft {fmt_s(sp['draft_step_s'])} × k + verify {fmt_s(sp['verify_step_s'])}); time per output token "
-            f"{fmt_s(sp['time_per_output_token_s'])} vs {fmt_s(sp['baseline_time_per_output_token_s'])}, "
-            f"speed-up {sp['speedup']:.2f}×; pays above α = {'never' if be is None else f'{be:.3f}'}")
-    sv = report.get("serving")
-    if sv:
-        g = sv["per_gpu"]
-        lines.append(
-            f"serving (paged KV, block {sv['engine']['block_size']}, {sv['engine']['memory_utilization']:.0%} of memory): "
-            f"KV budget {fmt_bytes(max(g['kv_budget_bytes'], 0))} per GPU ({g['kv_blocks']:,} blocks) after weights, "
-            f"CUDA context {fmt_bytes(g['cuda_context_bytes'])}, activation peak {fmt_bytes(g['activation_peak_bytes'])}, "
-            f"engine workspace {fmt_bytes(g['engine_workspace_bytes'])}; {sv['max_concurrent_sequences']:,} concurrent "
-            f"sequences of {sv['context_len']:,} tokens per replica ({sv['per_replica']['gpus']} GPU"
-            f"{'s' if sv['per_replica']['gpus'] > 1 else ''}); longest context at B={inf['batch_size']}: "
-            f"{sv['longest_context_at_batch_size']:,}")
-        bm = sv["budget_matrix"]
-        mt = styled_table("KV budget matrix: share of the cache (≤ 100 % fits)", "context",
-                    *[f"B={n}" for n in bm["concurrency"]], "max B")
-        for c, row, most in zip(bm["contexts"], bm["kv_fraction"], bm["max_concurrent_sequences"]):
-            mt.add_row(f"{c:,}", *[("—" if f is None else f"{100 * f:,.0f} %") for f in row], f"{most:,}")
-        return Group(t, r, Text("\n".join(lines)), mt)
-    return Group(t, r, Text("\n".join(lines)))
+            f"speculative ({sp.kind}: {sp.draft}, k={sp.speculative_tokens}, α={sp.acceptance_rate:g}): "
+            f"{sp.expected_tokens_per_step:.2f} tokens per step of {fmt_s(sp.step_s)} "
+            f"(draft {fmt_s(sp.draft_step_s)} × k + verify {fmt_s(sp.verify_step_s)}); time per output token "
+            f"{fmt_s(sp.time_per_output_token_s)} vs {fmt_s(sp.baseline_time_per_output_token_s)}, "
+            f"speed-up {sp.speedup:.2f}×; pays above α = {'never' if be is None else f'{be:.3f}'}")
+    sv = r.serving
+    if sv is None:
+        return Group(t, rt, Text("\n".join(lines)))
+    g, eng = sv.per_gpu, sv.engine
+    lines.append(
+        f"serving (paged KV, block {eng.block_size}, {eng.memory_utilization:.0%} of memory): "
+        f"KV budget {fmt_bytes(max(g.kv_budget_bytes, 0))} per GPU ({g.kv_blocks:,} blocks) after weights, "
+        f"CUDA context {fmt_bytes(g.cuda_context_bytes)}, activation peak {fmt_bytes(g.activation_peak_bytes)}, "
+        f"engine workspace {fmt_bytes(g.engine_workspace_bytes)}; {sv.max_concurrent_sequences:,} concurrent "
+        f"sequences of {sv.context_len:,} tokens per replica ({sv.per_replica.gpus} GPU"
+        f"{'s' if sv.per_replica.gpus > 1 else ''}); longest context at B={inf.batch_size}: "
+        f"{sv.longest_context_at_batch_size:,}")
+    bm = sv.budget_matrix
+    mt = styled_table("KV budget matrix: share of the cache (≤ 100 % fits)", "context",
+                      *[f"B={n}" for n in bm.concurrency], "max B")
+    for c, row, most in zip(bm.contexts, bm.kv_fraction, bm.max_concurrent_sequences):
+        mt.add_row(f"{c:,}", *[("—" if f is None else f"{100 * f:,.0f} %") for f in row], f"{most:,}")
+    return Group(t, rt, Text("\n".join(lines)), mt)

@@ -1,37 +1,38 @@
 """`tcalc serve` as a table of layouts."""
 
 from __future__ import annotations
-import json
-from enum import Enum
+
 from typing import Any
+
 from transformer_calc.render.common import fmt_s, styled_table
 
 
-def serve_table(report: dict[str, Any]) -> Any:
-    """Layouts, best first: throughput, TTFT and TPOT at their concurrency; rejections with reasons."""
+def serve_table(r: Any) -> Any:
+    """Layouts, best first: throughput, TTFT and TPOT at their concurrency; rejections with reasons
+    (a ServeResult)."""
     from rich.console import Group
     from rich.text import Text
 
-    sv = report["serve"]
-    tg = sv["targets"]
-    title = (f"Serve: {report['model'].get('name') or 'custom model'} on {sv['gpus']} × {sv['gpu']}, "
-             f"prompt {sv['prompt_len']:,} + output {sv['output_len']:,} tokens")
+    sv, best = r.serve, r.best
+    tg = sv.targets
+    title = (f"Serve: {r.model.name or 'custom model'} on {sv.gpus} × {sv.gpu}, "
+             f"prompt {sv.prompt_len:,} + output {sv.output_len:,} tokens")
     t = styled_table(title, "T", "replicas", "B", "TTFT", "TPOT", "tok/s", "tok/s/GPU", "verdict")
-    for row in report["layouts"]:
-        if row["concurrency"] is None:
-            t.add_row(str(row["tensor_parallel"]), str(row["replicas"]), "—", "—", "—", "—", "—",
-                      row["reason"] or "", style="dim")
+    for row in r.layouts:
+        if row.concurrency is None:
+            t.add_row(str(row.tensor_parallel), str(row.replicas), "—", "—", "—", "—", "—",
+                      row.reason or "", style="dim")
             continue
-        t.add_row(str(row["tensor_parallel"]), str(row["replicas"]), str(row["concurrency"]), fmt_s(row["ttft_s"]),
-                  fmt_s(row["tpot_s"]), f"{row['tokens_per_s']:,.0f}", f"{row['tokens_per_s_per_gpu']:,.0f}",
-                  "meets targets" if row["feasible"] else row["reason"] or "",
-                  style=None if row["feasible"] else "dim")
-    targets = ", ".join(f"{k} ≤ {v:g} s" for k, v in (("TTFT", tg["ttft_s"]), ("TPOT", tg["tpot_s"])) if v is not None)
+        t.add_row(str(row.tensor_parallel), str(row.replicas), str(row.concurrency), fmt_s(row.ttft_s),
+                  fmt_s(row.tpot_s), f"{row.tokens_per_s:,.0f}", f"{row.tokens_per_s_per_gpu:,.0f}",
+                  "meets targets" if row.feasible else row.reason or "",
+                  style=None if row.feasible else "dim")
+    targets = ", ".join(f"{k} ≤ {v:g} s" for k, v in (("TTFT", tg.ttft_s), ("TPOT", tg.tpot_s)) if v is not None)
     lines = [
-        f"targets: {targets or 'none'}" + (f"; load {sv['request_rate']:g} requests/s" if sv["request_rate"] else ""),
-        f"model: {sv['batching']}",
-        "best: " + (f"T={report['best']['tensor_parallel']} × {report['best']['replicas']} replicas, "
-                    f"B={report['best']['concurrency']}, {report['best']['tokens_per_s']:,.0f} output tokens/s"
-                    if report["best"] else "no layout meets the targets"),
+        f"targets: {targets or 'none'}" + (f"; load {sv.request_rate:g} requests/s" if sv.request_rate else ""),
+        f"model: {sv.batching}",
+        "best: " + (f"T={best.tensor_parallel} × {best.replicas} replicas, "
+                    f"B={best.concurrency}, {best.tokens_per_s:,.0f} output tokens/s"
+                    if best else "no layout meets the targets"),
     ]
     return Group(t, Text("\n".join(lines)))

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.base import Result, Section
-from transformer_calc.results.inference import inference_efficiency, inference_spec, serving_spec
+from transformer_calc.requests.inference import inference_efficiency, inference_spec, serving_spec
 
 
 class GpuFitCheck(Section):

@@ -249,19 +249,3 @@ def network_for(gpu: Any, node_size: int | None = None, inter_node_gb_s: float |
             raise TcalcError(f"--inter-node-gb-s ({str(inter_node_gb_s)[:40]}) must be a positive number of GB/s")
         net = net.__class__(net.node_size, net.intra_bytes_s, inter_node_gb_s * 1e9)
     return net
-
-
-def expected_dict_assumptions(eff: Any) -> dict[str, Any]:
-    """The expected model's rates and fixed costs (inference's `expected.assumptions` adds the
-    kernel count and the link latencies; serve's `expected_assumptions` is this)."""
-    return {
-        "matmul_efficiency": eff.matmul,
-        "matmul_efficiency_fp8": eff.matmul_fp8,
-        "memory_efficiency": eff.memory,
-        "cuda_graphs": eff.cuda_graphs,
-        "kernel_launch_s": eff.kernel_s,
-        "sequence_overhead_s": eff.sequence_s,
-        "node_size": eff.network.node_size,
-        "intra_node_bytes_s": eff.network.intra_bytes_s,
-        "inter_node_bytes_s": eff.network.inter_bytes_s,
-    }

@@ -1,51 +1,145 @@
 """`tcalc serve`: layouts of N GPUs against latency targets under continuous batching.
 
-A result is composed here from the estimators; docs/cli.md documents its keys."""
+The typed result (`ServeResult`) is the command's JSON (`model_dump(mode="json")`), the Python
+API's return value and what render reads; docs/cli.md documents its keys. The engine settings and
+the expected model's assumptions are shared with `tcalc inference` (results/inference.py).
+"""
 
 from __future__ import annotations
 
-
-from transformer_calc.results.base import Result
 from typing import Any
-from transformer_calc.model.config import LayerAttention, ModelConfig
-from transformer_calc.estimators.params import (
-    count_params,
-    seed_block_approx,
-    seed_total_approx,
-    tensor_parallel_params,
-)
-from transformer_calc.results.common import expected_dict_assumptions, model_dict, network_for
-from transformer_calc.results.inference import inference_efficiency, inference_spec, serving_spec
+
+from transformer_calc.model.config import ModelConfig
+from transformer_calc.results.base import Result, Section
+from transformer_calc.requests.inference import inference_efficiency, inference_spec, serving_spec
+from transformer_calc.results.common import CheckpointSection, ModelSection, model_section, network_for
 
 
-# ============================================================================ serve
-def layout_dict(x: Any) -> dict[str, Any]:
+class EngineSettings(Section):
+    """The serving engine's settings, by vLLM's names."""
+
+    block_size: int  # tokens per KV-cache block
+    memory_utilization: float  # fraction of GPU memory the engine may use
+    max_num_batched_tokens: int  # tokens per engine step (the largest prefill chunk)
+    max_num_seqs: int  # sequences per engine step
+
+
+def engine_section(serving: Any) -> EngineSettings:
+    """The engine settings of a serving.ServingSpec."""
+    return EngineSettings(block_size=serving.block_size, memory_utilization=serving.memory_utilization,
+                          max_num_batched_tokens=serving.max_num_batched_tokens, max_num_seqs=serving.max_num_seqs)
+
+
+class ExpectedAssumptions(Section):
+    """The expected model's achievable rates and fixed costs (expected.Efficiency)."""
+
+    matmul_efficiency: float  # achieved / dense peak FLOP/s
+    matmul_efficiency_fp8: float  # the same, for fp8 matmuls
+    memory_efficiency: float  # achieved / datasheet HBM bandwidth
+    cuda_graphs: bool  # kernels launched from CUDA graphs (else eagerly)
+    kernel_launch_s: float  # fixed cost per kernel
+    sequence_overhead_s: float  # engine work per sequence per step
+    node_size: int  # GPUs per NVLink domain
+    intra_node_bytes_s: float  # per GPU, one direction, within a node
+    inter_node_bytes_s: float  # per GPU, one direction, between nodes (the NIC)
+
+
+def expected_assumptions(eff: Any) -> ExpectedAssumptions:
+    """The expected model's rates and fixed costs (inference's `expected.assumptions` adds the
+    kernel count and the link latencies; serve's `expected_assumptions` is this)."""
+    return ExpectedAssumptions(
+        matmul_efficiency=eff.matmul,
+        matmul_efficiency_fp8=eff.matmul_fp8,
+        memory_efficiency=eff.memory,
+        cuda_graphs=eff.cuda_graphs,
+        kernel_launch_s=eff.kernel_s,
+        sequence_overhead_s=eff.sequence_s,
+        node_size=eff.network.node_size,
+        intra_node_bytes_s=eff.network.intra_bytes_s,
+        inter_node_bytes_s=eff.network.inter_bytes_s,
+    )
+
+
+class Targets(Section):
+    ttft_s: float | None  # time to first token (None: no target)
+    tpot_s: float | None  # time per output token (None: no target)
+
+
+class ServeSettings(Section):
+    """What is served, on what, against which targets."""
+
+    gpu: str
+    gpus: int  # in all; replicas = gpus / (T·ep)
+    prompt_len: int  # tokens per request
+    output_len: int  # tokens per request
+    expert_parallel: int
+    weight_dtype: str
+    kv_dtype: str
+    targets: Targets
+    request_rate: float | None  # requests/s for the whole deployment (None: the most the targets allow)
+    engine: EngineSettings
+    batching: str  # the serving model, in words
+
+
+class LayoutRow(Section):
+    """One layout and its verdict; the operating point's keys are None where none was evaluated
+    (the layout does not fit), the capacity's where it has none (T does not divide the heads)."""
+
+    tensor_parallel: int
+    replicas: int
+    gpus: int
+    feasible: bool  # meets the targets
+    reason: str | None  # why it was rejected (None: feasible)
+    concurrency: int | None  # sequences in flight per replica
+    ttft_s: float | None
+    tpot_s: float | None
+    tokens_per_s: float | None  # output tokens, all replicas
+    tokens_per_s_per_gpu: float | None
+    tokens_per_s_per_replica: float | None
+    requests_per_s: float | None  # all replicas
+    prefill_tokens_per_step: float | None  # B·P/O prompt tokens, a steady-state mean
+    max_concurrent_sequences: int | None  # whose KV cache fits, per replica
+    kv_budget_bytes_per_gpu: int | None  # < 0: weights and reserves exceed the usable memory
+    kv_blocks_per_gpu: int | None
+
+
+class ServeResult(Result):
+    model: ModelSection  # type: ignore[valid-type]
+    serve: ServeSettings
+    best: LayoutRow | None  # the first feasible layout (None: no layout meets the targets)
+    layouts: list[LayoutRow]  # best first; rejections with their reasons
+    expected_assumptions: ExpectedAssumptions
+    checkpoint: CheckpointSection | None = None
+
+
+def layout_section(x: Any) -> LayoutRow:
+    """One layout (serving.Layout) as a row."""
     p, cap = x.point, x.capacity
-    return {
-        "tensor_parallel": x.tensor_parallel,
-        "replicas": x.replicas,
-        "gpus": x.gpus,
-        "feasible": x.meets_targets,
-        "reason": x.reason,
-        "concurrency": p.concurrency if p else None,
-        "ttft_s": p.ttft_s if p else None,
-        "tpot_s": p.tpot_s if p else None,
-        "tokens_per_s": x.tokens_per_s if p else None,
-        "tokens_per_s_per_gpu": x.tokens_per_s / x.gpus if p else None,
-        "tokens_per_s_per_replica": p.output_tokens_per_s if p else None,
-        "requests_per_s": x.replicas * p.requests_per_s if p else None,
-        "prefill_tokens_per_step": p.prefill_tokens_per_step if p else None,
-        "max_concurrent_sequences": cap.max_concurrent_sequences if cap else None,
-        "kv_budget_bytes_per_gpu": cap.kv_budget_bytes if cap else None,
-        "kv_blocks_per_gpu": cap.kv_blocks if cap else None,
-    }
+    return LayoutRow(
+        tensor_parallel=x.tensor_parallel,
+        replicas=x.replicas,
+        gpus=x.gpus,
+        feasible=x.meets_targets,
+        reason=x.reason,
+        concurrency=p.concurrency if p else None,
+        ttft_s=p.ttft_s if p else None,
+        tpot_s=p.tpot_s if p else None,
+        tokens_per_s=x.tokens_per_s if p else None,
+        tokens_per_s_per_gpu=x.tokens_per_s / x.gpus if p else None,
+        tokens_per_s_per_replica=p.output_tokens_per_s if p else None,
+        requests_per_s=x.replicas * p.requests_per_s if p else None,
+        prefill_tokens_per_step=p.prefill_tokens_per_step if p else None,
+        max_concurrent_sequences=cap.max_concurrent_sequences if cap else None,
+        kv_budget_bytes_per_gpu=cap.kv_budget_bytes if cap else None,
+        kv_blocks_per_gpu=cap.kv_blocks if cap else None,
+    )
 
 
 def serve_report(
     m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, *, gpus: int, ttft_s: float | None,
     tpot_s: float | None, request_rate: float | None = None, tensor_parallel: int | None = None,
-    concurrency: int | None = None,
-) -> dict[str, Any]:
+    concurrency: int | None = None, checkpoint: CheckpointSection | None = None,
+) -> ServeResult:
     """`tcalc serve`: layouts of `gpus` GPUs (T within a node, replicas, concurrency) under
     continuous batching, with TTFT, TPOT and throughput against the targets (serving.py)."""
     from transformer_calc.estimators.inference.serving import search
@@ -53,52 +147,42 @@ def serve_report(
     layouts = search(m, gpu, spec, eff, serving, gpus=gpus, prompt_len=spec.prompt_len, output_len=spec.new_tokens,
                      ttft_s=ttft_s, tpot_s=tpot_s, request_rate=request_rate, tensor_parallel=tensor_parallel,
                      concurrency=concurrency)
-    rows = [layout_dict(x) for x in layouts]
-    feasible = [r for r in rows if r["feasible"]]
-    return {
-        "model": model_dict(m),
-        "serve": {
-            "gpu": gpu.name,
-            "gpus": gpus,
-            "prompt_len": spec.prompt_len,
-            "output_len": spec.new_tokens,
-            "expert_parallel": spec.expert_parallel,
-            "weight_dtype": spec.weight_dtype,
-            "kv_dtype": spec.kv_dtype,
-            "targets": {"ttft_s": ttft_s, "tpot_s": tpot_s},
-            "request_rate": request_rate,
-            "engine": {"block_size": serving.block_size, "memory_utilization": serving.memory_utilization,
-                       "max_num_batched_tokens": serving.max_num_batched_tokens, "max_num_seqs": serving.max_num_seqs},
-            "batching": "continuous: each step decodes the B sequences in flight (mean context P + O/2) and "
-                        "prefills B·P/O prompt tokens in chunks of max_num_batched_tokens − B",
-        },
-        "best": feasible[0] if feasible else None,
-        "layouts": rows,
-        "expected_assumptions": expected_dict_assumptions(eff),
-    }
-
-
-
-
-class ServeResult(Result):
-    model: dict[str, Any]
-    serve: dict[str, Any]
-    best: dict[str, Any] | None
-    layouts: list[dict[str, Any]]
-    expected_assumptions: dict[str, Any]
-    checkpoint: dict[str, Any] | None = None
+    rows = [layout_section(x) for x in layouts]
+    feasible = [r for r in rows if r.feasible]
+    extra = {"checkpoint": checkpoint} if checkpoint is not None else {}
+    return ServeResult(
+        model=model_section(m),
+        serve=ServeSettings(
+            gpu=gpu.name,
+            gpus=gpus,
+            prompt_len=spec.prompt_len,
+            output_len=spec.new_tokens,
+            expert_parallel=spec.expert_parallel,
+            weight_dtype=spec.weight_dtype,
+            kv_dtype=spec.kv_dtype,
+            targets=Targets(ttft_s=ttft_s, tpot_s=tpot_s),
+            request_rate=request_rate,
+            engine=engine_section(serving),
+            batching="continuous: each step decodes the B sequences in flight (mean context P + O/2) and "
+                     "prefills B·P/O prompt tokens in chunks of max_num_batched_tokens − B",
+        ),
+        best=feasible[0] if feasible else None,
+        layouts=rows,
+        expected_assumptions=expected_assumptions(eff),
+        **extra,
+    )
 
 
 def serve_request(
     m: ModelConfig, section: dict[str, Any], flags: dict[str, Any], checkpoint: Any = None, *,
     ttft_s: float | None = None, tpot_s: float | None = None, request_rate: float | None = None,
-    gpus: int | None = None,
-) -> dict[str, Any]:
+    gpus: int | None = None, checkpoint_section: CheckpointSection | None = None,
+) -> ServeResult:
     """`tcalc serve` from its options: each a flag (`flags`: the inference keys, the expected-latency
     and serving settings, node_size, inter_node_gb_s), else the job file's inference: section, else
     the default; the CLI and the Python API both call it."""
-    from transformer_calc.model.config import resolve
     from transformer_calc.errors import TcalcError
+    from transformer_calc.model.config import resolve
     from transformer_calc.sources.presets import gpu as find_gpu
 
     given = resolve(flags, section)
@@ -108,15 +192,16 @@ def serve_request(
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, flags, network_for(device, flags.get("node_size"), flags.get("inter_node_gb_s")))
     serving = serving_spec(section, flags)
-    targets = _serve_targets(section, ttft_s=ttft_s, tpot_s=tpot_s, request_rate=request_rate, gpus=gpus)
+    targets = serve_targets(section, ttft_s=ttft_s, tpot_s=tpot_s, request_rate=request_rate, gpus=gpus)
     if targets["gpus"] % spec.expert_parallel:
         raise TcalcError(f"--gpus ({targets['gpus']}) must be a multiple of --ep ({spec.expert_parallel})")
     return serve_report(m, device, spec, eff, serving, gpus=targets["gpus"], ttft_s=targets["ttft_s"],
                         tpot_s=targets["tpot_s"], request_rate=targets["request_rate"],
-                        tensor_parallel=given.get("tensor"), concurrency=given.get("batch_size"))
+                        tensor_parallel=given.get("tensor"), concurrency=given.get("batch_size"),
+                        checkpoint=checkpoint_section)
 
 
-def _serve_targets(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
+def serve_targets(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
     """Targets, request rate and GPU count: a flag, else the job file's inference: section."""
     import math
 
