@@ -48,6 +48,33 @@ def test_json_unchanged(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert _json(CASES[name], capsys) == (GOLDEN / f"{name}.json").read_text()
 
 
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_table_renders(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every optional section read by the table (render reads the typed result's attributes)."""
+    code = run(CASES[name])
+    out, err = capsys.readouterr()
+    assert code == 0 and out.strip(), err
+
+
+def test_training_time_in_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """The table's training-time line (days, GPU-hours) with --gpus, --gpu and --mfu."""
+    assert run(CASES["flops-2"]) == 0
+    out = capsys.readouterr().out
+    assert "25.65 days" in out and "GPU-hours" in out
+
+
+def test_api_returns_the_typed_result(capsys: pytest.CaptureFixture[str]) -> None:
+    import transformer_calc.api as tc
+    from transformer_calc.results.flops import FlopsResult, MfuResult
+
+    f = tc.flops("gpt3", tokens=300 * 10**9, gpus=1024, gpu="a100-80gb", mfu=0.45, budget=1e24)
+    assert isinstance(f, FlopsResult) and f.training is not None and f.compute_optimal.for_budget is not None
+    assert f.training.flops == f.flops.per_token * 300 * 10**9
+    assert f.compute_optimal.for_budget.budget == 10**24  # an int FLOP count, as the CLI reads "1e24"
+    m = tc.mfu("gpt2", S=1024, tokens_per_s=4e5, gpus=8, gpu="h100")
+    assert isinstance(m, MfuResult) and m.flops.per_step is None and "global_batch" not in m.model_dump()
+
+
 if __name__ == "__main__":  # regenerate the golden files
     import contextlib
     import io

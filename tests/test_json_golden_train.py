@@ -53,6 +53,27 @@ def test_json_unchanged(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert _json(CASES[name], capsys) == (GOLDEN / f"{name}.json").read_text()
 
 
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_table_renders(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every optional section read by the table (render reads the typed result's attributes)."""
+    code = run(CASES[name])
+    out, err = capsys.readouterr()
+    assert code == 0 and out.strip(), err
+
+
+def test_api_returns_the_typed_result() -> None:
+    import transformer_calc.api as tc
+    from transformer_calc.results.train import PlanResult, TrainResult
+
+    t = tc.train("gpt2", gpus=8, global_batch=64, S=1024, tokens=10**9, price_per_gpu_hour=2.0)
+    assert isinstance(t, TrainResult) and t.budget is not None and t.budget.cost is not None
+    assert t.budget.cost == pytest.approx(2.0 * t.budget.gpu_hours)
+    assert sum(seconds for _, seconds in t.breakdown) == pytest.approx(t.step_time_s)
+    assert t.memory.offload_device is None and "offload_device" not in t.model_dump()["memory"]
+    p = tc.plan("gpt2", gpus=8, global_batch=64, S=1024, top=2)
+    assert isinstance(p, PlanResult) and len(p.plans) == 2 and p.plans[0].step_time_s <= p.plans[1].step_time_s
+
+
 if __name__ == "__main__":  # regenerate the golden files
     import contextlib
     import io

@@ -145,10 +145,9 @@ def flops(model: Any = None, *, S: int | None = None, B: int | None = None, caus
     from transformer_calc.results.flops import flops_request
 
     m, job = _source(model, source)
-    report = flops_request(m, job.training if job else {}, S=S, B=B, recompute=recompute, causal=causal,
-                           windowed=windowed, tokens=tokens, gpus=gpus, gpu_name=gpu, dtype=dtype, mfu=mfu,
-                           budget=budget)
-    return FlopsResult(**_dump(report))
+    return flops_request(m, job.training if job else {}, S=S, B=B, recompute=recompute, causal=causal,
+                         windowed=windowed, tokens=tokens, gpus=gpus, gpu_name=gpu, dtype=dtype, mfu=mfu,
+                         budget=budget)
 
 
 def inference(model: Any = None, **options: Any) -> InferenceResult:
@@ -221,10 +220,9 @@ def train(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None 
                   lora_rank=lora_rank, lora_targets=lora_targets, offload=offload, offload_device=offload_device,
                   fp8_recipe=fp8_recipe)
     w = Workload(seq_len=S or m.max_seq_len, batch_size=micro_batch or 1)
-    report = train_report(m, w, tr, par, device, global_batch=global_batch, micro_batch_given=micro_batch is not None,
-                          network=default_network(device), matmul_efficiency=matmul_efficiency, tokens=tokens,
-                          price_per_gpu_hour=price_per_gpu_hour)
-    return TrainResult(**_dump(report))
+    return train_report(m, w, tr, par, device, global_batch=global_batch, micro_batch_given=micro_batch is not None,
+                        network=default_network(device), matmul_efficiency=matmul_efficiency, tokens=tokens,
+                        price_per_gpu_hour=price_per_gpu_hour)
 
 
 def plan(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None = None, global_batch: int, top: int = 10,
@@ -241,10 +239,9 @@ def plan(model: Any = None, *, gpus: int = 8, gpu: str = "h100", S: int | None =
     m, _ = _source(model, source)
     device = find_gpu(gpu)
     tr = Training(flash=flash, framework=framework, finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets)
-    report = plan_report(m, S or m.max_seq_len, tr, device, gpus=gpus,
-                         global_batch=global_batch, top=top, network=default_network(device),
-                         preset=name)
-    return PlanResult(**_dump(report))
+    return plan_report(m, S or m.max_seq_len, tr, device, gpus=gpus,
+                       global_batch=global_batch, top=top, network=default_network(device),
+                       preset=name)
 
 
 def mfu(model: Any = None, *, S: int | None = None, gpus: int = 1, gpu: str = "a100-80gb", dtype: str | None = None,
@@ -256,10 +253,9 @@ def mfu(model: Any = None, *, S: int | None = None, gpus: int = 1, gpu: str = "a
     from transformer_calc.results.flops import mfu_request
 
     m, job = _source(model, source)
-    report = mfu_request(m, job.training if job else {}, S=S, gpus=gpus, gpu_name=gpu, dtype=dtype,
-                         global_batch=global_batch, global_batch_tokens=global_batch_tokens, step_time=step_time,
-                         tokens_per_s=tokens_per_s, recompute=recompute, causal=causal, hfu_convention=hfu_convention)
-    return MfuResult(**_dump(report))
+    return mfu_request(m, job.training if job else {}, S=S, gpus=gpus, gpu_name=gpu, dtype=dtype,
+                       global_batch=global_batch, global_batch_tokens=global_batch_tokens, step_time=step_time,
+                       tokens_per_s=tokens_per_s, recompute=recompute, causal=causal, hfu_convention=hfu_convention)
 
 
 def check(*files: str | Path, gpu: str | None = None, max_memory: str | None = None,

@@ -522,7 +522,7 @@ def flops(
         tokens=_count(tokens, "--tokens"), gpus=gpus, gpu_name=gpu, dtype=_compute_dtype(dtype, p), mfu=mfu,
         budget=_count(budget, "--budget"),
     )
-    _note_seq_len(model, report["workload"]["seq_len"], S is not None or "seq_len" in section)
+    _note_seq_len(model, report.workload.seq_len, S is not None or "seq_len" in section)
     emit(report, fmt, flops_table)
 
 
