@@ -214,7 +214,7 @@ def test_dtype_changes_the_step_as_the_flag_does():
     """tc.train(..., dtype="fp8") priced bf16 before: the fp8 peak makes the step faster."""
     bf16 = tc.train("gpt2", gpus=8, global_batch=8)
     fp8 = tc.train("gpt2", gpus=8, global_batch=8, dtype="fp8")
-    assert fp8.step_time_s < bf16.step_time_s and fp8.training["p"] == 1
+    assert fp8.step_time_s < bf16.step_time_s and fp8.training.p == 1
 
 
 def test_serve_reads_the_job_file_as_the_command(tmp_path, capsys):

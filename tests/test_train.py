@@ -227,7 +227,7 @@ def test_train_api_reads_the_job_file(tmp_path, capsys):
     result = tc.train(job, global_batch=64)
     assert run(["train", "--config", job, "--global-batch", "64", "-f", "json"]) == 0
     assert result.model_dump(mode="json") == json.loads(capsys.readouterr().out)
-    assert result.training["optimizer"] == "sgd" and result.gpu == "A100-SXM4-80GB"
+    assert result.training.optimizer == "sgd" and result.gpu == "A100-SXM4-80GB"
 
 
 def test_plan_reads_the_job_files_training_section(tmp_path, capsys):

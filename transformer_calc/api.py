@@ -154,13 +154,6 @@ def _canonical(options: dict[str, Any]) -> dict[str, Any]:
     return {SECTION_ALIASES.get(k, k): v for k, v in options.items() if v is not None}
 
 
-def _dump(data: Any) -> Any:
-    """The command's JSON, as the CLI writes it (render.to_json), read back."""
-    import json
-
-    from transformer_calc.render.common import to_json
-
-    return json.loads(to_json(data))
 
 
 @_keywords()
@@ -218,7 +211,7 @@ def flops(model: Any = None, *, S: int | None = None, B: int | None = None, caus
     report = flops_request(m, job.training if job else {}, S=S, B=B, recompute=recompute, causal=causal,
                            windowed=windowed, tokens=tokens, gpus=gpus, gpu_name=gpu, dtype=compute_dtype(dtype, p),
                            mfu=mfu, budget=budget)
-    return FlopsResult(**_dump(report))
+    return report
 
 
 # The expected-latency and serving-capacity settings `tcalc inference` and `tcalc serve` share.
@@ -295,7 +288,8 @@ def train(model: Any = None, *, global_batch: int | None = None, global_batch_to
     from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
     from transformer_calc.sources.presets import gpu as find_gpu
     from transformer_calc.results.common import network_for
-    from transformer_calc.results.train import train_configs, train_report
+    from transformer_calc.requests.training import train_configs
+    from transformer_calc.results.train import train_report
 
     m, job = _source(model, source)
     name = compute_dtype(dtype, p)
@@ -311,7 +305,7 @@ def train(model: Any = None, *, global_batch: int | None = None, global_batch_to
     report = train_report(m, w, tr, par, device, global_batch=_sequences(global_batch, global_batch_tokens, w.seq_len),
                           micro_batch_given=micro_batch_given, network=network_for(device, node_size, inter_node_gb_s),
                           matmul_efficiency=matmul_efficiency, tokens=tokens, price_per_gpu_hour=price_per_gpu_hour)
-    return TrainResult(**_dump(report))
+    return report
 
 
 @_keywords()
@@ -323,7 +317,8 @@ def plan(model: Any = None, *, global_batch: int | None = None, global_batch_tok
     """`tcalc plan`: the fastest layouts that fit (global_batch in sequences, or global_batch_tokens).
     Settings as train's; the layout keys of a job file's training: section are plan's to choose."""
     from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.results.train import plan_configs, plan_report
+    from transformer_calc.requests.training import plan_configs
+    from transformer_calc.results.train import plan_report
 
     text = _command_source(model, source)
     m, job = _source(model, source)
@@ -333,7 +328,7 @@ def plan(model: Any = None, *, global_batch: int | None = None, global_batch_tok
     report = plan_report(m, seq, tr, find_gpu(gpu_name), gpus=gpus,
                          global_batch=_sequences(global_batch, global_batch_tokens, seq), top=top,
                          node_size=node_size, inter_node_gb_s=inter_node_gb_s, source=text, expert_tensor=etp)
-    return PlanResult(**_dump(report))
+    return report
 
 
 def _sequences(global_batch: int | None, global_batch_tokens: int | None, S: int) -> int:
@@ -363,7 +358,7 @@ def mfu(model: Any = None, *, S: int | None = None, gpus: int = 1, gpu: str = "a
     report = mfu_request(m, job.training if job else {}, S=S, gpus=gpus, gpu_name=gpu, dtype=compute_dtype(dtype, p),
                          global_batch=global_batch, global_batch_tokens=global_batch_tokens, step_time=step_time,
                          tokens_per_s=tokens_per_s, recompute=recompute, causal=causal, hfu_convention=hfu_convention)
-    return MfuResult(**_dump(report))
+    return report
 
 
 @_keywords()

@@ -538,7 +538,7 @@ def flops(
         tokens=_count(tokens, "--tokens"), gpus=gpus, gpu_name=gpu, dtype=_compute_dtype(dtype, p), mfu=mfu,
         budget=_count(budget, "--budget"),
     )
-    _note_seq_len(model, report["workload"]["seq_len"], S is not None or "seq_len" in section)
+    _note_seq_len(model, report.workload.seq_len, S is not None or "seq_len" in section)
     emit(report, fmt, flops_table)
 
 
@@ -1228,7 +1228,8 @@ def train(
     from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES
     from transformer_calc.sources.presets import gpu as find_gpu
     from transformer_calc.render.train import train_table
-    from transformer_calc.results.train import train_configs, train_report
+    from transformer_calc.requests.training import train_configs
+    from transformer_calc.results.train import train_report
 
     model, job = source.load()
     name = _compute_dtype(dtype, p)
@@ -1276,7 +1277,8 @@ def plan(
     """
     from transformer_calc.sources.presets import gpu as find_gpu
     from transformer_calc.render.train import plan_table
-    from transformer_calc.results.train import PLAN_LAYOUT_KEYS, plan_configs, plan_report
+    from transformer_calc.requests.training import PLAN_LAYOUT_KEYS, plan_configs
+    from transformer_calc.results.train import plan_report
 
     model, job = source.load()
     section = job.training if job else {}

@@ -1,64 +1,64 @@
 """`tcalc train` and `tcalc plan` as tables."""
 
 from __future__ import annotations
-import json
-from enum import Enum
 from typing import Any
 from transformer_calc.render.common import fmt_bytes, styled_table
 
 
-def train_table(report: dict[str, Any]) -> Any:
-    """`tcalc train`: the step-time breakdown, throughput, MFU, memory, budget."""
+def train_table(r: Any) -> Any:
+    """`tcalc train`: the step-time breakdown, throughput, MFU, memory, budget (a TrainResult)."""
     from rich.console import Group
     from rich.text import Text
 
-    lay, batch = report["layout"], report["batch"]
-    step = report["step_time_s"]
+    lay, batch = r.layout, r.batch
+    step = r.step_time_s
     t = styled_table(
-        f"Training step: {report['model'].get('name') or 'custom model'} on {lay['gpus']} x {report['gpu']}",
+        f"Training step: {r.model.name or 'custom model'} on {lay.gpus} x {r.gpu}",
         "term", "seconds", "share",
     )
-    for key, value in report["breakdown"].items():
+    for key, value in r.breakdown:  # (field, seconds) in the JSON's order
         if value:
             t.add_row(key.removesuffix("_s").replace("_", " "), f"{value:.4g}", f"{100 * value / step:.1f} %")
     t.add_section()
     t.add_row("step time", f"{step:.4g}", "", style="bold")
-    mem = report["memory"]
+    mem = r.memory
+    given = r.assumptions.model_fields_set  # the offload assumptions with --offload only
     lines = [
-        f"T={lay['tensor']}{' +SP' if lay['sequence_parallel'] else ''} P={lay['pipeline']} v={lay['virtual_stages']} "
-        f"CP={lay['context']} EP={lay['expert']} dp={lay['data']} ZeRO-{lay['zero']}; S={batch['seq_len']}, global batch "
-        f"{batch['global_batch']} sequences ({batch['global_batch_tokens']:,} tokens), micro-batch {batch['micro_batch']}"
-        + (" (the fastest that fits)" if batch["micro_batch_chosen"] else "") + f", {batch['micro_batches']} micro-batches per replica",
-        f"MFU {100 * report['mfu']:.1f} %, HFU {100 * report['hfu']:.1f} %, {report['tflops_per_gpu']:.0f} TFLOP/s per GPU (model), "
-        f"{report['tokens_per_s']:,.0f} tokens/s ({report['tokens_per_s_per_gpu']:,.0f} per GPU)",
-        f"peak memory {fmt_bytes(mem['peak_bytes'])} ({mem['peak_phase']}) of {fmt_bytes(mem['usable_bytes'])} usable: "
-        + ("fits" if mem["fits"] else "does NOT fit"),
-        "assumptions: " + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in report["assumptions"].items()),
+        f"T={lay.tensor}{' +SP' if lay.sequence_parallel else ''} P={lay.pipeline} v={lay.virtual_stages} "
+        f"CP={lay.context} EP={lay.expert} dp={lay.data} ZeRO-{lay.zero}; S={batch.seq_len}, global batch "
+        f"{batch.global_batch} sequences ({batch.global_batch_tokens:,} tokens), micro-batch {batch.micro_batch}"
+        + (" (the fastest that fits)" if batch.micro_batch_chosen else "") + f", {batch.micro_batches} micro-batches per replica",
+        f"MFU {100 * r.mfu:.1f} %, HFU {100 * r.hfu:.1f} %, {r.tflops_per_gpu:.0f} TFLOP/s per GPU (model), "
+        f"{r.tokens_per_s:,.0f} tokens/s ({r.tokens_per_s_per_gpu:,.0f} per GPU)",
+        f"peak memory {fmt_bytes(mem.peak_bytes)} ({mem.peak_phase}) of {fmt_bytes(mem.usable_bytes)} usable: "
+        + ("fits" if mem.fits else "does NOT fit"),
+        "assumptions: " + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                                    for k, v in r.assumptions if k in given),
     ]
-    if "budget" in report:
-        b = report["budget"]
-        lines.append(f"{b['tokens']:,} tokens: {b['days']:.1f} days, {b['gpu_hours']:,.0f} GPU-hours"
-                     + (f", cost {b['cost']:,.0f}" if "cost" in b else ""))
+    b = r.budget
+    if b is not None:
+        lines.append(f"{b.tokens:,} tokens: {b.days:.1f} days, {b.gpu_hours:,.0f} GPU-hours"
+                     + (f", cost {b.cost:,.0f}" if b.cost is not None else ""))
     return Group(t, Text("\n".join(lines)))
 
 
-def plan_table(report: dict[str, Any]) -> Any:
-    """`tcalc plan`: the fastest layouts that fit, and the rejected counted by reason."""
+def plan_table(r: Any) -> Any:
+    """`tcalc plan`: the fastest layouts that fit, and the rejected counted by reason (a PlanResult)."""
     from rich.console import Group
     from rich.text import Text
 
     t = styled_table(
-        f"Layouts for {report['model'].get('name') or 'custom model'} on {report['gpus']} x {report['gpu']}, "
-        f"S={report['seq_len']}, global batch {report['global_batch']}",
+        f"Layouts for {r.model.name or 'custom model'} on {r.gpus} x {r.gpu}, "
+        f"S={r.seq_len}, global batch {r.global_batch}",
         "T", "P", "v", "CP", "EP", "dp", "b", "recompute", "step s", "MFU", "peak",
     )
-    for r in report["plans"]:
-        lay = r["layout"]
-        t.add_row(str(lay["tensor"]), str(lay["pipeline"]), str(lay["virtual_stages"]), str(lay["context"]),
-                  str(lay["expert"]), str(lay["data"]), str(r["micro_batch"]), r["recompute"],
-                  f"{r['step_time_s']:.3g}", f"{100 * r['mfu']:.1f} %", fmt_bytes(r["peak_bytes"]))
-    lines = [f"{report['feasible']} of {report['evaluated']} layouts fit"]
-    lines += [f"  rejected {n}: {why}" for why, n in sorted(report["rejected"].items(), key=lambda kv: -kv[1])]
-    if report["best_command"]:
-        lines.append("best: " + report["best_command"])
+    for row in r.plans:
+        lay = row.layout
+        t.add_row(str(lay.tensor), str(lay.pipeline), str(lay.virtual_stages), str(lay.context),
+                  str(lay.expert), str(lay.data), str(row.micro_batch), row.recompute,
+                  f"{row.step_time_s:.3g}", f"{100 * row.mfu:.1f} %", fmt_bytes(row.peak_bytes))
+    lines = [f"{r.feasible} of {r.evaluated} layouts fit"]
+    lines += [f"  rejected {n}: {why}" for why, n in sorted(r.rejected.items(), key=lambda kv: -kv[1])]
+    if r.best_command:
+        lines.append("best: " + r.best_command)
     return Group(t, Text("\n".join(lines)))

@@ -1,20 +1,114 @@
 """`tcalc flops` and `tcalc mfu`: FLOPs of a step, training time, compute-optimal sizing; MFU and HFU.
 
-A result is composed here from the estimators; docs/cli.md documents its keys."""
+The typed results (`FlopsResult`, `MfuResult`) are the commands' JSON (`model_dump(mode="json")`),
+the Python API's return values and what render reads; docs/cli.md documents their keys.
+"""
 
 from __future__ import annotations
 
-
-from transformer_calc.results.base import Result
+from decimal import Decimal
 from typing import Any
-from transformer_calc.model.config import LayerAttention, ModelConfig
-from transformer_calc.estimators.params import (
-    count_params,
-    seed_block_approx,
-    seed_total_approx,
-    tensor_parallel_params,
-)
-from transformer_calc.results.common import model_dict, peak_for
+
+import transformer_calc.estimators.flops as F
+from transformer_calc.estimators.params import count_params
+from transformer_calc.model.config import ModelConfig
+from transformer_calc.results.base import Result, Section
+from transformer_calc.results.common import ModelSection, model_section, peak_for
+
+
+# ============================================================================ flops
+class WorkloadSection(Section):
+    seq_len: int  # S, tokens per sequence
+    batch_size: int  # B, sequences per step
+
+
+class Conventions(Section):
+    causal: bool  # attention scores halved (S²/2) for a causal mask
+    recompute: str  # none | selective | full: what `flops.hardware` adds
+
+
+class StepFlopsSection(Section):
+    """FLOPs of one step of B sequences of S tokens (`estimators.flops.StepFlops.as_dict`, in its
+    order), then the hardware FLOPs of the asked recompute."""
+
+    total: int  # model FLOPs: forward + backward, no recompute
+    forward: int
+    backward: int  # 2 x forward
+    per_token: int  # total / tokens
+    tokens: int  # B·S
+    causal: bool
+    windowed: bool  # sliding/chunked layers at what a windowed kernel computes
+    attention_share: float  # fraction of the forward in the attention core (scores + re-weighting)
+    hardware_none: int  # model + recomputed FLOPs, per recompute kind
+    hardware_selective: int
+    hardware_full: int
+    layers: int  # forward of all L blocks
+    attention_cores: int  # forward scores + re-weighting of all L blocks
+    lm_head: int  # forward
+    embedding_projection: int  # forward, OPT's project_in + project_out
+    per_layer_qkv: int  # forward of one representative block (full attention; MoE MLP if MoE), by term
+    per_layer_scores: int
+    per_layer_reweight: int
+    per_layer_attn_out: int
+    per_layer_mlp: int
+    per_layer_shared_expert: int
+    per_layer_router: int
+    per_layer: int  # the block's forward
+    hardware: int  # hardware FLOPs of the step at the asked recompute (conventions.recompute)
+
+
+class RulesOfThumb(Section):
+    six_n_per_token: int  # 6·N, N all parameters (MoE: the active ones)
+    six_n_non_embedding_per_token: int  # 6·N, Kaplan's non-embedding N
+    palm_per_token: int  # PaLM App. B: 6·N + 12·L·H·Q·T
+    seed_total: int  # the seed's step FLOPs, 12·B·D·L·S·(S + (2+E)·D)
+    seed_total_with_lm_head: int  # and the LM head's 6·B·S·D·V
+
+
+class Optimal(Section):
+    """A Chinchilla-optimal pair (about 20 tokens per parameter) and its 6·N·tokens FLOPs."""
+
+    params: int
+    tokens: int
+    flops: int
+
+
+class BudgetOptimal(Section):
+    budget: int  # FLOPs, as given
+    params: int
+    tokens: int
+    flops: int  # 6·params·tokens, at most the budget
+
+
+class ComputeOptimalSection(Section):
+    for_params: Optimal  # this model's N
+    for_budget: BudgetOptimal | None = None  # with --budget
+
+
+class TrainingRun(Section):
+    """Training on `tokens` tokens; with a GPU count, a GPU and an MFU, its time."""
+
+    tokens: int
+    flops: int  # the exact count per token x tokens (the causal convention as asked)
+    flops_six_n: int  # 6·N·tokens
+    gpus: int | None = None
+    gpu: str | None = None
+    dtype: str | None = None  # the dtype of the dense peak
+    peak_flops_per_gpu: int | None = None  # dense, FLOP/s
+    mfu: float | None = None  # the assumed model FLOPs utilization
+    time_s: float | None = None
+    days: float | None = None
+    gpu_hours: float | None = None
+
+
+class FlopsResult(Result):
+    model: ModelSection  # type: ignore[valid-type]
+    workload: WorkloadSection
+    conventions: Conventions
+    flops: StepFlopsSection
+    rules_of_thumb: RulesOfThumb
+    compute_optimal: ComputeOptimalSection
+    training: TrainingRun | None = None  # with --tokens
 
 
 def flops_request(
@@ -22,7 +116,7 @@ def flops_request(
     recompute: str | None = None, causal: bool = False, windowed: bool = False, tokens: int | None = None,
     gpus: int | None = None, gpu_name: str | None = None, dtype: str | None = None, mfu: float | None = None,
     budget: int | None = None,
-) -> dict[str, Any]:
+) -> FlopsResult:
     """`tcalc flops` from its options (flag, then the job file's training: section, then the
     default), validated with the flag each came from; the CLI and the Python API both call it."""
     from transformer_calc.model.config import Recompute, Workload, build, resolve
@@ -61,58 +155,86 @@ def flops_report(
     dtype: str | None = None,
     mfu: float | None = None,
     budget: int | None = None,
-) -> dict[str, Any]:
+) -> FlopsResult:
     """`tcalc flops`: model and hardware FLOPs per step, rules of thumb, training time, sizing."""
-    import importlib
-
-    F = importlib.import_module("transformer_calc.estimators.flops")
-
     step = F.count_flops(m, w, causal=causal, windowed=windowed)
-    counts = count_params(m)
-    report: dict[str, Any] = {
-        "model": model_dict(m),
-        "workload": w.model_dump(mode="json"),
-        "conventions": {"causal": causal, "recompute": str(getattr(recompute, "value", recompute))},
-        "flops": {**step.as_dict(), "hardware": step.hardware(recompute)},
-        "rules_of_thumb": {
-            "six_n_per_token": F.six_n_flops_per_token(m),
-            "six_n_non_embedding_per_token": F.six_n_flops_per_token(m, include_embeddings=False),
-            "palm_per_token": F.palm_flops_per_token(m, w.seq_len),
-            "seed_total": F.seed_model_flops(m, w),
-            "seed_total_with_lm_head": F.seed_model_flops(m, w, lm_head=True),
-        },
-        "compute_optimal": {"for_params": _optimal(F.chinchilla_for_params(counts.total))},
-    }
-    if budget is not None:
-        report["compute_optimal"]["for_budget"] = {"budget": budget, **_optimal(F.chinchilla_for_flops(budget))}
-    if tokens is not None:
-        total = F.train_flops_for_tokens(m, w.seq_len, tokens, causal=causal)
-        training: dict[str, Any] = {
-            "tokens": tokens,
-            "flops": total,
-            "flops_six_n": F.train_flops_for_tokens(m, w.seq_len, tokens, exact=False),
-        }
-        if gpu is not None and gpus is not None and mfu is not None:
-            used, peak = peak_for(gpu, dtype)
-            seconds = F.training_time_s(total, gpus, peak, mfu)
-            training.update(
-                {
-                    "gpus": gpus,
-                    "gpu": gpu.name,
-                    "dtype": used,
-                    "peak_flops_per_gpu": peak,
-                    "mfu": mfu,
-                    "time_s": seconds,
-                    "days": seconds / F.SECONDS_PER_DAY,
-                    "gpu_hours": F.gpu_hours(seconds, gpus),
-                }
-            )
-        report["training"] = training
-    return report
+    # the training section only with --tokens (unset, it is absent from the JSON)
+    extra = {"training": _training_run(m, w, causal, tokens, gpus, gpu, dtype, mfu)} if tokens is not None else {}
+    return FlopsResult(
+        model=model_section(m),
+        workload=WorkloadSection(seq_len=w.seq_len, batch_size=w.batch_size),
+        conventions=Conventions(causal=causal, recompute=str(getattr(recompute, "value", recompute))),
+        # as_dict is typed dict[str, int | float | bool]; each key's own type is checked here
+        flops=StepFlopsSection(**step.as_dict(), hardware=step.hardware(recompute)),  # type: ignore[arg-type]
+        rules_of_thumb=RulesOfThumb(
+            six_n_per_token=F.six_n_flops_per_token(m),
+            six_n_non_embedding_per_token=F.six_n_flops_per_token(m, include_embeddings=False),
+            palm_per_token=F.palm_flops_per_token(m, w.seq_len),
+            seed_total=F.seed_model_flops(m, w),
+            seed_total_with_lm_head=F.seed_model_flops(m, w, lm_head=True),
+        ),
+        compute_optimal=_compute_optimal(m, budget),
+        **extra,
+    )
 
 
-def _optimal(c: Any) -> dict[str, int]:
-    return {"params": c.params, "tokens": c.tokens, "flops": c.flops}
+def _compute_optimal(m: ModelConfig, budget: int | float | None) -> ComputeOptimalSection:
+    """Chinchilla's tokens for this model's N; with a FLOP budget, the N and tokens it buys."""
+    c = F.chinchilla_for_params(count_params(m).total)
+    for_params = Optimal(params=c.params, tokens=c.tokens, flops=c.flops)
+    if budget is None:
+        return ComputeOptimalSection(for_params=for_params)
+    best = F.chinchilla_for_flops(budget)
+    return ComputeOptimalSection(
+        for_params=for_params,
+        # the budget as the estimator reads it: 1e24 as written (an int), not the double below it
+        for_budget=BudgetOptimal(budget=int(Decimal(repr(budget))), params=best.params, tokens=best.tokens,
+                                 flops=best.flops),
+    )
+
+
+def _training_run(m: ModelConfig, w: Any, causal: bool, tokens: int, gpus: int | None, gpu: Any | None,
+                  dtype: str | None, mfu: float | None) -> TrainingRun:
+    """The `training` section: FLOPs to train on `tokens` tokens; their time with GPUs and an MFU."""
+    total = F.train_flops_for_tokens(m, w.seq_len, tokens, causal=causal)
+    six_n = F.train_flops_for_tokens(m, w.seq_len, tokens, exact=False)
+    if gpu is None or gpus is None or mfu is None:
+        return TrainingRun(tokens=tokens, flops=total, flops_six_n=six_n)
+    used, peak = peak_for(gpu, dtype)
+    seconds = F.training_time_s(total, gpus, peak, mfu)
+    return TrainingRun(
+        tokens=tokens, flops=total, flops_six_n=six_n, gpus=gpus, gpu=gpu.name, dtype=used,
+        peak_flops_per_gpu=peak, mfu=mfu, time_s=seconds, days=seconds / F.SECONDS_PER_DAY,
+        gpu_hours=F.gpu_hours(seconds, gpus),
+    )
+
+
+# ============================================================================ mfu
+class MfuFlops(Section):
+    per_token: int  # model FLOPs per token at S (no recompute)
+    hardware_per_token: int  # with what recompute executes again (hfu_convention)
+    recompute: str  # none | selective | full
+    causal: bool
+    hfu_convention: str  # executed | paper (Korthikanti et al. 2022 eq. 8: the core three times)
+    per_step: int | None = None  # per_token x global batch x S; with --global-batch and --step-time
+    hardware_per_step: int | None = None
+
+
+class MfuResult(Result):
+    model: ModelSection  # type: ignore[valid-type]
+    seq_len: int
+    gpus: int
+    gpu: str
+    dtype: str  # the dtype of the dense peak
+    peak_flops_per_gpu: int  # dense, FLOP/s
+    tokens_per_s: float  # all GPUs together
+    mfu: float  # model FLOPs utilization, a fraction
+    hfu: float  # hardware FLOPs utilization, a fraction
+    achieved_flops_per_gpu: float  # FLOP/s, model FLOPs
+    achieved_hardware_flops_per_gpu: float  # FLOP/s, hardware FLOPs
+    flops: MfuFlops
+    global_batch: int | None = None  # sequences per step; with step_time_s
+    step_time_s: float | None = None
 
 
 def mfu_request(
@@ -120,7 +242,7 @@ def mfu_request(
     dtype: str | None = None, global_batch: int | None = None, global_batch_tokens: int | None = None,
     step_time: float | None = None, tokens_per_s: float | None = None, recompute: str | None = None,
     causal: bool = False, hfu_convention: str = "executed",
-) -> dict[str, Any]:
+) -> MfuResult:
     """`tcalc mfu` from its options (a flag, then the job file's training: section, then the
     default), each validated with the flag it came from; the CLI and the Python API both call it."""
     import math
@@ -169,12 +291,8 @@ def mfu_report(
     recompute: Any = "none",
     causal: bool = False,
     hfu_convention: str = "executed",
-) -> dict[str, Any]:
+) -> MfuResult:
     """`tcalc mfu`: MFU and HFU from a measured step time (with the global batch) or throughput."""
-    import importlib
-
-    F = importlib.import_module("transformer_calc.estimators.flops")
-
     step = F.count_flops(m, w.model_copy(update={"batch_size": 1}), causal=causal)
     per_token_model = step.total // step.tokens
     per_token_hw = step.hardware(recompute, hfu_convention) // step.tokens
@@ -201,56 +319,32 @@ def mfu_report(
             f"MFU would be {shown}, above 100 % of {gpus} x {gpu.name}'s "
             f"{used} peak: the inputs cannot be right; check --gpus, --step-time, and that {cause}"
         )
-    out: dict[str, Any] = {
-        "model": model_dict(m),
-        "seq_len": w.seq_len,
-        "gpus": gpus,
-        "gpu": gpu.name,
-        "dtype": used,
-        "peak_flops_per_gpu": peak,
-        "tokens_per_s": tokens_per_s,
-        "mfu": model_mfu,
-        "hfu": hardware_fu,
-        "achieved_flops_per_gpu": model_mfu * peak,
-        "achieved_hardware_flops_per_gpu": hardware_fu * peak,
-        "flops": {
-            "per_token": per_token_model,
-            "hardware_per_token": per_token_hw,
-            "recompute": str(getattr(recompute, "value", recompute)),
-            "causal": causal,
-            "hfu_convention": hfu_convention,
-        },
-    }
+    # a measured step (global batch and step time): its FLOPs, and the two keys; a throughput: neither
+    per_step: dict[str, int] = {}
+    measured: dict[str, Any] = {}
     if global_batch is not None and step_time is not None:
-        out["global_batch"] = global_batch
-        out["step_time_s"] = step_time
-        out["flops"]["per_step"] = per_token_model * global_batch * w.seq_len
-        out["flops"]["hardware_per_step"] = per_token_hw * global_batch * w.seq_len
-    return out
-
-
-class FlopsResult(Result):
-    model: dict[str, Any]
-    workload: dict[str, Any]
-    conventions: dict[str, Any]
-    flops: dict[str, Any]
-    rules_of_thumb: dict[str, Any]
-    compute_optimal: dict[str, Any] | None = None
-    training: dict[str, Any] | None = None
-
-
-class MfuResult(Result):
-    model: dict[str, Any]
-    seq_len: int
-    gpus: int
-    gpu: str
-    dtype: str
-    peak_flops_per_gpu: int
-    tokens_per_s: float
-    mfu: float
-    hfu: float
-    achieved_flops_per_gpu: float
-    achieved_hardware_flops_per_gpu: float
-    flops: dict[str, Any]
-    global_batch: int | None = None
-    step_time_s: float | None = None
+        tokens = global_batch * w.seq_len
+        per_step = {"per_step": per_token_model * tokens, "hardware_per_step": per_token_hw * tokens}
+        measured = {"global_batch": global_batch, "step_time_s": step_time}
+    return MfuResult(
+        model=model_section(m),
+        seq_len=w.seq_len,
+        gpus=gpus,
+        gpu=gpu.name,
+        dtype=used,
+        peak_flops_per_gpu=peak,
+        tokens_per_s=tokens_per_s,
+        mfu=model_mfu,
+        hfu=hardware_fu,
+        achieved_flops_per_gpu=model_mfu * peak,
+        achieved_hardware_flops_per_gpu=hardware_fu * peak,
+        flops=MfuFlops(
+            per_token=per_token_model,
+            hardware_per_token=per_token_hw,
+            recompute=str(getattr(recompute, "value", recompute)),
+            causal=causal,
+            hfu_convention=hfu_convention,
+            **per_step,
+        ),
+        **measured,
+    )

@@ -1,44 +1,174 @@
 """`tcalc train` and `tcalc plan`: the step time of a layout, and the fastest layouts that fit.
 
-A result is composed here from the estimators; docs/cli.md documents its keys."""
+The typed results (`TrainResult`, `PlanResult`) are the commands' JSON (`model_dump(mode="json")`),
+the Python API's return values and what render reads; docs/cli.md documents their keys.
+"""
 
 from __future__ import annotations
 
-
-from transformer_calc.results.base import Result
 from typing import Any
-from transformer_calc.model.config import LayerAttention, ModelConfig
-from transformer_calc.estimators.params import (
-    count_params,
-    seed_block_approx,
-    seed_total_approx,
-    tensor_parallel_params,
-)
-from transformer_calc.results.common import model_dict, network_for
+
+from pydantic import create_model
+
+from transformer_calc.model.config import ModelConfig, Training
+from transformer_calc.results.base import Result, Section
+from transformer_calc.results.common import ModelSection, model_section, network_for
+
+
+# ============================================================================ sections
+class Layout(Section):
+    """A parallel layout (Megatron-LM / ZeRO conventions)."""
+
+    tensor: int  # T, tensor-parallel ranks
+    pipeline: int  # P, pipeline stages
+    virtual_stages: int  # interleaved model chunks per stage
+    context: int  # CP, context-parallel ranks
+    expert: int  # EP, expert-parallel ranks
+    data: int  # dp = gpus / (T·P·CP)
+    sequence_parallel: bool
+    zero: int  # ZeRO stage 0-3
+    gpus: int  # T·P·CP·dp
+
+
+class StepBreakdown(Section):
+    """Seconds of one step per GPU (the slowest stage), by term; they sum to the step time."""
+
+    compute_s: float
+    memory_bound_s: float  # norms, residuals, activations, eager softmax: HBM-bound work
+    tp_comm_s: float  # tensor-parallel all-reduces
+    pp_bubble_s: float  # 1F1B pipeline bubble
+    pp_comm_s: float  # pipeline point-to-point
+    dp_comm_exposed_s: float  # what the backward does not hide of the data-parallel traffic
+    optimizer_s: float
+    moe_all_to_all_s: float
+    cp_comm_s: float  # exposed context-parallel ring traffic
+    offload_pcie_s: float  # ZeRO-Offload host <-> GPU transfers
+
+
+class MicroBatchTrial(Section):
+    micro_batch: int
+    fits: bool
+    step_time_s: float
+
+
+class Batch(Section):
+    global_batch: int  # sequences per optimizer step, all GPUs
+    global_batch_tokens: int
+    micro_batch: int  # b, sequences per micro-batch
+    micro_batch_chosen: bool  # true: the fastest that fits (not given)
+    micro_batches: int  # per replica and step, G / (dp·b)
+    seq_len: int
+    tried: list[MicroBatchTrial]  # the micro-batches tried when choosing (empty when given)
+
+
+def _training_fields() -> dict[str, Any]:
+    return {name: (f.annotation, ...) for name, f in Training.model_fields.items() if not f.exclude}
+
+
+# The `training` section: each Training field as resolved (defaults filled in), in Training's order,
+# the fields excluded from its dump (frozen_weights) left out. Built from Training's own fields, so a
+# new training setting is in the result without a second declaration.
+TrainingSection = create_model("TrainingSection", __base__=Section, **_training_fields())
+
+
+class TrainMemory(Section):
+    peak_bytes: int  # per GPU, the peak phase of the most loaded stage
+    peak_phase: str
+    usable_bytes: int  # the GPU's memory less the CUDA context
+    fits: bool
+    offloaded_bytes_per_gpu: int | None = None  # with --offload
+    offload_device: str | None = None  # cpu | nvme; with --offload
+
+
+class StepAssumptions(Section):
+    matmul_efficiency: float  # achieved fraction of the dense peak
+    memory_efficiency: float  # achieved fraction of the HBM bandwidth
+    node_size: int  # GPUs per NVLink domain
+    intra_node_bytes_s: float  # one way, per GPU
+    inter_node_bytes_s: float  # one way, per GPU
+    overlap_dp: bool  # data-parallel traffic overlapped with the backward
+    offload_host_link: str | None = None  # with --offload: PCIe x16 or NVLink-C2C
+    offload_host_bytes_s: float | None = None  # one way
+    offload_overlapped: bool | None = None
+    cpu_optimizer_priced: bool | None = None
+    nvme_drive_bandwidth_priced: bool | None = None
+
+
+class Budget(Section):
+    tokens: int
+    steps: int  # optimizer steps, rounded up
+    time_s: float
+    days: float
+    gpu_hours: float
+    cost: float | None = None  # gpu_hours x --price-per-gpu-hour; with the price
+
+
+class TrainResult(Result):
+    model: ModelSection  # type: ignore[valid-type]
+    gpu: str
+    layout: Layout
+    batch: Batch
+    training: TrainingSection  # type: ignore[valid-type]
+    step_time_s: float
+    breakdown: StepBreakdown
+    dp_comm_total_s: float  # the whole data-parallel communication, hidden or not
+    tokens_per_s: float  # all GPUs
+    tokens_per_s_per_gpu: float
+    mfu: float
+    hfu: float
+    tflops_per_gpu: float  # model FLOPs, 10^12 per second
+    model_flops: int  # one step, all GPUs, no recompute
+    hardware_flops: int  # with recomputation
+    memory: TrainMemory
+    assumptions: StepAssumptions
+    budget: Budget | None = None  # with --tokens
+
+
+class PlanRow(Section):
+    layout: Layout
+    micro_batch: int
+    recompute: str  # none | selective | full
+    step_time_s: float
+    mfu: float
+    tokens_per_s: float
+    peak_bytes: int  # per GPU
+    breakdown: StepBreakdown
+
+
+class PlanResult(Result):
+    model: ModelSection  # type: ignore[valid-type]
+    gpu: str
+    gpus: int
+    seq_len: int
+    global_batch: int  # sequences
+    evaluated: int  # layouts priced
+    feasible: int  # of those, the ones that fit
+    plans: list[PlanRow]  # the fastest first, at most --top
+    rejected: dict[str, int]  # layouts rejected, counted by reason
+    best_command: str | None  # `tcalc train` of the best plan; null when none fits
 
 
 # ============================================================================ train, plan
-def _layout(par: Any) -> dict[str, Any]:
-    return {"tensor": par.tensor, "pipeline": par.pipeline, "virtual_stages": par.virtual_stages,
-            "context": par.context, "expert": par.expert, "data": par.data,
-            "sequence_parallel": par.sequence_parallel, "zero": par.zero, "gpus": par.gpus}
+def _layout(par: Any) -> Layout:
+    return Layout(tensor=par.tensor, pipeline=par.pipeline, virtual_stages=par.virtual_stages,
+                  context=par.context, expert=par.expert, data=par.data,
+                  sequence_parallel=par.sequence_parallel, zero=par.zero, gpus=par.gpus)
 
 
 def train_report(
     m: ModelConfig, w: Any, tr: Any, par: Any, gpu: Any, *, global_batch: int, micro_batch_given: bool,
     network: Any = None, matmul_efficiency: float | None = None, tokens: int | None = None,
     price_per_gpu_hour: float | None = None,
-) -> dict[str, Any]:
+) -> TrainResult:
     """`tcalc train`: the step time of one layout, its breakdown, MFU, memory, and a budget."""
     from transformer_calc.errors import TcalcError
-    from transformer_calc.estimators.flops import SECONDS_PER_DAY, SECONDS_PER_HOUR
     from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
     from transformer_calc.estimators.training.train import estimate_step, micro_batch_count
 
     if price_per_gpu_hour is not None and not (0 < price_per_gpu_hour < float("inf")):
         raise TcalcError(f"--price-per-gpu-hour ({price_per_gpu_hour}) must be a positive number")
     chosen = w.batch_size
-    tried: list[dict[str, Any]] = []
+    tried: list[MicroBatchTrial] = []
     if tr.micro_batches is not None:  # micro-batches per step (a job file's): b = G / (dp·m)
         per_replica = global_batch // par.data
         if micro_batch_given:
@@ -62,7 +192,7 @@ def train_report(
             fits = peak <= fit_capacity(gpu.memory_bytes)
             est = estimate_step(m, trial_w, trial_tr, par, gpu, global_batch=global_batch, network=network,
                                 matmul_efficiency=matmul_efficiency)
-            tried.append({"micro_batch": b, "fits": fits, "step_time_s": est.step_time_s})
+            tried.append(MicroBatchTrial(micro_batch=b, fits=fits, step_time_s=est.step_time_s))
             if fits and (best is None or est.step_time_s < best[1]):
                 best = (b, est.step_time_s)
         chosen = best[0] if best else 1
@@ -73,46 +203,51 @@ def train_report(
                         matmul_efficiency=matmul_efficiency)
     tl = peak_memory(m, w, tr, par)
     usable = fit_capacity(gpu.memory_bytes)
-    report: dict[str, Any] = {
-        "model": model_dict(m),
-        "gpu": gpu.name,
-        "layout": _layout(par),
-        "batch": {"global_batch": global_batch, "global_batch_tokens": global_batch * w.seq_len,
-                  "micro_batch": chosen, "micro_batch_chosen": not micro_batch_given,
-                  "micro_batches": m_micro, "seq_len": w.seq_len, "tried": tried},
-        "training": tr.model_dump(mode="json"),
-        "step_time_s": est.step_time_s,
-        "breakdown": est.breakdown,
-        "dp_comm_total_s": est.dp_comm_s,
-        "tokens_per_s": est.tokens_per_s,
-        "tokens_per_s_per_gpu": est.tokens_per_s / est.gpus,
-        "mfu": est.mfu,
-        "hfu": est.hfu,
-        "tflops_per_gpu": est.tflops_per_gpu,
-        "model_flops": est.model_flops,
-        "hardware_flops": est.hardware_flops,
-        "memory": {"peak_bytes": tl.peak_bytes, "peak_phase": tl.peak.name, "usable_bytes": usable,
-                   "fits": tl.peak_bytes <= usable,
-                   **({"offloaded_bytes_per_gpu": tl.stage.offloaded, "offload_device": tr.offload_device.value}
-                      if tr.offload.value != "none" else {})},
-        "assumptions": est.assumptions,
-    }
-    if tokens is not None:
-        seconds = tokens / est.tokens_per_s
-        budget: dict[str, Any] = {"tokens": tokens, "steps": -(-tokens // (global_batch * w.seq_len)),
-                                  "time_s": seconds, "days": seconds / SECONDS_PER_DAY,
-                                  "gpu_hours": seconds * est.gpus / SECONDS_PER_HOUR}
-        if price_per_gpu_hour is not None:
-            budget["cost"] = budget["gpu_hours"] * price_per_gpu_hour
-        report["budget"] = budget
-    return report
+    offload: dict[str, Any] = {}  # the memory section's offload keys: with --offload only
+    if tr.offload.value != "none":
+        offload = {"offloaded_bytes_per_gpu": tl.stage.offloaded, "offload_device": tr.offload_device.value}
+    # the budget section only with --tokens (unset, it is absent from the JSON)
+    extra = {"budget": _budget(tokens, global_batch * w.seq_len, est, price_per_gpu_hour)} if tokens is not None else {}
+    return TrainResult(
+        model=model_section(m),
+        gpu=gpu.name,
+        layout=_layout(par),
+        batch=Batch(global_batch=global_batch, global_batch_tokens=global_batch * w.seq_len, micro_batch=chosen,
+                    micro_batch_chosen=not micro_batch_given, micro_batches=m_micro, seq_len=w.seq_len, tried=tried),
+        training=TrainingSection(**{name: getattr(tr, name) for name in TrainingSection.model_fields}),
+        step_time_s=est.step_time_s,
+        breakdown=StepBreakdown(**est.breakdown),
+        dp_comm_total_s=est.dp_comm_s,
+        tokens_per_s=est.tokens_per_s,
+        tokens_per_s_per_gpu=est.tokens_per_s / est.gpus,
+        mfu=est.mfu,
+        hfu=est.hfu,
+        tflops_per_gpu=est.tflops_per_gpu,
+        model_flops=est.model_flops,
+        hardware_flops=est.hardware_flops,
+        memory=TrainMemory(peak_bytes=tl.peak_bytes, peak_phase=tl.peak.name, usable_bytes=usable,
+                           fits=tl.peak_bytes <= usable, **offload),
+        assumptions=StepAssumptions(**est.assumptions),
+        **extra,
+    )
+
+
+def _budget(tokens: int, tokens_per_step: int, est: Any, price_per_gpu_hour: float | None) -> Budget:
+    """Days, GPU-hours (and their cost) to train on `tokens` tokens at the step's throughput."""
+    from transformer_calc.estimators.flops import SECONDS_PER_DAY, SECONDS_PER_HOUR
+
+    seconds = tokens / est.tokens_per_s
+    gpu_hours = seconds * est.gpus / SECONDS_PER_HOUR
+    cost = {"cost": gpu_hours * price_per_gpu_hour} if price_per_gpu_hour is not None else {}
+    return Budget(tokens=tokens, steps=-(-tokens // tokens_per_step), time_s=seconds, days=seconds / SECONDS_PER_DAY,
+                  gpu_hours=gpu_hours, **cost)
 
 
 def plan_report(
     m: ModelConfig, seq_len: int, tr: Any, gpu: Any, *, gpus: int, global_batch: int, top: int = 10,
     node_size: int | None = None, inter_node_gb_s: float | None = None, source: str | None = None,
     expert_tensor: int | None = None,
-) -> dict[str, Any]:
+) -> PlanResult:
     """`tcalc plan`: the feasible layouts ranked by step time, and why the others were rejected.
 
     `source` is the model as typed on a command line (`--preset NAME`, a MODEL, `--config FILE`,
@@ -122,14 +257,12 @@ def plan_report(
 
     plans, rejected = plan_layouts(m, seq_len, tr, gpu, gpus=gpus, global_batch=global_batch,
                                    network=network_for(gpu, node_size, inter_node_gb_s), expert_tensor=expert_tensor)
-    rows = []
-    for pl in plans[:top]:
-        est = pl.estimate
-        rows.append({
-            "layout": _layout(pl.parallelism), "micro_batch": pl.micro_batch, "recompute": pl.recompute.value,
-            "step_time_s": est.step_time_s, "mfu": est.mfu, "tokens_per_s": est.tokens_per_s,
-            "peak_bytes": pl.peak_bytes, "breakdown": est.breakdown,
-        })
+    rows = [
+        PlanRow(layout=_layout(pl.parallelism), micro_batch=pl.micro_batch, recompute=pl.recompute.value,
+                step_time_s=pl.estimate.step_time_s, mfu=pl.estimate.mfu, tokens_per_s=pl.estimate.tokens_per_s,
+                peak_bytes=pl.peak_bytes, breakdown=StepBreakdown(**pl.estimate.breakdown))
+        for pl in plans[:top]
+    ]
     command = None
     if plans:
         best = plans[0]
@@ -147,97 +280,8 @@ def plan_report(
             + (f" --inter-node-gb-s {repr(float(inter_node_gb_s)).removesuffix('.0')}"
                if inter_node_gb_s is not None else "")
         )
-    return {
-        "model": model_dict(m), "gpu": gpu.name, "gpus": gpus, "seq_len": seq_len, "global_batch": global_batch,
-        "evaluated": len(plans) + sum(rejected.values()), "feasible": len(plans),
-        "plans": rows, "rejected": rejected, "best_command": command,
-    }
-
-
-class TrainResult(Result):
-    model: dict[str, Any]
-    gpu: str
-    layout: dict[str, Any]
-    batch: dict[str, Any]
-    training: dict[str, Any]
-    step_time_s: float
-    breakdown: dict[str, float]
-    dp_comm_total_s: float
-    tokens_per_s: float
-    tokens_per_s_per_gpu: float
-    mfu: float
-    hfu: float
-    tflops_per_gpu: float
-    model_flops: int
-    hardware_flops: int
-    memory: dict[str, Any]
-    assumptions: dict[str, Any]
-    budget: dict[str, Any] | None = None
-
-
-class PlanResult(Result):
-    model: dict[str, Any]
-    gpu: str
-    gpus: int
-    seq_len: int
-    global_batch: int
-    evaluated: int
-    feasible: int
-    plans: list[dict[str, Any]]
-    rejected: dict[str, int]
-    best_command: str | None
-
-
-TRAIN_DEFAULTS: dict[str, Any] = {"framework": "megatron", "flash": True, "zero": 1, "recompute": "none",
-                                  "gpu": "h100"}
-TRAIN_GPUS = 8  # --gpus when neither the flag nor the job file's layout gives the count
-
-
-# The layout plan chooses itself: a job file's values for these keys are not used by `tcalc plan`.
-PLAN_LAYOUT_KEYS = ("tensor", "sequence_parallel", "pipeline", "data", "zero", "expert", "context", "virtual_stages",
-                    "batch_size", "micro_batches", "recompute")
-
-
-def train_configs(
-    m: ModelConfig, section: dict[str, Any], flags: dict[str, Any], gpus: int | None = None
-) -> tuple[Any, Any, Any, str, bool]:
-    """`tcalc train`'s settings, resolved as `tcalc memory`'s (config.resolve): a flag that was
-    given, then the job file's training: section, then the default (TRAIN_DEFAULTS, else the
-    config's). Data parallelism is what the GPUs leave, dp = gpus / (T·P·CP); without `gpus`, the
-    job file's layout sets the count (data·T·P·CP), else TRAIN_GPUS. A micro-batch given as a flag
-    fixes the micro-batches per step (G / (dp·b)); the section's `micro_batches` is then not used.
-    Returns (Workload, Training, Parallelism, gpu name, whether the micro-batch was given); the
-    CLI and the Python API both call it."""
-    from transformer_calc.model.config import Parallelism, Training, Workload, build, resolve, split_training
-    from transformer_calc.errors import TcalcError
-
-    settings = resolve(flags, section, {"seq_len": m.max_seq_len, **TRAIN_DEFAULTS})
-    if flags.get("batch_size") is not None:
-        settings.pop("micro_batches", None)
-    parts = split_training(settings)
-    layout = build(Parallelism, parts["parallelism"], "training")
-    T, P, cp = layout.tensor, layout.pipeline, layout.context
-    if gpus is None:
-        gpus = layout.gpus if "data" in parts["parallelism"] else TRAIN_GPUS
-    if gpus % (T * P * cp):
-        raise TcalcError(f"--gpus ({gpus}) must be a multiple of T x P x CP ({T} x {P} x {cp}); data parallelism is what is left")
-    par = build(Parallelism, {**parts["parallelism"], "data": gpus // (T * P * cp)}, "training")
-    w = build(Workload, {"batch_size": 1, **parts["workload"]}, "training")
-    tr = build(Training, parts["training"], "training")
-    return w, tr, par, str(parts["gpu"]["gpu"]), "batch_size" in parts["workload"]
-
-
-def plan_configs(m: ModelConfig, section: dict[str, Any], flags: dict[str, Any]) -> tuple[int, Any, str, int | None]:
-    """`tcalc plan`'s settings, as train's (`train_configs`) but for the layout, which plan
-    chooses (PLAN_LAYOUT_KEYS of the section are not used). Returns (S, Training, gpu name, the
-    expert-tensor size or None)."""
-    from transformer_calc.model.config import Parallelism, Training, Workload, build, resolve, split_training
-
-    fixed = {k: v for k, v in section.items() if k not in PLAN_LAYOUT_KEYS}
-    parts = split_training(resolve(flags, fixed, {"seq_len": m.max_seq_len, **TRAIN_DEFAULTS}))
-    w = build(Workload, parts["workload"], "training")
-    tr = build(Training, parts["training"], "training")
-    etp = build(Parallelism, {k: v for k, v in parts["parallelism"].items() if k == "expert_tensor"}, "training")
-    return w.seq_len, tr, str(parts["gpu"]["gpu"]), etp.expert_tensor
-
-
+    return PlanResult(
+        model=model_section(m), gpu=gpu.name, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
+        evaluated=len(plans) + sum(rejected.values()), feasible=len(plans),
+        plans=rows, rejected=rejected, best_command=command,
+    )
