@@ -159,13 +159,24 @@ def test_an_unknown_keyword_is_a_type_error_naming_it(name):
     (lambda: tc.memory("gpt2", typo=3), "'typo'"),  # was a raw KeyError
     (lambda: tc.memory("gpt2", recompte="full"), "did you mean 'recompute'"),
     (lambda: tc.inference("gpt2", unknown=5), "'unknown'"),  # was ignored
-    (lambda: tc.sweep(preset="gpt2", kv_heads=8), "'kv_heads'; did you mean 'cache_kv_heads'"),  # was ignored
+    (lambda: tc.sweep(preset="gpt2", cache_kv_head=8), "'cache_kv_head'; did you mean 'cache_kv_heads'"),
     (lambda: tc.flops("gpt2", seq_len=512, S=512), "'S' and 'seq_len'"),  # one option, two names
     (lambda: tc.params("gpt2", T=2, tensor=2), "'T' and 'tensor'"),
 ])
 def test_keyword_errors_name_the_keyword(call, message):
     with pytest.raises(TypeError, match=message):
         call()
+
+
+def test_model_overrides_are_keywords_as_they_are_flags(capsys):
+    """`tcalc params gpt2 --L 24` is `tc.params("gpt2", L=24)` (it kept 12 layers before: the keyword
+    was dropped); `--set` is `set={...}`; plan's best_command repeats them."""
+    assert tc.params("gpt2", L=24).model_dump(mode="json") == (run(["params", "gpt2", "--L", "24", "-f", "json"]), json.loads(capsys.readouterr().out))[1]
+    assert tc.params("gpt2", set={"mlp": "swiglu"}).params.total == tc.params("gpt2", d_ff=3072, set={"mlp": "swiglu"}).params.total
+    assert tc.sweep("gpt2", kv_heads=4, B=1).points[0]["peak_bytes"] > 0  # gpt2 with 4 K/V heads (GQA)
+    assert "--L 6" in tc.plan("gpt2", L=6, gpus=8, global_batch=8).best_command
+    with pytest.raises(TypeError, match="set= takes a dict"):
+        tc.params("gpt2", set="mlp=swiglu")
 
 
 def test_descriptive_names_are_the_letters():

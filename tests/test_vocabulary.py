@@ -101,3 +101,70 @@ def test_p_and_dtype_are_one_concept_everywhere():
             argv = [*argv, "--gpu", "h100"]
         assert _json([*argv, "--p", "4"]) == _json([*argv, "--dtype", "fp32"]), command
         assert run([*argv, "--p", "2", "--dtype", "fp32"]) == 2
+
+
+# ---------------------------------------------------------------------------- API == CLI == job file (issue 21)
+def _names(name: str) -> str:
+    """One concept, one name: the seed's letters are the descriptive names (config.SECTION_ALIASES);
+    --dtype is --p's concept (the compute dtype and its bytes); the CLI's `set_` is `set`."""
+    from transformer_calc.model.config import SECTION_ALIASES
+
+    name = {"set_": "set", "dtype": "p", "prompt_len": "seq_len", "output_len": "new_tokens",
+            "micro_batch": "batch_size"}.get(name, name)
+    return SECTION_ALIASES.get(name, name)
+
+
+# What one door has and the other cannot: output files and formats (the CLI writes them; the API
+# returns the object), the CLI's positional job files (the API's *files), the API's list of models.
+CLI_ONLY = {"fmt", "plot", "x", "y", "series", "files"}
+API_ONLY = {"models"}
+
+
+def _cli_options() -> dict[str, set[str]]:
+    import inspect
+
+    from transformer_calc.cli import app
+
+    return {(c.name or c.callback.__name__): {_names(p) for p in inspect.signature(c.callback).parameters} - CLI_ONLY
+            for c in app.registered_commands}
+
+
+@pytest.mark.parametrize("command", ["params", "memory", "flops", "mfu", "inference", "serve", "train", "plan", "sweep",
+                                     "check", "presets", "hardware"])
+def test_every_cli_option_is_an_api_keyword_and_back(command):
+    """By introspection of both doors, not by examples: the command's typer parameters and the API
+    function's accepted keywords are the same concepts."""
+    import transformer_calc.api as api
+
+    cli = _cli_options()[command]
+    keywords = {_names(k) for k in api.__dict__[command].keywords} - API_ONLY
+    assert cli - keywords == set(), f"`tcalc {command}` options the API lacks: {sorted(cli - keywords)}"
+    assert keywords - cli == set(), f"tc.{command}() keywords the CLI lacks: {sorted(keywords - cli)}"
+
+
+# Options that set how a command runs or what it prices once, not how a job is trained or served, so a
+# job file's section does not hold them: the model source and overrides (the job file's model:),
+# the step's size and budget (global batch, GPU count, token budget, price), the network model and
+# the achievable matmul rate of `train`, speculative decoding's draft.
+RUN_OPTIONS = {"model", "revision", "preset", "config", "hf_config", "L", "D", "A", "kv_heads", "head_dim", "E", "d_ff",
+               "V", "K", "set", "global_batch", "global_batch_tokens", "gpus", "tokens", "price_per_gpu_hour",
+               "node_size", "inter_node_gb_s", "matmul_efficiency", "draft", "mtp", "speculative_tokens",
+               "acceptance_rate"}
+
+
+def test_every_job_file_key_is_an_option_and_back():
+    """A job file's training:, inference: and checks: keys are the options of the commands that read
+    them, under the same names; the options that are not job-file keys are the RUN_OPTIONS above."""
+    from transformer_calc.model.config import CHECK_KEYS, INFERENCE_KEYS, TRAINING_KEYS
+
+    opts = _cli_options()
+    training, inference, checks = ({_names(k) for k in keys} for keys in (TRAINING_KEYS, INFERENCE_KEYS, CHECK_KEYS))
+    assert training - opts["memory"] == set(), "training: keys tcalc memory has no option for"
+    # train derives data parallelism from --gpus and the micro-batches from the global batch
+    assert training - opts["train"] == {"data", "micro_batches"}, training - opts["train"]
+    assert inference - (opts["inference"] | opts["serve"]) == set()
+    assert checks - opts["check"] == set()
+    for command, section in (("memory", training), ("train", training), ("inference", inference),
+                             ("serve", inference), ("check", checks)):
+        extra = opts[command] - section - RUN_OPTIONS
+        assert extra == set(), f"`tcalc {command}` options that are neither job-file keys nor run options: {sorted(extra)}"

@@ -36,7 +36,11 @@ from transformer_calc.results.catalog import PresetsResult, HardwareResult  # no
 from transformer_calc.results.sweep import SweepResult  # noqa: F401
 
 
-_SOURCE_KEYS = ("preset", "hf_config", "config", "revision")
+# The model keywords: its source, and the CLI's model overrides (--L --D --A --kv-heads --head-dim
+# --E --d-ff --V --K --set), as `tcalc params gpt2 --L 24` is `tc.params("gpt2", L=24)`.
+OVERRIDE_FIELDS = {"L": "n_layers", "D": "d_model", "A": "n_heads", "kv_heads": "n_kv_heads", "head_dim": "head_dim",
+                   "E": "expansion", "d_ff": "d_ff", "V": "vocab_size", "K": "max_seq_len"}
+_SOURCE_KEYS = ("preset", "hf_config", "config", "revision", *OVERRIDE_FIELDS, "set")
 
 
 def _keywords(*options: str, aliases: dict[str, str] | None = None) -> Any:
@@ -71,6 +75,7 @@ def _keywords(*options: str, aliases: dict[str, str] | None = None) -> Any:
                     raise TypeError(f"{fn.__name__}() got an unexpected keyword argument {key!r}" + (f"; {hint}" if hint else ""))
             return fn(*args, **kwargs)
 
+        checked.keywords = frozenset(known)  # type: ignore[attr-defined]  # what tests/test_vocabulary.py compares with the CLI
         return checked
 
     return decorate
@@ -89,10 +94,20 @@ def load(model: Any = None, *, preset: str | None = None, hf_config: str | Path 
 
 @_keywords()
 def load_source(model: Any = None, *, preset: str | None = None, hf_config: str | Path | None = None,
-                config: str | Path | None = None, revision: str | None = None) -> Any:
+                config: str | Path | None = None, revision: str | None = None,
+                overrides: dict[str, Any] | None = None) -> Any:
     """As `load`, the whole `sources.Source`: the model, its job file and its checkpoint (the bytes
-    a folder, repo or GGUF file stores)."""
+    a folder, repo or GGUF file stores); `overrides` (ModelConfig fields) are applied and the model
+    re-validated, as the CLI's model flags are."""
     from transformer_calc.sources.resolve import Source, load_source as resolve
+
+    if overrides:
+        from transformer_calc.model.config import build_model, merge_spec
+
+        if isinstance(model, ModelConfig):
+            return Source(build_model(merge_spec(model.given, overrides) | {"name": None}), None, None, None, "model")
+        if isinstance(model, dict):
+            return Source(build_model(merge_spec(dict(model), overrides)), None, None, None, "model")
 
     given = [x for x in (model, preset, hf_config, config) if x is not None]
     if len(given) != 1:
@@ -107,7 +122,7 @@ def load_source(model: Any = None, *, preset: str | None = None, hf_config: str 
         raise TypeError(f"model must be a preset name, a path, a repo id, a ModelConfig or a dict, not {type(model).__name__}")
     return resolve(str(model) if model is not None else None, preset=preset,
                    hf_config=Path(hf_config) if hf_config is not None else None,
-                   config=Path(config) if config is not None else None, revision=revision)
+                   config=Path(config) if config is not None else None, revision=revision, overrides=overrides)
 
 
 def _source(model: Any, options: dict[str, Any]) -> tuple[ModelConfig, Any]:
@@ -116,8 +131,28 @@ def _source(model: Any, options: dict[str, Any]) -> tuple[ModelConfig, Any]:
     return src.model, src.job
 
 
+def _overrides(options: dict[str, Any]) -> dict[str, Any]:
+    """The model overrides among a function's keywords (taken out of them), as ModelConfig fields."""
+    out = {field: options.pop(key) for key, field in OVERRIDE_FIELDS.items() if options.get(key) is not None}
+    for key in OVERRIDE_FIELDS:
+        options.pop(key, None)
+    extra = options.pop("set", None)
+    if extra is not None:
+        if not isinstance(extra, dict):
+            raise TypeError(f"set= takes a dict of model fields, e.g. set={{'mlp': 'swiglu'}}, not {type(extra).__name__}")
+        from transformer_calc.model.config import ALIASES
+
+        for key, value in extra.items():
+            field = ALIASES.get(key, key)
+            if field in out:
+                raise TypeError(f"{field} is given twice (a keyword and set=); give it once")
+            out[field] = value
+    return out
+
+
 def _full_source(model: Any, options: dict[str, Any]) -> Any:
-    return load_source(model, **{k: options.pop(k) for k in _SOURCE_KEYS if k in options})
+    overrides = _overrides(options)
+    return load_source(model, **{k: options.pop(k) for k in _SOURCE_KEYS if k in options}, overrides=overrides)
 
 
 def _command_source(model: Any, options: dict[str, Any]) -> str | None:
@@ -125,16 +160,20 @@ def _command_source(model: Any, options: dict[str, Any]) -> str | None:
     ModelConfig or a dict: `--preset NAME` for a preset name, else the path or repo id as MODEL."""
     import shlex
 
+    flags = [f"--{key.replace('_', '-')} {shlex.quote(str(options[key]))}" for key in OVERRIDE_FIELDS
+             if options.get(key) is not None]
+    flags += [f"--set {shlex.quote(f'{k}={v}')}" for k, v in (options.get("set") or {}).items()]
+    tail = "".join(" " + f for f in flags)
     for key in ("preset", "config", "hf_config"):
         if options.get(key) is not None:
-            return f"--{key.replace('_', '-')} {shlex.quote(str(options[key]))}"
+            return f"--{key.replace('_', '-')} {shlex.quote(str(options[key]))}" + tail
     if not isinstance(model, (str, Path)):
         return None
     text = str(model)
     if Path(text).exists() or "/" in text:  # a file or folder, or a Hub repo id
         words = [text] + (["--revision", str(options["revision"])] if options.get("revision") is not None else [])
-        return shlex.join(words)
-    return f"--preset {shlex.quote(text)}"
+        return shlex.join(words) + tail
+    return f"--preset {shlex.quote(text)}" + tail
 
 
 def _typed_checkpoint(src: Any) -> Any:
@@ -282,6 +321,10 @@ def train(model: Any = None, *, global_batch: int | None = None, global_batch_to
           lora_targets: str | None = None, offload: str | None = None, offload_device: str | None = None,
           fp8_recipe: str | None = None, matmul_efficiency: float | None = None, node_size: int | None = None,
           inter_node_gb_s: float | None = None, tokens: int | None = None, price_per_gpu_hour: float | None = None,
+          optimizer: str | None = None, grad_bytes: int | None = None, activations: str | None = None,
+          cross_entropy: str | None = None, dropout: bool | None = None, head: bool | None = None,
+          fused_optimizer: bool | None = None, etp: int | None = None, lora_alpha: float | None = None,
+          train_embeddings: bool | None = None, train_head: bool | None = None, fp32_unquantized: bool | None = None,
           **source: Any) -> TrainResult:
     """`tcalc train`: the step time of a layout (global_batch in sequences, or global_batch_tokens).
     Settings as the command's: a keyword, then a job file's training: section, then the default."""
@@ -298,7 +341,10 @@ def train(model: Any = None, *, global_batch: int | None = None, global_batch_to
         sequence_parallel=sp, zero=zero, recompute=recompute, flash=flash, precision=precision,
         p=COMPUTE_DTYPE_BYTES[name] if name is not None else None, framework=framework, finetune=finetune,
         lora_rank=lora_rank, lora_targets=lora_targets, offload=offload, offload_device=offload_device,
-        fp8_recipe=fp8_recipe, gpu=gpu,
+        fp8_recipe=fp8_recipe, gpu=gpu, optimizer=optimizer, grad_bytes=grad_bytes, activations=activations,
+        cross_entropy=cross_entropy, dropout=dropout, head_activations=head, fused_optimizer=fused_optimizer,
+        expert_tensor=etp, lora_alpha=lora_alpha, train_embeddings=train_embeddings, train_head=train_head,
+        fp32_unquantized=fp32_unquantized,
     )
     w, tr, par, gpu_name, micro_batch_given = train_configs(m, job.training if job else {}, flags, gpus)
     device = find_gpu(gpu_name)
@@ -363,12 +409,13 @@ def mfu(model: Any = None, *, S: int | None = None, gpus: int = 1, gpu: str = "a
 
 @_keywords()
 def check(*files: str | Path, gpu: str | None = None, max_memory: str | None = None,
-          min_tokens_per_s: float | None = None) -> CheckResult:
+          min_tokens_per_s: float | None = None, max_ttft_s: float | None = None,
+          max_tpot_s: float | None = None) -> CheckResult:
     """`tcalc check FILES`: each job file PASS / FAIL / INVALID (the CLI exits 2 if any is invalid,
     else 1 if any check failed, else 0)."""
     from transformer_calc.results.check import check_report
 
-    return check_report([Path(f) for f in files], gpu, max_memory, min_tokens_per_s)
+    return check_report([Path(f) for f in files], gpu, max_memory, min_tokens_per_s, max_ttft_s, max_tpot_s)
 
 
 @_keywords()
@@ -410,6 +457,7 @@ def sweep(model: Any = None, *, models: list[Any] | None = None, metrics: list[s
 
     loaded: dict[str, ModelConfig] = {}
     job = None
+    overrides = _overrides(options)  # the model flags, applied to every model (as the CLI's)
     presets = options.pop("preset", None)  # the CLI's --preset (a list or comma-separated), --config, --hf-config
     names = [n.strip() for n in presets.split(",")] if isinstance(presets, str) else list(presets or [])
     files = [Path(options.pop(k)) for k in ("config", "hf_config") if options.get(k) is not None]
@@ -417,7 +465,8 @@ def sweep(model: Any = None, *, models: list[Any] | None = None, metrics: list[s
     revision = options.pop("revision", None)  # the CLI's --revision: of the positional models (repo ids)
     positional = ([model] if model is not None else []) + list(models or [])
     for source in positional + names + files:
-        m, found = load(source, revision=revision) if revision is not None and source in positional else load(source)
+        src = load_source(source, revision=revision if source in positional else None, overrides=overrides)
+        m, found = src.model, src.job
         job = job or found
         label = source if isinstance(source, str) and Path(source).suffix not in (".yaml", ".yml", ".json") else None
         if label is not None:

@@ -412,6 +412,15 @@ TrainHeadOpt = Annotated[Optional[bool], typer.Option("--train-head/--no-train-h
 OffloadOpt = Annotated[Optional[str], typer.Option("--offload", help="none | optimizer (ZeRO-Offload: states, fp32 master, gradient partition) | optimizer+params (ZeRO-3) \\[default: none].", rich_help_panel=FINETUNE)]
 OffloadDeviceOpt = Annotated[Optional[str], typer.Option("--offload-device", help="cpu (host memory) | nvme (ZeRO-Infinity) \\[default: cpu].", rich_help_panel=FINETUNE)]
 FP8Opt = Annotated[Optional[str], typer.Option("--fp8-recipe", help="none | delayed | tensorwise | mxfp8 (Blackwell): FP8 GEMMs, FP8 weight copies, FP8-saved GEMM inputs (Transformer Engine) \\[default: none].", rich_help_panel=TRAINING)]
+# Training settings memory and train share (one declaration each)
+GradBytesOpt = Annotated[Optional[int], typer.Option("--grad-bytes", help="Bytes per gradient \\[default: 4 mixed (seed), 4 fp32, 2 bf16].", rich_help_panel=TRAINING, parser=_whole)]
+OptimizerOpt = Annotated[Optional[str], typer.Option("--optimizer", help="adamw | adam | sgd | sgd-momentum | lion | adam-8bit | adamw-8bit | paged-adamw-8bit | adafactor | muon \\[default: adamw].", rich_help_panel=TRAINING)]
+DropoutOpt = Annotated[Optional[bool], typer.Option("--dropout/--no-dropout", help="Dropout masks kept \\[default: the model's dropout > 0].", rich_help_panel=TRAINING)]
+ActivationsOpt = Annotated[Optional[str], typer.Option("--activations", help="default | seed (exactly the seed's per-layer equations) | torch-eager \\[default: default].", rich_help_panel=TRAINING)]
+HeadOpt = Annotated[Optional[bool], typer.Option("--head/--no-head", help="Count embedding, final-norm, head and loss activations \\[default: on].", rich_help_panel=TRAINING)]
+CrossEntropyOpt = Annotated[Optional[str], typer.Option("--cross-entropy", help="Loss kernel: eager | fused (Megatron vocab-parallel) | chunked (Liger-style) \\[default: fused for megatron, else eager].", rich_help_panel=TRAINING)]
+FusedOptimizerOpt = Annotated[Optional[bool], typer.Option("--fused-optimizer/--foreach-optimizer", help="Fused optimizer step (no temporaries) or PyTorch's foreach \\[default: foreach for pytorch, fused otherwise].", rich_help_panel=TRAINING)]
+EtpOpt = Annotated[Optional[int], typer.Option("--etp", "--expert-tensor-parallel", help="Tensor-parallel ranks of one expert \\[default: T, as Megatron-core].", rich_help_panel=PARALLEL, parser=_whole)]
 SOpt = Annotated[Optional[int], typer.Option("--S", "--seq-len", help="S: tokens per sequence (8k = 8192) \\[default: the model's max_seq_len].", rich_help_panel=WORKLOAD, parser=_length)]
 
 
@@ -424,24 +433,25 @@ def memory(
     precision: Annotated[Optional[str], typer.Option("--precision", help="mixed (16-bit + fp32 master, the seed's) | fp32 | bf16 (pure) \\[default: mixed; fp32 with --dtype fp32].", rich_help_panel=TRAINING)] = None,
     dtype: Annotated[Optional[str], typer.Option("--dtype", help=DTYPE_HELP + "; fp32 implies --precision fp32 \\[default: bf16].", rich_help_panel=TRAINING)] = None,
     p: Annotated[Optional[int], typer.Option("--p", help=PHelp + "; 4 implies fp32 \\[default: 2].", rich_help_panel=TRAINING, parser=_whole)] = None,
-    grad_bytes: Annotated[Optional[int], typer.Option("--grad-bytes", help="Bytes per gradient \\[default: 4 mixed (seed), 4 fp32, 2 bf16].", rich_help_panel=TRAINING, parser=_whole)] = None,
-    optimizer: Annotated[Optional[str], typer.Option("--optimizer", help="adamw | adam | sgd | sgd-momentum | lion | adam-8bit | adamw-8bit | paged-adamw-8bit | adafactor | muon \\[default: adamw].", rich_help_panel=TRAINING)] = None,
+    grad_bytes: GradBytesOpt = None,
+    optimizer: OptimizerOpt = None,
     recompute: Annotated[Optional[str], typer.Option("--recompute", help="none | selective | full (Korthikanti et al. 2022) \\[default: none].", rich_help_panel=TRAINING)] = None,
     flash: Annotated[Optional[bool], typer.Option("--flash/--no-flash", help="FlashAttention: no S×S scores kept \\[default: off].", rich_help_panel=TRAINING)] = None,
-    dropout: Annotated[Optional[bool], typer.Option("--dropout/--no-dropout", help="Dropout masks kept \\[default: the model's dropout > 0].", rich_help_panel=TRAINING)] = None,
-    activations: Annotated[Optional[str], typer.Option("--activations", help="default | seed (exactly the seed's per-layer equations) | torch-eager \\[default: default].", rich_help_panel=TRAINING)] = None,
-    head: Annotated[Optional[bool], typer.Option("--head/--no-head", help="Count embedding, final-norm, head and loss activations \\[default: on].", rich_help_panel=TRAINING)] = None,
+    dropout: DropoutOpt = None,
+    activations: ActivationsOpt = None,
+    head: HeadOpt = None,
     framework: Annotated[Optional[str], typer.Option("--framework", help="Peak-memory conventions: pytorch (eager/HF Trainer/FSDP2) | megatron | deepspeed \\[default: pytorch].", rich_help_panel=TRAINING)] = None,
-    cross_entropy: Annotated[Optional[str], typer.Option("--cross-entropy", help="Loss kernel: eager | fused (Megatron vocab-parallel) | chunked (Liger-style) \\[default: fused for megatron, else eager].", rich_help_panel=TRAINING)] = None,
+    cross_entropy: CrossEntropyOpt = None,
     micro_batches: Annotated[Optional[int], typer.Option("--micro-batches", help="Micro-batches per optimizer step (gradients stay allocated across them) \\[default: P, or 1].", rich_help_panel=TRAINING, parser=_whole)] = None,
-    fused_optimizer: Annotated[Optional[bool], typer.Option("--fused-optimizer/--foreach-optimizer", help="Fused optimizer step (no temporaries) or PyTorch's foreach \\[default: foreach for pytorch, fused otherwise].", rich_help_panel=TRAINING)] = None,
+    fused_optimizer: FusedOptimizerOpt = None,
     T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="T: tensor-parallel ranks \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
     sp: Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", rich_help_panel=PARALLEL)] = None,
     P: Annotated[Optional[int], typer.Option("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B) \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    virtual_stages: Annotated[Optional[int], typer.Option("--virtual-stages", help="Interleaved model chunks per pipeline stage \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
     dp: Annotated[Optional[int], typer.Option("--dp", "--data-parallel", help="Data-parallel replicas (for ZeRO) \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
     zero: Annotated[Optional[int], typer.Option("--zero", help="ZeRO stage 0-3: shard optimizer; +gradients; +weights \\[default: 0].", rich_help_panel=PARALLEL, parser=_zero_stage)] = None,
     ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", help="Expert-parallel ranks: routed experts split ep ways (MoE) \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
-    etp: Annotated[Optional[int], typer.Option("--etp", "--expert-tensor-parallel", help="Tensor-parallel ranks of one expert \\[default: T, as Megatron-core].", rich_help_panel=PARALLEL, parser=_whole)] = None,
+    etp: EtpOpt = None,
     cp: Annotated[Optional[int], typer.Option("--cp", "--context-parallel", help="Context-parallel ranks: the sequence split cp ways \\[default: 1].", rich_help_panel=PARALLEL, parser=_whole)] = None,
     finetune: FinetuneOpt = None,
     lora_rank: LoraRankOpt = None,
@@ -475,7 +485,7 @@ def memory(
         seq_len=S, batch_size=B, precision=precision, p=p, grad_bytes=grad_bytes, optimizer=optimizer,
         recompute=recompute, flash=flash, dropout=dropout, activations=activations, head_activations=head,
         framework=framework, cross_entropy=cross_entropy, micro_batches=micro_batches, fused_optimizer=fused_optimizer,
-        tensor=T, sequence_parallel=sp, pipeline=P, data=dp, zero=zero, expert=ep, expert_tensor=etp, context=cp, gpu=gpu,
+        tensor=T, sequence_parallel=sp, pipeline=P, virtual_stages=virtual_stages, data=dp, zero=zero, expert=ep, expert_tensor=etp, context=cp, gpu=gpu,
         finetune=finetune, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets,
         train_embeddings=train_embeddings, train_head=train_head, offload=offload, offload_device=offload_device,
         fp8_recipe=fp8_recipe, fp32_unquantized=fp32_unquantized,
@@ -738,8 +748,8 @@ def serve(
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="GPUs in all; replicas = gpus / (T·ep) \\[default: 8].", rich_help_panel=SERVE, parser=_whole)] = None,
     prompt_len: Annotated[Optional[int], typer.Option("--prompt-len", "--S", "--seq-len", help="Prompt tokens per request (8k = 8192) \\[default: none: required here or in the job file].", rich_help_panel=SERVE, parser=_length)] = None,
     output_len: Annotated[Optional[int], typer.Option("--output-len", "--new-tokens", help="Output tokens per request \\[default: none: required here or in the job file].", rich_help_panel=SERVE, parser=_whole)] = None,
-    ttft: Annotated[Optional[float], typer.Option("--ttft", help="Target time to first token, seconds \\[default: none].", rich_help_panel=SERVE, parser=_positive_seconds)] = None,
-    tpot: Annotated[Optional[float], typer.Option("--tpot", help="Target time per output token, seconds \\[default: none].", rich_help_panel=SERVE, parser=_positive_seconds)] = None,
+    ttft_s: Annotated[Optional[float], typer.Option("--ttft", help="Target time to first token, seconds \\[default: none].", rich_help_panel=SERVE, parser=_positive_seconds)] = None,
+    tpot_s: Annotated[Optional[float], typer.Option("--tpot", help="Target time per output token, seconds \\[default: none].", rich_help_panel=SERVE, parser=_positive_seconds)] = None,
     request_rate: Annotated[Optional[float], typer.Option("--request-rate", help="Requests per second for the whole deployment: concurrency is what serves it \\[default: none: the most the targets allow].", rich_help_panel=SERVE, parser=_positive_seconds)] = None,
     T: Annotated[Optional[int], typer.Option("--T", "--tensor-parallel", help="Fix T (else every T within a node that divides --gpus) \\[default: search].", rich_help_panel=SERVE, parser=_whole)] = None,
     ep: Annotated[Optional[int], typer.Option("--ep", "--expert-parallel", help="Expert-parallel GPUs per replica \\[default: 1].", rich_help_panel=SERVE, parser=_whole)] = None,
@@ -782,7 +792,7 @@ def serve(
                  max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, cuda_context=cuda_context,
                  activation_peak=activation_peak, engine_workspace=engine_workspace)
     report = serve_request(model, section, flags, source.checkpoint(), checkpoint_section=source.typed_checkpoint(model),
-                           ttft_s=ttft, tpot_s=tpot,
+                           ttft_s=ttft_s, tpot_s=tpot_s,
                            request_rate=request_rate, gpus=gpus)
     _note_seq_len(model, report.serve.prompt_len, True, "--prompt-len")
     emit(report, fmt, serve_table)
@@ -856,6 +866,7 @@ def sweep(
     fused_optimizer: Annotated[Optional[bool], typer.Option("--fused-optimizer/--foreach-optimizer", help="Fused optimizer step \\[default: foreach for pytorch, fused otherwise].", rich_help_panel=SWEEP_TRAINING)] = None,
     sp: Annotated[Optional[bool], typer.Option("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", rich_help_panel=SWEEP_TRAINING)] = None,
     etp: Annotated[Optional[int], typer.Option("--etp", "--expert-tensor-parallel", help="Tensor-parallel ranks of one expert \\[default: T].", rich_help_panel=SWEEP_TRAINING, parser=_whole)] = None,
+    virtual_stages: Annotated[Optional[int], typer.Option("--virtual-stages", help="Interleaved model chunks per pipeline stage \\[default: the job file's, else 1].", rich_help_panel=SWEEP_TRAINING, parser=_whole)] = None,
     finetune: FinetuneOpt = None,
     lora_rank: LoraRankOpt = None,
     lora_targets: LoraTargetsOpt = None,
@@ -893,7 +904,7 @@ def sweep(
     settings = dict(
         precision=precision, p=p, grad_bytes=grad_bytes, optimizer=optimizer, dropout=dropout, activations=activations,
         head_activations=head, framework=framework, cross_entropy=cross_entropy, micro_batches=micro_batches,
-        fused_optimizer=fused_optimizer, sequence_parallel=sp, expert_tensor=etp, new_tokens=new_tokens,
+        fused_optimizer=fused_optimizer, sequence_parallel=sp, expert_tensor=etp, virtual_stages=virtual_stages, new_tokens=new_tokens,
         kv_dtype=kv_dtype, cache_kv_heads=cache_kv_heads, kv_cache=kv_cache, mla_cache=mla_cache,
         finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets,
     )
@@ -1046,6 +1057,12 @@ def check(
     min_tokens_per_s: Annotated[
         Optional[float], typer.Option("--min-tokens-per-s", help="Inference decode throughput must reach this (tokens/s) \\[default: the files' checks.min_tokens_per_s].")
     ] = None,
+    max_ttft_s: Annotated[
+        Optional[float], typer.Option("--max-ttft", help="Inference time to first token must not exceed this, seconds \\[default: the files' checks.max_ttft_s].")
+    ] = None,
+    max_tpot_s: Annotated[
+        Optional[float], typer.Option("--max-tpot", help="Inference time per output token must not exceed this, seconds \\[default: the files' checks.max_tpot_s].")
+    ] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Validate job files and check them against limits: a CI gate.
@@ -1057,7 +1074,7 @@ def check(
     from transformer_calc.render.check import check_lines
     from transformer_calc.results.check import check_report
 
-    report = check_report(files, gpu, max_memory, min_tokens_per_s)
+    report = check_report(files, gpu, max_memory, min_tokens_per_s, max_ttft_s, max_tpot_s)
     try:  # a reader that leaves early (`| head`) must not change check's verdict
         if fmt is OutputFormat.table:
             write(check_lines(report))
@@ -1217,7 +1234,19 @@ def train(
     node_size: NodeOpt = None,
     inter_node_gb_s: NicOpt = None,
     tokens: Annotated[Optional[str], typer.Option("--tokens", help="Token budget for days, GPU-hours and cost, e.g. 15T \\[default: none].")] = None,
-    price: Annotated[Optional[float], typer.Option("--price-per-gpu-hour", help="Cost per GPU-hour for the budget \\[default: none].")] = None,
+    price_per_gpu_hour: Annotated[Optional[float], typer.Option("--price-per-gpu-hour", help="Cost per GPU-hour for the budget \\[default: none].")] = None,
+    optimizer: OptimizerOpt = None,
+    grad_bytes: GradBytesOpt = None,
+    activations: ActivationsOpt = None,
+    cross_entropy: CrossEntropyOpt = None,
+    dropout: DropoutOpt = None,
+    head: HeadOpt = None,
+    fused_optimizer: FusedOptimizerOpt = None,
+    etp: EtpOpt = None,
+    lora_alpha: LoraAlphaOpt = None,
+    train_embeddings: TrainEmbOpt = None,
+    train_head: TrainHeadOpt = None,
+    fp32_unquantized: FP32UnqOpt = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Training step time of a parallel layout: compute, communication, pipeline bubble; MFU.
@@ -1238,7 +1267,10 @@ def train(
         sequence_parallel=sp, zero=zero, recompute=recompute, flash=flash, precision=precision,
         p=COMPUTE_DTYPE_BYTES[name] if name is not None else None, framework=framework, finetune=finetune,
         lora_rank=lora_rank, lora_targets=lora_targets, offload=offload, offload_device=offload_device,
-        fp8_recipe=fp8_recipe, gpu=gpu,
+        fp8_recipe=fp8_recipe, gpu=gpu, optimizer=optimizer, grad_bytes=grad_bytes, activations=activations,
+        cross_entropy=cross_entropy, dropout=dropout, head_activations=head, fused_optimizer=fused_optimizer,
+        expert_tensor=etp, lora_alpha=lora_alpha, train_embeddings=train_embeddings, train_head=train_head,
+        fp32_unquantized=fp32_unquantized,
     )
     w, tr, par, gpu_name, micro_batch_given = train_configs(model, job.training if job else {}, flags, gpus)
     device = find_gpu(gpu_name)
@@ -1246,7 +1278,7 @@ def train(
     budget = _count(tokens, "--tokens")
     report = train_report(model, w, tr, par, device, global_batch=G, micro_batch_given=micro_batch_given,
                           network=_network(device, node_size, inter_node_gb_s), matmul_efficiency=matmul_efficiency,
-                          tokens=budget, price_per_gpu_hour=price)
+                          tokens=budget, price_per_gpu_hour=price_per_gpu_hour)
     emit(report, fmt, train_table)
 
 

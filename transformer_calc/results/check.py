@@ -77,15 +77,16 @@ class CheckResult(Result):
 
 
 def check_job(
-    path: Any, gpu_name: str | None = None, max_memory: int | None = None, min_tokens_per_s: float | None = None
+    path: Any, gpu_name: str | None = None, max_memory: int | None = None, min_tokens_per_s: float | None = None,
+    max_ttft_s: float | None = None, max_tpot_s: float | None = None,
 ) -> CheckedFile:
     """`tcalc check`: validate one job file and run the checks it (or the flags) ask for.
 
     Training memory is checked when the file has a training: section, or when a limit is asked
     for and the file has no inference: section (a model file: defaults S = max_seq_len, B = 1).
     Inference memory is checked when the file has an inference: section, with its output
-    throughput (checks.min_tokens_per_s or the flag), time to first token (checks.max_ttft_s) and
-    time per output token (checks.max_tpot_s), all on `tcalc serve`'s model: one replica keeping
+    throughput (the flag, else checks.min_tokens_per_s), time to first token (the flag, else
+    checks.max_ttft_s) and time per output token (the flag, else checks.max_tpot_s), all on `tcalc serve`'s model: one replica keeping
     B sequences in flight under continuous batching, at the expected rates (serving.load_point).
     Limits: the GPU's capacity (flag, then checks.gpu, then the section's gpu) and max_memory
     (flag, then checks.max_memory). Raises TcalcError for an invalid file.
@@ -107,9 +108,12 @@ def check_job(
             raise TcalcError(f"{where}: {exc}") from None
         max_memory = file_limit if max_memory is None else max_memory
     checks: list[GpuFitCheck | MemoryLimitCheck | ServingCheck] = []
+    flags = {"min_tokens_per_s": min_tokens_per_s, "max_ttft_s": max_ttft_s, "max_tpot_s": max_tpot_s}
     wants_inference_checks = [
         name for name, given in (
             ("--min-tokens-per-s", min_tokens_per_s is not None),
+            ("--max-ttft", max_ttft_s is not None),
+            ("--max-tpot", max_tpot_s is not None),
             ("checks.min_tokens_per_s", job.checks.get("min_tokens_per_s") is not None),
             ("checks.max_ttft_s", job.checks.get("max_ttft_s") is not None),
             ("checks.max_tpot_s", job.checks.get("max_tpot_s") is not None),
@@ -153,15 +157,15 @@ def check_job(
             checks.append(MemoryLimitCheck(check="inference_max_memory", ok=total <= max_memory, value=total,
                                            limit=max_memory))
         point = None
-        wanted = [k for k in ("min_tokens_per_s", "max_ttft_s", "max_tpot_s") if job.checks.get(k) is not None]
-        if wanted or min_tokens_per_s is not None:  # the serving model of `tcalc serve`, at B in flight
+        wanted = [k for k in flags if flags[k] is not None or job.checks.get(k) is not None]
+        if wanted:  # the serving model of `tcalc serve`, at B in flight
             point = check_load_point(model, device, spec, job.inference)
         for key, value, better in (
             ("min_tokens_per_s", point.output_tokens_per_s if point else None, "higher"),
             ("max_ttft_s", point.ttft_s if point else None, "lower"),
             ("max_tpot_s", point.tpot_s if point else None, "lower"),
         ):
-            limit = job.checks.get(key) if min_tokens_per_s is None or key != "min_tokens_per_s" else min_tokens_per_s
+            limit = flags[key] if flags[key] is not None else job.checks.get(key)
             if limit is None:
                 continue
             if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
@@ -176,7 +180,7 @@ def check_job(
 
 def check_report(
     files: list[Any], gpu_name: str | None = None, max_memory: str | None = None,
-    min_tokens_per_s: float | None = None,
+    min_tokens_per_s: float | None = None, max_ttft_s: float | None = None, max_tpot_s: float | None = None,
 ) -> CheckResult:
     """`tcalc check` over files: every file is checked (one invalid file hides no other's result),
     each PASS / FAIL / INVALID; the flags are validated once, as usage errors (TcalcError)."""
@@ -190,12 +194,13 @@ def check_report(
         raise TcalcError(str(exc)) from None
     if gpu_name is not None:
         find_gpu(gpu_name)  # an unknown --gpu is a usage error for every file: say it once
-    if min_tokens_per_s is not None and not 0 < min_tokens_per_s < float("inf"):
-        raise TcalcError(f"--min-tokens-per-s ({min_tokens_per_s}) must be a positive number")
+    for flag, value in (("--min-tokens-per-s", min_tokens_per_s), ("--max-ttft", max_ttft_s), ("--max-tpot", max_tpot_s)):
+        if value is not None and (isinstance(value, bool) or not 0 < value < float("inf")):
+            raise TcalcError(f"{flag} ({value}) must be a positive number")
     results: list[CheckedFile | InvalidFile] = []
     for path in files:
         try:
-            results.append(check_job(path, gpu_name, limit, min_tokens_per_s))
+            results.append(check_job(path, gpu_name, limit, min_tokens_per_s, max_ttft_s, max_tpot_s))
         except TcalcError as exc:
             results.append(InvalidFile(file=str(path), status="invalid", error=str(exc), checks=[]))
         except (ValueError, OverflowError, RecursionError) as exc:
