@@ -87,6 +87,12 @@ def peak_dtype(gpu: "GPU", dtype: str | None = None) -> str:
 
 
 GB = 10**9  # decimal, as datasheets market memory and bandwidth
+
+# A small collective's fixed cost inside one NVLink/NVSwitch node, and per step across nodes: the
+# order NCCL's nccl-tests `all_reduce_perf` reports for messages up to ~64 KiB on 4-8 NVLink GPUs
+# (10-20 µs) and over InfiniBand. One home for training (train.py) and inference (roofline.py).
+COLLECTIVE_LATENCY_S = 10e-6
+INTER_NODE_LATENCY_S = 20e-6
 GIB = 2**30
 TERA = 10**12
 

@@ -47,17 +47,15 @@ import math
 from dataclasses import dataclass, fields
 from decimal import Decimal
 
+from transformer_calc.model.units import FLOPS_PER_MAC, SECONDS_PER_DAY, SECONDS_PER_HOUR
 from transformer_calc.model.config import LayerAttention, ModelConfig, Recompute, Workload
 from transformer_calc.estimators.params import GATED_MATRICES, PLAIN_MATRICES, count_params, layer_params
 
-FLOPS_PER_MAC = 2  # one multiply, one add
 BACKWARD_PER_FORWARD = 2  # input grad + weight grad, each one forward matmul
 FORWARD_FLOPS_PER_PARAM = FLOPS_PER_MAC  # 2·N per token forward (one MAC per weight)
 TRAIN_FLOPS_PER_PARAM = FORWARD_FLOPS_PER_PARAM * (1 + BACKWARD_PER_FORWARD)  # the 6 of 6·N
 PALM_ATTENTION_FLOPS = 12  # PaLM App. B: 12·L·H·Q·T = 3 passes x 2 matmuls x 2 FLOPs/MAC
 TOKENS_PER_PARAM_CHINCHILLA = 20  # Hoffmann et al. 2022 (Chinchilla: 70B params, 1.4T tokens)
-SECONDS_PER_HOUR = 3600
-SECONDS_PER_DAY = 86_400
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,12 @@
 the model line and the checkpoint table."""
 
 from __future__ import annotations
+
 import json
 from enum import Enum
 from typing import Any
+
+from transformer_calc.model.units import GB, GIB
 
 
 class OutputFormat(str, Enum):
@@ -14,10 +17,8 @@ class OutputFormat(str, Enum):
     csv = "csv"
 
 
-GIB = 2**30
 
 
-GB = 10**9
 
 
 # ---------------------------------------------------------------------------- number formatting

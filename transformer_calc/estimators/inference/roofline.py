@@ -49,8 +49,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from transformer_calc.model.units import BITS_PER_BYTE, FLOPS_PER_MAC
 from transformer_calc.model.config import LayerAttention, ModelConfig
-from transformer_calc.devices.hardware import DTYPE_ALIASES, DTYPES, GPU, peak_flops
+from transformer_calc.devices.hardware import COLLECTIVE_LATENCY_S, DTYPE_ALIASES, DTYPES, GPU, peak_flops
 from transformer_calc.model.checkpoint import StoredWeights
 from transformer_calc.estimators.inference.quant import FORMATS, QuantizedWeights, quantized_weights, resolve_format, stored_shard
 from transformer_calc.estimators.params import (
@@ -64,15 +65,8 @@ from transformer_calc.estimators.params import (
     tensor_parallel_params,
 )
 
-FLOPS_PER_MAC = 2  # one multiply, one add
 KV_TENSORS = 2  # K and V are cached; the query is not (seed eq. kv_cache_memory; errata INF-1)
 ALL_REDUCES_PER_LAYER = 2  # Megatron-LM: after the attention output and after the MLP output
-BITS_PER_BYTE = 8
-
-# A small collective's fixed cost inside one NVLink/NVSwitch node. An assumption, of the order
-# that NCCL's nccl-tests `all_reduce_perf` reports for messages up to ~64 KiB on 4-8 NVLink GPUs
-# (10-20 µs); override it with `InferenceSpec.collective_latency_s`.
-COLLECTIVE_LATENCY_S = 10e-6
 
 # Storage dtypes for weights, the KV cache and activations -> bits per element.
 DTYPE_BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "int4": 4}

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from transformer_calc.model.units import FLOPS_PER_MAC
 from transformer_calc.model.config import Finetune, LoraTarget, ModelConfig, Parallelism, Precision, Training
 from transformer_calc.estimators.params import kv_heads_per_rank
 
@@ -423,7 +424,6 @@ def activation_delta(
 
 
 # ---------------------------------------------------------------------------- step FLOPs
-FLOPS_PER_MAC = 2  # x @ A^T and (x A^T) @ B^T: r·(d_in + d_out) multiply-adds per token, 2 FLOPs each
 
 
 def adapter_flops_per_token(m: ModelConfig, tr: Training) -> int:

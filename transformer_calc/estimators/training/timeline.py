@@ -53,6 +53,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from transformer_calc.model.units import GIB, MIB
 from transformer_calc.model.config import (
     ActivationProfile,
     CrossEntropy,
@@ -78,8 +79,6 @@ from transformer_calc.estimators.training.memory import (
 )
 from transformer_calc.estimators.params import shard_params
 
-GIB = 2**30
-MIB = 2**20
 CUDA_CONTEXT_BYTES = 512 * MIB  # CUDA context + cuBLAS/cuDNN workspaces + kernel images: of the
 # order PyTorch users report on A100/H100 (300-800 MiB with driver and libraries); an assumption
 ALLOCATOR_RESERVE = 0.05  # caching-allocator blocks reserved but unused, as a fraction of the peak

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from transformer_calc.devices.hardware import COLLECTIVE_LATENCY_S, INTER_NODE_LATENCY_S
 from transformer_calc.model.config import FP8Recipe, ModelConfig, Parallelism, Precision, Recompute, Training, Workload
 from transformer_calc.estimators.flops import count_flops
 from transformer_calc.estimators.params import kv_heads_per_rank, shard_params
@@ -57,8 +58,6 @@ DEFAULT_MATMUL_EFFICIENCY = 0.80
 # docs/validation.md "Training runs". `--matmul-efficiency` replaces the product.
 TRAINING_GEMM_FRACTION = 0.69
 MEMORY_EFFICIENCY = 0.90  # achieved / datasheet HBM bandwidth for large copies (measured ~90 %)
-COLLECTIVE_LATENCY_S = 10e-6  # per collective inside a node (nccl-tests small messages, 8 GPUs)
-INTER_NODE_LATENCY_S = 20e-6  # per collective step across nodes (InfiniBand)
 # Node size and per-GPU NIC bandwidth (one direction) by platform: DGX A100 8 GPUs, 8 x 200 Gb/s
 # HDR; DGX H100/H200 and HGX B200 8 GPUs, 8 x 400 Gb/s NDR; GB200/GB300 NVL72 72 GPUs in one
 # NVLink domain, 800 Gb/s per GPU (ConnectX-8 on GB300; 400 on GB200). Flags override.
