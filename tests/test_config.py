@@ -98,3 +98,20 @@ def test_explicit_values_survive_overrides():
 def test_roundtrip_through_given_spec(m):
     assert ModelConfig.model_validate(m.given) == m
     assert ModelConfig.model_validate(m.model_dump()) == m
+
+
+def test_one_whole_number_parser():
+    """config.parse_whole: every integer flag and count (issue 21: one parser; issue 26: exponents
+    beyond any physical count refused before computing, never a Decimal overflow)."""
+    import time
+
+    from transformer_calc.model.config import parse_count, parse_whole
+
+    assert parse_whole("8k") == 8000 and parse_whole("8k", binary=True) == 8192
+    assert parse_whole("1_000") == 1000 and parse_whole("1e3") == 1000 and parse_whole("1.5k") == 1500
+    assert parse_count("1.4T") == 1_400_000_000_000 and parse_count("70B") == 70 * 10**9
+    for bad in ("1e999999999", "1e100000", "9" * 40, "2.5", "lots", "1x", "-3"):
+        start = time.monotonic()
+        with pytest.raises(ValueError):
+            parse_whole(bad)
+        assert time.monotonic() - start < 0.1

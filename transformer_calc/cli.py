@@ -18,34 +18,14 @@ from transformer_calc.render.common import OutputFormat
 from transformer_calc.results import RESULT_TYPES
 
 def _parse_whole(text: Any, low: int, high: int | None = None, binary: bool = False) -> int:
-    """An integer flag as people type it: 8192, 8k, 4M, 2T, 1e3, 1_000, one parser for every
-    integer flag (suffixes decimal, as config.parse_count reads token counts; `binary` for
-    sequence lengths, where 8k means 8192). A non-integral value or one out of range is an error
-    naming the value."""
-    import re
+    """An integer flag as people type it (8192, 8k, 4M, 1e3, 1_000): config.parse_whole, the one
+    parser of whole numbers, its error a usage error naming the flag."""
+    from transformer_calc.model.config import parse_whole
 
-    if isinstance(text, int) and not isinstance(text, bool):
-        value = text
-    else:
-        raw = str(text).strip().replace("_", "")
-        match = re.fullmatch(r"([+-]?)([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtT]?)", raw)
-        if not match:
-            raise typer.BadParameter(f"{str(text)[:40]!r} is not a whole number (write e.g. 8192, 8k, 4M or 1e3)")
-        from decimal import Decimal, InvalidOperation
-
-        base = 1024 if binary else 1000
-        scale = {"": 1, "k": base, "m": base**2, "g": base**3, "t": base**4}[match.group(3).lower()]
-        try:
-            number = Decimal(match.group(2)) * scale
-        except InvalidOperation:
-            raise typer.BadParameter(f"{str(text)[:40]!r} is not a number") from None
-        if number != number.to_integral_value():
-            raise typer.BadParameter(f"{str(text)[:40]!r} is not a whole number")
-        value = int(number) * (-1 if match.group(1) == "-" else 1)
-    if value < low or (high is not None and value > high):
-        bound = f"from {low} to {high}" if high is not None else f">= {low}"
-        raise typer.BadParameter(f"{value} is out of range; use a whole number {bound}")
-    return value
+    try:
+        return parse_whole(text, low=low, high=high, binary=binary)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def _whole(text: Any) -> int:

@@ -13,6 +13,8 @@ re-derive the defaults (`with_overrides`): `--D 1024` on gpt2 gives d_ff = 4096,
 
 from __future__ import annotations
 
+import re
+
 import math
 from enum import Enum
 from fractions import Fraction
@@ -885,22 +887,52 @@ def training_configs(
     )
 
 
-def parse_count(text: str | int, what: str = "count") -> int:
-    """'300e9' -> 300000000000, '1.4T' / '70B' / '7M' / '2k' (decimal suffixes), '4096': an exact
-    positive integer (a token budget, a FLOP budget, a parameter count)."""
-    import re
+# The one parser of whole numbers as people type them (flags, job-file counts, API strings).
+_DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "b": 10**9, "t": 10**12, "p": 10**15}
+_BINARY = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+MAX_EXPONENT = 30  # 1e30 is beyond any count tcalc takes (tokens, FLOPs, lengths): refused before computing
+
+
+def parse_whole(text: str | int, what: str = "value", low: int = 1, high: int | None = None,
+                binary: bool = False) -> int:
+    """'8192', '8k', '4M', '1.4T', '70B', '1e3', '1_000' -> an exact int in [low, high]: suffixes
+    decimal (k = 10^3, M = 10^6, G/B = 10^9, T = 10^12, P = 10^15), or binary with `binary`
+    (sequence lengths: 8k = 8192). A fraction, a number out of range, or an exponent past
+    MAX_EXPONENT is a ValueError naming the value (never a Decimal overflow or a 10^6-digit int)."""
     from decimal import Decimal, InvalidOperation
 
     if isinstance(text, int) and not isinstance(text, bool):
-        value = Decimal(text)
+        value = text
     else:
-        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMbBtTpP]?)\s*", str(text))
-        if not match:
-            raise ValueError(f"{what} ({clip(text)}) is not a number; write e.g. 300e9, 1.4T or 70B")
+        raw = str(text).strip().replace("_", "")
+        match = re.fullmatch(r"([+-]?)([0-9]*\.?[0-9]+)(?:[eE]([+-]?[0-9]{1,12}))?\s*([a-zA-Z]?)", raw)
+        suffixes = _BINARY if binary else _DECIMAL
+        if not match or match.group(4).lower() not in suffixes:
+            raise ValueError(f"{clip(text, 40)} is not a whole number (write e.g. 8192, 8k, 4M or 1e3)")
+        digits, exponent = match.group(2), int(match.group(3) or 0)
+        magnitude = len(digits.split(".")[0].lstrip("0")) + exponent
+        if magnitude > MAX_EXPONENT:
+            raise ValueError(f"{clip(text, 40)} is too large; use a whole number below 1e{MAX_EXPONENT}")
         try:
-            value = Decimal(match.group(1)) * {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12, "p": 10**15}[match.group(2).lower()]
-        except InvalidOperation:  # pragma: no cover
-            raise ValueError(f"{what} ({clip(text)}) is not a number") from None
-    if value != value.to_integral_value() or value < 1:
-        raise ValueError(f"{what} ({clip(text)}) must be a whole number >= 1")
-    return int(value)
+            number = Decimal(digits) * (Decimal(10) ** exponent) * suffixes[match.group(4).lower()]
+        except InvalidOperation:  # pragma: no cover - the pattern admits only finite decimals
+            raise ValueError(f"{clip(text, 40)} is not a number") from None
+        if number != number.to_integral_value():
+            raise ValueError(f"{clip(text, 40)} is not a whole number")
+        value = int(number) * (-1 if match.group(1) == "-" else 1)
+    if value < low or (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f">= {low}"
+        raise ValueError(f"{clip(value, 40)} is out of range; use a whole number {bound}")
+    return value
+
+
+def parse_count(text: str | int, what: str = "count") -> int:
+    """'300e9' -> 300000000000, '1.4T' / '70B' / '7M' / '2k' (decimal suffixes), '4096': an exact
+    positive integer (a token budget, a FLOP budget, a parameter count); `parse_whole`'s rules."""
+    try:
+        return parse_whole(text, what)
+    except ValueError as exc:
+        reason = str(exc).split(" (write e.g.")[0]
+        if "is not a whole number" in reason and not any(ch.isdigit() for ch in str(text)):
+            raise ValueError(f"{what} ({clip(text)}) is not a number; write e.g. 300e9, 1.4T or 70B") from None
+        raise ValueError(f"{what} ({clip(text)}): {reason}; write e.g. 300e9, 1.4T or 70B") from None
