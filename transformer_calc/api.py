@@ -143,7 +143,7 @@ def _overrides(options: dict[str, Any]) -> dict[str, Any]:
         from transformer_calc.model.config import ALIASES
 
         for key, value in extra.items():
-            field = ALIASES.get(key, key)
+            field: str = ALIASES.get(str(key)) or str(key)
             if field in out:
                 raise TypeError(f"{field} is given twice (a keyword and set=); give it once")
             out[field] = value
@@ -381,10 +381,10 @@ def _sequences(global_batch: int | None, global_batch_tokens: int | None, S: int
     """The global batch in sequences: given, or whole sequences of S in the tokens (as the CLI)."""
     from transformer_calc.errors import TcalcError
 
-    if (global_batch is None) == (global_batch_tokens is None):
-        raise TcalcError("give the global batch once: global_batch (sequences) or global_batch_tokens")
-    if global_batch is not None:
+    if global_batch is not None and global_batch_tokens is None:
         return global_batch
+    if global_batch_tokens is None or global_batch is not None:  # neither, or both
+        raise TcalcError("give the global batch once: global_batch (sequences) or global_batch_tokens")
     if global_batch_tokens < S:
         raise TcalcError(f"global_batch_tokens ({global_batch_tokens}) is less than one sequence of S = {S} tokens")
     return global_batch_tokens // S

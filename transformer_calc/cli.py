@@ -9,13 +9,16 @@ printed on stdout and no traceback is shown. Heavy modules are imported inside t
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import IO, TYPE_CHECKING, Annotated, Any, Optional, cast, overload
 
 import typer
 
 from transformer_calc import __version__
 from transformer_calc.render.common import OutputFormat
 from transformer_calc.results import RESULT_TYPES
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 def _parse_whole(text: Any, low: int, high: int | None = None, binary: bool = False) -> int:
     """An integer flag as people type it (8192, 8k, 4M, 1e3, 1_000): config.parse_whole, the one
@@ -268,7 +271,8 @@ def model_options(command: Any) -> Any:
         return command(source=source, **kwargs)
 
     del wrapper.__wrapped__  # typer must read the new signature, not the original one
-    wrapper.__signature__ = inspect.Signature(
+    # typer reads the parameters from __signature__, which inspect honours but functions do not declare
+    wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         shared + [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
     )
     wrapper.__annotations__ = {name: annotation for name, annotation in MODEL_OPTIONS} | {
@@ -291,7 +295,7 @@ def emit(data: Any, fmt: OutputFormat, table: Any) -> None:
 
         from transformer_calc.render.common import checkpoint_table
 
-        console = Console(file=_Stdout())
+        console = Console(file=cast(IO[str], _Stdout()))  # a file in all but name: the rest is sys.stdout's
         console.print(table(data))
         if typed and getattr(data, "checkpoint", None) is not None:
             console.print(checkpoint_table(data.checkpoint))
@@ -482,6 +486,14 @@ CausalOpt = Annotated[bool, typer.Option("--causal/--no-causal", help="Halve the
 RecomputeOpt = Annotated[Optional[str], typer.Option("--recompute", help="none | selective | full: hardware FLOPs (Korthikanti et al. 2022) \\[default: none].")]
 DtypeOpt = Annotated[Optional[str], typer.Option("--dtype", help=DTYPE_HELP + ", whose dense peak is the denominator \\[default: bf16, else fp16].")]
 PeakPOpt = Annotated[Optional[int], typer.Option("--p", help=PHelp + " \\[default: 2].", parser=_whole)]
+
+
+@overload
+def _count(text: str, what: str) -> int: ...
+
+
+@overload
+def _count(text: str | None, what: str) -> int | None: ...
 
 
 def _count(text: str | None, what: str) -> int | None:
@@ -893,8 +905,8 @@ def sweep(
                         number=_sweep_number, gpu_lookup=find_gpu, peak=peak_for)
     plotting = _sweep_plot_args(sweep_run, plot, x, y, series) if plot is not None else None
     lengths = sweep_run.spec.axes.get("seq_len")
-    for model in models.values():  # as memory and inference say it: a long default S, an S beyond the context
-        _note_seq_len(model, max(lengths) if lengths else model.max_seq_len, lengths is not None)
+    for m in models.values():  # as memory and inference say it: a long default S, an S beyond the context
+        _note_seq_len(m, max(lengths) if lengths else m.max_seq_len, lengths is not None)
     with _sweep_progress(sweep_run.spec.size) as progress:
         if plotting is None and fmt in (OutputFormat.csv, OutputFormat.json):
             from transformer_calc.render.sweep import sweep_csv, sweep_json
@@ -959,12 +971,12 @@ def _sweep_models(preset: list[str] | None, config: Path | None, hf_config: Path
                 raise TcalcError(f"--preset {_short(item)}: empty name in the list")
             models[resolve_preset(name)] = load_model(name, None, None, overrides)[0]
     if config is not None or hf_config is not None:
-        model, job = load_model(None, config, hf_config, overrides)
-        label = model.name or str(config or hf_config)
-        models[label if label not in models else f"{label} ({config or hf_config})"] = model
+        m, job = load_model(None, config, hf_config, overrides)
+        label = m.name or str(config or hf_config)
+        models[label if label not in models else f"{label} ({config or hf_config})"] = m
     if not models and overrides:
-        model = load_model(None, None, None, overrides)[0]
-        models[model.name or "model"] = model
+        m = load_model(None, None, None, overrides)[0]
+        models[m.name or "model"] = m
     if not models:
         raise TcalcError("no model given; use --preset NAME[,NAME...], --config FILE or --hf-config FILE, or give --L --D --A --V")
     return models, job
@@ -1004,7 +1016,8 @@ class _sweep_progress:
     def __init__(self, total: int) -> None:
         import time
 
-        self.total, self.started, self.bar, self.task = total, time.perf_counter(), None, None
+        self.total, self.started = total, time.perf_counter()
+        self.bar: tuple[Progress, TaskID] | None = None  # the bar and its task, once shown
 
     def __enter__(self) -> Any:
         return self.update
@@ -1013,18 +1026,19 @@ class _sweep_progress:
         import time
 
         if self.bar is not None:
-            self.bar.update(self.task, completed=done)
+            bar, task = self.bar
+            bar.update(task, completed=done)
         elif done and (time.perf_counter() - self.started) * self.total / done > 1.0 and sys.stderr.isatty():
             from rich.console import Console
             from rich.progress import Progress
 
-            self.bar = Progress(transient=True, console=Console(stderr=True))
-            self.bar.start()
-            self.task = self.bar.add_task("sweep", total=self.total, completed=done)
+            bar = Progress(transient=True, console=Console(stderr=True))
+            bar.start()
+            self.bar = bar, bar.add_task("sweep", total=self.total, completed=done)
 
     def __exit__(self, *exc: Any) -> None:
         if self.bar is not None:
-            self.bar.stop()
+            self.bar[0].stop()
 
 
 @app.command()
@@ -1156,10 +1170,10 @@ def _network(gpu: Any, node_size: int | None, inter_node_gb_s: float | None) -> 
 def _global_batch(sequences: str | None, tokens: str | None, S: int) -> int:
     from transformer_calc.errors import TcalcError
 
-    if (sequences is None) == (tokens is None):
-        raise TcalcError("give the global batch once: --global-batch SEQUENCES or --global-batch-tokens TOKENS (e.g. 4M)")
-    if sequences is not None:
+    if sequences is not None and tokens is None:
         return _count(sequences, "--global-batch")
+    if tokens is None or sequences is not None:  # neither, or both
+        raise TcalcError("give the global batch once: --global-batch SEQUENCES or --global-batch-tokens TOKENS (e.g. 4M)")
     n = _count(tokens, "--global-batch-tokens")
     if n < S:
         raise TcalcError(f"--global-batch-tokens ({n}) is less than one sequence of S = {S} tokens")
@@ -1315,7 +1329,8 @@ def _app_for(args: list[str]) -> typer.Typer:
     """
     if not args or args[0].startswith("-"):
         return app
-    chosen = [c for c in app.registered_commands if (c.name or c.callback.__name__) == args[0]]
+    chosen = [c for c in app.registered_commands
+              if c.callback is not None and (c.name or c.callback.__name__) == args[0]]
     if not chosen:
         return app
     single = typer.Typer(

@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from decimal import Decimal
+from typing import TypeGuard
 
 from transformer_calc.model.units import FLOPS_PER_MAC, SECONDS_PER_DAY, SECONDS_PER_HOUR
 from transformer_calc.model.config import LayerAttention, ModelConfig, Recompute, Workload
@@ -476,17 +477,17 @@ def mfu_from_throughput(
 
 
 # ============================================================================ input checks
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _check_positive(name: str, value: object, fix: str) -> None:
-    if not _is_number(value) or value <= 0:  # type: ignore[operator]
+    if not _is_number(value) or value <= 0:
         raise ValueError(f"{name} ({value!r}) must be a positive number; {fix}")
 
 
 def _check_non_negative(name: str, value: object, fix: str) -> None:
-    if not _is_number(value) or value < 0:  # type: ignore[operator]
+    if not _is_number(value) or value < 0:
         raise ValueError(f"{name} ({value!r}) must be a number >= 0; {fix}")
 
 

@@ -193,7 +193,9 @@ def _attention_bias(m: ModelConfig, q_heads: int, kv_heads: int, out_bias: bool)
     """q/k/v biases (column-parallel, split with the heads) and the output bias."""
     D, hd = m.d_model, m.head_dim
     if m.is_mla:  # modeling_deepseek_v3.py: q_a_proj, kv_a_proj_with_mqa, o_proj take attention_bias
-        bias = (m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_rope_head_dim if m.qkv_bias else 0  # type: ignore[operator]
+        r_kv, rope = m.kv_lora_rank, m.qk_rope_head_dim
+        assert r_kv is not None and rope is not None  # MLA's widths are required (config._check_mla)
+        bias = (m.q_lora_rank or 0) + r_kv + rope if m.qkv_bias else 0
         return bias + (D if out_bias else 0)
     return (hd * (q_heads + 2 * kv_heads) if m.qkv_bias else 0) + (D if out_bias else 0)
 
@@ -207,9 +209,9 @@ def _qk_norm(m: ModelConfig) -> int:
 
 
 def _latent_norms(m: ModelConfig) -> int:
-    if not m.is_mla:
+    if m.kv_lora_rank is None:  # not MLA
         return 0
-    return norm_params(m, m.kv_lora_rank) + (norm_params(m, m.q_lora_rank) if m.q_lora_rank else 0)  # type: ignore[arg-type]
+    return norm_params(m, m.kv_lora_rank) + (norm_params(m, m.q_lora_rank) if m.q_lora_rank else 0)
 
 
 def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:

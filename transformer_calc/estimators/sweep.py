@@ -249,15 +249,17 @@ def affine_peaks(m: ModelConfig, S: int, tr: Training, par: Parallelism, all_sta
 def peak_at(lines: Any, B: int) -> tuple[int, int, int]:
     """(total, weights, activations) of the peak phase at micro-batch B from `affine_peaks`: the
     first phase of largest total in each stage, the first stage of largest peak, as peak_memory."""
-    best = None
+    best: tuple[int, int, int] | None = None
     for phases in lines:
-        stage_best = None
+        stage_best: tuple[int, int, int] | None = None
         for base, slope in phases:
             total = base[0] + B * slope[0]
             if stage_best is None or total > stage_best[0]:
                 stage_best = (total, base[1] + B * slope[1], base[2] + B * slope[2])
+        assert stage_best is not None  # a stage's timeline has phases (its model states at least)
         if best is None or stage_best[0] > best[0]:
             best = stage_best
+    assert best is not None  # a layout has at least one pipeline stage
     return best
 
 @dataclass(frozen=True)
@@ -535,10 +537,10 @@ def iter_rows(
                         usable = fit_capacity(device.memory_bytes)
                         row["fits"], row["headroom_bytes"] = peak[0] <= usable, usable - peak[0]
                 if want_flops:
-                    key = (label, S, B)
-                    step = flops_memo.get(key)
+                    flops_key = (label, S, B)
+                    step = flops_memo.get(flops_key)
                     if step is None:
-                        step = flops_memo.put(key, count_flops(m, w))
+                        step = flops_memo.put(flops_key, count_flops(m, w))
                     row["model_flops"] = step.total
                     if "hardware_flops" in want:
                         row["hardware_flops"] = step.hardware(tr.recompute)
@@ -580,11 +582,11 @@ def _points(spec: SweepSpec, start: int, stop: int) -> Iterator[tuple[Any, ...]]
 def _train_days(m: ModelConfig, label: str, S: int, spec: SweepSpec, par: Parallelism, device: Any, dtype: str | None,
                 memo: _Memo) -> float:
     """`tcalc flops --tokens N --gpus T·CP·P·dp --gpu G --mfu M [--dtype D]`: training.days."""
+    assert spec.tokens is not None and spec.peak is not None  # build_spec requires both for train_days
     key = (label, S)
     total = memo.get(key)
     if total is None:
         total = memo.put(key, train_flops_for_tokens(m, S, spec.tokens))
-    assert spec.peak is not None  # build_spec requires it for train_days
     _, peak = spec.peak(device, dtype)
     return training_time_s(total, par.gpus, peak, spec.mfu) / SECONDS_PER_DAY
 

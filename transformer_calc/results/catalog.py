@@ -40,6 +40,7 @@ class PresetsResult(RootModel[list[PresetRow]]):
 
     model_config = ConfigDict(frozen=True)
 
+    # the rows, not BaseModel's (field, value) pairs: pydantic's own recipe for an iterable RootModel
     def __iter__(self) -> Iterator[PresetRow]:  # type: ignore[override]
         return iter(self.root)
 
@@ -78,7 +79,7 @@ def presets_report() -> PresetsResult:
                 max_seq_len=m.max_seq_len,
                 mlp=m.mlp.value,
                 n_experts=m.n_experts,
-                source=entry.get("source"),
+                source=entry["source"],  # every preset names its source (tests/test_presets_params.py)
             )
         )
     return PresetsResult(rows)

@@ -36,10 +36,13 @@ class MemoryLimitCheck(Section):
     limit: int | None  # bytes; None: no limit asked (training_memory, always ok)
 
 
+ServingCheckName = Literal["inference_min_tokens_per_s", "inference_max_ttft_s", "inference_max_tpot_s"]
+
+
 class ServingCheck(Section):
     """Throughput or latency of one replica at B in flight (tcalc serve's model) against a limit."""
 
-    check: Literal["inference_min_tokens_per_s", "inference_max_ttft_s", "inference_max_tpot_s"]
+    check: ServingCheckName
     ok: bool
     value: float  # output tokens/s, or seconds
     limit: int | float  # as given (a whole number stays one in the JSON)
@@ -156,24 +159,24 @@ def check_job(
         if max_memory is not None:
             checks.append(MemoryLimitCheck(check="inference_max_memory", ok=total <= max_memory, value=total,
                                            limit=max_memory))
-        point = None
         wanted = [k for k in flags if flags[k] is not None or job.checks.get(k) is not None]
         if wanted:  # the serving model of `tcalc serve`, at B in flight
             point = check_load_point(model, device, spec, job.inference)
-        for key, value, better in (
-            ("min_tokens_per_s", point.output_tokens_per_s if point else None, "higher"),
-            ("max_ttft_s", point.ttft_s if point else None, "lower"),
-            ("max_tpot_s", point.tpot_s if point else None, "lower"),
-        ):
-            limit = flags[key] if flags[key] is not None else job.checks.get(key)
-            if limit is None:
-                continue
-            if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
-                from transformer_calc.errors import TcalcError
+            serving: tuple[tuple[str, ServingCheckName, float, str], ...] = (
+                ("min_tokens_per_s", "inference_min_tokens_per_s", point.output_tokens_per_s, "higher"),
+                ("max_ttft_s", "inference_max_ttft_s", point.ttft_s, "lower"),
+                ("max_tpot_s", "inference_max_tpot_s", point.tpot_s, "lower"),
+            )
+            for key, check, value, better in serving:
+                limit = flags[key] if flags[key] is not None else job.checks.get(key)
+                if limit is None:
+                    continue
+                if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
+                    from transformer_calc.errors import TcalcError
 
-                raise TcalcError(f"{where}: checks.{key} ({limit!r}) must be a positive number")
-            ok = value >= limit if better == "higher" else value <= limit
-            checks.append(ServingCheck(check=f"inference_{key}", ok=ok, value=value, limit=limit))
+                    raise TcalcError(f"{where}: checks.{key} ({limit!r}) must be a positive number")
+                ok = value >= limit if better == "higher" else value <= limit
+                checks.append(ServingCheck(check=check, ok=ok, value=value, limit=limit))
     return CheckedFile(file=str(path), model=model.name, status="pass" if all(c.ok for c in checks) else "fail",
                        checks=checks)
 

@@ -102,7 +102,7 @@ class TrainingRun(Section):
 
 
 class FlopsResult(Result):
-    model: ModelSection  # type: ignore[valid-type]
+    model: ModelSection
     workload: WorkloadSection
     conventions: Conventions
     flops: StepFlopsSection
@@ -165,7 +165,7 @@ def flops_report(
         workload=WorkloadSection(seq_len=w.seq_len, batch_size=w.batch_size),
         conventions=Conventions(causal=causal, recompute=str(getattr(recompute, "value", recompute))),
         # as_dict is typed dict[str, int | float | bool]; each key's own type is checked here
-        flops=StepFlopsSection(**step.as_dict(), hardware=step.hardware(recompute)),  # type: ignore[arg-type]
+        flops=StepFlopsSection.model_validate({**step.as_dict(), "hardware": step.hardware(recompute)}),
         rules_of_thumb=RulesOfThumb(
             six_n_per_token=F.six_n_flops_per_token(m),
             six_n_non_embedding_per_token=F.six_n_flops_per_token(m, include_embeddings=False),
@@ -221,7 +221,7 @@ class MfuFlops(Section):
 
 
 class MfuResult(Result):
-    model: ModelSection  # type: ignore[valid-type]
+    model: ModelSection
     seq_len: int
     gpus: int
     gpu: str

@@ -196,7 +196,7 @@ class SpeculativeSection(Section):
 
 
 class InferenceResult(Result):
-    model: ModelSection  # type: ignore[valid-type]
+    model: ModelSection
     inference: InferenceSettings
     kv_cache: KVCacheSection
     memory: InferenceMemorySection

@@ -220,10 +220,10 @@ class FitSection(Section):
 
 
 class MemoryResult(Result):
-    model: ModelSection  # type: ignore[valid-type]
-    workload: WorkloadSection  # type: ignore[valid-type]
-    training: TrainingSection  # type: ignore[valid-type]
-    parallelism: ParallelismSection  # type: ignore[valid-type]
+    model: ModelSection
+    workload: WorkloadSection
+    training: TrainingSection
+    parallelism: ParallelismSection
     params: MemoryParams
     memory: MemorySection
     b_min: float  # seed B_min: mixed precision saves memory above this micro-batch

@@ -57,8 +57,8 @@ class WeightBytes(Section):
 
 
 class ParamsResult(Result):
-    model: ModelSection  # type: ignore[valid-type]
-    params: ParamCounts  # type: ignore[valid-type]
+    model: ModelSection
+    params: ParamCounts
     approximations: Approximations
     weights: WeightBytes
     checkpoint: CheckpointSection | None = None

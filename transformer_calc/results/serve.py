@@ -104,7 +104,7 @@ class LayoutRow(Section):
 
 
 class ServeResult(Result):
-    model: ModelSection  # type: ignore[valid-type]
+    model: ModelSection
     serve: ServeSettings
     best: LayoutRow | None  # the first feasible layout (None: no layout meets the targets)
     layouts: list[LayoutRow]  # best first; rejections with their reasons

@@ -104,11 +104,11 @@ class Budget(Section):
 
 
 class TrainResult(Result):
-    model: ModelSection  # type: ignore[valid-type]
+    model: ModelSection
     gpu: str
     layout: Layout
     batch: Batch
-    training: TrainingSection  # type: ignore[valid-type]
+    training: TrainingSection
     step_time_s: float
     breakdown: StepBreakdown
     dp_comm_total_s: float  # the whole data-parallel communication, hidden or not
@@ -136,7 +136,7 @@ class PlanRow(Section):
 
 
 class PlanResult(Result):
-    model: ModelSection  # type: ignore[valid-type]
+    model: ModelSection
     gpu: str
     gpus: int
     seq_len: int

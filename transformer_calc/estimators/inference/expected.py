@@ -147,7 +147,7 @@ def default_efficiency(
 def _rates(gpu: GPU, spec: InferenceSpec, eff: Efficiency) -> tuple[Fraction, Fraction]:
     """(achievable FLOP/s, achievable bytes/s) as exact fractions."""
     eta = eff.matmul_fp8 if spec.compute_dtype in NARROW_DTYPES else eff.matmul
-    peak = Fraction(peak_flops(gpu, spec.compute_dtype)) * Fraction(eta).limit_denominator(10**6)
+    peak = Fraction(peak_flops(gpu, spec.resolved_compute_dtype)) * Fraction(eta).limit_denominator(10**6)
     bw = Fraction(gpu.memory_bw_bytes_s) * Fraction(eff.memory).limit_denominator(10**6)
     return peak, bw
 
@@ -197,7 +197,7 @@ def fixed_costs_s(
     """(launch, communication, sampling) seconds of a forward pass over `tokens` tokens in all that
     samples `sampled` positions (one per sequence that emits a token)."""
     T = spec.tensor_parallel
-    act_bits = DTYPE_BITS[spec.activation_dtype]
+    act_bits = DTYPE_BITS[spec.resolved_activation_dtype]
     size = -(-tokens * m.d_model * act_bits // BITS_PER_BYTE)
     comm = ALL_REDUCES_PER_LAYER * m.n_layers * all_reduce_s(size, T, eff.network, spec.collective_latency_s, one_shot)
     if T > 1 and sampled:  # the vocabulary-parallel head's logits of the sampled positions, gathered

@@ -163,6 +163,22 @@ class InferenceSpec:
         """Tokens per sequence in the cache at the last decode step: S + N_new - 1."""
         return self.prompt_len + self.new_tokens - 1
 
+    # The derived dtypes as __post_init__ resolved them: a None given is never left in a built spec.
+    @property
+    def resolved_kv_dtype(self) -> str:
+        assert self.kv_dtype is not None  # resolved in __post_init__
+        return self.kv_dtype
+
+    @property
+    def resolved_compute_dtype(self) -> str:
+        assert self.compute_dtype is not None  # resolved in __post_init__
+        return self.compute_dtype
+
+    @property
+    def resolved_activation_dtype(self) -> str:
+        assert self.activation_dtype is not None  # resolved in __post_init__
+        return self.activation_dtype
+
 
 def _check_positive_int(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -172,7 +188,7 @@ def _check_positive_int(name: str, value: object) -> None:
 def checked_dtype(name: str, value: object, allowed: dict[str, int] | dict[str, int | Fraction] | tuple[str, ...]) -> str:
     key = value.strip().lower() if isinstance(value, str) else None
     key = DTYPE_ALIASES.get(key, key) if key is not None else None
-    if key not in allowed:
+    if key is None or key not in allowed:
         raise ValueError(f"{name} ({value!r}) is not supported; use one of {', '.join(allowed)}")
     return key
 
@@ -327,6 +343,35 @@ def expert_layout(m: ModelConfig, T: int, ep: int) -> tuple[int, int]:
     return max(T, ep), max(T // ep, 1)
 
 
+# ============================================================================ the shard, once per layout
+# What one GPU holds depends on the model and the layout (T, ep, the cache's heads and form), never
+# on the workload (B, S, N_new): a sweep that prices thousands of workloads of one layout computes
+# the shard once (issue 12). The key is every InferenceSpec field but the workload's, so a field
+# the shard comes to read is in the key by construction; tests/test_sweep.py checks the invariant.
+_WORKLOAD_FIELDS = frozenset({"batch_size", "prompt_len", "new_tokens"})
+_LAYOUT_FIELDS = tuple(f.name for f in dataclasses.fields(InferenceSpec) if f.name not in _WORKLOAD_FIELDS)
+_SHARD_MEMO_SIZE = 256  # layouts kept (cleared when full)
+
+
+class _MemoByLayout:
+    """A shard function memoized by layout; `uncached` is the function itself."""
+
+    def __init__(self, shard: Callable[[ModelConfig, InferenceSpec], _Shard]) -> None:
+        self.uncached = shard
+        self.__doc__, self.__name__ = shard.__doc__, shard.__name__
+        self._memo: dict[tuple[object, ...], _Shard] = {}
+
+    def __call__(self, m: ModelConfig, spec: InferenceSpec) -> _Shard:
+        key = (m, *[getattr(spec, name) for name in _LAYOUT_FIELDS])
+        sh = self._memo.get(key)
+        if sh is None:
+            if len(self._memo) >= _SHARD_MEMO_SIZE:
+                self._memo.clear()
+            sh = self._memo[key] = self.uncached(m, spec)
+        return sh
+
+
+@_MemoByLayout
 def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     """What one GPU holds and does. Attention, dense MLPs, shared experts, embedding and head are
     split T ways; routed experts ep ways, each over etp = T/ep ranks (`expert_layout`). The matmul
@@ -383,7 +428,7 @@ def _kv_bytes(sh: _Shard, spec: InferenceSpec, tokens: int, *, held: bool = True
     """Cache bytes of `tokens` positions of one sequence on one rank: what the cache holds after
     them (`held`: sliding and chunked layers keep their last window - 1), or, with held=False,
     `tokens` freshly written positions in every layer. Whole bytes, rounded once."""
-    bits = KV_DTYPE_BITS[spec.kv_dtype]
+    bits = KV_DTYPE_BITS[spec.resolved_kv_dtype]
     elements = sum(g.layers * g.elements * (g.cached(tokens) if held else tokens) for g in sh.kv_groups)
     return _bytes(elements, bits)
 
@@ -489,7 +534,7 @@ def memory_terms(sh: _Shard, spec: InferenceSpec) -> tuple[int, int, int]:
     """(weight bytes, cache bytes per cached token, workspace bytes per prefill token)."""
     weights = sh.store.total_bytes if sh.store is not None else _bytes(sh.params, DTYPE_BITS[spec.weight_dtype])
     kv_token = _kv_bytes_per_token(sh, spec) if spec.kv_cache else 0
-    workspace_token = _bytes(sh.workspace_width, DTYPE_BITS[spec.activation_dtype])
+    workspace_token = _bytes(sh.workspace_width, DTYPE_BITS[spec.resolved_activation_dtype])
     return weights, kv_token, workspace_token
 
 
@@ -638,7 +683,7 @@ def _communication_exact(
         raise ValueError(
             f"{gpu.name} has no interconnect bandwidth in the hardware table; use T = 1 and ep = 1"
         )
-    p_act = DTYPE_BITS[spec.activation_dtype]
+    p_act = DTYPE_BITS[spec.resolved_activation_dtype]
     link = Fraction(gpu.interconnect_bytes_s, 2)  # one direction of the bidirectional figure
     n = ALL_REDUCES_PER_LAYER * m.n_layers if T > 1 else 0
     size = _bytes(spec.batch_size * tokens * m.d_model, p_act) if T > 1 else 0
@@ -726,7 +771,7 @@ def roofline_step(
     weights = _weights_read_bytes(sh, spec, B * tokens)
     kv_read = B * _kv_bytes(sh, spec, kv_read_tokens) if kv_read_tokens else 0
     kv_write = B * _kv_bytes(sh, spec, kv_write_tokens, held=False) if kv_write_tokens else 0
-    peak = peak_flops(gpu, spec.compute_dtype)
+    peak = peak_flops(gpu, spec.resolved_compute_dtype)
     bw = gpu.memory_bw_bytes_s
     line = roofline(matmul + attention, weights + kv_read + kv_write, peak, bw)
     comm, comm_s = _communication_exact(m, gpu, spec, tokens)
@@ -839,7 +884,8 @@ def _split(h: Poly, n: int) -> int:
 
 
 def _sum_steps(
-    exact: Callable[[int], tuple[Step, Fraction, Fraction]], start: int, stop: int, peak: int, bw: int
+    exact: Callable[[int], tuple[Step, Fraction, Fraction]], start: int, stop: int, peak: int | Fraction,
+    bw: int | Fraction,
 ) -> tuple[int, int, Fraction, Fraction, int]:
     """(FLOPs, bytes, communication s, seconds, compute-bound steps) of the decode steps at
     contexts [start, stop), on which every per-step quantity is one polynomial of degree <= 2."""
@@ -847,17 +893,20 @@ def _sum_steps(
     if n <= 0:
         return 0, 0, Fraction(0), Fraction(0), 0
     if n < 3:  # too few steps to sample a polynomial inside the piece: add them
-        total = [0, 0, Fraction(0), Fraction(0), 0]
+        flops = bytes_moved = compute_steps = 0
+        comm_s = seconds = Fraction(0)
         for context in range(start, stop):
             step, t, comm = exact(context)
-            total = [total[0] + step.flops, total[1] + step.bytes_moved, total[2] + comm,
-                     total[3] + t, total[4] + (step.bound == COMPUTE)]
-        return total[0], total[1], total[2], total[3], total[4]
+            flops, bytes_moved, comm_s, seconds, compute_steps = (
+                flops + step.flops, bytes_moved + step.bytes_moved, comm_s + comm, seconds + t,
+                compute_steps + (step.bound == COMPUTE),
+            )
+        return flops, bytes_moved, comm_s, seconds, compute_steps
     samples = [exact(start + i) for i in range(3)]
     f = _newton([s.flops for s, _, _ in samples])  # FLOPs of step i
     b = _newton([s.bytes_moved for s, _, _ in samples])  # bytes moved by step i
     x = _newton([comm for _, _, comm in samples])  # communication seconds of step i
-    h = tuple(bw * fi - peak * bi for fi, bi in zip(f, b))  # h(i) >= 0: step i compute-bound
+    h = (bw * f[0] - peak * b[0], bw * f[1] - peak * b[1], bw * f[2] - peak * b[2])  # h(i) >= 0: step i compute-bound
     split = _split(h, n)
     on_compute, on_memory = ((0, split), (split, n))
     if _newton_value(h, 0) < 0:
@@ -880,7 +929,7 @@ def decode(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Decode:
     """
     sh = rank_shard(m, spec)
     S, B, n_steps = spec.prompt_len, spec.batch_size, spec.new_tokens - 1
-    peak, bw = peak_flops(gpu, spec.compute_dtype), gpu.memory_bw_bytes_s
+    peak, bw = peak_flops(gpu, spec.resolved_compute_dtype), gpu.memory_bw_bytes_s
 
     def exact(context: int) -> tuple[Step, Fraction, Fraction]:
         return decode_step_exact(m, gpu, spec, sh, context)
@@ -949,7 +998,7 @@ def weights_only_compute_bound_batch(m: ModelConfig, gpu: GPU, spec: InferenceSp
     """
     sh = rank_shard(m, spec)
     weights = _weights_read_bytes(sh, spec, sh.n_experts)  # every expert touched
-    peak = peak_flops(gpu, spec.compute_dtype)
+    peak = peak_flops(gpu, spec.resolved_compute_dtype)
     lambda_math = Fraction(peak, gpu.memory_bw_bytes_s)
     return float(lambda_math * weights / (FLOPS_PER_MAC * sh.matmul_params))
 
@@ -969,7 +1018,7 @@ def compute_bound_batch(
     c = spec.prompt_len + max(spec.new_tokens - 1, 1) if context_len is None else context_len
     _check_positive_int("context_len", c)
     sh = rank_shard(m, spec)
-    peak, bw = peak_flops(gpu, spec.compute_dtype), gpu.memory_bw_bytes_s
+    peak, bw = peak_flops(gpu, spec.resolved_compute_dtype), gpu.memory_bw_bytes_s
 
     def is_compute_bound(batch: int) -> bool:
         variant = dataclasses.replace(spec, batch_size=batch)
@@ -1037,33 +1086,3 @@ def estimate_inference(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Inferen
         compute_bound_batch=compute_bound_batch(m, gpu, spec),
         compute_bound_batch_weights_only=weights_only_compute_bound_batch(m, gpu, spec),
     )
-
-
-# ============================================================================ the shard, once per layout
-# What one GPU holds depends on the model and the layout (T, ep, the cache's heads and form), never
-# on the workload (B, S, N_new): a sweep that prices thousands of workloads of one layout computes
-# the shard once (issue 12). The key is every InferenceSpec field but the workload's, so a field
-# the shard comes to read is in the key by construction; tests/test_sweep.py checks the invariant.
-_WORKLOAD_FIELDS = frozenset({"batch_size", "prompt_len", "new_tokens"})
-_LAYOUT_FIELDS = tuple(f.name for f in dataclasses.fields(InferenceSpec) if f.name not in _WORKLOAD_FIELDS)
-_SHARD_MEMO_SIZE = 256  # layouts kept (cleared when full)
-
-
-def _memo_by_layout(shard: Callable[[ModelConfig, InferenceSpec], _Shard]) -> Callable[[ModelConfig, InferenceSpec], _Shard]:
-    memo: dict[tuple[object, ...], _Shard] = {}
-
-    def cached(m: ModelConfig, spec: InferenceSpec) -> _Shard:
-        key = (m, *[getattr(spec, name) for name in _LAYOUT_FIELDS])
-        sh = memo.get(key)
-        if sh is None:
-            if len(memo) >= _SHARD_MEMO_SIZE:
-                memo.clear()
-            sh = memo[key] = shard(m, spec)
-        return sh
-
-    cached.__doc__, cached.__name__ = shard.__doc__, shard.__name__
-    cached.uncached = shard  # type: ignore[attr-defined]
-    return cached
-
-
-rank_shard = _memo_by_layout(rank_shard)

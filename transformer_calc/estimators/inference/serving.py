@@ -107,7 +107,7 @@ def kv_sequence_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec,
     windowed layer at most ceil(W / block) + 1 blocks."""
     sh = rank_shard(m, spec)
     bs = serving.block_size
-    bits = KV_DTYPE_BITS[spec.kv_dtype]
+    bits = KV_DTYPE_BITS[spec.resolved_kv_dtype]
     blocks_full = -(-context // bs)
     total = 0
     for g in sh.kv_groups:
@@ -151,7 +151,7 @@ def capacity(m: ModelConfig, gpu: GPU, spec: InferenceSpec, serving: ServingSpec
     usable = math.floor(gpu.memory_bytes * serving.memory_utilization)
     act = activation_peak_bytes(m, spec, serving) if serving.activation_peak_bytes is None else serving.activation_peak_bytes
     budget = usable - weights - serving.cuda_context_bytes - act - serving.engine_workspace_bytes
-    bits = KV_DTYPE_BITS[spec.kv_dtype]
+    bits = KV_DTYPE_BITS[spec.resolved_kv_dtype]
     block = -(-sum(g.layers * g.elements for g in sh.kv_groups) * serving.block_size * bits // 8)
     c = spec.peak_context_len
     per_seq = kv_sequence_bytes(m, spec, serving, c)
@@ -196,7 +196,8 @@ def longest_context(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec, b
 
 def budget_contexts(m: ModelConfig) -> list[int]:
     """Rows of the budget matrix: 1k, 2k, 4k, ... up to the model's context window (and it)."""
-    rows, c = [], 1024
+    rows: list[int] = []
+    c = 1024
     while c < m.max_seq_len and len(rows) < 16:
         rows.append(c)
         c *= 2

@@ -28,10 +28,14 @@ Conventions (docs/formulas.md "Fine-tuning"):
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from transformer_calc.model.units import FLOPS_PER_MAC
 from transformer_calc.model.config import Finetune, LoraTarget, ModelConfig, Parallelism, Precision, Training
 from transformer_calc.estimators.params import kv_heads_per_rank
+
+if TYPE_CHECKING:
+    from transformer_calc.estimators.flops import StepFlops
 
 ATTENTION_TARGETS = frozenset({LoraTarget.q, LoraTarget.k, LoraTarget.v, LoraTarget.o})
 
@@ -442,20 +446,20 @@ def adapter_flops_per_token(m: ModelConfig, tr: Training) -> int:
     return n_moe * per_moe + (m.n_layers - n_moe) * per_dense + side
 
 
-def finetune_step_flops(m: ModelConfig, step: object, tr: Training, full_recompute: bool) -> tuple[int, int]:
+def finetune_step_flops(m: ModelConfig, step: StepFlops, tr: Training, full_recompute: bool) -> tuple[int, int]:
     """(weight-gradient FLOPs not executed, adapter FLOPs executed) for one step under adapters.
 
     Frozen weights get no weight gradient: the backward of a frozen matmul is its input gradient
     alone (one forward's FLOPs, not two), so the step skips one forward's worth of every weight
     matmul (all but the attention core, which has no weights; the LM head's too unless trained).
     The adapters run forward, input and weight gradients (3 forwards; 4 with full recomputation).
-    `step` is a flops.StepFlops. The embedding is a lookup (no FLOPs) trained or not.
+    The embedding is a lookup (no FLOPs) trained or not.
     """
     if not tr.adapters:
         return 0, 0
 
-    weight_matmuls = step.forward - step.attention_cores  # type: ignore[attr-defined]
+    weight_matmuls = step.forward - step.attention_cores
     if head_trained(m, tr):
-        weight_matmuls -= step.lm_head  # type: ignore[attr-defined]
+        weight_matmuls -= step.lm_head
     passes = 3 + (1 if full_recompute else 0)
-    return weight_matmuls, passes * adapter_flops_per_token(m, tr) * step.tokens  # type: ignore[attr-defined]
+    return weight_matmuls, passes * adapter_flops_per_token(m, tr) * step.tokens

@@ -324,7 +324,7 @@ def _layers_on_stage(L: int, P: int, s: int) -> int:
 def training_memory(
     m: ModelConfig,
     w: Workload,
-    tr: Training = Training(),
+    tr: Training = Training.model_validate({}),  # the defaults: p and grad_bytes follow the precision
     par: Parallelism = Parallelism(),
     *,
     eager: EagerCode | None = None,

@@ -326,7 +326,8 @@ def _opt_bytes(tr: Training) -> int:
 
 
 def peak_memory(
-    m: ModelConfig, w: Workload, tr: Training = Training(), par: Parallelism = Parallelism(), *, all_stages: bool = True
+    m: ModelConfig, w: Workload, tr: Training = Training.model_validate({}), par: Parallelism = Parallelism(),
+    *, all_stages: bool = True,
 ) -> Timeline:
     """The timeline of the pipeline stage whose peak is largest (ties: the earlier stage)."""
     stages = training_memory(m, w, tr, par, all_stages=all_stages)
@@ -334,7 +335,8 @@ def peak_memory(
 
 
 def stage_timelines(
-    m: ModelConfig, w: Workload, tr: Training = Training(), par: Parallelism = Parallelism(), *, all_stages: bool = True
+    m: ModelConfig, w: Workload, tr: Training = Training.model_validate({}), par: Parallelism = Parallelism(),
+    *, all_stages: bool = True,
 ) -> list[Timeline]:
     return [stage_timeline(m, w, tr, par, st) for st in training_memory(m, w, tr, par, all_stages=all_stages)]
 

@@ -333,7 +333,7 @@ def estimate_step(
     from transformer_calc.estimators.training.memory import optimizer_bytes_per_param, trainable_optimizer_bytes
 
     opt_params = trainable_local / dp if par.zero >= 1 else trainable_local
-    per_param = trainable_optimizer_bytes(tr) if tr.adapters else optimizer_bytes_per_param(tr)
+    per_param: float = trainable_optimizer_bytes(tr) if tr.adapters else optimizer_bytes_per_param(tr)
     from transformer_calc.estimators.training.optimizers import SHAPED, master_bytes, model_groups
 
     if tr.optimizer in SHAPED:  # the whole model's state bytes per trainable parameter
