@@ -48,7 +48,7 @@ from dataclasses import dataclass, fields
 from decimal import Decimal
 from typing import TypeGuard
 
-from transformer_calc.model.units import FLOPS_PER_MAC, SECONDS_PER_DAY, SECONDS_PER_HOUR
+from transformer_calc.model.units import FLOPS_PER_MAC, SECONDS_PER_DAY, SECONDS_PER_HOUR  # noqa: F401 (SECONDS_PER_DAY: part of this module's API, docs/formulas.md)
 from transformer_calc.model.config import LayerAttention, ModelConfig, Recompute, Workload
 from transformer_calc.estimators.params import GATED_MATRICES, PLAIN_MATRICES, count_params, layer_params
 

@@ -25,7 +25,8 @@ from typing import Any
 
 from transformer_calc.model.config import ModelConfig, Parallelism, Training, Workload, build
 from transformer_calc.errors import TcalcError
-from transformer_calc.estimators.flops import SECONDS_PER_DAY, count_flops, train_flops_for_tokens, training_time_s
+from transformer_calc.estimators.flops import count_flops, train_flops_for_tokens, training_time_s
+from transformer_calc.model.units import SECONDS_PER_DAY
 from transformer_calc.estimators.inference.roofline import InferenceSpec, decode, inference_memory, kv_cache, prefill_step
 from transformer_calc.estimators.training.timeline import CHUNK_TOKENS, fit_capacity, peak_memory, stage_timelines
 

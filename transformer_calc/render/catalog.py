@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformer_calc.render.common import GB, fmt_bytes, fmt_count, short_source, styled_table, terminal_width
+from transformer_calc.model.units import GB
+from transformer_calc.render.common import fmt_bytes, fmt_count, short_source, styled_table, terminal_width
 
 
 def presets_table(r: Any) -> Any:

@@ -7,7 +7,7 @@ import json
 from enum import Enum
 from typing import Any
 
-from transformer_calc.model.units import GB, GIB
+
 
 
 class OutputFormat(str, Enum):

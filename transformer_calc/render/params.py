@@ -1,8 +1,6 @@
 """`tcalc params` as a table."""
 
 from __future__ import annotations
-import json
-from enum import Enum
 from typing import Any
 from transformer_calc.render.common import fmt_bytes, fmt_count, fmt_pct, model_summary, styled_table
 

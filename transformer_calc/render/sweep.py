@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from transformer_calc.render.common import csv_cell, fmt_bytes, fmt_flops, fmt_s, styled_table, to_csv, to_json
+from transformer_calc.render.common import csv_cell, fmt_bytes, fmt_flops, fmt_s, styled_table
 
 
 TABLE_MAX_ROWS = 200  # a terminal table of 10,000 rows helps nobody and takes rich seconds

@@ -7,14 +7,9 @@ from __future__ import annotations
 from typing import Any
 from pydantic import create_model
 
-from transformer_calc.model.config import LayerAttention, ModelConfig
+from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.base import Section
-from transformer_calc.estimators.params import (
-    count_params,
-    seed_block_approx,
-    seed_total_approx,
-    tensor_parallel_params,
-)
+from transformer_calc.estimators.params import count_params
 
 
 def model_dict(m: ModelConfig) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import transformer_calc.estimators.flops as F
+from transformer_calc.model.units import SECONDS_PER_DAY
 from transformer_calc.estimators.params import count_params
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.base import Result, Section
@@ -204,7 +205,7 @@ def _training_run(m: ModelConfig, w: Any, causal: bool, tokens: int, gpus: int |
     seconds = F.training_time_s(total, gpus, peak, mfu)
     return TrainingRun(
         tokens=tokens, flops=total, flops_six_n=six_n, gpus=gpus, gpu=gpu.name, dtype=used,
-        peak_flops_per_gpu=peak, mfu=mfu, time_s=seconds, days=seconds / F.SECONDS_PER_DAY,
+        peak_flops_per_gpu=peak, mfu=mfu, time_s=seconds, days=seconds / SECONDS_PER_DAY,
         gpu_hours=F.gpu_hours(seconds, gpus),
     )
 

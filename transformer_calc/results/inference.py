@@ -14,7 +14,6 @@ from typing import Any
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.results.base import Result, Section
 from transformer_calc.results.common import CheckpointSection, ModelSection, model_section
-from transformer_calc.requests.inference import DEFAULT_INFERENCE_GPU, draft_model, inference_efficiency, inference_spec, serving_spec  # noqa: F401 (re-exported)
 from transformer_calc.results.serve import EngineSettings, ExpectedAssumptions, engine_section, expected_assumptions
 
 

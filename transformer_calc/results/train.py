@@ -163,7 +163,7 @@ def train_report(
     """`tcalc train`: the step time of one layout, its breakdown, MFU, memory, and a budget."""
     from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
-    from transformer_calc.estimators.training.train import estimate_step, micro_batch_count
+    from transformer_calc.estimators.training.train import estimate_step, fastest_micro_batch, micro_batch_count
 
     if price_per_gpu_hour is not None and not (0 < price_per_gpu_hour < float("inf")):
         raise TcalcError(f"--price-per-gpu-hour ({price_per_gpu_hour}) must be a positive number")
@@ -181,21 +181,9 @@ def train_report(
                                  f"(global batch {global_batch} / dp {par.data}); choose a divisor")
             chosen, micro_batch_given = per_replica // tr.micro_batches, True
     if not micro_batch_given:  # the fastest micro-batch that fits and divides the replica batch
-        best = None
-        per_replica = global_batch // par.data if par.data and global_batch % par.data == 0 else 0
-        for b in (1, 2, 4, 8, 16, 32):
-            if not per_replica or per_replica % b:
-                continue
-            trial_w = w.model_copy(update={"batch_size": b})
-            trial_tr = tr.model_copy(update={"micro_batches": per_replica // b})
-            peak = peak_memory(m, trial_w, trial_tr, par).peak_bytes
-            fits = peak <= fit_capacity(gpu.memory_bytes)
-            est = estimate_step(m, trial_w, trial_tr, par, gpu, global_batch=global_batch, network=network,
-                                matmul_efficiency=matmul_efficiency)
-            tried.append(MicroBatchTrial(micro_batch=b, fits=fits, step_time_s=est.step_time_s))
-            if fits and (best is None or est.step_time_s < best[1]):
-                best = (b, est.step_time_s)
-        chosen = best[0] if best else 1
+        chosen, trials = fastest_micro_batch(m, w, tr, par, gpu, global_batch=global_batch, network=network,
+                                             matmul_efficiency=matmul_efficiency)
+        tried = [MicroBatchTrial(micro_batch=t.micro_batch, fits=t.fits, step_time_s=t.step_time_s) for t in trials]
     w = w.model_copy(update={"batch_size": chosen})
     m_micro = micro_batch_count(global_batch, par, chosen)
     tr = tr.model_copy(update={"micro_batches": m_micro})
@@ -234,7 +222,7 @@ def train_report(
 
 def _budget(tokens: int, tokens_per_step: int, est: Any, price_per_gpu_hour: float | None) -> Budget:
     """Days, GPU-hours (and their cost) to train on `tokens` tokens at the step's throughput."""
-    from transformer_calc.estimators.flops import SECONDS_PER_DAY, SECONDS_PER_HOUR
+    from transformer_calc.model.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
 
     seconds = tokens / est.tokens_per_s
     gpu_hours = seconds * est.gpus / SECONDS_PER_HOUR

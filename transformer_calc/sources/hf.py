@@ -22,22 +22,10 @@ Conventions:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from transformer_calc.errors import TcalcError, did_you_mean
-from transformer_calc.sources.hf_base import (  # noqa: F401 (re-exported: hf's public names)
-    Family,
-    LLAMA_DEFAULTS,
-    Reader,
-    GPT2_NAMES,
-    llama_like,
-    gated_mlp_kind,
-    mlp_attention_biases,
-    plain_mlp_kind,
-    rotary_common,
-)
+from transformer_calc.sources.hf_base import Family, LLAMA_DEFAULTS, Reader, GPT2_NAMES, llama_like, mlp_attention_biases, plain_mlp_kind, rotary_common
 
 def _llama(c: Reader) -> dict[str, Any]:
     # modeling_llama.py: q/k/v/o bias=config.attention_bias; gate/up/down bias=config.mlp_bias

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformer_calc.errors import TcalcError, did_you_mean
+from transformer_calc.errors import TcalcError
 
 
 GPT2_NAMES = {  # configuration_gpt2.py / gptj / gpt_bigcode: attribute_map

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from transformer_calc.model.units import GIB, MIB
+from transformer_calc.model.units import MIB
 from transformer_calc.model.config import (
     ActivationProfile,
     CrossEntropy,

@@ -40,8 +40,9 @@ All times are floats in seconds; FLOPs and bytes exact ints.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from transformer_calc.devices.hardware import COLLECTIVE_LATENCY_S, INTER_NODE_LATENCY_S
+from transformer_calc.devices.hardware import COLLECTIVE_LATENCY_S, GPU, INTER_NODE_LATENCY_S
 from transformer_calc.model.config import FP8Recipe, ModelConfig, Parallelism, Precision, Recompute, Training, Workload
 from transformer_calc.estimators.flops import count_flops
 from transformer_calc.estimators.params import kv_heads_per_rank, shard_params
@@ -393,6 +394,42 @@ class Plan:
 
 def _divisors(n: int, limit: int) -> list[int]:
     return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
+MICRO_BATCHES = (1, 2, 4, 8, 16, 32)  # the micro-batches `tcalc train` tries when none is given
+
+
+@dataclass(frozen=True)
+class MicroBatchTrial:
+    micro_batch: int
+    fits: bool  # the step's peak fits the GPU (less the CUDA context)
+    step_time_s: float
+
+
+def fastest_micro_batch(
+    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, gpu: GPU, *, global_batch: int,
+    network: Any = None, matmul_efficiency: float | None = None,
+) -> tuple[int, list[MicroBatchTrial]]:
+    """The fastest micro-batch b (of MICRO_BATCHES) that fits and divides the per-replica batch
+    G/dp, with every trial; 1 when none fits. The fit is the step timeline's peak (one fit finder:
+    timeline.peak_memory), the time estimate_step's."""
+    from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
+
+    trials: list[MicroBatchTrial] = []
+    best: tuple[int, float] | None = None
+    per_replica = global_batch // par.data if par.data and global_batch % par.data == 0 else 0
+    for b in MICRO_BATCHES:
+        if not per_replica or per_replica % b:
+            continue
+        trial_w = w.model_copy(update={"batch_size": b})
+        trial_tr = tr.model_copy(update={"micro_batches": per_replica // b})
+        fits = peak_memory(m, trial_w, trial_tr, par).peak_bytes <= fit_capacity(gpu.memory_bytes)
+        est = estimate_step(m, trial_w, trial_tr, par, gpu, global_batch=global_batch, network=network,
+                            matmul_efficiency=matmul_efficiency)
+        trials.append(MicroBatchTrial(micro_batch=b, fits=fits, step_time_s=est.step_time_s))
+        if fits and (best is None or est.step_time_s < best[1]):
+            best = (b, est.step_time_s)
+    return (best[0] if best else 1), trials
 
 
 def plan_layouts(
