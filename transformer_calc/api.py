@@ -219,22 +219,10 @@ def memory(model: Any = None, *, gpu: str | None = None, **options: Any) -> Memo
     micro_batches, fused_optimizer, T, sp, P, dp, zero, ep, etp, cp, finetune, lora_rank, lora_alpha,
     lora_targets, train_embeddings, train_head, fp32_unquantized, offload, offload_device, fp8_recipe;
     the job-file keys, each also by its descriptive name)."""
-    from transformer_calc.model.config import training_configs
-    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
-    from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.results.common import with_checkpoint_weights
-    from transformer_calc.results.memory import memory_report
+    from transformer_calc.results.memory import memory_command
 
     src = _full_source(model, options)
-    m, job = src.model, src.job
-    flags = _canonical(options) | ({"gpu": gpu} if gpu is not None else {})
-    name = compute_dtype(flags.pop("dtype", None), flags.get("p"))  # --dtype / --p, as the CLI
-    if name is not None:
-        flags["p"] = COMPUTE_DTYPE_BYTES[name]
-    w, tr, par, gpu_name = training_configs(m, job.training if job else {}, flags)
-    tr = with_checkpoint_weights(m, tr, src.checkpoint)
-    device = find_gpu(str(gpu_name)) if gpu_name is not None else None
-    return memory_report(m, w, tr, par, device, checkpoint=_typed_checkpoint(src))
+    return memory_command(src, _canonical(options) | ({"gpu": gpu} if gpu is not None else {}))
 
 
 @_keywords()

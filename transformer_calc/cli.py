@@ -454,32 +454,22 @@ def memory(
 
     Example: tcalc memory --preset gpt3 --T 8 --sp --recompute selective --gpu a100-80gb
     """
-    from transformer_calc.model.config import training_configs
-    from transformer_calc.sources.presets import gpu as find_gpu
     from transformer_calc.render.memory import memory_table
-    from transformer_calc.results.common import with_checkpoint_weights
-    from transformer_calc.results.memory import memory_report
-
-    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
+    from transformer_calc.results.memory import memory_command
 
     model, job = source.load()
-    name = compute_dtype(dtype, p)
-    p = COMPUTE_DTYPE_BYTES[name] if name is not None else None
     flags = dict(
-        seq_len=S, batch_size=B, precision=precision, p=p, grad_bytes=grad_bytes, optimizer=optimizer,
+        seq_len=S, batch_size=B, precision=precision, dtype=dtype, p=p, grad_bytes=grad_bytes, optimizer=optimizer,
         recompute=recompute, flash=flash, dropout=dropout, activations=activations, head_activations=head,
         framework=framework, cross_entropy=cross_entropy, micro_batches=micro_batches, fused_optimizer=fused_optimizer,
-        tensor=T, sequence_parallel=sp, pipeline=P, virtual_stages=virtual_stages, data=dp, zero=zero, expert=ep, expert_tensor=etp, context=cp, gpu=gpu,
-        finetune=finetune, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets,
-        train_embeddings=train_embeddings, train_head=train_head, offload=offload, offload_device=offload_device,
-        fp8_recipe=fp8_recipe, fp32_unquantized=fp32_unquantized,
+        tensor=T, sequence_parallel=sp, pipeline=P, virtual_stages=virtual_stages, data=dp, zero=zero, expert=ep,
+        expert_tensor=etp, context=cp, gpu=gpu, finetune=finetune, lora_rank=lora_rank, lora_alpha=lora_alpha,
+        lora_targets=lora_targets, train_embeddings=train_embeddings, train_head=train_head, offload=offload,
+        offload_device=offload_device, fp8_recipe=fp8_recipe, fp32_unquantized=fp32_unquantized,
     )
-    workload, training, parallelism, gpu_name = training_configs(model, job.training if job else {}, flags)
-    training = with_checkpoint_weights(model, training, source.checkpoint())
-    _note_seq_len(model, workload.seq_len, S is not None or bool(job and "seq_len" in job.training))
-    device = find_gpu(str(gpu_name)) if gpu_name is not None else None
-    emit(memory_report(model, workload, training, parallelism, device, checkpoint=source.typed_checkpoint(model)),
-         fmt, memory_table)
+    report = memory_command(source.source, flags)
+    _note_seq_len(model, report.workload.seq_len, S is not None or bool(job and "seq_len" in job.training))
+    emit(report, fmt, memory_table)
 
 
 CausalOpt = Annotated[bool, typer.Option("--causal/--no-causal", help="Halve the attention scores and re-weighting FLOPs (Megatron, FlashAttention convention) \\[default: full, as eager PyTorch].")]

@@ -31,6 +31,13 @@ def _model_section_fields() -> dict[str, Any]:
 ModelSection = create_model("ModelSection", __base__=Section, **_model_section_fields())
 
 
+class WorkloadSection(Section):
+    """The workload of a step: `model.config.Workload`'s fields."""
+
+    seq_len: int  # S, tokens per sequence
+    batch_size: int  # B, sequences per (micro-)batch
+
+
 def model_section(m: ModelConfig) -> Any:
     """The `model` section of a result."""
     return ModelSection.model_validate({**dict(m), "gated_mlp": m.gated_mlp})

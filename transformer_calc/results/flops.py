@@ -14,15 +14,10 @@ from transformer_calc.model.units import SECONDS_PER_DAY
 from transformer_calc.estimators.params import count_params
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.base import Result, Section
-from transformer_calc.results.common import ModelSection, model_section, peak_for
+from transformer_calc.results.common import WorkloadSection, ModelSection, model_section, peak_for
 
 
 # ============================================================================ flops
-class WorkloadSection(Section):
-    seq_len: int  # S, tokens per sequence
-    batch_size: int  # B, sequences per step
-
-
 class Conventions(Section):
     causal: bool  # attention scores halved (S²/2) for a causal mask
     recompute: str  # none | selective | full: what `flops.hardware` adds

@@ -24,7 +24,7 @@ from transformer_calc.model.config import (
     Workload,
 )
 from transformer_calc.results.base import Result, Section
-from transformer_calc.results.common import CheckpointSection, ModelSection, model_section
+from transformer_calc.results.common import WorkloadSection, CheckpointSection, ModelSection, model_section
 
 
 def _config_fields(cls: Any) -> dict[str, Any]:
@@ -35,7 +35,6 @@ def _config_fields(cls: Any) -> dict[str, Any]:
 # The workload, training and parallelism sections: each config as resolved (defaults filled in),
 # generated from the config's own fields, as the model section is: a new option is a new key here
 # without a second declaration.
-WorkloadSection = create_model("WorkloadSection", __base__=Section, **_config_fields(Workload))
 TrainingSection = create_model("TrainingSection", __base__=Section, **_config_fields(Training))
 ParallelismSection = create_model(
     "ParallelismSection", __base__=Section, **_config_fields(Parallelism),
@@ -434,3 +433,25 @@ def _offload_section(tr: Training, par: Parallelism, st: Any, peak: int) -> Offl
         host_bytes_per_node=0 if nvme else per_gpu * node,
         nvme_bytes_per_node=per_gpu * node if nvme else 0,
     )
+
+
+def memory_command(src: Any, flags: dict[str, Any]) -> MemoryResult:
+    """`tcalc memory` and `tc.memory` from a resolved model source (`sources.resolve.Source`) and the
+    options given (job-file key names; None: not given): each the option, else the job file's
+    training: key, else the default (config.resolve). `dtype` is the compute dtype, `p` its bytes."""
+    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
+    from transformer_calc.model.config import training_configs
+    from transformer_calc.results.common import checkpoint_section, with_checkpoint_weights
+    from transformer_calc.sources.presets import gpu as find_gpu
+
+    flags = dict(flags)
+    name = compute_dtype(flags.pop("dtype", None), flags.get("p"))  # --dtype / --p: one concept
+    if name is not None:
+        flags["p"] = COMPUTE_DTYPE_BYTES[name]
+    m, job = src.model, src.job
+    w, tr, par, gpu_name = training_configs(m, job.training if job else {}, flags)
+    tr = with_checkpoint_weights(m, tr, src.checkpoint)
+    device = find_gpu(str(gpu_name)) if gpu_name is not None else None
+    section = (checkpoint_section(m, src.checkpoint, src.checkpoint_note)
+               if src.checkpoint is not None or src.checkpoint_note is not None else None)
+    return memory_report(m, w, tr, par, device, checkpoint=section)
