@@ -257,28 +257,10 @@ def inference(model: Any = None, **options: Any) -> InferenceResult:
     kv_cache, mla_cache; expected latency: matmul_efficiency, memory_efficiency, cuda_graphs,
     kernel_launch_s, sequence_overhead_s, node_size, inter_node_gb_s; serving: block_size,
     memory_utilization, ...; speculative: draft, mtp, speculative_tokens, acceptance_rate)."""
-    from transformer_calc.errors import TcalcError
-    from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.results.common import network_for
-    from transformer_calc.requests.inference import inference_efficiency, inference_spec, serving_spec
-    from transformer_calc.results.inference import inference_report
+    from transformer_calc.results.inference import inference_command
 
     src = _full_source(model, options)
-    m, job = src.model, src.job
-    section, flags = (job.inference if job else {}), _canonical(options)
-    spec, gpu_name = inference_spec(m, section, flags, src.checkpoint)
-    device = find_gpu(gpu_name)
-    eff = inference_efficiency(device, section, flags,
-                               network_for(device, flags.get("node_size"), flags.get("inter_node_gb_s")))
-    serving = serving_spec(section, flags)
-    speculative = None
-    if flags.get("draft") is not None or flags.get("mtp"):
-        if flags.get("draft") is not None and flags.get("mtp"):
-            raise TcalcError("give one draft: --draft MODEL or --mtp (the model's own MTP modules), not both")
-        speculative = {"draft": load(flags["draft"])[0] if flags.get("draft") is not None else None,
-                       "speculative_tokens": flags.get("speculative_tokens", 4),
-                       "acceptance_rate": flags.get("acceptance_rate", 0.7)}
-    return inference_report(m, device, spec, eff, serving, speculative, checkpoint=_typed_checkpoint(src))
+    return inference_command(src, _canonical(options))
 
 
 @_keywords("expert", "dtype", "p", "weight_dtype", "kv_dtype", *EXPECTED_OPTIONS, *SERVING_OPTIONS, *_SOURCE_KEYS,

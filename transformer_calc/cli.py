@@ -687,36 +687,24 @@ def inference(
 
     Example: tcalc inference --preset falcon-40b --T 4 --B 8 --S 2048 --new-tokens 256
     """
-    from transformer_calc.sources.presets import gpu as find_gpu
     from transformer_calc.render.inference import inference_table
-    from transformer_calc.errors import TcalcError
-    from transformer_calc.requests.inference import draft_model, inference_efficiency, inference_spec, serving_spec
-    from transformer_calc.results.inference import inference_report
+    from transformer_calc.results.inference import inference_command
 
     model, job = source.load()
     flags = dict(
         batch_size=B, seq_len=S, new_tokens=new_tokens, tensor=T, gpu=gpu, dtype=dtype, p=p, weight_dtype=weight_dtype,
         kv_dtype=kv_dtype, cache_kv_heads=cache_kv_heads, kv_cache=kv_cache, mla_cache=mla_cache, expert=ep,
-    )
-    section = job.inference if job else {}
-    spec, gpu_name = inference_spec(model, section, flags, source.checkpoint())
-    _note_seq_len(model, spec.prompt_len, S is not None or bool(job and "seq_len" in job.inference), "--S (the prompt)")
-    device = find_gpu(gpu_name)
-    eff = inference_efficiency(device, section, dict(
         matmul_efficiency=matmul_efficiency, memory_efficiency=memory_efficiency, cuda_graphs=cuda_graphs,
-        kernel_launch_s=kernel_launch_s, sequence_overhead_s=sequence_overhead_s), _network(device, node_size, inter_node_gb_s))
-    serving = serving_spec(section, dict(
-        block_size=block_size, memory_utilization=memory_utilization, max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs, cuda_context=cuda_context, activation_peak=activation_peak,
-        engine_workspace=engine_workspace))
-    speculative = None
-    if draft is not None or mtp:
-        if draft is not None and mtp:
-            raise TcalcError("give one draft: --draft MODEL or --mtp (the model's own MTP modules), not both")
-        speculative = {"draft": draft_model(draft) if draft is not None else None,
-                       "speculative_tokens": speculative_tokens, "acceptance_rate": acceptance_rate}
-    emit(inference_report(model, device, spec, eff, serving, speculative, checkpoint=source.typed_checkpoint(model)),
-         fmt, inference_table)
+        kernel_launch_s=kernel_launch_s, sequence_overhead_s=sequence_overhead_s, node_size=node_size,
+        inter_node_gb_s=inter_node_gb_s, block_size=block_size, memory_utilization=memory_utilization,
+        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, cuda_context=cuda_context,
+        activation_peak=activation_peak, engine_workspace=engine_workspace, draft=draft, mtp=mtp,
+        speculative_tokens=speculative_tokens, acceptance_rate=acceptance_rate,
+    )
+    report = inference_command(source.source, flags)
+    _note_seq_len(model, report.inference.prompt_len, S is not None or bool(job and "seq_len" in job.inference),
+                  "--S (the prompt)")
+    emit(report, fmt, inference_table)
 
 
 SERVE = "Serve (targets and layouts)"

@@ -415,5 +415,33 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
     )
 
 
+def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
+    """`tcalc inference` and `tc.inference` from a resolved model source (`sources.resolve.Source`)
+    and the options given (job-file key names; None: not given): the inference keys, the
+    expected-latency and serving settings, node_size and inter_node_gb_s, and speculative decoding
+    (draft: a model as MODEL takes it, or a ModelConfig; mtp; speculative_tokens; acceptance_rate)."""
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.model.config import ModelConfig
+    from transformer_calc.requests.inference import draft_model, inference_efficiency, inference_spec, serving_spec
+    from transformer_calc.results.common import checkpoint_section, network_for
+    from transformer_calc.sources.presets import gpu as find_gpu
 
-
+    m, job = src.model, src.job
+    section = job.inference if job else {}
+    spec, gpu_name = inference_spec(m, section, flags, src.checkpoint)
+    device = find_gpu(gpu_name)
+    eff = inference_efficiency(device, section, flags, network_for(device, flags.get("node_size"), flags.get("inter_node_gb_s")))
+    serving = serving_spec(section, flags)
+    speculative = None
+    draft, mtp = flags.get("draft"), flags.get("mtp")
+    if draft is not None or mtp:
+        if draft is not None and mtp:
+            raise TcalcError("give one draft: --draft MODEL or --mtp (the model's own MTP modules), not both")
+        speculative = {
+            "draft": None if draft is None else draft if isinstance(draft, ModelConfig) else draft_model(str(draft)),
+            "speculative_tokens": 4 if flags.get("speculative_tokens") is None else flags["speculative_tokens"],
+            "acceptance_rate": 0.7 if flags.get("acceptance_rate") is None else flags["acceptance_rate"],
+        }
+    section_ck = (checkpoint_section(m, src.checkpoint, src.checkpoint_note)
+                  if src.checkpoint is not None or src.checkpoint_note is not None else None)
+    return inference_report(m, device, spec, eff, serving, speculative, checkpoint=section_ck)
