@@ -1139,10 +1139,6 @@ _USAGE_FIXES = (
 
 
 
-def _network(gpu: Any, node_size: int | None, inter_node_gb_s: float | None) -> Any:
-    from transformer_calc.results.common import network_for
-
-    return network_for(gpu, node_size, inter_node_gb_s)
 
 
 def _global_batch(sequences: str | None, tokens: str | None, S: int) -> int:
@@ -1226,31 +1222,23 @@ def train(
     Settings come from the flags, then the job file's training: section (--config), then the defaults.
     Example: tcalc train --preset gpt3 --gpus 64 --gpu a100-80gb --T 8 --P 8 --sp --recompute selective --global-batch 64 --micro-batch 1 --S 2048
     """
-    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES
-    from transformer_calc.sources.presets import gpu as find_gpu
     from transformer_calc.render.train import train_table
-    from transformer_calc.requests.training import train_configs
-    from transformer_calc.results.train import train_report
+    from transformer_calc.results.train import train_command
 
-    model, job = source.load()
-    name = _compute_dtype(dtype, p)
+    source.load()
     flags = dict(
         seq_len=S, batch_size=micro_batch, tensor=T, pipeline=P, virtual_stages=virtual_stages, context=cp, expert=ep,
-        sequence_parallel=sp, zero=zero, recompute=recompute, flash=flash, precision=precision,
-        p=COMPUTE_DTYPE_BYTES[name] if name is not None else None, framework=framework, finetune=finetune,
-        lora_rank=lora_rank, lora_targets=lora_targets, offload=offload, offload_device=offload_device,
-        fp8_recipe=fp8_recipe, gpu=gpu, optimizer=optimizer, grad_bytes=grad_bytes, activations=activations,
-        cross_entropy=cross_entropy, dropout=dropout, head_activations=head, fused_optimizer=fused_optimizer,
-        expert_tensor=etp, lora_alpha=lora_alpha, train_embeddings=train_embeddings, train_head=train_head,
-        fp32_unquantized=fp32_unquantized,
+        sequence_parallel=sp, zero=zero, recompute=recompute, flash=flash, precision=precision, dtype=dtype, p=p,
+        framework=framework, finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets, offload=offload,
+        offload_device=offload_device, fp8_recipe=fp8_recipe, gpu=gpu, optimizer=optimizer, grad_bytes=grad_bytes,
+        activations=activations, cross_entropy=cross_entropy, dropout=dropout, head_activations=head,
+        fused_optimizer=fused_optimizer, expert_tensor=etp, lora_alpha=lora_alpha, train_embeddings=train_embeddings,
+        train_head=train_head, fp32_unquantized=fp32_unquantized,
     )
-    w, tr, par, gpu_name, micro_batch_given = train_configs(model, job.training if job else {}, flags, gpus)
-    device = find_gpu(gpu_name)
-    G = _global_batch(global_batch, global_batch_tokens, w.seq_len)
-    budget = _count(tokens, "--tokens")
-    report = train_report(model, w, tr, par, device, global_batch=G, micro_batch_given=micro_batch_given,
-                          network=_network(device, node_size, inter_node_gb_s), matmul_efficiency=matmul_efficiency,
-                          tokens=budget, price_per_gpu_hour=price_per_gpu_hour)
+    report = train_command(source.source, flags, gpus=gpus,
+                           global_batch_of=lambda seq: _global_batch(global_batch, global_batch_tokens, seq),
+                           node_size=node_size, inter_node_gb_s=inter_node_gb_s, matmul_efficiency=matmul_efficiency,
+                           tokens=_count(tokens, "--tokens"), price_per_gpu_hour=price_per_gpu_hour)
     emit(report, fmt, train_table)
 
 

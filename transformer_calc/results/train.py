@@ -273,3 +273,28 @@ def plan_report(
         evaluated=len(plans) + sum(rejected.values()), feasible=len(plans),
         plans=rows, rejected=rejected, best_command=command,
     )
+
+
+def train_command(
+    src: Any, flags: dict[str, Any], *, gpus: int | None, global_batch_of: Any, node_size: int | None = None,
+    inter_node_gb_s: float | None = None, matmul_efficiency: float | None = None, tokens: int | None = None,
+    price_per_gpu_hour: float | None = None,
+) -> TrainResult:
+    """`tcalc train` and `tc.train` from a resolved model source and the options given (job-file key
+    names; None: not given; `dtype` the compute dtype, `p` its bytes): the settings resolved by
+    `requests.training.train_configs`; `global_batch_of(S)` gives the global batch in sequences
+    once S is known (the CLI reads token counts such as 4M and says how it read them)."""
+    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
+    from transformer_calc.requests.training import train_configs
+    from transformer_calc.sources.presets import gpu as find_gpu
+
+    flags = dict(flags)
+    name = compute_dtype(flags.pop("dtype", None), flags.get("p"))  # --dtype / --p: one concept
+    if name is not None:
+        flags["p"] = COMPUTE_DTYPE_BYTES[name]
+    m, job = src.model, src.job
+    w, tr, par, gpu_name, micro_batch_given = train_configs(m, job.training if job else {}, flags, gpus)
+    device = find_gpu(gpu_name)
+    return train_report(m, w, tr, par, device, global_batch=global_batch_of(w.seq_len),
+                        micro_batch_given=micro_batch_given, network=network_for(device, node_size, inter_node_gb_s),
+                        matmul_efficiency=matmul_efficiency, tokens=tokens, price_per_gpu_hour=price_per_gpu_hour)
