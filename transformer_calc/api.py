@@ -323,19 +323,14 @@ def plan(model: Any = None, *, global_batch: int | None = None, global_batch_tok
          **source: Any) -> PlanResult:
     """`tcalc plan`: the fastest layouts that fit (global_batch in sequences, or global_batch_tokens).
     Settings as train's; the layout keys of a job file's training: section are plan's to choose."""
-    from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.requests.training import plan_configs
-    from transformer_calc.results.train import plan_report
+    from transformer_calc.results.train import plan_command
 
     text = _command_source(model, source)
-    m, job = _source(model, source)
+    src = _full_source(model, source)
     flags = dict(seq_len=S, flash=flash, framework=framework, finetune=finetune, lora_rank=lora_rank,
                  lora_targets=lora_targets, gpu=gpu)
-    seq, tr, gpu_name, etp = plan_configs(m, job.training if job else {}, flags)
-    report = plan_report(m, seq, tr, find_gpu(gpu_name), gpus=gpus,
-                         global_batch=_sequences(global_batch, global_batch_tokens, seq), top=top,
-                         node_size=node_size, inter_node_gb_s=inter_node_gb_s, source=text, expert_tensor=etp)
-    return report
+    return plan_command(src, flags, gpus=gpus, global_batch_of=lambda seq: _sequences(global_batch, global_batch_tokens, seq),
+                        top=top, node_size=node_size, inter_node_gb_s=inter_node_gb_s, source_text=text)
 
 
 def _sequences(global_batch: int | None, global_batch_tokens: int | None, S: int) -> int:

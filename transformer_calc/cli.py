@@ -1267,23 +1267,21 @@ def plan(
     defaults; the layout (T, P, dp, CP, EP, ZeRO, micro-batch, recompute) is what plan chooses.
     Example: tcalc plan --preset llama-3-70b --gpus 1024 --gpu h100 --global-batch-tokens 4M --S 8192
     """
-    from transformer_calc.sources.presets import gpu as find_gpu
     from transformer_calc.render.train import plan_table
-    from transformer_calc.requests.training import PLAN_LAYOUT_KEYS, plan_configs
-    from transformer_calc.results.train import plan_report
+    from transformer_calc.requests.training import PLAN_LAYOUT_KEYS
+    from transformer_calc.results.train import plan_command
 
     model, job = source.load()
     section = job.training if job else {}
     flags = dict(seq_len=S, flash=flash, framework=framework, finetune=finetune, lora_rank=lora_rank,
                  lora_targets=lora_targets, gpu=gpu)
-    seq, tr, gpu_name, etp = plan_configs(model, section, flags)
+    report = plan_command(source.source, flags, gpus=gpus,
+                          global_batch_of=lambda seq: _global_batch(global_batch, global_batch_tokens, seq),
+                          top=top, node_size=node_size, inter_node_gb_s=inter_node_gb_s,
+                          source_text=source.command_text())
     unused = [k for k in PLAN_LAYOUT_KEYS if k in section]
     if unused:
         sys.stderr.write(f"note: plan chooses the layout; the job file's {', '.join(unused)} are not used\n")
-    device = find_gpu(gpu_name)
-    G = _global_batch(global_batch, global_batch_tokens, seq)
-    report = plan_report(model, seq, tr, device, gpus=gpus, global_batch=G, top=top, node_size=node_size,
-                         inter_node_gb_s=inter_node_gb_s, source=source.command_text(), expert_tensor=etp)
     emit(report, fmt, plan_table)
 
 

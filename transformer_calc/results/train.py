@@ -298,3 +298,19 @@ def train_command(
     return train_report(m, w, tr, par, device, global_batch=global_batch_of(w.seq_len),
                         micro_batch_given=micro_batch_given, network=network_for(device, node_size, inter_node_gb_s),
                         matmul_efficiency=matmul_efficiency, tokens=tokens, price_per_gpu_hour=price_per_gpu_hour)
+
+
+def plan_command(
+    src: Any, flags: dict[str, Any], *, gpus: int, global_batch_of: Any, top: int = 10, node_size: int | None = None,
+    inter_node_gb_s: float | None = None, source_text: str | None = None,
+) -> PlanResult:
+    """`tcalc plan` and `tc.plan` from a resolved model source and the options given (job-file key
+    names): the settings resolved as train's (`requests.training.plan_configs`; the layout is
+    plan's to choose); `source_text` is the model as a command line names it (best_command)."""
+    from transformer_calc.requests.training import plan_configs
+    from transformer_calc.sources.presets import gpu as find_gpu
+
+    m, job = src.model, src.job
+    seq, tr, gpu_name, etp = plan_configs(m, job.training if job else {}, flags)
+    return plan_report(m, seq, tr, find_gpu(gpu_name), gpus=gpus, global_batch=global_batch_of(seq), top=top,
+                       node_size=node_size, inter_node_gb_s=inter_node_gb_s, source=source_text, expert_tensor=etp)
