@@ -31,20 +31,28 @@ MAX_DEPTH = 32  # nesting levels (a job file needs 3, a config.json 4)
 MAX_NODES = 100_000  # values in one document, aliases expanded
 
 
-def read_user_file(path: Path | str, what: str) -> str:
-    """The text of a user's file: a regular, non-empty, UTF-8 file of at most MAX_FILE_BYTES."""
-    name = clip(str(path))
+def regular_file(path: Path | str, where: str, give: str = "a file") -> os.stat_result:
+    """stat() of a user's path that must be a regular file (a FIFO would block, a device never
+    ends, a directory is no file): every reader of user files checks here first. `where` names the
+    file in messages, `give` what to give instead of a directory."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        raise TcalcError(f"{what} {name} does not exist; check the path") from None
+        raise TcalcError(f"{where} does not exist; check the path") from None
     except OSError as exc:
-        raise TcalcError(f"{what} {name} cannot be read: {exc.strerror}") from None
+        raise TcalcError(f"{where} cannot be read: {exc.strerror}") from None
     if stat.S_ISDIR(info.st_mode):
-        raise TcalcError(f"{what} {name} is a directory; give a file")
+        raise TcalcError(f"{where} is a directory; give {give}")
     if not stat.S_ISREG(info.st_mode):
         kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a device or socket"
-        raise TcalcError(f"{what} {name} is {kind}, not a regular file; give a file on disk")
+        raise TcalcError(f"{where} is {kind}, not a regular file; give a file on disk")
+    return info
+
+
+def read_user_file(path: Path | str, what: str) -> str:
+    """The text of a user's file: a regular, non-empty, UTF-8 file of at most MAX_FILE_BYTES."""
+    name = clip(str(path))
+    info = regular_file(path, f"{what} {name}")
     if info.st_size > MAX_FILE_BYTES:
         raise TcalcError(f"{what} {name} is {info.st_size:,} bytes; files over {MAX_FILE_BYTES:,} bytes are refused")
     try:

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_calc.model.checkpoint import WEIGHT, Checkpoint, Tensor
+from transformer_calc.sources.files import regular_file
 from transformer_calc.errors import TcalcError, clip
 
 # ---------------------------------------------------------------------------- limits
@@ -835,18 +836,8 @@ def _file_type(kv: dict[str, Any], g: Any) -> str | None:
 
 # ---------------------------------------------------------------------------- the file
 def _open(path: Path, where: str) -> tuple[int, int]:
-    """(fd, size) of a regular, non-empty file (transformer_calc.sources.files.read_user_file's rules)."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise TcalcError(f"{where} does not exist; check the path") from None
-    except OSError as exc:
-        raise TcalcError(f"{where} cannot be read: {exc.strerror}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise TcalcError(f"{where} is a directory; give the .gguf file")
-    if not stat.S_ISREG(info.st_mode):
-        kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a device or socket"
-        raise TcalcError(f"{where} is {kind}, not a regular file; give a file on disk")
+    """(fd, size) of a regular, non-empty file (`files.regular_file`, the rule every user file follows)."""
+    regular_file(path, where, "the .gguf file")
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:

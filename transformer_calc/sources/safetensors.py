@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import struct
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any
 
 from transformer_calc.model.checkpoint import SAFETENSORS_BITS, SCALE, WEIGHT, Checkpoint, Tensor, component_of, elements, is_scale
 from transformer_calc.errors import TcalcError, clip
+from transformer_calc.sources.files import regular_file
 
 MAX_HEADER_BYTES = 100_000_000  # safetensors' MAX_HEADER_SIZE
 MAX_TENSORS = 300_000  # per file; the largest published shards hold a few thousand
@@ -154,14 +154,7 @@ def _check_offsets(entries: dict[str, tuple[str, tuple[int, ...], int, int]], wh
 def read_local_header(path: Path) -> tuple[dict[str, tuple[str, tuple[int, ...], int, int]], int]:
     """(checked header entries, file size) of a local .safetensors file: reads 8 + N bytes only."""
     where = clip(str(path))
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise TcalcError(f"{where} does not exist; check the path") from None
-    except OSError as exc:
-        raise TcalcError(f"{where} cannot be read: {exc.strerror}") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise TcalcError(f"{where} is not a regular file; give a .safetensors file on disk")
+    info = regular_file(path, where, "a .safetensors file")
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as fh:
