@@ -25,6 +25,7 @@ from transformer_calc.estimators.sweep import INFERENCE_SETTINGS, PARALLEL_SETTI
 
 
 from transformer_calc.model.config import ModelConfig
+from transformer_calc.results.common import source_checkpoint
 from transformer_calc.results.params import ParamsResult  # noqa: F401 (the API's result types)
 from transformer_calc.results.memory import MemoryResult  # noqa: F401
 from transformer_calc.results.flops import FlopsResult, MfuResult  # noqa: F401
@@ -176,15 +177,6 @@ def _command_source(model: Any, options: dict[str, Any]) -> str | None:
     return f"--preset {shlex.quote(text)}" + tail
 
 
-def _typed_checkpoint(src: Any) -> Any:
-    """The typed checkpoint section when the model came from a checkpoint, else None."""
-    if src.checkpoint is None and src.checkpoint_note is None:
-        return None
-    from transformer_calc.results.common import checkpoint_section
-
-    return checkpoint_section(src.model, src.checkpoint, src.checkpoint_note)
-
-
 
 
 
@@ -206,7 +198,7 @@ def params(model: Any = None, *, dtype: str | None = None, p: int | None = None,
     name = compute_dtype(dtype, p) or "bf16"
     src = _full_source(model, source)
     return params_report(src.model, bytes_per_param=COMPUTE_DTYPE_BYTES[name], T=T, dtype=name,
-                         checkpoint=_typed_checkpoint(src))
+                         checkpoint=source_checkpoint(src))
 
 
 MEMORY_OPTIONS = (*(k for k in TRAINING_KEYS if k != "gpu"), "dtype", *_SOURCE_KEYS)
@@ -277,7 +269,7 @@ def serve(model: Any = None, *, prompt_len: int | None = None, output_len: int |
     flags = _canonical(options) | _canonical(dict(seq_len=prompt_len, new_tokens=output_len, gpu=gpu, tensor=T,
                                                   batch_size=B))
     return serve_request(src.model, src.job.inference if src.job else {}, flags, src.checkpoint,
-                         checkpoint_section=_typed_checkpoint(src), ttft_s=ttft_s, tpot_s=tpot_s,
+                         checkpoint_section=source_checkpoint(src), ttft_s=ttft_s, tpot_s=tpot_s,
                          request_rate=request_rate, gpus=gpus)
 
 

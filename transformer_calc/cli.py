@@ -210,23 +210,12 @@ class ModelArgs:
         """The loaded source's checkpoint (None: not a checkpoint, or overridden)."""
         return getattr(self, "source", None) and self.source.checkpoint
 
-    def typed_checkpoint(self, model: Any) -> Any:
+    def typed_checkpoint(self) -> Any:
         """The typed checkpoint section when the model came from a checkpoint, else None."""
+        from transformer_calc.results.common import source_checkpoint
+
         src = getattr(self, "source", None)
-        if src is None or (src.checkpoint is None and src.checkpoint_note is None):
-            return None
-        from transformer_calc.results.common import checkpoint_section
-
-        return checkpoint_section(model, src.checkpoint, src.checkpoint_note)
-
-    def checkpoint_section(self, model: Any) -> dict[str, Any]:
-        """{"checkpoint": ...} when the model came from a checkpoint (folder, repo, GGUF), else {}."""
-        src = getattr(self, "source", None)
-        if src is None or (src.checkpoint is None and src.checkpoint_note is None):
-            return {}
-        from transformer_calc.results.common import checkpoint_dict
-
-        return {"checkpoint": checkpoint_dict(model, src.checkpoint, src.checkpoint_note)}
+        return None if src is None else source_checkpoint(src)
 
     def command_text(self) -> str:
         """The model source and overrides as they would be typed again (plan's best_command)."""
@@ -282,13 +271,12 @@ def model_options(command: Any) -> Any:
 
 
 def emit(data: Any, fmt: OutputFormat, table: Any) -> None:
-    """Write a result: a typed result (results/) or, for the commands not yet typed, a dict. Text
-    formats are its JSON form (`model_dump(mode="json")`) as-is; tables through rich. A result
-    that holds NaN or an infinity is an error, never output (JSON has no such numbers)."""
+    """Write a command's typed result (results/): text formats are its JSON form
+    (`model_dump(mode="json")`) as-is; tables through rich. A result that holds NaN or an infinity
+    is an error, never output (JSON has no such numbers)."""
     from transformer_calc.sources.files import finite_or_error
 
-    typed = hasattr(data, "model_dump")
-    plain = data.model_dump(mode="json") if typed else data
+    plain = data.model_dump(mode="json")
     finite_or_error(plain)
     if fmt is OutputFormat.table:
         from rich.console import Console
@@ -297,12 +285,8 @@ def emit(data: Any, fmt: OutputFormat, table: Any) -> None:
 
         console = Console(file=cast(IO[str], _Stdout()))  # a file in all but name: the rest is sys.stdout's
         console.print(table(data))
-        if typed and getattr(data, "checkpoint", None) is not None:
+        if getattr(data, "checkpoint", None) is not None:
             console.print(checkpoint_table(data.checkpoint))
-        elif isinstance(data, dict) and "checkpoint" in data:
-            from transformer_calc.results.common import CheckpointSection
-
-            console.print(checkpoint_table(CheckpointSection.model_validate(data["checkpoint"])))
     else:
         from transformer_calc.render.common import to_text
 
@@ -377,7 +361,7 @@ def params(
     name = compute_dtype(dtype, p) or "bf16"
     model = source.load()[0]
     emit(params_report(model, bytes_per_param=COMPUTE_DTYPE_BYTES[name], T=T, dtype=name,
-                       checkpoint=source.typed_checkpoint(model)), fmt, params_table)
+                       checkpoint=source.typed_checkpoint()), fmt, params_table)
 
 
 WORKLOAD = "Workload"
@@ -761,7 +745,7 @@ def serve(
                  block_size=block_size, memory_utilization=memory_utilization,
                  max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, cuda_context=cuda_context,
                  activation_peak=activation_peak, engine_workspace=engine_workspace)
-    report = serve_request(model, section, flags, source.checkpoint(), checkpoint_section=source.typed_checkpoint(model),
+    report = serve_request(model, section, flags, source.checkpoint(), checkpoint_section=source.typed_checkpoint(),
                            ttft_s=ttft_s, tpot_s=tpot_s,
                            request_rate=request_rate, gpus=gpus)
     _note_seq_len(model, report.serve.prompt_len, True, "--prompt-len")

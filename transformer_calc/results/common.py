@@ -167,9 +167,13 @@ def checkpoint_section(m: ModelConfig, ckpt: Any, note: str | None) -> Checkpoin
     )
 
 
-def checkpoint_dict(m: ModelConfig, ckpt: Any, note: str | None) -> dict[str, Any]:
-    """The checkpoint section as JSON (for results still composed as dicts)."""
-    return checkpoint_section(m, ckpt, note).model_dump(mode="json", exclude_unset=True)
+def source_checkpoint(src: Any) -> CheckpointSection | None:
+    """The checkpoint section of a resolved model source (`sources.resolve.Source`): present when
+    the model came from a checkpoint (folder, repo, GGUF), also when its bytes are not known or
+    not used (the note says why); None for a preset, a config or a job file."""
+    if src.checkpoint is None and src.checkpoint_note is None:
+        return None
+    return checkpoint_section(src.model, src.checkpoint, src.checkpoint_note)
 
 
 class GpuSection(Section):

@@ -423,7 +423,7 @@ def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
     from transformer_calc.errors import TcalcError
     from transformer_calc.model.config import ModelConfig
     from transformer_calc.requests.inference import draft_model, inference_efficiency, inference_spec, serving_spec
-    from transformer_calc.results.common import checkpoint_section, network_for
+    from transformer_calc.results.common import network_for, source_checkpoint
     from transformer_calc.sources.presets import gpu as find_gpu
 
     m, job = src.model, src.job
@@ -442,6 +442,4 @@ def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
             "speculative_tokens": 4 if flags.get("speculative_tokens") is None else flags["speculative_tokens"],
             "acceptance_rate": 0.7 if flags.get("acceptance_rate") is None else flags["acceptance_rate"],
         }
-    section_ck = (checkpoint_section(m, src.checkpoint, src.checkpoint_note)
-                  if src.checkpoint is not None or src.checkpoint_note is not None else None)
-    return inference_report(m, device, spec, eff, serving, speculative, checkpoint=section_ck)
+    return inference_report(m, device, spec, eff, serving, speculative, checkpoint=source_checkpoint(src))

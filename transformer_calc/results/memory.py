@@ -441,7 +441,7 @@ def memory_command(src: Any, flags: dict[str, Any]) -> MemoryResult:
     training: key, else the default (config.resolve). `dtype` is the compute dtype, `p` its bytes."""
     from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
     from transformer_calc.model.config import training_configs
-    from transformer_calc.results.common import checkpoint_section, with_checkpoint_weights
+    from transformer_calc.results.common import source_checkpoint, with_checkpoint_weights
     from transformer_calc.sources.presets import gpu as find_gpu
 
     flags = dict(flags)
@@ -452,6 +452,4 @@ def memory_command(src: Any, flags: dict[str, Any]) -> MemoryResult:
     w, tr, par, gpu_name = training_configs(m, job.training if job else {}, flags)
     tr = with_checkpoint_weights(m, tr, src.checkpoint)
     device = find_gpu(str(gpu_name)) if gpu_name is not None else None
-    section = (checkpoint_section(m, src.checkpoint, src.checkpoint_note)
-               if src.checkpoint is not None or src.checkpoint_note is not None else None)
-    return memory_report(m, w, tr, par, device, checkpoint=section)
+    return memory_report(m, w, tr, par, device, checkpoint=source_checkpoint(src))
