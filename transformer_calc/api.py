@@ -290,18 +290,11 @@ def train(model: Any = None, *, global_batch: int | None = None, global_batch_to
           **source: Any) -> TrainResult:
     """`tcalc train`: the step time of a layout (global_batch in sequences, or global_batch_tokens).
     Settings as the command's: a keyword, then a job file's training: section, then the default."""
+    from transformer_calc.requests.training import train_flags
     from transformer_calc.results.train import train_command
 
     src = _full_source(model, source)
-    flags = dict(
-        seq_len=S, batch_size=micro_batch, tensor=T, pipeline=P, virtual_stages=virtual_stages, context=cp, expert=ep,
-        sequence_parallel=sp, zero=zero, recompute=recompute, flash=flash, precision=precision, dtype=dtype, p=p,
-        framework=framework, finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets, offload=offload,
-        offload_device=offload_device, fp8_recipe=fp8_recipe, gpu=gpu, optimizer=optimizer, grad_bytes=grad_bytes,
-        activations=activations, cross_entropy=cross_entropy, dropout=dropout, head_activations=head,
-        fused_optimizer=fused_optimizer, expert_tensor=etp, lora_alpha=lora_alpha, train_embeddings=train_embeddings,
-        train_head=train_head, fp32_unquantized=fp32_unquantized,
-    )
+    flags = train_flags(locals())
     return train_command(src, flags, gpus=gpus, global_batch_of=lambda seq: _sequences(global_batch, global_batch_tokens, seq),
                          node_size=node_size, inter_node_gb_s=inter_node_gb_s, matmul_efficiency=matmul_efficiency,
                          tokens=tokens, price_per_gpu_hour=price_per_gpu_hour)

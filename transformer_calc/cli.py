@@ -1207,18 +1207,11 @@ def train(
     Example: tcalc train --preset gpt3 --gpus 64 --gpu a100-80gb --T 8 --P 8 --sp --recompute selective --global-batch 64 --micro-batch 1 --S 2048
     """
     from transformer_calc.render.train import train_table
+    from transformer_calc.requests.training import train_flags
     from transformer_calc.results.train import train_command
 
     source.load()
-    flags = dict(
-        seq_len=S, batch_size=micro_batch, tensor=T, pipeline=P, virtual_stages=virtual_stages, context=cp, expert=ep,
-        sequence_parallel=sp, zero=zero, recompute=recompute, flash=flash, precision=precision, dtype=dtype, p=p,
-        framework=framework, finetune=finetune, lora_rank=lora_rank, lora_targets=lora_targets, offload=offload,
-        offload_device=offload_device, fp8_recipe=fp8_recipe, gpu=gpu, optimizer=optimizer, grad_bytes=grad_bytes,
-        activations=activations, cross_entropy=cross_entropy, dropout=dropout, head_activations=head,
-        fused_optimizer=fused_optimizer, expert_tensor=etp, lora_alpha=lora_alpha, train_embeddings=train_embeddings,
-        train_head=train_head, fp32_unquantized=fp32_unquantized,
-    )
+    flags = train_flags(locals())
     report = train_command(source.source, flags, gpus=gpus,
                            global_batch_of=lambda seq: _global_batch(global_batch, global_batch_tokens, seq),
                            node_size=node_size, inter_node_gb_s=inter_node_gb_s, matmul_efficiency=matmul_efficiency,

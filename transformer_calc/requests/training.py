@@ -60,3 +60,23 @@ def plan_configs(m: ModelConfig, section: dict[str, Any], flags: dict[str, Any])
     tr = build(Training, parts["training"], "training")
     etp = build(Parallelism, {k: v for k, v in parts["parallelism"].items() if k == "expert_tensor"}, "training")
     return w.seq_len, tr, str(parts["gpu"]["gpu"]), etp.expert_tensor
+
+
+# `tcalc train`'s options (the CLI's and tc.train's parameter names, the same in both doors) -> the
+# job-file keys `train_configs` resolves. One table, so the two doors cannot pass different sets.
+TRAIN_OPTIONS = {
+    "S": "seq_len", "micro_batch": "batch_size", "T": "tensor", "P": "pipeline", "virtual_stages": "virtual_stages",
+    "cp": "context", "ep": "expert", "sp": "sequence_parallel", "zero": "zero", "recompute": "recompute",
+    "flash": "flash", "precision": "precision", "dtype": "dtype", "p": "p", "framework": "framework",
+    "finetune": "finetune", "lora_rank": "lora_rank", "lora_targets": "lora_targets", "offload": "offload",
+    "offload_device": "offload_device", "fp8_recipe": "fp8_recipe", "gpu": "gpu", "optimizer": "optimizer",
+    "grad_bytes": "grad_bytes", "activations": "activations", "cross_entropy": "cross_entropy", "dropout": "dropout",
+    "head": "head_activations", "fused_optimizer": "fused_optimizer", "etp": "expert_tensor",
+    "lora_alpha": "lora_alpha", "train_embeddings": "train_embeddings", "train_head": "train_head",
+    "fp32_unquantized": "fp32_unquantized",
+}
+
+
+def train_flags(values: dict[str, Any]) -> dict[str, Any]:
+    """The job-file keys of `tcalc train`'s options from a door's parameter values (TRAIN_OPTIONS)."""
+    return {key: values[name] for name, key in TRAIN_OPTIONS.items()}
