@@ -10,11 +10,10 @@ import json
 import pytest
 
 from conftest import REPO
-from transformer_calc.cli import run
+from golden import GOLDEN, json_output
 from transformer_calc.render.common import to_json
 from transformer_calc.results.memory import MemoryResult
 
-GOLDEN = REPO / "tests" / "data" / "json_golden"
 CHECKPOINT = "tests/data/checkpoints/tiny-llama-fp8"  # relative: the JSON names the source as given
 
 LINES = [
@@ -33,15 +32,11 @@ LINES = [
 ]
 
 
-def output(line: str, capsys) -> str:
-    run([*line.split(), "--format", "json"])
-    return capsys.readouterr().out
-
 
 @pytest.mark.parametrize("n, line", list(enumerate(LINES, 1)), ids=[f"memory-{n}" for n in range(1, len(LINES) + 1)])
 def test_json_is_the_golden(n, line, capsys, monkeypatch):
     monkeypatch.chdir(REPO)
-    assert output(line, capsys) == (GOLDEN / f"memory-{n}.json").read_text()
+    assert json_output(line.split()) == (GOLDEN / f"memory-{n}.json").read_text()
 
 
 @pytest.mark.parametrize("n", range(1, len(LINES) + 1), ids=[f"memory-{n}" for n in range(1, len(LINES) + 1)])

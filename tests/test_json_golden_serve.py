@@ -4,16 +4,14 @@ change of the JSON: `PYTHONPATH=$PWD python tests/test_json_golden_serve.py`."""
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
+from golden import GOLDEN, json_output, regenerate
 from transformer_calc.cli import run
 
 REPO = Path(__file__).resolve().parents[1]
-GOLDEN = REPO / "tests" / "data" / "json_golden"
 CHECKPOINT = "tests/data/checkpoints/tiny-llama-fp8"  # relative: the JSON quotes the path as given
 
 CASES: dict[str, list[str]] = {
@@ -33,21 +31,11 @@ CASES: dict[str, list[str]] = {
 }
 
 
-def _json(argv: list[str]) -> str:
-    import contextlib
-    import io
-
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        code = run([*argv, "--format", "json"])
-    assert code == 0, f"{argv}: exit {code}"
-    return buf.getvalue()
-
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_json_unchanged(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
-    assert _json(CASES[name]) == (GOLDEN / f"{name}.json").read_text(encoding="utf-8")
+    assert json_output(CASES[name]) == (GOLDEN / f"{name}.json").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -71,9 +59,4 @@ def test_yaml_writes_best_in_full(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 if __name__ == "__main__":  # regenerate the golden files
-    os.chdir(REPO)
-    GOLDEN.mkdir(parents=True, exist_ok=True)
-    for name, argv in CASES.items():
-        text = _json(argv)
-        (GOLDEN / f"{name}.json").write_text(text, encoding="utf-8")
-        print(name, len(text), file=sys.stderr)
+    regenerate(CASES)

@@ -4,14 +4,12 @@ intended change of the JSON: `PYTHONPATH=$PWD python tests/test_json_golden_trai
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
+from golden import GOLDEN, json_output, regenerate
 from transformer_calc.cli import run
 
-GOLDEN = Path(__file__).parent / "data" / "json_golden"
 
 CASES: dict[str, list[str]] = {
     # train: the micro-batch given (nothing tried), no budget
@@ -41,16 +39,10 @@ CASES: dict[str, list[str]] = {
 }
 
 
-def _json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    code = run([*argv, "--format", "json"])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    return out
-
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_json_unchanged(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _json(CASES[name], capsys) == (GOLDEN / f"{name}.json").read_text()
+    assert json_output(CASES[name]) == (GOLDEN / f"{name}.json").read_text()
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -75,14 +67,4 @@ def test_api_returns_the_typed_result() -> None:
 
 
 if __name__ == "__main__":  # regenerate the golden files
-    import contextlib
-    import io
-
-    for name, argv in CASES.items():
-        buf = io.StringIO()
-        with contextlib.redirect_stdout(buf):
-            code = run([*argv, "--format", "json"])
-        if code:
-            sys.exit(f"{name}: exit {code}")
-        (GOLDEN / f"{name}.json").write_text(buf.getvalue())
-        print(name, len(buf.getvalue()))
+    regenerate(CASES)
