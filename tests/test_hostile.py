@@ -163,8 +163,8 @@ def test_non_finite_results_are_errors(capsys):
 
 @pytest.mark.parametrize("args, says", [
     (["--finetune", "lora", "--lora-rank", "0"], "--lora-rank"),
-    (["--finetune", "lora", "--lora-alpha", "inf"], "lora_alpha"),
-    (["--finetune", "lora", "--lora-alpha", "nan"], "lora_alpha"),
+    (["--finetune", "lora", "--lora-alpha", "inf"], "--lora-alpha ('inf')"),
+    (["--finetune", "lora", "--lora-alpha", "nan"], "--lora-alpha ('nan')"),
     (["--finetune", "lora", "--lora-targets", ""], "lora_targets"),
     (["--finetune", "lora", "--lora-targets", "q,zz"], "lora_targets"),
     (["--finetune", "int4"], "finetune"),

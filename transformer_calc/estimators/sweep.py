@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,26 +144,18 @@ def _clip(value: Any) -> str:
     return clip(value if isinstance(value, str) else ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value))
 
 
-_NUMBER = re.compile(r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?[kKmMgGtT]?|[0-9][0-9_]*")
 
 
 def _number(axis: str, flag: str, raw: str) -> int:
-    """One integer as people type it (8192, 8k, 1e3, 1_000); k = 1024 for sequence lengths."""
-    from decimal import Decimal, InvalidOperation
+    """One integer of an axis as people type it (8192, 8k, 1e3, 1_000): config.parse_whole, the one
+    parser of whole numbers (k = 1024 for sequence lengths; ZeRO stages 0-3)."""
+    from transformer_calc.model.config import parse_whole
 
-    text = raw.replace("_", "")
-    if not _NUMBER.fullmatch(raw) or not text:
-        raise TcalcError(f"{flag} {_clip(raw)}: not a whole number; use e.g. 8, 8k, 1e3, lists (1,2,8) or ranges (1..64, 512..4096:512)")
-    suffix = text[-1].lower() if text[-1].isalpha() and text[-1].lower() != "e" else ""
-    base = 1024 if axis == "seq_len" else 1000
-    scale = {"": 1, "k": base, "m": base**2, "g": base**3, "t": base**4}[suffix]
     try:
-        value = Decimal(text[: len(text) - len(suffix)]) * scale
-    except InvalidOperation:
-        raise TcalcError(f"{flag} {_clip(raw)}: not a number") from None
-    if value != value.to_integral_value():
-        raise TcalcError(f"{flag} {_clip(raw)}: not a whole number")
-    return int(value)
+        return parse_whole(raw, low=0 if axis == "zero" else 1, high=3 if axis == "zero" else None,
+                           binary=axis == "seq_len")
+    except ValueError as exc:
+        raise TcalcError(f"{flag} {_clip(raw)}: {exc}; use e.g. 8, 8k, 1e3, lists (1,2,8) or ranges (1..64, 512..4096:512)") from None
 
 
 def _int_values(axis: str, flag: str, raw: str, number: NumberParser) -> list[int]:

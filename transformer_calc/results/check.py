@@ -8,13 +8,16 @@ memory per GPU against a byte limit, a serving figure against a limit.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import Field
 
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.base import Result, Section
 from transformer_calc.requests.inference import inference_efficiency, inference_spec, serving_spec
+
+if TYPE_CHECKING:
+    from transformer_calc.requests.catalog import CheckRequest
 
 
 class GpuFitCheck(Section):
@@ -182,7 +185,7 @@ def check_job(
 
 
 def check_report(
-    files: list[Any], gpu_name: str | None = None, max_memory: str | None = None,
+    files: list[Any], gpu_name: str | None = None, max_memory: str | int | None = None,
     min_tokens_per_s: float | None = None, max_ttft_s: float | None = None, max_tpot_s: float | None = None,
 ) -> CheckResult:
     """`tcalc check` over files: every file is checked (one invalid file hides no other's result),
@@ -222,3 +225,7 @@ def check_load_point(model: ModelConfig, device: Any, spec: Any, section: dict[s
     serving = serving_spec(section, {})
     return load_point(model, device, spec, eff, serving, spec.prompt_len, max(spec.new_tokens, 1), spec.batch_size)
 
+
+# ---------------------------------------------------------------------------- the command
+def run_check(req: CheckRequest) -> CheckResult:
+    return check_report(req.files, req.gpu, req.max_memory, req.min_tokens_per_s, req.max_ttft_s, req.max_tpot_s)

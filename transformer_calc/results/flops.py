@@ -7,7 +7,7 @@ the Python API's return values and what render reads; docs/cli.md documents thei
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import transformer_calc.estimators.flops as F
 from transformer_calc.model.units import SECONDS_PER_DAY
@@ -15,6 +15,9 @@ from transformer_calc.estimators.params import count_params
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.base import Result, Section
 from transformer_calc.results.common import WorkloadSection, ModelSection, model_section, peak_for
+
+if TYPE_CHECKING:
+    from transformer_calc.requests.flops import FlopsRequest, MfuRequest
 
 
 # ============================================================================ flops
@@ -344,3 +347,31 @@ def mfu_report(
         ),
         **measured,
     )
+
+
+# ---------------------------------------------------------------------------- the command
+def run_flops(req: FlopsRequest) -> FlopsResult:
+    from transformer_calc.devices.hardware import compute_dtype
+
+    src = req.source()
+    return flops_request(src.model, src.job.training if src.job else {}, S=req.seq_len, B=req.batch_size,
+                         recompute=req.recompute, causal=req.causal, windowed=req.windowed, tokens=req.tokens,
+                         gpus=req.gpus, gpu_name=req.gpu, dtype=compute_dtype(req.dtype, req.p), mfu=req.mfu,
+                         budget=req.budget)
+
+
+# ---------------------------------------------------------------------------- the command
+def run_mfu(req: MfuRequest, note: Any = None) -> MfuResult:
+    from transformer_calc.devices.hardware import compute_dtype
+    from transformer_calc.requests.training import global_batch
+
+    src = req.source()
+    section = src.job.training if src.job else {}
+    sequences = req.global_batch
+    if req.global_batch_tokens is not None:
+        seq = next(v for v in (req.seq_len, section.get("seq_len"), src.model.max_seq_len) if v is not None)
+        sequences = global_batch(req.global_batch, req.global_batch_tokens, seq, note)
+    return mfu_request(src.model, section, S=req.seq_len, gpus=req.gpus, gpu_name=req.gpu,
+                       dtype=compute_dtype(req.dtype, req.p), global_batch=sequences, step_time=req.step_time,
+                       tokens_per_s=req.tokens_per_s, recompute=req.recompute, causal=req.causal,
+                       hfu_convention=req.hfu_convention)

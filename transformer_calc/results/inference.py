@@ -9,12 +9,15 @@ inference: section and flags into the estimators' inputs, for `tcalc serve` and 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.results.base import Result, Section
 from transformer_calc.results.common import CheckpointSection, ModelSection, model_section
 from transformer_calc.results.serve import EngineSettings, ExpectedAssumptions, engine_section, expected_assumptions
+
+if TYPE_CHECKING:
+    from transformer_calc.requests.inference import InferenceRequest
 
 
 class InferenceSettings(Section):
@@ -443,3 +446,8 @@ def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
             "acceptance_rate": 0.7 if flags.get("acceptance_rate") is None else flags["acceptance_rate"],
         }
     return inference_report(m, device, spec, eff, serving, speculative, checkpoint=source_checkpoint(src))
+
+
+# ---------------------------------------------------------------------------- the command
+def run_inference(req: InferenceRequest) -> InferenceResult:
+    return inference_command(req.source(), req.settings())

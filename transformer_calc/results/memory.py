@@ -7,7 +7,7 @@ the most loaded pipeline stage unless a key says otherwise.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import create_model
 
@@ -25,6 +25,9 @@ from transformer_calc.model.config import (
 )
 from transformer_calc.results.base import Result, Section
 from transformer_calc.results.common import WorkloadSection, CheckpointSection, ModelSection, model_section
+
+if TYPE_CHECKING:
+    from transformer_calc.requests.training import MemoryRequest
 
 
 def _config_fields(cls: Any) -> dict[str, Any]:
@@ -453,3 +456,8 @@ def memory_command(src: Any, flags: dict[str, Any]) -> MemoryResult:
     tr = with_checkpoint_weights(m, tr, src.checkpoint)
     device = find_gpu(str(gpu_name)) if gpu_name is not None else None
     return memory_report(m, w, tr, par, device, checkpoint=source_checkpoint(src))
+
+
+# ---------------------------------------------------------------------------- the command
+def run_memory(req: MemoryRequest) -> MemoryResult:
+    return memory_command(req.source(), req.given() | {"dtype": req.dtype})

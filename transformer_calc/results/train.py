@@ -6,13 +6,16 @@ the Python API's return values and what render reads; docs/cli.md documents thei
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import create_model
 
 from transformer_calc.model.config import ModelConfig, Training
 from transformer_calc.results.base import Result, Section
 from transformer_calc.results.common import ModelSection, model_section, network_for
+
+if TYPE_CHECKING:
+    from transformer_calc.requests.training import PlanRequest, TrainRequest
 
 
 # ============================================================================ sections
@@ -314,3 +317,29 @@ def plan_command(
     seq, tr, gpu_name, etp = plan_configs(m, job.training if job else {}, flags)
     return plan_report(m, seq, tr, find_gpu(gpu_name), gpus=gpus, global_batch=global_batch_of(seq), top=top,
                        node_size=node_size, inter_node_gb_s=inter_node_gb_s, source=source_text, expert_tensor=etp)
+
+
+# ---------------------------------------------------------------------------- the command
+def run_train(req: TrainRequest, note: Any = None) -> TrainResult:
+    from transformer_calc.requests.training import global_batch
+
+    return train_command(req.source(), req.given() | {"dtype": req.dtype}, gpus=req.gpus,
+                         global_batch_of=lambda seq: global_batch(req.global_batch, req.global_batch_tokens, seq, note),
+                         node_size=req.node_size, inter_node_gb_s=req.inter_node_gb_s,
+                         matmul_efficiency=req.matmul_efficiency, tokens=req.tokens,
+                         price_per_gpu_hour=req.price_per_gpu_hour)
+
+
+# ---------------------------------------------------------------------------- the command
+def run_plan(req: PlanRequest, note: Any = None) -> PlanResult:
+    from transformer_calc.requests.training import PLAN_LAYOUT_KEYS, global_batch
+
+    src = req.source()
+    section = src.job.training if src.job else {}
+    unused = [k for k in PLAN_LAYOUT_KEYS if k in section]
+    if unused and note is not None:
+        note(f"plan chooses the layout; the job file's {', '.join(unused)} are not used")
+    return plan_command(src, req.given(), gpus=req.gpus,
+                        global_batch_of=lambda seq: global_batch(req.global_batch, req.global_batch_tokens, seq, note),
+                        top=req.top, node_size=req.node_size, inter_node_gb_s=req.inter_node_gb_s,
+                        source_text=req.command_text())
