@@ -176,3 +176,49 @@ def test_every_job_file_key_is_an_option_and_back():
     for command in job:
         fields = set(request_class(command).model_fields)
         assert fields - job[command] <= RUN_OPTIONS, (command, sorted(fields - job[command] - RUN_OPTIONS))
+
+
+# ---------------------------------------------------------------------------- docs/cli.md == the request models
+def _section(text: str, command: str) -> str:
+    start = text.index(f"## `tcalc {command}`")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end > 0 else None]
+
+
+def _table_flags(section: str) -> set[str]:
+    """The flags a section's option tables name (a table row's first cell)."""
+    import re
+
+    flags = set()
+    for line in section.splitlines():
+        if line.startswith("| `-"):
+            cell = line.split("|")[1]
+            for flag in re.findall(r"`(--?[A-Za-z][\w-]*)(?:/--?[\w-]+)?(?: [A-Z]+)?`", cell):
+                flags.add(flag)
+            for flag in re.findall(r"(--[A-Za-z][\w-]*)", cell):
+                flags.add(flag)
+    return flags
+
+
+@pytest.mark.parametrize("command", sorted(TABLE))
+def test_docs_cli_md_lists_every_flag_of_every_command(command):
+    """docs/cli.md's section of a command names every flag its request model declares (the model
+    source and override flags once, in "Model source and overrides"), and names no flag the command
+    lacks: the reference cannot drift from the one declaration."""
+    from conftest import REPO
+
+    from transformer_calc.requests.model import ModelRequest
+
+    text = (REPO / "docs" / "cli.md").read_text()
+    cls = request_class(command)
+    shared = set(ModelRequest.model_fields) if issubclass(cls, ModelRequest) else set()
+    declared = {f for name, o in cls.options().items() if name not in shared or command == "sweep" and name in
+                ("model", "preset", "config") for f in o.spellings()}
+    section = _section(text, command)
+    named = _table_flags(section)
+    missing = {f for f in declared if f"`{f}" not in section and f not in named}
+    assert not missing, f"docs/cli.md's `tcalc {command}` does not name {sorted(missing)}"
+    every = {f for o in cls.options().values() for f in o.spellings()} | {"--format", "-f", "--no-" + "x"}
+    negatives = {f.split("/")[1] for o in cls.options().values() for f in o.flags if "/" in f}
+    extra = named - every - negatives
+    assert not extra, f"docs/cli.md's `tcalc {command}` table names flags it lacks: {sorted(extra)}"

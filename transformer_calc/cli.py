@@ -546,6 +546,8 @@ def _app_for(args: list[str]) -> typer.Typer:
     is imported to build them; building one keeps start-up fast (issue: tcalc must feel instant).
     Help, --version and unknown commands get the full app (`full_app`).
     """
+    if args and args[0] in ("--version", "-V"):
+        return app  # the root's eager option: no command is built
     if not args or args[0].startswith("-") or args[0] not in COMMANDS:
         return full_app()
     single = typer.Typer(
