@@ -574,7 +574,7 @@ def run(argv: list[str] | None = None) -> int:
     failed check (`tcalc check`), 2 invalid input or an output that cannot be written (closed or
     full stdout), 130 interrupted (Ctrl-C).
     """
-    from transformer_calc.errors import TcalcError
+    from transformer_calc.errors import ImpossibleResult, TcalcError
 
     args = sys.argv[1:] if argv is None else list(argv)
     if sys.stdout is None:  # started with stdout closed (`tcalc ... >&-`)
@@ -589,6 +589,11 @@ def run(argv: list[str] | None = None) -> int:
         return _interrupted()
     except TcalcError as exc:
         return _fail(str(exc), exc.exit_code)
+    except ImpossibleResult as exc:
+        import shlex
+
+        return _fail(f"internal error: {exc}, an impossible result (a bug in tcalc); please report it with the "
+                     f"command: tcalc {shlex.join(args)}", exc.exit_code)
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:

@@ -49,3 +49,11 @@ class UnknownNameError(TcalcError):
         hint = did_you_mean(name, known, cutoff=0.5) or "known: " + ", ".join(known)
         super().__init__(f"unknown {kind} {clip(name)}; {hint}")
         self.kind, self.name, self.known = kind, name, known
+
+
+class ImpossibleResult(Exception):
+    """A result that breaks physics (a utilization above 1, an expected time below its bound): a
+    bug in tcalc, never output. The CLI reports it as an internal error (exit 3) with the command
+    to reproduce it. Not a ValueError: pydantic passes it through a result model unchanged."""
+
+    exit_code = 3

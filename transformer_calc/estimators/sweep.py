@@ -359,7 +359,7 @@ def build_spec(
     fixed.update({k: v for k, v in settings.items() if k in TRAINING_SETTINGS and v is not None})
     for recompute, flash in itertools.product(axes["recompute"], axes["flash"]):
         build(Training, {**fixed, "recompute": recompute, "flash": flash}, "sweep training")
-    training = build(Training, fixed, "sweep training").model_dump(exclude={"recompute", "flash"})
+    training = build(Training, fixed, "sweep training").model_dump(exclude={"recompute", "flash"}, exclude_unset=True)
     par_fixed = {k: v for k, v in training_section.items() if k in PARALLEL_SETTINGS}
     par_fixed.update({k: v for k, v in settings.items() if k in PARALLEL_SETTINGS and v is not None})
     parallelism = build(Parallelism, par_fixed, "sweep training").model_dump(include=set(PARALLEL_SETTINGS))

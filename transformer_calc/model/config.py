@@ -420,9 +420,11 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
     n_exp, k_exp = _int_or_none(d.get("n_experts")), _int_or_none(d.get("experts_per_token"))
     if d.get("router") is None:
         d["router"] = n_exp is not None and n_exp > 1
-    if n_exp is not None and k_exp is not None and k_exp > n_exp > 0:
+    experts = 1 if n_exp is None else n_exp  # a dense model is one expert
+    if k_exp is not None and k_exp > experts > 0:
         raise ValueError(
-            f"experts_per_token ({k_exp}) exceeds n_experts ({n_exp}); use at most {n_exp}"
+            f"experts_per_token ({k_exp}) exceeds n_experts ({experts}); use at most {experts}"
+            + (" (the model is dense: set n_experts for a mixture of experts)" if experts == 1 else "")
         )
     return d
 
@@ -472,6 +474,9 @@ def _check_pattern(d: dict[str, Any]) -> None:
         raise ValueError(
             f"attention_pattern has {len(pat)} entries; give 1 to {MAX_PATTERN} (it repeats over the layers)"
         )
+    bad = next((k for k in pat if not isinstance(k, (str, LayerAttention))), None)
+    if bad is not None:
+        raise ValueError(f"attention_pattern holds {clip(bad)}; each entry is full, sliding or chunked")
     kinds = {k.value if isinstance(k, LayerAttention) else k for k in pat}
     if "sliding" in kinds and d.get("sliding_window") is None:
         raise ValueError("attention_pattern has sliding layers but sliding_window is not given; give it")
@@ -690,6 +695,17 @@ class Training(StrictInputs):
     def _fp8_compatible(self) -> Training:
         if self.fp32_unquantized and self.finetune is not Finetune.qlora:
             raise ValueError("fp32_unquantized upcasts what QLoRA leaves unquantized: it needs --finetune qlora")
+        if self.finetune is Finetune.full:  # an adapter setting given for full training is an orphan, never silence
+            orphans = sorted(self.model_fields_set & {"lora_rank", "lora_alpha", "lora_targets", "train_embeddings",
+                                                       "train_head"})
+            if orphans:
+                raise ValueError(f"{', '.join(orphans)} {'sets' if len(orphans) == 1 else 'set'} the adapters of "
+                                 "--finetune lora|qlora|dora; "
+                                 f"with full training (finetune: full) drop {'it' if len(orphans) == 1 else 'them'} "
+                                 "or give --finetune")
+        if "offload_device" in self.model_fields_set and self.offload is Offload.none:
+            raise ValueError("offload_device says where --offload puts the states; give --offload optimizer "
+                             "(or optimizer+params) or drop it")
         if self.fp8_recipe is FP8Recipe.none:
             return self
         if self.precision is Precision.fp32 or self.p != 2:
@@ -879,12 +895,29 @@ def training_configs(
     max_seq_len."""
     parts = split_training(resolve(flags, section, {"seq_len": model.max_seq_len}))
     gpu = parts["gpu"].get("gpu")
+    par = build(Parallelism, parts["parallelism"], "training")
+    check_expert_layout(model, par)
     return (
         build(Workload, parts["workload"], "training"),
         build(Training, parts["training"], "training"),
-        build(Parallelism, parts["parallelism"], "training"),
+        par,
         None if gpu is None else str(gpu),
     )
+
+
+def check_expert_layout(model: ModelConfig, par: Parallelism) -> None:
+    """Expert parallelism (ep) and expert tensor parallelism (etp) split a mixture-of-experts
+    model's routed experts: on a dense model they are an error, never silently ignored."""
+    from transformer_calc.errors import TcalcError
+
+    if model.n_experts > 1:
+        return
+    if par.expert != 1:
+        raise TcalcError(f"expert parallelism ep ({par.expert}) needs a mixture-of-experts model "
+                         f"({model.name or 'this model'} is dense); use ep 1")
+    if par.expert_tensor is not None and par.expert_tensor != par.tensor:
+        raise TcalcError(f"expert tensor parallelism etp ({par.expert_tensor}) needs a mixture-of-experts model "
+                         f"({model.name or 'this model'} is dense); drop --etp")
 
 
 # The one parser of whole numbers as people type them (flags, job-file counts, API strings).
@@ -901,7 +934,9 @@ def parse_whole(text: str | int, what: str = "value", low: int = 1, high: int | 
     MAX_EXPONENT is a ValueError naming the value (never a Decimal overflow or a 10^6-digit int)."""
     from decimal import Decimal, InvalidOperation
 
-    if isinstance(text, int) and not isinstance(text, bool):
+    if isinstance(text, bool):
+        raise ValueError(f"{text} is a boolean, not a number; give a whole number")
+    if isinstance(text, int):
         value = text
     else:
         raw = str(text).strip().replace("_", "")

@@ -72,6 +72,7 @@ class Request(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, arbitrary_types_allowed=True)
 
     command: ClassVar[str] = ""
+    section: ClassVar[str | None] = None  # the job-file section the command reads (training, inference, checks)
 
     # ------------------------------------------------------------------ the declaration, read back
     @classmethod
@@ -147,12 +148,18 @@ class Request(BaseModel):
                     raise TcalcError(f"{label(field)}{clip(value, 40)}: {exc}") from None
             clean[field] = value
         try:
-            return cls.model_validate(clean)
+            request = cls.model_validate(clean)
         except ValidationError as exc:
             error = exc.errors()[0]
             field = str(error["loc"][0]) if error.get("loc") else "?"
             name = label(field) if field in options else f"{field}="
             raise TcalcError(f"{name}{clip(clean.get(field), 40)}: {error['msg'][:1].lower()}{error['msg'][1:]}") from None
+        request.check(label)
+        return request
+
+    def check(self, label: Callable[[str], str]) -> None:
+        """Rules between a request's options (an option that means nothing without another is an
+        error naming both, never silence); `label(field)` spells a field as its door does."""
 
     # ------------------------------------------------------------------ what the body reads
     def given(self, *names: str) -> dict[str, Any]:
@@ -160,6 +167,41 @@ class Request(BaseModel):
         flags of `model.config.resolve` (None: not given, the job file or the default decides)."""
         keys = names or tuple(n for n, o in self.options().items() if o.job)
         return {name: getattr(self, name) for name in keys}
+
+
+def check_section(section: str, values: dict[str, Any], parsers: dict[str, Callable[[Any], Any]],
+                  where: str = "") -> dict[str, Any]:
+    """A job file's section read as the flags are: each key whose option has a parser is parsed by
+    it (`S: 8k` is 8192; `ttft_s: 0`, `block_size: 0`, `memory_utilization: 1.5` are errors naming
+    the file, the section and the key), so a job file is validated as the command line is."""
+    out = dict(values)
+    for key, value in values.items():
+        parse = parsers.get(key)
+        if parse is None or value is None:
+            continue
+        try:
+            out[key] = parse(value)
+        except ValueError as exc:
+            raise TcalcError(f"{where + ': ' if where else ''}{section}: {key} ({clip(value, 40)}): {exc}") from None
+    return out
+
+
+def checked_job(job: Any, *requests: type[Request], where: str = "") -> Any:
+    """A job file (sources.presets.JobFile) with the sections the request classes read parsed by
+    their fields' parsers (check_section): a job file's value is checked as the flag's."""
+    import dataclasses
+
+    if job is None:
+        return None
+    parsers: dict[str, dict[str, Callable[[Any], Any]]] = {}
+    for cls in requests:
+        if cls.section is not None:
+            for name, o in cls.options().items():
+                if o.job and o.parse is not None:
+                    parsers.setdefault(cls.section, {}).setdefault(name, o.parse)
+    changes = {name: check_section(name, getattr(job, name), table, where or str(job.path))
+               for name, table in parsers.items() if getattr(job, name)}
+    return dataclasses.replace(job, **changes) if changes else job
 
 
 # ============================================================================ parsers
@@ -177,6 +219,20 @@ def length(text: Any) -> int:
     from transformer_calc.model.config import parse_whole
 
     return parse_whole(text, low=1, binary=True)
+
+
+MAX_NODE_SIZE = 1024  # GPUs in one NVLink domain: 8 (HGX), 72 (GB200/GB300 NVL72), 576 (NVL576, announced)
+
+
+def node_size(text: Any) -> int:
+    """GPUs per NVLink domain: a whole number up to MAX_NODE_SIZE (plan enumerates T within it)."""
+    from transformer_calc.model.config import parse_whole
+
+    value = parse_whole(text, low=1)
+    if value > MAX_NODE_SIZE:
+        raise ValueError(f"{value} GPUs in one NVLink domain is beyond any system (NVL72: 72, NVL576: 576); "
+                         f"use at most {MAX_NODE_SIZE}")
+    return value
 
 
 def zero_stage(text: Any) -> int:
@@ -200,11 +256,17 @@ def count(text: Any) -> int:
 
 def _number(text: Any, example: str) -> float:
     if isinstance(text, bool):
-        raise ValueError(f"{text!r} is not a number; write e.g. {example}")
+        raise ValueError(f"{text!r} is a boolean, not a number; write e.g. {example}")
     try:
         return float(str(text).strip())
-    except ValueError:
+    except (ValueError, OverflowError):
         raise ValueError(f"{clip(text, 40)} is not a number; write e.g. {example}") from None
+
+
+def _as_given(text: Any, value: float) -> float:
+    """A number given as a number keeps its type (a job file's 100 stays 100 in the JSON); text
+    becomes the float it reads as."""
+    return text if isinstance(text, (int, float)) and not isinstance(text, bool) else value
 
 
 def fraction(text: Any) -> float:
@@ -212,7 +274,7 @@ def fraction(text: Any) -> float:
     value = _number(text, "0.9")
     if not (math.isfinite(value) and 0 < value <= 1):
         raise ValueError(f"{value} is out of range; use a fraction in (0, 1], e.g. 0.9")
-    return value
+    return _as_given(text, value)
 
 
 def unit_interval(text: Any) -> float:
@@ -220,7 +282,7 @@ def unit_interval(text: Any) -> float:
     value = _number(text, "0.7")
     if not (math.isfinite(value) and 0 <= value <= 1):
         raise ValueError(f"{value} is out of range; use a fraction in [0, 1]")
-    return value
+    return _as_given(text, value)
 
 
 def seconds(text: Any) -> float:
@@ -228,7 +290,7 @@ def seconds(text: Any) -> float:
     value = _number(text, "0.05")
     if not (math.isfinite(value) and value >= 0):
         raise ValueError(f"{value} is out of range; use a finite number of seconds >= 0")
-    return value
+    return _as_given(text, value)
 
 
 def positive(text: Any) -> float:
@@ -236,7 +298,7 @@ def positive(text: Any) -> float:
     value = _number(text, "1.5")
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{value} is out of range; use a positive finite number")
-    return value
+    return _as_given(text, value)
 
 
 def text(value: Any) -> str:

@@ -21,6 +21,7 @@ class CheckRequest(Request):
     """`tcalc check FILES`: every job file validated and checked; the flags override each file's checks:."""
 
     command = "check"
+    section = "checks"
     files: Annotated[list[Path], opt(help="Job files (YAML) to validate and check.", metavar="FILES", parse=_files, job=False,
                                      repeat=True)]
     gpu: Annotated[str | None, opt("--gpu", help="Memory must fit this GPU (overrides the files) \\[default: the files' checks.gpu or gpu].")] = None

@@ -30,6 +30,7 @@ class FlopsRequest(ModelRequest):
     """`tcalc flops`: a step's FLOPs; training time for a token budget; compute-optimal sizing."""
 
     command = "flops"
+    section = "training"
     seq_len: SeqLen = None
     batch_size: Annotated[int | None, opt("--B", "--batch-size", help="B: sequences per step \\[default: 1].", panel=WORKLOAD, parse=whole)] = None
     causal: Causal = False
@@ -50,6 +51,7 @@ class MfuRequest(ModelRequest):
     """`tcalc mfu`: MFU and HFU from a measured step time (with the global batch) or throughput."""
 
     command = "mfu"
+    section = "training"
     seq_len: SeqLen = None
     gpus: Annotated[int, opt("--gpus", help="GPUs (accelerator chips) in the run.", parse=whole, job=False)] = 1
     gpu: Annotated[str, opt("--gpu", help="GPU, e.g. a100-80gb.", job=False)] = "a100-80gb"

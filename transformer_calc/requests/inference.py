@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import ModelConfig
-from transformer_calc.requests.base import fraction, length, opt, positive, seconds, unit_interval, whole
+from transformer_calc.requests.base import node_size, fraction, length, opt, positive, seconds, unit_interval, whole
 from transformer_calc.requests.model import ModelRequest
 
 def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any], network: Any = None) -> Any:
@@ -79,6 +80,9 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
     from transformer_calc.devices.hardware import compute_dtype
 
     merged = resolve(flags, section)
+    if merged.get("mla_cache") is not None and model.kv_lora_rank is None:
+        raise TcalcError(f"mla_cache ({merged['mla_cache']}) chooses how an MLA model's cache is kept; "
+                         f"{model.name or 'this model'} has no MLA (no kv_lora_rank): drop it")
     dtype = compute_dtype(merged.get("dtype"), merged.get("p"))  # the compute dtype (--dtype / --p)
     stored = None
     if checkpoint is not None:
@@ -119,7 +123,7 @@ MemoryEff = Annotated[float | None, opt("--memory-efficiency", help="Achievable 
 Graphs = Annotated[bool | None, opt("--cuda-graphs/--no-cuda-graphs", help="Kernels launched from CUDA graphs (vLLM, TensorRT-LLM decode) or eagerly \\[default: --cuda-graphs].", panel=EXPECTED)]
 KernelLaunch = Annotated[float | None, opt("--kernel-launch-s", help="Fixed cost per kernel, seconds \\[default: 7.8e-6 with CUDA graphs (fitted), 15.8e-6 without].", panel=EXPECTED, parse=seconds)]
 SeqOverhead = Annotated[float | None, opt("--sequence-overhead-s", help="Engine work per sequence per step, seconds \\[default: 10.4e-6 (fitted)].", panel=EXPECTED, parse=seconds)]
-NodeSize = Annotated[int | None, opt("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", panel=EXPECTED, parse=whole, job=False)]
+NodeSize = Annotated[int | None, opt("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", panel=EXPECTED, parse=node_size, job=False)]
 InterNode = Annotated[float | None, opt("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", panel=EXPECTED, parse=positive, job=False)]
 BlockSize = Annotated[int | None, opt("--block-size", help="Tokens per KV-cache block \\[default: 16, vLLM's].", panel=SERVING, parse=whole)]
 MemoryUtil = Annotated[float | None, opt("--memory-utilization", help="Fraction of GPU memory the engine may use \\[default: 0.9, vLLM's gpu_memory_utilization].", panel=SERVING, parse=fraction)]
@@ -153,6 +157,7 @@ class InferenceRequest(_Engine):
     """`tcalc inference`: the inference: keys, the engine's settings, speculative decoding."""
 
     command = "inference"
+    section = "inference"
     batch_size: Annotated[int | None, opt("--B", "--batch-size", help="B: concurrent sequences \\[default: 1].", panel=INFERENCE, parse=whole)] = None
     seq_len: Annotated[int | None, opt("--S", "--prompt-len", "--seq-len", help="S: prompt tokens per sequence (8k = 8192) \\[default: the model's max_seq_len].", panel=INFERENCE, parse=length)] = None
     new_tokens: Annotated[int | None, opt("--new-tokens", "--output-len", help="Tokens generated per sequence; the first comes from the prefill \\[default: 1].", panel=INFERENCE, parse=whole)] = None
@@ -168,8 +173,15 @@ class InferenceRequest(_Engine):
     mla_cache: Annotated[str | None, opt("--mla-cache", help="MLA models: latent (r_kv + d_rope per token, replicated over T; transformers) | decompressed (per-head K and V) \\[default: latent].", panel=INFERENCE)] = None
     draft: Annotated[Any, opt("--draft", help="Speculative decoding: the draft model (a preset, a tcalc YAML or an HF config.json) \\[default: none].", panel=SPECULATIVE, job=False)] = None
     mtp: Annotated[bool, opt("--mtp", help="Speculative decoding with the model's multi-token-prediction modules as the draft.", panel=SPECULATIVE, job=False)] = False
-    speculative_tokens: Annotated[int, opt("--speculative-tokens", help="k: draft tokens per verification step \\[default: 4].", panel=SPECULATIVE, parse=whole, job=False)] = 4
-    acceptance_rate: Annotated[float, opt("--acceptance-rate", help="α: the chance the target accepts a draft token \\[default: 0.7].", panel=SPECULATIVE, parse=unit_interval, job=False)] = 0.7
+    speculative_tokens: Annotated[int | None, opt("--speculative-tokens", help="k: draft tokens per verification step, with --draft or --mtp \\[default: 4].", panel=SPECULATIVE, parse=whole, job=False)] = None
+    acceptance_rate: Annotated[float | None, opt("--acceptance-rate", help="α: the chance the target accepts a draft token, with --draft or --mtp \\[default: 0.7].", panel=SPECULATIVE, parse=unit_interval, job=False)] = None
+
+    def check(self, label: Any) -> None:
+        if self.draft is None and not self.mtp:
+            for name in ("speculative_tokens", "acceptance_rate"):
+                if getattr(self, name) is not None:
+                    raise TcalcError(f"{label(name).rstrip('= ')} sets speculative decoding, which needs a draft: "
+                                     "give --draft MODEL or --mtp, or drop it")
 
 
 
@@ -178,6 +190,7 @@ class ServeRequest(_Engine):
     """`tcalc serve`: layouts of `gpus` GPUs against TTFT/TPOT targets."""
 
     command = "serve"
+    section = "inference"
     gpu: Annotated[str | None, opt("--gpu", help="GPU \\[default: a100-80gb].", panel=SERVE)] = None
     gpus: Annotated[int | None, opt("--gpus", help="GPUs in all; replicas = gpus / (T·ep) \\[default: 8].", panel=SERVE, parse=whole)] = None
     seq_len: Annotated[int | None, opt("--prompt-len", "--S", "--seq-len", help="Prompt tokens per request (8k = 8192) \\[default: none: required here or in the job file].", panel=SERVE, parse=length)] = None

@@ -139,8 +139,13 @@ class ModelRequest(Request):
         from transformer_calc.sources.resolve import load_source
 
         if self._source is None:
-            self._source = load_source(self.model, preset=self.preset, config=self.config, hf_config=self.hf_config,
-                                       revision=self.revision, overrides=self.overrides())
+            import dataclasses
+
+            from transformer_calc.requests.base import checked_job
+
+            src = load_source(self.model, preset=self.preset, config=self.config, hf_config=self.hf_config,
+                              revision=self.revision, overrides=self.overrides())
+            self._source = dataclasses.replace(src, job=checked_job(src.job, type(self))) if src.job is not None else src
         return self._source
 
     def command_text(self) -> str | None:

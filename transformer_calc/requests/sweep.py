@@ -9,7 +9,9 @@ from typing import Annotated, Any, ClassVar
 from transformer_calc.errors import TcalcError, clip
 from transformer_calc.requests.base import count, fraction, opt, whole
 from transformer_calc.requests.model import MODEL, OUTPUT, ModelRequest
-from transformer_calc.requests.training import Finetune, LoraRank, LoraTargets
+from transformer_calc.requests.base import checked_job
+from transformer_calc.requests.inference import InferenceRequest
+from transformer_calc.requests.training import Finetune, LoraRank, LoraTargets, MemoryRequest
 
 SWEEP = "Grid (comma lists; a..b doubles, a..b:s steps)"
 SWEEP_TRAINING = "Training, every point (as tcalc memory)"
@@ -136,7 +138,7 @@ class SweepRequest(ModelRequest):
 
         def add(label: str, src: Any, where: str) -> None:
             nonlocal job
-            job = job or src.job
+            job = job or checked_job(src.job, MemoryRequest, InferenceRequest)
             out[label if label not in out else f"{label} ({where})"] = src.model
 
         for item in positional:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import ModelConfig
-from transformer_calc.requests.base import count, fraction, length, opt, positive, whole, zero_stage
+from transformer_calc.requests.base import node_size, count, fraction, length, opt, positive, whole, zero_stage
 from transformer_calc.requests.model import OUTPUT, ModelRequest
 
 # ============================================================================ train, plan
@@ -32,7 +33,8 @@ def train_configs(
     fixes the micro-batches per step (G / (dp·b)); the section's `micro_batches` is then not used.
     Returns (Workload, Training, Parallelism, gpu name, whether the micro-batch was given); the
     CLI and the Python API both call it."""
-    from transformer_calc.model.config import Parallelism, Training, Workload, build, resolve, split_training
+    from transformer_calc.model.config import (Parallelism, Training, Workload, build, check_expert_layout, resolve,
+                                               split_training)
     from transformer_calc.errors import TcalcError
 
     settings = resolve(flags, section, {"seq_len": m.max_seq_len, **TRAIN_DEFAULTS})
@@ -46,6 +48,7 @@ def train_configs(
     if gpus % (T * P * cp):
         raise TcalcError(f"--gpus ({gpus}) must be a multiple of T x P x CP ({T} x {P} x {cp}); data parallelism is what is left")
     par = build(Parallelism, {**parts["parallelism"], "data": gpus // (T * P * cp)}, "training")
+    check_expert_layout(m, par)
     w = build(Workload, {"batch_size": 1, **parts["workload"]}, "training")
     tr = build(Training, parts["training"], "training")
     return w, tr, par, str(parts["gpu"]["gpu"]), "batch_size" in parts["workload"]
@@ -94,7 +97,7 @@ OffloadDevice = Annotated[str | None, opt("--offload-device", help="cpu (host me
 FP8 = Annotated[str | None, opt("--fp8-recipe", help="none | delayed | tensorwise | mxfp8 (Blackwell): FP8 GEMMs, FP8 weight copies, FP8-saved GEMM inputs (Transformer Engine) \\[default: none].", panel=TRAINING)]
 GlobalBatch = Annotated[int | None, opt("--global-batch", help="Global batch in sequences, e.g. 1536 \\[default: none; this or --global-batch-tokens].", parse=count, job=False)]
 GlobalBatchTokens = Annotated[int | str | None, opt("--global-batch-tokens", help="Global batch in tokens, e.g. 4M \\[default: none; this or --global-batch].", parse=lambda v: _token_text(v), job=False)]
-NodeSize = Annotated[int | None, opt("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", panel=PARALLEL, parse=whole, job=False)]
+NodeSize = Annotated[int | None, opt("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", panel=PARALLEL, parse=node_size, job=False)]
 InterNode = Annotated[float | None, opt("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", panel=PARALLEL, parse=positive, job=False)]
 
 
@@ -109,6 +112,7 @@ class MemoryRequest(ModelRequest):
     """`tcalc memory`: every key of a job file's training: section, and the GPU to fit."""
 
     command = "memory"
+    section = "training"
     seq_len: SeqLen = None
     batch_size: Annotated[int | None, opt("--B", "--batch-size", help="B: micro-batch per GPU (sequences) \\[default: 1].", panel=WORKLOAD, parse=whole)] = None
     precision: Annotated[str | None, opt("--precision", help="mixed (16-bit + fp32 master, the seed's) | fp32 | bf16 (pure) \\[default: mixed; fp32 with --dtype fp32].", panel=TRAINING)] = None
@@ -154,6 +158,7 @@ class TrainRequest(ModelRequest):
     leave) and the micro-batches per step (from the global batch)."""
 
     command = "train"
+    section = "training"
     gpus: Annotated[int | None, opt("--gpus", help="GPUs in all; dp = gpus / (T·P·CP) \\[default: the job file's data x T x P x CP, else 8].", parse=whole, job=False)] = None
     gpu: Annotated[str | None, opt("--gpu", help="GPU, e.g. a100-80gb, h100 \\[default: the job file's, else h100].")] = None
     seq_len: SeqLen = None
@@ -183,7 +188,7 @@ class TrainRequest(ModelRequest):
     node_size: NodeSize = None
     inter_node_gb_s: InterNode = None
     tokens: Annotated[int | None, opt("--tokens", help="Token budget for days, GPU-hours and cost, e.g. 15T \\[default: none].", parse=count, job=False)] = None
-    price_per_gpu_hour: Annotated[float | None, opt("--price-per-gpu-hour", help="Cost per GPU-hour for the budget \\[default: none].", parse=positive, job=False)] = None
+    price_per_gpu_hour: Annotated[float | None, opt("--price-per-gpu-hour", help="Cost per GPU-hour for the budget, with --tokens \\[default: none].", parse=positive, job=False)] = None
     optimizer: OptimizerOpt = None
     grad_bytes: GradBytes = None
     activations: Activations = None
@@ -197,13 +202,17 @@ class TrainRequest(ModelRequest):
     train_head: TrainHead = None
     fp32_unquantized: FP32Unquantized = None
 
-
+    def check(self, label: Any) -> None:
+        if self.price_per_gpu_hour is not None and self.tokens is None:
+            raise TcalcError(f"{label('price_per_gpu_hour').rstrip('= ')} prices a token budget: give --tokens too "
+                             "(e.g. --tokens 15T), or drop it")
 
 
 class PlanRequest(ModelRequest):
     """`tcalc plan`: the layout is plan's to choose; the settings that are not the layout."""
 
     command = "plan"
+    section = "training"
     gpus: Annotated[int, opt("--gpus", help="GPUs in all.", parse=whole, job=False)] = 8
     gpu: Annotated[str | None, opt("--gpu", help="GPU, e.g. h100 \\[default: the job file's, else h100].")] = None
     seq_len: SeqLen = None

@@ -102,7 +102,15 @@ def check_job(
     from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
     from transformer_calc.sources.presets import load_job
 
-    job = load_job(path, flag=None)  # positional files: messages name the path alone
+    from transformer_calc.requests.base import checked_job
+    from transformer_calc.requests.catalog import CheckRequest
+    from transformer_calc.requests.inference import InferenceRequest, ServeRequest
+    from transformer_calc.requests.training import MemoryRequest
+
+    # positional files: messages name the path alone; each section's values are read as the flags
+    # of the commands that read it are (a job file `tcalc serve` refuses is refused here too)
+    job = checked_job(load_job(path, flag=None), MemoryRequest, InferenceRequest, ServeRequest, CheckRequest,
+                      where=str(path))
     where = f"{path}"
     model = build_model(job.model, where=f"{where} model")
     if job.checks.get("max_memory") is not None:  # validated even when the flag overrides it

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pydantic import model_validator
+
+from transformer_calc.errors import ImpossibleResult
 from transformer_calc.model.config import LayerAttention, ModelConfig
-from transformer_calc.results.base import Result, Section
+from transformer_calc.results.base import TOLERANCE, Result, Section
 from transformer_calc.results.common import CheckpointSection, ModelSection, model_section
 from transformer_calc.results.serve import EngineSettings, ExpectedAssumptions, engine_section, expected_assumptions
 
@@ -213,6 +216,16 @@ class InferenceResult(Result):
     serving: ServingSection | None = None  # with the KV cache on
     speculative: SpeculativeSection | None = None  # with a draft model or --mtp
     checkpoint: CheckpointSection | None = None
+
+    @model_validator(mode="after")
+    def _expected_within_bound(self) -> InferenceResult:
+        """The expected time (achievable rates plus fixed costs) never beats the roofline bound."""
+        for name in ("time_to_first_token_s", "total_s"):
+            bound, expected = getattr(self, name), getattr(self.expected, name)
+            if expected < bound * (1 - TOLERANCE):
+                raise ImpossibleResult(f"the expected {name} ({expected:.6g} s) is below its roofline bound "
+                                       f"({bound:.6g} s)")
+        return self
 
 
 def expected_section(x: Any) -> ExpectedSection:

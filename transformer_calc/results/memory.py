@@ -442,7 +442,7 @@ def memory_command(src: Any, flags: dict[str, Any]) -> MemoryResult:
     """`tcalc memory` and `tc.memory` from a resolved model source (`sources.resolve.Source`) and the
     options given (job-file key names; None: not given): each the option, else the job file's
     training: key, else the default (config.resolve). `dtype` is the compute dtype, `p` its bytes."""
-    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
+    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, check_fp8_recipe, compute_dtype
     from transformer_calc.model.config import training_configs
     from transformer_calc.results.common import source_checkpoint, with_checkpoint_weights
     from transformer_calc.sources.presets import gpu as find_gpu
@@ -455,6 +455,8 @@ def memory_command(src: Any, flags: dict[str, Any]) -> MemoryResult:
     w, tr, par, gpu_name = training_configs(m, job.training if job else {}, flags)
     tr = with_checkpoint_weights(m, tr, src.checkpoint)
     device = find_gpu(str(gpu_name)) if gpu_name is not None else None
+    if device is not None:
+        check_fp8_recipe(tr.fp8_recipe.value, device)
     return memory_report(m, w, tr, par, device, checkpoint=source_checkpoint(src))
 
 

@@ -287,7 +287,7 @@ def train_command(
     names; None: not given; `dtype` the compute dtype, `p` its bytes): the settings resolved by
     `requests.training.train_configs`; `global_batch_of(S)` gives the global batch in sequences
     once S is known (the CLI reads token counts such as 4M and says how it read them)."""
-    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
+    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, check_fp8_recipe, compute_dtype
     from transformer_calc.requests.training import train_configs
     from transformer_calc.sources.presets import gpu as find_gpu
 
@@ -298,6 +298,7 @@ def train_command(
     m, job = src.model, src.job
     w, tr, par, gpu_name, micro_batch_given = train_configs(m, job.training if job else {}, flags, gpus)
     device = find_gpu(gpu_name)
+    check_fp8_recipe(tr.fp8_recipe.value, device)
     return train_report(m, w, tr, par, device, global_batch=global_batch_of(w.seq_len),
                         micro_batch_given=micro_batch_given, network=network_for(device, node_size, inter_node_gb_s),
                         matmul_efficiency=matmul_efficiency, tokens=tokens, price_per_gpu_hour=price_per_gpu_hour)

@@ -58,7 +58,7 @@ def _pattern(c: Reader, layer_types: list[str], L: int, key: str = "layer_types"
         raise c._bad(key, f"a list of {L} attention kinds (one per layer)")
     kinds = []
     for kind in layer_types:
-        if kind not in _KIND:
+        if not isinstance(kind, str) or kind not in _KIND:
             raise c._bad(key, "a list of full_attention / sliding_attention / chunked_attention")
         kinds.append(_KIND[kind])
     spec: dict[str, Any] = {}
