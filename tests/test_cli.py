@@ -362,10 +362,10 @@ def test_mfu_hfu_with_recompute(capsys):
         (["flops", "--preset", "gpt2", "--tokens", "lots"], "--tokens ('lots'): not a number"),
         (["flops", "--preset", "gpt2", "--gpus", "8"], "give --tokens too"),
         (["flops", "--preset", "gpt2", "--tokens", "1e9", "--gpus", "8"], "needs both --gpus N and --gpu NAME"),
-        (["flops", "--preset", "gpt2", "--tokens", "1e9", "--gpus", "8", "--gpu", "h100", "--mfu", "1.5"], "--mfu ('1.5'): 1.5 is out of range"),
+        (["flops", "--preset", "gpt2", "--tokens", "1e9", "--gpus", "8", "--gpu", "h100", "--mfu", "1.5"], "--mfu ('1.5'): '1.5' is out of range"),
         (["flops", "--preset", "gpt2", "--recompute", "half"], "--recompute ('half')"),
         (["mfu", "--preset", "gpt2"], "give the measured speed"),
-        (["mfu", "--preset", "gpt2", "--step-time", "0", "--global-batch", "8"], "--step-time ('0'): 0.0 is out of range"),
+        (["mfu", "--preset", "gpt2", "--step-time", "0", "--global-batch", "8"], "--step-time ('0'): '0' is out of range"),
         (["mfu", "--preset", "gpt2", "--tokens-per-s", "1e5", "--gpu", "v100", "--dtype", "bf16"], "has no bf16"),
     ],
 )

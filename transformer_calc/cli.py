@@ -228,8 +228,13 @@ def _default_body(command: str, req: Any, fmt: OutputFormat) -> None:
 
 
 def _with_notes(command: str, req: Any, fmt: OutputFormat) -> None:
-    """train, plan, mfu: how a token count was read is said on stderr."""
-    emit(_body(command)(req, _note), fmt, _table(command))
+    """train, plan, mfu: how a token count was read is said on stderr, once the estimate has
+    succeeded (a note never precedes an `Error:` line)."""
+    notes: list[str] = []
+    report = _body(command)(req, notes.append)
+    for text in notes:
+        _note(text)
+    emit(report, fmt, _table(command))
 
 
 def _memory_body(command: str, req: Any, fmt: OutputFormat) -> None:
@@ -345,6 +350,9 @@ BODIES = {
 }
 
 
+MIN_TABLE_WIDTH = 80
+
+
 def emit(data: Any, fmt: OutputFormat, table: Any) -> None:
     """Write a command's typed result (results/): text formats are its JSON form
     (`model_dump(mode="json")`) as-is; tables through rich. A result that holds NaN or an infinity
@@ -358,7 +366,11 @@ def emit(data: Any, fmt: OutputFormat, table: Any) -> None:
 
         from transformer_calc.render.common import checkpoint_table
 
-        console = Console(file=cast(IO[str], _Stdout()))  # a file in all but name: the rest is sys.stdout's
+        # a file in all but name: the rest is sys.stdout's. At least MIN_TABLE_WIDTH columns: a
+        # narrower terminal (or COLUMNS=0, COLUMNS=5) would wrap numbers digit by digit, or print nothing
+        console = Console(file=cast(IO[str], _Stdout()))
+        if console.width < MIN_TABLE_WIDTH:
+            console = Console(file=cast(IO[str], _Stdout()), width=MIN_TABLE_WIDTH)
         console.print(table(data))
         if getattr(data, "checkpoint", None) is not None:
             console.print(checkpoint_table(data.checkpoint))
@@ -502,9 +514,10 @@ def _fail(message: str, code: int) -> int:
     if len(line) > MAX_MESSAGE_CHARS:
         line = line[: MAX_MESSAGE_CHARS - 3] + "..."
     try:
-        sys.stderr.write(f"Error: {line}\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):  # stderr closed too: the exit code says it
+        if sys.stderr is not None:  # started with stderr closed (2>&-): the exit code says it
+            sys.stderr.write(f"Error: {line}\n")
+            sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed or full: the exit code says it
         pass
     return code
 
@@ -583,6 +596,8 @@ def run(argv: list[str] | None = None) -> int:
         command = typer.main.get_command(_app_for(args))
         result = command.main(args=args, prog_name="tcalc", standalone_mode=False)
         code = result if isinstance(result, int) else 0
+        if code == 130:  # typer turns Ctrl-C inside a command into an exit code of 130, silently
+            return _interrupted()
         _flush_stdout()
         return code
     except KeyboardInterrupt:
@@ -595,7 +610,16 @@ def run(argv: list[str] | None = None) -> int:
         return _fail(f"internal error: {exc}, an impossible result (a bug in tcalc); please report it with the "
                      f"command: tcalc {shlex.join(args)}", exc.exit_code)
     except typer.Exit as exc:
+        if exc.exit_code == 130:  # typer turns Ctrl-C inside a command into Exit(130), silently
+            return _interrupted()
         return exc.exit_code
+    except SystemExit as exc:
+        # Only the help text exits from inside typer: rich (Console.on_broken_pipe) and typer exit 1
+        # when the reader of stdout has gone (`tcalc memory --help | head -1`). That reader leaving
+        # is not an error, as for every other output (exit 0).
+        if exc.code == 1:
+            return _broken_pipe()
+        return exc.code if isinstance(exc.code, int) else 2
     except typer.Abort:
         return _interrupted()
     except (BrokenPipeError, PipeClosed):

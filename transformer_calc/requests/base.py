@@ -273,7 +273,7 @@ def fraction(text: Any) -> float:
     """A fraction in (0, 1] (an efficiency, a memory utilization)."""
     value = _number(text, "0.9")
     if not (math.isfinite(value) and 0 < value <= 1):
-        raise ValueError(f"{value} is out of range; use a fraction in (0, 1], e.g. 0.9")
+        raise ValueError(f"{clip(text, 40) if isinstance(text, str) else value} is out of range; use a fraction in (0, 1], e.g. 0.9")
     return _as_given(text, value)
 
 
@@ -281,7 +281,7 @@ def unit_interval(text: Any) -> float:
     """A fraction in [0, 1] (an acceptance rate)."""
     value = _number(text, "0.7")
     if not (math.isfinite(value) and 0 <= value <= 1):
-        raise ValueError(f"{value} is out of range; use a fraction in [0, 1]")
+        raise ValueError(f"{clip(text, 40) if isinstance(text, str) else value} is out of range; use a fraction in [0, 1]")
     return _as_given(text, value)
 
 
@@ -289,7 +289,7 @@ def seconds(text: Any) -> float:
     """A duration in seconds >= 0 (finite)."""
     value = _number(text, "0.05")
     if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{value} is out of range; use a finite number of seconds >= 0")
+        raise ValueError(f"{clip(text, 40) if isinstance(text, str) else value} is out of range; use a finite number of seconds >= 0")
     return _as_given(text, value)
 
 
@@ -297,7 +297,7 @@ def positive(text: Any) -> float:
     """A positive finite number (seconds, a rate, bandwidth, a price)."""
     value = _number(text, "1.5")
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{value} is out of range; use a positive finite number")
+        raise ValueError(f"{clip(text, 40) if isinstance(text, str) else value} is out of range; use a positive finite number")
     return _as_given(text, value)
 
 

@@ -85,14 +85,17 @@ _PLAIN_TAGS = {
 class _Node:
     """A composed container with the number of values it holds (what an alias to it costs)."""
 
-    __slots__ = ("value", "size", "key", "keys", "anchor")
+    __slots__ = ("value", "size", "key", "keys", "anchor", "merged")
 
     def __init__(self, value: Any, anchor: str | None):
-        self.keys: set[Any] = set()
+        self.keys: set[Any] = set()  # keys given in this mapping
+        self.merged: set[Any] = set()  # keys it took from merge keys (<<), which its own keys override
         self.value, self.size, self.key, self.anchor = value, 1, _NO_KEY, anchor
 
 
 _NO_KEY = object()
+_MERGE = object()  # the key position holds a YAML merge key (<<: *anchor)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 def parse_yaml(text: str, where: str) -> Any:
@@ -127,6 +130,9 @@ def parse_yaml(text: str, where: str) -> Any:
         if isinstance(top.value, list):
             top.value.append(value)
         elif top.key is _NO_KEY:
+            if value is _MERGE:
+                top.key = _MERGE
+                return
             if isinstance(value, (dict, list)):
                 raise fail("a mapping key must be a plain value", mark)
             if value in top.keys:
@@ -135,7 +141,20 @@ def parse_yaml(text: str, where: str) -> Any:
                 top.keys.add(value)
             except TypeError:
                 raise fail("a mapping key must be a plain value", mark) from None
+            top.merged.discard(value)  # its own key overrides a merged one (YAML merge keys)
             top.key = value
+        elif top.key is _MERGE:
+            # <<: *a or <<: [*a, *b]: the mappings' keys join this one's, its own keys and earlier
+            # mappings winning (https://yaml.org/type/merge.html)
+            sources = value if isinstance(value, list) else [value]
+            if not sources or not all(isinstance(m, dict) for m in sources):
+                raise fail("a merge key (<<) takes a mapping or a list of mappings", mark)
+            for source in sources:
+                for k, v in source.items():
+                    if k not in top.keys and k not in top.merged:
+                        top.value[k] = v
+                        top.merged.add(k)
+            top.key = _NO_KEY
         else:
             top.value[top.key] = value
             top.key = _NO_KEY
@@ -156,6 +175,9 @@ def parse_yaml(text: str, where: str) -> Any:
                 tag = event.tag
                 if tag in (None, "!"):
                     tag = resolver.resolve(ScalarNode, event.value, event.implicit)
+                if tag == _MERGE_TAG and stack and isinstance(stack[-1].value, dict) and stack[-1].key is _NO_KEY:
+                    add(_MERGE, 0, mark)
+                    continue
                 node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
                 try:
                     value = constructor.construct_object(node)

@@ -180,6 +180,10 @@ def load_source(
                   if v is not None]
         if others:
             raise TcalcError(f"give one model source, not a model and {others[0]}")
+        if isinstance(model, ModelConfig):
+            # re-validated where it enters: a ModelConfig changed with model_copy(update=...) or
+            # model_construct(...) skipped validation (n_layers=-12 would count -45,669,120 parameters)
+            build_model(model.model_dump(exclude={"name", "source"}), where="model")
         base = dict(model.given) | {"name": None} if isinstance(model, ModelConfig) and overrides else None
         if base is None and not overrides:
             return Source(model if isinstance(model, ModelConfig) else build_model(dict(model)), None, None, None, "model")
