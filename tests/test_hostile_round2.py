@@ -279,3 +279,20 @@ def test_hostile_values_for_every_option_give_an_error_or_a_possible_answer(comm
             assert _finite(data), argv
 
     check()
+
+
+# ---------------------------------------------------------------------------- serve: feasible means within every limit
+def test_a_feasible_layout_keeps_its_prefill_within_the_step_budget():
+    """A steady state prefills B·P/O prompt tokens per step beside B decodes: B·(1 + P/O) must fit
+    max_num_batched_tokens (serving.evaluate_layout). `--max-num-batched-tokens 1` was 'feasible'."""
+    s = tc.serve("llama-3.1-8b", gpu="h100", gpus=8, prompt_len=8000, output_len=500)
+    for layout in s.layouts if hasattr(s, "layouts") else [s.best]:
+        if layout.feasible:
+            assert layout.concurrency * (1 + 8000 / 500) <= 8192
+    tight = tc.serve("llama-3.1-8b", gpu="h100", gpus=8, prompt_len=8000, output_len=500, max_num_batched_tokens=1)
+    assert tight.best is None or not tight.best.feasible
+    assert all("step budget" in layout.reason for layout in tight.layouts if layout.reason and "KV" not in layout.reason)
+    fixed = tc.serve("llama-3.1-8b", gpu="h100", gpus=8, prompt_len=8000, output_len=500, B=256, T=8,
+                     max_num_batched_tokens=2048)
+    assert fixed.best is None or not fixed.best.feasible
+    assert "max_num_batched_tokens" in fixed.layouts[0].reason
