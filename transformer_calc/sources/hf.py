@@ -356,6 +356,9 @@ FAMILIES: dict[str, Family] = {
 from transformer_calc.sources.hf_2024 import FAMILIES as _FAMILIES_2024  # noqa: E402
 
 FAMILIES.update(_FAMILIES_2024)
+from transformer_calc.sources.hf_2025 import FAMILIES as _FAMILIES_2025  # noqa: E402  (issue 22)
+
+FAMILIES.update(_FAMILIES_2025)
 
 # Multimodal wrapper configs whose language model is described by `text_config` (transformers
 # builds the text model from it: Gemma3ForCausalLM, Llama4ForCausalLM, MistralForCausalLM); the
