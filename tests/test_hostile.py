@@ -187,8 +187,11 @@ def test_fine_tuning_job_keys_are_strict(tmp_path, capsys):
 def test_non_finite_inputs_are_errors(tmp_path, capsys):
     invalid(capsys, "params", "--config", file(tmp_path, "model: {L: 2, D: 8, A: 2, V: 10, dropout: .nan}\n"),
             says="non-finite")
+    # NaN is JSON to transformers (json.loads): the file parses, and the reader refuses it where it reads a rate
     invalid(capsys, "params", "--hf-config", file(tmp_path, '{"model_type": "llama", "attention_dropout": NaN}', "c.json"),
-            says="NaN")
+            says="attention_dropout (nan) must be a dropout probability")
+    invalid(capsys, "params", "--hf-config", file(tmp_path, '{"model_type": "llama", "hidden_size": Infinity}', "c.json"),
+            says="hidden_size (inf) must be a whole number")
 
 
 @pytest.mark.parametrize("text, says", [

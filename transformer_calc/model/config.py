@@ -32,6 +32,9 @@ class MLPKind(str, Enum):
     relu = "relu"
     swiglu = "swiglu"
     geglu = "geglu"
+    relu2 = "relu2"  # squared ReLU, plain (up, down): So et al. 2021 (Primer); Arcee AFM (hidden_act relu2)
+    relu2_glu = "relu2_glu"  # squared ReLU gating the up projection (gate, up, down): BitNet b1.58 (hidden_act relu2)
+    xielu = "xielu"  # xIELU, plain (up, down), two learned scalars per MLP: Huang et al. 2025; Apertus
 
 
 class Positional(str, Enum):
@@ -64,7 +67,9 @@ class QKNormScope(str, Enum):
     full = "full"  # q over n_heads*head_dim, k over n_kv_heads*head_dim (OLMo-2, Cohere)
 
 
-GATED_MLPS = frozenset({MLPKind.swiglu, MLPKind.geglu})
+GATED_MLPS = frozenset({MLPKind.swiglu, MLPKind.geglu, MLPKind.relu2_glu})
+# learned scalars of one MLP's activation (modeling_apertus.py XIELUActivation: alpha_p, alpha_n)
+ACTIVATION_PARAMS = {MLPKind.xielu: 2}
 DEFAULT_EXPANSION = 4  # E: the seed's (and GPT-2/3's) MLP width d_ff = 4 * D
 DEFAULT_NORMS_PER_LAYER = 2  # pre-attention and pre-MLP norm (seed, "Layer Norm")
 
@@ -127,6 +132,16 @@ class ModelConfig(BaseModel):
     qk_rope_head_dim: int | None = Field(default=None, gt=0, description="MLA rotary part of q/k heads")
     qk_nope_head_dim: int | None = Field(default=None, gt=0, description="MLA non-rotary part of q/k heads")
     v_head_dim: int | None = Field(default=None, gt=0, description="MLA value head width")
+    # --- DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): MLA plus a lightning indexer; on when index_topk is set
+    index_topk: int | None = Field(default=None, gt=0, description="k_I, latent-cache tokens each query attends (DSA)")
+    index_n_heads: int | None = Field(default=None, gt=0, description="H_I, indexer heads (DSA)")
+    index_head_dim: int | None = Field(default=None, gt=0, description="d_I, indexer head width = its cached key (DSA)")
+    index_shared_layer_ids: tuple[int, ...] = Field(
+        default=(), description="layers without an indexer, reusing the previous layer's top-k (GLM-5 indexer_types 'shared')"
+    )
+    sub_norms: bool = Field(
+        default=False, description="an RMSNorm of D before W_O and of d_ff before W_down in every block (BitNet)"
+    )
     bias: bool = Field(default=True, description="default for every linear bias below")
     qkv_bias: bool = Field(description="bias on q, k, v projections")
     attn_out_bias: bool = Field(description="bias on the attention output projection")
@@ -207,6 +222,18 @@ class ModelConfig(BaseModel):
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank is not None
+
+    @property
+    def is_dsa(self) -> bool:
+        """DeepSeek Sparse Attention: MLA whose queries attend the top index_topk tokens an indexer picks."""
+        return self.index_topk is not None
+
+    @property
+    def n_indexer_layers(self) -> int:
+        """Layers that run their own indexer (the others reuse the previous layer's top-k)."""
+        if not self.is_dsa:
+            return 0
+        return self.n_layers - len({i for i in self.index_shared_layer_ids if 0 <= i < self.n_layers})
 
     @property
     def v_dim(self) -> int:
@@ -417,6 +444,7 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
     if d.get("moe_d_ff") is None and d.get("d_ff") is not None:
         d["moe_d_ff"] = d["d_ff"]
     _check_pattern(d)
+    _check_dsa(d)
     n_exp, k_exp = _int_or_none(d.get("n_experts")), _int_or_none(d.get("experts_per_token"))
     if d.get("router") is None:
         d["router"] = n_exp is not None and n_exp > 1
@@ -458,6 +486,33 @@ def _check_mla(d: dict[str, Any]) -> None:
         raise ValueError(
             f"n_kv_heads ({clip(d['n_kv_heads'])}) does not apply to multi-head latent attention "
             "(every head reads the shared latent); drop n_kv_heads"
+        )
+
+
+_DSA_KEYS = ("index_topk", "index_n_heads", "index_head_dim")
+
+
+def _check_dsa(d: dict[str, Any]) -> None:
+    """DSA (modeling_deepseek_v32.py DeepseekV32Indexer): the indexer's query comes from MLA's
+    q_lora_rank latent (wq_b), so it needs MLA with a query low rank, and all three widths."""
+    given = [k for k in _DSA_KEYS if d.get(k) is not None]
+    if not given:
+        if d.get("index_shared_layer_ids"):
+            raise ValueError("index_shared_layer_ids needs DeepSeek Sparse Attention; give index_topk too (or drop it)")
+        return
+    missing = [k for k in _DSA_KEYS if d.get(k) is None]
+    if missing:
+        raise ValueError(f"DeepSeek Sparse Attention ({given[0]}) needs {', '.join(missing)}; give them")
+    if d.get("kv_lora_rank") is None or d.get("q_lora_rank") is None:
+        raise ValueError(
+            "DeepSeek Sparse Attention (index_topk) is built on multi-head latent attention with a query low rank: "
+            "give kv_lora_rank and q_lora_rank (the indexer's wq_b reads the q_lora_rank latent)"
+        )
+    rope = _int_or_none(d.get("qk_rope_head_dim"))
+    width = _int_or_none(d.get("index_head_dim"))
+    if rope is not None and width is not None and width < rope:
+        raise ValueError(
+            f"index_head_dim ({width}) must be >= qk_rope_head_dim ({rope}): the indexer rotates that many of its dims"
         )
 
 

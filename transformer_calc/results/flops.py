@@ -45,6 +45,7 @@ class StepFlopsSection(Section):
     attention_cores: int  # forward scores + re-weighting of all L blocks
     lm_head: int  # forward
     embedding_projection: int  # forward, OPT's project_in + project_out
+    indexer: int  # forward of every DSA lightning indexer (no backward: transformers runs it under no_grad)
     per_layer_qkv: int  # forward of one representative block (full attention; MoE MLP if MoE), by term
     per_layer_scores: int
     per_layer_reweight: int
@@ -52,6 +53,7 @@ class StepFlopsSection(Section):
     per_layer_mlp: int
     per_layer_shared_expert: int
     per_layer_router: int
+    per_layer_indexer: int  # one DSA layer's indexer, forward (not in per_layer)
     per_layer: int  # the block's forward
     hardware: int  # hardware FLOPs of the step at the asked recompute (conventions.recompute)
 

@@ -10,7 +10,10 @@ One reader (`read_user_file`) and two parsers (`parse_yaml`, `parse_json`) with 
   at most MAX_NODES values (aliases count what they expand to, so an alias bomb is refused before
   it grows), duplicate keys refused, tags other than the plain YAML types refused, one document;
 - JSON: nesting is measured by a linear scan before `json.loads` (which recurses), duplicate
-  keys and the non-standard NaN/Infinity literals are refused;
+  keys are refused, and so are the non-standard NaN/Infinity literals, except in a Hugging Face
+  config.json (`non_finite=True`): Python's json module, which transformers reads them with, takes
+  them (Nemotron 3 Super publishes `time_step_limit: [0.0, Infinity]`), and the config reader
+  refuses a non-finite value where it reads a size or a probability;
 - non-finite numbers (.nan, .inf) are refused where they are read; booleans are never numbers
   (the config models check that);
 - every message quotes at most QUOTE_CHARS characters of a user's value (`clip`).
@@ -237,8 +240,10 @@ def _json_depth(text: str) -> int:
     return deepest
 
 
-def parse_json(text: str, where: str) -> Any:
-    """A JSON document within the budgets: nesting, duplicate keys, NaN/Infinity refused."""
+def parse_json(text: str, where: str, *, non_finite: bool = False) -> Any:
+    """A JSON document within the budgets: nesting, duplicate keys; NaN/Infinity/-Infinity refused
+    unless `non_finite` (a config.json: they become floats, as `json.loads` makes them for
+    transformers' `PretrainedConfig.from_json_file`; whoever reads a value checks it is finite)."""
     import json
 
     if _json_depth(text) > MAX_DEPTH:
@@ -253,6 +258,8 @@ def parse_json(text: str, where: str) -> Any:
         return out
 
     def constant(name: str) -> Any:
+        if non_finite:
+            return float(name)  # "NaN", "Infinity", "-Infinity": what json.loads gives by default
         raise TcalcError(f"{where}: invalid JSON: {name} is not a JSON number; give a finite number")
 
     try:

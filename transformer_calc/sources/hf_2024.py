@@ -557,3 +557,6 @@ FAMILIES: dict[str, Family] = {
 
 for _name, _fam in list(FAMILIES.items()):
     FAMILIES[_name] = Family(_floor_head_dim(_fam.build), _fam.defaults, _fam.dropout_keys, _fam.aliases, _fam.late)
+
+# The layer-pattern helpers under public names, for the 2025-26 families (hf_2025.py).
+given_or, layer_pattern, periodic, refuse_long_layer_list, mtp_spec = _given_or, _pattern, _periodic, _too_many, _mtp

@@ -47,7 +47,7 @@ def _hf_config_spec(path: Path, what: str) -> tuple[dict[str, Any], dict[str, An
     """(spec, the raw config) of a config.json."""
     from transformer_calc.sources.hf import from_hf_config
 
-    data = _presets().load_json_file(path, what)
+    data = _presets().load_json_file(path, what, non_finite=True)  # Infinity in a config.json is JSON to transformers
     if not isinstance(data, dict):
         raise TcalcError(f"{what} {clip(str(path))}: expected a JSON object (a config.json)")
     return from_hf_config(data), data
