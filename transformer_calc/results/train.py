@@ -31,6 +31,10 @@ class Layout(Section):
     sequence_parallel: bool
     zero: int  # ZeRO stage 0-3
     gpus: int  # T·P·CP·dp
+    first_stage_layers: int | None = None  # blocks on the first stage (uneven pipeline); null: even split
+    last_stage_layers: int | None = None  # blocks on the last stage (uneven pipeline); null: even split
+    embedding_in_split: bool = False  # the embedding counts as one layer of the split
+    loss_in_split: bool = False  # the head and loss count as one layer of the split
 
 
 class StepBreakdown(Section):
@@ -155,7 +159,9 @@ class PlanResult(Result):
 def _layout(par: Any) -> Layout:
     return Layout(tensor=par.tensor, pipeline=par.pipeline, virtual_stages=par.virtual_stages,
                   context=par.context, expert=par.expert, data=par.data,
-                  sequence_parallel=par.sequence_parallel, zero=par.zero, gpus=par.gpus)
+                  sequence_parallel=par.sequence_parallel, zero=par.zero, gpus=par.gpus,
+                  first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers,
+                  embedding_in_split=par.embedding_in_split, loss_in_split=par.loss_in_split)
 
 
 def train_report(
@@ -263,6 +269,10 @@ def plan_report(
             f"--T {par.tensor} --P {par.pipeline} --virtual-stages {par.virtual_stages} --cp {par.context} "
             f"--ep {par.expert} --zero {par.zero}{' --sp' if par.sequence_parallel else ''} "
             f"--micro-batch {best.micro_batch} --recompute {best.recompute.value}{' --flash' if tr.flash else ' --no-flash'}"
+            + (f" --first-stage-layers {par.first_stage_layers}" if par.first_stage_layers is not None else "")
+            + (f" --last-stage-layers {par.last_stage_layers}" if par.last_stage_layers is not None else "")
+            + (" --embedding-in-split" if par.embedding_in_split else "")
+            + (" --loss-in-split" if par.loss_in_split else "")
             # what tcalc train would otherwise default differently
             + (f" --framework {tr.framework.value}" if tr.framework.value != "megatron" else "")
             + (f" --finetune {tr.finetune.value} --lora-rank {tr.lora_rank} --lora-targets "

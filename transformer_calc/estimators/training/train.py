@@ -44,7 +44,7 @@ from typing import Any
 
 from transformer_calc.devices.hardware import COLLECTIVE_LATENCY_S, GPU, INTER_NODE_LATENCY_S
 from transformer_calc.model.config import FP8Recipe, ModelConfig, Parallelism, Precision, Recompute, Training, Workload
-from transformer_calc.estimators.flops import count_flops
+from transformer_calc.estimators.flops import count_flops, layer_flops
 from transformer_calc.estimators.params import kv_heads_per_rank, shard_params
 
 # Maximum achievable matmul FLOPS / dense peak, bf16 (stas00/ml-engineering, compute/accelerator
@@ -135,6 +135,7 @@ class StepEstimate:
     cp_comm_s: float  # exposed context-parallel ring traffic
     assumptions: dict = field(default_factory=dict)
     offload_pcie_s: float = 0.0  # ZeRO-Offload / ZeRO-Infinity host <-> GPU transfers (not overlapped)
+    stage_times_s: tuple[float, ...] = ()  # one micro-batch's forward + backward on each pipeline stage
 
     @property
     def step_time_s(self) -> float:
@@ -166,6 +167,21 @@ class StepEstimate:
             "optimizer_s": self.optimizer_s, "moe_all_to_all_s": self.moe_all_to_all_s, "cp_comm_s": self.cp_comm_s,
             "offload_pcie_s": self.offload_pcie_s,
         }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """One micro-batch's forward and backward on one GPU of a pipeline stage (seconds)."""
+
+    compute: float
+    memory: float
+    tp: float
+    moe: float
+    cp: float
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.memory + self.tp + self.moe + self.cp
 
 
 def micro_batch_count(global_batch: int, par: Parallelism, micro_batch: int) -> int:
@@ -211,8 +227,9 @@ def estimate_step(
     `w.batch_size` is the micro-batch b; the global batch G is in sequences.
     """
     T, P, dp, cp, v, ep = par.tensor, par.pipeline, par.data, par.context, par.virtual_stages, par.expert
-    if m.n_layers % (P * v) and v > 1:
-        raise ValueError(f"n_layers ({m.n_layers}) must be divisible by P x virtual stages ({P} x {v})")
+    from transformer_calc.estimators.training.memory import FP32_BYTES, pipeline_stage, pipeline_units
+
+    units = pipeline_units(m.n_layers, par)  # the stages as Megatron-core splits them (checked)
     if w.seq_len % cp:
         raise ValueError(f"S ({w.seq_len}) must be divisible by the context-parallel size cp ({cp})")
     net = network or default_network(gpu)
@@ -241,29 +258,61 @@ def estimate_step(
         model_flops, hw_flops = model_flops - skipped + adapters_model, hw_flops - skipped + adapters_hw
         skipped, added = finetune_step_flops(m, step, tr, is_full)
         executed = executed - skipped + added
-    compute_s = executed / gpus / (peak * eff)
+    # The whole step's compute on one GPU of each of the P stages together (T·CP·dp GPUs share a stage)
+    compute_all = executed / (gpus / P) / (peak * eff)
     if tr.fp8_recipe.value == "mxfp8" and "fp4" not in gpu.peak_flops:
         raise ValueError(f"fp8_recipe mxfp8 needs native microscaling (Blackwell, MI355X: parts with an fp4 peak); "
                          f"{gpu.name} has none: use --fp8-recipe delayed or tensorwise")
     if _fp8_gemms(tr):  # FP8 recipes (Transformer Engine) keep attention in bf16: its core at the bf16 peak
         bf16 = _peak(gpu, tr.model_copy(update={"p": 2, "fp8_recipe": FP8Recipe.none}))
         cores = step.attention_cores * (3 + (1 if tr.recompute is not Recompute.none else 0))
-        compute_s += cores / gpus / eff * (1 / bf16 - 1 / peak)
+        compute_all += cores / (gpus / P) / eff * (1 / bf16 - 1 / peak)
+
+    # Each stage's share of the executed FLOPs: its blocks (a MoE block and a dense block apart,
+    # attention averaged over the attention kinds) and, on the last stage, the LM head (Megatron
+    # places the output layer and loss there: megatron/core/models/gpt/gpt_model.py post_process).
+    moe_f = step.layer.mlp_total  # the MLP of a MoE block (a dense model's only kind)
+    dense_f = (layer_flops(m, Workload(seq_len=S, batch_size=global_batch), causal=tr.flash, moe=False).mlp_total
+               if m.is_moe else moe_f)
+    n_moe_all = m.n_moe_layers()
+    attn_f = (step.layers - n_moe_all * moe_f - (m.n_layers - n_moe_all) * dense_f) / m.n_layers
+    rec = {Recompute.full: 1.0, Recompute.selective: step.attention_cores / max(step.layers, 1)}.get(tr.recompute, 0.0)
+    passes = 3 + rec  # forward, backward (2 forwards), recomputed share of a forward
+
+    def stage_flops(n_moe: int, n_dense: int, head: bool) -> float:
+        blocks = n_moe * (attn_f + moe_f) + n_dense * (attn_f + dense_f)
+        return blocks * passes + (3 * (step.lm_head + step.embedding_projection) if head else 0)
+
+    kinds: dict[tuple[int, int, bool, bool], int] = {}  # (MoE blocks, dense blocks, embedding, head) -> stages
+    stage_key = []
+    for s_ in range(P):
+        chunks = pipeline_stage(m.n_layers, par, s_, units).chunks
+        n_moe_s = sum(m.n_moe_layers(c.start, c.stop) for c in chunks)
+        key = (n_moe_s, sum(c.n_layers for c in chunks) - n_moe_s, s_ == 0, s_ == P - 1)
+        kinds[key] = kinds.get(key, 0) + 1
+        stage_key.append(key)
+    whole = sum(count * stage_flops(k[0], k[1], k[3]) for k, count in kinds.items())
 
     # Memory-bound work per token and layer (forward; backward 2x; recompute adds a forward):
     # norms read and write D, residual adds read 2D and write D (2 per layer), the activation
     # function reads its inputs and writes F (per active expert), eager softmax reads and writes
     # the S scores per head. Bytes of p each, sharded like the activations.
-    L_stage = m.n_layers / P
     F = m.moe_d_ff if m.is_moe else m.d_ff
     k = m.experts_per_token if m.is_moe else 1
     n_in = 2 if m.gated_mlp else 1
     per_token_layer = (m.norms_per_layer * 2 * D + 2 * 3 * D) / T + k * (n_in + 1) * F / T
     if not tr.flash:
         per_token_layer += 2 * 2 * (m.n_heads // T) * S / cp  # softmax read + write, and its mask/scale pass
-    passes = 3 + (1 if tr.recompute is Recompute.full else 0)
-    tokens_local = b * S / cp * mb
-    memory_bound_s = passes * per_token_layer * p * tokens_local * L_stage / bw_hbm
+    mem_passes = 3 + (1 if tr.recompute is Recompute.full else 0)
+    tokens_mb = b * S / cp  # one micro-batch's tokens on one GPU
+    layer_mem_s = mem_passes * per_token_layer * p * tokens_mb / bw_hbm
+    # Embedding and loss as stage work: the lookup writes b·S·D (forward) and its gradient is
+    # accumulated into the table (backward: read the output gradient, read-modify-write fp32
+    # rows); the vocabulary-parallel cross-entropy reads the logits, writes the fp32 softmax and
+    # turns it into the logits' gradient in place (megatron/core/tensor_parallel/cross_entropy.py).
+    embedding_mem_s = (p + p + 2 * FP32_BYTES) * tokens_mb * D / T / bw_hbm
+    loss_mem_s = (p + FP32_BYTES + FP32_BYTES + p) * tokens_mb * -(-m.vocab_size // T) / bw_hbm
+    dq_layer_s = 0.0
     if tr.finetune.value == "qlora":
         # bitsandbytes dequantizes every NF4 weight to 16 bits for each forward and backward matmul
         # (and the recomputed forward): read the NF4 bytes, write p per weight, per micro-batch
@@ -275,34 +324,60 @@ def estimate_step(
                 elems, nf4 = quantized(block_matrices(m, moe, T, ep, par.expert_tensor))
                 dq += count * (nf4 + p * elems)
         dq_passes = 2 + (1 if tr.recompute is Recompute.full else 0)
-        memory_bound_s += dq_passes * mb * dq / P / bw_hbm
+        dq_layer_s = dq_passes * dq / m.n_layers / bw_hbm
 
-    # Tensor parallelism: 4 all-reduces per layer and micro-batch (+2 with full recompute).
+    # Tensor parallelism: 4 all-reduces per layer and micro-batch (+2 with full recompute); the
+    # vocabulary-parallel embedding's all-reduce (reduce-scatter with SP) and the head's input
+    # all-gather with its backward reduce-scatter (or the backward all-reduce): one more each.
     tp_bw, tp_lat = net.link(T)
     msg = b * (S // cp) * D * max(p, 2)  # activations travel in 16 bits (FP8 recipes too)
     n_ar = 2 * ALL_REDUCES_PER_LAYER + (ALL_REDUCES_PER_LAYER if tr.recompute is Recompute.full else 0)
-    tp_comm_s = mb * L_stage * n_ar * ring_all_reduce_s(msg, T, tp_bw, tp_lat)
+    tp_layer_s = n_ar * ring_all_reduce_s(msg, T, tp_bw, tp_lat)
+    tp_edge_s = ring_all_reduce_s(msg, T, tp_bw, tp_lat)
 
-    # MoE all-to-all per MoE layer on the stage.
-    moe_s = 0.0
+    # MoE all-to-all per MoE layer and micro-batch.
+    a2a_layer_s = 0.0
     if m.is_moe and ep > 1:
         a2a_bw, a2a_lat = net.link(T * cp * ep)
         size = b * (S // cp) * m.experts_per_token * D * p
-        moe_layers = m.n_moe_layers() / P
-        moe_s = mb * moe_layers * A2A_PER_MOE_LAYER * ring_gather_s(size, ep, a2a_bw, a2a_lat)
+        a2a_layer_s = A2A_PER_MOE_LAYER * ring_gather_s(size, ep, a2a_bw, a2a_lat)
 
-    # Context parallelism: (cp−1) ring steps of the local K/V per layer, forward and backward (2x).
-    cp_s = 0.0
+    # Context parallelism: (cp−1) ring steps of the local K/V per layer, forward and backward (3x
+    # with the recompute-free backward's two passes), minus the attention core it hides behind.
+    cp_layer_s = 0.0
     if cp > 1:
         cp_bw, cp_lat = net.link(T * cp)
         kv_t = (m.n_heads // T) if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
         kv_bytes = 2 * b * (S // cp) * kv_t * m.head_dim * p
-        ring = 3 * (cp - 1) * (kv_bytes / cp_bw + cp_lat) * L_stage * mb
-        core = 3 * step.attention_cores / gpus / (peak * eff)  # what it can hide behind
-        cp_s = max(0.0, ring - core) if tr.flash else ring
+        ring = 3 * (cp - 1) * (kv_bytes / cp_bw + cp_lat)
+        core = 3 * step.attention_cores / m.n_layers / mb / dp / (T * cp) / (peak * eff)  # what it can hide behind
+        cp_layer_s = max(0.0, ring - core) if tr.flash else ring
 
-    per_micro = (compute_s + memory_bound_s + tp_comm_s + moe_s + cp_s) / mb
-    bubble_s = (P - 1) / v * per_micro
+    def stage_time(key: tuple[int, int, bool, bool]) -> StageTime:
+        """One micro-batch's forward and backward on one GPU of a stage (seconds)."""
+        n_moe_s, n_dense_s, emb, head = key
+        n = n_moe_s + n_dense_s
+        share = stage_flops(n_moe_s, n_dense_s, head) / whole if whole else 1 / P
+        return StageTime(
+            compute=compute_all * share / mb,
+            memory=n * (layer_mem_s + dq_layer_s) + (embedding_mem_s if emb else 0) + (loss_mem_s if head else 0),
+            tp=n * tp_layer_s + (tp_edge_s if emb else 0) + (tp_edge_s if head else 0),
+            moe=n_moe_s * a2a_layer_s,
+            cp=n * cp_layer_s,
+        )
+
+    times = {key: stage_time(key) for key in kinds}
+    slowest = max(times, key=lambda key: times[key].total)
+    t_max = times[slowest]
+    compute_s, memory_bound_s, tp_comm_s = mb * t_max.compute, mb * t_max.memory, mb * t_max.tp
+    moe_s, cp_s = mb * t_max.moe, mb * t_max.cp
+    per_micro = t_max.total
+    # Pipeline bubble: a step of m micro-batches through stages of times t_s (1F1B) takes
+    # (m − 1)·max t_s + Σ t_s (a flow shop of identical jobs), so the bubble beyond m·max t_s is
+    # Σ t_s − max t_s; interleaving v chunks per stage divides it by v (Narayanan et al. 2021
+    # §2.2.2). Even stages: (P − 1)/v · t, the paper's (P − 1)/(v·m) of the ideal time.
+    total_t = sum(count * times[key].total for key, count in kinds.items())
+    bubble_s = (total_t - per_micro) / v
 
     # Pipeline point-to-point: activations b·S·D·p (/T: scatter-gather), 2 per micro-batch.
     pp_s = 0.0
@@ -312,9 +387,14 @@ def estimate_step(
         pp_s = 2 * (mb + P - 1) * (act / pp_bw + pp_lat)
 
     # Data parallelism over the dp replicas (stride T·CP; experts over the expert-data group).
+    # The first stage finishes its backward last: its reduction is the one the step waits for.
     sh = shard_params(m, T, ep, par.expert_tensor)
-    params_local = sh.total(m) / P
-    trainable_local = params_local
+    first_chunks = pipeline_stage(m.n_layers, par, 0, units).chunks
+    params_local = sum(sh.blocks(m, c.start, c.stop) for c in first_chunks) + sh.embedding
+    if P == 1:
+        params_local += sh.final_norm + sh.lm_head
+    L_stage = sum(c.n_layers for c in first_chunks)
+    trainable_local: float = params_local
     if tr.adapters:  # only the trainable parameters have gradients to reduce and states to update
         from transformer_calc.estimators.training.finetune import trainable_params
 
@@ -371,6 +451,7 @@ def estimate_step(
         compute_s=compute_s, memory_bound_s=memory_bound_s, tp_comm_s=tp_comm_s, pp_bubble_s=bubble_s,
         pp_comm_s=pp_s, dp_comm_s=dp_s, dp_exposed_s=dp_exposed, optimizer_s=optimizer_s,
         moe_all_to_all_s=moe_s, cp_comm_s=cp_s, offload_pcie_s=offload_s,
+        stage_times_s=tuple(times[stage_key[s_]].total for s_ in range(P)),
         assumptions={"matmul_efficiency": eff, "memory_efficiency": memory_efficiency,
                      "node_size": net.node_size, "intra_node_bytes_s": net.intra_bytes_s,
                      "inter_node_bytes_s": net.inter_bytes_s, "overlap_dp": overlap_dp,
@@ -394,6 +475,33 @@ class Plan:
 
 def _divisors(n: int, limit: int) -> list[int]:
     return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
+PLAN_VIRTUAL_STAGES = (1, 2, 4, 8)  # interleaving depths plan tries (Llama 3 405B ran 8: one block per chunk)
+
+
+def pipeline_splits(L: int, P: int) -> list[tuple[dict[str, Any], int]]:
+    """The ways plan splits L blocks over P stages, each with a virtual-stage count v:
+    even (P | L; one stage: no split), the embedding and the loss counted as one layer each
+    ((L + 2) | P·v: the Llama 3 405B layout, 126 + 2 = 16 x 8), and Megatron's uneven form
+    with lighter first and last stages (the middle stages take ⌈L/P⌉ rounded up to v, the first
+    and last share the rest, the last the smaller part: it also runs the head and loss)."""
+    if P == 1:
+        return [({}, 1)]
+    out: list[tuple[dict[str, Any], int]] = []
+    for v in PLAN_VIRTUAL_STAGES:
+        if L % (P * v) == 0:
+            out.append(({}, v))
+        if (L + 2) % (P * v) == 0 and L % (P * v):  # when even splits exist, they are as good
+            out.append(({"embedding_in_split": True, "loss_in_split": True}, v))
+        if P >= 3 and L % P:
+            mid = -(-L // P)
+            mid += -mid % v
+            rest = L - (P - 2) * mid
+            first, last = -(-rest // 2), rest // 2
+            if 0 < last <= first <= mid and first % v == 0 and last % v == 0:
+                out.append(({"first_stage_layers": first, "last_stage_layers": last}, v))
+    return out
 
 
 MICRO_BATCHES = (1, 2, 4, 8, 16, 32)  # the micro-batches `tcalc train` tries when none is given
@@ -469,7 +577,7 @@ def plan_layouts(
 
     plans: list[Plan] = []
     Ts = [T for T in valid_tensor_parallel(m, limit=net.node_size) if T <= net.node_size]
-    Ps = _divisors(m.n_layers, max_pipeline)
+    Ps = [P for P in range(1, max_pipeline + 1) if pipeline_splits(m.n_layers, P)]
     CPs = [c for c in (1, 2, 4, 8) if seq_len >= 16384 or c == 1]
     EPs = _divisors(m.n_experts, 64) if m.is_moe else [1]
     for T in Ts:
@@ -484,14 +592,14 @@ def plan_layouts(
                 if global_batch % dp:
                     reject("the global batch is not a multiple of dp")
                     continue
-                for v in ([1, 2] if P > 1 and m.n_layers % (2 * P) == 0 else [1]):
+                for split, v in pipeline_splits(m.n_layers, P):
                     for ep in EPs:
                         if (T * dp) % ep:
                             reject("ep does not divide T·dp")
                             continue
                         par = Parallelism(tensor=T, pipeline=P, data=dp, context=cp, virtual_stages=v, expert=ep,
                                           expert_tensor=expert_tensor, sequence_parallel=T > 1,
-                                          zero=1 if dp > 1 else 0)
+                                          zero=1 if dp > 1 else 0, **split)
                         for b in micro_batches:
                             if (global_batch // dp) % b:
                                 continue
