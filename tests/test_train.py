@@ -169,7 +169,25 @@ PLAN_CASES = {
     "lora": ["--preset", "llama-3.1-8b", "--gpus", "8", "--global-batch", "32", "--S", "2048", "--finetune", "lora",
              "--lora-rank", "8"],
     "moe": ["--preset", "qwen3-30b-a3b", "--gpus", "16", "--gpu", "h100", "--S", "4096", "--global-batch", "64"],
+    # issue 24: 126 blocks, found with the embedding and loss as layers of the split (Meta's layout)
+    "uneven-405b": ["--preset", "llama-3.1-405b", "--gpus", "16384", "--gpu", "h100", "--S", "8192",
+                    "--global-batch", "2048"],
 }
+
+
+def test_plan_finds_metas_llama3_405b_layout(capsys):
+    """Llama 3 paper (arXiv:2407.21783) Table 4 and §3.3.2: 405B on 16,384 H100 ran TP 8, PP 16,
+    DP 128, 16M tokens, one block fewer on the first and last stages (the embedding and the loss as
+    stage work; v = 8); `tcalc plan` found no layout before issue 24. Its best is at least as fast
+    as Meta's layout priced by `tcalc train`, and fits."""
+    plan = _json(capsys, "plan", *PLAN_CASES["uneven-405b"])
+    meta = _json(capsys, "train", "--preset", "llama-3.1-405b", "--gpus", "16384", "--gpu", "h100", "--S", "8192",
+                 "--global-batch", "2048", "--T", "8", "--P", "16", "--sp", "--virtual-stages", "8", "--zero", "2",
+                 "--embedding-in-split", "--loss-in-split", "--micro-batch", "1")
+    assert meta["memory"]["fits"] and meta["batch"]["micro_batches"] == 16
+    best = plan["plans"][0]
+    assert meta["step_time_s"] / best["step_time_s"] >= 0.85  # the issue's target
+    assert best["layout"]["pipeline"] == 16 and best["layout"]["embedding_in_split"] and best["layout"]["loss_in_split"]
 
 
 @pytest.mark.parametrize("case", sorted(PLAN_CASES))

@@ -58,6 +58,15 @@ DEFAULT_MATMUL_EFFICIENCY = 0.80
 # checked on the 19 other runs there (Korthikanti et al. 2022, MosaicML MPT, NVIDIA dgxc, NeMo):
 # docs/validation.md "Training runs". `--matmul-efficiency` replaces the product.
 TRAINING_GEMM_FRACTION = 0.69
+# The `megatron` time profile on Hopper and Blackwell (Megatron-core with Transformer Engine: TE
+# GEMMs, fused attention, fused kernels) reaches a larger fraction of the MAMF than the 2021-22
+# Megatron-LM runs the fraction above was fitted on. FITTED: 0.736 is the fraction that gives a
+# median error of 0 on the only source it is fitted on, NVIDIA's dgxc-benchmarking BF16 tables
+# for NeMo 24.09 on H100 (tools/validation/train_runs.yaml, ids dgxc-*: GPT-3 175B, Llama 3.1 8B,
+# 70B, 405B); validated on NeMo 24.07's FP8 performance summary and the Llama 3 paper's Table 4
+# (docs/validation.md). B200 and later take the Hopper fit (no Blackwell run fitted; an assumption).
+MEGATRON_GEMM_FRACTION = {"H100": 0.736, "H200": 0.736, "GH200": 0.736, "B200": 0.736, "B300": 0.736,
+                          "GB200": 0.736, "GB300": 0.736}  # fmt: skip
 MEMORY_EFFICIENCY = 0.90  # achieved / datasheet HBM bandwidth for large copies (measured ~90 %)
 # Node size and per-GPU NIC bandwidth (one direction) by platform: DGX A100 8 GPUs, 8 x 200 Gb/s
 # HDR; DGX H100/H200 and HGX B200 8 GPUs, 8 x 400 Gb/s NDR; GB200/GB300 NVL72 72 GPUs in one
@@ -221,6 +230,7 @@ def estimate_step(
     matmul_efficiency: float | None = None,
     memory_efficiency: float = MEMORY_EFFICIENCY,
     overlap_dp: bool = True,
+    tp_comm_overlap: bool | None = None,
 ) -> StepEstimate:
     """The step time of one layout (module docstring for every term and its source).
 
@@ -233,8 +243,14 @@ def estimate_step(
     if w.seq_len % cp:
         raise ValueError(f"S ({w.seq_len}) must be divisible by the context-parallel size cp ({cp})")
     net = network or default_network(gpu)
+    megatron = tr.framework.value == "megatron"
+    fraction = (lookup_efficiency(MEGATRON_GEMM_FRACTION, gpu.name, TRAINING_GEMM_FRACTION) if megatron
+                else TRAINING_GEMM_FRACTION)
     eff = (matmul_efficiency if matmul_efficiency is not None
-           else lookup_efficiency(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) * TRAINING_GEMM_FRACTION)
+           else lookup_efficiency(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) * fraction)
+    # Megatron's --tp-comm-overlap (Transformer Engine userbuffers) needs sequence parallelism;
+    # the megatron profile runs it whenever it can, as NeMo's and Megatron-Bridge's recipes do.
+    overlap_tp = (megatron and par.sequence_parallel and T > 1) if tp_comm_overlap is None else tp_comm_overlap
     if not 0 < eff <= 1 or not 0 < memory_efficiency <= 1:
         raise ValueError("matmul and memory efficiencies must be fractions in (0, 1]")
     b, S, D, p = w.batch_size, w.seq_len, m.d_model, tr.p
@@ -358,14 +374,25 @@ def estimate_step(
         n_moe_s, n_dense_s, emb, head = key
         n = n_moe_s + n_dense_s
         share = stage_flops(n_moe_s, n_dense_s, head) / whole if whole else 1 / P
+        compute = compute_all * share / mb
+        tp = n * tp_layer_s + (tp_edge_s if emb else 0) + (tp_edge_s if head else 0)
+        if overlap_tp and n:
+            # TE userbuffers' ring exchange splits each all-gather / reduce-scatter into T chunks
+            # and runs chunk i's GEMM while chunk i + 1 travels (transformer_engine/pytorch/module/
+            # base.py initialize_ub, "ring_exchange"; Megatron --tp-comm-overlap): the first chunk
+            # stays exposed, the rest hides behind the linear layers' GEMMs (not the attention core)
+            # as far as they last.
+            gemms = compute * (1 - core_share)
+            tp = tp / T + max(0.0, tp * (T - 1) / T - gemms)
         return StageTime(
-            compute=compute_all * share / mb,
+            compute=compute,
             memory=n * (layer_mem_s + dq_layer_s) + (embedding_mem_s if emb else 0) + (loss_mem_s if head else 0),
-            tp=n * tp_layer_s + (tp_edge_s if emb else 0) + (tp_edge_s if head else 0),
+            tp=tp,
             moe=n_moe_s * a2a_layer_s,
             cp=n * cp_layer_s,
         )
 
+    core_share = step.attention_cores / max(step.layers, 1)  # of a block's FLOPs: the attention core
     times = {key: stage_time(key) for key in kinds}
     slowest = max(times, key=lambda key: times[key].total)
     t_max = times[slowest]
@@ -409,6 +436,15 @@ def estimate_step(
             dp_s += 2 * mb * ring_gather_s(int(params_local * p), dp * cp, dp_bw, dp_lat)
     backward_last = per_micro * 2 / 3 * (1 - 1 / max(L_stage, 1))
     dp_exposed = max(0.0, dp_s - backward_last) if overlap_dp else dp_s
+    if megatron and overlap_dp and par.zero in (1, 2):
+        # Megatron's distributed optimizer with --overlap-grad-reduce --overlap-param-gather
+        # (megatron/core/distributed/param_and_grad_buffer.py; on in Megatron-Bridge's and NeMo's
+        # recipes): the gradients' reduce-scatter hides behind the last micro-batch's backward
+        # and the updated parameters' all-gather behind the next step's first forward, each
+        # but one layer's worth.
+        reduce_scatter = ring_gather_s(int(grad_bytes), dp * cp, dp_bw, dp_lat)
+        forward_first = per_micro / 3 * (1 - 1 / max(L_stage, 1))
+        dp_exposed = max(0.0, reduce_scatter - backward_last) + max(0.0, dp_s - reduce_scatter - forward_first)
 
     # Optimizer step: read master, states and gradients, write them back (ZeRO-sharded), HBM-bound.
     from transformer_calc.estimators.training.memory import optimizer_bytes_per_param, trainable_optimizer_bytes
@@ -454,7 +490,7 @@ def estimate_step(
         stage_times_s=tuple(times[stage_key[s_]].total for s_ in range(P)),
         assumptions={"matmul_efficiency": eff, "memory_efficiency": memory_efficiency,
                      "node_size": net.node_size, "intra_node_bytes_s": net.intra_bytes_s,
-                     "inter_node_bytes_s": net.inter_bytes_s, "overlap_dp": overlap_dp,
+                     "inter_node_bytes_s": net.inter_bytes_s, "overlap_dp": overlap_dp, "tp_comm_overlap": overlap_tp,
                      **({"offload_host_link": host_link, "offload_host_bytes_s": pcie, "offload_overlapped": False,
                          "cpu_optimizer_priced": False,
                          "nvme_drive_bandwidth_priced": False} if tr.offload.value != "none" else {})},
@@ -516,7 +552,7 @@ class MicroBatchTrial:
 
 def fastest_micro_batch(
     m: ModelConfig, w: Workload, tr: Training, par: Parallelism, gpu: GPU, *, global_batch: int,
-    network: Any = None, matmul_efficiency: float | None = None,
+    network: Any = None, matmul_efficiency: float | None = None, tp_comm_overlap: bool | None = None,
 ) -> tuple[int, list[MicroBatchTrial]]:
     """The fastest micro-batch b (of MICRO_BATCHES) that fits and divides the per-replica batch
     G/dp, with every trial; 1 when none fits. The fit is the step timeline's peak (one fit finder:
@@ -533,7 +569,7 @@ def fastest_micro_batch(
         trial_tr = tr.model_copy(update={"micro_batches": per_replica // b})
         fits = peak_memory(m, trial_w, trial_tr, par).peak_bytes <= fit_capacity(gpu.memory_bytes)
         est = estimate_step(m, trial_w, trial_tr, par, gpu, global_batch=global_batch, network=network,
-                            matmul_efficiency=matmul_efficiency)
+                            matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap)
         trials.append(MicroBatchTrial(micro_batch=b, fits=fits, step_time_s=est.step_time_s))
         if fits and (best is None or est.step_time_s < best[1]):
             best = (b, est.step_time_s)
@@ -560,7 +596,8 @@ def plan_layouts(
     (at most max_pipeline); v in {1, 2} with P > 1; CP in {1, 2, 4, 8} for S >= 16384; EP dividing
     the experts for a MoE; dp what is left (T·CP·P must divide the GPUs); the micro-batch among
     `micro_batches` dividing the per-replica batch; recompute none, selective, full; SP with T > 1;
-    ZeRO-1 (a distributed optimizer, as Megatron-core and FSDP users run); `expert_tensor` (etp,
+    ZeRO-1 (a distributed optimizer, as Megatron-core and FSDP users run), ZeRO-2 (gradients sharded
+    too, as FSDP's SHARD_GRAD_OP and Meta's Llama 3 runs) when ZeRO-1 does not fit; `expert_tensor` (etp,
     default T) is kept in every layout. Returns the plans that
     fit (fastest first) and the rejected counted by reason. Bounded: at most a few thousand
     layouts, each O(1).
@@ -603,23 +640,25 @@ def plan_layouts(
                         for b in micro_batches:
                             if (global_batch // dp) % b:
                                 continue
-                            fits_any = False
-                            for rc in (Recompute.none, Recompute.selective, Recompute.full):
+                            # less recompute is faster, and ZeRO-2 prices as ZeRO-1 (the same reduce-
+                            # scatter and all-gather) with less memory: the first that fits is the one
+                            tries = [(rc, z) for rc in (Recompute.none, Recompute.selective, Recompute.full)
+                                     for z in ((1, 2) if dp > 1 else (0,))]
+                            for rc, z in tries:
                                 trial = tr.model_copy(update={"recompute": rc, "micro_batches": (global_batch // dp) // b})
+                                lay = par if z == par.zero else par.model_copy(update={"zero": z})
                                 # the whole sequence: the memory estimators give each CP rank S/CP
                                 w = Workload(seq_len=seq_len, batch_size=b)
                                 try:
-                                    peak = peak_memory(m, w, trial, par).peak_bytes
+                                    peak = peak_memory(m, w, trial, lay).peak_bytes
                                 except ValueError:
                                     reject("the model cannot take this layout")
                                     break
                                 if peak > cap:
-                                    reject(f"does not fit ({rc.value} recompute)")
+                                    reject(f"does not fit ({rc.value} recompute, ZeRO-{z})")
                                     continue
-                                est = estimate_step(m, w, trial, par, gpu, global_batch=global_batch, network=net)
-                                plans.append(Plan(par, b, rc, est, peak))
-                                fits_any = True
-                                break  # less recompute is faster: the first that fits is the one
-                            del fits_any
+                                est = estimate_step(m, w, trial, lay, gpu, global_batch=global_batch, network=net)
+                                plans.append(Plan(lay, b, rc, est, peak))
+                                break
     plans.sort(key=lambda pl: pl.estimate.step_time_s)
     return plans, rejected
