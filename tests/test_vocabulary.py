@@ -153,11 +153,11 @@ def test_an_api_keyword_is_the_cli_flag_in_effect():
 # Options that set how a command runs or what it prices once, not how a job is trained or served, so a
 # job file's section does not hold them: the model source and overrides (the job file's model:),
 # the step's size and budget (global batch, GPU count, token budget, price), the network model and
-# the achievable matmul rate of `train`, speculative decoding's draft.
+# the achievable matmul rate and TP overlap of `train`, speculative decoding's draft.
 RUN_OPTIONS = {"model", "revision", "preset", "config", "hf_config", "n_layers", "d_model", "n_heads", "n_kv_heads",
                "head_dim", "expansion", "d_ff", "vocab_size", "max_seq_len", "set", "global_batch",
                "global_batch_tokens", "gpus", "tokens", "price_per_gpu_hour", "node_size", "inter_node_gb_s",
-               "matmul_efficiency", "draft", "mtp", "speculative_tokens", "acceptance_rate", "files",
+               "matmul_efficiency", "tp_comm_overlap", "draft", "mtp", "speculative_tokens", "acceptance_rate", "files",
                "dtype"}  # training's --dtype names p's value (a job file's training: gives p)
 
 

@@ -576,6 +576,19 @@ class Parallelism(StrictInputs):
     expert_tensor: int | None = Field(
         default=None, gt=0, description="etp, tensor-parallel ranks of one expert (default T, Megatron-core)"
     )
+    # Uneven pipelines as Megatron-core builds them (estimators/training/memory.py pipeline_layout)
+    first_stage_layers: int | None = Field(
+        default=None, gt=0, description="blocks on the first pipeline stage (Megatron --decoder-first-pipeline-num-layers)"
+    )
+    last_stage_layers: int | None = Field(
+        default=None, gt=0, description="blocks on the last pipeline stage (Megatron --decoder-last-pipeline-num-layers)"
+    )
+    embedding_in_split: bool = Field(
+        default=False, description="the embedding counts as one layer of the split (--account-for-embedding-in-pipeline-split)"
+    )
+    loss_in_split: bool = Field(
+        default=False, description="the head and loss count as one layer of the split (--account-for-loss-in-pipeline-split)"
+    )
 
     @property
     def expert_tensor_size(self) -> int:
@@ -857,6 +870,10 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "expert_tensor": "parallelism",
     "context": "parallelism",
     "virtual_stages": "parallelism",
+    "first_stage_layers": "parallelism",
+    "last_stage_layers": "parallelism",
+    "embedding_in_split": "parallelism",
+    "loss_in_split": "parallelism",
     "gpu": "gpu",
 }
 INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", "gpu",

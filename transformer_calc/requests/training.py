@@ -21,7 +21,8 @@ TRAIN_GPUS = 8  # --gpus when neither the flag nor the job file's layout gives t
 
 # The layout plan chooses itself: a job file's values for these keys are not used by `tcalc plan`.
 PLAN_LAYOUT_KEYS = ("tensor", "sequence_parallel", "pipeline", "data", "zero", "expert", "context", "virtual_stages",
-                    "batch_size", "micro_batches", "recompute")
+                    "batch_size", "micro_batches", "recompute", "first_stage_layers", "last_stage_layers",
+                    "embedding_in_split", "loss_in_split")
 
 def train_configs(
     m: ModelConfig, section: dict[str, Any], flags: dict[str, Any], gpus: int | None = None
@@ -97,6 +98,10 @@ OffloadDevice = Annotated[str | None, opt("--offload-device", help="cpu (host me
 FP8 = Annotated[str | None, opt("--fp8-recipe", help="none | delayed | tensorwise | mxfp8 (Blackwell): FP8 GEMMs, FP8 weight copies, FP8-saved GEMM inputs (Transformer Engine) \\[default: none].", panel=TRAINING)]
 GlobalBatch = Annotated[int | None, opt("--global-batch", help="Global batch in sequences, e.g. 1536 \\[default: none; this or --global-batch-tokens].", parse=count, job=False)]
 GlobalBatchTokens = Annotated[int | str | None, opt("--global-batch-tokens", help="Global batch in tokens, e.g. 4M \\[default: none; this or --global-batch].", parse=lambda v: _token_text(v), job=False)]
+FirstStage = Annotated[int | None, opt("--first-stage-layers", "--decoder-first-pipeline-num-layers", help="Blocks on the first pipeline stage; the middle stages split the rest evenly (Megatron-core uneven pipeline) \\[default: an even split].", panel=PARALLEL, parse=whole)]
+LastStage = Annotated[int | None, opt("--last-stage-layers", "--decoder-last-pipeline-num-layers", help="Blocks on the last pipeline stage (Megatron-core uneven pipeline) \\[default: an even split].", panel=PARALLEL, parse=whole)]
+EmbeddingInSplit = Annotated[bool | None, opt("--embedding-in-split/--no-embedding-in-split", help="The embedding counts as one layer of the pipeline split (Megatron --account-for-embedding-in-pipeline-split) \\[default: off].", panel=PARALLEL)]
+LossInSplit = Annotated[bool | None, opt("--loss-in-split/--no-loss-in-split", help="The head and loss count as one layer of the pipeline split (Megatron --account-for-loss-in-pipeline-split) \\[default: off].", panel=PARALLEL)]
 NodeSize = Annotated[int | None, opt("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", panel=PARALLEL, parse=node_size, job=False)]
 InterNode = Annotated[float | None, opt("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", panel=PARALLEL, parse=positive, job=False)]
 
@@ -133,6 +138,10 @@ class MemoryRequest(ModelRequest):
     sequence_parallel: Annotated[bool | None, opt("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", panel=PARALLEL)] = None
     pipeline: Annotated[int | None, opt("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     virtual_stages: Annotated[int | None, opt("--virtual-stages", help="Interleaved model chunks per pipeline stage \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    first_stage_layers: FirstStage = None
+    last_stage_layers: LastStage = None
+    embedding_in_split: EmbeddingInSplit = None
+    loss_in_split: LossInSplit = None
     data: Annotated[int | None, opt("--dp", "--data-parallel", help="Data-parallel replicas (for ZeRO) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     zero: Annotated[int | None, opt("--zero", help="ZeRO stage 0-3: shard optimizer; +gradients; +weights \\[default: 0].", panel=PARALLEL, parse=zero_stage)] = None
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel ranks: routed experts split ep ways (MoE) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
@@ -168,6 +177,10 @@ class TrainRequest(ModelRequest):
     tensor: Annotated[int | None, opt("--T", "--tensor-parallel", help="T: tensor-parallel ranks \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     pipeline: Annotated[int | None, opt("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     virtual_stages: Annotated[int | None, opt("--virtual-stages", help="Interleaved model chunks per stage \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    first_stage_layers: FirstStage = None
+    last_stage_layers: LastStage = None
+    embedding_in_split: EmbeddingInSplit = None
+    loss_in_split: LossInSplit = None
     context: Annotated[int | None, opt("--cp", "--context-parallel", help="Context-parallel ranks (long sequences) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel ranks (MoE) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     sequence_parallel: Annotated[bool | None, opt("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", panel=PARALLEL)] = None
@@ -185,6 +198,7 @@ class TrainRequest(ModelRequest):
     offload_device: OffloadDevice = None
     fp8_recipe: FP8 = None
     matmul_efficiency: Annotated[float | None, opt("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU].", parse=fraction, job=False)] = None
+    tp_comm_overlap: Annotated[bool | None, opt("--tp-comm-overlap/--no-tp-comm-overlap", help="Tensor-parallel collectives overlapped with the GEMMs (Megatron --tp-comm-overlap, TE userbuffers) \\[default: on for --framework megatron with --sp and T > 1].", panel=PARALLEL, job=False)] = None
     node_size: NodeSize = None
     inter_node_gb_s: InterNode = None
     tokens: Annotated[int | None, opt("--tokens", help="Token budget for days, GPU-hours and cost, e.g. 15T \\[default: none].", parse=count, job=False)] = None

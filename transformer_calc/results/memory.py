@@ -165,7 +165,7 @@ class MemorySection(Section):
     activations: ActivationBytes
     activation_ratio: float | None  # activations / model states; None: no model states on the GPU
     stage: int  # the most loaded pipeline stage
-    in_flight_micro_batches: int  # whose activations are alive on it (1F1B)
+    in_flight_micro_batches: int  # whose activations are alive on it (1F1B; interleaved: model-chunk forwards)
     bytes_per_param: BytesPerParam | AdapterBytesPerParam
     optimizer_groups: OptimizerGroups
     stages: list[StageRow]
