@@ -259,10 +259,12 @@ def estimate_step(
     peak = _peak(gpu, tr)
     bw_hbm = gpu.memory_bw_bytes_s * memory_efficiency
 
-    # FLOPs in tcalc's convention (full S² per head) for MFU/HFU; the time uses what runs: flash
-    # kernels skip the masked half of causal attention, eager attention computes all of it.
-    full = count_flops(m, Workload(seq_len=S, batch_size=global_batch))
+    # The time uses what runs: flash kernels skip the masked half of causal attention, eager
+    # attention computes all of it. MFU/HFU count the same attention FLOPs (causal with flash, as
+    # Megatron-LM's num_floating_point_operations and the Llama 3 paper's MFU do): counting the full
+    # S² that a causal kernel never runs would put MFU above 1 at long S (S = 1M: 1.14).
     step = count_flops(m, Workload(seq_len=S, batch_size=global_batch), causal=tr.flash)
+    full = step
     model_flops, hw_flops = full.total, full.hardware(tr.recompute)
     executed = step.hardware(tr.recompute)
     if tr.adapters:  # frozen weights: no weight gradients; the adapters' own matmuls (finetune.py)
