@@ -296,3 +296,40 @@ def test_a_feasible_layout_keeps_its_prefill_within_the_step_budget():
                      max_num_batched_tokens=2048)
     assert fixed.best is None or not fixed.best.feasible
     assert "max_num_batched_tokens" in fixed.layouts[0].reason
+
+
+API_VALUES = [None, 0, -1, 1.5, float("nan"), float("inf"), 10**40, True, "", "x" * 90, "8k", [1, 2], {"a": 1},
+              object(), b"bytes", (1,), "1e999999999", -0.0]
+API_CALLS = {
+    "params": ("gpt2",), "memory": ("gpt2",), "flops": ("gpt2",), "mfu": ("gpt2",), "inference": ("gpt2",),
+    "serve": ("gpt2",), "train": ("gpt2",), "plan": ("gpt2",), "sweep": ("gpt2",),
+}
+API_BASE = {"mfu": {"tokens_per_s": 1e5}, "inference": {"S": 256}, "serve": {"prompt_len": 256, "output_len": 16,
+            "gpus": 2}, "train": {"global_batch": 16, "gpus": 2}, "plan": {"global_batch": 16, "gpus": 2},
+            "sweep": {"B": "1,2"}}
+
+
+@pytest.mark.parametrize("command", sorted(API_CALLS))
+def test_hostile_python_values_give_a_tcalc_error_or_an_answer(command):
+    """The API's contract (docs/api.md): a value an option refuses is a TcalcError naming the keyword;
+    no KeyError, ZeroDivisionError, AttributeError or raw pydantic error leaves it."""
+    function = getattr(tc, command)
+    keywords = sorted(k for k, field in function.request.keywords().items() if k == field
+                      and k not in ("model", "models", "config", "hf_config", "preset", "revision", "draft"))
+
+    @settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(st.tuples(st.sampled_from(keywords), st.sampled_from(API_VALUES)), min_size=1, max_size=2,
+                    unique_by=lambda kv: kv[0]))
+    def check(options):
+        kwargs = {**API_BASE.get(command, {}), **dict(options)}
+        kwargs = {k: v for k, v in kwargs.items()
+                  if not any(function.request.keywords().get(k) == function.request.keywords().get(o)
+                             and k != o for o, _ in options)}
+        try:
+            result = function(*API_CALLS[command], **kwargs)
+        except TcalcError as exc:
+            assert "\n" not in str(exc), (kwargs, str(exc))
+            return
+        assert _finite(result.model_dump(mode="json")), kwargs
+
+    check()

@@ -20,6 +20,7 @@ import inspect
 from pathlib import Path
 from typing import Any
 
+from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.params import ParamsResult  # noqa: F401 (the API's result types)
 from transformer_calc.results.memory import MemoryResult  # noqa: F401
@@ -68,7 +69,13 @@ def _command(cls: type[Request], body: Any, result: Any, doc: str) -> Any:
                 if key in keywords:
                     raise TypeError(f"{name}() got {key!r} twice (positionally and as a keyword)")
             keywords = keywords_args | keywords
-        return body(cls.from_keywords(keywords, where=f"{name}()"))
+        request = cls.from_keywords(keywords, where=f"{name}()")
+        try:
+            return body(request)
+        except TcalcError:
+            raise
+        except (ValueError, OverflowError) as exc:  # an estimator's refusal: the package's one error type
+            raise TcalcError(" ".join(str(exc).split())) from None
 
     params = [inspect.Parameter(n, inspect.Parameter.VAR_POSITIONAL if options[n].repeat else
                                 inspect.Parameter.POSITIONAL_OR_KEYWORD, **({} if options[n].repeat else

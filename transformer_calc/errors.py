@@ -35,8 +35,9 @@ def did_you_mean(name: object, known: Iterable[str], *, n: int = 3, cutoff: floa
     return "did you mean " + ", ".join(repr(by_lower[k]) for k in near) + "?" if near else ""
 
 
-class TcalcError(Exception):
-    """Bad input the user can fix; the message is the whole story."""
+class TcalcError(ValueError):
+    """Bad input the user can fix; the message is the whole story. A ValueError, so that
+    `except ValueError` in a caller's code catches every bad-input error the API raises."""
 
     exit_code = 2
 

@@ -254,6 +254,8 @@ def parse_hardware_table(data: Mapping[str, Any]) -> dict[str, GPU]:
             gpus.append(_Entry.model_validate(raw).to_gpu())
         except ValidationError as exc:
             raise TcalcError(f"hardware table entry {label}: {_first_error(exc)}") from None
+        except TcalcError:
+            raise
         except ValueError as exc:  # _exact: a value with more digits than the unit holds
             raise TcalcError(f"hardware table entry {label}: {exc}") from None
     _index(gpus)  # raises on a shared name or alias

@@ -154,6 +154,8 @@ def _number(axis: str, flag: str, raw: str) -> int:
     try:
         return parse_whole(raw, low=0 if axis == "zero" else 1, high=3 if axis == "zero" else None,
                            binary=axis == "seq_len")
+    except TcalcError:
+        raise
     except ValueError as exc:
         raise TcalcError(f"{flag} {_clip(raw)}: {exc}; use e.g. 8, 8k, 1e3, lists (1,2,8) or ranges (1..64, 512..4096:512)") from None
 
@@ -221,6 +223,8 @@ def affine_peaks(m: ModelConfig, S: int, tr: Training, par: Parallelism, all_sta
     try:
         runs = [stage_timelines(m, Workload.model_construct(seq_len=S, batch_size=b), tr, par, all_stages=all_stages)
                 for b in (1, 2, 3, 4)]
+    except TcalcError:
+        raise
     except (ValueError, TcalcError, OverflowError, ZeroDivisionError):
         return False
     lines = []
@@ -337,6 +341,8 @@ def build_spec(
             for value in axes[axis]:
                 try:
                     Recompute(value)
+                except TcalcError:
+                    raise
                 except ValueError:
                     choices = ", ".join(r.value for r in Recompute)
                     raise TcalcError(f"{label} ({_clip(value)}): choose one of {choices}") from None
@@ -370,6 +376,8 @@ def build_spec(
 
         try:
             canonical = checked_dtype("--dtype", dtype, DTYPES)
+        except TcalcError:
+            raise
         except ValueError as exc:
             raise TcalcError(str(exc)) from None
         for device in gpus.values():
@@ -437,6 +445,8 @@ def _inference_spec(B: int, S: int, T: int, ep: int, weight: str, dtype: str | N
     try:
         return InferenceSpec(batch_size=B, prompt_len=S, tensor_parallel=T, expert_parallel=ep, weight_dtype=weight,
                              compute_dtype=dtype, **fixed)
+    except TcalcError:
+        raise
     except (ValueError, TypeError) as exc:
         raise TcalcError(f"inference: {exc}") from None
 
@@ -519,6 +529,8 @@ def iter_rows(
                         try:
                             phase = peak_memory(m, w, tr, par, all_stages=mixed[label]).peak
                             peak = (phase.total, phase.weights, phase.activations)
+                        except TcalcError:
+                            raise
                         except (ValueError, TcalcError) as exc:
                             peak = exc
                         memory_memo.put(key, peak)
@@ -544,6 +556,8 @@ def iter_rows(
                 value = row[name]
                 if isinstance(value, float) and not math.isfinite(value):
                     raise ValueError(f"{name} is not finite ({value})")
+        except TcalcError:
+            raise
         except (ValueError, TcalcError, OverflowError, ZeroDivisionError) as exc:
             skip(point, exc)
             continue
@@ -616,6 +630,8 @@ def _inference_metrics(m: ModelConfig, label: str, S: int, B: int, point: dict[s
             if prefill is not None and dec is not None:  # as inference.estimate_inference
                 total = prefill.seconds + dec.seconds
                 done["total_s"], done["tokens_per_s"] = total, ispec.batch_size * ispec.new_tokens / total
+        except TcalcError:
+            raise
         except (ValueError, TcalcError) as exc:
             done = exc
         memo.put(key, done)

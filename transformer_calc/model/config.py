@@ -331,6 +331,8 @@ def build(cls: Any, spec: dict[str, Any], where: str) -> Any:
         return cls.model_validate(spec)
     except ValidationError as exc:
         raise TcalcError(describe_validation_error(exc, where, cls)) from None
+    except TcalcError:
+        raise
     except ValueError as exc:  # raised by canonical_keys before pydantic sees the data
         raise TcalcError(f"{where}: {exc}") from None
 
@@ -812,6 +814,8 @@ class Training(StrictInputs):
             d["precision"] = Precision.fp32 if p == 4 else Precision.mixed
         try:
             prec = Precision(d.get("precision") or Precision.mixed)
+        except TcalcError:
+            raise
         except ValueError:
             return d  # pydantic reports the bad precision with its name
         expected = _ELEMENT_BYTES[prec]
@@ -941,6 +945,9 @@ def parse_bytes(text: str | int, what: str = "size") -> int:
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
         if not match or match.group(2).lower() not in {"", *_BYTE_UNITS}:
             raise ValueError(f"{what} ({clip(text)}) is not a size; write e.g. 70GiB, 80GB or 1.5TiB")
+        digits, _, exponent = match.group(1).lower().partition("e")
+        if len(digits.split(".")[0].lstrip("0")) + int(exponent or 0) > MAX_EXPONENT:
+            raise ValueError(f"{what} ({clip(text)}) is too large; use a size below 1e{MAX_EXPONENT} bytes")
         try:
             value = Decimal(match.group(1))
         except InvalidOperation:  # pragma: no cover - the pattern admits only numbers
@@ -980,7 +987,6 @@ def training_configs(
 def check_expert_layout(model: ModelConfig, par: Parallelism) -> None:
     """Expert parallelism (ep) and expert tensor parallelism (etp) split a mixture-of-experts
     model's routed experts: on a dense model they are an error, never silently ignored."""
-    from transformer_calc.errors import TcalcError
 
     if model.n_experts > 1:
         return
@@ -1038,6 +1044,8 @@ def parse_count(text: str | int, what: str = "count") -> int:
     positive integer (a token budget, a FLOP budget, a parameter count); `parse_whole`'s rules."""
     try:
         return parse_whole(text, what)
+    except TcalcError:
+        raise
     except ValueError as exc:
         reason = str(exc).split(" (write e.g.")[0]
         if "is not a whole number" in reason and not any(ch.isdigit() for ch in str(text)):

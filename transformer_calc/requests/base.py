@@ -144,6 +144,8 @@ class Request(BaseModel):
             if value is not None and o.parse is not None and not parsed:
                 try:
                     value = o.parse(value)
+                except TcalcError:
+                    raise
                 except ValueError as exc:
                     raise TcalcError(f"{label(field)}{clip(value, 40)}: {exc}") from None
             clean[field] = value
@@ -181,6 +183,8 @@ def check_section(section: str, values: dict[str, Any], parsers: dict[str, Calla
             continue
         try:
             out[key] = parse(value)
+        except TcalcError:
+            raise
         except ValueError as exc:
             raise TcalcError(f"{where + ': ' if where else ''}{section}: {key} ({clip(value, 40)}): {exc}") from None
     return out
@@ -247,6 +251,8 @@ def count(text: Any) -> int:
 
     try:
         return parse_whole(text, low=1)
+    except TcalcError:
+        raise
     except ValueError as exc:
         reason = str(exc).split(" (write e.g.")[0].split("; use")[0]
         if not any(ch.isdigit() for ch in str(text)):
@@ -259,6 +265,8 @@ def _number(text: Any, example: str) -> float:
         raise ValueError(f"{text!r} is a boolean, not a number; write e.g. {example}")
     try:
         return float(str(text).strip())
+    except TcalcError:
+        raise
     except (ValueError, OverflowError):
         raise ValueError(f"{clip(text, 40)} is not a number; write e.g. {example}") from None
 

@@ -14,7 +14,6 @@ from transformer_calc.requests.model import ModelRequest
 def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any], network: Any = None) -> Any:
     """The expected-latency settings (expected.Efficiency) from the inference: section and flags."""
     from transformer_calc.model.config import resolve
-    from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.inference.expected import default_efficiency
 
     merged = resolve(flags, section)
@@ -25,6 +24,8 @@ def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any
         return default_efficiency(gpu, cuda_graphs=graphs, matmul=merged.get("matmul_efficiency"),
                                   memory=merged.get("memory_efficiency"), kernel_s=merged.get("kernel_launch_s"),
                                   network=network, sequence_s=merged.get("sequence_overhead_s"))
+    except TcalcError:
+        raise
     except (ValueError, TypeError) as exc:
         raise TcalcError(f"inference: {exc}") from None
 
@@ -32,7 +33,6 @@ def serving_spec(section: dict[str, Any], flags: dict[str, Any]) -> Any:
     """The engine settings (serving.ServingSpec) from the inference: section and flags; sizes
     (cuda_context, activation_peak, engine_workspace) as bytes or '1GiB'."""
     from transformer_calc.model.config import parse_bytes, resolve
-    from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.inference.serving import ServingSpec
 
     merged = resolve(flags, section)
@@ -46,6 +46,8 @@ def serving_spec(section: dict[str, Any], flags: dict[str, Any]) -> Any:
             if raw is not None:
                 values[f"{key}_bytes"] = 0 if raw in (0, "0") else parse_bytes(raw, key)
         return ServingSpec(**values)
+    except TcalcError:
+        raise
     except (ValueError, TypeError) as exc:
         raise TcalcError(f"inference: {exc}") from None
 
@@ -73,7 +75,6 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
     flags that are not None overriding it. Defaults: B = 1, S = max_seq_len, one new token, T = 1,
     bf16 weights, the A100 80GB. With a checkpoint (a folder's, repo's or GGUF file's headers) and
     no weight dtype given, the weights are the bytes it stores (weight_dtype "checkpoint")."""
-    from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.inference.roofline import InferenceSpec
 
     from transformer_calc.model.config import resolve
@@ -104,6 +105,8 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
             kv_cache=merged.get("kv_cache", True),
             mla_cache=merged.get("mla_cache", "latent"),
         )
+    except TcalcError:
+        raise
     except (ValueError, TypeError) as exc:
         raise TcalcError(f"inference: {exc}") from None
     return spec, str(merged.get("gpu", DEFAULT_INFERENCE_GPU))

@@ -8,6 +8,8 @@ memory per GPU against a byte limit, a serving figure against a limit.
 
 from __future__ import annotations
 
+from transformer_calc.errors import TcalcError
+
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import Field
@@ -116,8 +118,9 @@ def check_job(
     if job.checks.get("max_memory") is not None:  # validated even when the flag overrides it
         try:
             file_limit = parse_bytes(job.checks["max_memory"], "checks.max_memory")
+        except TcalcError:
+            raise
         except ValueError as exc:
-            from transformer_calc.errors import TcalcError
 
             raise TcalcError(f"{where}: {exc}") from None
         max_memory = file_limit if max_memory is None else max_memory
@@ -134,7 +137,6 @@ def check_job(
         ) if given
     ]
     if wants_inference_checks and "inference" not in job.sections:
-        from transformer_calc.errors import TcalcError
 
         raise TcalcError(
             f"{where}: {wants_inference_checks[0]} is an inference check, but the file has no inference: "
@@ -183,7 +185,6 @@ def check_job(
                 if limit is None:
                     continue
                 if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
-                    from transformer_calc.errors import TcalcError
 
                     raise TcalcError(f"{where}: checks.{key} ({limit!r}) must be a positive number")
                 ok = value >= limit if better == "higher" else value <= limit
@@ -199,11 +200,12 @@ def check_report(
     """`tcalc check` over files: every file is checked (one invalid file hides no other's result),
     each PASS / FAIL / INVALID; the flags are validated once, as usage errors (TcalcError)."""
     from transformer_calc.model.config import parse_bytes
-    from transformer_calc.errors import TcalcError
     from transformer_calc.sources.presets import gpu as find_gpu
 
     try:
         limit = parse_bytes(max_memory, "--max-memory") if max_memory is not None else None
+    except TcalcError:
+        raise
     except ValueError as exc:
         raise TcalcError(str(exc)) from None
     if gpu_name is not None:

@@ -6,6 +6,9 @@ the Python API's return values and what render reads; docs/cli.md documents thei
 
 from __future__ import annotations
 
+from transformer_calc.errors import TcalcError
+
+
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -121,7 +124,6 @@ def flops_request(
     """`tcalc flops` from its options (flag, then the job file's training: section, then the
     default), validated with the flag each came from; the CLI and the Python API both call it."""
     from transformer_calc.model.config import Recompute, Workload, build, resolve
-    from transformer_calc.errors import TcalcError
     from transformer_calc.sources.presets import gpu as find_gpu
 
     o = resolve({"seq_len": S, "batch_size": B, "recompute": recompute}, section,
@@ -129,6 +131,8 @@ def flops_request(
     workload = build(Workload, {"seq_len": o["seq_len"], "batch_size": o["batch_size"]}, "workload")
     try:
         rec = Recompute(o["recompute"])
+    except TcalcError:
+        raise
     except ValueError:
         raise TcalcError(f"--recompute ({o['recompute']!r}): choose one of {', '.join(v.value for v in Recompute)}") from None
     if (gpus is not None or gpu_name is not None or mfu is not None) and tokens is None:
@@ -249,7 +253,6 @@ def mfu_request(
     import math
 
     from transformer_calc.model.config import Recompute, Workload, build, resolve
-    from transformer_calc.errors import TcalcError
     from transformer_calc.sources.presets import gpu as find_gpu
 
     o = resolve({"seq_len": S, "recompute": recompute}, section, {"seq_len": m.max_seq_len, "recompute": "none"})
@@ -272,6 +275,8 @@ def mfu_request(
         raise TcalcError(f"--hfu-convention ({str(hfu_convention)[:40]!r}) must be one of executed, paper")
     try:
         rec_kind = Recompute(rec)
+    except TcalcError:
+        raise
     except ValueError:
         raise TcalcError(f"--recompute ({rec!r}): choose one of {', '.join(v.value for v in Recompute)}") from None
     return mfu_report(
@@ -307,7 +312,6 @@ def mfu_report(
     model_mfu = F.mfu_from_throughput(per_token_model, tokens_per_s, gpus, peak)
     hardware_fu = F.mfu_from_throughput(per_token_hw, tokens_per_s, gpus, peak)
     if hardware_fu > 1 or model_mfu > 1:  # impossible: more FLOP/s than the GPUs have
-        from transformer_calc.errors import TcalcError
 
         cause = (
             "--global-batch counts sequences (give tokens with --global-batch-tokens)"

@@ -9,6 +9,9 @@ inference: section and flags into the estimators' inputs, for `tcalc serve` and 
 
 from __future__ import annotations
 
+from transformer_calc.errors import TcalcError
+
+
 from typing import TYPE_CHECKING, Any
 
 from pydantic import model_validator
@@ -295,12 +298,13 @@ def serving_section(m: ModelConfig, gpu: Any, spec: Any, serving: Any) -> Servin
 
 def speculative_section(m: ModelConfig, gpu: Any, spec: Any, eff: Any, options: dict[str, Any]) -> SpeculativeSection:
     """The `speculative` section: a draft (or the MTP modules) proposing k tokens at acceptance α."""
-    from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.inference.speculative import speculate
 
     try:
         x = speculate(m, gpu, spec, eff, draft=options.get("draft"), speculative_tokens=options["speculative_tokens"],
                       acceptance_rate=options["acceptance_rate"])
+    except TcalcError:
+        raise
     except ValueError as exc:
         raise TcalcError(f"speculative decoding: {exc}") from None
     return SpeculativeSection(
@@ -436,7 +440,6 @@ def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
     and the options given (job-file key names; None: not given): the inference keys, the
     expected-latency and serving settings, node_size and inter_node_gb_s, and speculative decoding
     (draft: a model as MODEL takes it, or a ModelConfig; mtp; speculative_tokens; acceptance_rate)."""
-    from transformer_calc.errors import TcalcError
     from transformer_calc.model.config import ModelConfig
     from transformer_calc.requests.inference import draft_model, inference_efficiency, inference_spec, serving_spec
     from transformer_calc.results.common import network_for, source_checkpoint

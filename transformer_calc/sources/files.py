@@ -184,6 +184,8 @@ def parse_yaml(text: str, where: str) -> Any:
                 node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
                 try:
                     value = constructor.construct_object(node)
+                except TcalcError:
+                    raise
                 except (ValueError, yaml.YAMLError) as exc:  # e.g. an int of 5,000 digits
                     raise fail(f"value {clip(event.value)} cannot be read ({clip(str(exc), 60)})", mark) from None
                 if isinstance(value, float) and not math.isfinite(value):
@@ -266,6 +268,8 @@ def parse_json(text: str, where: str, *, non_finite: bool = False) -> Any:
         return json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
     except json.JSONDecodeError as exc:
         raise TcalcError(f"{where}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except TcalcError:
+        raise
     except (ValueError, RecursionError) as exc:  # an int of too many digits
         raise TcalcError(f"{where}: invalid JSON: {clip(str(exc), 120)}") from None
 

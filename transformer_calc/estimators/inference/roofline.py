@@ -43,6 +43,8 @@ All byte and FLOP counts are exact ints; seconds and ratios are floats.
 
 from __future__ import annotations
 
+from transformer_calc.errors import TcalcError
+
 import dataclasses
 import math
 from collections.abc import Callable
@@ -200,6 +202,8 @@ def _weight_dtype(value: object) -> str:
         return fmt
     try:
         return checked_dtype("weight_dtype", value, DTYPE_BITS)
+    except TcalcError:
+        raise
     except ValueError:
         raise ValueError(
             f"weight_dtype ({str(value)[:40]!r}) is not supported; use one of {', '.join(DTYPE_BITS)} "
@@ -625,12 +629,16 @@ def min_tensor_parallel(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> int | 
         try:
             _, etp = expert_layout(m, T, spec.expert_parallel)
             check_tensor_parallel(m, T, spec.expert_parallel, etp)
+        except TcalcError:
+            raise
         except ValueError:
             continue
         if (m.n_kv_heads % T and T % m.n_kv_heads) or (cache_heads % T and T % cache_heads):
             continue
         try:
             fits = inference_memory(m, gpu, dataclasses.replace(spec, tensor_parallel=T)).fits
+        except TcalcError:
+            raise
         except ValueError:  # a layout the weight format refuses (GGUF at T > 1)
             continue
         if fits:

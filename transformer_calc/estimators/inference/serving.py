@@ -47,6 +47,8 @@ Bounded searches only: T over the divisors of the GPU count within a node, B by 
 
 from __future__ import annotations
 
+from transformer_calc.errors import TcalcError
+
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -423,6 +425,8 @@ def search(
             check_tensor_parallel(m, T, spec.expert_parallel)
             layout_spec = dataclasses.replace(spec, tensor_parallel=T)
             rank_shard(m, layout_spec)
+        except TcalcError:
+            raise
         except ValueError as exc:
             layouts.append(Layout(T, gpus // (T * spec.expert_parallel), gpus, None, None, False, str(exc)))
             continue

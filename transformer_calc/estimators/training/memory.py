@@ -24,6 +24,8 @@ Conventions (docs/formulas.md "Training memory" has the tables and worked exampl
 
 from __future__ import annotations
 
+from transformer_calc.errors import TcalcError
+
 from dataclasses import dataclass, replace
 
 from transformer_calc.model.config import (
@@ -700,6 +702,8 @@ def valid_tensor_parallel(m: ModelConfig, limit: int = 64) -> list[int]:
         try:
             check_tensor_parallel(m, T)
             kv_heads_per_rank(m.n_kv_heads, T)
+        except TcalcError:
+            raise
         except ValueError:
             continue
         out.append(T)

@@ -39,6 +39,8 @@ All times are floats in seconds; FLOPs and bytes exact ints.
 
 from __future__ import annotations
 
+from transformer_calc.errors import TcalcError
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -653,6 +655,8 @@ def plan_layouts(
                                 w = Workload(seq_len=seq_len, batch_size=b)
                                 try:
                                     peak = peak_memory(m, w, trial, lay).peak_bytes
+                                except TcalcError:
+                                    raise
                                 except ValueError:
                                     reject("the model cannot take this layout")
                                     break
