@@ -21,6 +21,7 @@ def model_dict(m: ModelConfig) -> dict[str, Any]:
 
 def _model_section_fields() -> dict[str, Any]:
     fields: dict[str, Any] = {name: (f.annotation, ...) for name, f in ModelConfig.model_fields.items()}
+    fields["towers"] = (fields["towers"][0], None)  # a text-only decoder's results have no towers key
     fields["gated_mlp"] = (bool, ...)
     return fields
 
@@ -40,7 +41,8 @@ class WorkloadSection(Section):
 
 def model_section(m: ModelConfig) -> Any:
     """The `model` section of a result."""
-    return ModelSection.model_validate({**dict(m), "gated_mlp": m.gated_mlp})
+    fields = {k: v for k, v in dict(m).items() if not (k == "towers" and v is None)}  # unset: no key
+    return ModelSection.model_validate({**fields, "gated_mlp": m.gated_mlp})
 
 
 def expected_component_params(m: ModelConfig) -> dict[str, int]:
@@ -61,7 +63,7 @@ def expected_component_params(m: ModelConfig) -> dict[str, int]:
         "router": layers("router"),
         "norms": layers("norms") + c.final_norm,
         "head": c.lm_head + c.lm_head_bias + c.embedding_projection // 2,
-        "towers": 0,
+        "towers": m.tower_params,  # vision/audio encoders and projectors the config accounts for
         "mtp": c.mtp,
         "other": 0,
     }

@@ -22,6 +22,7 @@ Conventions:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from transformer_calc.errors import TcalcError, did_you_mean
@@ -356,18 +357,45 @@ from transformer_calc.sources.hf_2024 import FAMILIES as _FAMILIES_2024  # noqa:
 
 FAMILIES.update(_FAMILIES_2024)
 
-# Multimodal wrapper configs whose language model is described by `text_config` (transformers
-# builds the text model from it: Gemma3ForCausalLM, Llama4ForCausalLM, MistralForCausalLM); the
-# value is the text model_type when text_config does not name one.
-WRAPPERS: dict[str, str] = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
+# Multimodal wrapper configs (issue 22): the language model is `text_config` (read by the text
+# readers; transformers builds it inside the wrapper), the towers are `vision_config` and the
+# wrapper's own keys (`sources.hf_towers`). The parameter count is the whole model transformers
+# builds (AutoModelForImageTextToText: the *ForConditionalGeneration class), towers included.
+@dataclass(frozen=True)
+class Wrapper:
+    text_type: str  # the text model_type when text_config names none
+    defaults: dict[str, Any]  # the wrapper config class's own field defaults that are read
+    # whose tie_word_embeddings ties the LM head: "top" (the wrapper's lm_head, the wrapper's flag),
+    # "text" (a text *ForCausalLM submodel, its own flag), "either" (the wrapper's, or text_config's
+    # forwarded to it: the BC rule of configuration_{qwen2_5_vl,glm4v,glm4v_moe}.py __post_init__)
+    tie: str
+    text_defaults: dict[str, Any] | None = None  # the text config built when text_config is absent
+    flat_text: bool = False  # without text_config, the text keys sit at the top level (hub saves)
 
-# configuration_mistral3.py: without a text_config, Mistral3Config builds this MistralConfig
-WRAPPER_TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
-    "mistral3": {
-        "hidden_size": 5120, "head_dim": 128, "intermediate_size": 32768, "num_hidden_layers": 40,
-        "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 131072,
-        "max_position_embeddings": 131072, "sliding_window": None,
-    },
+
+WRAPPERS: dict[str, Wrapper] = {
+    # configuration_gemma3.py Gemma3Config; modeling_gemma3.py Gemma3ForConditionalGeneration (lm_head tied)
+    "gemma3": Wrapper("gemma3_text", {"mm_tokens_per_image": 256, "tie_word_embeddings": True}, "top"),
+    # configuration_llama4.py Llama4Config; modeling_llama4.py: language_model is a Llama4ForCausalLM
+    "llama4": Wrapper("llama4_text", {"tie_word_embeddings": False}, "text"),
+    # configuration_mistral3.py Mistral3Config (text_config None: its MistralConfig init_kwargs)
+    "mistral3": Wrapper(
+        "mistral",
+        {"spatial_merge_size": 2, "multimodal_projector_bias": False, "vision_feature_layer": -1,
+         "tie_word_embeddings": True},
+        "top",
+        {"hidden_size": 5120, "head_dim": 128, "intermediate_size": 32768, "num_hidden_layers": 40,
+         "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 131072,
+         "max_position_embeddings": 131072, "sliding_window": None},
+    ),  # fmt: skip
+    # configuration_qwen2_5_vl.py Qwen2_5_VLConfig: hub configs are flat (text keys at the top)
+    "qwen2_5_vl": Wrapper("qwen2_5_vl_text", {"tie_word_embeddings": False}, "either", flat_text=True),
+    "qwen3_vl": Wrapper("qwen3_vl_text", {"tie_word_embeddings": False}, "top"),  # configuration_qwen3_vl.py
+    "qwen3_vl_moe": Wrapper("qwen3_vl_moe_text", {"tie_word_embeddings": False}, "top"),  # configuration_qwen3_vl_moe.py
+    "glm4v": Wrapper("glm4v_text", {"tie_word_embeddings": False}, "either"),  # configuration_glm4v.py
+    "glm4v_moe": Wrapper("glm4v_moe_text", {"tie_word_embeddings": False}, "either"),  # configuration_glm4v_moe.py
+    # configuration_kimi_k25.py Kimi_K25Config: a DeepSeek-V3 language model (text_config "kimi_k2")
+    "kimi_k25": Wrapper("deepseek_v3", {"projection_hidden_size": 1152, "tie_word_embeddings": True}, "top"),
 }
 
 # Model types whose published checkpoints are another family's architecture (remote code), read as
@@ -394,7 +422,9 @@ UNREPRESENTABLE: dict[str, str] = {
     "xlstm": "its xLSTM blocks",
 }
 
-SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted({*FAMILIES, *WRAPPERS, *SAME_AS}))
+from transformer_calc.sources.hf_2024 import TEXT_PARTS  # noqa: E402
+
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted({*FAMILIES, *WRAPPERS, *SAME_AS} - set(TEXT_PARTS)))
 
 # Families whose modeling code builds q, k, v (gate, up) as one Linear module: the parameter count
 # is the same, but an adapter on the fused module has one A and one B (PEFT targets modules).
@@ -417,8 +447,9 @@ FUSED_LINEARS: dict[str, dict[str, bool]] = {
 }
 
 
-def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
-    """A raw ModelConfig spec from a parsed Hugging Face config.json (see the module docstring)."""
+def from_hf_config(cfg: dict[str, Any], text_only: bool = False, _inside: bool = False) -> dict[str, Any]:
+    """A raw ModelConfig spec from a parsed Hugging Face config.json (see the module docstring);
+    `text_only` keeps a multimodal model's towers out of every count (`Towers.text_only`)."""
     if not isinstance(cfg, dict):
         raise TcalcError(f"config.json must be a JSON object, got {type(cfg).__name__}")
     supported = ", ".join(SUPPORTED_MODEL_TYPES)
@@ -426,17 +457,13 @@ def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
     if model_type is None:
         raise TcalcError(f"config.json has no model_type; add one of: {supported}")
     if isinstance(model_type, str) and model_type in WRAPPERS:
-        text = cfg.get("text_config")
-        if text is None:  # the wrapper's own default text model (configuration_<wrapper>.py)
-            text = dict(WRAPPER_TEXT_DEFAULTS.get(model_type, {}))
-        if not isinstance(text, dict):
-            raise TcalcError(f"config.json ({model_type}): text_config must be a JSON object")
-        text = {"model_type": WRAPPERS[model_type], **text}
-        if "_name_or_path" in cfg and "_name_or_path" not in text:
-            text["_name_or_path"] = cfg["_name_or_path"]
-        if text.get("model_type") in WRAPPERS:
-            raise TcalcError(f"config.json ({model_type}): text_config names a wrapper type again")
-        return from_hf_config(text)
+        return _wrapper(model_type, cfg, text_only)
+    if isinstance(model_type, str) and model_type in TEXT_PARTS and not _inside:
+        owner = next(k for k, w in WRAPPERS.items() if w.text_type == model_type)
+        raise TcalcError(
+            f"model_type {model_type!r} is the language model inside a {owner} config; give the whole "
+            f"{owner} config.json (its towers are counted too, or left out with text_only)"
+        )
     if isinstance(model_type, str) and model_type in SAME_AS:
         return from_hf_config({**cfg, "model_type": SAME_AS[model_type]})
     if isinstance(model_type, str) and model_type in UNREPRESENTABLE:
@@ -462,6 +489,36 @@ def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
         spec["weight_format"] = fmt
     spec["source"] = f"Hugging Face config.json (model_type {model_type})"
     spec.update(FUSED_LINEARS.get(model_type, {}))
+    return spec
+
+
+def _wrapper(model_type: str, cfg: dict[str, Any], text_only: bool) -> dict[str, Any]:
+    """A multimodal wrapper: its language model's spec (text_config through the text readers) with
+    the LM head tied as the wrapper ties it, and its towers (`sources.hf_towers`)."""
+    from transformer_calc.sources.hf_towers import wrapper_towers
+
+    w = WRAPPERS[model_type]
+    text = cfg.get("text_config")
+    if text is None and w.flat_text:  # configuration_qwen2_5_vl.py: the text keys of a flat save
+        text = {k: v for k, v in cfg.items() if k not in ("model_type", "vision_config", "tie_word_embeddings")}
+    elif text is None:  # the wrapper's own default text model (configuration_<wrapper>.py)
+        text = dict(w.text_defaults or {})
+    if not isinstance(text, dict):
+        raise TcalcError(f"config.json ({model_type}): text_config must be a JSON object")
+    text = {"model_type": w.text_type, **text}
+    if "_name_or_path" in cfg and "_name_or_path" not in text:
+        text["_name_or_path"] = cfg["_name_or_path"]
+    if text.get("model_type") in WRAPPERS:
+        raise TcalcError(f"config.json ({model_type}): text_config names a wrapper type again")
+    spec = from_hf_config(text, _inside=True)
+    top = Reader(model_type, cfg, Family(lambda c: {}, w.defaults, ()))
+    if w.tie != "text":  # the wrapper's lm_head, tied by the wrapper's flag (modeling_utils.py tie_weights)
+        tied = top.flag("tie_word_embeddings")
+        if w.tie == "either":
+            tied = tied or text.get("tie_word_embeddings") is True
+        spec["tied_embeddings"] = tied
+    spec["towers"] = {**wrapper_towers(model_type, cfg, top, spec["d_model"]), "text_only": text_only}
+    spec["source"] = f"Hugging Face config.json (model_type {model_type}: {spec['source'].split('model_type ')[-1]}"
     return spec
 
 
