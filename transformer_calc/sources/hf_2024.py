@@ -632,6 +632,8 @@ TEXT_PARTS: dict[str, Family] = {
             "num_experts": 60, "mlp_only_layers": None,
         },
         ("attention_dropout",),
+        {"num_local_experts": "num_experts"},  # attribute_map name, applied last: it wins
+        frozenset({"num_local_experts"}),
     ),
     "glm4v_text": Family(
         _glm4v_text,
@@ -651,6 +653,8 @@ TEXT_PARTS: dict[str, Family] = {
             "num_nextn_predict_layers": None,
         },
         ("attention_dropout",),
+        {"num_local_experts": "n_routed_experts"},  # attribute_map
+        frozenset({"num_local_experts"}),
     ),
 }
 FAMILIES.update(TEXT_PARTS)

@@ -34,13 +34,19 @@ from transformer_calc.sources.hf_base import Family, Reader
 REFERENCE_IMAGE_PX = 448  # Qwen2.5-VL (dynamic resolution, no native size): the image tcalc prices
 
 
-def _read(kind: str, cfg: Any, defaults: dict[str, Any]) -> Reader:
+# configuration_{qwen2_5_vl,qwen3_vl,glm4v,glm4v_moe,qwen3_5}.py vision configs: attribute_map names,
+# applied after the fields (they win)
+DEPTH_ALIASES = {"num_hidden_layers": "depth", "num_attention_heads": "num_heads"}
+
+
+def _read(kind: str, cfg: Any, defaults: dict[str, Any], aliases: dict[str, str] | None = None) -> Reader:
     """The sub-config's values over its config class's field defaults (None: every default)."""
     if cfg is None:
         cfg = {}
     if not isinstance(cfg, dict):
         raise TcalcError(f"config.json ({kind}): vision_config must be a JSON object")
-    return Reader(kind, cfg, Family(lambda c: {}, defaults, ()))
+    aliases = aliases or {}
+    return Reader(kind, cfg, Family(lambda c: {}, defaults, (), aliases, frozenset(aliases)))
 
 
 def _positive(c: Reader, *names: str) -> None:
@@ -193,7 +199,7 @@ def qwen2_5_vl_vision(cfg: Any) -> tuple[int, int]:
     RMSNorm(h); attn qkv h -> 3h with bias, proj h x h with bias; gated Qwen2_5_VLMLP gate/up/down
     h <-> F with bias), and the merger Qwen2_5_VLPatchMerger (ln_q RMSNorm(h), mlp Linear(h·s^2,
     h·s^2) + Linear(h·s^2, out_hidden_size), with biases)."""
-    c = _read("qwen2_5_vl_vision", cfg, QWEN2_5_VISION_DEFAULTS)
+    c = _read("qwen2_5_vl_vision", cfg, QWEN2_5_VISION_DEFAULTS, DEPTH_ALIASES)
     _positive(c, "depth", "hidden_size", "intermediate_size", "in_channels", "patch_size", "temporal_patch_size")
     h, F, s = c.int("hidden_size"), c.int("intermediate_size"), c.int("spatial_merge_size")
     p, t, C = c.int("patch_size"), c.int("temporal_patch_size"), c.int("in_channels")
@@ -220,7 +226,7 @@ def qwen3_vl_vision(cfg: Any, deepstack: bool = True) -> tuple[int, int]:
     more merger per deepstack_visual_indexes entry whose norm is LayerNorm(h·s^2)
     (use_postshuffle_norm). Qwen3.5's Qwen3_5VisionModel (modeling_qwen3_5.py) is the same
     without the DeepStack mergers: `qwen3_5_vision`."""
-    c = _read("qwen3_vl_vision", cfg, QWEN3_VL_VISION_DEFAULTS)
+    c = _read("qwen3_vl_vision", cfg, QWEN3_VL_VISION_DEFAULTS, DEPTH_ALIASES)
     _positive(c, "depth", "hidden_size", "intermediate_size", "in_channels", "patch_size", "temporal_patch_size")
     h, F, s = c.int("hidden_size"), c.int("intermediate_size"), c.int("spatial_merge_size")
     p, t, C = c.int("patch_size"), c.int("temporal_patch_size"), c.int("in_channels")
@@ -247,7 +253,7 @@ def _qwen3_vl_grid(cfg: Any) -> int:
     (Qwen3VLVisionModel.num_grid_per_side)."""
     import math
 
-    c = _read("qwen3_vl_vision", cfg, QWEN3_VL_VISION_DEFAULTS)
+    c = _read("qwen3_vl_vision", cfg, QWEN3_VL_VISION_DEFAULTS, DEPTH_ALIASES)
     _positive(c, "num_position_embeddings")
     return math.isqrt(c.int("num_position_embeddings"))
 
@@ -268,7 +274,7 @@ def glm4v_vision(cfg: Any) -> tuple[int, int]:
     post_layernorm (RMSNorm(h)), downsample (Conv2d h -> out_hidden_size, kernel s, with bias); the
     merger Glm4vVisionPatchMerger (proj out x out, post_projection_norm LayerNorm(out), gate/up/down
     out <-> intermediate_size, no biases)."""
-    c = _read("glm4v_vision", cfg, GLM4V_VISION_DEFAULTS)
+    c = _read("glm4v_vision", cfg, GLM4V_VISION_DEFAULTS, DEPTH_ALIASES)
     _positive(c, "depth", "hidden_size", "intermediate_size", "in_channels", "temporal_patch_size", "spatial_merge_size")
     h, out, F = c.int("hidden_size"), c.int("out_hidden_size"), c.int("intermediate_size")
     p, t, C, s = c.int("patch_size"), c.int("temporal_patch_size"), c.int("in_channels"), c.int("spatial_merge_size")
@@ -343,19 +349,19 @@ def wrapper_towers(model_type: str, cfg: dict[str, Any], top: Reader, text_hidde
                 "image_tokens": rows * (rows + 1), "image_patches": side * side}
     if model_type == "qwen2_5_vl":
         encoder, merger = qwen2_5_vl_vision(vision)
-        v = _read("qwen2_5_vl_vision", vision, QWEN2_5_VISION_DEFAULTS)
+        v = _read("qwen2_5_vl_vision", vision, QWEN2_5_VISION_DEFAULTS, DEPTH_ALIASES)
         side = REFERENCE_IMAGE_PX // v.int("patch_size")
         return {"vision": encoder, "projector": merger, "image_patches": side * side,
                 "image_tokens": (side // v.int("spatial_merge_size")) ** 2}
     if model_type in ("qwen3_vl", "qwen3_vl_moe"):
         encoder, mergers = qwen3_vl_vision(vision)
-        v = _read("qwen3_vl_vision", vision, QWEN3_VL_VISION_DEFAULTS)
+        v = _read("qwen3_vl_vision", vision, QWEN3_VL_VISION_DEFAULTS, DEPTH_ALIASES)
         side = _qwen3_vl_grid(vision)
         return {"vision": encoder, "projector": mergers, "image_patches": side * side,
                 "image_tokens": (side // v.int("spatial_merge_size")) ** 2}
     if model_type in ("glm4v", "glm4v_moe"):
         encoder, merger = glm4v_vision(vision)
-        v = _read("glm4v_vision", vision, GLM4V_VISION_DEFAULTS)
+        v = _read("glm4v_vision", vision, GLM4V_VISION_DEFAULTS, DEPTH_ALIASES)
         side = _grid(v)
         return {"vision": encoder, "projector": merger, "image_patches": side * side,
                 "image_tokens": (side // v.int("spatial_merge_size")) ** 2}
