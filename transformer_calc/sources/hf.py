@@ -422,7 +422,19 @@ UNREPRESENTABLE: dict[str, str] = {
     "xlstm": "its xLSTM blocks",
 }
 
-from transformer_calc.sources.hf_2024 import TEXT_PARTS  # noqa: E402
+from transformer_calc.sources.hf_2024 import TEXT_PARTS as _TEXT_PARTS_2024, without_keys  # noqa: E402
+
+FAMILIES["qwen2_5_vl_text"] = Family(
+    without_keys(("head_dim",), _qwen2),  # modeling_qwen2_5_vl.py: head_dim = hidden_size // num_heads, no field
+    LLAMA_DEFAULTS | {  # configuration_qwen2_5_vl.py Qwen2_5_VLTextConfig
+        "vocab_size": 152064, "hidden_size": 8192, "intermediate_size": 29568, "num_hidden_layers": 80,
+        "num_attention_heads": 64, "num_key_value_heads": 8, "max_position_embeddings": 32768,
+        "use_sliding_window": False, "sliding_window": 4096, "max_window_layers": 80,
+    },
+    ("attention_dropout",),
+)  # fmt: skip
+# The language models of the wrappers: read only inside their wrapper's config.
+TEXT_PARTS: frozenset[str] = frozenset({*_TEXT_PARTS_2024, "qwen2_5_vl_text"})
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted({*FAMILIES, *WRAPPERS, *SAME_AS} - set(TEXT_PARTS)))
 
@@ -517,7 +529,7 @@ def _wrapper(model_type: str, cfg: dict[str, Any], text_only: bool) -> dict[str,
         if w.tie == "either":
             tied = tied or text.get("tie_word_embeddings") is True
         spec["tied_embeddings"] = tied
-    spec["towers"] = {**wrapper_towers(model_type, cfg, top, spec["d_model"]), "text_only": text_only}
+    spec["towers"] = {"audio": 0, **wrapper_towers(model_type, cfg, top, spec["d_model"]), "text_only": text_only}
     spec["source"] = f"Hugging Face config.json (model_type {model_type}: {spec['source'].split('model_type ')[-1]}"
     return spec
 

@@ -558,9 +558,9 @@ FAMILIES: dict[str, Family] = {
 
 
 # ---------------------------------------------------------------------------- multimodal text parts
-# The language models of the multimodal wrappers (sources.hf WRAPPERS), read only inside their
-# wrapper's config (transformers builds them as the wrapper's language_model, never alone).
-def _without(keys: tuple[str, ...], build: Any) -> Any:
+# The language models of the multimodal wrappers (sources.hf WRAPPERS; qwen2_5_vl_text, a Qwen2, is
+# in sources.hf), read only inside their wrapper's config (transformers builds them as the wrapper's language_model, never alone).
+def without_keys(keys: tuple[str, ...], build: Any) -> Any:
     """`build` with keys the text config class does not read removed (their defaults apply)."""
 
     def wrapped(c: Reader) -> dict[str, Any]:
@@ -582,12 +582,6 @@ def _no_window(build: Any) -> Any:
     return wrapped
 
 
-def _qwen2(c: Reader) -> dict[str, Any]:
-    from transformer_calc.sources.hf import FAMILIES as ALL
-
-    return ALL["qwen2"].build(c)
-
-
 def _glm4v_text(c: Reader) -> dict[str, Any]:
     """modeling_glm4v.py Glm4vTextModel: q/k/v with bias, o_proj without (hard-coded), head_dim =
     hidden_size // num_attention_heads (config.head_dim is not read), fused gate_up_proj + down_proj
@@ -607,15 +601,6 @@ def _glm4v_moe_text(c: Reader) -> dict[str, Any]:
 
 
 TEXT_PARTS: dict[str, Family] = {
-    "qwen2_5_vl_text": Family(
-        _without(("head_dim",), _qwen2),  # modeling_qwen2_5_vl.py: head_dim = hidden_size // num_heads
-        LLAMA_DEFAULTS | {  # configuration_qwen2_5_vl.py Qwen2_5_VLTextConfig (head_dim: not a field)
-            "vocab_size": 152064, "hidden_size": 8192, "intermediate_size": 29568, "num_hidden_layers": 80,
-            "num_attention_heads": 64, "num_key_value_heads": 8, "max_position_embeddings": 32768,
-            "use_sliding_window": False, "sliding_window": 4096, "max_window_layers": 80,
-        },
-        ("attention_dropout",),
-    ),
     "qwen3_vl_text": Family(
         _no_window(_qwen3),
         _QWEN3_DEFAULTS | {  # configuration_qwen3_vl.py Qwen3VLTextConfig

@@ -171,8 +171,11 @@ def load_source(
     hf_config: Path | None = None,
     revision: str | None = None,
     overrides: dict[str, Any] | None = None,
+    text_only: bool = False,
 ) -> Source:
-    """The model of one invocation: one source plus overrides, validated (module docstring)."""
+    """The model of one invocation: one source plus overrides, validated (module docstring).
+    `text_only` drops a multimodal model's towers (vision/audio encoders, projectors) from every
+    count: the language model alone (`model.config.Towers.text_only`; results say so)."""
     presets = _presets()
     given = [name for name, v in (("MODEL", model), ("--preset", preset), ("--config", config), ("--hf-config", hf_config))
              if v is not None]
@@ -198,6 +201,8 @@ def load_source(
             "no model given; name one: a preset (see `tcalc presets`), a Hugging Face repo id (org/name), a "
             "checkpoint folder, a .gguf file, a config.json or a tcalc YAML (or --L --D --A --V)"
         )
+    if text_only and isinstance(spec.get("towers"), dict):
+        spec = {**spec, "towers": {**spec["towers"], "text_only": True}}
     if overrides:
         spec = merge_spec(spec, overrides)
         spec.setdefault("name", None)
