@@ -45,6 +45,49 @@ def model_section(m: ModelConfig) -> Any:
     return ModelSection.model_validate({**fields, "gated_mlp": m.gated_mlp})
 
 
+class TowersSection(Section):
+    """A multimodal model's parts beside its language model (docs/formulas.md "Towers"), in every
+    result of a model that has them; `note` says what this result does with them."""
+
+    counted: bool  # false: text_only, the model's counts are the language model's alone
+    language_model: int  # the decoder with its embedding and head
+    vision: int  # vision encoder
+    audio: int  # audio encoder
+    projector: int  # multimodal projector(s) into the language model's width
+    towers: int  # vision + audio + projector
+    total: int  # language_model + towers: what transformers builds for the config
+    image_tokens: int  # language-model tokens one image becomes
+    image_patches: int  # patches the vision encoder runs per image
+    note: str
+
+
+# What each command does with the towers (they are counted unless text_only).
+_TOWER_USE = {
+    "params": "counts include the towers",
+    "inference": "weights include the towers, whole on every GPU; images (per sequence) add their tokens to "
+                 "the prompt and the tower's encoding to the prefill",
+    "training": "training memory, FLOPs and time cover the language model only: the towers are not included",
+}
+
+
+def towers_section(m: ModelConfig, command: str) -> TowersSection | None:
+    """The `towers` section of a result (None for a text-only decoder); `command` is a _TOWER_USE key."""
+    from transformer_calc.estimators.params import tower_params
+
+    tp = tower_params(m)
+    if tp is None or m.towers is None:
+        return None
+    parts = ", ".join(f"{name} {n:,}" for name, n in (("vision", tp.vision), ("audio", tp.audio),
+                                                        ("projector", tp.projector)) if n)
+    if tp.counted:
+        note = f"{_TOWER_USE[command]} ({parts})"
+    else:
+        note = f"text_only: the towers ({parts}; {tp.towers:,} parameters) are left out of every count"
+    return TowersSection(counted=tp.counted, language_model=tp.language_model, vision=tp.vision, audio=tp.audio,
+                         projector=tp.projector, towers=tp.towers, total=tp.language_model + tp.towers,
+                         image_tokens=m.towers.image_tokens, image_patches=m.towers.image_patches, note=note)
+
+
 def expected_component_params(m: ModelConfig) -> dict[str, int]:
     """The parameters the model config accounts for, by checkpoint component
     (checkpoint.COMPONENTS): what a checkpoint of this config should store."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.results.base import Result, Section
-from transformer_calc.results.common import CheckpointSection, ModelSection, model_section
+from transformer_calc.results.common import CheckpointSection, ModelSection, TowersSection, model_section, towers_section
 from transformer_calc.results.serve import EngineSettings, ExpectedAssumptions, engine_section, expected_assumptions
 
 
@@ -34,6 +34,7 @@ class InferenceSettings(Section):
     cache_kv_heads: int  # K/V heads the cache holds
     mla_cache: str | None  # latent | decompressed (None: not an MLA model)
     gpu: str
+    images: int | None = None  # images per sequence (their tokens are in prompt_len); only when given
 
 
 class KVCacheSection(Section):
@@ -209,6 +210,7 @@ class InferenceResult(Result):
     expected: ExpectedSection
     serving: ServingSection | None = None  # with the KV cache on
     speculative: SpeculativeSection | None = None  # with a draft model or --mtp
+    towers: TowersSection | None = None  # a multimodal model's towers (in the weights)
     checkpoint: CheckpointSection | None = None
 
 
@@ -347,8 +349,11 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
         extra["serving"] = serving_section(m, gpu, spec, serving or ServingSpec())
     if speculative:
         extra["speculative"] = speculative_section(m, gpu, spec, x.efficiency, speculative)
+    if (towers := towers_section(m, "inference")) is not None:
+        extra["towers"] = towers
     if checkpoint is not None:
         extra["checkpoint"] = checkpoint
+    images = {"images": spec.images} if spec.images else {}
     return InferenceResult(
         model=model_section(m),
         inference=InferenceSettings(
@@ -366,6 +371,7 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
             cache_kv_heads=kv.n_kv_heads,
             mla_cache=spec.mla_cache if m.is_mla else None,
             gpu=gpu.name,
+            **images,
         ),
         kv_cache=KVCacheSection(
             context_len=kv.context_len,
@@ -429,6 +435,13 @@ def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
     m, job = src.model, src.job
     section = job.inference if job else {}
     spec, gpu_name = inference_spec(m, section, flags, src.checkpoint)
+    if flags.get("images"):  # images per sequence: their tokens join the prompt (roofline.with_images)
+        from transformer_calc.estimators.inference.roofline import with_images
+
+        try:
+            spec = with_images(m, spec, flags["images"])
+        except ValueError as exc:
+            raise TcalcError(f"inference: {exc}") from None
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, flags, network_for(device, flags.get("node_size"), flags.get("inter_node_gb_s")))
     serving = serving_spec(section, flags)

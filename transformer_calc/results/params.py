@@ -18,11 +18,10 @@ from transformer_calc.estimators.params import (
     seed_block_approx,
     seed_total_approx,
     tensor_parallel_params,
-    tower_params,
 )
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.base import Result, Section
-from transformer_calc.results.common import CheckpointSection, ModelSection, model_section
+from transformer_calc.results.common import CheckpointSection, ModelSection, TowersSection, model_section, towers_section
 
 
 def _count_fields() -> dict[str, Any]:
@@ -57,24 +56,6 @@ class WeightBytes(Section):
     bytes_per_rank: int
 
 
-class TowersSection(Section):
-    """A multimodal model's parts beside its language model (docs/formulas.md "Towers"): present
-    only for a model with towers. When counted, `params.total` (and non_embedding, active,
-    total_with_mtp, the weight bytes) include them; with text_only they count the language model
-    alone, and `note` says so."""
-
-    counted: bool  # false: text_only, every other count is the language model's
-    language_model: int  # the decoder with its embedding and head (the per-component breakdown)
-    vision: int  # vision encoder
-    audio: int  # audio encoder
-    projector: int  # multimodal projector(s) into the language model's width
-    towers: int  # vision + audio + projector
-    total: int  # language_model + towers: what transformers builds for the config
-    image_tokens: int  # language-model tokens one image becomes
-    image_patches: int  # patches the vision encoder runs per image
-    note: str
-
-
 class ParamsResult(Result):
     model: ModelSection
     params: ParamCounts
@@ -82,20 +63,6 @@ class ParamsResult(Result):
     weights: WeightBytes
     towers: TowersSection | None = None
     checkpoint: CheckpointSection | None = None
-
-
-def towers_section(m: ModelConfig) -> TowersSection | None:
-    """The `towers` section of a result (None for a text-only decoder)."""
-    tp = tower_params(m)
-    if tp is None or m.towers is None:
-        return None
-    t = m.towers
-    parts = ", ".join(f"{name} {n:,}" for name, n in (("vision", tp.vision), ("audio", tp.audio), ("projector", tp.projector)) if n)
-    note = (f"counts include the towers ({parts})" if tp.counted else
-            f"text_only: the towers ({parts}; {tp.towers:,} parameters) are left out of every count")
-    return TowersSection(counted=tp.counted, language_model=tp.language_model, vision=tp.vision, audio=tp.audio,
-                         projector=tp.projector, towers=tp.towers, total=tp.language_model + tp.towers,
-                         image_tokens=t.image_tokens, image_patches=t.image_patches, note=note)
 
 
 def params_report(m: ModelConfig, bytes_per_param: int = 2, T: int = 1, dtype: str | None = None,
@@ -111,7 +78,7 @@ def params_report(m: ModelConfig, bytes_per_param: int = 2, T: int = 1, dtype: s
     for key in ("total", "non_embedding", "active", "total_with_mtp"):  # whole-model counts: towers in
         breakdown[key] += towers
     extra: dict[str, Any] = {}
-    if (section := towers_section(m)) is not None:
+    if (section := towers_section(m, "params")) is not None:
         extra["towers"] = section
     if checkpoint is not None:
         extra["checkpoint"] = checkpoint
