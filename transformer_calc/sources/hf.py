@@ -420,6 +420,8 @@ UNREPRESENTABLE: dict[str, str] = {
     "recurrent_gemma": "its recurrent (RG-LRU) blocks",
     "rwkv": "its RWKV time-mixing layers",
     "xlstm": "its xLSTM blocks",
+    "gemma3n": "its per-layer embeddings, AltUp and LAuReL blocks and shared KV layers (and its MobileNet and audio towers)",
+    "gemma4": "its per-layer embeddings, shared KV layers, k-equals-v attention and parallel MoE blocks",
 }
 
 from transformer_calc.sources.hf_2024 import TEXT_PARTS as _TEXT_PARTS_2024, without_keys  # noqa: E402

@@ -46,7 +46,8 @@ def _read(kind: str, cfg: Any, defaults: dict[str, Any], aliases: dict[str, str]
     if not isinstance(cfg, dict):
         raise TcalcError(f"config.json ({kind}): vision_config must be a JSON object")
     aliases = aliases or {}
-    return Reader(kind, cfg, Family(lambda c: {}, defaults, (), aliases, frozenset(aliases)))
+    # errors read "config.json (vision_config: <its model_type>): <key> (<value>) must be ..."
+    return Reader(f"vision_config: {kind}", cfg, Family(lambda c: {}, defaults, (), aliases, frozenset(aliases)))
 
 
 def _positive(c: Reader, *names: str) -> None:

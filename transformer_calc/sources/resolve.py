@@ -117,7 +117,10 @@ def _from_text(text: str, revision: str | None) -> tuple[dict[str, Any], Any, Ch
 
     if not isinstance(text, str) or not text.strip():
         raise TcalcError("MODEL is empty; give a preset name, a path or a Hugging Face repo id (org/name)")
-    path = Path(text).expanduser()
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # "~user" of no such user (or no home directory): not a path, read as a name
+        path = Path(text)
     where = f"MODEL {clip(text)}"
     if path.exists() or path.is_symlink():
         if revision is not None:
