@@ -250,3 +250,17 @@ def test_towers_field_is_validated():
         ModelConfig.model_validate({"L": 1, "D": 8, "A": 2, "V": 10, "towers": {"vision": True}})
     with pytest.raises(ValueError):
         ModelConfig.model_validate({"L": 1, "D": 8, "A": 2, "V": 10, "towers": {"vision": -1}})
+
+
+def test_qwen3_5_towers_ready_for_its_text_model():
+    """Qwen3.5's towers, independent of its text part (another branch's Gated DeltaNet reader):
+    transformers 5.23's Qwen3_5ForConditionalGeneration() builds model.visual with 453,650,672
+    parameters (encoder 415,891,440 + merger 37,759,232; no DeepStack); qwen3_5 itself stays
+    unsupported until its text model is read."""
+    from transformer_calc.sources.hf_base import Family, Reader
+
+    top = Reader("qwen3_5", {}, Family(lambda c: {}, {"tie_word_embeddings": False}, ()))
+    t = hf_towers.wrapper_towers("qwen3_5", {}, top, 4096)
+    assert (t["vision"], t["projector"], t["image_tokens"]) == (415_891_440, 37_759_232, 576)
+    with pytest.raises(TcalcError, match="unsupported model_type 'qwen3_5'"):
+        from_hf_config({"model_type": "qwen3_5"})

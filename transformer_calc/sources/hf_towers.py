@@ -354,8 +354,10 @@ def wrapper_towers(model_type: str, cfg: dict[str, Any], top: Reader, text_hidde
         side = REFERENCE_IMAGE_PX // v.int("patch_size")
         return {"vision": encoder, "projector": merger, "image_patches": side * side,
                 "image_tokens": (side // v.int("spatial_merge_size")) ** 2}
-    if model_type in ("qwen3_vl", "qwen3_vl_moe"):
-        encoder, mergers = qwen3_vl_vision(vision)
+    if model_type in ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"):
+        # Qwen3.5 (modeling_qwen3_5.py): Qwen3-VL's tower without DeepStack. sources.hf wires qwen3_5 only
+        # once its Gated DeltaNet text model has a reader (a WRAPPERS entry: text qwen3_5_text, tie "top").
+        encoder, mergers = qwen3_vl_vision(vision) if model_type.startswith("qwen3_vl") else qwen3_5_vision(vision)
         v = _read("qwen3_vl_vision", vision, QWEN3_VL_VISION_DEFAULTS, DEPTH_ALIASES)
         side = _qwen3_vl_grid(vision)
         return {"vision": encoder, "projector": mergers, "image_patches": side * side,
