@@ -264,3 +264,18 @@ def test_qwen3_5_towers_ready_for_its_text_model():
     assert (t["vision"], t["projector"], t["image_tokens"]) == (415_891_440, 37_759_232, 576)
     with pytest.raises(TcalcError, match="unsupported model_type 'qwen3_5'"):
         from_hf_config({"model_type": "qwen3_5"})
+
+
+def test_checkpoint_weights_hold_the_towers_unless_text_only():
+    """A multimodal checkpoint's stored bytes hold its towers (checkpoint.StoredWeights.towers_bytes):
+    inference counts them once (not again from the config), and not at all with text_only."""
+    from transformer_calc.estimators.inference.quant import stored_shard
+    from transformer_calc.model.checkpoint import StoredWeights
+
+    m = model(TINY)
+    stored = StoredWeights(source="tiny", embedding_bytes=2 * 32_768, experts_bytes=0, rest_bytes=2 * 74_368,
+                           towers_bytes=2 * 11_208, mtp_bytes=0, compute_dtype="bf16")
+    assert stored_shard(m, stored).total_bytes == 2 * 118_344
+    assert stored_shard(m.text_only(), stored).total_bytes == 2 * 107_136
+    spec = InferenceSpec(batch_size=1, prompt_len=8, weight_dtype="checkpoint", stored=stored)
+    assert inference_memory(m, gpu("h100"), spec).weights_bytes == 2 * 118_344  # the towers once
