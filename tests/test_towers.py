@@ -279,3 +279,13 @@ def test_checkpoint_weights_hold_the_towers_unless_text_only():
     assert stored_shard(m.text_only(), stored).total_bytes == 2 * 107_136
     spec = InferenceSpec(batch_size=1, prompt_len=8, weight_dtype="checkpoint", stored=stored)
     assert inference_memory(m, gpu("h100"), spec).weights_bytes == 2 * 118_344  # the towers once
+
+
+def test_params_per_rank_hold_the_towers_whole():
+    from transformer_calc.estimators.params import tensor_parallel_params
+    from transformer_calc.results.params import params_report
+
+    m = preset_model("qwen3-vl-8b")
+    w = params_report(m, T=2).weights
+    assert w.params_per_rank == tensor_parallel_params(m, 2) + m.tower_params  # towers whole on every rank
+    assert params_report(m).weights.bytes == 2 * 8_767_123_696

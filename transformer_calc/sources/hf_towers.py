@@ -21,7 +21,8 @@ Conventions:
   pos_emb_height x pos_emb_width grid, GLM-4V image_size/patch_size per side, each merged
   spatial_merge_size^2 (Kimi merge_kernel_size) to one token; Qwen2.5-VL has no native size (its
   processor resizes between min_pixels and max_pixels): tcalc takes a 448 x 448 image,
-  (448/patch_size)^2 patches.
+  (448/patch_size)^2 patches. Begin/end-of-image marker tokens are not counted (Pixtral's row
+  breaks are: one per row of merged tokens).
 """
 
 from __future__ import annotations
