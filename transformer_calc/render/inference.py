@@ -18,6 +18,7 @@ def inference_table(r: Any) -> Any:
     title = (
         f"Inference: {r.model.name or 'custom model'} on {inf.gpus} × {inf.gpu}, "
         f"B={inf.batch_size} S={inf.prompt_len} new={inf.new_tokens}"
+        + (f" ({inf.images} images in S)" if getattr(inf, "images", None) else "")
     )
     t = styled_table(title, "memory per GPU", "bytes", "")
     t.columns[2].justify = "left"
