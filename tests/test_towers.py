@@ -45,6 +45,7 @@ COUNT = {
     "qwen3_5": lambda c: sum(hf_towers.qwen3_5_vision(c)),  # Qwen3.5's tower, independent of its text part
     "glm4v": lambda c: sum(hf_towers.glm4v_vision(c)),
     "kimi_k25": hf_towers.kimi_k25_vision,
+    "voxtral": hf_towers.voxtral_audio,  # VoxtralEncoder: an audio tower
 }
 
 
@@ -85,6 +86,7 @@ def test_default_towers(family: str, expected: int):
         ({"model_type": "glm4v"}, 10_292_777_472, 707_416_576 + 185_081_856),
         ({"model_type": "glm4v_moe"}, 104_372_866_880, 707_416_576 + 185_081_856),
         ({"model_type": "kimi_k25"}, 670_570_869_232, 416_866_032 + 54_277_888),
+        ({"model_type": "voxtral"}, 4_676_271_104, 636_968_960 + 25_165_824),  # AutoModelForSpeechSeq2Seq
     ],
     ids=lambda v: v["model_type"] if isinstance(v, dict) else None,
 )

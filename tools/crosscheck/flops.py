@@ -59,7 +59,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from hf_params import EDGE, GENERATORS  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, PretrainedConfig  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForSpeechSeq2Seq, PretrainedConfig  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
 from transformer_calc.model.config import ModelConfig, Workload  # noqa: E402
@@ -265,13 +265,15 @@ class Case:
 
 def build(config: PretrainedConfig, device: str) -> torch.nn.Module:
     kw = {"experts_implementation": "eager"} if config.model_type in MOE_TYPES else {}
-    auto = AutoModelForImageTextToText if config.model_type in WRAPPERS else AutoModelForCausalLM
+    auto = AutoModelForCausalLM
+    if config.model_type in WRAPPERS:
+        auto = AutoModelForSpeechSeq2Seq if config.model_type == "voxtral" else AutoModelForImageTextToText
     torch.manual_seed(0)  # MoE routing depends on the weights; the FLOP total does not
     with torch.device(device):
         return auto.from_config(config, attn_implementation="eager", **kw)
 
 
-TOWER_MODULE = re.compile(r"(?:^|\.)(?:vision_tower|vision_model|visual|multi_modal_projector|mm_projector)\.")
+TOWER_MODULE = re.compile(r"(?:^|\.)(?:vision_tower|vision_model|visual|audio_tower|multi_modal_projector|mm_projector)\.")
 
 
 def language_model_params(model: torch.nn.Module) -> int:

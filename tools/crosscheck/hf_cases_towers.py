@@ -112,6 +112,22 @@ def _text(model_type: str, gen: Callable[[R], Cfg]) -> Callable[[R], Cfg]:
     return make
 
 
+def voxtral_audio(r: R) -> Cfg:
+    h, a = _heads(r)
+    v: Cfg = {"num_hidden_layers": r.randint(1, 3), "hidden_size": h, "num_attention_heads": a,
+              "intermediate_size": r.randint(3, 90), "num_mel_bins": r.choice([8, 80, 128]),
+              "max_source_positions": r.choice([16, 100, 1500])}
+    if r.random() < 0.3:  # Whisper's names (VoxtralEncoderConfig.attribute_map)
+        v["d_model"], v["encoder_layers"] = v.pop("hidden_size"), v.pop("num_hidden_layers")
+    return v
+
+
+def _llama_text(r: R) -> Cfg:
+    cfg = c24._base(r, "llama", head_dim=False)  # LlamaConfig validates hidden_size % heads
+    _maybe(r, cfg, attention_bias=r.random() < 0.5, mlp_bias=r.random() < 0.5)
+    return cfg
+
+
 def _qwen2_5_text(r: R) -> Cfg:
     cfg = c24._base(r, "qwen2_5_vl_text", head_dim=False)  # head_dim = hidden // heads, exact
     _maybe(r, cfg, use_sliding_window=r.random() < 0.5, sliding_window=r.randint(4, 64), max_window_layers=r.randint(0, 4))
@@ -134,11 +150,12 @@ TEXT: dict[str, Callable[[R], Cfg]] = {
     "glm4v": _glm4v_text,
     "glm4v_moe": _text("glm4v_moe_text", c24.gen_deepseek_like("glm4_moe")),
     "kimi_k25": c24.gen_deepseek_like("deepseek_v3"),
+    "voxtral": _llama_text,
 }
 VISION: dict[str, Callable[[R], Cfg]] = {
     "gemma3": siglip, "llama4": llama4_vision, "mistral3": pixtral, "qwen2_5_vl": qwen2_5_vision,
     "qwen3_vl": qwen3_vision, "qwen3_vl_moe": qwen3_vision, "glm4v": glm4v_vision, "glm4v_moe": glm4v_vision,
-    "kimi_k25": kimi_vision,
+    "kimi_k25": kimi_vision, "voxtral": voxtral_audio,
 }  # fmt: skip
 
 
@@ -147,7 +164,8 @@ def gen_multimodal(model_type: str) -> Callable[[R], Cfg]:
         text = TEXT[model_type](r)
         if model_type == "kimi_k25" and r.random() < 0.5:
             text["model_type"] = "kimi_k2"  # Kimi K2.5's hub text_config (configuration_kimi_k25.py maps it)
-        cfg: Cfg = {"model_type": model_type, "vision_config": VISION[model_type](r)}
+        tower_key = "audio_config" if model_type == "voxtral" else "vision_config"
+        cfg: Cfg = {"model_type": model_type, tower_key: VISION[model_type](r)}
         if model_type == "qwen2_5_vl" and r.random() < 0.5:  # a flat hub save: the text keys at the top
             cfg |= {k: v for k, v in text.items() if k != "model_type"}
         else:

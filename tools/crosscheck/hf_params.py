@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from transformers import AutoModelForCausalLM, AutoModelForImageTextToText  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForSpeechSeq2Seq  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
 from transformer_calc.model.config import ModelConfig  # noqa: E402
@@ -394,7 +394,9 @@ EDGE += hf_cases_towers.EDGE
 # Module names of the parts of a multimodal model that are not the language model.
 import re  # noqa: E402
 
-TOWER_MODULE = re.compile(r"(?:^|\.)(?:vision_tower|vision_model|visual|multi_modal_projector|mm_projector)\.")
+TOWER_MODULE = re.compile(r"(?:^|\.)(?:vision_tower|vision_model|visual|audio_tower|multi_modal_projector|mm_projector)\.")
+# The auto class of a wrapper that is not an image-text-to-text model (modeling_auto.py mappings).
+WRAPPER_AUTO = {"voxtral": AutoModelForSpeechSeq2Seq}
 
 
 # ------------------------------------------------------------------ counting
@@ -411,7 +413,7 @@ def transformers_count(cfg: Cfg) -> tuple[int, Cfg, int]:
         cfg = {**cfg, "model_type": SAME_AS[cfg["model_type"]]}
     config = CONFIG_MAPPING[cfg["model_type"]].from_dict(dict(cfg))
     full = json.loads(config.to_json_string(use_diff=False))
-    auto = AutoModelForImageTextToText if cfg["model_type"] in WRAPPERS else AutoModelForCausalLM
+    auto = WRAPPER_AUTO.get(cfg["model_type"], AutoModelForImageTextToText) if cfg["model_type"] in WRAPPERS else AutoModelForCausalLM
     with torch.device("meta"):
         model = auto.from_config(config)
     towers = sum(p.numel() for name, p in model.named_parameters() if TOWER_MODULE.search(name))

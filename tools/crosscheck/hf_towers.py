@@ -1,7 +1,7 @@
 """Cross-check each tower count of `transformer_calc.sources.hf_towers` against transformers' vision
 model class built alone (on the meta device): SigLIP, Llama 4, Pixtral, Qwen2.5-VL, Qwen3-VL,
-Qwen3.5 (its vision tower only: the Qwen3.5 language model is another reader's), GLM-4V and Kimi
-K2.5's MoonViT. Random odd shapes (tools/crosscheck/hf_cases_towers.py's vision generators) plus
+Qwen3.5 (its vision tower only: the Qwen3.5 language model is another reader's), GLM-4V, Kimi
+K2.5's MoonViT and Voxtral's audio encoder. Random odd shapes (tools/crosscheck/hf_cases_towers.py's vision generators) plus
 each config class's defaults; exits 1 on any mismatch. `--write-fixtures DIR` writes a few cases per
 family for tests/test_towers.py (which needs neither torch nor transformers).
 
@@ -53,6 +53,7 @@ FAMILIES: dict[str, tuple[str, str, Callable[[Any], int], Callable[[random.Rando
     "qwen3_5": ("qwen3_5_vision", "Qwen3_5VisionModel", _sum(T.qwen3_5_vision), _qwen3_5),
     "glm4v": ("glm4v_vision", "Glm4vVisionModel", _sum(T.glm4v_vision), cases.glm4v_vision),
     "kimi_k25": ("kimi_k25_vision", "Kimi_K25VisionModel", T.kimi_k25_vision, cases.kimi_vision),
+    "voxtral": ("voxtral_encoder", "VoxtralEncoder", T.voxtral_audio, cases.voxtral_audio),  # an audio tower
 }  # fmt: skip
 
 

@@ -367,10 +367,12 @@ class Wrapper:
     defaults: dict[str, Any]  # the wrapper config class's own field defaults that are read
     # whose tie_word_embeddings ties the LM head: "top" (the wrapper's lm_head, the wrapper's flag),
     # "text" (a text *ForCausalLM submodel, its own flag), "either" (the wrapper's, or text_config's
-    # forwarded to it: the BC rule of configuration_{qwen2_5_vl,glm4v,glm4v_moe}.py __post_init__)
+    # forwarded to it: the BC rule of configuration_{qwen2_5_vl,glm4v,glm4v_moe}.py __post_init__),
+    # "never" (a class with no tied weights)
     tie: str
     text_defaults: dict[str, Any] | None = None  # the text config built when text_config is absent
     flat_text: bool = False  # without text_config, the text keys sit at the top level (hub saves)
+    merge_text: bool = False  # a given text_config is read over text_defaults (configuration_voxtral.py BC)
 
 
 WRAPPERS: dict[str, Wrapper] = {
@@ -396,6 +398,14 @@ WRAPPERS: dict[str, Wrapper] = {
     "glm4v_moe": Wrapper("glm4v_moe_text", {"tie_word_embeddings": False}, "either"),  # configuration_glm4v_moe.py
     # configuration_kimi_k25.py Kimi_K25Config: a DeepSeek-V3 language model (text_config "kimi_k2")
     "kimi_k25": Wrapper("deepseek_v3", {"projection_hidden_size": 1152, "tie_word_embeddings": True}, "top"),
+    # configuration_voxtral.py VoxtralConfig: a Llama language model and an audio tower;
+    # modeling_voxtral.py's VoxtralForConditionalGeneration declares no tied weights: its lm_head never is
+    "voxtral": Wrapper(
+        "llama", {}, "never",
+        {"vocab_size": 131072, "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 30,
+         "num_key_value_heads": 8, "max_position_embeddings": 131072, "head_dim": 128},
+        merge_text=True,
+    ),  # fmt: skip
 }
 
 # Model types whose published checkpoints are another family's architecture (remote code), read as
@@ -519,6 +529,8 @@ def _wrapper(model_type: str, cfg: dict[str, Any], text_only: bool) -> dict[str,
         text = dict(w.text_defaults or {})
     if not isinstance(text, dict):
         raise TcalcError(f"config.json ({model_type}): text_config must be a JSON object")
+    if w.merge_text:
+        text = {**(w.text_defaults or {}), **text}
     text = {"model_type": w.text_type, **text}
     if "_name_or_path" in cfg and "_name_or_path" not in text:
         text["_name_or_path"] = cfg["_name_or_path"]
@@ -526,7 +538,9 @@ def _wrapper(model_type: str, cfg: dict[str, Any], text_only: bool) -> dict[str,
         raise TcalcError(f"config.json ({model_type}): text_config names a wrapper type again")
     spec = from_hf_config(text, _inside=True)
     top = Reader(model_type, cfg, Family(lambda c: {}, w.defaults, ()))
-    if w.tie != "text":  # the wrapper's lm_head, tied by the wrapper's flag (modeling_utils.py tie_weights)
+    if w.tie == "never":
+        spec["tied_embeddings"] = False
+    elif w.tie != "text":  # the wrapper's lm_head, tied by the wrapper's flag (modeling_utils.py tie_weights)
         tied = top.flag("tie_word_embeddings")
         if w.tie == "either":
             tied = tied or text.get("tie_word_embeddings") is True

@@ -1,8 +1,9 @@
 """The towers of a multimodal Hugging Face config: vision (and audio) encoders and projectors.
 
 A multimodal wrapper config (gemma3, llama4, mistral3, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, glm4v,
-glm4v_moe, kimi_k25) describes its language model in `text_config` (read by the text readers of
-`sources.hf` / `sources.hf_2024`) and its towers in `vision_config` and its own keys. This module
+glm4v_moe, kimi_k25; voxtral with an audio tower) describes its language model in `text_config`
+(read by the text readers of `sources.hf` / `sources.hf_2024`) and its towers in `vision_config`
+(`audio_config`) and its own keys. This module
 counts the towers: one function per tower family, each mirroring the `__init__` of the modeling
 file it cites, each count exact (transformers 5.23 on the meta device;
 tools/crosscheck/hf_params.py checks the whole model, tools/crosscheck/hf_towers.py each vision
@@ -327,6 +328,37 @@ def kimi_k25_projector(top: Reader, vision: Any, text_hidden: int) -> int:
     return layernorm(top.int("projection_hidden_size")) + linear(merged, merged, True) + linear(merged, text_hidden, True)
 
 
+# ============================================================================ Voxtral (an audio tower)
+VOXTRAL_AUDIO_DEFAULTS = {  # configuration_voxtral.py VoxtralEncoderConfig
+    "hidden_size": 1280, "intermediate_size": 5120, "num_hidden_layers": 32, "num_attention_heads": 20,
+    "num_mel_bins": 128, "max_source_positions": 1500,
+}  # fmt: skip
+# VoxtralEncoderConfig.attribute_map (Whisper's names), applied after the fields
+WHISPER_ALIASES = {"d_model": "hidden_size", "encoder_layers": "num_hidden_layers",
+                   "encoder_attention_heads": "num_attention_heads", "encoder_ffn_dim": "intermediate_size"}
+
+
+def voxtral_audio(cfg: Any) -> int:
+    """modeling_voxtral.py VoxtralEncoder (Whisper's encoder): conv1 (Conv1d n_mel -> h, kernel 3,
+    with bias), conv2 (Conv1d h -> h, kernel 3, with bias), embed_positions (max_source_positions x
+    h, a parameter even though frozen), num_hidden_layers VoxtralEncoderLayer (self_attn_layer_norm
+    and final_layer_norm LayerNorm(h); q/v/out_proj h x h with bias, k_proj without; fc1/fc2
+    h <-> F with biases), layer_norm LayerNorm(h); the average pool has no parameters."""
+    c = _read("voxtral_encoder", cfg, VOXTRAL_AUDIO_DEFAULTS, WHISPER_ALIASES)
+    _positive(c, "hidden_size", "intermediate_size", "num_hidden_layers", "num_mel_bins", "max_source_positions")
+    h, F = c.int("hidden_size"), c.int("intermediate_size")
+    convs = (c.int("num_mel_bins") * h * 3 + h) + (h * h * 3 + h)
+    layer = 2 * layernorm(h) + 3 * linear(h, h, True) + h * h + linear(h, F, True) + linear(F, h, True)
+    return convs + c.int("max_source_positions") * h + c.int("num_hidden_layers") * layer + layernorm(h)
+
+
+def voxtral_projector(audio: Any, text_hidden: int) -> int:
+    """modeling_voxtral.py VoxtralMultiModalProjector: linear_1 (the audio config's intermediate_size
+    -> D: four encoder frames stacked) and linear_2 (D -> D), no biases."""
+    c = _read("voxtral_encoder", audio, VOXTRAL_AUDIO_DEFAULTS, WHISPER_ALIASES)
+    return linear(c.int("intermediate_size"), text_hidden, False) + linear(text_hidden, text_hidden, False)
+
+
 # ============================================================================ per wrapper
 def wrapper_towers(model_type: str, cfg: dict[str, Any], top: Reader, text_hidden: int) -> dict[str, int]:
     """The `towers` spec (model.config.Towers fields) of a wrapper config; `top` reads the wrapper's
@@ -375,4 +407,8 @@ def wrapper_towers(model_type: str, cfg: dict[str, Any], top: Reader, text_hidde
         H, W = v.int("pos_emb_height"), v.int("pos_emb_width")
         return {"vision": kimi_k25_vision(vision), "projector": kimi_k25_projector(top, vision, text_hidden),
                 "image_patches": H * W, "image_tokens": (H // kh) * (W // kw)}
+    if model_type == "voxtral":  # an audio tower only: no image tokens
+        audio = cfg.get("audio_config")
+        return {"audio": voxtral_audio(audio), "projector": voxtral_projector(audio, text_hidden),
+                "image_tokens": 0, "image_patches": 0}
     raise TcalcError(f"model_type {model_type!r} has no tower reader")  # pragma: no cover - WRAPPERS lists them
