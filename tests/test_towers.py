@@ -291,3 +291,14 @@ def test_params_per_rank_hold_the_towers_whole():
     w = params_report(m, T=2).weights
     assert w.params_per_rank == tensor_parallel_params(m, 2) + m.tower_params  # towers whole on every rank
     assert params_report(m).weights.bytes == 2 * 8_767_123_696
+
+
+def test_gemma_3_4b_as_issue_22_reports_it():
+    """Issue 22: "Gemma 3 4B: 3.88 B printed, 4.30 B built by transformers". The config of
+    tests/data/hf/gemma3_gemma-3-4b-shape.json (the gemma-3-4b preset's text values and the SigLIP-So400m
+    tower; hf_cases_towers.py says where each comes from): transformers 5.23 builds 4,300,079,472."""
+    cfg = json.loads((Path(__file__).resolve().parent / "data" / "hf" / "gemma3_gemma-3-4b-shape.json").read_text())
+    m = model(cfg["config"])
+    assert total_params(m) == cfg["expected_params"] == 4_300_079_472
+    assert count_params(m).total == total_params(preset_model("gemma-3-4b")) == 3_880_263_168  # the text preset
+    assert (m.towers.image_tokens, m.towers.image_patches) == (256, 4096)  # mm_tokens_per_image; (896/14)^2

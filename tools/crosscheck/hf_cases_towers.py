@@ -213,4 +213,17 @@ EDGE: list[tuple[str, Cfg]] = [
                         "text_config": {"model_type": "mistral", **_T}}),
     ("siglip-head", {"model_type": "gemma3", "vision_config": {**_TINY_SIGLIP, "vision_use_head": True},
                      "text_config": {**_T, "head_dim": 16}}),
+    # Gemma 3 4B as issue 22 reports it (3.88 B printed, 4.30 B built): the text values of the
+    # gemma-3-4b preset (Megatron-Bridge Gemma3ModelProvider4B, tools/presets/from_hf.py EXTRA) and the
+    # SigLIP-So400m tower of the Gemma 3 technical report (27 layers, 1152 wide, MLP 4304, 16 heads,
+    # 896-pixel images in 14-pixel patches, no pooling head); no published config.json was found.
+    ("gemma-3-4b-shape", {"model_type": "gemma3", "mm_tokens_per_image": 256,
+                          "text_config": {"model_type": "gemma3_text", "num_hidden_layers": 34, "hidden_size": 2560,
+                                          "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                                          "intermediate_size": 10240, "sliding_window": 1024, "vocab_size": 262208,
+                                          "max_position_embeddings": 131072, "query_pre_attn_scalar": 256},
+                          "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152,
+                                            "intermediate_size": 4304, "num_hidden_layers": 27,
+                                            "num_attention_heads": 16, "image_size": 896, "patch_size": 14,
+                                            "vision_use_head": False}}),
 ]  # fmt: skip
