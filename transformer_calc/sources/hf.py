@@ -5,7 +5,10 @@ spec: plain values keyed by ModelConfig field names. The ground truth is transfo
 family's defaults are the field defaults of `models/<type>/configuration_<type>.py`, and each
 mapping below mirrors what `models/<type>/modeling_<type>.py` builds, so that
 `count_params(ModelConfig.model_validate(from_hf_config(cfg)))` equals
-`sum(p.numel() for p in AutoModelForCausalLM.from_config(cfg).parameters())` exactly
+`sum(p.numel() for p in AutoModelForCausalLM.from_config(cfg).parameters())` exactly; for a
+multimodal wrapper (WRAPPERS) the language model is read from text_config and its towers are
+counted by `sources.hf_towers`, so that `total_params(...)` equals what
+`AutoModelForImageTextToText` (voxtral: `AutoModelForSpeechSeq2Seq`) builds
 (tools/crosscheck/hf_params.py checks this against transformers; tests/data/hf holds its fixtures).
 
 Conventions:
