@@ -17,14 +17,15 @@ import pytest
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.errors import TcalcError
 from transformer_calc.sources.hf import SUPPORTED_MODEL_TYPES, from_hf_config
-from transformer_calc.estimators.params import count_params
+from transformer_calc.estimators.params import total_params
 
 HF_DATA = Path(__file__).resolve().parent / "data" / "hf"
 FIXTURES = sorted(HF_DATA.glob("*.json"))
 
 
 def total(cfg: dict) -> int:
-    return count_params(ModelConfig.model_validate(from_hf_config(cfg))).total
+    """Every parameter transformers builds for the config (a multimodal wrapper's towers included)."""
+    return total_params(ModelConfig.model_validate(from_hf_config(cfg)))
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.name for p in FIXTURES])

@@ -18,6 +18,7 @@ DOC = (REPO / "docs" / "cli.md").read_text()
 
 # Representative runs whose outputs together contain every optional section.
 CHECKPOINT = str(REPO / "tests" / "data" / "checkpoints" / "tiny-llama-fp8")  # config.json + safetensors headers
+MULTIMODAL = ["--hf-config", str(REPO / "tests" / "data" / "towers" / "tiny-gemma3.json")]  # a model with towers
 RUNS = {
     "params": [["params", "--preset", "mixtral-8x7b", "--T", "2"], ["params", CHECKPOINT]],
     "memory": [["memory", "--preset", "gpt2", "--gpu", "a100-80gb", "--P", "2"], ["memory", CHECKPOINT, "--S", "64"],
@@ -31,6 +32,10 @@ RUNS = {
               ["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--offload", "optimizer", "--zero", "2"]],
     "plan": [["plan", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64"]],
 }
+for _command, _extra in (("params", []), ("memory", ["--S", "64"]), ("flops", ["--S", "64"]), ("inference", ["--S", "64"]),
+                         ("train", ["--S", "64", "--gpus", "2", "--global-batch", "8"]),
+                         ("plan", ["--S", "64", "--gpus", "2", "--global-batch", "8"])):
+    RUNS[_command].append([_command, *MULTIMODAL, *_extra])
 RESULTS = {"params": api.ParamsResult, "memory": api.MemoryResult, "flops": api.FlopsResult, "mfu": api.MfuResult,
            "inference": api.InferenceResult, "train": api.TrainResult, "plan": api.PlanResult}
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import re
 import random
 import sys
 import time
@@ -58,7 +59,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from hf_params import EDGE, GENERATORS  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-from transformers import AutoModelForCausalLM, PretrainedConfig  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForSpeechSeq2Seq, PretrainedConfig  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
 from transformer_calc.model.config import ModelConfig, Workload  # noqa: E402
@@ -105,6 +106,8 @@ GEMMA_NO_WINDOW = "a sliding layer without a sliding_window: the mask code canno
 GEMMA3_NULL_WINDOW = ("transformers bug (modeling_gemma3.py): Gemma3TextModel.forward builds the sliding mask even when "
                       "no layer slides, and create_sliding_window_causal_mask fails on sliding_window null")
 GROUP_TOPK = "fewer than 2 experts per routing group: DeepSeek's group scores take the top 2 of each group"
+MROPE_SECTION = ("M-RoPE: mrope_section (the config default, for a full-size head) does not sum to the rotary half-width "
+                 "of this small head: the rotary split cannot run (Qwen2.5-VL, GLM-4V)")
 KNOWN_SKIPS = [  # (model_type, condition), every reason a case is skipped
     ("falcon", FALCON_NEW_SEQUENTIAL),
     ("falcon", FALCON_OLD_PARALLEL_2LN),
@@ -123,11 +126,22 @@ KNOWN_SKIPS = [  # (model_type, condition), every reason a case is skipped
     ("gemma3_text", GEMMA3_NULL_WINDOW),
     ("gemma3", GEMMA3_NULL_WINDOW),
     ("qwen3", GEMMA_NO_WINDOW),
+    ("qwen2_5_vl", MROPE_SECTION),
+    ("glm4v", MROPE_SECTION),
+    ("glm4v_moe", MROPE_SECTION),
+    ("glm4v_moe", GROUP_TOPK),
+    ("llama4", MOE_TOO_LARGE),
 ]
-GROUPED_ROUTING = ("deepseek_v3", "glm4_moe", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa")  # group top-2 scores
-WRAPPERS = ("gemma3", "llama4", "mistral3")  # counted as their text model (text_config)
+GROUPED_ROUTING = ("deepseek_v3", "glm4_moe", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa", "glm4v_moe_text")  # group top-2 scores
+# Multimodal wrappers (sources.hf.WRAPPERS): built whole (AutoModelForImageTextToText) and run on text
+# alone (input_ids, no images): the FLOPs are the language model's; its parameters are the whole
+# model's less the towers (by module name, as hf_params.py).
+from transformer_calc.sources.hf import WRAPPERS as _WRAPPERS  # noqa: E402
+
+WRAPPERS = tuple(_WRAPPERS)
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "glm4_moe", "gpt_oss", "llama4_text", "llama4",
-             "ernie4_5_moe", "hunyuan_v1_moe", "minimax_m2", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa")
+             "ernie4_5_moe", "hunyuan_v1_moe", "minimax_m2", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa",
+             "qwen3_vl_moe", "glm4v_moe", "kimi_k25")
 ALL_EXPERTS = ("llama4_text", "llama4")  # HF runs every expert on every token (modeling_llama4.py)
 
 
@@ -144,6 +158,13 @@ def forward_breaks(config: PretrainedConfig) -> str | None:
     c = config.get_text_config() if config.model_type in WRAPPERS else config
     if c.model_type in GROUPED_ROUTING and c.n_routed_experts // max(c.n_group, 1) < 2:
         return GROUP_TOPK
+    if c.model_type in ("qwen2_5_vl_text", "glm4v_text", "glm4v_moe_text"):
+        rope = getattr(c, "rope_parameters", None) or {}
+        # modeling_{qwen2_5_vl,glm4v,glm4v_moe}.py: rope_parameters.get("mrope_section", default)
+        section = rope.get("mrope_section") or ([16, 24, 24] if c.model_type == "qwen2_5_vl_text" else [8, 12, 12])
+        head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+        if section and 2 * sum(section) != int(head_dim * rope.get("partial_rotary_factor", 1.0)):
+            return MROPE_SECTION
     if c.model_type in ("gemma2", "gemma3_text", "qwen3"):
         kinds = set(getattr(c, "layer_types", None) or [])
         if "sliding_attention" in kinds and not getattr(c, "sliding_window", None):
@@ -254,12 +275,21 @@ class Case:
 
 
 def build(config: PretrainedConfig, device: str) -> torch.nn.Module:
-    if config.model_type in WRAPPERS:
-        config = config.get_text_config()
     kw = {"experts_implementation": "eager"} if config.model_type in MOE_TYPES else {}
+    auto = AutoModelForCausalLM
+    if config.model_type in WRAPPERS:
+        auto = AutoModelForSpeechSeq2Seq if config.model_type == "voxtral" else AutoModelForImageTextToText
     torch.manual_seed(0)  # MoE routing depends on the weights; the FLOP total does not
     with torch.device(device):
-        return AutoModelForCausalLM.from_config(config, attn_implementation="eager", **kw)
+        return auto.from_config(config, attn_implementation="eager", **kw)
+
+
+TOWER_MODULE = re.compile(r"(?:^|\.)(?:vision_tower|vision_model|visual|audio_tower|multi_modal_projector|mm_projector)\.")
+
+
+def language_model_params(model: torch.nn.Module) -> int:
+    """Parameters outside the towers (all of them for a text-only model)."""
+    return sum(p.numel() for name, p in model.named_parameters() if not TOWER_MODULE.search(name))
 
 
 def tcalc_model(cfg: Cfg) -> ModelConfig:
@@ -273,13 +303,15 @@ def run_case(case: Case) -> Case:
     as_written, case.cfg = case.cfg, full
     m, m_dict = tcalc_model(full), tcalc_model(as_written)
     case.params_tcalc, case.params_tcalc_dict = count_params(m).total, count_params(m_dict).total
-    case.params_hf = sum(p.numel() for p in build(config, "meta").parameters())
+    meta = build(config, "meta")
+    case.params_hf = language_model_params(meta)
+    whole = sum(p.numel() for p in meta.parameters())  # towers included: what the CPU would allocate
     case.seq_len = min(case.seq_len, m.max_seq_len)
 
     case.skipped = forward_breaks(config)
     if case.skipped:
         return case
-    case.device = "cpu" if case.params_hf <= CPU_MAX_PARAMS else "meta"
+    case.device = "cpu" if whole <= CPU_MAX_PARAMS else "meta"
     if case.device == "meta" and m.n_experts > 1:
         case.skipped = MOE_TOO_LARGE
         return case

@@ -2,9 +2,11 @@
 
 For each supported model_type this builds many config.json-shaped dicts (a fixed-seed random sample,
 edge cases, minimal configs that lean on the defaults, and real published shapes), instantiates
-`AutoModelForCausalLM.from_config(...)` on the meta device (no memory, no weights), counts
-`sum(p.numel() for p in model.parameters())` (tied tensors once) and compares it with
-`count_params(ModelConfig.model_validate(from_hf_config(cfg))).total` for two dicts:
+`AutoModelForCausalLM.from_config(...)` on the meta device (no memory, no weights; a multimodal
+wrapper: `AutoModelForImageTextToText`, the *ForConditionalGeneration class, towers included),
+counts `sum(p.numel() for p in model.parameters())` (tied tensors once) and compares it with
+`total_params(ModelConfig.model_validate(from_hf_config(cfg)))` for two dicts (for a wrapper also
+the towers' part, by module name, and the `text_only` count, the whole less the towers):
 
 - the dict as generated (what a hand-written or minimal config.json holds: defaults exercised), and
 - the full `config.to_json_string(use_diff=False)` (what `save_pretrained` writes: every key).
@@ -30,12 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from transformers import AutoModelForCausalLM  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForSpeechSeq2Seq  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
 from transformer_calc.model.config import ModelConfig  # noqa: E402
 from transformer_calc.sources.hf import SUPPORTED_MODEL_TYPES, from_hf_config  # noqa: E402
-from transformer_calc.estimators.params import count_params  # noqa: E402
+from transformer_calc.estimators.params import total_params  # noqa: E402
 
 Cfg = dict[str, Any]
 R = random.Random
@@ -387,30 +389,50 @@ GENERATORS.update(hf_cases_2025.GENERATORS)
 EDGE += hf_cases_2025.EDGE
 
 WRAPPED_TEXT = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
+# The multimodal wrappers with random vision towers (issue 22): hf_cases_towers.py, alternating with
+# the text-only-varied generators above from the same random stream.
+import hf_cases_towers  # noqa: E402
+
+for _type, _gen in hf_cases_towers.GENERATORS.items():
+    _mine = GENERATORS.get(_type)
+    GENERATORS[_type] = _gen if _mine is None else (lambda a, b: lambda r: (a if r.random() < 0.5 else b)(r))(_mine, _gen)
+EDGE += hf_cases_towers.EDGE
+
+# Module names of the parts of a multimodal model that are not the language model.
+import re  # noqa: E402
+
+TOWER_MODULE = re.compile(r"(?:^|\.)(?:vision_tower|vision_model|visual|audio_tower|multi_modal_projector|mm_projector)\.")
+# The auto class of a wrapper that is not an image-text-to-text model (modeling_auto.py mappings).
+WRAPPER_AUTO = {"voxtral": AutoModelForSpeechSeq2Seq}
 
 
 # ------------------------------------------------------------------ counting
-def transformers_count(cfg: Cfg) -> tuple[int, Cfg]:
-    """Parameters transformers builds from `cfg`, and the full config dict it would save.
+def transformers_count(cfg: Cfg) -> tuple[int, Cfg, int]:
+    """Parameters transformers builds from `cfg`, the full config dict it would save, and the
+    towers' part (parameters under a vision/projector module; 0 for a text-only model).
 
-    A multimodal wrapper (gemma3, llama4, mistral3) is counted as its language model: the
-    text_config built as its own causal LM (what tcalc describes); the full dict is the wrapper's.
+    A multimodal wrapper is built as AutoModelForImageTextToText builds it (the
+    *ForConditionalGeneration class: language model, vision tower, projector).
     """
-    from transformer_calc.sources.hf import SAME_AS
+    from transformer_calc.sources.hf import SAME_AS, WRAPPERS
 
     if cfg["model_type"] in SAME_AS:  # e.g. kimi_k2: DeepseekV3ForCausalLM (remote code)
         cfg = {**cfg, "model_type": SAME_AS[cfg["model_type"]]}
     config = CONFIG_MAPPING[cfg["model_type"]].from_dict(dict(cfg))
     full = json.loads(config.to_json_string(use_diff=False))
-    if cfg["model_type"] in WRAPPED_TEXT:
-        config = config.get_text_config()
+    auto = WRAPPER_AUTO.get(cfg["model_type"], AutoModelForImageTextToText) if cfg["model_type"] in WRAPPERS else AutoModelForCausalLM
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
-    return sum(p.numel() for p in model.parameters()), full
+        model = auto.from_config(config)
+    towers = sum(p.numel() for name, p in model.named_parameters() if TOWER_MODULE.search(name))
+    return sum(p.numel() for p in model.parameters()), full, towers
 
 
-def tcalc_count(cfg: Cfg) -> int:
-    return count_params(ModelConfig.model_validate(from_hf_config(cfg))).total
+def tcalc_count(cfg: Cfg, text_only: bool = False) -> int:
+    return total_params(ModelConfig.model_validate(from_hf_config(cfg, text_only=text_only)))
+
+
+def tcalc_towers(cfg: Cfg) -> int:
+    return ModelConfig.model_validate(from_hf_config(cfg)).tower_params
 
 
 def cases(n: int, seed: int) -> list[tuple[str, str, Cfg, int | None]]:
@@ -447,13 +469,19 @@ def main() -> int:
         rows.setdefault(model_type, [0, 0])
         rows[model_type][0] += 1
         try:
-            expected, full = transformers_count(cfg)
+            expected, full, towers = transformers_count(cfg)
             got, got_full = tcalc_count(cfg), tcalc_count(full)
+            got_towers = tcalc_towers(cfg)
+            got_text = tcalc_count(cfg, text_only=True)
         except Exception as exc:  # a generator bug or a tcalc refusal: both are failures here
             failures.append(f"{model_type}/{label}: {type(exc).__name__}: {exc} -- {cfg}")
             rows[model_type][1] += 1
             continue
         bad = [f"{what}={v:,}" for what, v in (("dict", got), ("full", got_full)) if v != expected]
+        if got_towers != towers:
+            bad.append(f"towers={got_towers:,} (transformers {towers:,})")
+        if got_text != expected - towers:
+            bad.append(f"text_only={got_text:,} (transformers {expected - towers:,})")
         if published is not None and published != expected:
             bad.append(f"published={published:,}")
         if bad:

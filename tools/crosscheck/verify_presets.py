@@ -8,7 +8,7 @@ the gpt3 family, built as GPT-2 configs with the paper's shapes), it
   2. instantiates AutoModelForCausalLM.from_config(cfg) under torch.device("meta") (no memory,
      no weights, seconds even for 405B),
   3. counts unique parameters, sum(p.numel() for p in model.parameters()) (tied tensors once),
-  4. compares that with transformer_calc.estimators.params.count_params(preset model).total and with the
+  4. compares that with transformer_calc.estimators.params.total_params(preset model) and with the
      preset's expected_params, and also checks the preset's shape fields against the config.
 
 Prints a table; exits 1 on any mismatch (or a preset with hf_model_type and no config here).
@@ -285,25 +285,29 @@ def hf_config(hf: dict[str, Any]) -> Any:
 
     kwargs = dict(hf)
     model_type = SAME_AS.get(kwargs["model_type"], kwargs["model_type"])
-    config = CONFIG_MAPPING[model_type].from_dict({**kwargs, "model_type": model_type})
-    if model_type in ("gemma3", "llama4", "mistral3"):
-        config = config.get_text_config()
-    return config
+    return CONFIG_MAPPING[model_type].from_dict({**kwargs, "model_type": model_type})
 
 
 def hf_param_count(cfg: Any) -> int:
-    """Unique parameters of AutoModelForCausalLM built from `cfg` on the meta device."""
+    """Unique parameters of the model transformers builds from `cfg` on the meta device:
+    AutoModelForCausalLM, or for a multimodal wrapper AutoModelForImageTextToText (towers included)."""
     import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
+    from transformer_calc.sources.hf import WRAPPERS
+
+    auto = AutoModelForImageTextToText if cfg.model_type in WRAPPERS else AutoModelForCausalLM
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(cfg)
+        model = auto.from_config(cfg)
     return sum(p.numel() for p in model.parameters())
 
 
 def shape_problems(model: dict[str, Any], hf: dict[str, Any], cfg: Any) -> list[str]:
     """Preset fields that disagree with the config.json values they come from."""
     out = []
+    cfg = cfg.get_text_config()  # a wrapper's language model (the config itself otherwise)
+    if "text_config" in hf:
+        hf = hf["text_config"]
     pairs = [
         ("n_layers", getattr(cfg, "num_hidden_layers", None)),
         ("d_model", getattr(cfg, "hidden_size", None)),
@@ -332,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, str(REPO))
     from transformer_calc.model.config import ModelConfig
-    from transformer_calc.estimators.params import count_params
+    from transformer_calc.estimators.params import total_params
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()  # legacy-value notices (Gemma's "gelu") are not findings
@@ -346,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     for name in names:
         preset = presets[name]
-        tcalc = count_params(ModelConfig.model_validate(preset["model"])).total
+        tcalc = total_params(ModelConfig.model_validate(preset["model"]))  # towers included
         expected = preset.get("expected_params")
         hf = HF_CONFIGS.get(name)
         problems: list[str] = []

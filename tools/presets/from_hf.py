@@ -190,7 +190,8 @@ FAMILY = {"llama": "llama", "qwen2": "qwen2.5", "qwen3": "qwen3", "qwen3_moe": "
           "kimi_k2": "kimi", "gpt_oss": "gpt-oss", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi",
           "olmo2": "olmo2", "llama4_text": "llama4", "mistral": "mistral", "glm4_moe": "glm",
           "deepseek_v32": "deepseek", "glm_moe_dsa": "glm", "glm4_moe_lite": "glm", "minimax_m2": "minimax",
-          "olmo3": "olmo3", "smollm3": "smollm3"}
+          "olmo3": "olmo3", "smollm3": "smollm3",
+          "qwen3_vl": "qwen3-vl", "qwen3_vl_moe": "qwen3-vl", "kimi_k25": "kimi"}
 
 
 def repo_ids() -> dict[str, str]:
@@ -212,12 +213,12 @@ def transformers_count(cfg: dict[str, Any]) -> int:
 def entry(name: str, cfg: dict[str, Any], repo: str, where: str) -> str:
     from transformer_calc.model.config import ModelConfig
     from transformer_calc.sources.hf import from_hf_config
-    from transformer_calc.estimators.params import count_params
+    from transformer_calc.estimators.params import total_params
 
     spec = from_hf_config(cfg)
     spec.pop("source", None)
     spec.pop("name", None)
-    total = count_params(ModelConfig.model_validate(spec)).total
+    total = total_params(ModelConfig.model_validate(spec))  # a multimodal model: its towers included
     built = transformers_count(cfg)
     assert total == built, (name, total, built)
     model_type = cfg["model_type"]

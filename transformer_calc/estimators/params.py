@@ -306,6 +306,46 @@ def count_params(m: ModelConfig) -> ModelParams:
     )
 
 
+@dataclass(frozen=True)
+class TowerParams:
+    """A multimodal model's parameters beside its language model (docs/formulas.md "Towers").
+
+    The counts are data on the model (`ModelConfig.towers`, computed from the config's
+    vision_config/audio_config by `sources.hf_towers`, each citing its modeling file); `counted` is
+    False when the towers are dropped (`text_only`): the model's totals are then the language
+    model's alone, and the result says so.
+    """
+
+    language_model: int  # count_params(m).total: the decoder, embedding and head
+    vision: int
+    audio: int
+    projector: int
+    counted: bool
+
+    @property
+    def towers(self) -> int:
+        return self.vision + self.audio + self.projector
+
+    @property
+    def total(self) -> int:
+        """What transformers builds (towers included), or the language model alone when not counted."""
+        return self.language_model + (self.towers if self.counted else 0)
+
+
+def tower_params(m: ModelConfig) -> TowerParams | None:
+    """The towers beside the language model (None for a text-only decoder)."""
+    if m.towers is None:
+        return None
+    t = m.towers
+    return TowerParams(count_params(m).total, t.vision, t.audio, t.projector, not t.text_only)
+
+
+def total_params(m: ModelConfig) -> int:
+    """Every parameter the model has: the language model (`count_params`) plus its counted towers,
+    `sum(p.numel() for p in model.parameters())` of the class transformers builds for the config."""
+    return count_params(m).total + m.tower_params
+
+
 def seed_block_approx(m: ModelConfig) -> int:
     """Seed eq. (approx_params_no_sharding): N ~ (4 + 2E) * L * D^2, block weights only.
 

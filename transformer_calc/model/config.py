@@ -67,6 +67,46 @@ class QKNormScope(str, Enum):
     full = "full"  # q over n_heads*head_dim, k over n_kv_heads*head_dim (OLMo-2, Cohere)
 
 
+class Towers(BaseModel):
+    """The parts of a multimodal model that are not the decoder: its vision and audio encoders and the
+    projectors that map their outputs into the language model's width (docs/formulas.md "Towers").
+
+    Each count is the exact number of parameters transformers builds for that part (computed from the
+    config's vision_config/audio_config by `transformer_calc.sources.hf_towers`, one function per
+    tower family citing its modeling file); `image_tokens` is how many language-model tokens one image
+    becomes, `image_patches` how many patches the vision encoder runs per image (its forward FLOPs).
+    `text_only` drops the towers from every count (the language model alone); results say so.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    vision: int = Field(default=0, ge=0, description="vision encoder parameters")
+    audio: int = Field(default=0, ge=0, description="audio encoder parameters")
+    projector: int = Field(default=0, ge=0, description="multimodal projector parameters (into the LM width)")
+    image_tokens: int = Field(default=0, ge=0, description="language-model tokens one image becomes")
+    image_patches: int = Field(default=0, ge=0, description="patches the vision encoder processes per image")
+    text_only: bool = Field(default=False, description="the towers are dropped: every count is the language model's")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, value in data.items():
+                if key != "text_only" and isinstance(value, bool):
+                    raise ValueError(f"towers.{key} ({value}) is a boolean, not a number; give a number")
+        return data
+
+    @property
+    def params(self) -> int:
+        """Every tower parameter, counted or not (vision + audio + projector)."""
+        return self.vision + self.audio + self.projector
+
+    @property
+    def counted(self) -> int:
+        """The tower parameters the model's counts include (0 when text_only)."""
+        return 0 if self.text_only else self.params
+
+
 GATED_MLPS = frozenset({MLPKind.swiglu, MLPKind.geglu, MLPKind.relu2_glu})
 # learned scalars of one MLP's activation (modeling_apertus.py XIELUActivation: alpha_p, alpha_n)
 ACTIVATION_PARAMS = {MLPKind.xielu: 2}
@@ -186,6 +226,10 @@ class ModelConfig(BaseModel):
         description="how the published checkpoint stores its weights (e.g. mxfp4: gpt-oss's routed experts in "
         "MXFP4, the rest bf16); inference's default weight dtype (quant.FORMATS)",
     )
+    towers: Towers | None = Field(
+        default=None,
+        description="vision/audio encoders and projectors of a multimodal model (None: a text-only decoder)",
+    )
     source: str | None = Field(default=None, description="where the numbers come from")
 
     _given: frozenset[str] = PrivateAttr(default=frozenset())
@@ -283,6 +327,17 @@ class ModelConfig(BaseModel):
         """The fields as the user gave them (defaults left to be derived)."""
         dump = self.model_dump(mode="json")
         return {k: dump[k] for k in self._given}
+
+    @property
+    def tower_params(self) -> int:
+        """Tower parameters the model's counts include (vision, audio, projector; 0 if text_only or none)."""
+        return 0 if self.towers is None else self.towers.counted
+
+    def text_only(self) -> ModelConfig:
+        """The same model with its towers dropped from every count (the language model alone)."""
+        if self.towers is None or self.towers.text_only:
+            return self
+        return self.with_overrides({"towers": {**self.towers.model_dump(), "text_only": True}})
 
     def with_overrides(self, overrides: dict[str, Any]) -> ModelConfig:
         """A new, re-validated config; derived defaults are recomputed from the new values."""
@@ -880,7 +935,7 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "loss_in_split": "parallelism",
     "gpu": "gpu",
 }
-INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", "gpu",
+INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", "gpu", "images",
                   "matmul_efficiency", "memory_efficiency", "cuda_graphs", "kernel_launch_s", "sequence_overhead_s",
                   "block_size", "memory_utilization", "max_num_batched_tokens", "max_num_seqs", "cuda_context",
                   "activation_peak", "engine_workspace", "ttft_s", "tpot_s", "request_rate", "gpus"}

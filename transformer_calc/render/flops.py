@@ -55,6 +55,8 @@ def flops_table(r: Any) -> Any:
     if b is not None:
         lines.append(f"compute-optimal for {fmt_flops(b.budget)}: {fmt_count(b.params)} params, "
                      f"{fmt_count(b.tokens)} tokens")
+    if getattr(r, "towers", None) is not None:  # a multimodal model: what this result does with its towers
+        lines.append(f"towers: {r.towers.note}")
     return Group(t, per_token, Text("\n".join(lines)))
 
 

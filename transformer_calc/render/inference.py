@@ -18,6 +18,7 @@ def inference_table(r: Any) -> Any:
     title = (
         f"Inference: {r.model.name or 'custom model'} on {inf.gpus} × {inf.gpu}, "
         f"B={inf.batch_size} S={inf.prompt_len} new={inf.new_tokens}"
+        + (f" ({inf.images} images in S)" if getattr(inf, "images", None) else "")
     )
     t = styled_table(title, "memory per GPU", "bytes", "")
     t.columns[2].justify = "left"
@@ -83,6 +84,8 @@ def inference_table(r: Any) -> Any:
             f"(draft {fmt_s(sp.draft_step_s)} × k + verify {fmt_s(sp.verify_step_s)}); time per output token "
             f"{fmt_s(sp.time_per_output_token_s)} vs {fmt_s(sp.baseline_time_per_output_token_s)}, "
             f"speed-up {sp.speedup:.2f}×; pays above α = {'never' if be is None else f'{be:.3f}'}")
+    if getattr(r, "towers", None) is not None:  # a multimodal model: what this result does with its towers
+        lines.append(f"towers: {r.towers.note}")
     sv = r.serving
     if sv is None:
         return Group(t, rt, Text("\n".join(lines)))

@@ -107,4 +107,6 @@ def memory_table(r: Any) -> Any:
         lines.append(f"smallest T that fits (P={par.pipeline}): {tp if tp else 'none up to 64'}")
         tpp = fit.min_tensor_pipeline
         lines.append("smallest T·P that fits: " + (f"T={tpp.T} P={tpp.P}" if tpp else "none"))
+    if getattr(r, "towers", None) is not None:  # a multimodal model: what this result does with its towers
+        lines.append(f"towers: {r.towers.note}")
     return Group(t, Text("\n".join(line for line in lines if line)))

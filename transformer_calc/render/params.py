@@ -48,6 +48,13 @@ def params_table(r: Any) -> Any:
     row("final norm", None, p.final_norm)
     row("LM head", None, p.lm_head)
     row("LM head bias", None, p.lm_head_bias)
+    tw = getattr(r, "towers", None)
+    if tw is not None and tw.counted:  # a multimodal model: the parts beside the language model
+        t.add_section()
+        row("language model", None, tw.language_model)
+        row("vision tower", None, tw.vision)
+        row("audio tower", None, tw.audio)
+        row("multimodal projector", None, tw.projector)
     t.add_section()
     t.add_row("total", f"{p.per_layer:,}", f"{total:,}", f"{fmt_count(total)}", style="bold")
     if p.active != total:
@@ -71,4 +78,8 @@ def params_table(r: Any) -> Any:
             f"; per tensor-parallel rank (T={w.tensor_parallel}): {w.params_per_rank:,} params, "
             f"{fmt_bytes(w.bytes_per_rank)}"
         )
-    return Group(Text(model_summary(model), style="dim"), t, a, Text(weights))
+    lines = [Text(model_summary(model), style="dim"), t, a, Text(weights)]
+    if tw is not None:
+        lines.append(Text(f"towers: {tw.note}; one image = {tw.image_tokens:,} LM tokens ({tw.image_patches:,} patches)",
+                          style="bold" if not tw.counted else ""))
+    return Group(*lines)

@@ -39,6 +39,8 @@ def train_table(r: Any) -> Any:
     if b is not None:
         lines.append(f"{b.tokens:,} tokens: {b.days:.1f} days, {b.gpu_hours:,.0f} GPU-hours"
                      + (f", cost {b.cost:,.0f}" if b.cost is not None else ""))
+    if getattr(r, "towers", None) is not None:  # a multimodal model: what this result does with its towers
+        lines.append(f"towers: {r.towers.note}")
     return Group(t, Text("\n".join(lines)))
 
 

@@ -174,6 +174,7 @@ class InferenceRequest(_Engine):
     kv_cache: Annotated[bool | None, opt("--kv-cache/--no-kv-cache", help="--no-kv-cache: the seed's naive mode, every token reprocesses the context \\[default: on].", panel=INFERENCE)] = None
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel GPUs: each holds n_experts / ep routed experts \\[default: 1].", panel=INFERENCE, parse=whole)] = None
     mla_cache: Annotated[str | None, opt("--mla-cache", help="MLA models: latent (r_kv + d_rope per token, replicated over T; transformers) | decompressed (per-head K and V) \\[default: latent].", panel=INFERENCE)] = None
+    images: Annotated[int | None, opt("--images", help="Images per prompt (multimodal models): each adds the model's tokens per image to the prompt, and the vision tower's forward to the prefill \\[default: 0].", panel=INFERENCE, parse=whole)] = None
     draft: Annotated[Any, opt("--draft", help="Speculative decoding: the draft model (a preset, a tcalc YAML or an HF config.json) \\[default: none].", panel=SPECULATIVE, job=False)] = None
     mtp: Annotated[bool, opt("--mtp", help="Speculative decoding with the model's multi-token-prediction modules as the draft.", panel=SPECULATIVE, job=False)] = False
     speculative_tokens: Annotated[int | None, opt("--speculative-tokens", help="k: draft tokens per verification step, with --draft or --mtp \\[default: 4].", panel=SPECULATIVE, parse=whole, job=False)] = None

@@ -114,6 +114,7 @@ class ModelRequest(Request):
                                           panel=OVERRIDES, parse=whole, job=False)] = None
     max_seq_len: Annotated[int | None, opt("--K", "--max-seq-len", help="K: block size (learned positions) \\[default: "
                                            "the model's].", panel=OVERRIDES, parse=whole, job=False)] = None
+    text_only: Annotated[bool, opt("--text-only/--with-towers", help="A multimodal model's language model alone: its vision/audio towers and projectors dropped from every count (the result says so) \\[default: the whole model transformers builds].", panel=MODEL, job=False)] = False
     set: Annotated[dict[str, Any] | None, opt("--set", help="Any model field: --set mlp=swiglu --set tied_embeddings=false "
                                               "\\[default: none].", panel=OVERRIDES, parse=settings_list, job=False,
                                               repeat=True)] = None
@@ -144,7 +145,7 @@ class ModelRequest(Request):
             from transformer_calc.requests.base import checked_job
 
             src = load_source(self.model, preset=self.preset, config=self.config, hf_config=self.hf_config,
-                              revision=self.revision, overrides=self.overrides())
+                              revision=self.revision, overrides=self.overrides(), text_only=self.text_only)
             self._source = dataclasses.replace(src, job=checked_job(src.job, type(self))) if src.job is not None else src
         return self._source
 

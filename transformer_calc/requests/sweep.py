@@ -142,15 +142,15 @@ class SweepRequest(ModelRequest):
             out[label if label not in out else f"{label} ({where})"] = src.model
 
         for item in positional:
-            src = load_source(item, revision=self.revision, overrides=overrides)
+            src = load_source(item, revision=self.revision, overrides=overrides, text_only=self.text_only)
             label = src.model.name or ("model" if isinstance(item, (ModelConfig, dict)) else str(item))
             add(label, src, str(item) if isinstance(item, (str, Path)) else "model")
         for name in self.preset or []:
-            add(resolve_preset(name), load_source(None, preset=name, overrides=overrides), name)
+            add(resolve_preset(name), load_source(None, preset=name, overrides=overrides, text_only=self.text_only), name)
         for key in ("config", "hf_config"):
             path = getattr(self, key)
             if path is not None:
-                src = load_source(None, overrides=overrides, **{key: path})
+                src = load_source(None, overrides=overrides, text_only=self.text_only, **{key: path})
                 add(src.model.name or str(path), src, str(path))
         if not out and overrides:
             src = load_source(None, overrides=overrides)

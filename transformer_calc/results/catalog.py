@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict, RootModel
 
-from transformer_calc.estimators.params import count_params
+from transformer_calc.estimators.params import total_params
 from transformer_calc.results.base import Section
 from transformer_calc.results.common import GpuSection, gpu_section
 
@@ -73,7 +73,7 @@ def presets_report() -> PresetsResult:
                 name=name,
                 family=entry.get("family"),
                 aliases=list(entry.get("aliases", [])),
-                params=count_params(m).total,
+                params=total_params(m),  # a multimodal preset: its towers included
                 n_layers=m.n_layers,
                 d_model=m.d_model,
                 n_heads=m.n_heads,

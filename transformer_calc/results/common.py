@@ -21,6 +21,7 @@ def model_dict(m: ModelConfig) -> dict[str, Any]:
 
 def _model_section_fields() -> dict[str, Any]:
     fields: dict[str, Any] = {name: (f.annotation, ...) for name, f in ModelConfig.model_fields.items()}
+    fields["towers"] = (fields["towers"][0], None)  # a text-only decoder's results have no towers key
     fields["gated_mlp"] = (bool, ...)
     return fields
 
@@ -40,7 +41,51 @@ class WorkloadSection(Section):
 
 def model_section(m: ModelConfig) -> Any:
     """The `model` section of a result."""
-    return ModelSection.model_validate({**dict(m), "gated_mlp": m.gated_mlp})
+    fields = {k: v for k, v in dict(m).items() if not (k == "towers" and v is None)}  # unset: no key
+    return ModelSection.model_validate({**fields, "gated_mlp": m.gated_mlp})
+
+
+class TowersSection(Section):
+    """A multimodal model's parts beside its language model (docs/formulas.md "Towers"), in every
+    result of a model that has them; `note` says what this result does with them."""
+
+    counted: bool  # false: text_only, the model's counts are the language model's alone
+    language_model: int  # the decoder with its embedding and head
+    vision: int  # vision encoder
+    audio: int  # audio encoder
+    projector: int  # multimodal projector(s) into the language model's width
+    towers: int  # vision + audio + projector
+    total: int  # language_model + towers: what transformers builds for the config
+    image_tokens: int  # language-model tokens one image becomes
+    image_patches: int  # patches the vision encoder runs per image
+    note: str
+
+
+# What each command does with the towers (they are counted unless text_only).
+_TOWER_USE = {
+    "params": "counts include the towers",
+    "inference": "weights include the towers, whole on every GPU; images (per sequence) add their tokens to "
+                 "the prompt and the tower's encoding to the prefill",
+    "training": "training memory, FLOPs and time cover the language model only: the towers are not included",
+}
+
+
+def towers_section(m: ModelConfig, command: str) -> TowersSection | None:
+    """The `towers` section of a result (None for a text-only decoder); `command` is a _TOWER_USE key."""
+    from transformer_calc.estimators.params import tower_params
+
+    tp = tower_params(m)
+    if tp is None or m.towers is None:
+        return None
+    parts = ", ".join(f"{name} {n:,}" for name, n in (("vision", tp.vision), ("audio", tp.audio),
+                                                        ("projector", tp.projector)) if n)
+    if tp.counted:
+        note = f"{_TOWER_USE[command]} ({parts})"
+    else:
+        note = f"text_only: the towers ({parts}; {tp.towers:,} parameters) are left out of every count"
+    return TowersSection(counted=tp.counted, language_model=tp.language_model, vision=tp.vision, audio=tp.audio,
+                         projector=tp.projector, towers=tp.towers, total=tp.language_model + tp.towers,
+                         image_tokens=m.towers.image_tokens, image_patches=m.towers.image_patches, note=note)
 
 
 def expected_component_params(m: ModelConfig) -> dict[str, int]:
@@ -61,7 +106,7 @@ def expected_component_params(m: ModelConfig) -> dict[str, int]:
         "router": layers("router"),
         "norms": layers("norms") + c.final_norm,
         "head": c.lm_head + c.lm_head_bias + c.embedding_projection // 2,
-        "towers": 0,
+        "towers": m.tower_params,  # vision/audio encoders and projectors the config accounts for
         "mtp": c.mtp,
         "other": 0,
     }

@@ -17,7 +17,7 @@ from transformer_calc.model.units import SECONDS_PER_DAY
 from transformer_calc.estimators.params import count_params
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.base import Result, Section
-from transformer_calc.results.common import WorkloadSection, ModelSection, model_section, peak_for
+from transformer_calc.results.common import WorkloadSection, ModelSection, TowersSection, model_section, peak_for, towers_section
 
 if TYPE_CHECKING:
     from transformer_calc.requests.flops import FlopsRequest, MfuRequest
@@ -113,6 +113,7 @@ class FlopsResult(Result):
     rules_of_thumb: RulesOfThumb
     compute_optimal: ComputeOptimalSection
     training: TrainingRun | None = None  # with --tokens
+    towers: TowersSection | None = None  # a multimodal model: its towers are not in these FLOPs
 
 
 def flops_request(
@@ -164,7 +165,9 @@ def flops_report(
     """`tcalc flops`: model and hardware FLOPs per step, rules of thumb, training time, sizing."""
     step = F.count_flops(m, w, causal=causal, windowed=windowed)
     # the training section only with --tokens (unset, it is absent from the JSON)
-    extra = {"training": _training_run(m, w, causal, tokens, gpus, gpu, dtype, mfu)} if tokens is not None else {}
+    extra: dict[str, Any] = {"training": _training_run(m, w, causal, tokens, gpus, gpu, dtype, mfu)} if tokens is not None else {}
+    if (towers := towers_section(m, "training")) is not None:
+        extra["towers"] = towers
     return FlopsResult(
         model=model_section(m),
         workload=WorkloadSection(seq_len=w.seq_len, batch_size=w.batch_size),

@@ -19,7 +19,7 @@ from pydantic import model_validator
 from transformer_calc.errors import ImpossibleResult
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.results.base import TOLERANCE, Result, Section
-from transformer_calc.results.common import CheckpointSection, ModelSection, model_section
+from transformer_calc.results.common import CheckpointSection, ModelSection, TowersSection, model_section, towers_section
 from transformer_calc.results.serve import EngineSettings, ExpectedAssumptions, engine_section, expected_assumptions
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ class InferenceSettings(Section):
     cache_kv_heads: int  # K/V heads the cache holds
     mla_cache: str | None  # latent | decompressed (None: not an MLA model)
     gpu: str
+    images: int | None = None  # images per sequence (their tokens are in prompt_len); only when given
 
 
 class KVCacheSection(Section):
@@ -218,6 +219,7 @@ class InferenceResult(Result):
     expected: ExpectedSection
     serving: ServingSection | None = None  # with the KV cache on
     speculative: SpeculativeSection | None = None  # with a draft model or --mtp
+    towers: TowersSection | None = None  # a multimodal model's towers (in the weights)
     checkpoint: CheckpointSection | None = None
 
     @model_validator(mode="after")
@@ -367,8 +369,11 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
         extra["serving"] = serving_section(m, gpu, spec, serving or ServingSpec())
     if speculative:
         extra["speculative"] = speculative_section(m, gpu, spec, x.efficiency, speculative)
+    if (towers := towers_section(m, "inference")) is not None:
+        extra["towers"] = towers
     if checkpoint is not None:
         extra["checkpoint"] = checkpoint
+    images = {"images": spec.images} if spec.images else {}
     return InferenceResult(
         model=model_section(m),
         inference=InferenceSettings(
@@ -386,6 +391,7 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
             cache_kv_heads=kv.n_kv_heads,
             mla_cache=spec.mla_cache if m.is_mla else None,
             gpu=gpu.name,
+            **images,
         ),
         kv_cache=KVCacheSection(
             context_len=kv.context_len,
@@ -448,6 +454,14 @@ def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
     m, job = src.model, src.job
     section = job.inference if job else {}
     spec, gpu_name = inference_spec(m, section, flags, src.checkpoint)
+    images = flags.get("images") if flags.get("images") is not None else section.get("images")
+    if images:  # images per sequence: their tokens join the prompt (roofline.with_images)
+        from transformer_calc.estimators.inference.roofline import with_images
+
+        try:
+            spec = with_images(m, spec, images)
+        except ValueError as exc:
+            raise TcalcError(f"inference: {exc}") from None
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, flags, network_for(device, flags.get("node_size"), flags.get("inter_node_gb_s")))
     serving = serving_spec(section, flags)

@@ -24,7 +24,7 @@ from transformer_calc.model.config import (
     Workload,
 )
 from transformer_calc.results.base import Result, Section
-from transformer_calc.results.common import WorkloadSection, CheckpointSection, ModelSection, model_section
+from transformer_calc.results.common import WorkloadSection, CheckpointSection, ModelSection, TowersSection, model_section, towers_section
 
 if TYPE_CHECKING:
     from transformer_calc.requests.training import MemoryRequest
@@ -234,6 +234,7 @@ class MemoryResult(Result):
     gpu: GpuFit | None = None  # --gpu only, as fits and fit
     fits: bool | None = None
     fit: FitSection | None = None
+    towers: TowersSection | None = None  # a multimodal model: its towers are not in training memory
     checkpoint: CheckpointSection | None = None  # a checkpoint as MODEL only
 
 
@@ -280,6 +281,8 @@ def memory_report(
             min_tensor_parallel=fit_T[0] if fit_T else None,
             min_tensor_pipeline=TensorPipeline(T=fit_TP[0], P=fit_TP[1]) if fit_TP else None,
         )
+    if (towers := towers_section(m, "training")) is not None:
+        optional["towers"] = towers
     if checkpoint is not None:
         optional["checkpoint"] = checkpoint
     return MemoryResult(

@@ -21,7 +21,7 @@ from transformer_calc.estimators.params import (
 )
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.base import Result, Section
-from transformer_calc.results.common import CheckpointSection, ModelSection, model_section
+from transformer_calc.results.common import CheckpointSection, ModelSection, TowersSection, model_section, towers_section
 
 if TYPE_CHECKING:
     from transformer_calc.requests.flops import ParamsRequest
@@ -64,6 +64,7 @@ class ParamsResult(Result):
     params: ParamCounts
     approximations: Approximations
     weights: WeightBytes
+    towers: TowersSection | None = None
     checkpoint: CheckpointSection | None = None
 
 
@@ -71,18 +72,27 @@ def params_report(m: ModelConfig, bytes_per_param: int = 2, T: int = 1, dtype: s
                   checkpoint: CheckpointSection | None = None) -> ParamsResult:
     """`tcalc params`: exact count with breakdown, the seed's approximations, weight bytes."""
     counts = count_params(m)
-    total = counts.total
+    lm = counts.total  # the language model: what the seed's approximations describe
+    towers = m.tower_params  # counted towers (0: text-only decoder, or text_only), whole on every rank
+    total = lm + towers
     approx_blocks, approx_total = seed_block_approx(m), seed_total_approx(m)
-    per_rank = tensor_parallel_params(m, T) if T > 1 else total
-    extra = {"checkpoint": checkpoint} if checkpoint is not None else {}
+    per_rank = (tensor_parallel_params(m, T) + towers) if T > 1 else total
+    breakdown = counts.as_dict()
+    for key in ("total", "non_embedding", "active", "total_with_mtp"):  # whole-model counts: towers in
+        breakdown[key] += towers
+    extra: dict[str, Any] = {}
+    if (section := towers_section(m, "params")) is not None:
+        extra["towers"] = section
+    if checkpoint is not None:
+        extra["checkpoint"] = checkpoint
     return ParamsResult(
         model=model_section(m),
-        params=ParamCounts(**counts.as_dict()),
+        params=ParamCounts(**breakdown),
         approximations=Approximations(
             seed_blocks=approx_blocks,
-            seed_blocks_rel_error=(approx_blocks - total) / total,
+            seed_blocks_rel_error=(approx_blocks - lm) / lm,
             seed_total=approx_total,
-            seed_total_rel_error=(approx_total - total) / total,
+            seed_total_rel_error=(approx_total - lm) / lm,
         ),
         weights=WeightBytes(
             dtype=dtype or {4: "fp32", 2: "bf16", 1: "fp8"}.get(bytes_per_param),

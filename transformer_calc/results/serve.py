@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.base import Result, Section
 from transformer_calc.requests.inference import inference_efficiency, inference_spec, serving_spec
-from transformer_calc.results.common import CheckpointSection, ModelSection, model_section, network_for
+from transformer_calc.results.common import CheckpointSection, ModelSection, TowersSection, model_section, network_for, towers_section
 
 if TYPE_CHECKING:
     from transformer_calc.requests.inference import ServeRequest
@@ -112,6 +112,7 @@ class ServeResult(Result):
     best: LayoutRow | None  # the first feasible layout (None: no layout meets the targets)
     layouts: list[LayoutRow]  # best first; rejections with their reasons
     expected_assumptions: ExpectedAssumptions
+    towers: TowersSection | None = None  # a multimodal model's towers (in the weights)
     checkpoint: CheckpointSection | None = None
 
 
@@ -152,7 +153,9 @@ def serve_report(
                      concurrency=concurrency)
     rows = [layout_section(x) for x in layouts]
     feasible = [r for r in rows if r.feasible]
-    extra = {"checkpoint": checkpoint} if checkpoint is not None else {}
+    extra: dict[str, Any] = {"checkpoint": checkpoint} if checkpoint is not None else {}
+    if (towers := towers_section(m, "inference")) is not None:
+        extra["towers"] = towers
     return ServeResult(
         model=model_section(m),
         serve=ServeSettings(

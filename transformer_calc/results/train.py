@@ -12,7 +12,7 @@ from pydantic import create_model
 
 from transformer_calc.model.config import ModelConfig, Training
 from transformer_calc.results.base import Result, Section
-from transformer_calc.results.common import ModelSection, model_section, network_for
+from transformer_calc.results.common import ModelSection, TowersSection, model_section, network_for, towers_section
 
 if TYPE_CHECKING:
     from transformer_calc.requests.training import PlanRequest, TrainRequest
@@ -130,6 +130,7 @@ class TrainResult(Result):
     memory: TrainMemory
     assumptions: StepAssumptions
     budget: Budget | None = None  # with --tokens
+    towers: TowersSection | None = None  # a multimodal model: its towers are not in the step
 
 
 class PlanRow(Section):
@@ -154,6 +155,7 @@ class PlanResult(Result):
     plans: list[PlanRow]  # the fastest first, at most --top
     rejected: dict[str, int]  # layouts rejected, counted by reason
     best_command: str | None  # `tcalc train` of the best plan; null when none fits
+    towers: TowersSection | None = None  # a multimodal model: its towers are not in the plans
 
 
 # ============================================================================ train, plan
@@ -205,7 +207,9 @@ def train_report(
     if tr.offload.value != "none":
         offload = {"offloaded_bytes_per_gpu": tl.stage.offloaded, "offload_device": tr.offload_device.value}
     # the budget section only with --tokens (unset, it is absent from the JSON)
-    extra = {"budget": _budget(tokens, global_batch * w.seq_len, est, price_per_gpu_hour)} if tokens is not None else {}
+    extra: dict[str, Any] = {"budget": _budget(tokens, global_batch * w.seq_len, est, price_per_gpu_hour)} if tokens is not None else {}
+    if (towers := towers_section(m, "training")) is not None:
+        extra["towers"] = towers
     return TrainResult(
         model=model_section(m),
         gpu=gpu.name,
@@ -286,6 +290,7 @@ def plan_report(
         model=model_section(m), gpu=gpu.name, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
         evaluated=len(plans) + sum(rejected.values()), feasible=len(plans),
         plans=rows, rejected=rejected, best_command=command,
+        **({"towers": towers} if (towers := towers_section(m, "training")) is not None else {}),
     )
 
 

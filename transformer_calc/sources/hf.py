@@ -5,7 +5,10 @@ spec: plain values keyed by ModelConfig field names. The ground truth is transfo
 family's defaults are the field defaults of `models/<type>/configuration_<type>.py`, and each
 mapping below mirrors what `models/<type>/modeling_<type>.py` builds, so that
 `count_params(ModelConfig.model_validate(from_hf_config(cfg)))` equals
-`sum(p.numel() for p in AutoModelForCausalLM.from_config(cfg).parameters())` exactly
+`sum(p.numel() for p in AutoModelForCausalLM.from_config(cfg).parameters())` exactly; for a
+multimodal wrapper (WRAPPERS) the language model is read from text_config and its towers are
+counted by `sources.hf_towers`, so that `total_params(...)` equals what
+`AutoModelForImageTextToText` (voxtral: `AutoModelForSpeechSeq2Seq`) builds
 (tools/crosscheck/hf_params.py checks this against transformers; tests/data/hf holds its fixtures).
 
 Conventions:
@@ -23,6 +26,7 @@ Conventions:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from transformer_calc.errors import TcalcError, clip
@@ -360,18 +364,55 @@ from transformer_calc.sources.hf_2025 import FAMILIES as _FAMILIES_2025  # noqa:
 
 FAMILIES.update(_FAMILIES_2025)
 
-# Multimodal wrapper configs whose language model is described by `text_config` (transformers
-# builds the text model from it: Gemma3ForCausalLM, Llama4ForCausalLM, MistralForCausalLM); the
-# value is the text model_type when text_config does not name one.
-WRAPPERS: dict[str, str] = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
+# Multimodal wrapper configs (issue 22): the language model is `text_config` (read by the text
+# readers; transformers builds it inside the wrapper), the towers are `vision_config` and the
+# wrapper's own keys (`sources.hf_towers`). The parameter count is the whole model transformers
+# builds (AutoModelForImageTextToText: the *ForConditionalGeneration class), towers included.
+@dataclass(frozen=True)
+class Wrapper:
+    text_type: str  # the text model_type when text_config names none
+    defaults: dict[str, Any]  # the wrapper config class's own field defaults that are read
+    # whose tie_word_embeddings ties the LM head: "top" (the wrapper's lm_head, the wrapper's flag),
+    # "text" (a text *ForCausalLM submodel, its own flag), "either" (the wrapper's, or text_config's
+    # forwarded to it: the BC rule of configuration_{qwen2_5_vl,glm4v,glm4v_moe}.py __post_init__),
+    # "never" (a class with no tied weights)
+    tie: str
+    text_defaults: dict[str, Any] | None = None  # the text config built when text_config is absent
+    flat_text: bool = False  # without text_config, the text keys sit at the top level (hub saves)
+    merge_text: bool = False  # a given text_config is read over text_defaults (configuration_voxtral.py BC)
 
-# configuration_mistral3.py: without a text_config, Mistral3Config builds this MistralConfig
-WRAPPER_TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
-    "mistral3": {
-        "hidden_size": 5120, "head_dim": 128, "intermediate_size": 32768, "num_hidden_layers": 40,
-        "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 131072,
-        "max_position_embeddings": 131072, "sliding_window": None,
-    },
+
+WRAPPERS: dict[str, Wrapper] = {
+    # configuration_gemma3.py Gemma3Config; modeling_gemma3.py Gemma3ForConditionalGeneration (lm_head tied)
+    "gemma3": Wrapper("gemma3_text", {"mm_tokens_per_image": 256, "tie_word_embeddings": True}, "top"),
+    # configuration_llama4.py Llama4Config; modeling_llama4.py: language_model is a Llama4ForCausalLM
+    "llama4": Wrapper("llama4_text", {"tie_word_embeddings": False}, "text"),
+    # configuration_mistral3.py Mistral3Config (text_config None: its MistralConfig init_kwargs)
+    "mistral3": Wrapper(
+        "mistral",
+        {"spatial_merge_size": 2, "multimodal_projector_bias": False, "vision_feature_layer": -1,
+         "tie_word_embeddings": True},
+        "top",
+        {"hidden_size": 5120, "head_dim": 128, "intermediate_size": 32768, "num_hidden_layers": 40,
+         "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 131072,
+         "max_position_embeddings": 131072, "sliding_window": None},
+    ),  # fmt: skip
+    # configuration_qwen2_5_vl.py Qwen2_5_VLConfig: hub configs are flat (text keys at the top)
+    "qwen2_5_vl": Wrapper("qwen2_5_vl_text", {"tie_word_embeddings": False}, "either", flat_text=True),
+    "qwen3_vl": Wrapper("qwen3_vl_text", {"tie_word_embeddings": False}, "top"),  # configuration_qwen3_vl.py
+    "qwen3_vl_moe": Wrapper("qwen3_vl_moe_text", {"tie_word_embeddings": False}, "top"),  # configuration_qwen3_vl_moe.py
+    "glm4v": Wrapper("glm4v_text", {"tie_word_embeddings": False}, "either"),  # configuration_glm4v.py
+    "glm4v_moe": Wrapper("glm4v_moe_text", {"tie_word_embeddings": False}, "either"),  # configuration_glm4v_moe.py
+    # configuration_kimi_k25.py Kimi_K25Config: a DeepSeek-V3 language model (text_config "kimi_k2")
+    "kimi_k25": Wrapper("deepseek_v3", {"projection_hidden_size": 1152, "tie_word_embeddings": True}, "top"),
+    # configuration_voxtral.py VoxtralConfig: a Llama language model and an audio tower;
+    # modeling_voxtral.py's VoxtralForConditionalGeneration declares no tied weights: its lm_head never is
+    "voxtral": Wrapper(
+        "llama", {}, "never",
+        {"vocab_size": 131072, "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 30,
+         "num_key_value_heads": 8, "max_position_embeddings": 131072, "head_dim": 128},
+        merge_text=True,
+    ),  # fmt: skip
 }
 
 # Model types whose published checkpoints are another family's architecture (remote code), read as
@@ -400,21 +441,16 @@ UNREPRESENTABLE: dict[str, str] = {
     "qwen3_5": "its Gated DeltaNet linear-attention layers",
     "qwen3_5_moe": "its Gated DeltaNet linear-attention layers",
     "kimi_linear": "its Kimi Delta Attention (linear) layers",
-    "gemma3n": "its per-layer embeddings, AltUp and LAuReL blocks (and its vision and audio towers)",
+    "gemma3n": "its per-layer embeddings, AltUp and LAuReL blocks and shared KV layers (and its MobileNet and audio towers)",
     "gemma3n_text": "its per-layer embeddings, AltUp and LAuReL blocks",
-    "gemma4": "its vision and audio towers and per-layer embeddings",
-    "qwen2_5_vl": "its vision tower",
-    "qwen3_vl": "its vision tower",
-    "qwen3_vl_moe": "its vision tower",
-    "glm4v": "its vision tower",
-    "glm4v_moe": "its vision tower",
-    "kimi_k25": "its vision tower",
+    "gemma4": "its per-layer embeddings, shared KV layers, k-equals-v attention and parallel MoE blocks",
 }
 
 # transformers model types one typo away from a supported type but of another architecture: named here
 # so that the did-you-mean (`type_hint`) can never send them to the wrong count.
 OTHER_ARCHITECTURES: dict[str, str] = {
     "gpt_neo": "GPT-Neo's local-attention blocks are not read yet",
+    "glm4": "GLM-4's dense blocks (post-attention and post-MLP norms) are not read yet; glm4v is its vision wrapper",
     "llava": "a vision-language wrapper (vision tower and projector) around another model_type",
     "mllama": "Llama 3.2 Vision: cross-attention layers and a vision tower",
     "pixtral": "a vision encoder, not a language model",
@@ -426,7 +462,21 @@ OTHER_ARCHITECTURES: dict[str, str] = {
                    "layers and grouped low-rank output projection",
 }
 
-SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted({*FAMILIES, *WRAPPERS, *SAME_AS}))
+from transformer_calc.sources.hf_2024 import TEXT_PARTS as _TEXT_PARTS_2024, without_keys  # noqa: E402
+
+FAMILIES["qwen2_5_vl_text"] = Family(
+    without_keys(("head_dim",), _qwen2),  # modeling_qwen2_5_vl.py: head_dim = hidden_size // num_heads, no field
+    LLAMA_DEFAULTS | {  # configuration_qwen2_5_vl.py Qwen2_5_VLTextConfig
+        "vocab_size": 152064, "hidden_size": 8192, "intermediate_size": 29568, "num_hidden_layers": 80,
+        "num_attention_heads": 64, "num_key_value_heads": 8, "max_position_embeddings": 32768,
+        "use_sliding_window": False, "sliding_window": 4096, "max_window_layers": 80,
+    },
+    ("attention_dropout",),
+)  # fmt: skip
+# The language models of the wrappers: read only inside their wrapper's config.
+TEXT_PARTS: frozenset[str] = frozenset({*_TEXT_PARTS_2024, "qwen2_5_vl_text"})
+
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted({*FAMILIES, *WRAPPERS, *SAME_AS} - set(TEXT_PARTS)))
 
 # Families whose modeling code builds q, k, v (gate, up) as one Linear module: the parameter count
 # is the same, but an adapter on the fused module has one A and one B (PEFT targets modules).
@@ -437,6 +487,7 @@ FUSED_LINEARS: dict[str, dict[str, bool]] = {
     "falcon": {"fused_qkv": True},  # self_attention.query_key_value
     "bloom": {"fused_qkv": True},  # self_attention.query_key_value
     "phi3": {"fused_qkv": True, "fused_gate_up": True},  # self_attn.qkv_proj, mlp.gate_up_proj
+    "glm4v_text": {"fused_gate_up": True},  # modeling_glm4v.py Glm4vTextMLP.gate_up_proj
     # PEFT 0.21's all-linear on these transformers-5 MoE families is converted to their transformers-4
     # targets: the attention modules plus target_parameters gate_up_proj, down_proj, gate.weight (the
     # experts' w1 and w3, each of rank r, fused: rank 2r); dense MLPs and shared experts are not targets
@@ -449,8 +500,9 @@ FUSED_LINEARS: dict[str, dict[str, bool]] = {
 }
 
 
-def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
-    """A raw ModelConfig spec from a parsed Hugging Face config.json (see the module docstring)."""
+def from_hf_config(cfg: dict[str, Any], text_only: bool = False, _inside: bool = False) -> dict[str, Any]:
+    """A raw ModelConfig spec from a parsed Hugging Face config.json (see the module docstring);
+    `text_only` keeps a multimodal model's towers out of every count (`Towers.text_only`)."""
     if not isinstance(cfg, dict):
         raise TcalcError(f"config.json must be a JSON object, got {type(cfg).__name__}")
     supported = ", ".join(SUPPORTED_MODEL_TYPES)
@@ -458,17 +510,13 @@ def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
     if model_type is None:
         raise TcalcError(f"config.json has no model_type; add one of: {supported}")
     if isinstance(model_type, str) and model_type in WRAPPERS:
-        text = cfg.get("text_config")
-        if text is None:  # the wrapper's own default text model (configuration_<wrapper>.py)
-            text = dict(WRAPPER_TEXT_DEFAULTS.get(model_type, {}))
-        if not isinstance(text, dict):
-            raise TcalcError(f"config.json ({model_type}): text_config must be a JSON object")
-        text = {"model_type": WRAPPERS[model_type], **text}
-        if "_name_or_path" in cfg and "_name_or_path" not in text:
-            text["_name_or_path"] = cfg["_name_or_path"]
-        if text.get("model_type") in WRAPPERS:
-            raise TcalcError(f"config.json ({model_type}): text_config names a wrapper type again")
-        return from_hf_config(text)
+        return _wrapper(model_type, cfg, text_only)
+    if isinstance(model_type, str) and model_type in TEXT_PARTS and not _inside:
+        owner = next(k for k, w in WRAPPERS.items() if w.text_type == model_type)
+        raise TcalcError(
+            f"model_type {model_type!r} is the language model inside a {owner} config; give the whole "
+            f"{owner} config.json (its towers are counted too, or left out with text_only)"
+        )
     if isinstance(model_type, str) and model_type in SAME_AS:
         return from_hf_config({**cfg, "model_type": SAME_AS[model_type]})
     if isinstance(model_type, str) and model_type in UNREPRESENTABLE:
@@ -527,7 +575,7 @@ def type_hint(model_type: object) -> str | None:
     (`qwen3_5`, `gemma4`, `glm4_moe_lite`, `granitemoe`), and so are the transformers types one
     letter from a supported one (OTHER_ARCHITECTURES, UNREPRESENTABLE are refused by name first);
     tests/test_hf_2025.py checks every model_type transformers 5.23 knows."""
-    if not isinstance(model_type, str):
+    if not isinstance(model_type, str) or model_type in OTHER_ARCHITECTURES or model_type in UNREPRESENTABLE:
         return None
     name = _squash(model_type)
     exact = [t for t in SUPPORTED_MODEL_TYPES if _squash(t) == name]
@@ -538,6 +586,40 @@ def type_hint(model_type: object) -> str | None:
     near = [t for t in SUPPORTED_MODEL_TYPES
             if re.findall(r"\d+", t) == re.findall(r"\d+", model_type) and _one_letter_apart(name, _squash(t))]
     return near[0] if len(near) == 1 else None
+
+
+def _wrapper(model_type: str, cfg: dict[str, Any], text_only: bool) -> dict[str, Any]:
+    """A multimodal wrapper: its language model's spec (text_config through the text readers) with
+    the LM head tied as the wrapper ties it, and its towers (`sources.hf_towers`)."""
+    from transformer_calc.sources.hf_towers import wrapper_towers
+
+    w = WRAPPERS[model_type]
+    text = cfg.get("text_config")
+    if text is None and w.flat_text:  # configuration_qwen2_5_vl.py: the text keys of a flat save
+        text = {k: v for k, v in cfg.items() if k not in ("model_type", "vision_config", "tie_word_embeddings")}
+    elif text is None:  # the wrapper's own default text model (configuration_<wrapper>.py)
+        text = dict(w.text_defaults or {})
+    if not isinstance(text, dict):
+        raise TcalcError(f"config.json ({model_type}): text_config must be a JSON object")
+    if w.merge_text:
+        text = {**(w.text_defaults or {}), **text}
+    text = {"model_type": w.text_type, **text}
+    if "_name_or_path" in cfg and "_name_or_path" not in text:
+        text["_name_or_path"] = cfg["_name_or_path"]
+    if text.get("model_type") in WRAPPERS:
+        raise TcalcError(f"config.json ({model_type}): text_config names a wrapper type again")
+    spec = from_hf_config(text, _inside=True)
+    top = Reader(model_type, cfg, Family(lambda c: {}, w.defaults, ()))
+    if w.tie == "never":
+        spec["tied_embeddings"] = False
+    elif w.tie != "text":  # the wrapper's lm_head, tied by the wrapper's flag (modeling_utils.py tie_weights)
+        tied = top.flag("tie_word_embeddings")
+        if w.tie == "either":
+            tied = tied or text.get("tie_word_embeddings") is True
+        spec["tied_embeddings"] = tied
+    spec["towers"] = {"audio": 0, **wrapper_towers(model_type, cfg, top, spec["d_model"]), "text_only": text_only}
+    spec["source"] = f"Hugging Face config.json (model_type {model_type}: {spec['source'].split('model_type ')[-1]}"
+    return spec
 
 
 def weight_format(q: Any) -> str | None:

@@ -555,6 +555,95 @@ FAMILIES: dict[str, Family] = {
     ),
 }
 
+
+
+# ---------------------------------------------------------------------------- multimodal text parts
+# The language models of the multimodal wrappers (sources.hf WRAPPERS; qwen2_5_vl_text, a Qwen2, is
+# in sources.hf), read only inside their wrapper's config (transformers builds them as the wrapper's language_model, never alone).
+def without_keys(keys: tuple[str, ...], build: Any) -> Any:
+    """`build` with keys the text config class does not read removed (their defaults apply)."""
+
+    def wrapped(c: Reader) -> dict[str, Any]:
+        for key in keys:
+            c.values.pop(key, None)
+        return build(c)
+
+    return wrapped
+
+
+def _no_window(build: Any) -> Any:
+    """`build` on a text model whose attention never slides (Qwen3-VL's text configs set
+    sliding_window None: modeling_qwen3_vl.py builds full attention on every layer)."""
+
+    def wrapped(c: Reader) -> dict[str, Any]:
+        c.values.update({"use_sliding_window": False, "layer_types": None})
+        return build(c)
+
+    return wrapped
+
+
+def _glm4v_text(c: Reader) -> dict[str, Any]:
+    """modeling_glm4v.py Glm4vTextModel: q/k/v with bias, o_proj without (hard-coded), head_dim =
+    hidden_size // num_attention_heads (config.head_dim is not read), fused gate_up_proj + down_proj
+    without bias (the same count as three matrices), four RMSNorms per layer (input,
+    post_self_attn, post_attention, post_mlp)."""
+    c.values.pop("head_dim", None)
+    spec = rotary_common(c, True, False, False) | {"mlp": gated_mlp_kind(c, "hidden_act"), "norms_per_layer": 4}
+    return spec
+
+
+def _glm4v_moe_text(c: Reader) -> dict[str, Any]:
+    """modeling_glm4v_moe.py Glm4vMoeTextModel: GLM-4-MoE's layers (q/k/v bias=attention_bias,
+    o_proj without; head_dim = getattr(config, "head_dim", D // A); first_k_dense_replace dense
+    layers, then routed + shared experts and a router), without q/k norms."""
+    c.values["use_qk_norm"] = False
+    return _glm4_moe(c)
+
+
+TEXT_PARTS: dict[str, Family] = {
+    "qwen3_vl_text": Family(
+        _no_window(_qwen3),
+        _QWEN3_DEFAULTS | {  # configuration_qwen3_vl.py Qwen3VLTextConfig
+            "num_key_value_heads": 32, "max_position_embeddings": 128000,
+        },
+        ("attention_dropout",),
+    ),
+    "qwen3_vl_moe_text": Family(
+        _no_window(_qwen3_moe),
+        _QWEN3_DEFAULTS | {  # configuration_qwen3_vl_moe.py Qwen3VLMoeTextConfig
+            "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 24, "num_attention_heads": 16,
+            "num_key_value_heads": 16, "max_position_embeddings": 128000, "tie_word_embeddings": True,
+            "head_dim": None, "decoder_sparse_step": 1, "moe_intermediate_size": 1408, "num_experts_per_tok": 4,
+            "num_experts": 60, "mlp_only_layers": None,
+        },
+        ("attention_dropout",),
+        {"num_local_experts": "num_experts"},  # attribute_map name, applied last: it wins
+        frozenset({"num_local_experts"}),
+    ),
+    "glm4v_text": Family(
+        _glm4v_text,
+        LLAMA_DEFAULTS | {  # configuration_glm4v.py Glm4vTextConfig
+            "vocab_size": 151552, "hidden_size": 4096, "intermediate_size": 13696, "num_hidden_layers": 40,
+            "num_attention_heads": 32, "num_key_value_heads": 2, "max_position_embeddings": 32768,
+        },
+        ("attention_dropout",),
+    ),
+    "glm4v_moe_text": Family(
+        _glm4v_moe_text,
+        LLAMA_DEFAULTS | {  # configuration_glm4v_moe.py Glm4vMoeTextConfig
+            "vocab_size": 151424, "hidden_size": 4096, "intermediate_size": 10944, "num_hidden_layers": 46,
+            "num_attention_heads": 96, "num_key_value_heads": 8, "max_position_embeddings": 65536,
+            "attention_bias": True, "moe_intermediate_size": 1408, "num_experts_per_tok": 8,
+            "n_shared_experts": 1, "n_routed_experts": 128, "first_k_dense_replace": 1,
+            "num_nextn_predict_layers": None,
+        },
+        ("attention_dropout",),
+        {"num_local_experts": "n_routed_experts"},  # attribute_map
+        frozenset({"num_local_experts"}),
+    ),
+}
+FAMILIES.update(TEXT_PARTS)
+
 for _name, _fam in list(FAMILIES.items()):
     FAMILIES[_name] = Family(_floor_head_dim(_fam.build), _fam.defaults, _fam.dropout_keys, _fam.aliases, _fam.late)
 

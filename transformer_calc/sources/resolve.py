@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from transformer_calc.model.checkpoint import Checkpoint
 from transformer_calc.model.config import ModelConfig, build_model, merge_spec
 from transformer_calc.errors import TcalcError, UnknownNameError, clip
@@ -117,7 +119,10 @@ def _from_text(text: str, revision: str | None) -> tuple[dict[str, Any], Any, Ch
 
     if not isinstance(text, str) or not text.strip():
         raise TcalcError("MODEL is empty; give a preset name, a path or a Hugging Face repo id (org/name)")
-    path = Path(text).expanduser()
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # "~user" of no such user (or no home directory): not a path, read as a name
+        path = Path(text)
     where = f"MODEL {clip(text)}"
     if path.exists() or path.is_symlink():
         if revision is not None:
@@ -171,10 +176,13 @@ def load_source(
     hf_config: Path | None = None,
     revision: str | None = None,
     overrides: dict[str, Any] | None = None,
+    text_only: bool = False,
 ) -> Source:
     """The model of one invocation: one source plus overrides, validated (module docstring).
     `model` is the text of a MODEL argument, or (the Python API's forms) a path, a ModelConfig or
-    a dict of ModelConfig fields."""
+    a dict of ModelConfig fields.
+    `text_only` drops a multimodal model's towers (vision/audio encoders, projectors) from every
+    count: the language model alone (`model.config.Towers.text_only`; results say so)."""
     if isinstance(model, (ModelConfig, dict)):
         others = [n for n, v in (("preset", preset), ("config", config), ("hf_config", hf_config), ("revision", revision))
                   if v is not None]
@@ -184,6 +192,11 @@ def load_source(
             # re-validated where it enters: a ModelConfig changed with model_copy(update=...) or
             # model_construct(...) skipped validation (n_layers=-12 would count -45,669,120 parameters)
             build_model(model.model_dump(exclude={"name", "source"}), where="model")
+        if text_only:  # the towers dropped: the model's own fields, towers marked text_only
+            fields = dict(model.given) if isinstance(model, ModelConfig) else dict(model)
+            if isinstance(fields.get("towers"), (dict, BaseModel)):
+                towers = fields["towers"].model_dump() if isinstance(fields["towers"], BaseModel) else fields["towers"]
+                model = fields | {"towers": {**towers, "text_only": True}}
         base = dict(model.given) | {"name": None} if isinstance(model, ModelConfig) and overrides else None
         if base is None and not overrides:
             return Source(model if isinstance(model, ModelConfig) else build_model(dict(model)), None, None, None, "model")
@@ -219,6 +232,8 @@ def load_source(
             "no model given; name one: a preset (see `tcalc presets`), a Hugging Face repo id (org/name), a "
             "checkpoint folder, a .gguf file, a config.json or a tcalc YAML (or --L --D --A --V)"
         )
+    if text_only and isinstance(spec.get("towers"), dict):
+        spec = {**spec, "towers": {**spec["towers"], "text_only": True}}
     if overrides:
         spec = merge_spec(spec, overrides)
         spec.setdefault("name", None)

@@ -328,7 +328,7 @@ def stored_shard(m: ModelConfig, stored: StoredWeights, T: int = 1, ep: int = 1,
     Megatron-LM's layout): the token table and positions by the rank's share of them, the routed
     experts by ep·etp, the rest of the language model by the rank's share of its parameters (norms
     and the router are replicated, so this is exact at T = 1 and within the replicated bytes'
-    share otherwise); vision/audio towers are held whole on every rank; MTP modules are not
+    share otherwise); vision/audio towers are held whole on every rank (none with text_only); MTP modules are not
     loaded. `etp`: each routed expert's tensor-parallel width (`inference.expert_layout`). At
     T = ep = 1 the total is the checkpoint's bytes less its MTP modules, exactly."""
     full = count_params(m)
@@ -351,7 +351,9 @@ def stored_shard(m: ModelConfig, stored: StoredWeights, T: int = 1, ep: int = 1,
     emb = part(stored.embedding_bytes, emb_rank, emb_all)
     experts = part(stored.experts_bytes, experts_rank, experts_all)
     rest = part(stored.rest_bytes, rest_rank, rest_all)
-    total = emb + experts + rest + stored.towers_bytes
+    # the towers whole on every rank, unless the model drops them (Towers.text_only: the language model alone)
+    towers = 0 if m.towers is not None and m.towers.text_only else stored.towers_bytes
+    total = emb + experts + rest + towers
     one_expert = Fraction(stored.experts_bytes, n_moe * m.n_experts * etp) if experts_all else Fraction(0)
     whole = -(-total.numerator // total.denominator)
     return QuantizedWeights(

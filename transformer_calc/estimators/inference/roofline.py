@@ -119,10 +119,15 @@ class InferenceSpec:
     collective_latency_s: float = COLLECTIVE_LATENCY_S
     mla_cache: str = "latent"  # MLA: "latent" (r_kv + d_rope per token, transformers 5) or "decompressed"
     stored: StoredWeights | None = None  # a checkpoint's stored bytes, used when weight_dtype is "checkpoint"
+    # images per sequence, encoded by the vision tower in the prefill; their tokens are part of
+    # prompt_len (`with_images` adds both)
+    images: int = 0
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "prompt_len", "new_tokens", "tensor_parallel", "expert_parallel"):
             _check_positive_int(name, getattr(self, name))
+        if isinstance(self.images, bool) or not isinstance(self.images, int) or self.images < 0:
+            raise ValueError(f"images ({str(self.images)[:40]!r}) must be a whole number >= 0")
         if self.cache_kv_heads is not None:
             _check_positive_int("cache_kv_heads", self.cache_kv_heads)
         if not isinstance(self.kv_cache, bool):
@@ -275,6 +280,7 @@ class _Shard:
     matmul_params: int  # weights one token multiplies
     workspace_width: int  # activation elements per token of the prefill transient
     store: QuantizedWeights | None = None  # the weights' bytes in a quantized format (None: a plain dtype)
+    tower_params: int = 0  # vision/audio towers and projectors, whole on every GPU (not read by a text step)
 
 
 def matmul_params(m: ModelConfig, T: int = 1) -> int:
@@ -430,6 +436,7 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
         matmul_params=matmul_params(m, T),
         workspace_width=2 * D + max(qkv_width, mlp_width),
         store=_store(m, spec, etp),
+        tower_params=m.tower_params,
     )
 
 
@@ -554,9 +561,26 @@ class InferenceMemory:
     max_prompt_len: int  # longest S that fits at this B and N_new, within the context (0: not even S = 1)
 
 
+TOWER_BITS = 16  # a quantized format's towers: the formats quantize the language model's linears only
+
+
+def tower_bytes(sh: _Shard, spec: InferenceSpec) -> int:
+    """Bytes of the towers one GPU holds (whole on every GPU): at the weight dtype, at 16 bits beside
+    a quantized format, and 0 for a checkpoint (its stored bytes hold them already)."""
+    if not sh.tower_params or spec.weight_dtype == CHECKPOINT:
+        return 0
+    return _bytes(sh.tower_params, TOWER_BITS if sh.store is not None else DTYPE_BITS[spec.weight_dtype])
+
+
 def memory_terms(sh: _Shard, spec: InferenceSpec) -> tuple[int, int, int]:
-    """(weight bytes, cache bytes per cached token, workspace bytes per prefill token)."""
-    weights = sh.store.total_bytes if sh.store is not None else _bytes(sh.params, DTYPE_BITS[spec.weight_dtype])
+    """(weight bytes, cache bytes per cached token, workspace bytes per prefill token). The weights
+    are the language model's shard plus the towers (vision/audio encoders and projectors) whole."""
+    if sh.store is not None:
+        weights = sh.store.total_bytes + tower_bytes(sh, spec)
+    elif sh.tower_params and spec.weight_dtype != CHECKPOINT:  # one rounding of the whole
+        weights = _bytes(sh.params + sh.tower_params, DTYPE_BITS[spec.weight_dtype])
+    else:
+        weights = _bytes(sh.params, DTYPE_BITS[spec.weight_dtype])
     kv_token = _kv_bytes_per_token(sh, spec) if spec.kv_cache else 0
     workspace_token = _bytes(sh.workspace_width, DTYPE_BITS[spec.resolved_activation_dtype])
     return weights, kv_token, workspace_token
@@ -783,12 +807,13 @@ class Step:
 
 def roofline_step(
     m: ModelConfig, gpu: GPU, spec: InferenceSpec, sh: _Shard, tokens: int, context: int,
-    kv_read_tokens: int, kv_write_tokens: int,
+    kv_read_tokens: int, kv_write_tokens: int, towers: tuple[int, int] = (0, 0),
 ) -> tuple[Step, Fraction, Fraction]:
     """The step, its exact time and its exact communication time. `tokens` new tokens per
-    sequence, the last of them at `context`."""
+    sequence, the last of them at `context`; `towers`: (FLOPs, weight bytes) of the vision tower
+    encoding the images in this step (`tower_prefill`)."""
     B = spec.batch_size
-    matmul = FLOPS_PER_MAC * B * tokens * sh.matmul_params
+    matmul = FLOPS_PER_MAC * B * tokens * sh.matmul_params + towers[0]
     # Token i attends over i positions (at most its window); the new tokens sit at
     # context-tokens+1 .. context. Scores over h_d, re-weighting over h_v per query head.
     first = context - tokens + 1
@@ -797,7 +822,7 @@ def roofline_step(
         * g.attended_sum(first, context)
         for g in sh.kv_groups
     )
-    weights = _weights_read_bytes(sh, spec, B * tokens)
+    weights = _weights_read_bytes(sh, spec, B * tokens) + towers[1]
     kv_read = B * _kv_bytes(sh, spec, kv_read_tokens, read=True) if kv_read_tokens else 0
     kv_write = B * _kv_bytes(sh, spec, kv_write_tokens, held=False) if kv_write_tokens else 0
     peak = peak_flops(gpu, spec.resolved_compute_dtype)
@@ -819,7 +844,39 @@ def prefill_step(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Step:
     """
     sh = rank_shard(m, spec)
     S = spec.prompt_len
-    return roofline_step(m, gpu, spec, sh, S, S, 0, S if spec.kv_cache else 0)[0]
+    return roofline_step(m, gpu, spec, sh, S, S, 0, S if spec.kv_cache else 0, tower_prefill(m, spec, sh))[0]
+
+
+def tower_prefill(m: ModelConfig, spec: InferenceSpec, sh: _Shard) -> tuple[int, int]:
+    """(FLOPs, weight bytes) of encoding the prompt's images, B·images of them, on one GPU.
+
+    First-order count (docs/formulas.md "Towers"): 2 FLOPs per weight per token the weight sees, the
+    vision encoder over image_patches patches and the projector over image_tokens tokens per image,
+    2·B·images·(N_vision·patches + N_projector·tokens); the encoder's attention over its patches
+    (quadratic in them) and element-wise work are not counted. The towers are held whole and run
+    on every GPU (not split by tensor parallelism); their weights are read once per prefill."""
+    if not spec.images or m.towers is None or m.towers.text_only:
+        return 0, 0
+    t = m.towers
+    images = spec.batch_size * spec.images
+    flops = FLOPS_PER_MAC * images * (t.vision * t.image_patches + t.projector * t.image_tokens)
+    return flops, tower_bytes(sh, spec)
+
+
+def with_images(m: ModelConfig, spec: InferenceSpec, images: int) -> InferenceSpec:
+    """`spec` with `images` images in each sequence's prompt: prompt_len grows by images × the
+    model's tokens per image (`Towers.image_tokens`) and the prefill encodes them (`tower_prefill`)."""
+    if isinstance(images, bool) or not isinstance(images, int) or images < 0:
+        raise ValueError(f"images ({str(images)[:40]!r}) must be a whole number >= 0")
+    if images == 0:
+        return spec
+    if m.towers is None or not m.towers.image_tokens:
+        raise ValueError(f"images ({images}) need a multimodal model with a vision tower; {m.name or 'this model'} has "
+                         "none (give a multimodal config.json, e.g. a gemma3 or qwen3_vl one), or drop images")
+    if m.towers.text_only:
+        raise ValueError(f"images ({images}) need the vision tower, which text_only drops; drop one of the two")
+    return dataclasses.replace(spec, prompt_len=spec.prompt_len + images * m.towers.image_tokens,
+                               images=spec.images + images)
 
 
 def decode_step_exact(
