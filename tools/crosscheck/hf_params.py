@@ -379,8 +379,14 @@ import hf_cases_2024  # noqa: E402
 GENERATORS.update(hf_cases_2024.GENERATORS)
 EDGE += hf_cases_2024.EDGE
 REAL += hf_cases_2024.REAL
+# The hybrid families (Gated DeltaNet, ...): hf_cases_hybrid.py.
+import hf_cases_hybrid  # noqa: E402
 
-WRAPPED_TEXT = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
+GENERATORS.update(hf_cases_hybrid.GENERATORS)
+EDGE += hf_cases_hybrid.EDGE
+
+WRAPPED_TEXT = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "qwen3_5": "qwen3_5_text",
+                "qwen3_5_moe": "qwen3_5_moe_text"}
 
 
 # ------------------------------------------------------------------ counting

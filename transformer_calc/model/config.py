@@ -50,11 +50,19 @@ class NormKind(str, Enum):
 
 
 class LayerAttention(str, Enum):
-    """What one layer's attention sees (HF `layer_types`; docs/formulas.md "Sliding window")."""
+    """A layer's sequence mixer (HF `layer_types`): softmax attention that sees every earlier token,
+    a window or a chunk of them (docs/formulas.md "Sliding window"), or a mixer with a constant
+    state instead of a KV cache (transformer_calc/estimators/mixers/, one module per kind;
+    docs/adding-a-block.md)."""
 
     full = "full"  # every earlier token (causal)
     sliding = "sliding"  # the last `sliding_window` tokens (Mistral, Gemma 2/3, gpt-oss)
     chunked = "chunked"  # tokens of the same `attention_chunk_size` block (Llama 4 local layers)
+    deltanet = "deltanet"  # Gated DeltaNet (Yang et al. 2024; Qwen3-Next, Qwen3.5): conv + delta-rule state
+
+
+# The kinds that are softmax attention (Q, K, V, O and a KV cache); the others are `mixers` kinds.
+ATTENTION_KINDS = frozenset({LayerAttention.full, LayerAttention.sliding, LayerAttention.chunked})
 
 
 class QKNormScope(str, Enum):
@@ -121,6 +129,15 @@ class ModelConfig(BaseModel):
     )
     sliding_window: int | None = Field(default=None, gt=0, description="W, tokens a sliding layer sees")
     attention_chunk_size: int | None = Field(default=None, gt=0, description="chunk of a chunked layer")
+    attn_output_gate: bool = Field(
+        default=False, description="a sigmoid gate on the attention output: q_proj also emits A*h_d gate values (Qwen3-Next)"
+    )
+    # --- Gated DeltaNet layers (attention_pattern `deltanet`; estimators/mixers/deltanet.py)
+    linear_key_heads: int | None = Field(default=None, gt=0, description="H_k, Gated DeltaNet query/key heads")
+    linear_value_heads: int | None = Field(default=None, gt=0, description="H_v, Gated DeltaNet value heads (state heads)")
+    linear_key_head_dim: int | None = Field(default=None, gt=0, description="d_k, Gated DeltaNet key head width")
+    linear_value_head_dim: int | None = Field(default=None, gt=0, description="d_v, Gated DeltaNet value head width")
+    conv_kernel: int | None = Field(default=None, gt=0, description="K_conv, taps of a mixer's causal depthwise conv")
     # --- multi-head latent attention (DeepSeek-V2/V3, Kimi K2): on when kv_lora_rank is set
     q_lora_rank: int | None = Field(default=None, gt=0, description="MLA query low rank (none: full q_proj)")
     kv_lora_rank: int | None = Field(default=None, gt=0, description="MLA latent width (cached)")
@@ -245,6 +262,20 @@ class ModelConfig(BaseModel):
             return full * pat.count(kind) + pat[:rest].count(kind)
 
         return upto(stop) - upto(start)
+
+    def n_softmax_layers(self, start: int = 0, stop: int | None = None) -> int:
+        """Layers with softmax attention (full, sliding or chunked) among [start, stop)."""
+        return sum(self.n_attention_layers(k, start, stop) for k in ATTENTION_KINDS)
+
+    @property
+    def mixer_kinds(self) -> tuple[LayerAttention, ...]:
+        """The non-attention mixer kinds the pattern uses (Gated DeltaNet, ...), in enum order."""
+        return tuple(k for k in LayerAttention if k not in ATTENTION_KINDS and k in self.attention_pattern)
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Some layers mix with a constant-state mixer instead of softmax attention."""
+        return bool(self.mixer_kinds)
 
     @property
     def d_embedding(self) -> int:
@@ -466,17 +497,36 @@ def _check_pattern(d: dict[str, Any]) -> None:
         return
     if isinstance(pat, (str, bytes)) or not isinstance(pat, (list, tuple)):
         raise ValueError(
-            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked, e.g. [sliding, full]"
+            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked/deltanet, e.g. [sliding, full]"
         )
     if not pat or len(pat) > MAX_PATTERN:
         raise ValueError(
             f"attention_pattern has {len(pat)} entries; give 1 to {MAX_PATTERN} (it repeats over the layers)"
         )
     kinds = {k.value if isinstance(k, LayerAttention) else k for k in pat}
+    if "deltanet" in kinds:
+        missing = [k for k in DELTANET_FIELDS if d.get(k) is None]
+        if missing:
+            raise ValueError(f"attention_pattern has deltanet layers but {', '.join(missing)} is not given; give it")
+        hk, hv = _int_or_none(d.get("linear_key_heads")), _int_or_none(d.get("linear_value_heads"))
+        if hk and hv and hv % hk:
+            raise ValueError(
+                f"linear_value_heads ({hv}) must be a multiple of linear_key_heads ({hk}) "
+                "(each key head serves H_v/H_k value heads); use a multiple of it"
+            )
     if "sliding" in kinds and d.get("sliding_window") is None:
         raise ValueError("attention_pattern has sliding layers but sliding_window is not given; give it")
     if "chunked" in kinds and d.get("attention_chunk_size") is None:
         raise ValueError("attention_pattern has chunked layers but attention_chunk_size is not given; give it")
+
+
+# Fields a result's model section lists only when the model sets them (the widths of the mixers other
+# than attention): the JSON of every attention-only model stays as it was.
+SHOWN_WHEN_SET = frozenset({
+    "attn_output_gate", "linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+    "conv_kernel",
+})
+DELTANET_FIELDS = ("linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim", "conv_kernel")
 
 
 def _int_or_none(value: Any) -> int | None:

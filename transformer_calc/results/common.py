@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 from pydantic import create_model
 
-from transformer_calc.model.config import ModelConfig
+from transformer_calc.model.config import SHOWN_WHEN_SET, ModelConfig
 from transformer_calc.results.base import Section
 from transformer_calc.estimators.params import count_params
 
@@ -20,7 +20,9 @@ def model_dict(m: ModelConfig) -> dict[str, Any]:
 
 
 def _model_section_fields() -> dict[str, Any]:
-    fields: dict[str, Any] = {name: (f.annotation, ...) for name, f in ModelConfig.model_fields.items()}
+    # the fields of SHOWN_WHEN_SET (hybrid mixers' widths) are keys only when the model sets them
+    fields: dict[str, Any] = {name: (f.annotation, f.default if name in SHOWN_WHEN_SET else ...)
+                              for name, f in ModelConfig.model_fields.items()}
     fields["gated_mlp"] = (bool, ...)
     return fields
 
@@ -40,7 +42,8 @@ class WorkloadSection(Section):
 
 def model_section(m: ModelConfig) -> Any:
     """The `model` section of a result."""
-    return ModelSection.model_validate({**dict(m), "gated_mlp": m.gated_mlp})
+    shown = {k: v for k, v in dict(m).items() if k not in SHOWN_WHEN_SET or v != ModelConfig.model_fields[k].default}
+    return ModelSection.model_validate({**shown, "gated_mlp": m.gated_mlp})
 
 
 def expected_component_params(m: ModelConfig) -> dict[str, int]:

@@ -355,11 +355,15 @@ FAMILIES: dict[str, Family] = {
 from transformer_calc.sources.hf_2024 import FAMILIES as _FAMILIES_2024  # noqa: E402
 
 FAMILIES.update(_FAMILIES_2024)
+from transformer_calc.sources.hf_hybrid import FAMILIES as _FAMILIES_HYBRID, WRAPPERS as _WRAPPERS_HYBRID  # noqa: E402
+
+FAMILIES.update(_FAMILIES_HYBRID)
 
 # Multimodal wrapper configs whose language model is described by `text_config` (transformers
 # builds the text model from it: Gemma3ForCausalLM, Llama4ForCausalLM, MistralForCausalLM); the
 # value is the text model_type when text_config does not name one.
 WRAPPERS: dict[str, str] = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
+WRAPPERS.update(_WRAPPERS_HYBRID)
 
 # configuration_mistral3.py: without a text_config, Mistral3Config builds this MistralConfig
 WRAPPER_TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -376,7 +380,6 @@ SAME_AS: dict[str, str] = {"kimi_k2": "deepseek_v3"}
 
 # Model types transformers has that tcalc cannot represent, with what is missing.
 UNREPRESENTABLE: dict[str, str] = {
-    "qwen3_next": "its Gated DeltaNet linear-attention layers",
     "falcon_h1": "its Mamba-2 state-space mixers",
     "falcon_mamba": "its Mamba state-space layers",
     "mamba": "its state-space layers",

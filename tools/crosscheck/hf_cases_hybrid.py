@@ -1,0 +1,119 @@
+"""Cross-check cases for the hybrid families (tools/crosscheck/hf_params.py merges them): a random
+generator per model_type (small odd shapes; each knob given with probability 1/2 so that the
+transformers defaults are exercised) and edge cases. The published configs live in
+tools/crosscheck/published_configs (hf_cases_2024.py reads every file there)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+Cfg = dict[str, Any]
+R = random.Random
+
+
+def _maybe(r: R, cfg: Cfg, **knobs: Any) -> Cfg:
+    for key, value in knobs.items():
+        if r.random() < 0.5:
+            cfg[key] = value
+    return cfg
+
+
+def _deltanet_knobs(r: R) -> Cfg:
+    hk = r.choice([1, 2, 3])
+    return {
+        "linear_num_key_heads": hk,
+        "linear_num_value_heads": hk * r.choice([1, 2, 3]),
+        "linear_key_head_dim": r.choice([8, 12, 16]),
+        "linear_value_head_dim": r.choice([8, 20, 16]),
+        "linear_conv_kernel_dim": r.choice([2, 3, 4]),
+    }
+
+
+def _qwen3_next_base(r: R, model_type: str) -> Cfg:
+    kv = r.choice([1, 2])
+    A = kv * r.choice([1, 2, 3])
+    L = r.randint(1, 7)
+    cfg: Cfg = {
+        "model_type": model_type,
+        "vocab_size": r.randint(50, 3000),
+        "hidden_size": r.choice([32, 48, 72]),
+        "num_hidden_layers": L,
+        "num_attention_heads": A,
+        "num_key_value_heads": kv,
+        "head_dim": r.choice([8, 16, 24]),
+        "max_position_embeddings": r.choice([128, 4096]),
+        **_deltanet_knobs(r),
+    }
+    _maybe(r, cfg, tie_word_embeddings=r.random() < 0.5, attention_bias=r.random() < 0.5,
+           attention_dropout=r.choice([0.0, 0.1]))
+    if r.random() < 0.3:
+        cfg["layer_types"] = [r.choice(["linear_attention", "full_attention"]) for _ in range(L)]
+    else:
+        _maybe(r, cfg, full_attention_interval=r.randint(1, 5))
+    return cfg
+
+
+def gen_qwen3_next(r: R) -> Cfg:
+    cfg = _qwen3_next_base(r, "qwen3_next")
+    n = r.choice([0, 2, 4, 6])
+    cfg |= {"num_experts": n, "num_experts_per_tok": r.randint(1, max(n, 1)), "intermediate_size": r.randint(4, 200),
+            "moe_intermediate_size": r.randint(4, 64), "shared_expert_intermediate_size": r.randint(4, 64)}
+    _maybe(r, cfg, decoder_sparse_step=r.randint(1, 3),
+           mlp_only_layers=sorted(r.sample(range(cfg["num_hidden_layers"]), r.randint(0, cfg["num_hidden_layers"]))))
+    return cfg
+
+
+def gen_qwen3_5(r: R) -> Cfg:
+    text = _qwen3_next_base(r, "qwen3_5_text") | {"intermediate_size": r.randint(4, 200)}
+    if r.random() < 0.5:
+        return text
+    text.pop("model_type")
+    return {"model_type": "qwen3_5", "text_config": text}
+
+
+def gen_qwen3_5_moe(r: R) -> Cfg:
+    text = _qwen3_next_base(r, "qwen3_5_moe_text")
+    n = r.choice([1, 2, 4, 6])
+    text |= {"num_experts": n, "num_experts_per_tok": r.randint(1, n), "moe_intermediate_size": r.randint(4, 64),
+             "shared_expert_intermediate_size": r.randint(4, 64)}
+    if r.random() < 0.5:
+        return text
+    text.pop("model_type")
+    return {"model_type": "qwen3_5_moe", "text_config": text}
+
+
+GENERATORS: dict[str, Callable[[R], Cfg]] = {
+    "qwen3_next": gen_qwen3_next,
+    "qwen3_5": gen_qwen3_5,
+    "qwen3_5_moe": gen_qwen3_5_moe,
+}
+
+_S = {"vocab_size": 300, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "head_dim": 16, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+      "linear_key_head_dim": 16, "linear_value_head_dim": 24, "linear_conv_kernel_dim": 4}  # fmt: skip
+EDGE: list[tuple[str, Cfg]] = [
+    ("minimal", {"model_type": "qwen3_next", "num_hidden_layers": 2, "num_experts": 4, "num_experts_per_tok": 2,
+                 "vocab_size": 500, "hidden_size": 64, "head_dim": 16}),
+    ("minimal", {"model_type": "qwen3_5", "text_config": {"num_hidden_layers": 4, "vocab_size": 500}}),
+    ("minimal", {"model_type": "qwen3_5_moe", "text_config": {"num_hidden_layers": 2, "num_experts": 4, "num_experts_per_tok": 3,
+                                                              "vocab_size": 500}}),
+    ("no-text-config", {"model_type": "qwen3_5"}),
+    ("text-type", {"model_type": "qwen3_5_text", **_S, "intermediate_size": 96}),
+    ("dense-no-experts", {"model_type": "qwen3_next", **_S, "num_experts": 0, "intermediate_size": 96}),
+    ("sparse-step-2-mlp-only", {"model_type": "qwen3_next", **_S, "num_hidden_layers": 6, "num_experts": 4,
+                                "num_experts_per_tok": 2, "decoder_sparse_step": 2, "mlp_only_layers": [1, 4],
+                                "intermediate_size": 96, "moe_intermediate_size": 32,
+                                "shared_expert_intermediate_size": 48}),
+    ("all-linear", {"model_type": "qwen3_next", **_S, "num_experts": 4, "num_experts_per_tok": 1,
+                    "layer_types": ["linear_attention"] * 4}),
+    ("all-full-bias-tied", {"model_type": "qwen3_5_moe_text", **_S, "num_experts": 4, "num_experts_per_tok": 4, "attention_bias": True,
+                            "tie_word_embeddings": True, "layer_types": ["full_attention"] * 4}),
+    ("interval-3-odd-layers", {"model_type": "qwen3_5", "text_config": {**_S, "num_hidden_layers": 7,
+                                                                        "full_attention_interval": 3,
+                                                                        "intermediate_size": 50}}),
+    ("aperiodic", {"model_type": "qwen3_5_moe", "text_config": {**_S, "num_hidden_layers": 5, "num_experts": 2, "num_experts_per_tok": 2,
+                   "layer_types": ["full_attention", "linear_attention", "linear_attention", "full_attention",
+                                   "linear_attention"]}}),
+]  # fmt: skip

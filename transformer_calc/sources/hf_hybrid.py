@@ -1,0 +1,135 @@
+"""Hugging Face config.json import for hybrid models: layers whose sequence mixer is not softmax
+attention (issue 22). Gated DeltaNet: qwen3_next, qwen3_5 (its text model), qwen3_5_moe.
+
+Same contract as `transformer_calc.sources.hf`, whose reader these builders use: the spec's parameter
+count equals what transformers 5.23 builds on the meta device (tools/crosscheck/hf_params.py), the
+decode state equals transformers' cache objects (tools/crosscheck/kv_cache.py). Each builder cites
+the modeling file it mirrors; the defaults are those of `models/<type>/configuration_<type>.py`.
+
+`layer_types` (given, or derived as the config class derives it: every `full_attention_interval`-th
+layer full attention, the others linear attention) becomes `attention_pattern` with the kinds
+`deltanet` and `full`, reduced to its shortest period.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformer_calc.sources.hf_2024 import MAX_DERIVED_LAYERS, qwen_moe_layers, shortest_period
+from transformer_calc.sources.hf_base import LLAMA_DEFAULTS, Family, Reader, gated_mlp_kind, rotary_common
+
+_HYBRID_KIND = {"linear_attention": "deltanet", "full_attention": "full"}
+
+
+def _hybrid_pattern(c: Reader, L: int) -> dict[str, Any]:
+    """attention_pattern from layer_types, or from full_attention_interval (configuration_qwen3_next.py
+    __post_init__: layer i is full attention when (i + 1) % interval == 0)."""
+    given = c.values.get("layer_types")
+    if given is None:
+        interval = c.int("full_attention_interval")
+        if not 1 <= interval <= MAX_DERIVED_LAYERS:
+            raise c._bad("full_attention_interval", f"a whole number from 1 to {MAX_DERIVED_LAYERS}")
+        kinds = ["deltanet" if (i + 1) % interval else "full" for i in range(interval)]
+        if L < interval:  # the pattern's period is the model when it is shorter than one interval
+            kinds = kinds[:L]
+        return {"attention_pattern": kinds}
+    if not isinstance(given, list) or len(given) != L or any(k not in _HYBRID_KIND for k in given):
+        raise c._bad("layer_types", f"a list of {L} kinds, each linear_attention or full_attention")
+    return {"attention_pattern": shortest_period([_HYBRID_KIND[k] for k in given])}
+
+
+def _deltanet(c: Reader) -> dict[str, Any]:
+    """The Gated DeltaNet widths (Qwen3NextGatedDeltaNet, Qwen3_5GatedDeltaNet)."""
+    out = {
+        "linear_key_heads": c.int("linear_num_key_heads"),
+        "linear_value_heads": c.int("linear_num_value_heads"),
+        "linear_key_head_dim": c.int("linear_key_head_dim"),
+        "linear_value_head_dim": c.int("linear_value_head_dim"),
+        "conv_kernel": c.int("linear_conv_kernel_dim"),
+    }
+    for key, name in (("linear_key_heads", "linear_num_key_heads"), ("linear_value_heads", "linear_num_value_heads"),
+                      ("linear_key_head_dim", "linear_key_head_dim"), ("linear_value_head_dim", "linear_value_head_dim"),
+                      ("conv_kernel", "linear_conv_kernel_dim")):
+        if out[key] < 1:
+            raise c._bad(name, "a whole number >= 1")
+    if out["linear_value_heads"] % out["linear_key_heads"]:  # fix_query_key_value_ordering needs it
+        raise c._bad("linear_num_value_heads", f"a multiple of linear_num_key_heads ({out['linear_key_heads']})")
+    return out
+
+
+def _qwen3_next_block(c: Reader) -> dict[str, Any]:
+    """What the three families share: Qwen3-Next's gated attention (q_proj D x 2·A·h_d, the second
+    half a sigmoid gate on the output; k/v/o; bias=attention_bias; per-head q_norm/k_norm), two
+    RMSNorms per layer and a final one, SwiGLU, head_dim explicit (default 256), and the Gated
+    DeltaNet layers (modeling_qwen3_next.py Qwen3NextAttention, Qwen3NextDecoderLayer)."""
+    bias = c.flag("attention_bias")
+    spec = rotary_common(c, bias, bias, False) | {"mlp": gated_mlp_kind(c, "hidden_act")}
+    spec |= {"qk_norm": True, "qk_norm_scope": "head", "attn_output_gate": True}
+    return spec | _deltanet(c) | _hybrid_pattern(c, spec["n_layers"])
+
+
+def _qwen3_next(c: Reader) -> dict[str, Any]:
+    """modeling_qwen3_next.py: Qwen3NextSparseMoeBlock on layer i when num_experts > 0, i not in
+    mlp_only_layers and (i + 1) % decoder_sparse_step == 0 (routed experts of moe_intermediate_size,
+    a shared expert of shared_expert_intermediate_size with its Linear(D, 1) gate, router (E, D)
+    without bias); the other layers Qwen3NextMLP(intermediate_size)."""
+    spec = _qwen3_next_block(c)
+    n = c.int("num_experts")
+    spec |= {
+        "n_experts": max(n, 1), "experts_per_token": c.int("num_experts_per_tok"), "router": n > 0,
+        "moe_d_ff": c.int("moe_intermediate_size"),
+        "shared_expert_d_ff": c.int("shared_expert_intermediate_size"), "shared_expert_gate": True,
+    }
+    return spec | qwen_moe_layers(c, spec, n)
+
+
+def _qwen3_5_text(c: Reader) -> dict[str, Any]:
+    """modeling_qwen3_5.py (Qwen3_5ForCausalLM): Qwen3-Next's layers with a dense
+    Qwen3_5MLP(intermediate_size) on every layer; the DeltaNet's projections as four Linear modules
+    (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a: the same weights)."""
+    return _qwen3_next_block(c)
+
+
+def _qwen3_5_moe_text(c: Reader) -> dict[str, Any]:
+    """modeling_qwen3_5_moe.py (Qwen3_5MoeForCausalLM): a Qwen3_5MoeSparseMoeBlock on every layer
+    (num_experts of moe_intermediate_size, router (E, D), a shared expert with its Linear(D, 1)
+    gate); intermediate_size is not read."""
+    spec = _qwen3_next_block(c)
+    n = c.int("num_experts")
+    if n < 1:
+        raise c._bad("num_experts", "a whole number >= 1 (every Qwen3.5-MoE layer is a MoE block)")
+    return spec | {
+        "n_experts": n, "experts_per_token": c.int("num_experts_per_tok"), "router": True,
+        "d_ff": c.int("moe_intermediate_size"), "moe_d_ff": c.int("moe_intermediate_size"),
+        "shared_expert_d_ff": c.int("shared_expert_intermediate_size"), "shared_expert_gate": True,
+    }
+
+
+_QWEN3_NEXT_DEFAULTS = LLAMA_DEFAULTS | {  # configuration_qwen3_next.py
+    "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 48,
+    "num_attention_heads": 16, "num_key_value_heads": 2, "max_position_embeddings": 32768,
+    "head_dim": 256, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+    "linear_num_key_heads": 16, "linear_num_value_heads": 32, "decoder_sparse_step": 1,
+    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "num_experts_per_tok": 10,
+    "num_experts": 512, "mlp_only_layers": None, "layer_types": None, "full_attention_interval": 4,
+}  # fmt: skip
+_QWEN3_5_DEFAULTS = LLAMA_DEFAULTS | {  # configuration_qwen3_5.py (Qwen3_5TextConfig)
+    "vocab_size": 248320, "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 32,
+    "num_attention_heads": 16, "num_key_value_heads": 4, "max_position_embeddings": 32768,
+    "head_dim": 256, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+    "linear_num_key_heads": 16, "linear_num_value_heads": 32, "layer_types": None, "full_attention_interval": 4,
+}  # fmt: skip
+_QWEN3_5_MOE_DEFAULTS = _QWEN3_5_DEFAULTS | {  # configuration_qwen3_5_moe.py (Qwen3_5MoeTextConfig)
+    "hidden_size": 2048, "num_hidden_layers": 40, "num_key_value_heads": 2, "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512, "num_experts_per_tok": 8, "num_experts": 256,
+}  # fmt: skip
+
+FAMILIES: dict[str, Family] = {
+    "qwen3_next": Family(_qwen3_next, _QWEN3_NEXT_DEFAULTS, ("attention_dropout",)),
+    "qwen3_5_text": Family(_qwen3_5_text, _QWEN3_5_DEFAULTS, ("attention_dropout",)),
+    "qwen3_5_moe_text": Family(_qwen3_5_moe_text, _QWEN3_5_MOE_DEFAULTS, ("attention_dropout",)),
+}
+
+# Multimodal wrappers whose language model is a hybrid (text_config); their vision tower is not
+# counted (a checkpoint's tower tensors are listed apart, as for gemma3 / llama4 / mistral3).
+WRAPPERS: dict[str, str] = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
