@@ -57,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from hf_params import EDGE, GENERATORS  # noqa: E402
+from hf_cases_hybrid import HYBRID_TYPES  # noqa: E402  (their mixers: flops_mixers.py)
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 from transformers import AutoModelForCausalLM, PretrainedConfig  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
@@ -301,7 +302,7 @@ def draw_cases(n: int, seed: int) -> list[Case]:
         return Case(model_type, label, cfg, B, S)
 
     out: list[Case] = []
-    for model_type in (t for t in SUPPORTED_MODEL_TYPES if t in GENERATORS):
+    for model_type in (t for t in SUPPORTED_MODEL_TYPES if t in GENERATORS and t not in HYBRID_TYPES):
         runnable = 0
         for draw in range(n * MAX_DRAWS):
             if runnable == n:
@@ -310,7 +311,7 @@ def draw_cases(n: int, seed: int) -> list[Case]:
             config = CONFIG_MAPPING[model_type].from_dict(dict(cfg))
             out.append(new(model_type, f"random-{draw}", cfg))
             runnable += forward_breaks(config) is None
-    out += [new(cfg["model_type"], label, cfg) for label, cfg in EDGE]
+    out += [new(cfg["model_type"], label, cfg) for label, cfg in EDGE if cfg["model_type"] not in HYBRID_TYPES]
     return out
 
 

@@ -42,6 +42,7 @@ class StepFlopsSection(Section):
     attention_cores: int  # forward scores + re-weighting of all L blocks
     lm_head: int  # forward
     embedding_projection: int  # forward, OPT's project_in + project_out
+    mixers: int | None = None  # hybrid models only: forward of the non-attention mixers (Gated DeltaNet, ...), in layers
     per_layer_qkv: int  # forward of one representative block (full attention; MoE MLP if MoE), by term
     per_layer_scores: int
     per_layer_reweight: int
