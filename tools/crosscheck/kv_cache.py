@@ -35,7 +35,7 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: 
 
 from transformer_calc.model.config import ModelConfig  # noqa: E402
 from transformer_calc.sources.hf import from_hf_config  # noqa: E402
-from transformer_calc.estimators.inference.roofline import InferenceSpec, kv_cache  # noqa: E402
+from transformer_calc.estimators.inference.roofline import InferenceSpec, decode_state, kv_cache  # noqa: E402
 
 Cfg = dict[str, Any]
 BEGIN, END = "<!-- kv_cache:begin -->", "<!-- kv_cache:end -->"
@@ -74,26 +74,45 @@ CASES: list[tuple[str, Cfg]] = [
                                    "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 12,
                                    "n_routed_experts": 4, "num_experts_per_tok": 2,
                                    "moe_intermediate_size": 32, "n_group": 1, "topk_group": 1}),
+    # hybrids: the conv and recurrent states of the linear-attention layers (LinearAttentionLayer)
+    # beside the K/V of the full-attention ones; constant in the context
+    ("qwen3_next Gated DeltaNet 3:1, MoE", {"model_type": "qwen3_next", **_BASE, "num_key_value_heads": 2, "head_dim": 16,
+                                           "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+                                           "linear_key_head_dim": 8, "linear_value_head_dim": 12,
+                                           "linear_conv_kernel_dim": 4, "num_experts": 4, "num_experts_per_tok": 2,
+                                           "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32}),
+    ("qwen3_5_text Gated DeltaNet K=3, interval 2", {"model_type": "qwen3_5_text", **_BASE, "num_hidden_layers": 5,
+                                                   "num_key_value_heads": 1, "head_dim": 16, "linear_num_key_heads": 1,
+                                                   "linear_num_value_heads": 3, "linear_key_head_dim": 16,
+                                                   "linear_value_head_dim": 8, "linear_conv_kernel_dim": 3,
+                                                   "full_attention_interval": 2}),
 ]  # fmt: skip
+HYBRID = {"qwen3_next", "qwen3_5_text"}  # also run in bf16: the state's two dtypes
 PROMPTS = (1, 5, 8, 13)  # below, at and past the windows (8)
 DECODE = 10  # decode steps after each prompt (crosses the windows from below)
 BATCH = 2
 
 
 def cache_bytes(past: Any) -> int:
-    """Bytes of every tensor the cache object holds (keys and values of every layer)."""
+    """Bytes of every tensor the cache object holds: keys and values of every layer, and the conv
+    and recurrent states of the linear-attention layers (LinearAttentionLayer) of hybrid models."""
     total = 0
     for layer in past.layers:
-        for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+        tensors = [getattr(layer, "keys", None), getattr(layer, "values", None)]
+        for states in (getattr(layer, "conv_states", None), getattr(layer, "recurrent_states", None)):
+            tensors += list(states.values()) if isinstance(states, dict) else []
+        for t in tensors:
             if isinstance(t, torch.Tensor):
                 total += t.numel() * t.element_size()
     return total
 
 
-def run(label: str, cfg: Cfg, verbose: bool) -> tuple[list[str], int, str]:
-    """(failures, points checked, a table row)."""
+def run(label: str, cfg: Cfg, verbose: bool, dtype: str = "fp32") -> tuple[list[str], int, str]:
+    """(failures, points checked, a table row). `dtype` bf16: the model in bf16 (hybrids: the conv
+    state is held in bf16, the recurrent state in fp32, which tcalc's default state_dtype is)."""
     config = CONFIG_MAPPING[cfg["model_type"]].from_dict(dict(cfg))
-    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=torch_dtype).eval()
     m = ModelConfig.model_validate(from_hf_config(cfg))
     failures, points, worst = [], 0, 0
     gen = torch.Generator().manual_seed(0)
@@ -110,8 +129,9 @@ def run(label: str, cfg: Cfg, verbose: bool) -> tuple[list[str], int, str]:
                     past = out.past_key_values
                 measured = cache_bytes(past)
                 spec = InferenceSpec(batch_size=BATCH, prompt_len=S, new_tokens=step + 1,
-                                     weight_dtype="fp32", kv_dtype="fp32")
-                predicted = kv_cache(m, spec, context_len=context).total_bytes
+                                     weight_dtype=dtype, kv_dtype=dtype)
+                state = decode_state(m, spec)  # hybrids: the mixer layers' conv and recurrent states
+                predicted = kv_cache(m, spec, context_len=context).total_bytes + (state.total_bytes if state else 0)
                 points += 1
                 worst = max(worst, abs(predicted - measured))
                 if predicted != measured:
@@ -119,7 +139,7 @@ def run(label: str, cfg: Cfg, verbose: bool) -> tuple[list[str], int, str]:
                 elif verbose:
                     print(f"ok {label}: S={S} context={context}: {measured:,} bytes")
     kinds = ", ".join(f"{k.value} x{m.n_attention_layers(k)}" for k in type(m.attention_pattern[0]) if m.n_attention_layers(k))
-    row = f"| {label} | {kinds} | {points} | {worst:,} |"
+    row = f"| {label}{' (bf16)' if dtype != 'fp32' else ''} | {kinds} | {points} | {worst:,} |"
     return failures, points, row
 
 
@@ -133,10 +153,11 @@ def main() -> int:
     start = time.perf_counter()
     failures, rows, total = [], [], 0
     for label, cfg in CASES:
-        f, n, row = run(label, cfg, args.verbose)
-        failures += f
-        rows.append(row)
-        total += n
+        for dtype in ("fp32", "bf16") if cfg["model_type"] in HYBRID else ("fp32",):
+            f, n, row = run(label, cfg, args.verbose, dtype)
+            failures += f
+            rows.append(row)
+            total += n
     seconds = time.perf_counter() - start
     header = ["| config | layers by attention kind | points (prompt, decode steps) | largest difference (bytes) |",
               "| --- | --- | --- | --- |"]

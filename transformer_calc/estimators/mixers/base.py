@@ -95,6 +95,10 @@ class Mixer(Protocol):
         """Mixing FLOPs (conv + state update and read) of one decode token on one rank, beyond
         its projections (constant in the context)."""
 
+    def prompt_token_flops(self, m: ModelConfig, T: int) -> int:
+        """Mixing FLOPs per token when many tokens are mixed at once (a prompt: the chunked
+        form), on one rank, beyond the projections; linear in the tokens (no padding)."""
+
     def state(self, m: ModelConfig, T: int) -> MixerState:
         """The decode state of one sequence in one layer on one of T ranks."""
 

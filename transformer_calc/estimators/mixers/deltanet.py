@@ -136,6 +136,17 @@ class GatedDeltaNet:
         state = FLOPS_PER_MAC * DECODE_STATE_MACS * s.Hv * s.dk * s.dv
         return (conv + state) // T
 
+    def prompt_token_flops(self, m: ModelConfig, T: int) -> int:
+        """Per prompt token on one rank, the chunked form of `forward_flops` without the last chunk's
+        padding: the conv's K taps per channel, 2·(2·C·d_k + 3·d_k·d_v + C·d_v) matmul FLOPs and
+        (C - 1)·(d_k + d_v) for the triangular solves per value head (FLA's chunk kernels compute
+        whole chunks of C = 64 tokens)."""
+        self.check(m, T)
+        s = _shape(m)
+        conv = FLOPS_PER_MAC * s.conv_dim * s.K
+        per_head = FLOPS_PER_MAC * (2 * CHUNK * s.dk + 3 * s.dk * s.dv + CHUNK * s.dv) + (CHUNK - 1) * (s.dk + s.dv)
+        return (conv + s.Hv * per_head) // T
+
     def state(self, m: ModelConfig, T: int) -> MixerState:
         self.check(m, T)
         s = _shape(m)
