@@ -1,0 +1,118 @@
+"""Sequence mixers other than attention (estimators/mixers/): Gated DeltaNet's parameters, FLOPs,
+decode state and tensor-parallel share, checked by hand and against transformers' numbers (their
+sources beside them), and the hybrid model as the estimators sum it over the layer pattern."""
+
+from __future__ import annotations
+
+import pytest
+
+import transformer_calc as tc
+from transformer_calc.errors import TcalcError
+from transformer_calc.estimators.flops import count_flops
+from transformer_calc.estimators.inference.roofline import InferenceSpec, decode_state, inference_memory, kv_cache
+from transformer_calc.estimators.mixers import MIXERS, require_attention_only
+from transformer_calc.estimators.params import count_params, shard_params, tensor_parallel_params
+from transformer_calc.model.config import LayerAttention, ModelConfig, Workload
+from transformer_calc.sources.hf import from_hf_config
+from transformer_calc.sources.presets import gpu as find_gpu, preset_model
+
+GDN = MIXERS[LayerAttention.deltanet]
+# docs/formulas.md §5.5's worked example: D = 64, H_k = 2, H_v = 4, d_k = 16, d_v = 24, K = 4, in a
+# Qwen3-Next of 4 layers (3 Gated DeltaNet, then 1 full attention), a dense MLP of 96, V = 97
+TINY_HF = {"model_type": "qwen3_next", "vocab_size": 97, "hidden_size": 64, "num_hidden_layers": 4,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "linear_num_key_heads": 2,
+           "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 24,
+           "linear_conv_kernel_dim": 4, "num_experts": 0, "intermediate_size": 96}
+TINY = ModelConfig.model_validate(from_hf_config(TINY_HF))
+
+
+def test_pattern_from_layer_types():
+    assert [k.value for k in TINY.attention_pattern] == ["deltanet", "deltanet", "deltanet", "full"]
+    assert TINY.n_softmax_layers() == 1 and TINY.mixer_kinds == (LayerAttention.deltanet,) and TINY.is_hybrid
+
+
+def test_deltanet_params_by_hand():
+    """in_proj_qkvz + in_proj_ba 64·(2·32 + 2·96 + 2·4) = 16,896; out_proj 96·64 = 6,144; conv1d
+    160·4 = 640; dt_bias, A_log 2·4; gated norm 24: 23,712, what transformers 5.23 builds
+    (sum of Qwen3NextGatedDeltaNet(...).parameters() on the meta device)."""
+    p = GDN.params(TINY)
+    assert (p.projections, p.conv, p.other, p.total) == (16_896 + 6_144, 640, 32, 23_712)
+
+
+def test_hybrid_total_equals_transformers():
+    # tests/data/hf fixtures hold transformers' counts; the 80B's is its preset's expected_params
+    # (tools/crosscheck/verify_presets.py: Qwen3NextForCausalLM on the meta device)
+    m = preset_model("qwen3-next-80b-a3b")
+    c = count_params(m)
+    assert c.total == 79_674_391_296
+    assert c.n_attention_layers == 12 and c.mixers == 36 * GDN.params(m).total
+    assert c.as_dict()["layers_attn_q"] == 12 * c.layer.attn_q  # attention parts: attention layers only
+    # the gated attention's q_proj: D x 2·A·h_d (modeling_qwen3_next.py Qwen3NextAttention)
+    assert c.layer.attn_q == 2048 * 2 * 16 * 256
+
+
+def test_tensor_parallel_share():
+    """Heads split T ways: every part but the shared gated-norm weight (d_v) divides."""
+    m = TINY
+    assert GDN.shard_params(m, 2) == (23_712 - 24) // 2 + 24
+    assert shard_params(m, 2).total(m) == tensor_parallel_params(m, 2)
+    with pytest.raises(ValueError, match=r"linear_key_heads \(2\) must be divisible by T \(4\)"):
+        tensor_parallel_params(m.with_overrides({"n_heads": 4}), 4)
+
+
+def test_forward_flops_by_hand():
+    """B = 1, S = 5 (one chunk of C = 64, padded): projections 2·5·23,040 = 230,400; conv
+    2·(5 + 3)·160·4 = 10,240 (F.conv1d with padding K - 1); core 4 heads · 2·64·(2·64·16 + 3·16·24
+    + 64·24) = 2,424,832; the triangular solves 4 · 64·63·(16 + 24) = 645,120."""
+    f = GDN.forward_flops(TINY, 1, 5)
+    assert (f.projections, f.conv, f.core, f.hidden) == (230_400, 10_240, 2_424_832, 645_120)
+
+
+def test_model_forward_equals_flop_counter():
+    """FlopCounterMode's forward of Qwen3NextForCausalLM(TINY_HF) on the CPU, B = 1, S = 5, is
+    8,966,016 (tools/crosscheck/flops_mixers.py, torch 2.13, transformers 5.23): tcalc's forward
+    less the solves the counter cannot see."""
+    step = count_flops(TINY, Workload(seq_len=5, batch_size=1))
+    assert step.forward - 3 * GDN.forward_flops(TINY, 1, 5).hidden == 8_966_016
+    assert step.mixers == 3 * GDN.forward_flops(TINY, 1, 5).total
+
+
+def test_decode_state_is_constant_in_the_context():
+    """Per sequence and layer: conv 160·4 values (fp32 here), recurrent 4·16·24 values in fp32; what
+    transformers' LinearAttentionLayer holds (tools/crosscheck/kv_cache.py)."""
+    spec = InferenceSpec(batch_size=2, prompt_len=5, weight_dtype="fp32")
+    st = decode_state(TINY, spec)
+    assert st is not None
+    assert (st.conv_bytes_per_sequence, st.recurrent_bytes_per_sequence) == (3 * 640 * 4, 3 * 1536 * 4)
+    assert st.total_bytes == 2 * 3 * (640 + 1536) * 4
+    long = InferenceSpec(batch_size=2, prompt_len=5000, weight_dtype="fp32")
+    assert decode_state(TINY, long) == st  # whatever the context
+    assert kv_cache(TINY, long).total_bytes == 2 * 5000 * 2 * 2 * 16 * 4  # the one attention layer
+    bf16 = decode_state(TINY, InferenceSpec(batch_size=1, prompt_len=5))  # conv in bf16, state fp32
+    assert bf16 is not None and (bf16.conv_dtype, bf16.state_dtype) == ("bf16", "fp32")
+    assert bf16.bytes_per_sequence == 3 * (640 * 2 + 1536 * 4)
+
+
+def test_memory_counts_the_state():
+    spec = InferenceSpec(batch_size=3, prompt_len=64, weight_dtype="fp32")
+    mem = inference_memory(TINY, find_gpu("h100"), spec)
+    st = decode_state(TINY, spec)
+    assert st is not None and mem.state_bytes == st.per_gpu_bytes
+    assert mem.total_bytes == mem.weights_bytes + mem.kv_cache_bytes + mem.workspace_bytes + mem.state_bytes
+
+
+def test_attention_only_models_have_no_state():
+    m = ModelConfig.model_validate({"n_layers": 2, "d_model": 64, "n_heads": 4, "vocab_size": 100})
+    assert decode_state(m, InferenceSpec(batch_size=1, prompt_len=8)) is None
+    require_attention_only(m, "anything")  # no error
+
+
+def test_unmodeled_estimates_refuse_in_one_line():
+    with pytest.raises(TcalcError, match="training memory is not modeled for Gated DeltaNet"):
+        tc.memory("qwen3-next-80b-a3b", S=1024)
+
+
+def test_pattern_needs_the_widths():
+    with pytest.raises(ValueError, match="deltanet layers but linear_key_heads"):
+        ModelConfig.model_validate({"n_layers": 2, "d_model": 64, "n_heads": 4, "vocab_size": 100,
+                                    "attention_pattern": ["deltanet", "full"]})
