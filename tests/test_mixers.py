@@ -116,3 +116,56 @@ def test_pattern_needs_the_widths():
     with pytest.raises(ValueError, match="deltanet layers but linear_key_heads"):
         ModelConfig.model_validate({"n_layers": 2, "d_model": 64, "n_heads": 4, "vocab_size": 100,
                                     "attention_pattern": ["deltanet", "full"]})
+
+
+# ---------------------------------------------------------------------------- Mamba-2
+MAMBA2 = MIXERS[LayerAttention.mamba2]
+# docs/formulas.md §5.6's worked example: a Bamba of two layers (Mamba-2, then attention), D = 64,
+# H = 8 heads of P = 16 (mamba_expand 2), N = 16, G = 1, K = 4, chunk Q = 256, conv bias
+BAMBA_HF = {"model_type": "bamba", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "mamba_n_heads": 8, "mamba_d_state": 16, "num_hidden_layers": 2, "attn_layer_indices": [1],
+            "intermediate_size": 96, "vocab_size": 97}
+BAMBA = ModelConfig.model_validate(from_hf_config(BAMBA_HF))
+
+
+def test_mamba2_params_by_hand():
+    """in_proj 64·(128 + 160 + 8) = 18,944, out_proj 128·64 = 8,192, conv1d 160·4 + 160 = 800,
+    dt_bias, A_log, D 3·8, gated norm 128: 28,088, what transformers 5.23 builds
+    (sum of BambaMixer(...).parameters() on the meta device)."""
+    p = MAMBA2.params(BAMBA)
+    assert (p.projections, p.conv, p.other, p.total) == (18_944 + 8_192, 800, 152, 28_088)
+    assert [k.value for k in BAMBA.attention_pattern] == ["mamba2", "full"]
+
+
+def test_mamba2_forward_flops_by_hand():
+    """B = 1, S = 5, one chunk of Q = 256 (padded): per head 2·(256·256·(16 + 16) + 2·256·16·16 +
+    (1 + 1)²·16·16) = 4,458,496, 8 heads; the conv 2·(5 + 3)·160·4 = 10,240."""
+    f = MAMBA2.forward_flops(BAMBA, 1, 5)
+    assert (f.conv, f.core, f.hidden) == (10_240, 8 * 4_458_496, 0)
+    assert f.projections == 2 * 5 * 27_136
+
+
+def test_mamba2_decode_state():
+    """conv (128 + 2·16)·4 values in bf16, recurrent 8·16·16 in fp32 (transformers' cache holds them
+    so: tools/crosscheck/kv_cache.py)."""
+    st = decode_state(BAMBA, InferenceSpec(batch_size=1, prompt_len=5))
+    assert st is not None
+    assert (st.conv_bytes_per_sequence, st.recurrent_bytes_per_sequence) == (640 * 2, 2048 * 4)
+
+
+def test_mamba2_tensor_parallel():
+    """Heads split; with G = 1 the B/C group is replicated on every rank."""
+    T = 2
+    inner, g = 128 // T, 1
+    conv_dim = inner + 2 * g * 16
+    expected = 64 * (inner + conv_dim + 8 // T) + inner * 64 + conv_dim * 5 + 3 * (8 // T) + inner
+    assert MAMBA2.shard_params(BAMBA, T) == expected
+    with pytest.raises(ValueError, match=r"ssm_heads \(8\) must be divisible by T \(3\)"):
+        MAMBA2.check(BAMBA, 3)
+
+
+def test_granite_preset_equals_transformers():
+    # tools/crosscheck/verify_presets.py: GraniteMoeHybridForCausalLM on the meta device
+    m = preset_model("granite-4.0-h-small")
+    assert count_params(m).total == 32_207_337_984
+    assert m.n_attention_layers(LayerAttention.mamba2) == 36 and m.n_softmax_layers() == 4

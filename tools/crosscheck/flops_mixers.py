@@ -70,7 +70,7 @@ def counted(cfg: Cfg, B: int, S: int) -> tuple[int | None, Cfg]:
     full = json.loads(config.to_json_string(use_diff=False))
     if config.model_type in WRAPPERS:
         config = config.get_text_config()
-    kw = {"experts_implementation": "eager"} if getattr(config, "num_experts", 0) else {}
+    kw = {"experts_implementation": "eager"} if getattr(config, "num_experts", 0) or getattr(config, "num_local_experts", 0) else {}
     with torch.device("meta"):
         n = sum(p.numel() for p in AutoModelForCausalLM.from_config(config, **kw).parameters())
     if n > CPU_MAX_PARAMS:

@@ -86,7 +86,46 @@ def gen_qwen3_5_moe(r: R) -> Cfg:
 
 # The hybrid model types: the FLOPs of their mixers are checked by flops_mixers.py (forward), their
 # decode state by kv_cache.py; fine-tuning estimates refuse them (not modeled yet).
-HYBRID_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"})
+HYBRID_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "bamba",
+                          "granitemoehybrid"})
+
+def _mamba_knobs(r: R, D: int) -> Cfg:
+    expand = r.choice([1, 2])
+    inner = expand * D
+    H = r.choice([h for h in (1, 2, 3, 4, 6, 8) if inner % h == 0])
+    G = r.choice([g for g in (1, 2, 4) if H % g == 0])
+    cfg: Cfg = {"mamba_n_heads": H, "mamba_n_groups": G, "mamba_d_state": r.choice([4, 8, 16]),
+                "mamba_expand": expand, "mamba_d_conv": r.choice([2, 3, 4]), "mamba_chunk_size": r.choice([8, 16, 256])}
+    return _maybe(r, cfg, mamba_d_head=inner // H, mamba_conv_bias=r.random() < 0.5, mamba_proj_bias=r.random() < 0.5)
+
+
+def _mamba_base(r: R, model_type: str) -> Cfg:
+    kv = r.choice([1, 2])
+    A = kv * r.choice([1, 2])
+    D = A * r.choice([8, 12, 16])
+    cfg: Cfg = {"model_type": model_type, "vocab_size": r.randint(50, 3000), "hidden_size": D,
+                "num_hidden_layers": r.randint(1, 6), "num_attention_heads": A, "num_key_value_heads": kv,
+                "max_position_embeddings": r.choice([128, 4096]), **_mamba_knobs(r, D)}
+    return _maybe(r, cfg, tie_word_embeddings=r.random() < 0.5, attention_bias=r.random() < 0.5,
+                  attention_dropout=r.choice([0.0, 0.1]))
+
+
+def gen_bamba(r: R) -> Cfg:
+    cfg = _mamba_base(r, "bamba") | {"intermediate_size": r.randint(4, 200)}
+    L = cfg["num_hidden_layers"]
+    return _maybe(r, cfg, attn_layer_indices=sorted(r.sample(range(L), r.randint(0, L))), mlp_bias=r.random() < 0.5)
+
+
+def gen_granitemoehybrid(r: R) -> Cfg:
+    cfg = _mamba_base(r, "granitemoehybrid")
+    n = r.choice([0, 2, 4])
+    cfg |= {"num_local_experts": n, "num_experts_per_tok": r.randint(1, max(n, 1)), "intermediate_size": r.randint(4, 64),
+            "shared_intermediate_size": r.randint(4, 96)}
+    L = cfg["num_hidden_layers"]
+    _maybe(r, cfg, layer_types=[r.choice(["mamba", "attention"]) for _ in range(L)],
+           position_embedding_type=r.choice([None, "rope"]), embedding_multiplier=12.0, residual_multiplier=0.22)
+    return cfg
+
 
 def _own_stream(gen: Callable[[R], Cfg], seed: int) -> Callable[[R], Cfg]:
     """The generator on a random stream of its own (the shared one is left untouched), so that adding
@@ -99,6 +138,8 @@ GENERATORS: dict[str, Callable[[R], Cfg]] = {
     "qwen3_next": _own_stream(gen_qwen3_next, 22_1),
     "qwen3_5": _own_stream(gen_qwen3_5, 22_2),
     "qwen3_5_moe": _own_stream(gen_qwen3_5_moe, 22_3),
+    "bamba": _own_stream(gen_bamba, 22_4),
+    "granitemoehybrid": _own_stream(gen_granitemoehybrid, 22_5),
 }
 
 _S = {"vocab_size": 300, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
@@ -127,4 +168,18 @@ EDGE: list[tuple[str, Cfg]] = [
     ("aperiodic", {"model_type": "qwen3_5_moe", "text_config": {**_S, "num_hidden_layers": 5, "num_experts": 2, "num_experts_per_tok": 2,
                    "layer_types": ["full_attention", "linear_attention", "linear_attention", "full_attention",
                                    "linear_attention"]}}),
+    ("minimal", {"model_type": "bamba", "num_hidden_layers": 2, "vocab_size": 500, "hidden_size": 64,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96, "mamba_n_heads": 8,
+                 "mamba_d_state": 16, "attn_layer_indices": [1]}),
+    ("minimal", {"model_type": "granitemoehybrid", "num_hidden_layers": 2, "vocab_size": 500, "hidden_size": 64,
+                 "num_attention_heads": 4, "mamba_n_heads": 8, "mamba_d_state": 16, "intermediate_size": 32,
+                 "shared_intermediate_size": 48}),
+    ("legacy-names-dense", {"model_type": "granitemoehybrid", "num_hidden_layers": 4, "vocab_size": 300,
+                            "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 1,
+                            "mamba_n_heads": 4, "mamba_n_groups": 2, "mamba_d_state": 8, "mamba_d_head": 24,
+                            "num_local_experts": 0, "shared_intermediate_size": 40, "mamba_proj_bias": True,
+                            "layer_types": ["mamba", "attention", "mamba", "mamba"], "tie_word_embeddings": True}),
+    ("odd-head-dim", {"model_type": "bamba", "num_hidden_layers": 3, "vocab_size": 300, "hidden_size": 50,
+                      "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 70, "mamba_n_heads": 5,
+                      "mamba_d_state": 8, "mamba_conv_bias": False, "attn_layer_indices": [0, 2]}),
 ]  # fmt: skip

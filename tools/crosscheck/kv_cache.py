@@ -86,10 +86,20 @@ CASES: list[tuple[str, Cfg]] = [
                                                    "linear_num_value_heads": 3, "linear_key_head_dim": 16,
                                                    "linear_value_head_dim": 8, "linear_conv_kernel_dim": 3,
                                                    "full_attention_interval": 2}),
+    ("bamba Mamba-2 G=2, attention on 1 and 3", {"model_type": "bamba", **_BASE, "num_key_value_heads": 2,
+                                                 "mamba_n_heads": 4, "mamba_n_groups": 2, "mamba_d_state": 8,
+                                                 "mamba_d_conv": 3, "mamba_chunk_size": 8,
+                                                 "attn_layer_indices": [1, 3]}),
+    ("granitemoehybrid Mamba-2 + MoE", {"model_type": "granitemoehybrid", **_BASE, "num_key_value_heads": 1,
+                                        "mamba_n_heads": 8, "mamba_d_state": 16, "num_local_experts": 4,
+                                        "num_experts_per_tok": 2, "intermediate_size": 32,
+                                        "shared_intermediate_size": 48,
+                                        "layer_types": ["mamba", "mamba", "attention", "mamba"]}),
 ]  # fmt: skip
-HYBRID = {"qwen3_next", "qwen3_5_text"}  # also run in bf16: the state's two dtypes
+HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid"}  # also run in bf16: the state's two dtypes
 PROMPTS = (1, 5, 8, 13)  # below, at and past the windows (8)
 DECODE = 10  # decode steps after each prompt (crosses the windows from below)
+BF16_POINTS = ((1, 13), 3)  # prompts and decode steps of the bf16 runs
 BATCH = 2
 
 
@@ -116,12 +126,13 @@ def run(label: str, cfg: Cfg, verbose: bool, dtype: str = "fp32") -> tuple[list[
     m = ModelConfig.model_validate(from_hf_config(cfg))
     failures, points, worst = [], 0, 0
     gen = torch.Generator().manual_seed(0)
-    for S in PROMPTS:
+    prompts, decode = (PROMPTS, DECODE) if dtype == "fp32" else BF16_POINTS  # bf16: the dtypes, at fewer points
+    for S in prompts:
         ids = torch.randint(0, cfg["vocab_size"], (BATCH, S), generator=gen)
         with torch.no_grad():
             out = model(input_ids=ids, use_cache=True)
             past = out.past_key_values
-            for step in range(DECODE + 1):
+            for step in range(decode + 1):
                 context = S + step
                 if step:
                     nxt = torch.randint(0, cfg["vocab_size"], (BATCH, 1), generator=gen)
@@ -195,8 +206,8 @@ def write_docs(rows: list[str]) -> None:
         "allocation, the whole context for every layer; engines that expand MLA's latent cache",
         "per-head K and V (`--mla-cache decompressed`).",
         "",
-        "Hybrid models (Gated DeltaNet layers): the cache object's `LinearAttentionLayer`s hold a conv state",
-        "(conv_dim x K, the activation dtype) and a recurrent state (H_v x d_k x d_v, fp32) per sequence; they",
+        "Hybrid models (Gated DeltaNet, Mamba-2 layers): the cache object's `LinearAttentionLayer`s hold a conv",
+        "state (conv_dim x K, the activation dtype) and a recurrent state (H_v x d_k x d_v, or H x P x N; fp32) per sequence; they",
         "are summed with the K/V of the attention layers and compared with `kv_cache(...).total_bytes +",
         "decode_state(...).total_bytes`, in fp32 and in bf16 (`(bf16)` rows).",
         "",

@@ -59,6 +59,7 @@ class LayerAttention(str, Enum):
     sliding = "sliding"  # the last `sliding_window` tokens (Mistral, Gemma 2/3, gpt-oss)
     chunked = "chunked"  # tokens of the same `attention_chunk_size` block (Llama 4 local layers)
     deltanet = "deltanet"  # Gated DeltaNet (Yang et al. 2024; Qwen3-Next, Qwen3.5): conv + delta-rule state
+    mamba2 = "mamba2"  # Mamba-2 (Dao & Gu 2024; Bamba, Granite-4.0-H): conv + SSM state
 
 
 # The kinds that are softmax attention (Q, K, V, O and a KV cache); the others are `mixers` kinds.
@@ -138,6 +139,14 @@ class ModelConfig(BaseModel):
     linear_key_head_dim: int | None = Field(default=None, gt=0, description="d_k, Gated DeltaNet key head width")
     linear_value_head_dim: int | None = Field(default=None, gt=0, description="d_v, Gated DeltaNet value head width")
     conv_kernel: int | None = Field(default=None, gt=0, description="K_conv, taps of a mixer's causal depthwise conv")
+    # --- Mamba-2 layers (attention_pattern `mamba2`; estimators/mixers/mamba2.py)
+    ssm_heads: int | None = Field(default=None, gt=0, description="H, Mamba-2 heads")
+    ssm_head_dim: int | None = Field(default=None, gt=0, description="P, Mamba-2 head width (d_inner = H·P)")
+    ssm_state_size: int | None = Field(default=None, gt=0, description="N, Mamba-2 state size per head")
+    ssm_groups: int | None = Field(default=None, gt=0, description="G, Mamba-2 B/C groups")
+    ssm_chunk_size: int | None = Field(default=None, gt=0, description="Q, chunk of the chunked SSM scan")
+    ssm_proj_bias: bool = Field(default=False, description="biases on the Mamba-2 in/out projections")
+    ssm_conv_bias: bool = Field(default=True, description="a bias on the Mamba-2 conv")
     # --- multi-head latent attention (DeepSeek-V2/V3, Kimi K2): on when kv_lora_rank is set
     q_lora_rank: int | None = Field(default=None, gt=0, description="MLA query low rank (none: full q_proj)")
     kv_lora_rank: int | None = Field(default=None, gt=0, description="MLA latent width (cached)")
@@ -497,7 +506,7 @@ def _check_pattern(d: dict[str, Any]) -> None:
         return
     if isinstance(pat, (str, bytes)) or not isinstance(pat, (list, tuple)):
         raise ValueError(
-            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked/deltanet, e.g. [sliding, full]"
+            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked/deltanet/mamba2, e.g. [sliding, full]"
         )
     if not pat or len(pat) > MAX_PATTERN:
         raise ValueError(
@@ -514,6 +523,13 @@ def _check_pattern(d: dict[str, Any]) -> None:
                 f"linear_value_heads ({hv}) must be a multiple of linear_key_heads ({hk}) "
                 "(each key head serves H_v/H_k value heads); use a multiple of it"
             )
+    if "mamba2" in kinds:
+        missing = [k for k in MAMBA2_FIELDS if d.get(k) is None]
+        if missing:
+            raise ValueError(f"attention_pattern has mamba2 layers but {', '.join(missing)} is not given; give it")
+        heads, groups = _int_or_none(d.get("ssm_heads")), _int_or_none(d.get("ssm_groups"))
+        if heads and groups and heads % groups:
+            raise ValueError(f"ssm_heads ({heads}) must be a multiple of ssm_groups ({groups}); use a multiple of it")
     if "sliding" in kinds and d.get("sliding_window") is None:
         raise ValueError("attention_pattern has sliding layers but sliding_window is not given; give it")
     if "chunked" in kinds and d.get("attention_chunk_size") is None:
@@ -524,8 +540,10 @@ def _check_pattern(d: dict[str, Any]) -> None:
 # than attention): the JSON of every attention-only model stays as it was.
 SHOWN_WHEN_SET = frozenset({
     "attn_output_gate", "linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
-    "conv_kernel",
+    "conv_kernel", "ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "ssm_proj_bias",
+    "ssm_conv_bias",
 })
+MAMBA2_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "conv_kernel")
 DELTANET_FIELDS = ("linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim", "conv_kernel")
 
 

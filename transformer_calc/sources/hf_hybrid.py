@@ -1,5 +1,6 @@
 """Hugging Face config.json import for hybrid models: layers whose sequence mixer is not softmax
-attention (issue 22). Gated DeltaNet: qwen3_next, qwen3_5 (its text model), qwen3_5_moe.
+attention (issue 22). Gated DeltaNet: qwen3_next, qwen3_5 (its text model), qwen3_5_moe. Mamba-2:
+bamba, granitemoehybrid.
 
 Same contract as `transformer_calc.sources.hf`, whose reader these builders use: the spec's parameter
 count equals what transformers 5.23 builds on the meta device (tools/crosscheck/hf_params.py), the
@@ -19,6 +20,8 @@ from transformer_calc.sources.hf_2024 import MAX_DERIVED_LAYERS, qwen_moe_layers
 from transformer_calc.sources.hf_base import LLAMA_DEFAULTS, Family, Reader, gated_mlp_kind, rotary_common
 
 _HYBRID_KIND = {"linear_attention": "deltanet", "full_attention": "full"}
+# configuration_utils.py _LEGACY_LAYER_TYPE_REMAP: mamba -> linear_attention, attention -> full_attention
+_MAMBA_KIND = {"linear_attention": "mamba2", "mamba": "mamba2", "full_attention": "full", "attention": "full"}
 
 
 def _hybrid_pattern(c: Reader, L: int) -> dict[str, Any]:
@@ -105,6 +108,102 @@ def _qwen3_5_moe_text(c: Reader) -> dict[str, Any]:
     }
 
 
+# ---------------------------------------------------------------------------- Mamba-2 hybrids
+def _mamba2(c: Reader) -> dict[str, Any]:
+    """The Mamba-2 widths (BambaMixer, GraniteMoeHybridMambaLayer): d_inner = int(mamba_expand·D)
+    must be mamba_n_heads·mamba_d_head ("auto": d_inner // heads), as the config validates."""
+    D, H = c.int("hidden_size"), c.int("mamba_n_heads")
+    expand = c.values.get("mamba_expand")
+    if isinstance(expand, bool) or not isinstance(expand, (int, float)) or expand <= 0:
+        raise c._bad("mamba_expand", "a positive number")
+    inner = int(expand * D)
+    if H < 1 or inner % H:
+        raise c._bad("mamba_n_heads", f"a divisor of mamba_expand x hidden_size ({inner})")
+    head = c.values.get("mamba_d_head")
+    P = inner // H if head == "auto" else c.int("mamba_d_head")
+    if P * H != inner:
+        raise c._bad("mamba_d_head", f"mamba_expand x hidden_size / mamba_n_heads ({inner // H})")
+    out = {
+        "ssm_heads": H, "ssm_head_dim": P, "ssm_state_size": c.int("mamba_d_state"),
+        "ssm_groups": c.int("mamba_n_groups"), "conv_kernel": c.int("mamba_d_conv"),
+        "ssm_chunk_size": c.int("mamba_chunk_size"),
+        "ssm_proj_bias": c.flag("mamba_proj_bias"), "ssm_conv_bias": c.flag("mamba_conv_bias"),
+    }
+    for key, name in (("ssm_state_size", "mamba_d_state"), ("ssm_groups", "mamba_n_groups"),
+                      ("conv_kernel", "mamba_d_conv"), ("ssm_chunk_size", "mamba_chunk_size")):
+        if out[key] < 1:
+            raise c._bad(name, "a whole number >= 1")
+    if H % out["ssm_groups"]:
+        raise c._bad("mamba_n_groups", f"a divisor of mamba_n_heads ({H})")
+    return out
+
+
+def _floor_head_dim(spec: dict[str, Any]) -> dict[str, Any]:
+    """`getattr(config, "head_dim", hidden_size // num_attention_heads)`: the floor, pinned when
+    D/A is not whole (tcalc's default needs divisibility)."""
+    D, A = spec["d_model"], spec["n_heads"]
+    if "head_dim" not in spec and D % A:
+        spec["head_dim"] = D // A
+    return spec
+
+
+def _bamba(c: Reader) -> dict[str, Any]:
+    """modeling_bamba.py: BambaMixer (Mamba-2) layers, BambaAttention (q/k/v/o bias=attention_bias,
+    no q/k norms) on attn_layer_indices, a gated BambaMLP(intermediate_size, bias=mlp_bias) on every
+    layer, input_layernorm and pre_ff_layernorm, final_layernorm."""
+    bias = c.flag("attention_bias")
+    spec = _floor_head_dim(rotary_common(c, bias, bias, c.flag("mlp_bias")) | {"mlp": gated_mlp_kind(c, "hidden_act")})
+    L = spec["n_layers"]
+    indices = c.values.get("attn_layer_indices") or []
+    if not isinstance(indices, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in indices):
+        raise c._bad("attn_layer_indices", "a list of layer indices")
+    if L > MAX_DERIVED_LAYERS:
+        raise c._bad("num_hidden_layers", f"at most {MAX_DERIVED_LAYERS} layers")
+    kinds = ["full" if i in set(indices) else "mamba2" for i in range(L)]
+    return spec | _mamba2(c) | {"attention_pattern": shortest_period(kinds)}
+
+
+def _granitemoehybrid(c: Reader) -> dict[str, Any]:
+    """modeling_granitemoehybrid.py: GraniteMoeHybridMambaLayer (Mamba-2) or GraniteMoeHybridAttention
+    (q/k/v/o bias=attention_bias) per layer_types (default: every layer Mamba-2); on every layer the
+    shared_mlp (input_linear D x 2·shared_intermediate_size, output_linear back: a gated MLP) and,
+    with num_local_experts > 0, a MoE of experts of intermediate_size (gate_up + down, no biases) and
+    a router (E, D) without bias; two RMSNorms per layer and a final one. The multipliers and RoPE
+    (position_embedding_type) carry no parameters."""
+    bias = c.flag("attention_bias")
+    spec = _floor_head_dim(rotary_common(c, bias, bias, False) | {"mlp": gated_mlp_kind(c, "hidden_act")})
+    if c.values.get("position_embedding_type") != "rope":
+        spec["positional"] = "none"
+    shared = c.int("shared_intermediate_size")
+    n = c.opt_int("num_local_experts") or 0
+    spec["d_ff"] = shared
+    if n > 0:
+        spec |= {"n_experts": n, "experts_per_token": c.int("num_experts_per_tok"), "router": True,
+                 "moe_d_ff": c.int("intermediate_size"), "shared_expert_d_ff": shared}
+    L = spec["n_layers"]
+    given = c.values.get("layer_types")
+    if given is None:
+        kinds = ["mamba2"]
+    elif not isinstance(given, list) or len(given) != L or any(k not in _MAMBA_KIND for k in given):
+        raise c._bad("layer_types", f"a list of {L} kinds, each mamba / linear_attention or attention / full_attention")
+    else:
+        kinds = shortest_period([_MAMBA_KIND[k] for k in given])
+    return spec | _mamba2(c) | {"attention_pattern": kinds}
+
+
+_MAMBA_DEFAULTS = {  # the Mamba-2 fields of configuration_bamba.py and configuration_granitemoehybrid.py
+    "mamba_n_heads": 128, "mamba_d_head": "auto", "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
+    "mamba_expand": 2, "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_proj_bias": False,
+}  # fmt: skip
+_BAMBA_DEFAULTS = LLAMA_DEFAULTS | _MAMBA_DEFAULTS | {  # configuration_bamba.py
+    "vocab_size": 128000, "intermediate_size": 14336, "num_key_value_heads": 8, "rms_norm_eps": 1e-5,
+    "max_position_embeddings": 262144, "attn_layer_indices": None,
+}  # fmt: skip
+_GRANITEMOEHYBRID_DEFAULTS = LLAMA_DEFAULTS | _MAMBA_DEFAULTS | {  # configuration_granitemoehybrid.py
+    "num_local_experts": 8, "num_experts_per_tok": 2, "shared_intermediate_size": 1024,
+    "position_embedding_type": None, "layer_types": None,
+}  # fmt: skip
+
 _QWEN3_NEXT_DEFAULTS = LLAMA_DEFAULTS | {  # configuration_qwen3_next.py
     "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 48,
     "num_attention_heads": 16, "num_key_value_heads": 2, "max_position_embeddings": 32768,
@@ -128,6 +227,11 @@ FAMILIES: dict[str, Family] = {
     "qwen3_next": Family(_qwen3_next, _QWEN3_NEXT_DEFAULTS, ("attention_dropout",)),
     "qwen3_5_text": Family(_qwen3_5_text, _QWEN3_5_DEFAULTS, ("attention_dropout",)),
     "qwen3_5_moe_text": Family(_qwen3_5_moe_text, _QWEN3_5_MOE_DEFAULTS, ("attention_dropout",)),
+    "bamba": Family(_bamba, _BAMBA_DEFAULTS, ("attention_dropout",)),
+    "granitemoehybrid": Family(
+        _granitemoehybrid, _GRANITEMOEHYBRID_DEFAULTS, ("attention_dropout",),
+        {"layers_block_type": "layer_types"},  # attribute_map
+    ),
 }
 
 # Multimodal wrappers whose language model is a hybrid (text_config); their vision tower is not
