@@ -169,3 +169,22 @@ def test_granite_preset_equals_transformers():
     m = preset_model("granite-4.0-h-small")
     assert count_params(m).total == 32_207_337_984
     assert m.n_attention_layers(LayerAttention.mamba2) == 36 and m.n_softmax_layers() == 4
+
+
+def test_falcon_h1_runs_attention_beside_the_mixer():
+    """modeling_falcon_h1.py: every layer has FalconH1Attention and FalconH1Mixer in parallel; the
+    count adds the two (fixtures in tests/data/hf hold transformers' totals), every layer caches K/V
+    and keeps a Mamba-2 state."""
+    cfg = {"model_type": "falcon_h1", "num_hidden_layers": 2, "vocab_size": 500, "hidden_size": 64,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96, "mamba_n_heads": 8,
+           "mamba_d_state": 16, "mamba_d_ssm": 64}
+    m = ModelConfig.model_validate(from_hf_config(cfg))
+    c = count_params(m)
+    assert m.mixer_beside_attention and c.n_attention_layers == 2
+    assert c.layers == 2 * (c.layer.total + MAMBA2.params(m).total)
+    assert MAMBA2.params(m).other == 3 * 8  # no gated norm without mamba_rms_norm
+    spec = InferenceSpec(batch_size=1, prompt_len=100, weight_dtype="fp32")
+    assert kv_cache(m, spec).total_bytes == 2 * 100 * 2 * 2 * 16 * 4  # K and V of both layers
+    st = decode_state(m, spec)
+    assert st is not None and st.layers_by_kind == {"mamba2": 2}
+    assert shard_params(m, 2).total(m) == tensor_parallel_params(m, 2)

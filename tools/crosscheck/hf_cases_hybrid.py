@@ -87,7 +87,7 @@ def gen_qwen3_5_moe(r: R) -> Cfg:
 # The hybrid model types: the FLOPs of their mixers are checked by flops_mixers.py (forward), their
 # decode state by kv_cache.py; fine-tuning estimates refuse them (not modeled yet).
 HYBRID_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "bamba",
-                          "granitemoehybrid"})
+                          "granitemoehybrid", "falcon_h1"})
 
 def _mamba_knobs(r: R, D: int) -> Cfg:
     expand = r.choice([1, 2])
@@ -127,6 +127,19 @@ def gen_granitemoehybrid(r: R) -> Cfg:
     return cfg
 
 
+def gen_falcon_h1(r: R) -> Cfg:
+    cfg = _mamba_base(r, "falcon_h1") | {"intermediate_size": r.randint(4, 200)}
+    if r.random() < 0.5:  # mamba_d_ssm: the inner width, a multiple of the heads
+        H = cfg["mamba_n_heads"]
+        cfg["mamba_d_ssm"] = H * r.choice([4, 8, 12])
+        cfg.pop("mamba_d_head", None)
+    else:
+        cfg["mamba_d_ssm"] = None  # mamba_expand x hidden_size
+    _maybe(r, cfg, mamba_rms_norm=r.random() < 0.5, projectors_bias=r.random() < 0.5, mlp_bias=r.random() < 0.5,
+           head_dim=r.choice([8, 16]), key_multiplier=0.5, ssm_multipliers=[0.5, 1.0, 1.0, 2.0, 1.0])
+    return cfg
+
+
 def _own_stream(gen: Callable[[R], Cfg], seed: int) -> Callable[[R], Cfg]:
     """The generator on a random stream of its own (the shared one is left untouched), so that adding
     these types does not shift the draws, and the fixtures, of the types sorted after them."""
@@ -140,6 +153,7 @@ GENERATORS: dict[str, Callable[[R], Cfg]] = {
     "qwen3_5_moe": _own_stream(gen_qwen3_5_moe, 22_3),
     "bamba": _own_stream(gen_bamba, 22_4),
     "granitemoehybrid": _own_stream(gen_granitemoehybrid, 22_5),
+    "falcon_h1": _own_stream(gen_falcon_h1, 22_6),
 }
 
 _S = {"vocab_size": 300, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
@@ -182,4 +196,12 @@ EDGE: list[tuple[str, Cfg]] = [
     ("odd-head-dim", {"model_type": "bamba", "num_hidden_layers": 3, "vocab_size": 300, "hidden_size": 50,
                       "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 70, "mamba_n_heads": 5,
                       "mamba_d_state": 8, "mamba_conv_bias": False, "attn_layer_indices": [0, 2]}),
+    ("minimal", {"model_type": "falcon_h1", "num_hidden_layers": 2, "vocab_size": 500, "hidden_size": 64,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96, "mamba_n_heads": 8,
+                 "mamba_d_state": 16, "mamba_d_ssm": 64}),
+    ("expand-norm-biases", {"model_type": "falcon_h1", "num_hidden_layers": 3, "vocab_size": 300, "hidden_size": 48,
+                            "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16,
+                            "intermediate_size": 70, "mamba_n_heads": 6, "mamba_n_groups": 2, "mamba_d_state": 8,
+                            "mamba_d_ssm": None, "mamba_rms_norm": True, "projectors_bias": True,
+                            "mamba_proj_bias": True, "mlp_bias": True, "attention_bias": True}),
 ]  # fmt: skip

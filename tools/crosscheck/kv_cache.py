@@ -95,8 +95,11 @@ CASES: list[tuple[str, Cfg]] = [
                                         "num_experts_per_tok": 2, "intermediate_size": 32,
                                         "shared_intermediate_size": 48,
                                         "layer_types": ["mamba", "mamba", "attention", "mamba"]}),
+    ("falcon_h1 attention beside Mamba-2, d_ssm 48", {"model_type": "falcon_h1", **_BASE, "num_key_value_heads": 2,
+                                                      "mamba_n_heads": 4, "mamba_d_state": 8, "mamba_d_ssm": 48,
+                                                      "mamba_chunk_size": 8, "mamba_rms_norm": True}),
 ]  # fmt: skip
-HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid"}  # also run in bf16: the state's two dtypes
+HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid", "falcon_h1"}  # also run in bf16: the state's two dtypes
 PROMPTS = (1, 5, 8, 13)  # below, at and past the windows (8)
 DECODE = 10  # decode steps after each prompt (crosses the windows from below)
 BF16_POINTS = ((1, 13), 3)  # prompts and decode steps of the bf16 runs
@@ -150,6 +153,8 @@ def run(label: str, cfg: Cfg, verbose: bool, dtype: str = "fp32") -> tuple[list[
                 elif verbose:
                     print(f"ok {label}: S={S} context={context}: {measured:,} bytes")
     kinds = ", ".join(f"{k.value} x{m.n_attention_layers(k)}" for k in type(m.attention_pattern[0]) if m.n_attention_layers(k))
+    if m.mixer_beside_attention:
+        kinds += f" (each with full attention beside: full x{m.n_kv_layers(type(m.attention_pattern[0]).full)})"
     row = f"| {label}{' (bf16)' if dtype != 'fp32' else ''} | {kinds} | {points} | {worst:,} |"
     return failures, points, row
 

@@ -278,6 +278,9 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
             f_mix = MIXERS[kind].forward_flops(m, B, S)
             mixers += n * f_mix.total
             cores += n * (f_mix.core + f_mix.hidden)  # the mixing kernel: what selective recompute repeats
+            if m.mixer_beside_attention:  # Falcon-H1: full attention beside the mixer in the same layer
+                attention += n * layer.attention
+                cores += n * layer.attention_core
         elif n:
             f = layer if kind is LayerAttention.full else layer_flops(m, w, causal=causal, windowed=windowed, kind=kind)
             attention += n * f.attention

@@ -384,8 +384,9 @@ class ShardParams:
         """The blocks' shards for layers [start, stop)."""
         n_moe = m.n_moe_layers(start, stop)
         total = n_moe * self.layer + (stop - start - n_moe) * self.dense_layer
+        beside = self.attention if m.mixer_beside_attention else 0  # Falcon-H1: attention stays
         for kind, shard in self.mixers:  # a mixer layer: its mixer in place of attention
-            total += m.n_attention_layers(kind, start, stop) * (shard - self.attention)
+            total += m.n_attention_layers(kind, start, stop) * (shard - self.attention + beside)
         return total
 
     def total(self, m: ModelConfig) -> int:

@@ -147,6 +147,12 @@ class ModelConfig(BaseModel):
     ssm_chunk_size: int | None = Field(default=None, gt=0, description="Q, chunk of the chunked SSM scan")
     ssm_proj_bias: bool = Field(default=False, description="biases on the Mamba-2 in/out projections")
     ssm_conv_bias: bool = Field(default=True, description="a bias on the Mamba-2 conv")
+    ssm_out_bias: bool | None = Field(default=None, description="a bias on the Mamba-2 out_proj (default: ssm_proj_bias)")
+    ssm_norm: bool = Field(default=True, description="the Mamba-2 gated RMSNorm before out_proj (Falcon-H1: optional)")
+    mixer_beside_attention: bool = Field(
+        default=False,
+        description="the pattern's mixer layers also run full attention beside the mixer (Falcon-H1's parallel hybrid)",
+    )
     # --- multi-head latent attention (DeepSeek-V2/V3, Kimi K2): on when kv_lora_rank is set
     q_lora_rank: int | None = Field(default=None, gt=0, description="MLA query low rank (none: full q_proj)")
     kv_lora_rank: int | None = Field(default=None, gt=0, description="MLA latent width (cached)")
@@ -273,8 +279,20 @@ class ModelConfig(BaseModel):
         return upto(stop) - upto(start)
 
     def n_softmax_layers(self, start: int = 0, stop: int | None = None) -> int:
-        """Layers with softmax attention (full, sliding or chunked) among [start, stop)."""
-        return sum(self.n_attention_layers(k, start, stop) for k in ATTENTION_KINDS)
+        """Layers with softmax attention (full, sliding or chunked) among [start, stop); with
+        `mixer_beside_attention`, the mixer layers too (their attention is full)."""
+        n = sum(self.n_attention_layers(k, start, stop) for k in ATTENTION_KINDS)
+        if self.mixer_beside_attention:
+            n += sum(self.n_attention_layers(k, start, stop) for k in self.mixer_kinds)
+        return n
+
+    def n_kv_layers(self, kind: LayerAttention) -> int:
+        """Layers whose attention is of `kind` (a full/sliding/chunked kind): the pattern's, and with
+        `mixer_beside_attention` the mixer layers' full attention."""
+        n = self.n_attention_layers(kind)
+        if kind is LayerAttention.full and self.mixer_beside_attention:
+            n += sum(self.n_attention_layers(k) for k in self.mixer_kinds)
+        return n
 
     @property
     def mixer_kinds(self) -> tuple[LayerAttention, ...]:
@@ -541,7 +559,7 @@ def _check_pattern(d: dict[str, Any]) -> None:
 SHOWN_WHEN_SET = frozenset({
     "attn_output_gate", "linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
     "conv_kernel", "ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "ssm_proj_bias",
-    "ssm_conv_bias",
+    "ssm_conv_bias", "ssm_out_bias", "ssm_norm", "mixer_beside_attention",
 })
 MAMBA2_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "conv_kernel")
 DELTANET_FIELDS = ("linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim", "conv_kernel")

@@ -389,8 +389,8 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
         ),
         kv_cache=KVCacheSection(
             context_len=kv.context_len,
-            layers_by_kind={k.value: m.n_attention_layers(k) for k in LayerAttention
-                            if k in ATTENTION_KINDS and m.n_attention_layers(k)},
+            layers_by_kind={k.value: m.n_kv_layers(k) for k in LayerAttention
+                            if k in ATTENTION_KINDS and m.n_kv_layers(k)},
             sliding_window=m.sliding_window,
             attention_chunk_size=m.attention_chunk_size,
             replicated_per_gpu=m.is_mla and spec.mla_cache == "latent",

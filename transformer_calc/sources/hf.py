@@ -380,7 +380,6 @@ SAME_AS: dict[str, str] = {"kimi_k2": "deepseek_v3"}
 
 # Model types transformers has that tcalc cannot represent, with what is missing.
 UNREPRESENTABLE: dict[str, str] = {
-    "falcon_h1": "its Mamba-2 state-space mixers",
     "falcon_mamba": "its Mamba state-space layers",
     "mamba": "its state-space layers",
     "mamba2": "its state-space layers",

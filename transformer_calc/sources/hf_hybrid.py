@@ -1,6 +1,6 @@
 """Hugging Face config.json import for hybrid models: layers whose sequence mixer is not softmax
 attention (issue 22). Gated DeltaNet: qwen3_next, qwen3_5 (its text model), qwen3_5_moe. Mamba-2:
-bamba, granitemoehybrid.
+bamba, granitemoehybrid, falcon_h1 (attention and Mamba-2 in parallel in every layer).
 
 Same contract as `transformer_calc.sources.hf`, whose reader these builders use: the spec's parameter
 count equals what transformers 5.23 builds on the meta device (tools/crosscheck/hf_params.py), the
@@ -109,14 +109,16 @@ def _qwen3_5_moe_text(c: Reader) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- Mamba-2 hybrids
-def _mamba2(c: Reader) -> dict[str, Any]:
-    """The Mamba-2 widths (BambaMixer, GraniteMoeHybridMambaLayer): d_inner = int(mamba_expand·D)
-    must be mamba_n_heads·mamba_d_head ("auto": d_inner // heads), as the config validates."""
+def _mamba2(c: Reader, inner: int | None = None) -> dict[str, Any]:
+    """The Mamba-2 widths (BambaMixer, GraniteMoeHybridMambaLayer, FalconH1Mixer): d_inner =
+    int(mamba_expand·D) (Falcon-H1: mamba_d_ssm when set) must be mamba_n_heads·mamba_d_head
+    ("auto": d_inner // heads), as the config validates."""
     D, H = c.int("hidden_size"), c.int("mamba_n_heads")
-    expand = c.values.get("mamba_expand")
-    if isinstance(expand, bool) or not isinstance(expand, (int, float)) or expand <= 0:
-        raise c._bad("mamba_expand", "a positive number")
-    inner = int(expand * D)
+    if inner is None:
+        expand = c.values.get("mamba_expand")
+        if isinstance(expand, bool) or not isinstance(expand, (int, float)) or expand <= 0:
+            raise c._bad("mamba_expand", "a positive number")
+        inner = int(expand * D)
     if H < 1 or inner % H:
         raise c._bad("mamba_n_heads", f"a divisor of mamba_expand x hidden_size ({inner})")
     head = c.values.get("mamba_d_head")
@@ -191,6 +193,23 @@ def _granitemoehybrid(c: Reader) -> dict[str, Any]:
     return spec | _mamba2(c) | {"attention_pattern": kinds}
 
 
+def _falcon_h1(c: Reader) -> dict[str, Any]:
+    """modeling_falcon_h1.py: every layer runs FalconH1Mixer (Mamba-2 of d_inner = mamba_d_ssm, or
+    mamba_expand·D; in_proj bias mamba_proj_bias, out_proj bias projectors_bias, the gated norm only
+    with mamba_rms_norm) and FalconH1Attention (q/k/v/o bias=attention_bias) in parallel on the same
+    input, then a gated FalconH1MLP(intermediate_size, bias=mlp_bias); input_layernorm,
+    pre_ff_layernorm, final_layernorm. The mup multipliers (mup_vector is a buffer) carry no
+    parameters."""
+    bias = c.flag("attention_bias")
+    spec = _floor_head_dim(rotary_common(c, bias, bias, c.flag("mlp_bias")) | {"mlp": gated_mlp_kind(c, "hidden_act")})
+    inner = c.opt_int("mamba_d_ssm")
+    if inner is not None and inner < 1:
+        raise c._bad("mamba_d_ssm", "a whole number >= 1 (or null: mamba_expand x hidden_size)")
+    mamba = _mamba2(c, inner)
+    mamba |= {"ssm_out_bias": c.flag("projectors_bias"), "ssm_norm": c.flag("mamba_rms_norm")}
+    return spec | mamba | {"attention_pattern": ["mamba2"], "mixer_beside_attention": True}
+
+
 _MAMBA_DEFAULTS = {  # the Mamba-2 fields of configuration_bamba.py and configuration_granitemoehybrid.py
     "mamba_n_heads": 128, "mamba_d_head": "auto", "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
     "mamba_expand": 2, "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_proj_bias": False,
@@ -198,6 +217,10 @@ _MAMBA_DEFAULTS = {  # the Mamba-2 fields of configuration_bamba.py and configur
 _BAMBA_DEFAULTS = LLAMA_DEFAULTS | _MAMBA_DEFAULTS | {  # configuration_bamba.py
     "vocab_size": 128000, "intermediate_size": 14336, "num_key_value_heads": 8, "rms_norm_eps": 1e-5,
     "max_position_embeddings": 262144, "attn_layer_indices": None,
+}  # fmt: skip
+_FALCON_H1_DEFAULTS = LLAMA_DEFAULTS | _MAMBA_DEFAULTS | {  # configuration_falcon_h1.py
+    "vocab_size": 128000, "intermediate_size": 14336, "num_key_value_heads": 8, "max_position_embeddings": 8192,
+    "mamba_d_ssm": 1024, "mamba_norm_before_gate": True, "mamba_rms_norm": False, "projectors_bias": False,
 }  # fmt: skip
 _GRANITEMOEHYBRID_DEFAULTS = LLAMA_DEFAULTS | _MAMBA_DEFAULTS | {  # configuration_granitemoehybrid.py
     "num_local_experts": 8, "num_experts_per_tok": 2, "shared_intermediate_size": 1024,
@@ -228,6 +251,7 @@ FAMILIES: dict[str, Family] = {
     "qwen3_5_text": Family(_qwen3_5_text, _QWEN3_5_DEFAULTS, ("attention_dropout",)),
     "qwen3_5_moe_text": Family(_qwen3_5_moe_text, _QWEN3_5_MOE_DEFAULTS, ("attention_dropout",)),
     "bamba": Family(_bamba, _BAMBA_DEFAULTS, ("attention_dropout",)),
+    "falcon_h1": Family(_falcon_h1, _FALCON_H1_DEFAULTS, ("attention_dropout",)),
     "granitemoehybrid": Family(
         _granitemoehybrid, _GRANITEMOEHYBRID_DEFAULTS, ("attention_dropout",),
         {"layers_block_type": "layer_types"},  # attribute_map

@@ -351,7 +351,7 @@ def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[
     return tuple(
         _KVGroup(n, per_layer, windows[kind])
         for kind in LayerAttention
-        if kind in ATTENTION_KINDS and (n := m.n_attention_layers(kind))
+        if kind in ATTENTION_KINDS and (n := m.n_kv_layers(kind))
     )
 
 

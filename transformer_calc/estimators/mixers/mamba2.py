@@ -16,8 +16,12 @@ Parameters of one layer:
     in_proj     D·(d_inner + conv_dim + H)   (z, x, B, C, dt), + the same bias with ssm_proj_bias
     conv1d      conv_dim·K                   (depthwise), + conv_dim with ssm_conv_bias
     dt_bias, A_log, D   3·H
-    norm        d_inner                      (gated RMSNorm, MambaRMSNormGated)
-    out_proj    d_inner·D                    + D with ssm_proj_bias
+    norm        d_inner                      (gated RMSNorm, MambaRMSNormGated; Falcon-H1: with ssm_norm)
+    out_proj    d_inner·D                    + D with ssm_out_bias (default ssm_proj_bias)
+
+Falcon-H1 (`models/falcon_h1/modeling_falcon_h1.py` FalconH1Mixer) is this layer with d_inner =
+mamba_d_ssm, an optional norm and out_proj's bias from projectors_bias; its layers run attention
+beside it (`mixer_beside_attention`), which the estimators add as a full-attention layer.
 
 Decode state per sequence and layer (transformers' LinearAttentionLayer): conv_dim·K conv values at
 the activation dtype, H·P·N recurrent values in fp32 (mamba2_chunk_scan runs in fp32 and returns
@@ -51,6 +55,8 @@ class _Shape:
     Q: int
     proj_bias: bool
     conv_bias: bool
+    out_bias: bool
+    norm: bool
 
     @property
     def inner(self) -> int:
@@ -68,7 +74,8 @@ class _Shape:
 def _shape(m: ModelConfig) -> _Shape:
     H, P, N, G, K, Q = m.ssm_heads, m.ssm_head_dim, m.ssm_state_size, m.ssm_groups, m.conv_kernel, m.ssm_chunk_size
     assert H and P and N and G and K and Q, "config._check_pattern requires the Mamba-2 widths"
-    return _Shape(m.d_model, H, P, N, G, K, Q, m.ssm_proj_bias, m.ssm_conv_bias)
+    out_bias = m.ssm_proj_bias if m.ssm_out_bias is None else m.ssm_out_bias
+    return _Shape(m.d_model, H, P, N, G, K, Q, m.ssm_proj_bias, m.ssm_conv_bias, out_bias, m.ssm_norm)
 
 
 class Mamba2:
@@ -89,11 +96,11 @@ class Mamba2:
     def params(self, m: ModelConfig) -> MixerParams:
         s = _shape(m)
         in_proj = s.D * s.in_width + (s.in_width if s.proj_bias else 0)
-        out_proj = s.inner * s.D + (s.D if s.proj_bias else 0)
+        out_proj = s.inner * s.D + (s.D if s.out_bias else 0)  # Falcon-H1: bias=projectors_bias
         return MixerParams(
             projections=in_proj + out_proj,
             conv=s.conv_dim * s.K + (s.conv_dim if s.conv_bias else 0),
-            other=PER_HEAD_SCALARS * s.H + rmsnorm_params(s.inner),
+            other=PER_HEAD_SCALARS * s.H + (rmsnorm_params(s.inner) if s.norm else 0),
         )
 
     def _groups_per_rank(self, m: ModelConfig, T: int) -> int:
@@ -108,9 +115,9 @@ class Mamba2:
         conv_dim = inner + 2 * g * s.N
         in_width = inner + conv_dim + heads
         in_proj = s.D * in_width + (in_width if s.proj_bias else 0)
-        out_proj = inner * s.D + (s.D if s.proj_bias else 0)  # row-parallel; its bias replicated
+        out_proj = inner * s.D + (s.D if s.out_bias else 0)  # row-parallel; its bias replicated
         conv = conv_dim * s.K + (conv_dim if s.conv_bias else 0)
-        return in_proj + out_proj + conv + PER_HEAD_SCALARS * heads + rmsnorm_params(inner)
+        return in_proj + out_proj + conv + PER_HEAD_SCALARS * heads + (rmsnorm_params(inner) if s.norm else 0)
 
     def matmul_params(self, m: ModelConfig, T: int) -> int:
         self.check(m, T)
