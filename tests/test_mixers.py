@@ -188,3 +188,30 @@ def test_falcon_h1_runs_attention_beside_the_mixer():
     st = decode_state(m, spec)
     assert st is not None and st.layers_by_kind == {"mamba2": 2}
     assert shard_params(m, 2).total(m) == tensor_parallel_params(m, 2)
+
+
+def test_nemotron_h_one_block_per_layer():
+    """modeling_nemotron_h.py: a layer is one block (one RMSNorm and one mixer): Mamba-2 (M),
+    attention (*), an MLP (-) or a MoE (E); pattern kind none is a block without sequence mixer."""
+    cfg = {"model_type": "nemotron_h", "hybrid_override_pattern": "M-M*E", "vocab_size": 500, "hidden_size": 64,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 96,
+           "mamba_num_heads": 8, "mamba_head_dim": 8, "n_groups": 2, "ssm_state_size": 16, "n_routed_experts": 4,
+           "moe_intermediate_size": 32, "moe_shared_expert_intermediate_size": 48}
+    m = ModelConfig.model_validate(from_hf_config(cfg))
+    assert [k.value for k in m.attention_pattern] == ["mamba2", "none", "mamba2", "full", "none"]
+    assert (m.n_moe_layers(), m.n_channel_free_layers()) == (1, 3)  # E is MoE, - dense, M/M/* have no MLP
+    c = count_params(m)
+    D, V = 64, 500
+    attention = 64 * 4 * 16 + 2 * 64 * 2 * 16 + 4 * 16 * 64
+    mlp = 2 * 64 * 96  # up, down (relu²)
+    moe = 4 * 2 * 64 * 32 + 2 * 64 * 48 + 4 * 64  # experts, shared expert, router
+    by_hand = 2 * V * D + D + 5 * D + attention + mlp + moe + 2 * MAMBA2.params(m).total
+    assert c.total == by_hand  # tests/data/hf/nemotron_h_minimal.json: transformers' count
+    assert shard_params(m, 2).total(m) == tensor_parallel_params(m, 2)
+
+
+def test_nemotron_preset_equals_transformers():
+    # tools/crosscheck/verify_presets.py: NemotronHForCausalLM on the meta device
+    m = preset_model("nemotron-3-nano-30b-a3b")
+    assert count_params(m).total == 31_577_937_344
+    assert m.n_attention_layers(LayerAttention.mamba2) == 23 and m.n_softmax_layers() == 6 and m.n_moe_layers() == 23

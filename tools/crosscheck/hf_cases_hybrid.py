@@ -87,7 +87,7 @@ def gen_qwen3_5_moe(r: R) -> Cfg:
 # The hybrid model types: the FLOPs of their mixers are checked by flops_mixers.py (forward), their
 # decode state by kv_cache.py; fine-tuning estimates refuse them (not modeled yet).
 HYBRID_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "bamba",
-                          "granitemoehybrid", "falcon_h1"})
+                          "granitemoehybrid", "falcon_h1", "nemotron_h"})
 
 def _mamba_knobs(r: R, D: int) -> Cfg:
     expand = r.choice([1, 2])
@@ -140,6 +140,33 @@ def gen_falcon_h1(r: R) -> Cfg:
     return cfg
 
 
+def gen_nemotron_h(r: R) -> Cfg:
+    kv = r.choice([1, 2])
+    A = kv * r.choice([1, 2])
+    D = r.choice([32, 48, 64])
+    H = r.choice([2, 4, 6])
+    G = r.choice([g for g in (1, 2) if H % g == 0])
+    blocks = "".join(r.choice("M*-E") for _ in range(r.randint(1, 8)))
+    cfg: Cfg = {"model_type": "nemotron_h", "vocab_size": r.randint(50, 3000), "hidden_size": D,
+                "num_attention_heads": A, "num_key_value_heads": kv, "head_dim": r.choice([8, 16]),
+                "intermediate_size": r.randint(4, 200), "mamba_num_heads": H, "mamba_head_dim": r.choice([4, 8]),
+                "ssm_state_size": r.choice([4, 8, 16]), "n_groups": G, "chunk_size": r.choice([8, 16, 128]),
+                "n_routed_experts": r.choice([2, 4]), "num_experts_per_tok": 1,
+                "moe_intermediate_size": r.randint(4, 64), "moe_shared_expert_intermediate_size": r.randint(4, 64),
+                "max_position_embeddings": r.choice([128, 4096])}
+    if r.random() < 0.5:
+        cfg["hybrid_override_pattern"] = blocks
+    else:
+        cfg["layers_block_type"] = [{"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}[ch] if r.random() < 0.3
+                                    else {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}[ch]
+                                    for ch in blocks]
+    _maybe(r, cfg, tie_word_embeddings=r.random() < 0.5, conv_kernel=r.choice([2, 3, 4]),
+           use_conv_bias=r.random() < 0.5, use_bias=r.random() < 0.5, num_hidden_layers=len(blocks))
+    if "E" not in blocks:
+        _maybe(r, cfg, mlp_bias=r.random() < 0.5)
+    return cfg
+
+
 def _own_stream(gen: Callable[[R], Cfg], seed: int) -> Callable[[R], Cfg]:
     """The generator on a random stream of its own (the shared one is left untouched), so that adding
     these types does not shift the draws, and the fixtures, of the types sorted after them."""
@@ -154,6 +181,7 @@ GENERATORS: dict[str, Callable[[R], Cfg]] = {
     "bamba": _own_stream(gen_bamba, 22_4),
     "granitemoehybrid": _own_stream(gen_granitemoehybrid, 22_5),
     "falcon_h1": _own_stream(gen_falcon_h1, 22_6),
+    "nemotron_h": _own_stream(gen_nemotron_h, 22_7),
 }
 
 _S = {"vocab_size": 300, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
@@ -204,4 +232,18 @@ EDGE: list[tuple[str, Cfg]] = [
                             "intermediate_size": 70, "mamba_n_heads": 6, "mamba_n_groups": 2, "mamba_d_state": 8,
                             "mamba_d_ssm": None, "mamba_rms_norm": True, "projectors_bias": True,
                             "mamba_proj_bias": True, "mlp_bias": True, "attention_bias": True}),
+    ("minimal", {"model_type": "nemotron_h", "hybrid_override_pattern": "M-M*E", "vocab_size": 500, "hidden_size": 64,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 96,
+                 "mamba_num_heads": 8, "mamba_head_dim": 8, "n_groups": 2, "ssm_state_size": 16,
+                 "n_routed_experts": 4, "moe_intermediate_size": 32, "moe_shared_expert_intermediate_size": 48}),
+    ("legacy-mamba-names", {"model_type": "nemotron_h", "hybrid_override_pattern": "ME*EME", "vocab_size": 300,
+                            "hidden_size": 48, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 24,
+                            "mamba_num_heads": 4, "mamba_head_dim": 12, "mamba_n_groups": 4, "ssm_state_size": 8,
+                            "mamba_d_conv": 3, "mamba_chunk_size": 16, "mamba_conv_bias": False, "use_bias": True,
+                            "n_routed_experts": 3, "num_experts_per_tok": 2, "moe_intermediate_size": 20,
+                            "moe_shared_expert_intermediate_size": 12, "num_hidden_layers": 99}),
+    ("dense-mlp-bias", {"model_type": "nemotron_h", "layers_block_type": ["mamba", "mlp", "attention", "mlp"],
+                        "vocab_size": 300, "hidden_size": 40, "num_attention_heads": 4, "num_key_value_heads": 2,
+                        "head_dim": 10, "intermediate_size": 56, "mlp_bias": True, "mamba_num_heads": 5,
+                        "mamba_head_dim": 8, "n_groups": 1, "ssm_state_size": 8}),
 ]  # fmt: skip

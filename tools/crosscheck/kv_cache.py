@@ -98,8 +98,12 @@ CASES: list[tuple[str, Cfg]] = [
     ("falcon_h1 attention beside Mamba-2, d_ssm 48", {"model_type": "falcon_h1", **_BASE, "num_key_value_heads": 2,
                                                       "mamba_n_heads": 4, "mamba_d_state": 8, "mamba_d_ssm": 48,
                                                       "mamba_chunk_size": 8, "mamba_rms_norm": True}),
+    ("nemotron_h blocks M-M*E", {"model_type": "nemotron_h", **_BASE, "hybrid_override_pattern": "M-M*E",
+                                 "num_key_value_heads": 2, "head_dim": 16, "mamba_num_heads": 8, "mamba_head_dim": 8,
+                                 "n_groups": 2, "ssm_state_size": 16, "chunk_size": 8, "n_routed_experts": 4,
+                                 "moe_intermediate_size": 32, "moe_shared_expert_intermediate_size": 48}),
 ]  # fmt: skip
-HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid", "falcon_h1"}  # also run in bf16: the state's two dtypes
+HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid", "falcon_h1", "nemotron_h"}  # also run in bf16: the state's two dtypes
 PROMPTS = (1, 5, 8, 13)  # below, at and past the windows (8)
 DECODE = 10  # decode steps after each prompt (crosses the windows from below)
 BF16_POINTS = ((1, 13), 3)  # prompts and decode steps of the bf16 runs

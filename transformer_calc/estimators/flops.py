@@ -270,7 +270,8 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
     layer = layer_flops(m, w, causal=causal, windowed=windowed)
     n_moe = m.n_moe_layers()
     dense = layer_flops(m, w, causal=causal, windowed=windowed, moe=False) if m.is_moe else layer
-    mlp = n_moe * layer.mlp_total + (m.n_layers - n_moe) * dense.mlp_total
+    n_dense = m.n_layers - n_moe - m.n_channel_free_layers()  # one_mixer_per_layer: mixer blocks have no MLP
+    mlp = n_moe * layer.mlp_total + n_dense * dense.mlp_total
     attention = cores = mixers = 0
     for kind in LayerAttention:
         n = m.n_attention_layers(kind)
@@ -281,7 +282,7 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
             if m.mixer_beside_attention:  # Falcon-H1: full attention beside the mixer in the same layer
                 attention += n * layer.attention
                 cores += n * layer.attention_core
-        elif n:
+        elif n and kind is not LayerAttention.none:  # none: an MLP block, no sequence mixer
             f = layer if kind is LayerAttention.full else layer_flops(m, w, causal=causal, windowed=windowed, kind=kind)
             attention += n * f.attention
             cores += n * f.attention_core

@@ -100,10 +100,11 @@ class ModelParams:
     # `dense_layer` describe a block with attention; a mixer layer swaps its attention for its mixer.
     n_attention_layers: int
     mixers: int
+    n_channel_free_layers: int  # one_mixer_per_layer: the sequence-mixer blocks, which have no MLP (0 otherwise)
 
     @property
     def n_dense_layers(self) -> int:
-        return self.n_layers - self.n_moe_layers
+        return self.n_layers - self.n_moe_layers - self.n_channel_free_layers
 
     @property
     def n_mixer_layers(self) -> int:
@@ -112,6 +113,7 @@ class ModelParams:
     @property
     def layers(self) -> int:
         blocks = self.n_moe_layers * self.layer.total + self.n_dense_layers * self.dense_layer.total
+        blocks += self.n_channel_free_layers * (self.dense_layer.total - self.dense_layer.mlp)  # no MLP
         return blocks - self.n_mixer_layers * self.layer.attention + self.mixers
 
     @property
@@ -152,6 +154,9 @@ class ModelParams:
         for f in fields(self.layer):  # each component summed over every block (MoE and dense)
             if f.name in ATTENTION_FIELDS:  # the attention parts: only the layers that have attention
                 out[f"layers_{f.name}"] = self.n_attention_layers * getattr(self.layer, f.name)
+                continue
+            if f.name == "norms":  # every layer's, with an MLP or not
+                out["layers_norms"] = self.n_layers * self.layer.norms
                 continue
             out[f"layers_{f.name}"] = (
                 self.n_moe_layers * getattr(self.layer, f.name) + self.n_dense_layers * getattr(self.dense_layer, f.name)
@@ -295,6 +300,7 @@ def count_params(m: ModelConfig) -> ModelParams:
         mtp=m.mtp_layers * mtp_block,
         n_attention_layers=m.n_softmax_layers(),
         mixers=sum(m.n_attention_layers(k) * MIXERS[k].params(m).total for k in m.mixer_kinds),
+        n_channel_free_layers=m.n_channel_free_layers(),
     )
 
 
@@ -379,11 +385,15 @@ class ShardParams:
     tied_head_copy: int  # the embedding shard a separate last stage needs when tied
     attention: int = 0  # the attention part of `layer` (what a mixer layer holds instead)
     mixers: tuple[tuple[LayerAttention, int], ...] = ()  # (kind, one layer's shard) of the other mixers
+    dense_mlp: int = 0  # the MLP part of `dense_layer` (what a layer without MLP lacks)
 
     def blocks(self, m: ModelConfig, start: int, stop: int) -> int:
         """The blocks' shards for layers [start, stop)."""
-        n_moe = m.n_moe_layers(start, stop)
-        total = n_moe * self.layer + (stop - start - n_moe) * self.dense_layer
+        n_moe, n_free = m.n_moe_layers(start, stop), m.n_channel_free_layers(start, stop)
+        total = n_moe * self.layer + (stop - start - n_moe - n_free) * self.dense_layer
+        total += n_free * (self.dense_layer - self.dense_mlp)  # one_mixer_per_layer: a mixer block, no MLP
+        if m.one_mixer_per_layer:  # an MLP block (kind none): no sequence mixer
+            total -= m.n_attention_layers(LayerAttention.none, start, stop) * self.attention
         beside = self.attention if m.mixer_beside_attention else 0  # Falcon-H1: attention stays
         for kind, shard in self.mixers:  # a mixer layer: its mixer in place of attention
             total += m.n_attention_layers(kind, start, stop) * (shard - self.attention + beside)
@@ -446,6 +456,7 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
         tied_head_copy=table if m.tied_embeddings else 0,
         attention=attn,
         mixers=tuple((k, MIXERS[k].shard_params(m, T)) for k in m.mixer_kinds),
+        dense_mlp=mlp(m.d_ff // T),
     )
 
 

@@ -60,6 +60,7 @@ class LayerAttention(str, Enum):
     chunked = "chunked"  # tokens of the same `attention_chunk_size` block (Llama 4 local layers)
     deltanet = "deltanet"  # Gated DeltaNet (Yang et al. 2024; Qwen3-Next, Qwen3.5): conv + delta-rule state
     mamba2 = "mamba2"  # Mamba-2 (Dao & Gu 2024; Bamba, Granite-4.0-H): conv + SSM state
+    none = "none"  # no sequence mixer: with one_mixer_per_layer, the layer is its MLP or MoE alone (Nemotron-H)
 
 
 # The kinds that are softmax attention (Q, K, V, O and a KV cache); the others are `mixers` kinds.
@@ -149,6 +150,11 @@ class ModelConfig(BaseModel):
     ssm_conv_bias: bool = Field(default=True, description="a bias on the Mamba-2 conv")
     ssm_out_bias: bool | None = Field(default=None, description="a bias on the Mamba-2 out_proj (default: ssm_proj_bias)")
     ssm_norm: bool = Field(default=True, description="the Mamba-2 gated RMSNorm before out_proj (Falcon-H1: optional)")
+    one_mixer_per_layer: bool = Field(
+        default=False,
+        description="each layer is one block: a sequence mixer without MLP, or (pattern kind none) an MLP/MoE alone "
+        "(Nemotron-H's M, *, -, E blocks)",
+    )
     mixer_beside_attention: bool = Field(
         default=False,
         description="the pattern's mixer layers also run full attention beside the mixer (Falcon-H1's parallel hybrid)",
@@ -247,7 +253,15 @@ class ModelConfig(BaseModel):
 
     @property
     def has_dense_mlp_layers(self) -> bool:
-        return not self.is_moe or self.n_moe_layers() < self.n_layers
+        return not self.is_moe or self.n_moe_layers() < self.n_layers - self.n_channel_free_layers()
+
+    def n_channel_free_layers(self, start: int = 0, stop: int | None = None) -> int:
+        """Layers without an MLP among [start, stop): with one_mixer_per_layer, the sequence-mixer
+        blocks (every kind but none); 0 otherwise."""
+        if not self.one_mixer_per_layer:
+            return 0
+        stop = self.n_layers if stop is None else stop
+        return (stop - start) - self.n_attention_layers(LayerAttention.none, start, stop)
 
     def n_moe_layers(self, start: int = 0, stop: int | None = None) -> int:
         """MoE layers among layers [start, stop): closed form (no loop over layers).
@@ -259,6 +273,11 @@ class ModelConfig(BaseModel):
         stop = self.n_layers if stop is None else stop
         if not self.is_moe:
             return 0
+        if self.one_mixer_per_layer:  # only the layers that are an MLP block (kind none) have one
+            pat, dense = self.attention_pattern, set(self.dense_layer_ids)
+            return sum(1 for i in range(start, stop)
+                       if pat[i % len(pat)] is LayerAttention.none and i >= self.first_dense_layers
+                       and (i + 1) % self.moe_layer_step == 0 and i not in dense)
         lo = max(start, self.first_dense_layers)
         if lo >= stop:
             return 0
@@ -297,7 +316,8 @@ class ModelConfig(BaseModel):
     @property
     def mixer_kinds(self) -> tuple[LayerAttention, ...]:
         """The non-attention mixer kinds the pattern uses (Gated DeltaNet, ...), in enum order."""
-        return tuple(k for k in LayerAttention if k not in ATTENTION_KINDS and k in self.attention_pattern)
+        return tuple(k for k in LayerAttention
+                     if k not in ATTENTION_KINDS and k is not LayerAttention.none and k in self.attention_pattern)
 
     @property
     def is_hybrid(self) -> bool:
@@ -524,7 +544,7 @@ def _check_pattern(d: dict[str, Any]) -> None:
         return
     if isinstance(pat, (str, bytes)) or not isinstance(pat, (list, tuple)):
         raise ValueError(
-            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked/deltanet/mamba2, e.g. [sliding, full]"
+            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked/deltanet/mamba2/none, e.g. [sliding, full]"
         )
     if not pat or len(pat) > MAX_PATTERN:
         raise ValueError(
@@ -541,6 +561,12 @@ def _check_pattern(d: dict[str, Any]) -> None:
                 f"linear_value_heads ({hv}) must be a multiple of linear_key_heads ({hk}) "
                 "(each key head serves H_v/H_k value heads); use a multiple of it"
             )
+    if "none" in kinds and d.get("one_mixer_per_layer") is not True:
+        raise ValueError("attention_pattern has none layers (no sequence mixer) but one_mixer_per_layer is not set; set it")
+    if d.get("one_mixer_per_layer") is True:
+        L = _int_or_none(d.get("n_layers"))
+        if L is not None and L > MAX_BLOCK_LAYERS:
+            raise ValueError(f"n_layers ({L}) is above {MAX_BLOCK_LAYERS}, the most a one_mixer_per_layer model takes")
     if "mamba2" in kinds:
         missing = [k for k in MAMBA2_FIELDS if d.get(k) is None]
         if missing:
@@ -559,8 +585,9 @@ def _check_pattern(d: dict[str, Any]) -> None:
 SHOWN_WHEN_SET = frozenset({
     "attn_output_gate", "linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
     "conv_kernel", "ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "ssm_proj_bias",
-    "ssm_conv_bias", "ssm_out_bias", "ssm_norm", "mixer_beside_attention",
+    "ssm_conv_bias", "ssm_out_bias", "ssm_norm", "mixer_beside_attention", "one_mixer_per_layer",
 })
+MAX_BLOCK_LAYERS = 65536  # most layers of a one_mixer_per_layer model (its MoE layers are counted one by one)
 MAMBA2_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "conv_kernel")
 DELTANET_FIELDS = ("linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim", "conv_kernel")
 

@@ -62,7 +62,7 @@ def expected_component_params(m: ModelConfig) -> dict[str, int]:
         "mlp": layers("mlp_weights") + layers("mlp_bias") + layers("shared_expert") - routed,
         "experts": routed,
         "router": layers("router"),
-        "norms": layers("norms") + c.final_norm,
+        "norms": c.n_layers * c.layer.norms + c.final_norm,
         "head": c.lm_head + c.lm_head_bias + c.embedding_projection // 2,
         "towers": 0,
         "mtp": c.mtp,

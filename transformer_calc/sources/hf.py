@@ -386,7 +386,6 @@ UNREPRESENTABLE: dict[str, str] = {
     "jamba": "its Mamba layers",
     "zamba": "its Mamba layers",
     "zamba2": "its Mamba-2 layers",
-    "nemotron_h": "its Mamba-2 layers",
     "lfm2": "its short convolution layers",
     "minimax": "its lightning (linear) attention layers",
     "recurrent_gemma": "its recurrent (RG-LRU) blocks",

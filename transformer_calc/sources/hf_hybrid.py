@@ -1,6 +1,7 @@
 """Hugging Face config.json import for hybrid models: layers whose sequence mixer is not softmax
 attention (issue 22). Gated DeltaNet: qwen3_next, qwen3_5 (its text model), qwen3_5_moe. Mamba-2:
-bamba, granitemoehybrid, falcon_h1 (attention and Mamba-2 in parallel in every layer).
+bamba, granitemoehybrid, falcon_h1 (attention and Mamba-2 in parallel in every layer), nemotron_h
+(one block per layer: Mamba-2, attention, MLP or MoE; `one_mixer_per_layer`).
 
 Same contract as `transformer_calc.sources.hf`, whose reader these builders use: the spec's parameter
 count equals what transformers 5.23 builds on the meta device (tools/crosscheck/hf_params.py), the
@@ -210,6 +211,75 @@ def _falcon_h1(c: Reader) -> dict[str, Any]:
     return spec | mamba | {"attention_pattern": ["mamba2"], "mixer_beside_attention": True}
 
 
+_NEMOTRON_BLOCKS = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}  # hybrid_override_pattern
+_NEMOTRON_KIND = {"linear_attention": "mamba2", "mamba": "mamba2", "full_attention": "full", "attention": "full",
+                  "mlp": "none", "moe": "none"}
+
+
+def _nemotron_h(c: Reader) -> dict[str, Any]:
+    """modeling_nemotron_h.py: one NemotronHBlock per layer (one RMSNorm and one mixer): Mamba-2
+    (NemotronHMamba2Mixer: d_inner = mamba_num_heads·mamba_head_dim, in/out_proj bias=use_bias, conv
+    bias=use_conv_bias), attention (q/k/v/o without bias, no positional encoding), a NemotronHMLP
+    (up and down of intermediate_size, relu², bias=mlp_bias) or a NemotronHMoE (n_routed_experts
+    non-gated experts of moe_intermediate_size, a router (E, D) whose e_score_correction_bias is a
+    buffer, a shared NemotronHMLP of moe_shared_expert_intermediate_size). The layers are
+    layers_block_type (or hybrid_override_pattern: M, *, -, E); num_hidden_layers is not read. MTP
+    layers (num_nextn_predict_layers) are not built."""
+    types = c.values.get("layers_block_type")
+    if types is None and c.values.get("hybrid_override_pattern") is not None:
+        pattern = c.values["hybrid_override_pattern"]
+        if not isinstance(pattern, str) or not pattern or any(ch not in _NEMOTRON_BLOCKS for ch in pattern):
+            raise c._bad("hybrid_override_pattern", "a string of M, *, - and E (one per layer)")
+        types = [_NEMOTRON_BLOCKS[ch] for ch in pattern]
+    if types is None:
+        types = ["linear_attention", "moe", "full_attention", "mlp"]  # configuration_nemotron_h.py default
+    if not isinstance(types, list) or not types or any(t not in _NEMOTRON_KIND for t in types):
+        raise c._bad("layers_block_type", "a list of linear_attention / full_attention / mlp / moe (one per layer)")
+    L = len(types)
+    if L > MAX_DERIVED_LAYERS:
+        raise c._bad("layers_block_type", f"at most {MAX_DERIVED_LAYERS} layers")
+    if c.values.get("moe_latent_size") is not None:
+        raise c._bad("moe_latent_size", "null (the latent MoE of Nemotron-3-Super is not modeled yet)")
+    mlp_bias = c.flag("mlp_bias")
+    spec: dict[str, Any] = {
+        "n_layers": L, "d_model": c.int("hidden_size"), "n_heads": c.int("num_attention_heads"),
+        "vocab_size": c.int("vocab_size"), "d_ff": c.int("intermediate_size"),
+        "max_seq_len": c.int("max_position_embeddings"), "positional": "none", "norm": "rmsnorm",
+        # NemotronHForCausalLM._tied_weights_keys = {}: the head is its own tensor whatever the file says
+        "norms_per_layer": 1, "tied_embeddings": False, "mlp": "relu",
+        "bias": False, "mlp_bias": mlp_bias, "one_mixer_per_layer": True,
+    }
+    c.activation = c.text("mlp_hidden_act")  # relu2: up and down, no gate (two matrices as relu)
+    if (head_dim := c.opt_int("head_dim")) is not None:
+        spec["head_dim"] = head_dim
+    if (kv := c.opt_int("num_key_value_heads")) is not None:
+        spec["n_kv_heads"] = kv
+    if "moe" in types:
+        if mlp_bias:  # the experts have no bias, the dense and shared MLPs would: not one tcalc MLP
+            raise c._bad("mlp_bias", "false with MoE layers (tcalc's experts and MLPs share one bias setting)")
+        spec |= {
+            "n_experts": c.int("n_routed_experts"), "experts_per_token": c.int("num_experts_per_tok"), "router": True,
+            "moe_d_ff": c.int("moe_intermediate_size"),
+            "shared_expert_d_ff": c.int("moe_shared_expert_intermediate_size"),
+        }
+        dense = [i for i, t in enumerate(types) if t == "mlp"]
+        if dense:
+            spec["dense_layer_ids"] = dense
+    H, P = c.int("mamba_num_heads"), c.int("mamba_head_dim")
+    mamba = {
+        "ssm_heads": H, "ssm_head_dim": P, "ssm_state_size": c.int("ssm_state_size"), "ssm_groups": c.int("n_groups"),
+        "conv_kernel": c.int("conv_kernel"), "ssm_chunk_size": c.int("chunk_size"),
+        "ssm_proj_bias": c.flag("use_bias"), "ssm_conv_bias": c.flag("use_conv_bias"),
+    }
+    for key, value in mamba.items():
+        if not isinstance(value, bool) and value < 1:
+            raise c._bad(key, "a whole number >= 1")
+    if H % mamba["ssm_groups"]:
+        raise c._bad("n_groups", f"a divisor of mamba_num_heads ({H})")
+    kinds = [_NEMOTRON_KIND[t] for t in types]
+    return spec | (mamba if "mamba2" in kinds else {}) | {"attention_pattern": shortest_period(kinds)}
+
+
 _MAMBA_DEFAULTS = {  # the Mamba-2 fields of configuration_bamba.py and configuration_granitemoehybrid.py
     "mamba_n_heads": 128, "mamba_d_head": "auto", "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
     "mamba_expand": 2, "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_proj_bias": False,
@@ -221,6 +291,19 @@ _BAMBA_DEFAULTS = LLAMA_DEFAULTS | _MAMBA_DEFAULTS | {  # configuration_bamba.py
 _FALCON_H1_DEFAULTS = LLAMA_DEFAULTS | _MAMBA_DEFAULTS | {  # configuration_falcon_h1.py
     "vocab_size": 128000, "intermediate_size": 14336, "num_key_value_heads": 8, "max_position_embeddings": 8192,
     "mamba_d_ssm": 1024, "mamba_norm_before_gate": True, "mamba_rms_norm": False, "projectors_bias": False,
+}  # fmt: skip
+_NEMOTRON_H_DEFAULTS = {  # configuration_nemotron_h.py
+    "vocab_size": 131072, "hidden_size": 4096, "layers_block_type": None, "hybrid_override_pattern": None,
+    "tie_word_embeddings": False, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+    "max_position_embeddings": 4096, "attention_dropout": 0.0, "intermediate_size": 21504, "mlp_hidden_act": "relu2",
+    "mlp_bias": False, "ssm_state_size": 128, "mamba_num_heads": 128, "mamba_head_dim": 64, "n_groups": 8,
+    "conv_kernel": 4, "use_conv_bias": True, "chunk_size": 128, "n_routed_experts": 8,
+    "moe_intermediate_size": 7688, "moe_shared_expert_intermediate_size": 7688, "moe_latent_size": None,
+    "num_experts_per_tok": 2, "use_bias": False, "hidden_dropout": 0.0,
+}  # fmt: skip
+_NEMOTRON_H_ALIASES = {  # attribute_map, and __post_init__'s backward-compatible names (they win)
+    "layer_types": "layers_block_type", "num_local_experts": "n_routed_experts", "mamba_n_groups": "n_groups",
+    "mamba_d_conv": "conv_kernel", "mamba_conv_bias": "use_conv_bias", "mamba_chunk_size": "chunk_size",
 }  # fmt: skip
 _GRANITEMOEHYBRID_DEFAULTS = LLAMA_DEFAULTS | _MAMBA_DEFAULTS | {  # configuration_granitemoehybrid.py
     "num_local_experts": 8, "num_experts_per_tok": 2, "shared_intermediate_size": 1024,
@@ -252,6 +335,8 @@ FAMILIES: dict[str, Family] = {
     "qwen3_5_moe_text": Family(_qwen3_5_moe_text, _QWEN3_5_MOE_DEFAULTS, ("attention_dropout",)),
     "bamba": Family(_bamba, _BAMBA_DEFAULTS, ("attention_dropout",)),
     "falcon_h1": Family(_falcon_h1, _FALCON_H1_DEFAULTS, ("attention_dropout",)),
+    "nemotron_h": Family(_nemotron_h, _NEMOTRON_H_DEFAULTS, ("attention_dropout", "hidden_dropout"),
+                         _NEMOTRON_H_ALIASES, frozenset(_NEMOTRON_H_ALIASES)),
     "granitemoehybrid": Family(
         _granitemoehybrid, _GRANITEMOEHYBRID_DEFAULTS, ("attention_dropout",),
         {"layers_block_type": "layer_types"},  # attribute_map

@@ -324,7 +324,7 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     d_emb = m.d_embedding
     lm_head = -(-m.vocab_size // T) * d_emb
     projections = 2 * d_emb * D if d_emb != D else 0  # OPT project_in + project_out
-    mlp = n_moe * moe_mlp + (m.n_layers - n_moe) * dense_mlp
+    mlp = n_moe * moe_mlp + (m.n_layers - n_moe - m.n_channel_free_layers()) * dense_mlp
     mixers = sum(m.n_attention_layers(k) * MIXERS[k].matmul_params(m, T) for k in m.mixer_kinds)  # their projections
     return m.n_softmax_layers() * attention + mixers + mlp + lm_head + projections
 

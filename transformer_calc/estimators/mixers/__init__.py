@@ -31,6 +31,8 @@ def require_attention_only(m: ModelConfig, what: str) -> None:
     kinds = [MIXERS[k].name for k in m.mixer_kinds]
     if m.attn_output_gate:
         kinds.append("gated attention output")
+    if m.one_mixer_per_layer:
+        kinds.append("one-mixer-per-layer (Nemotron-H block)")
     if kinds:
         raise TcalcError(
             f"{what} is not modeled for {', '.join(kinds)} layers yet (model {m.name or 'given'}); "
