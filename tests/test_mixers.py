@@ -215,3 +215,25 @@ def test_nemotron_preset_equals_transformers():
     m = preset_model("nemotron-3-nano-30b-a3b")
     assert count_params(m).total == 31_577_937_344
     assert m.n_attention_layers(LayerAttention.mamba2) == 23 and m.n_softmax_layers() == 6 and m.n_moe_layers() == 23
+
+
+def test_lfm2_short_conv_by_hand():
+    """modeling_lfm2.py Lfm2ShortConv: in_proj 64·192, conv 64·3, out_proj 64·64 (no biases); its
+    decode state the conv's last 3 inputs of 64 channels, nothing recurrent."""
+    cfg = {"model_type": "lfm2", "num_hidden_layers": 4, "vocab_size": 500, "hidden_size": 64, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "intermediate_size": 192, "full_attn_idxs": [1, 3]}
+    m = ModelConfig.model_validate(from_hf_config(cfg))
+    conv = MIXERS[LayerAttention.conv]
+    assert [k.value for k in m.attention_pattern] == ["conv", "full"]
+    assert m.d_ff == 256  # int(2/3 of 192) = 128, times block_ffn_dim_multiplier 1.0, rounded up to block_multiple_of 256
+    p = conv.params(m)
+    assert (p.projections, p.conv, p.other) == (4 * 64 * 64, 64 * 3, 0)
+    st = decode_state(m, InferenceSpec(batch_size=1, prompt_len=9, weight_dtype="fp32"))
+    assert st is not None and (st.conv_bytes_per_sequence, st.recurrent_bytes_per_sequence) == (2 * 64 * 3 * 4, 0)
+    assert conv.forward_flops(m, 1, 5).conv == 2 * (5 + 2) * 64 * 3
+
+
+def test_lfm2_preset_equals_transformers():
+    # tools/crosscheck/verify_presets.py: Lfm2ForCausalLM on the meta device
+    m = preset_model("lfm2-1.2b")
+    assert count_params(m).total == 1_170_340_608 and m.d_ff == 8192

@@ -87,7 +87,7 @@ def gen_qwen3_5_moe(r: R) -> Cfg:
 # The hybrid model types: the FLOPs of their mixers are checked by flops_mixers.py (forward), their
 # decode state by kv_cache.py; fine-tuning estimates refuse them (not modeled yet).
 HYBRID_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "bamba",
-                          "granitemoehybrid", "falcon_h1", "nemotron_h"})
+                          "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2"})
 
 def _mamba_knobs(r: R, D: int) -> Cfg:
     expand = r.choice([1, 2])
@@ -167,6 +167,23 @@ def gen_nemotron_h(r: R) -> Cfg:
     return cfg
 
 
+def gen_lfm2(r: R) -> Cfg:
+    kv = r.choice([1, 2])
+    A = kv * r.choice([1, 2])
+    L = r.randint(1, 7)
+    cfg: Cfg = {"model_type": "lfm2", "vocab_size": r.randint(50, 3000), "hidden_size": A * r.choice([8, 12, 16]),
+                "num_hidden_layers": L, "num_attention_heads": A, "num_key_value_heads": kv,
+                "intermediate_size": r.randint(30, 400), "max_position_embeddings": r.choice([128, 4096])}
+    if r.random() < 0.5:
+        cfg["layer_types"] = [r.choice(["conv", "full_attention"]) for _ in range(L)]
+    else:
+        _maybe(r, cfg, full_attn_idxs=sorted(r.sample(range(L), r.randint(0, L))))
+    _maybe(r, cfg, tie_word_embeddings=r.random() < 0.5, conv_bias=r.random() < 0.5, conv_L_cache=r.choice([2, 3, 4]),
+           block_auto_adjust_ff_dim=r.random() < 0.5, block_ffn_dim_multiplier=r.choice([1.0, 1.5, 2]),
+           block_multiple_of=r.choice([8, 32, 256]))
+    return cfg
+
+
 def _own_stream(gen: Callable[[R], Cfg], seed: int) -> Callable[[R], Cfg]:
     """The generator on a random stream of its own (the shared one is left untouched), so that adding
     these types does not shift the draws, and the fixtures, of the types sorted after them."""
@@ -182,6 +199,7 @@ GENERATORS: dict[str, Callable[[R], Cfg]] = {
     "granitemoehybrid": _own_stream(gen_granitemoehybrid, 22_5),
     "falcon_h1": _own_stream(gen_falcon_h1, 22_6),
     "nemotron_h": _own_stream(gen_nemotron_h, 22_7),
+    "lfm2": _own_stream(gen_lfm2, 22_8),
 }
 
 _S = {"vocab_size": 300, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
@@ -246,4 +264,10 @@ EDGE: list[tuple[str, Cfg]] = [
                         "vocab_size": 300, "hidden_size": 40, "num_attention_heads": 4, "num_key_value_heads": 2,
                         "head_dim": 10, "intermediate_size": 56, "mlp_bias": True, "mamba_num_heads": 5,
                         "mamba_head_dim": 8, "n_groups": 1, "ssm_state_size": 8}),
+    ("minimal", {"model_type": "lfm2", "num_hidden_layers": 4, "vocab_size": 500, "hidden_size": 64,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 192,
+                 "full_attn_idxs": [1, 3]}),
+    ("legacy-names-head-dim", {"model_type": "lfm2", "num_hidden_layers": 3, "vocab_size": 300, "hidden_size": 50,
+                               "num_attention_heads": 4, "num_key_value_heads": 2, "block_ff_dim": 100,
+                               "tie_embedding": False, "conv_bias": True, "layer_types": ["conv", "full_attention", "conv"]}),
 ]  # fmt: skip

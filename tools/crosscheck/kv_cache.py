@@ -102,8 +102,10 @@ CASES: list[tuple[str, Cfg]] = [
                                  "num_key_value_heads": 2, "head_dim": 16, "mamba_num_heads": 8, "mamba_head_dim": 8,
                                  "n_groups": 2, "ssm_state_size": 16, "chunk_size": 8, "n_routed_experts": 4,
                                  "moe_intermediate_size": 32, "moe_shared_expert_intermediate_size": 48}),
+    ("lfm2 short conv K=3, attention on 1 and 3", {"model_type": "lfm2", **_BASE, "num_key_value_heads": 2,
+                                                   "full_attn_idxs": [1, 3], "conv_bias": True}),
 ]  # fmt: skip
-HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid", "falcon_h1", "nemotron_h"}  # also run in bf16: the state's two dtypes
+HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2"}  # also run in bf16: the state's two dtypes
 PROMPTS = (1, 5, 8, 13)  # below, at and past the windows (8)
 DECODE = 10  # decode steps after each prompt (crosses the windows from below)
 BF16_POINTS = ((1, 13), 3)  # prompts and decode steps of the bf16 runs

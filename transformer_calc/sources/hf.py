@@ -386,7 +386,6 @@ UNREPRESENTABLE: dict[str, str] = {
     "jamba": "its Mamba layers",
     "zamba": "its Mamba layers",
     "zamba2": "its Mamba-2 layers",
-    "lfm2": "its short convolution layers",
     "minimax": "its lightning (linear) attention layers",
     "recurrent_gemma": "its recurrent (RG-LRU) blocks",
     "rwkv": "its RWKV time-mixing layers",
@@ -450,7 +449,7 @@ def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
     family = FAMILIES[model_type]
     c = Reader(model_type, cfg, family)
     spec = family.build(c)
-    spec["dropout"] = max(c.prob(key) for key in family.dropout_keys)
+    spec["dropout"] = max((c.prob(key) for key in family.dropout_keys), default=0.0)  # lfm2: no dropout at all
     if c.activation is not None:
         spec["activation_impl"] = c.activation  # e.g. gelu_new: unfused in eager PyTorch
     name = cfg.get("_name_or_path")

@@ -1,7 +1,8 @@
 """Hugging Face config.json import for hybrid models: layers whose sequence mixer is not softmax
 attention (issue 22). Gated DeltaNet: qwen3_next, qwen3_5 (its text model), qwen3_5_moe. Mamba-2:
 bamba, granitemoehybrid, falcon_h1 (attention and Mamba-2 in parallel in every layer), nemotron_h
-(one block per layer: Mamba-2, attention, MLP or MoE; `one_mixer_per_layer`).
+(one block per layer: Mamba-2, attention, MLP or MoE; `one_mixer_per_layer`). Short convolution:
+lfm2.
 
 Same contract as `transformer_calc.sources.hf`, whose reader these builders use: the spec's parameter
 count equals what transformers 5.23 builds on the meta device (tools/crosscheck/hf_params.py), the
@@ -280,6 +281,53 @@ def _nemotron_h(c: Reader) -> dict[str, Any]:
     return spec | (mamba if "mamba2" in kinds else {}) | {"attention_pattern": shortest_period(kinds)}
 
 
+# ---------------------------------------------------------------------------- short convolution
+def _lfm2(c: Reader) -> dict[str, Any]:
+    """modeling_lfm2.py: Lfm2ShortConv (in_proj D x 3D, a depthwise conv of conv_L_cache taps, out_proj;
+    biases with conv_bias) or Lfm2Attention (q/k/v/out_proj without bias, q_layernorm/k_layernorm
+    of head_dim) per layer_types (default: full attention on full_attn_idxs, all layers when not
+    given); a SwiGLU Lfm2MLP (w1, w3, w2) whose width is intermediate_size, or with
+    block_auto_adjust_ff_dim int(2/3 of it), times block_ffn_dim_multiplier rounded up to
+    block_multiple_of; operator_norm and ffn_norm, and the model's embedding_norm (applied after the
+    last layer: the final norm)."""
+    spec = _floor_head_dim(rotary_common(c, False, False, False) | {"mlp": "swiglu", "qk_norm": True, "qk_norm_scope": "head"})
+    c.activation = "silu"
+    spec["tied_embeddings"] = c.flag("tie_word_embeddings")
+    F = c.int("intermediate_size")
+    if c.flag("block_auto_adjust_ff_dim"):
+        F = int(2 * F / 3)
+        mult = c.values.get("block_ffn_dim_multiplier")
+        if mult is not None:
+            if isinstance(mult, bool) or not isinstance(mult, (int, float)) or mult <= 0:
+                raise c._bad("block_ffn_dim_multiplier", "a positive number")
+            step = c.int("block_multiple_of")
+            if step < 1:
+                raise c._bad("block_multiple_of", "a whole number >= 1")
+            F = int(mult * F)
+            F = step * ((F + step - 1) // step)
+    if F < 1:
+        raise c._bad("intermediate_size", "large enough for a feed-forward width >= 1")
+    spec["d_ff"] = F
+    L = spec["n_layers"]
+    types = c.values.get("layer_types")
+    if types is None:
+        idxs = c.values.get("full_attn_idxs")
+        if idxs is not None and (not isinstance(idxs, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in idxs)):
+            raise c._bad("full_attn_idxs", "a list of layer indices")
+        if L > MAX_DERIVED_LAYERS:
+            raise c._bad("num_hidden_layers", f"at most {MAX_DERIVED_LAYERS} layers")
+        full = set(range(L)) if idxs is None else set(idxs)
+        types = ["full_attention" if i in full else "conv" for i in range(L)]
+    if not isinstance(types, list) or len(types) != L:
+        raise c._bad("layer_types", f"a list of {L} kinds, each conv or full_attention")
+    kinds = ["conv" if t == "conv" else "full" for t in types]  # modeling_lfm2.py: anything but conv is attention
+    spec |= {"attention_pattern": shortest_period(kinds), "conv_kernel": c.int("conv_L_cache"),
+             "short_conv_bias": c.flag("conv_bias")}
+    if spec["conv_kernel"] < 1:
+        raise c._bad("conv_L_cache", "a whole number >= 1")
+    return spec
+
+
 _MAMBA_DEFAULTS = {  # the Mamba-2 fields of configuration_bamba.py and configuration_granitemoehybrid.py
     "mamba_n_heads": 128, "mamba_d_head": "auto", "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
     "mamba_expand": 2, "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_proj_bias": False,
@@ -291,6 +339,12 @@ _BAMBA_DEFAULTS = LLAMA_DEFAULTS | _MAMBA_DEFAULTS | {  # configuration_bamba.py
 _FALCON_H1_DEFAULTS = LLAMA_DEFAULTS | _MAMBA_DEFAULTS | {  # configuration_falcon_h1.py
     "vocab_size": 128000, "intermediate_size": 14336, "num_key_value_heads": 8, "max_position_embeddings": 8192,
     "mamba_d_ssm": 1024, "mamba_norm_before_gate": True, "mamba_rms_norm": False, "projectors_bias": False,
+}  # fmt: skip
+_LFM2_DEFAULTS = LLAMA_DEFAULTS | {  # configuration_lfm2.py
+    "vocab_size": 65536, "hidden_size": 2560, "intermediate_size": 12288, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 128000,
+    "tie_word_embeddings": True, "conv_bias": False, "conv_L_cache": 3, "block_multiple_of": 256,
+    "block_ffn_dim_multiplier": 1.0, "block_auto_adjust_ff_dim": True, "full_attn_idxs": None, "layer_types": None,
 }  # fmt: skip
 _NEMOTRON_H_DEFAULTS = {  # configuration_nemotron_h.py
     "vocab_size": 131072, "hidden_size": 4096, "layers_block_type": None, "hybrid_override_pattern": None,
@@ -335,6 +389,8 @@ FAMILIES: dict[str, Family] = {
     "qwen3_5_moe_text": Family(_qwen3_5_moe_text, _QWEN3_5_MOE_DEFAULTS, ("attention_dropout",)),
     "bamba": Family(_bamba, _BAMBA_DEFAULTS, ("attention_dropout",)),
     "falcon_h1": Family(_falcon_h1, _FALCON_H1_DEFAULTS, ("attention_dropout",)),
+    "lfm2": Family(_lfm2, _LFM2_DEFAULTS, (), {"tie_embedding": "tie_word_embeddings", "block_ff_dim": "intermediate_size"},
+                   frozenset({"tie_embedding", "block_ff_dim"})),
     "nemotron_h": Family(_nemotron_h, _NEMOTRON_H_DEFAULTS, ("attention_dropout", "hidden_dropout"),
                          _NEMOTRON_H_ALIASES, frozenset(_NEMOTRON_H_ALIASES)),
     "granitemoehybrid": Family(
