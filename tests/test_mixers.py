@@ -237,3 +237,21 @@ def test_lfm2_preset_equals_transformers():
     # tools/crosscheck/verify_presets.py: Lfm2ForCausalLM on the meta device
     m = preset_model("lfm2-1.2b")
     assert count_params(m).total == 1_170_340_608 and m.d_ff == 8192
+
+
+def test_jamba_mamba_by_hand():
+    """modeling_jamba.py JambaMambaMixer, D = 32, d_inner = 32 (mamba_expand 1), N = 8, R = 5, K = 3,
+    no conv bias: in_proj 32·64, x_proj 32·21, dt_proj 5·32 + 32, out_proj 32·32, conv 32·3, A_log
+    32·8, D 32, norms 5 + 8 + 8: 4,341, what transformers builds."""
+    cfg = {"model_type": "jamba", "vocab_size": 1654, "hidden_size": 32, "num_hidden_layers": 6, "num_attention_heads": 2,
+           "num_key_value_heads": 2, "intermediate_size": 63, "attn_layer_period": 5, "attn_layer_offset": 1,
+           "mamba_d_state": 8, "num_experts": 2, "num_experts_per_tok": 2, "expert_layer_period": 3,
+           "expert_layer_offset": 2, "mamba_d_conv": 3, "mamba_expand": 1, "mamba_dt_rank": 5, "mamba_conv_bias": False}
+    m = ModelConfig.model_validate(from_hf_config(cfg))
+    mamba = MIXERS[LayerAttention.mamba]
+    assert mamba.params(m).total == 4_341
+    # attention on layer i % 5 == 1: the period is the whole 5 (its border is no period)
+    assert [k.value for k in m.attention_pattern] == ["mamba", "full", "mamba", "mamba", "mamba"]
+    st = decode_state(m, InferenceSpec(batch_size=1, prompt_len=4, weight_dtype="fp32"))
+    assert st is not None and (st.conv_bytes_per_sequence, st.recurrent_bytes_per_sequence) == (5 * 32 * 3 * 4, 5 * 32 * 8 * 4)
+    assert mamba.forward_flops(m, 2, 7).core == 2 * 2 * 7 * 32 * 8

@@ -87,7 +87,7 @@ def gen_qwen3_5_moe(r: R) -> Cfg:
 # The hybrid model types: the FLOPs of their mixers are checked by flops_mixers.py (forward), their
 # decode state by kv_cache.py; fine-tuning estimates refuse them (not modeled yet).
 HYBRID_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "bamba",
-                          "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2"})
+                          "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba"})
 
 def _mamba_knobs(r: R, D: int) -> Cfg:
     expand = r.choice([1, 2])
@@ -184,6 +184,25 @@ def gen_lfm2(r: R) -> Cfg:
     return cfg
 
 
+def gen_jamba(r: R) -> Cfg:
+    kv = r.choice([1, 2])
+    A = kv * r.choice([1, 2])
+    period = r.randint(1, 5)
+    cfg: Cfg = {"model_type": "jamba", "vocab_size": r.randint(50, 3000), "hidden_size": A * r.choice([8, 12, 16]),
+                "num_hidden_layers": r.randint(1, 8), "num_attention_heads": A, "num_key_value_heads": kv,
+                "intermediate_size": r.randint(4, 200), "attn_layer_period": period,
+                "attn_layer_offset": r.randrange(period), "mamba_d_state": r.choice([4, 8, 16]),
+                "max_position_embeddings": r.choice([128, 4096])}
+    n = r.choice([1, 2, 4])
+    e_period = r.randint(1, 3)
+    cfg |= {"num_experts": n, "num_experts_per_tok": r.randint(1, n), "expert_layer_period": e_period,
+            "expert_layer_offset": r.randrange(e_period)}
+    _maybe(r, cfg, tie_word_embeddings=r.random() < 0.5, mamba_d_conv=r.choice([2, 3, 4]), mamba_expand=r.choice([1, 2]),
+           mamba_dt_rank=r.choice(["auto", 3, 5]), mamba_conv_bias=r.random() < 0.5, mamba_proj_bias=r.random() < 0.5,
+           attention_dropout=r.choice([0.0, 0.1]))
+    return cfg
+
+
 def _own_stream(gen: Callable[[R], Cfg], seed: int) -> Callable[[R], Cfg]:
     """The generator on a random stream of its own (the shared one is left untouched), so that adding
     these types does not shift the draws, and the fixtures, of the types sorted after them."""
@@ -200,6 +219,7 @@ GENERATORS: dict[str, Callable[[R], Cfg]] = {
     "falcon_h1": _own_stream(gen_falcon_h1, 22_6),
     "nemotron_h": _own_stream(gen_nemotron_h, 22_7),
     "lfm2": _own_stream(gen_lfm2, 22_8),
+    "jamba": _own_stream(gen_jamba, 22_9),
 }
 
 _S = {"vocab_size": 300, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
@@ -270,4 +290,12 @@ EDGE: list[tuple[str, Cfg]] = [
     ("legacy-names-head-dim", {"model_type": "lfm2", "num_hidden_layers": 3, "vocab_size": 300, "hidden_size": 50,
                                "num_attention_heads": 4, "num_key_value_heads": 2, "block_ff_dim": 100,
                                "tie_embedding": False, "conv_bias": True, "layer_types": ["conv", "full_attention", "conv"]}),
+    ("minimal", {"model_type": "jamba", "num_hidden_layers": 4, "vocab_size": 500, "hidden_size": 64,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96, "num_experts": 4,
+                 "attn_layer_period": 2, "attn_layer_offset": 1}),
+    ("dense-offset-biases", {"model_type": "jamba", "num_hidden_layers": 5, "vocab_size": 300, "hidden_size": 48,
+                             "num_attention_heads": 4, "num_key_value_heads": 1, "intermediate_size": 70,
+                             "num_experts": 3, "expert_layer_period": 3, "expert_layer_offset": 0,
+                             "attn_layer_period": 3, "attn_layer_offset": 2, "mamba_proj_bias": True,
+                             "mamba_dt_rank": 7, "mamba_d_state": 8}),
 ]  # fmt: skip

@@ -104,8 +104,11 @@ CASES: list[tuple[str, Cfg]] = [
                                  "moe_intermediate_size": 32, "moe_shared_expert_intermediate_size": 48}),
     ("lfm2 short conv K=3, attention on 1 and 3", {"model_type": "lfm2", **_BASE, "num_key_value_heads": 2,
                                                    "full_attn_idxs": [1, 3], "conv_bias": True}),
+    ("jamba Mamba + MoE, attention every 3rd", {"model_type": "jamba", **_BASE, "num_key_value_heads": 2,
+                                                "num_experts": 4, "num_experts_per_tok": 2, "attn_layer_period": 3,
+                                                "attn_layer_offset": 2, "mamba_d_state": 8, "mamba_d_conv": 3}),
 ]  # fmt: skip
-HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2"}  # also run in bf16: the state's two dtypes
+HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba"}  # also run in bf16: the state's two dtypes
 PROMPTS = (1, 5, 8, 13)  # below, at and past the windows (8)
 DECODE = 10  # decode steps after each prompt (crosses the windows from below)
 BF16_POINTS = ((1, 13), 3)  # prompts and decode steps of the bf16 runs

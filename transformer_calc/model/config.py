@@ -61,6 +61,7 @@ class LayerAttention(str, Enum):
     deltanet = "deltanet"  # Gated DeltaNet (Yang et al. 2024; Qwen3-Next, Qwen3.5): conv + delta-rule state
     mamba2 = "mamba2"  # Mamba-2 (Dao & Gu 2024; Bamba, Granite-4.0-H): conv + SSM state
     conv = "conv"  # gated short convolution (LFM2): conv state only
+    mamba = "mamba"  # Mamba(-1) selective scan (Gu & Dao 2023; Jamba): conv + SSM state
     none = "none"  # no sequence mixer: with one_mixer_per_layer, the layer is its MLP or MoE alone (Nemotron-H)
 
 
@@ -149,6 +150,8 @@ class ModelConfig(BaseModel):
     ssm_chunk_size: int | None = Field(default=None, gt=0, description="Q, chunk of the chunked SSM scan")
     ssm_proj_bias: bool = Field(default=False, description="biases on the Mamba-2 in/out projections")
     ssm_conv_bias: bool = Field(default=True, description="a bias on the Mamba-2 conv")
+    ssm_inner: int | None = Field(default=None, gt=0, description="d_inner, Mamba(-1) channels (mamba_expand·D)")
+    ssm_dt_rank: int | None = Field(default=None, gt=0, description="R, Mamba(-1) rank of the dt projection")
     short_conv_bias: bool = Field(default=False, description="biases on a short-conv layer's projections and conv (LFM2)")
     ssm_out_bias: bool | None = Field(default=None, description="a bias on the Mamba-2 out_proj (default: ssm_proj_bias)")
     ssm_norm: bool = Field(default=True, description="the Mamba-2 gated RMSNorm before out_proj (Falcon-H1: optional)")
@@ -546,7 +549,7 @@ def _check_pattern(d: dict[str, Any]) -> None:
         return
     if isinstance(pat, (str, bytes)) or not isinstance(pat, (list, tuple)):
         raise ValueError(
-            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked/deltanet/mamba2/conv/none, e.g. [sliding, full]"
+            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked/deltanet/mamba2/mamba/conv/none, e.g. [sliding, full]"
         )
     if not pat or len(pat) > MAX_PATTERN:
         raise ValueError(
@@ -569,6 +572,10 @@ def _check_pattern(d: dict[str, Any]) -> None:
         L = _int_or_none(d.get("n_layers"))
         if L is not None and L > MAX_BLOCK_LAYERS:
             raise ValueError(f"n_layers ({L}) is above {MAX_BLOCK_LAYERS}, the most a one_mixer_per_layer model takes")
+    if "mamba" in kinds:
+        missing = [k for k in ("ssm_inner", "ssm_state_size", "ssm_dt_rank", "conv_kernel") if d.get(k) is None]
+        if missing:
+            raise ValueError(f"attention_pattern has mamba layers but {', '.join(missing)} is not given; give it")
     if "conv" in kinds and d.get("conv_kernel") is None:
         raise ValueError("attention_pattern has conv layers but conv_kernel is not given; give it")
     if "mamba2" in kinds:
@@ -590,6 +597,7 @@ SHOWN_WHEN_SET = frozenset({
     "attn_output_gate", "linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
     "conv_kernel", "ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "ssm_proj_bias",
     "ssm_conv_bias", "ssm_out_bias", "ssm_norm", "mixer_beside_attention", "one_mixer_per_layer", "short_conv_bias",
+    "ssm_inner", "ssm_dt_rank",
 })
 MAX_BLOCK_LAYERS = 65536  # most layers of a one_mixer_per_layer model (its MoE layers are counted one by one)
 MAMBA2_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "conv_kernel")

@@ -383,7 +383,6 @@ UNREPRESENTABLE: dict[str, str] = {
     "falcon_mamba": "its Mamba state-space layers",
     "mamba": "its state-space layers",
     "mamba2": "its state-space layers",
-    "jamba": "its Mamba layers",
     "zamba": "its Mamba layers",
     "zamba2": "its Mamba-2 layers",
     "minimax": "its lightning (linear) attention layers",

@@ -2,7 +2,7 @@
 attention (issue 22). Gated DeltaNet: qwen3_next, qwen3_5 (its text model), qwen3_5_moe. Mamba-2:
 bamba, granitemoehybrid, falcon_h1 (attention and Mamba-2 in parallel in every layer), nemotron_h
 (one block per layer: Mamba-2, attention, MLP or MoE; `one_mixer_per_layer`). Short convolution:
-lfm2.
+lfm2. Mamba(-1): jamba.
 
 Same contract as `transformer_calc.sources.hf`, whose reader these builders use: the spec's parameter
 count equals what transformers 5.23 builds on the meta device (tools/crosscheck/hf_params.py), the
@@ -328,6 +328,56 @@ def _lfm2(c: Reader) -> dict[str, Any]:
     return spec
 
 
+# ---------------------------------------------------------------------------- Mamba(-1)
+def _jamba(c: Reader) -> dict[str, Any]:
+    """modeling_jamba.py: JambaAttentionDecoderLayer (q/k/v/o without bias) where
+    i % attn_layer_period == attn_layer_offset, JambaMambaDecoderLayer (JambaMambaMixer: d_inner =
+    mamba_expand·D, dt rank mamba_dt_rank, "auto": ceil(D / 16)) elsewhere; a JambaSparseMoeBlock
+    (num_experts gated experts of intermediate_size, router (E, D), no biases) where
+    i % expert_layer_period == expert_layer_offset and num_experts > 1, else a gated JambaMLP;
+    input_layernorm, pre_ff_layernorm, final_layernorm."""
+    import math
+
+    spec = _floor_head_dim(rotary_common(c, False, False, False) | {"mlp": gated_mlp_kind(c, "hidden_act")})
+    spec["positional"] = "none"  # Jamba's attention has no positional encoding
+    L = spec["n_layers"]
+    period, offset = c.int("attn_layer_period"), c.int("attn_layer_offset")
+    if period < 1 or not 0 <= offset < period:
+        raise c._bad("attn_layer_offset", "a whole number from 0 to attn_layer_period - 1")
+    if period > MAX_DERIVED_LAYERS:
+        raise c._bad("attn_layer_period", f"at most {MAX_DERIVED_LAYERS}")
+    kinds = ["full" if i == offset else "mamba" for i in range(period)]
+    if L <= period:
+        spec["attention_pattern"] = shortest_period(kinds[:L])  # the model is less than one period
+    else:  # the smallest divisor d of the period that repeats it (a period's own border is no period)
+        d = next(d for d in range(1, period + 1) if period % d == 0 and all(kinds[i] == kinds[i % d] for i in range(period)))
+        spec["attention_pattern"] = kinds[:d]
+    n = c.int("num_experts")
+    if n > 1:
+        e_period, e_offset = c.int("expert_layer_period"), c.int("expert_layer_offset")
+        if e_period < 1 or not 0 <= e_offset < e_period:
+            raise c._bad("expert_layer_offset", "a whole number from 0 to expert_layer_period - 1")
+        spec |= {"n_experts": n, "experts_per_token": c.int("num_experts_per_tok"), "router": True}
+        if e_offset == e_period - 1:  # MoE on every e_period-th layer, tcalc's moe_layer_step rule
+            spec["moe_layer_step"] = e_period
+        else:  # MoE on layers i ≡ e_offset (mod e_period): the others listed dense
+            if L > MAX_DERIVED_LAYERS:
+                raise c._bad("num_hidden_layers", f"at most {MAX_DERIVED_LAYERS} layers with this expert_layer_offset")
+            spec["dense_layer_ids"] = [i for i in range(L) if i % e_period != e_offset]
+    D = spec["d_model"]
+    expand = c.int("mamba_expand")
+    rank = c.values.get("mamba_dt_rank")
+    R = math.ceil(D / 16) if rank == "auto" else c.int("mamba_dt_rank")
+    mamba = {"ssm_inner": expand * D, "ssm_state_size": c.int("mamba_d_state"), "ssm_dt_rank": R,
+             "conv_kernel": c.int("mamba_d_conv"), "ssm_proj_bias": c.flag("mamba_proj_bias"),
+             "ssm_conv_bias": c.flag("mamba_conv_bias")}
+    for key, name in (("ssm_inner", "mamba_expand"), ("ssm_state_size", "mamba_d_state"), ("ssm_dt_rank", "mamba_dt_rank"),
+                      ("conv_kernel", "mamba_d_conv")):
+        if mamba[key] < 1:
+            raise c._bad(name, "a whole number >= 1")
+    return spec | mamba
+
+
 _MAMBA_DEFAULTS = {  # the Mamba-2 fields of configuration_bamba.py and configuration_granitemoehybrid.py
     "mamba_n_heads": 128, "mamba_d_head": "auto", "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
     "mamba_expand": 2, "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_proj_bias": False,
@@ -345,6 +395,12 @@ _LFM2_DEFAULTS = LLAMA_DEFAULTS | {  # configuration_lfm2.py
     "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 128000,
     "tie_word_embeddings": True, "conv_bias": False, "conv_L_cache": 3, "block_multiple_of": 256,
     "block_ffn_dim_multiplier": 1.0, "block_auto_adjust_ff_dim": True, "full_attn_idxs": None, "layer_types": None,
+}  # fmt: skip
+_JAMBA_DEFAULTS = LLAMA_DEFAULTS | {  # configuration_jamba.py
+    "vocab_size": 65536, "intermediate_size": 14336, "num_key_value_heads": 8, "max_position_embeddings": 262144,
+    "num_experts_per_tok": 2, "num_experts": 16, "expert_layer_period": 2, "expert_layer_offset": 1,
+    "attn_layer_period": 8, "attn_layer_offset": 4, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2,
+    "mamba_dt_rank": "auto", "mamba_conv_bias": True, "mamba_proj_bias": False,
 }  # fmt: skip
 _NEMOTRON_H_DEFAULTS = {  # configuration_nemotron_h.py
     "vocab_size": 131072, "hidden_size": 4096, "layers_block_type": None, "hybrid_override_pattern": None,
@@ -389,6 +445,7 @@ FAMILIES: dict[str, Family] = {
     "qwen3_5_moe_text": Family(_qwen3_5_moe_text, _QWEN3_5_MOE_DEFAULTS, ("attention_dropout",)),
     "bamba": Family(_bamba, _BAMBA_DEFAULTS, ("attention_dropout",)),
     "falcon_h1": Family(_falcon_h1, _FALCON_H1_DEFAULTS, ("attention_dropout",)),
+    "jamba": Family(_jamba, _JAMBA_DEFAULTS, ("attention_dropout",)),
     "lfm2": Family(_lfm2, _LFM2_DEFAULTS, (), {"tie_embedding": "tie_word_embeddings", "block_ff_dim": "intermediate_size"},
                    frozenset({"tie_embedding", "block_ff_dim"})),
     "nemotron_h": Family(_nemotron_h, _NEMOTRON_H_DEFAULTS, ("attention_dropout", "hidden_dropout"),

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import LayerAttention, ModelConfig
-from transformer_calc.estimators.mixers import deltanet, mamba2, shortconv
+from transformer_calc.estimators.mixers import deltanet, mamba, mamba2, shortconv
 from transformer_calc.estimators.mixers.base import Mixer, MixerFlops, MixerParams, MixerState
 
 MIXERS: dict[LayerAttention, Mixer] = {
     deltanet.MIXER.kind: deltanet.MIXER,
     mamba2.MIXER.kind: mamba2.MIXER,
     shortconv.MIXER.kind: shortconv.MIXER,
+    mamba.MIXER.kind: mamba.MIXER,
 }
 
 __all__ = ["MIXERS", "Mixer", "MixerFlops", "MixerParams", "MixerState", "mixer", "require_attention_only"]
