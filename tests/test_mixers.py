@@ -255,3 +255,19 @@ def test_jamba_mamba_by_hand():
     st = decode_state(m, InferenceSpec(batch_size=1, prompt_len=4, weight_dtype="fp32"))
     assert st is not None and (st.conv_bytes_per_sequence, st.recurrent_bytes_per_sequence) == (5 * 32 * 3 * 4, 5 * 32 * 8 * 4)
     assert mamba.forward_flops(m, 2, 7).core == 2 * 2 * 7 * 32 * 8
+
+
+def test_minimax_lightning_by_hand():
+    """modeling_minimax.py MiniMaxLightningAttention, D = 64, A = 4 heads of 16: qkv_proj, output_gate and
+    out_proj 5·64·64, norm 64; its state the running K^T·V, 4·16·16 per sequence at the activation
+    dtype (MiniMaxCache.linear_cache, bf16 in a bf16 model); FLOPs of a prompt in blocks of C = 8."""
+    cfg = {"model_type": "minimax", "num_hidden_layers": 4, "vocab_size": 500, "hidden_size": 64, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "intermediate_size": 96, "num_local_experts": 4, "block_size": 8}
+    m = ModelConfig.model_validate(from_hf_config(cfg))
+    light = MIXERS[LayerAttention.lightning]
+    assert [k.value for k in m.attention_pattern] == ["full", "lightning"]
+    assert light.params(m).total == 5 * 64 * 64 + 64
+    st = decode_state(m, InferenceSpec(batch_size=1, prompt_len=20))
+    assert st is not None and (st.recurrent_bytes_per_sequence, st.state_dtype) == (2 * 4 * 16 * 16 * 2, "bf16")
+    # S = 20: blocks of 8, 8 and 4; per head 2·2·(8² + 8² + 4²)·16 + 2·2·20·16²
+    assert light.forward_flops(m, 1, 20).core == 4 * (4 * 144 * 16 + 4 * 20 * 256)

@@ -87,7 +87,7 @@ def gen_qwen3_5_moe(r: R) -> Cfg:
 # The hybrid model types: the FLOPs of their mixers are checked by flops_mixers.py (forward), their
 # decode state by kv_cache.py; fine-tuning estimates refuse them (not modeled yet).
 HYBRID_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "bamba",
-                          "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba"})
+                          "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba", "minimax"})
 
 def _mamba_knobs(r: R, D: int) -> Cfg:
     expand = r.choice([1, 2])
@@ -203,6 +203,21 @@ def gen_jamba(r: R) -> Cfg:
     return cfg
 
 
+def gen_minimax(r: R) -> Cfg:
+    kv = r.choice([1, 2])
+    A = kv * r.choice([1, 2])
+    L = r.randint(1, 6)
+    n = r.choice([1, 2, 4])
+    cfg: Cfg = {"model_type": "minimax", "vocab_size": r.randint(50, 3000), "hidden_size": A * r.choice([8, 12, 16]),
+                "num_hidden_layers": L, "num_attention_heads": A, "num_key_value_heads": kv,
+                "intermediate_size": r.randint(4, 200), "num_local_experts": n, "num_experts_per_tok": r.randint(1, n),
+                "block_size": r.choice([4, 8, 256]), "max_position_embeddings": r.choice([128, 4096])}
+    if r.random() < 0.5:
+        cfg["layer_types"] = [r.choice(["linear_attention", "full_attention"]) for _ in range(L)]
+    _maybe(r, cfg, tie_word_embeddings=r.random() < 0.5, head_dim=r.choice([8, 16]), attention_dropout=r.choice([0.0, 0.1]))
+    return cfg
+
+
 def _own_stream(gen: Callable[[R], Cfg], seed: int) -> Callable[[R], Cfg]:
     """The generator on a random stream of its own (the shared one is left untouched), so that adding
     these types does not shift the draws, and the fixtures, of the types sorted after them."""
@@ -220,6 +235,7 @@ GENERATORS: dict[str, Callable[[R], Cfg]] = {
     "nemotron_h": _own_stream(gen_nemotron_h, 22_7),
     "lfm2": _own_stream(gen_lfm2, 22_8),
     "jamba": _own_stream(gen_jamba, 22_9),
+    "minimax": _own_stream(gen_minimax, 22_10),
 }
 
 _S = {"vocab_size": 300, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
@@ -298,4 +314,11 @@ EDGE: list[tuple[str, Cfg]] = [
                              "num_experts": 3, "expert_layer_period": 3, "expert_layer_offset": 0,
                              "attn_layer_period": 3, "attn_layer_offset": 2, "mamba_proj_bias": True,
                              "mamba_dt_rank": 7, "mamba_d_state": 8}),
+    ("minimal", {"model_type": "minimax", "num_hidden_layers": 4, "vocab_size": 500, "hidden_size": 64,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 96, "num_local_experts": 4,
+                 "block_size": 8}),
+    ("head-dim-pattern", {"model_type": "minimax", "num_hidden_layers": 5, "vocab_size": 300, "hidden_size": 48,
+                          "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 24, "intermediate_size": 40,
+                          "num_local_experts": 3, "num_experts_per_tok": 2, "block_size": 4,
+                          "layer_types": ["linear_attention"] * 3 + ["full_attention", "linear_attention"]}),
 ]  # fmt: skip

@@ -107,8 +107,10 @@ CASES: list[tuple[str, Cfg]] = [
     ("jamba Mamba + MoE, attention every 3rd", {"model_type": "jamba", **_BASE, "num_key_value_heads": 2,
                                                 "num_experts": 4, "num_experts_per_tok": 2, "attn_layer_period": 3,
                                                 "attn_layer_offset": 2, "mamba_d_state": 8, "mamba_d_conv": 3}),
+    ("minimax lightning block 8, MoE", {"model_type": "minimax", **_BASE, "num_key_value_heads": 2, "num_local_experts": 4,
+                                        "num_experts_per_tok": 2, "block_size": 8}),
 ]  # fmt: skip
-HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba"}  # also run in bf16: the state's two dtypes
+HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba", "minimax"}  # also run in bf16: the state's two dtypes
 PROMPTS = (1, 5, 8, 13)  # below, at and past the windows (8)
 DECODE = 10  # decode steps after each prompt (crosses the windows from below)
 BF16_POINTS = ((1, 13), 3)  # prompts and decode steps of the bf16 runs
@@ -117,7 +119,8 @@ BATCH = 2
 
 def cache_bytes(past: Any) -> int:
     """Bytes of every tensor the cache object holds: keys and values of every layer, and the conv
-    and recurrent states of the linear-attention layers (LinearAttentionLayer) of hybrid models."""
+    and recurrent states of the linear-attention layers (LinearAttentionLayer) of hybrid models, and
+    MiniMaxCache's linear_cache."""
     total = 0
     for layer in past.layers:
         tensors = [getattr(layer, "keys", None), getattr(layer, "values", None)]
@@ -126,6 +129,9 @@ def cache_bytes(past: Any) -> int:
         for t in tensors:
             if isinstance(t, torch.Tensor):
                 total += t.numel() * t.element_size()
+    for t in getattr(past, "linear_cache", []):  # MiniMaxCache: the lightning layers' K^T·V
+        if isinstance(t, torch.Tensor):
+            total += t.numel() * t.element_size()
     return total
 
 

@@ -62,6 +62,7 @@ class LayerAttention(str, Enum):
     mamba2 = "mamba2"  # Mamba-2 (Dao & Gu 2024; Bamba, Granite-4.0-H): conv + SSM state
     conv = "conv"  # gated short convolution (LFM2): conv state only
     mamba = "mamba"  # Mamba(-1) selective scan (Gu & Dao 2023; Jamba): conv + SSM state
+    lightning = "lightning"  # lightning attention (MiniMax-01): a running K^T·V per head
     none = "none"  # no sequence mixer: with one_mixer_per_layer, the layer is its MLP or MoE alone (Nemotron-H)
 
 
@@ -152,6 +153,7 @@ class ModelConfig(BaseModel):
     ssm_conv_bias: bool = Field(default=True, description="a bias on the Mamba-2 conv")
     ssm_inner: int | None = Field(default=None, gt=0, description="d_inner, Mamba(-1) channels (mamba_expand·D)")
     ssm_dt_rank: int | None = Field(default=None, gt=0, description="R, Mamba(-1) rank of the dt projection")
+    lightning_block_size: int | None = Field(default=None, gt=0, description="C, the block of lightning attention's prompt form")
     short_conv_bias: bool = Field(default=False, description="biases on a short-conv layer's projections and conv (LFM2)")
     ssm_out_bias: bool | None = Field(default=None, description="a bias on the Mamba-2 out_proj (default: ssm_proj_bias)")
     ssm_norm: bool = Field(default=True, description="the Mamba-2 gated RMSNorm before out_proj (Falcon-H1: optional)")
@@ -549,7 +551,7 @@ def _check_pattern(d: dict[str, Any]) -> None:
         return
     if isinstance(pat, (str, bytes)) or not isinstance(pat, (list, tuple)):
         raise ValueError(
-            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked/deltanet/mamba2/mamba/conv/none, e.g. [sliding, full]"
+            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked/deltanet/mamba2/mamba/conv/lightning/none, e.g. [sliding, full]"
         )
     if not pat or len(pat) > MAX_PATTERN:
         raise ValueError(
@@ -576,6 +578,8 @@ def _check_pattern(d: dict[str, Any]) -> None:
         missing = [k for k in ("ssm_inner", "ssm_state_size", "ssm_dt_rank", "conv_kernel") if d.get(k) is None]
         if missing:
             raise ValueError(f"attention_pattern has mamba layers but {', '.join(missing)} is not given; give it")
+    if "lightning" in kinds and d.get("lightning_block_size") is None:
+        raise ValueError("attention_pattern has lightning layers but lightning_block_size is not given; give it")
     if "conv" in kinds and d.get("conv_kernel") is None:
         raise ValueError("attention_pattern has conv layers but conv_kernel is not given; give it")
     if "mamba2" in kinds:
@@ -597,7 +601,7 @@ SHOWN_WHEN_SET = frozenset({
     "attn_output_gate", "linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
     "conv_kernel", "ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "ssm_proj_bias",
     "ssm_conv_bias", "ssm_out_bias", "ssm_norm", "mixer_beside_attention", "one_mixer_per_layer", "short_conv_bias",
-    "ssm_inner", "ssm_dt_rank",
+    "ssm_inner", "ssm_dt_rank", "lightning_block_size",
 })
 MAX_BLOCK_LAYERS = 65536  # most layers of a one_mixer_per_layer model (its MoE layers are counted one by one)
 MAMBA2_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "conv_kernel")

@@ -2,7 +2,7 @@
 attention (issue 22). Gated DeltaNet: qwen3_next, qwen3_5 (its text model), qwen3_5_moe. Mamba-2:
 bamba, granitemoehybrid, falcon_h1 (attention and Mamba-2 in parallel in every layer), nemotron_h
 (one block per layer: Mamba-2, attention, MLP or MoE; `one_mixer_per_layer`). Short convolution:
-lfm2. Mamba(-1): jamba.
+lfm2. Mamba(-1): jamba. Lightning attention: minimax.
 
 Same contract as `transformer_calc.sources.hf`, whose reader these builders use: the spec's parameter
 count equals what transformers 5.23 builds on the meta device (tools/crosscheck/hf_params.py), the
@@ -378,6 +378,40 @@ def _jamba(c: Reader) -> dict[str, Any]:
     return spec | mamba
 
 
+# ---------------------------------------------------------------------------- lightning attention
+_MINIMAX_KIND = {"linear_attention": "lightning", "full_attention": "full", "attention": "full"}
+
+
+def _minimax(c: Reader) -> dict[str, Any]:
+    """modeling_minimax.py: MiniMaxLightningAttention (qkv_proj, output_gate, out_proj, a norm over
+    the heads; head_dim = head_dim or D // A) on linear_attention layers (default: the odd layers),
+    MiniMaxAttention (q/k/v/o without bias) on the others; a MiniMaxSparseMoeBlock on every layer
+    (num_local_experts gated experts of intermediate_size, router (E, D), no biases); two RMSNorms
+    per layer and a final one. The alpha/beta factors carry no parameters."""
+    spec = rotary_common(c, False, False, False) | {"mlp": gated_mlp_kind(c, "hidden_act")}
+    if c.values.get("head_dim") is None or c.values.get("head_dim") == 0:  # `head_dim or D // A`
+        spec.pop("head_dim", None)
+        spec = _floor_head_dim(spec)
+    if c.values.get("sliding_window") is not None:
+        raise c._bad("sliding_window", "null (a sliding mask over MiniMax's uncapped cache is not modeled)")
+    n = c.int("num_local_experts")
+    if n < 1:
+        raise c._bad("num_local_experts", "a whole number >= 1")
+    spec |= {"n_experts": n, "experts_per_token": c.int("num_experts_per_tok"), "router": True}
+    L = spec["n_layers"]
+    types = c.values.get("layer_types")
+    if types is None:
+        if L > MAX_DERIVED_LAYERS:
+            raise c._bad("num_hidden_layers", f"at most {MAX_DERIVED_LAYERS} layers")
+        types = ["full_attention" if (i + 1) % 2 else "linear_attention" for i in range(L)]  # configuration_minimax.py
+    if not isinstance(types, list) or len(types) != L or any(t not in _MINIMAX_KIND for t in types):
+        raise c._bad("layer_types", f"a list of {L} kinds, each linear_attention or full_attention")
+    block = c.int("block_size")
+    if block < 1:
+        raise c._bad("block_size", "a whole number >= 1")
+    return spec | {"attention_pattern": shortest_period([_MINIMAX_KIND[t] for t in types]), "lightning_block_size": block}
+
+
 _MAMBA_DEFAULTS = {  # the Mamba-2 fields of configuration_bamba.py and configuration_granitemoehybrid.py
     "mamba_n_heads": 128, "mamba_d_head": "auto", "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
     "mamba_expand": 2, "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_proj_bias": False,
@@ -401,6 +435,10 @@ _JAMBA_DEFAULTS = LLAMA_DEFAULTS | {  # configuration_jamba.py
     "num_experts_per_tok": 2, "num_experts": 16, "expert_layer_period": 2, "expert_layer_offset": 1,
     "attn_layer_period": 8, "attn_layer_offset": 4, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2,
     "mamba_dt_rank": "auto", "mamba_conv_bias": True, "mamba_proj_bias": False,
+}  # fmt: skip
+_MINIMAX_DEFAULTS = LLAMA_DEFAULTS | {  # configuration_minimax.py
+    "num_key_value_heads": 8, "head_dim": None, "max_position_embeddings": 4096 * 32, "sliding_window": None,
+    "num_experts_per_tok": 2, "num_local_experts": 8, "layer_types": None, "block_size": 256,
 }  # fmt: skip
 _NEMOTRON_H_DEFAULTS = {  # configuration_nemotron_h.py
     "vocab_size": 131072, "hidden_size": 4096, "layers_block_type": None, "hybrid_override_pattern": None,
@@ -446,6 +484,7 @@ FAMILIES: dict[str, Family] = {
     "bamba": Family(_bamba, _BAMBA_DEFAULTS, ("attention_dropout",)),
     "falcon_h1": Family(_falcon_h1, _FALCON_H1_DEFAULTS, ("attention_dropout",)),
     "jamba": Family(_jamba, _JAMBA_DEFAULTS, ("attention_dropout",)),
+    "minimax": Family(_minimax, _MINIMAX_DEFAULTS, ("attention_dropout",)),
     "lfm2": Family(_lfm2, _LFM2_DEFAULTS, (), {"tie_embedding": "tie_word_embeddings", "block_ff_dim": "intermediate_size"},
                    frozenset({"tie_embedding", "block_ff_dim"})),
     "nemotron_h": Family(_nemotron_h, _NEMOTRON_H_DEFAULTS, ("attention_dropout", "hidden_dropout"),

@@ -273,6 +273,7 @@ class _StateGroup:
     recurrent: int
     token_flops: int
     prompt_token_flops: int
+    recurrent_at_activation_dtype: bool = False
 
 
 @dataclass(frozen=True)
@@ -362,7 +363,7 @@ def _state_groups(m: ModelConfig, T: int) -> tuple[_StateGroup, ...]:
         mixer = MIXERS[kind]
         st = mixer.state(m, T)
         out.append(_StateGroup(m.n_attention_layers(kind), st.conv, st.recurrent, mixer.token_flops(m, T),
-                               mixer.prompt_token_flops(m, T)))
+                               mixer.prompt_token_flops(m, T), st.recurrent_at_activation_dtype))
     return tuple(out)
 
 
@@ -483,10 +484,18 @@ def state_bytes(sh: _Shard, spec: InferenceSpec) -> int:
     activation dtype and its recurrent state at the state dtype (0 without mixer layers)."""
     if not sh.state_groups:
         return 0
-    conv = sum(g.layers * g.conv for g in sh.state_groups)
-    recurrent = sum(g.layers * g.recurrent for g in sh.state_groups)
-    return (_bytes(conv, DTYPE_BITS[spec.resolved_activation_dtype])
-            + _bytes(recurrent, DTYPE_BITS[spec.resolved_state_dtype]))
+    return sum(_group_state_bytes(sh.state_groups, spec))
+
+
+def _group_state_bytes(groups: tuple[_StateGroup, ...], spec: InferenceSpec) -> tuple[int, int]:
+    """(conv bytes, recurrent bytes) of one sequence over `groups`: the conv state and the states kept
+    at the activation dtype (lightning), and the recurrent states at the state dtype."""
+    act = sum(g.layers * (g.conv + (g.recurrent if g.recurrent_at_activation_dtype else 0)) for g in groups)
+    conv = sum(g.layers * g.conv for g in groups)
+    state = sum(g.layers * g.recurrent for g in groups if not g.recurrent_at_activation_dtype)
+    act_bits, state_bits = DTYPE_BITS[spec.resolved_activation_dtype], DTYPE_BITS[spec.resolved_state_dtype]
+    conv_bytes = _bytes(conv, act_bits)
+    return conv_bytes, _bytes(act, act_bits) - conv_bytes + _bytes(state, state_bits)
 
 
 def _kv_bytes_per_token(sh: _Shard, spec: InferenceSpec) -> int:
@@ -597,14 +606,14 @@ def decode_state(m: ModelConfig, spec: InferenceSpec) -> DecodeState | None:
         return None
     sh = rank_shard(m, spec)
     whole = _state_groups(m, 1)
-    conv = _bytes(sum(g.layers * g.conv for g in whole), DTYPE_BITS[spec.resolved_activation_dtype])
-    recurrent = _bytes(sum(g.layers * g.recurrent for g in whole), DTYPE_BITS[spec.resolved_state_dtype])
+    conv, recurrent = _group_state_bytes(whole, spec)
     held = 1 if spec.kv_cache else 0
     per_gpu = state_bytes(sh, spec)
     return DecodeState(
         layers_by_kind={k.value: m.n_attention_layers(k) for k in m.mixer_kinds},
         conv_dtype=spec.resolved_activation_dtype,
-        state_dtype=spec.resolved_state_dtype,
+        state_dtype=(spec.resolved_activation_dtype if all(g.recurrent_at_activation_dtype for g in whole)
+                     else spec.resolved_state_dtype),
         conv_bytes_per_sequence=conv,
         recurrent_bytes_per_sequence=recurrent,
         bytes_per_sequence=conv + recurrent,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import LayerAttention, ModelConfig
-from transformer_calc.estimators.mixers import deltanet, mamba, mamba2, shortconv
+from transformer_calc.estimators.mixers import deltanet, lightning, mamba, mamba2, shortconv
 from transformer_calc.estimators.mixers.base import Mixer, MixerFlops, MixerParams, MixerState
 
 MIXERS: dict[LayerAttention, Mixer] = {
@@ -18,6 +18,7 @@ MIXERS: dict[LayerAttention, Mixer] = {
     mamba2.MIXER.kind: mamba2.MIXER,
     shortconv.MIXER.kind: shortconv.MIXER,
     mamba.MIXER.kind: mamba.MIXER,
+    lightning.MIXER.kind: lightning.MIXER,
 }
 
 __all__ = ["MIXERS", "Mixer", "MixerFlops", "MixerParams", "MixerState", "mixer", "require_attention_only"]

@@ -13,7 +13,8 @@ Conventions (those of `estimators/flops.py` and `estimators/inference/roofline.p
   forward (the estimators apply it). Element-wise work (gates, decays, activations, norms) is not
   counted; convolutions and matmuls are.
 - Decode state: elements per sequence per layer on one of T tensor-parallel ranks, split into the
-  conv state (held at the activation dtype) and the recurrent state (held at the state dtype).
+  conv state (held at the activation dtype) and the recurrent state (held at the state dtype, or
+  at the activation dtype where the reference code keeps it so).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class MixerState:
 
     conv: int  # the last K_conv inputs of the depthwise conv
     recurrent: int  # the recurrent (delta-rule / SSM) state
+    recurrent_at_activation_dtype: bool = False  # held at the activation dtype, not the state dtype (lightning)
 
 
 class Mixer(Protocol):
