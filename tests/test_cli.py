@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from transformer_calc.cli import app, run
+from transformer_calc.cli import full_app, run
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.estimators.params import count_params
 from transformer_calc.sources.presets import preset_model
@@ -193,7 +193,7 @@ def test_every_command_is_documented():
     from conftest import REPO
 
     text = (REPO / "docs" / "cli.md").read_text()
-    for command in app.registered_commands:
+    for command in full_app().registered_commands:
         name = command.name or command.callback.__name__
         assert f"## `tcalc {name}`" in text, name
 
@@ -359,13 +359,13 @@ def test_mfu_hfu_with_recompute(capsys):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["flops", "--preset", "gpt2", "--tokens", "lots"], "--tokens ('lots') is not a number"),
+        (["flops", "--preset", "gpt2", "--tokens", "lots"], "--tokens ('lots'): not a number"),
         (["flops", "--preset", "gpt2", "--gpus", "8"], "give --tokens too"),
         (["flops", "--preset", "gpt2", "--tokens", "1e9", "--gpus", "8"], "needs both --gpus N and --gpu NAME"),
-        (["flops", "--preset", "gpt2", "--tokens", "1e9", "--gpus", "8", "--gpu", "h100", "--mfu", "1.5"], "--mfu (1.5)"),
+        (["flops", "--preset", "gpt2", "--tokens", "1e9", "--gpus", "8", "--gpu", "h100", "--mfu", "1.5"], "--mfu ('1.5'): '1.5' is out of range"),
         (["flops", "--preset", "gpt2", "--recompute", "half"], "--recompute ('half')"),
         (["mfu", "--preset", "gpt2"], "give the measured speed"),
-        (["mfu", "--preset", "gpt2", "--step-time", "0", "--global-batch", "8"], "--step-time (0.0)"),
+        (["mfu", "--preset", "gpt2", "--step-time", "0", "--global-batch", "8"], "--step-time ('0'): '0' is out of range"),
         (["mfu", "--preset", "gpt2", "--tokens-per-s", "1e5", "--gpu", "v100", "--dtype", "bf16"], "has no bf16"),
     ],
 )
@@ -517,7 +517,9 @@ def test_every_option_shows_its_default():
     `[default: ...]`, or the option is required."""
     import typer.main
 
-    from transformer_calc.cli import app
+    from transformer_calc.cli import full_app as _full
+
+    app = _full()
 
     hidden = []
     for name, command in typer.main.get_command(app).commands.items():

@@ -49,7 +49,7 @@ def test_fractional_d_ff_is_rejected():
         ({**GPT2_SHAPE, "L": 0}, r"n_layers \(0\): input should be greater than 0; use a positive number"),
         ({**GPT2_SHAPE, "D": -768}, r"d_model \(-768\)"),
         ({**GPT2_SHAPE, "L": 2.5}, r"n_layers \(2.5\).*whole number"),
-        ({**GPT2_SHAPE, "mlp": "swish"}, r"mlp \('swish'\): input should be 'gelu', 'relu', 'swiglu' or 'geglu'"),
+        ({**GPT2_SHAPE, "mlp": "swish"}, r"mlp \('swish'\): input should be 'gelu', 'relu', 'swiglu', 'geglu', 'relu2', 'relu2_glu' or 'xielu'"),
         ({**GPT2_SHAPE, "n_layer": 3}, r"unknown field 'n_layer'; did you mean 'n_layers'"),
         ({"D": 768, "A": 12, "V": 10}, r"n_layers is required"),
         ({**GPT2_SHAPE, "n_experts": 2, "experts_per_token": 3}, r"experts_per_token \(3\) exceeds n_experts \(2\)"),

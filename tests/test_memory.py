@@ -214,3 +214,83 @@ def test_first_and_last_stage_hold_the_most(m, P):
     ends = training_memory(m, w, tr, par, all_stages=False)
     assert most_loaded(every) == most_loaded(ends)
     assert [s.stage for s in ends] == [0, P - 1]
+
+
+# ---------------------------------------------------------------------------- pipelines as run (issue 24)
+from transformer_calc.estimators.training.memory import (  # noqa: E402
+    Chunk,
+    chunk_forwards_in_flight,
+    pipeline_stage,
+    pipeline_units,
+)
+
+
+def test_llama3_405b_layout_embedding_and_loss_as_layers():
+    """Llama 3 paper (arXiv:2407.21783) §3.3.2: 126 blocks on PP 16, one block fewer on the first
+    and last stages, "the first model chunk on the first stage has only the embedding, and the
+    last model chunk on the last stage has only output projection and loss": (126 + 2) / 16 = 8
+    units per stage, one per chunk with v = 8 (Megatron account_for_embedding/loss_in_pipeline_split)."""
+    par = Parallelism(pipeline=16, virtual_stages=8, embedding_in_split=True, loss_in_split=True)
+    assert pipeline_units(126, par) == [8] * 16
+    first, last = pipeline_stage(126, par, 0), pipeline_stage(126, par, 15)
+    assert first.chunks[0] == Chunk(0, 0, embedding=True) and last.chunks[-1] == Chunk(126, 126, head=True)
+    assert first.n_layers == last.n_layers == 7 and pipeline_stage(126, par, 7).n_layers == 8
+    assert pipeline_stage(126, par, 1).chunks[:2] == (Chunk(0, 1), Chunk(16, 17))  # chunk c: the c-th slice
+    covered = sorted(i for s in range(16) for c in pipeline_stage(126, par, s).chunks for i in range(c.start, c.stop))
+    assert covered == list(range(126))  # every block once
+
+
+def test_qwen3_235b_and_deepseek_v3_layouts():
+    """Megatron-Bridge recipes: Qwen3-235B-A22B (94 blocks) at PP 16 with the embedding and loss
+    accounted (qwen3_235b_a22b_pretrain_config: 96 / 16 = 6); DeepSeek-V3 (61 blocks) at PP 16,
+    layout [embedding + 4 decoders] + 14 x [4 decoders] + [1 decoder + MTP + loss]
+    (deepseek_v3_pretrain_config), i.e. --decoder-first-pipeline-num-layers 4, last 1."""
+    qwen = Parallelism(pipeline=16, embedding_in_split=True, loss_in_split=True)
+    assert pipeline_units(94, qwen) == [6] * 16
+    assert [pipeline_stage(94, qwen, s).n_layers for s in (0, 1, 15)] == [5, 6, 5]
+    ds = Parallelism(pipeline=16, first_stage_layers=4, last_stage_layers=1)
+    assert pipeline_units(61, ds) == [4] + [4] * 14 + [1]
+    assert pipeline_stage(61, ds, 15).chunks == (Chunk(60, 61, head=True),)
+    m = preset_model("deepseek-v3")
+    stages = training_memory(m, Workload(seq_len=4096), Training(flash=True, recompute="selective"),
+                             Parallelism(tensor=2, pipeline=16, data=64, expert=64, sequence_parallel=True,
+                                         zero=1, first_stage_layers=4, last_stage_layers=1), all_stages=False)
+    # mixed dense and MoE blocks: the first four stages and the last are evaluated
+    assert [(s.stage, s.n_layers) for s in stages] == [(0, 4), (1, 4), (2, 4), (3, 4), (15, 1)]
+
+
+def test_uneven_split_errors_name_the_fix():
+    with pytest.raises(ValueError, match="divisible by P x virtual stages"):
+        pipeline_units(126, Parallelism(pipeline=16, virtual_stages=2))
+    with pytest.raises(ValueError, match="split evenly over the 14 middle stages"):
+        pipeline_units(61, Parallelism(pipeline=16, first_stage_layers=3, last_stage_layers=1))
+    with pytest.raises(ValueError, match="multiple of 2"):
+        pipeline_units(61, Parallelism(pipeline=16, virtual_stages=2, first_stage_layers=4, last_stage_layers=1))
+    with pytest.raises(ValueError, match="cannot be combined"):
+        pipeline_units(61, Parallelism(pipeline=16, first_stage_layers=4, loss_in_split=True))
+    with pytest.raises(ValueError, match="must be divisible by P"):
+        pipeline_units(61, Parallelism(pipeline=16, embedding_in_split=True, loss_in_split=True))
+
+
+def test_forwards_in_flight_follow_megatrons_schedules():
+    """schedules.py: 1F1B warms up P - s - 1 forwards (at most m); the interleaved schedule
+    2(P - s - 1) + (v - 1)P, forwards taken P micro-batches per chunk; +1 before the first backward."""
+    assert [chunk_forwards_in_flight(4, 1, 8, s) for s in range(4)] == [[4], [3], [2], [1]]
+    assert chunk_forwards_in_flight(4, 1, 2, 0) == [2]  # fewer micro-batches than stages
+    # P=4, v=2, m=8, stage 0: 2·3 + 4 + 1 = 11 forwards: micro-batches 0-3 of chunk 0, 0-3 of chunk 1, 4-6 of chunk 0
+    assert chunk_forwards_in_flight(4, 2, 8, 0) == [7, 4]
+    assert chunk_forwards_in_flight(4, 2, 8, 3) == [4, 1]
+    assert chunk_forwards_in_flight(16, 8, 16, 1) == [16] * 8  # Llama 3 at 16k GPUs: all forwards first (m·v = 128)
+
+
+def test_interleaving_stores_more_on_the_first_stage():
+    """Korthikanti et al. 2022 §4.2.3: the interleaved schedule keeps L·(1 + (P - 1)/(P·v)) layers'
+    activations on the first stage (m >= P): 8 blocks over P = 4 with v = 2 keep 2·3 + 4 + 1 = 11
+    chunk forwards of one block each, 8·(1 + 3/8) = 11 blocks, against 4 micro-batches x 2 blocks."""
+    m = ModelConfig.model_validate({"L": 8, "D": 64, "A": 4, "V": 100, "K": 64, "dropout": 0.0})
+    w, tr = Workload(seq_len=16), Training(micro_batches=8)
+    per_layer = layer_activations(m, w, tr).total
+    plain = training_memory(m, w, tr, Parallelism(pipeline=4))[0]
+    inter = training_memory(m, w, tr, Parallelism(pipeline=4, virtual_stages=2))[0]
+    assert plain.attention + plain.mlp + plain.norm == 4 * 2 * per_layer
+    assert inter.attention + inter.mlp + inter.norm == 11 * per_layer

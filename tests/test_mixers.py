@@ -17,7 +17,7 @@ from transformer_calc.sources.hf import from_hf_config
 from transformer_calc.sources.presets import gpu as find_gpu, preset_model
 
 GDN = MIXERS[LayerAttention.deltanet]
-# docs/formulas.md §5.5's worked example: D = 64, H_k = 2, H_v = 4, d_k = 16, d_v = 24, K = 4, in a
+# docs/formulas.md §5.6's worked example: D = 64, H_k = 2, H_v = 4, d_k = 16, d_v = 24, K = 4, in a
 # Qwen3-Next of 4 layers (3 Gated DeltaNet, then 1 full attention), a dense MLP of 96, V = 97
 TINY_HF = {"model_type": "qwen3_next", "vocab_size": 97, "hidden_size": 64, "num_hidden_layers": 4,
            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "linear_num_key_heads": 2,
@@ -120,7 +120,7 @@ def test_pattern_needs_the_widths():
 
 # ---------------------------------------------------------------------------- Mamba-2
 MAMBA2 = MIXERS[LayerAttention.mamba2]
-# docs/formulas.md §5.6's worked example: a Bamba of two layers (Mamba-2, then attention), D = 64,
+# docs/formulas.md §5.7's worked example: a Bamba of two layers (Mamba-2, then attention), D = 64,
 # H = 8 heads of P = 16 (mamba_expand 2), N = 16, G = 1, K = 4, chunk Q = 256, conv bias
 BAMBA_HF = {"model_type": "bamba", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
             "mamba_n_heads": 8, "mamba_d_state": 16, "num_hidden_layers": 2, "attn_layer_indices": [1],

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO
 import transformer_calc.api as tc
-from transformer_calc.cli import app, run
+from transformer_calc.cli import full_app, run
 from transformer_calc.errors import UnknownNameError
 from transformer_calc.render.common import schema_json
 from transformer_calc.results import RESULT_TYPES, result_schema, result_type
@@ -29,7 +29,7 @@ def _out(argv: list[str], codes: tuple[int, ...] = (0,)) -> str:
 
 
 def test_every_command_with_a_result_has_a_schema():
-    commands = {c.name or c.callback.__name__ for c in app.registered_commands}
+    commands = {c.name or c.callback.__name__ for c in full_app().registered_commands}
     assert set(RESULT_TYPES) == commands - {"schema"}
 
 

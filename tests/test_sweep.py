@@ -388,18 +388,17 @@ def test_the_shard_memo_holds_what_it_assumes(preset):
 
 
 @pytest.mark.parametrize("text", ["8192", "8k", "4M", "1e3", "1_000", "2.5k", "1.5", "x", "-3", "0", "1e-3", "8K", "2T"])
-@pytest.mark.parametrize("axis", ["batch_size", "seq_len"])
-def test_api_numbers_read_as_the_cli_reads_them(axis, text):
-    """tc.sweep's axis strings go through sweep's number reader, the CLI's through cli._parse_whole:
-    the same value, or both an error."""
-    import typer
-
-    from transformer_calc.cli import _parse_whole
+@pytest.mark.parametrize("axis", ["batch_size", "seq_len", "zero"])
+def test_axis_numbers_are_read_by_the_one_parser(axis, text):
+    """A sweep axis's numbers (both doors: prepare's reader) are config.parse_whole's reading, the
+    parser of every other integer option: the same value, or both an error."""
     from transformer_calc.estimators.sweep import _number
+    from transformer_calc.model.config import parse_whole
 
     try:
-        want = _parse_whole(text, 0, binary=axis == "seq_len")
-    except typer.BadParameter:
+        want = parse_whole(text, low=0 if axis == "zero" else 1, high=3 if axis == "zero" else None,
+                           binary=axis == "seq_len")
+    except ValueError:
         want = None
     try:
         got = _number(axis, "--x", text)

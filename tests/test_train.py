@@ -43,7 +43,10 @@ def test_single_gpu_by_hand():
     assert e.tp_comm_s == e.pp_bubble_s == e.pp_comm_s == e.dp_comm_s == e.moe_all_to_all_s == e.cp_comm_s == 0
     # memory-bound: 3 passes x (2 norms x 2D + 2 adds x 3D + plain MLP: act in + out 2F) x p x tokens x L / bw
     per_token_layer = 2 * 2 * 64 + 2 * 3 * 64 + 2 * 256
-    assert e.memory_bound_s == pytest.approx(3 * per_token_layer * 2 * 8 * 32 * 4 / (0.9e12))
+    blocks = 3 * per_token_layer * 2 * 8 * 32 * 4
+    embedding = (2 + 2 + 2 * 4) * 8 * 32 * 64  # lookup written; its gradient read, fp32 rows read and written
+    loss = (2 + 4 + 4 + 2) * 8 * 32 * 100  # logits read, fp32 softmax written, read, gradient written
+    assert e.memory_bound_s == pytest.approx((blocks + embedding + loss) / 0.9e12)
     assert e.step_time_s == pytest.approx(sum(e.breakdown.values()))
     assert e.mfu == pytest.approx(e.model_flops / (e.step_time_s * 1 * 1e15))
 
@@ -58,13 +61,22 @@ def test_tensor_parallel_term_by_hand():
     e = est(Parallelism(tensor=2, sequence_parallel=True))
     msg = 1 * 32 * 64 * 2  # b·S·D·p
     per = 2 * 1 / 2 * msg / 1e11 + 2 * 1 * 1e-5
-    assert e.tp_comm_s == pytest.approx(8 * 4 * 4 * per)  # m x L x 4 all-reduces
+    # m x (L x 4 all-reduces + the embedding's reduce-scatter + the head's input gather/scatter)
+    assert e.tp_comm_s == pytest.approx(8 * (4 * 4 + 2) * per)
 
 
 def test_pipeline_bubble_by_hand():
     e = est(Parallelism(pipeline=2), G=8)
-    per_micro = (e.compute_s + e.memory_bound_s + e.tp_comm_s) / 8
-    assert e.pp_bubble_s == pytest.approx((2 - 1) * per_micro)  # (P-1)/v of one micro-batch's stage time
+    per_micro = (e.compute_s + e.memory_bound_s + e.tp_comm_s) / 8  # the slowest stage's
+    first, last = e.stage_times_s
+    assert last == pytest.approx(per_micro) and first < last  # the head and loss run on the last stage
+    # 1F1B over stages of times t_s: (m - 1)·max t + Σ t, so the bubble is Σ t - max t
+    assert e.pp_bubble_s == pytest.approx(first)
+    # the last stage's share of the compute: its 2 blocks and the head, of all 4 blocks and the head
+    f = count_flops(TINY, Workload(seq_len=32, batch_size=8), causal=True)
+    block = f.layers / 4
+    share = (2 * block + f.lm_head) / (4 * block + f.lm_head)
+    assert e.compute_s == pytest.approx(f.total * share / (1e15 * 0.5))
     e2 = est(Parallelism(pipeline=2, virtual_stages=2), G=8)
     assert e2.pp_bubble_s == pytest.approx(e.pp_bubble_s / 2)
     act = 32 * 64 * 2
@@ -157,7 +169,25 @@ PLAN_CASES = {
     "lora": ["--preset", "llama-3.1-8b", "--gpus", "8", "--global-batch", "32", "--S", "2048", "--finetune", "lora",
              "--lora-rank", "8"],
     "moe": ["--preset", "qwen3-30b-a3b", "--gpus", "16", "--gpu", "h100", "--S", "4096", "--global-batch", "64"],
+    # issue 24: 126 blocks, found with the embedding and loss as layers of the split (Meta's layout)
+    "uneven-405b": ["--preset", "llama-3.1-405b", "--gpus", "16384", "--gpu", "h100", "--S", "8192",
+                    "--global-batch", "2048"],
 }
+
+
+def test_plan_finds_metas_llama3_405b_layout(capsys):
+    """Llama 3 paper (arXiv:2407.21783) Table 4 and §3.3.2: 405B on 16,384 H100 ran TP 8, PP 16,
+    DP 128, 16M tokens, one block fewer on the first and last stages (the embedding and the loss as
+    stage work; v = 8); `tcalc plan` found no layout before issue 24. Its best is at least as fast
+    as Meta's layout priced by `tcalc train`, and fits."""
+    plan = _json(capsys, "plan", *PLAN_CASES["uneven-405b"])
+    meta = _json(capsys, "train", "--preset", "llama-3.1-405b", "--gpus", "16384", "--gpu", "h100", "--S", "8192",
+                 "--global-batch", "2048", "--T", "8", "--P", "16", "--sp", "--virtual-stages", "8", "--zero", "2",
+                 "--embedding-in-split", "--loss-in-split", "--micro-batch", "1")
+    assert meta["memory"]["fits"] and meta["batch"]["micro_batches"] == 16
+    best = plan["plans"][0]
+    assert meta["step_time_s"] / best["step_time_s"] >= 0.85  # the issue's target
+    assert best["layout"]["pipeline"] == 16 and best["layout"]["embedding_in_split"] and best["layout"]["loss_in_split"]
 
 
 @pytest.mark.parametrize("case", sorted(PLAN_CASES))

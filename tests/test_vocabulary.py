@@ -9,9 +9,9 @@ from collections import defaultdict
 import pytest
 import typer.main
 
-from transformer_calc.cli import app, run
+from transformer_calc.cli import full_app, run
 
-COMMANDS = typer.main.get_command(app).commands
+COMMANDS = typer.main.get_command(full_app()).commands
 # Python parameter names that are the same concept under a longer name.
 SAME_CONCEPT = {"micro_batch": "B", "prompt_len": "S", "output_len": "new_tokens"}
 # Grid axes take comma lists: sweep's --flash is "true,false", not a switch.
@@ -104,67 +104,121 @@ def test_p_and_dtype_are_one_concept_everywhere():
 
 
 # ---------------------------------------------------------------------------- API == CLI == job file (issue 21)
-def _names(name: str) -> str:
-    """One concept, one name: the seed's letters are the descriptive names (config.SECTION_ALIASES);
-    --dtype is --p's concept (the compute dtype and its bytes); the CLI's `set_` is `set`."""
-    from transformer_calc.model.config import SECTION_ALIASES
+# One request model per command (requests/) declares its options; the CLI's parameters and the API's
+# keywords are built from it. These tests read what was built (typer's command, the API function),
+# not the declaration, so a door that drops or adds an option fails here.
+from transformer_calc.cli import COMMANDS as TABLE, request_class  # noqa: E402
 
-    name = {"set_": "set", "dtype": "p", "prompt_len": "seq_len", "output_len": "new_tokens",
-            "micro_batch": "batch_size"}.get(name, name)
-    return SECTION_ALIASES.get(name, name)
-
-
-# What one door has and the other cannot: output files and formats (the CLI writes them; the API
-# returns the object), the CLI's positional job files (the API's *files), the API's list of models.
-CLI_ONLY = {"fmt", "plot", "x", "y", "series", "files"}
+# What one door has and the other cannot: the CLI's output format and plot file (the API returns
+# the object), the API's list of models (the CLI takes several MODEL arguments).
+CLI_ONLY = {"fmt", "plot", "x", "y", "series"}
 API_ONLY = {"models"}
 
 
-def _cli_options() -> dict[str, set[str]]:
-    import inspect
-
-    from transformer_calc.cli import app
-
-    return {(c.name or c.callback.__name__): {_names(p) for p in inspect.signature(c.callback).parameters} - CLI_ONLY
-            for c in app.registered_commands}
-
-
-@pytest.mark.parametrize("command", ["params", "memory", "flops", "mfu", "inference", "serve", "train", "plan", "sweep",
-                                     "check", "presets", "hardware"])
+@pytest.mark.parametrize("command", sorted(TABLE))
 def test_every_cli_option_is_an_api_keyword_and_back(command):
-    """By introspection of both doors, not by examples: the command's typer parameters and the API
-    function's accepted keywords are the same concepts."""
+    """By introspection of both doors: the typer command's parameters are the request's fields, each
+    flag's spelling is an API keyword for the same field, and the API takes no other keyword."""
     import transformer_calc.api as api
 
-    cli = _cli_options()[command]
-    keywords = {_names(k) for k in api.__dict__[command].keywords} - API_ONLY
-    assert cli - keywords == set(), f"`tcalc {command}` options the API lacks: {sorted(cli - keywords)}"
-    assert keywords - cli == set(), f"tc.{command}() keywords the CLI lacks: {sorted(keywords - cli)}"
+    cls = request_class(command)
+    typer_command = COMMANDS[command]
+    cli_fields = {p.name for p in typer_command.params} - {"fmt"}
+    assert cli_fields == set(cls.model_fields) - API_ONLY, command
+    if command == "schema":
+        return
+    keywords = api.__dict__[command].keywords
+    for p in typer_command.params:
+        if p.name in CLI_ONLY:
+            continue
+        for flag in p.opts:  # --S, --seq-len: S=, seq_len= (switch negatives --no-x are not keywords)
+            if flag.startswith("--"):
+                assert cls.keywords()[flag[2:].replace("-", "_")] == p.name, (command, flag)
+                assert flag[2:].replace("-", "_") in keywords, (command, flag)
+        assert p.name in keywords, (command, p.name)
+    fields = {cls.keywords()[k] for k in keywords}
+    assert fields == set(cls.model_fields) - CLI_ONLY, command
+
+
+def test_an_api_keyword_is_the_cli_flag_in_effect():
+    """S= and --S land in the same field of the same request, with the same parser."""
+    from transformer_calc.requests.training import MemoryRequest
+
+    api = MemoryRequest.from_keywords({"model": "gpt2", "S": "8k", "dp": 4, "head": False})
+    assert (api.seq_len, api.data, api.head_activations) == (8192, 4, False)
+    assert MemoryRequest.from_keywords({"model": "gpt2", "seq_len": 8192, "data_parallel": 4,
+                                        "head_activations": False}) == api
 
 
 # Options that set how a command runs or what it prices once, not how a job is trained or served, so a
 # job file's section does not hold them: the model source and overrides (the job file's model:),
 # the step's size and budget (global batch, GPU count, token budget, price), the network model and
-# the achievable matmul rate of `train`, speculative decoding's draft.
-RUN_OPTIONS = {"model", "revision", "preset", "config", "hf_config", "L", "D", "A", "kv_heads", "head_dim", "E", "d_ff",
-               "V", "K", "set", "global_batch", "global_batch_tokens", "gpus", "tokens", "price_per_gpu_hour",
-               "node_size", "inter_node_gb_s", "matmul_efficiency", "draft", "mtp", "speculative_tokens",
-               "acceptance_rate"}
+# the achievable matmul rate and TP overlap of `train`, speculative decoding's draft.
+RUN_OPTIONS = {"model", "revision", "preset", "config", "hf_config", "n_layers", "d_model", "n_heads", "n_kv_heads",
+               "head_dim", "expansion", "d_ff", "vocab_size", "max_seq_len", "set", "global_batch",
+               "global_batch_tokens", "gpus", "tokens", "price_per_gpu_hour", "node_size", "inter_node_gb_s",
+               "matmul_efficiency", "tp_comm_overlap", "draft", "mtp", "speculative_tokens", "acceptance_rate", "files",
+               "dtype"}  # training's --dtype names p's value (a job file's training: gives p)
 
 
 def test_every_job_file_key_is_an_option_and_back():
-    """A job file's training:, inference: and checks: keys are the options of the commands that read
-    them, under the same names; the options that are not job-file keys are the RUN_OPTIONS above."""
+    """A job file's training:, inference: and checks: keys are the fields of the commands that read
+    them, under the same names; a field that is not a job-file key is one of the RUN_OPTIONS."""
     from transformer_calc.model.config import CHECK_KEYS, INFERENCE_KEYS, TRAINING_KEYS
 
-    opts = _cli_options()
-    training, inference, checks = ({_names(k) for k in keys} for keys in (TRAINING_KEYS, INFERENCE_KEYS, CHECK_KEYS))
-    assert training - opts["memory"] == set(), "training: keys tcalc memory has no option for"
+    job = {c: request_class(c).job_keys() for c in ("memory", "train", "inference", "serve", "check")}
+    assert job["memory"] == set(TRAINING_KEYS)
     # train derives data parallelism from --gpus and the micro-batches from the global batch
-    assert training - opts["train"] == {"data", "micro_batches"}, training - opts["train"]
-    assert inference - (opts["inference"] | opts["serve"]) == set()
-    assert checks - opts["check"] == set()
-    for command, section in (("memory", training), ("train", training), ("inference", inference),
-                             ("serve", inference), ("check", checks)):
-        extra = opts[command] - section - RUN_OPTIONS
-        assert extra == set(), f"`tcalc {command}` options that are neither job-file keys nor run options: {sorted(extra)}"
+    assert set(TRAINING_KEYS) - job["train"] == {"data", "micro_batches"}
+    assert job["train"] <= set(TRAINING_KEYS)
+    assert job["inference"] | job["serve"] == INFERENCE_KEYS
+    assert job["check"] == CHECK_KEYS
+    for command in job:
+        fields = set(request_class(command).model_fields)
+        assert fields - job[command] <= RUN_OPTIONS, (command, sorted(fields - job[command] - RUN_OPTIONS))
+
+
+# ---------------------------------------------------------------------------- docs/cli.md == the request models
+def _section(text: str, command: str) -> str:
+    start = text.index(f"## `tcalc {command}`")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end > 0 else None]
+
+
+def _table_flags(section: str) -> set[str]:
+    """The flags a section's option tables name (a table row's first cell)."""
+    import re
+
+    flags = set()
+    for line in section.splitlines():
+        if line.startswith("| `-"):
+            cell = line.split("|")[1]
+            for flag in re.findall(r"`(--?[A-Za-z][\w-]*)(?:/--?[\w-]+)?(?: [A-Z]+)?`", cell):
+                flags.add(flag)
+            for flag in re.findall(r"(--[A-Za-z][\w-]*)", cell):
+                flags.add(flag)
+    return flags
+
+
+@pytest.mark.parametrize("command", sorted(TABLE))
+def test_docs_cli_md_lists_every_flag_of_every_command(command):
+    """docs/cli.md's section of a command names every flag its request model declares (the model
+    source and override flags once, in "Model source and overrides"), and names no flag the command
+    lacks: the reference cannot drift from the one declaration."""
+    from conftest import REPO
+
+    from transformer_calc.requests.model import ModelRequest
+
+    text = (REPO / "docs" / "cli.md").read_text()
+    cls = request_class(command)
+    shared = set(ModelRequest.model_fields) if issubclass(cls, ModelRequest) else set()
+    declared = {f for name, o in cls.options().items() if name not in shared or command == "sweep" and name in
+                ("model", "preset", "config") for f in o.spellings()}
+    section = _section(text, command)
+    named = _table_flags(section)
+    missing = {f for f in declared if f"`{f}" not in section and f not in named}
+    assert not missing, f"docs/cli.md's `tcalc {command}` does not name {sorted(missing)}"
+    every = {f for o in cls.options().values() for f in o.spellings()} | {"--format", "-f", "--no-" + "x"}
+    negatives = {f.split("/")[1] for o in cls.options().values() for f in o.flags if "/" in f}
+    extra = named - every - negatives
+    assert not extra, f"docs/cli.md's `tcalc {command}` table names flags it lacks: {sorted(extra)}"

@@ -7,6 +7,12 @@ import sys
 
 
 def main() -> None:
+    # tcalc uses no pydantic plugin; looking for them reads every installed package's metadata
+    # (importlib.metadata, ~10 ms of each run). The process is tcalc's own, so it opts out, unless
+    # the user chose otherwise.
+    import os
+
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         from transformer_calc.cli import main as cli_main
     except KeyboardInterrupt:

@@ -35,8 +35,9 @@ def did_you_mean(name: object, known: Iterable[str], *, n: int = 3, cutoff: floa
     return "did you mean " + ", ".join(repr(by_lower[k]) for k in near) + "?" if near else ""
 
 
-class TcalcError(Exception):
-    """Bad input the user can fix; the message is the whole story."""
+class TcalcError(ValueError):
+    """Bad input the user can fix; the message is the whole story. A ValueError, so that
+    `except ValueError` in a caller's code catches every bad-input error the API raises."""
 
     exit_code = 2
 
@@ -49,3 +50,11 @@ class UnknownNameError(TcalcError):
         hint = did_you_mean(name, known, cutoff=0.5) or "known: " + ", ".join(known)
         super().__init__(f"unknown {kind} {clip(name)}; {hint}")
         self.kind, self.name, self.known = kind, name, known
+
+
+class ImpossibleResult(Exception):
+    """A result that breaks physics (a utilization above 1, an expected time below its bound): a
+    bug in tcalc, never output. The CLI reports it as an internal error (exit 3) with the command
+    to reproduce it. Not a ValueError: pydantic passes it through a result model unchanged."""
+
+    exit_code = 3

@@ -141,7 +141,7 @@ def write_docs(rows: dict[str, list[int]], skipped: int) -> None:
         "experts) of B sequences of S random tokens, B up to 3 and S up to 150, with transformers' torch",
         "fallbacks of the mixers (the chunked delta rule, the Mamba-2 chunk scan, the Mamba selective scan, the",
         "short and depthwise convs, lightning attention's blocks). **Predicted:** `count_flops(...).forward` less",
-        "the chunked delta rule's triangular solves, which the counter cannot see (docs/formulas.md §5.5), for",
+        "the chunked delta rule's triangular solves, which the counter cannot see (docs/formulas.md §5.6), for",
         "the config as written and for transformers' full dict. Every configuration must be equal. The backward",
         "is tcalc's 2 x forward; FlopCounterMode counts a grouped conv's backward as a dense one and the solves'",
         f"backward matmuls, so it is not compared. {skipped} configurations too large for the CPU were skipped.",

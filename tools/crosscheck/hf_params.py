@@ -384,6 +384,11 @@ import hf_cases_hybrid  # noqa: E402
 
 GENERATORS.update(hf_cases_hybrid.GENERATORS)
 EDGE += hf_cases_hybrid.EDGE
+# The 2025-26 attention-only families (issue 22).
+import hf_cases_2025  # noqa: E402
+
+GENERATORS.update(hf_cases_2025.GENERATORS)
+EDGE += hf_cases_2025.EDGE
 
 WRAPPED_TEXT = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral", "qwen3_5": "qwen3_5_text",
                 "qwen3_5_moe": "qwen3_5_moe_text"}
@@ -430,6 +435,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--write-fixtures", type=Path, metavar="DIR", help="write test fixtures here")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
+    ap.add_argument("--types", help="only these model_types (comma-separated)")
     args = ap.parse_args()
     transformers.logging.set_verbosity_error()
 
@@ -437,7 +443,12 @@ def main() -> int:
     rows: dict[str, list[int]] = {t: [0, 0] for t in SUPPORTED_MODEL_TYPES if t in GENERATORS}  # cases, mismatches
     failures: list[str] = []
     fixtures: list[tuple[str, str, Cfg, int, int | None]] = []
+    only = set(args.types.split(",")) if args.types else None
+    if only:
+        rows = {t: r for t, r in rows.items() if t in only}
     for model_type, label, cfg, published in cases(args.n, args.seed):
+        if only and model_type not in only:
+            continue
         rows.setdefault(model_type, [0, 0])
         rows[model_type][0] += 1
         try:

@@ -74,6 +74,28 @@ CASES: list[tuple[str, Cfg]] = [
                                    "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 12,
                                    "n_routed_experts": 4, "num_experts_per_tok": 2,
                                    "moe_intermediate_size": 32, "n_group": 1, "topk_group": 1}),
+    # issue 22: the 2025-26 families' patterns, MLA without DSA, and DSA's indexer-key cache
+    ("olmo3 3:1 sliding W=8", {"model_type": "olmo3", **_BASE, "num_key_value_heads": 2, "sliding_window": 8}),
+    ("smollm3 NoPE layers sliding W=8", {"model_type": "smollm3", **_BASE, "num_key_value_heads": 2, "pad_token_id": 0,
+                                         "use_sliding_window": True, "sliding_window": 8}),
+    ("exaone4 3:1 W=8", {"model_type": "exaone4", **_BASE, "num_key_value_heads": 2, "sliding_window": 8}),
+    ("cohere2 3:1 W=8", {"model_type": "cohere2", **_BASE, "num_key_value_heads": 2, "sliding_window": 8}),
+    ("ministral3 sliding W=8", {"model_type": "ministral3", **_BASE, "num_key_value_heads": 2, "head_dim": 16,
+                                "sliding_window": 8}),
+    ("glm4_moe_lite MLA", {"model_type": "glm4_moe_lite", **_BASE, "num_key_value_heads": 4, "q_lora_rank": 24,
+                           "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 12,
+                           "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                           "n_group": 1, "topk_group": 1}),
+    ("deepseek_v32 DSA indexer keys", {"model_type": "deepseek_v32", **_BASE, "num_key_value_heads": 4, "q_lora_rank": 24,
+                                       "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 12,
+                                       "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                                       "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1, "index_n_heads": 2,
+                                       "index_head_dim": 16, "index_topk": 4}),
+    ("glm_moe_dsa shared indexers", {"model_type": "glm_moe_dsa", **_BASE, "num_key_value_heads": 4, "q_lora_rank": 24,
+                                     "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 12,
+                                     "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                                     "n_group": 1, "topk_group": 1, "index_n_heads": 2, "index_head_dim": 16,
+                                     "index_topk": 4, "index_topk_pattern": "FSFS"}),
     # hybrids: the conv and recurrent states of the linear-attention layers (LinearAttentionLayer)
     # beside the K/V of the full-attention ones; constant in the context
     ("qwen3_next Gated DeltaNet 3:1, MoE", {"model_type": "qwen3_next", **_BASE, "num_key_value_heads": 2, "head_dim": 16,
@@ -118,12 +140,12 @@ BATCH = 2
 
 
 def cache_bytes(past: Any) -> int:
-    """Bytes of every tensor the cache object holds: keys and values of every layer, and the conv
-    and recurrent states of the linear-attention layers (LinearAttentionLayer) of hybrid models, and
-    MiniMaxCache's linear_cache."""
+    """Bytes of every tensor the cache object holds: keys and values of every layer, DSA's indexer
+    keys (DynamicIndexedLayer.indexer_keys), the conv and recurrent states of the linear-attention
+    layers (LinearAttentionLayer) of hybrid models, and MiniMaxCache's linear_cache."""
     total = 0
     for layer in past.layers:
-        tensors = [getattr(layer, "keys", None), getattr(layer, "values", None)]
+        tensors = [getattr(layer, "keys", None), getattr(layer, "values", None), getattr(layer, "indexer_keys", None)]
         for states in (getattr(layer, "conv_states", None), getattr(layer, "recurrent_states", None)):
             tensors += list(states.values()) if isinstance(states, dict) else []
         for t in tensors:

@@ -137,14 +137,20 @@ def settings(model_type: str, m: ModelConfig, r: int) -> list[tuple[str, dict[st
     return out
 
 
-def cases(n: int, seed: int) -> list[tuple[str, str, Cfg]]:
+# Issue 22's MoE and MLA families: their PEFT module names and all-linear conversion are not mapped in
+# finetune.py yet (their parameter counts, FLOPs and caches are cross-checked by hf_params.py, flops.py
+# and kv_cache.py); the dense 2025-26 families are compared here like every other type.
+NOT_MAPPED = ("ernie4_5_moe", "hunyuan_v1_moe", "minimax_m2", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa")
+
+
+def cases(n: int, seed: int, only: set[str] | None = None) -> list[tuple[str, str, Cfg]]:
     rng = random.Random(seed)
     out: list[tuple[str, str, Cfg]] = []
     for model_type in (t for t in SUPPORTED_MODEL_TYPES if t in GENERATORS and t not in HYBRID_TYPES):
         out += [(model_type, f"random-{i}", GENERATORS[model_type](rng)) for i in range(n)]
-    out += [(cfg["model_type"], label, cfg) for label, cfg in EDGE if cfg["model_type"] not in HYBRID_TYPES]
-    out += [(cfg["model_type"], label, cfg) for label, cfg, _ in REAL if cfg["model_type"] not in HYBRID_TYPES]
-    return out
+    out += [(cfg["model_type"], label, cfg) for label, cfg in EDGE]
+    out += [(cfg["model_type"], label, cfg) for label, cfg, _ in REAL]
+    return [c for c in out if (only is None or c[0] in only) and c[0] not in NOT_MAPPED and c[0] not in HYBRID_TYPES]
 
 
 def main() -> int:
@@ -152,6 +158,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=2, help="random shapes per model_type")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--types", help="only these model_types (comma-separated)")
     args = ap.parse_args()
     transformers.logging.set_verbosity_error()
     warnings.filterwarnings("ignore")
@@ -159,7 +166,7 @@ def main() -> int:
     start = time.perf_counter()
     rows: dict[str, list[int]] = {}
     failures: list[str] = []
-    for model_type, label, cfg in cases(args.n, args.seed):
+    for model_type, label, cfg in cases(args.n, args.seed, set(args.types.split(",")) if args.types else None):
         m = ModelConfig.model_validate(from_hf_config(cfg))
         row = rows.setdefault(model_type, [0, 0])
         for what, tc, kw in settings(SAME_AS.get(model_type, model_type), m, rng.choice([1, 2, 4, 8, 16])):
@@ -178,6 +185,7 @@ def main() -> int:
             elif args.verbose:
                 print(f"ok {model_type}/{label} [{what}] r={kw['r']}: {expected:,}")
     elapsed = time.perf_counter() - start
+    print(f"not compared (PEFT module names not mapped yet): {', '.join(NOT_MAPPED)}")
     print(f"{'model_type':<12} {'checks':>6} {'mismatches':>10}")
     for model_type, (n_checks, n_bad) in rows.items():
         print(f"{model_type:<12} {n_checks:>6} {n_bad:>10}")

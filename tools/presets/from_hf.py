@@ -124,13 +124,73 @@ EXTRA: dict[str, tuple[str, str, dict[str, Any]]] = {
                      "partial_rotary_factor": 0.5, "use_qk_norm": False, "attention_bias": True,
                      "vocab_size": 151552, "max_position_embeddings": 131072, "tie_word_embeddings": False,
                      "num_nextn_predict_layers": 1}),
+    # issue 22: no verbatim config.json of these was found (SOURCES.md, "Not found"); the values are sourced here
+    "deepseek-v3.2": ("deepseek-ai/DeepSeek-V3.2", "DeepSeek-V3's published config.json (published_configs/deepseek-v3.json: "
+                      "DeepSeek-V3.2 keeps its shapes, DeepSeek-V3.2 tech report §2) with model_type deepseek_v32 and the "
+                      "indexer of DeepSeek-V3.2-Exp's inference/config_671B_v3.2.json (index_n_heads 64, index_head_dim "
+                      "128, index_topk 2048; the same in hicann/cann-recipes-train DeepSeekV32ModelArgs and transformers "
+                      "5.23's DeepseekV32Config defaults); 163840 context per xorbitsai/inference's DeepSeek-V3.2 spec",
+                      {**{k: v for k, v in json.loads((PUBLISHED / "deepseek-v3.json").read_text()).items()
+                          if k not in ("auto_map", "architectures", "_name_or_path")},
+                       "model_type": "deepseek_v32", "index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048}),
+    "glm-5": ("zai-org/GLM-5", "values from ai-dynamo/aiconfigurator @691ec908 src/aiconfigurator/model_configs/"
+              "zai-org--GLM-5-FP8_config.json (a trimmed copy: 78 layers, 6144, 64 heads, ffn 12288, moe 2048, 256 routed "
+              "+ 1 shared, top-8, 3 dense, q_lora 2048, kv_lora 512, qk 192+64, v 256, vocab 154880, max_pos 202752); the "
+              "indexer (index_topk 2048, index_n_heads 32, index_head_dim 128, every layer its own indexer) is "
+              "transformers 5.23's GlmMoeDsaConfig default, not in that copy; num_nextn_predict_layers 1 from "
+              "GlmMoeDsaModel._keys_to_ignore_on_load_unexpected (model.layers.78, one MTP layer)",
+              {"model_type": "glm_moe_dsa", "num_hidden_layers": 78, "hidden_size": 6144, "num_attention_heads": 64,
+               "num_key_value_heads": 64, "intermediate_size": 12288, "vocab_size": 154880,
+               "max_position_embeddings": 202752, "n_routed_experts": 256, "n_shared_experts": 1,
+               "num_experts_per_tok": 8, "moe_intermediate_size": 2048, "first_k_dense_replace": 3,
+               "kv_lora_rank": 512, "q_lora_rank": 2048, "qk_nope_head_dim": 192, "qk_rope_head_dim": 64,
+               "v_head_dim": 256, "tie_word_embeddings": False, "index_topk": 2048, "index_n_heads": 32,
+               "index_head_dim": 128, "num_nextn_predict_layers": 1}),
+    "glm-4.7-flash": ("zai-org/GLM-4.7-Flash", "values from ai-dynamo/aiconfigurator @19d098ad src/aiconfigurator/"
+                      "model_configs/zai-org--GLM-4.7-Flash_config.json (a trimmed copy: 47 layers, 2048, 20 heads, ffn "
+                      "10240, moe 1536, 64 routed + 1 shared, top-4, 1 dense layer, q_lora 768, kv_lora 512, qk 192+64, "
+                      "v 256, vocab 154880, max_pos 202752, untied)",
+                      {"model_type": "glm4_moe_lite", "num_hidden_layers": 47, "hidden_size": 2048,
+                       "num_attention_heads": 20, "num_key_value_heads": 20, "intermediate_size": 10240,
+                       "vocab_size": 154880, "max_position_embeddings": 202752, "n_routed_experts": 64,
+                       "n_shared_experts": 1, "num_experts_per_tok": 4, "moe_intermediate_size": 1536,
+                       "kv_lora_rank": 512, "q_lora_rank": 768, "qk_nope_head_dim": 192, "qk_rope_head_dim": 64,
+                       "v_head_dim": 256, "tie_word_embeddings": False}),
+    "minimax-m2.5": ("MiniMaxAI/MiniMax-M2.5", "values from a third-party test fixture found by content search "
+                     "(MINIMAX_M25_CONFIG: 62 layers, 3072, 48 heads, 8 kv, head_dim 128, ffn 1536, 256 experts, top-8, "
+                     "vocab 200064, untied, FP8; 'M2.1 has identical architecture to M2.5'); max_position_embeddings "
+                     "196608 is transformers 5.23's MiniMaxM2Config default (MiniMax-M2's); its 3 MTP modules are not "
+                     "built by transformers",
+                     {"model_type": "minimax_m2", "num_hidden_layers": 62, "hidden_size": 3072,
+                      "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 1536,
+                      "vocab_size": 200064, "num_local_experts": 256, "num_experts_per_tok": 8,
+                      "max_position_embeddings": 196608, "tie_word_embeddings": False,
+                      "quantization_config": {"quant_method": "fp8", "fmt": "float8_e4m3fn"}}),
+    "olmo-3-32b": ("allenai/Olmo-3-1125-32B", "shape from marin-community/marin experiments/qwen3.py ('same as olmo 32b': "
+                   "64 layers, 5120, 40 heads, 8 kv heads, ffn 27648); vocab_size 100278, 65536 context, sliding window "
+                   "4096 on three of every four layers (configuration_olmo3.py's layer_types) are assumptions from "
+                   "the OLMo 3 release (Dolma 3 tokenizer, 65K context), not read from a stored copy",
+                   {"model_type": "olmo3", "num_hidden_layers": 64, "hidden_size": 5120, "num_attention_heads": 40,
+                    "num_key_value_heads": 8, "intermediate_size": 27648, "vocab_size": 100278,
+                    "max_position_embeddings": 65536, "sliding_window": 4096, "tie_word_embeddings": False}),
+    "smollm3-3b": ("HuggingFaceTB/SmolLM3-3B", "values from a third-party test's 'authoritative copy of "
+                   "HuggingFaceTB/SmolLM3-3B/config.json's shape' found by content search (36 layers, 2048, 16 heads, "
+                   "4 kv, head_dim 128, ffn 11008, vocab 128256, max_pos 65536, tied, no_rope_layer_interval 4); "
+                   "use_sliding_window false is the SmolLM3Config default; the blog post huggingface/blog smollm3.md "
+                   "agrees (3B, GQA, NoPE every 4th layer)",
+                   {"model_type": "smollm3", "num_hidden_layers": 36, "hidden_size": 2048, "num_attention_heads": 16,
+                    "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 11008, "vocab_size": 128256,
+                    "max_position_embeddings": 65536, "tie_word_embeddings": True, "no_rope_layer_interval": 4,
+                    "use_sliding_window": False}),
 }
 ALIASES = {"deepseek-v3": ["deepseek-r1", "deepseek-v3-671b"], "kimi-k2": ["kimi-k2-instruct"],
            "qwen3-30b-a3b": ["qwen3-moe-30b"], "gpt-oss-120b": ["gpt-oss"], "llama-3.1-8b": ["llama3.1-8b"],
            "llama-3.1-70b": ["llama3.1-70b"], "llama-3.1-405b": ["llama3.1-405b"]}
 FAMILY = {"llama": "llama", "qwen2": "qwen2.5", "qwen3": "qwen3", "qwen3_moe": "qwen3", "deepseek_v3": "deepseek",
           "kimi_k2": "kimi", "gpt_oss": "gpt-oss", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi",
-          "olmo2": "olmo2", "llama4_text": "llama4", "mistral": "mistral", "glm4_moe": "glm"}
+          "olmo2": "olmo2", "llama4_text": "llama4", "mistral": "mistral", "glm4_moe": "glm",
+          "deepseek_v32": "deepseek", "glm_moe_dsa": "glm", "glm4_moe_lite": "glm", "minimax_m2": "minimax",
+          "olmo3": "olmo3", "smollm3": "smollm3"}
 
 
 def repo_ids() -> dict[str, str]:

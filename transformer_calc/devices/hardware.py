@@ -51,6 +51,20 @@ COMPUTE_DTYPE_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 P_TO_DTYPE = {4: "fp32", 2: "bf16", 1: "fp8"}
 
 
+def check_fp8_recipe(recipe: str, gpu: GPU) -> None:
+    """An FP8 training recipe runs its GEMMs on the GPU's FP8 tensor cores: a part with no fp8 peak
+    (A100, V100, MI250X) cannot run it, and mxfp8's microscaled blocks need native microscaling
+    (Blackwell, MI355X: the parts with an fp4 peak). Raises ValueError naming the recipe and GPU."""
+    if recipe in ("none", ""):
+        return
+    if "fp8" not in gpu.peak_flops:
+        raise ValueError(f"fp8_recipe {recipe} runs FP8 GEMMs; {gpu.name} has no FP8 tensor cores (no fp8 peak): "
+                         "drop the recipe or choose an FP8 GPU (H100, H200, B200, MI300X, ...)")
+    if recipe == "mxfp8" and "fp4" not in gpu.peak_flops:
+        raise ValueError(f"fp8_recipe mxfp8 needs native microscaling (Blackwell, MI355X: parts with an fp4 peak); "
+                         f"{gpu.name} has none: use --fp8-recipe delayed or tensorwise")
+
+
 def compute_dtype(dtype: str | None, p: int | None) -> str | None:
     """The compute dtype from `--dtype` and/or `--p` (None when neither is given); a dtype and a
     p that disagree, or a p with no compute dtype, are errors naming both."""
@@ -240,6 +254,8 @@ def parse_hardware_table(data: Mapping[str, Any]) -> dict[str, GPU]:
             gpus.append(_Entry.model_validate(raw).to_gpu())
         except ValidationError as exc:
             raise TcalcError(f"hardware table entry {label}: {_first_error(exc)}") from None
+        except TcalcError:
+            raise
         except ValueError as exc:  # _exact: a value with more digits than the unit holds
             raise TcalcError(f"hardware table entry {label}: {exc}") from None
     _index(gpus)  # raises on a shared name or alias

@@ -34,6 +34,14 @@ Conventions (where published tools differ):
 - Sliding-window and chunked layers (Mistral, Gemma 2/3, gpt-oss, Llama 4): by default counted
   as eager attention executes them, a full S x S masked (equal to FlopCounterMode); `windowed=True`
   counts what a windowed kernel computes, about S·W per head (`attended_pairs`).
+- DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5; modeling_deepseek_v32.py): the lightning
+  indexer of each indexer layer is counted apart (`indexer`), forward only: transformers runs it
+  under `torch.no_grad()` (it is trained on its own KL loss, from a detached input, DeepSeek-V3.2 tech
+  report §2.1). Its projections wq_b, wk, weights_proj cost 2 per weight per token; its scores
+  q·k over every earlier token 2·H_I·d_I per pair and the head weighting 2·H_I per pair (S² pairs
+  as eager executes them, halved when causal; a sparse kernel does not shrink the indexer). The
+  main attention of a DSA layer reads only the index_topk tokens the indexer picks: counted so with
+  `windowed=True` (a sparse kernel, FlashMLA's), as a full masked S x S by default (eager).
 - MoE: the top-k routed experts a token is sent to, the shared experts every token passes through
   and the router. Hugging Face's Llama 4 code runs every expert on every token (FlopCounterMode sees
   n_experts, not top-k); tcalc counts the routed top-k, which is what the model needs.
@@ -80,6 +88,7 @@ class LayerFlops:
     mlp: int  # the top-k experts' matrices: 2·B·S·D·F x (3 gated | 2) x k (a dense MLP: k = 1)
     shared_expert: int  # shared expert(s) on every token (+ its D x 1 gate)
     router: int  # MoE gate x @ W_router: 2·B·S·D·n_experts
+    indexer: int = 0  # DSA's lightning indexer, forward only (not in `total`: it has no backward)
 
     @property
     def attention_core(self) -> int:
@@ -113,6 +122,7 @@ class StepFlops:
     attention_cores: int  # forward scores + re-weighting of all L blocks
     lm_head: int  # forward, h @ W_E^T: 2·B·S·d_embed·V
     embedding_projection: int  # forward, OPT project_in + project_out: 2 x 2·B·S·D·d_embed
+    indexer: int = 0  # forward of every DSA indexer (no backward: run under no_grad)
     mixers: int = 0  # forward of the non-attention mixers (Gated DeltaNet, ...) of all blocks (in `layers`)
 
     @property
@@ -121,11 +131,11 @@ class StepFlops:
 
     @property
     def forward(self) -> int:
-        return self.layers + self.lm_head + self.embedding_projection
+        return self.layers + self.lm_head + self.embedding_projection + self.indexer
 
     @property
     def backward(self) -> int:
-        return BACKWARD_PER_FORWARD * self.forward
+        return BACKWARD_PER_FORWARD * (self.forward - self.indexer)
 
     @property
     def total(self) -> int:
@@ -146,7 +156,7 @@ class StepFlops:
         """FLOPs that activation recomputation executes again in the backward pass."""
         recompute = Recompute(recompute)  # "full" as well as Recompute.full
         if recompute is Recompute.full:
-            return self.layers  # one more forward of every block, not of the head
+            return self.layers + self.indexer  # one more forward of every block (its indexer too), not of the head
         if recompute is Recompute.selective:
             return self.attention_cores
         return 0
@@ -182,6 +192,7 @@ class StepFlops:
         out["attention_cores"] = self.attention_cores
         out["lm_head"] = self.lm_head
         out["embedding_projection"] = self.embedding_projection
+        out["indexer"] = self.indexer
         if self.mixers:  # hybrid models only: the key is absent for attention-only models
             out["mixers"] = self.mixers
         for f in fields(self.layer):
@@ -200,6 +211,13 @@ def attended_pairs(m: ModelConfig, kind: LayerAttention, S: int, *, causal: bool
     benchmarks do); a chunked layer (chunk c) scores the sum of its chunks' squares (halved when
     causal).
     """
+    if windowed and kind is LayerAttention.full and m.index_topk is not None:
+        # DSA with a sparse kernel: query i attends min(i+1, index_topk) latent-cache tokens, as a
+        # sliding layer of W = index_topk counts them (DeepSeek-V3.2 tech report §2.1)
+        k = m.index_topk
+        if not causal:
+            return (S * min(S, k), 1)
+        return ((S * S, 2) if S <= k else (2 * S * k - k * k, 2))
     if not windowed or kind is LayerAttention.full:
         return (S * S, 2 if causal else 1)
     if kind is LayerAttention.sliding:
@@ -249,6 +267,7 @@ def layer_flops(
         mlp = FLOPS_PER_MAC * tokens * D * m.d_ff * n_matrices
         shared = router = 0
     return LayerFlops(
+        indexer=indexer_flops(m, w, causal=causal),
         qkv=FLOPS_PER_MAC * tokens * (p.attn_q + p.attn_k + p.attn_v),
         scores=_core(m, w, m.head_dim, kind, causal, windowed),
         reweight=_core(m, w, m.v_dim, kind, causal, windowed),  # (S x S) @ (S x h_v)
@@ -257,6 +276,22 @@ def layer_flops(
         shared_expert=shared,
         router=router,
     )
+
+
+def indexer_flops(m: ModelConfig, w: Workload, *, causal: bool = False) -> int:
+    """Forward FLOPs of one DSA lightning indexer (DeepseekV32Indexer.forward): wq_b on the
+    q_lora_rank latent, wk and weights_proj on the hidden states (2 per weight per token), then
+    scores q·k for every query-key pair and head, 2·H_I·d_I, and the weighted sum over heads,
+    2·H_I per pair; S² pairs (eager scores them all and masks), halved when causal."""
+    if not m.is_dsa:
+        return 0
+    H, d, r_q = m.index_n_heads, m.index_head_dim, m.q_lora_rank
+    assert H is not None and d is not None and r_q is not None  # config._check_dsa
+    B, S, D = w.batch_size, w.seq_len, m.d_model
+    projections = FLOPS_PER_MAC * B * S * (r_q * H * d + D * d + D * H)  # wq_b, wk, weights_proj
+    num, den = attended_pairs(m, LayerAttention.full, S, causal=causal, windowed=False)
+    pairs = FLOPS_PER_MAC * B * H * (d + 1) * num // den  # scores (d) and head weighting (1) per pair
+    return projections + pairs
 
 
 def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: bool = False) -> StepFlops:
@@ -297,6 +332,7 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
         attention_cores=cores,
         lm_head=FLOPS_PER_MAC * B * S * d_emb * V,
         embedding_projection=2 * FLOPS_PER_MAC * B * S * D * d_emb if d_emb != D else 0,
+        indexer=m.n_indexer_layers * layer.indexer,
         mixers=mixers,
     )
 

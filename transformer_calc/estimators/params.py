@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
-from transformer_calc.model.config import LayerAttention, ModelConfig, Positional, QKNormScope
+from transformer_calc.model.config import ACTIVATION_PARAMS, LayerAttention, ModelConfig, Positional, QKNormScope
 from transformer_calc.estimators.mixers import MIXERS
 
 # count_params and shard_params are pure functions of a frozen, hashable ModelConfig (and ints)
@@ -48,8 +48,10 @@ class LayerParams:
     qk_norm: int  # q and k norms (per head or full width)
     latent_norms: int  # MLA's q_a_layernorm + kv_a_layernorm
     sinks: int  # gpt-oss: one learned sink logit per head
+    indexer: int  # DSA's lightning indexer (wq_b, wk, k_norm, weights_proj); 0 on a layer that reuses another's top-k
     mlp_weights: int  # the dense MLP's, or all routed experts' matrices
     mlp_bias: int
+    activation: int  # learned scalars of the MLP activations (Apertus xIELU: alpha_p, alpha_n per MLP)
     shared_expert: int  # shared expert(s) matrices (+ its sigmoid gate)
     router: int  # MoE gate: D x n_experts (+ bias)
     norms: int  # the block's norms (scale + bias)
@@ -58,12 +60,12 @@ class LayerParams:
     def attention(self) -> int:
         return (
             self.attn_q + self.attn_k + self.attn_v + self.attn_o
-            + self.attn_bias + self.qk_norm + self.latent_norms + self.sinks
+            + self.attn_bias + self.qk_norm + self.latent_norms + self.sinks + self.indexer
         )  # fmt: skip
 
     @property
     def mlp(self) -> int:
-        return self.mlp_weights + self.mlp_bias + self.shared_expert + self.router
+        return self.mlp_weights + self.mlp_bias + self.shared_expert + self.router + self.activation
 
     @property
     def total(self) -> int:
@@ -95,6 +97,7 @@ class ModelParams:
     lm_head_bias: int
     active_mlp_per_layer: int  # routed-expert parameters one token uses in a MoE layer (top-k)
     mtp: int  # multi-token-prediction modules the checkpoint stores (not built by transformers)
+    n_indexer_layers: int  # DSA: blocks that hold an indexer (`layer.indexer` each); the others reuse its top-k
     # Hybrid models (estimators/mixers/): the layers with softmax attention (n_layers otherwise), and
     # the parameters of the other mixers (Gated DeltaNet, ...) summed over their layers. `layer` and
     # `dense_layer` describe a block with attention; a mixer layer swaps its attention for its mixer.
@@ -112,7 +115,9 @@ class ModelParams:
 
     @property
     def layers(self) -> int:
-        blocks = self.n_moe_layers * self.layer.total + self.n_dense_layers * self.dense_layer.total
+        # `layer` and `dense_layer` carry one indexer each; GLM-5's shared layers have none
+        idle_indexers = (self.n_layers - self.n_indexer_layers) * self.layer.indexer
+        blocks = self.n_moe_layers * self.layer.total + self.n_dense_layers * self.dense_layer.total - idle_indexers
         blocks += self.n_channel_free_layers * (self.dense_layer.total - self.dense_layer.mlp)  # no MLP
         return blocks - self.n_mixer_layers * self.layer.attention + self.mixers
 
@@ -161,6 +166,7 @@ class ModelParams:
             out[f"layers_{f.name}"] = (
                 self.n_moe_layers * getattr(self.layer, f.name) + self.n_dense_layers * getattr(self.dense_layer, f.name)
             )
+        out["layers_indexer"] = self.n_indexer_layers * self.layer.indexer
         out["n_dense_layers"] = self.n_dense_layers
         out["per_dense_layer"] = self.dense_layer.total
         out["layers"] = self.layers
@@ -234,6 +240,25 @@ def _qk_norm(m: ModelConfig) -> int:
     return 2 * norm_params(m, m.head_dim)
 
 
+def indexer_params(m: ModelConfig) -> int:
+    """One DSA lightning indexer (modeling_deepseek_v32.py DeepseekV32Indexer; DeepSeek-V3.2 tech
+    report §2.1): wq_b r_q x H_I·d_I (queries from MLA's q_lora_rank latent), wk D x d_I (one key
+    head), k_norm nn.LayerNorm(d_I) (weight and bias, whatever the model's norm kind),
+    weights_proj D x H_I (a weight per indexer head); no biases."""
+    if not m.is_dsa:
+        return 0
+    H, d, r_q, D = m.index_n_heads, m.index_head_dim, m.q_lora_rank, m.d_model
+    assert H is not None and d is not None and r_q is not None  # config._check_dsa
+    layer_norm = 2 * d  # nn.LayerNorm(index_head_dim, eps=1e-6): weight + bias
+    return r_q * H * d + D * d + layer_norm + D * H
+
+
+def _sub_norms(m: ModelConfig, mlp_width: int) -> int:
+    """BitNet (modeling_bitnet.py BitNetAttention, BitNetMLP): attn_sub_norm RMSNorm(hidden_size)
+    on o_proj's input (A·h_d = D there), ffn_sub_norm RMSNorm(intermediate_size) on down_proj's."""
+    return norm_params(m, m.d_model) + norm_params(m, mlp_width) if m.sub_norms else 0
+
+
 def _latent_norms(m: ModelConfig) -> int:
     if m.kv_lora_rank is None:  # not MLA
         return 0
@@ -246,15 +271,18 @@ def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:
     D, A, kv = m.d_model, m.n_heads, m.n_kv_heads
     moe = m.is_moe if moe is None else moe
     q, k, v, o = attention_weights(m, A, kv)
+    act = ACTIVATION_PARAMS.get(m.mlp, 0)  # per MLP module
     if moe:
         w_expert, b_expert = mlp_params(m, m.moe_d_ff)
         mlp_w, mlp_b = m.n_experts * w_expert, m.n_experts * b_expert
         shared = mlp_params(m, m.shared_expert_d_ff, bias=False)[0] if m.shared_expert_d_ff else 0
         shared += D if m.shared_expert_gate else 0  # Qwen2-MoE shared_expert_gate: Linear(D, 1)
         router = (D * m.n_experts + (m.n_experts if m.router_bias else 0)) if m.router else 0
+        activation = act * (m.n_experts + (1 if m.shared_expert_d_ff else 0))
     else:
         mlp_w, mlp_b = mlp_params(m, m.d_ff)
         shared = router = 0
+        activation = act
     return LayerParams(
         attn_q=q,
         attn_k=k,
@@ -264,11 +292,13 @@ def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:
         qk_norm=_qk_norm(m),
         latent_norms=_latent_norms(m),
         sinks=A if m.attention_sinks else 0,
+        indexer=indexer_params(m),
         mlp_weights=mlp_w,
         mlp_bias=mlp_b,
+        activation=activation,
         shared_expert=shared,
         router=router,
-        norms=m.norms_per_layer * norm_params(m, D),
+        norms=m.norms_per_layer * norm_params(m, D) + _sub_norms(m, m.moe_d_ff if moe else m.d_ff),
     )
 
 
@@ -298,6 +328,7 @@ def count_params(m: ModelConfig) -> ModelParams:
         lm_head_bias=V if m.lm_head_bias else 0,
         active_mlp_per_layer=m.experts_per_token * (w_expert + b_expert) if m.is_moe else layer.mlp_weights + layer.mlp_bias,
         mtp=m.mtp_layers * mtp_block,
+        n_indexer_layers=m.n_indexer_layers,
         n_attention_layers=m.n_softmax_layers(),
         mixers=sum(m.n_attention_layers(k) * MIXERS[k].params(m).total for k in m.mixer_kinds),
         n_channel_free_layers=m.n_channel_free_layers(),
@@ -383,14 +414,16 @@ class ShardParams:
     final_norm: int
     lm_head: int  # untied head shard (+ bias); 0 when tied
     tied_head_copy: int  # the embedding shard a separate last stage needs when tied
+    indexer: int = 0  # DSA: one layer's indexer, replicated, inside `layer` and `dense_layer`
     attention: int = 0  # the attention part of `layer` (what a mixer layer holds instead)
     mixers: tuple[tuple[LayerAttention, int], ...] = ()  # (kind, one layer's shard) of the other mixers
     dense_mlp: int = 0  # the MLP part of `dense_layer` (what a layer without MLP lacks)
 
     def blocks(self, m: ModelConfig, start: int, stop: int) -> int:
-        """The blocks' shards for layers [start, stop)."""
+        """The blocks' shards for layers [start, stop) (less the indexers GLM-5's shared layers lack)."""
         n_moe, n_free = m.n_moe_layers(start, stop), m.n_channel_free_layers(start, stop)
-        total = n_moe * self.layer + (stop - start - n_moe - n_free) * self.dense_layer
+        shared = sum(1 for i in set(m.index_shared_layer_ids) if start <= i < stop) if self.indexer else 0
+        total = n_moe * self.layer + (stop - start - n_moe - n_free) * self.dense_layer - shared * self.indexer
         total += n_free * (self.dense_layer - self.dense_mlp)  # one_mixer_per_layer: a mixer block, no MLP
         if m.one_mixer_per_layer:  # an MLP block (kind none): no sequence mixer
             total -= m.n_attention_layers(LayerAttention.none, start, stop) * self.attention
@@ -430,18 +463,21 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
         q, k, v, o = attention_weights(m, q_rank, kv_rank)
     attn = q + k + v + o + _attention_bias(m, q_rank, kv_rank, m.attn_out_bias)
     attn += full.layer.qk_norm + full.layer.latent_norms + (q_rank if m.attention_sinks else 0)
+    # DSA's indexer is replicated on every rank, like MLA's latent down-projections (DeepSeek-V3.2's
+    # inference/model.py builds it of plain, unsharded Linear layers)
+    attn += full.layer.indexer
 
     def mlp(width: int, bias: bool | None = None) -> int:
         return sum(mlp_params(m, width, bias))
 
-    norms = full.layer.norms
-    dense_layer = attn + mlp(m.d_ff // T) + norms
+    norms = full.layer.norms  # (with BitNet's sub-norms, replicated like every norm here)
+    dense_layer = attn + mlp(m.d_ff // T) + norms + full.dense_layer.activation
     routed = 0
     if m.is_moe:
         routed = (m.n_experts // ep) * mlp(m.moe_d_ff // etp)
         shared = mlp(m.shared_expert_d_ff // T, bias=False) if m.shared_expert_d_ff else 0
         shared += D if m.shared_expert_gate else 0
-        layer = attn + routed + shared + full.layer.router + norms
+        layer = attn + routed + shared + full.layer.router + norms + full.layer.activation
     else:
         layer = dense_layer
     table = -(-m.vocab_size // T) * m.d_embedding  # vocabulary-parallel rows
@@ -454,6 +490,7 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
         final_norm=full.final_norm,
         lm_head=(0 if m.tied_embeddings else table) + head_bias,
         tied_head_copy=table if m.tied_embeddings else 0,
+        indexer=full.layer.indexer,
         attention=attn,
         mixers=tuple((k, MIXERS[k].shard_params(m, T)) for k in m.mixer_kinds),
         dense_mlp=mlp(m.d_ff // T),

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -145,26 +144,20 @@ def _clip(value: Any) -> str:
     return clip(value if isinstance(value, str) else ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value))
 
 
-_NUMBER = re.compile(r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?[kKmMgGtT]?|[0-9][0-9_]*")
 
 
 def _number(axis: str, flag: str, raw: str) -> int:
-    """One integer as people type it (8192, 8k, 1e3, 1_000); k = 1024 for sequence lengths."""
-    from decimal import Decimal, InvalidOperation
+    """One integer of an axis as people type it (8192, 8k, 1e3, 1_000): config.parse_whole, the one
+    parser of whole numbers (k = 1024 for sequence lengths; ZeRO stages 0-3)."""
+    from transformer_calc.model.config import parse_whole
 
-    text = raw.replace("_", "")
-    if not _NUMBER.fullmatch(raw) or not text:
-        raise TcalcError(f"{flag} {_clip(raw)}: not a whole number; use e.g. 8, 8k, 1e3, lists (1,2,8) or ranges (1..64, 512..4096:512)")
-    suffix = text[-1].lower() if text[-1].isalpha() and text[-1].lower() != "e" else ""
-    base = 1024 if axis == "seq_len" else 1000
-    scale = {"": 1, "k": base, "m": base**2, "g": base**3, "t": base**4}[suffix]
     try:
-        value = Decimal(text[: len(text) - len(suffix)]) * scale
-    except InvalidOperation:
-        raise TcalcError(f"{flag} {_clip(raw)}: not a number") from None
-    if value != value.to_integral_value():
-        raise TcalcError(f"{flag} {_clip(raw)}: not a whole number")
-    return int(value)
+        return parse_whole(raw, low=0 if axis == "zero" else 1, high=3 if axis == "zero" else None,
+                           binary=axis == "seq_len")
+    except TcalcError:
+        raise
+    except ValueError as exc:
+        raise TcalcError(f"{flag} {_clip(raw)}: {exc}; use e.g. 8, 8k, 1e3, lists (1,2,8) or ranges (1..64, 512..4096:512)") from None
 
 
 def _int_values(axis: str, flag: str, raw: str, number: NumberParser) -> list[int]:
@@ -230,6 +223,8 @@ def affine_peaks(m: ModelConfig, S: int, tr: Training, par: Parallelism, all_sta
     try:
         runs = [stage_timelines(m, Workload.model_construct(seq_len=S, batch_size=b), tr, par, all_stages=all_stages)
                 for b in (1, 2, 3, 4)]
+    except TcalcError:
+        raise
     except (ValueError, TcalcError, OverflowError, ZeroDivisionError):
         return False
     lines = []
@@ -346,6 +341,8 @@ def build_spec(
             for value in axes[axis]:
                 try:
                     Recompute(value)
+                except TcalcError:
+                    raise
                 except ValueError:
                     choices = ", ".join(r.value for r in Recompute)
                     raise TcalcError(f"{label} ({_clip(value)}): choose one of {choices}") from None
@@ -368,7 +365,7 @@ def build_spec(
     fixed.update({k: v for k, v in settings.items() if k in TRAINING_SETTINGS and v is not None})
     for recompute, flash in itertools.product(axes["recompute"], axes["flash"]):
         build(Training, {**fixed, "recompute": recompute, "flash": flash}, "sweep training")
-    training = build(Training, fixed, "sweep training").model_dump(exclude={"recompute", "flash"})
+    training = build(Training, fixed, "sweep training").model_dump(exclude={"recompute", "flash"}, exclude_unset=True)
     par_fixed = {k: v for k, v in training_section.items() if k in PARALLEL_SETTINGS}
     par_fixed.update({k: v for k, v in settings.items() if k in PARALLEL_SETTINGS and v is not None})
     parallelism = build(Parallelism, par_fixed, "sweep training").model_dump(include=set(PARALLEL_SETTINGS))
@@ -379,6 +376,8 @@ def build_spec(
 
         try:
             canonical = checked_dtype("--dtype", dtype, DTYPES)
+        except TcalcError:
+            raise
         except ValueError as exc:
             raise TcalcError(str(exc)) from None
         for device in gpus.values():
@@ -446,6 +445,8 @@ def _inference_spec(B: int, S: int, T: int, ep: int, weight: str, dtype: str | N
     try:
         return InferenceSpec(batch_size=B, prompt_len=S, tensor_parallel=T, expert_parallel=ep, weight_dtype=weight,
                              compute_dtype=dtype, **fixed)
+    except TcalcError:
+        raise
     except (ValueError, TypeError) as exc:
         raise TcalcError(f"inference: {exc}") from None
 
@@ -528,6 +529,8 @@ def iter_rows(
                         try:
                             phase = peak_memory(m, w, tr, par, all_stages=mixed[label]).peak
                             peak = (phase.total, phase.weights, phase.activations)
+                        except TcalcError:
+                            raise
                         except (ValueError, TcalcError) as exc:
                             peak = exc
                         memory_memo.put(key, peak)
@@ -553,6 +556,8 @@ def iter_rows(
                 value = row[name]
                 if isinstance(value, float) and not math.isfinite(value):
                     raise ValueError(f"{name} is not finite ({value})")
+        except TcalcError:
+            raise
         except (ValueError, TcalcError, OverflowError, ZeroDivisionError) as exc:
             skip(point, exc)
             continue
@@ -625,6 +630,8 @@ def _inference_metrics(m: ModelConfig, label: str, S: int, B: int, point: dict[s
             if prefill is not None and dec is not None:  # as inference.estimate_inference
                 total = prefill.seconds + dec.seconds
                 done["total_s"], done["tokens_per_s"] = total, ispec.batch_size * ispec.new_tokens / total
+        except TcalcError:
+            raise
         except (ValueError, TcalcError) as exc:
             done = exc
         memo.put(key, done)

@@ -32,6 +32,9 @@ class MLPKind(str, Enum):
     relu = "relu"
     swiglu = "swiglu"
     geglu = "geglu"
+    relu2 = "relu2"  # squared ReLU, plain (up, down): So et al. 2021 (Primer); Arcee AFM (hidden_act relu2)
+    relu2_glu = "relu2_glu"  # squared ReLU gating the up projection (gate, up, down): BitNet b1.58 (hidden_act relu2)
+    xielu = "xielu"  # xIELU, plain (up, down), two learned scalars per MLP: Huang et al. 2025; Apertus
 
 
 class Positional(str, Enum):
@@ -77,7 +80,9 @@ class QKNormScope(str, Enum):
     full = "full"  # q over n_heads*head_dim, k over n_kv_heads*head_dim (OLMo-2, Cohere)
 
 
-GATED_MLPS = frozenset({MLPKind.swiglu, MLPKind.geglu})
+GATED_MLPS = frozenset({MLPKind.swiglu, MLPKind.geglu, MLPKind.relu2_glu})
+# learned scalars of one MLP's activation (modeling_apertus.py XIELUActivation: alpha_p, alpha_n)
+ACTIVATION_PARAMS = {MLPKind.xielu: 2}
 DEFAULT_EXPANSION = 4  # E: the seed's (and GPT-2/3's) MLP width d_ff = 4 * D
 DEFAULT_NORMS_PER_LAYER = 2  # pre-attention and pre-MLP norm (seed, "Layer Norm")
 
@@ -172,6 +177,16 @@ class ModelConfig(BaseModel):
     qk_rope_head_dim: int | None = Field(default=None, gt=0, description="MLA rotary part of q/k heads")
     qk_nope_head_dim: int | None = Field(default=None, gt=0, description="MLA non-rotary part of q/k heads")
     v_head_dim: int | None = Field(default=None, gt=0, description="MLA value head width")
+    # --- DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): MLA plus a lightning indexer; on when index_topk is set
+    index_topk: int | None = Field(default=None, gt=0, description="k_I, latent-cache tokens each query attends (DSA)")
+    index_n_heads: int | None = Field(default=None, gt=0, description="H_I, indexer heads (DSA)")
+    index_head_dim: int | None = Field(default=None, gt=0, description="d_I, indexer head width = its cached key (DSA)")
+    index_shared_layer_ids: tuple[int, ...] = Field(
+        default=(), description="layers without an indexer, reusing the previous layer's top-k (GLM-5 indexer_types 'shared')"
+    )
+    sub_norms: bool = Field(
+        default=False, description="an RMSNorm of D before W_O and of d_ff before W_down in every block (BitNet)"
+    )
     bias: bool = Field(default=True, description="default for every linear bias below")
     qkv_bias: bool = Field(description="bias on q, k, v projections")
     attn_out_bias: bool = Field(description="bias on the attention output projection")
@@ -252,6 +267,18 @@ class ModelConfig(BaseModel):
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank is not None
+
+    @property
+    def is_dsa(self) -> bool:
+        """DeepSeek Sparse Attention: MLA whose queries attend the top index_topk tokens an indexer picks."""
+        return self.index_topk is not None
+
+    @property
+    def n_indexer_layers(self) -> int:
+        """Layers that run their own indexer (the others reuse the previous layer's top-k)."""
+        if not self.is_dsa:
+            return 0
+        return self.n_layers - len({i for i in self.index_shared_layer_ids if 0 <= i < self.n_layers})
 
     @property
     def v_dim(self) -> int:
@@ -389,6 +416,8 @@ def build(cls: Any, spec: dict[str, Any], where: str) -> Any:
         return cls.model_validate(spec)
     except ValidationError as exc:
         raise TcalcError(describe_validation_error(exc, where, cls)) from None
+    except TcalcError:
+        raise
     except ValueError as exc:  # raised by canonical_keys before pydantic sees the data
         raise TcalcError(f"{where}: {exc}") from None
 
@@ -502,12 +531,15 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
     if d.get("moe_d_ff") is None and d.get("d_ff") is not None:
         d["moe_d_ff"] = d["d_ff"]
     _check_pattern(d)
+    _check_dsa(d)
     n_exp, k_exp = _int_or_none(d.get("n_experts")), _int_or_none(d.get("experts_per_token"))
     if d.get("router") is None:
         d["router"] = n_exp is not None and n_exp > 1
-    if n_exp is not None and k_exp is not None and k_exp > n_exp > 0:
+    experts = 1 if n_exp is None else n_exp  # a dense model is one expert
+    if k_exp is not None and k_exp > experts > 0:
         raise ValueError(
-            f"experts_per_token ({k_exp}) exceeds n_experts ({n_exp}); use at most {n_exp}"
+            f"experts_per_token ({k_exp}) exceeds n_experts ({experts}); use at most {experts}"
+            + (" (the model is dense: set n_experts for a mixture of experts)" if experts == 1 else "")
         )
     return d
 
@@ -544,6 +576,33 @@ def _check_mla(d: dict[str, Any]) -> None:
         )
 
 
+_DSA_KEYS = ("index_topk", "index_n_heads", "index_head_dim")
+
+
+def _check_dsa(d: dict[str, Any]) -> None:
+    """DSA (modeling_deepseek_v32.py DeepseekV32Indexer): the indexer's query comes from MLA's
+    q_lora_rank latent (wq_b), so it needs MLA with a query low rank, and all three widths."""
+    given = [k for k in _DSA_KEYS if d.get(k) is not None]
+    if not given:
+        if d.get("index_shared_layer_ids"):
+            raise ValueError("index_shared_layer_ids needs DeepSeek Sparse Attention; give index_topk too (or drop it)")
+        return
+    missing = [k for k in _DSA_KEYS if d.get(k) is None]
+    if missing:
+        raise ValueError(f"DeepSeek Sparse Attention ({given[0]}) needs {', '.join(missing)}; give them")
+    if d.get("kv_lora_rank") is None or d.get("q_lora_rank") is None:
+        raise ValueError(
+            "DeepSeek Sparse Attention (index_topk) is built on multi-head latent attention with a query low rank: "
+            "give kv_lora_rank and q_lora_rank (the indexer's wq_b reads the q_lora_rank latent)"
+        )
+    rope = _int_or_none(d.get("qk_rope_head_dim"))
+    width = _int_or_none(d.get("index_head_dim"))
+    if rope is not None and width is not None and width < rope:
+        raise ValueError(
+            f"index_head_dim ({width}) must be >= qk_rope_head_dim ({rope}): the indexer rotates that many of its dims"
+        )
+
+
 def _check_pattern(d: dict[str, Any]) -> None:
     """The attention pattern names the window sizes it needs."""
     pat = d.get("attention_pattern")
@@ -557,6 +616,9 @@ def _check_pattern(d: dict[str, Any]) -> None:
         raise ValueError(
             f"attention_pattern has {len(pat)} entries; give 1 to {MAX_PATTERN} (it repeats over the layers)"
         )
+    bad = next((k for k in pat if not isinstance(k, (str, LayerAttention))), None)
+    if bad is not None:
+        raise ValueError(f"attention_pattern holds {clip(bad)}; each entry is full, sliding or chunked")
     kinds = {k.value if isinstance(k, LayerAttention) else k for k in pat}
     if "deltanet" in kinds:
         missing = [k for k in DELTANET_FIELDS if d.get(k) is None]
@@ -644,6 +706,19 @@ class Parallelism(StrictInputs):
     virtual_stages: int = Field(default=1, gt=0, description="v, interleaved 1F1B model chunks per stage")
     expert_tensor: int | None = Field(
         default=None, gt=0, description="etp, tensor-parallel ranks of one expert (default T, Megatron-core)"
+    )
+    # Uneven pipelines as Megatron-core builds them (estimators/training/memory.py pipeline_layout)
+    first_stage_layers: int | None = Field(
+        default=None, gt=0, description="blocks on the first pipeline stage (Megatron --decoder-first-pipeline-num-layers)"
+    )
+    last_stage_layers: int | None = Field(
+        default=None, gt=0, description="blocks on the last pipeline stage (Megatron --decoder-last-pipeline-num-layers)"
+    )
+    embedding_in_split: bool = Field(
+        default=False, description="the embedding counts as one layer of the split (--account-for-embedding-in-pipeline-split)"
+    )
+    loss_in_split: bool = Field(
+        default=False, description="the head and loss count as one layer of the split (--account-for-loss-in-pipeline-split)"
     )
 
     @property
@@ -819,6 +894,17 @@ class Training(StrictInputs):
     def _fp8_compatible(self) -> Training:
         if self.fp32_unquantized and self.finetune is not Finetune.qlora:
             raise ValueError("fp32_unquantized upcasts what QLoRA leaves unquantized: it needs --finetune qlora")
+        if self.finetune is Finetune.full:  # an adapter setting given for full training is an orphan, never silence
+            orphans = sorted(self.model_fields_set & {"lora_rank", "lora_alpha", "lora_targets", "train_embeddings",
+                                                       "train_head"})
+            if orphans:
+                raise ValueError(f"{', '.join(orphans)} {'sets' if len(orphans) == 1 else 'set'} the adapters of "
+                                 "--finetune lora|qlora|dora; "
+                                 f"with full training (finetune: full) drop {'it' if len(orphans) == 1 else 'them'} "
+                                 "or give --finetune")
+        if "offload_device" in self.model_fields_set and self.offload is Offload.none:
+            raise ValueError("offload_device says where --offload puts the states; give --offload optimizer "
+                             "(or optimizer+params) or drop it")
         if self.fp8_recipe is FP8Recipe.none:
             return self
         if self.precision is Precision.fp32 or self.p != 2:
@@ -857,6 +943,8 @@ class Training(StrictInputs):
             d["precision"] = Precision.fp32 if p == 4 else Precision.mixed
         try:
             prec = Precision(d.get("precision") or Precision.mixed)
+        except TcalcError:
+            raise
         except ValueError:
             return d  # pydantic reports the bad precision with its name
         expected = _ELEMENT_BYTES[prec]
@@ -915,6 +1003,10 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "expert_tensor": "parallelism",
     "context": "parallelism",
     "virtual_stages": "parallelism",
+    "first_stage_layers": "parallelism",
+    "last_stage_layers": "parallelism",
+    "embedding_in_split": "parallelism",
+    "loss_in_split": "parallelism",
     "gpu": "gpu",
 }
 INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", "gpu",
@@ -982,6 +1074,9 @@ def parse_bytes(text: str | int, what: str = "size") -> int:
         match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
         if not match or match.group(2).lower() not in {"", *_BYTE_UNITS}:
             raise ValueError(f"{what} ({clip(text)}) is not a size; write e.g. 70GiB, 80GB or 1.5TiB")
+        digits, _, exponent = match.group(1).lower().partition("e")
+        if len(digits.split(".")[0].lstrip("0")) + int(exponent or 0) > MAX_EXPONENT:
+            raise ValueError(f"{what} ({clip(text)}) is too large; use a size below 1e{MAX_EXPONENT} bytes")
         try:
             value = Decimal(match.group(1))
         except InvalidOperation:  # pragma: no cover - the pattern admits only numbers
@@ -1008,12 +1103,28 @@ def training_configs(
     max_seq_len."""
     parts = split_training(resolve(flags, section, {"seq_len": model.max_seq_len}))
     gpu = parts["gpu"].get("gpu")
+    par = build(Parallelism, parts["parallelism"], "training")
+    check_expert_layout(model, par)
     return (
         build(Workload, parts["workload"], "training"),
         build(Training, parts["training"], "training"),
-        build(Parallelism, parts["parallelism"], "training"),
+        par,
         None if gpu is None else str(gpu),
     )
+
+
+def check_expert_layout(model: ModelConfig, par: Parallelism) -> None:
+    """Expert parallelism (ep) and expert tensor parallelism (etp) split a mixture-of-experts
+    model's routed experts: on a dense model they are an error, never silently ignored."""
+
+    if model.n_experts > 1:
+        return
+    if par.expert != 1:
+        raise TcalcError(f"expert parallelism ep ({par.expert}) needs a mixture-of-experts model "
+                         f"({model.name or 'this model'} is dense); use ep 1")
+    if par.expert_tensor is not None and par.expert_tensor != par.tensor:
+        raise TcalcError(f"expert tensor parallelism etp ({par.expert_tensor}) needs a mixture-of-experts model "
+                         f"({model.name or 'this model'} is dense); drop --etp")
 
 
 # The one parser of whole numbers as people type them (flags, job-file counts, API strings).
@@ -1030,7 +1141,9 @@ def parse_whole(text: str | int, what: str = "value", low: int = 1, high: int | 
     MAX_EXPONENT is a ValueError naming the value (never a Decimal overflow or a 10^6-digit int)."""
     from decimal import Decimal, InvalidOperation
 
-    if isinstance(text, int) and not isinstance(text, bool):
+    if isinstance(text, bool):
+        raise ValueError(f"{text} is a boolean, not a number; give a whole number")
+    if isinstance(text, int):
         value = text
     else:
         raw = str(text).strip().replace("_", "")
@@ -1060,6 +1173,8 @@ def parse_count(text: str | int, what: str = "count") -> int:
     positive integer (a token budget, a FLOP budget, a parameter count); `parse_whole`'s rules."""
     try:
         return parse_whole(text, what)
+    except TcalcError:
+        raise
     except ValueError as exc:
         reason = str(exc).split(" (write e.g.")[0]
         if "is not a whole number" in reason and not any(ch.isdigit() for ch in str(text)):

@@ -92,7 +92,8 @@ def memory_table(r: Any) -> Any:
         lines.append(f"offload {off.what.value} to {where}: {fmt_bytes(per_gpu)} per GPU, {fmt_bytes(per_node)} per node "
                      f"of {off.gpus_per_node} GPUs (the GPU holds the peak above)")
     if par.pipeline > 1:
-        lines.append(f"most loaded pipeline stage: {mem.stage} ({mem.in_flight_micro_batches} micro-batches in flight)")
+        alive = "micro-batches" if par.virtual_stages == 1 else "model-chunk forwards"
+        lines.append(f"most loaded pipeline stage: {mem.stage} ({mem.in_flight_micro_batches} {alive} in flight)")
     lines.append(f"seed B_min (mixed precision saves memory above it): {r.b_min:.3g}")
     if gpu:
         fit = r.fit

@@ -1,6 +1,9 @@
 """`tcalc sweep` as a table, CSV or streamed JSON, and its plot."""
 
 from __future__ import annotations
+
+from transformer_calc.errors import TcalcError
+
 import json
 from typing import Any
 
@@ -104,7 +107,6 @@ def plot_sweep(report: Any, path: str, x: str, y: str, series: str | None, capac
     Needs matplotlib (`pip install 'transformer-calc[plot]'`); the format follows the file suffix
     (png, svg, pdf).
     """
-    from transformer_calc.errors import TcalcError
 
     try:
         import matplotlib
@@ -140,6 +142,8 @@ def plot_sweep(report: Any, path: str, x: str, y: str, series: str | None, capac
     fig.tight_layout()
     try:
         fig.savefig(path)
+    except TcalcError:
+        raise
     except (OSError, ValueError) as exc:
         raise TcalcError(f"--plot {path!r}: cannot write the figure ({exc})") from None
     finally:

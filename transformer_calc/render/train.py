@@ -24,7 +24,7 @@ def train_table(r: Any) -> Any:
     mem = r.memory
     given = r.assumptions.model_fields_set  # the offload assumptions with --offload only
     lines = [
-        f"T={lay.tensor}{' +SP' if lay.sequence_parallel else ''} P={lay.pipeline} v={lay.virtual_stages} "
+        f"T={lay.tensor}{' +SP' if lay.sequence_parallel else ''} P={lay.pipeline}{split_text(lay)} v={lay.virtual_stages} "
         f"CP={lay.context} EP={lay.expert} dp={lay.data} ZeRO-{lay.zero}; S={batch.seq_len}, global batch "
         f"{batch.global_batch} sequences ({batch.global_batch_tokens:,} tokens), micro-batch {batch.micro_batch}"
         + (" (the fastest that fits)" if batch.micro_batch_chosen else "") + f", {batch.micro_batches} micro-batches per replica",
@@ -42,6 +42,15 @@ def train_table(r: Any) -> Any:
     return Group(t, Text("\n".join(lines)))
 
 
+def split_text(lay: Any) -> str:
+    """An uneven pipeline split in a few characters: ' (first 4, last 1)', ' (+emb +loss)'."""
+    parts = [f"first {lay.first_stage_layers}" if lay.first_stage_layers is not None else "",
+             f"last {lay.last_stage_layers}" if lay.last_stage_layers is not None else "",
+             "+emb" if lay.embedding_in_split else "", "+loss" if lay.loss_in_split else ""]
+    text = ", ".join(x for x in parts[:2] if x) or " ".join(x for x in parts[2:] if x)
+    return f" ({text})" if text else ""
+
+
 def plan_table(r: Any) -> Any:
     """`tcalc plan`: the fastest layouts that fit, and the rejected counted by reason (a PlanResult)."""
     from rich.console import Group
@@ -54,7 +63,7 @@ def plan_table(r: Any) -> Any:
     )
     for row in r.plans:
         lay = row.layout
-        t.add_row(str(lay.tensor), str(lay.pipeline), str(lay.virtual_stages), str(lay.context),
+        t.add_row(str(lay.tensor), str(lay.pipeline) + split_text(lay), str(lay.virtual_stages), str(lay.context),
                   str(lay.expert), str(lay.data), str(row.micro_batch), row.recompute,
                   f"{row.step_time_s:.3g}", f"{100 * row.mfu:.1f} %", fmt_bytes(row.peak_bytes))
     lines = [f"{r.feasible} of {r.evaluated} layouts fit"]

@@ -4,14 +4,16 @@ inference: section, then the defaults; the draft model of speculative decoding."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import ModelConfig
+from transformer_calc.requests.base import node_size, fraction, length, opt, positive, seconds, unit_interval, whole
+from transformer_calc.requests.model import ModelRequest
 
 def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any], network: Any = None) -> Any:
     """The expected-latency settings (expected.Efficiency) from the inference: section and flags."""
     from transformer_calc.model.config import resolve
-    from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.inference.expected import default_efficiency
 
     merged = resolve(flags, section)
@@ -22,6 +24,8 @@ def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any
         return default_efficiency(gpu, cuda_graphs=graphs, matmul=merged.get("matmul_efficiency"),
                                   memory=merged.get("memory_efficiency"), kernel_s=merged.get("kernel_launch_s"),
                                   network=network, sequence_s=merged.get("sequence_overhead_s"))
+    except TcalcError:
+        raise
     except (ValueError, TypeError) as exc:
         raise TcalcError(f"inference: {exc}") from None
 
@@ -29,7 +33,6 @@ def serving_spec(section: dict[str, Any], flags: dict[str, Any]) -> Any:
     """The engine settings (serving.ServingSpec) from the inference: section and flags; sizes
     (cuda_context, activation_peak, engine_workspace) as bytes or '1GiB'."""
     from transformer_calc.model.config import parse_bytes, resolve
-    from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.inference.serving import ServingSpec
 
     merged = resolve(flags, section)
@@ -43,6 +46,8 @@ def serving_spec(section: dict[str, Any], flags: dict[str, Any]) -> Any:
             if raw is not None:
                 values[f"{key}_bytes"] = 0 if raw in (0, "0") else parse_bytes(raw, key)
         return ServingSpec(**values)
+    except TcalcError:
+        raise
     except (ValueError, TypeError) as exc:
         raise TcalcError(f"inference: {exc}") from None
 
@@ -70,13 +75,15 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
     flags that are not None overriding it. Defaults: B = 1, S = max_seq_len, one new token, T = 1,
     bf16 weights, the A100 80GB. With a checkpoint (a folder's, repo's or GGUF file's headers) and
     no weight dtype given, the weights are the bytes it stores (weight_dtype "checkpoint")."""
-    from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.inference.roofline import InferenceSpec
 
     from transformer_calc.model.config import resolve
     from transformer_calc.devices.hardware import compute_dtype
 
     merged = resolve(flags, section)
+    if merged.get("mla_cache") is not None and model.kv_lora_rank is None:
+        raise TcalcError(f"mla_cache ({merged['mla_cache']}) chooses how an MLA model's cache is kept; "
+                         f"{model.name or 'this model'} has no MLA (no kv_lora_rank): drop it")
     dtype = compute_dtype(merged.get("dtype"), merged.get("p"))  # the compute dtype (--dtype / --p)
     stored = None
     if checkpoint is not None:
@@ -98,6 +105,107 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
             kv_cache=merged.get("kv_cache", True),
             mla_cache=merged.get("mla_cache", "latent"),
         )
+    except TcalcError:
+        raise
     except (ValueError, TypeError) as exc:
         raise TcalcError(f"inference: {exc}") from None
     return spec, str(merged.get("gpu", DEFAULT_INFERENCE_GPU))
+
+
+# ============================================================================ the options
+INFERENCE = "Inference"
+EXPECTED = "Expected latency (achievable rates, fixed costs)"
+SPECULATIVE = "Speculative decoding"
+SERVING = "Serving capacity (paged KV cache)"
+SERVE = "Serve (targets and layouts)"
+DTYPE_HELP = "Compute dtype: fp32 | fp16 | bf16 | fp8 (the design card's p: 4, 2, 2, 1 bytes per value)"
+P_HELP = "p: bytes per value of the compute dtype (4 fp32, 2 bf16, 1 fp8); the same as --dtype"
+
+MatmulEff = Annotated[float | None, opt("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU, e.g. H100 0.801].", panel=EXPECTED, parse=fraction)]
+MemoryEff = Annotated[float | None, opt("--memory-efficiency", help="Achievable fraction of the HBM bandwidth \\[default: 0.9].", panel=EXPECTED, parse=fraction)]
+Graphs = Annotated[bool | None, opt("--cuda-graphs/--no-cuda-graphs", help="Kernels launched from CUDA graphs (vLLM, TensorRT-LLM decode) or eagerly \\[default: --cuda-graphs].", panel=EXPECTED)]
+KernelLaunch = Annotated[float | None, opt("--kernel-launch-s", help="Fixed cost per kernel, seconds \\[default: 7.8e-6 with CUDA graphs (fitted), 15.8e-6 without].", panel=EXPECTED, parse=seconds)]
+SeqOverhead = Annotated[float | None, opt("--sequence-overhead-s", help="Engine work per sequence per step, seconds \\[default: 10.4e-6 (fitted)].", panel=EXPECTED, parse=seconds)]
+NodeSize = Annotated[int | None, opt("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", panel=EXPECTED, parse=node_size, job=False)]
+InterNode = Annotated[float | None, opt("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", panel=EXPECTED, parse=positive, job=False)]
+BlockSize = Annotated[int | None, opt("--block-size", help="Tokens per KV-cache block \\[default: 16, vLLM's].", panel=SERVING, parse=whole)]
+MemoryUtil = Annotated[float | None, opt("--memory-utilization", help="Fraction of GPU memory the engine may use \\[default: 0.9, vLLM's gpu_memory_utilization].", panel=SERVING, parse=fraction)]
+BatchedTokens = Annotated[int | None, opt("--max-num-batched-tokens", help="Tokens per engine step (the largest prefill chunk) \\[default: 8192, vLLM V1's].", panel=SERVING, parse=whole)]
+MaxSeqs = Annotated[int | None, opt("--max-num-seqs", help="Sequences per engine step \\[default: 256, vLLM's].", panel=SERVING, parse=whole)]
+CudaContext = Annotated[str | None, opt("--cuda-context", help="Reserve for the CUDA context, e.g. 512MiB \\[default: 512MiB].", panel=SERVING)]
+ActivationPeak = Annotated[str | None, opt("--activation-peak", help="Reserve for activations, e.g. 2GiB \\[default: the largest prefill chunk's through one block + the sampler's logits].", panel=SERVING)]
+Workspace = Annotated[str | None, opt("--engine-workspace", help="Reserve for CUDA graphs and all-reduce buffers \\[default: 512MiB].", panel=SERVING)]
+
+
+class _Engine(ModelRequest):
+    """The expected-latency and serving-capacity settings `inference` and `serve` share."""
+
+    matmul_efficiency: MatmulEff = None
+    memory_efficiency: MemoryEff = None
+    cuda_graphs: Graphs = None
+    kernel_launch_s: KernelLaunch = None
+    sequence_overhead_s: SeqOverhead = None
+    node_size: NodeSize = None
+    inter_node_gb_s: InterNode = None
+    block_size: BlockSize = None
+    memory_utilization: MemoryUtil = None
+    max_num_batched_tokens: BatchedTokens = None
+    max_num_seqs: MaxSeqs = None
+    cuda_context: CudaContext = None
+    activation_peak: ActivationPeak = None
+    engine_workspace: Workspace = None
+
+
+class InferenceRequest(_Engine):
+    """`tcalc inference`: the inference: keys, the engine's settings, speculative decoding."""
+
+    command = "inference"
+    section = "inference"
+    batch_size: Annotated[int | None, opt("--B", "--batch-size", help="B: concurrent sequences \\[default: 1].", panel=INFERENCE, parse=whole)] = None
+    seq_len: Annotated[int | None, opt("--S", "--prompt-len", "--seq-len", help="S: prompt tokens per sequence (8k = 8192) \\[default: the model's max_seq_len].", panel=INFERENCE, parse=length)] = None
+    new_tokens: Annotated[int | None, opt("--new-tokens", "--output-len", help="Tokens generated per sequence; the first comes from the prefill \\[default: 1].", panel=INFERENCE, parse=whole)] = None
+    tensor: Annotated[int | None, opt("--T", "--tensor-parallel", help="T: tensor-parallel GPUs \\[default: 1].", panel=INFERENCE, parse=whole)] = None
+    gpu: Annotated[str | None, opt("--gpu", help="GPU \\[default: a100-80gb].", panel=INFERENCE)] = None
+    dtype: Annotated[str | None, opt("--dtype", help=DTYPE_HELP + "; the weights' and the cache's unless given \\[default: bf16].", panel=INFERENCE)] = None
+    p: Annotated[int | None, opt("--p", help=P_HELP + " \\[default: 2].", panel=INFERENCE, parse=whole)] = None
+    weight_dtype: Annotated[str | None, opt("--weight-dtype", help="Stored weights: fp32 | fp16 | bf16 | fp8 | int8 | int4, or a format with its scales: gptq-int4 | awq-int4 | q8_0 | q4_k_m | q5_k_m | mxfp4 | nvfp4 \\[default: the model's weight_format (gpt-oss: mxfp4), else bf16].", panel=INFERENCE)] = None
+    kv_dtype: Annotated[str | None, opt("--kv-dtype", help="KV-cache dtype \\[default: the activation dtype].", panel=INFERENCE)] = None
+    cache_kv_heads: Annotated[int | None, opt("--cache-kv-heads", help="K/V heads the cache holds, weights unchanged (the seed's Falcon study: MHA) \\[default: the model's].", panel=INFERENCE, parse=whole)] = None
+    kv_cache: Annotated[bool | None, opt("--kv-cache/--no-kv-cache", help="--no-kv-cache: the seed's naive mode, every token reprocesses the context \\[default: on].", panel=INFERENCE)] = None
+    expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel GPUs: each holds n_experts / ep routed experts \\[default: 1].", panel=INFERENCE, parse=whole)] = None
+    mla_cache: Annotated[str | None, opt("--mla-cache", help="MLA models: latent (r_kv + d_rope per token, replicated over T; transformers) | decompressed (per-head K and V) \\[default: latent].", panel=INFERENCE)] = None
+    draft: Annotated[Any, opt("--draft", help="Speculative decoding: the draft model (a preset, a tcalc YAML or an HF config.json) \\[default: none].", panel=SPECULATIVE, job=False)] = None
+    mtp: Annotated[bool, opt("--mtp", help="Speculative decoding with the model's multi-token-prediction modules as the draft.", panel=SPECULATIVE, job=False)] = False
+    speculative_tokens: Annotated[int | None, opt("--speculative-tokens", help="k: draft tokens per verification step, with --draft or --mtp \\[default: 4].", panel=SPECULATIVE, parse=whole, job=False)] = None
+    acceptance_rate: Annotated[float | None, opt("--acceptance-rate", help="α: the chance the target accepts a draft token, with --draft or --mtp \\[default: 0.7].", panel=SPECULATIVE, parse=unit_interval, job=False)] = None
+
+    def check(self, label: Any) -> None:
+        if self.draft is None and not self.mtp:
+            for name in ("speculative_tokens", "acceptance_rate"):
+                if getattr(self, name) is not None:
+                    raise TcalcError(f"{label(name).rstrip('= ')} sets speculative decoding, which needs a draft: "
+                                     "give --draft MODEL or --mtp, or drop it")
+
+
+
+
+class ServeRequest(_Engine):
+    """`tcalc serve`: layouts of `gpus` GPUs against TTFT/TPOT targets."""
+
+    command = "serve"
+    section = "inference"
+    gpu: Annotated[str | None, opt("--gpu", help="GPU \\[default: a100-80gb].", panel=SERVE)] = None
+    gpus: Annotated[int | None, opt("--gpus", help="GPUs in all; replicas = gpus / (T·ep) \\[default: 8].", panel=SERVE, parse=whole)] = None
+    seq_len: Annotated[int | None, opt("--prompt-len", "--S", "--seq-len", help="Prompt tokens per request (8k = 8192) \\[default: none: required here or in the job file].", panel=SERVE, parse=length)] = None
+    new_tokens: Annotated[int | None, opt("--output-len", "--new-tokens", help="Output tokens per request \\[default: none: required here or in the job file].", panel=SERVE, parse=whole)] = None
+    ttft_s: Annotated[float | None, opt("--ttft", help="Target time to first token, seconds \\[default: none].", panel=SERVE, parse=positive)] = None
+    tpot_s: Annotated[float | None, opt("--tpot", help="Target time per output token, seconds \\[default: none].", panel=SERVE, parse=positive)] = None
+    request_rate: Annotated[float | None, opt("--request-rate", help="Requests per second for the whole deployment: concurrency is what serves it \\[default: none: the most the targets allow].", panel=SERVE, parse=positive)] = None
+    tensor: Annotated[int | None, opt("--T", "--tensor-parallel", help="Fix T (else every T within a node that divides --gpus) \\[default: search].", panel=SERVE, parse=whole)] = None
+    expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel GPUs per replica \\[default: 1].", panel=SERVE, parse=whole)] = None
+    batch_size: Annotated[int | None, opt("--B", "--batch-size", help="Fix the concurrency per replica (sequences in flight) \\[default: search].", panel=SERVE, parse=whole)] = None
+    dtype: Annotated[str | None, opt("--dtype", help=DTYPE_HELP + "; the weights' and the cache's unless given \\[default: bf16].", panel=SERVE)] = None
+    p: Annotated[int | None, opt("--p", help=P_HELP + " \\[default: 2].", panel=SERVE, parse=whole)] = None
+    weight_dtype: Annotated[str | None, opt("--weight-dtype", help="As in `tcalc inference` \\[default: the model's weight_format, else the compute dtype].", panel=SERVE)] = None
+    kv_dtype: Annotated[str | None, opt("--kv-dtype", help="KV-cache dtype \\[default: the activation dtype].", panel=SERVE)] = None
+

@@ -4,9 +4,12 @@ then the defaults (`model.config.resolve`, the one precedence rule `tcalc memory
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import ModelConfig
+from transformer_calc.requests.base import node_size, count, fraction, length, opt, positive, whole, zero_stage
+from transformer_calc.requests.model import OUTPUT, ModelRequest
 
 # ============================================================================ train, plan
 # tcalc train's and plan's defaults where they are not tcalc memory's (Training's and Parallelism's):
@@ -18,7 +21,8 @@ TRAIN_GPUS = 8  # --gpus when neither the flag nor the job file's layout gives t
 
 # The layout plan chooses itself: a job file's values for these keys are not used by `tcalc plan`.
 PLAN_LAYOUT_KEYS = ("tensor", "sequence_parallel", "pipeline", "data", "zero", "expert", "context", "virtual_stages",
-                    "batch_size", "micro_batches", "recompute")
+                    "batch_size", "micro_batches", "recompute", "first_stage_layers", "last_stage_layers",
+                    "embedding_in_split", "loss_in_split")
 
 def train_configs(
     m: ModelConfig, section: dict[str, Any], flags: dict[str, Any], gpus: int | None = None
@@ -30,7 +34,8 @@ def train_configs(
     fixes the micro-batches per step (G / (dp·b)); the section's `micro_batches` is then not used.
     Returns (Workload, Training, Parallelism, gpu name, whether the micro-batch was given); the
     CLI and the Python API both call it."""
-    from transformer_calc.model.config import Parallelism, Training, Workload, build, resolve, split_training
+    from transformer_calc.model.config import (Parallelism, Training, Workload, build, check_expert_layout, resolve,
+                                               split_training)
     from transformer_calc.errors import TcalcError
 
     settings = resolve(flags, section, {"seq_len": m.max_seq_len, **TRAIN_DEFAULTS})
@@ -44,6 +49,7 @@ def train_configs(
     if gpus % (T * P * cp):
         raise TcalcError(f"--gpus ({gpus}) must be a multiple of T x P x CP ({T} x {P} x {cp}); data parallelism is what is left")
     par = build(Parallelism, {**parts["parallelism"], "data": gpus // (T * P * cp)}, "training")
+    check_expert_layout(m, par)
     w = build(Workload, {"batch_size": 1, **parts["workload"]}, "training")
     tr = build(Training, parts["training"], "training")
     return w, tr, par, str(parts["gpu"]["gpu"]), "batch_size" in parts["workload"]
@@ -62,21 +68,206 @@ def plan_configs(m: ModelConfig, section: dict[str, Any], flags: dict[str, Any])
     return w.seq_len, tr, str(parts["gpu"]["gpu"]), etp.expert_tensor
 
 
-# `tcalc train`'s options (the CLI's and tc.train's parameter names, the same in both doors) -> the
-# job-file keys `train_configs` resolves. One table, so the two doors cannot pass different sets.
-TRAIN_OPTIONS = {
-    "S": "seq_len", "micro_batch": "batch_size", "T": "tensor", "P": "pipeline", "virtual_stages": "virtual_stages",
-    "cp": "context", "ep": "expert", "sp": "sequence_parallel", "zero": "zero", "recompute": "recompute",
-    "flash": "flash", "precision": "precision", "dtype": "dtype", "p": "p", "framework": "framework",
-    "finetune": "finetune", "lora_rank": "lora_rank", "lora_targets": "lora_targets", "offload": "offload",
-    "offload_device": "offload_device", "fp8_recipe": "fp8_recipe", "gpu": "gpu", "optimizer": "optimizer",
-    "grad_bytes": "grad_bytes", "activations": "activations", "cross_entropy": "cross_entropy", "dropout": "dropout",
-    "head": "head_activations", "fused_optimizer": "fused_optimizer", "etp": "expert_tensor",
-    "lora_alpha": "lora_alpha", "train_embeddings": "train_embeddings", "train_head": "train_head",
-    "fp32_unquantized": "fp32_unquantized",
-}
+
+# ============================================================================ the options
+WORKLOAD = "Workload"
+TRAINING = "Training"
+PARALLEL = "Parallelism"
+FINETUNE = "Fine-tuning and offload"
+DTYPE_HELP = "Compute dtype: fp32 | fp16 | bf16 | fp8 (the design card's p: 4, 2, 2, 1 bytes per value)"
+P_HELP = "p: bytes per value of the compute dtype (4 fp32, 2 bf16, 1 fp8); the same as --dtype"
+
+SeqLen = Annotated[int | None, opt("--S", "--seq-len", help="S: tokens per sequence (8k = 8192) \\[default: the model's max_seq_len].", panel=WORKLOAD, parse=length)]
+GradBytes = Annotated[int | None, opt("--grad-bytes", help="Bytes per gradient \\[default: 4 mixed (seed), 4 fp32, 2 bf16].", panel=TRAINING, parse=whole)]
+OptimizerOpt = Annotated[str | None, opt("--optimizer", help="adamw | adam | sgd | sgd-momentum | lion | adam-8bit | adamw-8bit | paged-adamw-8bit | adafactor | muon \\[default: adamw].", panel=TRAINING)]
+Dropout = Annotated[bool | None, opt("--dropout/--no-dropout", help="Dropout masks kept \\[default: the model's dropout > 0].", panel=TRAINING)]
+Activations = Annotated[str | None, opt("--activations", help="default | seed (exactly the seed's per-layer equations) | torch-eager \\[default: default].", panel=TRAINING)]
+Head = Annotated[bool | None, opt("--head/--no-head", help="Count embedding, final-norm, head and loss activations \\[default: on].", panel=TRAINING)]
+CrossEntropy = Annotated[str | None, opt("--cross-entropy", help="Loss kernel: eager | fused (Megatron vocab-parallel) | chunked (Liger-style) \\[default: fused for megatron, else eager].", panel=TRAINING)]
+FusedOptimizer = Annotated[bool | None, opt("--fused-optimizer/--foreach-optimizer", help="Fused optimizer step (no temporaries) or PyTorch's foreach \\[default: foreach for pytorch, fused otherwise].", panel=TRAINING)]
+Etp = Annotated[int | None, opt("--etp", "--expert-tensor-parallel", help="Tensor-parallel ranks of one expert \\[default: T, as Megatron-core].", panel=PARALLEL, parse=whole)]
+Finetune = Annotated[str | None, opt("--finetune", help="full | lora | qlora (NF4 base, double quantization) | dora \\[default: full].", panel=FINETUNE)]
+LoraRank = Annotated[int | None, opt("--lora-rank", help="r: the adapters' rank \\[default: 16].", panel=FINETUNE, parse=whole)]
+LoraAlpha = Annotated[float | None, opt("--lora-alpha", help="alpha (scales adapters by alpha/r): recorded, no effect on memory \\[default: none].", panel=FINETUNE, parse=positive)]
+LoraTargets = Annotated[str | None, opt("--lora-targets", help="Comma list of q,k,v,o,gate,up,down, all-linear (PEFT's: every Linear but the LM head), experts, router (MoE, PEFT target_parameters) \\[default: all-linear].", panel=FINETUNE)]
+TrainEmbeddings = Annotated[bool | None, opt("--train-embeddings/--no-train-embeddings", help="Train the token embedding too (PEFT modules_to_save) \\[default: off].", panel=FINETUNE)]
+TrainHead = Annotated[bool | None, opt("--train-head/--no-train-head", help="Train the LM head too (PEFT modules_to_save) \\[default: off].", panel=FINETUNE)]
+FP32Unquantized = Annotated[bool | None, opt("--fp32-unquantized/--no-fp32-unquantized", help="QLoRA: the parameters left unquantized (embeddings, LM head, norms) in fp32, as PEFT's prepare_model_for_kbit_training casts them \\[default: off].", panel=FINETUNE)]
+OffloadOpt = Annotated[str | None, opt("--offload", help="none | optimizer (ZeRO-Offload: states, fp32 master, gradient partition) | optimizer+params (ZeRO-3) \\[default: none].", panel=FINETUNE)]
+OffloadDevice = Annotated[str | None, opt("--offload-device", help="cpu (host memory) | nvme (ZeRO-Infinity) \\[default: cpu].", panel=FINETUNE)]
+FP8 = Annotated[str | None, opt("--fp8-recipe", help="none | delayed | tensorwise | mxfp8 (Blackwell): FP8 GEMMs, FP8 weight copies, FP8-saved GEMM inputs (Transformer Engine) \\[default: none].", panel=TRAINING)]
+GlobalBatch = Annotated[int | None, opt("--global-batch", help="Global batch in sequences, e.g. 1536 \\[default: none; this or --global-batch-tokens].", parse=count, job=False)]
+GlobalBatchTokens = Annotated[int | str | None, opt("--global-batch-tokens", help="Global batch in tokens, e.g. 4M \\[default: none; this or --global-batch].", parse=lambda v: _token_text(v), job=False)]
+FirstStage = Annotated[int | None, opt("--first-stage-layers", "--decoder-first-pipeline-num-layers", help="Blocks on the first pipeline stage; the middle stages split the rest evenly (Megatron-core uneven pipeline) \\[default: an even split].", panel=PARALLEL, parse=whole)]
+LastStage = Annotated[int | None, opt("--last-stage-layers", "--decoder-last-pipeline-num-layers", help="Blocks on the last pipeline stage (Megatron-core uneven pipeline) \\[default: an even split].", panel=PARALLEL, parse=whole)]
+EmbeddingInSplit = Annotated[bool | None, opt("--embedding-in-split/--no-embedding-in-split", help="The embedding counts as one layer of the pipeline split (Megatron --account-for-embedding-in-pipeline-split) \\[default: off].", panel=PARALLEL)]
+LossInSplit = Annotated[bool | None, opt("--loss-in-split/--no-loss-in-split", help="The head and loss count as one layer of the pipeline split (Megatron --account-for-loss-in-pipeline-split) \\[default: off].", panel=PARALLEL)]
+NodeSize = Annotated[int | None, opt("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", panel=PARALLEL, parse=node_size, job=False)]
+InterNode = Annotated[float | None, opt("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", panel=PARALLEL, parse=positive, job=False)]
 
 
-def train_flags(values: dict[str, Any]) -> dict[str, Any]:
-    """The job-file keys of `tcalc train`'s options from a door's parameter values (TRAIN_OPTIONS)."""
-    return {key: values[name] for name, key in TRAIN_OPTIONS.items()}
+def _token_text(value: Any) -> int | str:
+    """A token count as given: checked now (count's rules), read once S is known (`global_batch`)
+    since 4M of 8192-token sequences may mean 2^22 (said on stderr)."""
+    count(value)
+    return value if isinstance(value, int) else str(value).strip()
+
+
+class MemoryRequest(ModelRequest):
+    """`tcalc memory`: every key of a job file's training: section, and the GPU to fit."""
+
+    command = "memory"
+    section = "training"
+    seq_len: SeqLen = None
+    batch_size: Annotated[int | None, opt("--B", "--batch-size", help="B: micro-batch per GPU (sequences) \\[default: 1].", panel=WORKLOAD, parse=whole)] = None
+    precision: Annotated[str | None, opt("--precision", help="mixed (16-bit + fp32 master, the seed's) | fp32 | bf16 (pure) \\[default: mixed; fp32 with --dtype fp32].", panel=TRAINING)] = None
+    dtype: Annotated[str | None, opt("--dtype", help=DTYPE_HELP + "; fp32 implies --precision fp32 \\[default: bf16].", panel=TRAINING, job=False)] = None
+    p: Annotated[int | None, opt("--p", help=P_HELP + "; 4 implies fp32 \\[default: 2].", panel=TRAINING, parse=whole)] = None
+    grad_bytes: GradBytes = None
+    optimizer: OptimizerOpt = None
+    recompute: Annotated[str | None, opt("--recompute", help="none | selective | full (Korthikanti et al. 2022) \\[default: none].", panel=TRAINING)] = None
+    flash: Annotated[bool | None, opt("--flash/--no-flash", help="FlashAttention: no S×S scores kept \\[default: off].", panel=TRAINING)] = None
+    dropout: Dropout = None
+    activations: Activations = None
+    head_activations: Head = None
+    framework: Annotated[str | None, opt("--framework", help="Peak-memory conventions: pytorch (eager/HF Trainer/FSDP2) | megatron | deepspeed \\[default: pytorch].", panel=TRAINING)] = None
+    cross_entropy: CrossEntropy = None
+    micro_batches: Annotated[int | None, opt("--micro-batches", help="Micro-batches per optimizer step (gradients stay allocated across them) \\[default: P, or 1].", panel=TRAINING, parse=whole)] = None
+    fused_optimizer: FusedOptimizer = None
+    tensor: Annotated[int | None, opt("--T", "--tensor-parallel", help="T: tensor-parallel ranks \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    sequence_parallel: Annotated[bool | None, opt("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", panel=PARALLEL)] = None
+    pipeline: Annotated[int | None, opt("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    virtual_stages: Annotated[int | None, opt("--virtual-stages", help="Interleaved model chunks per pipeline stage \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    first_stage_layers: FirstStage = None
+    last_stage_layers: LastStage = None
+    embedding_in_split: EmbeddingInSplit = None
+    loss_in_split: LossInSplit = None
+    data: Annotated[int | None, opt("--dp", "--data-parallel", help="Data-parallel replicas (for ZeRO) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    zero: Annotated[int | None, opt("--zero", help="ZeRO stage 0-3: shard optimizer; +gradients; +weights \\[default: 0].", panel=PARALLEL, parse=zero_stage)] = None
+    expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel ranks: routed experts split ep ways (MoE) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    expert_tensor: Etp = None
+    context: Annotated[int | None, opt("--cp", "--context-parallel", help="Context-parallel ranks: the sequence split cp ways \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    finetune: Finetune = None
+    lora_rank: LoraRank = None
+    lora_alpha: LoraAlpha = None
+    lora_targets: LoraTargets = None
+    train_embeddings: TrainEmbeddings = None
+    train_head: TrainHead = None
+    fp32_unquantized: FP32Unquantized = None
+    offload: OffloadOpt = None
+    offload_device: OffloadDevice = None
+    fp8_recipe: FP8 = None
+    gpu: Annotated[str | None, opt("--gpu", help="Check the fit on this GPU, e.g. a100-80gb \\[default: none: no fit check].", panel=OUTPUT)] = None
+
+
+
+
+class TrainRequest(ModelRequest):
+    """`tcalc train`: a layout's step time; the training: keys but data parallelism (what the GPUs
+    leave) and the micro-batches per step (from the global batch)."""
+
+    command = "train"
+    section = "training"
+    gpus: Annotated[int | None, opt("--gpus", help="GPUs in all; dp = gpus / (T·P·CP) \\[default: the job file's data x T x P x CP, else 8].", parse=whole, job=False)] = None
+    gpu: Annotated[str | None, opt("--gpu", help="GPU, e.g. a100-80gb, h100 \\[default: the job file's, else h100].")] = None
+    seq_len: SeqLen = None
+    global_batch: GlobalBatch = None
+    global_batch_tokens: GlobalBatchTokens = None
+    batch_size: Annotated[int | None, opt("--micro-batch", "--B", "--batch-size", help="Micro-batch b \\[default: the job file's, else the fastest that fits].", parse=whole)] = None
+    tensor: Annotated[int | None, opt("--T", "--tensor-parallel", help="T: tensor-parallel ranks \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    pipeline: Annotated[int | None, opt("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    virtual_stages: Annotated[int | None, opt("--virtual-stages", help="Interleaved model chunks per stage \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    first_stage_layers: FirstStage = None
+    last_stage_layers: LastStage = None
+    embedding_in_split: EmbeddingInSplit = None
+    loss_in_split: LossInSplit = None
+    context: Annotated[int | None, opt("--cp", "--context-parallel", help="Context-parallel ranks (long sequences) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel ranks (MoE) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    sequence_parallel: Annotated[bool | None, opt("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", panel=PARALLEL)] = None
+    zero: Annotated[int | None, opt("--zero", help="ZeRO stage 0-3 (1: a distributed optimizer) \\[default: 1].", panel=PARALLEL, parse=zero_stage)] = None
+    recompute: Annotated[str | None, opt("--recompute", help="none | selective | full \\[default: none].", panel=TRAINING)] = None
+    flash: Annotated[bool | None, opt("--flash/--no-flash", help="FlashAttention \\[default: on].", panel=TRAINING)] = None
+    precision: Annotated[str | None, opt("--precision", help="mixed | bf16 | fp32 \\[default: mixed; fp32 with --dtype fp32].", panel=TRAINING)] = None
+    dtype: Annotated[str | None, opt("--dtype", help=DTYPE_HELP + " (fp8: matmuls at the fp8 peak) \\[default: bf16].", panel=TRAINING, job=False)] = None
+    p: Annotated[int | None, opt("--p", help=P_HELP + " \\[default: 2].", panel=TRAINING, parse=whole)] = None
+    framework: Annotated[str | None, opt("--framework", help="Memory conventions: pytorch | megatron | deepspeed \\[default: megatron].", panel=TRAINING)] = None
+    finetune: Finetune = None
+    lora_rank: LoraRank = None
+    lora_targets: LoraTargets = None
+    offload: OffloadOpt = None
+    offload_device: OffloadDevice = None
+    fp8_recipe: FP8 = None
+    matmul_efficiency: Annotated[float | None, opt("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU].", parse=fraction, job=False)] = None
+    tp_comm_overlap: Annotated[bool | None, opt("--tp-comm-overlap/--no-tp-comm-overlap", help="Tensor-parallel collectives overlapped with the GEMMs (Megatron --tp-comm-overlap, TE userbuffers) \\[default: on for --framework megatron with --sp and T > 1].", panel=PARALLEL, job=False)] = None
+    node_size: NodeSize = None
+    inter_node_gb_s: InterNode = None
+    tokens: Annotated[int | None, opt("--tokens", help="Token budget for days, GPU-hours and cost, e.g. 15T \\[default: none].", parse=count, job=False)] = None
+    price_per_gpu_hour: Annotated[float | None, opt("--price-per-gpu-hour", help="Cost per GPU-hour for the budget, with --tokens \\[default: none].", parse=positive, job=False)] = None
+    optimizer: OptimizerOpt = None
+    grad_bytes: GradBytes = None
+    activations: Activations = None
+    cross_entropy: CrossEntropy = None
+    dropout: Dropout = None
+    head_activations: Head = None
+    fused_optimizer: FusedOptimizer = None
+    expert_tensor: Etp = None
+    lora_alpha: LoraAlpha = None
+    train_embeddings: TrainEmbeddings = None
+    train_head: TrainHead = None
+    fp32_unquantized: FP32Unquantized = None
+
+    def check(self, label: Any) -> None:
+        if self.price_per_gpu_hour is not None and self.tokens is None:
+            raise TcalcError(f"{label('price_per_gpu_hour').rstrip('= ')} prices a token budget: give --tokens too "
+                             "(e.g. --tokens 15T), or drop it")
+
+
+class PlanRequest(ModelRequest):
+    """`tcalc plan`: the layout is plan's to choose; the settings that are not the layout."""
+
+    command = "plan"
+    section = "training"
+    gpus: Annotated[int, opt("--gpus", help="GPUs in all.", parse=whole, job=False)] = 8
+    gpu: Annotated[str | None, opt("--gpu", help="GPU, e.g. h100 \\[default: the job file's, else h100].")] = None
+    seq_len: SeqLen = None
+    global_batch: Annotated[int | None, opt("--global-batch", help="Global batch in sequences \\[default: none; this or --global-batch-tokens].", parse=count, job=False)] = None
+    global_batch_tokens: GlobalBatchTokens = None
+    top: Annotated[int, opt("--top", help="Layouts shown.", parse=whole, job=False)] = 10
+    flash: Annotated[bool | None, opt("--flash/--no-flash", help="FlashAttention \\[default: on].")] = None
+    framework: Annotated[str | None, opt("--framework", help="Memory conventions: pytorch | megatron | deepspeed \\[default: megatron].")] = None
+    finetune: Finetune = None
+    lora_rank: LoraRank = None
+    lora_targets: LoraTargets = None
+    node_size: NodeSize = None
+    inter_node_gb_s: InterNode = None
+
+
+
+
+def global_batch(sequences: int | None, tokens: int | str | None, S: int, note: Any = None) -> int:
+    """The global batch in sequences: given, or whole sequences of S in the tokens. A token count
+    with a k/M/G suffix that S does not divide is read as binary when that divides (4M of 8192:
+    2^22, 512 sequences); both readings are said through `note`."""
+    import re
+
+    from transformer_calc.errors import TcalcError
+
+    if sequences is not None and tokens is None:
+        return sequences
+    if tokens is None or sequences is not None:  # neither, or both
+        raise TcalcError("give the global batch once: --global-batch SEQUENCES or --global-batch-tokens TOKENS (e.g. 4M)")
+    n = count(tokens)
+    if n < S:
+        raise TcalcError(f"--global-batch-tokens ({n}) is less than one sequence of S = {S} tokens")
+    text = str(tokens).strip()
+    binary = {"k": 2**10, "m": 2**20, "g": 2**30}.get(text[-1:].lower())
+    if n % S and binary:
+        number = re.fullmatch(r"([0-9]+)\s*[kKmMgG]", text)
+        if number and (int(number.group(1)) * binary) % S == 0:
+            n2 = int(number.group(1)) * binary
+            if note is not None:
+                note(f"--global-batch-tokens {text} read as {n2:,} (binary {text[-1]}), {n2 // S} sequences of {S}")
+            return n2 // S
+    if n % S and note is not None:  # whole sequences only
+        note(f"--global-batch-tokens {n:,} is {n // S} sequences of {S} ({n // S * S:,} tokens)")
+    return n // S

@@ -31,8 +31,15 @@ def _non_finite(value: Any, path: str) -> str | None:
     return None
 
 
+# Fractions of a peak: a utilization is achieved work over the most the hardware can do, so it lies
+# in [0, 1] whatever the convention (MFU, HFU; Chowdhery et al. 2022 App. B).
+UTILIZATIONS = frozenset({"mfu", "hfu", "mbu"})
+TOLERANCE = 1e-9
+
+
 class Section(BaseModel):
-    """A typed part of a result: frozen, no undeclared keys, every number finite."""
+    """A typed part of a result: frozen, no undeclared keys, every number finite, every
+    utilization physically possible (an impossible one is errors.ImpossibleResult, a bug)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -41,6 +48,10 @@ class Section(BaseModel):
         for name, value in self.__dict__.items():
             if not isinstance(value, BaseModel) and (bad := _non_finite(value, name)) is not None:
                 raise ValueError(f"{type(self).__name__}.{bad} is not a finite number")
+            if name in UTILIZATIONS and isinstance(value, float) and not -TOLERANCE <= value <= 1 + TOLERANCE:
+                from transformer_calc.errors import ImpossibleResult
+
+                raise ImpossibleResult(f"{type(self).__name__}.{name} = {value:.4g} is not a fraction of the peak")
         return self
 
 

@@ -8,12 +8,16 @@ what render reads; docs/cli.md documents their keys.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict, RootModel
 
 from transformer_calc.estimators.params import count_params
 from transformer_calc.results.base import Section
 from transformer_calc.results.common import GpuSection, gpu_section
+
+if TYPE_CHECKING:
+    from transformer_calc.requests.catalog import HardwareRequest, PresetsRequest, SchemaRequest
 
 
 class PresetRow(Section):
@@ -98,3 +102,19 @@ def gpu_report(name: str) -> HardwareResult:
 
     return HardwareResult(gpu_section(gpu(name)))
 
+
+# ---------------------------------------------------------------------------- the command
+def run_presets(req: PresetsRequest) -> PresetsResult:
+    return presets_report()
+
+
+# ---------------------------------------------------------------------------- the command
+def run_hardware(req: HardwareRequest) -> HardwareResult:
+    return hardware_report() if req.name is None else gpu_report(req.name)
+
+
+# ---------------------------------------------------------------------------- the command
+def run_schema(req: SchemaRequest) -> dict[str, Any]:
+    from transformer_calc.results import result_schema
+
+    return result_schema(req.name)

@@ -8,13 +8,18 @@ memory per GPU against a byte limit, a serving figure against a limit.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from transformer_calc.errors import TcalcError
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import Field
 
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.base import Result, Section
 from transformer_calc.requests.inference import inference_efficiency, inference_spec, serving_spec
+
+if TYPE_CHECKING:
+    from transformer_calc.requests.catalog import CheckRequest
 
 
 class GpuFitCheck(Section):
@@ -99,14 +104,23 @@ def check_job(
     from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
     from transformer_calc.sources.presets import load_job
 
-    job = load_job(path, flag=None)  # positional files: messages name the path alone
+    from transformer_calc.requests.base import checked_job
+    from transformer_calc.requests.catalog import CheckRequest
+    from transformer_calc.requests.inference import InferenceRequest, ServeRequest
+    from transformer_calc.requests.training import MemoryRequest
+
+    # positional files: messages name the path alone; each section's values are read as the flags
+    # of the commands that read it are (a job file `tcalc serve` refuses is refused here too)
+    job = checked_job(load_job(path, flag=None), MemoryRequest, InferenceRequest, ServeRequest, CheckRequest,
+                      where=str(path))
     where = f"{path}"
     model = build_model(job.model, where=f"{where} model")
     if job.checks.get("max_memory") is not None:  # validated even when the flag overrides it
         try:
             file_limit = parse_bytes(job.checks["max_memory"], "checks.max_memory")
+        except TcalcError:
+            raise
         except ValueError as exc:
-            from transformer_calc.errors import TcalcError
 
             raise TcalcError(f"{where}: {exc}") from None
         max_memory = file_limit if max_memory is None else max_memory
@@ -123,7 +137,6 @@ def check_job(
         ) if given
     ]
     if wants_inference_checks and "inference" not in job.sections:
-        from transformer_calc.errors import TcalcError
 
         raise TcalcError(
             f"{where}: {wants_inference_checks[0]} is an inference check, but the file has no inference: "
@@ -172,7 +185,6 @@ def check_job(
                 if limit is None:
                     continue
                 if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
-                    from transformer_calc.errors import TcalcError
 
                     raise TcalcError(f"{where}: checks.{key} ({limit!r}) must be a positive number")
                 ok = value >= limit if better == "higher" else value <= limit
@@ -182,17 +194,18 @@ def check_job(
 
 
 def check_report(
-    files: list[Any], gpu_name: str | None = None, max_memory: str | None = None,
+    files: list[Any], gpu_name: str | None = None, max_memory: str | int | None = None,
     min_tokens_per_s: float | None = None, max_ttft_s: float | None = None, max_tpot_s: float | None = None,
 ) -> CheckResult:
     """`tcalc check` over files: every file is checked (one invalid file hides no other's result),
     each PASS / FAIL / INVALID; the flags are validated once, as usage errors (TcalcError)."""
     from transformer_calc.model.config import parse_bytes
-    from transformer_calc.errors import TcalcError
     from transformer_calc.sources.presets import gpu as find_gpu
 
     try:
         limit = parse_bytes(max_memory, "--max-memory") if max_memory is not None else None
+    except TcalcError:
+        raise
     except ValueError as exc:
         raise TcalcError(str(exc)) from None
     if gpu_name is not None:
@@ -222,3 +235,7 @@ def check_load_point(model: ModelConfig, device: Any, spec: Any, section: dict[s
     serving = serving_spec(section, {})
     return load_point(model, device, spec, eff, serving, spec.prompt_len, max(spec.new_tokens, 1), spec.batch_size)
 
+
+# ---------------------------------------------------------------------------- the command
+def run_check(req: CheckRequest) -> CheckResult:
+    return check_report(req.files, req.gpu, req.max_memory, req.min_tokens_per_s, req.max_ttft_s, req.max_tpot_s)

@@ -6,8 +6,11 @@ the Python API's return values and what render reads; docs/cli.md documents thei
 
 from __future__ import annotations
 
+from transformer_calc.errors import TcalcError
+
+
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import transformer_calc.estimators.flops as F
 from transformer_calc.model.units import SECONDS_PER_DAY
@@ -15,6 +18,9 @@ from transformer_calc.estimators.params import count_params
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.base import Result, Section
 from transformer_calc.results.common import WorkloadSection, ModelSection, model_section, peak_for
+
+if TYPE_CHECKING:
+    from transformer_calc.requests.flops import FlopsRequest, MfuRequest
 
 
 # ============================================================================ flops
@@ -42,6 +48,7 @@ class StepFlopsSection(Section):
     attention_cores: int  # forward scores + re-weighting of all L blocks
     lm_head: int  # forward
     embedding_projection: int  # forward, OPT's project_in + project_out
+    indexer: int  # forward of every DSA lightning indexer (no backward: transformers runs it under no_grad)
     mixers: int | None = None  # hybrid models only: forward of the non-attention mixers (Gated DeltaNet, ...), in layers
     per_layer_qkv: int  # forward of one representative block (full attention; MoE MLP if MoE), by term
     per_layer_scores: int
@@ -50,6 +57,7 @@ class StepFlopsSection(Section):
     per_layer_mlp: int
     per_layer_shared_expert: int
     per_layer_router: int
+    per_layer_indexer: int  # one DSA layer's indexer, forward (not in per_layer)
     per_layer: int  # the block's forward
     hardware: int  # hardware FLOPs of the step at the asked recompute (conventions.recompute)
 
@@ -117,7 +125,6 @@ def flops_request(
     """`tcalc flops` from its options (flag, then the job file's training: section, then the
     default), validated with the flag each came from; the CLI and the Python API both call it."""
     from transformer_calc.model.config import Recompute, Workload, build, resolve
-    from transformer_calc.errors import TcalcError
     from transformer_calc.sources.presets import gpu as find_gpu
 
     o = resolve({"seq_len": S, "batch_size": B, "recompute": recompute}, section,
@@ -125,6 +132,8 @@ def flops_request(
     workload = build(Workload, {"seq_len": o["seq_len"], "batch_size": o["batch_size"]}, "workload")
     try:
         rec = Recompute(o["recompute"])
+    except TcalcError:
+        raise
     except ValueError:
         raise TcalcError(f"--recompute ({o['recompute']!r}): choose one of {', '.join(v.value for v in Recompute)}") from None
     if (gpus is not None or gpu_name is not None or mfu is not None) and tokens is None:
@@ -245,7 +254,6 @@ def mfu_request(
     import math
 
     from transformer_calc.model.config import Recompute, Workload, build, resolve
-    from transformer_calc.errors import TcalcError
     from transformer_calc.sources.presets import gpu as find_gpu
 
     o = resolve({"seq_len": S, "recompute": recompute}, section, {"seq_len": m.max_seq_len, "recompute": "none"})
@@ -268,6 +276,8 @@ def mfu_request(
         raise TcalcError(f"--hfu-convention ({str(hfu_convention)[:40]!r}) must be one of executed, paper")
     try:
         rec_kind = Recompute(rec)
+    except TcalcError:
+        raise
     except ValueError:
         raise TcalcError(f"--recompute ({rec!r}): choose one of {', '.join(v.value for v in Recompute)}") from None
     return mfu_report(
@@ -303,7 +313,6 @@ def mfu_report(
     model_mfu = F.mfu_from_throughput(per_token_model, tokens_per_s, gpus, peak)
     hardware_fu = F.mfu_from_throughput(per_token_hw, tokens_per_s, gpus, peak)
     if hardware_fu > 1 or model_mfu > 1:  # impossible: more FLOP/s than the GPUs have
-        from transformer_calc.errors import TcalcError
 
         cause = (
             "--global-batch counts sequences (give tokens with --global-batch-tokens)"
@@ -345,3 +354,31 @@ def mfu_report(
         ),
         **measured,
     )
+
+
+# ---------------------------------------------------------------------------- the command
+def run_flops(req: FlopsRequest) -> FlopsResult:
+    from transformer_calc.devices.hardware import compute_dtype
+
+    src = req.source()
+    return flops_request(src.model, src.job.training if src.job else {}, S=req.seq_len, B=req.batch_size,
+                         recompute=req.recompute, causal=req.causal, windowed=req.windowed, tokens=req.tokens,
+                         gpus=req.gpus, gpu_name=req.gpu, dtype=compute_dtype(req.dtype, req.p), mfu=req.mfu,
+                         budget=req.budget)
+
+
+# ---------------------------------------------------------------------------- the command
+def run_mfu(req: MfuRequest, note: Any = None) -> MfuResult:
+    from transformer_calc.devices.hardware import compute_dtype
+    from transformer_calc.requests.training import global_batch
+
+    src = req.source()
+    section = src.job.training if src.job else {}
+    sequences = req.global_batch
+    if req.global_batch_tokens is not None:
+        seq = next(v for v in (req.seq_len, section.get("seq_len"), src.model.max_seq_len) if v is not None)
+        sequences = global_batch(req.global_batch, req.global_batch_tokens, seq, note)
+    return mfu_request(src.model, section, S=req.seq_len, gpus=req.gpus, gpu_name=req.gpu,
+                       dtype=compute_dtype(req.dtype, req.p), global_batch=sequences, step_time=req.step_time,
+                       tokens_per_s=req.tokens_per_s, recompute=req.recompute, causal=req.causal,
+                       hfu_convention=req.hfu_convention)

@@ -9,12 +9,21 @@ inference: section and flags into the estimators' inputs, for `tcalc serve` and 
 
 from __future__ import annotations
 
-from typing import Any
+from transformer_calc.errors import TcalcError
 
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import model_validator
+
+from transformer_calc.errors import ImpossibleResult
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
-from transformer_calc.results.base import Result, Section
+from transformer_calc.results.base import TOLERANCE, Result, Section
 from transformer_calc.results.common import CheckpointSection, ModelSection, model_section
 from transformer_calc.results.serve import EngineSettings, ExpectedAssumptions, engine_section, expected_assumptions
+
+if TYPE_CHECKING:
+    from transformer_calc.requests.inference import InferenceRequest
 
 
 class InferenceSettings(Section):
@@ -228,6 +237,16 @@ class InferenceResult(Result):
     speculative: SpeculativeSection | None = None  # with a draft model or --mtp
     checkpoint: CheckpointSection | None = None
 
+    @model_validator(mode="after")
+    def _expected_within_bound(self) -> InferenceResult:
+        """The expected time (achievable rates plus fixed costs) never beats the roofline bound."""
+        for name in ("time_to_first_token_s", "total_s"):
+            bound, expected = getattr(self, name), getattr(self.expected, name)
+            if expected < bound * (1 - TOLERANCE):
+                raise ImpossibleResult(f"the expected {name} ({expected:.6g} s) is below its roofline bound "
+                                       f"({bound:.6g} s)")
+        return self
+
 
 def expected_section(x: Any) -> ExpectedSection:
     """The `expected` section: achievable-rate latency with its fixed costs, and its assumptions."""
@@ -296,12 +315,13 @@ def serving_section(m: ModelConfig, gpu: Any, spec: Any, serving: Any) -> Servin
 
 def speculative_section(m: ModelConfig, gpu: Any, spec: Any, eff: Any, options: dict[str, Any]) -> SpeculativeSection:
     """The `speculative` section: a draft (or the MTP modules) proposing k tokens at acceptance α."""
-    from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.inference.speculative import speculate
 
     try:
         x = speculate(m, gpu, spec, eff, draft=options.get("draft"), speculative_tokens=options["speculative_tokens"],
                       acceptance_rate=options["acceptance_rate"])
+    except TcalcError:
+        raise
     except ValueError as exc:
         raise TcalcError(f"speculative decoding: {exc}") from None
     return SpeculativeSection(
@@ -442,7 +462,6 @@ def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
     and the options given (job-file key names; None: not given): the inference keys, the
     expected-latency and serving settings, node_size and inter_node_gb_s, and speculative decoding
     (draft: a model as MODEL takes it, or a ModelConfig; mtp; speculative_tokens; acceptance_rate)."""
-    from transformer_calc.errors import TcalcError
     from transformer_calc.model.config import ModelConfig
     from transformer_calc.requests.inference import draft_model, inference_efficiency, inference_spec, serving_spec
     from transformer_calc.results.common import network_for, source_checkpoint
@@ -465,3 +484,8 @@ def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
             "acceptance_rate": 0.7 if flags.get("acceptance_rate") is None else flags["acceptance_rate"],
         }
     return inference_report(m, device, spec, eff, serving, speculative, checkpoint=source_checkpoint(src))
+
+
+# ---------------------------------------------------------------------------- the command
+def run_inference(req: InferenceRequest) -> InferenceResult:
+    return inference_command(req.source(), req.settings())

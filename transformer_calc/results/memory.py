@@ -7,7 +7,7 @@ the most loaded pipeline stage unless a key says otherwise.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import create_model
 
@@ -25,6 +25,9 @@ from transformer_calc.model.config import (
 )
 from transformer_calc.results.base import Result, Section
 from transformer_calc.results.common import WorkloadSection, CheckpointSection, ModelSection, model_section
+
+if TYPE_CHECKING:
+    from transformer_calc.requests.training import MemoryRequest
 
 
 def _config_fields(cls: Any) -> dict[str, Any]:
@@ -162,7 +165,7 @@ class MemorySection(Section):
     activations: ActivationBytes
     activation_ratio: float | None  # activations / model states; None: no model states on the GPU
     stage: int  # the most loaded pipeline stage
-    in_flight_micro_batches: int  # whose activations are alive on it (1F1B)
+    in_flight_micro_batches: int  # whose activations are alive on it (1F1B; interleaved: model-chunk forwards)
     bytes_per_param: BytesPerParam | AdapterBytesPerParam
     optimizer_groups: OptimizerGroups
     stages: list[StageRow]
@@ -439,7 +442,7 @@ def memory_command(src: Any, flags: dict[str, Any]) -> MemoryResult:
     """`tcalc memory` and `tc.memory` from a resolved model source (`sources.resolve.Source`) and the
     options given (job-file key names; None: not given): each the option, else the job file's
     training: key, else the default (config.resolve). `dtype` is the compute dtype, `p` its bytes."""
-    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
+    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, check_fp8_recipe, compute_dtype
     from transformer_calc.model.config import training_configs
     from transformer_calc.results.common import source_checkpoint, with_checkpoint_weights
     from transformer_calc.sources.presets import gpu as find_gpu
@@ -452,4 +455,11 @@ def memory_command(src: Any, flags: dict[str, Any]) -> MemoryResult:
     w, tr, par, gpu_name = training_configs(m, job.training if job else {}, flags)
     tr = with_checkpoint_weights(m, tr, src.checkpoint)
     device = find_gpu(str(gpu_name)) if gpu_name is not None else None
+    if device is not None:
+        check_fp8_recipe(tr.fp8_recipe.value, device)
     return memory_report(m, w, tr, par, device, checkpoint=source_checkpoint(src))
+
+
+# ---------------------------------------------------------------------------- the command
+def run_memory(req: MemoryRequest) -> MemoryResult:
+    return memory_command(req.source(), req.given() | {"dtype": req.dtype})

@@ -7,7 +7,7 @@ API's return value and what render reads; docs/cli.md documents its keys.
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import create_model
 
@@ -22,6 +22,9 @@ from transformer_calc.estimators.params import (
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.base import Result, Section
 from transformer_calc.results.common import CheckpointSection, ModelSection, model_section
+
+if TYPE_CHECKING:
+    from transformer_calc.requests.flops import ParamsRequest
 
 
 def _count_fields() -> dict[str, Any]:
@@ -91,3 +94,14 @@ def params_report(m: ModelConfig, bytes_per_param: int = 2, T: int = 1, dtype: s
         ),
         **extra,
     )
+
+
+# ---------------------------------------------------------------------------- the command
+def run_params(req: ParamsRequest) -> ParamsResult:
+    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
+    from transformer_calc.results.common import source_checkpoint
+
+    name = compute_dtype(req.dtype, req.p) or "bf16"
+    src = req.source()
+    return params_report(src.model, bytes_per_param=COMPUTE_DTYPE_BYTES[name], T=req.tensor, dtype=name,
+                         checkpoint=source_checkpoint(src))

@@ -7,12 +7,15 @@ the expected model's assumptions are shared with `tcalc inference` (results/infe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.base import Result, Section
 from transformer_calc.requests.inference import inference_efficiency, inference_spec, serving_spec
 from transformer_calc.results.common import CheckpointSection, ModelSection, model_section, network_for
+
+if TYPE_CHECKING:
+    from transformer_calc.requests.inference import ServeRequest
 
 
 class EngineSettings(Section):
@@ -219,3 +222,14 @@ def serve_targets(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
         raise TcalcError(f"inference: gpus ({gpus!r}) must be a whole number from 1 to 1,000,000")
     out["gpus"] = gpus
     return out
+
+
+# ---------------------------------------------------------------------------- the command
+def run_serve(req: ServeRequest) -> ServeResult:
+    from transformer_calc.results.common import source_checkpoint
+
+    src = req.source()
+    flags = {k: v for k, v in req.settings().items() if k not in ("ttft_s", "tpot_s", "request_rate", "gpus")}
+    return serve_request(src.model, src.job.inference if src.job else {}, flags, src.checkpoint,
+                         checkpoint_section=source_checkpoint(src), ttft_s=req.ttft_s, tpot_s=req.tpot_s,
+                         request_rate=req.request_rate, gpus=req.gpus)

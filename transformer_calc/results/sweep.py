@@ -10,9 +10,12 @@ the table, YAML and plots read this result.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transformer_calc.results.base import Result, Section
+
+if TYPE_CHECKING:
+    from transformer_calc.requests.sweep import SweepRequest
 
 # One cell of a point: an axis value (a model or GPU name, a count, recompute, flash) or a metric
 # (bytes and FLOPs int, seconds and rates float, fits bool, decode_bound str; None: not priced).
@@ -68,3 +71,20 @@ def sweep_report(run: Any, progress: Callable[[int], None] | None = None, keep: 
         skipped_reasons=list(run.stats.reasons),
         **extra,
     )
+
+
+# ---------------------------------------------------------------------------- the command
+def run_sweep(req: SweepRequest) -> SweepResult:
+    return sweep_report(prepare_sweep(req))
+
+
+def prepare_sweep(req: SweepRequest) -> Any:
+    """The sweep run (estimators.sweep.prepare) of a request: its models loaded, its axes read."""
+    from transformer_calc.estimators.sweep import prepare
+    from transformer_calc.results.common import peak_for
+    from transformer_calc.sources.presets import gpu as find_gpu
+
+    models, job = req.models_of()
+    return prepare(models, req.axes(), req.fixed(), req.metrics, job, tokens=req.tokens, mfu=req.mfu,
+                   fits_only=req.fits_only, sort=req.sort, limit=req.limit, gpu_lookup=find_gpu,
+                   peak=peak_for)

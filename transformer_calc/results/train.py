@@ -6,13 +6,16 @@ the Python API's return values and what render reads; docs/cli.md documents thei
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import create_model
 
 from transformer_calc.model.config import ModelConfig, Training
 from transformer_calc.results.base import Result, Section
 from transformer_calc.results.common import ModelSection, model_section, network_for
+
+if TYPE_CHECKING:
+    from transformer_calc.requests.training import PlanRequest, TrainRequest
 
 
 # ============================================================================ sections
@@ -28,6 +31,10 @@ class Layout(Section):
     sequence_parallel: bool
     zero: int  # ZeRO stage 0-3
     gpus: int  # T·P·CP·dp
+    first_stage_layers: int | None = None  # blocks on the first stage (uneven pipeline); null: even split
+    last_stage_layers: int | None = None  # blocks on the last stage (uneven pipeline); null: even split
+    embedding_in_split: bool = False  # the embedding counts as one layer of the split
+    loss_in_split: bool = False  # the head and loss count as one layer of the split
 
 
 class StepBreakdown(Section):
@@ -87,6 +94,7 @@ class StepAssumptions(Section):
     intra_node_bytes_s: float  # one way, per GPU
     inter_node_bytes_s: float  # one way, per GPU
     overlap_dp: bool  # data-parallel traffic overlapped with the backward
+    tp_comm_overlap: bool = False  # tensor-parallel collectives overlapped with the GEMMs (TE userbuffers)
     offload_host_link: str | None = None  # with --offload: PCIe x16 or NVLink-C2C
     offload_host_bytes_s: float | None = None  # one way
     offload_overlapped: bool | None = None
@@ -152,13 +160,15 @@ class PlanResult(Result):
 def _layout(par: Any) -> Layout:
     return Layout(tensor=par.tensor, pipeline=par.pipeline, virtual_stages=par.virtual_stages,
                   context=par.context, expert=par.expert, data=par.data,
-                  sequence_parallel=par.sequence_parallel, zero=par.zero, gpus=par.gpus)
+                  sequence_parallel=par.sequence_parallel, zero=par.zero, gpus=par.gpus,
+                  first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers,
+                  embedding_in_split=par.embedding_in_split, loss_in_split=par.loss_in_split)
 
 
 def train_report(
     m: ModelConfig, w: Any, tr: Any, par: Any, gpu: Any, *, global_batch: int, micro_batch_given: bool,
     network: Any = None, matmul_efficiency: float | None = None, tokens: int | None = None,
-    price_per_gpu_hour: float | None = None,
+    price_per_gpu_hour: float | None = None, tp_comm_overlap: bool | None = None,
 ) -> TrainResult:
     """`tcalc train`: the step time of one layout, its breakdown, MFU, memory, and a budget."""
     from transformer_calc.errors import TcalcError
@@ -182,13 +192,13 @@ def train_report(
             chosen, micro_batch_given = per_replica // tr.micro_batches, True
     if not micro_batch_given:  # the fastest micro-batch that fits and divides the replica batch
         chosen, trials = fastest_micro_batch(m, w, tr, par, gpu, global_batch=global_batch, network=network,
-                                             matmul_efficiency=matmul_efficiency)
+                                             matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap)
         tried = [MicroBatchTrial(micro_batch=t.micro_batch, fits=t.fits, step_time_s=t.step_time_s) for t in trials]
     w = w.model_copy(update={"batch_size": chosen})
     m_micro = micro_batch_count(global_batch, par, chosen)
     tr = tr.model_copy(update={"micro_batches": m_micro})
     est = estimate_step(m, w, tr, par, gpu, global_batch=global_batch, network=network,
-                        matmul_efficiency=matmul_efficiency)
+                        matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap)
     tl = peak_memory(m, w, tr, par)
     usable = fit_capacity(gpu.memory_bytes)
     offload: dict[str, Any] = {}  # the memory section's offload keys: with --offload only
@@ -260,6 +270,10 @@ def plan_report(
             f"--T {par.tensor} --P {par.pipeline} --virtual-stages {par.virtual_stages} --cp {par.context} "
             f"--ep {par.expert} --zero {par.zero}{' --sp' if par.sequence_parallel else ''} "
             f"--micro-batch {best.micro_batch} --recompute {best.recompute.value}{' --flash' if tr.flash else ' --no-flash'}"
+            + (f" --first-stage-layers {par.first_stage_layers}" if par.first_stage_layers is not None else "")
+            + (f" --last-stage-layers {par.last_stage_layers}" if par.last_stage_layers is not None else "")
+            + (" --embedding-in-split" if par.embedding_in_split else "")
+            + (" --loss-in-split" if par.loss_in_split else "")
             # what tcalc train would otherwise default differently
             + (f" --framework {tr.framework.value}" if tr.framework.value != "megatron" else "")
             + (f" --finetune {tr.finetune.value} --lora-rank {tr.lora_rank} --lora-targets "
@@ -278,13 +292,13 @@ def plan_report(
 def train_command(
     src: Any, flags: dict[str, Any], *, gpus: int | None, global_batch_of: Any, node_size: int | None = None,
     inter_node_gb_s: float | None = None, matmul_efficiency: float | None = None, tokens: int | None = None,
-    price_per_gpu_hour: float | None = None,
+    price_per_gpu_hour: float | None = None, tp_comm_overlap: bool | None = None,
 ) -> TrainResult:
     """`tcalc train` and `tc.train` from a resolved model source and the options given (job-file key
     names; None: not given; `dtype` the compute dtype, `p` its bytes): the settings resolved by
     `requests.training.train_configs`; `global_batch_of(S)` gives the global batch in sequences
     once S is known (the CLI reads token counts such as 4M and says how it read them)."""
-    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, compute_dtype
+    from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, check_fp8_recipe, compute_dtype
     from transformer_calc.requests.training import train_configs
     from transformer_calc.sources.presets import gpu as find_gpu
 
@@ -295,9 +309,11 @@ def train_command(
     m, job = src.model, src.job
     w, tr, par, gpu_name, micro_batch_given = train_configs(m, job.training if job else {}, flags, gpus)
     device = find_gpu(gpu_name)
+    check_fp8_recipe(tr.fp8_recipe.value, device)
     return train_report(m, w, tr, par, device, global_batch=global_batch_of(w.seq_len),
                         micro_batch_given=micro_batch_given, network=network_for(device, node_size, inter_node_gb_s),
-                        matmul_efficiency=matmul_efficiency, tokens=tokens, price_per_gpu_hour=price_per_gpu_hour)
+                        matmul_efficiency=matmul_efficiency, tokens=tokens, price_per_gpu_hour=price_per_gpu_hour,
+                        tp_comm_overlap=tp_comm_overlap)
 
 
 def plan_command(
@@ -314,3 +330,29 @@ def plan_command(
     seq, tr, gpu_name, etp = plan_configs(m, job.training if job else {}, flags)
     return plan_report(m, seq, tr, find_gpu(gpu_name), gpus=gpus, global_batch=global_batch_of(seq), top=top,
                        node_size=node_size, inter_node_gb_s=inter_node_gb_s, source=source_text, expert_tensor=etp)
+
+
+# ---------------------------------------------------------------------------- the command
+def run_train(req: TrainRequest, note: Any = None) -> TrainResult:
+    from transformer_calc.requests.training import global_batch
+
+    return train_command(req.source(), req.given() | {"dtype": req.dtype}, gpus=req.gpus,
+                         global_batch_of=lambda seq: global_batch(req.global_batch, req.global_batch_tokens, seq, note),
+                         node_size=req.node_size, inter_node_gb_s=req.inter_node_gb_s,
+                         matmul_efficiency=req.matmul_efficiency, tokens=req.tokens,
+                         price_per_gpu_hour=req.price_per_gpu_hour, tp_comm_overlap=req.tp_comm_overlap)
+
+
+# ---------------------------------------------------------------------------- the command
+def run_plan(req: PlanRequest, note: Any = None) -> PlanResult:
+    from transformer_calc.requests.training import PLAN_LAYOUT_KEYS, global_batch
+
+    src = req.source()
+    section = src.job.training if src.job else {}
+    unused = [k for k in PLAN_LAYOUT_KEYS if k in section]
+    if unused and note is not None:
+        note(f"plan chooses the layout; the job file's {', '.join(unused)} are not used")
+    return plan_command(src, req.given(), gpus=req.gpus,
+                        global_batch_of=lambda seq: global_batch(req.global_batch, req.global_batch_tokens, seq, note),
+                        top=req.top, node_size=req.node_size, inter_node_gb_s=req.inter_node_gb_s,
+                        source_text=req.command_text())

@@ -10,7 +10,10 @@ One reader (`read_user_file`) and two parsers (`parse_yaml`, `parse_json`) with 
   at most MAX_NODES values (aliases count what they expand to, so an alias bomb is refused before
   it grows), duplicate keys refused, tags other than the plain YAML types refused, one document;
 - JSON: nesting is measured by a linear scan before `json.loads` (which recurses), duplicate
-  keys and the non-standard NaN/Infinity literals are refused;
+  keys are refused, and so are the non-standard NaN/Infinity literals, except in a Hugging Face
+  config.json (`non_finite=True`): Python's json module, which transformers reads them with, takes
+  them (Nemotron 3 Super publishes `time_step_limit: [0.0, Infinity]`), and the config reader
+  refuses a non-finite value where it reads a size or a probability;
 - non-finite numbers (.nan, .inf) are refused where they are read; booleans are never numbers
   (the config models check that);
 - every message quotes at most QUOTE_CHARS characters of a user's value (`clip`).
@@ -85,14 +88,17 @@ _PLAIN_TAGS = {
 class _Node:
     """A composed container with the number of values it holds (what an alias to it costs)."""
 
-    __slots__ = ("value", "size", "key", "keys", "anchor")
+    __slots__ = ("value", "size", "key", "keys", "anchor", "merged")
 
     def __init__(self, value: Any, anchor: str | None):
-        self.keys: set[Any] = set()
+        self.keys: set[Any] = set()  # keys given in this mapping
+        self.merged: set[Any] = set()  # keys it took from merge keys (<<), which its own keys override
         self.value, self.size, self.key, self.anchor = value, 1, _NO_KEY, anchor
 
 
 _NO_KEY = object()
+_MERGE = object()  # the key position holds a YAML merge key (<<: *anchor)
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 def parse_yaml(text: str, where: str) -> Any:
@@ -127,6 +133,9 @@ def parse_yaml(text: str, where: str) -> Any:
         if isinstance(top.value, list):
             top.value.append(value)
         elif top.key is _NO_KEY:
+            if value is _MERGE:
+                top.key = _MERGE
+                return
             if isinstance(value, (dict, list)):
                 raise fail("a mapping key must be a plain value", mark)
             if value in top.keys:
@@ -135,7 +144,20 @@ def parse_yaml(text: str, where: str) -> Any:
                 top.keys.add(value)
             except TypeError:
                 raise fail("a mapping key must be a plain value", mark) from None
+            top.merged.discard(value)  # its own key overrides a merged one (YAML merge keys)
             top.key = value
+        elif top.key is _MERGE:
+            # <<: *a or <<: [*a, *b]: the mappings' keys join this one's, its own keys and earlier
+            # mappings winning (https://yaml.org/type/merge.html)
+            sources = value if isinstance(value, list) else [value]
+            if not sources or not all(isinstance(m, dict) for m in sources):
+                raise fail("a merge key (<<) takes a mapping or a list of mappings", mark)
+            for source in sources:
+                for k, v in source.items():
+                    if k not in top.keys and k not in top.merged:
+                        top.value[k] = v
+                        top.merged.add(k)
+            top.key = _NO_KEY
         else:
             top.value[top.key] = value
             top.key = _NO_KEY
@@ -156,9 +178,14 @@ def parse_yaml(text: str, where: str) -> Any:
                 tag = event.tag
                 if tag in (None, "!"):
                     tag = resolver.resolve(ScalarNode, event.value, event.implicit)
+                if tag == _MERGE_TAG and stack and isinstance(stack[-1].value, dict) and stack[-1].key is _NO_KEY:
+                    add(_MERGE, 0, mark)
+                    continue
                 node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
                 try:
                     value = constructor.construct_object(node)
+                except TcalcError:
+                    raise
                 except (ValueError, yaml.YAMLError) as exc:  # e.g. an int of 5,000 digits
                     raise fail(f"value {clip(event.value)} cannot be read ({clip(str(exc), 60)})", mark) from None
                 if isinstance(value, float) and not math.isfinite(value):
@@ -215,8 +242,10 @@ def _json_depth(text: str) -> int:
     return deepest
 
 
-def parse_json(text: str, where: str) -> Any:
-    """A JSON document within the budgets: nesting, duplicate keys, NaN/Infinity refused."""
+def parse_json(text: str, where: str, *, non_finite: bool = False) -> Any:
+    """A JSON document within the budgets: nesting, duplicate keys; NaN/Infinity/-Infinity refused
+    unless `non_finite` (a config.json: they become floats, as `json.loads` makes them for
+    transformers' `PretrainedConfig.from_json_file`; whoever reads a value checks it is finite)."""
     import json
 
     if _json_depth(text) > MAX_DEPTH:
@@ -231,12 +260,16 @@ def parse_json(text: str, where: str) -> Any:
         return out
 
     def constant(name: str) -> Any:
+        if non_finite:
+            return float(name)  # "NaN", "Infinity", "-Infinity": what json.loads gives by default
         raise TcalcError(f"{where}: invalid JSON: {name} is not a JSON number; give a finite number")
 
     try:
         return json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
     except json.JSONDecodeError as exc:
         raise TcalcError(f"{where}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except TcalcError:
+        raise
     except (ValueError, RecursionError) as exc:  # an int of too many digits
         raise TcalcError(f"{where}: invalid JSON: {clip(str(exc), 120)}") from None
 

@@ -334,6 +334,8 @@ def _tensor_bytes(
         try:
             qtype = g.GGMLQuantizationType(t.ggml_type)
             block, type_size = g.GGML_QUANT_SIZES[qtype]
+        except TcalcError:
+            raise
         except (ValueError, KeyError):
             raise TcalcError(
                 f"{where}: tensor {name} has ggml type {t.ggml_type}, which the installed gguf package does not "
@@ -827,6 +829,8 @@ def _file_type(kv: dict[str, Any], g: Any) -> str | None:
         return None
     try:
         name = g.LlamaFileType(value).name
+    except TcalcError:
+        raise
     except ValueError:
         return None
     if name == "GUESSED":
@@ -874,6 +878,8 @@ def read_gguf(path: Path) -> tuple[dict[str, Any], Checkpoint]:
     try:
         with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as buf:
             meta, infos, data_start, alignment = _parse(buf, size, where)
+    except TcalcError:
+        raise
     except (OSError, ValueError) as exc:  # mmap refused (a special file system), ...
         raise TcalcError(f"{where} cannot be read: {clip(str(exc), 120)}") from None
     finally:

@@ -22,9 +22,10 @@ Conventions:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from transformer_calc.errors import TcalcError, did_you_mean
+from transformer_calc.errors import TcalcError, clip
 from transformer_calc.sources.hf_base import Family, LLAMA_DEFAULTS, Reader, GPT2_NAMES, llama_like, mlp_attention_biases, plain_mlp_kind, rotary_common
 
 def _llama(c: Reader) -> dict[str, Any]:
@@ -355,6 +356,9 @@ FAMILIES: dict[str, Family] = {
 from transformer_calc.sources.hf_2024 import FAMILIES as _FAMILIES_2024  # noqa: E402
 
 FAMILIES.update(_FAMILIES_2024)
+from transformer_calc.sources.hf_2025 import FAMILIES as _FAMILIES_2025  # noqa: E402  (issue 22)
+
+FAMILIES.update(_FAMILIES_2025)
 from transformer_calc.sources.hf_hybrid import FAMILIES as _FAMILIES_HYBRID, WRAPPERS as _WRAPPERS_HYBRID  # noqa: E402
 
 FAMILIES.update(_FAMILIES_HYBRID)
@@ -388,6 +392,34 @@ UNREPRESENTABLE: dict[str, str] = {
     "recurrent_gemma": "its recurrent (RG-LRU) blocks",
     "rwkv": "its RWKV time-mixing layers",
     "xlstm": "its xLSTM blocks",
+    # being added beside this work (issue 22): hybrids and multimodal wrappers, refused by name until then
+    "kimi_linear": "its Kimi Delta Attention (linear) layers",
+    "gemma3n": "its per-layer embeddings, AltUp and LAuReL blocks (and its vision and audio towers)",
+    "gemma3n_text": "its per-layer embeddings, AltUp and LAuReL blocks",
+    "gemma4": "its vision and audio towers and per-layer embeddings",
+    "qwen2_5_vl": "its vision tower",
+    "qwen3_vl": "its vision tower",
+    "qwen3_vl_moe": "its vision tower",
+    "glm4v": "its vision tower",
+    "glm4v_moe": "its vision tower",
+    "kimi_k25": "its vision tower",
+}
+
+# transformers model types one typo away from a supported type but of another architecture: named here
+# so that the did-you-mean (`type_hint`) can never send them to the wrong count.
+OTHER_ARCHITECTURES: dict[str, str] = {
+    "gpt_neo": "GPT-Neo's local-attention blocks are not read yet",
+    "llava": "a vision-language wrapper (vision tower and projector) around another model_type",
+    "mllama": "Llama 3.2 Vision: cross-attention layers and a vision tower",
+    "pixtral": "a vision encoder, not a language model",
+    "molmo2": "a vision-language model (vision tower and connector)",
+    # attention-only 2025-26 types tcalc cannot count yet (issue 22)
+    "mimo_v2_flash": "MiMo-V2-Flash's sliding layers have twice the K/V heads of its full layers, sinks on the "
+                     "sliding layers only and a value head width apart from head_dim (one n_kv_heads in tcalc)",
+    "deepseek_v4": "DeepSeek-V4's manifold hyper-connections (hc_mult residual streams), compressed attention "
+                   "layers and grouped low-rank output projection",
+    # one letter from nemotron_h (a hybrid tcalc reads): Nemotron-4 is another architecture
+    "nemotron": "Nemotron-4's layer norms (LayerNorm1P) and squared-ReLU MLP are not read yet (nemotron_h is Nemotron-H)",
 }
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(sorted({*FAMILIES, *WRAPPERS, *SAME_AS}))
@@ -440,10 +472,14 @@ def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
             f"model_type {model_type!r} is not a plain transformer: tcalc cannot represent "
             f"{UNREPRESENTABLE[model_type]}, so it gives no number for it"
         )
+    if isinstance(model_type, str) and model_type in OTHER_ARCHITECTURES:
+        raise TcalcError(
+            f"model_type {model_type!r} is not read by tcalc: {OTHER_ARCHITECTURES[model_type]}; supported: {supported}"
+        )
     if not isinstance(model_type, str) or model_type not in FAMILIES:
-        near = did_you_mean(model_type, SUPPORTED_MODEL_TYPES, n=1)
-        hint = f" ({near})" if near else ""
-        raise TcalcError(f"unsupported model_type {model_type!r}{hint}; supported: {supported}")
+        near = type_hint(model_type)
+        hint = f" (did you mean {near!r}?)" if near else ""
+        raise TcalcError(f"unsupported model_type {clip(model_type)}{hint}; supported: {supported}")
     family = FAMILIES[model_type]
     c = Reader(model_type, cfg, family)
     spec = family.build(c)
@@ -459,6 +495,45 @@ def from_hf_config(cfg: dict[str, Any]) -> dict[str, Any]:
     spec["source"] = f"Hugging Face config.json (model_type {model_type})"
     spec.update(FUSED_LINEARS.get(model_type, {}))
     return spec
+
+
+def _squash(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _one_letter_apart(a: str, b: str) -> bool:
+    """One letter inserted, deleted, replaced, or two neighbours swapped (digits never: a digit
+    is a version, and qwen3_5 or deepseek_v32 is not a typo of qwen3 or deepseek_v3)."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        if len(diff) == 2 and diff[1] == diff[0] + 1 and (a[diff[0]], a[diff[1]]) == (b[diff[1]], b[diff[0]]):
+            return True
+        return len(diff) == 1 and not (a[diff[0]].isdigit() or b[diff[0]].isdigit())
+    short, long_ = sorted((a, b), key=len)
+    return any(long_[:i] + long_[i + 1:] == short and not long_[i].isdigit() for i in range(len(long_)))
+
+
+def type_hint(model_type: object) -> str | None:
+    """The supported model_type an unknown one is a spelling of, or None (issue 22: a hint must
+    never send a config to another architecture's count). Only two kinds of slip are taken: case
+    and separators (`Qwen2-MoE`, `deepseekv3`), and one letter wrong in a name of 4+ letters
+    whose version digits agree (`lama`, `mixtrl`). A longer or shorter name is another model
+    (`qwen3_5`, `gemma4`, `glm4_moe_lite`, `granitemoe`), and so are the transformers types one
+    letter from a supported one (OTHER_ARCHITECTURES, UNREPRESENTABLE are refused by name first);
+    tests/test_hf_2025.py checks every model_type transformers 5.23 knows."""
+    if not isinstance(model_type, str):
+        return None
+    name = _squash(model_type)
+    exact = [t for t in SUPPORTED_MODEL_TYPES if _squash(t) == name]
+    if exact:
+        return exact[0]
+    if len(name) < 4:
+        return None
+    near = [t for t in SUPPORTED_MODEL_TYPES
+            if re.findall(r"\d+", t) == re.findall(r"\d+", model_type) and _one_letter_apart(name, _squash(t))]
+    return near[0] if len(near) == 1 else None
 
 
 def weight_format(q: Any) -> str | None:

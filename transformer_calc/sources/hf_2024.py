@@ -58,7 +58,7 @@ def _pattern(c: Reader, layer_types: list[str], L: int, key: str = "layer_types"
         raise c._bad(key, f"a list of {L} attention kinds (one per layer)")
     kinds = []
     for kind in layer_types:
-        if kind not in _KIND:
+        if not isinstance(kind, str) or kind not in _KIND:
             raise c._bad(key, "a list of full_attention / sliding_attention / chunked_attention")
         kinds.append(_KIND[kind])
     spec: dict[str, Any] = {}
@@ -560,3 +560,6 @@ FAMILIES: dict[str, Family] = {
 
 for _name, _fam in list(FAMILIES.items()):
     FAMILIES[_name] = Family(_floor_head_dim(_fam.build), _fam.defaults, _fam.dropout_keys, _fam.aliases, _fam.late)
+
+# The layer-pattern helpers under public names, for the 2025-26 families (hf_2025.py).
+given_or, layer_pattern, periodic, refuse_long_layer_list, mtp_spec = _given_or, _pattern, _periodic, _too_many, _mtp

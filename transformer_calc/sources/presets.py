@@ -126,17 +126,18 @@ def read_text_file(path: Path, what: str) -> str:
     return read_user_file(path, what)
 
 
-def load_json_file(path: Path, what: str) -> Any:
+def load_json_file(path: Path, what: str, *, non_finite: bool = False) -> Any:
+    """A user's JSON file; `non_finite` for a Hugging Face config.json (files.parse_json)."""
     from transformer_calc.sources.files import clip, parse_json
 
-    return parse_json(read_text_file(path, what), f"{what} {clip(str(path))}")
+    return parse_json(read_text_file(path, what), f"{what} {clip(str(path))}", non_finite=non_finite)
 
 
 def hf_spec(path: Path) -> dict[str, Any]:
     """A model spec from a saved Hugging Face config.json (offline; see transformer_calc.sources.hf)."""
     from transformer_calc.sources.hf import from_hf_config
 
-    data = load_json_file(path, "--hf-config")
+    data = load_json_file(path, "--hf-config", non_finite=True)
     if not isinstance(data, dict):
         raise TcalcError(f"--hf-config {str(path)!r}: expected a JSON object (a config.json)")
     return from_hf_config(data)

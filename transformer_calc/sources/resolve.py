@@ -47,7 +47,7 @@ def _hf_config_spec(path: Path, what: str) -> tuple[dict[str, Any], dict[str, An
     """(spec, the raw config) of a config.json."""
     from transformer_calc.sources.hf import from_hf_config
 
-    data = _presets().load_json_file(path, what)
+    data = _presets().load_json_file(path, what, non_finite=True)  # Infinity in a config.json is JSON to transformers
     if not isinstance(data, dict):
         raise TcalcError(f"{what} {clip(str(path))}: expected a JSON object (a config.json)")
     return from_hf_config(data), data
@@ -164,7 +164,7 @@ def _from_text(text: str, revision: str | None) -> tuple[dict[str, Any], Any, Ch
 
 
 def load_source(
-    model: str | None = None,
+    model: Any = None,
     *,
     preset: str | None = None,
     config: Path | None = None,
@@ -172,7 +172,28 @@ def load_source(
     revision: str | None = None,
     overrides: dict[str, Any] | None = None,
 ) -> Source:
-    """The model of one invocation: one source plus overrides, validated (module docstring)."""
+    """The model of one invocation: one source plus overrides, validated (module docstring).
+    `model` is the text of a MODEL argument, or (the Python API's forms) a path, a ModelConfig or
+    a dict of ModelConfig fields."""
+    if isinstance(model, (ModelConfig, dict)):
+        others = [n for n, v in (("preset", preset), ("config", config), ("hf_config", hf_config), ("revision", revision))
+                  if v is not None]
+        if others:
+            raise TcalcError(f"give one model source, not a model and {others[0]}")
+        if isinstance(model, ModelConfig):
+            # re-validated where it enters: a ModelConfig changed with model_copy(update=...) or
+            # model_construct(...) skipped validation (n_layers=-12 would count -45,669,120 parameters)
+            build_model(model.model_dump(exclude={"name", "source"}), where="model")
+        base = dict(model.given) | {"name": None} if isinstance(model, ModelConfig) and overrides else None
+        if base is None and not overrides:
+            return Source(model if isinstance(model, ModelConfig) else build_model(dict(model)), None, None, None, "model")
+        spec = merge_spec(base if base is not None else dict(model), {k: v for k, v in (overrides or {}).items()
+                                                                      if v is not None})
+        return Source(build_model(spec), None, None, None, "model")
+    if model is not None and not isinstance(model, str):
+        if not hasattr(model, "__fspath__"):
+            raise TcalcError(f"model must be a preset name, a path, a repo id, a ModelConfig or a dict, not {type(model).__name__}")
+        model = str(model)
     presets = _presets()
     given = [name for name, v in (("MODEL", model), ("--preset", preset), ("--config", config), ("--hf-config", hf_config))
              if v is not None]

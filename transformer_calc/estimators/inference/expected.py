@@ -200,6 +200,15 @@ def fixed_costs_s(
     act_bits = DTYPE_BITS[spec.resolved_activation_dtype]
     size = -(-tokens * m.d_model * act_bits // BITS_PER_BYTE)
     comm = ALL_REDUCES_PER_LAYER * m.n_layers * all_reduce_s(size, T, eff.network, spec.collective_latency_s, one_shot)
+    ep = spec.expert_parallel
+    if ep > T and m.is_moe:
+        # expert parallelism beyond T: each MoE layer dispatches and combines its tokens' hidden
+        # states (two all-to-alls), a GPU sending its 1/T share of the k assignments per token,
+        # (ep - 1)/ep of them off the GPU (roofline._communication_exact; DeepSpeed-MoE), at the
+        # network's achievable rate over the ep GPUs
+        bw, lat = eff.network.link(ep)
+        sent = -(-tokens * m.experts_per_token // T) * m.d_model * act_bits / BITS_PER_BYTE
+        comm += 2 * m.n_moe_layers() * (sent * (ep - 1) / ep / bw + max(lat, spec.collective_latency_s))
     if T > 1 and sampled:  # the vocabulary-parallel head's logits of the sampled positions, gathered
         bw, lat = eff.network.link(T)
         logits = -(-sampled * m.vocab_size * act_bits // BITS_PER_BYTE)

@@ -51,6 +51,8 @@ All byte and FLOP counts are exact ints; seconds and ratios are floats.
 
 from __future__ import annotations
 
+from transformer_calc.errors import TcalcError
+
 import dataclasses
 import math
 from collections.abc import Callable
@@ -68,6 +70,7 @@ from transformer_calc.estimators.params import (
     attention_weights,
     check_tensor_parallel,
     count_params,
+    indexer_params,
     kv_heads_per_rank,
     mlp_params,
     tensor_parallel_params,
@@ -217,6 +220,8 @@ def _weight_dtype(value: object) -> str:
         return fmt
     try:
         return checked_dtype("weight_dtype", value, DTYPE_BITS)
+    except TcalcError:
+        raise
     except ValueError:
         raise ValueError(
             f"weight_dtype ({str(value)[:40]!r}) is not supported; use one of {', '.join(DTYPE_BITS)} "
@@ -244,6 +249,8 @@ class _KVGroup:
     layers: int
     elements: int
     window: int | None
+    topk: int | None = None  # DSA: a query reads (and attends) at most this many cached tokens
+    flop_width: int | None = None  # FLOPs/2 per token per attended key and layer (None: the rank's q heads x h_d + h_v)
 
     def cached(self, tokens: int) -> int:
         """Tokens held after `tokens` positions: all of them, or the last window - 1 (what
@@ -253,12 +260,14 @@ class _KVGroup:
     def attended_sum(self, first: int, last: int) -> int:
         """Keys attended over by the tokens at positions first..last (1-based), closed form: the
         token at i attends over i keys, or min(i, window)."""
+        cap = self.window if self.window is not None else self.topk
+
         def prefix(n: int) -> int:  # sum over i = 1..n
             if n <= 0:
                 return 0
-            if self.window is None or n <= self.window:
+            if cap is None or n <= cap:
                 return n * (n + 1) // 2
-            return self.window * (self.window + 1) // 2 + (n - self.window) * self.window
+            return cap * (cap + 1) // 2 + (n - cap) * cap
         return prefix(last) - prefix(first - 1)
 
 
@@ -327,7 +336,9 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     projections = 2 * d_emb * D if d_emb != D else 0  # OPT project_in + project_out
     mlp = n_moe * moe_mlp + (m.n_layers - n_moe - m.n_channel_free_layers()) * dense_mlp
     mixers = sum(m.n_attention_layers(k) * MIXERS[k].matmul_params(m, T) for k in m.mixer_kinds)  # their projections
-    return m.n_softmax_layers() * attention + mixers + mlp + lm_head + projections
+    # DSA indexers (replicated): wq_b, wk, weights_proj; its k_norm is no matmul
+    indexer = indexer_params(m) - 2 * (m.index_head_dim or 0) if m.is_dsa else 0
+    return m.n_softmax_layers() * attention + mixers + mlp + lm_head + projections + m.n_indexer_layers * indexer
 
 
 def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[_KVGroup, ...]:
@@ -349,11 +360,18 @@ def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[
         per_layer = KV_TENSORS * cached_heads * m.head_dim
     windows = {LayerAttention.full: None, LayerAttention.sliding: m.sliding_window,
                LayerAttention.chunked: m.attention_chunk_size}
-    return tuple(
-        _KVGroup(n, per_layer, windows[kind])
+    groups = tuple(
+        _KVGroup(n, per_layer, windows[kind], m.index_topk if kind is LayerAttention.full else None)
         for kind in LayerAttention
         if kind in ATTENTION_KINDS and (n := m.n_kv_layers(kind))
     )
+    if m.is_dsa:
+        # DSA's indexer keys (modeling_deepseek_v32.py DeepseekV32Indexer: `update_indexer`, one
+        # d_I-wide key per token and indexer layer, DynamicIndexedLayer.indexer_keys), replicated on
+        # every rank; the indexer scores every cached key: 2·H_I·(d_I + 1) FLOPs per key (tech report §2.1)
+        H, d = m.index_n_heads or 0, m.index_head_dim or 0
+        groups += (_KVGroup(m.n_indexer_layers, d, None, None, H * (d + 1)),)
+    return groups
 
 
 def _state_groups(m: ModelConfig, T: int) -> tuple[_StateGroup, ...]:
@@ -470,12 +488,18 @@ def _store(m: ModelConfig, spec: InferenceSpec, etp: int) -> QuantizedWeights | 
     return None
 
 
-def _kv_bytes(sh: _Shard, spec: InferenceSpec, tokens: int, *, held: bool = True) -> int:
+def _kv_bytes(sh: _Shard, spec: InferenceSpec, tokens: int, *, held: bool = True, read: bool = False) -> int:
     """Cache bytes of `tokens` positions of one sequence on one rank: what the cache holds after
     them (`held`: sliding and chunked layers keep their last window - 1), or, with held=False,
-    `tokens` freshly written positions in every layer. Whole bytes, rounded once."""
+    `tokens` freshly written positions in every layer; `read`: what a query reads of what is held
+    (DSA: at most index_topk tokens of the latent cache, every indexer key). Whole bytes, rounded once."""
     bits = KV_DTYPE_BITS[spec.resolved_kv_dtype]
-    elements = sum(g.layers * g.elements * (g.cached(tokens) if held else tokens) for g in sh.kv_groups)
+
+    def count(g: _KVGroup) -> int:
+        n = g.cached(tokens) if held else tokens
+        return min(n, g.topk) if read and g.topk is not None else n
+
+    elements = sum(g.layers * g.elements * count(g) for g in sh.kv_groups)
     return _bytes(elements, bits)
 
 
@@ -716,12 +740,16 @@ def min_tensor_parallel(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> int | 
         try:
             _, etp = expert_layout(m, T, spec.expert_parallel)
             check_tensor_parallel(m, T, spec.expert_parallel, etp)
+        except TcalcError:
+            raise
         except ValueError:
             continue
         if (m.n_kv_heads % T and T % m.n_kv_heads) or (cache_heads % T and T % cache_heads):
             continue
         try:
             fits = inference_memory(m, gpu, dataclasses.replace(spec, tensor_parallel=T)).fits
+        except TcalcError:
+            raise
         except ValueError:  # a layout the weight format refuses (GGUF at T > 1)
             continue
         if fits:
@@ -876,11 +904,12 @@ def roofline_step(
     # context-tokens+1 .. context. Scores over h_d, re-weighting over h_v per query head.
     first = context - tokens + 1
     attention = B * sum(
-        FLOPS_PER_MAC * g.layers * sh.q_heads * sh.attention_width * g.attended_sum(first, context)
+        FLOPS_PER_MAC * g.layers * (sh.q_heads * sh.attention_width if g.flop_width is None else g.flop_width)
+        * g.attended_sum(first, context)
         for g in sh.kv_groups
     )
     weights = _weights_read_bytes(sh, spec, B * tokens)
-    kv_read = B * _kv_bytes(sh, spec, kv_read_tokens) if kv_read_tokens else 0
+    kv_read = B * _kv_bytes(sh, spec, kv_read_tokens, read=True) if kv_read_tokens else 0
     kv_write = B * _kv_bytes(sh, spec, kv_write_tokens, held=False) if kv_write_tokens else 0
     if sh.state_groups:  # hybrid: the mixers' conv and state work, and their decode state's traffic
         recurrent = spec.kv_cache and tokens == 1  # one cached token: the recurrent form
@@ -1095,7 +1124,10 @@ def decode_sum(
         saturated = -(-sh.n_experts // (B * sh.experts_per_token))
     # Windows (sliding, chunked layers) make every per-step quantity piecewise polynomial, with
     # a break where the context reaches a window: sum each piece separately.
-    breaks = [g.window for g in sh.kv_groups if g.window] + ([saturated] if saturated else [])
+    spans = [g.window for g in sh.kv_groups if g.window]
+    # DSA: attention saturates at context k_I (min(c, k_I) keys), the latent read at k_I + 1 (min(c - 1, k_I))
+    spans += [b for g in sh.kv_groups if g.topk for b in (g.topk, g.topk + 1)]
+    breaks = spans + ([saturated] if saturated else [])
     cuts = sorted({start, stop, *(b for b in breaks if start < b < stop)})
     for lo, hi in zip(cuts, cuts[1:]):
         f_, b_, x_, t_, c_ = _sum_steps(exact, lo, hi, peak, bw)

@@ -47,6 +47,8 @@ Bounded searches only: T over the divisors of the GPU count within a node, B by 
 
 from __future__ import annotations
 
+from transformer_calc.errors import TcalcError
+
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -345,6 +347,16 @@ def evaluate_layout(
     b_max = min(cap.max_concurrent_sequences, serving.max_num_seqs)
     if b_max < 1:
         return reject(f"no room in the KV cache for one sequence of {cap.context_len} tokens", cap)
+    # The step budget: a steady state decodes B tokens and prefills B·P/O prompt tokens per step
+    # (load_point), all within max_num_batched_tokens: B·(1 + P/O) <= budget, B <= budget·O/(O + P).
+    # A larger B cannot be kept in flight (the prompts queue without bound).
+    budget = serving.max_num_batched_tokens
+    b_budget = budget * output_len // (output_len + prompt_len)
+    if b_budget < 1:
+        return reject(f"the step budget max_num_batched_tokens ({budget}) is below the {1 + prompt_len / output_len:.4g} "
+                      "tokens per step one sequence needs in steady state (1 decode + P/O prompt tokens); raise "
+                      "--max-num-batched-tokens", cap)
+    b_max = min(b_max, b_budget)
 
     def at(b: int) -> LoadPoint:
         return load_point(m, gpu, run, eff, serving, prompt_len, output_len, b)
@@ -359,6 +371,10 @@ def evaluate_layout(
         if concurrency > serving.max_num_seqs:
             return reject(f"concurrency {concurrency} exceeds max_num_seqs ({serving.max_num_seqs}); raise "
                           "--max-num-seqs", cap)
+        if concurrency > b_budget:
+            need = concurrency * (1 + prompt_len / output_len)
+            return reject(f"concurrency {concurrency} needs {need:,.0f} tokens per step (B decodes + B·P/O prompt "
+                          f"tokens), above max_num_batched_tokens ({budget}); at most {b_budget} fit", cap)
         b = concurrency
     elif request_rate is not None:
         need = request_rate / replicas
@@ -411,6 +427,8 @@ def search(
             check_tensor_parallel(m, T, spec.expert_parallel)
             layout_spec = dataclasses.replace(spec, tensor_parallel=T)
             rank_shard(m, layout_spec)
+        except TcalcError:
+            raise
         except ValueError as exc:
             layouts.append(Layout(T, gpus // (T * spec.expert_parallel), gpus, None, None, False, str(exc)))
             continue

@@ -30,6 +30,8 @@ acceptance rate is an input (it depends on the draft, the data and the sampling 
 
 from __future__ import annotations
 
+from transformer_calc.errors import TcalcError
+
 import dataclasses
 from dataclasses import dataclass
 
@@ -114,6 +116,8 @@ def speculate(
     d_spec = dataclasses.replace(spec, weight_dtype=d.weight_format or plain, cache_kv_heads=None, expert_parallel=1)
     try:
         rank_shard(d, d_spec)
+    except TcalcError:
+        raise
     except ValueError as exc:
         raise ValueError(f"draft: {exc}") from None
     base = expected_step(m, gpu, spec, eff, decode_step(m, gpu, spec, c))

@@ -24,6 +24,8 @@ Conventions (docs/formulas.md "Training memory" has the tables and worked exampl
 
 from __future__ import annotations
 
+from transformer_calc.errors import TcalcError
+
 from transformer_calc.estimators.mixers import require_attention_only
 from dataclasses import dataclass, replace
 
@@ -271,7 +273,7 @@ class StageMemory:
     mlp: int
     norm: int
     other: int  # embedding/head/loss activations (first and last stage)
-    in_flight: int  # micro-batches whose activations are alive (1F1B)
+    in_flight: int  # forwards whose activations are alive (1F1B: micro-batches; interleaved: model-chunk forwards)
     recompute_working: int = 0  # what recomputation rebuilds for one block during backward
     trainable: int | None = None  # parameters with gradients on this GPU before ZeRO (None: params)
     adapter_weights: int = 0  # of `weights`: the trainable parameters' copy (adapters, trained embedding/head)
@@ -323,6 +325,130 @@ def _layers_on_stage(L: int, P: int, s: int) -> int:
     return L // P + (1 if s < L % P else 0)
 
 
+# ---------------------------------------------------------------------------- pipelines as run
+@dataclass(frozen=True)
+class Chunk:
+    """One model chunk (virtual stage) of one pipeline rank: blocks [start, stop), and whether it
+    runs the embedding or the head and loss."""
+
+    start: int
+    stop: int
+    embedding: bool = False
+    head: bool = False
+
+    @property
+    def n_layers(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
+class PipelineStage:
+    """Pipeline rank `stage`: its model chunks in chunk order (one without interleaving)."""
+
+    stage: int
+    chunks: tuple[Chunk, ...]
+
+    @property
+    def n_layers(self) -> int:
+        return sum(c.n_layers for c in self.chunks)
+
+
+def _uneven(par: Parallelism) -> bool:
+    return (par.first_stage_layers is not None or par.last_stage_layers is not None
+            or par.embedding_in_split or par.loss_in_split)  # fmt: skip
+
+
+def pipeline_units(L: int, par: Parallelism) -> list[int]:
+    """Units of the split per pipeline rank (blocks; with embedding_in_split / loss_in_split the
+    embedding and the head+loss count as one unit each), checked as Megatron-core checks them.
+
+    Source: megatron/core/transformer/transformer_config.py (TransformerConfig.__post_init__,
+    "Uneven PP" and account_for_embedding/loss_in_pipeline_split) and transformer_layer.py
+    (get_transformer_layer_offset):
+    - first/last given (--decoder-first/last-pipeline-num-layers): those stages hold them, the
+      middle stages split the rest evenly (it must divide); with v virtual stages v divides the
+      first, the last and each middle stage's count. Not together with the accounting flags.
+    - embedding/loss in the split: L + 1 (+ 1) units, divisible by P (by P·v when interleaved).
+    - otherwise: tcalc's even split (the first L mod P stages take one more; Megatron itself needs
+      P | L), P·v | L when interleaved.
+    """
+    P, v = par.pipeline, par.virtual_stages
+    first, last = par.first_stage_layers, par.last_stage_layers
+    if (first is not None or last is not None) and (par.embedding_in_split or par.loss_in_split):
+        raise ValueError("first_stage_layers / last_stage_layers cannot be combined with embedding_in_split / "
+                         "loss_in_split (Megatron-core refuses both); give one way of evening the stages")
+    if first is not None or last is not None:
+        middle_stages = P - (first is not None) - (last is not None)
+        middle = L - (first or 0) - (last or 0)
+        if middle_stages < 0 or middle < 0 or bool(middle) != bool(middle_stages):
+            raise ValueError(f"first_stage_layers ({first}) and last_stage_layers ({last}) leave {middle} blocks for "
+                             f"{max(middle_stages, 0)} middle stages of P = {P}; choose counts that leave blocks for "
+                             "every middle stage and none without one")
+        if middle_stages and middle % middle_stages:
+            raise ValueError(f"the {middle} middle blocks must split evenly over the {middle_stages} middle stages "
+                             f"(n_layers {L} - first {first or 0} - last {last or 0}); change first/last_stage_layers")
+        each = middle // middle_stages if middle_stages else 0
+        units = [each] * P
+        if first is not None:
+            units[0] = first
+        if last is not None:
+            units[-1] = last
+        if v > 1 and any(u % v for u in units):
+            raise ValueError(f"with {v} virtual stages every stage's block count must be a multiple of {v} "
+                             f"(stages hold {sorted(set(units))}); change first/last_stage_layers or --virtual-stages")
+        return units
+    if par.embedding_in_split or par.loss_in_split:
+        N = L + par.embedding_in_split + par.loss_in_split
+        if N % (P * v):
+            raise ValueError(f"n_layers ({L}) + embedding and loss units ({N - L}) = {N} must be divisible by P x "
+                             f"virtual stages ({P} x {v}) when they count in the pipeline split")
+        return [N // P] * P
+    if P > L:
+        raise ValueError(f"pipeline stages P ({P}) exceed n_layers ({L}); use P <= {L}")
+    if v > 1 and L % (P * v):
+        raise ValueError(f"n_layers ({L}) must be divisible by P x virtual stages ({P} x {v}); or give "
+                         "first/last_stage_layers, or embedding_in_split / loss_in_split, as Megatron-core does")
+    return [_layers_on_stage(L, P, s) for s in range(P)]
+
+
+def pipeline_stage(L: int, par: Parallelism, s: int, units: list[int] | None = None) -> PipelineStage:
+    """Rank s's chunks. Chunk c of rank s covers units [c·N/v + offset_s, + units_s/v), offset_s
+    the units of the ranks before it in one round (Megatron get_transformer_layer_offset: model
+    chunk c of every rank holds the c-th of v consecutive slices of the model)."""
+    units = units if units is not None else pipeline_units(L, par)
+    v = par.virtual_stages if par.pipeline > 1 else 1
+    emb, loss = int(par.embedding_in_split), int(par.loss_in_split)
+    N = sum(units)
+    offset = sum(units[:s]) // v
+    width = units[s] // v
+    chunks = []
+    for c in range(v):
+        a = c * (N // v) + offset
+        b = a + width
+        # units -> blocks: the embedding is unit 0, the head and loss unit N - 1
+        start, stop = min(max(a - emb, 0), L), min(max(b - emb, 0), L)
+        chunks.append(Chunk(start, stop, embedding=s == 0 and c == 0,
+                            head=s == par.pipeline - 1 and c == v - 1))
+    del loss
+    return PipelineStage(s, tuple(chunks))
+
+
+def chunk_forwards_in_flight(P: int, v: int, m: int, s: int) -> list[int]:
+    """Forwards whose activations rank s holds when its first backward starts, per model chunk.
+
+    Non-interleaved 1F1B (Narayanan et al. 2021 §2.2.1; Megatron-core schedules.py
+    forward_backward_pipelining_without_interleaving): P − s − 1 warm-up forwards and one more,
+    at most m. Interleaved (§2.2.2; forward_backward_pipelining_with_interleaving):
+    2·(P − s − 1) + (v − 1)·P warm-up forwards and one more, at most m·v, taken in groups of P
+    micro-batches per chunk (get_model_chunk_id: forward k runs chunk (k mod P·v) // P).
+    """
+    if v <= 1 or P <= 1:
+        return [min(P - s, m)]
+    total = min(2 * (P - s - 1) + (v - 1) * P + 1, m * v)
+    rounds, rest = divmod(total, P * v)
+    return [rounds * P + min(max(rest - c * P, 0), P) for c in range(v)]
+
+
 def training_memory(
     m: ModelConfig,
     w: Workload,
@@ -340,8 +466,6 @@ def training_memory(
     """
     require_attention_only(m, "training memory")
     T, P, dp, zero = par.tensor, par.pipeline, par.data, par.zero
-    if P > m.n_layers:
-        raise ValueError(f"pipeline stages P ({P}) exceed n_layers ({m.n_layers}); use P <= {m.n_layers}")
     cp = par.context
     if cp > 1:
         # Context parallelism (Megatron-core CP): each of cp ranks holds S/cp tokens of every
@@ -375,21 +499,31 @@ def training_memory(
         opt_bytes = trainable_optimizer_bytes(tr)
     _check_offload(tr, par)
     stages = []
-    for s in _stages_to_evaluate(m, P, all_stages):
-        n = _layers_on_stage(m.n_layers, P, s)
-        start = s * (m.n_layers // P) + min(s, m.n_layers % P)
+    units = pipeline_units(m.n_layers, par)
+    v = par.virtual_stages if P > 1 else 1
+    m_micro = tr.micro_batches if tr.micro_batches is not None else P  # timeline.micro_batches
+    for s in _stages_to_evaluate(m, P, all_stages, uneven=_uneven(par)):
+        chunks = pipeline_stage(m.n_layers, par, s, units).chunks
+        n = sum(c.n_layers for c in chunks)
         is_first, is_last = s == 0, s == P - 1
-        params = shard.blocks(m, start, start + n)
+        params = sum(shard.blocks(m, c.start, c.stop) for c in chunks)
         # Routed experts are sharded by ZeRO over the expert-data-parallel group (Megatron-core
         # distributed optimizer / DeepSpeed-MoE), the rest over all data-parallel replicas.
-        experts = m.n_moe_layers(start, start + n) * shard.routed_experts
+        n_moe = sum(m.n_moe_layers(c.start, c.stop) for c in chunks)
+        experts = n_moe * shard.routed_experts
         if is_first:
             params += shard.embedding
         if is_last:
             params += shard.final_norm + shard.lm_head + (shard.tied_head_copy if P > 1 else 0)
-        in_flight = P - s  # 1F1B warm-up depth (Narayanan et al. 2021, sec. 2.2)
+        # The forwards alive at the stage's first backward, per chunk (1F1B warm-up depth, and
+        # the interleaved schedule's: Narayanan et al. 2021 §2.2; chunk_forwards_in_flight)
+        alive = chunk_forwards_in_flight(P, v, m_micro, s)
+        in_flight = sum(alive)
+        alive_moe = sum(k * m.n_moe_layers(c.start, c.stop) for k, c in zip(alive, chunks))
+        alive_dense = sum(k * c.n_layers for k, c in zip(alive, chunks)) - alive_moe
+        alive_first = sum(k for k, c in zip(alive, chunks) if c.embedding)
+        alive_last = sum(k for k, c in zip(alive, chunks) if c.head)
         dense = params - experts
-        n_moe = m.n_moe_layers(start, start + n)
         n_dense = n - n_moe
 
         def sharded(stage: int) -> int:
@@ -454,7 +588,7 @@ def training_memory(
             if tr.offload is Offload.optimizer_params:
                 host_w, weights, adapter_w, nf4, fp8_w = weights, 0, 0, 0, 0
 
-        other = in_flight * ((first_extra if is_first else 0) + (last_extra if is_last else 0))
+        other = alive_first * first_extra + alive_last * last_extra
         stages.append(
             StageMemory(
                 stage=s,
@@ -463,9 +597,9 @@ def training_memory(
                 weights=weights,
                 gradients=gradients,
                 optimizer=optimizer,
-                attention=in_flight * (n_moe * layer.attention + n_dense * dense_act.attention),
-                mlp=in_flight * (n_moe * layer.mlp + n_dense * dense_act.mlp),
-                norm=in_flight * (n_moe * layer.norm + n_dense * dense_act.norm),
+                attention=alive_moe * layer.attention + alive_dense * dense_act.attention,
+                mlp=alive_moe * layer.mlp + alive_dense * dense_act.mlp,
+                norm=alive_moe * layer.norm + alive_dense * dense_act.norm,
                 other=other,
                 in_flight=in_flight,
                 recompute_working=working if n else 0,
@@ -518,14 +652,17 @@ def expert_data_parallel(par: Parallelism) -> int:
     return par.tensor * par.data // (ep * etp)
 
 
-def _stages_to_evaluate(m: ModelConfig, P: int, all_stages: bool) -> list[int]:
+def _stages_to_evaluate(m: ModelConfig, P: int, all_stages: bool, uneven: bool = False) -> list[int]:
     """Stages whose memory is computed. Uniform blocks: the middle stages hold no more layers,
     fewer micro-batches and no embedding or head than the first, so the first and the last bound
-    them. Mixed dense and MoE blocks (DeepSeek's dense first layers): the stages after the first
+    them; with an uneven split (first/last stages lighter) the second and the second to last too.
+    Mixed dense and MoE blocks (DeepSeek's dense first layers): the stages after the first
     can hold more parameters, so the first MAX_LISTED_STAGES are computed (and the last)."""
     mixed = m.is_moe and m.n_moe_layers() not in (0, m.n_layers)
     if not mixed:
-        return list(range(P)) if all_stages and P <= MAX_LISTED_STAGES else sorted({0, P - 1})
+        if all_stages and P <= MAX_LISTED_STAGES:
+            return list(range(P))
+        return sorted({0, P - 1, *((min(1, P - 1), max(P - 2, 0)) if uneven else ())})
     limit = MAX_LISTED_STAGES if all_stages else 4
     return sorted({*range(min(P, limit)), P - 1})
 
@@ -568,6 +705,8 @@ def valid_tensor_parallel(m: ModelConfig, limit: int = 64) -> list[int]:
         try:
             check_tensor_parallel(m, T)
             kv_heads_per_rank(m.n_kv_heads, T)
+        except TcalcError:
+            raise
         except ValueError:
             continue
         out.append(T)

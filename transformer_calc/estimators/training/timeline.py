@@ -51,6 +51,8 @@ reported apart; the fit check counts the context, not the reserve.
 
 from __future__ import annotations
 
+from transformer_calc.errors import TcalcError
+
 from dataclasses import dataclass
 
 from transformer_calc.model.units import MIB
@@ -403,6 +405,8 @@ def min_parallelism(
         try:
             if peak_memory(m, w, tr, trial, all_stages=False).peak_bytes <= capacity:
                 return T, P
+        except TcalcError:
+            raise
         except ValueError:  # a layout this model cannot take (e.g. experts over T x dp)
             continue
     return None

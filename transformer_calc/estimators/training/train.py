@@ -39,12 +39,14 @@ All times are floats in seconds; FLOPs and bytes exact ints.
 
 from __future__ import annotations
 
+from transformer_calc.errors import TcalcError
+
 from dataclasses import dataclass, field
 from typing import Any
 
 from transformer_calc.devices.hardware import COLLECTIVE_LATENCY_S, GPU, INTER_NODE_LATENCY_S
 from transformer_calc.model.config import FP8Recipe, ModelConfig, Parallelism, Precision, Recompute, Training, Workload
-from transformer_calc.estimators.flops import count_flops
+from transformer_calc.estimators.flops import count_flops, layer_flops
 from transformer_calc.estimators.params import kv_heads_per_rank, shard_params
 
 # Maximum achievable matmul FLOPS / dense peak, bf16 (stas00/ml-engineering, compute/accelerator
@@ -58,6 +60,15 @@ DEFAULT_MATMUL_EFFICIENCY = 0.80
 # checked on the 19 other runs there (Korthikanti et al. 2022, MosaicML MPT, NVIDIA dgxc, NeMo):
 # docs/validation.md "Training runs". `--matmul-efficiency` replaces the product.
 TRAINING_GEMM_FRACTION = 0.69
+# The `megatron` time profile on Hopper and Blackwell (Megatron-core with Transformer Engine: TE
+# GEMMs, fused attention, fused kernels) reaches a larger fraction of the MAMF than the 2021-22
+# Megatron-LM runs the fraction above was fitted on. FITTED: 0.736 is the fraction that gives a
+# median error of 0 on the only source it is fitted on, NVIDIA's dgxc-benchmarking BF16 tables
+# for NeMo 24.09 on H100 (tools/validation/train_runs.yaml, ids dgxc-*: GPT-3 175B, Llama 3.1 8B,
+# 70B, 405B); validated on NeMo 24.07's FP8 performance summary and the Llama 3 paper's Table 4
+# (docs/validation.md). B200 and later take the Hopper fit (no Blackwell run fitted; an assumption).
+MEGATRON_GEMM_FRACTION = {"H100": 0.736, "H200": 0.736, "GH200": 0.736, "B200": 0.736, "B300": 0.736,
+                          "GB200": 0.736, "GB300": 0.736}  # fmt: skip
 MEMORY_EFFICIENCY = 0.90  # achieved / datasheet HBM bandwidth for large copies (measured ~90 %)
 # Node size and per-GPU NIC bandwidth (one direction) by platform: DGX A100 8 GPUs, 8 x 200 Gb/s
 # HDR; DGX H100/H200 and HGX B200 8 GPUs, 8 x 400 Gb/s NDR; GB200/GB300 NVL72 72 GPUs in one
@@ -135,6 +146,7 @@ class StepEstimate:
     cp_comm_s: float  # exposed context-parallel ring traffic
     assumptions: dict = field(default_factory=dict)
     offload_pcie_s: float = 0.0  # ZeRO-Offload / ZeRO-Infinity host <-> GPU transfers (not overlapped)
+    stage_times_s: tuple[float, ...] = ()  # one micro-batch's forward + backward on each pipeline stage
 
     @property
     def step_time_s(self) -> float:
@@ -166,6 +178,21 @@ class StepEstimate:
             "optimizer_s": self.optimizer_s, "moe_all_to_all_s": self.moe_all_to_all_s, "cp_comm_s": self.cp_comm_s,
             "offload_pcie_s": self.offload_pcie_s,
         }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """One micro-batch's forward and backward on one GPU of a pipeline stage (seconds)."""
+
+    compute: float
+    memory: float
+    tp: float
+    moe: float
+    cp: float
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.memory + self.tp + self.moe + self.cp
 
 
 def micro_batch_count(global_batch: int, par: Parallelism, micro_batch: int) -> int:
@@ -205,19 +232,27 @@ def estimate_step(
     matmul_efficiency: float | None = None,
     memory_efficiency: float = MEMORY_EFFICIENCY,
     overlap_dp: bool = True,
+    tp_comm_overlap: bool | None = None,
 ) -> StepEstimate:
     """The step time of one layout (module docstring for every term and its source).
 
     `w.batch_size` is the micro-batch b; the global batch G is in sequences.
     """
     T, P, dp, cp, v, ep = par.tensor, par.pipeline, par.data, par.context, par.virtual_stages, par.expert
-    if m.n_layers % (P * v) and v > 1:
-        raise ValueError(f"n_layers ({m.n_layers}) must be divisible by P x virtual stages ({P} x {v})")
+    from transformer_calc.estimators.training.memory import FP32_BYTES, pipeline_stage, pipeline_units
+
+    units = pipeline_units(m.n_layers, par)  # the stages as Megatron-core splits them (checked)
     if w.seq_len % cp:
         raise ValueError(f"S ({w.seq_len}) must be divisible by the context-parallel size cp ({cp})")
     net = network or default_network(gpu)
+    megatron = tr.framework.value == "megatron"
+    fraction = (lookup_efficiency(MEGATRON_GEMM_FRACTION, gpu.name, TRAINING_GEMM_FRACTION) if megatron
+                else TRAINING_GEMM_FRACTION)
     eff = (matmul_efficiency if matmul_efficiency is not None
-           else lookup_efficiency(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) * TRAINING_GEMM_FRACTION)
+           else lookup_efficiency(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) * fraction)
+    # Megatron's --tp-comm-overlap (Transformer Engine userbuffers) needs sequence parallelism;
+    # the megatron profile runs it whenever it can, as NeMo's and Megatron-Bridge's recipes do.
+    overlap_tp = (megatron and par.sequence_parallel and T > 1) if tp_comm_overlap is None else tp_comm_overlap
     if not 0 < eff <= 1 or not 0 < memory_efficiency <= 1:
         raise ValueError("matmul and memory efficiencies must be fractions in (0, 1]")
     b, S, D, p = w.batch_size, w.seq_len, m.d_model, tr.p
@@ -226,10 +261,12 @@ def estimate_step(
     peak = _peak(gpu, tr)
     bw_hbm = gpu.memory_bw_bytes_s * memory_efficiency
 
-    # FLOPs in tcalc's convention (full S² per head) for MFU/HFU; the time uses what runs: flash
-    # kernels skip the masked half of causal attention, eager attention computes all of it.
-    full = count_flops(m, Workload(seq_len=S, batch_size=global_batch))
+    # The time uses what runs: flash kernels skip the masked half of causal attention, eager
+    # attention computes all of it. MFU/HFU count the same attention FLOPs (causal with flash, as
+    # Megatron-LM's num_floating_point_operations and the Llama 3 paper's MFU do): counting the full
+    # S² that a causal kernel never runs would put MFU above 1 at long S (S = 1M: 1.14).
     step = count_flops(m, Workload(seq_len=S, batch_size=global_batch), causal=tr.flash)
+    full = step
     model_flops, hw_flops = full.total, full.hardware(tr.recompute)
     executed = step.hardware(tr.recompute)
     if tr.adapters:  # frozen weights: no weight gradients; the adapters' own matmuls (finetune.py)
@@ -241,29 +278,61 @@ def estimate_step(
         model_flops, hw_flops = model_flops - skipped + adapters_model, hw_flops - skipped + adapters_hw
         skipped, added = finetune_step_flops(m, step, tr, is_full)
         executed = executed - skipped + added
-    compute_s = executed / gpus / (peak * eff)
+    # The whole step's compute on one GPU of each of the P stages together (T·CP·dp GPUs share a stage)
+    compute_all = executed / (gpus / P) / (peak * eff)
     if tr.fp8_recipe.value == "mxfp8" and "fp4" not in gpu.peak_flops:
         raise ValueError(f"fp8_recipe mxfp8 needs native microscaling (Blackwell, MI355X: parts with an fp4 peak); "
                          f"{gpu.name} has none: use --fp8-recipe delayed or tensorwise")
     if _fp8_gemms(tr):  # FP8 recipes (Transformer Engine) keep attention in bf16: its core at the bf16 peak
         bf16 = _peak(gpu, tr.model_copy(update={"p": 2, "fp8_recipe": FP8Recipe.none}))
         cores = step.attention_cores * (3 + (1 if tr.recompute is not Recompute.none else 0))
-        compute_s += cores / gpus / eff * (1 / bf16 - 1 / peak)
+        compute_all += cores / (gpus / P) / eff * (1 / bf16 - 1 / peak)
+
+    # Each stage's share of the executed FLOPs: its blocks (a MoE block and a dense block apart,
+    # attention averaged over the attention kinds) and, on the last stage, the LM head (Megatron
+    # places the output layer and loss there: megatron/core/models/gpt/gpt_model.py post_process).
+    moe_f = step.layer.mlp_total  # the MLP of a MoE block (a dense model's only kind)
+    dense_f = (layer_flops(m, Workload(seq_len=S, batch_size=global_batch), causal=tr.flash, moe=False).mlp_total
+               if m.is_moe else moe_f)
+    n_moe_all = m.n_moe_layers()
+    attn_f = (step.layers - n_moe_all * moe_f - (m.n_layers - n_moe_all) * dense_f) / m.n_layers
+    rec = {Recompute.full: 1.0, Recompute.selective: step.attention_cores / max(step.layers, 1)}.get(tr.recompute, 0.0)
+    passes = 3 + rec  # forward, backward (2 forwards), recomputed share of a forward
+
+    def stage_flops(n_moe: int, n_dense: int, head: bool) -> float:
+        blocks = n_moe * (attn_f + moe_f) + n_dense * (attn_f + dense_f)
+        return blocks * passes + (3 * (step.lm_head + step.embedding_projection) if head else 0)
+
+    kinds: dict[tuple[int, int, bool, bool], int] = {}  # (MoE blocks, dense blocks, embedding, head) -> stages
+    stage_key = []
+    for s_ in range(P):
+        chunks = pipeline_stage(m.n_layers, par, s_, units).chunks
+        n_moe_s = sum(m.n_moe_layers(c.start, c.stop) for c in chunks)
+        key = (n_moe_s, sum(c.n_layers for c in chunks) - n_moe_s, s_ == 0, s_ == P - 1)
+        kinds[key] = kinds.get(key, 0) + 1
+        stage_key.append(key)
+    whole = sum(count * stage_flops(k[0], k[1], k[3]) for k, count in kinds.items())
 
     # Memory-bound work per token and layer (forward; backward 2x; recompute adds a forward):
     # norms read and write D, residual adds read 2D and write D (2 per layer), the activation
     # function reads its inputs and writes F (per active expert), eager softmax reads and writes
     # the S scores per head. Bytes of p each, sharded like the activations.
-    L_stage = m.n_layers / P
     F = m.moe_d_ff if m.is_moe else m.d_ff
     k = m.experts_per_token if m.is_moe else 1
     n_in = 2 if m.gated_mlp else 1
     per_token_layer = (m.norms_per_layer * 2 * D + 2 * 3 * D) / T + k * (n_in + 1) * F / T
     if not tr.flash:
         per_token_layer += 2 * 2 * (m.n_heads // T) * S / cp  # softmax read + write, and its mask/scale pass
-    passes = 3 + (1 if tr.recompute is Recompute.full else 0)
-    tokens_local = b * S / cp * mb
-    memory_bound_s = passes * per_token_layer * p * tokens_local * L_stage / bw_hbm
+    mem_passes = 3 + (1 if tr.recompute is Recompute.full else 0)
+    tokens_mb = b * S / cp  # one micro-batch's tokens on one GPU
+    layer_mem_s = mem_passes * per_token_layer * p * tokens_mb / bw_hbm
+    # Embedding and loss as stage work: the lookup writes b·S·D (forward) and its gradient is
+    # accumulated into the table (backward: read the output gradient, read-modify-write fp32
+    # rows); the vocabulary-parallel cross-entropy reads the logits, writes the fp32 softmax and
+    # turns it into the logits' gradient in place (megatron/core/tensor_parallel/cross_entropy.py).
+    embedding_mem_s = (p + p + 2 * FP32_BYTES) * tokens_mb * D / T / bw_hbm
+    loss_mem_s = (p + FP32_BYTES + FP32_BYTES + p) * tokens_mb * -(-m.vocab_size // T) / bw_hbm
+    dq_layer_s = 0.0
     if tr.finetune.value == "qlora":
         # bitsandbytes dequantizes every NF4 weight to 16 bits for each forward and backward matmul
         # (and the recomputed forward): read the NF4 bytes, write p per weight, per micro-batch
@@ -275,34 +344,71 @@ def estimate_step(
                 elems, nf4 = quantized(block_matrices(m, moe, T, ep, par.expert_tensor))
                 dq += count * (nf4 + p * elems)
         dq_passes = 2 + (1 if tr.recompute is Recompute.full else 0)
-        memory_bound_s += dq_passes * mb * dq / P / bw_hbm
+        dq_layer_s = dq_passes * dq / m.n_layers / bw_hbm
 
-    # Tensor parallelism: 4 all-reduces per layer and micro-batch (+2 with full recompute).
+    # Tensor parallelism: 4 all-reduces per layer and micro-batch (+2 with full recompute); the
+    # vocabulary-parallel embedding's all-reduce (reduce-scatter with SP) and the head's input
+    # all-gather with its backward reduce-scatter (or the backward all-reduce): one more each.
     tp_bw, tp_lat = net.link(T)
     msg = b * (S // cp) * D * max(p, 2)  # activations travel in 16 bits (FP8 recipes too)
     n_ar = 2 * ALL_REDUCES_PER_LAYER + (ALL_REDUCES_PER_LAYER if tr.recompute is Recompute.full else 0)
-    tp_comm_s = mb * L_stage * n_ar * ring_all_reduce_s(msg, T, tp_bw, tp_lat)
+    tp_layer_s = n_ar * ring_all_reduce_s(msg, T, tp_bw, tp_lat)
+    tp_edge_s = ring_all_reduce_s(msg, T, tp_bw, tp_lat)
 
-    # MoE all-to-all per MoE layer on the stage.
-    moe_s = 0.0
+    # MoE all-to-all per MoE layer and micro-batch.
+    a2a_layer_s = 0.0
     if m.is_moe and ep > 1:
         a2a_bw, a2a_lat = net.link(T * cp * ep)
         size = b * (S // cp) * m.experts_per_token * D * p
-        moe_layers = m.n_moe_layers() / P
-        moe_s = mb * moe_layers * A2A_PER_MOE_LAYER * ring_gather_s(size, ep, a2a_bw, a2a_lat)
+        a2a_layer_s = A2A_PER_MOE_LAYER * ring_gather_s(size, ep, a2a_bw, a2a_lat)
 
-    # Context parallelism: (cp−1) ring steps of the local K/V per layer, forward and backward (2x).
-    cp_s = 0.0
+    # Context parallelism: (cp−1) ring steps of the local K/V per layer, forward and backward (3x
+    # with the recompute-free backward's two passes), minus the attention core it hides behind.
+    cp_layer_s = 0.0
     if cp > 1:
         cp_bw, cp_lat = net.link(T * cp)
         kv_t = (m.n_heads // T) if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
         kv_bytes = 2 * b * (S // cp) * kv_t * m.head_dim * p
-        ring = 3 * (cp - 1) * (kv_bytes / cp_bw + cp_lat) * L_stage * mb
-        core = 3 * step.attention_cores / gpus / (peak * eff)  # what it can hide behind
-        cp_s = max(0.0, ring - core) if tr.flash else ring
+        ring = 3 * (cp - 1) * (kv_bytes / cp_bw + cp_lat)
+        core = 3 * step.attention_cores / m.n_layers / mb / dp / (T * cp) / (peak * eff)  # what it can hide behind
+        cp_layer_s = max(0.0, ring - core) if tr.flash else ring
 
-    per_micro = (compute_s + memory_bound_s + tp_comm_s + moe_s + cp_s) / mb
-    bubble_s = (P - 1) / v * per_micro
+    def stage_time(key: tuple[int, int, bool, bool]) -> StageTime:
+        """One micro-batch's forward and backward on one GPU of a stage (seconds)."""
+        n_moe_s, n_dense_s, emb, head = key
+        n = n_moe_s + n_dense_s
+        share = stage_flops(n_moe_s, n_dense_s, head) / whole if whole else 1 / P
+        compute = compute_all * share / mb
+        tp = n * tp_layer_s + (tp_edge_s if emb else 0) + (tp_edge_s if head else 0)
+        if overlap_tp and n:
+            # TE userbuffers' ring exchange splits each all-gather / reduce-scatter into T chunks
+            # and runs chunk i's GEMM while chunk i + 1 travels (transformer_engine/pytorch/module/
+            # base.py initialize_ub, "ring_exchange"; Megatron --tp-comm-overlap): the first chunk
+            # stays exposed, the rest hides behind the linear layers' GEMMs (not the attention core)
+            # as far as they last.
+            gemms = compute * (1 - core_share)
+            tp = tp / T + max(0.0, tp * (T - 1) / T - gemms)
+        return StageTime(
+            compute=compute,
+            memory=n * (layer_mem_s + dq_layer_s) + (embedding_mem_s if emb else 0) + (loss_mem_s if head else 0),
+            tp=tp,
+            moe=n_moe_s * a2a_layer_s,
+            cp=n * cp_layer_s,
+        )
+
+    core_share = step.attention_cores / max(step.layers, 1)  # of a block's FLOPs: the attention core
+    times = {key: stage_time(key) for key in kinds}
+    slowest = max(times, key=lambda key: times[key].total)
+    t_max = times[slowest]
+    compute_s, memory_bound_s, tp_comm_s = mb * t_max.compute, mb * t_max.memory, mb * t_max.tp
+    moe_s, cp_s = mb * t_max.moe, mb * t_max.cp
+    per_micro = t_max.total
+    # Pipeline bubble: a step of m micro-batches through stages of times t_s (1F1B) takes
+    # (m − 1)·max t_s + Σ t_s (a flow shop of identical jobs), so the bubble beyond m·max t_s is
+    # Σ t_s − max t_s; interleaving v chunks per stage divides it by v (Narayanan et al. 2021
+    # §2.2.2). Even stages: (P − 1)/v · t, the paper's (P − 1)/(v·m) of the ideal time.
+    total_t = sum(count * times[key].total for key, count in kinds.items())
+    bubble_s = (total_t - per_micro) / v
 
     # Pipeline point-to-point: activations b·S·D·p (/T: scatter-gather), 2 per micro-batch.
     pp_s = 0.0
@@ -312,9 +418,14 @@ def estimate_step(
         pp_s = 2 * (mb + P - 1) * (act / pp_bw + pp_lat)
 
     # Data parallelism over the dp replicas (stride T·CP; experts over the expert-data group).
+    # The first stage finishes its backward last: its reduction is the one the step waits for.
     sh = shard_params(m, T, ep, par.expert_tensor)
-    params_local = sh.total(m) / P
-    trainable_local = params_local
+    first_chunks = pipeline_stage(m.n_layers, par, 0, units).chunks
+    params_local = sum(sh.blocks(m, c.start, c.stop) for c in first_chunks) + sh.embedding
+    if P == 1:
+        params_local += sh.final_norm + sh.lm_head
+    L_stage = sum(c.n_layers for c in first_chunks)
+    trainable_local: float = params_local
     if tr.adapters:  # only the trainable parameters have gradients to reduce and states to update
         from transformer_calc.estimators.training.finetune import trainable_params
 
@@ -329,6 +440,15 @@ def estimate_step(
             dp_s += 2 * mb * ring_gather_s(int(params_local * p), dp * cp, dp_bw, dp_lat)
     backward_last = per_micro * 2 / 3 * (1 - 1 / max(L_stage, 1))
     dp_exposed = max(0.0, dp_s - backward_last) if overlap_dp else dp_s
+    if megatron and overlap_dp and par.zero in (1, 2):
+        # Megatron's distributed optimizer with --overlap-grad-reduce --overlap-param-gather
+        # (megatron/core/distributed/param_and_grad_buffer.py; on in Megatron-Bridge's and NeMo's
+        # recipes): the gradients' reduce-scatter hides behind the last micro-batch's backward
+        # and the updated parameters' all-gather behind the next step's first forward, each
+        # but one layer's worth.
+        reduce_scatter = ring_gather_s(int(grad_bytes), dp * cp, dp_bw, dp_lat)
+        forward_first = per_micro / 3 * (1 - 1 / max(L_stage, 1))
+        dp_exposed = max(0.0, reduce_scatter - backward_last) + max(0.0, dp_s - reduce_scatter - forward_first)
 
     # Optimizer step: read master, states and gradients, write them back (ZeRO-sharded), HBM-bound.
     from transformer_calc.estimators.training.memory import optimizer_bytes_per_param, trainable_optimizer_bytes
@@ -371,9 +491,10 @@ def estimate_step(
         compute_s=compute_s, memory_bound_s=memory_bound_s, tp_comm_s=tp_comm_s, pp_bubble_s=bubble_s,
         pp_comm_s=pp_s, dp_comm_s=dp_s, dp_exposed_s=dp_exposed, optimizer_s=optimizer_s,
         moe_all_to_all_s=moe_s, cp_comm_s=cp_s, offload_pcie_s=offload_s,
+        stage_times_s=tuple(times[stage_key[s_]].total for s_ in range(P)),
         assumptions={"matmul_efficiency": eff, "memory_efficiency": memory_efficiency,
                      "node_size": net.node_size, "intra_node_bytes_s": net.intra_bytes_s,
-                     "inter_node_bytes_s": net.inter_bytes_s, "overlap_dp": overlap_dp,
+                     "inter_node_bytes_s": net.inter_bytes_s, "overlap_dp": overlap_dp, "tp_comm_overlap": overlap_tp,
                      **({"offload_host_link": host_link, "offload_host_bytes_s": pcie, "offload_overlapped": False,
                          "cpu_optimizer_priced": False,
                          "nvme_drive_bandwidth_priced": False} if tr.offload.value != "none" else {})},
@@ -396,6 +517,33 @@ def _divisors(n: int, limit: int) -> list[int]:
     return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
 
 
+PLAN_VIRTUAL_STAGES = (1, 2, 4, 8)  # interleaving depths plan tries (Llama 3 405B ran 8: one block per chunk)
+
+
+def pipeline_splits(L: int, P: int) -> list[tuple[dict[str, Any], int]]:
+    """The ways plan splits L blocks over P stages, each with a virtual-stage count v:
+    even (P | L; one stage: no split), the embedding and the loss counted as one layer each
+    ((L + 2) | P·v: the Llama 3 405B layout, 126 + 2 = 16 x 8), and Megatron's uneven form
+    with lighter first and last stages (the middle stages take ⌈L/P⌉ rounded up to v, the first
+    and last share the rest, the last the smaller part: it also runs the head and loss)."""
+    if P == 1:
+        return [({}, 1)]
+    out: list[tuple[dict[str, Any], int]] = []
+    for v in PLAN_VIRTUAL_STAGES:
+        if L % (P * v) == 0:
+            out.append(({}, v))
+        if (L + 2) % (P * v) == 0 and L % (P * v):  # when even splits exist, they are as good
+            out.append(({"embedding_in_split": True, "loss_in_split": True}, v))
+        if P >= 3 and L % P:
+            mid = -(-L // P)
+            mid += -mid % v
+            rest = L - (P - 2) * mid
+            first, last = -(-rest // 2), rest // 2
+            if 0 < last <= first <= mid and first % v == 0 and last % v == 0:
+                out.append(({"first_stage_layers": first, "last_stage_layers": last}, v))
+    return out
+
+
 MICRO_BATCHES = (1, 2, 4, 8, 16, 32)  # the micro-batches `tcalc train` tries when none is given
 
 
@@ -408,7 +556,7 @@ class MicroBatchTrial:
 
 def fastest_micro_batch(
     m: ModelConfig, w: Workload, tr: Training, par: Parallelism, gpu: GPU, *, global_batch: int,
-    network: Any = None, matmul_efficiency: float | None = None,
+    network: Any = None, matmul_efficiency: float | None = None, tp_comm_overlap: bool | None = None,
 ) -> tuple[int, list[MicroBatchTrial]]:
     """The fastest micro-batch b (of MICRO_BATCHES) that fits and divides the per-replica batch
     G/dp, with every trial; 1 when none fits. The fit is the step timeline's peak (one fit finder:
@@ -425,7 +573,7 @@ def fastest_micro_batch(
         trial_tr = tr.model_copy(update={"micro_batches": per_replica // b})
         fits = peak_memory(m, trial_w, trial_tr, par).peak_bytes <= fit_capacity(gpu.memory_bytes)
         est = estimate_step(m, trial_w, trial_tr, par, gpu, global_batch=global_batch, network=network,
-                            matmul_efficiency=matmul_efficiency)
+                            matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap)
         trials.append(MicroBatchTrial(micro_batch=b, fits=fits, step_time_s=est.step_time_s))
         if fits and (best is None or est.step_time_s < best[1]):
             best = (b, est.step_time_s)
@@ -452,7 +600,8 @@ def plan_layouts(
     (at most max_pipeline); v in {1, 2} with P > 1; CP in {1, 2, 4, 8} for S >= 16384; EP dividing
     the experts for a MoE; dp what is left (T·CP·P must divide the GPUs); the micro-batch among
     `micro_batches` dividing the per-replica batch; recompute none, selective, full; SP with T > 1;
-    ZeRO-1 (a distributed optimizer, as Megatron-core and FSDP users run); `expert_tensor` (etp,
+    ZeRO-1 (a distributed optimizer, as Megatron-core and FSDP users run), ZeRO-2 (gradients sharded
+    too, as FSDP's SHARD_GRAD_OP and Meta's Llama 3 runs) when ZeRO-1 does not fit; `expert_tensor` (etp,
     default T) is kept in every layout. Returns the plans that
     fit (fastest first) and the rejected counted by reason. Bounded: at most a few thousand
     layouts, each O(1).
@@ -469,7 +618,7 @@ def plan_layouts(
 
     plans: list[Plan] = []
     Ts = [T for T in valid_tensor_parallel(m, limit=net.node_size) if T <= net.node_size]
-    Ps = _divisors(m.n_layers, max_pipeline)
+    Ps = [P for P in range(1, max_pipeline + 1) if pipeline_splits(m.n_layers, P)]
     CPs = [c for c in (1, 2, 4, 8) if seq_len >= 16384 or c == 1]
     EPs = _divisors(m.n_experts, 64) if m.is_moe else [1]
     for T in Ts:
@@ -484,34 +633,38 @@ def plan_layouts(
                 if global_batch % dp:
                     reject("the global batch is not a multiple of dp")
                     continue
-                for v in ([1, 2] if P > 1 and m.n_layers % (2 * P) == 0 else [1]):
+                for split, v in pipeline_splits(m.n_layers, P):
                     for ep in EPs:
                         if (T * dp) % ep:
                             reject("ep does not divide T·dp")
                             continue
                         par = Parallelism(tensor=T, pipeline=P, data=dp, context=cp, virtual_stages=v, expert=ep,
                                           expert_tensor=expert_tensor, sequence_parallel=T > 1,
-                                          zero=1 if dp > 1 else 0)
+                                          zero=1 if dp > 1 else 0, **split)
                         for b in micro_batches:
                             if (global_batch // dp) % b:
                                 continue
-                            fits_any = False
-                            for rc in (Recompute.none, Recompute.selective, Recompute.full):
+                            # less recompute is faster, and ZeRO-2 prices as ZeRO-1 (the same reduce-
+                            # scatter and all-gather) with less memory: the first that fits is the one
+                            tries = [(rc, z) for rc in (Recompute.none, Recompute.selective, Recompute.full)
+                                     for z in ((1, 2) if dp > 1 else (0,))]
+                            for rc, z in tries:
                                 trial = tr.model_copy(update={"recompute": rc, "micro_batches": (global_batch // dp) // b})
+                                lay = par if z == par.zero else par.model_copy(update={"zero": z})
                                 # the whole sequence: the memory estimators give each CP rank S/CP
                                 w = Workload(seq_len=seq_len, batch_size=b)
                                 try:
-                                    peak = peak_memory(m, w, trial, par).peak_bytes
+                                    peak = peak_memory(m, w, trial, lay).peak_bytes
+                                except TcalcError:
+                                    raise
                                 except ValueError:
                                     reject("the model cannot take this layout")
                                     break
                                 if peak > cap:
-                                    reject(f"does not fit ({rc.value} recompute)")
+                                    reject(f"does not fit ({rc.value} recompute, ZeRO-{z})")
                                     continue
-                                est = estimate_step(m, w, trial, par, gpu, global_batch=global_batch, network=net)
-                                plans.append(Plan(par, b, rc, est, peak))
-                                fits_any = True
-                                break  # less recompute is faster: the first that fits is the one
-                            del fits_any
+                                est = estimate_step(m, w, trial, lay, gpu, global_batch=global_batch, network=net)
+                                plans.append(Plan(lay, b, rc, est, peak))
+                                break
     plans.sort(key=lambda pl: pl.estimate.step_time_s)
     return plans, rejected
