@@ -53,6 +53,8 @@ def inference_table(r: Any) -> Any:
     else:
         what = f"{inf.cache_kv_heads} K/V heads"
     kinds = kv.layers_by_kind
+    if r.decode_state is not None and set(kinds) == {"full"}:  # a hybrid: only these layers cache K/V
+        what += f"; the {kinds['full']} full-attention layers"
     if set(kinds) - {"full"}:
         spans = {"sliding": kv.sliding_window, "chunked": kv.attention_chunk_size}
         what += "; " + ", ".join(
