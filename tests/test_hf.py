@@ -90,12 +90,12 @@ def test_unsupported_model_type_lists_supported():
 
 
 def test_near_miss_model_type_suggests():
-    with pytest.raises(TcalcError, match=r"did you mean 'llama'\?.*supported: apertus, arcee, bitnet, bloom"):
+    with pytest.raises(TcalcError, match=r"did you mean 'llama'\?.*supported: apertus, arcee, bamba, bitnet, bloom"):
         from_hf_config({"model_type": "lama"})
 
 
 def test_missing_model_type():
-    with pytest.raises(TcalcError, match=r"config.json has no model_type; add one of: apertus, arcee"):
+    with pytest.raises(TcalcError, match=r"config.json has no model_type; add one of: apertus, arcee, bamba"):
         from_hf_config({"hidden_size": 4096})
 
 

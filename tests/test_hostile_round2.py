@@ -333,3 +333,10 @@ def test_hostile_python_values_give_a_tcalc_error_or_an_answer(command):
         assert _finite(result.model_dump(mode="json")), kwargs
 
     check()
+
+
+def test_state_dtype_is_for_hybrid_models(capsys):
+    assert "hybrid" in _error(capsys, "inference", "llama-3-8b", "--S", "128", "--state-dtype", "bf16")
+    small = tc.inference("qwen3.6-35b-a3b", S=4096, gpu="h100", state_dtype="bf16")
+    full = tc.inference("qwen3.6-35b-a3b", S=4096, gpu="h100")
+    assert small.model_dump()["memory"]["per_gpu"]["state_bytes"] < full.model_dump()["memory"]["per_gpu"]["state_bytes"]

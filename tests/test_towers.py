@@ -257,15 +257,16 @@ def test_towers_field_is_validated():
 def test_qwen3_5_towers_ready_for_its_text_model():
     """Qwen3.5's towers, independent of its text part (another branch's Gated DeltaNet reader):
     transformers 5.23's Qwen3_5ForConditionalGeneration() builds model.visual with 453,650,672
-    parameters (encoder 415,891,440 + merger 37,759,232; no DeepStack); qwen3_5 itself stays
-    unsupported until its text model is read."""
+    parameters (encoder 415,891,440 + merger 37,759,232; no DeepStack)."""
     from transformer_calc.sources.hf_base import Family, Reader
 
     top = Reader("qwen3_5", {}, Family(lambda c: {}, {"tie_word_embeddings": False}, ()))
     t = hf_towers.wrapper_towers("qwen3_5", {}, top, 4096)
     assert (t["vision"], t["projector"], t["image_tokens"]) == (415_891_440, 37_759_232, 576)
-    with pytest.raises(TcalcError, match="model_type 'qwen3_5'"):  # refused by name until then
-        from_hf_config({"model_type": "qwen3_5"})
+    # with its Gated DeltaNet text model read (sources.hf_hybrid), qwen3_5 is a wrapper like the others:
+    # the whole model, the tower counted (tests/data/hf/qwen3_5_*.json hold transformers' totals)
+    spec = from_hf_config({"model_type": "qwen3_5"})
+    assert (spec["towers"]["vision"], spec["towers"]["projector"]) == (415_891_440, 37_759_232)
 
 
 def test_checkpoint_weights_hold_the_towers_unless_text_only():

@@ -58,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from hf_params import EDGE, GENERATORS  # noqa: E402
+from hf_cases_hybrid import HYBRID_TYPES  # noqa: E402  (their mixers: flops_mixers.py)
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoModelForSpeechSeq2Seq, PretrainedConfig  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
@@ -344,7 +345,8 @@ def draw_cases(n: int, seed: int, only: set[str] | None = None) -> list[Case]:
         return Case(model_type, label, cfg, B, S)
 
     out: list[Case] = []
-    for model_type in (t for t in SUPPORTED_MODEL_TYPES if t in GENERATORS and (only is None or t in only)):
+    for model_type in (t for t in SUPPORTED_MODEL_TYPES
+                       if t in GENERATORS and t not in HYBRID_TYPES and (only is None or t in only)):
         runnable = 0
         for draw in range(n * MAX_DRAWS):
             if runnable == n:
@@ -353,7 +355,8 @@ def draw_cases(n: int, seed: int, only: set[str] | None = None) -> list[Case]:
             config = CONFIG_MAPPING[model_type].from_dict(dict(cfg))
             out.append(new(model_type, f"random-{draw}", cfg))
             runnable += forward_breaks(config) is None
-    out += [new(cfg["model_type"], label, cfg) for label, cfg in EDGE if only is None or cfg["model_type"] in only]
+    out += [new(cfg["model_type"], label, cfg) for label, cfg in EDGE
+            if cfg["model_type"] not in HYBRID_TYPES and (only is None or cfg["model_type"] in only)]
     return out
 
 

@@ -381,7 +381,11 @@ import hf_cases_2024  # noqa: E402
 GENERATORS.update(hf_cases_2024.GENERATORS)
 EDGE += hf_cases_2024.EDGE
 REAL += hf_cases_2024.REAL
+# The hybrid families (Gated DeltaNet, ...): hf_cases_hybrid.py.
+import hf_cases_hybrid  # noqa: E402
 
+GENERATORS.update(hf_cases_hybrid.GENERATORS)
+EDGE += hf_cases_hybrid.EDGE
 # The 2025-26 attention-only families (issue 22).
 import hf_cases_2025  # noqa: E402
 

@@ -35,7 +35,7 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: 
 
 from transformer_calc.model.config import ModelConfig  # noqa: E402
 from transformer_calc.sources.hf import from_hf_config  # noqa: E402
-from transformer_calc.estimators.inference.roofline import InferenceSpec, kv_cache  # noqa: E402
+from transformer_calc.estimators.inference.roofline import InferenceSpec, decode_state, kv_cache  # noqa: E402
 
 Cfg = dict[str, Any]
 BEGIN, END = "<!-- kv_cache:begin -->", "<!-- kv_cache:end -->"
@@ -96,36 +96,83 @@ CASES: list[tuple[str, Cfg]] = [
                                      "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
                                      "n_group": 1, "topk_group": 1, "index_n_heads": 2, "index_head_dim": 16,
                                      "index_topk": 4, "index_topk_pattern": "FSFS"}),
+    # hybrids: the conv and recurrent states of the linear-attention layers (LinearAttentionLayer)
+    # beside the K/V of the full-attention ones; constant in the context
+    ("qwen3_next Gated DeltaNet 3:1, MoE", {"model_type": "qwen3_next", **_BASE, "num_key_value_heads": 2, "head_dim": 16,
+                                           "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+                                           "linear_key_head_dim": 8, "linear_value_head_dim": 12,
+                                           "linear_conv_kernel_dim": 4, "num_experts": 4, "num_experts_per_tok": 2,
+                                           "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32}),
+    ("qwen3_5_text Gated DeltaNet K=3, interval 2", {"model_type": "qwen3_5_text", **_BASE, "num_hidden_layers": 5,
+                                                   "num_key_value_heads": 1, "head_dim": 16, "linear_num_key_heads": 1,
+                                                   "linear_num_value_heads": 3, "linear_key_head_dim": 16,
+                                                   "linear_value_head_dim": 8, "linear_conv_kernel_dim": 3,
+                                                   "full_attention_interval": 2}),
+    ("bamba Mamba-2 G=2, attention on 1 and 3", {"model_type": "bamba", **_BASE, "num_key_value_heads": 2,
+                                                 "mamba_n_heads": 4, "mamba_n_groups": 2, "mamba_d_state": 8,
+                                                 "mamba_d_conv": 3, "mamba_chunk_size": 8,
+                                                 "attn_layer_indices": [1, 3]}),
+    ("granitemoehybrid Mamba-2 + MoE", {"model_type": "granitemoehybrid", **_BASE, "num_key_value_heads": 1,
+                                        "mamba_n_heads": 8, "mamba_d_state": 16, "num_local_experts": 4,
+                                        "num_experts_per_tok": 2, "intermediate_size": 32,
+                                        "shared_intermediate_size": 48,
+                                        "layer_types": ["mamba", "mamba", "attention", "mamba"]}),
+    ("falcon_h1 attention beside Mamba-2, d_ssm 48", {"model_type": "falcon_h1", **_BASE, "num_key_value_heads": 2,
+                                                      "mamba_n_heads": 4, "mamba_d_state": 8, "mamba_d_ssm": 48,
+                                                      "mamba_chunk_size": 8, "mamba_rms_norm": True}),
+    ("nemotron_h blocks M-M*E", {"model_type": "nemotron_h", **_BASE, "hybrid_override_pattern": "M-M*E",
+                                 "num_key_value_heads": 2, "head_dim": 16, "mamba_num_heads": 8, "mamba_head_dim": 8,
+                                 "n_groups": 2, "ssm_state_size": 16, "chunk_size": 8, "n_routed_experts": 4,
+                                 "moe_intermediate_size": 32, "moe_shared_expert_intermediate_size": 48}),
+    ("lfm2 short conv K=3, attention on 1 and 3", {"model_type": "lfm2", **_BASE, "num_key_value_heads": 2,
+                                                   "full_attn_idxs": [1, 3], "conv_bias": True}),
+    ("jamba Mamba + MoE, attention every 3rd", {"model_type": "jamba", **_BASE, "num_key_value_heads": 2,
+                                                "num_experts": 4, "num_experts_per_tok": 2, "attn_layer_period": 3,
+                                                "attn_layer_offset": 2, "mamba_d_state": 8, "mamba_d_conv": 3}),
+    ("minimax lightning block 8, MoE", {"model_type": "minimax", **_BASE, "num_key_value_heads": 2, "num_local_experts": 4,
+                                        "num_experts_per_tok": 2, "block_size": 8}),
 ]  # fmt: skip
+HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba", "minimax"}  # also run in bf16: the state's two dtypes
 PROMPTS = (1, 5, 8, 13)  # below, at and past the windows (8)
 DECODE = 10  # decode steps after each prompt (crosses the windows from below)
+BF16_POINTS = ((1, 13), 3)  # prompts and decode steps of the bf16 runs
 BATCH = 2
 
 
 def cache_bytes(past: Any) -> int:
-    """Bytes of every tensor the cache object holds (keys and values of every layer, and DSA's
-    indexer keys, DynamicIndexedLayer.indexer_keys)."""
+    """Bytes of every tensor the cache object holds: keys and values of every layer, DSA's indexer
+    keys (DynamicIndexedLayer.indexer_keys), the conv and recurrent states of the linear-attention
+    layers (LinearAttentionLayer) of hybrid models, and MiniMaxCache's linear_cache."""
     total = 0
     for layer in past.layers:
-        for t in (getattr(layer, "keys", None), getattr(layer, "values", None), getattr(layer, "indexer_keys", None)):
+        tensors = [getattr(layer, "keys", None), getattr(layer, "values", None), getattr(layer, "indexer_keys", None)]
+        for states in (getattr(layer, "conv_states", None), getattr(layer, "recurrent_states", None)):
+            tensors += list(states.values()) if isinstance(states, dict) else []
+        for t in tensors:
             if isinstance(t, torch.Tensor):
                 total += t.numel() * t.element_size()
+    for t in getattr(past, "linear_cache", []):  # MiniMaxCache: the lightning layers' K^T·V
+        if isinstance(t, torch.Tensor):
+            total += t.numel() * t.element_size()
     return total
 
 
-def run(label: str, cfg: Cfg, verbose: bool) -> tuple[list[str], int, str]:
-    """(failures, points checked, a table row)."""
+def run(label: str, cfg: Cfg, verbose: bool, dtype: str = "fp32") -> tuple[list[str], int, str]:
+    """(failures, points checked, a table row). `dtype` bf16: the model in bf16 (hybrids: the conv
+    state is held in bf16, the recurrent state in fp32, which tcalc's default state_dtype is)."""
     config = CONFIG_MAPPING[cfg["model_type"]].from_dict(dict(cfg))
-    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager", dtype=torch_dtype).eval()
     m = ModelConfig.model_validate(from_hf_config(cfg))
     failures, points, worst = [], 0, 0
     gen = torch.Generator().manual_seed(0)
-    for S in PROMPTS:
+    prompts, decode = (PROMPTS, DECODE) if dtype == "fp32" else BF16_POINTS  # bf16: the dtypes, at fewer points
+    for S in prompts:
         ids = torch.randint(0, cfg["vocab_size"], (BATCH, S), generator=gen)
         with torch.no_grad():
             out = model(input_ids=ids, use_cache=True)
             past = out.past_key_values
-            for step in range(DECODE + 1):
+            for step in range(decode + 1):
                 context = S + step
                 if step:
                     nxt = torch.randint(0, cfg["vocab_size"], (BATCH, 1), generator=gen)
@@ -133,8 +180,9 @@ def run(label: str, cfg: Cfg, verbose: bool) -> tuple[list[str], int, str]:
                     past = out.past_key_values
                 measured = cache_bytes(past)
                 spec = InferenceSpec(batch_size=BATCH, prompt_len=S, new_tokens=step + 1,
-                                     weight_dtype="fp32", kv_dtype="fp32")
-                predicted = kv_cache(m, spec, context_len=context).total_bytes
+                                     weight_dtype=dtype, kv_dtype=dtype)
+                state = decode_state(m, spec)  # hybrids: the mixer layers' conv and recurrent states
+                predicted = kv_cache(m, spec, context_len=context).total_bytes + (state.total_bytes if state else 0)
                 points += 1
                 worst = max(worst, abs(predicted - measured))
                 if predicted != measured:
@@ -142,7 +190,9 @@ def run(label: str, cfg: Cfg, verbose: bool) -> tuple[list[str], int, str]:
                 elif verbose:
                     print(f"ok {label}: S={S} context={context}: {measured:,} bytes")
     kinds = ", ".join(f"{k.value} x{m.n_attention_layers(k)}" for k in type(m.attention_pattern[0]) if m.n_attention_layers(k))
-    row = f"| {label} | {kinds} | {points} | {worst:,} |"
+    if m.mixer_beside_attention:
+        kinds += f" (each with full attention beside: full x{m.n_kv_layers(type(m.attention_pattern[0]).full)})"
+    row = f"| {label}{' (bf16)' if dtype != 'fp32' else ''} | {kinds} | {points} | {worst:,} |"
     return failures, points, row
 
 
@@ -156,10 +206,11 @@ def main() -> int:
     start = time.perf_counter()
     failures, rows, total = [], [], 0
     for label, cfg in CASES:
-        f, n, row = run(label, cfg, args.verbose)
-        failures += f
-        rows.append(row)
-        total += n
+        for dtype in ("fp32", "bf16") if cfg["model_type"] in HYBRID else ("fp32",):
+            f, n, row = run(label, cfg, args.verbose, dtype)
+            failures += f
+            rows.append(row)
+            total += n
     seconds = time.perf_counter() - start
     header = ["| config | layers by attention kind | points (prompt, decode steps) | largest difference (bytes) |",
               "| --- | --- | --- | --- |"]
@@ -196,6 +247,11 @@ def write_docs(rows: list[str]) -> None:
         "(16 tokens by default) and some keep a sliding layer's full window W or, without hybrid",
         "allocation, the whole context for every layer; engines that expand MLA's latent cache",
         "per-head K and V (`--mla-cache decompressed`).",
+        "",
+        "Hybrid models (Gated DeltaNet, Mamba-2 layers): the cache object's `LinearAttentionLayer`s hold a conv",
+        "state (conv_dim x K, the activation dtype) and a recurrent state (H_v x d_k x d_v, or H x P x N; fp32) per sequence; they",
+        "are summed with the K/V of the attention layers and compared with `kv_cache(...).total_bytes +",
+        "decode_state(...).total_bytes`, in fp32 and in bf16 (`(bf16)` rows).",
         "",
         "| config | layers by attention kind | points (prompt, decode steps) | largest difference (bytes) |",
         "| --- | --- | --- | --- |",

@@ -44,6 +44,7 @@ from peft import LoraConfig, get_peft_model  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 from hf_params import CONFIG_MAPPING, EDGE, GENERATORS, REAL  # noqa: E402
+from hf_cases_hybrid import HYBRID_TYPES  # noqa: E402  (fine-tuning of hybrids is not modeled yet)
 from transformer_calc.model.config import ModelConfig, Training  # noqa: E402
 from transformer_calc.estimators.training.finetune import trainable_params  # noqa: E402
 from transformer_calc.sources.hf import SAME_AS, SUPPORTED_MODEL_TYPES, WRAPPERS, from_hf_config  # noqa: E402
@@ -151,11 +152,12 @@ NOT_MAPPED = ("ernie4_5_moe", "hunyuan_v1_moe", "minimax_m2", "glm4_moe_lite", "
 def cases(n: int, seed: int, only: set[str] | None = None) -> list[tuple[str, str, Cfg]]:
     rng = random.Random(seed)
     out: list[tuple[str, str, Cfg]] = []
-    for model_type in (t for t in SUPPORTED_MODEL_TYPES if t in GENERATORS and (t not in WRAPPERS or t in WRAPPED_TEXT)):
+    for model_type in (t for t in SUPPORTED_MODEL_TYPES if t in GENERATORS and t not in HYBRID_TYPES
+                       and (t not in WRAPPERS or t in WRAPPED_TEXT)):
         out += [(model_type, f"random-{i}", GENERATORS[model_type](rng)) for i in range(n)]
     out += [(cfg["model_type"], label, cfg) for label, cfg in EDGE]
     out += [(cfg["model_type"], label, cfg) for label, cfg, _ in REAL]
-    return [c for c in out if (only is None or c[0] in only) and c[0] not in NOT_MAPPED
+    return [c for c in out if (only is None or c[0] in only) and c[0] not in NOT_MAPPED and c[0] not in HYBRID_TYPES
             and (c[0] not in WRAPPERS or c[0] in WRAPPED_TEXT)]
 
 

@@ -285,7 +285,10 @@ def hf_config(hf: dict[str, Any]) -> Any:
 
     kwargs = dict(hf)
     model_type = SAME_AS.get(kwargs["model_type"], kwargs["model_type"])
-    return CONFIG_MAPPING[model_type].from_dict({**kwargs, "model_type": model_type})
+    config = CONFIG_MAPPING[model_type].from_dict({**kwargs, "model_type": model_type})
+    if model_type in ("gemma3", "llama4", "mistral3", "qwen3_5", "qwen3_5_moe"):
+        config = config.get_text_config()
+    return config
 
 
 def hf_param_count(cfg: Any) -> int:

@@ -46,6 +46,11 @@ Conventions (where published tools differ):
   and the router. Hugging Face's Llama 4 code runs every expert on every token (FlopCounterMode sees
   n_experts, not top-k); tcalc counts the routed top-k, which is what the model needs.
 - Parallel attention (GPT-J, PaLM) does not change the matmul count.
+- Mixers other than attention (estimators/mixers/: Gated DeltaNet) count their projections, their
+  depthwise conv and their mixing kernel as the reference torch implementation computes them
+  (the chunked delta rule over the sequence padded to its chunk), plus the work FlopCounterMode
+  cannot see (the chunked delta rule's triangular solves), each derived in the mixer's module.
+  Their mixing kernel counts as an attention core (what selective recomputation repeats).
 - FLOPs are exact ints; seconds, rates and ratios are floats.
 """
 
@@ -59,6 +64,7 @@ from typing import TypeGuard
 from transformer_calc.model.units import FLOPS_PER_MAC, SECONDS_PER_DAY, SECONDS_PER_HOUR  # noqa: F401 (SECONDS_PER_DAY: part of this module's API, docs/formulas.md)
 from transformer_calc.model.config import LayerAttention, ModelConfig, Recompute, Workload
 from transformer_calc.estimators.params import GATED_MATRICES, PLAIN_MATRICES, count_params, layer_params
+from transformer_calc.estimators.mixers import MIXERS
 
 BACKWARD_PER_FORWARD = 2  # input grad + weight grad, each one forward matmul
 FORWARD_FLOPS_PER_PARAM = FLOPS_PER_MAC  # 2·N per token forward (one MAC per weight)
@@ -117,6 +123,7 @@ class StepFlops:
     lm_head: int  # forward, h @ W_E^T: 2·B·S·d_embed·V
     embedding_projection: int  # forward, OPT project_in + project_out: 2 x 2·B·S·D·d_embed
     indexer: int = 0  # forward of every DSA indexer (no backward: run under no_grad)
+    mixers: int = 0  # forward of the non-attention mixers (Gated DeltaNet, ...) of all blocks (in `layers`)
 
     @property
     def tokens(self) -> int:
@@ -186,6 +193,8 @@ class StepFlops:
         out["lm_head"] = self.lm_head
         out["embedding_projection"] = self.embedding_projection
         out["indexer"] = self.indexer
+        if self.mixers:  # hybrid models only: the key is absent for attention-only models
+            out["mixers"] = self.mixers
         for f in fields(self.layer):
             out[f"per_layer_{f.name}"] = getattr(self.layer, f.name)
         out["per_layer"] = self.layer.total
@@ -296,11 +305,19 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
     layer = layer_flops(m, w, causal=causal, windowed=windowed)
     n_moe = m.n_moe_layers()
     dense = layer_flops(m, w, causal=causal, windowed=windowed, moe=False) if m.is_moe else layer
-    mlp = n_moe * layer.mlp_total + (m.n_layers - n_moe) * dense.mlp_total
-    attention = cores = 0
+    n_dense = m.n_layers - n_moe - m.n_channel_free_layers()  # one_mixer_per_layer: mixer blocks have no MLP
+    mlp = n_moe * layer.mlp_total + n_dense * dense.mlp_total
+    attention = cores = mixers = 0
     for kind in LayerAttention:
         n = m.n_attention_layers(kind)
-        if n:
+        if n and kind in MIXERS:  # a mixer layer (estimators/mixers/): its projections, conv and core
+            f_mix = MIXERS[kind].forward_flops(m, B, S)
+            mixers += n * f_mix.total
+            cores += n * (f_mix.core + f_mix.hidden)  # the mixing kernel: what selective recompute repeats
+            if m.mixer_beside_attention:  # Falcon-H1: full attention beside the mixer in the same layer
+                attention += n * layer.attention
+                cores += n * layer.attention_core
+        elif n and kind is not LayerAttention.none:  # none: an MLP block, no sequence mixer
             f = layer if kind is LayerAttention.full else layer_flops(m, w, causal=causal, windowed=windowed, kind=kind)
             attention += n * f.attention
             cores += n * f.attention_core
@@ -311,11 +328,12 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
         causal=causal,
         windowed=windowed,
         layer=layer,
-        layers=attention + mlp,
+        layers=attention + mixers + mlp,
         attention_cores=cores,
         lm_head=FLOPS_PER_MAC * B * S * d_emb * V,
         embedding_projection=2 * FLOPS_PER_MAC * B * S * D * d_emb if d_emb != D else 0,
         indexer=m.n_indexer_layers * layer.indexer,
+        mixers=mixers,
     )
 
 
@@ -373,7 +391,7 @@ def palm_flops_per_token(m: ModelConfig, seq_len: int) -> int:
     gives the reported 46.2 % MFU; without the 4.7e9 embedding it would be 45.8 %). The attention
     term is the non-causal attention core, forward + backward.
     """
-    L, H, Q, T = m.n_layers, m.n_heads, m.head_dim, seq_len
+    L, H, Q, T = m.n_softmax_layers(), m.n_heads, m.head_dim, seq_len  # L: the layers with attention
     return six_n_flops_per_token(m) + PALM_ATTENTION_FLOPS * L * H * Q * T
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
-from transformer_calc.model.config import ACTIVATION_PARAMS, ModelConfig, Positional, QKNormScope
+from transformer_calc.model.config import ACTIVATION_PARAMS, LayerAttention, ModelConfig, Positional, QKNormScope
+from transformer_calc.estimators.mixers import MIXERS
 
 # count_params and shard_params are pure functions of a frozen, hashable ModelConfig (and ints)
 # returning frozen dataclasses: they are memoized, so that a sweep or a planner that prices
@@ -71,6 +72,9 @@ class LayerParams:
         return self.attention + self.mlp + self.norms
 
 
+ATTENTION_FIELDS = ("attn_q", "attn_k", "attn_v", "attn_o", "attn_bias", "qk_norm", "latent_norms", "sinks")
+
+
 @dataclass(frozen=True)
 class ModelParams:
     """Whole-model parameter count: the non-repeated parts plus the blocks.
@@ -94,16 +98,28 @@ class ModelParams:
     active_mlp_per_layer: int  # routed-expert parameters one token uses in a MoE layer (top-k)
     mtp: int  # multi-token-prediction modules the checkpoint stores (not built by transformers)
     n_indexer_layers: int  # DSA: blocks that hold an indexer (`layer.indexer` each); the others reuse its top-k
+    # Hybrid models (estimators/mixers/): the layers with softmax attention (n_layers otherwise), and
+    # the parameters of the other mixers (Gated DeltaNet, ...) summed over their layers. `layer` and
+    # `dense_layer` describe a block with attention; a mixer layer swaps its attention for its mixer.
+    n_attention_layers: int
+    mixers: int
+    n_channel_free_layers: int  # one_mixer_per_layer: the sequence-mixer blocks, which have no MLP (0 otherwise)
 
     @property
     def n_dense_layers(self) -> int:
-        return self.n_layers - self.n_moe_layers
+        return self.n_layers - self.n_moe_layers - self.n_channel_free_layers
+
+    @property
+    def n_mixer_layers(self) -> int:
+        return self.n_layers - self.n_attention_layers
 
     @property
     def layers(self) -> int:
         # `layer` and `dense_layer` carry one indexer each; GLM-5's shared layers have none
         idle_indexers = (self.n_layers - self.n_indexer_layers) * self.layer.indexer
-        return self.n_moe_layers * self.layer.total + self.n_dense_layers * self.dense_layer.total - idle_indexers
+        blocks = self.n_moe_layers * self.layer.total + self.n_dense_layers * self.dense_layer.total - idle_indexers
+        blocks += self.n_channel_free_layers * (self.dense_layer.total - self.dense_layer.mlp)  # no MLP
+        return blocks - self.n_mixer_layers * self.layer.attention + self.mixers
 
     @property
     def total(self) -> int:
@@ -141,6 +157,12 @@ class ModelParams:
         for f in fields(self.layer):
             out[f"per_layer_{f.name}"] = getattr(self.layer, f.name)
         for f in fields(self.layer):  # each component summed over every block (MoE and dense)
+            if f.name in ATTENTION_FIELDS:  # the attention parts: only the layers that have attention
+                out[f"layers_{f.name}"] = self.n_attention_layers * getattr(self.layer, f.name)
+                continue
+            if f.name == "norms":  # every layer's, with an MLP or not
+                out["layers_norms"] = self.n_layers * self.layer.norms
+                continue
             out[f"layers_{f.name}"] = (
                 self.n_moe_layers * getattr(self.layer, f.name) + self.n_dense_layers * getattr(self.dense_layer, f.name)
             )
@@ -183,7 +205,10 @@ def attention_weights(m: ModelConfig, q_heads: int, kv_heads: int, replicated_do
     heads it holds; MLA's down-projections to the latents are replicated on every rank)."""
     D, hd = m.d_model, m.head_dim
     if not m.is_mla:
-        return D * q_heads * hd, D * kv_heads * hd, D * kv_heads * hd, q_heads * hd * D
+        # attn_output_gate (modeling_qwen3_next.py Qwen3NextAttention): q_proj emits A·h_d queries and
+        # A·h_d gate logits, D x 2·A·h_d
+        q_out = q_heads * hd * (2 if m.attn_output_gate else 1)
+        return D * q_out, D * kv_heads * hd, D * kv_heads * hd, q_heads * hd * D
     r_kv, rope, nope, dv = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
     assert r_kv is not None and rope is not None and nope is not None and dv is not None
     if m.q_lora_rank is None:
@@ -203,7 +228,8 @@ def _attention_bias(m: ModelConfig, q_heads: int, kv_heads: int, out_bias: bool)
         assert r_kv is not None and rope is not None  # MLA's widths are required (config._check_mla)
         bias = (m.q_lora_rank or 0) + r_kv + rope if m.qkv_bias else 0
         return bias + (D if out_bias else 0)
-    return (hd * (q_heads + 2 * kv_heads) if m.qkv_bias else 0) + (D if out_bias else 0)
+    q_out = q_heads * (2 if m.attn_output_gate else 1)  # the output gate's logits come from q_proj too
+    return (hd * (q_out + 2 * kv_heads) if m.qkv_bias else 0) + (D if out_bias else 0)
 
 
 def _qk_norm(m: ModelConfig) -> int:
@@ -303,6 +329,9 @@ def count_params(m: ModelConfig) -> ModelParams:
         active_mlp_per_layer=m.experts_per_token * (w_expert + b_expert) if m.is_moe else layer.mlp_weights + layer.mlp_bias,
         mtp=m.mtp_layers * mtp_block,
         n_indexer_layers=m.n_indexer_layers,
+        n_attention_layers=m.n_softmax_layers(),
+        mixers=sum(m.n_attention_layers(k) * MIXERS[k].params(m).total for k in m.mixer_kinds),
+        n_channel_free_layers=m.n_channel_free_layers(),
     )
 
 
@@ -369,6 +398,8 @@ def check_tensor_parallel(m: ModelConfig, T: int, ep: int = 1, etp: int | None =
         raise ValueError(f"tensor parallel size T ({T}) must be >= 1")
     if m.n_heads % T:
         raise ValueError(f"n_heads ({m.n_heads}) must be divisible by T ({T}); use a divisor of {m.n_heads}")
+    for kind in m.mixer_kinds:
+        MIXERS[kind].check(m, T)
     if m.has_dense_mlp_layers and m.d_ff % T:
         raise ValueError(f"d_ff ({m.d_ff}) must be divisible by T ({T}); use a divisor of {m.d_ff}")
     if m.is_moe:
@@ -424,12 +455,22 @@ class ShardParams:
     lm_head: int  # untied head shard (+ bias); 0 when tied
     tied_head_copy: int  # the embedding shard a separate last stage needs when tied
     indexer: int = 0  # DSA: one layer's indexer, replicated, inside `layer` and `dense_layer`
+    attention: int = 0  # the attention part of `layer` (what a mixer layer holds instead)
+    mixers: tuple[tuple[LayerAttention, int], ...] = ()  # (kind, one layer's shard) of the other mixers
+    dense_mlp: int = 0  # the MLP part of `dense_layer` (what a layer without MLP lacks)
 
     def blocks(self, m: ModelConfig, start: int, stop: int) -> int:
         """The blocks' shards for layers [start, stop) (less the indexers GLM-5's shared layers lack)."""
-        n_moe = m.n_moe_layers(start, stop)
+        n_moe, n_free = m.n_moe_layers(start, stop), m.n_channel_free_layers(start, stop)
         shared = sum(1 for i in set(m.index_shared_layer_ids) if start <= i < stop) if self.indexer else 0
-        return n_moe * self.layer + (stop - start - n_moe) * self.dense_layer - shared * self.indexer
+        total = n_moe * self.layer + (stop - start - n_moe - n_free) * self.dense_layer - shared * self.indexer
+        total += n_free * (self.dense_layer - self.dense_mlp)  # one_mixer_per_layer: a mixer block, no MLP
+        if m.one_mixer_per_layer:  # an MLP block (kind none): no sequence mixer
+            total -= m.n_attention_layers(LayerAttention.none, start, stop) * self.attention
+        beside = self.attention if m.mixer_beside_attention else 0  # Falcon-H1: attention stays
+        for kind, shard in self.mixers:  # a mixer layer: its mixer in place of attention
+            total += m.n_attention_layers(kind, start, stop) * (shard - self.attention + beside)
+        return total
 
     def total(self, m: ModelConfig) -> int:
         return self.embedding + self.blocks(m, 0, m.n_layers) + self.final_norm + self.lm_head
@@ -490,6 +531,9 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
         lm_head=(0 if m.tied_embeddings else table) + head_bias,
         tied_head_copy=table if m.tied_embeddings else 0,
         indexer=full.layer.indexer,
+        attention=attn,
+        mixers=tuple((k, MIXERS[k].shard_params(m, T)) for k in m.mixer_kinds),
+        dense_mlp=mlp(m.d_ff // T),
     )
 
 

@@ -53,11 +53,24 @@ class NormKind(str, Enum):
 
 
 class LayerAttention(str, Enum):
-    """What one layer's attention sees (HF `layer_types`; docs/formulas.md "Sliding window")."""
+    """A layer's sequence mixer (HF `layer_types`): softmax attention that sees every earlier token,
+    a window or a chunk of them (docs/formulas.md "Sliding window"), or a mixer with a constant
+    state instead of a KV cache (transformer_calc/estimators/mixers/, one module per kind;
+    docs/adding-a-block.md)."""
 
     full = "full"  # every earlier token (causal)
     sliding = "sliding"  # the last `sliding_window` tokens (Mistral, Gemma 2/3, gpt-oss)
     chunked = "chunked"  # tokens of the same `attention_chunk_size` block (Llama 4 local layers)
+    deltanet = "deltanet"  # Gated DeltaNet (Yang et al. 2024; Qwen3-Next, Qwen3.5): conv + delta-rule state
+    mamba2 = "mamba2"  # Mamba-2 (Dao & Gu 2024; Bamba, Granite-4.0-H): conv + SSM state
+    conv = "conv"  # gated short convolution (LFM2): conv state only
+    mamba = "mamba"  # Mamba(-1) selective scan (Gu & Dao 2023; Jamba): conv + SSM state
+    lightning = "lightning"  # lightning attention (MiniMax-01): a running K^T·V per head
+    none = "none"  # no sequence mixer: with one_mixer_per_layer, the layer is its MLP or MoE alone (Nemotron-H)
+
+
+# The kinds that are softmax attention (Q, K, V, O and a KV cache); the others are `mixers` kinds.
+ATTENTION_KINDS = frozenset({LayerAttention.full, LayerAttention.sliding, LayerAttention.chunked})
 
 
 class QKNormScope(str, Enum):
@@ -166,6 +179,38 @@ class ModelConfig(BaseModel):
     )
     sliding_window: int | None = Field(default=None, gt=0, description="W, tokens a sliding layer sees")
     attention_chunk_size: int | None = Field(default=None, gt=0, description="chunk of a chunked layer")
+    attn_output_gate: bool = Field(
+        default=False, description="a sigmoid gate on the attention output: q_proj also emits A*h_d gate values (Qwen3-Next)"
+    )
+    # --- Gated DeltaNet layers (attention_pattern `deltanet`; estimators/mixers/deltanet.py)
+    linear_key_heads: int | None = Field(default=None, gt=0, description="H_k, Gated DeltaNet query/key heads")
+    linear_value_heads: int | None = Field(default=None, gt=0, description="H_v, Gated DeltaNet value heads (state heads)")
+    linear_key_head_dim: int | None = Field(default=None, gt=0, description="d_k, Gated DeltaNet key head width")
+    linear_value_head_dim: int | None = Field(default=None, gt=0, description="d_v, Gated DeltaNet value head width")
+    conv_kernel: int | None = Field(default=None, gt=0, description="K_conv, taps of a mixer's causal depthwise conv")
+    # --- Mamba-2 layers (attention_pattern `mamba2`; estimators/mixers/mamba2.py)
+    ssm_heads: int | None = Field(default=None, gt=0, description="H, Mamba-2 heads")
+    ssm_head_dim: int | None = Field(default=None, gt=0, description="P, Mamba-2 head width (d_inner = H·P)")
+    ssm_state_size: int | None = Field(default=None, gt=0, description="N, Mamba-2 state size per head")
+    ssm_groups: int | None = Field(default=None, gt=0, description="G, Mamba-2 B/C groups")
+    ssm_chunk_size: int | None = Field(default=None, gt=0, description="Q, chunk of the chunked SSM scan")
+    ssm_proj_bias: bool = Field(default=False, description="biases on the Mamba-2 in/out projections")
+    ssm_conv_bias: bool = Field(default=True, description="a bias on the Mamba-2 conv")
+    ssm_inner: int | None = Field(default=None, gt=0, description="d_inner, Mamba(-1) channels (mamba_expand·D)")
+    ssm_dt_rank: int | None = Field(default=None, gt=0, description="R, Mamba(-1) rank of the dt projection")
+    lightning_block_size: int | None = Field(default=None, gt=0, description="C, the block of lightning attention's prompt form")
+    short_conv_bias: bool = Field(default=False, description="biases on a short-conv layer's projections and conv (LFM2)")
+    ssm_out_bias: bool | None = Field(default=None, description="a bias on the Mamba-2 out_proj (default: ssm_proj_bias)")
+    ssm_norm: bool = Field(default=True, description="the Mamba-2 gated RMSNorm before out_proj (Falcon-H1: optional)")
+    one_mixer_per_layer: bool = Field(
+        default=False,
+        description="each layer is one block: a sequence mixer without MLP, or (pattern kind none) an MLP/MoE alone "
+        "(Nemotron-H's M, *, -, E blocks)",
+    )
+    mixer_beside_attention: bool = Field(
+        default=False,
+        description="the pattern's mixer layers also run full attention beside the mixer (Falcon-H1's parallel hybrid)",
+    )
     # --- multi-head latent attention (DeepSeek-V2/V3, Kimi K2): on when kv_lora_rank is set
     q_lora_rank: int | None = Field(default=None, gt=0, description="MLA query low rank (none: full q_proj)")
     kv_lora_rank: int | None = Field(default=None, gt=0, description="MLA latent width (cached)")
@@ -286,7 +331,15 @@ class ModelConfig(BaseModel):
 
     @property
     def has_dense_mlp_layers(self) -> bool:
-        return not self.is_moe or self.n_moe_layers() < self.n_layers
+        return not self.is_moe or self.n_moe_layers() < self.n_layers - self.n_channel_free_layers()
+
+    def n_channel_free_layers(self, start: int = 0, stop: int | None = None) -> int:
+        """Layers without an MLP among [start, stop): with one_mixer_per_layer, the sequence-mixer
+        blocks (every kind but none); 0 otherwise."""
+        if not self.one_mixer_per_layer:
+            return 0
+        stop = self.n_layers if stop is None else stop
+        return (stop - start) - self.n_attention_layers(LayerAttention.none, start, stop)
 
     def n_moe_layers(self, start: int = 0, stop: int | None = None) -> int:
         """MoE layers among layers [start, stop): closed form (no loop over layers).
@@ -298,6 +351,11 @@ class ModelConfig(BaseModel):
         stop = self.n_layers if stop is None else stop
         if not self.is_moe:
             return 0
+        if self.one_mixer_per_layer:  # only the layers that are an MLP block (kind none) have one
+            pat, dense = self.attention_pattern, set(self.dense_layer_ids)
+            return sum(1 for i in range(start, stop)
+                       if pat[i % len(pat)] is LayerAttention.none and i >= self.first_dense_layers
+                       and (i + 1) % self.moe_layer_step == 0 and i not in dense)
         lo = max(start, self.first_dense_layers)
         if lo >= stop:
             return 0
@@ -316,6 +374,33 @@ class ModelConfig(BaseModel):
             return full * pat.count(kind) + pat[:rest].count(kind)
 
         return upto(stop) - upto(start)
+
+    def n_softmax_layers(self, start: int = 0, stop: int | None = None) -> int:
+        """Layers with softmax attention (full, sliding or chunked) among [start, stop); with
+        `mixer_beside_attention`, the mixer layers too (their attention is full)."""
+        n = sum(self.n_attention_layers(k, start, stop) for k in ATTENTION_KINDS)
+        if self.mixer_beside_attention:
+            n += sum(self.n_attention_layers(k, start, stop) for k in self.mixer_kinds)
+        return n
+
+    def n_kv_layers(self, kind: LayerAttention) -> int:
+        """Layers whose attention is of `kind` (a full/sliding/chunked kind): the pattern's, and with
+        `mixer_beside_attention` the mixer layers' full attention."""
+        n = self.n_attention_layers(kind)
+        if kind is LayerAttention.full and self.mixer_beside_attention:
+            n += sum(self.n_attention_layers(k) for k in self.mixer_kinds)
+        return n
+
+    @property
+    def mixer_kinds(self) -> tuple[LayerAttention, ...]:
+        """The non-attention mixer kinds the pattern uses (Gated DeltaNet, ...), in enum order."""
+        return tuple(k for k in LayerAttention
+                     if k not in ATTENTION_KINDS and k is not LayerAttention.none and k in self.attention_pattern)
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Some layers mix with a constant-state mixer instead of softmax attention."""
+        return bool(self.mixer_kinds)
 
     @property
     def d_embedding(self) -> int:
@@ -580,7 +665,7 @@ def _check_pattern(d: dict[str, Any]) -> None:
         return
     if isinstance(pat, (str, bytes)) or not isinstance(pat, (list, tuple)):
         raise ValueError(
-            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked, e.g. [sliding, full]"
+            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked/deltanet/mamba2/mamba/conv/lightning/none, e.g. [sliding, full]"
         )
     if not pat or len(pat) > MAX_PATTERN:
         raise ValueError(
@@ -590,10 +675,54 @@ def _check_pattern(d: dict[str, Any]) -> None:
     if bad is not None:
         raise ValueError(f"attention_pattern holds {clip(bad)}; each entry is full, sliding or chunked")
     kinds = {k.value if isinstance(k, LayerAttention) else k for k in pat}
+    if "deltanet" in kinds:
+        missing = [k for k in DELTANET_FIELDS if d.get(k) is None]
+        if missing:
+            raise ValueError(f"attention_pattern has deltanet layers but {', '.join(missing)} is not given; give it")
+        hk, hv = _int_or_none(d.get("linear_key_heads")), _int_or_none(d.get("linear_value_heads"))
+        if hk and hv and hv % hk:
+            raise ValueError(
+                f"linear_value_heads ({hv}) must be a multiple of linear_key_heads ({hk}) "
+                "(each key head serves H_v/H_k value heads); use a multiple of it"
+            )
+    if "none" in kinds and d.get("one_mixer_per_layer") is not True:
+        raise ValueError("attention_pattern has none layers (no sequence mixer) but one_mixer_per_layer is not set; set it")
+    if d.get("one_mixer_per_layer") is True:
+        L = _int_or_none(d.get("n_layers"))
+        if L is not None and L > MAX_BLOCK_LAYERS:
+            raise ValueError(f"n_layers ({L}) is above {MAX_BLOCK_LAYERS}, the most a one_mixer_per_layer model takes")
+    if "mamba" in kinds:
+        missing = [k for k in ("ssm_inner", "ssm_state_size", "ssm_dt_rank", "conv_kernel") if d.get(k) is None]
+        if missing:
+            raise ValueError(f"attention_pattern has mamba layers but {', '.join(missing)} is not given; give it")
+    if "lightning" in kinds and d.get("lightning_block_size") is None:
+        raise ValueError("attention_pattern has lightning layers but lightning_block_size is not given; give it")
+    if "conv" in kinds and d.get("conv_kernel") is None:
+        raise ValueError("attention_pattern has conv layers but conv_kernel is not given; give it")
+    if "mamba2" in kinds:
+        missing = [k for k in MAMBA2_FIELDS if d.get(k) is None]
+        if missing:
+            raise ValueError(f"attention_pattern has mamba2 layers but {', '.join(missing)} is not given; give it")
+        heads, groups = _int_or_none(d.get("ssm_heads")), _int_or_none(d.get("ssm_groups"))
+        if heads and groups and heads % groups:
+            raise ValueError(f"ssm_heads ({heads}) must be a multiple of ssm_groups ({groups}); use a multiple of it")
     if "sliding" in kinds and d.get("sliding_window") is None:
         raise ValueError("attention_pattern has sliding layers but sliding_window is not given; give it")
     if "chunked" in kinds and d.get("attention_chunk_size") is None:
         raise ValueError("attention_pattern has chunked layers but attention_chunk_size is not given; give it")
+
+
+# Fields a result's model section lists only when the model sets them (the widths of the mixers other
+# than attention): the JSON of every attention-only model stays as it was.
+SHOWN_WHEN_SET = frozenset({
+    "attn_output_gate", "linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+    "conv_kernel", "ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "ssm_proj_bias",
+    "ssm_conv_bias", "ssm_out_bias", "ssm_norm", "mixer_beside_attention", "one_mixer_per_layer", "short_conv_bias",
+    "ssm_inner", "ssm_dt_rank", "lightning_block_size",
+})
+MAX_BLOCK_LAYERS = 65536  # most layers of a one_mixer_per_layer model (its MoE layers are counted one by one)
+MAMBA2_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "conv_kernel")
+DELTANET_FIELDS = ("linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim", "conv_kernel")
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -935,7 +1064,7 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "loss_in_split": "parallelism",
     "gpu": "gpu",
 }
-INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", "gpu", "images",
+INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", "gpu", "images", "state_dtype",
                   "matmul_efficiency", "memory_efficiency", "cuda_graphs", "kernel_launch_s", "sequence_overhead_s",
                   "block_size", "memory_utilization", "max_num_batched_tokens", "max_num_seqs", "cuda_context",
                   "activation_peak", "engine_workspace", "ttft_s", "tpot_s", "request_rate", "gpus"}

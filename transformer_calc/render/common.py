@@ -164,7 +164,7 @@ def model_summary(model: Any) -> str:
     if set(pattern) != {"full"}:
         window = {"sliding": m.get("sliding_window"), "chunked": m.get("attention_chunk_size")}
         kinds = sorted(set(pattern) - {"full"})
-        spans = ", ".join(f"{k} {window[k]}" for k in kinds)
+        spans = ", ".join(f"{k} {window[k]}" if k in window else k for k in kinds)  # mixers: no span
         parts.append(f"layers {'/'.join(pattern) if len(pattern) <= 6 else str(len(pattern)) + '-layer pattern'} ({spans})")
     if m["n_experts"] > 1:
         moe = f"MoE {m['experts_per_token']}/{m['n_experts']}"

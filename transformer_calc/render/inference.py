@@ -27,6 +27,8 @@ def inference_table(r: Any) -> Any:
     for label, value in (
         (f"weights ({inf.weight_dtype})", per.weights_bytes),
         (f"KV cache ({inf.kv_dtype}, {kv.context_len} tokens)", per.kv_cache_bytes),
+        *([(f"decode state ({r.decode_state.state_dtype}, constant in S)", per.state_bytes)]
+          if r.decode_state is not None and per.state_bytes is not None else []),
         ("workspace", per.workspace_bytes),
     ):
         t.add_row(label, fmt_bytes(value), bar(value / scale))
@@ -52,6 +54,8 @@ def inference_table(r: Any) -> Any:
     else:
         what = f"{inf.cache_kv_heads} K/V heads"
     kinds = kv.layers_by_kind
+    if r.decode_state is not None and set(kinds) == {"full"}:  # a hybrid: only these layers cache K/V
+        what += f"; the {kinds['full']} full-attention layers"
     if set(kinds) - {"full"}:
         spans = {"sliding": kv.sliding_window, "chunked": kv.attention_chunk_size}
         what += "; " + ", ".join(
@@ -61,6 +65,11 @@ def inference_table(r: Any) -> Any:
     lines = [
         f"KV cache: {fmt_bytes(kv.total_bytes)} in all ({fmt_bytes(kv.bytes_per_token)} per token, "
         f"{what}), {fmt_bytes(kv.per_gpu_bytes)} per GPU",
+        *([f"decode state ({', '.join(f'{n} {k} layers' for k, n in r.decode_state.layers_by_kind.items())}): "
+           f"{fmt_bytes(r.decode_state.bytes_per_sequence)} per sequence whatever the context (conv "
+           f"{fmt_bytes(r.decode_state.conv_bytes_per_sequence)} in {r.decode_state.conv_dtype}, recurrent "
+           f"{fmt_bytes(r.decode_state.recurrent_bytes_per_sequence)} in {r.decode_state.state_dtype}), "
+           f"{fmt_bytes(r.decode_state.per_gpu_bytes)} per GPU"] if r.decode_state is not None else []),
         ("fits" if mem.fits else "does NOT fit") + f"; headroom {fmt_bytes(mem.headroom_bytes)}; "
         f"largest batch at this context: {mem.max_batch_size}; longest prompt at this batch: {mem.max_prompt_len}; "
         f"smallest T that fits: {mem.min_tensor_parallel or 'none'}",

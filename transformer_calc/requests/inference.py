@@ -81,6 +81,9 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
     from transformer_calc.devices.hardware import compute_dtype
 
     merged = resolve(flags, section)
+    if merged.get("state_dtype") is not None and not model.is_hybrid:
+        raise TcalcError(f"state_dtype ({merged['state_dtype']}) is the recurrent state's dtype of a hybrid model "
+                         f"(Gated DeltaNet, Mamba); {model.name or 'this model'} has attention layers only: drop it")
     if merged.get("mla_cache") is not None and model.kv_lora_rank is None:
         raise TcalcError(f"mla_cache ({merged['mla_cache']}) chooses how an MLA model's cache is kept; "
                          f"{model.name or 'this model'} has no MLA (no kv_lora_rank): drop it")
@@ -104,6 +107,7 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
             cache_kv_heads=merged.get("cache_kv_heads"),
             kv_cache=merged.get("kv_cache", True),
             mla_cache=merged.get("mla_cache", "latent"),
+            state_dtype=merged.get("state_dtype"),
         )
     except TcalcError:
         raise
@@ -174,6 +178,7 @@ class InferenceRequest(_Engine):
     kv_cache: Annotated[bool | None, opt("--kv-cache/--no-kv-cache", help="--no-kv-cache: the seed's naive mode, every token reprocesses the context \\[default: on].", panel=INFERENCE)] = None
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel GPUs: each holds n_experts / ep routed experts \\[default: 1].", panel=INFERENCE, parse=whole)] = None
     mla_cache: Annotated[str | None, opt("--mla-cache", help="MLA models: latent (r_kv + d_rope per token, replicated over T; transformers) | decompressed (per-head K and V) \\[default: latent].", panel=INFERENCE)] = None
+    state_dtype: Annotated[str | None, opt("--state-dtype", help="Hybrid models (Gated DeltaNet, Mamba): the recurrent state's dtype, fp32 | bf16 | fp16 \\[default: fp32, as transformers keeps it].", panel=INFERENCE)] = None
     images: Annotated[int | None, opt("--images", help="Images per prompt (multimodal models): each adds the model's tokens per image to the prompt, and the vision tower's forward to the prefill \\[default: 0].", panel=INFERENCE, parse=whole)] = None
     draft: Annotated[Any, opt("--draft", help="Speculative decoding: the draft model (a preset, a tcalc YAML or an HF config.json) \\[default: none].", panel=SPECULATIVE, job=False)] = None
     mtp: Annotated[bool, opt("--mtp", help="Speculative decoding with the model's multi-token-prediction modules as the draft.", panel=SPECULATIVE, job=False)] = False

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 from pydantic import create_model
 
-from transformer_calc.model.config import ModelConfig
+from transformer_calc.model.config import SHOWN_WHEN_SET, ModelConfig
 from transformer_calc.results.base import Section
 from transformer_calc.estimators.params import count_params
 
@@ -20,8 +20,11 @@ def model_dict(m: ModelConfig) -> dict[str, Any]:
 
 
 def _model_section_fields() -> dict[str, Any]:
-    fields: dict[str, Any] = {name: (f.annotation, ...) for name, f in ModelConfig.model_fields.items()}
-    fields["towers"] = (fields["towers"][0], None)  # a text-only decoder's results have no towers key
+    # the fields of SHOWN_WHEN_SET (hybrid mixers' widths) are keys only when the model sets them; a
+    # text-only decoder's results have no towers key
+    fields: dict[str, Any] = {name: (f.annotation, f.default if name in SHOWN_WHEN_SET else ...)
+                              for name, f in ModelConfig.model_fields.items()}
+    fields["towers"] = (fields["towers"][0], None)
     fields["gated_mlp"] = (bool, ...)
     return fields
 
@@ -41,8 +44,10 @@ class WorkloadSection(Section):
 
 def model_section(m: ModelConfig) -> Any:
     """The `model` section of a result."""
-    fields = {k: v for k, v in dict(m).items() if not (k == "towers" and v is None)}  # unset: no key
-    return ModelSection.model_validate({**fields, "gated_mlp": m.gated_mlp})
+    shown = {k: v for k, v in dict(m).items()
+             if not (k == "towers" and v is None)  # unset: no key
+             and (k not in SHOWN_WHEN_SET or v != ModelConfig.model_fields[k].default)}
+    return ModelSection.model_validate({**shown, "gated_mlp": m.gated_mlp})
 
 
 class TowersSection(Section):
@@ -104,7 +109,7 @@ def expected_component_params(m: ModelConfig) -> dict[str, int]:
         "mlp": layers("mlp_weights") + layers("mlp_bias") + layers("shared_expert") - routed,
         "experts": routed,
         "router": layers("router"),
-        "norms": layers("norms") + c.final_norm,
+        "norms": c.n_layers * c.layer.norms + c.final_norm,
         "head": c.lm_head + c.lm_head_bias + c.embedding_projection // 2,
         "towers": m.tower_params,  # vision/audio encoders and projectors the config accounts for
         "mtp": c.mtp,

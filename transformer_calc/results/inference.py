@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import model_validator
 
 from transformer_calc.errors import ImpossibleResult
-from transformer_calc.model.config import LayerAttention, ModelConfig
+from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
 from transformer_calc.results.base import TOLERANCE, Result, Section
 from transformer_calc.results.common import CheckpointSection, ModelSection, TowersSection, model_section, towers_section
 from transformer_calc.results.serve import EngineSettings, ExpectedAssumptions, engine_section, expected_assumptions
@@ -57,11 +57,27 @@ class KVCacheSection(Section):
     per_gpu_bytes: int
 
 
+class DecodeStateSection(Section):
+    """Hybrid models: the decode state of the mixer layers (Gated DeltaNet, ...), constant in the
+    context, beside the KV cache of the attention layers."""
+
+    layers_by_kind: dict[str, int]  # mixer kind (deltanet) -> layers of it
+    conv_dtype: str  # the conv state's dtype (the activation dtype)
+    state_dtype: str  # the recurrent state's dtype
+    conv_bytes_per_sequence: int  # every mixer layer, the whole model
+    recurrent_bytes_per_sequence: int
+    bytes_per_sequence: int
+    bytes_per_sequence_per_gpu: int
+    total_bytes: int  # B sequences (0 without a cache)
+    per_gpu_bytes: int
+
+
 class InferenceMemoryPerGpu(Section):
     weights_bytes: int
     kv_cache_bytes: int
     workspace_bytes: int  # the prefill's largest transient
     total_bytes: int
+    state_bytes: int | None = None  # hybrid models: the mixer layers' decode state (in total_bytes)
 
 
 class InferenceMemorySection(Section):
@@ -208,6 +224,7 @@ class InferenceResult(Result):
     model: ModelSection
     inference: InferenceSettings
     kv_cache: KVCacheSection
+    decode_state: DecodeStateSection | None = None  # hybrid models only
     memory: InferenceMemorySection
     prefill: RooflineStep
     decode: DecodeSection
@@ -336,7 +353,7 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
     the expected latency at achievable rates with fixed costs (`expected`), and the paged KV
     cache's serving capacity (`serving`, with the cache on)."""
     from transformer_calc.estimators.inference.expected import default_efficiency, estimate_expected
-    from transformer_calc.estimators.inference.roofline import estimate_inference, expert_layout, min_tensor_parallel
+    from transformer_calc.estimators.inference.roofline import decode_state, estimate_inference, expert_layout, min_tensor_parallel
     from transformer_calc.estimators.inference.serving import ServingSpec
 
     e = estimate_inference(m, gpu, spec)
@@ -365,6 +382,9 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
         )
 
     extra: dict[str, Any] = {}
+    state = decode_state(m, spec)
+    if state is not None:
+        extra["decode_state"] = DecodeStateSection(**vars(state))
     if spec.kv_cache:
         extra["serving"] = serving_section(m, gpu, spec, serving or ServingSpec())
     if speculative:
@@ -395,7 +415,8 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
         ),
         kv_cache=KVCacheSection(
             context_len=kv.context_len,
-            layers_by_kind={k.value: m.n_attention_layers(k) for k in LayerAttention if m.n_attention_layers(k)},
+            layers_by_kind={k.value: m.n_kv_layers(k) for k in LayerAttention
+                            if k in ATTENTION_KINDS and m.n_kv_layers(k)},
             sliding_window=m.sliding_window,
             attention_chunk_size=m.attention_chunk_size,
             replicated_per_gpu=m.is_mla and spec.mla_cache == "latent",
@@ -409,6 +430,7 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
                 kv_cache_bytes=mem.kv_cache_bytes,
                 workspace_bytes=mem.workspace_bytes,
                 total_bytes=mem.total_bytes,
+                **({"state_bytes": mem.state_bytes} if m.is_hybrid else {}),
             ),
             capacity_bytes=mem.capacity_bytes,
             headroom_bytes=mem.capacity_bytes - mem.total_bytes,

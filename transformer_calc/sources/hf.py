@@ -363,6 +363,9 @@ FAMILIES.update(_FAMILIES_2024)
 from transformer_calc.sources.hf_2025 import FAMILIES as _FAMILIES_2025  # noqa: E402  (issue 22)
 
 FAMILIES.update(_FAMILIES_2025)
+from transformer_calc.sources.hf_hybrid import FAMILIES as _FAMILIES_HYBRID  # noqa: E402
+
+FAMILIES.update(_FAMILIES_HYBRID)
 
 # Multimodal wrapper configs (issue 22): the language model is `text_config` (read by the text
 # readers; transformers builds it inside the wrapper), the towers are `vision_config` and the
@@ -405,6 +408,11 @@ WRAPPERS: dict[str, Wrapper] = {
     "glm4v_moe": Wrapper("glm4v_moe_text", {"tie_word_embeddings": False}, "either"),  # configuration_glm4v_moe.py
     # configuration_kimi_k25.py Kimi_K25Config: a DeepSeek-V3 language model (text_config "kimi_k2")
     "kimi_k25": Wrapper("deepseek_v3", {"projection_hidden_size": 1152, "tie_word_embeddings": True}, "top"),
+    # configuration_qwen3_5.py Qwen3_5Config / configuration_qwen3_5_moe.py: a Gated DeltaNet language model
+    # (sources.hf_hybrid) and Qwen3-VL's vision tower without DeepStack; modeling_qwen3_5.py's
+    # Qwen3_5ForConditionalGeneration ties its lm_head by the top-level flag
+    "qwen3_5": Wrapper("qwen3_5_text", {"tie_word_embeddings": False}, "top"),
+    "qwen3_5_moe": Wrapper("qwen3_5_moe_text", {"tie_word_embeddings": False}, "top"),
     # configuration_voxtral.py VoxtralConfig: a Llama language model and an audio tower;
     # modeling_voxtral.py's VoxtralForConditionalGeneration declares no tied weights: its lm_head never is
     "voxtral": Wrapper(
@@ -421,25 +429,15 @@ SAME_AS: dict[str, str] = {"kimi_k2": "deepseek_v3"}
 
 # Model types transformers has that tcalc cannot represent, with what is missing.
 UNREPRESENTABLE: dict[str, str] = {
-    "qwen3_next": "its Gated DeltaNet linear-attention layers",
-    "falcon_h1": "its Mamba-2 state-space mixers",
     "falcon_mamba": "its Mamba state-space layers",
     "mamba": "its state-space layers",
     "mamba2": "its state-space layers",
-    "jamba": "its Mamba layers",
     "zamba": "its Mamba layers",
     "zamba2": "its Mamba-2 layers",
-    "bamba": "its Mamba-2 layers",
-    "granitemoehybrid": "its Mamba-2 layers",
-    "nemotron_h": "its Mamba-2 layers",
-    "lfm2": "its short convolution layers",
-    "minimax": "its lightning (linear) attention layers",
     "recurrent_gemma": "its recurrent (RG-LRU) blocks",
     "rwkv": "its RWKV time-mixing layers",
     "xlstm": "its xLSTM blocks",
     # being added beside this work (issue 22): hybrids and multimodal wrappers, refused by name until then
-    "qwen3_5": "its Gated DeltaNet linear-attention layers",
-    "qwen3_5_moe": "its Gated DeltaNet linear-attention layers",
     "kimi_linear": "its Kimi Delta Attention (linear) layers",
     "gemma3n": "its per-layer embeddings, AltUp and LAuReL blocks and shared KV layers (and its MobileNet and audio towers)",
     "gemma3n_text": "its per-layer embeddings, AltUp and LAuReL blocks",
@@ -460,6 +458,8 @@ OTHER_ARCHITECTURES: dict[str, str] = {
                      "sliding layers only and a value head width apart from head_dim (one n_kv_heads in tcalc)",
     "deepseek_v4": "DeepSeek-V4's manifold hyper-connections (hc_mult residual streams), compressed attention "
                    "layers and grouped low-rank output projection",
+    # one letter from nemotron_h (a hybrid tcalc reads): Nemotron-4 is another architecture
+    "nemotron": "Nemotron-4's layer norms (LayerNorm1P) and squared-ReLU MLP are not read yet (nemotron_h is Nemotron-H)",
 }
 
 from transformer_calc.sources.hf_2024 import TEXT_PARTS as _TEXT_PARTS_2024, without_keys  # noqa: E402
@@ -535,7 +535,7 @@ def from_hf_config(cfg: dict[str, Any], text_only: bool = False, _inside: bool =
     family = FAMILIES[model_type]
     c = Reader(model_type, cfg, family)
     spec = family.build(c)
-    spec["dropout"] = max(c.prob(key) for key in family.dropout_keys)
+    spec["dropout"] = max((c.prob(key) for key in family.dropout_keys), default=0.0)  # lfm2: no dropout at all
     if c.activation is not None:
         spec["activation_impl"] = c.activation  # e.g. gelu_new: unfused in eager PyTorch
     name = cfg.get("_name_or_path")

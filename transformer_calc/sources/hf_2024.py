@@ -231,6 +231,9 @@ def _qwen_moe_layers(c: Reader, spec: dict[str, Any], n_experts: int) -> dict[st
     return out
 
 
+qwen_moe_layers = _qwen_moe_layers  # public for the hybrid families (hf_hybrid.py: Qwen3-Next)
+
+
 def _qwen2_moe(c: Reader) -> dict[str, Any]:
     """modeling_qwen2_moe.py: q/k/v bias=qkv_bias, o_proj without; routed experts of
     moe_intermediate_size, a shared expert of shared_expert_intermediate_size with its

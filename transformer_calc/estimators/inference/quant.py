@@ -45,6 +45,7 @@ Which tensors each format quantizes (the rest stays at `rest_bits`):
 
 from __future__ import annotations
 
+from transformer_calc.estimators.mixers import require_attention_only
 import functools
 from dataclasses import dataclass
 from fractions import Fraction
@@ -119,6 +120,7 @@ class Matrix:
 def block_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
     """The linear layers of the decoder blocks held by one rank, layer by layer (routed experts:
     one Matrix per layer holding every local expert), plus the embedding and the LM head."""
+    require_attention_only(m, "a quantized weight format")
     if m.n_layers > MAX_LAYERS:
         raise ValueError(f"n_layers ({m.n_layers}) is above {MAX_LAYERS:,}, the most a quantization format is costed for")
     D, hd, A = m.d_model, m.head_dim, m.n_heads

@@ -37,6 +37,14 @@ Conventions (the ones published calculators disagree on):
   `weight_format` (gpt-oss: mxfp4) is its default weight dtype.
 - Memory is per GPU, in exact bytes, compared with the GPU's `memory_bytes` (the hardware
   table's capacity, decimal GB as marketed).
+- Hybrid models (estimators/mixers/: Gated DeltaNet layers beside attention): a mixer layer keeps a
+  decode state constant in the context instead of a KV cache (`decode_state`): its conv state at
+  the activation dtype and its recurrent state at `state_dtype` (default fp32, as transformers'
+  cache holds it). A decode step reads and writes the state of every sequence (counted with the
+  cache's reads and writes), a prompt writes it once; the mixing FLOPs (conv, state, chunked
+  delta rule) are counted with the attention FLOPs: the recurrent form for one token, the chunked
+  form for a prompt. Memory, the largest B and S, and the serving capacity count the state per
+  sequence beside the KV cache.
 
 All byte and FLOP counts are exact ints; seconds and ratios are floats.
 """
@@ -52,7 +60,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from transformer_calc.model.units import BITS_PER_BYTE, FLOPS_PER_MAC
-from transformer_calc.model.config import LayerAttention, ModelConfig
+from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
 from transformer_calc.devices.hardware import COLLECTIVE_LATENCY_S, DTYPE_ALIASES, DTYPES, GPU, peak_flops
 from transformer_calc.model.checkpoint import StoredWeights
 from transformer_calc.estimators.inference.quant import FORMATS, QuantizedWeights, quantized_weights, resolve_format, stored_shard
@@ -67,6 +75,7 @@ from transformer_calc.estimators.params import (
     mlp_params,
     tensor_parallel_params,
 )
+from transformer_calc.estimators.mixers import MIXERS
 
 KV_TENSORS = 2  # K and V are cached; the query is not (seed eq. kv_cache_memory; errata INF-1)
 ALL_REDUCES_PER_LAYER = 2  # Megatron-LM: after the attention output and after the MLP output
@@ -85,6 +94,7 @@ _FLOAT_COMPUTE = ("fp32", "fp16", "bf16", "fp8")  # weight dtypes that are also 
 _ACTIVATION_DEFAULT = ("fp32", "fp16", "bf16")  # compute dtypes that are also the activation dtype
 
 COMPUTE, MEMORY, MIXED = "compute", "memory", "mixed"
+STATE_DTYPE = "fp32"  # a mixer's recurrent state: transformers' LinearAttentionLayer keeps the fp32 state the delta rule returns
 MLA_CACHE_KINDS = ("latent", "decompressed")
 MAX_TENSOR_PARALLEL = 1024  # the largest T `min_tensor_parallel` tries (beyond any NVLink domain)
 MAX_CONTEXT_SEARCH = 2**62  # the longest prompt `inference_memory` reports (bounds its bisection)
@@ -122,6 +132,7 @@ class InferenceSpec:
     # images per sequence, encoded by the vision tower in the prefill; their tokens are part of
     # prompt_len (`with_images` adds both)
     images: int = 0
+    state_dtype: str | None = None  # hybrids: the recurrent (delta-rule / SSM) state's dtype; None: fp32
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "prompt_len", "new_tokens", "tensor_parallel", "expert_parallel"):
@@ -157,11 +168,13 @@ class InferenceSpec:
         else:
             activation = checked_dtype("activation_dtype", self.activation_dtype, DTYPE_BITS)
         kv = activation if self.kv_dtype is None else checked_dtype("kv_dtype", self.kv_dtype, KV_DTYPE_BITS)
+        state = STATE_DTYPE if self.state_dtype is None else checked_dtype("state_dtype", self.state_dtype, DTYPE_BITS)
         for name, value in (
             ("weight_dtype", weight),
             ("compute_dtype", compute),
             ("activation_dtype", activation),
             ("kv_dtype", kv),
+            ("state_dtype", state),
             ("collective_latency_s", float(latency)),
         ):
             object.__setattr__(self, name, value)  # resolved once; the dataclass stays frozen
@@ -181,6 +194,11 @@ class InferenceSpec:
     def resolved_compute_dtype(self) -> str:
         assert self.compute_dtype is not None  # resolved in __post_init__
         return self.compute_dtype
+
+    @property
+    def resolved_state_dtype(self) -> str:
+        assert self.state_dtype is not None  # resolved in __post_init__
+        return self.state_dtype
 
     @property
     def resolved_activation_dtype(self) -> str:
@@ -259,6 +277,20 @@ class _KVGroup:
 
 
 @dataclass(frozen=True)
+class _StateGroup:
+    """Mixer layers of one kind (estimators/mixers/) on one rank: `layers` layers, each holding
+    `conv` + `recurrent` state elements per sequence, mixing one decode token in `token_flops` and
+    a prompt token in `prompt_token_flops` (beyond the projections, which are matmul weights)."""
+
+    layers: int
+    conv: int
+    recurrent: int
+    token_flops: int
+    prompt_token_flops: int
+    recurrent_at_activation_dtype: bool = False
+
+
+@dataclass(frozen=True)
 class _Shard:
     """What one of T ranks holds and does (Megatron-LM layout), in elements."""
 
@@ -281,6 +313,7 @@ class _Shard:
     workspace_width: int  # activation elements per token of the prefill transient
     store: QuantizedWeights | None = None  # the weights' bytes in a quantized format (None: a plain dtype)
     tower_params: int = 0  # vision/audio towers and projectors, whole on every GPU (not read by a text step)
+    state_groups: tuple[_StateGroup, ...] = ()  # the mixer layers' decode state (hybrid models)
 
 
 def matmul_params(m: ModelConfig, T: int = 1) -> int:
@@ -307,10 +340,11 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     d_emb = m.d_embedding
     lm_head = -(-m.vocab_size // T) * d_emb
     projections = 2 * d_emb * D if d_emb != D else 0  # OPT project_in + project_out
-    mlp = n_moe * moe_mlp + (m.n_layers - n_moe) * dense_mlp
+    mlp = n_moe * moe_mlp + (m.n_layers - n_moe - m.n_channel_free_layers()) * dense_mlp
+    mixers = sum(m.n_attention_layers(k) * MIXERS[k].matmul_params(m, T) for k in m.mixer_kinds)  # their projections
     # DSA indexers (replicated): wq_b, wk, weights_proj; its k_norm is no matmul
     indexer = indexer_params(m) - 2 * (m.index_head_dim or 0) if m.is_dsa else 0
-    return m.n_layers * attention + mlp + lm_head + projections + m.n_indexer_layers * indexer
+    return m.n_softmax_layers() * attention + mixers + mlp + lm_head + projections + m.n_indexer_layers * indexer
 
 
 def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[_KVGroup, ...]:
@@ -335,7 +369,7 @@ def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[
     groups = tuple(
         _KVGroup(n, per_layer, windows[kind], m.index_topk if kind is LayerAttention.full else None)
         for kind in LayerAttention
-        if (n := m.n_attention_layers(kind))
+        if kind in ATTENTION_KINDS and (n := m.n_kv_layers(kind))
     )
     if m.is_dsa:
         # DSA's indexer keys (modeling_deepseek_v32.py DeepseekV32Indexer: `update_indexer`, one
@@ -344,6 +378,17 @@ def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[
         H, d = m.index_n_heads or 0, m.index_head_dim or 0
         groups += (_KVGroup(m.n_indexer_layers, d, None, None, H * (d + 1)),)
     return groups
+
+
+def _state_groups(m: ModelConfig, T: int) -> tuple[_StateGroup, ...]:
+    """The decode state of the mixer layers (estimators/mixers/), per kind, on one of T ranks."""
+    out = []
+    for kind in m.mixer_kinds:
+        mixer = MIXERS[kind]
+        st = mixer.state(m, T)
+        out.append(_StateGroup(m.n_attention_layers(kind), st.conv, st.recurrent, mixer.token_flops(m, T),
+                               mixer.prompt_token_flops(m, T), st.recurrent_at_activation_dtype))
+    return tuple(out)
 
 
 def expert_layout(m: ModelConfig, T: int, ep: int) -> tuple[int, int]:
@@ -437,6 +482,7 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
         workspace_width=2 * D + max(qkv_width, mlp_width),
         store=_store(m, spec, etp),
         tower_params=m.tower_params,
+        state_groups=_state_groups(m, T),
     )
 
 
@@ -462,6 +508,25 @@ def _kv_bytes(sh: _Shard, spec: InferenceSpec, tokens: int, *, held: bool = True
 
     elements = sum(g.layers * g.elements * count(g) for g in sh.kv_groups)
     return _bytes(elements, bits)
+
+
+def state_bytes(sh: _Shard, spec: InferenceSpec) -> int:
+    """Decode-state bytes of one sequence on one rank: every mixer layer's conv state at the
+    activation dtype and its recurrent state at the state dtype (0 without mixer layers)."""
+    if not sh.state_groups:
+        return 0
+    return sum(_group_state_bytes(sh.state_groups, spec))
+
+
+def _group_state_bytes(groups: tuple[_StateGroup, ...], spec: InferenceSpec) -> tuple[int, int]:
+    """(conv bytes, recurrent bytes) of one sequence over `groups`: the conv state and the states kept
+    at the activation dtype (lightning), and the recurrent states at the state dtype."""
+    act = sum(g.layers * (g.conv + (g.recurrent if g.recurrent_at_activation_dtype else 0)) for g in groups)
+    conv = sum(g.layers * g.conv for g in groups)
+    state = sum(g.layers * g.recurrent for g in groups if not g.recurrent_at_activation_dtype)
+    act_bits, state_bits = DTYPE_BITS[spec.resolved_activation_dtype], DTYPE_BITS[spec.resolved_state_dtype]
+    conv_bytes = _bytes(conv, act_bits)
+    return conv_bytes, _bytes(act, act_bits) - conv_bytes + _bytes(state, state_bits)
 
 
 def _kv_bytes_per_token(sh: _Shard, spec: InferenceSpec) -> int:
@@ -548,6 +613,48 @@ def kv_cache(m: ModelConfig, spec: InferenceSpec, context_len: int | None = None
 
 
 @dataclass(frozen=True)
+class DecodeState:
+    """The decode state of a hybrid model's mixer layers: constant in the context (unlike the KV
+    cache of its attention layers), per sequence, for B sequences, and on one GPU."""
+
+    layers_by_kind: dict[str, int]  # mixer kind -> layers of it
+    conv_dtype: str  # the conv state's dtype (the activation dtype)
+    state_dtype: str  # the recurrent state's dtype
+    conv_bytes_per_sequence: int  # every mixer layer, the whole model
+    recurrent_bytes_per_sequence: int
+    bytes_per_sequence: int
+    bytes_per_sequence_per_gpu: int  # the heads one GPU holds
+    total_bytes: int  # B sequences
+    per_gpu_bytes: int
+
+
+def decode_state(m: ModelConfig, spec: InferenceSpec) -> DecodeState | None:
+    """The mixer layers' decode state (None: an attention-only model). Per sequence and layer a
+    Gated DeltaNet holds conv_dim·K conv values and H_v·d_k·d_v recurrent values (estimators/
+    mixers/deltanet.py), split T ways with the heads; held whatever the context, and only with a
+    cache (naive mode keeps none)."""
+    if not m.is_hybrid:
+        return None
+    sh = rank_shard(m, spec)
+    whole = _state_groups(m, 1)
+    conv, recurrent = _group_state_bytes(whole, spec)
+    held = 1 if spec.kv_cache else 0
+    per_gpu = state_bytes(sh, spec)
+    return DecodeState(
+        layers_by_kind={k.value: m.n_attention_layers(k) for k in m.mixer_kinds},
+        conv_dtype=spec.resolved_activation_dtype,
+        state_dtype=(spec.resolved_activation_dtype if all(g.recurrent_at_activation_dtype for g in whole)
+                     else spec.resolved_state_dtype),
+        conv_bytes_per_sequence=conv,
+        recurrent_bytes_per_sequence=recurrent,
+        bytes_per_sequence=conv + recurrent,
+        bytes_per_sequence_per_gpu=per_gpu,
+        total_bytes=held * spec.batch_size * (conv + recurrent),
+        per_gpu_bytes=held * spec.batch_size * per_gpu,
+    )
+
+
+@dataclass(frozen=True)
 class InferenceMemory:
     """Memory of one GPU at the peak of the generation, against its capacity."""
 
@@ -559,6 +666,7 @@ class InferenceMemory:
     fits: bool
     max_batch_size: int  # largest B that fits at this S and N_new (0: not even B = 1)
     max_prompt_len: int  # longest S that fits at this B and N_new, within the context (0: not even S = 1)
+    state_bytes: int = 0  # hybrids: the mixer layers' decode state of the B sequences (in total_bytes)
 
 
 TOWER_BITS = 16  # a quantized format's towers: the formats quantize the language model's linears only
@@ -604,14 +712,16 @@ def inference_memory(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Inference
     weights, _, ws_token = memory_terms(sh, spec)
     B, S, extra = spec.batch_size, spec.prompt_len, spec.new_tokens - 1
 
+    state = state_bytes(sh, spec) if spec.kv_cache else 0  # constant in the context
+
     def per_sequence(prompt: int) -> int:
-        """Cache at the peak context plus the prefill workspace, one sequence."""
+        """Cache at the peak context, decode state, and the prefill workspace, one sequence."""
         kv_seq = _kv_bytes(sh, spec, prompt + extra) if spec.kv_cache else 0
-        return kv_seq + ws_token * (prompt if spec.kv_cache else prompt + extra)
+        return kv_seq + state + ws_token * (prompt if spec.kv_cache else prompt + extra)
 
     kv = B * (_kv_bytes(sh, spec, S + extra) if spec.kv_cache else 0)
     workspace = B * ws_token * (S if spec.kv_cache else S + extra)
-    total = weights + kv + workspace
+    total = weights + kv + B * state + workspace
     capacity = gpu.memory_bytes
     free = capacity - weights
     max_batch = max(free // per_sequence(S), 0)
@@ -637,6 +747,7 @@ def inference_memory(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Inference
         fits=total <= capacity,
         max_batch_size=max_batch,
         max_prompt_len=max(max_prompt, 0),
+        state_bytes=B * state,
     )
 
 
@@ -784,10 +895,10 @@ class Step:
     tokens: int  # tokens processed per sequence (S prefill, 1 decode, c naive)
     context_len: int  # tokens the last of them attends over
     matmul_flops: int  # 2 · B · tokens · matmul_params per GPU
-    attention_flops: int  # 2·2 · B · L · (A/T) · h_d · sum of the contexts
+    attention_flops: int  # 2·2 · B · L · (A/T) · h_d · sum of the contexts (+ the mixers' mixing, hybrids)
     weight_bytes: int  # weights read
-    kv_read_bytes: int
-    kv_write_bytes: int
+    kv_read_bytes: int  # the KV cache read (+ the mixers' decode state, hybrids)
+    kv_write_bytes: int  # the new K/V written (+ the mixers' decode state, hybrids)
     roofline: Roofline
     comm: Communication
     seconds: float  # roofline.seconds + comm.seconds
@@ -825,6 +936,14 @@ def roofline_step(
     weights = _weights_read_bytes(sh, spec, B * tokens) + towers[1]
     kv_read = B * _kv_bytes(sh, spec, kv_read_tokens, read=True) if kv_read_tokens else 0
     kv_write = B * _kv_bytes(sh, spec, kv_write_tokens, held=False) if kv_write_tokens else 0
+    if sh.state_groups:  # hybrid: the mixers' conv and state work, and their decode state's traffic
+        recurrent = spec.kv_cache and tokens == 1  # one cached token: the recurrent form
+        per_token = sum(g.layers * (g.token_flops if recurrent else g.prompt_token_flops) for g in sh.state_groups)
+        attention += B * tokens * per_token
+        if spec.kv_cache:  # a step reads the state it continues (none before the prompt) and writes it
+            state = B * state_bytes(sh, spec)
+            kv_read += state if kv_read_tokens else 0
+            kv_write += state
     peak = peak_flops(gpu, spec.resolved_compute_dtype)
     bw = gpu.memory_bw_bytes_s
     line = roofline(matmul + attention, weights + kv_read + kv_write, peak, bw)

@@ -61,6 +61,7 @@ from transformer_calc.estimators.inference.roofline import (
     InferenceSpec,
     memory_terms,
     rank_shard,
+    state_bytes,
     decode_step,
     prefill_step,
 )
@@ -106,7 +107,8 @@ class ServingSpec:
 
 def kv_sequence_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec, context: int) -> int:
     """Paged KV bytes of one sequence of `context` tokens on one GPU: whole blocks per layer, a
-    windowed layer at most ceil(W / block) + 1 blocks."""
+    windowed layer at most ceil(W / block) + 1 blocks; plus, for a hybrid model, the constant decode
+    state of its mixer layers (vLLM holds it in a per-sequence slot of its own beside the blocks)."""
     sh = rank_shard(m, spec)
     bs = serving.block_size
     bits = KV_DTYPE_BITS[spec.resolved_kv_dtype]
@@ -115,7 +117,7 @@ def kv_sequence_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec,
     for g in sh.kv_groups:
         blocks = blocks_full if g.window is None else min(blocks_full, -(-g.window // bs) + 1)
         total += g.layers * g.elements * blocks * bs
-    return -(-total * bits // 8)
+    return -(-total * bits // 8) + state_bytes(sh, spec)
 
 
 def activation_peak_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec) -> int:

@@ -27,6 +27,7 @@ Conventions (docs/formulas.md "Fine-tuning"):
 
 from __future__ import annotations
 
+from transformer_calc.estimators.mixers import require_attention_only
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -90,6 +91,7 @@ def block_linears(m: ModelConfig, moe: bool, T: int = 1) -> list[Linear]:
 
     Routed experts and the router are left out (see the module docstring).
     """
+    require_attention_only(m, "fine-tuning (adapters)")
     q, k, v, o = LoraTarget.q, LoraTarget.k, LoraTarget.v, LoraTarget.o
     D, hd, A, kv = m.d_model, m.head_dim, m.n_heads, m.n_kv_heads
     out: list[Linear] = []
@@ -260,6 +262,7 @@ class Trainable:
 
 def trainable_params(m: ModelConfig, tr: Training) -> Trainable:
     """What PEFT's `get_nb_trainable_parameters()` reports (every parameter for full training)."""
+    require_attention_only(m, "fine-tuning (adapters)")
     from transformer_calc.estimators.params import count_params
 
     counts = count_params(m)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from transformer_calc.errors import TcalcError
 
+from transformer_calc.estimators.mixers import require_attention_only
 from dataclasses import dataclass, replace
 
 from transformer_calc.model.config import (
@@ -115,6 +116,7 @@ def layer_activations(
     The torch-eager profile is `torch_eager_layer` (`eager`: the code's choices, default
     `eager_code(m)`); the other profiles ignore `eager`.
     """
+    require_attention_only(m, "training activations")
     moe = m.is_moe if moe is None else moe
     if tr.activations is ActivationProfile.torch_eager:
         if tr.fp8_recipe is not FP8Recipe.none:
@@ -462,6 +464,7 @@ def training_memory(
     to find the most loaded) only the first and last stage.
     `eager` matters only to the torch-eager profile (default: `eager_code(m)`).
     """
+    require_attention_only(m, "training memory")
     T, P, dp, zero = par.tensor, par.pipeline, par.data, par.zero
     cp = par.context
     if cp > 1:
@@ -803,6 +806,7 @@ def torch_eager_layer(
     Dropout on adds the masks (1 byte) where `code` has dropout, and the dropped-out attention
     weights (p·A·S) that the P·V matmul keeps. Sharding under T/SP as in the default profile.
     """
+    require_attention_only(m, "training activations")
     B, S, D, A, T, p = w.batch_size, w.seq_len, m.d_model, m.n_heads, par.tensor, tr.p
     moe = m.is_moe if moe is None else moe
     hd, kv = m.head_dim, m.n_kv_heads

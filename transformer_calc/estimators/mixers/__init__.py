@@ -1,0 +1,43 @@
+"""Sequence mixers other than softmax attention: one module per kind, registered here.
+
+`MIXERS[kind]` is the `base.Mixer` of a `LayerAttention` kind that is not softmax attention. The
+estimators (params, flops, roofline) sum each kind's per-layer numbers over the layers of that kind;
+estimators that do not model a kind yet refuse a model that has it (`require_attention_only`).
+How to add a kind: docs/adding-a-block.md.
+"""
+
+from __future__ import annotations
+
+from transformer_calc.errors import TcalcError
+from transformer_calc.model.config import LayerAttention, ModelConfig
+from transformer_calc.estimators.mixers import deltanet, lightning, mamba, mamba2, shortconv
+from transformer_calc.estimators.mixers.base import Mixer, MixerFlops, MixerParams, MixerState
+
+MIXERS: dict[LayerAttention, Mixer] = {
+    deltanet.MIXER.kind: deltanet.MIXER,
+    mamba2.MIXER.kind: mamba2.MIXER,
+    shortconv.MIXER.kind: shortconv.MIXER,
+    mamba.MIXER.kind: mamba.MIXER,
+    lightning.MIXER.kind: lightning.MIXER,
+}
+
+__all__ = ["MIXERS", "Mixer", "MixerFlops", "MixerParams", "MixerState", "mixer", "require_attention_only"]
+
+
+def mixer(kind: LayerAttention) -> Mixer:
+    return MIXERS[kind]
+
+
+def require_attention_only(m: ModelConfig, what: str) -> None:
+    """Refuse, in one line, an estimate that does not model the model's non-attention mixers (or
+    Qwen3-Next's gated attention output) yet, rather than give a number that ignores them."""
+    kinds = [MIXERS[k].name for k in m.mixer_kinds]
+    if m.attn_output_gate:
+        kinds.append("gated attention output")
+    if m.one_mixer_per_layer:
+        kinds.append("one-mixer-per-layer (Nemotron-H block)")
+    if kinds:
+        raise TcalcError(
+            f"{what} is not modeled for {', '.join(kinds)} layers yet (model {m.name or 'given'}); "
+            "use tcalc params, flops or inference for this model"
+        )

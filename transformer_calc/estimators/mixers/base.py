@@ -1,0 +1,110 @@
+"""The interface every sequence-mixer kind implements (docs/adding-a-block.md).
+
+A layer is a sequence mixer plus a channel mixer (the MLP or MoE of `estimators/params.py`). Softmax
+attention (full, sliding, chunked, MLA) is the estimators' built-in mixer; every other kind - one
+whose decode state is constant in the context instead of a KV cache that grows with it - is one
+module of this package holding one `Mixer`, registered in `MIXERS` (`__init__.py`) under its
+`LayerAttention` kind. The estimators sum over the model's layer pattern: for each kind, its layer
+count (`ModelConfig.n_attention_layers(kind)`) times what its module returns for one layer.
+
+Conventions (those of `estimators/flops.py` and `estimators/inference/roofline.py`):
+- Parameters are counted as `sum(p.numel() for p in module.parameters())` counts them.
+- FLOPs: 2 per multiply-add; one layer's forward over B sequences of S tokens; backward = 2 x
+  forward (the estimators apply it). Element-wise work (gates, decays, activations, norms) is not
+  counted; convolutions and matmuls are.
+- Decode state: elements per sequence per layer on one of T tensor-parallel ranks, split into the
+  conv state (held at the activation dtype) and the recurrent state (held at the state dtype, or
+  at the activation dtype where the reference code keeps it so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from transformer_calc.model.config import LayerAttention, ModelConfig
+
+
+@dataclass(frozen=True)
+class MixerParams:
+    """Parameters of one mixer layer, by part."""
+
+    projections: int  # the matmul weights (input and output projections)
+    conv: int  # the causal depthwise conv (weights + bias)
+    other: int  # per-head scalars (A_log, dt_bias, D) and the mixer's own norms
+
+    @property
+    def total(self) -> int:
+        return self.projections + self.conv + self.other
+
+
+@dataclass(frozen=True)
+class MixerFlops:
+    """Forward FLOPs of one mixer layer over B sequences of S tokens.
+
+    `core` is what torch's FlopCounterMode counts of the reference (torch) implementation's mixing
+    (its matmuls); `hidden` are FLOPs of the same algorithm the counter does not see (e.g. the
+    triangular solves of the chunked delta rule: `torch.linalg.solve_triangular` has no FLOP
+    formula), counted here from their derivation."""
+
+    projections: int  # 2·tokens·(projection weights)
+    conv: int  # the depthwise conv as F.conv1d computes it
+    core: int  # the mixing matmuls FlopCounterMode counts
+    hidden: int  # the mixing work FlopCounterMode does not count
+
+    @property
+    def total(self) -> int:
+        return self.projections + self.conv + self.core + self.hidden
+
+    @property
+    def counted(self) -> int:
+        """What FlopCounterMode sees (tools/crosscheck/flops.py compares this)."""
+        return self.projections + self.conv + self.core
+
+
+@dataclass(frozen=True)
+class MixerState:
+    """Decode state of one sequence in one layer on one rank, in elements (constant in S)."""
+
+    conv: int  # the last K_conv inputs of the depthwise conv
+    recurrent: int  # the recurrent (delta-rule / SSM) state
+    recurrent_at_activation_dtype: bool = False  # held at the activation dtype, not the state dtype (lightning)
+
+
+class Mixer(Protocol):
+    """One sequence-mixer kind: everything the estimators need from it (one layer each)."""
+
+    kind: LayerAttention
+    name: str  # a short display name ("Gated DeltaNet")
+    source: str  # the modeling file / paper its formulas follow
+
+    def check(self, m: ModelConfig, T: int) -> None:
+        """Raise ValueError (field, value, fix) when T ranks cannot split the layer."""
+
+    def params(self, m: ModelConfig) -> MixerParams:
+        """Parameters of one layer."""
+
+    def shard_params(self, m: ModelConfig, T: int) -> int:
+        """Parameters one of T tensor-parallel ranks holds (T = 1: params(m).total)."""
+
+    def matmul_params(self, m: ModelConfig, T: int) -> int:
+        """Matmul weights one token multiplies on one of T ranks (the projections)."""
+
+    def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
+        """Forward FLOPs of one layer over B sequences of S tokens (one GPU, no parallelism)."""
+
+    def token_flops(self, m: ModelConfig, T: int) -> int:
+        """Mixing FLOPs (conv + state update and read) of one decode token on one rank, beyond
+        its projections (constant in the context)."""
+
+    def prompt_token_flops(self, m: ModelConfig, T: int) -> int:
+        """Mixing FLOPs per token when many tokens are mixed at once (a prompt: the chunked
+        form), on one rank, beyond the projections; linear in the tokens (no padding)."""
+
+    def state(self, m: ModelConfig, T: int) -> MixerState:
+        """The decode state of one sequence in one layer on one of T ranks."""
+
+
+def rmsnorm_params(width: int) -> int:
+    """A gated RMSNorm's weight (modeling_qwen3_next.py Qwen3NextRMSNormGated: weight only)."""
+    return width

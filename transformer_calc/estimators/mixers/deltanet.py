@@ -1,0 +1,156 @@
+"""Gated DeltaNet (Yang, Kautz & Hatamizadeh 2024, "Gated Delta Networks: Improving Mamba2 with Delta
+Rule", arXiv:2412.06464): the linear-attention layers of Qwen3-Next and Qwen3.5.
+
+Source: transformers 5.23 `models/qwen3_next/modeling_qwen3_next.py` (Qwen3NextGatedDeltaNet,
+torch_chunk_gated_delta_rule, torch_recurrent_gated_delta_rule, causal_conv1d_fn) and
+`models/qwen3_5/modeling_qwen3_5.py` (Qwen3_5GatedDeltaNet: the same weights as four Linear
+modules instead of two). Letters (docs/notation.md):
+
+    D d_model   H_k linear_key_heads   H_v linear_value_heads   d_k, d_v their head widths
+    K conv_kernel   C = 64, the chunk of the chunked delta rule
+
+    key_dim = H_k·d_k   value_dim = H_v·d_v   conv_dim = 2·key_dim + value_dim
+
+Parameters of one layer:
+    in_proj_qkvz + in_proj_ba   D·(2·key_dim + 2·value_dim + 2·H_v)   (q, k, v, the gate z, beta, a)
+    conv1d                      conv_dim·K     (depthwise, bias=False)
+    dt_bias, A_log              2·H_v
+    norm (gated RMSNorm)        d_v            (one weight shared by the heads)
+    out_proj                    value_dim·D
+
+Decode state per sequence and layer (transformers' LinearAttentionLayer): the conv state,
+conv_dim·K values (the last K inputs of the conv, kept at the activation dtype), and the recurrent
+state, H_v·d_k·d_v values (kept in fp32: the delta rule runs in fp32 and returns its state so).
+
+Tensor parallelism (vLLM's Qwen3-Next layout; Megatron-core's GDN): heads split T ways, the
+projections column-/row-parallel, the conv's channels and the per-head scalars split, the norm
+weight replicated; T must divide H_k (then H_v, a multiple of it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from transformer_calc.model.config import LayerAttention, ModelConfig
+from transformer_calc.model.units import FLOPS_PER_MAC
+from transformer_calc.estimators.mixers.base import MixerFlops, MixerParams, MixerState, rmsnorm_params
+
+CHUNK = 64  # torch_chunk_gated_delta_rule(chunk_size=64), FLA's chunk_gated_delta_rule BT = 64
+DECODE_STATE_MACS = 3  # per state element per token: read k^T S, write k ⊗ delta, read q^T S
+
+
+@dataclass(frozen=True)
+class _Shape:
+    D: int
+    Hk: int
+    Hv: int
+    dk: int
+    dv: int
+    K: int
+
+    @property
+    def key_dim(self) -> int:
+        return self.Hk * self.dk
+
+    @property
+    def value_dim(self) -> int:
+        return self.Hv * self.dv
+
+    @property
+    def conv_dim(self) -> int:
+        return 2 * self.key_dim + self.value_dim
+
+
+def _shape(m: ModelConfig) -> _Shape:
+    hk, hv, dk, dv, k = m.linear_key_heads, m.linear_value_heads, m.linear_key_head_dim, m.linear_value_head_dim, m.conv_kernel
+    assert hk and hv and dk and dv and k, "config._check_pattern requires the Gated DeltaNet widths"
+    return _Shape(m.d_model, hk, hv, dk, dv, k)
+
+
+class GatedDeltaNet:
+    kind = LayerAttention.deltanet
+    name = "Gated DeltaNet"
+    source = "Yang et al. 2024 (arXiv:2412.06464); transformers modeling_qwen3_next.py Qwen3NextGatedDeltaNet"
+
+    def check(self, m: ModelConfig, T: int) -> None:
+        s = _shape(m)
+        if s.Hk % T:
+            raise ValueError(
+                f"linear_key_heads ({s.Hk}) must be divisible by T ({T}) to split the Gated DeltaNet heads; "
+                f"use a divisor of {s.Hk}"
+            )
+
+    def params(self, m: ModelConfig) -> MixerParams:
+        s = _shape(m)
+        in_proj = s.D * (2 * s.key_dim + 2 * s.value_dim + 2 * s.Hv)  # in_proj_qkvz + in_proj_ba
+        out_proj = s.value_dim * s.D
+        return MixerParams(
+            projections=in_proj + out_proj,
+            conv=s.conv_dim * s.K,  # nn.Conv1d(conv_dim, conv_dim, K, groups=conv_dim, bias=False)
+            other=2 * s.Hv + rmsnorm_params(s.dv),  # dt_bias, A_log; Qwen3NextRMSNormGated(d_v)
+        )
+
+    def shard_params(self, m: ModelConfig, T: int) -> int:
+        self.check(m, T)
+        s = _shape(m)
+        p = self.params(m)
+        return (p.projections + p.conv + 2 * s.Hv) // T + rmsnorm_params(s.dv)  # every part splits by heads
+
+    def matmul_params(self, m: ModelConfig, T: int) -> int:
+        return self.params(m).projections // T
+
+    def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
+        """One layer's forward, as torch_chunk_gated_delta_rule computes it (the path transformers
+        takes for a prompt and in training).
+
+        Per sequence and value head (q and k repeated to H_v heads), over the sequence padded to
+        S_p = ceil(S/C)·C: k_beta·k^T and q·k^T inside each chunk, 2·2·S_p·C·d_k; per chunk the
+        state reads k_cumdecay·S and q·S and the write k^T·v_new, 3·2·C·d_k·d_v, and the
+        intra-chunk output attn·v_new, 2·C²·d_v. Hidden from FlopCounterMode: the two unit-lower-
+        triangular solves of the UT transform per chunk, C×C against d_v and d_k columns,
+        C·(C-1)/2 multiply-adds per column each (forward substitution): C·(C-1)·(d_v + d_k) FLOPs.
+        The conv: F.conv1d with padding K-1 computes S + K - 1 outputs (the causal part is the
+        first S), K multiply-adds each per channel.
+        """
+        s = _shape(m)
+        tokens = B * S
+        chunks = -(-S // CHUNK)
+        padded = chunks * CHUNK
+        heads = B * s.Hv
+        core = heads * FLOPS_PER_MAC * padded * (2 * CHUNK * s.dk + 3 * s.dk * s.dv + CHUNK * s.dv)
+        hidden = heads * chunks * CHUNK * (CHUNK - 1) * (s.dv + s.dk)
+        return MixerFlops(
+            projections=FLOPS_PER_MAC * tokens * self.params(m).projections,
+            conv=FLOPS_PER_MAC * B * (S + s.K - 1) * s.conv_dim * s.K,
+            core=core,
+            hidden=hidden,
+        )
+
+    def token_flops(self, m: ModelConfig, T: int) -> int:
+        """One decode token (torch_recurrent_gated_delta_rule, causal_conv1d_update): the conv's
+        K taps per channel and three multiply-adds per state element (read k^T·S, write k ⊗ δ,
+        read q^T·S), on the rank's H_v/T heads and conv_dim/T channels."""
+        self.check(m, T)
+        s = _shape(m)
+        conv = FLOPS_PER_MAC * s.conv_dim * s.K
+        state = FLOPS_PER_MAC * DECODE_STATE_MACS * s.Hv * s.dk * s.dv
+        return (conv + state) // T
+
+    def prompt_token_flops(self, m: ModelConfig, T: int) -> int:
+        """Per prompt token on one rank, the chunked form of `forward_flops` without the last chunk's
+        padding: the conv's K taps per channel, 2·(2·C·d_k + 3·d_k·d_v + C·d_v) matmul FLOPs and
+        (C - 1)·(d_k + d_v) for the triangular solves per value head (FLA's chunk kernels compute
+        whole chunks of C = 64 tokens)."""
+        self.check(m, T)
+        s = _shape(m)
+        conv = FLOPS_PER_MAC * s.conv_dim * s.K
+        per_head = FLOPS_PER_MAC * (2 * CHUNK * s.dk + 3 * s.dk * s.dv + CHUNK * s.dv) + (CHUNK - 1) * (s.dk + s.dv)
+        return (conv + s.Hv * per_head) // T
+
+    def state(self, m: ModelConfig, T: int) -> MixerState:
+        self.check(m, T)
+        s = _shape(m)
+        return MixerState(conv=s.conv_dim * s.K // T, recurrent=s.Hv * s.dk * s.dv // T)
+
+
+MIXER = GatedDeltaNet()

@@ -1,0 +1,76 @@
+"""Lightning attention (Qin et al. 2024, "Lightning Attention-2", arXiv:2401.04658): the linear-attention
+layers of MiniMax-01 (MiniMax 2025, arXiv:2501.08313).
+
+Source: transformers 5.23 `models/minimax/modeling_minimax.py` (MiniMaxLightningAttention,
+MiniMaxCache). Letters: D d_model, A n_heads, h head_dim, C lightning_block_size (the block of the
+prompt's blockwise form).
+
+Parameters of one layer: qkv_proj D·3·A·h, output_gate D·A·h, out_proj A·h·D, norm A·h (an RMSNorm
+over the heads' outputs); the slopes and decays are buffers. Decode state per sequence and layer:
+the running K^T·V, A·h·h values, kept at the activation dtype (MiniMaxCache.linear_cache). FLOPs,
+as the reference code computes them: a prompt in blocks of C tokens (the last one shorter, no
+padding), each block Q·K^T and (·decay)·V, 2·2·c²·h per head, and the inter-block read Q·KV and
+update K^T·V, 2·2·c·h² per head; one cached token K^T·V and Q·KV, 2·2·h² per head.
+Tensor parallelism: heads split T ways (every part, the norm's weight with them).
+"""
+
+from __future__ import annotations
+
+from transformer_calc.model.config import LayerAttention, ModelConfig
+from transformer_calc.model.units import FLOPS_PER_MAC
+from transformer_calc.estimators.mixers.base import MixerFlops, MixerParams, MixerState, rmsnorm_params
+
+PROJECTIONS = 5  # q, k, v, the output gate and out_proj: each D x A·h
+BLOCK_MATMULS = 2  # per block: Q·K^T and its product with V (c² terms); Q·KV and K^T·V (c·h terms)
+
+
+class Lightning:
+    kind = LayerAttention.lightning
+    name = "lightning attention"
+    source = "Qin et al. 2024 (arXiv:2401.04658); transformers modeling_minimax.py MiniMaxLightningAttention"
+
+    def check(self, m: ModelConfig, T: int) -> None:
+        if m.n_heads % T:
+            raise ValueError(f"n_heads ({m.n_heads}) must be divisible by T ({T}); use a divisor of {m.n_heads}")
+
+    def params(self, m: ModelConfig) -> MixerParams:
+        width = m.n_heads * m.head_dim
+        return MixerParams(projections=PROJECTIONS * m.d_model * width, conv=0, other=rmsnorm_params(width))
+
+    def shard_params(self, m: ModelConfig, T: int) -> int:
+        self.check(m, T)
+        return self.params(m).total // T
+
+    def matmul_params(self, m: ModelConfig, T: int) -> int:
+        self.check(m, T)
+        return self.params(m).projections // T
+
+    def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
+        C = m.lightning_block_size
+        assert C, "config._check_pattern requires lightning_block_size"
+        h = m.head_dim
+        full, rest = divmod(S, C)
+        squares = full * C * C + rest * rest  # Σ over blocks of c²
+        per_head = FLOPS_PER_MAC * BLOCK_MATMULS * (squares * h + S * h * h)
+        return MixerFlops(
+            projections=FLOPS_PER_MAC * B * S * self.params(m).projections,
+            conv=0,
+            core=B * m.n_heads * per_head,
+            hidden=0,
+        )
+
+    def token_flops(self, m: ModelConfig, T: int) -> int:
+        self.check(m, T)
+        return FLOPS_PER_MAC * BLOCK_MATMULS * (m.n_heads // T) * m.head_dim * m.head_dim
+
+    def prompt_token_flops(self, m: ModelConfig, T: int) -> int:
+        self.check(m, T)
+        C, h = m.lightning_block_size or 1, m.head_dim
+        return FLOPS_PER_MAC * BLOCK_MATMULS * (m.n_heads // T) * (C * h + h * h)
+
+    def state(self, m: ModelConfig, T: int) -> MixerState:
+        self.check(m, T)
+        return MixerState(conv=0, recurrent=(m.n_heads // T) * m.head_dim * m.head_dim, recurrent_at_activation_dtype=True)
+
+
+MIXER = Lightning()

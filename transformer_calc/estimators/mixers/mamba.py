@@ -1,0 +1,107 @@
+"""Mamba (Gu & Dao 2023, "Mamba: Linear-Time Sequence Modeling with Selective State Spaces",
+arXiv:2312.00752), the selective-scan layers of Jamba (Lieber et al. 2024, arXiv:2403.19887).
+
+Source: transformers 5.23 `models/jamba/modeling_jamba.py` (JambaMambaMixer, mamba_selective_scan,
+mamba_selective_state_update, causal_conv1d_fn). Letters (docs/notation.md):
+
+    D d_model   d_inner = ssm_inner (mamba_expand·D)   N ssm_state_size   R ssm_dt_rank   K conv_kernel
+
+Parameters of one layer:
+    in_proj     D·2·d_inner                  (x, z), + 2·d_inner with ssm_proj_bias
+    conv1d      d_inner·K                    (depthwise), + d_inner with ssm_conv_bias
+    x_proj      d_inner·(R + 2·N)            (dt, B, C; no bias)
+    dt_proj     R·d_inner + d_inner          (always a bias)
+    A_log, D    d_inner·N + d_inner
+    out_proj    d_inner·D                    + D with ssm_proj_bias
+    norms       R + 2·N                      (Jamba's dt, B and C RMSNorms)
+
+Decode state per sequence and layer (transformers' LinearAttentionLayer): d_inner·K conv values at
+the activation dtype and d_inner·N recurrent values in fp32 (the scan's state is promoted to fp32).
+FLOPs: the four projections, the conv as F.conv1d with padding K - 1 computes it, and the scan's
+read C·state per token, 2·d_inner·N (the recurrent loop's matmul; the state update is
+element-wise). Tensor parallelism: d_inner split T ways (in_proj, conv, x_proj's input, dt_proj's
+output, A_log, D, out_proj's input); x_proj's output, the norms and out_proj's bias replicated.
+"""
+
+from __future__ import annotations
+
+from transformer_calc.model.config import LayerAttention, ModelConfig
+from transformer_calc.model.units import FLOPS_PER_MAC
+from transformer_calc.estimators.mixers.base import MixerFlops, MixerParams, MixerState, rmsnorm_params
+
+DECODE_STATE_MACS = 2  # per state element per token: the decayed state + dB·x, and the read C·state
+
+
+def _dims(m: ModelConfig) -> tuple[int, int, int, int, int]:
+    di, N, R, K = m.ssm_inner, m.ssm_state_size, m.ssm_dt_rank, m.conv_kernel
+    assert di and N and R and K, "config._check_pattern requires the Mamba widths"
+    return m.d_model, di, N, R, K
+
+
+class Mamba:
+    kind = LayerAttention.mamba
+    name = "Mamba"
+    source = "Gu & Dao 2023 (arXiv:2312.00752); transformers modeling_jamba.py JambaMambaMixer"
+
+    def check(self, m: ModelConfig, T: int) -> None:
+        _, di, _, _, _ = _dims(m)
+        if di % T:
+            raise ValueError(f"ssm_inner ({di}) must be divisible by T ({T}) to split the Mamba channels; "
+                             f"use a divisor of {di}")
+
+    def _split(self, m: ModelConfig) -> tuple[int, int]:
+        """(parameters split with d_inner, replicated parameters)."""
+        D, di, N, R, K = _dims(m)
+        b, cb = m.ssm_proj_bias, m.ssm_conv_bias
+        split = D * 2 * di + (2 * di if b else 0)  # in_proj
+        split += di * K + (di if cb else 0)  # conv1d
+        split += di * (R + 2 * N)  # x_proj (its input is split)
+        split += R * di + di  # dt_proj with its bias
+        split += di * N + di  # A_log, D
+        split += di * D  # out_proj's weight
+        replicated = (D if b else 0) + rmsnorm_params(R) + 2 * rmsnorm_params(N)
+        return split, replicated
+
+    def params(self, m: ModelConfig) -> MixerParams:
+        D, di, N, R, K = _dims(m)
+        b, cb = m.ssm_proj_bias, m.ssm_conv_bias
+        projections = D * 2 * di + di * (R + 2 * N) + R * di + di * D
+        projections += (2 * di + D if b else 0) + di  # in/out biases, dt_proj's bias
+        conv = di * K + (di if cb else 0)
+        return MixerParams(projections=projections, conv=conv,
+                           other=di * N + di + rmsnorm_params(R) + 2 * rmsnorm_params(N))
+
+    def shard_params(self, m: ModelConfig, T: int) -> int:
+        self.check(m, T)
+        split, replicated = self._split(m)
+        return split // T + replicated
+
+    def matmul_params(self, m: ModelConfig, T: int) -> int:
+        self.check(m, T)
+        D, di, N, R, _ = _dims(m)
+        return (D * 2 * di + di * (R + 2 * N) + R * di + di * D) // T
+
+    def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
+        D, di, N, R, K = _dims(m)
+        return MixerFlops(
+            projections=FLOPS_PER_MAC * B * S * (D * 2 * di + di * (R + 2 * N) + R * di + di * D),
+            conv=FLOPS_PER_MAC * B * (S + K - 1) * di * K,
+            core=FLOPS_PER_MAC * B * S * di * N,  # C·state per token (matmul of the recurrent loop)
+            hidden=0,
+        )
+
+    def token_flops(self, m: ModelConfig, T: int) -> int:
+        self.check(m, T)
+        _, di, N, _, K = _dims(m)
+        return FLOPS_PER_MAC * (di * K + DECODE_STATE_MACS * di * N) // T
+
+    def prompt_token_flops(self, m: ModelConfig, T: int) -> int:
+        return self.token_flops(m, T)  # the selective scan does the same work per token
+
+    def state(self, m: ModelConfig, T: int) -> MixerState:
+        self.check(m, T)
+        _, di, N, _, K = _dims(m)
+        return MixerState(conv=di * K // T, recurrent=di * N // T)
+
+
+MIXER = Mamba()
