@@ -117,3 +117,18 @@ def test_every_top_level_key_is_documented_and_typed(command):
     assert top <= fields, f"{command}: keys without a typed field: {sorted(top - fields)}"
     undocumented = {f for f in fields if not re.search(rf"(?<![\w.]){f}\b", text)}
     assert not undocumented, f"docs/cli.md does not name `tcalc {command}`'s keys {sorted(undocumented)}"
+
+
+def test_the_key_listings_are_generated_from_the_result_models():
+    """docs/cli.md's `<!-- keys:COMMAND -->` blocks are what tools/doc_keys.py writes from each
+    command's result model (issue 21): a key added to or removed from a model without rerunning
+    it fails here."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("doc_keys", REPO / "tools" / "doc_keys.py")
+    doc_keys = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(doc_keys)
+    text = (REPO / "docs" / "cli.md").read_text()
+    assert doc_keys.render(text) == text, "docs/cli.md's key listings are stale: run python tools/doc_keys.py"
+    for command in doc_keys.RESULT_TYPES:
+        assert f"<!-- keys:{command} -->" in text
