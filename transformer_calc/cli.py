@@ -165,6 +165,12 @@ def command_parameters(cls: Any) -> list[inspect.Parameter]:
                 tp = str
                 if o.parse is not None:
                     extra["parser"] = _cli_parser(o.parse)
+                    # typer would show <str> (what it reads); show what the field holds
+                    kinds = {t for t in (int, float) if t in getattr(field.annotation, "__args__", (field.annotation,))}
+                    if kinds:
+                        extra["metavar"] = "<float>" if float in kinds else "<int>"
+            if "[default:" in o.help:  # the help line says the default (typer would say it again)
+                extra["show_default"] = False
             info = typer.Option(*o.flags, help=o.help, rich_help_panel=o.panel, **extra)
         if default is None:
             tp = Optional[tp]
