@@ -87,7 +87,8 @@ def gen_qwen3_5_moe(r: R) -> Cfg:
 # The hybrid model types: the FLOPs of their mixers are checked by flops_mixers.py (forward), their
 # decode state by kv_cache.py; fine-tuning estimates refuse them (not modeled yet).
 HYBRID_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "bamba",
-                          "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba", "minimax"})
+                          "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba", "minimax",
+                          "kimi_linear"})
 
 def _mamba_knobs(r: R, D: int) -> Cfg:
     expand = r.choice([1, 2])
@@ -218,6 +219,32 @@ def gen_minimax(r: R) -> Cfg:
     return cfg
 
 
+def gen_kimi_linear(r: R) -> Cfg:
+    """Kimi Linear (modeling_kimi_linear.py): KDA layers, MLA full-attention layers, dense/MoE MLPs."""
+    L = r.randint(1, 7)
+    n = r.choice([1, 2, 4])
+    # pad_token_id defaults to 163839 (Kimi's vocabulary): nn.Embedding refuses it in a small one
+    cfg: Cfg = {"model_type": "kimi_linear", "pad_token_id": None, "vocab_size": r.randint(50, 3000), "hidden_size": r.choice([32, 48, 72]),
+                "num_hidden_layers": L, "num_attention_heads": r.choice([1, 2, 3, 4]),
+                "intermediate_size": r.randint(4, 200), "moe_intermediate_size": r.randint(4, 60),
+                "num_local_experts": n, "num_experts_per_tok": r.randint(1, n),
+                "kv_lora_rank": r.choice([8, 12, 16]), "qk_rope_head_dim": r.choice([4, 8]),
+                "qk_nope_head_dim": r.choice([8, 12]), "v_head_dim": r.choice([8, 16]),
+                "max_position_embeddings": r.choice([128, 4096])}
+    _maybe(r, cfg, linear_num_heads=r.choice([1, 2, 3]), linear_head_dim=r.choice([8, 12, 16]),
+           linear_conv_kernel_dim=r.choice([2, 3, 4]), q_lora_rank=r.choice([None, 8, 24]),
+           n_shared_experts=r.choice([0, 1, 2]), tie_word_embeddings=r.random() < 0.5,
+           attention_bias=r.random() < 0.5, attention_dropout=r.choice([0.0, 0.1]))
+    if r.random() < 0.4:
+        cfg["layer_types"] = [r.choice(["linear_attention", "full_attention"]) for _ in range(L)]
+    k = r.randint(0, L)
+    if r.random() < 0.3:
+        cfg["mlp_layer_types"] = ["dense"] * k + ["sparse"] * (L - k)
+    else:
+        _maybe(r, cfg, first_k_dense_replace=k)
+    return cfg
+
+
 def _own_stream(gen: Callable[[R], Cfg], seed: int) -> Callable[[R], Cfg]:
     """The generator on a random stream of its own (the shared one is left untouched), so that adding
     these types does not shift the draws, and the fixtures, of the types sorted after them."""
@@ -236,6 +263,7 @@ GENERATORS: dict[str, Callable[[R], Cfg]] = {
     "lfm2": _own_stream(gen_lfm2, 22_8),
     "jamba": _own_stream(gen_jamba, 22_9),
     "minimax": _own_stream(gen_minimax, 22_10),
+    "kimi_linear": _own_stream(gen_kimi_linear, 22_11),
 }
 
 _S = {"vocab_size": 300, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
@@ -321,4 +349,15 @@ EDGE: list[tuple[str, Cfg]] = [
                           "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 24, "intermediate_size": 40,
                           "num_local_experts": 3, "num_experts_per_tok": 2, "block_size": 4,
                           "layer_types": ["linear_attention"] * 3 + ["full_attention", "linear_attention"]}),
+    ("minimal", {"model_type": "kimi_linear", "pad_token_id": 0, "num_hidden_layers": 5, "vocab_size": 500, "hidden_size": 64,
+                 "num_attention_heads": 4, "intermediate_size": 96, "moe_intermediate_size": 24, "num_local_experts": 4,
+                 "num_experts_per_tok": 2, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16,
+                 "v_head_dim": 16, "linear_num_heads": 2, "linear_head_dim": 16}),
+    ("checkpoint-names", {"model_type": "kimi_linear", "pad_token_id": None, "num_hidden_layers": 4, "vocab_size": 300, "hidden_size": 48,
+                          "num_attention_heads": 2, "intermediate_size": 70, "moe_intermediate_size": 20,
+                          "num_experts": 3, "num_experts_per_token": 2, "num_shared_experts": 2,
+                          "first_k_dense_replace": 2, "q_lora_rank": 24, "kv_lora_rank": 12, "qk_rope_head_dim": 4,
+                          "qk_nope_head_dim": 12, "v_head_dim": 8, "model_max_length": 4096,
+                          "linear_attn_config": {"head_dim": 12, "num_heads": 3, "short_conv_kernel_size": 3,
+                                                 "full_attn_layers": [2, 4], "kda_layers": [1, 3]}}),
 ]  # fmt: skip

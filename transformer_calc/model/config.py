@@ -66,6 +66,7 @@ class LayerAttention(str, Enum):
     conv = "conv"  # gated short convolution (LFM2): conv state only
     mamba = "mamba"  # Mamba(-1) selective scan (Gu & Dao 2023; Jamba): conv + SSM state
     lightning = "lightning"  # lightning attention (MiniMax-01): a running K^T·V per head
+    kda = "kda"  # Kimi Delta Attention (Kimi Linear): Gated DeltaNet with a per-channel decay
     none = "none"  # no sequence mixer: with one_mixer_per_layer, the layer is its MLP or MoE alone (Nemotron-H)
 
 
@@ -665,7 +666,7 @@ def _check_pattern(d: dict[str, Any]) -> None:
         return
     if isinstance(pat, (str, bytes)) or not isinstance(pat, (list, tuple)):
         raise ValueError(
-            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked/deltanet/mamba2/mamba/conv/lightning/none, e.g. [sliding, full]"
+            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked/deltanet/mamba2/mamba/conv/lightning/kda/none, e.g. [sliding, full]"
         )
     if not pat or len(pat) > MAX_PATTERN:
         raise ValueError(
@@ -685,6 +686,16 @@ def _check_pattern(d: dict[str, Any]) -> None:
                 f"linear_value_heads ({hv}) must be a multiple of linear_key_heads ({hk}) "
                 "(each key head serves H_v/H_k value heads); use a multiple of it"
             )
+    if "kda" in kinds:
+        missing = [k for k in DELTANET_FIELDS if d.get(k) is None]
+        if missing:
+            raise ValueError(f"attention_pattern has kda layers but {', '.join(missing)} is not given; give it")
+        for key, value in (("linear_value_heads", "linear_key_heads"), ("linear_value_head_dim", "linear_key_head_dim")):
+            if _int_or_none(d.get(key)) != _int_or_none(d.get(value)):
+                raise ValueError(
+                    f"{key} ({clip(d.get(key))}) must equal {value} ({clip(d.get(value))}) in a model with kda layers "
+                    f"(Kimi Delta Attention's q, k and v share heads and width); set it to {clip(d.get(value))}"
+                )
     if "none" in kinds and d.get("one_mixer_per_layer") is not True:
         raise ValueError("attention_pattern has none layers (no sequence mixer) but one_mixer_per_layer is not set; set it")
     if d.get("one_mixer_per_layer") is True:

@@ -438,7 +438,6 @@ UNREPRESENTABLE: dict[str, str] = {
     "rwkv": "its RWKV time-mixing layers",
     "xlstm": "its xLSTM blocks",
     # being added beside this work (issue 22): hybrids and multimodal wrappers, refused by name until then
-    "kimi_linear": "its Kimi Delta Attention (linear) layers",
     "gemma3n": "its per-layer embeddings, AltUp and LAuReL blocks and shared KV layers (and its MobileNet and audio towers)",
     "gemma3n_text": "its per-layer embeddings, AltUp and LAuReL blocks",
     "gemma4": "its per-layer embeddings, shared KV layers, k-equals-v attention and parallel MoE blocks",

@@ -2,7 +2,8 @@
 attention (issue 22). Gated DeltaNet: qwen3_next, qwen3_5 (its text model), qwen3_5_moe. Mamba-2:
 bamba, granitemoehybrid, falcon_h1 (attention and Mamba-2 in parallel in every layer), nemotron_h
 (one block per layer: Mamba-2, attention, MLP or MoE; `one_mixer_per_layer`). Short convolution:
-lfm2. Mamba(-1): jamba. Lightning attention: minimax.
+lfm2. Mamba(-1): jamba. Lightning attention: minimax. Kimi Delta Attention (with MLA full-attention
+layers and a DeepSeek-style MoE): kimi_linear.
 
 Same contract as `transformer_calc.sources.hf`, whose reader these builders use: the spec's parameter
 count equals what transformers 5.23 builds on the meta device (tools/crosscheck/hf_params.py), the
@@ -19,7 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from transformer_calc.sources.hf_2024 import MAX_DERIVED_LAYERS, qwen_moe_layers, shortest_period
-from transformer_calc.sources.hf_base import LLAMA_DEFAULTS, Family, Reader, gated_mlp_kind, rotary_common
+from transformer_calc.sources.hf_base import (
+    LLAMA_DEFAULTS, Family, Reader, gated_mlp_kind, mlp_attention_biases, rotary_common,
+)
 
 _HYBRID_KIND = {"linear_attention": "deltanet", "full_attention": "full"}
 # configuration_utils.py _LEGACY_LAYER_TYPE_REMAP: mamba -> linear_attention, attention -> full_attention
@@ -412,6 +415,101 @@ def _minimax(c: Reader) -> dict[str, Any]:
     return spec | {"attention_pattern": shortest_period([_MINIMAX_KIND[t] for t in types]), "lightning_block_size": block}
 
 
+# ---------------------------------------------------------------------------- Kimi Delta Attention
+_KIMI_KIND = {"linear_attention": "kda", "full_attention": "full"}
+
+
+def _kimi_layer_types(c: Reader, L: int) -> list[str]:
+    """configuration_kimi_linear.py __post_init__: layer_types given, else linear_attn_config's
+    full_attn_layers / kda_layers (1-indexed), else layer i full attention when i and i % 4 == 0."""
+    given = c.values.get("layer_types")
+    lin = c.values.get("linear_attn_config") or {}
+    if given is None and "full_attn_layers" in lin and "kda_layers" in lin:
+        full, kda = lin["full_attn_layers"], lin["kda_layers"]
+        ok = all(isinstance(x, list) and all(type(i) is int and 1 <= i <= L for i in x) for x in (full, kda))
+        given = [None] * L
+        if ok:
+            for i in full:
+                given[i - 1] = "full_attention"
+            for i in kda:
+                given[i - 1] = "linear_attention"
+        if not ok or None in given:
+            raise c._bad("linear_attn_config", f"full_attn_layers and kda_layers naming each of the {L} layers (from 1)")
+    if given is None:
+        if L > MAX_DERIVED_LAYERS:
+            raise c._bad("num_hidden_layers", f"at most {MAX_DERIVED_LAYERS} layers")
+        given = ["full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(L)]
+    if not isinstance(given, list) or len(given) != L or any(k not in _KIMI_KIND for k in given):
+        raise c._bad("layer_types", f"a list of {L} kinds, each linear_attention or full_attention")
+    return given
+
+
+def _kimi_linear(c: Reader) -> dict[str, Any]:
+    """modeling_kimi_linear.py: KimiLinearDeltaAttention (estimators/mixers/kda.py; linear_num_heads
+    heads of linear_head_dim, kernel linear_conv_kernel_dim; linear_attn_config's num_heads, head_dim,
+    short_conv_kernel_size win) on linear_attention layers, KimiLinearAttention (DeepSeek-V2's MLA:
+    q_proj or q_a/q_b, kv_a_proj_with_mqa, kv_b_proj, o_proj; q_a, kv_a, o biases = attention_bias;
+    no RoPE applied, no parameters either way) on full_attention layers; KimiLinearMLP
+    (intermediate_size) on "dense" mlp_layer_types, KimiLinearMoE on "sparse" ones (num_experts of
+    moe_intermediate_size, n_shared_experts x moe_intermediate_size shared, router (E, D) without
+    bias; e_score_correction_bias is a buffer); default mlp_layer_types: the first
+    first_k_dense_replace (default 1) dense. Two RMSNorms per layer and a final one."""
+    bias = c.flag("attention_bias")
+    L = c.int("num_hidden_layers")
+    spec = c.shape() | {
+        "d_ff": c.int("intermediate_size"),
+        "max_seq_len": c.int("max_position_embeddings"),
+        "positional": "rotary", "norm": "rmsnorm",
+        # KimiLinearForCausalLM._tied_weights_keys = {}: the head is its own tensor whatever the file says
+        "tied_embeddings": False,
+        "mlp": gated_mlp_kind(c, "hidden_act"),
+        "q_lora_rank": c.opt_int("q_lora_rank"),
+        "kv_lora_rank": c.int("kv_lora_rank"),
+        "qk_rope_head_dim": c.int("qk_rope_head_dim"),
+        "qk_nope_head_dim": c.int("qk_nope_head_dim"),
+        "v_head_dim": c.int("v_head_dim"),
+    } | mlp_attention_biases(bias, bias, False)
+    for key in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+        if spec[key] is not None and spec[key] < 1:  # transformers builds empty projections
+            raise c._bad(key, "a whole number >= 1 (tcalc's multi-head latent attention has no empty parts)")
+    lin = c.values.get("linear_attn_config") or {}
+    if not isinstance(lin, dict):
+        raise c._bad("linear_attn_config", "a mapping (num_heads, head_dim, short_conv_kernel_size, ...)")
+    for sub, key in (("num_heads", "linear_num_heads"), ("head_dim", "linear_head_dim"),
+                     ("short_conv_kernel_size", "linear_conv_kernel_dim")):
+        if sub in lin:
+            c.values[key] = lin[sub]
+            c.written[key] = f"linear_attn_config.{sub}"
+    H, d, K = c.int("linear_num_heads"), c.int("linear_head_dim"), c.int("linear_conv_kernel_dim")
+    for value, key in ((H, "linear_num_heads"), (d, "linear_head_dim"), (K, "linear_conv_kernel_dim")):
+        if value < 1:
+            raise c._bad(key, "a whole number >= 1")
+    kinds = [_KIMI_KIND[k] for k in _kimi_layer_types(c, L)]
+    spec |= {
+        "linear_key_heads": H, "linear_value_heads": H, "linear_key_head_dim": d, "linear_value_head_dim": d,
+        "conv_kernel": K, "attention_pattern": shortest_period(kinds),
+    }
+    n, moe = c.int("num_local_experts"), c.int("moe_intermediate_size")
+    mlp_types = c.values.get("mlp_layer_types")
+    if mlp_types is None:
+        first = c.values.get("first_k_dense_replace", 1)
+        if isinstance(first, bool) or not isinstance(first, int):
+            raise c._bad("first_k_dense_replace", "a whole number")
+        first = min(max(first, 0), L)
+    else:
+        if not isinstance(mlp_types, list) or len(mlp_types) != L or any(t not in ("dense", "sparse") for t in mlp_types):
+            raise c._bad("mlp_layer_types", f"a list of {L} kinds, each dense or sparse")
+        first = mlp_types.index("sparse") if "sparse" in mlp_types else L
+        if "dense" in mlp_types[first:]:
+            raise c._bad("mlp_layer_types", "dense layers first, then sparse (tcalc models the first k layers dense)")
+    if first < L and n < 1:
+        raise c._bad("num_local_experts", "a whole number >= 1 (tcalc has no MoE layer without routed experts)")
+    return spec | {
+        "n_experts": max(n, 1), "experts_per_token": c.int("num_experts_per_tok"), "router": first < L,
+        "moe_d_ff": moe, "shared_expert_d_ff": c.int("n_shared_experts") * moe, "first_dense_layers": first,
+    }
+
+
 _MAMBA_DEFAULTS = {  # the Mamba-2 fields of configuration_bamba.py and configuration_granitemoehybrid.py
     "mamba_n_heads": 128, "mamba_d_head": "auto", "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
     "mamba_expand": 2, "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_proj_bias": False,
@@ -477,6 +575,19 @@ _QWEN3_5_MOE_DEFAULTS = _QWEN3_5_DEFAULTS | {  # configuration_qwen3_5_moe.py (Q
     "shared_expert_intermediate_size": 512, "num_experts_per_tok": 8, "num_experts": 256,
 }  # fmt: skip
 
+_KIMI_LINEAR_DEFAULTS = LLAMA_DEFAULTS | {  # configuration_kimi_linear.py
+    "vocab_size": 163840, "hidden_size": 2304, "intermediate_size": 9216, "moe_intermediate_size": 1024,
+    "num_hidden_layers": 27, "num_attention_heads": 32, "num_key_value_heads": 32, "n_shared_experts": 1,
+    "kv_lora_rank": 512, "q_lora_rank": None, "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_nope_head_dim": 128,
+    "num_experts_per_tok": 8, "hidden_act": "silu", "max_position_embeddings": 1048576, "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": False, "attention_bias": False, "num_local_experts": 256, "mlp_layer_types": None,
+    "layer_types": None, "linear_head_dim": 128, "linear_num_heads": 32, "linear_conv_kernel_dim": 4,
+}  # fmt: skip
+_KIMI_LINEAR_ALIASES = {  # attribute_map: the name in the file -> the field it sets (it wins)
+    "num_experts": "num_local_experts", "num_experts_per_token": "num_experts_per_tok",
+    "num_shared_experts": "n_shared_experts", "model_max_length": "max_position_embeddings",
+}  # fmt: skip
+
 FAMILIES: dict[str, Family] = {
     "qwen3_next": Family(_qwen3_next, _QWEN3_NEXT_DEFAULTS, ("attention_dropout",)),
     "qwen3_5_text": Family(_qwen3_5_text, _QWEN3_5_DEFAULTS, ("attention_dropout",)),
@@ -485,6 +596,8 @@ FAMILIES: dict[str, Family] = {
     "falcon_h1": Family(_falcon_h1, _FALCON_H1_DEFAULTS, ("attention_dropout",)),
     "jamba": Family(_jamba, _JAMBA_DEFAULTS, ("attention_dropout",)),
     "minimax": Family(_minimax, _MINIMAX_DEFAULTS, ("attention_dropout",)),
+    "kimi_linear": Family(_kimi_linear, _KIMI_LINEAR_DEFAULTS, ("attention_dropout",), _KIMI_LINEAR_ALIASES,
+                          frozenset(_KIMI_LINEAR_ALIASES)),
     "lfm2": Family(_lfm2, _LFM2_DEFAULTS, (), {"tie_embedding": "tie_word_embeddings", "block_ff_dim": "intermediate_size"},
                    frozenset({"tie_embedding", "block_ff_dim"})),
     "nemotron_h": Family(_nemotron_h, _NEMOTRON_H_DEFAULTS, ("attention_dropout", "hidden_dropout"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import LayerAttention, ModelConfig
-from transformer_calc.estimators.mixers import deltanet, lightning, mamba, mamba2, shortconv
+from transformer_calc.estimators.mixers import deltanet, kda, lightning, mamba, mamba2, shortconv
 from transformer_calc.estimators.mixers.base import Mixer, MixerFlops, MixerParams, MixerState
 
 MIXERS: dict[LayerAttention, Mixer] = {
@@ -19,6 +19,7 @@ MIXERS: dict[LayerAttention, Mixer] = {
     shortconv.MIXER.kind: shortconv.MIXER,
     mamba.MIXER.kind: mamba.MIXER,
     lightning.MIXER.kind: lightning.MIXER,
+    kda.MIXER.kind: kda.MIXER,
 }
 
 __all__ = ["MIXERS", "Mixer", "MixerFlops", "MixerParams", "MixerState", "mixer", "require_attention_only"]
