@@ -222,10 +222,13 @@ def gen_minimax(r: R) -> Cfg:
 def gen_kimi_linear(r: R) -> Cfg:
     """Kimi Linear (modeling_kimi_linear.py): KDA layers, MLA full-attention layers, dense/MoE MLPs."""
     L = r.randint(1, 7)
-    n = r.choice([1, 2, 4])
+    n = r.choice([2, 3, 4])  # KimiLinearTopkRouter takes the top 2 scores of each expert group: 2 or more
+    A = r.choice([1, 2, 3, 4])
     # pad_token_id defaults to 163839 (Kimi's vocabulary): nn.Embedding refuses it in a small one
     cfg: Cfg = {"model_type": "kimi_linear", "pad_token_id": None, "vocab_size": r.randint(50, 3000), "hidden_size": r.choice([32, 48, 72]),
-                "num_hidden_layers": L, "num_attention_heads": r.choice([1, 2, 3, 4]),
+                "num_hidden_layers": L, "num_attention_heads": A,
+                # eager MLA repeats the keys A // num_key_value_heads times (default 32): give A so that it runs
+                "num_key_value_heads": A,
                 "intermediate_size": r.randint(4, 200), "moe_intermediate_size": r.randint(4, 60),
                 "num_local_experts": n, "num_experts_per_tok": r.randint(1, n),
                 "kv_lora_rank": r.choice([8, 12, 16]), "qk_rope_head_dim": r.choice([4, 8]),
@@ -350,12 +353,12 @@ EDGE: list[tuple[str, Cfg]] = [
                           "num_local_experts": 3, "num_experts_per_tok": 2, "block_size": 4,
                           "layer_types": ["linear_attention"] * 3 + ["full_attention", "linear_attention"]}),
     ("minimal", {"model_type": "kimi_linear", "pad_token_id": 0, "num_hidden_layers": 5, "vocab_size": 500, "hidden_size": 64,
-                 "num_attention_heads": 4, "intermediate_size": 96, "moe_intermediate_size": 24, "num_local_experts": 4,
+                 "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 96, "moe_intermediate_size": 24, "num_local_experts": 4,
                  "num_experts_per_tok": 2, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16,
                  "v_head_dim": 16, "linear_num_heads": 2, "linear_head_dim": 16}),
     ("checkpoint-names", {"model_type": "kimi_linear", "pad_token_id": None, "num_hidden_layers": 4, "vocab_size": 300, "hidden_size": 48,
-                          "num_attention_heads": 2, "intermediate_size": 70, "moe_intermediate_size": 20,
-                          "num_experts": 3, "num_experts_per_token": 2, "num_shared_experts": 2,
+                          "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 70,
+                          "moe_intermediate_size": 20, "num_experts": 3, "num_experts_per_token": 2, "num_shared_experts": 2,
                           "first_k_dense_replace": 2, "q_lora_rank": 24, "kv_lora_rank": 12, "qk_rope_head_dim": 4,
                           "qk_nope_head_dim": 12, "v_head_dim": 8, "model_max_length": 4096,
                           "linear_attn_config": {"head_dim": 12, "num_heads": 3, "short_conv_kernel_size": 3,

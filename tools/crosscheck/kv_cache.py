@@ -131,8 +131,16 @@ CASES: list[tuple[str, Cfg]] = [
                                                 "attn_layer_offset": 2, "mamba_d_state": 8, "mamba_d_conv": 3}),
     ("minimax lightning block 8, MoE", {"model_type": "minimax", **_BASE, "num_key_value_heads": 2, "num_local_experts": 4,
                                         "num_experts_per_tok": 2, "block_size": 8}),
+    ("kimi_linear KDA 3x8, MLA latent, MoE", {"model_type": "kimi_linear", **_BASE, "pad_token_id": None, "num_key_value_heads": 4,
+                                              "num_local_experts": 4, "num_experts_per_tok": 2,
+                                              "moe_intermediate_size": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8,
+                                              "qk_nope_head_dim": 16, "v_head_dim": 16, "linear_num_heads": 3,
+                                              "linear_head_dim": 8, "linear_conv_kernel_dim": 3,
+                                              "layer_types": ["linear_attention", "full_attention",
+                                                              "linear_attention", "linear_attention"]}),
 ]  # fmt: skip
-HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba", "minimax"}  # also run in bf16: the state's two dtypes
+HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba", "minimax",
+          "kimi_linear"}  # also run in bf16: the state's two dtypes
 PROMPTS = (1, 5, 8, 13)  # below, at and past the windows (8)
 DECODE = 10  # decode steps after each prompt (crosses the windows from below)
 BF16_POINTS = ((1, 13), 3)  # prompts and decode steps of the bf16 runs
