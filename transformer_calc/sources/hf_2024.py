@@ -296,12 +296,21 @@ def _deepseek_v3(c: Reader) -> dict[str, Any]:
     first_k_dense_replace layers dense (intermediate_size), then MoE: n_routed_experts of
     moe_intermediate_size, n_shared_experts x moe_intermediate_size shared, router (E, D) without
     bias (e_score_correction_bias is a buffer). num_nextn_predict_layers: MTP modules, not built."""
+    return mla_spec(c, c.flag("tie_word_embeddings")) | _shared_moe(c, "n_routed_experts") | _mtp(c)
+
+
+def mla_spec(c: Reader, tied: bool) -> dict[str, Any]:
+    """The shape of a DeepSeek-V2/V3-style multi-head latent attention model (modeling_deepseek_v3.py
+    DeepseekV3Attention: q_a/q_b or q_proj, kv_a_proj_with_mqa, kv_b_proj, o_proj; q_a/kv_a
+    RMSNorms; q_a, kv_a, o biases = attention_bias; a gated MLP of intermediate_size), the LM head
+    tied as `tied` says; the one MLA reader of deepseek_v3, glm4_moe_lite, deepseek_v32,
+    glm_moe_dsa and kimi_linear."""
     bias = c.flag("attention_bias")
     spec = c.shape() | {
         "d_ff": c.int("intermediate_size"),
         "max_seq_len": c.int("max_position_embeddings"),
         "positional": "rotary", "norm": "rmsnorm",
-        "tied_embeddings": c.flag("tie_word_embeddings"),
+        "tied_embeddings": tied,
         "mlp": gated_mlp_kind(c, "hidden_act"),
         "q_lora_rank": c.opt_int("q_lora_rank"),
         "kv_lora_rank": c.int("kv_lora_rank"),
@@ -312,7 +321,7 @@ def _deepseek_v3(c: Reader) -> dict[str, Any]:
     for key in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
         if spec[key] is not None and spec[key] < 1:  # transformers builds empty projections
             raise c._bad(key, "a whole number >= 1 (tcalc's multi-head latent attention has no empty parts)")
-    return spec | _shared_moe(c, "n_routed_experts") | _mtp(c)
+    return spec
 
 
 def _shared_moe(c: Reader, experts_key: str) -> dict[str, Any]:

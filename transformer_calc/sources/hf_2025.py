@@ -22,11 +22,10 @@ from transformer_calc.sources.hf_base import (
     Family,
     Reader,
     gated_mlp_kind,
-    mlp_attention_biases,
     plain_mlp_kind,
     rotary_common,
 )
-from transformer_calc.sources.hf_2024 import MAX_DERIVED_LAYERS
+from transformer_calc.sources.hf_2024 import MAX_DERIVED_LAYERS, mla_spec
 from transformer_calc.sources.hf_2024 import given_or as _given_or
 from transformer_calc.sources.hf_2024 import layer_pattern as _pattern
 from transformer_calc.sources.hf_2024 import mtp_spec as _mtp
@@ -281,22 +280,7 @@ def _mla(c: Reader) -> dict[str, Any]:
     """Multi-head latent attention as modeling_deepseek_v3.py builds it (q_a/q_b or q_proj,
     kv_a_proj_with_mqa, kv_b_proj, o_proj; q_a/kv_a RMSNorms; q_a, kv_a, o biases = attention_bias);
     shared by glm4_moe_lite, deepseek_v32 and glm_moe_dsa."""
-    bias = c.flag("attention_bias")
-    spec = c.shape() | {
-        "d_ff": c.int("intermediate_size"),
-        "max_seq_len": c.int("max_position_embeddings"),
-        "positional": "rotary", "norm": "rmsnorm",
-        "tied_embeddings": c.flag("tie_word_embeddings"),
-        "mlp": gated_mlp_kind(c, "hidden_act"),
-        "q_lora_rank": c.opt_int("q_lora_rank"),
-        "kv_lora_rank": c.int("kv_lora_rank"),
-        "qk_rope_head_dim": c.int("qk_rope_head_dim"),
-        "qk_nope_head_dim": c.int("qk_nope_head_dim"),
-        "v_head_dim": c.int("v_head_dim"),
-    } | mlp_attention_biases(bias, bias, False)
-    for key in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
-        if spec[key] is not None and spec[key] < 1:
-            raise c._bad(key, "a whole number >= 1 (tcalc's multi-head latent attention has no empty parts)")
+    spec = mla_spec(c, c.flag("tie_word_embeddings"))
     n = c.int("n_routed_experts")
     if n < 1:
         raise c._bad("n_routed_experts", "a whole number >= 1 (tcalc has no MoE layer without routed experts)")

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformer_calc.sources.hf_2024 import MAX_DERIVED_LAYERS, qwen_moe_layers, shortest_period
+from transformer_calc.sources.hf_2024 import MAX_DERIVED_LAYERS, mla_spec, qwen_moe_layers, shortest_period
 from transformer_calc.sources.hf_base import (
-    LLAMA_DEFAULTS, Family, Reader, gated_mlp_kind, mlp_attention_biases, rotary_common,
+    LLAMA_DEFAULTS, Family, Reader, gated_mlp_kind, rotary_common,
 )
 
 _HYBRID_KIND = {"linear_attention": "deltanet", "full_attention": "full"}
@@ -454,24 +454,9 @@ def _kimi_linear(c: Reader) -> dict[str, Any]:
     moe_intermediate_size, n_shared_experts x moe_intermediate_size shared, router (E, D) without
     bias; e_score_correction_bias is a buffer); default mlp_layer_types: the first
     first_k_dense_replace (default 1) dense. Two RMSNorms per layer and a final one."""
-    bias = c.flag("attention_bias")
     L = c.int("num_hidden_layers")
-    spec = c.shape() | {
-        "d_ff": c.int("intermediate_size"),
-        "max_seq_len": c.int("max_position_embeddings"),
-        "positional": "rotary", "norm": "rmsnorm",
-        # KimiLinearForCausalLM._tied_weights_keys = {}: the head is its own tensor whatever the file says
-        "tied_embeddings": False,
-        "mlp": gated_mlp_kind(c, "hidden_act"),
-        "q_lora_rank": c.opt_int("q_lora_rank"),
-        "kv_lora_rank": c.int("kv_lora_rank"),
-        "qk_rope_head_dim": c.int("qk_rope_head_dim"),
-        "qk_nope_head_dim": c.int("qk_nope_head_dim"),
-        "v_head_dim": c.int("v_head_dim"),
-    } | mlp_attention_biases(bias, bias, False)
-    for key in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
-        if spec[key] is not None and spec[key] < 1:  # transformers builds empty projections
-            raise c._bad(key, "a whole number >= 1 (tcalc's multi-head latent attention has no empty parts)")
+    # KimiLinearForCausalLM._tied_weights_keys = {}: the head is its own tensor whatever the file says
+    spec = mla_spec(c, False)
     lin = c.values.get("linear_attn_config") or {}
     if not isinstance(lin, dict):
         raise c._bad("linear_attn_config", "a mapping (num_heads, head_dim, short_conv_kernel_size, ...)")
