@@ -243,14 +243,8 @@ def _with_notes(command: str, req: Any, fmt: OutputFormat) -> None:
     emit(report, fmt, _table(command))
 
 
-def _memory_body(command: str, req: Any, fmt: OutputFormat) -> None:
-    report = _body(command)(req)
-    job = _job(req)
-    _note_seq_len(report_model(req), report.workload.seq_len, req.seq_len is not None or bool(job and "seq_len" in job.training))
-    emit(report, fmt, _table(command))
-
-
-def _flops_body(command: str, req: Any, fmt: OutputFormat) -> None:
+def _workload_body(command: str, req: Any, fmt: OutputFormat) -> None:
+    """memory, flops: a long default S (or one beyond the context) is said on stderr."""
     report = _body(command)(req)
     job = _job(req)
     _note_seq_len(report_model(req), report.workload.seq_len, req.seq_len is not None or bool(job and "seq_len" in job.training))
@@ -350,7 +344,7 @@ def _sweep_body(command: str, req: Any, fmt: OutputFormat) -> None:
 
 
 BODIES = {
-    "memory": _memory_body, "flops": _flops_body, "inference": _inference_body, "serve": _serve_body,
+    "memory": _workload_body, "flops": _workload_body, "inference": _inference_body, "serve": _serve_body,
     "train": _with_notes, "plan": _with_notes, "mfu": _with_notes, "check": _check_body,
     "hardware": _hardware_body, "schema": _schema_body, "sweep": _sweep_body,
 }

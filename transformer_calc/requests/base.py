@@ -208,6 +208,11 @@ def checked_job(job: Any, *requests: type[Request], where: str = "") -> Any:
     return dataclasses.replace(job, **changes) if changes else job
 
 
+# The help lines of the compute dtype and its bytes, which every command that prices work shares.
+DTYPE_HELP = "Compute dtype: fp32 | fp16 | bf16 | fp8 (the design card's p: 4, 2, 2, 1 bytes per value)"
+P_HELP = "p: bytes per value of the compute dtype (4 fp32, 2 bf16, 1 fp8); the same as --dtype"
+
+
 # ============================================================================ parsers
 # Each takes what a person types or a program passes (text or a number) and returns the value, or
 # raises ValueError with the reason; the door adds the option's name.

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from transformer_calc.requests.base import count, fraction, opt, positive, whole
+from transformer_calc.requests.base import DTYPE_HELP, P_HELP, count, fraction, opt, positive, whole
 from transformer_calc.requests.model import ModelRequest
-from transformer_calc.requests.training import DTYPE_HELP, P_HELP, WORKLOAD, GlobalBatchTokens, SeqLen
+from transformer_calc.requests.training import WORKLOAD, GlobalBatchTokens, SeqLen
 
 
 class ParamsRequest(ModelRequest):

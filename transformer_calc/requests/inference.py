@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import ModelConfig
-from transformer_calc.requests.base import node_size, fraction, length, opt, positive, seconds, unit_interval, whole
+from transformer_calc.requests.base import DTYPE_HELP, P_HELP, node_size, fraction, length, opt, positive, seconds, unit_interval, whole
 from transformer_calc.requests.model import ModelRequest
 
 def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any], network: Any = None) -> Any:
@@ -122,8 +122,6 @@ EXPECTED = "Expected latency (achievable rates, fixed costs)"
 SPECULATIVE = "Speculative decoding"
 SERVING = "Serving capacity (paged KV cache)"
 SERVE = "Serve (targets and layouts)"
-DTYPE_HELP = "Compute dtype: fp32 | fp16 | bf16 | fp8 (the design card's p: 4, 2, 2, 1 bytes per value)"
-P_HELP = "p: bytes per value of the compute dtype (4 fp32, 2 bf16, 1 fp8); the same as --dtype"
 
 MatmulEff = Annotated[float | None, opt("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU, e.g. H100 0.801].", panel=EXPECTED, parse=fraction)]
 MemoryEff = Annotated[float | None, opt("--memory-efficiency", help="Achievable fraction of the HBM bandwidth \\[default: 0.9].", panel=EXPECTED, parse=fraction)]

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from pydantic import PrivateAttr
 
 from transformer_calc.errors import TcalcError, clip
-from transformer_calc.requests.base import Request, opt, whole
+from transformer_calc.requests.base import Request, opt, positive, whole
 
 MODEL = "Model source"
 OVERRIDES = "Model overrides (seed letters or descriptive names)"
@@ -19,12 +19,6 @@ OUTPUT = "Output"
 # The override fields: each a ModelConfig field of the same name.
 OVERRIDE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "expansion", "d_ff", "vocab_size",
                    "max_seq_len")
-
-
-def _positive_float(value: Any) -> float:
-    from transformer_calc.requests.base import positive
-
-    return positive(value)
 
 
 def settings_list(value: Any) -> Any:
@@ -107,7 +101,7 @@ class ModelRequest(Request):
     head_dim: Annotated[int | None, opt("--head-dim", help="Per-head width \\[default: the model's, else D/A].",
                                         panel=OVERRIDES, parse=whole, job=False)] = None
     expansion: Annotated[float | None, opt("--E", "--expansion", help="E: MLP expansion, d_ff = E*D \\[default: the "
-                                           "model's].", panel=OVERRIDES, parse=_positive_float, job=False)] = None
+                                           "model's].", panel=OVERRIDES, parse=positive, job=False)] = None
     d_ff: Annotated[int | None, opt("--d-ff", help="MLP inner width \\[default: the model's, else E·D].",
                                     panel=OVERRIDES, parse=whole, job=False)] = None
     vocab_size: Annotated[int | None, opt("--V", "--vocab-size", help="V: vocabulary size \\[default: the model's].",

@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
 from transformer_calc.errors import TcalcError, clip
-from transformer_calc.requests.base import count, fraction, opt, whole
+from transformer_calc.requests.base import checked_job, count, fraction, opt, whole
 from transformer_calc.requests.model import MODEL, OUTPUT, ModelRequest
-from transformer_calc.requests.base import checked_job
 from transformer_calc.requests.inference import InferenceRequest
 from transformer_calc.requests.training import Finetune, LoraRank, LoraTargets, MemoryRequest
 

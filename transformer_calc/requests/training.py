@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import ModelConfig
-from transformer_calc.requests.base import node_size, count, fraction, length, opt, positive, whole, zero_stage
+from transformer_calc.requests.base import DTYPE_HELP, P_HELP, node_size, count, fraction, length, opt, positive, whole, zero_stage
 from transformer_calc.requests.model import OUTPUT, ModelRequest
 
 # ============================================================================ train, plan
@@ -74,8 +74,6 @@ WORKLOAD = "Workload"
 TRAINING = "Training"
 PARALLEL = "Parallelism"
 FINETUNE = "Fine-tuning and offload"
-DTYPE_HELP = "Compute dtype: fp32 | fp16 | bf16 | fp8 (the design card's p: 4, 2, 2, 1 bytes per value)"
-P_HELP = "p: bytes per value of the compute dtype (4 fp32, 2 bf16, 1 fp8); the same as --dtype"
 
 SeqLen = Annotated[int | None, opt("--S", "--seq-len", help="S: tokens per sequence (8k = 8192) \\[default: the model's max_seq_len].", panel=WORKLOAD, parse=length)]
 GradBytes = Annotated[int | None, opt("--grad-bytes", help="Bytes per gradient \\[default: 4 mixed (seed), 4 fp32, 2 bf16].", panel=TRAINING, parse=whole)]
