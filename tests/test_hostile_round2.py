@@ -340,3 +340,9 @@ def test_state_dtype_is_for_hybrid_models(capsys):
     small = tc.inference("qwen3.6-35b-a3b", S=4096, gpu="h100", state_dtype="bf16")
     full = tc.inference("qwen3.6-35b-a3b", S=4096, gpu="h100")
     assert small.model_dump()["memory"]["per_gpu"]["state_bytes"] < full.model_dump()["memory"]["per_gpu"]["state_bytes"]
+
+
+def test_zero_images_is_no_images(capsys):
+    """--images says [default: 0] in --help: 0 is accepted and means none; -1 is refused."""
+    assert tc.inference("qwen3-vl-8b", S=1024, images=0).inference.prompt_len == 1024
+    assert "--images" in _error(capsys, "inference", "qwen3-vl-8b", "--S", "1024", "--images", "-1")

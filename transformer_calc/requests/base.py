@@ -223,6 +223,13 @@ def whole(text: Any) -> int:
     return parse_whole(text, low=1)
 
 
+def whole_or_zero(text: Any) -> int:
+    """A count where 0 means none (images per prompt)."""
+    from transformer_calc.model.config import parse_whole
+
+    return parse_whole(text, low=0)
+
+
 def length(text: Any) -> int:
     """A sequence length: 8k = 8192, 128k = 131072."""
     from transformer_calc.model.config import parse_whole

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import ModelConfig
-from transformer_calc.requests.base import DTYPE_HELP, P_HELP, node_size, fraction, length, opt, positive, seconds, unit_interval, whole
+from transformer_calc.requests.base import DTYPE_HELP, P_HELP, node_size, whole_or_zero, fraction, length, opt, positive, seconds, unit_interval, whole
 from transformer_calc.requests.model import ModelRequest
 
 def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any], network: Any = None) -> Any:
@@ -177,7 +177,7 @@ class InferenceRequest(_Engine):
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel GPUs: each holds n_experts / ep routed experts \\[default: 1].", panel=INFERENCE, parse=whole)] = None
     mla_cache: Annotated[str | None, opt("--mla-cache", help="MLA models: latent (r_kv + d_rope per token, replicated over T; transformers) | decompressed (per-head K and V) \\[default: latent].", panel=INFERENCE)] = None
     state_dtype: Annotated[str | None, opt("--state-dtype", help="Hybrid models (Gated DeltaNet, Mamba): the recurrent state's dtype, fp32 | bf16 | fp16 \\[default: fp32, as transformers keeps it].", panel=INFERENCE)] = None
-    images: Annotated[int | None, opt("--images", help="Images per prompt (multimodal models): each adds the model's tokens per image to the prompt, and the vision tower's forward to the prefill \\[default: 0].", panel=INFERENCE, parse=whole)] = None
+    images: Annotated[int | None, opt("--images", help="Images per prompt (multimodal models): each adds the model's tokens per image to the prompt, and the vision tower's forward to the prefill \\[default: 0].", panel=INFERENCE, parse=whole_or_zero)] = None
     draft: Annotated[Any, opt("--draft", help="Speculative decoding: the draft model (a preset, a tcalc YAML or an HF config.json) \\[default: none].", panel=SPECULATIVE, job=False)] = None
     mtp: Annotated[bool, opt("--mtp", help="Speculative decoding with the model's multi-token-prediction modules as the draft.", panel=SPECULATIVE, job=False)] = False
     speculative_tokens: Annotated[int | None, opt("--speculative-tokens", help="k: draft tokens per verification step, with --draft or --mtp \\[default: 4].", panel=SPECULATIVE, parse=whole, job=False)] = None
