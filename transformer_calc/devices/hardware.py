@@ -63,6 +63,9 @@ def check_fp8_recipe(recipe: str, gpu: GPU) -> None:
     if recipe == "mxfp8" and "fp4" not in gpu.peak_flops:
         raise ValueError(f"fp8_recipe mxfp8 needs native microscaling (Blackwell, MI355X: parts with an fp4 peak); "
                          f"{gpu.name} has none: use --fp8-recipe delayed or tensorwise")
+    if recipe == "nvfp4" and ("fp4" not in gpu.peak_flops or gpu.name.upper().startswith("MI")):
+        raise ValueError(f"fp8_recipe nvfp4 runs NVFP4 GEMMs on Blackwell tensor cores (B200, B300, GB200, GB300); "
+                         f"{gpu.name} has none: use --fp8-recipe tensorwise or blockwise (mxfp8 on Blackwell)")
 
 
 def compute_dtype(dtype: str | None, p: int | None) -> str | None:

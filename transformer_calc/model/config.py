@@ -857,6 +857,9 @@ class FP8Recipe(str, Enum):
     delayed = "delayed"  # per-tensor scales from a 1024-step amax history (Hopper, Ada, Blackwell)
     tensorwise = "tensorwise"  # per-tensor scales from the current amax ("current scaling")
     mxfp8 = "mxfp8"  # one E8M0 scale per 32 values (Blackwell)
+    rowwise = "rowwise"  # one fp32 scale per row (torchao Float8 "rowwise"), current scaling
+    blockwise = "blockwise"  # DeepSeek-V3: 1x128 activation tiles, 128x128 weight blocks (Megatron --fp8-recipe blockwise)
+    nvfp4 = "nvfp4"  # FP4 (E2M1) with an E4M3 scale per 16 values and an fp32 tensor scale (Blackwell; Megatron --fp4-recipe nvfp4)
 
 
 class OffloadDevice(str, Enum):

@@ -93,7 +93,7 @@ TrainHead = Annotated[bool | None, opt("--train-head/--no-train-head", help="Tra
 FP32Unquantized = Annotated[bool | None, opt("--fp32-unquantized/--no-fp32-unquantized", help="QLoRA: the parameters left unquantized (embeddings, LM head, norms) in fp32, as PEFT's prepare_model_for_kbit_training casts them \\[default: off].", panel=FINETUNE)]
 OffloadOpt = Annotated[str | None, opt("--offload", help="none | optimizer (ZeRO-Offload: states, fp32 master, gradient partition) | optimizer+params (ZeRO-3) \\[default: none].", panel=FINETUNE)]
 OffloadDevice = Annotated[str | None, opt("--offload-device", help="cpu (host memory) | nvme (ZeRO-Infinity) \\[default: cpu].", panel=FINETUNE)]
-FP8 = Annotated[str | None, opt("--fp8-recipe", help="none | delayed | tensorwise | mxfp8 (Blackwell): FP8 GEMMs, FP8 weight copies, FP8-saved GEMM inputs (Transformer Engine) \\[default: none].", panel=TRAINING)]
+FP8 = Annotated[str | None, opt("--fp8-recipe", help="none | delayed | tensorwise | rowwise | blockwise (DeepSeek 1x128/128x128) | mxfp8 (Blackwell) | nvfp4 (Blackwell FP4): low-precision GEMMs, their weight copies and saved inputs (Transformer Engine) \\[default: none].", panel=TRAINING)]
 GlobalBatch = Annotated[int | None, opt("--global-batch", help="Global batch in sequences, e.g. 1536 \\[default: none; this or --global-batch-tokens].", parse=count, job=False)]
 GlobalBatchTokens = Annotated[int | str | None, opt("--global-batch-tokens", help="Global batch in tokens, e.g. 4M \\[default: none; this or --global-batch].", parse=lambda v: _token_text(v), job=False)]
 FirstStage = Annotated[int | None, opt("--first-stage-layers", "--decoder-first-pipeline-num-layers", help="Blocks on the first pipeline stage; the middle stages split the rest evenly (Megatron-core uneven pipeline) \\[default: an even split].", panel=PARALLEL, parse=whole)]
@@ -196,6 +196,7 @@ class TrainRequest(ModelRequest):
     offload_device: OffloadDevice = None
     fp8_recipe: FP8 = None
     matmul_efficiency: Annotated[float | None, opt("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU].", parse=fraction, job=False)] = None
+    moe_load_imbalance: Annotated[float | None, opt("--moe-load-imbalance", help="MoE: the busiest expert-parallel rank's tokens over the mean, >= 1 (scales its expert FLOPs, all-to-all and permutation) \\[default: 1.0, balanced, as the Megatron-Bridge benchmarks force it].", panel=PARALLEL, parse=positive, job=False)] = None
     tp_comm_overlap: Annotated[bool | None, opt("--tp-comm-overlap/--no-tp-comm-overlap", help="Tensor-parallel collectives overlapped with the GEMMs (Megatron --tp-comm-overlap, TE userbuffers) \\[default: on for --framework megatron with --sp and T > 1].", panel=PARALLEL, job=False)] = None
     node_size: NodeSize = None
     inter_node_gb_s: InterNode = None

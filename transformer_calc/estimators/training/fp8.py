@@ -7,7 +7,10 @@ Scaling" and `transformer_engine.common.recipe.DelayedScaling(amax_history_len=1
 history of 1024 steps and a scale per FP8 tensor), "FP8 Current Scaling" (one fp32 scale per
 tensor, computed from the current amax: no history), "MXFP8" (one E8M0 scale per 32 consecutive
 values, Blackwell; rowwise and columnwise copies are quantized separately). Megatron-core's
-`--fp8-recipe delayed|tensorwise|mxfp8` names the recipes.
+`--fp8-recipe delayed|tensorwise|mxfp8|blockwise` names the recipes; `rowwise` is torchao's Float8
+rowwise recipe (one fp32 scale per row); `nvfp4` is Megatron's `--fp4-recipe nvfp4` (TE
+`NVFP4BlockScaling`: E2M1 values, one E4M3 scale per 16, an fp32 scale per tensor; arXiv:2509.25149
+§2). The time these recipes take is estimators/training/precision.py.
 
 What the recipe changes (docs/formulas.md §2.9):
 - weights: the bf16 compute copy and the fp32 master stay (`fp8_model_params` off, TE's default);
@@ -29,13 +32,21 @@ from transformer_calc.model.config import FP8Recipe, ModelConfig, Parallelism, T
 
 FP8_BYTES = 1
 MX_BLOCK = 32  # MXFP8: one E8M0 (1-byte) scale per 32 consecutive values
+BLOCKWISE_TILE = 128  # DeepSeek-V3 §3.3.1: one fp32 scale per 1x128 activation tile (per 128x128 weight block: fewer)
+NVFP4_BLOCK = 16  # NVFP4: one E4M3 (1-byte) scale per 16 values, two E2M1 values per byte
 AMAX_HISTORY = 1024  # DelayedScaling(amax_history_len=1024), TE's default
 FP8_TENSORS_PER_GEMM = 5  # forward: input, weight, output; backward: grad output, grad input
 SCALE_VALUES = 2  # scale and scale_inv, fp32 each
 
 
 def element_bytes_ceil(n: int, recipe: FP8Recipe) -> int:
-    """Bytes of n elements in one FP8 usage: n (tensorwise scaling), n + ⌈n/32⌉ (MXFP8)."""
+    """Bytes of n elements in one low-precision usage: n (per-tensor or per-row scales), n + ⌈n/32⌉
+    (MXFP8), n + 4·⌈n/128⌉ (blockwise: an fp32 scale per 1x128 tile, the activations' granularity,
+    an upper bound for the 128x128 weight blocks), ⌈n/2⌉ + ⌈n/16⌉ (NVFP4)."""
+    if recipe is FP8Recipe.nvfp4:
+        return -(-n // 2) + -(-n // NVFP4_BLOCK)
+    if recipe is FP8Recipe.blockwise:
+        return FP8_BYTES * n + 4 * -(-n // BLOCKWISE_TILE)
     return FP8_BYTES * n + (-(-n // MX_BLOCK) if recipe is FP8Recipe.mxfp8 else 0)
 
 
@@ -50,7 +61,7 @@ def scaling_state_bytes(gemms: int, recipe: FP8Recipe) -> int:
     """Scaling metadata of `gemms` GEMMs (fp32 values): delayed 5·(1024 + 2)·4 bytes per GEMM."""
     if recipe is FP8Recipe.delayed:
         return gemms * FP8_TENSORS_PER_GEMM * (AMAX_HISTORY + SCALE_VALUES) * 4
-    if recipe is FP8Recipe.tensorwise:
+    if recipe in (FP8Recipe.tensorwise, FP8Recipe.nvfp4):  # nvfp4: the fp32 per-tensor scale
         return gemms * FP8_TENSORS_PER_GEMM * SCALE_VALUES * 4
     return 0
 

@@ -26,8 +26,10 @@ stages (1F1B; interleaved with v virtual stages). Per GPU:
   backward all-gathers of weights under ZeRO-3; overlapped with the backward of the last
   micro-batch except one layer's worth (bucketed reduction, PyTorch DDP / Megatron
   overlap_grad_reduce), the rest exposed.
-- MoE: 4 all-to-alls per MoE layer and micro-batch (dispatch and combine, forward and backward)
-  of b·S·k·D·p bytes over ep ranks.
+- MoE (moe_time.py): 4 all-to-alls per MoE layer and micro-batch (dispatch and combine, forward
+  and backward) of b·S·k·D·p bytes over ep ranks, inside and across the NVLink domain; token
+  permutation, router, the local experts' weight traffic and a fitted per-block fixed cost; the
+  load imbalance scales the busiest rank's expert FLOPs and traffic.
 - context parallelism: the ring exchange of K/V blocks, hidden behind the attention core when it
   is shorter (FlashAttention ring kernels), else the excess is exposed.
 - network: a two-level fabric: inside a node (NVLink/NVSwitch domain, `node_size` GPUs) at half
@@ -78,7 +80,6 @@ NETWORK = {"A100": (8, 25e9), "H100": (8, 50e9), "H200": (8, 50e9), "B200": (8, 
            "MI355X": (8, 50e9)}  # fmt: skip
 DEFAULT_NETWORK = (8, 25e9)
 ALL_REDUCES_PER_LAYER = 2  # forward: after attention and after the MLP (backward: 2 more)
-A2A_PER_MOE_LAYER = 4  # dispatch + combine, forward and backward
 
 
 def lookup_efficiency(table: dict, name: str, default):
@@ -145,6 +146,7 @@ class StepEstimate:
     moe_all_to_all_s: float
     cp_comm_s: float  # exposed context-parallel ring traffic
     assumptions: dict = field(default_factory=dict)
+    moe_overhead_s: float = 0.0  # permutation, router, expert weight traffic, imbalance, fixed cost (moe_time.py)
     offload_pcie_s: float = 0.0  # ZeRO-Offload / ZeRO-Infinity host <-> GPU transfers (not overlapped)
     stage_times_s: tuple[float, ...] = ()  # one micro-batch's forward + backward on each pipeline stage
 
@@ -152,7 +154,7 @@ class StepEstimate:
     def step_time_s(self) -> float:
         return (self.compute_s + self.memory_bound_s + self.tp_comm_s + self.pp_bubble_s + self.pp_comm_s
                 + self.dp_exposed_s + self.optimizer_s + self.moe_all_to_all_s + self.cp_comm_s
-                + self.offload_pcie_s)
+                + self.offload_pcie_s + self.moe_overhead_s)
 
     @property
     def tokens_per_s(self) -> float:
@@ -176,7 +178,7 @@ class StepEstimate:
             "compute_s": self.compute_s, "memory_bound_s": self.memory_bound_s, "tp_comm_s": self.tp_comm_s,
             "pp_bubble_s": self.pp_bubble_s, "pp_comm_s": self.pp_comm_s, "dp_comm_exposed_s": self.dp_exposed_s,
             "optimizer_s": self.optimizer_s, "moe_all_to_all_s": self.moe_all_to_all_s, "cp_comm_s": self.cp_comm_s,
-            "offload_pcie_s": self.offload_pcie_s,
+            "offload_pcie_s": self.offload_pcie_s, "moe_overhead_s": self.moe_overhead_s,
         }  # fmt: skip
 
 
@@ -189,10 +191,11 @@ class StageTime:
     tp: float
     moe: float
     cp: float
+    moe_overhead: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.compute + self.memory + self.tp + self.moe + self.cp
+        return self.compute + self.memory + self.tp + self.moe + self.cp + self.moe_overhead
 
 
 def micro_batch_count(global_batch: int, par: Parallelism, micro_batch: int) -> int:
@@ -216,7 +219,8 @@ def _fp8_gemms(tr: Training) -> bool:
 def _peak(gpu, tr: Training) -> float:
     from transformer_calc.devices.hardware import peak_dtype, peak_flops
 
-    dtype = "fp32" if tr.precision is Precision.fp32 else ("fp8" if _fp8_gemms(tr) else None)
+    low = "fp4" if tr.fp8_recipe is FP8Recipe.nvfp4 else "fp8"  # the recipe's GEMM peak (precision.py)
+    dtype = "fp32" if tr.precision is Precision.fp32 else (low if _fp8_gemms(tr) else None)
     return float(peak_flops(gpu, peak_dtype(gpu, dtype)))
 
 
@@ -233,6 +237,7 @@ def estimate_step(
     memory_efficiency: float = MEMORY_EFFICIENCY,
     overlap_dp: bool = True,
     tp_comm_overlap: bool | None = None,
+    moe_load_imbalance: float | None = None,
 ) -> StepEstimate:
     """The step time of one layout (module docstring for every term and its source).
 
@@ -280,11 +285,17 @@ def estimate_step(
         executed = executed - skipped + added
     # The whole step's compute on one GPU of each of the P stages together (T·CP·dp GPUs share a stage)
     compute_all = executed / (gpus / P) / (peak * eff)
-    if tr.fp8_recipe.value == "mxfp8" and "fp4" not in gpu.peak_flops:
-        raise ValueError(f"fp8_recipe mxfp8 needs native microscaling (Blackwell, MI355X: parts with an fp4 peak); "
-                         f"{gpu.name} has none: use --fp8-recipe delayed or tensorwise")
-    if _fp8_gemms(tr):  # FP8 recipes (Transformer Engine) keep attention in bf16: its core at the bf16 peak
-        bf16 = _peak(gpu, tr.model_copy(update={"p": 2, "fp8_recipe": FP8Recipe.none}))
+    from transformer_calc.devices.hardware import check_fp8_recipe
+
+    check_fp8_recipe(tr.fp8_recipe.value, gpu)
+    bf16 = _peak(gpu, tr.model_copy(update={"p": 2, "fp8_recipe": FP8Recipe.none}))
+    if tr.fp8_recipe is not FP8Recipe.none:  # a precision recipe: which GEMMs run low, at what rate (precision.py)
+        from transformer_calc.estimators.training import precision
+
+        linear_block = 3 * (step.layers - step.attention_cores) / m.n_layers  # one block's linears, all passes
+        high = precision.high_precision_flops(m, step, tr, linear_block)
+        compute_all = precision.compute_s(executed, high, bf16, peak, eff, tr.fp8_recipe) / (gpus / P)
+    elif _fp8_gemms(tr):  # the seed's p = 1: every matmul at the fp8 peak but the attention core (bf16)
         cores = step.attention_cores * (3 + (1 if tr.recompute is not Recompute.none else 0))
         compute_all += cores / (gpus / P) / eff * (1 / bf16 - 1 / peak)
 
@@ -326,6 +337,17 @@ def estimate_step(
     mem_passes = 3 + (1 if tr.recompute is Recompute.full else 0)
     tokens_mb = b * S / cp  # one micro-batch's tokens on one GPU
     layer_mem_s = mem_passes * per_token_layer * p * tokens_mb / bw_hbm
+    if tr.fp8_recipe is not FP8Recipe.none:  # the recipe's casts (precision.py): activations per micro-batch,
+        from transformer_calc.estimators.training import precision  # weights once per step (cached)
+        from transformer_calc.estimators.training.fp8 import block_gemms
+
+        n_moe_all_ = m.n_moe_layers()
+        low_blocks = 1 - precision.bf16_block_count(m, tr.fp8_recipe) / m.n_layers
+        q_act = sum(count * precision.activation_quantize_bytes(m, tr, par, moe)
+                    for moe, count in ((True, n_moe_all_), (False, m.n_layers - n_moe_all_)) if count) / m.n_layers
+        q_w = sum(count * precision.weight_quantize_bytes(block_gemms(m, moe, T, ep, par.expert_tensor)[0], tr)
+                  for moe, count in ((True, n_moe_all_), (False, m.n_layers - n_moe_all_)) if count) / m.n_layers
+        layer_mem_s += low_blocks * (q_act * tokens_mb + q_w / mb) / bw_hbm
     # Embedding and loss as stage work: the lookup writes b·S·D (forward) and its gradient is
     # accumulated into the table (backward: read the output gradient, read-modify-write fp32
     # rows); the vocabulary-parallel cross-entropy reads the logits, writes the fp32 softmax and
@@ -355,12 +377,18 @@ def estimate_step(
     tp_layer_s = n_ar * ring_all_reduce_s(msg, T, tp_bw, tp_lat)
     tp_edge_s = ring_all_reduce_s(msg, T, tp_bw, tp_lat)
 
-    # MoE all-to-all per MoE layer and micro-batch.
-    a2a_layer_s = 0.0
-    if m.is_moe and ep > 1:
-        a2a_bw, a2a_lat = net.link(T * cp * ep)
-        size = b * (S // cp) * m.experts_per_token * D * p
-        a2a_layer_s = A2A_PER_MOE_LAYER * ring_gather_s(size, ep, a2a_bw, a2a_lat)
+    # MoE: all-to-all, permutation, router, expert weight traffic, fixed cost per MoE layer and
+    # micro-batch (moe_time.py); the busiest rank's extra expert FLOPs under load imbalance.
+    a2a_layer_s = moe_extra_s = 0.0
+    imbalance = 1.0
+    if m.is_moe:
+        from transformer_calc.estimators.training.moe_time import DEFAULT_LOAD_IMBALANCE, moe_block_time
+
+        imbalance = DEFAULT_LOAD_IMBALANCE if moe_load_imbalance is None else moe_load_imbalance
+        blk = moe_block_time(m, tr, par, net, tokens=b * S / cp, hbm_bytes_s=bw_hbm, load_imbalance=imbalance)
+        a2a_layer_s = blk.all_to_all
+        routed = step.layer.mlp * passes / (gpus / P) / mb / (peak * eff)  # one MoE layer's routed experts
+        moe_extra_s = blk.overhead + (imbalance - 1) * routed
 
     # Context parallelism: (cp−1) ring steps of the local K/V per layer, forward and backward (3x
     # with the recompute-free backward's two passes), minus the attention core it hides behind.
@@ -394,6 +422,7 @@ def estimate_step(
             tp=tp,
             moe=n_moe_s * a2a_layer_s,
             cp=n * cp_layer_s,
+            moe_overhead=n_moe_s * moe_extra_s,
         )
 
     core_share = step.attention_cores / max(step.layers, 1)  # of a block's FLOPs: the attention core
@@ -401,7 +430,7 @@ def estimate_step(
     slowest = max(times, key=lambda key: times[key].total)
     t_max = times[slowest]
     compute_s, memory_bound_s, tp_comm_s = mb * t_max.compute, mb * t_max.memory, mb * t_max.tp
-    moe_s, cp_s = mb * t_max.moe, mb * t_max.cp
+    moe_s, cp_s, moe_extra_total = mb * t_max.moe, mb * t_max.cp, mb * t_max.moe_overhead
     per_micro = t_max.total
     # Pipeline bubble: a step of m micro-batches through stages of times t_s (1F1B) takes
     # (m − 1)·max t_s + Σ t_s (a flow shop of identical jobs), so the bubble beyond m·max t_s is
@@ -490,11 +519,12 @@ def estimate_step(
         model_flops=model_flops, hardware_flops=hw_flops, peak_flops_s=peak,
         compute_s=compute_s, memory_bound_s=memory_bound_s, tp_comm_s=tp_comm_s, pp_bubble_s=bubble_s,
         pp_comm_s=pp_s, dp_comm_s=dp_s, dp_exposed_s=dp_exposed, optimizer_s=optimizer_s,
-        moe_all_to_all_s=moe_s, cp_comm_s=cp_s, offload_pcie_s=offload_s,
+        moe_all_to_all_s=moe_s, cp_comm_s=cp_s, offload_pcie_s=offload_s, moe_overhead_s=moe_extra_total,
         stage_times_s=tuple(times[stage_key[s_]].total for s_ in range(P)),
         assumptions={"matmul_efficiency": eff, "memory_efficiency": memory_efficiency,
                      "node_size": net.node_size, "intra_node_bytes_s": net.intra_bytes_s,
                      "inter_node_bytes_s": net.inter_bytes_s, "overlap_dp": overlap_dp, "tp_comm_overlap": overlap_tp,
+                     **({"moe_load_imbalance": imbalance} if m.is_moe else {}),
                      **({"offload_host_link": host_link, "offload_host_bytes_s": pcie, "offload_overlapped": False,
                          "cpu_optimizer_priced": False,
                          "nvme_drive_bandwidth_priced": False} if tr.offload.value != "none" else {})},
@@ -557,6 +587,7 @@ class MicroBatchTrial:
 def fastest_micro_batch(
     m: ModelConfig, w: Workload, tr: Training, par: Parallelism, gpu: GPU, *, global_batch: int,
     network: Any = None, matmul_efficiency: float | None = None, tp_comm_overlap: bool | None = None,
+    moe_load_imbalance: float | None = None,
 ) -> tuple[int, list[MicroBatchTrial]]:
     """The fastest micro-batch b (of MICRO_BATCHES) that fits and divides the per-replica batch
     G/dp, with every trial; 1 when none fits. The fit is the step timeline's peak (one fit finder:
@@ -573,7 +604,8 @@ def fastest_micro_batch(
         trial_tr = tr.model_copy(update={"micro_batches": per_replica // b})
         fits = peak_memory(m, trial_w, trial_tr, par).peak_bytes <= fit_capacity(gpu.memory_bytes)
         est = estimate_step(m, trial_w, trial_tr, par, gpu, global_batch=global_batch, network=network,
-                            matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap)
+                            matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap,
+                            moe_load_imbalance=moe_load_imbalance)
         trials.append(MicroBatchTrial(micro_batch=b, fits=fits, step_time_s=est.step_time_s))
         if fits and (best is None or est.step_time_s < best[1]):
             best = (b, est.step_time_s)

@@ -1,0 +1,106 @@
+"""MoE training time per MoE block and micro-batch: expert-parallel all-to-all, token permutation,
+router, the grouped GEMMs' per-expert weight traffic and a per-block fixed cost (issue 24).
+
+The expert FLOPs (k routed experts per token, the shared experts, the router GEMM) are in the
+compute term of train.py (flops.py counts them); this module prices what a MoE block adds to them,
+per GPU, for one micro-batch's forward and backward. Megatron-core's token dispatcher
+(megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher; DeepEP and HybridEP
+move the same bytes) is the model:
+
+- all-to-all: the dispatch sends each of the t tokens a GPU routes to its k experts (t·k·D values,
+  16-bit: FP8 dispatch is not assumed), the combine brings them back; forward and backward: 4
+  all-to-alls (6 with full recomputation). Of the ep ranks of the expert-parallel group (stride
+  etp: Megatron-core orders expert ranks tensor-expert-data, so the group spans etp·ep GPUs),
+  those inside one NVLink domain exchange over NVLink, the rest over the per-GPU NIC, both at
+  once: time = max(bytes to domain peers / NVLink, bytes to other domains / NIC) + one latency
+  (Megatron-core's hierarchical dispatch; the share of a rank's own tokens stays local).
+  Not overlapped with compute (Megatron-core's default; `--overlap-moe-expert-parallel-comm` is
+  off unless a recipe sets it).
+- the load imbalance f (>= 1): the busiest rank receives f times the mean tokens; its all-to-all
+  bytes and its experts' FLOPs scale by f (the step waits for it). Default 1.0: balanced, as the
+  published Megatron-Bridge benchmarks force-balance the routing ("we force-balance the token
+  distribution among experts"); a router trained with an auxiliary loss is not balanced and a
+  run's own f should be given.
+- token permutation (moe_utils.permute / unpermute): gathering the t tokens into expert order
+  reads t·D and writes t·k·D values, unpermuting reads t·k·D and writes t·D; forward and backward
+  (the gradients move the same way): 4·(1 + k)·t·D values of p bytes, HBM-bound.
+- the router: the softmax (or sigmoid) and top-k over t·n_e fp32 logits read and written once
+  forward, twice backward: 3·2·4·t·n_e bytes.
+- the grouped GEMMs at small per-expert batches: each local expert's weights are read by its
+  fprop and dgrad GEMMs and its fp32 main gradient read-modified-written by wgrad
+  (gradient-accumulation fusion) once per micro-batch, however few tokens it got: (2p + 8) bytes
+  per local expert weight. At large per-expert batches this is small beside the FLOPs; at the
+  per-expert batches of fine-grained MoE (hundreds of tokens) it is not.
+- a fixed cost per MoE block and micro-batch (forward + backward), MOE_BLOCK_OVERHEAD_S: the
+  dropless dispatcher synchronises the host on the token counts per expert (a device-to-host copy
+  before the all-to-all can be sized), after which the host launches the block's many small
+  kernels (router, top-k, permute, one GEMM per local expert in TE's GroupedLinear, ...) with the
+  GPU waiting. FITTED (see the constant).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from transformer_calc.model.config import ModelConfig, Parallelism, Recompute, Training
+
+ALL_TO_ALLS = 4  # dispatch + combine, forward and backward
+FP32_BYTES = 4
+MAIN_GRAD_BYTES = 2 * FP32_BYTES  # wgrad accumulates into the fp32 main gradient: read + write
+DEFAULT_LOAD_IMBALANCE = 1.0  # balanced routing, as the Megatron-Bridge benchmarks force it
+# FITTED: seconds per MoE block and micro-batch (forward + backward) that the host-synchronised
+# dropless dispatch adds. 6.4e-3 gives a median error of 0 on the one source it is fitted on, the
+# Megatron-Bridge 25.11 performance summary's MoE rows (tools/validation/train_runs.yaml ids
+# mbridge2511-*); validated on the 26.02 rows (ids mbridge-*).
+MOE_BLOCK_OVERHEAD_S = 6.4e-3
+
+
+@dataclass(frozen=True)
+class MoEBlockTime:
+    """One MoE block's added seconds for one micro-batch (forward + backward) on one GPU."""
+
+    all_to_all: float
+    permutation: float  # token permute/unpermute, router: HBM-bound
+    expert_weights: float  # the local experts' weight and main-gradient traffic
+    fixed: float  # MOE_BLOCK_OVERHEAD_S
+
+    @property
+    def overhead(self) -> float:
+        return self.permutation + self.expert_weights + self.fixed
+
+
+def all_to_all_s(size: float, ep: int, etp: int, net) -> float:
+    """One all-to-all of `size` bytes per GPU over ep ranks (stride etp), split between the NVLink
+    domain and the NIC (module docstring). 0 when ep = 1."""
+    if ep <= 1:
+        return 0.0
+    in_domain = max(1, min(ep, net.node_size // max(etp, 1)))  # the group's ranks sharing one domain
+    intra = size * (in_domain - 1) / ep
+    inter = size * (ep - in_domain) / ep
+    t = max(intra / net.intra_bytes_s, inter / net.inter_bytes_s if inter else 0.0)
+    return t + (net.inter_latency_s if inter else net.intra_latency_s)
+
+
+def moe_block_time(
+    m: ModelConfig, tr: Training, par: Parallelism, net, *, tokens: float, hbm_bytes_s: float,
+    load_imbalance: float = DEFAULT_LOAD_IMBALANCE, fixed_s: float = MOE_BLOCK_OVERHEAD_S,
+) -> MoEBlockTime:
+    """What one MoE block adds for one micro-batch of `tokens` tokens per GPU (b·S/CP; with SP a
+    1/T share of them enters the dispatcher on each tensor rank)."""
+    if load_imbalance < 1:
+        raise ValueError(f"moe_load_imbalance ({load_imbalance}) is the busiest rank's tokens over the mean: "
+                         "give a number >= 1 (1: balanced)")
+    D, k, p = m.d_model, m.experts_per_token, tr.p
+    ep, etp, T = par.expert, par.expert_tensor_size, par.tensor
+    t = tokens / T if par.sequence_parallel and T > 1 else tokens  # tokens entering this rank's router
+    comm = max(p, 2)  # tokens travel in 16 bits
+    n_a2a = ALL_TO_ALLS + (2 if tr.recompute is Recompute.full else 0)
+    a2a = n_a2a * all_to_all_s(t * k * D * comm * load_imbalance, ep, etp, net)
+    permute = 4 * (1 + k) * t * D * p * load_imbalance
+    router = 3 * 2 * FP32_BYTES * t * m.n_experts
+    local_experts = m.n_experts // ep
+    n_mats = 3 if m.gated_mlp else 2
+    weights = local_experts * n_mats * D * m.moe_d_ff / etp
+    weight_traffic = weights * (2 * p + MAIN_GRAD_BYTES)
+    return MoEBlockTime(all_to_all=a2a, permutation=(permute + router) / hbm_bytes_s,
+                        expert_weights=weight_traffic / hbm_bytes_s, fixed=fixed_s)

@@ -1,0 +1,150 @@
+"""Precision recipes for the step time: which GEMMs run at which peak, and the quantize traffic (issue 24).
+
+The memory side of the same recipes is fp8.py; this module prices their time. One recipe per
+`--fp8-recipe` value:
+
+| recipe     | GEMM dtype | bytes per quantized value            | scale from                     | source |
+| ---        | ---        | ---                                  | ---                            | ---    |
+| delayed    | fp8        | 1                                    | a 1024-step amax history       | TE "FP8 Delayed Scaling" |
+| tensorwise | fp8        | 1                                    | the tensor's current amax      | TE "FP8 Current Scaling" |
+| rowwise    | fp8        | 1 (+ an fp32 scale per row)          | each row's current amax        | torchao Float8 "rowwise" |
+| blockwise  | fp8        | 1 + 4/128 (fp32 per 1x128 tile)      | each tile's amax (fused)       | DeepSeek-V3 §3.3.1 (arXiv:2412.19437) |
+| mxfp8      | fp8        | 1 + 1/32 (E8M0 per 32)               | each block's amax (fused)      | TE "MXFP8", OCP MX spec |
+| nvfp4      | fp4        | 1/2 + 1/16 (E4M3 per 16)             | tensor amax, then each block's | TE "NVFP4", arXiv:2509.25149 §2-4 |
+
+Which GEMMs run low: in every recipe the three GEMMs of each Transformer Engine linear layer --
+fprop (Y = X·W), dgrad (dX = dY·Wᵀ) and wgrad (dW = Xᵀ·dY) -- take quantized operands (TE
+user guide "Introduction to FP8": "all three GEMMs in FP8"; DeepSeek-V3 §3.3: "Fprop, Dgrad and
+Wgrad"; arXiv:2509.25149 §4: all three NVFP4). What stays at the bf16 peak: the attention core
+(QKᵀ and the re-weighting by V run in FlashAttention / cuDNN fused attention, bf16), the LM head
+(Megatron's output layer is not a TE module) and the MoE router (kept in fp32/bf16 by Megatron-core
+and TE alike), and under nvfp4 the linear layers of the first and last NVFP4_BF16_BLOCKS blocks
+(Megatron-core `--first-last-layers-bf16 --num-layers-at-start-in-bf16 1 --num-layers-at-end-in-bf16 1`,
+its defaults; arXiv:2509.25149 §4.1 keeps about 15 % of the linear layers, mostly the last blocks, in
+high precision -- more than these defaults on a deep model).
+
+Quantize traffic (memory-bound, priced at the HBM bandwidth with the step's memory efficiency):
+- every GEMM input that is an activation (the linear layers' inputs in fprop, their output
+  gradients in dgrad) is read once at p bytes and written twice, a rowwise and a columnwise
+  (transposed) quantized copy, since wgrad and dgrad consume the transposed layout (TE
+  "Handling transposes": Hopper FP8 GEMMs take only the TN layout; MXFP8 and NVFP4 scale along
+  the other axis for the columnwise usage, so it is quantized separately). Current scaling
+  (tensorwise, nvfp4's per-tensor scale) reads the tensor once more to find its amax before
+  casting (TE "FP8 Current Scaling": "an additional pass"); delayed scaling takes the amax from
+  history and per-row/per-block recipes compute theirs inside the cast kernel.
+- weights are cast once per optimizer step, not per micro-batch (Megatron passes
+  `is_first_microbatch` so TE caches the quantized weights across micro-batches): read p, write
+  both usages.
+- nvfp4's 16x16 random Hadamard transform of the wgrad inputs is assumed fused into the cast of
+  their columnwise copy (TE applies it in the quantize kernel): no traffic of its own.
+
+Achievable rate: a low-precision GEMM reaches LOW_PRECISION_GEMM_RATIO of the efficiency a bf16
+GEMM reaches, of its own (fp8 or fp4) dense peak. Measured single GEMMs reach about the same
+fraction of the fp8 peak as of the bf16 peak at large shapes (tile-ai/tilelang benchmark on an
+H800 SXM, M = N = 8192, K = 16384: fp8 1541 TFLOP/s = 0.779 of 1979, fp16 766 = 0.774 of 989;
+github:xwhzz/tilelang benchmark/matmul_fp8/README.md and benchmark/matmul/README.md); whole training
+steps do not (their FP8 GEMMs are smaller per rank, and TE's FP8 linears carry work the fraction
+does not see). The ratio is therefore FITTED, on one source only: NeMo 24.07's FP8 performance
+summary on H100 (7 runs, tools/validation/train_runs.yaml ids nemo-*); it is validated on the
+Megatron-Bridge 25.11/26.02 FP8-CS, MXFP8 and NVFP4 runs (H100, B200, B300, GB200, GB300) in the
+same file. Blackwell and fp4 take the Hopper fp8 fit (no Blackwell run fitted; an assumption the
+validation shows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from transformer_calc.model.config import FP8Recipe, ModelConfig, Parallelism, Recompute, Training
+
+
+@dataclass(frozen=True)
+class RecipeTime:
+    """What a recipe costs in time: its GEMMs' dtype and its quantize traffic per value."""
+
+    gemm_dtype: str  # the dense peak its GEMMs run at: fp8 | fp4
+    value_bytes: float  # one quantized usage of one value, scales included
+    amax_pass: bool  # current scaling: one more read of the tensor for its amax
+    bf16_blocks: tuple[int, int] = (0, 0)  # blocks at the start / end whose linears stay in bf16
+
+
+RECIPES: dict[FP8Recipe, RecipeTime] = {
+    FP8Recipe.delayed: RecipeTime("fp8", 1.0, amax_pass=False),
+    FP8Recipe.tensorwise: RecipeTime("fp8", 1.0, amax_pass=True),
+    FP8Recipe.rowwise: RecipeTime("fp8", 1.0, amax_pass=False),
+    FP8Recipe.blockwise: RecipeTime("fp8", 1.0 + 4 / 128, amax_pass=False),
+    FP8Recipe.mxfp8: RecipeTime("fp8", 1.0 + 1 / 32, amax_pass=False),
+    FP8Recipe.nvfp4: RecipeTime("fp4", 0.5 + 1 / 16, amax_pass=True, bf16_blocks=(1, 1)),
+}
+USAGES = 2  # a rowwise and a columnwise (transposed) quantized copy of every quantized tensor
+# FITTED (module docstring): the low-precision GEMMs' efficiency / the bf16 GEMMs' efficiency, each of
+# its own dense peak. 0.747 gives a median error of 0 on NeMo 24.07's 7 H100 FP8 runs (the only
+# source it is fitted on); fp4 takes the fp8 value (an assumption).
+LOW_PRECISION_GEMM_RATIO = {"fp8": 0.747, "fp4": 0.747}
+
+
+def recipe_time(recipe: FP8Recipe) -> RecipeTime | None:
+    return RECIPES.get(recipe)
+
+
+def bf16_block_count(m: ModelConfig, recipe: FP8Recipe) -> int:
+    """Blocks whose linear layers stay in bf16 under the recipe (at most all L)."""
+    rt = RECIPES.get(recipe)
+    return 0 if rt is None else min(m.n_layers, sum(rt.bf16_blocks))
+
+
+def compute_s(
+    executed: int, high_precision: int, bf16_peak: float, low_peak: float, eff: float, recipe: FP8Recipe,
+) -> float:
+    """Seconds of `executed` FLOPs on one GPU when `high_precision` of them run at the bf16 peak and
+    the rest at the recipe's peak: high / (bf16_peak·η) + (executed − high) / (low_peak·η·ratio)."""
+    rt = RECIPES[recipe]
+    low = max(executed - high_precision, 0)
+    return high_precision / (bf16_peak * eff) + low / (low_peak * eff * LOW_PRECISION_GEMM_RATIO[rt.gemm_dtype])
+
+
+def high_precision_flops(m: ModelConfig, step, tr: Training, linear_layer_flops: float) -> int:
+    """FLOPs of one step that stay at the bf16 peak under a recipe: the attention cores (forward,
+    backward = 2 forwards, a recomputed forward), the LM head and embedding projection (3 passes),
+    the router (3 passes), and the linear layers of the bf16 blocks (`linear_layer_flops`: one
+    block's linear-layer FLOPs over the step, all passes)."""
+    recompute = 1 if tr.recompute is not Recompute.none else 0
+    cores = step.attention_cores * (3 + recompute)
+    head = 3 * (step.lm_head + step.embedding_projection)
+    router = 3 * step.layer.router * m.n_moe_layers()
+    return int(cores + head + router + bf16_block_count(m, tr.fp8_recipe) * linear_layer_flops)
+
+
+def activation_quantize_bytes(m: ModelConfig, tr: Training, par: Parallelism, moe: bool) -> float:
+    """Bytes one GPU moves per token of one block to quantize its GEMMs' activation operands in one
+    forward + backward (module docstring): per quantized value p read (+ p for an amax pass) and
+    USAGES copies written. Quantized per token: the inputs of QKV (D), W_O (A·h_v/T), the MLP
+    (D) and W_down (F/T) in fprop; their output gradients (QKV width/T, D, the up (and gate)
+    width/T, D) in dgrad; under a MoE block the routed experts' inputs and gradients k times, the
+    shared expert's once. Widths per tensor-parallel rank (with SP the D-wide tensors are a 1/T
+    share of the tokens: the same bytes per GPU)."""
+    rt = RECIPES[tr.fp8_recipe]
+    T, D, p = par.tensor, m.d_model, tr.p
+    qkv_out = ((m.n_heads if m.is_mla else m.n_heads + 2 * m.n_kv_heads) * m.head_dim) / T
+    o_in = m.n_heads * m.v_dim / T
+    values = D / T + o_in + qkv_out + D / T  # attention: fprop inputs, dgrad output gradients
+    n_up = 2 if m.gated_mlp else 1
+
+    def mlp(width: float, copies: float) -> float:  # fc1 input, fc2 input, fc1 out-grad, fc2 out-grad
+        return copies * (D / T + width + n_up * width + D / T)
+
+    if moe:
+        etp = par.expert_tensor_size
+        values += mlp(m.moe_d_ff / etp, m.experts_per_token)
+        if m.shared_expert_d_ff:
+            values += mlp(m.shared_expert_d_ff / T, 1)
+    else:
+        values += mlp(m.d_ff / T, 1)
+    read = p * (2 if rt.amax_pass else 1)
+    return values * (read + USAGES * rt.value_bytes)
+
+
+def weight_quantize_bytes(elements: int, tr: Training) -> float:
+    """Bytes to cast `elements` GEMM weights once per step: read p, write both usages."""
+    rt = RECIPES[tr.fp8_recipe]
+    return elements * (tr.p * (2 if rt.amax_pass else 1) + USAGES * rt.value_bytes)
