@@ -18,10 +18,13 @@ user guide "Introduction to FP8": "all three GEMMs in FP8"; DeepSeek-V3 §3.3: "
 Wgrad"; arXiv:2509.25149 §4: all three NVFP4). What stays at the bf16 peak: the attention core
 (QKᵀ and the re-weighting by V run in FlashAttention / cuDNN fused attention, bf16), the LM head
 (Megatron's output layer is not a TE module) and the MoE router (kept in fp32/bf16 by Megatron-core
-and TE alike), and under nvfp4 the linear layers of the first and last NVFP4_BF16_BLOCKS blocks
-(Megatron-core `--first-last-layers-bf16 --num-layers-at-start-in-bf16 1 --num-layers-at-end-in-bf16 1`,
-its defaults; arXiv:2509.25149 §4.1 keeps about 15 % of the linear layers, mostly the last blocks, in
-high precision -- more than these defaults on a deep model).
+and TE alike), and under nvfp4 the linear layers of a share of the blocks: NVIDIA's NVFP4 recipe
+keeps "a few sensitive linear layers in higher precision (about 15 % of the network, the majority
+at the end)" (arXiv:2509.25149 §4; Megatron-core expresses it as `--first-last-layers-bf16
+--num-layers-at-start-in-bf16 N --num-layers-at-end-in-bf16 M`). tcalc keeps round(0.15·L) blocks
+in bf16 under nvfp4 (the paper's share, not fitted; whether the Megatron-Bridge performance
+recipes keep exactly this share was not read). The FP8 recipes keep none (Megatron's
+`--first-last-layers-bf16` is off by default).
 
 Quantize traffic (memory-bound, priced at the HBM bandwidth with the step's memory efficiency):
 - every GEMM input that is an activation (the linear layers' inputs in fprop, their output
@@ -57,6 +60,8 @@ from dataclasses import dataclass
 
 from transformer_calc.model.config import FP8Recipe, ModelConfig, Parallelism, Recompute, Training
 
+NVFP4_BF16_SHARE = 0.15  # arXiv:2509.25149 §4: about 15 % of the linear layers stay in high precision
+
 
 @dataclass(frozen=True)
 class RecipeTime:
@@ -65,7 +70,7 @@ class RecipeTime:
     gemm_dtype: str  # the dense peak its GEMMs run at: fp8 | fp4
     value_bytes: float  # one quantized usage of one value, scales included
     amax_pass: bool  # current scaling: one more read of the tensor for its amax
-    bf16_blocks: tuple[int, int] = (0, 0)  # blocks at the start / end whose linears stay in bf16
+    bf16_share: float = 0.0  # share of the blocks whose linear layers stay in bf16
 
 
 RECIPES: dict[FP8Recipe, RecipeTime] = {
@@ -74,7 +79,7 @@ RECIPES: dict[FP8Recipe, RecipeTime] = {
     FP8Recipe.rowwise: RecipeTime("fp8", 1.0, amax_pass=False),
     FP8Recipe.blockwise: RecipeTime("fp8", 1.0 + 4 / 128, amax_pass=False),
     FP8Recipe.mxfp8: RecipeTime("fp8", 1.0 + 1 / 32, amax_pass=False),
-    FP8Recipe.nvfp4: RecipeTime("fp4", 0.5 + 1 / 16, amax_pass=True, bf16_blocks=(1, 1)),
+    FP8Recipe.nvfp4: RecipeTime("fp4", 0.5 + 1 / 16, amax_pass=True, bf16_share=NVFP4_BF16_SHARE),
 }
 USAGES = 2  # a rowwise and a columnwise (transposed) quantized copy of every quantized tensor
 # FITTED (module docstring): the low-precision GEMMs' efficiency / the bf16 GEMMs' efficiency, each of
@@ -90,7 +95,7 @@ def recipe_time(recipe: FP8Recipe) -> RecipeTime | None:
 def bf16_block_count(m: ModelConfig, recipe: FP8Recipe) -> int:
     """Blocks whose linear layers stay in bf16 under the recipe (at most all L)."""
     rt = RECIPES.get(recipe)
-    return 0 if rt is None else min(m.n_layers, sum(rt.bf16_blocks))
+    return 0 if rt is None else min(m.n_layers, round(rt.bf16_share * m.n_layers))
 
 
 def compute_s(
