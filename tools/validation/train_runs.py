@@ -200,7 +200,7 @@ def evaluate(row: dict[str, Any]) -> Result:
     # `overlap_grad_reduce: false` (estimate_step's overlap_dp); the default is tcalc's (overlapped).
     overlap = bool(row.get("overlap_grad_reduce", True))
     est = estimate_step(model, w, tr, par, gpu, global_batch=row["global_batch"], overlap_dp=overlap,
-                        tp_comm_overlap=row.get("tp_comm_overlap"))
+                        tp_comm_overlap=row.get("tp_comm_overlap"), moe_a2a_overlap=bool(row.get("moe_a2a_overlap")))
     return Result(row, model, w, tr, par, gpu, est)
 
 
@@ -283,7 +283,22 @@ def groups(results: list[Result]) -> list[tuple[str, list[Result]]]:
         by.setdefault(r.row["id"].split("-")[0], []).append(r)
     for r in results:
         by.setdefault(r.gpu.name.split("-")[0], []).append(r)
+    for r in results:  # per GPU generation, and MoE apart from dense (issue 24)
+        by.setdefault(generation(r.gpu.name), []).append(r)
+    for r in results:
+        by.setdefault("MoE" if r.model.is_moe else "dense", []).append(r)
     return list(by.items())
+
+
+GENERATIONS = (("A100", "Ampere (A100)"), ("H1", "Hopper (H100, H200)"), ("H2", "Hopper (H100, H200)"),
+               ("B", "Blackwell (B200, B300, GB200, GB300)"), ("GB", "Blackwell (B200, B300, GB200, GB300)"))
+
+
+def generation(gpu_name: str) -> str:
+    for prefix, name in GENERATIONS:
+        if gpu_name.upper().startswith(prefix):
+            return name
+    return gpu_name
 
 
 def breakdown_text(r: Result) -> str:
@@ -320,9 +335,13 @@ def docs_section(results: list[Result]) -> str:
         "Error = tcalc throughput / measured − 1 = measured step / tcalc step − 1 (negative: tcalc "
         "predicts a slower step). Published MFU/HFU are shown for reference next to tcalc's `mfu`/`hfu`; "
         "their FLOP conventions differ by source, so they are not the comparison (rows compared on MFU "
-        "say which attention count they assume). Two constants are fitted, each on one source: "
+        "say which attention count they assume). Four constants are fitted, each on one source: "
         "TRAINING_GEMM_FRACTION on the narayanan rows, the megatron profile's MEGATRON_GEMM_FRACTION "
-        "(Hopper and later) on the dgxc rows; every other source only validates.",
+        "(Hopper and later) on the dgxc rows, the precision recipes' LOW_PRECISION_GEMM_RATIO "
+        "(estimators/training/precision.py) on the nemo rows (NeMo 24.07 FP8), and the MoE block's "
+        "MOE_EXPERT_OVERHEAD_S (estimators/training/moe_time.py) on the mbridge2511 rows (Megatron-Bridge "
+        "25.11's MoE runs); every other source only validates. Every published layout is expressed "
+        "(0 refused); the few that need an approximation say so in their notes.",
         "",
         "| source | setup | measured | tcalc | error |",
         "| --- | --- | --- | --- | --- |",

@@ -197,6 +197,7 @@ class TrainRequest(ModelRequest):
     fp8_recipe: FP8 = None
     matmul_efficiency: Annotated[float | None, opt("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU].", parse=fraction, job=False)] = None
     moe_load_imbalance: Annotated[float | None, opt("--moe-load-imbalance", help="MoE: the busiest expert-parallel rank's tokens over the mean, >= 1 (scales its expert FLOPs, all-to-all and permutation) \\[default: 1.0, balanced, as the Megatron-Bridge benchmarks force it].", panel=PARALLEL, parse=positive, job=False)] = None
+    moe_a2a_overlap: Annotated[bool | None, opt("--moe-a2a-overlap/--no-moe-a2a-overlap", help="MoE: each micro-batch's all-to-all runs under another micro-batch's compute (Megatron --overlap-moe-expert-parallel-comm) \\[default: off, Megatron-core's default].", panel=PARALLEL, job=False)] = None
     tp_comm_overlap: Annotated[bool | None, opt("--tp-comm-overlap/--no-tp-comm-overlap", help="Tensor-parallel collectives overlapped with the GEMMs (Megatron --tp-comm-overlap, TE userbuffers) \\[default: on for --framework megatron with --sp and T > 1].", panel=PARALLEL, job=False)] = None
     node_size: NodeSize = None
     inter_node_gb_s: InterNode = None

@@ -97,6 +97,7 @@ class StepAssumptions(Section):
     overlap_dp: bool  # data-parallel traffic overlapped with the backward
     tp_comm_overlap: bool = False  # tensor-parallel collectives overlapped with the GEMMs (TE userbuffers)
     moe_load_imbalance: float | None = None  # MoE: the busiest expert rank's tokens over the mean (1: balanced)
+    moe_a2a_overlap: bool | None = None  # MoE: the all-to-all runs under another micro-batch's compute
     offload_host_link: str | None = None  # with --offload: PCIe x16 or NVLink-C2C
     offload_host_bytes_s: float | None = None  # one way
     offload_overlapped: bool | None = None
@@ -173,7 +174,7 @@ def train_report(
     m: ModelConfig, w: Any, tr: Any, par: Any, gpu: Any, *, global_batch: int, micro_batch_given: bool,
     network: Any = None, matmul_efficiency: float | None = None, tokens: int | None = None,
     price_per_gpu_hour: float | None = None, tp_comm_overlap: bool | None = None,
-    moe_load_imbalance: float | None = None,
+    moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False,
 ) -> TrainResult:
     """`tcalc train`: the step time of one layout, its breakdown, MFU, memory, and a budget."""
     from transformer_calc.errors import TcalcError
@@ -198,14 +199,14 @@ def train_report(
     if not micro_batch_given:  # the fastest micro-batch that fits and divides the replica batch
         chosen, trials = fastest_micro_batch(m, w, tr, par, gpu, global_batch=global_batch, network=network,
                                              matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap,
-                                             moe_load_imbalance=moe_load_imbalance)
+                                             moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap)
         tried = [MicroBatchTrial(micro_batch=t.micro_batch, fits=t.fits, step_time_s=t.step_time_s) for t in trials]
     w = w.model_copy(update={"batch_size": chosen})
     m_micro = micro_batch_count(global_batch, par, chosen)
     tr = tr.model_copy(update={"micro_batches": m_micro})
     est = estimate_step(m, w, tr, par, gpu, global_batch=global_batch, network=network,
                         matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap,
-                        moe_load_imbalance=moe_load_imbalance)
+                        moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap)
     tl = peak_memory(m, w, tr, par)
     usable = fit_capacity(gpu.memory_bytes)
     offload: dict[str, Any] = {}  # the memory section's offload keys: with --offload only
@@ -303,7 +304,7 @@ def train_command(
     src: Any, flags: dict[str, Any], *, gpus: int | None, global_batch_of: Any, node_size: int | None = None,
     inter_node_gb_s: float | None = None, matmul_efficiency: float | None = None, tokens: int | None = None,
     price_per_gpu_hour: float | None = None, tp_comm_overlap: bool | None = None,
-    moe_load_imbalance: float | None = None,
+    moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False,
 ) -> TrainResult:
     """`tcalc train` and `tc.train` from a resolved model source and the options given (job-file key
     names; None: not given; `dtype` the compute dtype, `p` its bytes): the settings resolved by
@@ -324,7 +325,8 @@ def train_command(
     return train_report(m, w, tr, par, device, global_batch=global_batch_of(w.seq_len),
                         micro_batch_given=micro_batch_given, network=network_for(device, node_size, inter_node_gb_s),
                         matmul_efficiency=matmul_efficiency, tokens=tokens, price_per_gpu_hour=price_per_gpu_hour,
-                        tp_comm_overlap=tp_comm_overlap, moe_load_imbalance=moe_load_imbalance)
+                        tp_comm_overlap=tp_comm_overlap, moe_load_imbalance=moe_load_imbalance,
+                        moe_a2a_overlap=moe_a2a_overlap)
 
 
 def plan_command(
@@ -352,7 +354,7 @@ def run_train(req: TrainRequest, note: Any = None) -> TrainResult:
                          node_size=req.node_size, inter_node_gb_s=req.inter_node_gb_s,
                          matmul_efficiency=req.matmul_efficiency, tokens=req.tokens,
                          price_per_gpu_hour=req.price_per_gpu_hour, tp_comm_overlap=req.tp_comm_overlap,
-                         moe_load_imbalance=req.moe_load_imbalance)
+                         moe_load_imbalance=req.moe_load_imbalance, moe_a2a_overlap=bool(req.moe_a2a_overlap))
 
 
 # ---------------------------------------------------------------------------- the command

@@ -14,8 +14,10 @@ move the same bytes) is the model:
   those inside one NVLink domain exchange over NVLink, the rest over the per-GPU NIC, both at
   once: time = max(bytes to domain peers / NVLink, bytes to other domains / NIC) + one latency
   (Megatron-core's hierarchical dispatch; the share of a rank's own tokens stays local).
-  Not overlapped with compute (Megatron-core's default; `--overlap-moe-expert-parallel-comm` is
-  off unless a recipe sets it).
+  Not overlapped with compute by default (Megatron-core's default); with
+  `--overlap-moe-expert-parallel-comm` (Megatron-Bridge's `moe_a2a_overlap`, tcalc
+  `--moe-a2a-overlap`) each micro-batch's all-to-all runs under another micro-batch's compute, and
+  train.py keeps only what exceeds one block's compute exposed.
 - the load imbalance f (>= 1): the busiest rank receives f times the mean tokens; its all-to-all
   bytes and its experts' FLOPs scale by f (the step waits for it). Default 1.0: balanced, as the
   published Megatron-Bridge benchmarks force-balance the routing ("we force-balance the token
@@ -53,11 +55,12 @@ FP32_BYTES = 4
 MAIN_GRAD_BYTES = 2 * FP32_BYTES  # wgrad accumulates into the fp32 main gradient: read + write
 DEFAULT_LOAD_IMBALANCE = 1.0  # balanced routing, as the Megatron-Bridge benchmarks force it
 # FITTED: seconds per MoE block and micro-batch (forward + backward), per block and per local expert
-# (module docstring). (0, 0.4 ms) minimise the median |error| (10.8 %; median error +3.8 %) over a
-# grid (per block 0-6 ms by 0.25, per expert 0-0.75 ms by 0.05) on the one source they are fitted
-# on, the Megatron-Bridge 25.11 performance summary's 17 MoE rows (tools/validation/train_runs.yaml
-# ids mbridge2511-*); validated on the 26.02 rows (ids mbridge-*). A single per-block constant fits
-# worse (6.4 ms: median |error| 21.8 % on the same rows).
+# (module docstring). (0, 0.4 ms) minimise the median |error| (10.8 %; median error +6.0 %) over a
+# grid (per block 0-6 ms by 0.25 ms, per expert 0-0.75 ms by 0.05 ms) on the one source they are
+# fitted on, the Megatron-Bridge 25.11 performance summary's 17 MoE rows
+# (tools/validation/train_runs.yaml ids mbridge2511-*); validated on the 26.02 rows (ids mbridge-*:
+# median |error| 13.4 % on its 19 MoE rows). A per-block constant alone fits worse (best 5 ms:
+# median |error| 17.4 % on the same 17 rows).
 MOE_BLOCK_OVERHEAD_S = 0.0
 MOE_EXPERT_OVERHEAD_S = 0.4e-3
 

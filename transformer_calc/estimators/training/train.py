@@ -238,6 +238,7 @@ def estimate_step(
     overlap_dp: bool = True,
     tp_comm_overlap: bool | None = None,
     moe_load_imbalance: float | None = None,
+    moe_a2a_overlap: bool = False,
 ) -> StepEstimate:
     """The step time of one layout (module docstring for every term and its source).
 
@@ -420,7 +421,9 @@ def estimate_step(
             compute=compute,
             memory=n * (layer_mem_s + dq_layer_s) + (embedding_mem_s if emb else 0) + (loss_mem_s if head else 0),
             tp=tp,
-            moe=n_moe_s * a2a_layer_s,
+            # Megatron-core --overlap-moe-expert-parallel-comm (Megatron-Bridge moe_a2a_overlap): the
+            # all-to-all of one micro-batch runs under another's compute (moe_time.py)
+            moe=n_moe_s * (max(0.0, a2a_layer_s - compute / n) if moe_a2a_overlap and n else a2a_layer_s),
             cp=n * cp_layer_s,
             moe_overhead=n_moe_s * moe_extra_s,
         )
@@ -524,7 +527,7 @@ def estimate_step(
         assumptions={"matmul_efficiency": eff, "memory_efficiency": memory_efficiency,
                      "node_size": net.node_size, "intra_node_bytes_s": net.intra_bytes_s,
                      "inter_node_bytes_s": net.inter_bytes_s, "overlap_dp": overlap_dp, "tp_comm_overlap": overlap_tp,
-                     **({"moe_load_imbalance": imbalance} if m.is_moe else {}),
+                     **({"moe_load_imbalance": imbalance, "moe_a2a_overlap": moe_a2a_overlap} if m.is_moe else {}),
                      **({"offload_host_link": host_link, "offload_host_bytes_s": pcie, "offload_overlapped": False,
                          "cpu_optimizer_priced": False,
                          "nvme_drive_bandwidth_priced": False} if tr.offload.value != "none" else {})},
@@ -587,7 +590,7 @@ class MicroBatchTrial:
 def fastest_micro_batch(
     m: ModelConfig, w: Workload, tr: Training, par: Parallelism, gpu: GPU, *, global_batch: int,
     network: Any = None, matmul_efficiency: float | None = None, tp_comm_overlap: bool | None = None,
-    moe_load_imbalance: float | None = None,
+    moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False,
 ) -> tuple[int, list[MicroBatchTrial]]:
     """The fastest micro-batch b (of MICRO_BATCHES) that fits and divides the per-replica batch
     G/dp, with every trial; 1 when none fits. The fit is the step timeline's peak (one fit finder:
@@ -605,7 +608,7 @@ def fastest_micro_batch(
         fits = peak_memory(m, trial_w, trial_tr, par).peak_bytes <= fit_capacity(gpu.memory_bytes)
         est = estimate_step(m, trial_w, trial_tr, par, gpu, global_batch=global_batch, network=network,
                             matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap,
-                            moe_load_imbalance=moe_load_imbalance)
+                            moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap)
         trials.append(MicroBatchTrial(micro_batch=b, fits=fits, step_time_s=est.step_time_s))
         if fits and (best is None or est.step_time_s < best[1]):
             best = (b, est.step_time_s)
