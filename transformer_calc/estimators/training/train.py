@@ -264,6 +264,9 @@ def estimate_step(
     b, S, D, p = w.batch_size, w.seq_len, m.d_model, tr.p
     mb = micro_batch_count(global_batch, par, b)
     gpus = par.gpus
+    from transformer_calc.devices.hardware import check_fp8_recipe
+
+    check_fp8_recipe(tr.fp8_recipe.value, gpu)  # before the recipe's peak is looked up
     peak = _peak(gpu, tr)
     bw_hbm = gpu.memory_bw_bytes_s * memory_efficiency
 
@@ -286,9 +289,6 @@ def estimate_step(
         executed = executed - skipped + added
     # The whole step's compute on one GPU of each of the P stages together (T·CP·dp GPUs share a stage)
     compute_all = executed / (gpus / P) / (peak * eff)
-    from transformer_calc.devices.hardware import check_fp8_recipe
-
-    check_fp8_recipe(tr.fp8_recipe.value, gpu)
     bf16 = _peak(gpu, tr.model_copy(update={"p": 2, "fp8_recipe": FP8Recipe.none}))
     if tr.fp8_recipe is not FP8Recipe.none:  # a precision recipe: which GEMMs run low, at what rate (precision.py)
         from transformer_calc.estimators.training import precision
