@@ -950,7 +950,7 @@ class Training(StrictInputs):
     offload: Offload = Field(default=Offload.none, description="ZeRO-Offload: what lives off the GPU")
     offload_device: OffloadDevice = Field(default=OffloadDevice.cpu, description="cpu (ZeRO-Offload) or nvme (ZeRO-Infinity)")
     fp8_recipe: FP8Recipe = Field(
-        default=FP8Recipe.none, description="FP8 GEMMs with FP8 weight copies and FP8-saved GEMM inputs (Transformer Engine)"
+        default=FP8Recipe.none, description="low-precision (FP8, NVFP4) GEMMs with their weight copies and saved GEMM inputs (Transformer Engine)"
     )
     frozen_weights: tuple[int, int] | None = Field(
         default=None, exclude=True,

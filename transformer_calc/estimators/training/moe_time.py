@@ -1,5 +1,5 @@
 """MoE training time per MoE block and micro-batch: expert-parallel all-to-all, token permutation,
-router, the grouped GEMMs' per-expert weight traffic and a per-block fixed cost (issue 24).
+router, the grouped GEMMs' per-expert weight traffic and a fixed cost per local expert (issue 24).
 
 The expert FLOPs (k routed experts per token, the shared experts, the router GEMM) are in the
 compute term of train.py (flops.py counts them); this module prices what a MoE block adds to them,
