@@ -25,9 +25,10 @@ only: each source defines its own FLOP count (MosaicML and NVIDIA's recipes coun
 attention, Korthikanti et al. the causal-free lower bound of their appendix), so those columns are
 not the comparison.
 
-Fitted: TRAINING_GEMM_FRACTION on the narayanan-* rows (issue 17) and the megatron profile's
-MEGATRON_GEMM_FRACTION on the dgxc-* rows (issue 24); every other source only validates. No
-network access.
+Fitted: TRAINING_GEMM_FRACTION on the narayanan-* rows (issue 17), the megatron profile's
+MEGATRON_GEMM_FRACTION on the dgxc-* rows, precision.LOW_PRECISION_GEMM_RATIO on the nemo-* rows and
+moe_time.MOE_EXPERT_OVERHEAD_S on the MoE rows of mbridge2511-* (issue 24); every other source only
+validates. No network access.
 
     PYTHONPATH=. python tools/validation/train_runs.py [--write-docs] [-v]
 
