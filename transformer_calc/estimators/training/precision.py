@@ -127,7 +127,8 @@ def activation_quantize_bytes(m: ModelConfig, tr: Training, par: Parallelism, mo
     (D) and W_down (F/T) in fprop; their output gradients (QKV width/T, D, the up (and gate)
     width/T, D) in dgrad; under a MoE block the routed experts' inputs and gradients k times, the
     shared expert's once. Widths per tensor-parallel rank (with SP the D-wide tensors are a 1/T
-    share of the tokens: the same bytes per GPU)."""
+    share of the tokens: the same bytes per GPU). MLA's low-rank projections (q_a/q_b, kv_a/kv_b)
+    are approximated by a QKV of A·h_d outputs."""
     rt = RECIPES[tr.fp8_recipe]
     T, D, p = par.tensor, m.d_model, tr.p
     qkv_out = ((m.n_heads if m.is_mla else m.n_heads + 2 * m.n_kv_heads) * m.head_dim) / T
