@@ -28,8 +28,8 @@ stages (1F1B; interleaved with v virtual stages). Per GPU:
   overlap_grad_reduce), the rest exposed.
 - MoE (moe_time.py): 4 all-to-alls per MoE layer and micro-batch (dispatch and combine, forward
   and backward) of b·S·k·D·p bytes over ep ranks, inside and across the NVLink domain; token
-  permutation, router, the local experts' weight traffic and a fitted per-block fixed cost; the
-  load imbalance scales the busiest rank's expert FLOPs and traffic.
+  permutation, router, the local experts' weight traffic and a fitted fixed cost per local
+  expert; the load imbalance scales the busiest rank's expert FLOPs and traffic.
 - context parallelism: the ring exchange of K/V blocks, hidden behind the attention core when it
   is shorter (FlashAttention ring kernels), else the excess is exposed.
 - network: a two-level fabric: inside a node (NVLink/NVSwitch domain, `node_size` GPUs) at half
