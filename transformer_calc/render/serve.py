@@ -30,6 +30,10 @@ def serve_table(r: Any) -> Any:
     targets = ", ".join(f"{k} ≤ {v:g} s" for k, v in (("TTFT", tg.ttft_s), ("TPOT", tg.tpot_s)) if v is not None)
     lines = [
         f"targets: {targets or 'none'}" + (f"; load {sv.request_rate:g} requests/s" if sv.request_rate else ""),
+        f"engine: {sv.engine.engine} (max {sv.engine.max_num_batched_tokens:,} tokens and "
+        f"{'no cap on' if sv.engine.max_num_seqs is None else f'{sv.engine.max_num_seqs:,}'} sequences per step, "
+        f"block {sv.engine.block_size}, chunked prefill {'on' if sv.engine.chunked_prefill else 'off'}); "
+        f"capacity: the paged KV cache",
         f"model: {sv.batching}",
         "best: " + (f"T={best.tensor_parallel} × {best.replicas} replicas, "
                     f"B={best.concurrency}, {best.tokens_per_s:,.0f} output tokens/s"

@@ -19,18 +19,25 @@ if TYPE_CHECKING:
 
 
 class EngineSettings(Section):
-    """The serving engine's settings, by vLLM's names."""
+    """The serving engine's settings, by vLLM's names: its profile's defaults (engines.py) with the
+    settings given in their place."""
 
+    engine: str  # vllm | sglang | trtllm: whose profile
     block_size: int  # tokens per KV-cache block
-    memory_utilization: float  # fraction of GPU memory the engine may use
+    memory_utilization: float  # the engine's memory fraction, read as memory_fraction_of says
+    memory_fraction_of: str  # total (vLLM) | static: weights + cache (SGLang) | free: after weights and buffers (TensorRT-LLM)
     max_num_batched_tokens: int  # tokens per engine step (the largest prefill chunk)
-    max_num_seqs: int  # sequences per engine step
+    max_num_seqs: int | None  # sequences per engine step (None: the KV pool bounds it, SGLang)
+    chunked_prefill: bool  # prompts in chunks (else whole, in one step)
+    given: list[str]  # the settings given explicitly (the rest are the profile's)
 
 
 def engine_section(serving: Any) -> EngineSettings:
     """The engine settings of a serving.ServingSpec."""
-    return EngineSettings(block_size=serving.block_size, memory_utilization=serving.memory_utilization,
-                          max_num_batched_tokens=serving.max_num_batched_tokens, max_num_seqs=serving.max_num_seqs)
+    return EngineSettings(engine=serving.engine, block_size=serving.block_size,
+                          memory_utilization=serving.memory_utilization, memory_fraction_of=serving.memory_fraction_of,
+                          max_num_batched_tokens=serving.max_num_batched_tokens, max_num_seqs=serving.max_num_seqs,
+                          chunked_prefill=serving.chunked_prefill, given=sorted(serving.given))
 
 
 class ExpectedAssumptions(Section):
@@ -42,6 +49,7 @@ class ExpectedAssumptions(Section):
     cuda_graphs: bool  # kernels launched from CUDA graphs (else eagerly)
     kernel_launch_s: float  # fixed cost per kernel
     sequence_overhead_s: float  # engine work per sequence per step
+    request_overhead_s: float  # per request outside the GPU, in the TTFT
     node_size: int  # GPUs per NVLink domain
     intra_node_bytes_s: float  # per GPU, one direction, within a node
     inter_node_bytes_s: float  # per GPU, one direction, between nodes (the NIC)
@@ -57,6 +65,7 @@ def expected_assumptions(eff: Any) -> ExpectedAssumptions:
         cuda_graphs=eff.cuda_graphs,
         kernel_launch_s=eff.kernel_s,
         sequence_overhead_s=eff.sequence_s,
+        request_overhead_s=eff.request_s,
         node_size=eff.network.node_size,
         intra_node_bytes_s=eff.network.intra_bytes_s,
         inter_node_bytes_s=eff.network.inter_bytes_s,
@@ -197,7 +206,7 @@ def serve_request(
     spec, gpu_name = inference_spec(m, section, flags, checkpoint)
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, flags, network_for(device, flags.get("node_size"), flags.get("inter_node_gb_s")))
-    serving = serving_spec(section, flags)
+    serving = serving_spec(section, flags, device, spec.tensor_parallel)
     targets = serve_targets(section, ttft_s=ttft_s, tpot_s=tpot_s, request_rate=request_rate, gpus=gpus)
     if targets["gpus"] % spec.expert_parallel:
         raise TcalcError(f"--gpus ({targets['gpus']}) must be a multiple of --ep ({spec.expert_parallel})")
