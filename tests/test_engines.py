@@ -213,3 +213,38 @@ def test_serve_engine_trtllm_against_perf_overview(argv, tcalc, published, capsy
     best = json.loads(capsys.readouterr().out)["best"]
     assert best["tokens_per_s"] == pytest.approx(tcalc, rel=1e-9)
     assert abs(best["tokens_per_s"] / published - 1) <= 0.25
+
+
+# ---------------------------------------------------------------------------- the latency-throughput curve
+NIM = "docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance, Llama-3.3-70b-instruct, 2 x H100 fp8 TP2, 5000/500"
+
+
+def test_curve_against_nim_concurrency_sweep(capsys):
+    """`tcalc serve --concurrency` on NIM's sweep (NIM: TensorRT-LLM): TTFT and ITL at 1, 5, 25, 50 in
+    flight within ±25 % of the published points (NIM); the same numbers as the validation table."""
+    from transformer_calc.cli import run
+
+    assert run(["serve", "--preset", "llama-3.3-70b", "--gpu", "h100", "--gpus", "2", "--T", "2", "--prompt-len",
+                "5000", "--output-len", "500", "--engine", "trtllm", "--weight-dtype", "fp8", "--kv-dtype", "fp8",
+                "--concurrency", "50,1,25,5,1000", "-f", "json"]) == 0
+    curve = json.loads(capsys.readouterr().out)["curve"]
+    assert (curve["tensor_parallel"], curve["replicas"]) == (2, 1)
+    points = {p["concurrency"]: p for p in curve["points"]}
+    assert [p["concurrency"] for p in curve["points"]] == [1, 5, 25, 50, 1000]  # sorted
+    published = {1: (0.40677, 0.01858), 5: (0.5467, 0.02183), 25: (0.68869, 0.03875), 50: (0.83451, 0.05973)}
+    for b, (ttft, itl) in published.items():
+        assert abs(points[b]["ttft_s"] / ttft - 1) <= 0.25 and abs(points[b]["tpot_s"] / itl - 1) <= 0.25
+    assert points[1]["ttft_s"] == pytest.approx(0.4075253185487904, rel=1e-9)
+    tps = [points[b]["tokens_per_s"] for b in (1, 5, 25, 50)]
+    assert tps == sorted(tps)  # throughput grows with concurrency ...
+    assert [points[b]["tpot_s"] for b in (1, 5, 25, 50)] == sorted(points[b]["tpot_s"] for b in (1, 5, 25, 50))
+    assert points[1000]["ttft_s"] is None and "exceeds" in points[1000]["reason"]  # ... until the cache is full
+
+
+def test_curve_only_when_asked():
+    import transformer_calc.api as tc
+
+    r = tc.serve("llama-3.1-8b", gpu="h100", gpus=1, prompt_len=1000, output_len=200)
+    assert r.curve is None
+    r = tc.serve("llama-3.1-8b", gpu="h100", gpus=1, prompt_len=1000, output_len=200, concurrency=[1, 64])
+    assert [p.concurrency for p in r.curve.points] == [1, 64]

@@ -39,4 +39,16 @@ def serve_table(r: Any) -> Any:
                     f"B={best.concurrency}, {best.tokens_per_s:,.0f} output tokens/s"
                     if best else "no layout meets the targets"),
     ]
-    return Group(t, Text("\n".join(lines)))
+    cv = getattr(r, "curve", None)
+    if cv is None:
+        return Group(t, Text("\n".join(lines)))
+    c = styled_table(f"Latency-throughput curve: T={cv.tensor_parallel} × {cv.replicas} replicas",
+                     "B", "TTFT", "TPOT", "tok/s", "tok/s/GPU", "tok/s/user", "note")
+    for p in cv.points:
+        if p.ttft_s is None:
+            c.add_row(str(p.concurrency), "—", "—", "—", "—", "—",
+                      p.reason or "", style="dim")
+            continue
+        c.add_row(str(p.concurrency), fmt_s(p.ttft_s), fmt_s(p.tpot_s), f"{p.tokens_per_s:,.0f}",
+                  f"{p.tokens_per_s_per_gpu:,.0f}", f"{1 / p.tpot_s:,.1f}", "")
+    return Group(t, Text("\n".join(lines)), c)

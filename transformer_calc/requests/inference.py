@@ -222,6 +222,18 @@ class InferenceRequest(_Engine):
 
 
 
+MAX_CURVE_POINTS = 64  # concurrencies of one latency-throughput curve (bounded: each point is a model evaluation)
+
+
+def concurrency_list(value: Any) -> list[int]:
+    """Concurrencies of a latency-throughput curve: "1,8,64,256" (the CLI) or a list (the API), each
+    a whole number >= 1, at most MAX_CURVE_POINTS of them, sorted and unique."""
+    items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else [value]
+    if not items or len(items) > MAX_CURVE_POINTS:
+        raise ValueError(f"takes 1 to {MAX_CURVE_POINTS} concurrencies, e.g. 1,8,64,256")
+    return sorted({whole(item.strip() if isinstance(item, str) else item) for item in items})
+
+
 class ServeRequest(_Engine):
     """`tcalc serve`: layouts of `gpus` GPUs against TTFT/TPOT targets."""
 
@@ -237,6 +249,7 @@ class ServeRequest(_Engine):
     tensor: Annotated[int | None, opt("--T", "--tensor-parallel", help="Fix T (else every T within a node that divides --gpus) \\[default: search].", panel=SERVE, parse=whole)] = None
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel GPUs per replica \\[default: 1].", panel=SERVE, parse=whole)] = None
     batch_size: Annotated[int | None, opt("--B", "--batch-size", help="Fix the concurrency per replica (sequences in flight) \\[default: search].", panel=SERVE, parse=whole)] = None
+    concurrency: Annotated[Any, opt("--concurrency", help="A latency-throughput curve: TTFT, TPOT and tokens/s at each of these concurrencies per replica (sequences in flight), e.g. 1,8,64,256, on the best layout (or --T's) \\[default: none].", panel=SERVE, parse=concurrency_list, job=False)] = None
     dtype: Annotated[str | None, opt("--dtype", help=DTYPE_HELP + "; the weights' and the cache's unless given \\[default: bf16].", panel=SERVE)] = None
     p: Annotated[int | None, opt("--p", help=P_HELP + " \\[default: 2].", panel=SERVE, parse=whole)] = None
     weight_dtype: Annotated[str | None, opt("--weight-dtype", help="As in `tcalc inference` \\[default: the model's weight_format, else the compute dtype].", panel=SERVE)] = None

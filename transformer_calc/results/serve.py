@@ -115,12 +115,22 @@ class LayoutRow(Section):
     kv_blocks_per_gpu: int | None
 
 
+class CurveSection(Section):
+    """A latency-throughput curve: one layout at each concurrency given (--concurrency), no targets;
+    a point the engine cannot keep in flight has its reason and no times."""
+
+    tensor_parallel: int  # the layout's T: --T's, else the best layout's, else the first that fits
+    replicas: int
+    points: list[LayoutRow]  # one per concurrency, ascending (concurrency set on a rejected point too)
+
+
 class ServeResult(Result):
     model: ModelSection
     serve: ServeSettings
     best: LayoutRow | None  # the first feasible layout (None: no layout meets the targets)
     layouts: list[LayoutRow]  # best first; rejections with their reasons
     expected_assumptions: ExpectedAssumptions
+    curve: CurveSection | None = None  # with --concurrency only
     towers: TowersSection | None = None  # a multimodal model's towers (in the weights)
     checkpoint: CheckpointSection | None = None
 
@@ -152,6 +162,7 @@ def serve_report(
     m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, *, gpus: int, ttft_s: float | None,
     tpot_s: float | None, request_rate: float | None = None, tensor_parallel: int | None = None,
     concurrency: int | None = None, checkpoint: CheckpointSection | None = None,
+    concurrencies: list[int] | None = None,
 ) -> ServeResult:
     """`tcalc serve`: layouts of `gpus` GPUs (T within a node, replicas, concurrency) under
     continuous batching, with TTFT, TPOT and throughput against the targets (serving.py)."""
@@ -163,6 +174,8 @@ def serve_report(
     rows = [layout_section(x) for x in layouts]
     feasible = [r for r in rows if r.feasible]
     extra: dict[str, Any] = {"checkpoint": checkpoint} if checkpoint is not None else {}
+    if concurrencies:
+        extra["curve"] = curve_section(m, gpu, spec, eff, serving, layouts, gpus=gpus, concurrencies=concurrencies)
     if (towers := towers_section(m, "inference")) is not None:
         extra["towers"] = towers
     return ServeResult(
@@ -188,10 +201,30 @@ def serve_report(
     )
 
 
+def curve_section(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, layouts: list[Any], *, gpus: int,
+                  concurrencies: list[int]) -> CurveSection | None:
+    """The curve on the best layout (the first of `layouts`, which is --T's when T is fixed), else
+    on the first whose capacity fits; None when no layout fits at all."""
+    import dataclasses
+
+    from transformer_calc.estimators.inference.serving import curve
+
+    fits = [x for x in layouts if x.meets_targets] or [x for x in layouts if x.capacity is not None
+                                                         and x.capacity.kv_budget_bytes >= 0]
+    if not fits:
+        return None
+    T = fits[0].tensor_parallel
+    points = curve(m, gpu, dataclasses.replace(spec, tensor_parallel=T), eff, serving, gpus=gpus,
+                   prompt_len=spec.prompt_len, output_len=spec.new_tokens, concurrencies=concurrencies)
+    rows = [layout_section(x).model_copy(update={"concurrency": b}) for x, b in zip(points, concurrencies)]
+    return CurveSection(tensor_parallel=T, replicas=fits[0].replicas, points=rows)
+
+
 def serve_request(
     m: ModelConfig, section: dict[str, Any], flags: dict[str, Any], checkpoint: Any = None, *,
     ttft_s: float | None = None, tpot_s: float | None = None, request_rate: float | None = None,
     gpus: int | None = None, checkpoint_section: CheckpointSection | None = None,
+    concurrencies: list[int] | None = None,
 ) -> ServeResult:
     """`tcalc serve` from its options: each a flag (`flags`: the inference keys, the expected-latency
     and serving settings, node_size, inter_node_gb_s), else the job file's inference: section, else
@@ -213,7 +246,7 @@ def serve_request(
     return serve_report(m, device, spec, eff, serving, gpus=targets["gpus"], ttft_s=targets["ttft_s"],
                         tpot_s=targets["tpot_s"], request_rate=targets["request_rate"],
                         tensor_parallel=given.get("tensor"), concurrency=given.get("batch_size"),
-                        checkpoint=checkpoint_section)
+                        checkpoint=checkpoint_section, concurrencies=concurrencies)
 
 
 def serve_targets(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
@@ -241,7 +274,7 @@ def run_serve(req: ServeRequest) -> ServeResult:
     from transformer_calc.results.common import source_checkpoint
 
     src = req.source()
-    flags = {k: v for k, v in req.settings().items() if k not in ("ttft_s", "tpot_s", "request_rate", "gpus")}
+    flags = {k: v for k, v in req.settings().items() if k not in ("ttft_s", "tpot_s", "request_rate", "gpus", "concurrency")}
     return serve_request(src.model, src.job.inference if src.job else {}, flags, src.checkpoint,
                          checkpoint_section=source_checkpoint(src), ttft_s=req.ttft_s, tpot_s=req.tpot_s,
-                         request_rate=req.request_rate, gpus=req.gpus)
+                         request_rate=req.request_rate, gpus=req.gpus, concurrencies=req.concurrency)

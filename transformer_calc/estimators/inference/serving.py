@@ -47,6 +47,10 @@ Agrawal et al. 2024, Sarathi-Serve, and vLLM's default scheduler):
 - without one, B is the largest that meets both targets and fits the KV cache (bisection: TPOT
   and TTFT grow with B).
 
+A latency-throughput curve (`tcalc serve --concurrency 1,8,64,256`): the best layout's TTFT, TPOT
+and output tokens/s at each concurrency given (`curve`), the curve NIM's and the engines' benchmark
+pages publish.
+
 Bounded searches only: T over the divisors of the GPU count within a node, B by bisection.
 """
 
@@ -514,3 +518,16 @@ def search(
     feasible = sorted((x for x in layouts if x.meets_targets), key=order)
     rejected = [x for x in layouts if not x.meets_targets]
     return feasible + rejected
+
+
+def curve(
+    m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, serving: ServingSpec, *,
+    gpus: int, prompt_len: int, output_len: int, concurrencies: list[int],
+) -> list[Layout]:
+    """The latency-throughput curve engines publish: one layout (spec.tensor_parallel) at each
+    concurrency per replica, no targets; a concurrency the engine cannot keep in flight (the cache,
+    its sequence cap, its step budget) comes back rejected with the reason. One evaluation per
+    point (at most requests.inference.MAX_CURVE_POINTS)."""
+    layout_serving = at_tensor_parallel(serving, gpu, spec.tensor_parallel)
+    return [evaluate_layout(m, gpu, spec, eff, layout_serving, gpus=gpus, prompt_len=prompt_len, output_len=output_len,
+                            ttft_s=None, tpot_s=None, concurrency=b) for b in concurrencies]
