@@ -157,7 +157,7 @@ def test_an_api_keyword_is_the_cli_flag_in_effect():
 RUN_OPTIONS = {"model", "revision", "preset", "config", "hf_config", "n_layers", "d_model", "n_heads", "n_kv_heads",
                "head_dim", "expansion", "d_ff", "vocab_size", "max_seq_len", "set", "text_only", "global_batch",
                "global_batch_tokens", "gpus", "tokens", "price_per_gpu_hour", "node_size", "inter_node_gb_s",
-               "matmul_efficiency", "tp_comm_overlap", "draft", "mtp", "speculative_tokens", "acceptance_rate", "files", "static_batch", "concurrency",
+               "matmul_efficiency", "tp_comm_overlap", "draft", "mtp", "speculative_tokens", "acceptance_rate", "files", "static_batch", "concurrency", "disaggregate",
                "dtype"}  # training's --dtype names p's value (a job file's training: gives p)
 
 

@@ -39,6 +39,17 @@ def serve_table(r: Any) -> Any:
                     f"B={best.concurrency}, {best.tokens_per_s:,.0f} output tokens/s"
                     if best else "no layout meets the targets"),
     ]
+    dg = getattr(r, "disaggregated", None)
+    if dg is not None:
+        lines.append(
+            f"disaggregated {dg.prefill_instances}P{dg.decode_instances}D (T={dg.tensor_parallel}, {dg.gpus} GPUs): "
+            f"prefill {dg.prefill_batch} prompt(s) per {fmt_s(dg.prefill_step_s)} step, "
+            f"{dg.prefill_requests_per_s:.3g} requests/s per instance; KV {dg.kv_bytes_per_request / 2**20:,.0f} MiB "
+            f"per request over {dg.link} in {fmt_s(dg.kv_transfer_s)}; decode B={dg.decode_concurrency} at TPOT "
+            f"{fmt_s(dg.tpot_s)}, {dg.decode_requests_per_s:.3g} requests/s per instance; deployment "
+            f"{dg.requests_per_s:.3g} requests/s, {dg.tokens_per_s:,.0f} output tokens/s "
+            f"({dg.tokens_per_s_per_gpu:,.0f}/GPU), TTFT {fmt_s(dg.ttft_s)}; bound by {dg.bottleneck}; balanced at "
+            f"{dg.balanced_decode_per_prefill:.3g} decode per prefill instance")
     cv = getattr(r, "curve", None)
     if cv is None:
         return Group(t, Text("\n".join(lines)))

@@ -234,6 +234,18 @@ def concurrency_list(value: Any) -> list[int]:
     return sorted({whole(item.strip() if isinstance(item, str) else item) for item in items})
 
 
+def pools(value: Any) -> tuple[int, int]:
+    """Disaggregated pools as "xPyD" (x prefill and y decode instances, e.g. 1P3D), each >= 1."""
+    import re
+
+    if not isinstance(value, str):
+        raise ValueError("takes the pools as xPyD, e.g. 1P3D (one prefill and three decode instances)")
+    match = re.fullmatch(r"\s*(\d{1,6})\s*[pP]\s*(\d{1,6})\s*[dD]\s*", value)
+    if not match or int(match[1]) < 1 or int(match[2]) < 1:
+        raise ValueError("takes the pools as xPyD with x, y >= 1, e.g. 1P3D (one prefill and three decode instances)")
+    return int(match[1]), int(match[2])
+
+
 class ServeRequest(_Engine):
     """`tcalc serve`: layouts of `gpus` GPUs against TTFT/TPOT targets."""
 
@@ -249,6 +261,7 @@ class ServeRequest(_Engine):
     tensor: Annotated[int | None, opt("--T", "--tensor-parallel", help="Fix T (else every T within a node that divides --gpus) \\[default: search].", panel=SERVE, parse=whole)] = None
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel GPUs per replica \\[default: 1].", panel=SERVE, parse=whole)] = None
     batch_size: Annotated[int | None, opt("--B", "--batch-size", help="Fix the concurrency per replica (sequences in flight) \\[default: search].", panel=SERVE, parse=whole)] = None
+    disaggregate: Annotated[Any, opt("--disaggregate", help="Disaggregated prefill and decode: xPyD pools (x prefill, y decode instances of T GPUs each, e.g. 1P3D), the KV cache sent between them over NVLink within a node (an NVL72 rack) or the network; each pool's rate and the ratio that balances them \\[default: none].", panel=SERVE, parse=pools, job=False)] = None
     concurrency: Annotated[Any, opt("--concurrency", help="A latency-throughput curve: TTFT, TPOT and tokens/s at each of these concurrencies per replica (sequences in flight), e.g. 1,8,64,256, on the best layout (or --T's) \\[default: none].", panel=SERVE, parse=concurrency_list, job=False)] = None
     dtype: Annotated[str | None, opt("--dtype", help=DTYPE_HELP + "; the weights' and the cache's unless given \\[default: bf16].", panel=SERVE)] = None
     p: Annotated[int | None, opt("--p", help=P_HELP + " \\[default: 2].", panel=SERVE, parse=whole)] = None

@@ -124,6 +124,33 @@ class CurveSection(Section):
     points: list[LayoutRow]  # one per concurrency, ascending (concurrency set on a rejected point too)
 
 
+class DisaggregatedSection(Section):
+    """Prefill and decode pools (--disaggregate xPyD; estimators/inference/disaggregated.py)."""
+
+    prefill_instances: int  # x
+    decode_instances: int  # y
+    tensor_parallel: int  # GPUs per instance
+    gpus: int  # (x + y)·T
+    link: str  # nvlink (both pools in one NVLink domain) | network (the per-GPU NIC)
+    link_bytes_s: float  # per GPU, one direction
+    kv_bytes_per_request: int  # the prompt's cache, the whole model
+    kv_transfer_s: float  # per request (delays the second token)
+    prefill_batch: int  # prompts per prefill step
+    prefill_step_s: float
+    prefill_requests_per_s: float  # per prefill instance (its compute, or the link)
+    decode_concurrency: int  # sequences in flight per decode instance
+    tpot_s: float
+    decode_requests_per_s: float  # per decode instance
+    decode_tokens_per_s: float  # per decode instance
+    max_concurrent_sequences: int  # per decode instance (its paged cache)
+    requests_per_s: float  # the deployment: the slower pool's
+    tokens_per_s: float  # output tokens/s, the deployment
+    tokens_per_s_per_gpu: float
+    ttft_s: float  # the prefill step (+ its queue at --request-rate)
+    bottleneck: str  # prefill | decode
+    balanced_decode_per_prefill: float  # decode instances per prefill instance at which both pools run at the same rate
+
+
 class ServeResult(Result):
     model: ModelSection
     serve: ServeSettings
@@ -131,6 +158,7 @@ class ServeResult(Result):
     layouts: list[LayoutRow]  # best first; rejections with their reasons
     expected_assumptions: ExpectedAssumptions
     curve: CurveSection | None = None  # with --concurrency only
+    disaggregated: DisaggregatedSection | None = None  # with --disaggregate only
     towers: TowersSection | None = None  # a multimodal model's towers (in the weights)
     checkpoint: CheckpointSection | None = None
 
@@ -162,7 +190,7 @@ def serve_report(
     m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, *, gpus: int, ttft_s: float | None,
     tpot_s: float | None, request_rate: float | None = None, tensor_parallel: int | None = None,
     concurrency: int | None = None, checkpoint: CheckpointSection | None = None,
-    concurrencies: list[int] | None = None,
+    concurrencies: list[int] | None = None, pools: tuple[int, int] | None = None,
 ) -> ServeResult:
     """`tcalc serve`: layouts of `gpus` GPUs (T within a node, replicas, concurrency) under
     continuous batching, with TTFT, TPOT and throughput against the targets (serving.py)."""
@@ -176,6 +204,10 @@ def serve_report(
     extra: dict[str, Any] = {"checkpoint": checkpoint} if checkpoint is not None else {}
     if concurrencies:
         extra["curve"] = curve_section(m, gpu, spec, eff, serving, layouts, gpus=gpus, concurrencies=concurrencies)
+    if pools is not None:
+        extra["disaggregated"] = disaggregated_section(m, gpu, spec, eff, serving, layouts, pools, tpot_s=tpot_s,
+                                                       concurrency=concurrency, request_rate=request_rate,
+                                                       tensor_parallel=tensor_parallel)
     if (towers := towers_section(m, "inference")) is not None:
         extra["towers"] = towers
     return ServeResult(
@@ -220,11 +252,38 @@ def curve_section(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, l
     return CurveSection(tensor_parallel=T, replicas=fits[0].replicas, points=rows)
 
 
+def disaggregated_section(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, layouts: list[Any],
+                          pools: tuple[int, int], *, tpot_s: float | None, concurrency: int | None,
+                          request_rate: float | None, tensor_parallel: int | None) -> DisaggregatedSection:
+    """The pools at --T, else at the best layout's T, else at the first T whose cache fits."""
+    import dataclasses
+
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.estimators.inference.disaggregated import disaggregate
+
+    T = tensor_parallel
+    if T is None:
+        fits = [x for x in layouts if x.meets_targets] or [x for x in layouts if x.capacity is not None
+                                                             and x.capacity.max_concurrent_sequences >= 1]
+        if not fits:
+            raise TcalcError("--disaggregate: no T within a node holds one sequence on a decode instance; give "
+                             "--T, a larger --gpus or a smaller --prompt-len/--output-len")
+        T = fits[0].tensor_parallel
+    try:
+        d = disaggregate(m, gpu, dataclasses.replace(spec, tensor_parallel=T), eff, serving,
+                         prefill_instances=pools[0], decode_instances=pools[1], prompt_len=spec.prompt_len,
+                         output_len=spec.new_tokens, tpot_s=tpot_s, concurrency=concurrency, request_rate=request_rate)
+    except ValueError as exc:
+        raise TcalcError(f"--disaggregate {pools[0]}P{pools[1]}D at T = {T}: {exc}") from None
+    return DisaggregatedSection(**{f.name: getattr(d, f.name) for f in dataclasses.fields(d)},
+                                tokens_per_s_per_gpu=d.tokens_per_s / d.gpus)
+
+
 def serve_request(
     m: ModelConfig, section: dict[str, Any], flags: dict[str, Any], checkpoint: Any = None, *,
     ttft_s: float | None = None, tpot_s: float | None = None, request_rate: float | None = None,
     gpus: int | None = None, checkpoint_section: CheckpointSection | None = None,
-    concurrencies: list[int] | None = None,
+    concurrencies: list[int] | None = None, pools: tuple[int, int] | None = None,
 ) -> ServeResult:
     """`tcalc serve` from its options: each a flag (`flags`: the inference keys, the expected-latency
     and serving settings, node_size, inter_node_gb_s), else the job file's inference: section, else
@@ -246,7 +305,7 @@ def serve_request(
     return serve_report(m, device, spec, eff, serving, gpus=targets["gpus"], ttft_s=targets["ttft_s"],
                         tpot_s=targets["tpot_s"], request_rate=targets["request_rate"],
                         tensor_parallel=given.get("tensor"), concurrency=given.get("batch_size"),
-                        checkpoint=checkpoint_section, concurrencies=concurrencies)
+                        checkpoint=checkpoint_section, concurrencies=concurrencies, pools=pools)
 
 
 def serve_targets(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
@@ -274,7 +333,8 @@ def run_serve(req: ServeRequest) -> ServeResult:
     from transformer_calc.results.common import source_checkpoint
 
     src = req.source()
-    flags = {k: v for k, v in req.settings().items() if k not in ("ttft_s", "tpot_s", "request_rate", "gpus", "concurrency")}
+    flags = {k: v for k, v in req.settings().items() if k not in ("ttft_s", "tpot_s", "request_rate", "gpus", "concurrency", "disaggregate")}
     return serve_request(src.model, src.job.inference if src.job else {}, flags, src.checkpoint,
                          checkpoint_section=source_checkpoint(src), ttft_s=req.ttft_s, tpot_s=req.tpot_s,
-                         request_rate=req.request_rate, gpus=req.gpus, concurrencies=req.concurrency)
+                         request_rate=req.request_rate, gpus=req.gpus, concurrencies=req.concurrency,
+                         pools=req.disaggregate)
