@@ -61,7 +61,8 @@ FIT_SEQUENCE = tuple(f"trtllm-31-8b-h100-tp1-{s}" for s in (
     "20000-2000"))
 
 
-ENGINE_OF = {"trtllm": "trtllm", "trtllm-v06": "trtllm", "nim": "trtllm", "nemo": "trtllm", "vllm-ci": "vllm"}
+ENGINE_OF = {"trtllm": "trtllm", "trtllm-v06": "trtllm", "nim": "trtllm", "nemo": "trtllm", "vllm-ci": "vllm",
+             "sglang-ep": "sglang"}
 
 
 def row_serving(row: dict[str, Any], g: Any, **given: Any) -> ServingSpec:
@@ -116,6 +117,24 @@ def evaluate(row: dict[str, Any], kernel_s: float | None = None, fp8: float | No
         measured = 1 / row["measured_tokens_per_s"]
         return {"bound_s": bound, "expected_s": expected, "error": measured / expected - 1,
                 "bound_share": bound / measured, "concurrency": b}
+    elif row["kind"] == "wide_ep_decode":
+        # Seconds per output token of one GPU (1 / its tokens/s). Expected: the decode pool of
+        # `tcalc serve --disaggregate` (decode-only steps, DP attention over ep GPUs, B the most
+        # that fit). Bound: the same decode step's roofline at that B (tokens/s cannot beat it).
+        from transformer_calc.estimators.inference.disaggregated import disaggregate
+
+        ep = row["ep"]
+        spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, expert_parallel=ep, **kw)
+        d = disaggregate(m, g, spec, eff, row_serving(row, g), prefill_instances=1, decode_instances=1,
+                         prompt_len=S, output_len=N)
+        per_gpu = d.decode_tokens_per_s / max(T, ep)
+        expected = 1 / per_gpu
+        busy = dataclasses.replace(spec, batch_size=d.decode_concurrency)
+        step = decode_step(m, g, busy, S + max(N // 2, 1)).seconds
+        bound = step / (d.decode_concurrency * max(ep // T, 1) / max(T, ep))
+        measured = 1 / row["measured_tokens_per_s"]
+        return {"bound_s": bound, "expected_s": expected, "error": measured / expected - 1,
+                "bound_share": bound / measured, "concurrency": d.decode_concurrency}
     else:
         c = row["concurrency"]
         spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, **kw)
@@ -169,11 +188,13 @@ def _ms(s: float) -> str:
 
 def _measured(row: dict[str, Any], seconds: float) -> str:
     """A time as ms, or for a throughput row the tokens/s it stands for."""
-    return f"{1 / seconds:,.0f} tok/s" if row["kind"] in ("throughput", "batch_throughput") else _ms(seconds)
+    return f"{1 / seconds:,.0f} tok/s" if row["kind"] in ("throughput", "batch_throughput", "wide_ep_decode") else _ms(seconds)
 
 
 def _setup(row: dict[str, Any]) -> str:
-    if row["kind"] == "throughput":
+    if row["kind"] == "wide_ep_decode":
+        what = f"wide-EP decode, ep {row['ep']}, DP attention, output tokens/s per GPU"
+    elif row["kind"] == "throughput":
         what = "max output throughput"
     elif row["kind"] == "batch_throughput":
         what = f"B={row['B']}, output tokens/s"
@@ -246,7 +267,14 @@ def report(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         "v0.5/v0.6 (2023): first-token latencies of 128-token prompts are 30-40 % above tcalc (a fixed cost per "
         "request that a short prefill does not hide), and Llama-2-70B's long-output static batches run at half "
         "tcalc's rate or less, consistent with that release's decode attention reading the grouped K/V once per "
-        "query head (tcalc reads it once per K/V head, as GQA kernels since do).",
+        "query head (tcalc reads it once per K/V head, as GQA kernels since do). (5) Wide-EP decode of "
+        "DeepSeek-V3 (SGLang, DP attention, experts over 48-72 GPUs): the H100 run lands within 7 %, but on "
+        "GB200 NVL72 tcalc's decode pool is 64-96 % faster than SGLang's FP8-MoE runs (it lands within 5 % of "
+        "the NVFP4-MoE run): at the ~840 sequences per GPU whose cache fits, tcalc's step is the weights' "
+        "and the cache's bytes at 90 % of the bandwidth plus the all-to-alls at NVLink's rate; the posts "
+        "cap the batch at SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK (not stated), run EP48 with "
+        "redundant experts where tcalc runs EP64, and DeepEP's dispatch/combine and the grouped GEMMs of a "
+        "few tokens per expert run below the rates tcalc assumes; not fitted, reported as is.",
         "",
         "| source | setup | role | measured | bound (share) | expected | error |",
         "| --- | --- | --- | --- | --- | --- | --- |",

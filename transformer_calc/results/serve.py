@@ -102,7 +102,7 @@ class LayoutRow(Section):
     gpus: int
     feasible: bool  # meets the targets
     reason: str | None  # why it was rejected (None: feasible)
-    concurrency: int | None  # sequences in flight per replica
+    concurrency: int | None  # sequences in flight per attention group (per replica without DP attention)
     ttft_s: float | None
     tpot_s: float | None
     tokens_per_s: float | None  # output tokens, all replicas
@@ -113,6 +113,8 @@ class LayoutRow(Section):
     max_concurrent_sequences: int | None  # whose KV cache fits, per replica
     kv_budget_bytes_per_gpu: int | None  # < 0: weights and reserves exceed the usable memory
     kv_blocks_per_gpu: int | None
+    attention_groups: int = 1  # per replica: ep/T with DP attention (wide EP), else 1
+    sequences_per_gpu: float | None = None  # the per-GPU batch: B · groups · replicas / GPUs
 
 
 class CurveSection(Section):
@@ -177,8 +179,10 @@ def layout_section(x: Any) -> LayoutRow:
         tpot_s=p.tpot_s if p else None,
         tokens_per_s=x.tokens_per_s if p else None,
         tokens_per_s_per_gpu=x.tokens_per_s / x.gpus if p else None,
-        tokens_per_s_per_replica=p.output_tokens_per_s if p else None,
-        requests_per_s=x.replicas * p.requests_per_s if p else None,
+        tokens_per_s_per_replica=x.attention_groups * p.output_tokens_per_s if p else None,
+        requests_per_s=x.replicas * x.attention_groups * p.requests_per_s if p else None,
+        attention_groups=x.attention_groups,
+        sequences_per_gpu=p.concurrency * x.attention_groups * x.replicas / x.gpus if p else None,
         prefill_tokens_per_step=p.prefill_tokens_per_step if p else None,
         max_concurrent_sequences=cap.max_concurrent_sequences if cap else None,
         kv_budget_bytes_per_gpu=cap.kv_budget_bytes if cap else None,

@@ -1,6 +1,8 @@
 """Disaggregated serving: a prefill pool and a decode pool, the KV cache sent between them.
 
 `tcalc serve --disaggregate xPyD`: x prefill instances and y decode instances, each of T GPUs
+(max(T, ep) with wide expert parallelism: ep/T attention groups per instance, each with its own
+prompts and sequences in flight, every rate below times the groups)
 (Zhong et al. 2024, "DistServe"; Patel et al. 2024, "Splitwise"; as SGLang's and NVIDIA Dynamo's
 PD disaggregation run it). Per instance, at the expected rates (expected.py):
 
@@ -38,7 +40,13 @@ from dataclasses import dataclass
 from transformer_calc.devices.hardware import GPU
 from transformer_calc.estimators.inference.expected import Efficiency, expected_step
 from transformer_calc.estimators.inference.roofline import InferenceSpec, decode_step, kv_cache, prefill_step
-from transformer_calc.estimators.inference.serving import ServingSpec, at_tensor_parallel, capacity, sequence_limit
+from transformer_calc.estimators.inference.serving import (
+    ServingSpec,
+    at_tensor_parallel,
+    capacity,
+    replica_layout,
+    sequence_limit,
+)
 from transformer_calc.model.config import ModelConfig
 
 @dataclass(frozen=True)
@@ -48,7 +56,7 @@ class Disaggregated:
     prefill_instances: int  # x
     decode_instances: int  # y
     tensor_parallel: int
-    gpus: int  # (x + y)·T
+    gpus: int  # (x + y)·max(T, ep)
     link: str  # nvlink | network
     link_bytes_s: float  # per GPU, one direction
     kv_bytes_per_request: int  # the prompt's cache, the whole model
@@ -56,7 +64,7 @@ class Disaggregated:
     prefill_batch: int  # k prompts per prefill step
     prefill_step_s: float  # t_p
     prefill_requests_per_s: float  # per instance: min(k / t_p, the link's rate)
-    decode_concurrency: int  # B per decode instance
+    decode_concurrency: int  # B per attention group of a decode instance (T GPUs)
     tpot_s: float
     decode_requests_per_s: float  # per instance
     decode_tokens_per_s: float  # per instance
@@ -80,7 +88,8 @@ def disaggregate(
         raise ValueError(f"disaggregate needs at least one prefill and one decode instance (got {x}P{y}D)")
     P, O = prompt_len, output_len
     serving = at_tensor_parallel(serving, gpu, T)
-    gpus = (x + y) * T
+    per_instance, groups = replica_layout(T, spec.expert_parallel)  # wide EP: ep/T attention groups
+    gpus = (x + y) * per_instance
     # ---- the link between the pools
     bw, lat = eff.network.link(gpus)
     link = "nvlink" if gpus <= eff.network.node_size else "network"
@@ -92,7 +101,7 @@ def disaggregate(
     k = max(1, serving.max_num_batched_tokens // P)
     pre_spec = dataclasses.replace(spec, batch_size=k, prompt_len=P, new_tokens=1)
     t_p = expected_step(m, gpu, pre_spec, eff, prefill_step(m, gpu, pre_spec)).time_s + eff.request_s
-    r_p = min(k / t_p, link_rate)
+    r_p = groups * min(k / t_p, link_rate)
     # ---- decode: B in flight, decode-only steps
     run = dataclasses.replace(spec, batch_size=1, prompt_len=P, new_tokens=O)
     cap = capacity(m, gpu, run, serving)
@@ -121,19 +130,19 @@ def disaggregate(
         b = lo
     t_d = tpot(b)
     steps = max(O - 1, 1)  # the first token came from the prefill
-    r_d = b / (steps * t_d)
+    r_d = groups * b / (steps * t_d)
     requests = min(x * r_p, y * r_d)
     wait = 0.0  # without a request rate: the unloaded TTFT
     if request_rate is not None:
         if request_rate >= requests:
             raise ValueError(f"overloaded: {request_rate:.4g} requests/s, the pools serve at most {requests:.4g}")
-        rho = request_rate / (x * k / t_p)
+        rho = request_rate / (x * groups * k / t_p)
         wait = rho * t_p / (2 * (1 - rho))
     return Disaggregated(
         prefill_instances=x, decode_instances=y, tensor_parallel=T, gpus=gpus, link=link, link_bytes_s=bw,
         kv_bytes_per_request=kv_bytes, kv_transfer_s=transfer_s, prefill_batch=k, prefill_step_s=t_p,
         prefill_requests_per_s=r_p, decode_concurrency=b, tpot_s=t_d, decode_requests_per_s=r_d,
-        decode_tokens_per_s=b / t_d, requests_per_s=requests, tokens_per_s=requests * O,
+        decode_tokens_per_s=groups * b / t_d, requests_per_s=requests, tokens_per_s=requests * O,
         ttft_s=t_p + wait, bottleneck="prefill" if x * r_p < y * r_d else "decode",
         balanced_decode_per_prefill=r_p / r_d, max_concurrent_sequences=cap.max_concurrent_sequences,
     )

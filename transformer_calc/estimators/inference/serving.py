@@ -25,8 +25,13 @@ it), "free" (TensorRT-LLM: the KV pool is u of what weights and reserves leave f
   longest context at a concurrency is the largest c whose N sequences fit (bisection; bytes per
   sequence never decrease with c), at most the model's context window.
 
-Per GPU and per replica: a replica is the T (·ep) GPUs that hold one copy of the model; every
-sequence is spread over its T GPUs, so a replica runs as many sequences as one of its GPUs holds.
+Per GPU and per replica: a replica is the max(T, ep) GPUs that hold one copy of the model; every
+sequence is spread over the T GPUs of its attention group, so a group runs as many sequences as one
+of its GPUs holds. With expert parallelism beyond T (wide EP, DP attention: SGLang's and TensorRT-LLM's
+DeepSeek deployments) a replica is ep/T attention groups, each keeping B sequences in flight; the
+experts are spread over the ep GPUs and every MoE layer dispatches and combines its tokens with two
+all-to-alls over NVLink or the network (expected.fixed_costs_s, on the network model of `tcalc
+train`: a 72-GPU NVLink domain on GB200/GB300 NVL72).
 
 Deployment (`tcalc serve`), continuous batching (Yu et al. 2022, Orca; chunked prefill as
 Agrawal et al. 2024, Sarathi-Serve, and vLLM's default scheduler):
@@ -234,7 +239,7 @@ def capacity(m: ModelConfig, gpu: GPU, spec: InferenceSpec, serving: ServingSpec
         sequence_bytes=per_seq,
         max_concurrent_sequences=max(budget, 0) // per_seq if per_seq else 0,
         tensor_parallel=spec.tensor_parallel,
-        gpus_per_replica=spec.tensor_parallel * spec.expert_parallel,
+        gpus_per_replica=max(spec.tensor_parallel, spec.expert_parallel),
     )
 
 
@@ -369,10 +374,19 @@ class Layout:
     point: LoadPoint | None
     meets_targets: bool
     reason: str | None  # why it was rejected (None: feasible)
+    attention_groups: int = 1  # per replica: ep/T groups of T GPUs with DP attention, each with B in flight
 
     @property
     def tokens_per_s(self) -> float:
-        return self.replicas * self.point.output_tokens_per_s if self.point else 0.0
+        return self.replicas * self.attention_groups * self.point.output_tokens_per_s if self.point else 0.0
+
+
+def replica_layout(T: int, ep: int) -> tuple[int, int]:
+    """(GPUs per replica, attention groups per replica) under expert parallelism
+    (roofline.expert_layout): ep dividing T, the experts inside the T-way group: T GPUs, one group;
+    T dividing ep, DP attention: ep GPUs in ep/T groups of T, each keeping B sequences in flight
+    (wide EP; the all-to-alls over the ep GPUs are expected.fixed_costs_s's)."""
+    return max(T, ep), max(ep // T, 1)
 
 
 def _largest(pred, hi: int) -> int:
@@ -402,14 +416,14 @@ def evaluate_layout(
     gpus: int, prompt_len: int, output_len: int, ttft_s: float | None, tpot_s: float | None,
     request_rate: float | None = None, concurrency: int | None = None,
 ) -> Layout:
-    """One layout (spec.tensor_parallel, replicas = gpus // (T·ep)): its capacity, its operating
-    concurrency and whether the targets hold."""
+    """One layout (spec.tensor_parallel, replicas = gpus // max(T, ep)): its capacity, its operating
+    concurrency (B per attention group) and whether the targets hold."""
     T = spec.tensor_parallel
-    per_replica = T * spec.expert_parallel
+    per_replica, groups = replica_layout(T, spec.expert_parallel)
     replicas = gpus // per_replica
 
     def reject(reason: str, cap: Capacity | None = None, point: LoadPoint | None = None) -> Layout:
-        return Layout(T, replicas, gpus, cap, point, False, reason)
+        return Layout(T, replicas, gpus, cap, point, False, reason, groups)
 
     run = dataclasses.replace(spec, batch_size=1, prompt_len=prompt_len, new_tokens=output_len)
     cap = capacity(m, gpu, run, serving)
@@ -452,7 +466,7 @@ def evaluate_layout(
                           f"tokens), above max_num_batched_tokens ({budget}); at most {b_budget} fit", cap)
         b = concurrency
     elif request_rate is not None:
-        need = request_rate / replicas
+        need = request_rate / (replicas * groups)
         found = _smallest(lambda b: at(b).requests_per_s >= need, b_max)
         if found is None:
             top = at(b_max)
@@ -471,15 +485,17 @@ def evaluate_layout(
     if not ok:
         what = "TPOT" if tpot_s is not None and point.tpot_s > tpot_s else "TTFT"
         value = point.tpot_s if what == "TPOT" else point.ttft_s
-        return Layout(T, replicas, gpus, cap, point, False, f"{what} {value:.4g} s exceeds the target at B = {b}")
-    return Layout(T, replicas, gpus, cap, point, True, None)
+        return Layout(T, replicas, gpus, cap, point, False, f"{what} {value:.4g} s exceeds the target at B = {b}",
+                      groups)
+    return Layout(T, replicas, gpus, cap, point, True, None, groups)
 
 
 def candidate_tensor_parallel(m: ModelConfig, gpus: int, node_size: int, ep: int = 1) -> list[int]:
-    """T values to try: divisors of gpus / ep within one node (at most node_size of them)."""
+    """T values to try within one node (at most node_size of them): T and ep dividing one another
+    and the replica's max(T, ep) GPUs dividing gpus."""
     out = []
     for T in range(1, min(node_size, gpus) + 1):
-        if (gpus % (T * ep)) == 0:
+        if (T % ep == 0 or ep % T == 0) and gpus % max(T, ep) == 0:
             out.append(T)
     return out
 
@@ -494,9 +510,10 @@ def search(
         m, gpus, eff.network.node_size, spec.expert_parallel)
     layouts = []
     for T in Ts:
-        if gpus % (T * spec.expert_parallel):
+        if gpus % replica_layout(T, spec.expert_parallel)[0]:
             layouts.append(Layout(T, 0, gpus, None, None, False,
-                                  f"gpus ({gpus}) is not a multiple of T x ep ({T} x {spec.expert_parallel})"))
+                                  f"gpus ({gpus}) is not a multiple of a replica's max(T, ep) = "
+                                  f"{replica_layout(T, spec.expert_parallel)[0]} GPUs"))
             continue
         try:
             check_tensor_parallel(m, T, spec.expert_parallel)
@@ -506,7 +523,8 @@ def search(
         except TcalcError:
             raise
         except ValueError as exc:
-            layouts.append(Layout(T, gpus // (T * spec.expert_parallel), gpus, None, None, False, str(exc)))
+            layouts.append(Layout(T, gpus // replica_layout(T, spec.expert_parallel)[0], gpus, None, None, False,
+                                  str(exc)))
             continue
         layouts.append(evaluate_layout(m, gpu, layout_spec, eff, layout_serving, gpus=gpus, prompt_len=prompt_len,
                                        output_len=output_len, ttft_s=ttft_s, tpot_s=tpot_s,
