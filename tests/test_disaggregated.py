@@ -82,3 +82,35 @@ def test_cli_disaggregate(capsys):
                 "--disaggregate", "3D1P"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "xPyD" in err[0]
+
+
+# ---------------------------------------------------------------------------- wide EP in serve
+def test_wide_ep_replica_is_ep_gpus_in_attention_groups():
+    """--ep a multiple of T: DP attention, a replica of ep GPUs in ep/T groups, each with B in flight
+    (roofline.expert_layout); --ep dividing T: the experts inside the T-way group, T GPUs."""
+    import transformer_calc.api as tc
+
+    r = tc.serve("deepseek-v3", gpu="h200", gpus=64, ep=64, T=1, prompt_len=2000, output_len=200, weight_dtype="fp8",
+                 engine="sglang", B=64)
+    row = r.layouts[0]
+    assert (row.replicas, row.attention_groups) == (1, 64)
+    assert row.sequences_per_gpu == 64  # B per group of one GPU
+    assert row.tokens_per_s == pytest.approx(64 * 64 / row.tpot_s, rel=1e-12)
+    r = tc.serve("mixtral-8x7b", gpu="h100", gpus=8, ep=2, T=2, prompt_len=1000, output_len=200, B=16)
+    row = r.layouts[0]
+    assert (row.replicas, row.attention_groups, row.sequences_per_gpu) == (4, 1, 8)
+
+
+def test_wide_ep_decode_against_sglang_h100():
+    """SGLang's DeepSeek-V3 decode on 96 H100s (lmsys.org/blog/2025-05-05-large-scale-ep): 22.3k output
+    tokens/s per node = 2,788 per GPU at EP72; tcalc's decode pool at EP64 (tcalc needs ep | 256), B the
+    most that fit: 2,583 per GPU, -7 % (docs/validation.md, row sglang-ep-h100-ep72)."""
+    h100 = gpu("h100")
+    m = preset_model("deepseek-v3")
+    spec = InferenceSpec(batch_size=1, prompt_len=2000, new_tokens=100, tensor_parallel=1, expert_parallel=64,
+                         weight_dtype="fp8", kv_dtype="bf16")
+    d = disaggregate(m, h100, spec, default_efficiency(h100), engine_serving("sglang", h100, 1), prefill_instances=1,
+                     decode_instances=1, prompt_len=2000, output_len=100)
+    per_gpu = d.decode_tokens_per_s / 64
+    assert per_gpu == pytest.approx(2583, rel=5e-4)
+    assert abs(per_gpu / 2788 - 1) <= 0.25
