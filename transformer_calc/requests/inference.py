@@ -19,8 +19,9 @@ def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any
     from transformer_calc.estimators.inference.engines import engine_defaults
 
     merged = resolve(flags, section)
+    engine = engine_name(merged)
     try:
-        profile = engine_defaults(engine_name(merged), gpu.name, gpu.memory_bytes)
+        profile = engine_defaults(engine, gpu.name, gpu.memory_bytes)
     except ValueError as exc:
         raise TcalcError(f"inference: {exc}") from None
     graphs = merged.get("cuda_graphs", profile.cuda_graphs)
