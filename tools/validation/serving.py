@@ -61,7 +61,7 @@ FIT_SEQUENCE = tuple(f"trtllm-31-8b-h100-tp1-{s}" for s in (
     "20000-2000"))
 
 
-ENGINE_OF = {"trtllm": "trtllm", "trtllm-v017": "trtllm", "trtllm-v06": "trtllm", "nim": "trtllm", "nemo": "trtllm",
+ENGINE_OF = {"trtllm": "trtllm", "trtllm-v017": "trtllm", "trtllm-v014-serving": "trtllm", "trtllm-v06": "trtllm", "nim": "trtllm", "nemo": "trtllm",
              "vllm-ci": "vllm", "sglang-ep": "sglang"}
 
 
@@ -117,6 +117,22 @@ def evaluate(row: dict[str, Any], kernel_s: float | None = None, fp8: float | No
         measured = 1 / row["measured_tokens_per_s"]
         return {"bound_s": bound, "expected_s": expected, "error": measured / expected - 1,
                 "bound_share": bound / measured, "concurrency": b}
+    elif row["kind"] == "rate":
+        # An open-loop server at a request rate: `tcalc serve --request-rate` on one replica (the
+        # smallest B whose throughput meets the rate); TTFT or TPOT at that B. Bound: the prompt's own
+        # prefill (TTFT) or one decode step of the B sequences (TPOT), both rooflines.
+        from transformer_calc.estimators.inference.serving import evaluate_layout
+
+        spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, **kw)
+        x = evaluate_layout(m, g, spec, eff, row_serving(row, g), gpus=T, prompt_len=S, output_len=N, ttft_s=None,
+                            tpot_s=None, request_rate=row["request_rate"])
+        if x.point is None:
+            raise ValueError(f"{row['id']}: {x.reason}")
+        if row["metric"] == "ttft_s":
+            bound, expected = prefill_step(m, g, spec).seconds, x.point.ttft_s
+        else:
+            busy = dataclasses.replace(spec, batch_size=x.point.concurrency)
+            bound, expected = decode_step(m, g, busy, S + max(N // 2, 1)).seconds, x.point.tpot_s
     elif row["kind"] == "wide_ep_decode":
         # Seconds per output token of one GPU (1 / its tokens/s). Expected: the decode pool of
         # `tcalc serve --disaggregate` (decode-only steps, DP attention over ep GPUs, B the most
@@ -192,7 +208,9 @@ def _measured(row: dict[str, Any], seconds: float) -> str:
 
 
 def _setup(row: dict[str, Any]) -> str:
-    if row["kind"] == "wide_ep_decode":
+    if row["kind"] == "rate":
+        what = f"{row['request_rate']:g} requests/s, {row['metric'][:-2].upper()}"
+    elif row["kind"] == "wide_ep_decode":
         what = f"wide-EP decode, ep {row['ep']}, DP attention, output tokens/s per GPU"
     elif row["kind"] == "throughput":
         what = "max output throughput"
@@ -280,7 +298,12 @@ def report(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         "(TensorRT engines): Llama-3.1-70B on one H100 (fp8 weights fill 71 of 80 GB) runs at about twice "
         "tcalc's rate: tcalc's reserves (the activation peak of an 8192-token step and fp32 logits for 2048 "
         "sampled positions, 2.1 GB at a 128k vocabulary) leave the cache too little; trtllm-bench's engine "
-        "build sizes these to the dataset. Long prompts or outputs on H200 stay optimistic, as in (3). (5) Wide-EP decode of "
+        "build sizes these to the dataset. Long prompts or outputs on H200 stay optimistic, as in (3). (7) "
+        "TensorRT-LLM v0.14 behind Triton at 2-32 requests/s: the inter-token latency lands within ±25 % on most "
+        "points, the TTFT is 10-58 % short: at 2 requests/s the gap is 3.5-14 ms per request, larger with the "
+        "output (the Triton ensemble's tokenizer and detokenizer, and its streaming, sit in that path); this is "
+        "what `--request-overhead-s` adds, but the other server source (NIM's TTFT at one request in flight) "
+        "leaves no room for it, so every engine's default stays 0 and nothing is fitted. (5) Wide-EP decode of "
         "DeepSeek-V3 (SGLang, DP attention, experts over 48-72 GPUs): the H100 run lands within 7 %, but on "
         "GB200 NVL72 tcalc's decode pool is 64-96 % faster than SGLang's FP8-MoE runs (it lands within 5 % of "
         "the NVFP4-MoE run): at the ~840 sequences per GPU whose cache fits, tcalc's step is the weights' "
