@@ -86,6 +86,8 @@ def evaluate(row: dict[str, Any], kernel_s: float | None = None, fp8: float | No
     kw = {"weight_dtype": row["weight_dtype"], "tensor_parallel": T}
     if row.get("kv_dtype"):
         kw["kv_dtype"] = row["kv_dtype"]
+    if row.get("compute_dtype"):  # the matmuls' dtype where the source states it (NVFP4 MoE: fp4 tensor cores)
+        kw["compute_dtype"] = row["compute_dtype"]
     if row["kind"] == "latency":
         spec = InferenceSpec(batch_size=row["B"], prompt_len=S, new_tokens=N, **kw)
         bound = estimate_inference(m, g, spec).total_s
@@ -133,6 +135,21 @@ def evaluate(row: dict[str, Any], kernel_s: float | None = None, fp8: float | No
         else:
             busy = dataclasses.replace(spec, batch_size=x.point.concurrency)
             bound, expected = decode_step(m, g, busy, S + max(N // 2, 1)).seconds, x.point.tpot_s
+    elif row["kind"] == "wide_ep_prefill":
+        # Seconds per input token of one GPU: the prefill pool of `tcalc serve --disaggregate` (k
+        # prompts per step, DP attention over ep GPUs). Bound: the same prefill step's roofline.
+        from transformer_calc.estimators.inference.disaggregated import disaggregate
+
+        ep = row["ep"]
+        spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, expert_parallel=ep, **kw)
+        d = disaggregate(m, g, spec, eff, row_serving(row, g), prefill_instances=1, decode_instances=1,
+                         prompt_len=S, output_len=N)
+        expected = max(T, ep) / (d.prefill_requests_per_s * S)
+        step = prefill_step(m, g, dataclasses.replace(spec, batch_size=d.prefill_batch)).seconds
+        bound = step / (d.prefill_batch * S * max(ep // T, 1) / max(T, ep))
+        measured = 1 / row["measured_tokens_per_s"]
+        return {"bound_s": bound, "expected_s": expected, "error": measured / expected - 1,
+                "bound_share": bound / measured}
     elif row["kind"] == "wide_ep_decode":
         # Seconds per output token of one GPU (1 / its tokens/s). Expected: the decode pool of
         # `tcalc serve --disaggregate` (decode-only steps, DP attention over ep GPUs, B the most
@@ -204,12 +221,30 @@ def _ms(s: float) -> str:
 
 def _measured(row: dict[str, Any], seconds: float) -> str:
     """A time as ms, or for a throughput row the tokens/s it stands for."""
-    return f"{1 / seconds:,.0f} tok/s" if row["kind"] in ("throughput", "batch_throughput", "wide_ep_decode") else _ms(seconds)
+    return f"{1 / seconds:,.0f} tok/s" if row["kind"] in ("throughput", "batch_throughput", "wide_ep_decode",
+                                                               "wide_ep_prefill") else _ms(seconds)
 
 
 def _setup(row: dict[str, Any]) -> str:
-    if row["kind"] == "rate":
+    if row["kind"] == "wide_ep_prefill":
+        what = f"wide-EP prefill, ep {row['ep']}, DP attention, input tokens/s per GPU"
+    elif row["kind"] == "rate":
         what = f"{row['request_rate']:g} requests/s, {row['metric'][:-2].upper()}"
+    elif row["kind"] == "wide_ep_prefill":
+        # Seconds per input token of one GPU: the prefill pool of `tcalc serve --disaggregate` (k
+        # prompts per step, DP attention over ep GPUs). Bound: the same prefill step's roofline.
+        from transformer_calc.estimators.inference.disaggregated import disaggregate
+
+        ep = row["ep"]
+        spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, expert_parallel=ep, **kw)
+        d = disaggregate(m, g, spec, eff, row_serving(row, g), prefill_instances=1, decode_instances=1,
+                         prompt_len=S, output_len=N)
+        expected = max(T, ep) / (d.prefill_requests_per_s * S)
+        step = prefill_step(m, g, dataclasses.replace(spec, batch_size=d.prefill_batch)).seconds
+        bound = step / (d.prefill_batch * S * max(ep // T, 1) / max(T, ep))
+        measured = 1 / row["measured_tokens_per_s"]
+        return {"bound_s": bound, "expected_s": expected, "error": measured / expected - 1,
+                "bound_share": bound / measured}
     elif row["kind"] == "wide_ep_decode":
         what = f"wide-EP decode, ep {row['ep']}, DP attention, output tokens/s per GPU"
     elif row["kind"] == "throughput":
@@ -303,14 +338,16 @@ def report(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         "points, the TTFT is 10-58 % short: at 2 requests/s the gap is 3.5-14 ms per request, larger with the "
         "output (the Triton ensemble's tokenizer and detokenizer, and its streaming, sit in that path); this is "
         "what `--request-overhead-s` adds, but the other server source (NIM's TTFT at one request in flight) "
-        "leaves no room for it, so every engine's default stays 0 and nothing is fitted. (5) Wide-EP decode of "
-        "DeepSeek-V3 (SGLang, DP attention, experts over 48-72 GPUs): the H100 run lands within 7 %, but on "
-        "GB200 NVL72 tcalc's decode pool is 64-96 % faster than SGLang's FP8-MoE runs (it lands within 5 % of "
-        "the NVFP4-MoE run): at the ~840 sequences per GPU whose cache fits, tcalc's step is the weights' "
-        "and the cache's bytes at 90 % of the bandwidth plus the all-to-alls at NVLink's rate; the posts "
-        "cap the batch at SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK (not stated), run EP48 with "
-        "redundant experts where tcalc runs EP64, and DeepEP's dispatch/combine and the grouped GEMMs of a "
-        "few tokens per expert run below the rates tcalc assumes; not fitted, reported as is.",
+        "leaves no room for it, so every engine's default stays 0 and nothing is fitted. (5) Wide EP with DP attention (SGLang's DeepSeek-V3, "
+        "experts over 32-72 GPUs, not fitted): on H100 the decode pool lands within 7 % but the prefill pool is "
+        "55 % slow: tcalc runs each MoE layer's two all-to-alls (8000 tokens' hidden states in bf16 over the "
+        "50 GB/s NIC across 4 nodes) after the compute, where SGLang's two-batch overlap hides them and DeepEP "
+        "dispatches in fp8. On GB200 NVL72 (the all-to-alls on NVLink) tcalc is 19-27 % fast on prefill and "
+        "63-96 % fast on decode: at the ~840 sequences per GPU whose cache fits, tcalc's step is the bytes at "
+        "90 % of the bandwidth plus NVLink-rate all-to-alls; the posts cap the batch at "
+        "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK (not stated), run EP48 with redundant experts where "
+        "tcalc runs EP64, and the grouped GEMMs of a few tokens per expert run below the rates tcalc "
+        "assumes; reported as is.",
         "",
         "| source | setup | role | measured | bound (share) | expected | error |",
         "| --- | --- | --- | --- | --- | --- | --- |",
