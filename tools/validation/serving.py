@@ -230,21 +230,6 @@ def _setup(row: dict[str, Any]) -> str:
         what = f"wide-EP prefill, ep {row['ep']}, DP attention, input tokens/s per GPU"
     elif row["kind"] == "rate":
         what = f"{row['request_rate']:g} requests/s, {row['metric'][:-2].upper()}"
-    elif row["kind"] == "wide_ep_prefill":
-        # Seconds per input token of one GPU: the prefill pool of `tcalc serve --disaggregate` (k
-        # prompts per step, DP attention over ep GPUs). Bound: the same prefill step's roofline.
-        from transformer_calc.estimators.inference.disaggregated import disaggregate
-
-        ep = row["ep"]
-        spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, expert_parallel=ep, **kw)
-        d = disaggregate(m, g, spec, eff, row_serving(row, g), prefill_instances=1, decode_instances=1,
-                         prompt_len=S, output_len=N)
-        expected = max(T, ep) / (d.prefill_requests_per_s * S)
-        step = prefill_step(m, g, dataclasses.replace(spec, batch_size=d.prefill_batch)).seconds
-        bound = step / (d.prefill_batch * S * max(ep // T, 1) / max(T, ep))
-        measured = 1 / row["measured_tokens_per_s"]
-        return {"bound_s": bound, "expected_s": expected, "error": measured / expected - 1,
-                "bound_share": bound / measured}
     elif row["kind"] == "wide_ep_decode":
         what = f"wide-EP decode, ep {row['ep']}, DP attention, output tokens/s per GPU"
     elif row["kind"] == "throughput":
