@@ -280,7 +280,8 @@ def report(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         f"time is within ±{TOLERANCE:.0%} of {len(within)} ({len(within) / len(checked):.0%}; the issue's aim is "
         f"80 %, not met), median |error| {statistics.median(abs(x['error']) for _, x in checked):.0%}. "
         f"Every row runs under its source's engine profile (`--engine`, `transformer_calc/estimators/inference/"
-        f"engines.py`: TensorRT-LLM for trtllm, trtllm-v017, trtllm-v06, NIM and NeMo; vLLM for vllm-ci; SGLang for sglang-ep). "
+        f"engines.py`: TensorRT-LLM for trtllm, trtllm-v017, trtllm-v014-serving, trtllm-v06, NIM and NeMo; vLLM for vllm-ci; "
+        f"SGLang for sglang-ep). "
         f"TensorRT-LLM's "
         f"maximum-throughput rows with `--engine trtllm` (the issue's target: 85 % within ±{TOLERANCE:.0%}, median "
         f"12 %): " + "; ".join(
