@@ -159,12 +159,13 @@ def test_inference_checks_from_the_file_and_flags(tmp_path, capsys):
     from transformer_calc.estimators.inference.expected import default_efficiency
     from transformer_calc.estimators.inference.roofline import InferenceSpec, estimate_inference
     from transformer_calc.sources.presets import gpu
-    from transformer_calc.estimators.inference.serving import ServingSpec, load_point
+    from transformer_calc.estimators.inference.serving import engine_serving, load_point
 
     m, a100 = preset_model("llama-2-13b"), gpu("a100-80gb")
     spec = InferenceSpec(batch_size=16, prompt_len=4096, new_tokens=256, tensor_parallel=2)
     est = estimate_inference(m, a100, spec)
-    point = load_point(m, a100, spec, default_efficiency(a100), ServingSpec(), 4096, 256, 16)
+    vllm = engine_serving("vllm", a100, 2)  # the default engine's profile on an A100 (2048 tokens per step)
+    point = load_point(m, a100, spec, default_efficiency(a100), vllm, 4096, 256, 16)
     f = write(tmp_path, "i.yaml", INF + f"checks: {{min_tokens_per_s: {point.output_tokens_per_s * 0.9}, "
               f"max_ttft_s: 100, max_tpot_s: {point.tpot_s * 1.01}}}\n")
     code, out, _ = call(capsys, "check", f, "-f", "json")

@@ -26,7 +26,7 @@ RUNS = {
     "flops": [["flops", "--preset", "gpt2", "--tokens", "1e9", "--gpus", "8", "--gpu", "h100", "--budget", "1e21",
                "--recompute", "selective"], ["flops", "--preset", "qwen3-next-80b-a3b", "--S", "4k"]],  # a hybrid: mixers
     "mfu": [["mfu", "--preset", "gpt2", "--global-batch", "64", "--step-time", "1", "--gpus", "8", "--gpu", "h100"]],
-    "inference": [["inference", "--preset", "gpt2", "--new-tokens", "8"], ["inference", CHECKPOINT, "--S", "64", "--gpu", "h100"],
+    "inference": [["inference", "--preset", "gpt2", "--new-tokens", "8", "--static-batch"], ["inference", CHECKPOINT, "--S", "64", "--gpu", "h100"],
                   ["inference", "--preset", "qwen3-next-80b-a3b", "--S", "4k", "--gpu", "h200"]],  # a hybrid: decode_state
     "train": [["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--tokens", "1e9",
                "--price-per-gpu-hour", "2"],

@@ -26,7 +26,10 @@ def call_json(capsys, *argv):
 
 
 def lookup(data, dotted):
+    """The dotted key's value; None where a section is absent (inference's serving without a cache)."""
     for part in dotted.split("."):
+        if data is None or (part == "serving" and part not in data):
+            return None
         data = data[part]
     return data
 

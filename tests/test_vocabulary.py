@@ -158,6 +158,7 @@ RUN_OPTIONS = {"model", "revision", "preset", "config", "hf_config", "n_layers",
                "head_dim", "expansion", "d_ff", "vocab_size", "max_seq_len", "set", "text_only", "global_batch",
                "global_batch_tokens", "gpus", "tokens", "price_per_gpu_hour", "node_size", "inter_node_gb_s",
                "matmul_efficiency", "tp_comm_overlap", "moe_load_imbalance", "moe_a2a_overlap", "draft", "mtp", "speculative_tokens", "acceptance_rate", "files",
+               "static_batch", "concurrency", "disaggregate",
                "dtype"}  # training's --dtype names p's value (a job file's training: gives p)
 
 

@@ -44,14 +44,13 @@ from transformer_calc.estimators.inference.expected import (  # noqa: E402
 from transformer_calc.estimators.inference.roofline import InferenceSpec, decode_step, estimate_inference, prefill_step  # noqa: E402
 from transformer_calc.sources.presets import gpu as gpu_by_name  # noqa: E402
 from transformer_calc.sources.presets import preset_model, safe_load_yaml  # noqa: E402
-from transformer_calc.estimators.inference.serving import ServingSpec, capacity, load_point  # noqa: E402
+from transformer_calc.estimators.inference.serving import ServingSpec, capacity, engine_serving, load_point, sequence_limit  # noqa: E402
 
 DATA = Path(__file__).with_suffix(".yaml")
 DOCS = REPO / "docs" / "validation.md"
 BEGIN, END = "<!-- serving:begin -->", "<!-- serving:end -->"
 REGENERATE = "PYTHONPATH=. python tools/validation/serving.py --write-docs"
-THROUGHPUT_MEMORY = 0.95  # trtllm-bench's KV fraction "in many cases" (perf-overview.md)
-THROUGHPUT_SEQS = 2048  # the engine's batch limit for the throughput rows (an assumption)
+THROUGHPUT_MEMORY = 0.95  # trtllm-bench's KV fraction of the free memory "in many cases" (perf-overview.md)
 TOLERANCE = 0.25  # the issue's aim: expected within ±25 % of at least 80 % of the rows
 
 
@@ -60,6 +59,20 @@ FIT_FP8 = ("nim-70b-5000-c1-ttft",)
 FIT_SEQUENCE = tuple(f"trtllm-31-8b-h100-tp1-{s}" for s in (
     "128-128", "128-2048", "128-4096", "500-2000", "1000-1000", "1000-2000", "2048-128", "2048-2048", "5000-500",
     "20000-2000"))
+
+
+ENGINE_OF = {"trtllm": "trtllm", "trtllm-v017": "trtllm", "trtllm-v014-serving": "trtllm", "trtllm-v06": "trtllm", "nim": "trtllm", "nemo": "trtllm",
+             "vllm-ci": "vllm", "sglang-ep": "sglang"}
+
+
+def row_serving(row: dict[str, Any], g: Any, **given: Any) -> ServingSpec:
+    """The engine profile of the row's source (ENGINE_OF: NIM and NeMo run TensorRT-LLM) at its T,
+    with the settings the source states; a prompt longer than the profile's step without chunked
+    prefill is run with it (the only way the engine serves it; source_notes)."""
+    serving = engine_serving(ENGINE_OF[row["source"]], g, row["T"], **given)
+    if not serving.chunked_prefill and row["S"] >= serving.max_num_batched_tokens:
+        serving = engine_serving(ENGINE_OF[row["source"]], g, row["T"], chunked_prefill=True, **given)
+    return serving
 
 
 def evaluate(row: dict[str, Any], kernel_s: float | None = None, fp8: float | None = None,
@@ -73,6 +86,8 @@ def evaluate(row: dict[str, Any], kernel_s: float | None = None, fp8: float | No
     kw = {"weight_dtype": row["weight_dtype"], "tensor_parallel": T}
     if row.get("kv_dtype"):
         kw["kv_dtype"] = row["kv_dtype"]
+    if row.get("compute_dtype"):  # the matmuls' dtype where the source states it (NVFP4 MoE: fp4 tensor cores)
+        kw["compute_dtype"] = row["compute_dtype"]
     if row["kind"] == "latency":
         spec = InferenceSpec(batch_size=row["B"], prompt_len=S, new_tokens=N, **kw)
         bound = estimate_inference(m, g, spec).total_s
@@ -87,12 +102,14 @@ def evaluate(row: dict[str, Any], kernel_s: float | None = None, fp8: float | No
                 "bound_share": bound / measured}
     elif row["kind"] == "throughput":
         # Seconds per output token of the whole server (1 / tokens/s). Expected: serve's model at the
-        # most sequences that fit. Bound: a decode step's roofline at the most sequences whose cache
+        # most sequences that fit, under the source's engine profile (`tcalc serve --engine trtllm`)
+        # with the settings the source states (THROUGHPUT_MEMORY; chunked prefill for a prompt longer
+        # than a step, source_notes). Bound: a decode step's roofline at the most sequences whose cache
         # fits beside the weights with no reserve at all, per sequence (throughput cannot beat it).
         spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, **kw)
-        serving = ServingSpec(memory_utilization=THROUGHPUT_MEMORY, max_num_seqs=THROUGHPUT_SEQS)
+        serving = row_serving(row, g, memory_utilization=THROUGHPUT_MEMORY)
         cap = capacity(m, g, spec, serving)
-        b = min(cap.max_concurrent_sequences, serving.max_num_seqs)
+        b = min(cap.max_concurrent_sequences, sequence_limit(serving, cap))
         point = load_point(m, g, spec, eff, serving, S, N, b)
         expected = point.tpot_s / b
         bare = capacity(m, g, spec, ServingSpec(memory_utilization=1.0, cuda_context_bytes=0, activation_peak_bytes=0,
@@ -102,10 +119,59 @@ def evaluate(row: dict[str, Any], kernel_s: float | None = None, fp8: float | No
         measured = 1 / row["measured_tokens_per_s"]
         return {"bound_s": bound, "expected_s": expected, "error": measured / expected - 1,
                 "bound_share": bound / measured, "concurrency": b}
+    elif row["kind"] == "rate":
+        # An open-loop server at a request rate: `tcalc serve --request-rate` on one replica (the
+        # smallest B whose throughput meets the rate); TTFT or TPOT at that B. Bound: the prompt's own
+        # prefill (TTFT) or one decode step of the B sequences (TPOT), both rooflines.
+        from transformer_calc.estimators.inference.serving import evaluate_layout
+
+        spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, **kw)
+        x = evaluate_layout(m, g, spec, eff, row_serving(row, g), gpus=T, prompt_len=S, output_len=N, ttft_s=None,
+                            tpot_s=None, request_rate=row["request_rate"])
+        if x.point is None:
+            raise ValueError(f"{row['id']}: {x.reason}")
+        if row["metric"] == "ttft_s":
+            bound, expected = prefill_step(m, g, spec).seconds, x.point.ttft_s
+        else:
+            busy = dataclasses.replace(spec, batch_size=x.point.concurrency)
+            bound, expected = decode_step(m, g, busy, S + max(N // 2, 1)).seconds, x.point.tpot_s
+    elif row["kind"] == "wide_ep_prefill":
+        # Seconds per input token of one GPU: the prefill pool of `tcalc serve --disaggregate` (k
+        # prompts per step, DP attention over ep GPUs). Bound: the same prefill step's roofline.
+        from transformer_calc.estimators.inference.disaggregated import disaggregate
+
+        ep = row["ep"]
+        spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, expert_parallel=ep, **kw)
+        d = disaggregate(m, g, spec, eff, row_serving(row, g), prefill_instances=1, decode_instances=1,
+                         prompt_len=S, output_len=N)
+        expected = max(T, ep) / (d.prefill_requests_per_s * S)
+        step = prefill_step(m, g, dataclasses.replace(spec, batch_size=d.prefill_batch)).seconds
+        bound = step / (d.prefill_batch * S * max(ep // T, 1) / max(T, ep))
+        measured = 1 / row["measured_tokens_per_s"]
+        return {"bound_s": bound, "expected_s": expected, "error": measured / expected - 1,
+                "bound_share": bound / measured}
+    elif row["kind"] == "wide_ep_decode":
+        # Seconds per output token of one GPU (1 / its tokens/s). Expected: the decode pool of
+        # `tcalc serve --disaggregate` (decode-only steps, DP attention over ep GPUs, B the most
+        # that fit). Bound: the same decode step's roofline at that B (tokens/s cannot beat it).
+        from transformer_calc.estimators.inference.disaggregated import disaggregate
+
+        ep = row["ep"]
+        spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, expert_parallel=ep, **kw)
+        d = disaggregate(m, g, spec, eff, row_serving(row, g), prefill_instances=1, decode_instances=1,
+                         prompt_len=S, output_len=N)
+        per_gpu = d.decode_tokens_per_s / max(T, ep)
+        expected = 1 / per_gpu
+        busy = dataclasses.replace(spec, batch_size=d.decode_concurrency)
+        step = decode_step(m, g, busy, S + max(N // 2, 1)).seconds
+        bound = step / (d.decode_concurrency * max(ep // T, 1) / max(T, ep))
+        measured = 1 / row["measured_tokens_per_s"]
+        return {"bound_s": bound, "expected_s": expected, "error": measured / expected - 1,
+                "bound_share": bound / measured, "concurrency": d.decode_concurrency}
     else:
         c = row["concurrency"]
         spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, **kw)
-        point = load_point(m, g, spec, eff, ServingSpec(), S, N, c)
+        point = load_point(m, g, spec, eff, row_serving(row, g), S, N, c)
         if row["metric"] == "ttft_s":
             bound, expected = prefill_step(m, g, spec).seconds, point.ttft_s
         else:
@@ -155,11 +221,18 @@ def _ms(s: float) -> str:
 
 def _measured(row: dict[str, Any], seconds: float) -> str:
     """A time as ms, or for a throughput row the tokens/s it stands for."""
-    return f"{1 / seconds:,.0f} tok/s" if row["kind"] in ("throughput", "batch_throughput") else _ms(seconds)
+    return f"{1 / seconds:,.0f} tok/s" if row["kind"] in ("throughput", "batch_throughput", "wide_ep_decode",
+                                                               "wide_ep_prefill") else _ms(seconds)
 
 
 def _setup(row: dict[str, Any]) -> str:
-    if row["kind"] == "throughput":
+    if row["kind"] == "wide_ep_prefill":
+        what = f"wide-EP prefill, ep {row['ep']}, DP attention, input tokens/s per GPU"
+    elif row["kind"] == "rate":
+        what = f"{row['request_rate']:g} requests/s, {row['metric'][:-2].upper()}"
+    elif row["kind"] == "wide_ep_decode":
+        what = f"wide-EP decode, ep {row['ep']}, DP attention, output tokens/s per GPU"
+    elif row["kind"] == "throughput":
         what = "max output throughput"
     elif row["kind"] == "batch_throughput":
         what = f"B={row['B']}, output tokens/s"
@@ -183,6 +256,14 @@ def report(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     checked = [(r, x) for r, x in results if role(r) == "checked"]
     within = [r for r, x in checked if abs(x["error"]) <= TOLERANCE]
     bound_ok = [r for r, x in kept if x["bound_share"] <= 1]
+    thr = [x for r, x in kept if r["kind"] == "throughput"]
+    thr_by_source: dict[str, list[dict[str, Any]]] = {}
+    for r, x in kept:
+        if r["kind"] == "throughput":
+            thr_by_source.setdefault(r["source"], []).append(x)
+    thr_within = sum(abs(x["error"]) <= TOLERANCE for x in thr)
+    nim = [x for r, x in kept if r["source"] == "nim"]
+    nim_within = sum(abs(x["error"]) <= TOLERANCE for x in nim)
     lines = [
         "## Inference serving: tcalc vs published measurements",
         "",
@@ -197,7 +278,19 @@ def report(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         f"TensorRT-LLM's {len(FIT_SEQUENCE)} Llama-3.1-8B H100 throughputs); on the {len(checked)} rows they were "
         f"not fitted on, the expected "
         f"time is within ±{TOLERANCE:.0%} of {len(within)} ({len(within) / len(checked):.0%}; the issue's aim is "
-        f"80 %, not met), median |error| {statistics.median(abs(x['error']) for _, x in checked):.0%}.",
+        f"80 %, not met), median |error| {statistics.median(abs(x['error']) for _, x in checked):.0%}. "
+        f"Every row runs under its source's engine profile (`--engine`, `transformer_calc/estimators/inference/"
+        f"engines.py`: TensorRT-LLM for trtllm, trtllm-v017, trtllm-v014-serving, trtllm-v06, NIM and NeMo; vLLM for vllm-ci; "
+        f"SGLang for sglang-ep). "
+        f"TensorRT-LLM's "
+        f"maximum-throughput rows with `--engine trtllm` (the issue's target: 85 % within ±{TOLERANCE:.0%}, median "
+        f"12 %): " + "; ".join(
+            f"{src} {sum(abs(x['error']) <= TOLERANCE for x in xs)} of {len(xs)} "
+            f"({sum(abs(x['error']) <= TOLERANCE for x in xs) / len(xs):.0%}), median "
+            f"{statistics.median(abs(x['error']) for x in xs):.0%}" for src, xs in thr_by_source.items())
+        + f"; all {thr_within} of {len(thr)} ({thr_within / len(thr):.0%}), median "
+        f"{statistics.median(abs(x['error']) for x in thr):.0%}. NIM's concurrency sweep (TTFT and ITL "
+        f"at 1-50 in flight): {nim_within} of {len(nim)} within ±{TOLERANCE:.0%} (target 80 %).",
         "",
         "**Bound:** `tcalc inference`'s roofline (`total_s` for a fixed batch; for a server, the prompt's own "
         "prefill as the TTFT bound and one decode step of every sequence in flight as the TPOT bound). "
@@ -222,7 +315,25 @@ def report(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         "v0.5/v0.6 (2023): first-token latencies of 128-token prompts are 30-40 % above tcalc (a fixed cost per "
         "request that a short prefill does not hide), and Llama-2-70B's long-output static batches run at half "
         "tcalc's rate or less, consistent with that release's decode attention reading the grouped K/V once per "
-        "query head (tcalc reads it once per K/V head, as GQA kernels since do).",
+        "query head (tcalc reads it once per K/V head, as GQA kernels since do). (6) TensorRT-LLM v0.17 "
+        "(TensorRT engines): Llama-3.1-70B on one H100 (fp8 weights fill 71 of 80 GB) runs at about twice "
+        "tcalc's rate: tcalc's reserves (the activation peak of an 8192-token step and fp32 logits for 2048 "
+        "sampled positions, 2.1 GB at a 128k vocabulary) leave the cache too little; trtllm-bench's engine "
+        "build sizes these to the dataset. Long prompts or outputs on H200 stay optimistic, as in (3). (7) "
+        "TensorRT-LLM v0.14 behind Triton at 2-32 requests/s: the inter-token latency lands within ±25 % on most "
+        "points, the TTFT is 10-58 % short: at 2 requests/s the gap is 3.5-14 ms per request, larger with the "
+        "output (the Triton ensemble's tokenizer and detokenizer, and its streaming, sit in that path); this is "
+        "what `--request-overhead-s` adds, but the other server source (NIM's TTFT at one request in flight) "
+        "leaves no room for it, so every engine's default stays 0 and nothing is fitted. (5) Wide EP with DP attention (SGLang's DeepSeek-V3, "
+        "experts over 32-72 GPUs, not fitted): on H100 the decode pool lands within 7 % but the prefill pool is "
+        "55 % slow: tcalc runs each MoE layer's two all-to-alls (8000 tokens' hidden states in bf16 over the "
+        "50 GB/s NIC across 4 nodes) after the compute, where SGLang's two-batch overlap hides them and DeepEP "
+        "dispatches in fp8. On GB200 NVL72 (the all-to-alls on NVLink) tcalc is 19-27 % fast on prefill and "
+        "63-96 % fast on decode: at the ~840 sequences per GPU whose cache fits, tcalc's step is the bytes at "
+        "90 % of the bandwidth plus NVLink-rate all-to-alls; the posts cap the batch at "
+        "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK (not stated), run EP48 with redundant experts where "
+        "tcalc runs EP64, and the grouped GEMMs of a few tokens per expert run below the rates tcalc "
+        "assumes; reported as is.",
         "",
         "| source | setup | role | measured | bound (share) | expected | error |",
         "| --- | --- | --- | --- | --- | --- | --- |",

@@ -27,6 +27,8 @@ from transformer_calc.errors import TcalcError
 from transformer_calc.estimators.flops import count_flops, train_flops_for_tokens, training_time_s
 from transformer_calc.model.units import SECONDS_PER_DAY
 from transformer_calc.estimators.inference.roofline import InferenceSpec, decode, inference_memory, kv_cache, prefill_step
+from transformer_calc.estimators.inference.engines import DEFAULT_ENGINE, ENGINES
+from transformer_calc.estimators.inference.serving import capacity, engine_serving
 from transformer_calc.estimators.training.timeline import CHUNK_TOKENS, fit_capacity, peak_memory, stage_timelines
 
 # Axis (the row key and job-file key, docs/notation.md) -> the flag that sets it. The product runs
@@ -72,6 +74,7 @@ METRIC_SOURCES: dict[str, tuple[str, str]] = {
     "decode_bound": ("inference", "decode.bound"),
     "tokens_per_s": ("inference", "tokens_per_s"),
     "total_s": ("inference", "total_s"),
+    "max_concurrent_sequences": ("inference", "serving.max_concurrent_sequences"),
 }
 METRICS = tuple(METRIC_SOURCES)
 TRAINING_METRICS = tuple(k for k, (cmd, _) in METRIC_SOURCES.items() if cmd != "inference")
@@ -102,7 +105,7 @@ TRAINING_SETTINGS = {
 }  # fmt: skip
 PARALLEL_SETTINGS = {"sequence_parallel": "--sp", "expert_tensor": "--etp", "virtual_stages": "--virtual-stages"}
 INFERENCE_SETTINGS = {"new_tokens": "--new-tokens", "kv_dtype": "--kv-dtype", "cache_kv_heads": "--cache-kv-heads",
-                      "kv_cache": "--kv-cache", "mla_cache": "--mla-cache"}  # fmt: skip
+                      "kv_cache": "--kv-cache", "mla_cache": "--mla-cache", "engine": "--engine"}  # fmt: skip
 _INFERENCE_FIELDS = {"new_tokens": "new_tokens", "kv_dtype": "kv_dtype", "cache_kv_heads": "cache_kv_heads",
                      "kv_cache": "kv_cache", "mla_cache": "mla_cache"}  # fmt: skip
 
@@ -267,6 +270,7 @@ class SweepSpec:
     training: dict[str, Any] = field(default_factory=dict)  # Training fields (validated)
     parallelism: dict[str, Any] = field(default_factory=dict)  # sequence_parallel, expert_tensor, virtual_stages
     inference: dict[str, Any] = field(default_factory=dict)  # InferenceSpec fields (validated)
+    engine: str = DEFAULT_ENGINE  # the serving engine of max_concurrent_sequences (engines.py)
     tokens: int | None = None  # token budget for train_days
     mfu: float = 0.4
     peak: PeakLookup | None = field(default=None, compare=False)  # (GPU, dtype or None) -> (dtype, FLOP/s)
@@ -387,6 +391,9 @@ def build_spec(
     # Inference settings: flags, then the job's inference: section, then InferenceSpec's defaults.
     inf = {k: v for k, v in inference_section.items() if k in INFERENCE_SETTINGS}
     inf.update({k: v for k, v in settings.items() if k in INFERENCE_SETTINGS and v is not None})
+    engine = inf.pop("engine", DEFAULT_ENGINE)
+    if engine not in ENGINES:
+        raise TcalcError(f"--engine ({_clip(str(engine))}) must be one of {', '.join(ENGINES)}")
     inference = {_INFERENCE_FIELDS[k]: v for k, v in inf.items()}
     if want_inference:
         for dtype, weight in itertools.product(axes.get("dtype", [None]), axes.get("weight_dtype", [None])):
@@ -399,7 +406,7 @@ def build_spec(
     if "train_days" in wanted and peak is None:
         raise TypeError("build_spec needs peak (report.peak_for) for train_days")
     spec = SweepSpec(axes=axes, metrics=wanted, training=training, parallelism=parallelism, inference=inference,
-                     tokens=tokens, mfu=0.4 if mfu is None else float(mfu), peak=peak)
+                     engine=str(engine), tokens=tokens, mfu=0.4 if mfu is None else float(mfu), peak=peak)
     if spec.size > MAX_POINTS:
         raise TcalcError(f"the grid has {spec.size:,} points; keep it under {MAX_POINTS:,} (split it, or use fewer values)")
     return spec, gpus
@@ -627,6 +634,9 @@ def _inference_metrics(m: ModelConfig, label: str, S: int, B: int, point: dict[s
             if dec is not None:
                 done["time_per_output_token_s"], done["decode_tokens_per_s"], done["decode_bound"] = (
                     dec.seconds_per_token, dec.tokens_per_s, dec.bound)
+            if "max_concurrent_sequences" in want:  # the engine's paged KV cache (inference's serving section)
+                done["max_concurrent_sequences"] = capacity(
+                    m, device, ispec, engine_serving(spec.engine, device, T)).max_concurrent_sequences if ispec.kv_cache else None
             if prefill is not None and dec is not None:  # as inference.estimate_inference
                 total = prefill.seconds + dec.seconds
                 done["total_s"], done["tokens_per_s"] = total, ispec.batch_size * ispec.new_tokens / total

@@ -1081,7 +1081,8 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
 INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", "gpu", "images", "state_dtype",
                   "matmul_efficiency", "memory_efficiency", "cuda_graphs", "kernel_launch_s", "sequence_overhead_s",
                   "block_size", "memory_utilization", "max_num_batched_tokens", "max_num_seqs", "cuda_context",
-                  "activation_peak", "engine_workspace", "ttft_s", "tpot_s", "request_rate", "gpus"}
+                  "activation_peak", "engine_workspace", "ttft_s", "tpot_s", "request_rate", "gpus",
+                  "engine", "chunked_prefill", "request_overhead_s"}
 CHECK_KEYS = {"gpu", "max_memory", "min_tokens_per_s", "max_ttft_s", "max_tpot_s"}
 SECTION_ALIASES: dict[str, str] = {
     "S": "seq_len",

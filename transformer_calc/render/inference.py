@@ -70,9 +70,10 @@ def inference_table(r: Any) -> Any:
            f"{fmt_bytes(r.decode_state.conv_bytes_per_sequence)} in {r.decode_state.conv_dtype}, recurrent "
            f"{fmt_bytes(r.decode_state.recurrent_bytes_per_sequence)} in {r.decode_state.state_dtype}), "
            f"{fmt_bytes(r.decode_state.per_gpu_bytes)} per GPU"] if r.decode_state is not None else []),
-        ("fits" if mem.fits else "does NOT fit") + f"; headroom {fmt_bytes(mem.headroom_bytes)}; "
-        f"largest batch at this context: {mem.max_batch_size}; longest prompt at this batch: {mem.max_prompt_len}; "
-        f"smallest T that fits: {mem.min_tensor_parallel or 'none'}",
+        (f"B={inf.batch_size} " + ("fits" if mem.fits else "does NOT fit")) + f"; headroom {fmt_bytes(mem.headroom_bytes)}; "
+        f"smallest T at which it fits: {mem.min_tensor_parallel or 'none'}",
+        *([f"static batch (HF generate, --static-batch): largest batch at this context: {sb.max_batch_size}; "
+           f"longest prompt at this batch: {sb.max_prompt_len}"] if (sb := mem.static_batch) is not None else []),
         f"bound: time to first token {fmt_s(r.time_to_first_token_s)}; time per output token "
         f"{fmt_s(dec.time_per_output_token_s)} ({dec.bound}-bound); {dec.tokens_per_s:,.0f} tokens/s decoding; "
         f"total {fmt_s(r.total_s)}",
@@ -99,14 +100,16 @@ def inference_table(r: Any) -> Any:
     if sv is None:
         return Group(t, rt, Text("\n".join(lines)))
     g, eng = sv.per_gpu, sv.engine
+    of = {"total": "of all memory", "static": "of all memory for weights + cache", "free": "of the memory left free"}
+    cap = "no cap" if eng.max_num_seqs is None else f"max {eng.max_num_seqs:,}"
     lines.append(
-        f"serving (paged KV, block {eng.block_size}, {eng.memory_utilization:.0%} of memory): "
-        f"KV budget {fmt_bytes(max(g.kv_budget_bytes, 0))} per GPU ({g.kv_blocks:,} blocks) after weights, "
-        f"CUDA context {fmt_bytes(g.cuda_context_bytes)}, activation peak {fmt_bytes(g.activation_peak_bytes)}, "
-        f"engine workspace {fmt_bytes(g.engine_workspace_bytes)}; {sv.max_concurrent_sequences:,} concurrent "
-        f"sequences of {sv.context_len:,} tokens per replica ({sv.per_replica.gpus} GPU"
-        f"{'s' if sv.per_replica.gpus > 1 else ''}); longest context at B={inf.batch_size}: "
-        f"{sv.longest_context_at_batch_size:,}")
+        f"capacity (paged KV cache, {eng.engine}: block {eng.block_size}, {eng.memory_utilization:.0%} "
+        f"{of.get(eng.memory_fraction_of, '')}): KV budget {fmt_bytes(max(g.kv_budget_bytes, 0))} per GPU "
+        f"({g.kv_blocks:,} blocks) after weights, CUDA context {fmt_bytes(g.cuda_context_bytes)}, activation peak "
+        f"{fmt_bytes(g.activation_peak_bytes)}, engine workspace {fmt_bytes(g.engine_workspace_bytes)}; "
+        f"{sv.max_concurrent_sequences:,} concurrent sequences of {sv.context_len:,} tokens per replica "
+        f"({sv.per_replica.gpus} GPU{'s' if sv.per_replica.gpus > 1 else ''}; the engine's {cap} per step); "
+        f"longest context at B={inf.batch_size}: {sv.longest_context_at_batch_size:,}")
     bm = sv.budget_matrix
     mt = styled_table("KV budget matrix: share of the cache (≤ 100 % fits)", "context",
                       *[f"B={n}" for n in bm.concurrency], "max B")

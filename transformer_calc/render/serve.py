@@ -30,9 +30,36 @@ def serve_table(r: Any) -> Any:
     targets = ", ".join(f"{k} ≤ {v:g} s" for k, v in (("TTFT", tg.ttft_s), ("TPOT", tg.tpot_s)) if v is not None)
     lines = [
         f"targets: {targets or 'none'}" + (f"; load {sv.request_rate:g} requests/s" if sv.request_rate else ""),
+        f"engine: {sv.engine.engine} (max {sv.engine.max_num_batched_tokens:,} tokens and "
+        f"{'no cap on' if sv.engine.max_num_seqs is None else f'{sv.engine.max_num_seqs:,}'} sequences per step, "
+        f"block {sv.engine.block_size}, chunked prefill {'on' if sv.engine.chunked_prefill else 'off'}); "
+        f"capacity: the paged KV cache",
         f"model: {sv.batching}",
         "best: " + (f"T={best.tensor_parallel} × {best.replicas} replicas, "
                     f"B={best.concurrency}, {best.tokens_per_s:,.0f} output tokens/s"
                     if best else "no layout meets the targets"),
     ]
-    return Group(t, Text("\n".join(lines)))
+    dg = getattr(r, "disaggregated", None)
+    if dg is not None:
+        lines.append(
+            f"disaggregated {dg.prefill_instances}P{dg.decode_instances}D (T={dg.tensor_parallel}, {dg.gpus} GPUs): "
+            f"prefill {dg.prefill_batch} prompt(s) per {fmt_s(dg.prefill_step_s)} step, "
+            f"{dg.prefill_requests_per_s:.3g} requests/s per instance; KV {dg.kv_bytes_per_request / 2**20:,.0f} MiB "
+            f"per request over {dg.link} in {fmt_s(dg.kv_transfer_s)}; decode B={dg.decode_concurrency} at TPOT "
+            f"{fmt_s(dg.tpot_s)}, {dg.decode_requests_per_s:.3g} requests/s per instance; deployment "
+            f"{dg.requests_per_s:.3g} requests/s, {dg.tokens_per_s:,.0f} output tokens/s "
+            f"({dg.tokens_per_s_per_gpu:,.0f}/GPU), TTFT {fmt_s(dg.ttft_s)}; bound by {dg.bottleneck}; balanced at "
+            f"{dg.balanced_decode_per_prefill:.3g} decode per prefill instance")
+    cv = getattr(r, "curve", None)
+    if cv is None:
+        return Group(t, Text("\n".join(lines)))
+    c = styled_table(f"Latency-throughput curve: T={cv.tensor_parallel} × {cv.replicas} replicas",
+                     "B", "TTFT", "TPOT", "tok/s", "tok/s/GPU", "tok/s/user", "note")
+    for p in cv.points:
+        if p.ttft_s is None:
+            c.add_row(str(p.concurrency), "—", "—", "—", "—", "—",
+                      p.reason or "", style="dim")
+            continue
+        c.add_row(str(p.concurrency), fmt_s(p.ttft_s), fmt_s(p.tpot_s), f"{p.tokens_per_s:,.0f}",
+                  f"{p.tokens_per_s_per_gpu:,.0f}", f"{1 / p.tpot_s:,.1f}", "")
+    return Group(t, Text("\n".join(lines)), c)

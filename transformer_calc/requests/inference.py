@@ -16,36 +16,59 @@ def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any
     from transformer_calc.model.config import resolve
     from transformer_calc.estimators.inference.expected import default_efficiency
 
+    from transformer_calc.estimators.inference.engines import engine_defaults
+
     merged = resolve(flags, section)
-    graphs = merged.get("cuda_graphs", True)
+    engine = engine_name(merged)
+    try:
+        profile = engine_defaults(engine, gpu.name, gpu.memory_bytes)
+    except ValueError as exc:
+        raise TcalcError(f"inference: {exc}") from None
+    graphs = merged.get("cuda_graphs", profile.cuda_graphs)
     if not isinstance(graphs, bool):
         raise TcalcError(f"inference: cuda_graphs ({str(graphs)[:40]!r}) must be true or false")
+    request_s = merged.get("request_overhead_s", profile.request_overhead_s)
     try:
         return default_efficiency(gpu, cuda_graphs=graphs, matmul=merged.get("matmul_efficiency"),
                                   memory=merged.get("memory_efficiency"), kernel_s=merged.get("kernel_launch_s"),
-                                  network=network, sequence_s=merged.get("sequence_overhead_s"))
+                                  network=network, sequence_s=merged.get("sequence_overhead_s"), request_s=request_s)
     except TcalcError:
         raise
     except (ValueError, TypeError) as exc:
         raise TcalcError(f"inference: {exc}") from None
 
-def serving_spec(section: dict[str, Any], flags: dict[str, Any]) -> Any:
-    """The engine settings (serving.ServingSpec) from the inference: section and flags; sizes
+def engine_name(merged: dict[str, Any]) -> str:
+    """The serving engine (`--engine`), else the default (engines.DEFAULT_ENGINE)."""
+    from transformer_calc.estimators.inference.engines import DEFAULT_ENGINE, ENGINES
+
+    engine = merged.get("engine", DEFAULT_ENGINE)
+    if engine not in ENGINES:
+        raise TcalcError(f"inference: engine ({str(engine)[:40]!r}) must be one of {', '.join(ENGINES)} (--engine)")
+    return str(engine)
+
+
+def serving_spec(section: dict[str, Any], flags: dict[str, Any], gpu: Any, tensor_parallel: int = 1) -> Any:
+    """The engine settings (serving.ServingSpec) from the inference: section and flags over the
+    engine's profile on `gpu` at T ranks (engines.py; an explicit setting wins); sizes
     (cuda_context, activation_peak, engine_workspace) as bytes or '1GiB'."""
+    from dataclasses import replace
+
     from transformer_calc.model.config import parse_bytes, resolve
-    from transformer_calc.estimators.inference.serving import ServingSpec
+    from transformer_calc.estimators.inference.serving import engine_serving
 
     merged = resolve(flags, section)
-    values: dict[str, Any] = {}
+    engine = engine_name(merged)
+    given: dict[str, Any] = {}
+    sizes: dict[str, Any] = {}
     try:
-        for key in ("block_size", "memory_utilization", "max_num_batched_tokens", "max_num_seqs"):
+        for key in ("block_size", "memory_utilization", "max_num_batched_tokens", "max_num_seqs", "chunked_prefill"):
             if merged.get(key) is not None:
-                values[key] = merged[key]
+                given[key] = merged[key]
         for key in ("cuda_context", "activation_peak", "engine_workspace"):
             raw = merged.get(key)
             if raw is not None:
-                values[f"{key}_bytes"] = 0 if raw in (0, "0") else parse_bytes(raw, key)
-        return ServingSpec(**values)
+                sizes[f"{key}_bytes"] = 0 if raw in (0, "0") else parse_bytes(raw, key)
+        return replace(engine_serving(engine, gpu, tensor_parallel, **given), **sizes)
     except TcalcError:
         raise
     except (ValueError, TypeError) as exc:
@@ -130,10 +153,13 @@ KernelLaunch = Annotated[float | None, opt("--kernel-launch-s", help="Fixed cost
 SeqOverhead = Annotated[float | None, opt("--sequence-overhead-s", help="Engine work per sequence per step, seconds \\[default: 10.4e-6 (fitted)].", panel=EXPECTED, parse=seconds)]
 NodeSize = Annotated[int | None, opt("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", panel=EXPECTED, parse=node_size, job=False)]
 InterNode = Annotated[float | None, opt("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", panel=EXPECTED, parse=positive, job=False)]
-BlockSize = Annotated[int | None, opt("--block-size", help="Tokens per KV-cache block \\[default: 16, vLLM's].", panel=SERVING, parse=whole)]
-MemoryUtil = Annotated[float | None, opt("--memory-utilization", help="Fraction of GPU memory the engine may use \\[default: 0.9, vLLM's gpu_memory_utilization].", panel=SERVING, parse=fraction)]
-BatchedTokens = Annotated[int | None, opt("--max-num-batched-tokens", help="Tokens per engine step (the largest prefill chunk) \\[default: 8192, vLLM V1's].", panel=SERVING, parse=whole)]
-MaxSeqs = Annotated[int | None, opt("--max-num-seqs", help="Sequences per engine step \\[default: 256, vLLM's].", panel=SERVING, parse=whole)]
+BlockSize = Annotated[int | None, opt("--block-size", help="Tokens per KV-cache block \\[default: the engine's: vLLM 16, SGLang 1, TensorRT-LLM 32].", panel=SERVING, parse=whole)]
+MemoryUtil = Annotated[float | None, opt("--memory-utilization", help="Memory fraction of the engine, as it reads it: vLLM 0.92 of all memory; SGLang (M − reserve) / M for weights and cache; TensorRT-LLM 0.9 of the memory left free \\[default: the engine's].", panel=SERVING, parse=fraction)]
+BatchedTokens = Annotated[int | None, opt("--max-num-batched-tokens", help="Tokens per engine step (the largest prefill chunk) \\[default: the engine's: vLLM 8192 on a GPU >= 70 GiB other than an A100, else 2048; SGLang 2048-16384 by GPU memory (8192 on 80-141 GB); TensorRT-LLM 8192].", panel=SERVING, parse=whole)]
+MaxSeqs = Annotated[int | None, opt("--max-num-seqs", help="Sequences per engine step \\[default: the engine's: vLLM 1024 on a GPU >= 70 GiB other than an A100, else 256; SGLang the KV pool's tokens / 2; TensorRT-LLM 2048].", panel=SERVING, parse=whole)]
+Engine = Annotated[str | None, opt("--engine", help="Serving engine whose defaults fill the serving settings not given: vllm | sglang | trtllm \\[default: vllm].", panel=SERVING)]
+Chunked = Annotated[bool | None, opt("--chunked-prefill/--no-chunked-prefill", help="Prompts split into chunks of what the step budget leaves, or prefilled whole in one step \\[default: the engine's: on for vLLM and SGLang, off for TensorRT-LLM].", panel=SERVING)]
+RequestOverhead = Annotated[float | None, opt("--request-overhead-s", help="Fixed cost per request outside the GPU (tokenize, schedule, detokenize), added to the time to first token, seconds \\[default: 0 for every engine].", panel=EXPECTED, parse=seconds)]
 CudaContext = Annotated[str | None, opt("--cuda-context", help="Reserve for the CUDA context, e.g. 512MiB \\[default: 512MiB].", panel=SERVING)]
 ActivationPeak = Annotated[str | None, opt("--activation-peak", help="Reserve for activations, e.g. 2GiB \\[default: the largest prefill chunk's through one block + the sampler's logits].", panel=SERVING)]
 Workspace = Annotated[str | None, opt("--engine-workspace", help="Reserve for CUDA graphs and all-reduce buffers \\[default: 512MiB].", panel=SERVING)]
@@ -156,6 +182,9 @@ class _Engine(ModelRequest):
     cuda_context: CudaContext = None
     activation_peak: ActivationPeak = None
     engine_workspace: Workspace = None
+    engine: Engine = None
+    chunked_prefill: Chunked = None
+    request_overhead_s: RequestOverhead = None
 
 
 class InferenceRequest(_Engine):
@@ -178,6 +207,7 @@ class InferenceRequest(_Engine):
     mla_cache: Annotated[str | None, opt("--mla-cache", help="MLA models: latent (r_kv + d_rope per token, replicated over T; transformers) | decompressed (per-head K and V) \\[default: latent].", panel=INFERENCE)] = None
     state_dtype: Annotated[str | None, opt("--state-dtype", help="Hybrid models (Gated DeltaNet, Mamba): the recurrent state's dtype, fp32 | bf16 | fp16 \\[default: fp32, as transformers keeps it].", panel=INFERENCE)] = None
     images: Annotated[int | None, opt("--images", help="Images per prompt (multimodal models): each adds the model's tokens per image to the prompt, and the vision tower's forward to the prefill \\[default: 0].", panel=INFERENCE, parse=whole_or_zero)] = None
+    static_batch: Annotated[bool, opt("--static-batch", help="Also the static batch's capacity (HF generate: every sequence's whole cache allocated at once), labelled: the largest B at this context and the longest S at this B; the capacity shown otherwise is the serving engine's paged KV cache.", panel=SERVING, job=False)] = False
     draft: Annotated[Any, opt("--draft", help="Speculative decoding: the draft model (a preset, a tcalc YAML or an HF config.json) \\[default: none].", panel=SPECULATIVE, job=False)] = None
     mtp: Annotated[bool, opt("--mtp", help="Speculative decoding with the model's multi-token-prediction modules as the draft.", panel=SPECULATIVE, job=False)] = False
     speculative_tokens: Annotated[int | None, opt("--speculative-tokens", help="k: draft tokens per verification step, with --draft or --mtp \\[default: 4].", panel=SPECULATIVE, parse=whole, job=False)] = None
@@ -191,6 +221,30 @@ class InferenceRequest(_Engine):
                                      "give --draft MODEL or --mtp, or drop it")
 
 
+
+
+MAX_CURVE_POINTS = 64  # concurrencies of one latency-throughput curve (bounded: each point is a model evaluation)
+
+
+def concurrency_list(value: Any) -> list[int]:
+    """Concurrencies of a latency-throughput curve: "1,8,64,256" (the CLI) or a list (the API), each
+    a whole number >= 1, at most MAX_CURVE_POINTS of them, sorted and unique."""
+    items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else [value]
+    if not items or len(items) > MAX_CURVE_POINTS:
+        raise ValueError(f"takes 1 to {MAX_CURVE_POINTS} concurrencies, e.g. 1,8,64,256")
+    return sorted({whole(item.strip() if isinstance(item, str) else item) for item in items})
+
+
+def pools(value: Any) -> tuple[int, int]:
+    """Disaggregated pools as "xPyD" (x prefill and y decode instances, e.g. 1P3D), each >= 1."""
+    import re
+
+    if not isinstance(value, str):
+        raise ValueError("takes the pools as xPyD, e.g. 1P3D (one prefill and three decode instances)")
+    match = re.fullmatch(r"\s*(\d{1,6})\s*[pP]\s*(\d{1,6})\s*[dD]\s*", value)
+    if not match or int(match[1]) < 1 or int(match[2]) < 1:
+        raise ValueError("takes the pools as xPyD with x, y >= 1, e.g. 1P3D (one prefill and three decode instances)")
+    return int(match[1]), int(match[2])
 
 
 class ServeRequest(_Engine):
@@ -208,6 +262,8 @@ class ServeRequest(_Engine):
     tensor: Annotated[int | None, opt("--T", "--tensor-parallel", help="Fix T (else every T within a node that divides --gpus) \\[default: search].", panel=SERVE, parse=whole)] = None
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel GPUs per replica \\[default: 1].", panel=SERVE, parse=whole)] = None
     batch_size: Annotated[int | None, opt("--B", "--batch-size", help="Fix the concurrency per replica (sequences in flight) \\[default: search].", panel=SERVE, parse=whole)] = None
+    disaggregate: Annotated[Any, opt("--disaggregate", help="Disaggregated prefill and decode: xPyD pools (x prefill, y decode instances of T GPUs each, e.g. 1P3D), the KV cache sent between them over NVLink within a node (an NVL72 rack) or the network; each pool's rate and the ratio that balances them \\[default: none].", panel=SERVE, parse=pools, job=False)] = None
+    concurrency: Annotated[Any, opt("--concurrency", help="A latency-throughput curve: TTFT, TPOT and tokens/s at each of these concurrencies per replica (sequences in flight), e.g. 1,8,64,256, on the best layout (or --T's) \\[default: none].", panel=SERVE, parse=concurrency_list, job=False)] = None
     dtype: Annotated[str | None, opt("--dtype", help=DTYPE_HELP + "; the weights' and the cache's unless given \\[default: bf16].", panel=SERVE)] = None
     p: Annotated[int | None, opt("--p", help=P_HELP + " \\[default: 2].", panel=SERVE, parse=whole)] = None
     weight_dtype: Annotated[str | None, opt("--weight-dtype", help="As in `tcalc inference` \\[default: the model's weight_format, else the compute dtype].", panel=SERVE)] = None

@@ -77,7 +77,7 @@ class SweepRequest(ModelRequest):
     gpu: Annotated[Axis, opt("--gpu", help="GPUs, e.g. a100-80gb,h100 \\[default: the job file's, else none].", panel=SWEEP, parse=axis)] = None
     dtype: Annotated[Axis, opt("--dtype", help="Compute dtypes: the dense peak of train_days and of the inference roofline \\[default: bf16 (fp16 without bf16) for train_days; from the weight dtype for inference].", panel=SWEEP, parse=axis)] = None
     weight_dtype: Annotated[Axis, opt("--weight-dtype", help="Inference weight dtypes: fp32 fp16 bf16 fp8 int8 int4 \\[default: the job file's, else the compute dtype (--dtype), else bf16].", panel=SWEEP, parse=axis)] = None
-    metrics: Annotated[list[str] | None, opt("--metrics", help="Comma list: peak_bytes weights_bytes activations_bytes fits headroom_bytes model_flops hardware_flops train_days kv_cache_bytes inference_memory_bytes inference_fits time_to_first_token_s time_per_output_token_s decode_tokens_per_s decode_bound tokens_per_s total_s \\[default: peak_bytes,model_flops (+ fits with --gpu)].", parse=_metrics, job=False)] = None
+    metrics: Annotated[list[str] | None, opt("--metrics", help="Comma list: peak_bytes weights_bytes activations_bytes fits headroom_bytes model_flops hardware_flops train_days kv_cache_bytes inference_memory_bytes inference_fits time_to_first_token_s time_per_output_token_s decode_tokens_per_s decode_bound tokens_per_s total_s max_concurrent_sequences \\[default: peak_bytes,model_flops (+ fits with --gpu)].", parse=_metrics, job=False)] = None
     precision: Annotated[str | None, opt("--precision", help="mixed | fp32 | bf16 \\[default: mixed].", panel=SWEEP_TRAINING)] = None
     p: Annotated[int | None, opt("--p", help="p: bytes per activation/compute-weight element; 4 implies fp32 \\[default: from --precision].", panel=SWEEP_TRAINING, parse=whole)] = None
     grad_bytes: Annotated[int | None, opt("--grad-bytes", help="Bytes per gradient \\[default: 4 mixed (seed), 4 fp32, 2 bf16].", panel=SWEEP_TRAINING, parse=whole)] = None
@@ -102,6 +102,7 @@ class SweepRequest(ModelRequest):
     cache_kv_heads: Annotated[int | None, opt("--cache-kv-heads", help="K/V heads the cache holds, weights unchanged \\[default: the model's].", panel=SWEEP_INFERENCE, parse=whole)] = None
     kv_cache: Annotated[bool | None, opt("--kv-cache/--no-kv-cache", help="--no-kv-cache: every token reprocesses the context \\[default: on].", panel=SWEEP_INFERENCE)] = None
     mla_cache: Annotated[str | None, opt("--mla-cache", help="MLA models: latent | decompressed \\[default: latent].", panel=SWEEP_INFERENCE)] = None
+    engine: Annotated[str | None, opt("--engine", help="Serving engine of max_concurrent_sequences (its paged KV cache): vllm | sglang | trtllm \\[default: vllm].", panel=SWEEP_INFERENCE)] = None
     fits_only: Annotated[bool, opt("--fits-only", help="Keep only the points that fit the GPU \\[default: off].", panel=OUTPUT, job=False)] = False
     sort: Annotated[str | None, opt("--sort", help="Sort by a column; -column for descending \\[default: grid order, streamed].", panel=OUTPUT, job=False)] = None
     limit: Annotated[int | None, opt("--limit", help="Show at most this many rows \\[default: all].", panel=OUTPUT, parse=whole, job=False)] = None

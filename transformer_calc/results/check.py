@@ -232,7 +232,7 @@ def check_load_point(model: ModelConfig, device: Any, spec: Any, section: dict[s
     from transformer_calc.estimators.inference.serving import load_point
 
     eff = inference_efficiency(device, section, {})
-    serving = serving_spec(section, {})
+    serving = serving_spec(section, {}, device, spec.tensor_parallel)
     return load_point(model, device, spec, eff, serving, spec.prompt_len, max(spec.new_tokens, 1), spec.batch_size)
 
 

@@ -80,14 +80,23 @@ class InferenceMemoryPerGpu(Section):
     state_bytes: int | None = None  # hybrid models: the mixer layers' decode state (in total_bytes)
 
 
+class StaticBatchSection(Section):
+    """The static batch's capacity (HF generate: every sequence's whole cache allocated at once,
+    no engine reserves beyond the workspace), only with --static-batch; the capacity a serving
+    engine has is `serving.max_concurrent_sequences` (the paged KV cache)."""
+
+    model: str  # what this capacity is, in words
+    max_batch_size: int  # largest B that fits at this context (0: not even one)
+    max_prompt_len: int  # longest S that fits at this B (0: not even one token)
+
+
 class InferenceMemorySection(Section):
     per_gpu: InferenceMemoryPerGpu
     capacity_bytes: int  # the GPU's memory
     headroom_bytes: int  # capacity − total (< 0: does not fit)
-    fits: bool
-    max_batch_size: int  # largest B that fits at this context (0: not even one)
-    max_prompt_len: int  # longest S that fits at this B (0: not even one token)
-    min_tensor_parallel: int | None  # smallest T that fits (None: none does)
+    fits: bool  # this B and S in one static batch (weights + cache + workspace <= capacity)
+    min_tensor_parallel: int | None  # smallest T at which this B and S fit (None: none does)
+    static_batch: StaticBatchSection | None = None  # with --static-batch only
 
 
 class RooflineStep(Section):
@@ -187,14 +196,15 @@ class BudgetMatrix(Section):
 
 
 class ServingSection(Section):
-    """The paged KV cache's capacity (vLLM's accounting)."""
+    """The capacity: the paged KV cache of the serving engine (engines.py), by its accounting."""
 
     engine: EngineSettings
     per_gpu: ServingPerGpu
     per_replica: ServingPerReplica
     context_len: int  # prompt + output − 1 tokens, the sequence at its peak
     sequence_bytes_per_gpu: int  # its paged cache
-    max_concurrent_sequences: int  # per replica
+    max_concurrent_sequences: int  # per replica: whose paged cache at context_len fits the KV budget
+    max_sequences_per_step: int  # the engine's cap (max_num_seqs; SGLang: the pool's tokens / 2)
     longest_context_at_batch_size: int  # tokens per sequence at which B sequences fit
     budget_matrix: BudgetMatrix
 
@@ -284,7 +294,7 @@ def expected_section(x: Any) -> ExpectedSection:
 
 def serving_section(m: ModelConfig, gpu: Any, spec: Any, serving: Any) -> ServingSection:
     """The `serving` section: the paged KV cache's capacity per GPU and per replica."""
-    from transformer_calc.estimators.inference.serving import budget_matrix, capacity, longest_context
+    from transformer_calc.estimators.inference.serving import budget_matrix, capacity, longest_context, sequence_limit
 
     cap = capacity(m, gpu, spec, serving)
     per_replica = cap.gpus_per_replica
@@ -306,6 +316,7 @@ def serving_section(m: ModelConfig, gpu: Any, spec: Any, serving: Any) -> Servin
         context_len=cap.context_len,
         sequence_bytes_per_gpu=cap.sequence_bytes,
         max_concurrent_sequences=cap.max_concurrent_sequences,
+        max_sequences_per_step=sequence_limit(serving, cap),
         longest_context_at_batch_size=longest_context(m, spec, serving, cap.kv_budget_bytes, spec.batch_size),
         budget_matrix=BudgetMatrix(contexts=matrix["contexts"], concurrency=matrix["concurrency"],
                                    kv_fraction=matrix["kv_fraction"],
@@ -346,15 +357,20 @@ def speculative_section(m: ModelConfig, gpu: Any, spec: Any, eff: Any, options: 
     )
 
 
+STATIC_BATCH = ("static batch (HF generate): every sequence's cache for the whole context allocated at once, "
+                "weights + cache + workspace within the GPU's memory, no engine reserve")
+
+
 def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, serving: Any = None,
                      speculative: dict[str, Any] | None = None,
-                     checkpoint: CheckpointSection | None = None) -> InferenceResult:
+                     checkpoint: CheckpointSection | None = None, static_batch: bool = False) -> InferenceResult:
     """`tcalc inference`: KV cache, memory per GPU, prefill and decode as a roofline (the bound),
     the expected latency at achievable rates with fixed costs (`expected`), and the paged KV
     cache's serving capacity (`serving`, with the cache on)."""
     from transformer_calc.estimators.inference.expected import default_efficiency, estimate_expected
     from transformer_calc.estimators.inference.roofline import decode_state, estimate_inference, expert_layout, min_tensor_parallel
-    from transformer_calc.estimators.inference.serving import ServingSpec
+    from transformer_calc.estimators.inference.engines import DEFAULT_ENGINE
+    from transformer_calc.estimators.inference.serving import engine_serving
 
     e = estimate_inference(m, gpu, spec)
     x = estimate_expected(m, gpu, spec, eff or default_efficiency(gpu))
@@ -386,7 +402,8 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
     if state is not None:
         extra["decode_state"] = DecodeStateSection(**vars(state))
     if spec.kv_cache:
-        extra["serving"] = serving_section(m, gpu, spec, serving or ServingSpec())
+        extra["serving"] = serving_section(m, gpu, spec, serving or engine_serving(DEFAULT_ENGINE, gpu,
+                                                                                      spec.tensor_parallel))
     if speculative:
         extra["speculative"] = speculative_section(m, gpu, spec, x.efficiency, speculative)
     if (towers := towers_section(m, "inference")) is not None:
@@ -435,9 +452,10 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
             capacity_bytes=mem.capacity_bytes,
             headroom_bytes=mem.capacity_bytes - mem.total_bytes,
             fits=mem.fits,
-            max_batch_size=mem.max_batch_size,
-            max_prompt_len=mem.max_prompt_len,
             min_tensor_parallel=min_tensor_parallel(m, gpu, spec),
+            **({"static_batch": StaticBatchSection(
+                model=STATIC_BATCH, max_batch_size=mem.max_batch_size, max_prompt_len=mem.max_prompt_len)}
+               if static_batch else {}),
         ),
         prefill=step(pre),
         decode=DecodeSection(
@@ -486,7 +504,7 @@ def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
             raise TcalcError(f"inference: {exc}") from None
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, flags, network_for(device, flags.get("node_size"), flags.get("inter_node_gb_s")))
-    serving = serving_spec(section, flags)
+    serving = serving_spec(section, flags, device, spec.tensor_parallel)
     speculative = None
     draft, mtp = flags.get("draft"), flags.get("mtp")
     if draft is not None or mtp:
@@ -497,7 +515,8 @@ def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
             "speculative_tokens": 4 if flags.get("speculative_tokens") is None else flags["speculative_tokens"],
             "acceptance_rate": 0.7 if flags.get("acceptance_rate") is None else flags["acceptance_rate"],
         }
-    return inference_report(m, device, spec, eff, serving, speculative, checkpoint=source_checkpoint(src))
+    return inference_report(m, device, spec, eff, serving, speculative, checkpoint=source_checkpoint(src),
+                            static_batch=bool(flags.get("static_batch")))
 
 
 # ---------------------------------------------------------------------------- the command

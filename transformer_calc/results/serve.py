@@ -19,18 +19,25 @@ if TYPE_CHECKING:
 
 
 class EngineSettings(Section):
-    """The serving engine's settings, by vLLM's names."""
+    """The serving engine's settings, by vLLM's names: its profile's defaults (engines.py) with the
+    settings given in their place."""
 
+    engine: str  # vllm | sglang | trtllm: whose profile
     block_size: int  # tokens per KV-cache block
-    memory_utilization: float  # fraction of GPU memory the engine may use
+    memory_utilization: float  # the engine's memory fraction, read as memory_fraction_of says
+    memory_fraction_of: str  # total (vLLM) | static: weights + cache (SGLang) | free: after weights and buffers (TensorRT-LLM)
     max_num_batched_tokens: int  # tokens per engine step (the largest prefill chunk)
-    max_num_seqs: int  # sequences per engine step
+    max_num_seqs: int | None  # sequences per engine step (None: the KV pool bounds it, SGLang)
+    chunked_prefill: bool  # prompts in chunks (else whole, in one step)
+    given: list[str]  # the settings given explicitly (the rest are the profile's)
 
 
 def engine_section(serving: Any) -> EngineSettings:
     """The engine settings of a serving.ServingSpec."""
-    return EngineSettings(block_size=serving.block_size, memory_utilization=serving.memory_utilization,
-                          max_num_batched_tokens=serving.max_num_batched_tokens, max_num_seqs=serving.max_num_seqs)
+    return EngineSettings(engine=serving.engine, block_size=serving.block_size,
+                          memory_utilization=serving.memory_utilization, memory_fraction_of=serving.memory_fraction_of,
+                          max_num_batched_tokens=serving.max_num_batched_tokens, max_num_seqs=serving.max_num_seqs,
+                          chunked_prefill=serving.chunked_prefill, given=sorted(serving.given))
 
 
 class ExpectedAssumptions(Section):
@@ -42,6 +49,7 @@ class ExpectedAssumptions(Section):
     cuda_graphs: bool  # kernels launched from CUDA graphs (else eagerly)
     kernel_launch_s: float  # fixed cost per kernel
     sequence_overhead_s: float  # engine work per sequence per step
+    request_overhead_s: float  # per request outside the GPU, in the TTFT
     node_size: int  # GPUs per NVLink domain
     intra_node_bytes_s: float  # per GPU, one direction, within a node
     inter_node_bytes_s: float  # per GPU, one direction, between nodes (the NIC)
@@ -57,6 +65,7 @@ def expected_assumptions(eff: Any) -> ExpectedAssumptions:
         cuda_graphs=eff.cuda_graphs,
         kernel_launch_s=eff.kernel_s,
         sequence_overhead_s=eff.sequence_s,
+        request_overhead_s=eff.request_s,
         node_size=eff.network.node_size,
         intra_node_bytes_s=eff.network.intra_bytes_s,
         inter_node_bytes_s=eff.network.inter_bytes_s,
@@ -93,7 +102,7 @@ class LayoutRow(Section):
     gpus: int
     feasible: bool  # meets the targets
     reason: str | None  # why it was rejected (None: feasible)
-    concurrency: int | None  # sequences in flight per replica
+    concurrency: int | None  # sequences in flight per attention group (per replica without DP attention)
     ttft_s: float | None
     tpot_s: float | None
     tokens_per_s: float | None  # output tokens, all replicas
@@ -104,6 +113,44 @@ class LayoutRow(Section):
     max_concurrent_sequences: int | None  # whose KV cache fits, per replica
     kv_budget_bytes_per_gpu: int | None  # < 0: weights and reserves exceed the usable memory
     kv_blocks_per_gpu: int | None
+    attention_groups: int = 1  # per replica: ep/T with DP attention (wide EP), else 1
+    sequences_per_gpu: float | None = None  # the per-GPU batch: B · groups · replicas / GPUs
+
+
+class CurveSection(Section):
+    """A latency-throughput curve: one layout at each concurrency given (--concurrency), no targets;
+    a point the engine cannot keep in flight has its reason and no times."""
+
+    tensor_parallel: int  # the layout's T: --T's, else the best layout's, else the first that fits
+    replicas: int
+    points: list[LayoutRow]  # one per concurrency, ascending (concurrency set on a rejected point too)
+
+
+class DisaggregatedSection(Section):
+    """Prefill and decode pools (--disaggregate xPyD; estimators/inference/disaggregated.py)."""
+
+    prefill_instances: int  # x
+    decode_instances: int  # y
+    tensor_parallel: int  # GPUs per instance
+    gpus: int  # (x + y)·T
+    link: str  # nvlink (both pools in one NVLink domain) | network (the per-GPU NIC)
+    link_bytes_s: float  # per GPU, one direction
+    kv_bytes_per_request: int  # the prompt's cache, the whole model
+    kv_transfer_s: float  # per request (delays the second token)
+    prefill_batch: int  # prompts per prefill step
+    prefill_step_s: float
+    prefill_requests_per_s: float  # per prefill instance (its compute, or the link)
+    decode_concurrency: int  # sequences in flight per decode instance
+    tpot_s: float
+    decode_requests_per_s: float  # per decode instance
+    decode_tokens_per_s: float  # per decode instance
+    max_concurrent_sequences: int  # per decode instance (its paged cache)
+    requests_per_s: float  # the deployment: the slower pool's
+    tokens_per_s: float  # output tokens/s, the deployment
+    tokens_per_s_per_gpu: float
+    ttft_s: float  # the prefill step (+ its queue at --request-rate)
+    bottleneck: str  # prefill | decode
+    balanced_decode_per_prefill: float  # decode instances per prefill instance at which both pools run at the same rate
 
 
 class ServeResult(Result):
@@ -112,6 +159,8 @@ class ServeResult(Result):
     best: LayoutRow | None  # the first feasible layout (None: no layout meets the targets)
     layouts: list[LayoutRow]  # best first; rejections with their reasons
     expected_assumptions: ExpectedAssumptions
+    curve: CurveSection | None = None  # with --concurrency only
+    disaggregated: DisaggregatedSection | None = None  # with --disaggregate only
     towers: TowersSection | None = None  # a multimodal model's towers (in the weights)
     checkpoint: CheckpointSection | None = None
 
@@ -130,8 +179,10 @@ def layout_section(x: Any) -> LayoutRow:
         tpot_s=p.tpot_s if p else None,
         tokens_per_s=x.tokens_per_s if p else None,
         tokens_per_s_per_gpu=x.tokens_per_s / x.gpus if p else None,
-        tokens_per_s_per_replica=p.output_tokens_per_s if p else None,
-        requests_per_s=x.replicas * p.requests_per_s if p else None,
+        tokens_per_s_per_replica=x.attention_groups * p.output_tokens_per_s if p else None,
+        requests_per_s=x.replicas * x.attention_groups * p.requests_per_s if p else None,
+        attention_groups=x.attention_groups,
+        sequences_per_gpu=p.concurrency * x.attention_groups * x.replicas / x.gpus if p else None,
         prefill_tokens_per_step=p.prefill_tokens_per_step if p else None,
         max_concurrent_sequences=cap.max_concurrent_sequences if cap else None,
         kv_budget_bytes_per_gpu=cap.kv_budget_bytes if cap else None,
@@ -143,6 +194,7 @@ def serve_report(
     m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, *, gpus: int, ttft_s: float | None,
     tpot_s: float | None, request_rate: float | None = None, tensor_parallel: int | None = None,
     concurrency: int | None = None, checkpoint: CheckpointSection | None = None,
+    concurrencies: list[int] | None = None, pools: tuple[int, int] | None = None,
 ) -> ServeResult:
     """`tcalc serve`: layouts of `gpus` GPUs (T within a node, replicas, concurrency) under
     continuous batching, with TTFT, TPOT and throughput against the targets (serving.py)."""
@@ -154,6 +206,12 @@ def serve_report(
     rows = [layout_section(x) for x in layouts]
     feasible = [r for r in rows if r.feasible]
     extra: dict[str, Any] = {"checkpoint": checkpoint} if checkpoint is not None else {}
+    if concurrencies:
+        extra["curve"] = curve_section(m, gpu, spec, eff, serving, layouts, gpus=gpus, concurrencies=concurrencies)
+    if pools is not None:
+        extra["disaggregated"] = disaggregated_section(m, gpu, spec, eff, serving, layouts, pools, tpot_s=tpot_s,
+                                                       concurrency=concurrency, request_rate=request_rate,
+                                                       tensor_parallel=tensor_parallel)
     if (towers := towers_section(m, "inference")) is not None:
         extra["towers"] = towers
     return ServeResult(
@@ -179,10 +237,57 @@ def serve_report(
     )
 
 
+def curve_section(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, layouts: list[Any], *, gpus: int,
+                  concurrencies: list[int]) -> CurveSection | None:
+    """The curve on the best layout (the first of `layouts`, which is --T's when T is fixed), else
+    on the first whose capacity fits; None when no layout fits at all."""
+    import dataclasses
+
+    from transformer_calc.estimators.inference.serving import curve
+
+    fits = [x for x in layouts if x.meets_targets] or [x for x in layouts if x.capacity is not None
+                                                         and x.capacity.kv_budget_bytes >= 0]
+    if not fits:
+        return None
+    T = fits[0].tensor_parallel
+    points = curve(m, gpu, dataclasses.replace(spec, tensor_parallel=T), eff, serving, gpus=gpus,
+                   prompt_len=spec.prompt_len, output_len=spec.new_tokens, concurrencies=concurrencies)
+    rows = [layout_section(x).model_copy(update={"concurrency": b}) for x, b in zip(points, concurrencies)]
+    return CurveSection(tensor_parallel=T, replicas=fits[0].replicas, points=rows)
+
+
+def disaggregated_section(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, layouts: list[Any],
+                          pools: tuple[int, int], *, tpot_s: float | None, concurrency: int | None,
+                          request_rate: float | None, tensor_parallel: int | None) -> DisaggregatedSection:
+    """The pools at --T, else at the best layout's T, else at the first T whose cache fits."""
+    import dataclasses
+
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.estimators.inference.disaggregated import disaggregate
+
+    T = tensor_parallel
+    if T is None:
+        fits = [x for x in layouts if x.meets_targets] or [x for x in layouts if x.capacity is not None
+                                                             and x.capacity.max_concurrent_sequences >= 1]
+        if not fits:
+            raise TcalcError("--disaggregate: no T within a node holds one sequence on a decode instance; give "
+                             "--T, a larger --gpus or a smaller --prompt-len/--output-len")
+        T = fits[0].tensor_parallel
+    try:
+        d = disaggregate(m, gpu, dataclasses.replace(spec, tensor_parallel=T), eff, serving,
+                         prefill_instances=pools[0], decode_instances=pools[1], prompt_len=spec.prompt_len,
+                         output_len=spec.new_tokens, tpot_s=tpot_s, concurrency=concurrency, request_rate=request_rate)
+    except ValueError as exc:
+        raise TcalcError(f"--disaggregate {pools[0]}P{pools[1]}D at T = {T}: {exc}") from None
+    return DisaggregatedSection(**{f.name: getattr(d, f.name) for f in dataclasses.fields(d)},
+                                tokens_per_s_per_gpu=d.tokens_per_s / d.gpus)
+
+
 def serve_request(
     m: ModelConfig, section: dict[str, Any], flags: dict[str, Any], checkpoint: Any = None, *,
     ttft_s: float | None = None, tpot_s: float | None = None, request_rate: float | None = None,
     gpus: int | None = None, checkpoint_section: CheckpointSection | None = None,
+    concurrencies: list[int] | None = None, pools: tuple[int, int] | None = None,
 ) -> ServeResult:
     """`tcalc serve` from its options: each a flag (`flags`: the inference keys, the expected-latency
     and serving settings, node_size, inter_node_gb_s), else the job file's inference: section, else
@@ -197,14 +302,14 @@ def serve_request(
     spec, gpu_name = inference_spec(m, section, flags, checkpoint)
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, flags, network_for(device, flags.get("node_size"), flags.get("inter_node_gb_s")))
-    serving = serving_spec(section, flags)
+    serving = serving_spec(section, flags, device, spec.tensor_parallel)
     targets = serve_targets(section, ttft_s=ttft_s, tpot_s=tpot_s, request_rate=request_rate, gpus=gpus)
     if targets["gpus"] % spec.expert_parallel:
         raise TcalcError(f"--gpus ({targets['gpus']}) must be a multiple of --ep ({spec.expert_parallel})")
     return serve_report(m, device, spec, eff, serving, gpus=targets["gpus"], ttft_s=targets["ttft_s"],
                         tpot_s=targets["tpot_s"], request_rate=targets["request_rate"],
                         tensor_parallel=given.get("tensor"), concurrency=given.get("batch_size"),
-                        checkpoint=checkpoint_section)
+                        checkpoint=checkpoint_section, concurrencies=concurrencies, pools=pools)
 
 
 def serve_targets(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
@@ -232,7 +337,8 @@ def run_serve(req: ServeRequest) -> ServeResult:
     from transformer_calc.results.common import source_checkpoint
 
     src = req.source()
-    flags = {k: v for k, v in req.settings().items() if k not in ("ttft_s", "tpot_s", "request_rate", "gpus")}
+    flags = {k: v for k, v in req.settings().items() if k not in ("ttft_s", "tpot_s", "request_rate", "gpus", "concurrency", "disaggregate")}
     return serve_request(src.model, src.job.inference if src.job else {}, flags, src.checkpoint,
                          checkpoint_section=source_checkpoint(src), ttft_s=req.ttft_s, tpot_s=req.tpot_s,
-                         request_rate=req.request_rate, gpus=req.gpus)
+                         request_rate=req.request_rate, gpus=req.gpus, concurrencies=req.concurrency,
+                         pools=req.disaggregate)

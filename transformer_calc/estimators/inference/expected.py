@@ -22,6 +22,8 @@ each counted here as a term of its own, on top of the same FLOPs and bytes:
 - sampling: one pass writing and `LOGIT_PASSES - 1` reading the fp32 logits of the sampled
   positions (softmax, top-k/top-p), and `SAMPLER_KERNELS` kernels; and the engine's fixed work per
   sequence per step, `SEQUENCE_S` (fitted).
+- the request's fixed cost outside the GPU (tokenize, schedule, detokenize), `request_s`, added
+  once to the time to first token (default 0; engines.py says why).
 
 Conventions: the FLOPs and bytes are the bound's (the LM head on every prompt token; engines that
 project only the last position do 2·B·(S-1)·V·D/T FLOPs less in the prefill, so the expected
@@ -108,13 +110,14 @@ class Efficiency:
     network: Network
     matmul_fp8: float = FP8_MATMUL_EFFICIENCY  # η_matmul when the compute dtype is fp8 or narrower
     sequence_s: float = SEQUENCE_S  # fixed cost per sequence per step
+    request_s: float = 0.0  # fixed cost per request outside the GPU, in its TTFT (engines.py)
 
     def __post_init__(self) -> None:
         for name in ("matmul", "memory", "matmul_fp8"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
                 raise ValueError(f"{name}_efficiency ({value!r}) must be a fraction in (0, 1]")
-        for name in ("kernel_s", "sequence_s"):
+        for name in ("kernel_s", "sequence_s", "request_s"):
             k = getattr(self, name)
             if isinstance(k, bool) or not isinstance(k, (int, float)) or not (math.isfinite(k) and k >= 0):
                 raise ValueError(f"{name} ({k!r}) must be a finite number of seconds >= 0")
@@ -129,6 +132,7 @@ def default_efficiency(
     kernel_s: float | None = None,
     network: Network | None = None,
     sequence_s: float | None = None,
+    request_s: float | None = None,
 ) -> Efficiency:
     """The defaults for `gpu`: its family's measured MAMF (as `tcalc train`, without the training
     GEMM fraction: inference GEMMs are the forward's), HBM at MEMORY_EFFICIENCY, the kernel cost of
@@ -141,6 +145,7 @@ def default_efficiency(
         kernel_s=(KERNEL_S_CUDA_GRAPHS if cuda_graphs else KERNEL_S_EAGER) if kernel_s is None else kernel_s,
         network=network or default_network(gpu),
         sequence_s=SEQUENCE_S if sequence_s is None else sequence_s,
+        request_s=0.0 if request_s is None else request_s,
     )
 
 
@@ -252,7 +257,7 @@ class ExpectedInference:
     decode_last: ExpectedStep  # context S + N_new - 1
     decode_steps: int
     decode_s: float  # every decode step
-    time_to_first_token_s: float  # the prefill with its sampling
+    time_to_first_token_s: float  # the prefill with its sampling, + request_s
     time_per_output_token_s: float  # decode_s / steps (the next step's time when there is none)
     total_s: float
     tokens_per_s: float  # B · N_new / total
@@ -288,7 +293,8 @@ def estimate_expected(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Effici
     first = expected_step(m, gpu, spec, eff, decode_step(m, gpu, spec, S + 1))
     last = expected_step(m, gpu, spec, eff, decode_step(m, gpu, spec, S + max(n, 1)))
     decode_s, per_token = expected_decode_s(m, gpu, spec, eff)
-    total = prefill.time_s + decode_s
+    ttft = prefill.time_s + eff.request_s  # the request's fixed cost outside the GPU (engines.py)
+    total = ttft + decode_s
     return ExpectedInference(
         efficiency=eff,
         kernels_per_step=launches_per_step(m),
@@ -297,7 +303,7 @@ def estimate_expected(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Effici
         decode_last=last,
         decode_steps=n,
         decode_s=decode_s,
-        time_to_first_token_s=prefill.time_s,
+        time_to_first_token_s=ttft,
         time_per_output_token_s=per_token,
         total_s=total,
         tokens_per_s=spec.batch_size * spec.new_tokens / total,

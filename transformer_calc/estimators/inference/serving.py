@@ -1,7 +1,12 @@
 """Serving: the capacity of a paged KV cache, and a deployment sized against latency targets.
 
-Capacity (a vLLM-style engine, per GPU; Kwon et al. 2023, "Efficient Memory Management for Large
-Language Model Serving with PagedAttention"):
+Capacity (the paged engine's, per GPU; Kwon et al. 2023, "Efficient Memory Management for Large
+Language Model Serving with PagedAttention"). The engine's settings are its profile's (engines.py:
+vLLM, SGLang or TensorRT-LLM, each field overridable); the bare `ServingSpec()` is vLLM's older
+defaults (block 16, 0.9 of memory, 8192 tokens and 256 sequences per step), kept for the estimators'
+tests. What the memory fraction bounds is the engine's (`memory_fraction_of`, engines.py): "total"
+as below (vLLM), "static" (SGLang: u·M holds the weights and the KV pool, the reserves sit outside
+it), "free" (TensorRT-LLM: the KV pool is u of what weights and reserves leave free).
 
 - the engine may use a fraction u of the GPU's memory (`memory_utilization`, vLLM's
   `gpu_memory_utilization`, default 0.9); from u·M it subtracts the weights, the CUDA context
@@ -20,8 +25,13 @@ Language Model Serving with PagedAttention"):
   longest context at a concurrency is the largest c whose N sequences fit (bisection; bytes per
   sequence never decrease with c), at most the model's context window.
 
-Per GPU and per replica: a replica is the T (·ep) GPUs that hold one copy of the model; every
-sequence is spread over its T GPUs, so a replica runs as many sequences as one of its GPUs holds.
+Per GPU and per replica: a replica is the max(T, ep) GPUs that hold one copy of the model; every
+sequence is spread over the T GPUs of its attention group, so a group runs as many sequences as one
+of its GPUs holds. With expert parallelism beyond T (wide EP, DP attention: SGLang's and TensorRT-LLM's
+DeepSeek deployments) a replica is ep/T attention groups, each keeping B sequences in flight; the
+experts are spread over the ep GPUs and every MoE layer dispatches and combines its tokens with two
+all-to-alls over NVLink or the network (expected.fixed_costs_s, on the network model of `tcalc
+train`: a 72-GPU NVLink domain on GB200/GB300 NVL72).
 
 Deployment (`tcalc serve`), continuous batching (Yu et al. 2022, Orca; chunked prefill as
 Agrawal et al. 2024, Sarathi-Serve, and vLLM's default scheduler):
@@ -41,6 +51,10 @@ Agrawal et al. 2024, Sarathi-Serve, and vLLM's default scheduler):
   smallest whose throughput B/(O·TPOT) meets it (bisection); none: the layout is overloaded.
 - without one, B is the largest that meets both targets and fits the KV cache (bisection: TPOT
   and TTFT grow with B).
+
+A latency-throughput curve (`tcalc serve --concurrency 1,8,64,256`): the best layout's TTFT, TPOT
+and output tokens/s at each concurrency given (`curve`), the curve NIM's and the engines' benchmark
+pages publish.
 
 Bounded searches only: T over the divisors of the GPU count within a node, B by bisection.
 """
@@ -67,6 +81,7 @@ from transformer_calc.estimators.inference.roofline import (
 )
 from transformer_calc.estimators.params import check_tensor_parallel
 from transformer_calc.estimators.training.timeline import CUDA_CONTEXT_BYTES
+from transformer_calc.estimators.inference.engines import MEMORY_FRACTION_OF, SGLANG_SEQS_PER_POOL_TOKEN, engine_defaults
 
 MIB = 2**20
 BLOCK_SIZE = 16  # vLLM's default --block-size (tokens per KV block)
@@ -86,16 +101,27 @@ class ServingSpec:
     block_size: int = BLOCK_SIZE
     memory_utilization: float = MEMORY_UTILIZATION
     max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS
-    max_num_seqs: int = MAX_NUM_SEQS
+    max_num_seqs: int | None = MAX_NUM_SEQS  # None: the KV pool alone bounds it (SGLang: its tokens // 2)
     cuda_context_bytes: int = CUDA_CONTEXT_BYTES
     activation_peak_bytes: int | None = None
     engine_workspace_bytes: int = ENGINE_WORKSPACE_BYTES
+    engine: str = "vllm"  # whose profile filled the fields not given (engines.py)
+    chunked_prefill: bool = True  # prompts split into chunks of what the step budget leaves (else whole)
+    memory_fraction_of: str = "total"  # total | static | free (engines.py)
+    given: frozenset[str] = frozenset()  # the fields set explicitly, kept when the profile is re-resolved
 
     def __post_init__(self) -> None:
         for name in ("block_size", "max_num_batched_tokens", "max_num_seqs"):
             value = getattr(self, name)
+            if name == "max_num_seqs" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} ({value!r}) must be a whole number >= 1")
+        if self.memory_fraction_of not in MEMORY_FRACTION_OF:
+            raise ValueError(f"memory_fraction_of ({self.memory_fraction_of!r}) must be one of "
+                             f"{', '.join(MEMORY_FRACTION_OF)}")
+        if not isinstance(self.chunked_prefill, bool):
+            raise ValueError(f"chunked_prefill ({self.chunked_prefill!r}) must be true or false")
         for name in ("cuda_context_bytes", "activation_peak_bytes", "engine_workspace_bytes"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
@@ -103,6 +129,29 @@ class ServingSpec:
         u = self.memory_utilization
         if isinstance(u, bool) or not isinstance(u, (int, float)) or not (math.isfinite(u) and 0 < u <= 1):
             raise ValueError(f"memory_utilization ({u!r}) must be a fraction in (0, 1]")
+
+
+ENGINE_FIELDS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "block_size", "memory_utilization")
+
+
+def engine_serving(engine: str, gpu: GPU, tensor_parallel: int = 1, **given: object) -> ServingSpec:
+    """The engine's profile on `gpu` at T ranks (engines.py), with the settings given (not None)
+    in place of its defaults: an explicit flag wins over the profile."""
+    d = engine_defaults(engine, gpu.name, gpu.memory_bytes, tensor_parallel)
+    values: dict[str, object] = {name: getattr(d, name) for name in ENGINE_FIELDS}
+    explicit = {k: v for k, v in given.items() if v is not None}
+    values.update(explicit)
+    return ServingSpec(engine=engine, memory_fraction_of=d.memory_fraction_of, given=frozenset(explicit),
+                       **values)  # type: ignore[arg-type]
+
+
+def at_tensor_parallel(serving: ServingSpec, gpu: GPU, tensor_parallel: int) -> ServingSpec:
+    """The spec for a layout of T ranks: the profile's defaults that depend on T (SGLang's reserve
+    grows with it) re-resolved; the settings given stay."""
+    if serving.engine != "sglang" or "memory_utilization" in serving.given:
+        return serving
+    d = engine_defaults(serving.engine, gpu.name, gpu.memory_bytes, tensor_parallel)
+    return dataclasses.replace(serving, memory_utilization=d.memory_utilization)
 
 
 def kv_sequence_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec, context: int) -> int:
@@ -124,7 +173,9 @@ def activation_peak_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingS
     """The largest prefill chunk through one block, and the sampler's fp32 logits."""
     sh = rank_shard(m, spec)
     _, _, per_token = memory_terms(sh, spec)
-    logits = LOGIT_COPIES * serving.max_num_seqs * m.vocab_size * LOGIT_BYTES
+    # the sampled positions of a step: at most max_num_seqs, and without a cap (SGLang) at most its tokens
+    sampled = serving.max_num_batched_tokens if serving.max_num_seqs is None else serving.max_num_seqs
+    logits = LOGIT_COPIES * sampled * m.vocab_size * LOGIT_BYTES
     return per_token * serving.max_num_batched_tokens + logits
 
 
@@ -132,7 +183,7 @@ def activation_peak_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingS
 class Capacity:
     """The KV cache of one GPU under an engine (module docstring)."""
 
-    usable_bytes: int  # memory_utilization · capacity
+    usable_bytes: int  # what the engine may allocate: weights + reserves + KV budget (vLLM: u · capacity)
     weights_bytes: int
     cuda_context_bytes: int
     activation_peak_bytes: int
@@ -152,9 +203,24 @@ def capacity(m: ModelConfig, gpu: GPU, spec: InferenceSpec, serving: ServingSpec
     """KV blocks and concurrent sequences of one GPU (and so of one replica)."""
     sh = rank_shard(m, spec)
     weights, _, _ = memory_terms(sh, spec)
-    usable = math.floor(gpu.memory_bytes * serving.memory_utilization)
+    M, u = gpu.memory_bytes, serving.memory_utilization
     act = activation_peak_bytes(m, spec, serving) if serving.activation_peak_bytes is None else serving.activation_peak_bytes
-    budget = usable - weights - serving.cuda_context_bytes - act - serving.engine_workspace_bytes
+    context, workspace = serving.cuda_context_bytes, serving.engine_workspace_bytes
+    if serving.memory_fraction_of == "static":
+        # SGLang: u·M holds the weights and the KV pool; the CUDA context, activations and CUDA
+        # graphs live in the (1 − u)·M it reserves (server_args: mem_fraction_static)
+        context = act = workspace = 0
+        usable = math.floor(M * u)
+        budget = usable - weights
+    elif serving.memory_fraction_of == "free":
+        # TensorRT-LLM: the KV pool takes u of what is free once the weights and the runtime's
+        # buffers are allocated (KvCacheConfig.free_gpu_memory_fraction)
+        free = M - weights - context - act - workspace
+        budget = math.floor(free * u) if free > 0 else free
+        usable = weights + context + act + workspace + max(budget, 0)
+    else:  # vLLM: u·M bounds everything the engine allocates (gpu_memory_utilization)
+        usable = math.floor(M * u)
+        budget = usable - weights - context - act - workspace
     bits = KV_DTYPE_BITS[spec.resolved_kv_dtype]
     block = -(-sum(g.layers * g.elements for g in sh.kv_groups) * serving.block_size * bits // 8)
     c = spec.peak_context_len
@@ -162,9 +228,9 @@ def capacity(m: ModelConfig, gpu: GPU, spec: InferenceSpec, serving: ServingSpec
     return Capacity(
         usable_bytes=usable,
         weights_bytes=weights,
-        cuda_context_bytes=serving.cuda_context_bytes,
+        cuda_context_bytes=context,
         activation_peak_bytes=act,
-        engine_workspace_bytes=serving.engine_workspace_bytes,
+        engine_workspace_bytes=workspace,
         kv_budget_bytes=budget,
         block_size=serving.block_size,
         block_bytes=block,
@@ -173,8 +239,16 @@ def capacity(m: ModelConfig, gpu: GPU, spec: InferenceSpec, serving: ServingSpec
         sequence_bytes=per_seq,
         max_concurrent_sequences=max(budget, 0) // per_seq if per_seq else 0,
         tensor_parallel=spec.tensor_parallel,
-        gpus_per_replica=spec.tensor_parallel * spec.expert_parallel,
+        gpus_per_replica=max(spec.tensor_parallel, spec.expert_parallel),
     )
+
+
+def sequence_limit(serving: ServingSpec, cap: Capacity) -> int:
+    """The engine's cap on sequences per step: max_num_seqs, or without one (SGLang) the KV pool's
+    tokens // 2 (its scheduler's max_running_requests; engines.py)."""
+    if serving.max_num_seqs is not None:
+        return serving.max_num_seqs
+    return cap.kv_blocks * cap.block_size // SGLANG_SEQS_PER_POOL_TOKEN
 
 
 def longest_context(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec, budget: int, concurrency: int) -> int:
@@ -266,9 +340,11 @@ def load_point(
     step = mixed(x)
     # TTFT: half a running step (the mean residual wait), then the prompt in chunks of what the
     # token budget leaves beside the B decode tokens, each chunk a step of its own ...
-    chunk = max(serving.max_num_batched_tokens - B, 1)
+    # Without chunked prefill (TensorRT-LLM's default) the prompt goes whole into one step.
+    chunk = max(serving.max_num_batched_tokens - B, 1) if serving.chunked_prefill else P
     prefill_s = math.ceil(P / chunk) * mixed(min(P, chunk)).time_s
-    idle = step.time_s / 2 + prefill_s
+    # the request's own fixed cost outside the GPU (tokenize, schedule, detokenize; engines.py)
+    idle = step.time_s / 2 + prefill_s + eff.request_s
     # ... plus the wait behind the other sequences' prompts: the prefill is a single server, an
     # M/D/1 queue (Pollaczek-Khinchine: W = ρ·t_p / (2(1 − ρ))). An arrival sees the other B − 1
     # sequences (the arrival theorem of closed networks), each starting a prompt once per cycle of
@@ -298,10 +374,19 @@ class Layout:
     point: LoadPoint | None
     meets_targets: bool
     reason: str | None  # why it was rejected (None: feasible)
+    attention_groups: int = 1  # per replica: ep/T groups of T GPUs with DP attention, each with B in flight
 
     @property
     def tokens_per_s(self) -> float:
-        return self.replicas * self.point.output_tokens_per_s if self.point else 0.0
+        return self.replicas * self.attention_groups * self.point.output_tokens_per_s if self.point else 0.0
+
+
+def replica_layout(T: int, ep: int) -> tuple[int, int]:
+    """(GPUs per replica, attention groups per replica) under expert parallelism
+    (roofline.expert_layout): ep dividing T, the experts inside the T-way group: T GPUs, one group;
+    T dividing ep, DP attention: ep GPUs in ep/T groups of T, each keeping B sequences in flight
+    (wide EP; the all-to-alls over the ep GPUs are expected.fixed_costs_s's)."""
+    return max(T, ep), max(ep // T, 1)
 
 
 def _largest(pred, hi: int) -> int:
@@ -331,22 +416,26 @@ def evaluate_layout(
     gpus: int, prompt_len: int, output_len: int, ttft_s: float | None, tpot_s: float | None,
     request_rate: float | None = None, concurrency: int | None = None,
 ) -> Layout:
-    """One layout (spec.tensor_parallel, replicas = gpus // (T·ep)): its capacity, its operating
-    concurrency and whether the targets hold."""
+    """One layout (spec.tensor_parallel, replicas = gpus // max(T, ep)): its capacity, its operating
+    concurrency (B per attention group) and whether the targets hold."""
     T = spec.tensor_parallel
-    per_replica = T * spec.expert_parallel
+    per_replica, groups = replica_layout(T, spec.expert_parallel)
     replicas = gpus // per_replica
 
     def reject(reason: str, cap: Capacity | None = None, point: LoadPoint | None = None) -> Layout:
-        return Layout(T, replicas, gpus, cap, point, False, reason)
+        return Layout(T, replicas, gpus, cap, point, False, reason, groups)
 
     run = dataclasses.replace(spec, batch_size=1, prompt_len=prompt_len, new_tokens=output_len)
     cap = capacity(m, gpu, run, serving)
     if cap.kv_budget_bytes < 0:
         return reject("does not fit: weights + reserves exceed the usable memory per GPU", cap)
-    b_max = min(cap.max_concurrent_sequences, serving.max_num_seqs)
+    seq_cap = sequence_limit(serving, cap)
+    b_max = min(cap.max_concurrent_sequences, seq_cap)
     if b_max < 1:
         return reject(f"no room in the KV cache for one sequence of {cap.context_len} tokens", cap)
+    if not serving.chunked_prefill and prompt_len >= serving.max_num_batched_tokens:
+        return reject(f"without chunked prefill a prompt of {prompt_len} tokens must fit in one step beside the "
+                      f"decodes: raise --max-num-batched-tokens above {prompt_len} or give --chunked-prefill", cap)
     # The step budget: a steady state decodes B tokens and prefills B·P/O prompt tokens per step
     # (load_point), all within max_num_batched_tokens: B·(1 + P/O) <= budget, B <= budget·O/(O + P).
     # A larger B cannot be kept in flight (the prompts queue without bound).
@@ -368,16 +457,16 @@ def evaluate_layout(
         if concurrency > cap.max_concurrent_sequences:
             return reject(f"concurrency {concurrency} exceeds the {cap.max_concurrent_sequences} sequences whose "
                           "cache fits", cap)
-        if concurrency > serving.max_num_seqs:
-            return reject(f"concurrency {concurrency} exceeds max_num_seqs ({serving.max_num_seqs}); raise "
-                          "--max-num-seqs", cap)
+        if concurrency > seq_cap:
+            return reject(f"concurrency {concurrency} exceeds the engine's {seq_cap} sequences per step "
+                          "(max_num_seqs); raise --max-num-seqs", cap)
         if concurrency > b_budget:
             need = concurrency * (1 + prompt_len / output_len)
             return reject(f"concurrency {concurrency} needs {need:,.0f} tokens per step (B decodes + B·P/O prompt "
                           f"tokens), above max_num_batched_tokens ({budget}); at most {b_budget} fit", cap)
         b = concurrency
     elif request_rate is not None:
-        need = request_rate / replicas
+        need = request_rate / (replicas * groups)
         found = _smallest(lambda b: at(b).requests_per_s >= need, b_max)
         if found is None:
             top = at(b_max)
@@ -396,15 +485,17 @@ def evaluate_layout(
     if not ok:
         what = "TPOT" if tpot_s is not None and point.tpot_s > tpot_s else "TTFT"
         value = point.tpot_s if what == "TPOT" else point.ttft_s
-        return Layout(T, replicas, gpus, cap, point, False, f"{what} {value:.4g} s exceeds the target at B = {b}")
-    return Layout(T, replicas, gpus, cap, point, True, None)
+        return Layout(T, replicas, gpus, cap, point, False, f"{what} {value:.4g} s exceeds the target at B = {b}",
+                      groups)
+    return Layout(T, replicas, gpus, cap, point, True, None, groups)
 
 
 def candidate_tensor_parallel(m: ModelConfig, gpus: int, node_size: int, ep: int = 1) -> list[int]:
-    """T values to try: divisors of gpus / ep within one node (at most node_size of them)."""
+    """T values to try within one node (at most node_size of them): T and ep dividing one another
+    and the replica's max(T, ep) GPUs dividing gpus."""
     out = []
     for T in range(1, min(node_size, gpus) + 1):
-        if (gpus % (T * ep)) == 0:
+        if (T % ep == 0 or ep % T == 0) and gpus % max(T, ep) == 0:
             out.append(T)
     return out
 
@@ -419,20 +510,23 @@ def search(
         m, gpus, eff.network.node_size, spec.expert_parallel)
     layouts = []
     for T in Ts:
-        if gpus % (T * spec.expert_parallel):
+        if gpus % replica_layout(T, spec.expert_parallel)[0]:
             layouts.append(Layout(T, 0, gpus, None, None, False,
-                                  f"gpus ({gpus}) is not a multiple of T x ep ({T} x {spec.expert_parallel})"))
+                                  f"gpus ({gpus}) is not a multiple of a replica's max(T, ep) = "
+                                  f"{replica_layout(T, spec.expert_parallel)[0]} GPUs"))
             continue
         try:
             check_tensor_parallel(m, T, spec.expert_parallel)
             layout_spec = dataclasses.replace(spec, tensor_parallel=T)
             rank_shard(m, layout_spec)
+            layout_serving = at_tensor_parallel(serving, gpu, T)
         except TcalcError:
             raise
         except ValueError as exc:
-            layouts.append(Layout(T, gpus // (T * spec.expert_parallel), gpus, None, None, False, str(exc)))
+            layouts.append(Layout(T, gpus // replica_layout(T, spec.expert_parallel)[0], gpus, None, None, False,
+                                  str(exc)))
             continue
-        layouts.append(evaluate_layout(m, gpu, layout_spec, eff, serving, gpus=gpus, prompt_len=prompt_len,
+        layouts.append(evaluate_layout(m, gpu, layout_spec, eff, layout_serving, gpus=gpus, prompt_len=prompt_len,
                                        output_len=output_len, ttft_s=ttft_s, tpot_s=tpot_s,
                                        request_rate=request_rate, concurrency=concurrency))
     if request_rate is not None:  # the load is fixed: the fastest responses first
@@ -442,3 +536,16 @@ def search(
     feasible = sorted((x for x in layouts if x.meets_targets), key=order)
     rejected = [x for x in layouts if not x.meets_targets]
     return feasible + rejected
+
+
+def curve(
+    m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, serving: ServingSpec, *,
+    gpus: int, prompt_len: int, output_len: int, concurrencies: list[int],
+) -> list[Layout]:
+    """The latency-throughput curve engines publish: one layout (spec.tensor_parallel) at each
+    concurrency per replica, no targets; a concurrency the engine cannot keep in flight (the cache,
+    its sequence cap, its step budget) comes back rejected with the reason. One evaluation per
+    point (at most requests.inference.MAX_CURVE_POINTS)."""
+    layout_serving = at_tensor_parallel(serving, gpu, spec.tensor_parallel)
+    return [evaluate_layout(m, gpu, spec, eff, layout_serving, gpus=gpus, prompt_len=prompt_len, output_len=output_len,
+                            ttft_s=None, tpot_s=None, concurrency=b) for b in concurrencies]

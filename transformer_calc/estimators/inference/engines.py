@@ -1,0 +1,145 @@
+"""Serving engines as profiles of their sourced defaults: vLLM, SGLang, TensorRT-LLM.
+
+`tcalc inference`, `serve` and `sweep` take `--engine vllm|sglang|trtllm` (default `vllm`): the
+engine's own defaults for the settings its capacity and its step depend on, each read from the
+engine's source or documentation (the URL beside it in `SOURCES`). An explicit flag wins over the
+profile (`--max-num-seqs 512 --engine trtllm` is TensorRT-LLM with 512 sequences per step).
+
+| setting | vLLM | SGLang | TensorRT-LLM |
+| --- | --- | --- | --- |
+| sequences per step | 1024 on a GPU >= 70 GiB other than an A100, else 256 (`max_num_seqs`) | the KV pool's tokens // 2 (`max_running_requests`) | 2048 (`max_batch_size`) |
+| tokens per step | 8192 on a GPU >= 70 GiB other than an A100, else 2048 (`max_num_batched_tokens`) | by GPU memory: 2048 / 4096 / 8192 / 16384 (`chunked_prefill_size`) | 8192 (`max_num_tokens`) |
+| chunked prefill | on (V1 always chunks) | on (a chunk size is set) | off (`enable_chunked_prefill`) |
+| KV block | 16 tokens (`block_size`) | 1 token (`page_size`) | 32 tokens (`tokens_per_block`) |
+| memory fraction | 0.92 of all memory, weights + cache + activation peak + graphs (`gpu_memory_utilization`) | (M − reserved) / M of all memory, weights + cache only; activations and graphs live in the reserve (`mem_fraction_static`) | 0.9 of the memory left free after weights and runtime buffers (`free_gpu_memory_fraction`) |
+| CUDA graphs | on (`enforce_eager` off) | on (`disable_cuda_graph` off) | on (the PyTorch backend's `cuda_graph_config`) |
+
+`memory_fraction_of` names the three accountings: "total" (vLLM: the fraction bounds everything
+the engine allocates, so the reserves come out of it), "static" (SGLang: the fraction holds the
+weights and the KV pool; the CUDA context, activations and graphs sit in what is left), "free"
+(TensorRT-LLM: the fraction of what is free once weights and buffers are allocated).
+
+Request overhead (tokenize the prompt, schedule, detokenize the first token) is added to the time
+to first token as `request_overhead_s`. Every profile's default is 0: the published engine
+benchmarks tcalc is checked on (trtllm-bench, gptSessionBenchmark, vLLM's latency CI, NIM's AIPerf
+runs at one request in flight, docs/validation.md) either feed token ids or show no gap that a
+constant per request would close (tcalc's expected TTFT of NIM's 500-token prompts is already 16 %
+above the measurement). Give your API server's measured cost with --request-overhead-s.
+
+Not modelled: SGLang runs prefill and decode batches apart unless `--enable-mixed-chunk` (tcalc's
+steady-state step mixes them, the same mean work per step); TensorRT-LLM's capacity scheduler
+reserves a request's whole output up front (GUARANTEED_NO_EVICT), which tcalc's peak-context
+capacity already assumes for every engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ENGINES = ("vllm", "sglang", "trtllm")
+DEFAULT_ENGINE = "vllm"
+MEMORY_FRACTION_OF = ("total", "static", "free")
+GIB = 2**30
+MIB = 2**20
+
+VLLM_ARGS = "https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py (EngineArgs.get_batch_defaults)"
+VLLM_CACHE = "https://docs.vllm.ai/en/stable/api/vllm/config/cache/ (CacheConfig)"
+SGLANG_ARGS = "https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/server_args.py (_handle_gpu_memory_settings)"
+SGLANG_SCHEDULER = "https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/managers/scheduler.py (max_running_requests)"
+SGLANG_TUNING = "https://docs.sglang.io/advanced_features/hyperparameter_tuning.html (mem_fraction_static)"
+TRTLLM_ARGS = "https://github.com/NVIDIA/TensorRT-LLM/blob/main/tensorrt_llm/llmapi/llm_args.py (BaseLlmArgs)"
+TRTLLM_TORCH = "https://nvidia.github.io/TensorRT-LLM/llm-api/reference/TorchLlmArgs.html"
+TRTLLM_KV = "https://nvidia.github.io/TensorRT-LLM/llm-api/reference/KvCacheConfig.html"
+
+# Where each default comes from, per engine and setting.
+SOURCES: dict[str, dict[str, str]] = {
+    "vllm": {
+        "max_num_seqs": VLLM_ARGS, "max_num_batched_tokens": VLLM_ARGS, "chunked_prefill": VLLM_ARGS,
+        "block_size": VLLM_CACHE, "memory_utilization": VLLM_CACHE, "cuda_graphs": VLLM_ARGS,
+    },
+    "sglang": {
+        "max_num_seqs": SGLANG_SCHEDULER, "max_num_batched_tokens": SGLANG_ARGS, "chunked_prefill": SGLANG_ARGS,
+        "block_size": SGLANG_ARGS, "memory_utilization": SGLANG_ARGS + "; " + SGLANG_TUNING, "cuda_graphs": SGLANG_ARGS,
+    },
+    "trtllm": {
+        "max_num_seqs": TRTLLM_ARGS, "max_num_batched_tokens": TRTLLM_ARGS, "chunked_prefill": TRTLLM_TORCH,
+        "block_size": TRTLLM_KV, "memory_utilization": TRTLLM_KV, "cuda_graphs": TRTLLM_TORCH,
+    },
+}
+
+# vLLM: GPUs with at least 70 GiB that are not an A100 get the larger batch defaults (the OpenAI
+# server's; an A100 is excluded by name, vLLM PR #17885: the larger budget lowered its throughput).
+VLLM_LARGE_GPU_BYTES = 70 * GIB
+VLLM_LARGE = (1024, 8192)  # (max_num_seqs, max_num_batched_tokens), OPENAI_API_SERVER
+VLLM_SMALL = (256, 2048)
+VLLM_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
+VLLM_MEMORY_UTILIZATION = 0.92  # CacheConfig.gpu_memory_utilization
+
+# SGLang, by the GPU's memory in MiB (server_args: `gpu_mem < 90 * 1024` and so on): the chunked
+# prefill size, and the memory reserved outside mem_fraction_static as (GiB, GiB per TP·PP rank):
+# reserved = a + b · T; mem_fraction_static = (M − reserved) / M.
+SGLANG_TIERS: tuple[tuple[int | None, int, tuple[float, float]], ...] = (
+    (20 * 1024, 2048, (2.8, 0.1)),  # T4, 4080
+    (35 * 1024, 2048, (2.8, 0.1)),  # A10, L40, 4090, 5090
+    (60 * 1024, 4096, (9.5, 0.5)),  # A100 40GB, L40 (chunk 4k; reserve of the < 90 GiB tier)
+    (90 * 1024, 8192, (9.5, 0.5)),  # H100, A100 80GB
+    (100 * 1024, 8192, (12.0, 0.5)),  # H20
+    (160 * 1024, 8192, (12.0, 0.5)),  # H200
+    (None, 16384, (32.0, 0.0)),  # B200, MI300: 32 GiB whatever T
+)
+SGLANG_PAGE_SIZE = 1
+SGLANG_SEQS_PER_POOL_TOKEN = 2  # max_running_requests = max_total_num_tokens // 2
+
+TRTLLM_MAX_BATCH_SIZE = 2048
+TRTLLM_MAX_NUM_TOKENS = 8192
+TRTLLM_TOKENS_PER_BLOCK = 32
+TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9
+
+
+@dataclass(frozen=True)
+class EngineDefaults:
+    """One engine's defaults on one GPU at one tensor-parallel degree (module docstring)."""
+
+    engine: str
+    max_num_seqs: int | None  # None: bounded by the KV pool alone (SGLang: its tokens // 2)
+    max_num_batched_tokens: int
+    chunked_prefill: bool
+    block_size: int
+    memory_utilization: float
+    memory_fraction_of: str  # total | static | free
+    cuda_graphs: bool
+    request_overhead_s: float = 0.0
+
+
+def check_engine(engine: str) -> str:
+    if engine not in ENGINES:
+        raise ValueError(f"engine ({str(engine)[:40]!r}) must be one of {', '.join(ENGINES)}")
+    return engine
+
+
+def sglang_tier(memory_bytes: int) -> tuple[int, tuple[float, float]]:
+    """(chunked_prefill_size, (reserved GiB, GiB per rank)) of a GPU with this much memory."""
+    mib = memory_bytes / MIB
+    for bound, chunk, reserve in SGLANG_TIERS:
+        if bound is None or mib < bound:
+            return chunk, reserve
+    raise AssertionError("the last tier has no bound")  # pragma: no cover
+
+
+def engine_defaults(engine: str, gpu_name: str, memory_bytes: int, tensor_parallel: int = 1) -> EngineDefaults:
+    """The defaults `engine` takes on a GPU (its name and memory) at T ranks (module docstring)."""
+    check_engine(engine)
+    if engine == "vllm":
+        large = memory_bytes >= VLLM_LARGE_GPU_BYTES and "a100" not in gpu_name.lower()
+        seqs, tokens = VLLM_LARGE if large else VLLM_SMALL
+        return EngineDefaults("vllm", seqs, tokens, True, VLLM_BLOCK_SIZE, VLLM_MEMORY_UTILIZATION, "total", True)
+    if engine == "sglang":
+        chunk, (a, b) = sglang_tier(memory_bytes)
+        reserved = (a + b * tensor_parallel) * GIB
+        fraction = (memory_bytes - reserved) / memory_bytes
+        if not 0 < fraction <= 1:
+            raise ValueError(f"SGLang's reserve ({reserved / GIB:.3g} GiB at T = {tensor_parallel}) leaves no memory "
+                             f"on a {memory_bytes / GIB:.3g} GiB GPU; give --memory-utilization")
+        return EngineDefaults("sglang", None, chunk, True, SGLANG_PAGE_SIZE, fraction, "static", True)
+    return EngineDefaults("trtllm", TRTLLM_MAX_BATCH_SIZE, TRTLLM_MAX_NUM_TOKENS, False, TRTLLM_TOKENS_PER_BLOCK,
+                          TRTLLM_FREE_GPU_MEMORY_FRACTION, "free", True)
