@@ -25,8 +25,9 @@ only: each source defines its own FLOP count (MosaicML and NVIDIA's recipes coun
 attention, Korthikanti et al. the causal-free lower bound of their appendix), so those columns are
 not the comparison.
 
-Fitted: TRAINING_GEMM_FRACTION on the narayanan-* rows (issue 17) and the megatron profile's
-MEGATRON_GEMM_FRACTION on the dgxc-* rows (issue 24); every other source only validates. No
+Fitted: TRAINING_GEMM_FRACTION on the narayanan-* rows (issue 17), the megatron profile's
+MEGATRON_GEMM_FRACTION on the dgxc-* rows and the torchtitan profile's TORCHTITAN_GEMM_FRACTION on
+the torchtitan-a100-* rows marked `fit: true` (issue 24); every other source only validates. No
 network access.
 
     PYTHONPATH=. python tools/validation/train_runs.py [--write-docs] [-v]
@@ -174,7 +175,7 @@ def row_training(row: dict[str, Any]) -> Training:
     (`fp8_recipe`, default delayed) over mixed precision. `framework` (default pytorch) picks the
     time profile: megatron prices Megatron-core's overlaps and GEMM efficiency."""
     common = {"recompute": row["recompute"], "flash": bool(row["flash"]),
-              "framework": row.get("framework", "pytorch")}
+              "framework": row.get("framework", "pytorch"), "compile": bool(row.get("compile", False))}
     if row["precision"] == "fp8":
         return Training.model_validate({"precision": "mixed", "fp8_recipe": row.get("fp8_recipe", "delayed"), **common})
     return Training.model_validate({"precision": row["precision"], **common})
@@ -280,7 +281,9 @@ def print_table(results: list[Result], verbose: bool) -> None:
 def groups(results: list[Result]) -> list[tuple[str, list[Result]]]:
     by: dict[str, list[Result]] = {}
     for r in results:
-        by.setdefault(r.row["id"].split("-")[0], []).append(r)
+        parts = r.row["id"].split("-")
+        # torchtitan's sources apart: its December 2024 H100 benchmark, its A100 table, Trainy's H200 runs
+        by.setdefault("-".join(parts[:2]) if parts[0] == "torchtitan" else parts[0], []).append(r)
     for r in results:
         by.setdefault(r.gpu.name.split("-")[0], []).append(r)
     return list(by.items())
@@ -320,9 +323,10 @@ def docs_section(results: list[Result]) -> str:
         "Error = tcalc throughput / measured − 1 = measured step / tcalc step − 1 (negative: tcalc "
         "predicts a slower step). Published MFU/HFU are shown for reference next to tcalc's `mfu`/`hfu`; "
         "their FLOP conventions differ by source, so they are not the comparison (rows compared on MFU "
-        "say which attention count they assume). Two constants are fitted, each on one source: "
+        "say which attention count they assume). Three constants are fitted, each on one source: "
         "TRAINING_GEMM_FRACTION on the narayanan rows, the megatron profile's MEGATRON_GEMM_FRACTION "
-        "(Hopper and later) on the dgxc rows; every other source only validates.",
+        "(Hopper and later) on the dgxc rows, the torchtitan profile's TORCHTITAN_GEMM_FRACTION on the "
+        "three torchtitan-a100 rows without AC or with full AC; every other source only validates.",
         "",
         "| source | setup | measured | tcalc | error |",
         "| --- | --- | --- | --- | --- |",

@@ -886,6 +886,7 @@ class Framework(str, Enum):
     pytorch = "pytorch"  # eager PyTorch / HF Trainer / FSDP2: grads live from backward to zero_grad
     megatron = "megatron"  # Megatron-core: persistent grad buffer, fused SwiGLU and cross-entropy
     deepspeed = "deepspeed"  # DeepSpeed ZeRO: its bucket defaults and ZeRO-3 live-parameter budget
+    torchtitan = "torchtitan"  # PyTorch's torchtitan: FSDP2 whose sharded parameters are the fp32 master copy
 
 
 class CrossEntropy(str, Enum):
@@ -949,6 +950,9 @@ class Training(StrictInputs):
     fp8_recipe: FP8Recipe = Field(
         default=FP8Recipe.none, description="FP8 GEMMs with FP8 weight copies and FP8-saved GEMM inputs (Transformer Engine)"
     )
+    compile: bool = Field(
+        default=False, description="torch.compile: elementwise chains fused (the torchtitan time profile; eager otherwise)"
+    )
     frozen_weights: tuple[int, int] | None = Field(
         default=None, exclude=True,
         description="LoRA/DoRA over a checkpoint (set from MODEL, not a job-file key): (stored bytes, parameters) of its "
@@ -968,6 +972,10 @@ class Training(StrictInputs):
                                  "--finetune lora|qlora|dora; "
                                  f"with full training (finetune: full) drop {'it' if len(orphans) == 1 else 'them'} "
                                  "or give --finetune")
+        if self.compile and self.framework is not Framework.torchtitan:
+            raise ValueError("compile fuses the eager elementwise kernels of the torchtitan profile; the "
+                             f"{self.framework.value} profile already prices fused kernels: drop compile or give "
+                             "--framework torchtitan")
         if "offload_device" in self.model_fields_set and self.offload is Offload.none:
             raise ValueError("offload_device says where --offload puts the states; give --offload optimizer "
                              "(or optimizer+params) or drop it")
@@ -996,7 +1004,7 @@ class Training(StrictInputs):
     def optimizer_fused(self) -> bool:
         if self.fused_optimizer is not None:
             return self.fused_optimizer
-        return self.framework is not Framework.pytorch
+        return self.framework not in (Framework.pytorch, Framework.torchtitan)
 
     @model_validator(mode="before")
     @classmethod
@@ -1060,6 +1068,7 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "offload": "training",
     "offload_device": "training",
     "fp8_recipe": "training",
+    "compile": "training",
     "tensor": "parallelism",
     "sequence_parallel": "parallelism",
     "pipeline": "parallelism",

@@ -93,6 +93,7 @@ TrainHead = Annotated[bool | None, opt("--train-head/--no-train-head", help="Tra
 FP32Unquantized = Annotated[bool | None, opt("--fp32-unquantized/--no-fp32-unquantized", help="QLoRA: the parameters left unquantized (embeddings, LM head, norms) in fp32, as PEFT's prepare_model_for_kbit_training casts them \\[default: off].", panel=FINETUNE)]
 OffloadOpt = Annotated[str | None, opt("--offload", help="none | optimizer (ZeRO-Offload: states, fp32 master, gradient partition) | optimizer+params (ZeRO-3) \\[default: none].", panel=FINETUNE)]
 OffloadDevice = Annotated[str | None, opt("--offload-device", help="cpu (host memory) | nvme (ZeRO-Infinity) \\[default: cpu].", panel=FINETUNE)]
+Compile = Annotated[bool | None, opt("--compile/--no-compile", help="torch.compile: the eager elementwise kernels fused (with --framework torchtitan; step time only, the peak memory is the eager one) \\[default: off].", panel=TRAINING)]
 FP8 = Annotated[str | None, opt("--fp8-recipe", help="none | delayed | tensorwise | mxfp8 (Blackwell): FP8 GEMMs, FP8 weight copies, FP8-saved GEMM inputs (Transformer Engine) \\[default: none].", panel=TRAINING)]
 GlobalBatch = Annotated[int | None, opt("--global-batch", help="Global batch in sequences, e.g. 1536 \\[default: none; this or --global-batch-tokens].", parse=count, job=False)]
 GlobalBatchTokens = Annotated[int | str | None, opt("--global-batch-tokens", help="Global batch in tokens, e.g. 4M \\[default: none; this or --global-batch].", parse=lambda v: _token_text(v), job=False)]
@@ -128,7 +129,7 @@ class MemoryRequest(ModelRequest):
     dropout: Dropout = None
     activations: Activations = None
     head_activations: Head = None
-    framework: Annotated[str | None, opt("--framework", help="Peak-memory conventions: pytorch (eager/HF Trainer/FSDP2) | megatron | deepspeed \\[default: pytorch].", panel=TRAINING)] = None
+    framework: Annotated[str | None, opt("--framework", help="Peak-memory conventions: pytorch (eager/HF Trainer/FSDP2) | megatron | deepspeed | torchtitan (FSDP2: the sharded parameters are the fp32 master) \\[default: pytorch].", panel=TRAINING)] = None
     cross_entropy: CrossEntropy = None
     micro_batches: Annotated[int | None, opt("--micro-batches", help="Micro-batches per optimizer step (gradients stay allocated across them) \\[default: P, or 1].", panel=TRAINING, parse=whole)] = None
     fused_optimizer: FusedOptimizer = None
@@ -155,6 +156,7 @@ class MemoryRequest(ModelRequest):
     offload: OffloadOpt = None
     offload_device: OffloadDevice = None
     fp8_recipe: FP8 = None
+    compile: Compile = None
     gpu: Annotated[str | None, opt("--gpu", help="Check the fit on this GPU, e.g. a100-80gb \\[default: none: no fit check].", panel=OUTPUT)] = None
 
 
@@ -188,13 +190,14 @@ class TrainRequest(ModelRequest):
     precision: Annotated[str | None, opt("--precision", help="mixed | bf16 | fp32 \\[default: mixed; fp32 with --dtype fp32].", panel=TRAINING)] = None
     dtype: Annotated[str | None, opt("--dtype", help=DTYPE_HELP + " (fp8: matmuls at the fp8 peak) \\[default: bf16].", panel=TRAINING, job=False)] = None
     p: Annotated[int | None, opt("--p", help=P_HELP + " \\[default: 2].", panel=TRAINING, parse=whole)] = None
-    framework: Annotated[str | None, opt("--framework", help="Memory conventions: pytorch | megatron | deepspeed \\[default: megatron].", panel=TRAINING)] = None
+    framework: Annotated[str | None, opt("--framework", help="Memory conventions and time profile: pytorch | megatron | deepspeed | torchtitan (FSDP2, eager or --compile) \\[default: megatron].", panel=TRAINING)] = None
     finetune: Finetune = None
     lora_rank: LoraRank = None
     lora_targets: LoraTargets = None
     offload: OffloadOpt = None
     offload_device: OffloadDevice = None
     fp8_recipe: FP8 = None
+    compile: Compile = None
     matmul_efficiency: Annotated[float | None, opt("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU].", parse=fraction, job=False)] = None
     tp_comm_overlap: Annotated[bool | None, opt("--tp-comm-overlap/--no-tp-comm-overlap", help="Tensor-parallel collectives overlapped with the GEMMs (Megatron --tp-comm-overlap, TE userbuffers) \\[default: on for --framework megatron with --sp and T > 1].", panel=PARALLEL, job=False)] = None
     node_size: NodeSize = None
@@ -232,7 +235,8 @@ class PlanRequest(ModelRequest):
     global_batch_tokens: GlobalBatchTokens = None
     top: Annotated[int, opt("--top", help="Layouts shown.", parse=whole, job=False)] = 10
     flash: Annotated[bool | None, opt("--flash/--no-flash", help="FlashAttention \\[default: on].")] = None
-    framework: Annotated[str | None, opt("--framework", help="Memory conventions: pytorch | megatron | deepspeed \\[default: megatron].")] = None
+    framework: Annotated[str | None, opt("--framework", help="Memory conventions and time profile: pytorch | megatron | deepspeed | torchtitan \\[default: megatron].")] = None
+    compile: Compile = None
     finetune: Finetune = None
     lora_rank: LoraRank = None
     lora_targets: LoraTargets = None

@@ -280,6 +280,7 @@ def plan_report(
             + (" --loss-in-split" if par.loss_in_split else "")
             # what tcalc train would otherwise default differently
             + (f" --framework {tr.framework.value}" if tr.framework.value != "megatron" else "")
+            + (" --compile" if tr.compile else "")
             + (f" --finetune {tr.finetune.value} --lora-rank {tr.lora_rank} --lora-targets "
                f"{','.join(t.value for t in tr.lora_targets)}" if tr.adapters else "")
             + (f" --node-size {node_size}" if node_size is not None else "")

@@ -550,6 +550,13 @@ def training_memory(
                 frozen, nf4 = ceil_div(frozen * sharded(3), params), ceil_div(nf4 * sharded(3), params)
             adapter_w = _shard_trainable(trainable, 3, zero, dp) * trainable_weight_bytes(tr)
             weights = frozen + adapter_w
+        if tr.framework is Framework.torchtitan and zero >= 3 and tr.precision is Precision.mixed and not tr.adapters:
+            # FSDP2 in torchtitan (parallelize_llama.apply_fsdp, MixedPrecisionPolicy(param_dtype=bf16)):
+            # the sharded parameters are the fp32 master copy (counted with the optimizer); 16-bit
+            # copies exist only gathered: a unit at a time (the timeline's `gathered`), or the whole
+            # stage under pipeline parallelism, which keeps them unsharded between micro-batches
+            # (reshard_after_forward off when PP is on)
+            weights = params * tr.p if P > 1 else 0
         gradients = _shard_trainable(trainable, 2, zero, dp) * tr.grad_bytes if tr.adapters else sharded(2) * tr.grad_bytes
         opt_params = _shard_trainable(trainable, 1, zero, dp) if tr.adapters else sharded(1)
         optimizer = opt_params * opt_bytes

@@ -266,7 +266,7 @@ def stage_timeline(
     root_unit = shard.embedding + shard.final_norm + shard.lm_head
     largest_layer = max(block_unit, shard.embedding, shard.lm_head)
     gathered = 0
-    if par.zero >= 3 and par.data > 1:
+    if par.zero >= 3 and par.data > 1 and not (fw is Framework.torchtitan and P > 1):  # torchtitan's PP: kept whole
         if fw is Framework.deepspeed:
             gathered = DEEPSPEED_Z3_BYTES_PER_PARAM * largest_layer
         else:  # the unit computed and the one prefetched: at most the root and a block
@@ -281,7 +281,7 @@ def stage_timeline(
     block_unit_g, root_unit_g = frac(block_unit), frac(root_unit)
     offloaded_grads = st.host_gradients > 0
     if par.data > 1 or offloaded_grads:
-        if fw is Framework.pytorch and not offloaded_grads:
+        if fw in (Framework.pytorch, Framework.torchtitan) and not offloaded_grads:
             if par.zero == 0:
                 resident_buckets = st.gradients  # DDP's bucket copies of every gradient
             else:  # FSDP reduce-scatters one unit's unsharded gradients at a time

@@ -246,8 +246,11 @@ def estimate_step(
         raise ValueError(f"S ({w.seq_len}) must be divisible by the context-parallel size cp ({cp})")
     net = network or default_network(gpu)
     megatron = tr.framework.value == "megatron"
+    torchtitan = tr.framework.value == "torchtitan"
+    from transformer_calc.estimators.training.profiles import TORCHTITAN_GEMM_FRACTION, elementwise_bytes
+
     fraction = (lookup_efficiency(MEGATRON_GEMM_FRACTION, gpu.name, TRAINING_GEMM_FRACTION) if megatron
-                else TRAINING_GEMM_FRACTION)
+                else TORCHTITAN_GEMM_FRACTION if torchtitan else TRAINING_GEMM_FRACTION)
     eff = (matmul_efficiency if matmul_efficiency is not None
            else lookup_efficiency(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) * fraction)
     # Megatron's --tp-comm-overlap (Transformer Engine userbuffers) needs sequence parallelism;
@@ -288,6 +291,16 @@ def estimate_step(
         cores = step.attention_cores * (3 + (1 if tr.recompute is not Recompute.none else 0))
         compute_all += cores / (gpus / P) / eff * (1 / bf16 - 1 / peak)
 
+    if torchtitan and tr.flash:  # its SDPA flash kernels' measured rates on Hopper (profiles.py)
+        from transformer_calc.estimators.training.profiles import attention_core_s
+
+        recompute_core = tr.recompute is not Recompute.none
+        core_s = attention_core_s(gpu.name, step.attention_cores, recompute_core)
+        if core_s is not None:
+            bf16 = _peak(gpu, tr.model_copy(update={"p": 2, "fp8_recipe": FP8Recipe.none}))
+            priced = step.attention_cores * (3 + recompute_core) / (bf16 * eff)
+            compute_all += (core_s - priced) / (gpus / P)
+
     # Each stage's share of the executed FLOPs: its blocks (a MoE block and a dense block apart,
     # attention averaged over the attention kinds) and, on the last stage, the LM head (Megatron
     # places the output layer and loss there: megatron/core/models/gpt/gpt_model.py post_process).
@@ -317,15 +330,14 @@ def estimate_step(
     # norms read and write D, residual adds read 2D and write D (2 per layer), the activation
     # function reads its inputs and writes F (per active expert), eager softmax reads and writes
     # the S scores per head. Bytes of p each, sharded like the activations.
-    F = m.moe_d_ff if m.is_moe else m.d_ff
-    k = m.experts_per_token if m.is_moe else 1
-    n_in = 2 if m.gated_mlp else 1
-    per_token_layer = (m.norms_per_layer * 2 * D + 2 * 3 * D) / T + k * (n_in + 1) * F / T
+    # The kernels' bytes per element are the time profile's (profiles.py: fused, or torchtitan's
+    # eager / compiled ops).
+    per_token_layer = elementwise_bytes(m, tr).per_token_layer(m, T)
     if not tr.flash:
-        per_token_layer += 2 * 2 * (m.n_heads // T) * S / cp  # softmax read + write, and its mask/scale pass
+        per_token_layer += 2 * 2 * (m.n_heads // T) * S / cp * p  # softmax read + write, and its mask/scale pass
     mem_passes = 3 + (1 if tr.recompute is Recompute.full else 0)
     tokens_mb = b * S / cp  # one micro-batch's tokens on one GPU
-    layer_mem_s = mem_passes * per_token_layer * p * tokens_mb / bw_hbm
+    layer_mem_s = mem_passes * per_token_layer * tokens_mb / bw_hbm
     # Embedding and loss as stage work: the lookup writes b·S·D (forward) and its gradient is
     # accumulated into the table (backward: read the output gradient, read-modify-write fp32
     # rows); the vocabulary-parallel cross-entropy reads the logits, writes the fp32 softmax and
@@ -440,6 +452,25 @@ def estimate_step(
             dp_s += 2 * mb * ring_gather_s(int(params_local * p), dp * cp, dp_bw, dp_lat)
     backward_last = per_micro * 2 / 3 * (1 - 1 / max(L_stage, 1))
     dp_exposed = max(0.0, dp_s - backward_last) if overlap_dp else dp_s
+    if torchtitan and par.zero >= 3 and dp * cp > 1:
+        # FSDP2: per-block all-gathers and fp32 reduce-scatters, prefetched behind the blocks'
+        # compute (profiles.fsdp2_step)
+        from transformer_calc.estimators.training.profiles import fsdp2_step
+
+        block = (params_local - sh.embedding - (sh.final_norm + sh.lm_head if P == 1 else 0)) / max(L_stage, 1)
+        root = params_local - block * L_stage
+        r = 1 if tr.recompute is Recompute.full else 0  # the backward re-runs the forward first
+        fwd_block = per_micro / (3 + r) / max(L_stage, 1)
+        bwd_block = per_micro * (2 + r) / (3 + r) / max(L_stage, 1)
+        traffic = fsdp2_step(
+            all_gather_block_s=ring_gather_s(int(block * p), dp * cp, dp_bw, dp_lat),
+            reduce_scatter_block_s=ring_gather_s(int(block * tr.grad_bytes), dp * cp, dp_bw, dp_lat),
+            all_gather_root_s=ring_gather_s(int(root * p), dp * cp, dp_bw, dp_lat),
+            reduce_scatter_root_s=ring_gather_s(int(root * tr.grad_bytes), dp * cp, dp_bw, dp_lat),
+            forward_block_s=fwd_block, backward_block_s=bwd_block, blocks=L_stage, micro_batches=mb,
+            pipelined=P > 1)
+        dp_s = traffic.total_s
+        dp_exposed = traffic.exposed_s if overlap_dp else dp_s
     if megatron and overlap_dp and par.zero in (1, 2):
         # Megatron's distributed optimizer with --overlap-grad-reduce --overlap-param-gather
         # (megatron/core/distributed/param_and_grad_buffer.py; on in Megatron-Bridge's and NeMo's
