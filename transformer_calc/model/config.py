@@ -757,6 +757,16 @@ class Workload(StrictInputs):
     batch_size: int = Field(default=1, gt=0, description="B, micro-batch size (sequences per GPU)")
 
 
+class PipelineSchedule(str, Enum):
+    """The pipeline schedule (estimators/training/schedules.py: bubbles and in-flight activations)."""
+
+    one_f_one_b = "1f1b"  # Narayanan et al. 2021 §2.2.1 (PipeDream-Flush)
+    interleaved = "interleaved"  # interleaved 1F1B over v model chunks per stage (§2.2.2)
+    zb_h1 = "zb-h1"  # zero-bubble H1: backward split into input (B) and weight (W) passes (Qi et al. 2023)
+    zb_v = "zb-v"  # zero-bubble V: two chunks per stage in a V (Qi et al. 2024)
+    dualpipe = "dualpipe"  # DeepSeek-V3's bidirectional schedule (two chunks per stage, 2x parameters)
+
+
 class Parallelism(StrictInputs):
     """How the model and the batch are split over GPUs (Megatron-LM / ZeRO conventions)."""
 
@@ -786,6 +796,34 @@ class Parallelism(StrictInputs):
     loss_in_split: bool = Field(
         default=False, description="the head and loss count as one layer of the split (--account-for-loss-in-pipeline-split)"
     )
+    pipeline_schedule: PipelineSchedule | None = Field(
+        default=None, description="pipeline schedule (default: 1f1b, interleaved with virtual_stages > 1)"
+    )
+
+    @model_validator(mode="after")
+    def _schedule_fits_the_chunks(self) -> Parallelism:
+        sched, v = self.pipeline_schedule, self.virtual_stages
+        if sched is None:
+            return self
+        if sched in (PipelineSchedule.one_f_one_b, PipelineSchedule.zb_h1) and v > 1:
+            raise ValueError(f"pipeline_schedule {sched.value} runs one model chunk per stage, not virtual_stages {v}; "
+                             "drop --virtual-stages or use --pipeline-schedule interleaved")
+        if sched is PipelineSchedule.interleaved and v < 2:
+            raise ValueError("pipeline_schedule interleaved needs two or more model chunks per stage; give "
+                             "--virtual-stages 2 (or more, or auto)")
+        if sched in (PipelineSchedule.zb_v, PipelineSchedule.dualpipe) and v != 2:
+            raise ValueError(f"pipeline_schedule {sched.value} runs two model chunks per stage; give --virtual-stages 2 "
+                             f"(not {v})")
+        if sched is PipelineSchedule.dualpipe and self.pipeline % 2:
+            raise ValueError(f"pipeline_schedule dualpipe pairs the stages from both ends: P ({self.pipeline}) must be even")
+        return self
+
+    @property
+    def schedule(self) -> PipelineSchedule:
+        """The schedule in effect: the given one, else 1F1B (interleaved with v > 1)."""
+        if self.pipeline_schedule is not None:
+            return self.pipeline_schedule
+        return PipelineSchedule.interleaved if self.virtual_stages > 1 else PipelineSchedule.one_f_one_b
 
     @property
     def expert_tensor_size(self) -> int:
@@ -1082,6 +1120,7 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "last_stage_layers": "parallelism",
     "embedding_in_split": "parallelism",
     "loss_in_split": "parallelism",
+    "pipeline_schedule": "parallelism",
     "gpu": "gpu",
 }
 INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", "gpu", "images", "state_dtype",

@@ -22,7 +22,7 @@ TRAIN_GPUS = 8  # --gpus when neither the flag nor the job file's layout gives t
 # The layout plan chooses itself: a job file's values for these keys are not used by `tcalc plan`.
 PLAN_LAYOUT_KEYS = ("tensor", "sequence_parallel", "pipeline", "data", "zero", "expert", "context", "virtual_stages",
                     "batch_size", "micro_batches", "recompute", "first_stage_layers", "last_stage_layers",
-                    "embedding_in_split", "loss_in_split")
+                    "embedding_in_split", "loss_in_split", "pipeline_schedule")
 
 def train_configs(
     m: ModelConfig, section: dict[str, Any], flags: dict[str, Any], gpus: int | None = None
@@ -101,8 +101,16 @@ FirstStage = Annotated[int | None, opt("--first-stage-layers", "--decoder-first-
 LastStage = Annotated[int | None, opt("--last-stage-layers", "--decoder-last-pipeline-num-layers", help="Blocks on the last pipeline stage (Megatron-core uneven pipeline) \\[default: an even split].", panel=PARALLEL, parse=whole)]
 EmbeddingInSplit = Annotated[bool | None, opt("--embedding-in-split/--no-embedding-in-split", help="The embedding counts as one layer of the pipeline split (Megatron --account-for-embedding-in-pipeline-split) \\[default: off].", panel=PARALLEL)]
 LossInSplit = Annotated[bool | None, opt("--loss-in-split/--no-loss-in-split", help="The head and loss count as one layer of the pipeline split (Megatron --account-for-loss-in-pipeline-split) \\[default: off].", panel=PARALLEL)]
+PipelineScheduleOpt = Annotated[str | None, opt("--pipeline-schedule", help="1f1b | interleaved (v > 1) | zb-h1 (zero-bubble H1) | zb-v (two chunks in a V) | dualpipe (DeepSeek-V3; 2x parameters) \\[default: 1f1b, interleaved with --virtual-stages > 1].", panel=PARALLEL)]
 NodeSize = Annotated[int | None, opt("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", panel=PARALLEL, parse=node_size, job=False)]
 InterNode = Annotated[float | None, opt("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", panel=PARALLEL, parse=positive, job=False)]
+
+
+def _virtual_stages(value: Any) -> int | str:
+    """--virtual-stages: a positive count, or auto (`tcalc train` chooses)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    return whole(value)
 
 
 def _token_text(value: Any) -> int | str:
@@ -141,6 +149,7 @@ class MemoryRequest(ModelRequest):
     last_stage_layers: LastStage = None
     embedding_in_split: EmbeddingInSplit = None
     loss_in_split: LossInSplit = None
+    pipeline_schedule: PipelineScheduleOpt = None
     data: Annotated[int | None, opt("--dp", "--data-parallel", help="Data-parallel replicas (for ZeRO) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     zero: Annotated[int | None, opt("--zero", help="ZeRO stage 0-3: shard optimizer; +gradients; +weights \\[default: 0].", panel=PARALLEL, parse=zero_stage)] = None
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel ranks: routed experts split ep ways (MoE) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
@@ -176,11 +185,12 @@ class TrainRequest(ModelRequest):
     batch_size: Annotated[int | None, opt("--micro-batch", "--B", "--batch-size", help="Micro-batch b \\[default: the job file's, else the fastest that fits].", parse=whole)] = None
     tensor: Annotated[int | None, opt("--T", "--tensor-parallel", help="T: tensor-parallel ranks \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     pipeline: Annotated[int | None, opt("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
-    virtual_stages: Annotated[int | None, opt("--virtual-stages", help="Interleaved model chunks per stage \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    virtual_stages: Annotated[int | str | None, opt("--virtual-stages", help="Interleaved model chunks per stage, or auto: the fastest of 1, 2, 4, 8 that the split and the schedule allow and that fits \\[default: 1].", panel=PARALLEL, parse=lambda v: _virtual_stages(v))] = None
     first_stage_layers: FirstStage = None
     last_stage_layers: LastStage = None
     embedding_in_split: EmbeddingInSplit = None
     loss_in_split: LossInSplit = None
+    pipeline_schedule: PipelineScheduleOpt = None
     context: Annotated[int | None, opt("--cp", "--context-parallel", help="Context-parallel ranks (long sequences) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel ranks (MoE) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     sequence_parallel: Annotated[bool | None, opt("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", panel=PARALLEL)] = None

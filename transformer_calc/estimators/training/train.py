@@ -19,8 +19,9 @@ stages (1F1B; interleaved with v virtual stages). Per GPU:
   2022), of b·S·D·p bytes each, on the ring (2(T−1)/T of the message per GPU) plus a latency per
   collective; not overlapped (Megatron's default).
 - pipeline: the 1F1B bubble (P−1)/(v·m) of the ideal time (Narayanan et al. 2021, eq. 1 and §2.2.2),
-  and the point-to-point activations between stages (b·S·D·p, /T with the scatter-gather
-  optimisation), 2 per micro-batch on the critical path.
+  or the zero-bubble / DualPipe schedule's (schedules.py, `pipeline_schedule`), and the
+  point-to-point activations between stages (b·S·D·p, /T with the scatter-gather optimisation),
+  2 per micro-batch on the critical path.
 - data parallelism: the gradient all-reduce (ZeRO-0), or reduce-scatter of gradients + all-gather
   of the updated weights (ZeRO-1/2, Megatron's distributed optimizer), plus the forward and
   backward all-gathers of weights under ZeRO-3; overlapped with the backward of the last
@@ -419,15 +420,23 @@ def estimate_step(
     # (m − 1)·max t_s + Σ t_s (a flow shop of identical jobs), so the bubble beyond m·max t_s is
     # Σ t_s − max t_s; interleaving v chunks per stage divides it by v (Narayanan et al. 2021
     # §2.2.2). Even stages: (P − 1)/v · t, the paper's (P − 1)/(v·m) of the ideal time.
-    total_t = sum(count * times[key].total for key, count in kinds.items())
-    bubble_s = (total_t - per_micro) / v
+    # Other schedules (zero-bubble, DualPipe) from their papers: schedules.py, over each stage's
+    # t_s, its backward B_s (all but one forward) and its weight-gradient GEMMs W_s (one forward of
+    # its weight matmuls).
+    from transformer_calc.estimators.training.schedules import PP_TRAFFIC, bubble_s as schedule_bubble
+
+    def stage_parts(key: tuple[int, int, bool, bool]) -> tuple[int, float, float, float]:
+        t = times[key]
+        return kinds[key], t.total, t.total * (1 - 1 / passes), t.compute * (1 - core_share) / passes
+
+    bubble_s = schedule_bubble(par.schedule, [stage_parts(key) for key in kinds], P, v)
 
     # Pipeline point-to-point: activations b·S·D·p (/T: scatter-gather), 2 per micro-batch.
     pp_s = 0.0
     if P > 1:
         pp_bw, pp_lat = net.link(T * cp * dp * 2)  # neighbouring stages are a replica apart
         act = msg // T if par.sequence_parallel or T > 1 else msg
-        pp_s = 2 * (mb + P - 1) * (act / pp_bw + pp_lat)
+        pp_s = 2 * (mb + P - 1) * (act / pp_bw + pp_lat) * PP_TRAFFIC.get(par.schedule, 1)
 
     # Data parallelism over the dp replicas (stride T·CP; experts over the expert-data group).
     # The first stage finishes its backward last: its reduction is the one the step waits for.
@@ -573,6 +582,55 @@ def pipeline_splits(L: int, P: int) -> list[tuple[dict[str, Any], int]]:
             if 0 < last <= first <= mid and first % v == 0 and last % v == 0:
                 out.append(({"first_stage_layers": first, "last_stage_layers": last}, v))
     return out
+
+
+def virtual_stage_choices(L: int, par: Parallelism) -> list[int]:
+    """The v (of PLAN_VIRTUAL_STAGES) the layout's split and schedule allow: the schedule given
+    (zb-v and dualpipe: 2; 1f1b, zb-h1: 1; interleaved: 2 or more), the blocks of each stage a
+    multiple of v (memory.pipeline_units)."""
+    from transformer_calc.estimators.training.memory import pipeline_units
+    from transformer_calc.model.config import PipelineSchedule
+
+    if par.pipeline <= 1:
+        return [1]
+    allowed = {None: PLAN_VIRTUAL_STAGES, PipelineSchedule.one_f_one_b: (1,), PipelineSchedule.zb_h1: (1,),
+               PipelineSchedule.interleaved: PLAN_VIRTUAL_STAGES[1:], PipelineSchedule.zb_v: (2,),
+               PipelineSchedule.dualpipe: (2,)}[par.pipeline_schedule]
+    out = []
+    for v in allowed:
+        try:
+            pipeline_units(L, par.model_copy(update={"virtual_stages": v}))
+        except ValueError:
+            continue
+        out.append(v)
+    return out
+
+
+def auto_virtual_stages(
+    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, gpu: GPU, *, global_batch: int,
+    network: Any = None, matmul_efficiency: float | None = None, tp_comm_overlap: bool | None = None,
+) -> Parallelism:
+    """`--virtual-stages auto`: the layout with the fastest v of `virtual_stage_choices` whose step
+    fits the GPU (the fastest overall when none fits), priced at the micro-batch given (1 when
+    `tcalc train` is to choose it: the fit of the smallest micro-batch)."""
+    from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
+
+    choices = virtual_stage_choices(m.n_layers, par)
+    if not choices:
+        raise ValueError(f"no virtual-stage count of {', '.join(map(str, PLAN_VIRTUAL_STAGES))} splits the "
+                         f"{m.n_layers} blocks over P = {par.pipeline} with this schedule; give --virtual-stages N")
+    per_replica = global_batch // par.data
+    best: tuple[bool, float, Parallelism] | None = None
+    for v in choices:
+        lay = par.model_copy(update={"virtual_stages": v})
+        trial = tr.model_copy(update={"micro_batches": max(per_replica // w.batch_size, 1)})
+        fits = peak_memory(m, w, trial, lay).peak_bytes <= fit_capacity(gpu.memory_bytes)
+        t = estimate_step(m, w, trial, lay, gpu, global_batch=global_batch, network=network,
+                          matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap).step_time_s
+        if best is None or (fits, -t) > (best[0], -best[1]):
+            best = (fits, t, lay)
+    assert best is not None
+    return best[2]
 
 
 MICRO_BATCHES = (1, 2, 4, 8, 16, 32)  # the micro-batches `tcalc train` tries when none is given
