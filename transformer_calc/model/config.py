@@ -13,6 +13,8 @@ re-derive the defaults (`with_overrides`): `--D 1024` on gpt2 gives d_ff = 4096,
 
 from __future__ import annotations
 
+import functools
+
 import re
 
 import math
@@ -35,6 +37,12 @@ class MLPKind(str, Enum):
     relu2 = "relu2"  # squared ReLU, plain (up, down): So et al. 2021 (Primer); Arcee AFM (hidden_act relu2)
     relu2_glu = "relu2_glu"  # squared ReLU gating the up projection (gate, up, down): BitNet b1.58 (hidden_act relu2)
     xielu = "xielu"  # xIELU, plain (up, down), two learned scalars per MLP: Huang et al. 2025; Apertus
+
+
+@functools.lru_cache(maxsize=256)
+def _mixer_kinds(pattern: tuple[LayerAttention, ...]) -> tuple[LayerAttention, ...]:
+    """ModelConfig.mixer_kinds of an attention pattern (cached: the planner asks it ~10^5 times)."""
+    return tuple(k for k in LayerAttention if k not in ATTENTION_KINDS and k is not LayerAttention.none and k in pattern)
 
 
 class Positional(str, Enum):
@@ -395,8 +403,7 @@ class ModelConfig(BaseModel):
     @property
     def mixer_kinds(self) -> tuple[LayerAttention, ...]:
         """The non-attention mixer kinds the pattern uses (Gated DeltaNet, ...), in enum order."""
-        return tuple(k for k in LayerAttention
-                     if k not in ATTENTION_KINDS and k is not LayerAttention.none and k in self.attention_pattern)
+        return _mixer_kinds(self.attention_pattern)
 
     @property
     def is_hybrid(self) -> bool:

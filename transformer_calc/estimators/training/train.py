@@ -633,6 +633,65 @@ def auto_virtual_stages(
     return best[2]
 
 
+# The schedules plan tries beyond 1F1B / interleaved, by framework: the ones the framework runs.
+# torchtitan: torch.distributed.pipelining's ScheduleZBVZeroBubble and ScheduleDualPipeV
+# (torchtitan `parallelism.pipeline_parallel_schedule` ZBVZeroBubble, DualPipeV); Megatron-core's
+# mainline runs 1F1B and interleaved 1F1B (zero-bubble H1 lives in sail-sg's fork), DeepSpeed its
+# PipelineEngine's 1F1B. `tcalc train --pipeline-schedule` prices any of them.
+PLAN_SCHEDULES: dict[str, tuple[str, ...]] = {"torchtitan": ("zb-v", "dualpipe")}
+# The data-parallel sharding plan tries, in order of traffic (ZeRO-1 and -2 price alike; ZeRO-3 /
+# FSDP adds the weight all-gathers): torchtitan runs FSDP2 (its data_parallel_shard_degree).
+PLAN_ZERO: dict[str, tuple[int, ...]] = {"torchtitan": (3,)}
+
+
+def _plan_fit(
+    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, tries: list[tuple[Recompute, int]], cap: int,
+    micro_batches: int,
+) -> tuple[list[tuple[Recompute, Parallelism, int]], list[str]]:
+    """The (recompute, layout, peak) worth pricing for one layout and micro-batch, and the reasons
+    the tries before them were rejected. `tries` go from the least recompute and the least
+    traffic up: the first that fits has the least recompute possible; when it needs ZeRO-3 (more
+    traffic), the first fit of more recompute with less sharding is priced too (either may win)."""
+    from transformer_calc.estimators.training.timeline import peak_memory
+
+    cache: dict[tuple[Recompute, int], tuple[Parallelism, int]] = {}
+
+    def peak_of(rc: Recompute, z: int) -> tuple[Parallelism, int]:
+        if (rc, z) not in cache:
+            trial = tr.model_copy(update={"recompute": rc, "micro_batches": micro_batches})
+            lay = par if z == par.zero else par.model_copy(update={"zero": z})
+            cache[rc, z] = lay, peak_memory(m, w, trial, lay, all_stages=False).peak_bytes
+        return cache[rc, z]
+
+    def fits(rc: Recompute, z: int) -> bool:
+        return peak_of(rc, z)[1] <= cap
+
+    # Memory falls with more recompute (not always with more sharding: ZeRO-3's gathered units can
+    # outweigh what it shards at small dp). When the most recompute fits at no sharding, nothing
+    # fits: every try counted as rejected, as if each had been priced.
+    found: list[tuple[Recompute, Parallelism, int]] = []
+    reasons: list[str] = []
+    try:
+        leanest = tries[-1][0]
+        if not any(fits(leanest, z) for z in dict.fromkeys(z for _, z in tries)):
+            return [], [f"does not fit ({rc.value} recompute, ZeRO-{z})" for rc, z in tries]
+        for rc, z in tries:
+            if found and (z >= 3 or rc is found[0][0]):
+                continue  # only a fit with less sharding than the ZeRO-3 one found can be faster
+            if not fits(rc, z):
+                if not found:
+                    reasons.append(f"does not fit ({rc.value} recompute, ZeRO-{z})")
+                continue
+            found.append((rc, *peak_of(rc, z)))
+            if z < 3:
+                break
+    except TcalcError:
+        raise
+    except ValueError:
+        return [], [*reasons, "the model cannot take this layout"]
+    return found, reasons
+
+
 MICRO_BATCHES = (1, 2, 4, 8, 16, 32)  # the micro-batches `tcalc train` tries when none is given
 
 
@@ -685,18 +744,21 @@ def plan_layouts(
 ) -> tuple[list[Plan], dict[str, int]]:
     """Every layout of `gpus` GPUs the model can take, the ones that fit ranked by step time.
 
-    Enumerated: T dividing the heads (and the MLP widths) within one node; P dividing the layers
-    (at most max_pipeline); v in {1, 2} with P > 1; CP in {1, 2, 4, 8} for S >= 16384; EP dividing
-    the experts for a MoE; dp what is left (T·CP·P must divide the GPUs); the micro-batch among
-    `micro_batches` dividing the per-replica batch; recompute none, selective, full; SP with T > 1;
-    ZeRO-1 (a distributed optimizer, as Megatron-core and FSDP users run), ZeRO-2 (gradients sharded
-    too, as FSDP's SHARD_GRAD_OP and Meta's Llama 3 runs) when ZeRO-1 does not fit; `expert_tensor` (etp,
-    default T) is kept in every layout. Returns the plans that
-    fit (fastest first) and the rejected counted by reason. Bounded: at most a few thousand
-    layouts, each O(1).
+    Enumerated: T dividing the heads (and the MLP widths) within one NVLink domain; P with the
+    splits of `pipeline_splits` (at most max_pipeline) and their v; the two-chunk schedules the
+    framework runs (PLAN_SCHEDULES) where v = 2; CP in {1, 2, 4, 8} for S >= 16384; EP dividing the
+    experts (up to 64 or the NVLink domain); dp what is left (T·CP·P must divide the GPUs); the
+    micro-batch among `micro_batches` dividing the per-replica batch; recompute none, selective,
+    full; SP with T > 1; ZeRO-1, -2, -3 (PLAN_ZERO: torchtitan FSDP2 only), the least recompute and
+    then the least sharding that fits (`_plan_fit`); `expert_tensor` (etp, default T) is kept in
+    every layout. Pruned without loss: a layout whose full recompute fits at no sharding is counted
+    rejected for every try without pricing them, and so are its larger micro-batches (memory grows
+    with b); the peak is computed on the stages that bound it (`all_stages=False`). Returns the
+    plans that fit (fastest first) and the rejected counted by reason. Bounded: at most a few
+    thousand layouts, each O(1).
     """
     from transformer_calc.estimators.training.memory import valid_tensor_parallel
-    from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
+    from transformer_calc.estimators.training.timeline import fit_capacity
 
     net = network or default_network(gpu)
     cap = capacity if capacity is not None else fit_capacity(gpu.memory_bytes)
@@ -709,7 +771,10 @@ def plan_layouts(
     Ts = [T for T in valid_tensor_parallel(m, limit=net.node_size) if T <= net.node_size]
     Ps = [P for P in range(1, max_pipeline + 1) if pipeline_splits(m.n_layers, P)]
     CPs = [c for c in (1, 2, 4, 8) if seq_len >= 16384 or c == 1]
-    EPs = _divisors(m.n_experts, 64) if m.is_moe else [1]
+    EPs = _divisors(m.n_experts, max(64, net.node_size)) if m.is_moe else [1]  # EP up to an NVL72 domain
+    schedules = PLAN_SCHEDULES.get(tr.framework.value, ())
+    zeros = PLAN_ZERO.get(tr.framework.value, (1, 2, 3))
+    recomputes = (Recompute.none, Recompute.selective, Recompute.full)
     for T in Ts:
         for cp in CPs:
             if seq_len % cp:
@@ -722,38 +787,42 @@ def plan_layouts(
                 if global_batch % dp:
                     reject("the global batch is not a multiple of dp")
                     continue
-                for split, v in pipeline_splits(m.n_layers, P):
+                # the split's default schedule (1F1B, interleaved with v > 1), and with two chunks per
+                # stage the framework's two-chunk schedules (PLAN_SCHEDULES)
+                layouts = [(split, v, None) for split, v in pipeline_splits(m.n_layers, P)]
+                layouts += [(split, v, sched) for split, v in pipeline_splits(m.n_layers, P) if v == 2
+                            for sched in schedules if sched != "dualpipe" or P % 2 == 0]
+                per_replica = global_batch // dp
+                bs = [b for b in micro_batches if per_replica % b == 0]
+                for split, v, sched in layouts:
                     for ep in EPs:
                         if (T * dp) % ep:
                             reject("ep does not divide T·dp")
                             continue
                         par = Parallelism(tensor=T, pipeline=P, data=dp, context=cp, virtual_stages=v, expert=ep,
                                           expert_tensor=expert_tensor, sequence_parallel=T > 1,
-                                          zero=1 if dp > 1 else 0, **split)
-                        for b in micro_batches:
-                            if (global_batch // dp) % b:
-                                continue
-                            # less recompute is faster, and ZeRO-2 prices as ZeRO-1 (the same reduce-
-                            # scatter and all-gather) with less memory: the first that fits is the one
-                            tries = [(rc, z) for rc in (Recompute.none, Recompute.selective, Recompute.full)
-                                     for z in ((1, 2) if dp > 1 else (0,))]
-                            for rc, z in tries:
-                                trial = tr.model_copy(update={"recompute": rc, "micro_batches": (global_batch // dp) // b})
-                                lay = par if z == par.zero else par.model_copy(update={"zero": z})
-                                # the whole sequence: the memory estimators give each CP rank S/CP
-                                w = Workload(seq_len=seq_len, batch_size=b)
-                                try:
-                                    peak = peak_memory(m, w, trial, lay).peak_bytes
-                                except TcalcError:
-                                    raise
-                                except ValueError:
-                                    reject("the model cannot take this layout")
+                                          zero=zeros[0] if dp > 1 else 0, pipeline_schedule=sched, **split)
+                        tries = [(rc, z) for rc in recomputes for z in (zeros if dp > 1 else (0,))]
+                        for i, b in enumerate(bs):
+                            w = Workload(seq_len=seq_len, batch_size=b)  # the whole sequence: each CP rank S/CP
+                            found, reasons = _plan_fit(m, w, tr, par, tries, cap, per_replica // b)
+                            for reason in reasons:
+                                reject(reason)
+                            if not found:
+                                if reasons and all(r.startswith("does not fit") for r in reasons):
+                                    # memory grows with b: no larger micro-batch fits either (counted alike)
+                                    for _ in bs[i + 1:]:
+                                        for reason in reasons:
+                                            reject(reason)
                                     break
-                                if peak > cap:
-                                    reject(f"does not fit ({rc.value} recompute, ZeRO-{z})")
-                                    continue
+                                continue
+                            best: Plan | None = None
+                            for rc, lay, peak in found:
+                                trial = tr.model_copy(update={"recompute": rc, "micro_batches": per_replica // b})
                                 est = estimate_step(m, w, trial, lay, gpu, global_batch=global_batch, network=net)
-                                plans.append(Plan(lay, b, rc, est, peak))
-                                break
+                                if best is None or est.step_time_s < best.estimate.step_time_s:
+                                    best = Plan(lay, b, rc, est, peak)
+                            assert best is not None
+                            plans.append(best)
     plans.sort(key=lambda pl: pl.estimate.step_time_s)
     return plans, rejected
