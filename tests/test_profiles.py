@@ -87,9 +87,15 @@ def test_torchtitan_gemms_and_attention_core_on_hopper():
     FlashAttention-2's measured rates (333 / 318 TFLOP/s, FA's count: backward 2.5x the forward)."""
     e = _step(Training(framework="torchtitan", flash=True))
     assert e.assumptions["matmul_efficiency"] == pytest.approx(0.801 * TORCHTITAN_GEMM_FRACTION)
-    assert attention_core_s("H100-SXM5-80GB", 333e12, recompute_core=False) == pytest.approx(1 + 2.5 * 333 / 318)
-    assert attention_core_s("H100-SXM5-80GB", 333e12, recompute_core=True) == pytest.approx(2 + 2.5 * 333 / 318)
-    assert attention_core_s("A100-SXM4-80GB", 1e12, recompute_core=True) is None  # the GEMM efficiency there
+    from transformer_calc.estimators.training.profiles import SDPA_FLASH_FLOPS_S
+    from transformer_calc.estimators.training.train import lookup_efficiency
+
+    h100 = lookup_efficiency(SDPA_FLASH_FLOPS_S, "H100-SXM5-80GB", None)
+    assert h100 == (333e12, 318e12)
+    assert attention_core_s(h100, 333e12, recompute_core=False) == pytest.approx(1 + 2.5 * 333 / 318)
+    assert attention_core_s(h100, 333e12, recompute_core=True) == pytest.approx(2 + 2.5 * 333 / 318)
+    assert lookup_efficiency(SDPA_FLASH_FLOPS_S, "A100-SXM4-80GB", None) is None  # the GEMM efficiency there
+    assert attention_core_s(None, 1e12, recompute_core=True) is None
 
 
 def test_fsdp2_hides_more_with_larger_micro_batches():

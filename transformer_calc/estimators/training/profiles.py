@@ -160,14 +160,11 @@ def fsdp2_step(
     return FSDPTraffic(total_s=n * (gather + L * ag + reduce), exposed_s=n * (fwd_exposed + bwd_both_exposed))
 
 
-def attention_core_s(gpu_name: str, core_forward_flops: float, recompute_core: bool) -> float | None:
+def attention_core_s(rates: tuple[float, float] | None, core_forward_flops: float, recompute_core: bool) -> float | None:
     """Seconds the torchtitan profile's attention cores take (forward, the recomputed forward, the
-    backward) at FlashAttention-2's measured rates; None where none are tabled.
-    `core_forward_flops` counts as tcalc does (the backward 2x the forward); the backward here runs
-    FA's 2.5x at FA's measured backward rate."""
-    from transformer_calc.estimators.training.train import lookup_efficiency
-
-    rates = lookup_efficiency(SDPA_FLASH_FLOPS_S, gpu_name, None)
+    backward) at FlashAttention-2's measured (forward, backward) `rates` (SDPA_FLASH_FLOPS_S of
+    the GPU; None where none are tabled: returns None). `core_forward_flops` counts as tcalc does
+    (the backward 2x the forward); the backward here runs FA's 2.5x at FA's measured backward rate."""
     if rates is None:
         return None
     forward, backward = rates

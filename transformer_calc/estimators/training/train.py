@@ -293,10 +293,11 @@ def estimate_step(
         compute_all += cores / (gpus / P) / eff * (1 / bf16 - 1 / peak)
 
     if torchtitan and tr.flash:  # its SDPA flash kernels' measured rates on Hopper (profiles.py)
-        from transformer_calc.estimators.training.profiles import attention_core_s
+        from transformer_calc.estimators.training.profiles import SDPA_FLASH_FLOPS_S, attention_core_s
 
         recompute_core = tr.recompute is not Recompute.none
-        core_s = attention_core_s(gpu.name, step.attention_cores, recompute_core)
+        rates = lookup_efficiency(SDPA_FLASH_FLOPS_S, gpu.name, None)
+        core_s = attention_core_s(rates, step.attention_cores, recompute_core)
         if core_s is not None:
             bf16 = _peak(gpu, tr.model_copy(update={"p": 2, "fp8_recipe": FP8Recipe.none}))
             priced = step.attention_cores * (3 + recompute_core) / (bf16 * eff)
@@ -759,6 +760,7 @@ def plan_layouts(
     """
     from transformer_calc.estimators.training.memory import valid_tensor_parallel
     from transformer_calc.estimators.training.timeline import fit_capacity
+    from transformer_calc.model.config import PipelineSchedule
 
     net = network or default_network(gpu)
     cap = capacity if capacity is not None else fit_capacity(gpu.memory_bytes)
@@ -789,8 +791,9 @@ def plan_layouts(
                     continue
                 # the split's default schedule (1F1B, interleaved with v > 1), and with two chunks per
                 # stage the framework's two-chunk schedules (PLAN_SCHEDULES)
+                layouts: list[tuple[dict[str, Any], int, PipelineSchedule | None]]
                 layouts = [(split, v, None) for split, v in pipeline_splits(m.n_layers, P)]
-                layouts += [(split, v, sched) for split, v in pipeline_splits(m.n_layers, P) if v == 2
+                layouts += [(split, v, PipelineSchedule(sched)) for split, v in pipeline_splits(m.n_layers, P) if v == 2
                             for sched in schedules if sched != "dualpipe" or P % 2 == 0]
                 per_replica = global_batch // dp
                 bs = [b for b in micro_batches if per_replica % b == 0]
