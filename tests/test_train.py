@@ -169,6 +169,11 @@ PLAN_CASES = {
     "lora": ["--preset", "llama-3.1-8b", "--gpus", "8", "--global-batch", "32", "--S", "2048", "--finetune", "lora",
              "--lora-rank", "8"],
     "moe": ["--preset", "qwen3-30b-a3b", "--gpus", "16", "--gpu", "h100", "--S", "4096", "--global-batch", "64"],
+    # issue 24: the torchtitan profile (FSDP2: ZeRO-3 only) with torch.compile
+    "torchtitan": ["--preset", "llama-3-70b", "--gpus", "64", "--gpu", "h100", "--S", "8192", "--global-batch", "64",
+                   "--framework", "torchtitan", "--compile"],
+    "torchtitan-pipeline": ["--preset", "llama-3.1-405b", "--gpus", "128", "--gpu", "h100", "--S", "4096",
+                            "--global-batch", "64", "--framework", "torchtitan"],
     # issue 24: 126 blocks, found with the embedding and loss as layers of the split (Meta's layout)
     "uneven-405b": ["--preset", "llama-3.1-405b", "--gpus", "16384", "--gpu", "h100", "--S", "8192",
                     "--global-batch", "2048"],
@@ -281,3 +286,27 @@ def test_plan_reads_the_job_files_training_section(tmp_path, capsys):
     train = _json(capsys, *argv[1:])
     assert train["memory"]["peak_bytes"] == plan["plans"][0]["peak_bytes"]
     assert train["step_time_s"] == plan["plans"][0]["step_time_s"]
+
+
+def test_plan_searches_the_frameworks_schedules_and_train_prices_them(capsys):
+    """Issue 24: with --framework torchtitan plan also tries ZB-V and DualPipe (two chunks per
+    stage), FSDP2 sharding only; each listed row, run through `tcalc train` with its schedule, has
+    the listed step time and peak. Megatron's plans keep 1F1B / interleaved."""
+    plan = _json(capsys, "plan", *PLAN_CASES["torchtitan-pipeline"], "--top", "200")
+    rows = plan["plans"]
+    assert {r["layout"]["pipeline_schedule"] for r in rows} >= {"zb-v", "interleaved"}
+    assert all(r["layout"]["zero"] in (0, 3) for r in rows)
+    row = next(r for r in rows if r["layout"]["pipeline_schedule"] == "zb-v")
+    lay = row["layout"]
+    train = _json(capsys, "train", "--preset", "llama-3.1-405b", "--gpus", "128", "--gpu", "h100", "--S", "4096",
+                  "--global-batch", "64", "--framework", "torchtitan", "--T", str(lay["tensor"]), "--P",
+                  str(lay["pipeline"]), "--virtual-stages", "2", "--pipeline-schedule", "zb-v", "--zero",
+                  str(lay["zero"]), *(["--sp"] if lay["sequence_parallel"] else []), "--micro-batch",
+                  str(row["micro_batch"]), "--recompute", row["recompute"],
+                  *(["--first-stage-layers", str(lay["first_stage_layers"])] if lay["first_stage_layers"] else []),
+                  *(["--last-stage-layers", str(lay["last_stage_layers"])] if lay["last_stage_layers"] else []),
+                  *(["--embedding-in-split"] if lay["embedding_in_split"] else []),
+                  *(["--loss-in-split"] if lay["loss_in_split"] else []))
+    assert train["step_time_s"] == row["step_time_s"] and train["memory"]["peak_bytes"] == row["peak_bytes"]
+    megatron = _json(capsys, "plan", *PLAN_CASES["uneven-405b"], "--top", "50")
+    assert {r["layout"]["pipeline_schedule"] for r in megatron["plans"]} <= {"1f1b", "interleaved"}

@@ -26,9 +26,10 @@ attention, Korthikanti et al. the causal-free lower bound of their appendix), so
 not the comparison.
 
 Fitted: TRAINING_GEMM_FRACTION on the narayanan-* rows (issue 17), the megatron profile's
-MEGATRON_GEMM_FRACTION on the dgxc-* rows, precision.LOW_PRECISION_GEMM_RATIO on the nemo-* rows and
-moe_time.MOE_EXPERT_OVERHEAD_S on the MoE rows of mbridge2511-* (issue 24); every other source only
-validates. No network access.
+MEGATRON_GEMM_FRACTION on the dgxc-* rows, precision.LOW_PRECISION_GEMM_RATIO on the nemo-* rows,
+moe_time.MOE_EXPERT_OVERHEAD_S on the MoE rows of mbridge2511-* and the torchtitan profile's
+TORCHTITAN_GEMM_FRACTION on the torchtitan-a100-* rows marked `fit: true` (issue 24); every other
+source only validates. No network access.
 
     PYTHONPATH=. python tools/validation/train_runs.py [--write-docs] [-v]
 
@@ -175,7 +176,7 @@ def row_training(row: dict[str, Any]) -> Training:
     (`fp8_recipe`, default delayed) over mixed precision. `framework` (default pytorch) picks the
     time profile: megatron prices Megatron-core's overlaps and GEMM efficiency."""
     common = {"recompute": row["recompute"], "flash": bool(row["flash"]),
-              "framework": row.get("framework", "pytorch")}
+              "framework": row.get("framework", "pytorch"), "compile": bool(row.get("compile", False))}
     if row["precision"] == "fp8":
         return Training.model_validate({"precision": "mixed", "fp8_recipe": row.get("fp8_recipe", "delayed"), **common})
     return Training.model_validate({"precision": row["precision"], **common})
@@ -281,7 +282,9 @@ def print_table(results: list[Result], verbose: bool) -> None:
 def groups(results: list[Result]) -> list[tuple[str, list[Result]]]:
     by: dict[str, list[Result]] = {}
     for r in results:
-        by.setdefault(r.row["id"].split("-")[0], []).append(r)
+        parts = r.row["id"].split("-")
+        # torchtitan's sources apart: its December 2024 H100 benchmark, its A100 table, Trainy's H200 runs
+        by.setdefault("-".join(parts[:2]) if parts[0] == "torchtitan" else parts[0], []).append(r)
     for r in results:
         by.setdefault(r.gpu.name.split("-")[0], []).append(r)
     for r in results:  # per GPU generation, and MoE apart from dense (issue 24)
@@ -336,13 +339,14 @@ def docs_section(results: list[Result]) -> str:
         "Error = tcalc throughput / measured − 1 = measured step / tcalc step − 1 (negative: tcalc "
         "predicts a slower step). Published MFU/HFU are shown for reference next to tcalc's `mfu`/`hfu`; "
         "their FLOP conventions differ by source, so they are not the comparison (rows compared on MFU "
-        "say which attention count they assume). Four constants are fitted, each on one source: "
+        "say which attention count they assume). Five constants are fitted, each on one source: "
         "TRAINING_GEMM_FRACTION on the narayanan rows, the megatron profile's MEGATRON_GEMM_FRACTION "
         "(Hopper and later) on the dgxc rows, the precision recipes' LOW_PRECISION_GEMM_RATIO "
-        "(estimators/training/precision.py) on the nemo rows (NeMo 24.07 FP8), and the MoE block's "
+        "(estimators/training/precision.py) on the nemo rows (NeMo 24.07 FP8), the MoE block's "
         "MOE_EXPERT_OVERHEAD_S (estimators/training/moe_time.py) on the mbridge2511 rows (Megatron-Bridge "
-        "25.11's MoE runs); every other source only validates. Every published layout is expressed "
-        "(0 refused); the few that need an approximation say so in their notes.",
+        "25.11's MoE runs), and the torchtitan profile's TORCHTITAN_GEMM_FRACTION on the three "
+        "torchtitan-a100 rows without AC or with full AC; every other source only validates. Every "
+        "published layout is expressed (0 refused); the few that need an approximation say so in their notes.",
         "",
         "| source | setup | measured | tcalc | error |",
         "| --- | --- | --- | --- | --- |",

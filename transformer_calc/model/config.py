@@ -13,6 +13,8 @@ re-derive the defaults (`with_overrides`): `--D 1024` on gpt2 gives d_ff = 4096,
 
 from __future__ import annotations
 
+import functools
+
 import re
 
 import math
@@ -35,6 +37,12 @@ class MLPKind(str, Enum):
     relu2 = "relu2"  # squared ReLU, plain (up, down): So et al. 2021 (Primer); Arcee AFM (hidden_act relu2)
     relu2_glu = "relu2_glu"  # squared ReLU gating the up projection (gate, up, down): BitNet b1.58 (hidden_act relu2)
     xielu = "xielu"  # xIELU, plain (up, down), two learned scalars per MLP: Huang et al. 2025; Apertus
+
+
+@functools.lru_cache(maxsize=256)
+def _mixer_kinds(pattern: tuple[LayerAttention, ...]) -> tuple[LayerAttention, ...]:
+    """ModelConfig.mixer_kinds of an attention pattern (cached: the planner asks it ~10^5 times)."""
+    return tuple(k for k in LayerAttention if k not in ATTENTION_KINDS and k is not LayerAttention.none and k in pattern)
 
 
 class Positional(str, Enum):
@@ -395,8 +403,7 @@ class ModelConfig(BaseModel):
     @property
     def mixer_kinds(self) -> tuple[LayerAttention, ...]:
         """The non-attention mixer kinds the pattern uses (Gated DeltaNet, ...), in enum order."""
-        return tuple(k for k in LayerAttention
-                     if k not in ATTENTION_KINDS and k is not LayerAttention.none and k in self.attention_pattern)
+        return _mixer_kinds(self.attention_pattern)
 
     @property
     def is_hybrid(self) -> bool:
@@ -757,6 +764,16 @@ class Workload(StrictInputs):
     batch_size: int = Field(default=1, gt=0, description="B, micro-batch size (sequences per GPU)")
 
 
+class PipelineSchedule(str, Enum):
+    """The pipeline schedule (estimators/training/schedules.py: bubbles and in-flight activations)."""
+
+    one_f_one_b = "1f1b"  # Narayanan et al. 2021 §2.2.1 (PipeDream-Flush)
+    interleaved = "interleaved"  # interleaved 1F1B over v model chunks per stage (§2.2.2)
+    zb_h1 = "zb-h1"  # zero-bubble H1: backward split into input (B) and weight (W) passes (Qi et al. 2023)
+    zb_v = "zb-v"  # zero-bubble V: two chunks per stage in a V (Qi et al. 2024)
+    dualpipe = "dualpipe"  # DeepSeek-V3's bidirectional schedule (two chunks per stage, 2x parameters)
+
+
 class Parallelism(StrictInputs):
     """How the model and the batch are split over GPUs (Megatron-LM / ZeRO conventions)."""
 
@@ -786,6 +803,34 @@ class Parallelism(StrictInputs):
     loss_in_split: bool = Field(
         default=False, description="the head and loss count as one layer of the split (--account-for-loss-in-pipeline-split)"
     )
+    pipeline_schedule: PipelineSchedule | None = Field(
+        default=None, description="pipeline schedule (default: 1f1b, interleaved with virtual_stages > 1)"
+    )
+
+    @model_validator(mode="after")
+    def _schedule_fits_the_chunks(self) -> Parallelism:
+        sched, v = self.pipeline_schedule, self.virtual_stages
+        if sched is None:
+            return self
+        if sched in (PipelineSchedule.one_f_one_b, PipelineSchedule.zb_h1) and v > 1:
+            raise ValueError(f"pipeline_schedule {sched.value} runs one model chunk per stage, not virtual_stages {v}; "
+                             "drop --virtual-stages or use --pipeline-schedule interleaved")
+        if sched is PipelineSchedule.interleaved and v < 2:
+            raise ValueError("pipeline_schedule interleaved needs two or more model chunks per stage; give "
+                             "--virtual-stages 2 (or more, or auto)")
+        if sched in (PipelineSchedule.zb_v, PipelineSchedule.dualpipe) and v != 2:
+            raise ValueError(f"pipeline_schedule {sched.value} runs two model chunks per stage; give --virtual-stages 2 "
+                             f"(not {v})")
+        if sched is PipelineSchedule.dualpipe and self.pipeline % 2:
+            raise ValueError(f"pipeline_schedule dualpipe pairs the stages from both ends: P ({self.pipeline}) must be even")
+        return self
+
+    @property
+    def schedule(self) -> PipelineSchedule:
+        """The schedule in effect: the given one, else 1F1B (interleaved with v > 1)."""
+        if self.pipeline_schedule is not None:
+            return self.pipeline_schedule
+        return PipelineSchedule.interleaved if self.virtual_stages > 1 else PipelineSchedule.one_f_one_b
 
     @property
     def expert_tensor_size(self) -> int:
@@ -889,6 +934,7 @@ class Framework(str, Enum):
     pytorch = "pytorch"  # eager PyTorch / HF Trainer / FSDP2: grads live from backward to zero_grad
     megatron = "megatron"  # Megatron-core: persistent grad buffer, fused SwiGLU and cross-entropy
     deepspeed = "deepspeed"  # DeepSpeed ZeRO: its bucket defaults and ZeRO-3 live-parameter budget
+    torchtitan = "torchtitan"  # PyTorch's torchtitan: FSDP2 whose sharded parameters are the fp32 master copy
 
 
 class CrossEntropy(str, Enum):
@@ -952,6 +998,9 @@ class Training(StrictInputs):
     fp8_recipe: FP8Recipe = Field(
         default=FP8Recipe.none, description="low-precision (FP8, NVFP4) GEMMs with their weight copies and saved GEMM inputs (Transformer Engine)"
     )
+    compile: bool = Field(
+        default=False, description="torch.compile: elementwise chains fused (the torchtitan time profile; eager otherwise)"
+    )
     frozen_weights: tuple[int, int] | None = Field(
         default=None, exclude=True,
         description="LoRA/DoRA over a checkpoint (set from MODEL, not a job-file key): (stored bytes, parameters) of its "
@@ -971,6 +1020,10 @@ class Training(StrictInputs):
                                  "--finetune lora|qlora|dora; "
                                  f"with full training (finetune: full) drop {'it' if len(orphans) == 1 else 'them'} "
                                  "or give --finetune")
+        if self.compile and self.framework is not Framework.torchtitan:
+            raise ValueError("compile fuses the eager elementwise kernels of the torchtitan profile; the "
+                             f"{self.framework.value} profile already prices fused kernels: drop compile or give "
+                             "--framework torchtitan")
         if "offload_device" in self.model_fields_set and self.offload is Offload.none:
             raise ValueError("offload_device says where --offload puts the states; give --offload optimizer "
                              "(or optimizer+params) or drop it")
@@ -999,7 +1052,7 @@ class Training(StrictInputs):
     def optimizer_fused(self) -> bool:
         if self.fused_optimizer is not None:
             return self.fused_optimizer
-        return self.framework is not Framework.pytorch
+        return self.framework not in (Framework.pytorch, Framework.torchtitan)
 
     @model_validator(mode="before")
     @classmethod
@@ -1063,6 +1116,7 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "offload": "training",
     "offload_device": "training",
     "fp8_recipe": "training",
+    "compile": "training",
     "tensor": "parallelism",
     "sequence_parallel": "parallelism",
     "pipeline": "parallelism",
@@ -1076,6 +1130,7 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "last_stage_layers": "parallelism",
     "embedding_in_split": "parallelism",
     "loss_in_split": "parallelism",
+    "pipeline_schedule": "parallelism",
     "gpu": "gpu",
 }
 INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", "gpu", "images", "state_dtype",

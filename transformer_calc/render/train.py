@@ -25,7 +25,7 @@ def train_table(r: Any) -> Any:
     given = r.assumptions.model_fields_set  # the offload assumptions with --offload only
     lines = [
         f"T={lay.tensor}{' +SP' if lay.sequence_parallel else ''} P={lay.pipeline}{split_text(lay)} v={lay.virtual_stages} "
-        f"CP={lay.context} EP={lay.expert} dp={lay.data} ZeRO-{lay.zero}; S={batch.seq_len}, global batch "
+        + (f"({lay.pipeline_schedule}) " if lay.pipeline > 1 else "") + f"CP={lay.context} EP={lay.expert} dp={lay.data} ZeRO-{lay.zero}; S={batch.seq_len}, global batch "
         f"{batch.global_batch} sequences ({batch.global_batch_tokens:,} tokens), micro-batch {batch.micro_batch}"
         + (" (the fastest that fits)" if batch.micro_batch_chosen else "") + f", {batch.micro_batches} micro-batches per replica",
         f"MFU {100 * r.mfu:.1f} %, HFU {100 * r.hfu:.1f} %, {r.tflops_per_gpu:.0f} TFLOP/s per GPU (model), "

@@ -85,7 +85,7 @@ class SweepRequest(ModelRequest):
     dropout: Annotated[bool | None, opt("--dropout/--no-dropout", help="Dropout masks kept \\[default: the model's dropout > 0].", panel=SWEEP_TRAINING)] = None
     activations: Annotated[str | None, opt("--activations", help="default | seed | torch-eager \\[default: default].", panel=SWEEP_TRAINING)] = None
     head_activations: Annotated[bool | None, opt("--head/--no-head", help="Count embedding, final-norm, head and loss activations \\[default: on].", panel=SWEEP_TRAINING)] = None
-    framework: Annotated[str | None, opt("--framework", help="pytorch | megatron | deepspeed \\[default: pytorch].", panel=SWEEP_TRAINING)] = None
+    framework: Annotated[str | None, opt("--framework", help="pytorch | megatron | deepspeed | torchtitan \\[default: pytorch].", panel=SWEEP_TRAINING)] = None
     cross_entropy: Annotated[str | None, opt("--cross-entropy", help="eager | fused | chunked \\[default: fused for megatron, else eager].", panel=SWEEP_TRAINING)] = None
     micro_batches: Annotated[int | None, opt("--micro-batches", help="Micro-batches per optimizer step \\[default: P, or 1].", panel=SWEEP_TRAINING, parse=whole)] = None
     fused_optimizer: Annotated[bool | None, opt("--fused-optimizer/--foreach-optimizer", help="Fused optimizer step \\[default: foreach for pytorch, fused otherwise].", panel=SWEEP_TRAINING)] = None

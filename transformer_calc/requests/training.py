@@ -22,7 +22,7 @@ TRAIN_GPUS = 8  # --gpus when neither the flag nor the job file's layout gives t
 # The layout plan chooses itself: a job file's values for these keys are not used by `tcalc plan`.
 PLAN_LAYOUT_KEYS = ("tensor", "sequence_parallel", "pipeline", "data", "zero", "expert", "context", "virtual_stages",
                     "batch_size", "micro_batches", "recompute", "first_stage_layers", "last_stage_layers",
-                    "embedding_in_split", "loss_in_split")
+                    "embedding_in_split", "loss_in_split", "pipeline_schedule")
 
 def train_configs(
     m: ModelConfig, section: dict[str, Any], flags: dict[str, Any], gpus: int | None = None
@@ -93,6 +93,7 @@ TrainHead = Annotated[bool | None, opt("--train-head/--no-train-head", help="Tra
 FP32Unquantized = Annotated[bool | None, opt("--fp32-unquantized/--no-fp32-unquantized", help="QLoRA: the parameters left unquantized (embeddings, LM head, norms) in fp32, as PEFT's prepare_model_for_kbit_training casts them \\[default: off].", panel=FINETUNE)]
 OffloadOpt = Annotated[str | None, opt("--offload", help="none | optimizer (ZeRO-Offload: states, fp32 master, gradient partition) | optimizer+params (ZeRO-3) \\[default: none].", panel=FINETUNE)]
 OffloadDevice = Annotated[str | None, opt("--offload-device", help="cpu (host memory) | nvme (ZeRO-Infinity) \\[default: cpu].", panel=FINETUNE)]
+Compile = Annotated[bool | None, opt("--compile/--no-compile", help="torch.compile: the eager elementwise kernels fused (with --framework torchtitan; step time only, the peak memory is the eager one) \\[default: off].", panel=TRAINING)]
 FP8 = Annotated[str | None, opt("--fp8-recipe", help="none | delayed | tensorwise | rowwise | blockwise (DeepSeek 1x128/128x128) | mxfp8 (Blackwell) | nvfp4 (Blackwell FP4): low-precision GEMMs, their weight copies and saved inputs (Transformer Engine) \\[default: none].", panel=TRAINING)]
 GlobalBatch = Annotated[int | None, opt("--global-batch", help="Global batch in sequences, e.g. 1536 \\[default: none; this or --global-batch-tokens].", parse=count, job=False)]
 GlobalBatchTokens = Annotated[int | str | None, opt("--global-batch-tokens", help="Global batch in tokens, e.g. 4M \\[default: none; this or --global-batch].", parse=lambda v: _token_text(v), job=False)]
@@ -100,8 +101,16 @@ FirstStage = Annotated[int | None, opt("--first-stage-layers", "--decoder-first-
 LastStage = Annotated[int | None, opt("--last-stage-layers", "--decoder-last-pipeline-num-layers", help="Blocks on the last pipeline stage (Megatron-core uneven pipeline) \\[default: an even split].", panel=PARALLEL, parse=whole)]
 EmbeddingInSplit = Annotated[bool | None, opt("--embedding-in-split/--no-embedding-in-split", help="The embedding counts as one layer of the pipeline split (Megatron --account-for-embedding-in-pipeline-split) \\[default: off].", panel=PARALLEL)]
 LossInSplit = Annotated[bool | None, opt("--loss-in-split/--no-loss-in-split", help="The head and loss count as one layer of the pipeline split (Megatron --account-for-loss-in-pipeline-split) \\[default: off].", panel=PARALLEL)]
+PipelineScheduleOpt = Annotated[str | None, opt("--pipeline-schedule", help="1f1b | interleaved (v > 1) | zb-h1 (zero-bubble H1) | zb-v (two chunks in a V) | dualpipe (DeepSeek-V3; 2x parameters) \\[default: 1f1b, interleaved with --virtual-stages > 1].", panel=PARALLEL)]
 NodeSize = Annotated[int | None, opt("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", panel=PARALLEL, parse=node_size, job=False)]
 InterNode = Annotated[float | None, opt("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", panel=PARALLEL, parse=positive, job=False)]
+
+
+def _virtual_stages(value: Any) -> int | str:
+    """--virtual-stages: a positive count, or auto (`tcalc train` chooses)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    return whole(value)
 
 
 def _token_text(value: Any) -> int | str:
@@ -128,7 +137,7 @@ class MemoryRequest(ModelRequest):
     dropout: Dropout = None
     activations: Activations = None
     head_activations: Head = None
-    framework: Annotated[str | None, opt("--framework", help="Peak-memory conventions: pytorch (eager/HF Trainer/FSDP2) | megatron | deepspeed \\[default: pytorch].", panel=TRAINING)] = None
+    framework: Annotated[str | None, opt("--framework", help="Peak-memory conventions: pytorch (eager/HF Trainer/FSDP2) | megatron | deepspeed | torchtitan (FSDP2: the sharded parameters are the fp32 master) \\[default: pytorch].", panel=TRAINING)] = None
     cross_entropy: CrossEntropy = None
     micro_batches: Annotated[int | None, opt("--micro-batches", help="Micro-batches per optimizer step (gradients stay allocated across them) \\[default: P, or 1].", panel=TRAINING, parse=whole)] = None
     fused_optimizer: FusedOptimizer = None
@@ -140,6 +149,7 @@ class MemoryRequest(ModelRequest):
     last_stage_layers: LastStage = None
     embedding_in_split: EmbeddingInSplit = None
     loss_in_split: LossInSplit = None
+    pipeline_schedule: PipelineScheduleOpt = None
     data: Annotated[int | None, opt("--dp", "--data-parallel", help="Data-parallel replicas (for ZeRO) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     zero: Annotated[int | None, opt("--zero", help="ZeRO stage 0-3: shard optimizer; +gradients; +weights \\[default: 0].", panel=PARALLEL, parse=zero_stage)] = None
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel ranks: routed experts split ep ways (MoE) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
@@ -155,6 +165,7 @@ class MemoryRequest(ModelRequest):
     offload: OffloadOpt = None
     offload_device: OffloadDevice = None
     fp8_recipe: FP8 = None
+    compile: Compile = None
     gpu: Annotated[str | None, opt("--gpu", help="Check the fit on this GPU, e.g. a100-80gb \\[default: none: no fit check].", panel=OUTPUT)] = None
 
 
@@ -174,11 +185,12 @@ class TrainRequest(ModelRequest):
     batch_size: Annotated[int | None, opt("--micro-batch", "--B", "--batch-size", help="Micro-batch b \\[default: the job file's, else the fastest that fits].", parse=whole)] = None
     tensor: Annotated[int | None, opt("--T", "--tensor-parallel", help="T: tensor-parallel ranks \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     pipeline: Annotated[int | None, opt("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
-    virtual_stages: Annotated[int | None, opt("--virtual-stages", help="Interleaved model chunks per stage \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    virtual_stages: Annotated[int | str | None, opt("--virtual-stages", help="Interleaved model chunks per stage, or auto: the fastest of 1, 2, 4, 8 that the split and the schedule allow and that fits \\[default: 1].", panel=PARALLEL, parse=lambda v: _virtual_stages(v))] = None
     first_stage_layers: FirstStage = None
     last_stage_layers: LastStage = None
     embedding_in_split: EmbeddingInSplit = None
     loss_in_split: LossInSplit = None
+    pipeline_schedule: PipelineScheduleOpt = None
     context: Annotated[int | None, opt("--cp", "--context-parallel", help="Context-parallel ranks (long sequences) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel ranks (MoE) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     sequence_parallel: Annotated[bool | None, opt("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", panel=PARALLEL)] = None
@@ -188,13 +200,14 @@ class TrainRequest(ModelRequest):
     precision: Annotated[str | None, opt("--precision", help="mixed | bf16 | fp32 \\[default: mixed; fp32 with --dtype fp32].", panel=TRAINING)] = None
     dtype: Annotated[str | None, opt("--dtype", help=DTYPE_HELP + " (fp8: matmuls at the fp8 peak) \\[default: bf16].", panel=TRAINING, job=False)] = None
     p: Annotated[int | None, opt("--p", help=P_HELP + " \\[default: 2].", panel=TRAINING, parse=whole)] = None
-    framework: Annotated[str | None, opt("--framework", help="Memory conventions: pytorch | megatron | deepspeed \\[default: megatron].", panel=TRAINING)] = None
+    framework: Annotated[str | None, opt("--framework", help="Memory conventions and time profile: pytorch | megatron | deepspeed | torchtitan (FSDP2, eager or --compile) \\[default: megatron].", panel=TRAINING)] = None
     finetune: Finetune = None
     lora_rank: LoraRank = None
     lora_targets: LoraTargets = None
     offload: OffloadOpt = None
     offload_device: OffloadDevice = None
     fp8_recipe: FP8 = None
+    compile: Compile = None
     matmul_efficiency: Annotated[float | None, opt("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU].", parse=fraction, job=False)] = None
     moe_load_imbalance: Annotated[float | None, opt("--moe-load-imbalance", help="MoE: the busiest expert-parallel rank's tokens over the mean, >= 1 (scales its expert FLOPs, all-to-all and permutation) \\[default: 1.0, balanced, as the Megatron-Bridge benchmarks force it].", panel=PARALLEL, parse=positive, job=False)] = None
     moe_a2a_overlap: Annotated[bool | None, opt("--moe-a2a-overlap/--no-moe-a2a-overlap", help="MoE: each micro-batch's all-to-all runs under another micro-batch's compute (Megatron --overlap-moe-expert-parallel-comm) \\[default: off, Megatron-core's default].", panel=PARALLEL, job=False)] = None
@@ -234,7 +247,8 @@ class PlanRequest(ModelRequest):
     global_batch_tokens: GlobalBatchTokens = None
     top: Annotated[int, opt("--top", help="Layouts shown.", parse=whole, job=False)] = 10
     flash: Annotated[bool | None, opt("--flash/--no-flash", help="FlashAttention \\[default: on].")] = None
-    framework: Annotated[str | None, opt("--framework", help="Memory conventions: pytorch | megatron | deepspeed \\[default: megatron].")] = None
+    framework: Annotated[str | None, opt("--framework", help="Memory conventions and time profile: pytorch | megatron | deepspeed | torchtitan \\[default: megatron].")] = None
+    compile: Compile = None
     finetune: Finetune = None
     lora_rank: LoraRank = None
     lora_targets: LoraTargets = None

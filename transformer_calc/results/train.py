@@ -35,6 +35,7 @@ class Layout(Section):
     last_stage_layers: int | None = None  # blocks on the last stage (uneven pipeline); null: even split
     embedding_in_split: bool = False  # the embedding counts as one layer of the split
     loss_in_split: bool = False  # the head and loss count as one layer of the split
+    pipeline_schedule: str = "1f1b"  # the schedule in effect: 1f1b | interleaved | zb-h1 | zb-v | dualpipe
 
 
 class StepBreakdown(Section):
@@ -167,7 +168,8 @@ def _layout(par: Any) -> Layout:
                   context=par.context, expert=par.expert, data=par.data,
                   sequence_parallel=par.sequence_parallel, zero=par.zero, gpus=par.gpus,
                   first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers,
-                  embedding_in_split=par.embedding_in_split, loss_in_split=par.loss_in_split)
+                  embedding_in_split=par.embedding_in_split, loss_in_split=par.loss_in_split,
+                  pipeline_schedule=par.schedule.value)
 
 
 def train_report(
@@ -284,8 +286,10 @@ def plan_report(
             + (f" --last-stage-layers {par.last_stage_layers}" if par.last_stage_layers is not None else "")
             + (" --embedding-in-split" if par.embedding_in_split else "")
             + (" --loss-in-split" if par.loss_in_split else "")
+            + (f" --pipeline-schedule {par.schedule.value}" if par.pipeline_schedule is not None else "")
             # what tcalc train would otherwise default differently
             + (f" --framework {tr.framework.value}" if tr.framework.value != "megatron" else "")
+            + (" --compile" if tr.compile else "")
             + (f" --finetune {tr.finetune.value} --lora-rank {tr.lora_rank} --lora-targets "
                f"{','.join(t.value for t in tr.lora_targets)}" if tr.adapters else "")
             + (f" --node-size {node_size}" if node_size is not None else "")
@@ -319,9 +323,22 @@ def train_command(
     if name is not None:
         flags["p"] = COMPUTE_DTYPE_BYTES[name]
     m, job = src.model, src.job
+    auto_v = flags.get("virtual_stages") == "auto"
+    if auto_v:
+        flags["virtual_stages"] = None  # chosen below, once the layout is known
     w, tr, par, gpu_name, micro_batch_given = train_configs(m, job.training if job else {}, flags, gpus)
     device = find_gpu(gpu_name)
     check_fp8_recipe(tr.fp8_recipe.value, device)
+    if auto_v:
+        from transformer_calc.errors import TcalcError
+        from transformer_calc.estimators.training.train import auto_virtual_stages
+
+        try:
+            par = auto_virtual_stages(m, w, tr, par, device, global_batch=global_batch_of(w.seq_len),
+                                      network=network_for(device, node_size, inter_node_gb_s),
+                                      matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap)
+        except ValueError as exc:
+            raise TcalcError(f"--virtual-stages auto: {exc}") from None
     return train_report(m, w, tr, par, device, global_batch=global_batch_of(w.seq_len),
                         micro_batch_given=micro_batch_given, network=network_for(device, node_size, inter_node_gb_s),
                         matmul_efficiency=matmul_efficiency, tokens=tokens, price_per_gpu_hour=price_per_gpu_hour,

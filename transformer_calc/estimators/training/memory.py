@@ -49,6 +49,7 @@ from transformer_calc.model.config import (
 )
 from transformer_calc.estimators.training.finetune import head_trained
 from transformer_calc.estimators.training.optimizers import SHAPED
+from transformer_calc.estimators.training.schedules import PARAMETER_COPIES, forwards_in_flight
 from transformer_calc.estimators.params import check_tensor_parallel, kv_heads_per_rank, shard_params
 
 MASK_BYTES = 1  # a torch.bool dropout mask element (seed: "one byte of memory per element")
@@ -517,7 +518,8 @@ def training_memory(
             params += shard.final_norm + shard.lm_head + (shard.tied_head_copy if P > 1 else 0)
         # The forwards alive at the stage's first backward, per chunk (1F1B warm-up depth, and
         # the interleaved schedule's: Narayanan et al. 2021 §2.2; chunk_forwards_in_flight)
-        alive = chunk_forwards_in_flight(P, v, m_micro, s)
+        # zero-bubble and DualPipe schedules hold their own counts (schedules.forwards_in_flight)
+        alive = forwards_in_flight(par.schedule, P, v, m_micro, s) or chunk_forwards_in_flight(P, v, m_micro, s)
         in_flight = sum(alive)
         alive_moe = sum(k * m.n_moe_layers(c.start, c.stop) for k, c in zip(alive, chunks))
         alive_dense = sum(k * c.n_layers for k, c in zip(alive, chunks)) - alive_moe
@@ -550,7 +552,17 @@ def training_memory(
                 frozen, nf4 = ceil_div(frozen * sharded(3), params), ceil_div(nf4 * sharded(3), params)
             adapter_w = _shard_trainable(trainable, 3, zero, dp) * trainable_weight_bytes(tr)
             weights = frozen + adapter_w
+        if tr.framework is Framework.torchtitan and zero >= 3 and tr.precision is Precision.mixed and not tr.adapters:
+            # FSDP2 in torchtitan (parallelize_llama.apply_fsdp, MixedPrecisionPolicy(param_dtype=bf16)):
+            # the sharded parameters are the fp32 master copy (counted with the optimizer); 16-bit
+            # copies exist only gathered: a unit at a time (the timeline's `gathered`), or the whole
+            # stage under pipeline parallelism, which keeps them unsharded between micro-batches
+            # (reshard_after_forward off when PP is on)
+            weights = params * tr.p if P > 1 else 0
         gradients = _shard_trainable(trainable, 2, zero, dp) * tr.grad_bytes if tr.adapters else sharded(2) * tr.grad_bytes
+        copies = PARAMETER_COPIES.get(par.schedule, 1) if P > 1 else 1
+        if copies > 1:  # DualPipe: both directions' copies of the parameters, each with its gradients
+            weights, gradients = weights * copies, gradients * copies
         opt_params = _shard_trainable(trainable, 1, zero, dp) if tr.adapters else sharded(1)
         optimizer = opt_params * opt_bytes
         if tr.optimizer in SHAPED:  # states tensor by tensor (optimizers.py), ZeRO-sharded pro rata

@@ -163,9 +163,12 @@ def micro_batches(tr: Training, par: Parallelism) -> int:
 
 
 def stage_timeline(
-    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, st: StageMemory
+    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, st: StageMemory, *, memo: dict | None = None
 ) -> Timeline:
-    """The phases of one step on the GPU of pipeline stage `st` (see the module docstring)."""
+    """The phases of one step on the GPU of pipeline stage `st` (see the module docstring).
+    `memo`: a dict shared by the stages of one (m, w, tr, par), holding what does not depend on
+    the stage (a block's activations), so that it is computed once for all of them."""
+    memo = {} if memo is None else memo
     if par.context > 1:  # each context-parallel rank holds S/cp tokens (memory.training_memory)
         w = w.model_copy(update={"seq_len": w.seq_len // par.context})
     B, S, T, p = w.batch_size, w.seq_len, par.tensor, tr.p
@@ -186,7 +189,10 @@ def stage_timeline(
 
     # Stored activations (of all in-flight micro-batches) and the last block's parts.
     stored, working = st.stored, st.recompute_working
-    block = layer_activations(m, w, tr.model_copy(update={"recompute": Recompute.none}), par)
+    if "block" not in memo:  # one block's activations without and with recomputation (stage-free)
+        memo["block"] = layer_activations(m, w, tr.model_copy(update={"recompute": Recompute.none}), par)
+        memo["kept"] = layer_activations(m, w, tr, par).total
+    block = memo["block"]
 
     # The loss's B·S·V tensors (vocabulary-parallel: V/T per rank), last stage only.
     bsv = B * S * ceil_div(m.vocab_size, T)
@@ -239,7 +245,7 @@ def stage_timeline(
     # the other in-flight micro-batches all of theirs.
     others = stored * (st.in_flight - 1) // st.in_flight
     first_extra = head_activations(m, w, tr, par)[0] if is_first else 0
-    kept = layer_activations(m, w, tr, par).total  # the first block as stored (recompute applied)
+    kept = memo["kept"]  # the first block as stored (recompute applied)
     if tr.recompute is Recompute.full:
         first_acts = others + kept + first_extra + max(working - consumed, 0)
     else:
@@ -266,7 +272,7 @@ def stage_timeline(
     root_unit = shard.embedding + shard.final_norm + shard.lm_head
     largest_layer = max(block_unit, shard.embedding, shard.lm_head)
     gathered = 0
-    if par.zero >= 3 and par.data > 1:
+    if par.zero >= 3 and par.data > 1 and not (fw is Framework.torchtitan and P > 1):  # torchtitan's PP: kept whole
         if fw is Framework.deepspeed:
             gathered = DEEPSPEED_Z3_BYTES_PER_PARAM * largest_layer
         else:  # the unit computed and the one prefetched: at most the root and a block
@@ -281,7 +287,7 @@ def stage_timeline(
     block_unit_g, root_unit_g = frac(block_unit), frac(root_unit)
     offloaded_grads = st.host_gradients > 0
     if par.data > 1 or offloaded_grads:
-        if fw is Framework.pytorch and not offloaded_grads:
+        if fw in (Framework.pytorch, Framework.torchtitan) and not offloaded_grads:
             if par.zero == 0:
                 resident_buckets = st.gradients  # DDP's bucket copies of every gradient
             else:  # FSDP reduce-scatters one unit's unsharded gradients at a time
@@ -333,14 +339,16 @@ def peak_memory(
 ) -> Timeline:
     """The timeline of the pipeline stage whose peak is largest (ties: the earlier stage)."""
     stages = training_memory(m, w, tr, par, all_stages=all_stages)
-    return max((stage_timeline(m, w, tr, par, st) for st in stages), key=lambda tl: tl.peak_bytes)
+    memo: dict = {}
+    return max((stage_timeline(m, w, tr, par, st, memo=memo) for st in stages), key=lambda tl: tl.peak_bytes)
 
 
 def stage_timelines(
     m: ModelConfig, w: Workload, tr: Training = Training.model_validate({}), par: Parallelism = Parallelism(),
     *, all_stages: bool = True,
 ) -> list[Timeline]:
-    return [stage_timeline(m, w, tr, par, st) for st in training_memory(m, w, tr, par, all_stages=all_stages)]
+    memo: dict = {}
+    return [stage_timeline(m, w, tr, par, st, memo=memo) for st in training_memory(m, w, tr, par, all_stages=all_stages)]
 
 
 def allocator_reserve(peak_bytes: int, fraction: float = ALLOCATOR_RESERVE) -> int:

@@ -19,8 +19,9 @@ stages (1F1B; interleaved with v virtual stages). Per GPU:
   2022), of b·S·D·p bytes each, on the ring (2(T−1)/T of the message per GPU) plus a latency per
   collective; not overlapped (Megatron's default).
 - pipeline: the 1F1B bubble (P−1)/(v·m) of the ideal time (Narayanan et al. 2021, eq. 1 and §2.2.2),
-  and the point-to-point activations between stages (b·S·D·p, /T with the scatter-gather
-  optimisation), 2 per micro-batch on the critical path.
+  or the zero-bubble / DualPipe schedule's (schedules.py, `pipeline_schedule`), and the
+  point-to-point activations between stages (b·S·D·p, /T with the scatter-gather optimisation),
+  2 per micro-batch on the critical path.
 - data parallelism: the gradient all-reduce (ZeRO-0), or reduce-scatter of gradients + all-gather
   of the updated weights (ZeRO-1/2, Megatron's distributed optimizer), plus the forward and
   backward all-gathers of weights under ZeRO-3; overlapped with the backward of the last
@@ -252,8 +253,11 @@ def estimate_step(
         raise ValueError(f"S ({w.seq_len}) must be divisible by the context-parallel size cp ({cp})")
     net = network or default_network(gpu)
     megatron = tr.framework.value == "megatron"
+    torchtitan = tr.framework.value == "torchtitan"
+    from transformer_calc.estimators.training.profiles import TORCHTITAN_GEMM_FRACTION, elementwise_bytes
+
     fraction = (lookup_efficiency(MEGATRON_GEMM_FRACTION, gpu.name, TRAINING_GEMM_FRACTION) if megatron
-                else TRAINING_GEMM_FRACTION)
+                else TORCHTITAN_GEMM_FRACTION if torchtitan else TRAINING_GEMM_FRACTION)
     eff = (matmul_efficiency if matmul_efficiency is not None
            else lookup_efficiency(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) * fraction)
     # Megatron's --tp-comm-overlap (Transformer Engine userbuffers) needs sequence parallelism;
@@ -300,6 +304,17 @@ def estimate_step(
         cores = step.attention_cores * (3 + (1 if tr.recompute is not Recompute.none else 0))
         compute_all += cores / (gpus / P) / eff * (1 / bf16 - 1 / peak)
 
+    if torchtitan and tr.flash:  # its SDPA flash kernels' measured rates on Hopper (profiles.py)
+        from transformer_calc.estimators.training.profiles import SDPA_FLASH_FLOPS_S, attention_core_s
+
+        recompute_core = tr.recompute is not Recompute.none
+        rates = lookup_efficiency(SDPA_FLASH_FLOPS_S, gpu.name, None)
+        core_s = attention_core_s(rates, step.attention_cores, recompute_core)
+        if core_s is not None:
+            bf16 = _peak(gpu, tr.model_copy(update={"p": 2, "fp8_recipe": FP8Recipe.none}))
+            priced = step.attention_cores * (3 + recompute_core) / (bf16 * eff)
+            compute_all += (core_s - priced) / (gpus / P)
+
     # Each stage's share of the executed FLOPs: its blocks (a MoE block and a dense block apart,
     # attention averaged over the attention kinds) and, on the last stage, the LM head (Megatron
     # places the output layer and loss there: megatron/core/models/gpt/gpt_model.py post_process).
@@ -329,15 +344,14 @@ def estimate_step(
     # norms read and write D, residual adds read 2D and write D (2 per layer), the activation
     # function reads its inputs and writes F (per active expert), eager softmax reads and writes
     # the S scores per head. Bytes of p each, sharded like the activations.
-    F = m.moe_d_ff if m.is_moe else m.d_ff
-    k = m.experts_per_token if m.is_moe else 1
-    n_in = 2 if m.gated_mlp else 1
-    per_token_layer = (m.norms_per_layer * 2 * D + 2 * 3 * D) / T + k * (n_in + 1) * F / T
+    # The kernels' bytes per element are the time profile's (profiles.py: fused, or torchtitan's
+    # eager / compiled ops).
+    per_token_layer = elementwise_bytes(m, tr).per_token_layer(m, T)
     if not tr.flash:
-        per_token_layer += 2 * 2 * (m.n_heads // T) * S / cp  # softmax read + write, and its mask/scale pass
+        per_token_layer += 2 * 2 * (m.n_heads // T) * S / cp * p  # softmax read + write, and its mask/scale pass
     mem_passes = 3 + (1 if tr.recompute is Recompute.full else 0)
     tokens_mb = b * S / cp  # one micro-batch's tokens on one GPU
-    layer_mem_s = mem_passes * per_token_layer * p * tokens_mb / bw_hbm
+    layer_mem_s = mem_passes * per_token_layer * tokens_mb / bw_hbm
     if tr.fp8_recipe is not FP8Recipe.none:  # the recipe's casts (precision.py): activations per micro-batch,
         from transformer_calc.estimators.training import precision  # weights once per step (cached)
         from transformer_calc.estimators.training.fp8 import block_gemms
@@ -439,15 +453,23 @@ def estimate_step(
     # (m − 1)·max t_s + Σ t_s (a flow shop of identical jobs), so the bubble beyond m·max t_s is
     # Σ t_s − max t_s; interleaving v chunks per stage divides it by v (Narayanan et al. 2021
     # §2.2.2). Even stages: (P − 1)/v · t, the paper's (P − 1)/(v·m) of the ideal time.
-    total_t = sum(count * times[key].total for key, count in kinds.items())
-    bubble_s = (total_t - per_micro) / v
+    # Other schedules (zero-bubble, DualPipe) from their papers: schedules.py, over each stage's
+    # t_s, its backward B_s (all but one forward) and its weight-gradient GEMMs W_s (one forward of
+    # its weight matmuls).
+    from transformer_calc.estimators.training.schedules import PP_TRAFFIC, bubble_s as schedule_bubble
+
+    def stage_parts(key: tuple[int, int, bool, bool]) -> tuple[int, float, float, float]:
+        t = times[key]
+        return kinds[key], t.total, t.total * (1 - 1 / passes), t.compute * (1 - core_share) / passes
+
+    bubble_s = schedule_bubble(par.schedule, [stage_parts(key) for key in kinds], P, v)
 
     # Pipeline point-to-point: activations b·S·D·p (/T: scatter-gather), 2 per micro-batch.
     pp_s = 0.0
     if P > 1:
         pp_bw, pp_lat = net.link(T * cp * dp * 2)  # neighbouring stages are a replica apart
         act = msg // T if par.sequence_parallel or T > 1 else msg
-        pp_s = 2 * (mb + P - 1) * (act / pp_bw + pp_lat)
+        pp_s = 2 * (mb + P - 1) * (act / pp_bw + pp_lat) * PP_TRAFFIC.get(par.schedule, 1)
 
     # Data parallelism over the dp replicas (stride T·CP; experts over the expert-data group).
     # The first stage finishes its backward last: its reduction is the one the step waits for.
@@ -472,6 +494,25 @@ def estimate_step(
             dp_s += 2 * mb * ring_gather_s(int(params_local * p), dp * cp, dp_bw, dp_lat)
     backward_last = per_micro * 2 / 3 * (1 - 1 / max(L_stage, 1))
     dp_exposed = max(0.0, dp_s - backward_last) if overlap_dp else dp_s
+    if torchtitan and par.zero >= 3 and dp * cp > 1:
+        # FSDP2: per-block all-gathers and fp32 reduce-scatters, prefetched behind the blocks'
+        # compute (profiles.fsdp2_step)
+        from transformer_calc.estimators.training.profiles import fsdp2_step
+
+        block = (params_local - sh.embedding - (sh.final_norm + sh.lm_head if P == 1 else 0)) / max(L_stage, 1)
+        root = params_local - block * L_stage
+        r = 1 if tr.recompute is Recompute.full else 0  # the backward re-runs the forward first
+        fwd_block = per_micro / (3 + r) / max(L_stage, 1)
+        bwd_block = per_micro * (2 + r) / (3 + r) / max(L_stage, 1)
+        traffic = fsdp2_step(
+            all_gather_block_s=ring_gather_s(int(block * p), dp * cp, dp_bw, dp_lat),
+            reduce_scatter_block_s=ring_gather_s(int(block * tr.grad_bytes), dp * cp, dp_bw, dp_lat),
+            all_gather_root_s=ring_gather_s(int(root * p), dp * cp, dp_bw, dp_lat),
+            reduce_scatter_root_s=ring_gather_s(int(root * tr.grad_bytes), dp * cp, dp_bw, dp_lat),
+            forward_block_s=fwd_block, backward_block_s=bwd_block, blocks=L_stage, micro_batches=mb,
+            pipelined=P > 1)
+        dp_s = traffic.total_s
+        dp_exposed = traffic.exposed_s if overlap_dp else dp_s
     if megatron and overlap_dp and par.zero in (1, 2):
         # Megatron's distributed optimizer with --overlap-grad-reduce --overlap-param-gather
         # (megatron/core/distributed/param_and_grad_buffer.py; on in Megatron-Bridge's and NeMo's
@@ -577,6 +618,114 @@ def pipeline_splits(L: int, P: int) -> list[tuple[dict[str, Any], int]]:
     return out
 
 
+def virtual_stage_choices(L: int, par: Parallelism) -> list[int]:
+    """The v (of PLAN_VIRTUAL_STAGES) the layout's split and schedule allow: the schedule given
+    (zb-v and dualpipe: 2; 1f1b, zb-h1: 1; interleaved: 2 or more), the blocks of each stage a
+    multiple of v (memory.pipeline_units)."""
+    from transformer_calc.estimators.training.memory import pipeline_units
+    from transformer_calc.model.config import PipelineSchedule
+
+    if par.pipeline <= 1:
+        return [1]
+    allowed = {None: PLAN_VIRTUAL_STAGES, PipelineSchedule.one_f_one_b: (1,), PipelineSchedule.zb_h1: (1,),
+               PipelineSchedule.interleaved: PLAN_VIRTUAL_STAGES[1:], PipelineSchedule.zb_v: (2,),
+               PipelineSchedule.dualpipe: (2,)}[par.pipeline_schedule]
+    out = []
+    for v in allowed:
+        try:
+            pipeline_units(L, par.model_copy(update={"virtual_stages": v}))
+        except ValueError:
+            continue
+        out.append(v)
+    return out
+
+
+def auto_virtual_stages(
+    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, gpu: GPU, *, global_batch: int,
+    network: Any = None, matmul_efficiency: float | None = None, tp_comm_overlap: bool | None = None,
+) -> Parallelism:
+    """`--virtual-stages auto`: the layout with the fastest v of `virtual_stage_choices` whose step
+    fits the GPU (the fastest overall when none fits), priced at the micro-batch given (1 when
+    `tcalc train` is to choose it: the fit of the smallest micro-batch)."""
+    from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
+
+    choices = virtual_stage_choices(m.n_layers, par)
+    if not choices:
+        raise ValueError(f"no virtual-stage count of {', '.join(map(str, PLAN_VIRTUAL_STAGES))} splits the "
+                         f"{m.n_layers} blocks over P = {par.pipeline} with this schedule; give --virtual-stages N")
+    per_replica = global_batch // par.data
+    best: tuple[bool, float, Parallelism] | None = None
+    for v in choices:
+        lay = par.model_copy(update={"virtual_stages": v})
+        trial = tr.model_copy(update={"micro_batches": max(per_replica // w.batch_size, 1)})
+        fits = peak_memory(m, w, trial, lay).peak_bytes <= fit_capacity(gpu.memory_bytes)
+        t = estimate_step(m, w, trial, lay, gpu, global_batch=global_batch, network=network,
+                          matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap).step_time_s
+        if best is None or (fits, -t) > (best[0], -best[1]):
+            best = (fits, t, lay)
+    assert best is not None
+    return best[2]
+
+
+# The schedules plan tries beyond 1F1B / interleaved, by framework: the ones the framework runs.
+# torchtitan: torch.distributed.pipelining's ScheduleZBVZeroBubble and ScheduleDualPipeV
+# (torchtitan `parallelism.pipeline_parallel_schedule` ZBVZeroBubble, DualPipeV); Megatron-core's
+# mainline runs 1F1B and interleaved 1F1B (zero-bubble H1 lives in sail-sg's fork), DeepSpeed its
+# PipelineEngine's 1F1B. `tcalc train --pipeline-schedule` prices any of them.
+PLAN_SCHEDULES: dict[str, tuple[str, ...]] = {"torchtitan": ("zb-v", "dualpipe")}
+# The data-parallel sharding plan tries, in order of traffic (ZeRO-1 and -2 price alike; ZeRO-3 /
+# FSDP adds the weight all-gathers): torchtitan runs FSDP2 (its data_parallel_shard_degree).
+PLAN_ZERO: dict[str, tuple[int, ...]] = {"torchtitan": (3,)}
+
+
+def _plan_fit(
+    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, tries: list[tuple[Recompute, int]], cap: int,
+    micro_batches: int,
+) -> tuple[list[tuple[Recompute, Parallelism, int]], list[str]]:
+    """The (recompute, layout, peak) worth pricing for one layout and micro-batch, and the reasons
+    the tries before them were rejected. `tries` go from the least recompute and the least
+    traffic up: the first that fits has the least recompute possible; when it needs ZeRO-3 (more
+    traffic), the first fit of more recompute with less sharding is priced too (either may win)."""
+    from transformer_calc.estimators.training.timeline import peak_memory
+
+    cache: dict[tuple[Recompute, int], tuple[Parallelism, int]] = {}
+
+    def peak_of(rc: Recompute, z: int) -> tuple[Parallelism, int]:
+        if (rc, z) not in cache:
+            trial = tr.model_copy(update={"recompute": rc, "micro_batches": micro_batches})
+            lay = par if z == par.zero else par.model_copy(update={"zero": z})
+            cache[rc, z] = lay, peak_memory(m, w, trial, lay, all_stages=False).peak_bytes
+        return cache[rc, z]
+
+    def fits(rc: Recompute, z: int) -> bool:
+        return peak_of(rc, z)[1] <= cap
+
+    # Memory falls with more recompute (not always with more sharding: ZeRO-3's gathered units can
+    # outweigh what it shards at small dp). When the most recompute fits at no sharding, nothing
+    # fits: every try counted as rejected, as if each had been priced.
+    found: list[tuple[Recompute, Parallelism, int]] = []
+    reasons: list[str] = []
+    try:
+        leanest = tries[-1][0]
+        if not any(fits(leanest, z) for z in dict.fromkeys(z for _, z in tries)):
+            return [], [f"does not fit ({rc.value} recompute, ZeRO-{z})" for rc, z in tries]
+        for rc, z in tries:
+            if found and (z >= 3 or rc is found[0][0]):
+                continue  # only a fit with less sharding than the ZeRO-3 one found can be faster
+            if not fits(rc, z):
+                if not found:
+                    reasons.append(f"does not fit ({rc.value} recompute, ZeRO-{z})")
+                continue
+            found.append((rc, *peak_of(rc, z)))
+            if z < 3:
+                break
+    except TcalcError:
+        raise
+    except ValueError:
+        return [], [*reasons, "the model cannot take this layout"]
+    return found, reasons
+
+
 MICRO_BATCHES = (1, 2, 4, 8, 16, 32)  # the micro-batches `tcalc train` tries when none is given
 
 
@@ -631,18 +780,22 @@ def plan_layouts(
 ) -> tuple[list[Plan], dict[str, int]]:
     """Every layout of `gpus` GPUs the model can take, the ones that fit ranked by step time.
 
-    Enumerated: T dividing the heads (and the MLP widths) within one node; P dividing the layers
-    (at most max_pipeline); v in {1, 2} with P > 1; CP in {1, 2, 4, 8} for S >= 16384; EP dividing
-    the experts for a MoE; dp what is left (T·CP·P must divide the GPUs); the micro-batch among
-    `micro_batches` dividing the per-replica batch; recompute none, selective, full; SP with T > 1;
-    ZeRO-1 (a distributed optimizer, as Megatron-core and FSDP users run), ZeRO-2 (gradients sharded
-    too, as FSDP's SHARD_GRAD_OP and Meta's Llama 3 runs) when ZeRO-1 does not fit; `expert_tensor` (etp,
-    default T) is kept in every layout. Returns the plans that
-    fit (fastest first) and the rejected counted by reason. Bounded: at most a few thousand
-    layouts, each O(1).
+    Enumerated: T dividing the heads (and the MLP widths) within one NVLink domain; P with the
+    splits of `pipeline_splits` (at most max_pipeline) and their v; the two-chunk schedules the
+    framework runs (PLAN_SCHEDULES) where v = 2; CP in {1, 2, 4, 8} for S >= 16384; EP dividing the
+    experts (up to 64 or the NVLink domain); dp what is left (T·CP·P must divide the GPUs); the
+    micro-batch among `micro_batches` dividing the per-replica batch; recompute none, selective,
+    full; SP with T > 1; ZeRO-1, -2, -3 (PLAN_ZERO: torchtitan FSDP2 only), the least recompute and
+    then the least sharding that fits (`_plan_fit`); `expert_tensor` (etp, default T) is kept in
+    every layout. Pruned without loss: a layout whose full recompute fits at no sharding is counted
+    rejected for every try without pricing them, and so are its larger micro-batches (memory grows
+    with b); the peak is computed on the stages that bound it (`all_stages=False`). Returns the
+    plans that fit (fastest first) and the rejected counted by reason. Bounded: at most a few
+    thousand layouts, each O(1).
     """
     from transformer_calc.estimators.training.memory import valid_tensor_parallel
-    from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
+    from transformer_calc.estimators.training.timeline import fit_capacity
+    from transformer_calc.model.config import PipelineSchedule
 
     net = network or default_network(gpu)
     cap = capacity if capacity is not None else fit_capacity(gpu.memory_bytes)
@@ -655,7 +808,10 @@ def plan_layouts(
     Ts = [T for T in valid_tensor_parallel(m, limit=net.node_size) if T <= net.node_size]
     Ps = [P for P in range(1, max_pipeline + 1) if pipeline_splits(m.n_layers, P)]
     CPs = [c for c in (1, 2, 4, 8) if seq_len >= 16384 or c == 1]
-    EPs = _divisors(m.n_experts, 64) if m.is_moe else [1]
+    EPs = _divisors(m.n_experts, max(64, net.node_size)) if m.is_moe else [1]  # EP up to an NVL72 domain
+    schedules = PLAN_SCHEDULES.get(tr.framework.value, ())
+    zeros = PLAN_ZERO.get(tr.framework.value, (1, 2, 3))
+    recomputes = (Recompute.none, Recompute.selective, Recompute.full)
     for T in Ts:
         for cp in CPs:
             if seq_len % cp:
@@ -668,38 +824,43 @@ def plan_layouts(
                 if global_batch % dp:
                     reject("the global batch is not a multiple of dp")
                     continue
-                for split, v in pipeline_splits(m.n_layers, P):
+                # the split's default schedule (1F1B, interleaved with v > 1), and with two chunks per
+                # stage the framework's two-chunk schedules (PLAN_SCHEDULES)
+                layouts: list[tuple[dict[str, Any], int, PipelineSchedule | None]]
+                layouts = [(split, v, None) for split, v in pipeline_splits(m.n_layers, P)]
+                layouts += [(split, v, PipelineSchedule(sched)) for split, v in pipeline_splits(m.n_layers, P) if v == 2
+                            for sched in schedules if sched != "dualpipe" or P % 2 == 0]
+                per_replica = global_batch // dp
+                bs = [b for b in micro_batches if per_replica % b == 0]
+                for split, v, sched in layouts:
                     for ep in EPs:
                         if (T * dp) % ep:
                             reject("ep does not divide T·dp")
                             continue
                         par = Parallelism(tensor=T, pipeline=P, data=dp, context=cp, virtual_stages=v, expert=ep,
                                           expert_tensor=expert_tensor, sequence_parallel=T > 1,
-                                          zero=1 if dp > 1 else 0, **split)
-                        for b in micro_batches:
-                            if (global_batch // dp) % b:
-                                continue
-                            # less recompute is faster, and ZeRO-2 prices as ZeRO-1 (the same reduce-
-                            # scatter and all-gather) with less memory: the first that fits is the one
-                            tries = [(rc, z) for rc in (Recompute.none, Recompute.selective, Recompute.full)
-                                     for z in ((1, 2) if dp > 1 else (0,))]
-                            for rc, z in tries:
-                                trial = tr.model_copy(update={"recompute": rc, "micro_batches": (global_batch // dp) // b})
-                                lay = par if z == par.zero else par.model_copy(update={"zero": z})
-                                # the whole sequence: the memory estimators give each CP rank S/CP
-                                w = Workload(seq_len=seq_len, batch_size=b)
-                                try:
-                                    peak = peak_memory(m, w, trial, lay).peak_bytes
-                                except TcalcError:
-                                    raise
-                                except ValueError:
-                                    reject("the model cannot take this layout")
+                                          zero=zeros[0] if dp > 1 else 0, pipeline_schedule=sched, **split)
+                        tries = [(rc, z) for rc in recomputes for z in (zeros if dp > 1 else (0,))]
+                        for i, b in enumerate(bs):
+                            w = Workload(seq_len=seq_len, batch_size=b)  # the whole sequence: each CP rank S/CP
+                            found, reasons = _plan_fit(m, w, tr, par, tries, cap, per_replica // b)
+                            for reason in reasons:
+                                reject(reason)
+                            if not found:
+                                if reasons and all(r.startswith("does not fit") for r in reasons):
+                                    # memory grows with b: no larger micro-batch fits either (counted alike)
+                                    for _ in bs[i + 1:]:
+                                        for reason in reasons:
+                                            reject(reason)
                                     break
-                                if peak > cap:
-                                    reject(f"does not fit ({rc.value} recompute, ZeRO-{z})")
-                                    continue
+                                continue
+                            best: Plan | None = None
+                            for rc, lay, peak in found:
+                                trial = tr.model_copy(update={"recompute": rc, "micro_batches": per_replica // b})
                                 est = estimate_step(m, w, trial, lay, gpu, global_batch=global_batch, network=net)
-                                plans.append(Plan(lay, b, rc, est, peak))
-                                break
+                                if best is None or est.step_time_s < best.estimate.step_time_s:
+                                    best = Plan(lay, b, rc, est, peak)
+                            assert best is not None
+                            plans.append(best)
     plans.sort(key=lambda pl: pl.estimate.step_time_s)
     return plans, rejected
