@@ -370,7 +370,7 @@ def _door_body(command: str, req: Any, fmt: OutputFormat) -> None:
 
         serve(req.host, req.port)
     else:
-        from transformer_calc.mcp_server import serve_stdio
+        from transformer_calc.mcp_server.server import serve_stdio
 
         serve_stdio()
 
