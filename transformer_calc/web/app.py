@@ -35,7 +35,7 @@ from starlette.staticfiles import StaticFiles
 import transformer_calc.api as tc
 from transformer_calc import __version__
 from transformer_calc.errors import TcalcError
-from transformer_calc.render.common import fmt_bytes, fmt_flops, fmt_s
+from transformer_calc.render.common import fmt_bytes, fmt_flops, fmt_rate, fmt_s
 from transformer_calc.requests.model import ModelRequest
 from transformer_calc.web import charts, forms
 
@@ -81,7 +81,11 @@ def shown(key: str, value: Any) -> str:
             return f"{value:,} ({fmt_flops(value)})"
         return f"{value:,}"
     if isinstance(value, float):
-        if name.endswith("_s") or name == "total_s":
+        if name.endswith("bytes_s"):  # a bandwidth
+            return fmt_rate(value, "B/s")
+        if name.endswith("per_s"):  # a rate: tokens_per_s, requests_per_s
+            return f"{value:,.1f}/s" if abs(value) >= 10 else f"{value:.4g}/s"
+        if name.endswith("_s"):
             return fmt_s(value)
         if name.endswith("_bytes"):
             return fmt_bytes(value)
@@ -218,7 +222,8 @@ async def evaluate(command: str, items: list[tuple[str, str]]) -> dict[str, Any]
             result = None
             problem = f"internal error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); please report it"
     fields = forms.form(cls, texts, errors)
-    return {
+    flagged = [f for f in fields if f.error]
+    return {"flagged": flagged,
         "command": command, "fields": fields, "panels": forms.panels(fields), "texts": texts,
         "command_line": forms.command_line(cls, texts), "problem": problem, "errors": errors, "result": result,
         "charts": charts.charts(command, result) if result is not None else [],

@@ -105,6 +105,8 @@ def roofline(result: Any) -> str | None:
     steps = [("prefill", result.prefill), ("decode, first step", result.decode.first_step),
              ("decode, last step", result.decode.last_step)]
     steps = [(n, s) for n, s in steps if s.compute_s > 0 and s.memory_s > 0 and s.bytes_moved > 0]
+    if len(steps) == 3 and (steps[1][1].intensity, steps[1][1].time_s) == (steps[2][1].intensity, steps[2][1].time_s):
+        steps = [steps[0], ("decode", steps[1][1])]  # one new token: the first step is the last
     if not steps:
         return None
     peak = steps[0][1].flops / steps[0][1].compute_s
