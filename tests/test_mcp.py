@@ -22,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
 import transformer_calc.api as tc  # noqa: E402
 from transformer_calc.cli import run  # noqa: E402
-from transformer_calc.mcp_server.server import TOOLS, input_schema, output_schema  # noqa: E402
+from transformer_calc.mcp_server.server import TOOLS, input_schema, output_schema, server  # noqa: E402
 
 # (tool, arguments, the same as a command line)
 CALLS = [
@@ -120,3 +120,8 @@ def test_a_bad_call_is_a_tool_error_with_the_clis_line(answers):
     assert unknown.is_error and "MODEL 'no-such-preset' is not a path, a preset" in unknown.content[0].text
     assert keyword.is_error and "unexpected keyword argument 'nonsense'" in keyword.content[0].text
     assert not schema.is_error and json.loads(schema.content[0].text) == tc.schema("memory")
+
+
+def test_no_telemetry():
+    """The SDK's OpenTelemetry middleware (on by default in mcp 2.x) is removed."""
+    assert server().middleware == []

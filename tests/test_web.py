@@ -36,7 +36,15 @@ CONFIG = REPO / "tests" / "data" / "checkpoints" / "tiny-llama-fp8" / "config.js
 
 @pytest.fixture(scope="module")
 def client():
-    return TestClient(create_app())
+    return TestClient(create_app(), base_url="http://127.0.0.1:8000")
+
+
+def test_a_loopback_server_answers_only_loopback_host_names():
+    """DNS rebinding: a page of another site that names 127.0.0.1 under its own host gets 400."""
+    app = create_app()
+    assert TestClient(app, base_url="http://evil.example").get("/memory?model=gpt2").status_code == 400
+    assert TestClient(app, base_url="http://localhost:8000").get("/memory?model=gpt2").status_code == 200
+    assert TestClient(create_app(None), base_url="http://evil.example").get("/").status_code == 200
 
 
 def cells(page: str) -> dict[str, tuple[str, str]]:

@@ -330,14 +330,22 @@ async def not_found(request: HttpRequest, exc: Exception) -> Response:
                  links={p: f"/{p}" for p in PAGES})
 
 
-def create_app() -> Starlette:
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# The Host headers a loopback server answers: a page of another site that points a name of its own at
+# 127.0.0.1 (DNS rebinding) gets 400, not the result of a MODEL path it chose.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+
+
+def create_app(hosts: tuple[str, ...] | None = LOOPBACK_HOSTS) -> Starlette:
+    """The pages; `hosts`: the Host headers answered (None: any, for a server bound to the network)."""
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+
     routes = [Route("/", index), Route("/upload", upload, methods=["POST"]),
               Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
     routes += [Route(f"/{p}", page) for p in PAGES] + [Route(f"/{p}.json", page_json) for p in PAGES]
-    return Starlette(routes=routes, exception_handlers={404: not_found})
-
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))] if hosts else []
+    return Starlette(routes=routes, exception_handlers={404: not_found}, middleware=middleware)
 
 
 def serve(host: str, port: int) -> None:
@@ -362,5 +370,6 @@ def serve(host: str, port: int) -> None:
         sys.stderr.write(f"warning: --host {host} serves these pages to the network, without authentication\n")
     sys.stderr.write(f"tcalc web: http://{shown_host}:{bound}/ (Ctrl-C stops)\n")
     sys.stderr.flush()
-    config = uvicorn.Config(create_app(), log_level="warning", access_log=False, lifespan="off")
+    app = create_app(LOOPBACK_HOSTS if host in LOOPBACK and host != "::1" else None)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])
