@@ -192,7 +192,7 @@ BREAKDOWN_PARTS = ("compute_s", "memory_bound_s", "tp_comm_s", "pp_bubble_s", "p
 
 
 def _color(part: str) -> str:
-    return COLORS.get(part.removesuffix("_s"), COLORS.get(part, "#999"))
+    return COLORS.get(part, COLORS.get(part.removesuffix("_s"), "#999"))  # optimizer_s: a time, not the states
 
 
 def step_breakdown(breakdown: Any, step_time_s: float, title: str) -> str:
@@ -219,7 +219,7 @@ def ranked_layouts(result: Any) -> str | None:
     left, row = 250, 24
     height = 30 + row * len(plans) + 26
     top = max(p.step_time_s for p in plans)
-    scale = (WIDTH - left - 90) / top
+    scale = (WIDTH - left - 150) / top  # room for "21.77 ms, MFU 31.0 %" after the bar
     body = [_text(10, 16, "Layouts that fit, fastest first (step time by part)", size=13, extra='font-weight="bold"')]
     used = set()
     for i, p in enumerate(plans):
@@ -236,8 +236,7 @@ def ranked_layouts(result: Any) -> str | None:
                 x += w
         body.append(_text(x + 4, y + 13, f"{fmt_s(p.step_time_s)}, MFU {100 * p.mfu:.1f} %", size=11))
     names = [p for p in BREAKDOWN_PARTS if p in used]
-    body += _legend([n.removesuffix("_s") if n != "optimizer_s" else n for n in names], height - 6,
-                    {(n.removesuffix("_s") if n != "optimizer_s" else n): _color(n) for n in names})
+    body += _legend([n.removesuffix("_s") for n in names], height - 6, {n.removesuffix("_s"): _color(n) for n in names})
     return _svg(height, body, "ranked layouts")
 
 
