@@ -199,6 +199,12 @@ def test_the_start_page_lists_the_presets_and_the_page_asks_for_a_model(client):
     assert client.get("/nowhere").status_code == 404
 
 
+def test_the_picker_opens_the_page_it_names(client):
+    r = client.get("/open?model=Qwen%2FQwen3-8B&page=inference", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/inference?model=Qwen%2FQwen3-8B"
+    assert client.get("/open?model=gpt2&page=nowhere").status_code == 400
+
+
 def test_an_uploaded_config_is_the_hf_config_it_holds(client):
     """The upload is read in memory; its fields become --set lines in the URL; the page's result
     is `--hf-config` on the same file."""
@@ -270,3 +276,32 @@ def test_the_plain_cli_never_imports_the_web_or_mcp_dependencies(argv):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert out.stdout.split(None, 1) == ["0", "[]\n"], out.stdout + out.stderr
+
+
+# ---------------------------------------------------------------------------- tcalc web's own options
+def _run(argv):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = run(argv)
+    return code, err.getvalue()
+
+
+@pytest.mark.parametrize("argv, text", [
+    (["web", "--port", "70000"], "--port"),
+    (["web", "--port", "-1"], "--port"),
+    (["web", "--host", "a b"], "--host"),
+])
+def test_a_bad_host_or_port_is_one_error_line(argv, text):
+    code, err = _run(argv)
+    assert code == 2 and err.startswith("Error: ") and text in err and err.count("\n") == 1, err
+
+
+def test_a_port_in_use_is_one_error_line():
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code, err = _run(["web", "--port", str(port)])
+    assert code == 2 and err.startswith(f"Error: --host 127.0.0.1 --port {port}: cannot bind"), err

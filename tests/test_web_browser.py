@@ -201,3 +201,13 @@ def test_a_config_json_uploaded_in_the_picker(server, page):
         page.click("#upload button[type=submit]")
     assert page.url.startswith(f"{server}/memory?set=")
     assert shown(page, "memory.peak_bytes")[0] == tc.memory(hf_config=config).memory.peak_bytes
+
+
+def test_the_picker_opens_a_page_for_a_model(server, page):
+    page.goto(f"{server}/")
+    page.fill("#model", "gpt2")
+    page.select_option("#page", "params")
+    with page.expect_navigation():
+        page.click("#pick button[type=submit]")
+    assert page.url == f"{server}/params?model=gpt2"
+    assert shown(page, "params.total")[0] == tc.params("gpt2").params.total

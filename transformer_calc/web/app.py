@@ -324,6 +324,18 @@ async def upload(request: HttpRequest) -> Response:
     return RedirectResponse(f"/{page_name}?{urlencode(query)}", status_code=303)
 
 
+async def open_page(request: HttpRequest) -> Response:
+    """The picker's form: `/open?page=inference&model=...` is `/inference?model=...`."""
+    items = [(k, v) for k, v in request.query_params.multi_items() if v.strip()]
+    target = next((v for k, v in items if k == "page"), "memory")
+    if target not in PAGES:
+        return _html("index.html", 400, presets=tc.presets().root, choices=choices(),
+                     problem=f"page {target[:40]!r}: not a page; choose one of {', '.join(PAGES)}",
+                     links={p: f"/{p}" for p in PAGES})
+    rest = [(k, v) for k, v in items if k != "page"]
+    return RedirectResponse(f"/{target}" + (f"?{urlencode(rest)}" if rest else ""), status_code=303)
+
+
 async def not_found(request: HttpRequest, exc: Exception) -> Response:
     return _html("index.html", 404, presets=tc.presets().root, choices=choices(),
                  problem=f"{request.url.path[:60]}: no such page; choose one of {', '.join(PAGES)}",
@@ -341,7 +353,7 @@ def create_app(hosts: tuple[str, ...] | None = LOOPBACK_HOSTS) -> Starlette:
     from starlette.middleware import Middleware
     from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-    routes = [Route("/", index), Route("/upload", upload, methods=["POST"]),
+    routes = [Route("/", index), Route("/open", open_page), Route("/upload", upload, methods=["POST"]),
               Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
     routes += [Route(f"/{p}", page) for p in PAGES] + [Route(f"/{p}.json", page_json) for p in PAGES]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))] if hosts else []
