@@ -305,3 +305,38 @@ def test_a_port_in_use_is_one_error_line():
         port = busy.getsockname()[1]
         code, err = _run(["web", "--port", str(port)])
     assert code == 2 and err.startswith(f"Error: --host 127.0.0.1 --port {port}: cannot bind"), err
+
+
+# ---------------------------------------------------------------------------- the URL == the command line
+# Valid texts per memory option, as a person types them in the form.
+TEXTS = {"seq_len": ["512", "8k", "1e3"], "batch_size": ["1", "4"], "recompute": ["none", "selective", "full"],
+         "flash": ["true", "false"], "tensor": ["1", "2"], "sequence_parallel": ["true", "false"],
+         "zero": ["0", "1", "3"], "data": ["1", "8"], "gpu": ["h100", "a100-80gb"], "optimizer": ["adamw", "sgd"],
+         "set": ["tied_embeddings=true", "mlp=swiglu\ntied_embeddings=false"], "framework": ["pytorch", "megatron"]}
+
+
+@settings(max_examples=40, deadline=None)
+@given(chosen=st.dictionaries(st.sampled_from(sorted(TEXTS)), st.integers(0, 2), max_size=6))
+def test_the_printed_command_is_the_urls_request(chosen):
+    """The command line a page prints parses (by the CLI's own typer command) to the request the
+    page's URL gives the API."""
+    import shlex
+
+    import typer.main
+
+    from transformer_calc.cli import _app_for, _request  # the CLI's parse, without running
+
+    options = MemoryRequest.options()
+    items = [("model", "gpt2")]
+    for name, i in chosen.items():
+        values = TEXTS[name]
+        items.append((forms.field_key(name, options[name]), values[i % len(values)]))
+    keywords, texts = forms.read_query(MemoryRequest, items)
+    from_url = MemoryRequest.from_keywords(keywords)
+    argv = shlex.split(forms.command_line(MemoryRequest, texts))
+    assert argv[:2] == ["tcalc", "memory"]
+    group = typer.main.get_command(_app_for(argv[1:]))  # the app with `memory` alone, as `tcalc memory` builds it
+    ctx = group.commands["memory"].make_context("memory", argv[2:])
+    from_cli = _request(MemoryRequest, {k: v for k, v in ctx.params.items() if k != "fmt"})
+    # no --set: the CLI's empty list reads as {}, the API's absent keyword as None (both: no overrides)
+    assert from_cli.model_copy(update={"set": from_cli.set or None}) == from_url
