@@ -55,3 +55,15 @@ def test_wheel_installs_and_finds_presets(tmp_path):
                    env={**env, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}, check=True,
                    capture_output=True)
     assert not any(home.rglob("*"))
+    # tcalc web's templates and vendored assets ship in the wheel; without the extras, tcalc web and
+    # tcalc mcp say which extra to install (one Error: line, exit 2)
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+    for asset in ("web/templates/page.html", "web/templates/index.html", "web/templates/base.html",
+                  "web/static/tcalc.css", "web/static/tcalc.js"):
+        assert f"transformer_calc/{asset}" in names, asset
+    for command in ("web", "mcp"):
+        out = subprocess.run([str(bin_dir / "tcalc"), command], cwd=elsewhere, env=env, capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 2 and out.stderr.startswith(f"Error: tcalc {command} needs the {command} extra"), out.stderr
+        assert f"pip install 'transformer-calc[{command}]'" in out.stderr

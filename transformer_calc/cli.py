@@ -10,6 +10,7 @@ imported inside the commands, and only the invoked command is built (`_app_for`)
 """
 
 import importlib
+import importlib.util
 import inspect
 import os
 import sys
@@ -65,6 +66,9 @@ COMMANDS: dict[str, tuple[str, str, str, str, str, str]] = {
     "presets": ("catalog", "PresetsRequest", "catalog", "run_presets", "catalog", "presets_table"),
     "hardware": ("catalog", "HardwareRequest", "catalog", "run_hardware", "catalog", "hardware_table"),
     "schema": ("catalog", "SchemaRequest", "catalog", "run_schema", "common", "schema_json"),
+    # the other doors: their bodies serve the API (web/, mcp_server.py); no result of their own
+    "web": ("doors", "WebRequest", "", "", "", ""),
+    "mcp": ("doors", "McpRequest", "", "", "", ""),
 }
 # The one-line summary and example of each command (its --help).
 HELP = {
@@ -121,6 +125,15 @@ HELP = {
     "presets": "List the model presets with their key numbers and sources.",
     "hardware": "List the accelerators: memory, bandwidth, dense peaks per dtype, λ_math, interconnect.",
     "schema": "Print the JSON Schema of a command's result: what its `--format json` writes (always JSON).",
+    "web": """A local web page on the Python API: a page per command, its options in the URL, charts and every number.
+
+    Needs the web extra: pip install 'transformer-calc\\[web]'. Binds 127.0.0.1 unless --host says otherwise.
+    Example: tcalc web --port 8000, then open http://127.0.0.1:8000/memory?model=llama-3-8b&S=4096
+    """,
+    "mcp": """An MCP server on stdio: each command a tool (input: its request's JSON Schema; output: its -f json).
+
+    Needs the mcp extra: pip install 'transformer-calc\\[mcp]'. For an MCP client's config: command tcalc, args ["mcp"].
+    """,
 }
 
 
@@ -205,7 +218,7 @@ def _register(target: typer.Typer, command: str) -> None:
         BODIES.get(command, _default_body)(command, req, fmt)
 
     params = command_parameters(cls)
-    if command != "schema":
+    if command not in ("schema", "web", "mcp"):  # schema writes JSON; web and mcp serve
         params.append(inspect.Parameter("fmt", inspect.Parameter.KEYWORD_ONLY, default=OutputFormat.table,
                                         annotation=FormatOpt))
     callback.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]  # typer reads it
@@ -343,7 +356,27 @@ def _sweep_body(command: str, req: Any, fmt: OutputFormat) -> None:
         emit(report, fmt, sweep_table)
 
 
+def _door_body(command: str, req: Any, fmt: OutputFormat) -> None:
+    """web, mcp: their dependencies (an optional extra) are imported here, by these commands only."""
+    from transformer_calc.errors import TcalcError
+
+    extra = {"web": ("starlette", "uvicorn", "jinja2", "multipart"), "mcp": ("mcp",)}[command]
+    missing = [name for name in extra if importlib.util.find_spec(name) is None]
+    if missing:
+        raise TcalcError(f"tcalc {command} needs the {command} extra ({', '.join(missing)} missing); "
+                         f"install it: pip install 'transformer-calc[{command}]'")
+    if command == "web":
+        from transformer_calc.web.app import serve
+
+        serve(req.host, req.port)
+    else:
+        from transformer_calc.mcp_server.server import serve_stdio
+
+        serve_stdio()
+
+
 BODIES = {
+    "web": _door_body, "mcp": _door_body,
     "memory": _workload_body, "flops": _workload_body, "inference": _inference_body, "serve": _serve_body,
     "train": _with_notes, "plan": _with_notes, "mfu": _with_notes, "check": _check_body,
     "hardware": _hardware_body, "schema": _schema_body, "sweep": _sweep_body,

@@ -1,0 +1,213 @@
+"""`tcalc web` in a real browser (issue 27): Debian's headless Chromium, driven by Playwright, loads
+each page of a `tcalc web` process, changes inputs, and checks that the numbers shown are the
+API's; a hostile input is an inline message. Screenshots are kept as test artefacts (pytest's
+tmp dir, or $TCALC_SCREENSHOTS). Skipped where Chromium or the extras are missing; CI installs
+both (README's ci:test block)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+CHROMIUM = os.environ.get("TCALC_CHROMIUM", "/usr/bin/chromium")
+if not Path(CHROMIUM).is_file() and shutil.which("chromium") is None:
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+pytest.importorskip("jinja2")
+sync_api = pytest.importorskip("playwright.sync_api")
+
+import transformer_calc.api as tc  # noqa: E402
+
+# Chromium's flags for a hermetic run: no network of its own, no first-run, no sandbox (root in CI)
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+START_TIMEOUT_S = 60
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A `tcalc web --port 0` process; its URL read from its first line on stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "transformer_calc", "web", "--port", "0"], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        url = None
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            found = re.search(r"http://127\.0\.0\.1:\d+/", line)
+            url = found.group(0) if found else None
+        assert url, "tcalc web did not print its URL"
+        yield url.rstrip("/")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    where = os.environ.get("TCALC_SCREENSHOTS")
+    path = Path(where) if where else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def playwright():
+    pw = sync_api.sync_playwright().start()
+    yield pw
+    pw.stop()
+
+
+def _browser(pw, tmp_path_factory, javascript: bool):
+    profile = tmp_path_factory.mktemp("chromium-profile")  # a fresh --user-data-dir
+    context = pw.chromium.launch_persistent_context(str(profile), executable_path=CHROMIUM if Path(CHROMIUM).is_file()
+                                                    else shutil.which("chromium"), headless=True, args=FLAGS,
+                                                    java_script_enabled=javascript,
+                                                    viewport={"width": 1280, "height": 1000})
+    return context
+
+
+@pytest.fixture(scope="module")
+def page(playwright, tmp_path_factory):
+    context = _browser(playwright, tmp_path_factory, javascript=True)
+    yield context.new_page()
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def page_without_js(playwright, tmp_path_factory):
+    context = _browser(playwright, tmp_path_factory, javascript=False)
+    yield context.new_page()
+    context.close()
+
+
+def open_panel(page, field: str) -> None:
+    """Open the form's panel that holds a field (as a person clicks its heading)."""
+    panel = page.locator(f"details:has(#f-{field})")
+    if panel.get_attribute("open") is None:
+        panel.locator("summary").first.click()
+
+
+def shown(page, key: str) -> tuple[object, str]:
+    """(the cell's exact JSON value, its text) of a result key on the page."""
+    cell = page.locator(f'td[data-key="{key}"]').first
+    return json.loads(cell.get_attribute("data-value")), cell.inner_text().strip()
+
+
+def test_the_memory_page_shows_the_apis_numbers_and_follows_its_inputs(server, page, shots):
+    page.goto(f"{server}/memory?model=llama-3-8b&S=4096&gpu=h100")
+    result = tc.memory("llama-3-8b", S=4096, gpu="h100")
+    assert shown(page, "memory.peak_bytes") == (result.memory.peak_bytes, f"{result.memory.peak_bytes:,} (195.1 GiB)")
+    assert page.locator("svg[aria-label='memory timeline'] rect").count() >= len(result.memory.phases)
+    assert page.locator("#command-line").inner_text() == "tcalc memory llama-3-8b --S 4096 --gpu h100"
+    page.screenshot(path=str(shots / "memory.png"))
+
+    # a text input, then Compute: the URL holds the new state (empty fields left out by the script)
+    page.fill("#f-S", "8192")
+    page.fill("#f-B", "2")
+    with page.expect_navigation():
+        page.click("#compute")
+    assert page.url == f"{server}/memory?model=llama-3-8b&S=8192&B=2&gpu=h100"
+    assert shown(page, "memory.peak_bytes")[0] == tc.memory("llama-3-8b", S=8192, B=2, gpu="h100").memory.peak_bytes
+
+    # a switch submits itself
+    open_panel(page, "flash")
+    with page.expect_navigation():
+        page.select_option("#f-flash", "true")
+    assert "flash=true" in page.url
+    assert shown(page, "memory.peak_bytes")[0] == tc.memory("llama-3-8b", S=8192, B=2, gpu="h100",
+                                                             flash=True).memory.peak_bytes
+    assert page.locator("#command-line").inner_text().endswith("--flash --gpu h100")
+
+
+PAGES = {  # page: (query, the API's result, the keys to read)
+    "inference": ("model=llama-3-8b&S=2048&B=4&gpu=h100", lambda: tc.inference("llama-3-8b", S=2048, B=4, gpu="h100"),
+                  ["kv_cache.total_bytes", "prefill.time_s", "decode.time_per_output_token_s",
+                   "serving.max_concurrent_sequences"]),
+    "serve": ("model=llama-3-8b&gpu=h100&gpus=8&prompt_len=2000&output_len=500&ttft=1&tpot=0.05",
+              lambda: tc.serve("llama-3-8b", gpu="h100", gpus=8, prompt_len=2000, output_len=500, ttft=1, tpot=0.05),
+              ["best.tokens_per_s", "best.tpot_s", "layouts.0.concurrency"]),
+    "train": ("model=gpt2&gpus=8&global_batch=64&S=1024", lambda: tc.train("gpt2", gpus=8, global_batch=64, S=1024),
+              ["step_time_s", "mfu", "breakdown.compute_s"]),
+    "plan": ("model=gpt2&gpus=8&global_batch=64&S=1024", lambda: tc.plan("gpt2", gpus=8, global_batch=64, S=1024),
+             ["plans.0.step_time_s", "plans.0.mfu", "evaluated"]),
+    "params": ("model=gpt2", lambda: tc.params("gpt2"), ["params.total"]),
+}
+
+
+def _value(data, key):
+    for part in key.split("."):
+        data = data[int(part)] if isinstance(data, list) else data[part]
+    return data
+
+
+@pytest.mark.parametrize("command", sorted(PAGES))
+def test_each_page_shows_the_apis_numbers(server, page, shots, command):
+    query, call, keys = PAGES[command]
+    page.goto(f"{server}/{command}?{query}")
+    data = call().model_dump(mode="json")
+    for key in keys:
+        assert shown(page, key)[0] == _value(data, key), (command, key)
+    if command in ("inference", "serve", "train", "plan"):
+        assert page.locator("figure.chart svg").count() >= 1
+    page.screenshot(path=str(shots / f"{command}.png"), full_page=False)
+
+
+@pytest.mark.parametrize("query, field, text", [
+    ("model=llama-3-8b&S=1e400", "S", "'1e400' is too large"),
+    ("model=no-such-preset", "model", "MODEL 'no-such-preset' is not a path, a preset"),
+])
+def test_a_hostile_input_is_an_inline_message(server, page, shots, query, field, text):
+    page.goto(f"{server}/memory?{query}")
+    message = page.locator(f"#e-{field}")
+    assert message.is_visible() and text in message.inner_text()
+    # beside its field, inside the field's box
+    assert page.locator(f".field.has-error #f-{field}").count() == 1
+    assert page.locator("td[data-key]").count() == 0 and "Traceback" not in page.content()
+    page.screenshot(path=str(shots / f"error-{field}.png"))
+
+
+def test_the_pages_work_without_javascript(server, page_without_js):
+    """The server renders the numbers; a form submitted without the script sends its empty
+    fields, and the server redirects to the clean URL."""
+    page = page_without_js
+    page.goto(f"{server}/memory?model=gpt2")
+    open_panel(page, "S")
+    page.fill("#f-S", "512")
+    with page.expect_navigation():
+        page.click("#compute")
+    assert page.url == f"{server}/memory?model=gpt2&S=512"
+    assert shown(page, "memory.peak_bytes")[0] == tc.memory("gpt2", S=512).memory.peak_bytes
+
+
+def test_a_config_json_uploaded_in_the_picker(server, page):
+    config = REPO / "tests" / "data" / "checkpoints" / "tiny-llama-fp8" / "config.json"
+    page.goto(f"{server}/")
+    page.set_input_files("#config", str(config))
+    with page.expect_navigation():
+        page.click("#upload button[type=submit]")
+    assert page.url.startswith(f"{server}/memory?set=")
+    assert shown(page, "memory.peak_bytes")[0] == tc.memory(hf_config=config).memory.peak_bytes
+
+
+def test_the_picker_opens_a_page_for_a_model(server, page):
+    page.goto(f"{server}/")
+    page.fill("#model", "gpt2")
+    page.select_option("#page", "params")
+    with page.expect_navigation():
+        page.click("#pick button[type=submit]")
+    assert page.url == f"{server}/params?model=gpt2"
+    assert shown(page, "params.total")[0] == tc.params("gpt2").params.total

@@ -1,0 +1,258 @@
+"""Charts as inline SVG, drawn on the server from a command's typed result (no JavaScript, no
+library): the memory timeline and breakdown, the roofline, the serving layouts' latency against
+throughput, the step-time breakdown and the ranked layouts. Each function reads the result's
+fields and returns SVG text; every number it draws is one the result holds (the tables beside
+the charts show them exactly)."""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from typing import Any
+
+from transformer_calc.render.common import fmt_bytes, fmt_rate, fmt_s
+
+WIDTH = 720
+COLORS = {  # one colour per memory component / time part, the same on every page
+    "weights": "#4e79a7", "gradients": "#f28e2b", "optimizer": "#e15759", "activations": "#76b7b2",
+    "transient": "#59a14f", "gathered": "#edc948", "buckets": "#b07aa1",
+    "compute": "#4e79a7", "memory_bound": "#76b7b2", "tp_comm": "#f28e2b", "pp_bubble": "#e15759",
+    "pp_comm": "#ff9da7", "dp_comm_exposed": "#edc948", "optimizer_s": "#b07aa1", "moe_all_to_all": "#9c755f",
+    "cp_comm": "#bab0ac", "offload_pcie": "#59a14f",
+}
+MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "transient", "gathered", "buckets")
+
+
+def _svg(height: int, body: list[str], title: str) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{escape(title)}" viewBox="0 0 {WIDTH} {height}" '
+            f'width="{WIDTH}" height="{height}" class="chart"><title>{escape(title)}</title>' + "".join(body) + "</svg>")
+
+
+def _text(x: float, y: float, text: str, anchor: str = "start", size: int = 12, extra: str = "") -> str:
+    return f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" {extra}>{escape(text)}</text>'
+
+
+def _legend(names: list[str], y: float, colors: dict[str, str]) -> list[str]:
+    out, x = [], 10.0
+    for name in names:
+        out.append(f'<rect x="{x:.1f}" y="{y - 10:.1f}" width="10" height="10" fill="{colors[name]}"/>')
+        out.append(_text(x + 14, y, name.replace("_", " ")))
+        x += 24 + 7 * len(name)
+    return out
+
+
+def memory_timeline(result: Any) -> str:
+    """The peak of each phase of a step, stacked by component; the GPU's usable memory as a line."""
+    phases = result.memory.phases
+    used = [p for p in MEMORY_PARTS if any(getattr(ph, f"{p}_bytes") for ph in phases)]
+    capacity = result.gpu.usable_bytes if result.gpu is not None else None
+    top = max([ph.total_bytes for ph in phases] + ([capacity] if capacity else [])) or 1
+    left, row, bar = 200, 26, 18
+    height = 40 + row * len(phases) + 30
+    scale = (WIDTH - left - 100) / top  # room for the total after the bar
+    body = [_text(10, 16, "Memory per GPU, phase by phase (bytes held at each phase's peak)", size=13,
+                  extra='font-weight="bold"')]
+    for i, ph in enumerate(phases):
+        y = 30 + i * row
+        peak = ph.phase == result.memory.peak_phase
+        body.append(_text(left - 6, y + 13, ph.phase, anchor="end", extra='font-weight="bold"' if peak else ""))
+        x = float(left)
+        for part in used:
+            w = getattr(ph, f"{part}_bytes") * scale
+            if w > 0:
+                body.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar}" fill="{COLORS[part]}">'
+                            f'<title>{escape(ph.phase)}: {part} {escape(fmt_bytes(getattr(ph, f"{part}_bytes")))}</title></rect>')
+                x += w
+        body.append(_text(x + 4, y + 13, fmt_bytes(ph.total_bytes) + (" (peak)" if peak else ""), size=11))
+    if capacity:
+        x = left + capacity * scale
+        body.append(f'<line x1="{x:.1f}" y1="24" x2="{x:.1f}" y2="{34 + row * len(phases)}" stroke="#c00" '
+                    f'stroke-dasharray="4 3"/>')
+        body.append(_text(x, 36 + row * len(phases) + 10, f"{result.gpu.name}: {fmt_bytes(capacity)} usable",
+                          anchor="end" if x > WIDTH / 2 else "start", size=11, extra='fill="#c00"'))
+    body += _legend(used, height - 6, COLORS)
+    return _svg(height, body, "memory timeline")
+
+
+def memory_breakdown(result: Any) -> str:
+    """The peak's components as bars, largest first."""
+    peak = result.memory.peak
+    parts = sorted(((p, getattr(peak, f"{p}_bytes")) for p in MEMORY_PARTS), key=lambda kv: -kv[1])
+    parts = [(p, v) for p, v in parts if v > 0]
+    left, row = 110, 24
+    height = 30 + row * max(len(parts), 1) + 6
+    top = max((v for _, v in parts), default=1)
+    scale = (WIDTH - left - 150) / top
+    body = [_text(10, 16, f"The peak ({result.memory.peak_phase}): {fmt_bytes(peak.total_bytes)}", size=13,
+                  extra='font-weight="bold"')]
+    for i, (part, value) in enumerate(parts):
+        y = 26 + i * row
+        body.append(_text(left - 6, y + 13, part, anchor="end"))
+        body.append(f'<rect x="{left}" y="{y}" width="{max(value * scale, 1):.1f}" height="16" fill="{COLORS[part]}"/>')
+        body.append(_text(left + value * scale + 6, y + 13,
+                          f"{fmt_bytes(value)} ({100 * value / peak.total_bytes:.1f} %)", size=11))
+    return _svg(height, body, "memory breakdown")
+
+
+def _log_ticks(low: float, high: float) -> list[float]:
+    return [10.0 ** k for k in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)]
+
+
+def roofline(result: Any) -> str | None:
+    """Prefill and decode steps on the GPU's roofline: attainable FLOP/s = min(peak, bandwidth x
+    intensity) (Williams et al. 2009), the peak and bandwidth read back from the result's step
+    (FLOPs / compute time, bytes / memory time), the steps at the rate their bound time gives."""
+    steps = [("prefill", result.prefill), ("decode, first step", result.decode.first_step),
+             ("decode, last step", result.decode.last_step)]
+    steps = [(n, s) for n, s in steps if s.compute_s > 0 and s.memory_s > 0 and s.bytes_moved > 0]
+    if len(steps) == 3 and (steps[1][1].intensity, steps[1][1].time_s) == (steps[2][1].intensity, steps[2][1].time_s):
+        steps = [steps[0], ("decode", steps[1][1])]  # one new token: the first step is the last
+    if not steps:
+        return None
+    peak = steps[0][1].flops / steps[0][1].compute_s
+    bandwidth = steps[0][1].bytes_moved / steps[0][1].memory_s
+    ridge = peak / bandwidth
+    xs = [s.intensity for _, s in steps] + [ridge]
+    x_lo, x_hi = min(xs) / 4, max(xs) * 4
+    y_lo, y_hi = min(bandwidth * x_lo, min(s.flops / s.time_s for _, s in steps)) / 2, peak * 2
+    left, right, top, bottom = 70, WIDTH - 20, 30, 250
+    height = bottom + 40
+
+    def px(x: float) -> float:
+        return left + (math.log10(x) - math.log10(x_lo)) / (math.log10(x_hi) - math.log10(x_lo)) * (right - left)
+
+    def py(y: float) -> float:
+        return bottom - (math.log10(y) - math.log10(y_lo)) / (math.log10(y_hi) - math.log10(y_lo)) * (bottom - top)
+
+    body = [_text(10, 16, f"Roofline on {result.inference.gpu}: ridge at {ridge:.4g} FLOP/byte", size=13,
+                  extra='font-weight="bold"'),
+            f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" fill="none" stroke="#999"/>']
+    for t in _log_ticks(x_lo, x_hi):
+        if x_lo <= t <= x_hi:
+            body.append(f'<line x1="{px(t):.1f}" y1="{top}" x2="{px(t):.1f}" y2="{bottom}" stroke="#eee"/>')
+            body.append(_text(px(t), bottom + 14, f"{t:g}", anchor="middle", size=10))
+    for t in _log_ticks(y_lo, y_hi):
+        if y_lo <= t <= y_hi:
+            body.append(f'<line x1="{left}" y1="{py(t):.1f}" x2="{right}" y2="{py(t):.1f}" stroke="#eee"/>')
+            body.append(_text(left - 4, py(t) + 4, fmt_rate(t, "FLOP/s"), anchor="end", size=9))
+    body.append(_text((left + right) / 2, bottom + 30, "arithmetic intensity (FLOPs per byte moved)", anchor="middle", size=11))
+    x_mem_lo = max(x_lo, y_lo / bandwidth)
+    body.append(f'<polyline fill="none" stroke="#333" stroke-width="2" points="{px(x_mem_lo):.1f},{py(bandwidth * x_mem_lo):.1f} '
+                f'{px(ridge):.1f},{py(peak):.1f} {px(x_hi):.1f},{py(peak):.1f}"/>')
+    body.append(_text(px(x_hi) - 4, py(peak) - 6, f"peak {fmt_rate(peak, 'FLOP/s')}", anchor="end", size=11))
+    body.append(_text(px(x_mem_lo) + 4, py(bandwidth * x_mem_lo) - 8, f"{fmt_rate(bandwidth, 'B/s')}", size=11))
+    for (name, s), color in zip(steps, ("#e15759", "#4e79a7", "#59a14f")):
+        rate = s.flops / s.time_s
+        body.append(f'<circle cx="{px(s.intensity):.1f}" cy="{py(rate):.1f}" r="5" fill="{color}">'
+                    f'<title>{escape(name)}: {s.intensity:.4g} FLOP/byte, {escape(fmt_rate(rate, "FLOP/s"))}, '
+                    f'{escape(s.bound)}-bound</title></circle>')
+        body.append(_text(px(s.intensity) + 8, py(rate) + 14, f"{name} ({s.bound})", size=11, extra=f'fill="{color}"'))
+    return _svg(height, body, "roofline")
+
+
+def serve_layouts(result: Any) -> str | None:
+    """Each layout's TPOT against its throughput per GPU (the latency-throughput trade of T
+    against replicas), the TPOT target as a line; infeasible layouts hollow."""
+    layouts = [lay for lay in result.layouts if lay.tpot_s and lay.tokens_per_s_per_gpu]
+    if not layouts:
+        return None
+    target = result.serve.targets.tpot_s
+    x_hi = max([lay.tpot_s for lay in layouts] + [target or 0]) * 1.15
+    y_hi = max(lay.tokens_per_s_per_gpu for lay in layouts) * 1.15
+    left, right, top, bottom = 80, WIDTH - 30, 30, 240
+    height = bottom + 40
+
+    def px(x: float) -> float:
+        return left + x / x_hi * (right - left)
+
+    def py(y: float) -> float:
+        return bottom - y / y_hi * (bottom - top)
+
+    body = [_text(10, 16, "Layouts: time per output token against throughput per GPU", size=13, extra='font-weight="bold"'),
+            f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" fill="none" stroke="#999"/>',
+            _text((left + right) / 2, bottom + 30, "TPOT (time per output token)", anchor="middle", size=11),
+            _text(left - 4, top + 4, f"{y_hi:,.0f}", anchor="end", size=9), _text(left - 4, bottom, "0", anchor="end", size=9),
+            _text(right, bottom + 14, fmt_s(x_hi), anchor="end", size=9), _text(left, bottom + 14, "0", size=9),
+            _text(left + 4, top + 14, "tokens/s per GPU", size=10)]
+    if target:
+        body.append(f'<line x1="{px(target):.1f}" y1="{top}" x2="{px(target):.1f}" y2="{bottom}" stroke="#c00" stroke-dasharray="4 3"/>')
+        body.append(_text(px(target) + 4, top + 28, f"target {fmt_s(target)}", size=11, extra='fill="#c00"'))
+    for lay in layouts:
+        fill = "#4e79a7" if lay.feasible else "none"
+        body.append(f'<circle cx="{px(lay.tpot_s):.1f}" cy="{py(lay.tokens_per_s_per_gpu):.1f}" r="6" fill="{fill}" '
+                    f'stroke="#4e79a7" stroke-width="2"><title>T={lay.tensor_parallel} x {lay.replicas} replicas: '
+                    f'{escape(fmt_s(lay.tpot_s))}, {lay.tokens_per_s_per_gpu:,.0f} tokens/s per GPU'
+                    f'{"" if lay.feasible else ", " + escape(lay.reason or "infeasible")}</title></circle>')
+        body.append(_text(px(lay.tpot_s) + 9, py(lay.tokens_per_s_per_gpu) + 4, f"T={lay.tensor_parallel}", size=11))
+    return _svg(height, body, "serving layouts")
+
+
+BREAKDOWN_PARTS = ("compute_s", "memory_bound_s", "tp_comm_s", "pp_bubble_s", "pp_comm_s", "dp_comm_exposed_s",
+                   "optimizer_s", "moe_all_to_all_s", "cp_comm_s", "offload_pcie_s")
+
+
+def _color(part: str) -> str:
+    return COLORS.get(part, COLORS.get(part.removesuffix("_s"), "#999"))  # optimizer_s: a time, not the states
+
+
+def step_breakdown(breakdown: Any, step_time_s: float, title: str) -> str:
+    """A step's time by part, as bars: compute, memory-bound time, exposed communication, bubble."""
+    parts = [(p, getattr(breakdown, p)) for p in BREAKDOWN_PARTS if getattr(breakdown, p) > 0]
+    left, row = 150, 24
+    height = 30 + row * max(len(parts), 1) + 6
+    top = max((v for _, v in parts), default=1.0)
+    scale = (WIDTH - left - 140) / top
+    body = [_text(10, 16, f"{title}: {fmt_s(step_time_s)}", size=13, extra='font-weight="bold"')]
+    for i, (part, value) in enumerate(parts):
+        y = 26 + i * row
+        body.append(_text(left - 6, y + 13, part.removesuffix("_s").replace("_", " "), anchor="end"))
+        body.append(f'<rect x="{left}" y="{y}" width="{max(value * scale, 1):.1f}" height="16" fill="{_color(part)}"/>')
+        body.append(_text(left + value * scale + 6, y + 13, fmt_s(value), size=11))
+    return _svg(height, body, "step time breakdown")
+
+
+def ranked_layouts(result: Any) -> str | None:
+    """plan's layouts, fastest first: each step time stacked by part."""
+    plans = result.plans
+    if not plans:
+        return None
+    left, row = 250, 24
+    height = 30 + row * len(plans) + 26
+    top = max(p.step_time_s for p in plans)
+    scale = (WIDTH - left - 150) / top  # room for "21.77 ms, MFU 31.0 %" after the bar
+    body = [_text(10, 16, "Layouts that fit, fastest first (step time by part)", size=13, extra='font-weight="bold"')]
+    used = set()
+    for i, p in enumerate(plans):
+        y = 26 + i * row
+        lay = p.layout
+        label = f"#{i + 1} T{lay.tensor} P{lay.pipeline} CP{lay.context} EP{lay.expert} dp{lay.data} b{p.micro_batch} {p.recompute}"
+        body.append(_text(left - 6, y + 13, label, anchor="end", size=11))
+        x = float(left)
+        for part in BREAKDOWN_PARTS:
+            w = getattr(p.breakdown, part) * scale
+            if w > 0:
+                used.add(part)
+                body.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="16" fill="{_color(part)}"/>')
+                x += w
+        body.append(_text(x + 4, y + 13, f"{fmt_s(p.step_time_s)}, MFU {100 * p.mfu:.1f} %", size=11))
+    names = [p for p in BREAKDOWN_PARTS if p in used]
+    body += _legend([n.removesuffix("_s") for n in names], height - 6, {n.removesuffix("_s"): _color(n) for n in names})
+    return _svg(height, body, "ranked layouts")
+
+
+def charts(command: str, result: Any) -> list[str]:
+    """The charts of a command's page (none for a command without one)."""
+    out: list[str | None] = []
+    if command == "memory":
+        out = [memory_timeline(result), memory_breakdown(result)]
+    elif command == "inference":
+        out = [roofline(result)]
+    elif command == "serve":
+        out = [serve_layouts(result)]
+    elif command == "train":
+        out = [step_breakdown(result.breakdown, result.step_time_s, "Step time")]
+    elif command == "plan":
+        out = [ranked_layouts(result)]
+        if result.plans:
+            out.append(step_breakdown(result.plans[0].breakdown, result.plans[0].step_time_s, "The fastest layout's step"))
+    return [c for c in out if c]
