@@ -18,6 +18,7 @@ from functools import lru_cache
 
 from transformer_calc.model.config import ACTIVATION_PARAMS, LayerAttention, ModelConfig, Positional, QKNormScope
 from transformer_calc.estimators.mixers import MIXERS
+from transformer_calc.estimators import shared_block
 
 # count_params and shard_params are pure functions of a frozen, hashable ModelConfig (and ints)
 # returning frozen dataclasses: they are memoized, so that a sweep or a planner that prices
@@ -72,6 +73,8 @@ class LayerParams:
         return self.attention + self.mlp + self.norms
 
 
+# ModelParams fields that are JSON keys only when nonzero (models without them keep their JSON)
+OPTIONAL_KEYS = ("shared_blocks",)
 ATTENTION_FIELDS = ("attn_q", "attn_k", "attn_v", "attn_o", "attn_bias", "qk_norm", "latent_norms", "sinks")
 
 
@@ -104,6 +107,7 @@ class ModelParams:
     n_attention_layers: int
     mixers: int
     n_channel_free_layers: int  # one_mixer_per_layer: the sequence-mixer blocks, which have no MLP (0 otherwise)
+    shared_blocks: int = 0  # Zamba2's shared attention+MLP blocks, adapters and linears, each tensor once (estimators/shared_block.py)
 
     @property
     def n_dense_layers(self) -> int:
@@ -119,7 +123,7 @@ class ModelParams:
         idle_indexers = (self.n_layers - self.n_indexer_layers) * self.layer.indexer
         blocks = self.n_moe_layers * self.layer.total + self.n_dense_layers * self.dense_layer.total - idle_indexers
         blocks += self.n_channel_free_layers * (self.dense_layer.total - self.dense_layer.mlp)  # no MLP
-        return blocks - self.n_mixer_layers * self.layer.attention + self.mixers
+        return blocks - self.n_mixer_layers * self.layer.attention + self.mixers + self.shared_blocks
 
     @property
     def total(self) -> int:
@@ -151,7 +155,7 @@ class ModelParams:
         out: dict[str, int] = {"total": self.total, "non_embedding": self.non_embedding}
         out["active"] = self.active
         for f in fields(self):
-            if f.name not in ("layer", "dense_layer"):
+            if f.name not in ("layer", "dense_layer") and (f.name not in OPTIONAL_KEYS or getattr(self, f.name)):
                 out[f.name] = getattr(self, f.name)
         out["per_layer"] = self.layer.total
         for f in fields(self.layer):
@@ -332,6 +336,7 @@ def count_params(m: ModelConfig) -> ModelParams:
         n_attention_layers=m.n_softmax_layers(),
         mixers=sum(m.n_attention_layers(k) * MIXERS[k].params(m).total for k in m.mixer_kinds),
         n_channel_free_layers=m.n_channel_free_layers(),
+        shared_blocks=shared_block.shared_block_params(m).total,
     )
 
 
@@ -400,6 +405,7 @@ def check_tensor_parallel(m: ModelConfig, T: int, ep: int = 1, etp: int | None =
         raise ValueError(f"n_heads ({m.n_heads}) must be divisible by T ({T}); use a divisor of {m.n_heads}")
     for kind in m.mixer_kinds:
         MIXERS[kind].check(m, T)
+    shared_block.check_tensor_parallel(m, T)
     if m.has_dense_mlp_layers and m.d_ff % T:
         raise ValueError(f"d_ff ({m.d_ff}) must be divisible by T ({T}); use a divisor of {m.d_ff}")
     if m.is_moe:
@@ -458,6 +464,7 @@ class ShardParams:
     attention: int = 0  # the attention part of `layer` (what a mixer layer holds instead)
     mixers: tuple[tuple[LayerAttention, int], ...] = ()  # (kind, one layer's shard) of the other mixers
     dense_mlp: int = 0  # the MLP part of `dense_layer` (what a layer without MLP lacks)
+    shared_blocks: int = 0  # Zamba2's shared blocks (T = 1 only: shared_block.check_tensor_parallel)
 
     def blocks(self, m: ModelConfig, start: int, stop: int) -> int:
         """The blocks' shards for layers [start, stop) (less the indexers GLM-5's shared layers lack)."""
@@ -473,7 +480,7 @@ class ShardParams:
         return total
 
     def total(self, m: ModelConfig) -> int:
-        return self.embedding + self.blocks(m, 0, m.n_layers) + self.final_norm + self.lm_head
+        return self.embedding + self.blocks(m, 0, m.n_layers) + self.shared_blocks + self.final_norm + self.lm_head
 
 
 @lru_cache(maxsize=MEMO_SIZE)
@@ -534,6 +541,7 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
         attention=attn,
         mixers=tuple((k, MIXERS[k].shard_params(m, T)) for k in m.mixer_kinds),
         dense_mlp=mlp(m.d_ff // T),
+        shared_blocks=full.shared_blocks,
     )
 
 

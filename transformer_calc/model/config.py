@@ -212,6 +212,31 @@ class ModelConfig(BaseModel):
         default=False,
         description="the pattern's mixer layers also run full attention beside the mixer (Falcon-H1's parallel hybrid)",
     )
+    # --- shared transformer blocks (Zamba2; estimators/shared_block.py): on when shared_block_layer_ids is set
+    shared_block_layer_ids: tuple[int, ...] = Field(
+        default=(),
+        description="layers at which a shared attention+MLP block runs before the layer's mixer, on the hidden state "
+        "concatenated with the token embedding (2·D wide); its output, through a D x D linear of that layer, is "
+        "added to the mixer's input (Zamba2's hybrid layers)",
+    )
+    shared_blocks: int = Field(
+        default=1, gt=0, description="distinct shared blocks; application i uses block i mod shared_blocks (Zamba2 num_mem_blocks)"
+    )
+    shared_blocks_tied: bool = Field(
+        default=True,
+        description="the applications share the blocks' weights (false: each application builds its own copy, as "
+        "transformers 5.23 does for Zamba2 when tie_word_embeddings is false: it ties nothing then)",
+    )
+    shared_block_adapter_rank: int | None = Field(
+        default=None, gt=0,
+        description="rank of the low-rank adapter each application of a shared block adds to its MLP's gate/up "
+        "projection (Zamba2 adapter_rank; none: no adapters)",
+    )
+    shared_attention_adapters: bool = Field(
+        default=False,
+        description="each application also adds low-rank adapters to the shared block's q, k and v projections "
+        "(Zamba2 use_shared_attention_adapter)",
+    )
     # --- multi-head latent attention (DeepSeek-V2/V3, Kimi K2): on when kv_lora_rank is set
     q_lora_rank: int | None = Field(default=None, gt=0, description="MLA query low rank (none: full q_proj)")
     kv_lora_rank: int | None = Field(default=None, gt=0, description="MLA latent width (cached)")
@@ -324,6 +349,11 @@ class ModelConfig(BaseModel):
         if not self.is_dsa:
             return 0
         return self.n_layers - len({i for i in self.index_shared_layer_ids if 0 <= i < self.n_layers})
+
+    @property
+    def n_shared_block_applications(self) -> int:
+        """Layers at which a shared transformer block runs (Zamba2's hybrid layers; 0: none)."""
+        return len(self.shared_block_layer_ids)
 
     @property
     def v_dim(self) -> int:
@@ -588,6 +618,7 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
         d["moe_d_ff"] = d["d_ff"]
     _check_pattern(d)
     _check_dsa(d)
+    _check_shared_blocks(d)
     n_exp, k_exp = _int_or_none(d.get("n_experts")), _int_or_none(d.get("experts_per_token"))
     if d.get("router") is None:
         d["router"] = n_exp is not None and n_exp > 1
@@ -657,6 +688,35 @@ def _check_dsa(d: dict[str, Any]) -> None:
         raise ValueError(
             f"index_head_dim ({width}) must be >= qk_rope_head_dim ({rope}): the indexer rotates that many of its dims"
         )
+
+
+MAX_SHARED_BLOCK_LAYERS = 65536  # most applications of a shared block (its layer list is read one by one)
+
+
+def _check_shared_blocks(d: dict[str, Any]) -> None:
+    """Shared transformer blocks (Zamba2, estimators/shared_block.py): the layers they run at are
+    distinct layer indices in increasing order; the adapter fields need them."""
+    ids = d.get("shared_block_layer_ids")
+    if not ids:
+        for key in ("shared_block_adapter_rank", "shared_attention_adapters"):  # (shared_blocks_tied: a default True)
+            if d.get(key):
+                raise ValueError(f"{key} ({clip(d[key])}) needs shared blocks; give shared_block_layer_ids too (or drop it)")
+        return
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)):
+        raise ValueError(f"shared_block_layer_ids ({clip(ids)}) must be a list of layer indices, e.g. [5, 11]")
+    if len(ids) > MAX_SHARED_BLOCK_LAYERS:
+        raise ValueError(f"shared_block_layer_ids has {len(ids)} entries; give at most {MAX_SHARED_BLOCK_LAYERS}")
+    L = _int_or_none(d.get("n_layers"))
+    bad = next((i for i in ids if isinstance(i, bool) or not isinstance(i, int) or i < 0
+                or (L is not None and i >= L)), None)
+    if bad is not None:
+        raise ValueError(
+            f"shared_block_layer_ids holds {clip(bad)}; each entry is a layer index from 0 to n_layers - 1 ({clip(L)})"
+        )
+    if any(b <= a for a, b in zip(ids, ids[1:])):
+        raise ValueError(f"shared_block_layer_ids ({clip(list(ids))}) must be distinct and increasing; sort it")
+    if d.get("shared_attention_adapters") and d.get("shared_block_adapter_rank") is None:
+        raise ValueError("shared_attention_adapters needs shared_block_adapter_rank (the adapters' rank); give it")
 
 
 def _check_pattern(d: dict[str, Any]) -> None:
@@ -730,6 +790,8 @@ SHOWN_WHEN_SET = frozenset({
     "conv_kernel", "ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "ssm_proj_bias",
     "ssm_conv_bias", "ssm_out_bias", "ssm_norm", "mixer_beside_attention", "one_mixer_per_layer", "short_conv_bias",
     "ssm_inner", "ssm_dt_rank", "lightning_block_size",
+    "shared_block_layer_ids", "shared_blocks", "shared_blocks_tied", "shared_block_adapter_rank",
+    "shared_attention_adapters",
 })
 MAX_BLOCK_LAYERS = 65536  # most layers of a one_mixer_per_layer model (its MoE layers are counted one by one)
 MAMBA2_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "conv_kernel")

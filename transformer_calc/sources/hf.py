@@ -433,7 +433,6 @@ UNREPRESENTABLE: dict[str, str] = {
     "mamba": "its state-space layers",
     "mamba2": "its state-space layers",
     "zamba": "its Mamba layers",
-    "zamba2": "its Mamba-2 layers",
     "recurrent_gemma": "its recurrent (RG-LRU) blocks",
     "rwkv": "its RWKV time-mixing layers",
     "xlstm": "its xLSTM blocks",

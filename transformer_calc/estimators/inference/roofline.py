@@ -76,6 +76,7 @@ from transformer_calc.estimators.params import (
     tensor_parallel_params,
 )
 from transformer_calc.estimators.mixers import MIXERS
+from transformer_calc.estimators import shared_block
 
 KV_TENSORS = 2  # K and V are cached; the query is not (seed eq. kv_cache_memory; errata INF-1)
 ALL_REDUCES_PER_LAYER = 2  # Megatron-LM: after the attention output and after the MLP output
@@ -344,7 +345,10 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     mixers = sum(m.n_attention_layers(k) * MIXERS[k].matmul_params(m, T) for k in m.mixer_kinds)  # their projections
     # DSA indexers (replicated): wq_b, wk, weights_proj; its k_norm is no matmul
     indexer = indexer_params(m) - 2 * (m.index_head_dim or 0) if m.is_dsa else 0
-    return m.n_softmax_layers() * attention + mixers + mlp + lm_head + projections + m.n_indexer_layers * indexer
+    # Zamba2's shared blocks: a token multiplies their weights once per application (T = 1 only)
+    shared = m.n_shared_block_applications * shared_block.matmul_weights_per_application(m)
+    return (m.n_softmax_layers() * attention + mixers + mlp + lm_head + projections + m.n_indexer_layers * indexer
+            + shared)
 
 
 def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[_KVGroup, ...]:
@@ -377,6 +381,10 @@ def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[
         # every rank; the indexer scores every cached key: 2·H_I·(d_I + 1) FLOPs per key (tech report §2.1)
         H, d = m.index_n_heads or 0, m.index_head_dim or 0
         groups += (_KVGroup(m.n_indexer_layers, d, None, None, H * (d + 1)),)
+    if m.n_shared_block_applications:
+        # Zamba2's shared attention caches its K and V at each application's layer (modeling_zamba2.py
+        # Zamba2Attention: past_key_values.update(..., layer_idx) of the hybrid layer), full attention
+        groups += (_KVGroup(m.n_shared_block_applications, per_layer, None),)
     return groups
 
 

@@ -37,6 +37,8 @@ def require_attention_only(m: ModelConfig, what: str) -> None:
         kinds.append("gated attention output")
     if m.one_mixer_per_layer:
         kinds.append("one-mixer-per-layer (Nemotron-H block)")
+    if m.shared_block_layer_ids:
+        kinds.append("shared transformer block (Zamba2)")
     if kinds:
         raise TcalcError(
             f"{what} is not modeled for {', '.join(kinds)} layers yet (model {m.name or 'given'}); "
