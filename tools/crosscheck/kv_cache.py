@@ -96,6 +96,10 @@ CASES: list[tuple[str, Cfg]] = [
                                      "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
                                      "n_group": 1, "topk_group": 1, "index_n_heads": 2, "index_head_dim": 16,
                                      "index_topk": 4, "index_topk_pattern": "FSFS"}),
+    ("mimo_v2_flash sliding W=8 with 2x K/V heads and sinks, h_v 8", {
+        "model_type": "mimo_v2_flash", **_BASE, "num_hidden_layers": 6, "num_key_value_heads": 1, "head_dim": 12,
+        "v_head_dim": 8, "moe_intermediate_size": 16, "n_routed_experts": 4, "num_experts_per_tok": 2,
+        "sliding_window": 8, "pad_token_id": 0}),
     # hybrids: the conv and recurrent states of the linear-attention layers (LinearAttentionLayer)
     # beside the K/V of the full-attention ones; constant in the context
     ("qwen3_next Gated DeltaNet 3:1, MoE", {"model_type": "qwen3_next", **_BASE, "num_key_value_heads": 2, "head_dim": 16,

@@ -63,7 +63,7 @@ from typing import TypeGuard
 
 from transformer_calc.model.units import FLOPS_PER_MAC, SECONDS_PER_DAY, SECONDS_PER_HOUR  # noqa: F401 (SECONDS_PER_DAY: part of this module's API, docs/formulas.md)
 from transformer_calc.model.config import LayerAttention, ModelConfig, Recompute, Workload
-from transformer_calc.estimators.params import GATED_MATRICES, PLAIN_MATRICES, count_params, layer_params
+from transformer_calc.estimators.params import GATED_MATRICES, PLAIN_MATRICES, count_params, layer_params, sliding_extra
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import shared_block_flops
 
@@ -325,6 +325,9 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
             f = layer if kind is LayerAttention.full else layer_flops(m, w, causal=causal, windowed=windowed, kind=kind)
             attention += n * f.attention
             cores += n * f.attention_core
+            if kind is LayerAttention.sliding:  # MiMo-V2-Flash: the sliding layers' extra K/V heads
+                extra = sliding_extra(m, m.n_heads, m.n_kv_heads, m.kv_heads_of(kind))[0]
+                attention += n * FLOPS_PER_MAC * B * S * extra
     # Zamba2's shared blocks (estimators/shared_block.py): every application, its attention full
     shared = shared_block_flops(m, B, S, attended_pairs(m, LayerAttention.full, S, causal=causal, windowed=False))
     cores += shared.core

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from transformer_calc.model.config import ACTIVATION_PARAMS, LayerAttention, ModelConfig, Positional, QKNormScope
 from transformer_calc.estimators.mixers import MIXERS
-from transformer_calc.estimators import shared_block
+from transformer_calc.estimators.shared_block import check_tensor_parallel as check_shared_blocks, shared_block_params
 
 # count_params and shard_params are pure functions of a frozen, hashable ModelConfig (and ints)
 # returning frozen dataclasses: they are memoized, so that a sweep or a planner that prices
@@ -74,7 +74,7 @@ class LayerParams:
 
 
 # ModelParams fields that are JSON keys only when nonzero (models without them keep their JSON)
-OPTIONAL_KEYS = ("shared_blocks",)
+OPTIONAL_KEYS = ("shared_blocks", "sliding_extra")
 ATTENTION_FIELDS = ("attn_q", "attn_k", "attn_v", "attn_o", "attn_bias", "qk_norm", "latent_norms", "sinks")
 
 
@@ -108,6 +108,7 @@ class ModelParams:
     mixers: int
     n_channel_free_layers: int  # one_mixer_per_layer: the sequence-mixer blocks, which have no MLP (0 otherwise)
     shared_blocks: int = 0  # Zamba2's shared attention+MLP blocks, adapters and linears, each tensor once (estimators/shared_block.py)
+    sliding_extra: int = 0  # MiMo-V2-Flash: what its sliding layers hold beyond `layer`'s attention (more K/V heads, sinks)
 
     @property
     def n_dense_layers(self) -> int:
@@ -123,7 +124,7 @@ class ModelParams:
         idle_indexers = (self.n_layers - self.n_indexer_layers) * self.layer.indexer
         blocks = self.n_moe_layers * self.layer.total + self.n_dense_layers * self.dense_layer.total - idle_indexers
         blocks += self.n_channel_free_layers * (self.dense_layer.total - self.dense_layer.mlp)  # no MLP
-        return blocks - self.n_mixer_layers * self.layer.attention + self.mixers + self.shared_blocks
+        return blocks - self.n_mixer_layers * self.layer.attention + self.mixers + self.shared_blocks + self.sliding_extra
 
     @property
     def total(self) -> int:
@@ -210,9 +211,11 @@ def attention_weights(m: ModelConfig, q_heads: int, kv_heads: int, replicated_do
     D, hd = m.d_model, m.head_dim
     if not m.is_mla:
         # attn_output_gate (modeling_qwen3_next.py Qwen3NextAttention): q_proj emits A·h_d queries and
-        # A·h_d gate logits, D x 2·A·h_d
+        # A·h_d gate logits, D x 2·A·h_d. Values of h_v = v_dim (head_dim unless v_head_dim is given:
+        # modeling_mimo_v2_flash.py MiMoV2FlashAttention v_proj D x n_kv·h_v, o_proj A·h_v x D)
+        hv = m.v_dim
         q_out = q_heads * hd * (2 if m.attn_output_gate else 1)
-        return D * q_out, D * kv_heads * hd, D * kv_heads * hd, q_heads * hd * D
+        return D * q_out, D * kv_heads * hd, D * kv_heads * hv, q_heads * hv * D
     r_kv, rope, nope, dv = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
     assert r_kv is not None and rope is not None and nope is not None and dv is not None
     if m.q_lora_rank is None:
@@ -233,7 +236,20 @@ def _attention_bias(m: ModelConfig, q_heads: int, kv_heads: int, out_bias: bool)
         bias = (m.q_lora_rank or 0) + r_kv + rope if m.qkv_bias else 0
         return bias + (D if out_bias else 0)
     q_out = q_heads * (2 if m.attn_output_gate else 1)  # the output gate's logits come from q_proj too
-    return (hd * (q_out + 2 * kv_heads) if m.qkv_bias else 0) + (D if out_bias else 0)
+    return ((hd * (q_out + kv_heads) + m.v_dim * kv_heads) if m.qkv_bias else 0) + (D if out_bias else 0)
+
+
+def sliding_extra(m: ModelConfig, q_heads: int, kv_heads: int, sliding_kv_heads: int) -> tuple[int, int]:
+    """(matmul weights, all parameters) a sliding layer holds beyond a full one, for the given heads (one
+    rank's): MiMo-V2-Flash (modeling_mimo_v2_flash.py MiMoV2FlashAttention) gives its sliding layers
+    2·n_kv K/V heads (k_proj, v_proj and their biases widen) and a sink logit per query head."""
+    if not m.per_kind_attention:
+        return 0, 0
+    D, hd, hv = m.d_model, m.head_dim, m.v_dim
+    extra_heads = sliding_kv_heads - kv_heads
+    weights = D * extra_heads * (hd + hv)
+    biases = extra_heads * (hd + hv) if m.qkv_bias else 0
+    return weights, weights + biases + (q_heads if m.sliding_sinks else 0)
 
 
 def _qk_norm(m: ModelConfig) -> int:
@@ -336,7 +352,9 @@ def count_params(m: ModelConfig) -> ModelParams:
         n_attention_layers=m.n_softmax_layers(),
         mixers=sum(m.n_attention_layers(k) * MIXERS[k].params(m).total for k in m.mixer_kinds),
         n_channel_free_layers=m.n_channel_free_layers(),
-        shared_blocks=shared_block.shared_block_params(m).total,
+        shared_blocks=shared_block_params(m).total,
+        sliding_extra=m.n_attention_layers(LayerAttention.sliding) * sliding_extra(
+            m, m.n_heads, m.n_kv_heads, m.kv_heads_of(LayerAttention.sliding))[1],
     )
 
 
@@ -405,7 +423,7 @@ def check_tensor_parallel(m: ModelConfig, T: int, ep: int = 1, etp: int | None =
         raise ValueError(f"n_heads ({m.n_heads}) must be divisible by T ({T}); use a divisor of {m.n_heads}")
     for kind in m.mixer_kinds:
         MIXERS[kind].check(m, T)
-    shared_block.check_tensor_parallel(m, T)
+    check_shared_blocks(m, T)
     if m.has_dense_mlp_layers and m.d_ff % T:
         raise ValueError(f"d_ff ({m.d_ff}) must be divisible by T ({T}); use a divisor of {m.d_ff}")
     if m.is_moe:
@@ -465,6 +483,7 @@ class ShardParams:
     mixers: tuple[tuple[LayerAttention, int], ...] = ()  # (kind, one layer's shard) of the other mixers
     dense_mlp: int = 0  # the MLP part of `dense_layer` (what a layer without MLP lacks)
     shared_blocks: int = 0  # Zamba2's shared blocks (T = 1 only: shared_block.check_tensor_parallel)
+    sliding_extra: int = 0  # MiMo-V2-Flash: one sliding layer's shard beyond `attention`
 
     def blocks(self, m: ModelConfig, start: int, stop: int) -> int:
         """The blocks' shards for layers [start, stop) (less the indexers GLM-5's shared layers lack)."""
@@ -474,6 +493,7 @@ class ShardParams:
         total += n_free * (self.dense_layer - self.dense_mlp)  # one_mixer_per_layer: a mixer block, no MLP
         if m.one_mixer_per_layer:  # an MLP block (kind none): no sequence mixer
             total -= m.n_attention_layers(LayerAttention.none, start, stop) * self.attention
+        total += m.n_attention_layers(LayerAttention.sliding, start, stop) * self.sliding_extra
         beside = self.attention if m.mixer_beside_attention else 0  # Falcon-H1: attention stays
         for kind, shard in self.mixers:  # a mixer layer: its mixer in place of attention
             total += m.n_attention_layers(kind, start, stop) * (shard - self.attention + beside)
@@ -542,6 +562,8 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
         mixers=tuple((k, MIXERS[k].shard_params(m, T)) for k in m.mixer_kinds),
         dense_mlp=mlp(m.d_ff // T),
         shared_blocks=full.shared_blocks,
+        sliding_extra=sliding_extra(m, q_rank, kv_rank, kv_heads_per_rank(
+            m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads"))[1],
     )
 
 

@@ -179,6 +179,12 @@ class ModelConfig(BaseModel):
         description="attention kind of layers 0, 1, ...; repeated cyclically over n_layers",
     )
     sliding_window: int | None = Field(default=None, gt=0, description="W, tokens a sliding layer sees")
+    sliding_kv_heads: int | None = Field(
+        default=None, gt=0, description="K/V heads of the sliding layers when they differ from n_kv_heads (MiMo-V2-Flash: 2·n_kv)"
+    )
+    sliding_sinks: bool = Field(
+        default=False, description="a learned sink logit per head on the sliding layers only (MiMo-V2-Flash)"
+    )
     attention_chunk_size: int | None = Field(default=None, gt=0, description="chunk of a chunked layer")
     attn_output_gate: bool = Field(
         default=False, description="a sigmoid gate on the attention output: q_proj also emits A*h_d gate values (Qwen3-Next)"
@@ -242,7 +248,11 @@ class ModelConfig(BaseModel):
     kv_lora_rank: int | None = Field(default=None, gt=0, description="MLA latent width (cached)")
     qk_rope_head_dim: int | None = Field(default=None, gt=0, description="MLA rotary part of q/k heads")
     qk_nope_head_dim: int | None = Field(default=None, gt=0, description="MLA non-rotary part of q/k heads")
-    v_head_dim: int | None = Field(default=None, gt=0, description="MLA value head width")
+    v_head_dim: int | None = Field(
+        default=None, gt=0,
+        description="value head width: MLA's, or softmax attention whose value heads differ from head_dim "
+        "(MiMo-V2-Flash; default head_dim)",
+    )
     # --- DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): MLA plus a lightning indexer; on when index_topk is set
     index_topk: int | None = Field(default=None, gt=0, description="k_I, latent-cache tokens each query attends (DSA)")
     index_n_heads: int | None = Field(default=None, gt=0, description="H_I, indexer heads (DSA)")
@@ -357,8 +367,19 @@ class ModelConfig(BaseModel):
 
     @property
     def v_dim(self) -> int:
-        """Width of one value head (head_dim, or MLA's v_head_dim)."""
-        return self.v_head_dim if self.is_mla and self.v_head_dim is not None else self.head_dim
+        """Width of one value head (v_head_dim when given: MLA's, or MiMo-V2-Flash's; else head_dim)."""
+        return self.v_head_dim if self.v_head_dim is not None else self.head_dim
+
+    def kv_heads_of(self, kind: LayerAttention) -> int:
+        """K/V heads of a layer of softmax-attention `kind` (sliding layers: sliding_kv_heads when set)."""
+        if kind is LayerAttention.sliding and self.sliding_kv_heads is not None:
+            return self.sliding_kv_heads
+        return self.n_kv_heads
+
+    @property
+    def per_kind_attention(self) -> bool:
+        """Sliding layers shaped apart from the full ones (their own K/V heads or sinks: MiMo-V2-Flash)."""
+        return self.sliding_kv_heads is not None or self.sliding_sinks
 
     @property
     def has_dense_mlp_layers(self) -> bool:
@@ -637,7 +658,8 @@ _MLA_KEYS = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 def _check_mla(d: dict[str, Any]) -> None:
     """MLA: kv_lora_rank with its three head widths; head_dim is the q/k head (nope + rope)."""
     if d.get("kv_lora_rank") is None:
-        extra = [k for k in ("q_lora_rank", *_MLA_KEYS) if d.get(k) is not None]
+        # v_head_dim alone is a plain attention's value head width (MiMo-V2-Flash)
+        extra = [k for k in ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim") if d.get(k) is not None]
         if extra:
             raise ValueError(
                 f"{extra[0]} ({clip(d[extra[0]])}) is a multi-head latent attention width; "
@@ -723,6 +745,9 @@ def _check_pattern(d: dict[str, Any]) -> None:
     """The attention pattern names the window sizes it needs."""
     pat = d.get("attention_pattern")
     if pat is None:
+        for key in ("sliding_kv_heads", "sliding_sinks"):
+            if d.get(key):
+                raise ValueError(f"{key} ({clip(d[key])}) needs sliding layers in attention_pattern; drop it or add them")
         return
     if isinstance(pat, (str, bytes)) or not isinstance(pat, (list, tuple)):
         raise ValueError(
@@ -777,6 +802,15 @@ def _check_pattern(d: dict[str, Any]) -> None:
         heads, groups = _int_or_none(d.get("ssm_heads")), _int_or_none(d.get("ssm_groups"))
         if heads and groups and heads % groups:
             raise ValueError(f"ssm_heads ({heads}) must be a multiple of ssm_groups ({groups}); use a multiple of it")
+    for key in ("sliding_kv_heads", "sliding_sinks"):
+        if d.get(key) and "sliding" not in kinds:
+            raise ValueError(f"{key} ({clip(d[key])}) needs sliding layers in attention_pattern; drop it or add them")
+    skv, A = _int_or_none(d.get("sliding_kv_heads")), _int_or_none(d.get("n_heads"))
+    if skv and A and A % skv:
+        raise ValueError(f"n_heads ({A}) must be divisible by sliding_kv_heads ({skv}); use a divisor of {A}")
+    if d.get("sliding_sinks") and d.get("attention_sinks"):
+        raise ValueError("sliding_sinks (sinks on the sliding layers only) and attention_sinks (every layer) "
+                         "exclude one another; keep one")
     if "sliding" in kinds and d.get("sliding_window") is None:
         raise ValueError("attention_pattern has sliding layers but sliding_window is not given; give it")
     if "chunked" in kinds and d.get("attention_chunk_size") is None:
@@ -791,7 +825,7 @@ SHOWN_WHEN_SET = frozenset({
     "ssm_conv_bias", "ssm_out_bias", "ssm_norm", "mixer_beside_attention", "one_mixer_per_layer", "short_conv_bias",
     "ssm_inner", "ssm_dt_rank", "lightning_block_size",
     "shared_block_layer_ids", "shared_blocks", "shared_blocks_tied", "shared_block_adapter_rank",
-    "shared_attention_adapters",
+    "shared_attention_adapters", "sliding_kv_heads", "sliding_sinks",
 })
 MAX_BLOCK_LAYERS = 65536  # most layers of a one_mixer_per_layer model (its MoE layers are counted one by one)
 MAMBA2_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "conv_kernel")

@@ -452,8 +452,6 @@ OTHER_ARCHITECTURES: dict[str, str] = {
     "pixtral": "a vision encoder, not a language model",
     "molmo2": "a vision-language model (vision tower and connector)",
     # attention-only 2025-26 types tcalc cannot count yet (issue 22)
-    "mimo_v2_flash": "MiMo-V2-Flash's sliding layers have twice the K/V heads of its full layers, sinks on the "
-                     "sliding layers only and a value head width apart from head_dim (one n_kv_heads in tcalc)",
     "deepseek_v4": "DeepSeek-V4's manifold hyper-connections (hc_mult residual streams), compressed attention "
                    "layers and grouped low-rank output projection",
     # one letter from nemotron_h (a hybrid tcalc reads): Nemotron-4 is another architecture

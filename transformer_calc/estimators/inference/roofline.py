@@ -73,10 +73,11 @@ from transformer_calc.estimators.params import (
     indexer_params,
     kv_heads_per_rank,
     mlp_params,
+    sliding_extra,
     tensor_parallel_params,
 )
 from transformer_calc.estimators.mixers import MIXERS
-from transformer_calc.estimators import shared_block
+from transformer_calc.estimators.shared_block import matmul_weights_per_application
 
 KV_TENSORS = 2  # K and V are cached; the query is not (seed eq. kv_cache_memory; errata INF-1)
 ALL_REDUCES_PER_LAYER = 2  # Megatron-LM: after the attention output and after the MLP output
@@ -346,7 +347,10 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     # DSA indexers (replicated): wq_b, wk, weights_proj; its k_norm is no matmul
     indexer = indexer_params(m) - 2 * (m.index_head_dim or 0) if m.is_dsa else 0
     # Zamba2's shared blocks: a token multiplies their weights once per application (T = 1 only)
-    shared = m.n_shared_block_applications * shared_block.matmul_weights_per_application(m)
+    shared = m.n_shared_block_applications * matmul_weights_per_application(m)
+    # MiMo-V2-Flash: its sliding layers' extra K/V heads
+    kv_s = kv_heads_per_rank(m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads")
+    shared += m.n_attention_layers(LayerAttention.sliding) * sliding_extra(m, q_rank, kv_rank, kv_s)[0]
     return (m.n_softmax_layers() * attention + mixers + mlp + lm_head + projections + m.n_indexer_layers * indexer
             + shared)
 
@@ -367,11 +371,18 @@ def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[
         else:
             per_layer = (m.n_heads // T) * (m.head_dim + m.v_dim)
     else:
-        per_layer = KV_TENSORS * cached_heads * m.head_dim
+        # K of h_d and V of h_v per cached head (h_v = head_dim unless v_head_dim is given: MiMo-V2-Flash)
+        per_layer = cached_heads * (m.head_dim + m.v_dim)
     windows = {LayerAttention.full: None, LayerAttention.sliding: m.sliding_window,
                LayerAttention.chunked: m.attention_chunk_size}
+
+    def elements(kind: LayerAttention) -> int:
+        if kind is LayerAttention.sliding and m.sliding_kv_heads is not None:  # MiMo-V2-Flash: 2·n_kv heads
+            return kv_heads_per_rank(m.sliding_kv_heads, T, "sliding_kv_heads") * (m.head_dim + m.v_dim)
+        return per_layer
+
     groups = tuple(
-        _KVGroup(n, per_layer, windows[kind], m.index_topk if kind is LayerAttention.full else None)
+        _KVGroup(n, elements(kind), windows[kind], m.index_topk if kind is LayerAttention.full else None)
         for kind in LayerAttention
         if kind in ATTENTION_KINDS and (n := m.n_kv_layers(kind))
     )
@@ -460,6 +471,9 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     D, hd = m.d_model, m.head_dim
     if m.is_mla and spec.cache_kv_heads is not None:
         raise ValueError("cache_kv_heads does not apply to multi-head latent attention; drop it")
+    if m.sliding_kv_heads is not None and spec.cache_kv_heads is not None:
+        raise ValueError("cache_kv_heads sets one K/V head count, but this model's sliding layers have their own "
+                         f"(sliding_kv_heads {m.sliding_kv_heads}); drop cache_kv_heads")
     model_kv = kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
     cache_heads = m.n_kv_heads if spec.cache_kv_heads is None else spec.cache_kv_heads
     cached = kv_heads_per_rank(cache_heads, T, "cache_kv_heads")
@@ -470,7 +484,9 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     embedding_rows = 0 if m.tied_embeddings else -(-m.vocab_size // T) * m.d_embedding
     # Prefill transient of one block: its input and output (2·D) plus the widest intermediate,
     # the fused Q/K/V output or the MLP's up (+ gate) outputs of every active expert.
-    qkv_width = (m.n_heads // T) * (hd + hd + m.v_dim) if m.is_mla else (m.n_heads // T + KV_TENSORS * model_kv) * hd
+    widest_kv = max(model_kv, kv_heads_per_rank(m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads"))
+    qkv_width = ((m.n_heads // T) * (hd + hd + m.v_dim) if m.is_mla
+                 else (m.n_heads // T + widest_kv) * hd + widest_kv * m.v_dim)
     mlp_width = max(m.experts_per_token * n_in * F_exp // T + n_in * m.shared_expert_d_ff // T, n_in * m.d_ff // T)
     return _Shard(
         layers=m.n_layers,

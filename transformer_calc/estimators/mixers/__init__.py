@@ -39,6 +39,10 @@ def require_attention_only(m: ModelConfig, what: str) -> None:
         kinds.append("one-mixer-per-layer (Nemotron-H block)")
     if m.shared_block_layer_ids:
         kinds.append("shared transformer block (Zamba2)")
+    if m.per_kind_attention:
+        kinds.append("sliding attention with its own K/V heads or sinks (MiMo-V2-Flash)")
+    if not m.is_mla and m.v_dim != m.head_dim:
+        kinds.append("value heads narrower than head_dim (MiMo-V2-Flash)")
     if kinds:
         raise TcalcError(
             f"{what} is not modeled for {', '.join(kinds)} layers yet (model {m.name or 'given'}); "
