@@ -63,7 +63,9 @@ from typing import TypeGuard
 
 from transformer_calc.model.units import FLOPS_PER_MAC, SECONDS_PER_DAY, SECONDS_PER_HOUR  # noqa: F401 (SECONDS_PER_DAY: part of this module's API, docs/formulas.md)
 from transformer_calc.model.config import LayerAttention, ModelConfig, Recompute, Workload
-from transformer_calc.estimators.params import GATED_MATRICES, PLAIN_MATRICES, count_params, layer_params, sliding_extra
+from transformer_calc.estimators.params import (
+    GATED_MATRICES, PLAIN_MATRICES, count_params, latent_projections, layer_params, sliding_extra,
+)
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import shared_block_flops
 
@@ -263,7 +265,8 @@ def layer_flops(
     tokens = B * S
     n_matrices = GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES  # W_up (+ W_gate), W_down
     if moe:
-        mlp = FLOPS_PER_MAC * tokens * D * m.moe_d_ff * n_matrices * m.experts_per_token  # active experts only
+        mlp = FLOPS_PER_MAC * tokens * m.expert_d * m.moe_d_ff * n_matrices * m.experts_per_token  # active experts only
+        mlp += FLOPS_PER_MAC * tokens * latent_projections(m)[0]  # LatentMoE: D -> ℓ before, ℓ -> D after
         shared = FLOPS_PER_MAC * tokens * D * m.shared_expert_d_ff * n_matrices
         shared += FLOPS_PER_MAC * tokens * D if m.shared_expert_gate else 0
         router = FLOPS_PER_MAC * tokens * D * m.n_experts if m.router else 0

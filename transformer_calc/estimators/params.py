@@ -186,13 +186,14 @@ def norm_params(m: ModelConfig, width: int) -> int:
     return width * (2 if m.norm_bias else 1)
 
 
-def mlp_params(m: ModelConfig, width: int, bias: bool | None = None) -> tuple[int, int]:
-    """(weights, biases) of one MLP of inner width `width` (one expert of a MoE: moe_d_ff).
+def mlp_params(m: ModelConfig, width: int, bias: bool | None = None, d_in: int | None = None) -> tuple[int, int]:
+    """(weights, biases) of one MLP of inner width `width` (one expert of a MoE: moe_d_ff) that reads
+    and writes `d_in` features (default D; a latent MoE's experts: moe_latent_dim).
 
     Seed "MLP": W0 (D x E*D) and W1 (E*D x D), 2*E*D^2; gated MLPs add W_gate (D x width).
     Biases: width on each input-side matrix, D on the output.
     """
-    D = m.d_model
+    D = m.d_model if d_in is None else d_in
     n_in = GATED_MATRICES - 1 if m.gated_mlp else PLAIN_MATRICES - 1  # matrices D -> width
     weights = (n_in + 1) * D * width
     use_bias = m.mlp_bias if bias is None else bias
@@ -202,7 +203,18 @@ def mlp_params(m: ModelConfig, width: int, bias: bool | None = None) -> tuple[in
 
 def mlp_params_per_expert(m: ModelConfig) -> tuple[int, int]:
     """(weights, biases) of one routed expert (of the dense MLP for a dense model)."""
-    return mlp_params(m, m.moe_d_ff if m.is_moe else m.d_ff)
+    return mlp_params(m, m.moe_d_ff, d_in=m.expert_d) if m.is_moe else mlp_params(m, m.d_ff)
+
+
+def latent_projections(m: ModelConfig) -> tuple[int, int]:
+    """(weights, biases) of a latent MoE's fc1_latent_proj (D x ℓ) and fc2_latent_proj (ℓ x D), bias
+    mlp_bias (modeling_nemotron_h.py NemotronHMoE); (0, 0) without one. Every token passes both; they
+    are replicated on every tensor-parallel rank (vLLM ReplicatedLinear, Megatron-core TELinear
+    parallel_mode="duplicated", TensorRT-LLM)."""
+    ell = m.moe_latent_dim
+    if ell is None:
+        return 0, 0
+    return 2 * m.d_model * ell, (ell + m.d_model) if m.mlp_bias else 0
 
 
 def attention_weights(m: ModelConfig, q_heads: int, kv_heads: int, replicated_down: bool = True) -> tuple[int, int, int, int]:
@@ -293,8 +305,9 @@ def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:
     q, k, v, o = attention_weights(m, A, kv)
     act = ACTIVATION_PARAMS.get(m.mlp, 0)  # per MLP module
     if moe:
-        w_expert, b_expert = mlp_params(m, m.moe_d_ff)
-        mlp_w, mlp_b = m.n_experts * w_expert, m.n_experts * b_expert
+        w_expert, b_expert = mlp_params(m, m.moe_d_ff, d_in=m.expert_d)
+        lat_w, lat_b = latent_projections(m)  # LatentMoE: counted with the routed experts
+        mlp_w, mlp_b = m.n_experts * w_expert + lat_w, m.n_experts * b_expert + lat_b
         shared = mlp_params(m, m.shared_expert_d_ff, bias=False)[0] if m.shared_expert_d_ff else 0
         shared += D if m.shared_expert_gate else 0  # Qwen2-MoE shared_expert_gate: Linear(D, 1)
         router = (D * m.n_experts + (m.n_experts if m.router_bias else 0)) if m.router else 0
@@ -346,7 +359,8 @@ def count_params(m: ModelConfig) -> ModelParams:
         final_norm=norm_params(m, D) if m.final_norm else 0,
         lm_head=0 if m.tied_embeddings else V * d_emb,
         lm_head_bias=V if m.lm_head_bias else 0,
-        active_mlp_per_layer=m.experts_per_token * (w_expert + b_expert) if m.is_moe else layer.mlp_weights + layer.mlp_bias,
+        active_mlp_per_layer=(m.experts_per_token * (w_expert + b_expert) + sum(latent_projections(m))
+                              if m.is_moe else layer.mlp_weights + layer.mlp_bias),
         mtp=m.mtp_layers * mtp_block,
         n_indexer_layers=m.n_indexer_layers,
         n_attention_layers=m.n_softmax_layers(),
@@ -541,8 +555,9 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
     dense_layer = attn + mlp(m.d_ff // T) + norms + full.dense_layer.activation
     routed = 0
     if m.is_moe:
-        routed = (m.n_experts // ep) * mlp(m.moe_d_ff // etp)
+        routed = (m.n_experts // ep) * sum(mlp_params(m, m.moe_d_ff // etp, d_in=m.expert_d))
         shared = mlp(m.shared_expert_d_ff // T, bias=False) if m.shared_expert_d_ff else 0
+        shared += sum(latent_projections(m))  # replicated (not expert-parallel)
         shared += D if m.shared_expert_gate else 0
         layer = attn + routed + shared + full.layer.router + norms + full.layer.activation
     else:

@@ -289,6 +289,11 @@ class ModelConfig(BaseModel):
     moe_d_ff: int = Field(gt=0, description="width of one routed expert (default d_ff)")
     shared_expert_d_ff: int = Field(default=0, ge=0, description="width of the shared expert(s), 0: none")
     shared_expert_gate: bool = Field(default=False, description="a D x 1 sigmoid gate on the shared expert")
+    moe_latent_dim: int | None = Field(
+        default=None, gt=0,
+        description="ℓ, the width routed experts read and write: a D x ℓ projection before them and ℓ x D after "
+        "(LatentMoE, Nemotron 3 Super's moe_latent_size; none: the experts work in D)",
+    )
     first_dense_layers: int = Field(default=0, ge=0, description="leading layers with a dense MLP (d_ff)")
     moe_layer_step: int = Field(default=1, gt=0, description="layer i is MoE when (i+1) % step == 0")
     dense_layer_ids: tuple[int, ...] = Field(default=(), description="other layers with a dense MLP")
@@ -343,6 +348,11 @@ class ModelConfig(BaseModel):
     @property
     def is_moe(self) -> bool:
         return self.n_experts > 1 or self.router
+
+    @property
+    def expert_d(self) -> int:
+        """The width a routed expert reads and writes: ℓ with a latent MoE, else D."""
+        return self.moe_latent_dim if self.moe_latent_dim is not None else self.d_model
 
     @property
     def is_mla(self) -> bool:
@@ -641,6 +651,9 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
     _check_dsa(d)
     _check_shared_blocks(d)
     n_exp, k_exp = _int_or_none(d.get("n_experts")), _int_or_none(d.get("experts_per_token"))
+    if d.get("moe_latent_dim") is not None and not ((n_exp or 1) > 1 or d.get("router")):
+        raise ValueError(f"moe_latent_dim ({clip(d['moe_latent_dim'])}) needs a mixture of experts; "
+                         "set n_experts too (or drop it)")
     if d.get("router") is None:
         d["router"] = n_exp is not None and n_exp > 1
     experts = 1 if n_exp is None else n_exp  # a dense model is one expert
@@ -825,7 +838,7 @@ SHOWN_WHEN_SET = frozenset({
     "ssm_conv_bias", "ssm_out_bias", "ssm_norm", "mixer_beside_attention", "one_mixer_per_layer", "short_conv_bias",
     "ssm_inner", "ssm_dt_rank", "lightning_block_size",
     "shared_block_layer_ids", "shared_blocks", "shared_blocks_tied", "shared_block_adapter_rank",
-    "shared_attention_adapters", "sliding_kv_heads", "sliding_sinks",
+    "shared_attention_adapters", "sliding_kv_heads", "sliding_sinks", "moe_latent_dim",
 })
 MAX_BLOCK_LAYERS = 65536  # most layers of a one_mixer_per_layer model (its MoE layers are counted one by one)
 MAMBA2_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "conv_kernel")

@@ -227,7 +227,8 @@ def _nemotron_h(c: Reader) -> dict[str, Any]:
     bias=use_conv_bias), attention (q/k/v/o without bias, no positional encoding), a NemotronHMLP
     (up and down of intermediate_size, relu², bias=mlp_bias) or a NemotronHMoE (n_routed_experts
     non-gated experts of moe_intermediate_size, a router (E, D) whose e_score_correction_bias is a
-    buffer, a shared NemotronHMLP of moe_shared_expert_intermediate_size). The layers are
+    buffer, a shared NemotronHMLP of moe_shared_expert_intermediate_size; with moe_latent_size ℓ the routed
+    experts work in ℓ between a D x ℓ and an ℓ x D projection: LatentMoE). The layers are
     layers_block_type (or hybrid_override_pattern: M, *, -, E); num_hidden_layers is not read. MTP
     layers (num_nextn_predict_layers) are not built."""
     types = c.values.get("layers_block_type")
@@ -243,8 +244,6 @@ def _nemotron_h(c: Reader) -> dict[str, Any]:
     L = len(types)
     if L > MAX_DERIVED_LAYERS:
         raise c._bad("layers_block_type", f"at most {MAX_DERIVED_LAYERS} layers")
-    if c.values.get("moe_latent_size") is not None:
-        raise c._bad("moe_latent_size", "null (the latent MoE of Nemotron-3-Super is not modeled yet)")
     mlp_bias = c.flag("mlp_bias")
     spec: dict[str, Any] = {
         "n_layers": L, "d_model": c.int("hidden_size"), "n_heads": c.int("num_attention_heads"),
@@ -267,6 +266,11 @@ def _nemotron_h(c: Reader) -> dict[str, Any]:
             "moe_d_ff": c.int("moe_intermediate_size"),
             "shared_expert_d_ff": c.int("moe_shared_expert_intermediate_size"),
         }
+        # LatentMoE (Nemotron 3 Super): NemotronHMoE's fc1_latent_proj / fc2_latent_proj and experts of that width
+        if (latent := c.opt_int("moe_latent_size")) is not None:
+            if latent < 1:
+                raise c._bad("moe_latent_size", "a whole number >= 1 (or null: no latent projection)")
+            spec["moe_latent_dim"] = latent
         dense = [i for i, t in enumerate(types) if t == "mlp"]
         if dense:
             spec["dense_layer_ids"] = dense

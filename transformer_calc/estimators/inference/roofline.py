@@ -72,6 +72,7 @@ from transformer_calc.estimators.params import (
     count_params,
     indexer_params,
     kv_heads_per_rank,
+    latent_projections,
     mlp_params,
     sliding_extra,
     tensor_parallel_params,
@@ -336,7 +337,8 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     attention = q + k + v + o
     n_moe = m.n_moe_layers()
     dense_mlp = n_matrices * D * (m.d_ff // T)
-    moe_mlp = m.experts_per_token * n_matrices * D * (m.moe_d_ff // T)
+    moe_mlp = m.experts_per_token * n_matrices * m.expert_d * (m.moe_d_ff // T)
+    moe_mlp += latent_projections(m)[0]  # LatentMoE's D <-> ℓ projections, replicated
     moe_mlp += n_matrices * D * (m.shared_expert_d_ff // T) + (D if m.shared_expert_gate else 0)
     moe_mlp += D * m.n_experts if m.router else 0
     d_emb = m.d_embedding
@@ -479,7 +481,7 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     cached = kv_heads_per_rank(cache_heads, T, "cache_kv_heads")
     n_in = (GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES) - 1  # matrices D -> F: up (+ gate)
     F_exp = m.moe_d_ff if m.is_moe else m.d_ff
-    expert = sum(mlp_params(m, F_exp // (etp if m.is_moe else T)))  # one expert on this GPU (params')
+    expert = sum(mlp_params(m, F_exp // (etp if m.is_moe else T), d_in=m.expert_d))  # one expert on this GPU (params')
     full = count_params(m)
     embedding_rows = 0 if m.tied_embeddings else -(-m.vocab_size // T) * m.d_embedding
     # Prefill transient of one block: its input and output (2·D) plus the widest intermediate,

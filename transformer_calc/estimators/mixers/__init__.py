@@ -41,6 +41,8 @@ def require_attention_only(m: ModelConfig, what: str) -> None:
         kinds.append("shared transformer block (Zamba2)")
     if m.per_kind_attention:
         kinds.append("sliding attention with its own K/V heads or sinks (MiMo-V2-Flash)")
+    if m.moe_latent_dim is not None:
+        kinds.append("latent MoE (Nemotron 3 Super)")
     if not m.is_mla and m.v_dim != m.head_dim:
         kinds.append("value heads narrower than head_dim (MiMo-V2-Flash)")
     if kinds:
