@@ -89,6 +89,17 @@ def test_matmul_params_count_every_application():
     assert matmul_params(z) - matmul_params(without) == 3 * (14336 + 6144 + 640 + 1024)
 
 
+def test_decode_reads_a_block_per_application():
+    """3 applications of 2 stored blocks: one block (20,576 parameters) is streamed again per step."""
+    from transformer_calc.estimators.inference.roofline import rank_shard
+    from transformer_calc.estimators.shared_block import shared_block_rereads
+
+    z = _model()
+    assert shared_block_rereads(z) == 20576
+    assert rank_shard(z, InferenceSpec(batch_size=1, prompt_len=4)).reread_params == 20576
+    assert shared_block_rereads(_model(tie_word_embeddings=False)) == 0  # untied: every application stores its own
+
+
 def test_tensor_parallel_and_training_refused():
     z = _model()
     with pytest.raises(ValueError, match="shared transformer blocks"):

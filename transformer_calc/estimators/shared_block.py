@@ -30,7 +30,9 @@ application i with i ≡ a (mod shared_blocks): with n_app = q·shared_blocks + 
 of q + 1 applications and the others of q, rem·(q + 1)² + (shared_blocks - rem)·q² adapter sets.
 
 FLOPs, KV cache and the matmul weights one token multiplies are per application: the shared
-weights are used n_app times per token. Conventions are flops.py's (2 FLOPs per multiply-add; the
+weights are used n_app times per token. The decode roofline reads a stored block's weights once per
+application (`shared_block_rereads`: a block of hundreds of MB does not stay in a GPU's cache between
+the layers that reuse it), its adapters and linears once. Conventions are flops.py's (2 FLOPs per multiply-add; the
 attention core S² per head as eager attention computes it, half when causal).
 """
 
@@ -116,12 +118,22 @@ def shared_block_params(m: ModelConfig) -> SharedBlockParams:
     n_app = m.n_shared_block_applications
     if not n_app:
         return SharedBlockParams(0, 0, 0)
+    # a block: attention, MLP with the gate_up/down biases (add_bias_linear), input_layernorm (2D), pre_ff_layernorm (D)
+    return SharedBlockParams(blocks=n_blocks(m) * block_params(m), adapters=n_adapter_sets(m) * adapter_weights(m),
+                             linears=n_app * m.d_model * m.d_model)
+
+
+def block_params(m: ModelConfig) -> int:
+    """One stored block: attention, MLP (+ biases), its two norms."""
     D, F = m.d_model, m.d_ff
-    mlp_bias = (_mlp_in(m) * F + D) if m.mlp_bias else 0  # gate_up_proj and down_proj biases (add_bias_linear)
-    norms = _norm(m, CONCAT * D) + _norm(m, D)  # input_layernorm (2D), pre_ff_layernorm (D)
-    block = attention_weights(m) + mlp_weights(m) + mlp_bias + norms
-    return SharedBlockParams(blocks=n_blocks(m) * block, adapters=n_adapter_sets(m) * adapter_weights(m),
-                             linears=n_app * D * D)
+    mlp_bias = (_mlp_in(m) * F + D) if m.mlp_bias else 0
+    return attention_weights(m) + mlp_weights(m) + mlp_bias + _norm(m, CONCAT * D) + _norm(m, D)
+
+
+def shared_block_rereads(m: ModelConfig) -> int:
+    """Parameters a decode step reads beyond the stored ones: each of the n_app - n_blk applications
+    that reuse a stored block streams that block's weights again (the decode roofline's convention)."""
+    return (m.n_shared_block_applications - n_blocks(m)) * block_params(m)
 
 
 def matmul_weights_per_application(m: ModelConfig) -> int:

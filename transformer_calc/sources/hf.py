@@ -452,8 +452,9 @@ OTHER_ARCHITECTURES: dict[str, str] = {
     "pixtral": "a vision encoder, not a language model",
     "molmo2": "a vision-language model (vision tower and connector)",
     # attention-only 2025-26 types tcalc cannot count yet (issue 22)
-    "deepseek_v4": "DeepSeek-V4's manifold hyper-connections (hc_mult residual streams), compressed attention "
-                   "layers and grouped low-rank output projection",
+    "deepseek_v4": "DeepSeek-V4's manifold hyper-connections (hc_mult residual streams), compressed sparse and "
+                   "heavily compressed attention layers (compressors, indexers), grouped low-rank output projection "
+                   "and hash-routed MoE layers",
     # one letter from nemotron_h (a hybrid tcalc reads): Nemotron-4 is another architecture
     "nemotron": "Nemotron-4's layer norms (LayerNorm1P) and squared-ReLU MLP are not read yet (nemotron_h is Nemotron-H)",
 }

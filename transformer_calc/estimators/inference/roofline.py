@@ -78,7 +78,7 @@ from transformer_calc.estimators.params import (
     tensor_parallel_params,
 )
 from transformer_calc.estimators.mixers import MIXERS
-from transformer_calc.estimators.shared_block import matmul_weights_per_application
+from transformer_calc.estimators.shared_block import matmul_weights_per_application, shared_block_rereads
 
 KV_TENSORS = 2  # K and V are cached; the query is not (seed eq. kv_cache_memory; errata INF-1)
 ALL_REDUCES_PER_LAYER = 2  # Megatron-LM: after the attention output and after the MLP output
@@ -317,6 +317,9 @@ class _Shard:
     store: QuantizedWeights | None = None  # the weights' bytes in a quantized format (None: a plain dtype)
     tower_params: int = 0  # vision/audio towers and projectors, whole on every GPU (not read by a text step)
     state_groups: tuple[_StateGroup, ...] = ()  # the mixer layers' decode state (hybrid models)
+    # Zamba2: weights a step reads again because a stored shared block runs at several layers (each
+    # application streams its block's weights from HBM: a block of hundreds of MB does not stay in cache)
+    reread_params: int = 0
 
 
 def matmul_params(m: ModelConfig, T: int = 1) -> int:
@@ -509,6 +512,7 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
         store=_store(m, spec, etp),
         tower_params=m.tower_params,
         state_groups=_state_groups(m, T),
+        reread_params=shared_block_rereads(m),
     )
 
 
@@ -579,7 +583,7 @@ def _weights_read_bytes(sh: _Shard, spec: InferenceSpec, tokens: int) -> int:
         read = q.total_bytes - q.gathered_bytes - idle_bytes
         return -(-read.numerator // read.denominator) if isinstance(read, Fraction) else read
     idle = sh.moe_layers * (sh.n_experts - touched) * sh.expert_params
-    return _bytes(sh.params - sh.gathered_params - idle, DTYPE_BITS[spec.weight_dtype])
+    return _bytes(sh.params - sh.gathered_params - idle + sh.reread_params, DTYPE_BITS[spec.weight_dtype])
 
 
 def _weight_split(sh: _Shard, spec: InferenceSpec) -> tuple[Fraction, Fraction]:
@@ -592,7 +596,7 @@ def _weight_split(sh: _Shard, spec: InferenceSpec) -> tuple[Fraction, Fraction]:
         return Fraction(q.total_bytes - q.gathered_bytes) - experts, expert
     w_bits = DTYPE_BITS[spec.weight_dtype]
     expert = Fraction(sh.expert_params * w_bits, BITS_PER_BYTE)
-    dense = sh.params - sh.gathered_params - sh.moe_layers * sh.n_experts * sh.expert_params
+    dense = sh.params - sh.gathered_params - sh.moe_layers * sh.n_experts * sh.expert_params + sh.reread_params
     return Fraction(dense * w_bits, BITS_PER_BYTE), expert
 
 
