@@ -129,3 +129,25 @@ def test_equal_heads_and_widths_are_plain_attention(kv, hv, L, S):
     wide = build_model(base | {"v_head_dim": hv})
     spec = InferenceSpec(batch_size=1, prompt_len=S, kv_dtype="fp32")
     assert kv_cache(wide, spec).bytes_per_token == 4 * L * kv * (24 + hv)
+
+
+def test_cli_json(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(SMALL))
+    run = [sys.executable, "-m", "transformer_calc"]
+    p = json.loads(subprocess.run([*run, "params", str(path), "--format", "json"], capture_output=True, text=True,
+                                  cwd=REPO, check=True).stdout)
+    assert p["params"]["total"] == 309204 and p["params"]["sliding_extra"] == 12820
+    assert p["model"]["sliding_kv_heads"] == 2 and p["model"]["v_head_dim"] == 16
+    inf = json.loads(subprocess.run([*run, "inference", str(path), "--S", "20", "--gpu", "h100", "--format", "json"],
+                                    capture_output=True, text=True, cwd=REPO, check=True).stdout)
+    assert inf["kv_cache"]["layers_by_kind"] == {"full": 2, "sliding": 5}
+    assert inf["kv_cache"]["total_bytes"] == kv_cache(_model(), InferenceSpec(batch_size=1, prompt_len=20)).total_bytes
+    out = subprocess.run([*run, "memory", str(path), "--S", "64"], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 2 and "MiMo-V2-Flash" in out.stderr and not out.stdout
