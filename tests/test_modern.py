@@ -58,7 +58,7 @@ def test_mla_rejects_kv_heads_and_partial_widths():
     with pytest.raises(TcalcError, match="kv_lora_rank"):
         from transformer_calc.model.config import build_model
 
-        build_model({"L": 1, "D": 8, "A": 2, "V": 10, "v_head_dim": 4})
+        build_model({"L": 1, "D": 8, "A": 2, "V": 10, "qk_rope_head_dim": 4})  # (v_head_dim alone: MiMo's h_v)
 
 
 def test_mla_latent_cache_is_replicated_under_tp():

@@ -143,7 +143,38 @@ def gen_mla(model_type: str) -> Callable[[R], Cfg]:
     return gen
 
 
+def gen_mimo_v2_flash(r: R) -> Cfg:
+    """MiMo-V2-Flash (modeling_mimo_v2_flash.py): sliding layers with 2·n_kv K/V heads and sinks, values of
+    v_head_dim, MoE after the dense layers. At least 2 experts (its group router takes the top 2 scores of
+    each group); head_dim 6, 12 or 24 (RoPE rotates int(0.334·head_dim) dims, which must be even)."""
+    kv = r.choice([1, 2])
+    A = 2 * kv * r.choice([1, 2, 3])
+    L = r.randint(1, 8)
+    n = r.randint(2, 6)
+    cfg: Cfg = {"model_type": "mimo_v2_flash", "vocab_size": r.randint(50, 3000), "hidden_size": r.choice([32, 48, 64]),
+                "num_hidden_layers": L, "num_attention_heads": A, "num_key_value_heads": kv,
+                "head_dim": r.choice([6, 12, 24]), "v_head_dim": r.choice([4, 8, 12, 20]),
+                "intermediate_size": r.randint(3, 200), "moe_intermediate_size": r.randint(2, 40),
+                "n_routed_experts": n, "num_experts_per_tok": r.randint(1, n), "sliding_window": r.choice([4, 8, 129]),
+                "pad_token_id": 0}
+    _maybe(r, cfg, attention_bias=r.random() < 0.5, tie_word_embeddings=r.random() < 0.5,
+           max_position_embeddings=r.choice([64, 4096]), sliding_window_size=r.choice([3, 7]))
+    if r.random() < 0.4:
+        cfg["layer_types"] = _layer_types(r, L)
+    if r.random() < 0.3:
+        cfg["mlp_layer_types"] = [r.choice(["dense", "sparse"]) for _ in range(L)]
+    return cfg
+
+
+def _own_stream(gen: Callable[[R], Cfg], seed: int) -> Callable[[R], Cfg]:
+    """The generator on a random stream of its own, so that adding a type does not shift the draws (and
+    the fixtures) of the types sorted after it."""
+    rng = random.Random(seed)
+    return lambda _shared: gen(rng)
+
+
 GENERATORS: dict[str, Callable[[R], Cfg]] = {
+    "mimo_v2_flash": _own_stream(gen_mimo_v2_flash, 22_13),
     **{t: gen_dense(t) for t in ("olmo3", "smollm3", "seed_oss", "ernie4_5", "apertus", "arcee", "bitnet",
                                  "ministral3", "exaone4", "cohere2", "hunyuan_v1_dense")},
     **{t: gen_moe(t) for t in ("ernie4_5_moe", "hunyuan_v1_moe", "minimax_m2")},
@@ -180,4 +211,20 @@ EDGE: list[tuple[str, Cfg]] = [
                       "first_k_dense_replace": 2, "num_nextn_predict_layers": 1}),
     ("dsa-shared-pattern", {"model_type": "glm_moe_dsa", **_T, **_MLA, **_DSA, "index_topk_pattern": "FSSFS"}),
     ("dsa-freq", {"model_type": "glm_moe_dsa", **_T, **_MLA, **_DSA, "index_topk_freq": 2, "index_skip_topk_offset": 2}),
+    ("minimal", {"model_type": "mimo_v2_flash", **_T, "num_hidden_layers": 7, "num_key_value_heads": 1,
+                 "head_dim": 24, "v_head_dim": 16, "moe_intermediate_size": 32, "n_routed_experts": 4,
+                 "num_experts_per_tok": 2, "sliding_window": 8}),
+    ("mimo-bias-pattern-window-size", {"model_type": "mimo_v2_flash", **_T, "hidden_size": 48, "num_hidden_layers": 4,
+                                       "num_attention_heads": 6, "num_key_value_heads": 3, "head_dim": 12,
+                                       "v_head_dim": 12, "moe_intermediate_size": 20, "n_routed_experts": 3,
+                                       "num_experts_per_tok": 1, "attention_bias": True, "sliding_window_size": 4,
+                                       "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                                                       "sliding_attention"],
+                                       "mlp_layer_types": ["sparse", "dense", "sparse", "dense"], "tie_word_embeddings": True}),
+    ("mimo-hub-keys", {"model_type": "mimo_v2_flash", **_T, "num_hidden_layers": 6, "num_key_value_heads": 2,
+                       "head_dim": 12, "v_head_dim": 8, "moe_intermediate_size": 16, "num_local_experts": 4,
+                       "num_experts_per_tok": 2, "sliding_window": 8, "sliding_window_size": 8,
+                       "hybrid_layer_pattern": [0, 1, 1, 1, 1, 0], "moe_layer_freq": [0, 1, 1, 1, 1, 1],
+                       "swa_num_key_value_heads": 4, "add_swa_attention_sink_bias": True,
+                       "add_full_attention_sink_bias": False}),
 ]  # fmt: skip

@@ -88,7 +88,7 @@ def gen_qwen3_5_moe(r: R) -> Cfg:
 # decode state by kv_cache.py; fine-tuning estimates refuse them (not modeled yet).
 HYBRID_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "bamba",
                           "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba", "minimax",
-                          "kimi_linear"})
+                          "kimi_linear", "zamba2"})
 
 def _mamba_knobs(r: R, D: int) -> Cfg:
     expand = r.choice([1, 2])
@@ -248,6 +248,33 @@ def gen_kimi_linear(r: R) -> Cfg:
     return cfg
 
 
+def gen_zamba2(r: R) -> Cfg:
+    """Zamba2 (modeling_zamba2.py): Mamba-2 layers, a shared attention+MLP block at the hybrid layers
+    (num_mem_blocks of them in turn), per-application adapters. The q/k/v adapters add a 2D-wide output
+    to q, k and v: they only run when n_kv = A and A divides 2D, so they are drawn only then; the
+    config refuses an odd head_dim (2D // A), used or not by RoPE."""
+    D = r.choice([24, 32, 48])
+    A = r.choice([a for a in (2, 3, 4, 6) if (2 * D // a) % 2 == 0])  # transformers' validate_rope: an even head_dim
+    kv = r.choice([k for k in (1, 2, 3, A) if A % k == 0])
+    expand = r.choice([1, 2])
+    H = r.choice([h for h in (1, 2, 3, 4, 6, 8) if expand * D % h == 0])
+    L = r.randint(1, 7)
+    legacy = r.random() < 0.5  # mamba (the published files) or linear_attention
+    types = [r.choice(["mamba" if legacy else "linear_attention", "hybrid"]) for _ in range(L)]
+    cfg: Cfg = {"model_type": "zamba2", "vocab_size": r.randint(50, 3000), "hidden_size": D, "num_hidden_layers": L,
+                "layers_block_type": types, "num_attention_heads": A, "num_key_value_heads": kv, "mamba_expand": expand,
+                "n_mamba_heads": H, "mamba_ngroups": r.choice([g for g in (1, 2) if H % g == 0]),
+                "mamba_d_state": r.choice([4, 8, 16]), "chunk_size": r.choice([8, 16, 256]),
+                "max_position_embeddings": r.choice([128, 4096])}
+    _maybe(r, cfg, intermediate_size=r.randint(4, 100), num_mem_blocks=r.randint(1, 3), adapter_rank=r.choice([2, 4, 8]),
+           mamba_d_conv=r.choice([2, 3, 4]), add_bias_linear=r.random() < 0.5, tie_word_embeddings=r.random() < 0.5,
+           hidden_act=r.choice(["gelu", "silu", "gelu_pytorch_tanh"]))
+    if kv == A and 2 * D % A == 0:
+        _maybe(r, cfg, use_shared_attention_adapter=True)
+    _maybe(r, cfg, use_mem_rope=True)
+    return cfg
+
+
 def _own_stream(gen: Callable[[R], Cfg], seed: int) -> Callable[[R], Cfg]:
     """The generator on a random stream of its own (the shared one is left untouched), so that adding
     these types does not shift the draws, and the fixtures, of the types sorted after them."""
@@ -267,6 +294,7 @@ GENERATORS: dict[str, Callable[[R], Cfg]] = {
     "jamba": _own_stream(gen_jamba, 22_9),
     "minimax": _own_stream(gen_minimax, 22_10),
     "kimi_linear": _own_stream(gen_kimi_linear, 22_11),
+    "zamba2": _own_stream(gen_zamba2, 22_12),
 }
 
 _S = {"vocab_size": 300, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
@@ -363,4 +391,35 @@ EDGE: list[tuple[str, Cfg]] = [
                           "qk_nope_head_dim": 12, "v_head_dim": 8, "model_max_length": 4096,
                           "linear_attn_config": {"head_dim": 12, "num_heads": 3, "short_conv_kernel_size": 3,
                                                  "full_attn_layers": [2, 4], "kda_layers": [1, 3]}}),
+    ("latent-moe", {"model_type": "nemotron_h", "hybrid_override_pattern": "M-ME*E", "vocab_size": 500,
+                    "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+                    "intermediate_size": 96, "mamba_num_heads": 8, "mamba_head_dim": 8, "n_groups": 2,
+                    "ssm_state_size": 16, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                    "moe_shared_expert_intermediate_size": 48, "moe_latent_size": 24,
+                    "time_step_limit": [0.0, float("inf")]}),
+    ("latent-moe-wider-than-d-tied", {"model_type": "nemotron_h", "layers_block_type": ["moe", "mamba", "moe", "attention"],
+                                      "vocab_size": 300, "hidden_size": 40, "num_attention_heads": 4,
+                                      "num_key_value_heads": 1, "head_dim": 10, "intermediate_size": 56,
+                                      "mamba_num_heads": 5, "mamba_head_dim": 8, "n_groups": 1, "ssm_state_size": 8,
+                                      "n_routed_experts": 3, "num_experts_per_tok": 3, "moe_intermediate_size": 20,
+                                      "moe_shared_expert_intermediate_size": 12, "moe_latent_size": 48,
+                                      "tie_word_embeddings": True}),
+    ("minimal", {"model_type": "zamba2", "num_hidden_layers": 4, "vocab_size": 500, "hidden_size": 64,
+                 "num_attention_heads": 4, "n_mamba_heads": 4, "mamba_d_state": 16,
+                 "layers_block_type": ["mamba", "hybrid", "mamba", "hybrid"]}),
+    ("two-blocks-qkv-adapters-rope", {"model_type": "zamba2", "num_hidden_layers": 7, "vocab_size": 300,
+                                      "hidden_size": 48, "num_attention_heads": 4, "n_mamba_heads": 6,
+                                      "mamba_ngroups": 2, "mamba_d_state": 8, "intermediate_size": 80,
+                                      "num_mem_blocks": 2, "adapter_rank": 4, "use_shared_attention_adapter": True,
+                                      "use_mem_rope": True, "chunk_size": 16,
+                                      "layers_block_type": ["mamba", "hybrid", "mamba", "hybrid", "hybrid", "mamba",
+                                                            "hybrid"]}),
+    ("more-blocks-than-uses-gqa-bias", {"model_type": "zamba2", "num_hidden_layers": 3, "vocab_size": 300,
+                                        "hidden_size": 40, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                        "n_mamba_heads": 5, "mamba_d_state": 4, "num_mem_blocks": 3,
+                                        "add_bias_linear": True, "tie_word_embeddings": False,
+                                        "layers_block_type": ["hybrid", "linear_attention", "hybrid"]}),
+    ("no-hybrid-layers", {"model_type": "zamba2", "num_hidden_layers": 2, "vocab_size": 300, "hidden_size": 32,
+                          "num_attention_heads": 2, "n_mamba_heads": 2, "mamba_d_state": 4,
+                          "layers_block_type": ["mamba", "mamba"]}),
 ]  # fmt: skip

@@ -96,6 +96,10 @@ CASES: list[tuple[str, Cfg]] = [
                                      "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
                                      "n_group": 1, "topk_group": 1, "index_n_heads": 2, "index_head_dim": 16,
                                      "index_topk": 4, "index_topk_pattern": "FSFS"}),
+    ("mimo_v2_flash sliding W=8 with 2x K/V heads and sinks, h_v 8", {
+        "model_type": "mimo_v2_flash", **_BASE, "num_hidden_layers": 6, "num_key_value_heads": 1, "head_dim": 12,
+        "v_head_dim": 8, "moe_intermediate_size": 16, "n_routed_experts": 4, "num_experts_per_tok": 2,
+        "sliding_window": 8, "pad_token_id": 0}),
     # hybrids: the conv and recurrent states of the linear-attention layers (LinearAttentionLayer)
     # beside the K/V of the full-attention ones; constant in the context
     ("qwen3_next Gated DeltaNet 3:1, MoE", {"model_type": "qwen3_next", **_BASE, "num_key_value_heads": 2, "head_dim": 16,
@@ -131,6 +135,12 @@ CASES: list[tuple[str, Cfg]] = [
                                                 "attn_layer_offset": 2, "mamba_d_state": 8, "mamba_d_conv": 3}),
     ("minimax lightning block 8, MoE", {"model_type": "minimax", **_BASE, "num_key_value_heads": 2, "num_local_experts": 4,
                                         "num_experts_per_tok": 2, "block_size": 8}),
+    ("zamba2 Mamba-2, 2 shared blocks at 3 layers, GQA", {"model_type": "zamba2", **_BASE, "num_hidden_layers": 5,
+                                                         "num_key_value_heads": 2, "n_mamba_heads": 4, "mamba_ngroups": 2,
+                                                         "mamba_d_state": 8, "chunk_size": 8, "num_mem_blocks": 2,
+                                                         "adapter_rank": 4, "use_mem_rope": True,
+                                                         "layers_block_type": ["mamba", "hybrid", "hybrid", "mamba",
+                                                                               "hybrid"]}),
     ("kimi_linear KDA 3x8, MLA latent, MoE", {"model_type": "kimi_linear", **_BASE, "pad_token_id": None, "num_key_value_heads": 4,
                                               "num_local_experts": 4, "num_experts_per_tok": 2,
                                               "moe_intermediate_size": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8,
@@ -140,7 +150,7 @@ CASES: list[tuple[str, Cfg]] = [
                                                               "linear_attention", "linear_attention"]}),
 ]  # fmt: skip
 HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba", "minimax",
-          "kimi_linear"}  # also run in bf16: the state's two dtypes
+          "kimi_linear", "zamba2"}  # also run in bf16: the state's two dtypes
 PROMPTS = (1, 5, 8, 13)  # below, at and past the windows (8)
 DECODE = 10  # decode steps after each prompt (crosses the windows from below)
 BF16_POINTS = ((1, 13), 3)  # prompts and decode steps of the bf16 runs
@@ -198,6 +208,8 @@ def run(label: str, cfg: Cfg, verbose: bool, dtype: str = "fp32") -> tuple[list[
                 elif verbose:
                     print(f"ok {label}: S={S} context={context}: {measured:,} bytes")
     kinds = ", ".join(f"{k.value} x{m.n_attention_layers(k)}" for k in type(m.attention_pattern[0]) if m.n_attention_layers(k))
+    if m.n_shared_block_applications:
+        kinds += f" (a shared attention+MLP block before {m.n_shared_block_applications} of them)"
     if m.mixer_beside_attention:
         kinds += f" (each with full attention beside: full x{m.n_kv_layers(type(m.attention_pattern[0]).full)})"
     row = f"| {label}{' (bf16)' if dtype != 'fp32' else ''} | {kinds} | {points} | {worst:,} |"

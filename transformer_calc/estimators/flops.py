@@ -63,8 +63,11 @@ from typing import TypeGuard
 
 from transformer_calc.model.units import FLOPS_PER_MAC, SECONDS_PER_DAY, SECONDS_PER_HOUR  # noqa: F401 (SECONDS_PER_DAY: part of this module's API, docs/formulas.md)
 from transformer_calc.model.config import LayerAttention, ModelConfig, Recompute, Workload
-from transformer_calc.estimators.params import GATED_MATRICES, PLAIN_MATRICES, count_params, layer_params
+from transformer_calc.estimators.params import (
+    GATED_MATRICES, PLAIN_MATRICES, count_params, latent_projections, layer_params, sliding_extra,
+)
 from transformer_calc.estimators.mixers import MIXERS
+from transformer_calc.estimators.shared_block import shared_block_flops
 
 BACKWARD_PER_FORWARD = 2  # input grad + weight grad, each one forward matmul
 FORWARD_FLOPS_PER_PARAM = FLOPS_PER_MAC  # 2·N per token forward (one MAC per weight)
@@ -124,6 +127,7 @@ class StepFlops:
     embedding_projection: int  # forward, OPT project_in + project_out: 2 x 2·B·S·D·d_embed
     indexer: int = 0  # forward of every DSA indexer (no backward: run under no_grad)
     mixers: int = 0  # forward of the non-attention mixers (Gated DeltaNet, ...) of all blocks (in `layers`)
+    shared_blocks: int = 0  # forward of every application of Zamba2's shared blocks (in `layers`)
 
     @property
     def tokens(self) -> int:
@@ -195,6 +199,8 @@ class StepFlops:
         out["indexer"] = self.indexer
         if self.mixers:  # hybrid models only: the key is absent for attention-only models
             out["mixers"] = self.mixers
+        if self.shared_blocks:  # Zamba2 only
+            out["shared_blocks"] = self.shared_blocks
         for f in fields(self.layer):
             out[f"per_layer_{f.name}"] = getattr(self.layer, f.name)
         out["per_layer"] = self.layer.total
@@ -259,7 +265,8 @@ def layer_flops(
     tokens = B * S
     n_matrices = GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES  # W_up (+ W_gate), W_down
     if moe:
-        mlp = FLOPS_PER_MAC * tokens * D * m.moe_d_ff * n_matrices * m.experts_per_token  # active experts only
+        mlp = FLOPS_PER_MAC * tokens * m.expert_d * m.moe_d_ff * n_matrices * m.experts_per_token  # active experts only
+        mlp += FLOPS_PER_MAC * tokens * latent_projections(m)[0]  # LatentMoE: D -> ℓ before, ℓ -> D after
         shared = FLOPS_PER_MAC * tokens * D * m.shared_expert_d_ff * n_matrices
         shared += FLOPS_PER_MAC * tokens * D if m.shared_expert_gate else 0
         router = FLOPS_PER_MAC * tokens * D * m.n_experts if m.router else 0
@@ -321,6 +328,12 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
             f = layer if kind is LayerAttention.full else layer_flops(m, w, causal=causal, windowed=windowed, kind=kind)
             attention += n * f.attention
             cores += n * f.attention_core
+            if kind is LayerAttention.sliding:  # MiMo-V2-Flash: the sliding layers' extra K/V heads
+                extra = sliding_extra(m, m.n_heads, m.n_kv_heads, m.kv_heads_of(kind))[0]
+                attention += n * FLOPS_PER_MAC * B * S * extra
+    # Zamba2's shared blocks (estimators/shared_block.py): every application, its attention full
+    shared = shared_block_flops(m, B, S, attended_pairs(m, LayerAttention.full, S, causal=causal, windowed=False))
+    cores += shared.core
     return StepFlops(
         batch_size=B,
         seq_len=S,
@@ -328,12 +341,13 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
         causal=causal,
         windowed=windowed,
         layer=layer,
-        layers=attention + mixers + mlp,
+        layers=attention + mixers + mlp + shared.total,
         attention_cores=cores,
         lm_head=FLOPS_PER_MAC * B * S * d_emb * V,
         embedding_projection=2 * FLOPS_PER_MAC * B * S * D * d_emb if d_emb != D else 0,
         indexer=m.n_indexer_layers * layer.indexer,
         mixers=mixers,
+        shared_blocks=shared.total,
     )
 
 

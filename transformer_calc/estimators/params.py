@@ -18,6 +18,7 @@ from functools import lru_cache
 
 from transformer_calc.model.config import ACTIVATION_PARAMS, LayerAttention, ModelConfig, Positional, QKNormScope
 from transformer_calc.estimators.mixers import MIXERS
+from transformer_calc.estimators.shared_block import check_tensor_parallel as check_shared_blocks, shared_block_params
 
 # count_params and shard_params are pure functions of a frozen, hashable ModelConfig (and ints)
 # returning frozen dataclasses: they are memoized, so that a sweep or a planner that prices
@@ -72,6 +73,8 @@ class LayerParams:
         return self.attention + self.mlp + self.norms
 
 
+# ModelParams fields that are JSON keys only when nonzero (models without them keep their JSON)
+OPTIONAL_KEYS = ("shared_blocks", "sliding_extra")
 ATTENTION_FIELDS = ("attn_q", "attn_k", "attn_v", "attn_o", "attn_bias", "qk_norm", "latent_norms", "sinks")
 
 
@@ -104,6 +107,8 @@ class ModelParams:
     n_attention_layers: int
     mixers: int
     n_channel_free_layers: int  # one_mixer_per_layer: the sequence-mixer blocks, which have no MLP (0 otherwise)
+    shared_blocks: int = 0  # Zamba2's shared attention+MLP blocks, adapters and linears, each tensor once (estimators/shared_block.py)
+    sliding_extra: int = 0  # MiMo-V2-Flash: what its sliding layers hold beyond `layer`'s attention (more K/V heads, sinks)
 
     @property
     def n_dense_layers(self) -> int:
@@ -119,7 +124,7 @@ class ModelParams:
         idle_indexers = (self.n_layers - self.n_indexer_layers) * self.layer.indexer
         blocks = self.n_moe_layers * self.layer.total + self.n_dense_layers * self.dense_layer.total - idle_indexers
         blocks += self.n_channel_free_layers * (self.dense_layer.total - self.dense_layer.mlp)  # no MLP
-        return blocks - self.n_mixer_layers * self.layer.attention + self.mixers
+        return blocks - self.n_mixer_layers * self.layer.attention + self.mixers + self.shared_blocks + self.sliding_extra
 
     @property
     def total(self) -> int:
@@ -151,7 +156,7 @@ class ModelParams:
         out: dict[str, int] = {"total": self.total, "non_embedding": self.non_embedding}
         out["active"] = self.active
         for f in fields(self):
-            if f.name not in ("layer", "dense_layer"):
+            if f.name not in ("layer", "dense_layer") and (f.name not in OPTIONAL_KEYS or getattr(self, f.name)):
                 out[f.name] = getattr(self, f.name)
         out["per_layer"] = self.layer.total
         for f in fields(self.layer):
@@ -181,13 +186,14 @@ def norm_params(m: ModelConfig, width: int) -> int:
     return width * (2 if m.norm_bias else 1)
 
 
-def mlp_params(m: ModelConfig, width: int, bias: bool | None = None) -> tuple[int, int]:
-    """(weights, biases) of one MLP of inner width `width` (one expert of a MoE: moe_d_ff).
+def mlp_params(m: ModelConfig, width: int, bias: bool | None = None, d_in: int | None = None) -> tuple[int, int]:
+    """(weights, biases) of one MLP of inner width `width` (one expert of a MoE: moe_d_ff) that reads
+    and writes `d_in` features (default D; a latent MoE's experts: moe_latent_dim).
 
     Seed "MLP": W0 (D x E*D) and W1 (E*D x D), 2*E*D^2; gated MLPs add W_gate (D x width).
     Biases: width on each input-side matrix, D on the output.
     """
-    D = m.d_model
+    D = m.d_model if d_in is None else d_in
     n_in = GATED_MATRICES - 1 if m.gated_mlp else PLAIN_MATRICES - 1  # matrices D -> width
     weights = (n_in + 1) * D * width
     use_bias = m.mlp_bias if bias is None else bias
@@ -197,7 +203,18 @@ def mlp_params(m: ModelConfig, width: int, bias: bool | None = None) -> tuple[in
 
 def mlp_params_per_expert(m: ModelConfig) -> tuple[int, int]:
     """(weights, biases) of one routed expert (of the dense MLP for a dense model)."""
-    return mlp_params(m, m.moe_d_ff if m.is_moe else m.d_ff)
+    return mlp_params(m, m.moe_d_ff, d_in=m.expert_d) if m.is_moe else mlp_params(m, m.d_ff)
+
+
+def latent_projections(m: ModelConfig) -> tuple[int, int]:
+    """(weights, biases) of a latent MoE's fc1_latent_proj (D x ℓ) and fc2_latent_proj (ℓ x D), bias
+    mlp_bias (modeling_nemotron_h.py NemotronHMoE); (0, 0) without one. Every token passes both; they
+    are replicated on every tensor-parallel rank (vLLM ReplicatedLinear, Megatron-core TELinear
+    parallel_mode="duplicated", TensorRT-LLM)."""
+    ell = m.moe_latent_dim
+    if ell is None:
+        return 0, 0
+    return 2 * m.d_model * ell, (ell + m.d_model) if m.mlp_bias else 0
 
 
 def attention_weights(m: ModelConfig, q_heads: int, kv_heads: int, replicated_down: bool = True) -> tuple[int, int, int, int]:
@@ -206,9 +223,11 @@ def attention_weights(m: ModelConfig, q_heads: int, kv_heads: int, replicated_do
     D, hd = m.d_model, m.head_dim
     if not m.is_mla:
         # attn_output_gate (modeling_qwen3_next.py Qwen3NextAttention): q_proj emits A·h_d queries and
-        # A·h_d gate logits, D x 2·A·h_d
+        # A·h_d gate logits, D x 2·A·h_d. Values of h_v = v_dim (head_dim unless v_head_dim is given:
+        # modeling_mimo_v2_flash.py MiMoV2FlashAttention v_proj D x n_kv·h_v, o_proj A·h_v x D)
+        hv = m.v_dim
         q_out = q_heads * hd * (2 if m.attn_output_gate else 1)
-        return D * q_out, D * kv_heads * hd, D * kv_heads * hd, q_heads * hd * D
+        return D * q_out, D * kv_heads * hd, D * kv_heads * hv, q_heads * hv * D
     r_kv, rope, nope, dv = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
     assert r_kv is not None and rope is not None and nope is not None and dv is not None
     if m.q_lora_rank is None:
@@ -229,7 +248,20 @@ def _attention_bias(m: ModelConfig, q_heads: int, kv_heads: int, out_bias: bool)
         bias = (m.q_lora_rank or 0) + r_kv + rope if m.qkv_bias else 0
         return bias + (D if out_bias else 0)
     q_out = q_heads * (2 if m.attn_output_gate else 1)  # the output gate's logits come from q_proj too
-    return (hd * (q_out + 2 * kv_heads) if m.qkv_bias else 0) + (D if out_bias else 0)
+    return ((hd * (q_out + kv_heads) + m.v_dim * kv_heads) if m.qkv_bias else 0) + (D if out_bias else 0)
+
+
+def sliding_extra(m: ModelConfig, q_heads: int, kv_heads: int, sliding_kv_heads: int) -> tuple[int, int]:
+    """(matmul weights, all parameters) a sliding layer holds beyond a full one, for the given heads (one
+    rank's): MiMo-V2-Flash (modeling_mimo_v2_flash.py MiMoV2FlashAttention) gives its sliding layers
+    2·n_kv K/V heads (k_proj, v_proj and their biases widen) and a sink logit per query head."""
+    if not m.per_kind_attention:
+        return 0, 0
+    D, hd, hv = m.d_model, m.head_dim, m.v_dim
+    extra_heads = sliding_kv_heads - kv_heads
+    weights = D * extra_heads * (hd + hv)
+    biases = extra_heads * (hd + hv) if m.qkv_bias else 0
+    return weights, weights + biases + (q_heads if m.sliding_sinks else 0)
 
 
 def _qk_norm(m: ModelConfig) -> int:
@@ -273,8 +305,9 @@ def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:
     q, k, v, o = attention_weights(m, A, kv)
     act = ACTIVATION_PARAMS.get(m.mlp, 0)  # per MLP module
     if moe:
-        w_expert, b_expert = mlp_params(m, m.moe_d_ff)
-        mlp_w, mlp_b = m.n_experts * w_expert, m.n_experts * b_expert
+        w_expert, b_expert = mlp_params(m, m.moe_d_ff, d_in=m.expert_d)
+        lat_w, lat_b = latent_projections(m)  # LatentMoE: counted with the routed experts
+        mlp_w, mlp_b = m.n_experts * w_expert + lat_w, m.n_experts * b_expert + lat_b
         shared = mlp_params(m, m.shared_expert_d_ff, bias=False)[0] if m.shared_expert_d_ff else 0
         shared += D if m.shared_expert_gate else 0  # Qwen2-MoE shared_expert_gate: Linear(D, 1)
         router = (D * m.n_experts + (m.n_experts if m.router_bias else 0)) if m.router else 0
@@ -326,12 +359,16 @@ def count_params(m: ModelConfig) -> ModelParams:
         final_norm=norm_params(m, D) if m.final_norm else 0,
         lm_head=0 if m.tied_embeddings else V * d_emb,
         lm_head_bias=V if m.lm_head_bias else 0,
-        active_mlp_per_layer=m.experts_per_token * (w_expert + b_expert) if m.is_moe else layer.mlp_weights + layer.mlp_bias,
+        active_mlp_per_layer=(m.experts_per_token * (w_expert + b_expert) + sum(latent_projections(m))
+                              if m.is_moe else layer.mlp_weights + layer.mlp_bias),
         mtp=m.mtp_layers * mtp_block,
         n_indexer_layers=m.n_indexer_layers,
         n_attention_layers=m.n_softmax_layers(),
         mixers=sum(m.n_attention_layers(k) * MIXERS[k].params(m).total for k in m.mixer_kinds),
         n_channel_free_layers=m.n_channel_free_layers(),
+        shared_blocks=shared_block_params(m).total,
+        sliding_extra=m.n_attention_layers(LayerAttention.sliding) * sliding_extra(
+            m, m.n_heads, m.n_kv_heads, m.kv_heads_of(LayerAttention.sliding))[1],
     )
 
 
@@ -400,6 +437,7 @@ def check_tensor_parallel(m: ModelConfig, T: int, ep: int = 1, etp: int | None =
         raise ValueError(f"n_heads ({m.n_heads}) must be divisible by T ({T}); use a divisor of {m.n_heads}")
     for kind in m.mixer_kinds:
         MIXERS[kind].check(m, T)
+    check_shared_blocks(m, T)
     if m.has_dense_mlp_layers and m.d_ff % T:
         raise ValueError(f"d_ff ({m.d_ff}) must be divisible by T ({T}); use a divisor of {m.d_ff}")
     if m.is_moe:
@@ -458,6 +496,8 @@ class ShardParams:
     attention: int = 0  # the attention part of `layer` (what a mixer layer holds instead)
     mixers: tuple[tuple[LayerAttention, int], ...] = ()  # (kind, one layer's shard) of the other mixers
     dense_mlp: int = 0  # the MLP part of `dense_layer` (what a layer without MLP lacks)
+    shared_blocks: int = 0  # Zamba2's shared blocks (T = 1 only: shared_block.check_tensor_parallel)
+    sliding_extra: int = 0  # MiMo-V2-Flash: one sliding layer's shard beyond `attention`
 
     def blocks(self, m: ModelConfig, start: int, stop: int) -> int:
         """The blocks' shards for layers [start, stop) (less the indexers GLM-5's shared layers lack)."""
@@ -467,13 +507,14 @@ class ShardParams:
         total += n_free * (self.dense_layer - self.dense_mlp)  # one_mixer_per_layer: a mixer block, no MLP
         if m.one_mixer_per_layer:  # an MLP block (kind none): no sequence mixer
             total -= m.n_attention_layers(LayerAttention.none, start, stop) * self.attention
+        total += m.n_attention_layers(LayerAttention.sliding, start, stop) * self.sliding_extra
         beside = self.attention if m.mixer_beside_attention else 0  # Falcon-H1: attention stays
         for kind, shard in self.mixers:  # a mixer layer: its mixer in place of attention
             total += m.n_attention_layers(kind, start, stop) * (shard - self.attention + beside)
         return total
 
     def total(self, m: ModelConfig) -> int:
-        return self.embedding + self.blocks(m, 0, m.n_layers) + self.final_norm + self.lm_head
+        return self.embedding + self.blocks(m, 0, m.n_layers) + self.shared_blocks + self.final_norm + self.lm_head
 
 
 @lru_cache(maxsize=MEMO_SIZE)
@@ -514,8 +555,9 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
     dense_layer = attn + mlp(m.d_ff // T) + norms + full.dense_layer.activation
     routed = 0
     if m.is_moe:
-        routed = (m.n_experts // ep) * mlp(m.moe_d_ff // etp)
+        routed = (m.n_experts // ep) * sum(mlp_params(m, m.moe_d_ff // etp, d_in=m.expert_d))
         shared = mlp(m.shared_expert_d_ff // T, bias=False) if m.shared_expert_d_ff else 0
+        shared += sum(latent_projections(m))  # replicated (not expert-parallel)
         shared += D if m.shared_expert_gate else 0
         layer = attn + routed + shared + full.layer.router + norms + full.layer.activation
     else:
@@ -534,6 +576,9 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
         attention=attn,
         mixers=tuple((k, MIXERS[k].shard_params(m, T)) for k in m.mixer_kinds),
         dense_mlp=mlp(m.d_ff // T),
+        shared_blocks=full.shared_blocks,
+        sliding_extra=sliding_extra(m, q_rank, kv_rank, kv_heads_per_rank(
+            m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads"))[1],
     )
 
 

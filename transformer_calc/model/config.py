@@ -187,6 +187,12 @@ class ModelConfig(BaseModel):
         description="attention kind of layers 0, 1, ...; repeated cyclically over n_layers",
     )
     sliding_window: int | None = Field(default=None, gt=0, description="W, tokens a sliding layer sees")
+    sliding_kv_heads: int | None = Field(
+        default=None, gt=0, description="K/V heads of the sliding layers when they differ from n_kv_heads (MiMo-V2-Flash: 2·n_kv)"
+    )
+    sliding_sinks: bool = Field(
+        default=False, description="a learned sink logit per head on the sliding layers only (MiMo-V2-Flash)"
+    )
     attention_chunk_size: int | None = Field(default=None, gt=0, description="chunk of a chunked layer")
     attn_output_gate: bool = Field(
         default=False, description="a sigmoid gate on the attention output: q_proj also emits A*h_d gate values (Qwen3-Next)"
@@ -220,12 +226,41 @@ class ModelConfig(BaseModel):
         default=False,
         description="the pattern's mixer layers also run full attention beside the mixer (Falcon-H1's parallel hybrid)",
     )
+    # --- shared transformer blocks (Zamba2; estimators/shared_block.py): on when shared_block_layer_ids is set
+    shared_block_layer_ids: tuple[int, ...] = Field(
+        default=(),
+        description="layers at which a shared attention+MLP block runs before the layer's mixer, on the hidden state "
+        "concatenated with the token embedding (2·D wide); its output, through a D x D linear of that layer, is "
+        "added to the mixer's input (Zamba2's hybrid layers)",
+    )
+    shared_blocks: int = Field(
+        default=1, gt=0, description="distinct shared blocks; application i uses block i mod shared_blocks (Zamba2 num_mem_blocks)"
+    )
+    shared_blocks_tied: bool = Field(
+        default=True,
+        description="the applications share the blocks' weights (false: each application builds its own copy, as "
+        "transformers 5.23 does for Zamba2 when tie_word_embeddings is false: it ties nothing then)",
+    )
+    shared_block_adapter_rank: int | None = Field(
+        default=None, gt=0,
+        description="rank of the low-rank adapter each application of a shared block adds to its MLP's gate/up "
+        "projection (Zamba2 adapter_rank; none: no adapters)",
+    )
+    shared_attention_adapters: bool = Field(
+        default=False,
+        description="each application also adds low-rank adapters to the shared block's q, k and v projections "
+        "(Zamba2 use_shared_attention_adapter)",
+    )
     # --- multi-head latent attention (DeepSeek-V2/V3, Kimi K2): on when kv_lora_rank is set
     q_lora_rank: int | None = Field(default=None, gt=0, description="MLA query low rank (none: full q_proj)")
     kv_lora_rank: int | None = Field(default=None, gt=0, description="MLA latent width (cached)")
     qk_rope_head_dim: int | None = Field(default=None, gt=0, description="MLA rotary part of q/k heads")
     qk_nope_head_dim: int | None = Field(default=None, gt=0, description="MLA non-rotary part of q/k heads")
-    v_head_dim: int | None = Field(default=None, gt=0, description="MLA value head width")
+    v_head_dim: int | None = Field(
+        default=None, gt=0,
+        description="value head width: MLA's, or softmax attention whose value heads differ from head_dim "
+        "(MiMo-V2-Flash; default head_dim)",
+    )
     # --- DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): MLA plus a lightning indexer; on when index_topk is set
     index_topk: int | None = Field(default=None, gt=0, description="k_I, latent-cache tokens each query attends (DSA)")
     index_n_heads: int | None = Field(default=None, gt=0, description="H_I, indexer heads (DSA)")
@@ -262,6 +297,11 @@ class ModelConfig(BaseModel):
     moe_d_ff: int = Field(gt=0, description="width of one routed expert (default d_ff)")
     shared_expert_d_ff: int = Field(default=0, ge=0, description="width of the shared expert(s), 0: none")
     shared_expert_gate: bool = Field(default=False, description="a D x 1 sigmoid gate on the shared expert")
+    moe_latent_dim: int | None = Field(
+        default=None, gt=0,
+        description="ℓ, the width routed experts read and write: a D x ℓ projection before them and ℓ x D after "
+        "(LatentMoE, Nemotron 3 Super's moe_latent_size; none: the experts work in D)",
+    )
     first_dense_layers: int = Field(default=0, ge=0, description="leading layers with a dense MLP (d_ff)")
     moe_layer_step: int = Field(default=1, gt=0, description="layer i is MoE when (i+1) % step == 0")
     dense_layer_ids: tuple[int, ...] = Field(default=(), description="other layers with a dense MLP")
@@ -318,6 +358,11 @@ class ModelConfig(BaseModel):
         return self.n_experts > 1 or self.router
 
     @property
+    def expert_d(self) -> int:
+        """The width a routed expert reads and writes: ℓ with a latent MoE, else D."""
+        return self.moe_latent_dim if self.moe_latent_dim is not None else self.d_model
+
+    @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank is not None
 
@@ -334,9 +379,25 @@ class ModelConfig(BaseModel):
         return self.n_layers - len({i for i in self.index_shared_layer_ids if 0 <= i < self.n_layers})
 
     @property
+    def n_shared_block_applications(self) -> int:
+        """Layers at which a shared transformer block runs (Zamba2's hybrid layers; 0: none)."""
+        return len(self.shared_block_layer_ids)
+
+    @property
     def v_dim(self) -> int:
-        """Width of one value head (head_dim, or MLA's v_head_dim)."""
-        return self.v_head_dim if self.is_mla and self.v_head_dim is not None else self.head_dim
+        """Width of one value head (v_head_dim when given: MLA's, or MiMo-V2-Flash's; else head_dim)."""
+        return self.v_head_dim if self.v_head_dim is not None else self.head_dim
+
+    def kv_heads_of(self, kind: LayerAttention) -> int:
+        """K/V heads of a layer of softmax-attention `kind` (sliding layers: sliding_kv_heads when set)."""
+        if kind is LayerAttention.sliding and self.sliding_kv_heads is not None:
+            return self.sliding_kv_heads
+        return self.n_kv_heads
+
+    @property
+    def per_kind_attention(self) -> bool:
+        """Sliding layers shaped apart from the full ones (their own K/V heads or sinks: MiMo-V2-Flash)."""
+        return self.sliding_kv_heads is not None or self.sliding_sinks
 
     @property
     def has_dense_mlp_layers(self) -> bool:
@@ -595,7 +656,11 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
         d["moe_d_ff"] = d["d_ff"]
     _check_pattern(d)
     _check_dsa(d)
+    _check_shared_blocks(d)
     n_exp, k_exp = _int_or_none(d.get("n_experts")), _int_or_none(d.get("experts_per_token"))
+    if d.get("moe_latent_dim") is not None and not ((n_exp or 1) > 1 or d.get("router")):
+        raise ValueError(f"moe_latent_dim ({clip(d['moe_latent_dim'])}) needs a mixture of experts; "
+                         "set n_experts too (or drop it)")
     if d.get("router") is None:
         d["router"] = n_exp is not None and n_exp > 1
     experts = 1 if n_exp is None else n_exp  # a dense model is one expert
@@ -613,7 +678,8 @@ _MLA_KEYS = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 def _check_mla(d: dict[str, Any]) -> None:
     """MLA: kv_lora_rank with its three head widths; head_dim is the q/k head (nope + rope)."""
     if d.get("kv_lora_rank") is None:
-        extra = [k for k in ("q_lora_rank", *_MLA_KEYS) if d.get(k) is not None]
+        # v_head_dim alone is a plain attention's value head width (MiMo-V2-Flash)
+        extra = [k for k in ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim") if d.get(k) is not None]
         if extra:
             raise ValueError(
                 f"{extra[0]} ({clip(d[extra[0]])}) is a multi-head latent attention width; "
@@ -666,10 +732,42 @@ def _check_dsa(d: dict[str, Any]) -> None:
         )
 
 
+MAX_SHARED_BLOCK_LAYERS = 65536  # most applications of a shared block (its layer list is read one by one)
+
+
+def _check_shared_blocks(d: dict[str, Any]) -> None:
+    """Shared transformer blocks (Zamba2, estimators/shared_block.py): the layers they run at are
+    distinct layer indices in increasing order; the adapter fields need them."""
+    ids = d.get("shared_block_layer_ids")
+    if not ids:
+        for key in ("shared_block_adapter_rank", "shared_attention_adapters"):  # (shared_blocks_tied: a default True)
+            if d.get(key):
+                raise ValueError(f"{key} ({clip(d[key])}) needs shared blocks; give shared_block_layer_ids too (or drop it)")
+        return
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)):
+        raise ValueError(f"shared_block_layer_ids ({clip(ids)}) must be a list of layer indices, e.g. [5, 11]")
+    if len(ids) > MAX_SHARED_BLOCK_LAYERS:
+        raise ValueError(f"shared_block_layer_ids has {len(ids)} entries; give at most {MAX_SHARED_BLOCK_LAYERS}")
+    L = _int_or_none(d.get("n_layers"))
+    bad = next((i for i in ids if isinstance(i, bool) or not isinstance(i, int) or i < 0
+                or (L is not None and i >= L)), None)
+    if bad is not None:
+        raise ValueError(
+            f"shared_block_layer_ids holds {clip(bad)}; each entry is a layer index from 0 to n_layers - 1 ({clip(L)})"
+        )
+    if any(b <= a for a, b in zip(ids, ids[1:])):
+        raise ValueError(f"shared_block_layer_ids ({clip(list(ids))}) must be distinct and increasing; sort it")
+    if d.get("shared_attention_adapters") and d.get("shared_block_adapter_rank") is None:
+        raise ValueError("shared_attention_adapters needs shared_block_adapter_rank (the adapters' rank); give it")
+
+
 def _check_pattern(d: dict[str, Any]) -> None:
     """The attention pattern names the window sizes it needs."""
     pat = d.get("attention_pattern")
     if pat is None:
+        for key in ("sliding_kv_heads", "sliding_sinks"):
+            if d.get(key):
+                raise ValueError(f"{key} ({clip(d[key])}) needs sliding layers in attention_pattern; drop it or add them")
         return
     if isinstance(pat, (str, bytes)) or not isinstance(pat, (list, tuple)):
         raise ValueError(
@@ -724,6 +822,15 @@ def _check_pattern(d: dict[str, Any]) -> None:
         heads, groups = _int_or_none(d.get("ssm_heads")), _int_or_none(d.get("ssm_groups"))
         if heads and groups and heads % groups:
             raise ValueError(f"ssm_heads ({heads}) must be a multiple of ssm_groups ({groups}); use a multiple of it")
+    for key in ("sliding_kv_heads", "sliding_sinks"):
+        if d.get(key) and "sliding" not in kinds:
+            raise ValueError(f"{key} ({clip(d[key])}) needs sliding layers in attention_pattern; drop it or add them")
+    skv, A = _int_or_none(d.get("sliding_kv_heads")), _int_or_none(d.get("n_heads"))
+    if skv and A and A % skv:
+        raise ValueError(f"n_heads ({A}) must be divisible by sliding_kv_heads ({skv}); use a divisor of {A}")
+    if d.get("sliding_sinks") and d.get("attention_sinks"):
+        raise ValueError("sliding_sinks (sinks on the sliding layers only) and attention_sinks (every layer) "
+                         "exclude one another; keep one")
     if "sliding" in kinds and d.get("sliding_window") is None:
         raise ValueError("attention_pattern has sliding layers but sliding_window is not given; give it")
     if "chunked" in kinds and d.get("attention_chunk_size") is None:
@@ -737,6 +844,8 @@ SHOWN_WHEN_SET = frozenset({
     "conv_kernel", "ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "ssm_proj_bias",
     "ssm_conv_bias", "ssm_out_bias", "ssm_norm", "mixer_beside_attention", "one_mixer_per_layer", "short_conv_bias",
     "ssm_inner", "ssm_dt_rank", "lightning_block_size",
+    "shared_block_layer_ids", "shared_blocks", "shared_blocks_tied", "shared_block_adapter_rank",
+    "shared_attention_adapters", "sliding_kv_heads", "sliding_sinks", "moe_latent_dim",
 })
 MAX_BLOCK_LAYERS = 65536  # most layers of a one_mixer_per_layer model (its MoE layers are counted one by one)
 MAMBA2_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "conv_kernel")

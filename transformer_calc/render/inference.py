@@ -53,6 +53,8 @@ def inference_table(r: Any) -> Any:
         what = "MLA decompressed to per-head K/V"
     else:
         what = f"{inf.cache_kv_heads} K/V heads"
+        if getattr(r.model, "sliding_kv_heads", None):  # MiMo-V2-Flash: the sliding layers have their own
+            what += f" ({r.model.sliding_kv_heads} on the sliding layers)"
     kinds = kv.layers_by_kind
     if r.decode_state is not None and set(kinds) == {"full"}:  # a hybrid: only these layers cache K/V
         what += f"; the {kinds['full']} full-attention layers"

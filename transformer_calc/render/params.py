@@ -45,6 +45,9 @@ def params_table(r: Any) -> Any:
     ):
         # "per layer" is one MoE block's (a dense model's block); the total sums every block
         row(label, getattr(p, f"per_layer_{key}"), getattr(p, f"layers_{key}"))
+    row("sequence mixers (not attention)", None, p.mixers)  # hybrids: Gated DeltaNet, Mamba-2, ... layers
+    row("shared blocks (Zamba2)", None, p.shared_blocks or 0)  # attention+MLP once, adapters and linears per use
+    row("sliding layers' extra K/V heads, sinks", None, p.sliding_extra or 0)  # MiMo-V2-Flash
     row("final norm", None, p.final_norm)
     row("LM head", None, p.lm_head)
     row("LM head bias", None, p.lm_head_bias)

@@ -50,6 +50,7 @@ class StepFlopsSection(Section):
     embedding_projection: int  # forward, OPT's project_in + project_out
     indexer: int  # forward of every DSA lightning indexer (no backward: transformers runs it under no_grad)
     mixers: int | None = None  # hybrid models only: forward of the non-attention mixers (Gated DeltaNet, ...), in layers
+    shared_blocks: int | None = None  # Zamba2 only: forward of every shared-block application, in layers
     per_layer_qkv: int  # forward of one representative block (full attention; MoE MLP if MoE), by term
     per_layer_scores: int
     per_layer_reweight: int

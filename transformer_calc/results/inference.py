@@ -432,8 +432,10 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
         ),
         kv_cache=KVCacheSection(
             context_len=kv.context_len,
-            layers_by_kind={k.value: m.n_kv_layers(k) for k in LayerAttention
-                            if k in ATTENTION_KINDS and m.n_kv_layers(k)},
+            # (Zamba2's shared-block applications cache K/V as full-attention layers)
+            layers_by_kind={k.value: n for k in LayerAttention if k in ATTENTION_KINDS
+                            and (n := m.n_kv_layers(k) + (m.n_shared_block_applications
+                                                          if k is LayerAttention.full else 0))},
             sliding_window=m.sliding_window,
             attention_chunk_size=m.attention_chunk_size,
             replicated_per_gpu=m.is_mla and spec.mla_cache == "latent",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import create_model
 
 from transformer_calc.estimators.params import (
+    OPTIONAL_KEYS,
     LayerParams,
     ModelParams,
     count_params,
@@ -34,7 +35,8 @@ def _count_fields() -> dict[str, Any]:
     names += ["per_layer"] + [f"per_layer_{f.name}" for f in fields(LayerParams)]
     names += [f"layers_{f.name}" for f in fields(LayerParams)]
     names += ["n_dense_layers", "per_dense_layer", "layers", "total_with_mtp"]
-    return {name: (int, ...) for name in names}
+    # OPTIONAL_KEYS (Zamba2's shared_blocks): a key only for the models that have them
+    return {name: ((int | None, None) if name in OPTIONAL_KEYS else (int, ...)) for name in names}
 
 
 # Every count of `estimators.params.ModelParams` (whole model, per block, per component summed over

@@ -433,7 +433,6 @@ UNREPRESENTABLE: dict[str, str] = {
     "mamba": "its state-space layers",
     "mamba2": "its state-space layers",
     "zamba": "its Mamba layers",
-    "zamba2": "its Mamba-2 layers",
     "recurrent_gemma": "its recurrent (RG-LRU) blocks",
     "rwkv": "its RWKV time-mixing layers",
     "xlstm": "its xLSTM blocks",
@@ -453,10 +452,9 @@ OTHER_ARCHITECTURES: dict[str, str] = {
     "pixtral": "a vision encoder, not a language model",
     "molmo2": "a vision-language model (vision tower and connector)",
     # attention-only 2025-26 types tcalc cannot count yet (issue 22)
-    "mimo_v2_flash": "MiMo-V2-Flash's sliding layers have twice the K/V heads of its full layers, sinks on the "
-                     "sliding layers only and a value head width apart from head_dim (one n_kv_heads in tcalc)",
-    "deepseek_v4": "DeepSeek-V4's manifold hyper-connections (hc_mult residual streams), compressed attention "
-                   "layers and grouped low-rank output projection",
+    "deepseek_v4": "DeepSeek-V4's manifold hyper-connections (hc_mult residual streams), compressed sparse and "
+                   "heavily compressed attention layers (compressors, indexers), grouped low-rank output projection "
+                   "and hash-routed MoE layers",
     # one letter from nemotron_h (a hybrid tcalc reads): Nemotron-4 is another architecture
     "nemotron": "Nemotron-4's layer norms (LayerNorm1P) and squared-ReLU MLP are not read yet (nemotron_h is Nemotron-H)",
 }

@@ -355,6 +355,73 @@ def _glm_moe_dsa(c: Reader) -> dict[str, Any]:
     return spec
 
 
+# ---------------------------------------------------------------------------- MiMo-V2-Flash
+# hub (remote-code) keys transformers 5.23's MiMoV2FlashConfig does not read, with what it builds instead:
+# a file whose value disagrees with the built model is refused rather than counted as transformers builds it
+_MIMO_IGNORED = ("hybrid_layer_pattern", "moe_layer_freq", "swa_num_key_value_heads", "swa_num_attention_heads",
+                 "swa_head_dim", "swa_v_head_dim", "add_swa_attention_sink_bias", "add_full_attention_sink_bias")
+
+
+def _mimo_v2_flash(c: Reader) -> dict[str, Any]:
+    """modeling_mimo_v2_flash.py: MiMoV2FlashAttention with q/k of head_dim (192) and values of
+    v_head_dim (128), q/k/v bias=attention_bias, o_proj without bias; its sliding layers have
+    2·num_key_value_heads K/V heads and a sink logit per head (`sinks`), the full ones neither;
+    layer_types default: full on layer 0 and every 6th, sliding elsewhere (window sliding_window,
+    or sliding_window_size + 1); a SwiGLU MLP of intermediate_size on the dense layers of mlp_layer_types
+    (default layer 0), else MiMoV2FlashMoE: n_routed_experts experts of moe_intermediate_size (gate_up, down),
+    a router (E, D) without bias (e_score_correction_bias is a buffer), no shared expert; two RMSNorms per
+    layer and a final one; lm_head untied by default. MTP layers are not built."""
+    bias = c.flag("attention_bias")
+    spec = rotary_common(c, bias, False, False) | {"mlp": gated_mlp_kind(c, "hidden_act")}
+    L, A, kv = spec["n_layers"], spec["n_heads"], spec.get("n_kv_heads", spec["n_heads"])
+    if (size := c.opt_int("sliding_window_size")) is not None:  # __post_init__: sliding_window = size + 1
+        c.values["sliding_window"] = size + 1
+
+    def derived() -> list[str]:  # configuration_mimo_v2_flash.py: full on layer 0 and when (i + 1) % 6 == 0
+        if L > MAX_DERIVED_LAYERS:
+            raise c._bad("num_hidden_layers", f"at most {MAX_DERIVED_LAYERS} layers (or give layer_types)")
+        return ["full_attention" if i == 0 or (i + 1) % 6 == 0 else "sliding_attention" for i in range(L)]
+
+    types = _given_or(c, derived)
+    if isinstance(types, list) and "sliding_attention" in types and not c.opt_int("sliding_window"):
+        # MiMoV2FlashAttention widens K/V and adds sinks by layer type, window or not
+        raise c._bad("sliding_window", "a whole number >= 1 for the sliding_attention layers")
+    spec |= _pattern(c, types, L)
+    v = c.int("v_head_dim")
+    if v < 1:
+        raise c._bad("v_head_dim", "a whole number >= 1")
+    spec["v_head_dim"] = v
+    n = c.int("n_routed_experts")
+    if n < 1:
+        raise c._bad("n_routed_experts", "a whole number >= 1 (tcalc has no MoE layer without routed experts)")
+    spec |= {"n_experts": n, "experts_per_token": c.int("num_experts_per_tok"), "router": True,
+             "moe_d_ff": c.int("moe_intermediate_size")} | _mlp_layer_types(c, L, 1)
+    if "sliding" in spec.get("attention_pattern", []):
+        spec |= {"sliding_kv_heads": 2 * kv, "sliding_sinks": True}
+    built = {"swa_num_key_value_heads": 2 * kv, "swa_num_attention_heads": A, "swa_head_dim": spec.get("head_dim"),
+             "swa_v_head_dim": v, "add_swa_attention_sink_bias": True, "add_full_attention_sink_bias": False}
+    for key in _MIMO_IGNORED:
+        value = c.values.get(key)
+        if value is None or key in ("hybrid_layer_pattern", "moe_layer_freq"):
+            continue
+        if key == "swa_head_dim" and built[key] is None:
+            built[key] = spec["d_model"] // A
+        if value != built[key]:
+            raise c._bad(key, f"{built[key]!r}, what transformers 5.23 builds (it does not read {key}); "
+                              "tcalc counts the model transformers builds")
+    pattern = c.values.get("hybrid_layer_pattern")  # 1: sliding, 0: full (the hub's remote code)
+    if pattern is not None and (not isinstance(pattern, list) or len(pattern) != L or pattern != [
+            0 if t == "full_attention" else 1 for t in types[:L]]):
+        raise c._bad("hybrid_layer_pattern", "the sliding (1) / full (0) layers transformers 5.23 derives, or "
+                                             "absent (it reads layer_types, not this key)")
+    freq = c.values.get("moe_layer_freq")  # 1: MoE, 0: dense
+    if freq is not None and freq != [0 if k == "dense" else 1 for k in (c.values.get("mlp_layer_types")
+                                                                         or ["dense"] + ["sparse"] * (L - 1))]:
+        raise c._bad("moe_layer_freq", "the MoE (1) / dense (0) layers transformers 5.23 derives, or absent "
+                                       "(it reads mlp_layer_types, not this key)")
+    return spec
+
+
 # ---------------------------------------------------------------------------- defaults
 _DS_MLA = {  # the MLA/MoE keys every DeepSeek-style reader takes
     "moe_intermediate_size": 2048, "n_shared_experts": 1, "n_routed_experts": 256, "num_experts_per_tok": 8,
@@ -504,6 +571,18 @@ FAMILIES: dict[str, Family] = {
         ("attention_dropout",),
         _MLA_ALIASES,
         frozenset(_MLA_ALIASES),
+    ),
+    "mimo_v2_flash": Family(
+        _mimo_v2_flash,
+        LLAMA_DEFAULTS | {  # configuration_mimo_v2_flash.py MiMoV2FlashConfig
+            "vocab_size": 152576, "hidden_size": 4096, "intermediate_size": 16384, "num_hidden_layers": 48,
+            "num_attention_heads": 64, "num_key_value_heads": 4, "max_position_embeddings": 131072,
+            "moe_intermediate_size": 2048, "num_experts_per_tok": 8, "n_routed_experts": 256, "head_dim": 192,
+            "v_head_dim": 128, "sliding_window": 129, "layer_types": None, "mlp_layer_types": None,
+        },
+        ("attention_dropout",),
+        {"num_local_experts": "n_routed_experts"},  # attribute_map
+        frozenset({"num_local_experts"}),
     ),
     "glm_moe_dsa": Family(
         _glm_moe_dsa,

@@ -1,7 +1,8 @@
 """Hugging Face config.json import for hybrid models: layers whose sequence mixer is not softmax
 attention (issue 22). Gated DeltaNet: qwen3_next, qwen3_5 (its text model), qwen3_5_moe. Mamba-2:
 bamba, granitemoehybrid, falcon_h1 (attention and Mamba-2 in parallel in every layer), nemotron_h
-(one block per layer: Mamba-2, attention, MLP or MoE; `one_mixer_per_layer`). Short convolution:
+(one block per layer: Mamba-2, attention, MLP or MoE; `one_mixer_per_layer`), zamba2 (Mamba-2 blocks
+and a shared attention+MLP block run at its hybrid layers, estimators/shared_block.py). Short convolution:
 lfm2. Mamba(-1): jamba. Lightning attention: minimax. Kimi Delta Attention (with MLA full-attention
 layers and a DeepSeek-style MoE): kimi_linear.
 
@@ -226,7 +227,8 @@ def _nemotron_h(c: Reader) -> dict[str, Any]:
     bias=use_conv_bias), attention (q/k/v/o without bias, no positional encoding), a NemotronHMLP
     (up and down of intermediate_size, relu², bias=mlp_bias) or a NemotronHMoE (n_routed_experts
     non-gated experts of moe_intermediate_size, a router (E, D) whose e_score_correction_bias is a
-    buffer, a shared NemotronHMLP of moe_shared_expert_intermediate_size). The layers are
+    buffer, a shared NemotronHMLP of moe_shared_expert_intermediate_size; with moe_latent_size ℓ the routed
+    experts work in ℓ between a D x ℓ and an ℓ x D projection: LatentMoE). The layers are
     layers_block_type (or hybrid_override_pattern: M, *, -, E); num_hidden_layers is not read. MTP
     layers (num_nextn_predict_layers) are not built."""
     types = c.values.get("layers_block_type")
@@ -242,8 +244,6 @@ def _nemotron_h(c: Reader) -> dict[str, Any]:
     L = len(types)
     if L > MAX_DERIVED_LAYERS:
         raise c._bad("layers_block_type", f"at most {MAX_DERIVED_LAYERS} layers")
-    if c.values.get("moe_latent_size") is not None:
-        raise c._bad("moe_latent_size", "null (the latent MoE of Nemotron-3-Super is not modeled yet)")
     mlp_bias = c.flag("mlp_bias")
     spec: dict[str, Any] = {
         "n_layers": L, "d_model": c.int("hidden_size"), "n_heads": c.int("num_attention_heads"),
@@ -266,6 +266,11 @@ def _nemotron_h(c: Reader) -> dict[str, Any]:
             "moe_d_ff": c.int("moe_intermediate_size"),
             "shared_expert_d_ff": c.int("moe_shared_expert_intermediate_size"),
         }
+        # LatentMoE (Nemotron 3 Super): NemotronHMoE's fc1_latent_proj / fc2_latent_proj and experts of that width
+        if (latent := c.opt_int("moe_latent_size")) is not None:
+            if latent < 1:
+                raise c._bad("moe_latent_size", "a whole number >= 1 (or null: no latent projection)")
+            spec["moe_latent_dim"] = latent
         dense = [i for i, t in enumerate(types) if t == "mlp"]
         if dense:
             spec["dense_layer_ids"] = dense
@@ -282,6 +287,84 @@ def _nemotron_h(c: Reader) -> dict[str, Any]:
         raise c._bad("n_groups", f"a divisor of mamba_num_heads ({H})")
     kinds = [_NEMOTRON_KIND[t] for t in types]
     return spec | (mamba if "mamba2" in kinds else {}) | {"attention_pattern": shortest_period(kinds)}
+
+
+# ---------------------------------------------------------------------------- Zamba2
+# configuration_zamba2.py __post_init__: the default layers_block_type of Zamba2-2.7B
+_ZAMBA2_DEFAULT_TYPES = (["mamba"] + (["mamba"] * 5 + ["hybrid"]) * 7 + ["mamba"] * 4 + ["hybrid"] + ["mamba"] * 3
+                         + ["hybrid"] + ["mamba"] * 2)
+_ZAMBA2_KINDS = frozenset({"mamba", "linear_attention", "hybrid"})  # mamba: the legacy name of linear_attention
+
+
+def _zamba2(c: Reader) -> dict[str, Any]:
+    """modeling_zamba2.py: every layer is a Zamba2MambaDecoderLayer (input_layernorm, a Mamba-2
+    Zamba2MambaMixer: d_inner = int(mamba_expand·D) in n_mamba_heads heads of mamba_headdim, in/out_proj
+    bias=add_bias_linear, conv1d bias=True whatever use_conv_bias says); a "hybrid" layer first runs a
+    shared Zamba2AttentionDecoderLayer on [h; embedding] (2D wide; head_dim = 2D / A; q/k/v/o without
+    bias; a gated Zamba2MLP of intermediate_size, default 4D, bias=add_bias_linear; per-application
+    adapters of adapter_rank on gate_up and, with use_shared_attention_adapter, on q/k/v) and its own
+    D x D linear (estimators/shared_block.py). num_mem_blocks distinct blocks, tied in turn
+    (Zamba2Model.get_layers). RoPE only with use_mem_rope (no parameters either way); final_layernorm;
+    lm_head tied by tie_word_embeddings."""
+    if c.values.get("layer_types") is not None:
+        # attribute_map layer_types -> layers_block_type is applied after __post_init__, which has derived
+        # hybrid_layer_ids (the adapters' count) from the default 54-layer pattern: not this file's layers
+        raise c._bad("layer_types", "absent: write the list as layers_block_type (transformers 5.23 derives the "
+                                    "shared blocks' adapters from the default pattern when it is layer_types)")
+    types = c.values.get("layers_block_type")
+    L = c.int("num_hidden_layers")
+    if types is None:
+        types = list(_ZAMBA2_DEFAULT_TYPES)
+    if not isinstance(types, list) or not types or any(t not in _ZAMBA2_KINDS for t in types):
+        raise c._bad("layers_block_type", "a list of mamba / linear_attention and hybrid (one per layer)")
+    if len(types) != L:  # configuration_utils.py validate_layer_type
+        raise c._bad("num_hidden_layers", f"the number of layers_block_type entries ({len(types)})")
+    if L > MAX_DERIVED_LAYERS:
+        raise c._bad("num_hidden_layers", f"at most {MAX_DERIVED_LAYERS} layers")
+    D, A = c.int("hidden_size"), c.int("num_attention_heads")
+    if D < 1 or A < 1:
+        raise c._bad("hidden_size" if D < 1 else "num_attention_heads", "a whole number >= 1")
+    expand = c.values.get("mamba_expand")
+    if isinstance(expand, bool) or not isinstance(expand, (int, float)) or expand <= 0:
+        raise c._bad("mamba_expand", "a positive number")
+    inner, H = int(expand * D), c.int("n_mamba_heads")
+    if H < 1 or inner % H:  # in_proj is int(expand·D) wide, the heads H·(inner // H): only equal when H divides it
+        raise c._bad("n_mamba_heads", f"a divisor of mamba_expand x hidden_size ({inner})")
+    hybrid = [i for i, t in enumerate(types) if t == "hybrid"]
+    written = c.values.get("hybrid_layer_ids")  # a full save writes it; set after __post_init__, it wins
+    if written is not None and written != hybrid:
+        raise c._bad("hybrid_layer_ids", f"the hybrid layers of layers_block_type ({hybrid}), or absent")
+    bias = c.flag("add_bias_linear")
+    F = c.opt_int("intermediate_size") or 4 * D  # `self.intermediate_size or 4 * self.hidden_size`
+    if c.flag("use_long_context"):  # __post_init__: max_position_embeddings = 16384
+        c.values["max_position_embeddings"] = 16384
+    spec: dict[str, Any] = {
+        "n_layers": L, "d_model": D, "n_heads": A, "head_dim": 2 * D // A, "vocab_size": c.int("vocab_size"),
+        "d_ff": F, "mlp": gated_mlp_kind(c, "hidden_act"), "max_seq_len": c.int("max_position_embeddings"),
+        "positional": "rotary" if c.flag("use_mem_rope") else "none", "norm": "rmsnorm", "norms_per_layer": 1,
+        "tied_embeddings": c.flag("tie_word_embeddings"), "bias": False, "mlp_bias": bias,
+        "one_mixer_per_layer": True, "attention_pattern": ["mamba2"],
+        "ssm_heads": H, "ssm_head_dim": inner // H, "ssm_state_size": c.int("mamba_d_state"),
+        "ssm_groups": c.int("mamba_ngroups"), "conv_kernel": c.int("mamba_d_conv"), "ssm_chunk_size": c.int("chunk_size"),
+        "ssm_proj_bias": bias, "ssm_conv_bias": True,
+    }
+    shared = {"shared_block_layer_ids": hybrid, "shared_blocks": c.int("num_mem_blocks"),
+              "shared_block_adapter_rank": c.int("adapter_rank"),
+              "shared_attention_adapters": c.flag("use_shared_attention_adapter"),
+              # PreTrainedModel.get_expanded_tied_weights_keys ties nothing without tie_word_embeddings
+              "shared_blocks_tied": spec["tied_embeddings"]}
+    if (kv := c.opt_int("num_key_value_heads")) is not None:
+        spec["n_kv_heads"] = kv
+    for key, name in (("ssm_state_size", "mamba_d_state"), ("ssm_groups", "mamba_ngroups"),
+                      ("conv_kernel", "mamba_d_conv"), ("ssm_chunk_size", "chunk_size"),
+                      ("shared_blocks", "num_mem_blocks"), ("shared_block_adapter_rank", "adapter_rank")):
+        if {**spec, **shared}[key] < 1:
+            raise c._bad(name, "a whole number >= 1")
+    if H % spec["ssm_groups"]:
+        raise c._bad("mamba_ngroups", f"a divisor of n_mamba_heads ({H})")
+    if 2 * D < A:
+        raise c._bad("num_attention_heads", f"at most 2 x hidden_size ({2 * D}): head_dim = 2·hidden_size // heads")
+    return spec | (shared if hybrid else {})  # no hybrid layer: no shared block is built
 
 
 # ---------------------------------------------------------------------------- short convolution
@@ -560,6 +643,15 @@ _QWEN3_5_MOE_DEFAULTS = _QWEN3_5_DEFAULTS | {  # configuration_qwen3_5_moe.py (Q
     "shared_expert_intermediate_size": 512, "num_experts_per_tok": 8, "num_experts": 256,
 }  # fmt: skip
 
+_ZAMBA2_DEFAULTS = {  # configuration_zamba2.py Zamba2Config
+    "vocab_size": 32000, "max_position_embeddings": 4096, "hidden_size": 2560, "num_hidden_layers": 54,
+    "layers_block_type": None, "mamba_d_state": 64, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_ngroups": 1,
+    "n_mamba_heads": 8, "chunk_size": 256, "add_bias_linear": False, "intermediate_size": None, "hidden_act": "gelu",
+    "num_attention_heads": 32, "num_key_value_heads": None, "attention_dropout": 0.0, "num_mem_blocks": 1,
+    "use_shared_attention_adapter": False, "adapter_rank": 128, "use_mem_rope": False, "use_long_context": False,
+    "tie_word_embeddings": True,
+}  # fmt: skip
+
 _KIMI_LINEAR_DEFAULTS = LLAMA_DEFAULTS | {  # configuration_kimi_linear.py
     "vocab_size": 163840, "hidden_size": 2304, "intermediate_size": 9216, "moe_intermediate_size": 1024,
     "num_hidden_layers": 27, "num_attention_heads": 32, "num_key_value_heads": 32, "n_shared_experts": 1,
@@ -587,6 +679,7 @@ FAMILIES: dict[str, Family] = {
                    frozenset({"tie_embedding", "block_ff_dim"})),
     "nemotron_h": Family(_nemotron_h, _NEMOTRON_H_DEFAULTS, ("attention_dropout", "hidden_dropout"),
                          _NEMOTRON_H_ALIASES, frozenset(_NEMOTRON_H_ALIASES)),
+    "zamba2": Family(_zamba2, _ZAMBA2_DEFAULTS, ("attention_dropout",)),
     "granitemoehybrid": Family(
         _granitemoehybrid, _GRANITEMOEHYBRID_DEFAULTS, ("attention_dropout",),
         {"layers_block_type": "layer_types"},  # attribute_map

@@ -72,10 +72,13 @@ from transformer_calc.estimators.params import (
     count_params,
     indexer_params,
     kv_heads_per_rank,
+    latent_projections,
     mlp_params,
+    sliding_extra,
     tensor_parallel_params,
 )
 from transformer_calc.estimators.mixers import MIXERS
+from transformer_calc.estimators.shared_block import matmul_weights_per_application, shared_block_rereads
 
 KV_TENSORS = 2  # K and V are cached; the query is not (seed eq. kv_cache_memory; errata INF-1)
 ALL_REDUCES_PER_LAYER = 2  # Megatron-LM: after the attention output and after the MLP output
@@ -314,6 +317,9 @@ class _Shard:
     store: QuantizedWeights | None = None  # the weights' bytes in a quantized format (None: a plain dtype)
     tower_params: int = 0  # vision/audio towers and projectors, whole on every GPU (not read by a text step)
     state_groups: tuple[_StateGroup, ...] = ()  # the mixer layers' decode state (hybrid models)
+    # Zamba2: weights a step reads again because a stored shared block runs at several layers (each
+    # application streams its block's weights from HBM: a block of hundreds of MB does not stay in cache)
+    reread_params: int = 0
 
 
 def matmul_params(m: ModelConfig, T: int = 1) -> int:
@@ -334,7 +340,8 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     attention = q + k + v + o
     n_moe = m.n_moe_layers()
     dense_mlp = n_matrices * D * (m.d_ff // T)
-    moe_mlp = m.experts_per_token * n_matrices * D * (m.moe_d_ff // T)
+    moe_mlp = m.experts_per_token * n_matrices * m.expert_d * (m.moe_d_ff // T)
+    moe_mlp += latent_projections(m)[0]  # LatentMoE's D <-> ℓ projections, replicated
     moe_mlp += n_matrices * D * (m.shared_expert_d_ff // T) + (D if m.shared_expert_gate else 0)
     moe_mlp += D * m.n_experts if m.router else 0
     d_emb = m.d_embedding
@@ -344,7 +351,13 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     mixers = sum(m.n_attention_layers(k) * MIXERS[k].matmul_params(m, T) for k in m.mixer_kinds)  # their projections
     # DSA indexers (replicated): wq_b, wk, weights_proj; its k_norm is no matmul
     indexer = indexer_params(m) - 2 * (m.index_head_dim or 0) if m.is_dsa else 0
-    return m.n_softmax_layers() * attention + mixers + mlp + lm_head + projections + m.n_indexer_layers * indexer
+    # Zamba2's shared blocks: a token multiplies their weights once per application (T = 1 only)
+    shared = m.n_shared_block_applications * matmul_weights_per_application(m)
+    # MiMo-V2-Flash: its sliding layers' extra K/V heads
+    kv_s = kv_heads_per_rank(m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads")
+    shared += m.n_attention_layers(LayerAttention.sliding) * sliding_extra(m, q_rank, kv_rank, kv_s)[0]
+    return (m.n_softmax_layers() * attention + mixers + mlp + lm_head + projections + m.n_indexer_layers * indexer
+            + shared)
 
 
 def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[_KVGroup, ...]:
@@ -363,11 +376,18 @@ def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[
         else:
             per_layer = (m.n_heads // T) * (m.head_dim + m.v_dim)
     else:
-        per_layer = KV_TENSORS * cached_heads * m.head_dim
+        # K of h_d and V of h_v per cached head (h_v = head_dim unless v_head_dim is given: MiMo-V2-Flash)
+        per_layer = cached_heads * (m.head_dim + m.v_dim)
     windows = {LayerAttention.full: None, LayerAttention.sliding: m.sliding_window,
                LayerAttention.chunked: m.attention_chunk_size}
+
+    def elements(kind: LayerAttention) -> int:
+        if kind is LayerAttention.sliding and m.sliding_kv_heads is not None:  # MiMo-V2-Flash: 2·n_kv heads
+            return kv_heads_per_rank(m.sliding_kv_heads, T, "sliding_kv_heads") * (m.head_dim + m.v_dim)
+        return per_layer
+
     groups = tuple(
-        _KVGroup(n, per_layer, windows[kind], m.index_topk if kind is LayerAttention.full else None)
+        _KVGroup(n, elements(kind), windows[kind], m.index_topk if kind is LayerAttention.full else None)
         for kind in LayerAttention
         if kind in ATTENTION_KINDS and (n := m.n_kv_layers(kind))
     )
@@ -377,6 +397,10 @@ def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[
         # every rank; the indexer scores every cached key: 2·H_I·(d_I + 1) FLOPs per key (tech report §2.1)
         H, d = m.index_n_heads or 0, m.index_head_dim or 0
         groups += (_KVGroup(m.n_indexer_layers, d, None, None, H * (d + 1)),)
+    if m.n_shared_block_applications:
+        # Zamba2's shared attention caches its K and V at each application's layer (modeling_zamba2.py
+        # Zamba2Attention: past_key_values.update(..., layer_idx) of the hybrid layer), full attention
+        groups += (_KVGroup(m.n_shared_block_applications, per_layer, None),)
     return groups
 
 
@@ -452,17 +476,22 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     D, hd = m.d_model, m.head_dim
     if m.is_mla and spec.cache_kv_heads is not None:
         raise ValueError("cache_kv_heads does not apply to multi-head latent attention; drop it")
+    if m.sliding_kv_heads is not None and spec.cache_kv_heads is not None:
+        raise ValueError("cache_kv_heads sets one K/V head count, but this model's sliding layers have their own "
+                         f"(sliding_kv_heads {m.sliding_kv_heads}); drop cache_kv_heads")
     model_kv = kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
     cache_heads = m.n_kv_heads if spec.cache_kv_heads is None else spec.cache_kv_heads
     cached = kv_heads_per_rank(cache_heads, T, "cache_kv_heads")
     n_in = (GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES) - 1  # matrices D -> F: up (+ gate)
     F_exp = m.moe_d_ff if m.is_moe else m.d_ff
-    expert = sum(mlp_params(m, F_exp // (etp if m.is_moe else T)))  # one expert on this GPU (params')
+    expert = sum(mlp_params(m, F_exp // (etp if m.is_moe else T), d_in=m.expert_d))  # one expert on this GPU (params')
     full = count_params(m)
     embedding_rows = 0 if m.tied_embeddings else -(-m.vocab_size // T) * m.d_embedding
     # Prefill transient of one block: its input and output (2·D) plus the widest intermediate,
     # the fused Q/K/V output or the MLP's up (+ gate) outputs of every active expert.
-    qkv_width = (m.n_heads // T) * (hd + hd + m.v_dim) if m.is_mla else (m.n_heads // T + KV_TENSORS * model_kv) * hd
+    widest_kv = max(model_kv, kv_heads_per_rank(m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads"))
+    qkv_width = ((m.n_heads // T) * (hd + hd + m.v_dim) if m.is_mla
+                 else (m.n_heads // T + widest_kv) * hd + widest_kv * m.v_dim)
     mlp_width = max(m.experts_per_token * n_in * F_exp // T + n_in * m.shared_expert_d_ff // T, n_in * m.d_ff // T)
     return _Shard(
         layers=m.n_layers,
@@ -483,6 +512,7 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
         store=_store(m, spec, etp),
         tower_params=m.tower_params,
         state_groups=_state_groups(m, T),
+        reread_params=shared_block_rereads(m),
     )
 
 
@@ -553,7 +583,7 @@ def _weights_read_bytes(sh: _Shard, spec: InferenceSpec, tokens: int) -> int:
         read = q.total_bytes - q.gathered_bytes - idle_bytes
         return -(-read.numerator // read.denominator) if isinstance(read, Fraction) else read
     idle = sh.moe_layers * (sh.n_experts - touched) * sh.expert_params
-    return _bytes(sh.params - sh.gathered_params - idle, DTYPE_BITS[spec.weight_dtype])
+    return _bytes(sh.params - sh.gathered_params - idle + sh.reread_params, DTYPE_BITS[spec.weight_dtype])
 
 
 def _weight_split(sh: _Shard, spec: InferenceSpec) -> tuple[Fraction, Fraction]:
@@ -566,7 +596,7 @@ def _weight_split(sh: _Shard, spec: InferenceSpec) -> tuple[Fraction, Fraction]:
         return Fraction(q.total_bytes - q.gathered_bytes) - experts, expert
     w_bits = DTYPE_BITS[spec.weight_dtype]
     expert = Fraction(sh.expert_params * w_bits, BITS_PER_BYTE)
-    dense = sh.params - sh.gathered_params - sh.moe_layers * sh.n_experts * sh.expert_params
+    dense = sh.params - sh.gathered_params - sh.moe_layers * sh.n_experts * sh.expert_params + sh.reread_params
     return Fraction(dense * w_bits, BITS_PER_BYTE), expert
 
 

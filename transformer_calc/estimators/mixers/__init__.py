@@ -37,6 +37,14 @@ def require_attention_only(m: ModelConfig, what: str) -> None:
         kinds.append("gated attention output")
     if m.one_mixer_per_layer:
         kinds.append("one-mixer-per-layer (Nemotron-H block)")
+    if m.shared_block_layer_ids:
+        kinds.append("shared transformer block (Zamba2)")
+    if m.per_kind_attention:
+        kinds.append("sliding attention with its own K/V heads or sinks (MiMo-V2-Flash)")
+    if m.moe_latent_dim is not None:
+        kinds.append("latent MoE (Nemotron 3 Super)")
+    if not m.is_mla and m.v_dim != m.head_dim:
+        kinds.append("value heads narrower than head_dim (MiMo-V2-Flash)")
     if kinds:
         raise TcalcError(
             f"{what} is not modeled for {', '.join(kinds)} layers yet (model {m.name or 'given'}); "
