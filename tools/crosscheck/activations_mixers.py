@@ -1,0 +1,243 @@
+"""Cross-check the activations of the sequence mixers (estimators/mixers/, torch-eager profile) against
+what eager PyTorch saves for backward when it runs transformers' torch fallbacks.
+
+For every hybrid model type (hf_cases_hybrid.HYBRID_TYPES) this builds small models
+(`AutoModelForCausalLM.from_config(config, attn_implementation="eager")`, MoE experts eager) on the
+CPU, in fp32 and in bf16 (`model.to(dtype)`), puts them in training mode and runs one forward with
+labels inside `torch.autograd.graph.saved_tensors_hooks`. Without the fla / mamba_ssm /
+causal-conv1d kernels transformers runs its torch fallbacks (torch_chunk_gated_delta_rule,
+mamba2_chunk_scan, the Mamba slow_forward loop, chunk_kimi_delta_attention, lightning attention's
+blockwise loop, the short conv's F.conv1d), which is what the torch-eager profile models.
+
+Measured, per mixer layer: the bytes of every storage first saved while that mixer module runs
+(forward pre-hook to forward hook), each storage once (views share one), parameter storages
+excluded, and the storage of the mixer's input excluded (the block norm's output: the estimators
+count it as the layer's input, as they do attention's). Predicted:
+`MIXERS[kind].activation_bytes(m, B, S, p, T=1, fused=False)` with m from the config
+(`transformer_calc.sources.hf.from_hf_config`). Every mixer layer of the model is compared.
+
+Needs torch and transformers (not part of the core test suite). Exits 1 if any layer misses by more
+than 5 %.
+
+    PYTHONPATH=. python tools/crosscheck/activations_mixers.py [--write-docs] [-v]
+
+`--write-docs` replaces the mixer-activations section of docs/validation.md (between its markers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
+
+from transformer_calc.estimators.mixers import MIXERS  # noqa: E402
+from transformer_calc.model.config import LayerAttention, ModelConfig  # noqa: E402
+from transformer_calc.sources.hf import WRAPPERS, from_hf_config  # noqa: E402
+
+Cfg = dict[str, Any]
+TOLERANCE = 0.05
+BEGIN, END = "<!-- activations_mixers:begin -->", "<!-- activations_mixers:end -->"
+REGENERATE = "PYTHONPATH=. python tools/crosscheck/activations_mixers.py --write-docs"
+DTYPES = {"fp32": (torch.float32, 4), "bf16": (torch.bfloat16, 2)}
+# the mixer modules of each kind, by class name (transformers 5.23)
+MIXER_CLASSES = {
+    "Qwen3NextGatedDeltaNet": LayerAttention.deltanet, "Qwen3_5GatedDeltaNet": LayerAttention.deltanet,
+    "BambaMixer": LayerAttention.mamba2, "GraniteMoeHybridMambaLayer": LayerAttention.mamba2,
+    "NemotronHMamba2Mixer": LayerAttention.mamba2, "FalconH1Mixer": LayerAttention.mamba2,
+    "JambaMambaMixer": LayerAttention.mamba, "Lfm2ShortConv": LayerAttention.conv,
+    "MiniMaxLightningAttention": LayerAttention.lightning, "KimiLinearDeltaAttention": LayerAttention.kda,
+}  # fmt: skip
+
+_GDN = {"linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 12,
+        "linear_conv_kernel_dim": 4}  # fmt: skip
+_QWEN = {"vocab_size": 100, "hidden_size": 32, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8,
+         "num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"], **_GDN}  # fmt: skip
+_MAMBA2 = {"vocab_size": 100, "hidden_size": 32, "num_attention_heads": 2, "num_key_value_heads": 1,
+           "intermediate_size": 40, "mamba_n_heads": 4, "mamba_d_head": 16, "mamba_n_groups": 2, "mamba_d_state": 8,
+           "mamba_expand": 2, "mamba_d_conv": 4, "mamba_chunk_size": 16}  # fmt: skip
+# (label, config, S, B): tiny configs of every hybrid type; S across chunk boundaries (64 for the delta
+# rules, Q for Mamba-2, C for lightning) and not a multiple of them
+CASES: list[tuple[str, Cfg, int, int]] = [
+    ("qwen3_next", {"model_type": "qwen3_next", **_QWEN, "num_experts": 0, "intermediate_size": 32}, 100, 1),
+    ("qwen3_next H_k = H_v, 3 chunks", {"model_type": "qwen3_next", **_QWEN, "linear_num_key_heads": 2,
+                                        "linear_num_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2,
+                                        "moe_intermediate_size": 16, "shared_expert_intermediate_size": 24}, 150, 2),
+    ("qwen3_next one chunk", {"model_type": "qwen3_next", **_QWEN, "num_experts": 0, "intermediate_size": 32}, 40, 2),
+    ("qwen3_5_text", {"model_type": "qwen3_5_text", **_QWEN, "intermediate_size": 32}, 70, 1),
+    ("bamba", {"model_type": "bamba", **_MAMBA2, "num_hidden_layers": 2, "attn_layer_indices": [1]}, 40, 1),
+    ("bamba P != Q, G = 1", {"model_type": "bamba", **_MAMBA2, "hidden_size": 12, "mamba_n_heads": 4, "mamba_d_head": 6,
+                             "mamba_n_groups": 1, "mamba_d_state": 5, "mamba_d_conv": 3, "mamba_chunk_size": 7,
+                             "num_hidden_layers": 1, "attn_layer_indices": []}, 20, 2),
+    ("granitemoehybrid", {"model_type": "granitemoehybrid", **_MAMBA2, "num_hidden_layers": 2,
+                          "layer_types": ["mamba", "attention"], "num_local_experts": 2, "num_experts_per_tok": 1,
+                          "shared_intermediate_size": 24}, 40, 1),
+    ("nemotron_h", {"model_type": "nemotron_h", "vocab_size": 100, "hidden_size": 32, "num_attention_heads": 2,
+                    "num_key_value_heads": 1, "head_dim": 16, "intermediate_size": 40, "mamba_num_heads": 4,
+                    "mamba_head_dim": 8, "ssm_state_size": 8, "n_groups": 2, "chunk_size": 16,
+                    "hybrid_override_pattern": "M*-", "num_hidden_layers": 3}, 40, 2),
+    ("falcon_h1", {"model_type": "falcon_h1", **_MAMBA2, "mamba_d_ssm": 64, "num_hidden_layers": 1, "head_dim": 16}, 40, 1),
+    ("jamba", {"model_type": "jamba", "vocab_size": 100, "hidden_size": 32, "num_attention_heads": 2,
+               "num_key_value_heads": 1, "intermediate_size": 40, "num_experts": 1, "num_experts_per_tok": 1,
+               "num_hidden_layers": 2, "attn_layer_period": 2, "attn_layer_offset": 1, "mamba_d_state": 8,
+               "mamba_d_conv": 4, "mamba_expand": 2, "mamba_dt_rank": 3}, 24, 2),
+    ("lfm2", {"model_type": "lfm2", "vocab_size": 100, "hidden_size": 32, "num_attention_heads": 2,
+              "num_key_value_heads": 1, "intermediate_size": 40, "num_hidden_layers": 2,
+              "layer_types": ["conv", "full_attention"], "conv_L_cache": 3}, 40, 2),
+    ("minimax", {"model_type": "minimax", "vocab_size": 100, "hidden_size": 32, "num_attention_heads": 2,
+                 "num_key_value_heads": 1, "head_dim": 16, "intermediate_size": 40, "num_local_experts": 2,
+                 "num_experts_per_tok": 1, "block_size": 16, "num_hidden_layers": 2,
+                 "layer_types": ["linear_attention", "full_attention"]}, 40, 1),
+    ("minimax S < C", {"model_type": "minimax", "vocab_size": 100, "hidden_size": 32, "num_attention_heads": 4,
+                       "num_key_value_heads": 2, "head_dim": 8, "intermediate_size": 40, "num_local_experts": 1,
+                       "num_experts_per_tok": 1, "block_size": 32, "num_hidden_layers": 1,
+                       "layer_types": ["linear_attention"]}, 20, 2),
+    ("kimi_linear", {"model_type": "kimi_linear", "pad_token_id": None, "vocab_size": 100, "hidden_size": 32,
+                     "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 40,
+                     "moe_intermediate_size": 8, "num_local_experts": 2, "num_experts_per_tok": 1,
+                     "first_k_dense_replace": 1, "kv_lora_rank": 8, "qk_rope_head_dim": 4, "qk_nope_head_dim": 8,
+                     "v_head_dim": 8, "linear_num_heads": 2, "linear_head_dim": 8, "linear_conv_kernel_dim": 4,
+                     "num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"]}, 100, 1),
+]
+
+
+def build(cfg: Cfg, dtype: torch.dtype) -> torch.nn.Module:
+    config = CONFIG_MAPPING[cfg["model_type"]].from_dict(dict(cfg))
+    if config.model_type in WRAPPERS:
+        config = config.get_text_config()
+    moe = any(getattr(config, k, 0) for k in ("num_experts", "num_local_experts", "n_routed_experts"))
+    kw = {"experts_implementation": "eager"} if moe else {}
+    return AutoModelForCausalLM.from_config(config, attn_implementation="eager", **kw).train().to(dtype)
+
+
+def measure(model: torch.nn.Module, ids: torch.Tensor) -> list[tuple[str, LayerAttention, int]]:
+    """(module name, kind, bytes) of every mixer layer: the storages first saved inside it, its input excluded."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen: set[int] = set()
+    alive: list[torch.Tensor] = []  # keep every packed tensor alive: no address is reused
+    current: list[Any] = [None, None]  # module name, its input's storage
+    per: dict[str, int] = {}
+    kinds: dict[str, LayerAttention] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        alive.append(t)
+        storage = t.untyped_storage()
+        key = storage.data_ptr()
+        if key not in params and key not in seen:
+            seen.add(key)
+            if current[0] is not None and key != current[1]:
+                per[current[0]] += storage.nbytes()
+        return t
+
+    hooks = []
+    for name, module in model.named_modules():
+        kind = MIXER_CLASSES.get(type(module).__name__)
+        if kind is None:
+            continue
+        kinds[name], per[name] = kind, 0
+
+        def pre(_m: Any, args: Any, kwargs: Any, name: str = name) -> None:
+            h = args[0] if args else kwargs["hidden_states"]
+            current[0], current[1] = name, h.untyped_storage().data_ptr()
+
+        def post(_m: Any, _a: Any, _o: Any) -> None:
+            current[0] = None
+
+        hooks += [module.register_forward_pre_hook(pre, with_kwargs=True), module.register_forward_hook(post)]
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model(input_ids=ids, labels=ids, use_cache=False)
+    for h in hooks:
+        h.remove()
+    del out, alive
+    return [(name, kinds[name], per[name]) for name in per]
+
+
+def run() -> list[dict[str, Any]]:
+    rows = []
+    for label, cfg, S, B in CASES:
+        m = ModelConfig.model_validate(from_hf_config(cfg))
+        ids = torch.randint(0, cfg["vocab_size"], (B, S), generator=torch.Generator().manual_seed(0))
+        for dname, (dtype, p) in DTYPES.items():
+            layers = measure(build(cfg, dtype), ids)
+            assert layers, f"{label}: no mixer layer found"
+            for name, kind, got in layers:
+                want = MIXERS[kind].activation_bytes(m, B, S, p, 1, fused=False)
+                rows.append({"case": label, "type": cfg["model_type"], "kind": MIXERS[kind].name, "layer": name,
+                             "dtype": dname, "S": S, "B": B, "measured": got, "predicted": want,
+                             "error": want / got - 1})  # fmt: skip
+    return rows
+
+
+def write_docs(rows: list[dict[str, Any]]) -> None:
+    by_type: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        by_type.setdefault((r["type"], r["kind"]), []).append(r["error"])
+    lines = [
+        BEGIN,
+        "## Activations of the sequence mixers (torch-eager)",
+        "",
+        "<!-- Generated by tools/crosscheck/activations_mixers.py; do not edit by hand. Regenerate with:",
+        f"     {REGENERATE} -->",
+        "",
+        f"Generated by `tools/crosscheck/activations_mixers.py` (torch {torch.__version__}, transformers "
+        f"{transformers.__version__}, CPU): per mixer layer, the bytes autograd saves while the mixer module",
+        "runs (its input excluded: the estimators count it as the layer's input), measured with",
+        "`saved_tensors_hooks` in fp32 and bf16 on tiny configs of every hybrid type, against",
+        "`MIXERS[kind].activation_bytes(m, B, S, p, 1, fused=False)` (docs/formulas.md §2.7). The fused-kernel",
+        "convention (the default profile) is read from the kernels' save_for_backward and is not measured",
+        "here (fla, mamba_ssm and causal-conv1d need a CUDA GPU). Tolerance ±5 %.",
+        "",
+        "| model type | mixer | layers compared | largest \\|error\\| |",
+        "| --- | --- | --- | --- |",
+    ]
+    for (t, kind), errs in by_type.items():
+        lines.append(f"| {t} | {kind} | {len(errs)} | {100 * max(abs(e) for e in errs):.2f} % |")
+    lines += ["", "| case | dtype | S | B | layer | measured | predicted | error |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['case']} | {r['dtype']} | {r['S']} | {r['B']} | {r['layer']} | {r['measured']:,} | "
+                     f"{r['predicted']:,} | {100 * r['error']:+.2f} % |")
+    lines.append(END)
+    path = REPO / "docs" / "validation.md"
+    text = path.read_text()
+    block = "\n".join(lines) + "\n"
+    if BEGIN in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1].lstrip("\n")
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    path.write_text(text)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--write-docs", action="store_true", help="rewrite the section of docs/validation.md")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every layer")
+    args = ap.parse_args()
+    transformers.logging.set_verbosity_error()
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    rows = run()
+    failures = [r for r in rows if abs(r["error"]) > TOLERANCE]
+    for r in rows:
+        if args.verbose or r in failures:
+            print(f"{'MISS ' if r in failures else ''}{r['case']:<32} {r['dtype']} {r['layer']:<28} measured {r['measured']:>10,} "
+                  f"predicted {r['predicted']:>10,} {100 * r['error']:+.2f} %")
+    worst = max(abs(r["error"]) for r in rows)
+    print(f"{len(rows)} mixer layers, largest |error| {100 * worst:.2f} %, {time.perf_counter() - start:.1f} s "
+          f"(transformers {transformers.__version__}, torch {torch.__version__})")
+    if args.write_docs:
+        write_docs(rows)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
