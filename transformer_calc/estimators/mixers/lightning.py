@@ -80,7 +80,7 @@ class Lightning:
         c = S - (n_b - 1)·C), tensor by tensor: qkv_proj's output and its SiLU (q, k, v are views),
         the decay buffers (A·(C² + 2·C), at p), per block the decayed scores (Q·K^T)·decay, the
         decayed keys K·decay, the running K^T·V it starts from and the decayed queries Q·decay (for
-        B = 1 not in the first block, whose state is zero) and the block decay; then MiniMaxRMSNorm (fp32 input, rsqrt, x̂ at
+        B = 1 not in the first block, whose state is zero; for B > 1 bmm's operand copies) and the block decay; then MiniMaxRMSNorm (fp32 input, rsqrt, x̂ at
         p), sigmoid(output_gate), the gated output and out_proj's input. transformers has no fused
         kernel for it: `fused` gives the same bytes. Measured: tools/crosscheck/activations_mixers.py.
         """
@@ -92,13 +92,15 @@ class Lightning:
         width = A * h
         full, rest = divmod(S, C)
         n_b = full + (1 if rest else 0)
-        # the first block's queries read a zero state: not kept for B = 1; for B > 1 matmul folds the
-        # batch into a bmm operand, a copy it keeps
-        first = min(S, C) if B == 1 else 0
+        first = min(S, C)  # the first block: its queries read a zero state
         squares = full * C * C + rest * rest  # Σ c² over the blocks
         b = 2 * p * tokens * 3 * width  # qkv_proj's output and SiLU's
         b += p * A * (C * C + 2 * C)  # diagonal_decay, query_decay, key_decay (buffers)
-        b += p * B * A * (squares + 2 * S * h - first * h + n_b * h * h)  # per block: scores·decay, K·decay, Q·decay, K^T·V
+        b += p * B * A * (squares + 2 * S * h + n_b * h * h)  # per block: scores·decay, K·decay, Q·decay, K^T·V
+        # B = 1: the first block's Q·decay is not kept (its state is zero); B > 1: matmul folds the batch
+        # into bmm operands, copies it keeps: Q·decay of the first block too, and one more c·h copy per
+        # later block (the copies of q, k and v replace the SiLU output: the same bytes)
+        b += p * B * A * h * (S - first) if B > 1 else -p * B * A * h * first
         b += p * A * (n_b - 1)  # the block decays the state is scaled by
         b += f * tokens * width + f * tokens + p * tokens * width  # the norm: fp32 input, rsqrt, x̂
         b += 3 * p * tokens * width  # sigmoid(gate), the normed output it gates, out_proj's input
