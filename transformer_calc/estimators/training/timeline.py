@@ -72,6 +72,7 @@ from transformer_calc.model.config import (
 from transformer_calc.estimators.training.memory import (
     FP32_BYTES,
     StageMemory,
+    block_parts,
     ceil_div,
     eager_code,
     head_activations,
@@ -240,6 +241,8 @@ def stage_timeline(
     others = stored * (st.in_flight - 1) // st.in_flight
     first_extra = head_activations(m, w, tr, par)[0] if is_first else 0
     kept = layer_activations(m, w, tr, par).total  # the first block as stored (recompute applied)
+    if m.is_hybrid or m.one_mixer_per_layer:  # layers differ: the largest block as stored
+        kept = block_parts(m, w, tr, par).largest
     if tr.recompute is Recompute.full:
         first_acts = others + kept + first_extra + max(working - consumed, 0)
     else:
