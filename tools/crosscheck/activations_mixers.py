@@ -43,7 +43,8 @@ from transformers import AutoModelForCausalLM  # noqa: E402
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
 from transformer_calc.estimators.mixers import MIXERS  # noqa: E402
-from transformer_calc.model.config import LayerAttention, ModelConfig  # noqa: E402
+from transformer_calc.estimators.training.memory import training_memory  # noqa: E402
+from transformer_calc.model.config import LayerAttention, ModelConfig, Training, Workload  # noqa: E402
 from transformer_calc.sources.hf import WRAPPERS, from_hf_config  # noqa: E402
 
 Cfg = dict[str, Any]
@@ -157,14 +158,16 @@ def build(cfg: Cfg, dtype: torch.dtype) -> torch.nn.Module:
     return AutoModelForCausalLM.from_config(config, attn_implementation="eager", **kw).train().to(dtype)
 
 
-def measure(model: torch.nn.Module, ids: torch.Tensor) -> list[tuple[str, LayerAttention, int]]:
-    """(module name, kind, bytes) of every mixer layer: the storages first saved inside it, its input excluded."""
+def measure(model: torch.nn.Module, ids: torch.Tensor) -> tuple[list[tuple[str, LayerAttention, int]], int]:
+    """(module name, kind, bytes) of every mixer layer (the storages first saved inside it, its input
+    excluded), and the whole forward's saved bytes."""
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen: set[int] = set()
     alive: list[torch.Tensor] = []  # keep every packed tensor alive: no address is reused
     current: list[Any] = [None, None]  # module name, its input's storage
     per: dict[str, int] = {}
     kinds: dict[str, LayerAttention] = {}
+    whole = [0]
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         alive.append(t)
@@ -172,6 +175,7 @@ def measure(model: torch.nn.Module, ids: torch.Tensor) -> list[tuple[str, LayerA
         key = storage.data_ptr()
         if key not in params and key not in seen:
             seen.add(key)
+            whole[0] += storage.nbytes()
             if current[0] is not None and key != current[1]:
                 per[current[0]] += storage.nbytes()
         return t
@@ -196,23 +200,30 @@ def measure(model: torch.nn.Module, ids: torch.Tensor) -> list[tuple[str, LayerA
     for h in hooks:
         h.remove()
     del out, alive
-    return [(name, kinds[name], per[name]) for name in per]
+    return [(name, kinds[name], per[name]) for name in per], whole[0]
 
 
-def run() -> list[dict[str, Any]]:
-    rows = []
+def run() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(per mixer layer, per whole model) rows."""
+    rows, models = [], []
     for label, cfg, S, B in CASES + random_cases():
         m = ModelConfig.model_validate(from_hf_config(cfg))
         ids = torch.randint(0, m.vocab_size, (B, S), generator=torch.Generator().manual_seed(0))
+        dropout = any(isinstance(v, float) and v > 0 for k, v in cfg.items() if "dropout" in k)
         for dname, (dtype, p) in DTYPES.items():
-            layers = measure(build(cfg, dtype), ids)
+            layers, whole = measure(build(cfg, dtype), ids)
             assert len(layers) == sum(m.n_attention_layers(k) for k in m.mixer_kinds), f"{label}: mixer layers"
             for name, kind, got in layers:
                 want = MIXERS[kind].activation_bytes(m, B, S, p, 1, fused=False)
                 rows.append({"case": label, "type": cfg["model_type"], "kind": MIXERS[kind].name, "layer": name,
                              "dtype": dname, "S": S, "B": B, "measured": got, "predicted": want,
                              "error": want / got - 1})  # fmt: skip
-    return rows
+            if not dropout:  # CPU dropout keeps p-byte masks (activations.py measures it apart)
+                tr = Training(precision=dname, activations="torch-eager")
+                want = training_memory(m, Workload(seq_len=S, batch_size=B), tr)[0].activations
+                models.append({"case": label, "type": cfg["model_type"], "dtype": dname, "S": S, "B": B,
+                               "measured": whole, "predicted": want, "error": want / whole - 1})
+    return rows, models
 
 
 def write_docs(rows: list[dict[str, Any]]) -> None:
@@ -230,7 +241,7 @@ def write_docs(rows: list[dict[str, Any]]) -> None:
         f"{transformers.__version__}, CPU): per mixer layer, the bytes autograd saves while the mixer module",
         "runs (its input excluded: the estimators count it as the layer's input), measured with",
         "`saved_tensors_hooks` in fp32 and bf16 on tiny configs of every hybrid type, against",
-        "`MIXERS[kind].activation_bytes(m, B, S, p, 1, fused=False)` (docs/formulas.md §2.7). The fused-kernel",
+        "`MIXERS[kind].activation_bytes(m, B, S, p, 1, fused=False)` (docs/formulas.md §2.10). The fused-kernel",
         "convention (the default profile) is read from the kernels' save_for_backward and is not measured",
         "here (fla, mamba_ssm and causal-conv1d need a CUDA GPU). Tolerance ±5 %.",
         "",
@@ -263,7 +274,10 @@ def main() -> int:
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(1)
     start = time.perf_counter()
-    rows = run()
+    rows, models = run()
+    for r in models:
+        print(f"model {r['case']:<32} {r['dtype']} S={r['S']:<4} B={r['B']} measured {r['measured']:>12,} "
+              f"predicted {r['predicted']:>12,} {100 * r['error']:+.2f} %")
     failures = [r for r in rows if abs(r["error"]) > TOLERANCE]
     for r in rows:
         if args.verbose or r in failures:

@@ -18,7 +18,7 @@ Conventions (those of `estimators/flops.py` and `estimators/inference/roofline.p
 - Activations (training): bytes one layer keeps for backward over B sequences of S tokens on one
   of T ranks, beyond the layer's input (the block norm's output, which the estimators count as
   they do attention's). Two conventions, switched by the activation profile
-  (docs/formulas.md §2.7): `fused=False` (the torch-eager profile) is what transformers' torch
+  (docs/formulas.md §2.10): `fused=False` (the torch-eager profile) is what transformers' torch
   fallback saves, tensor by tensor, measured with saved_tensors_hooks
   (tools/crosscheck/activations_mixers.py); `fused=True` (the default profile) is what the fused
   kernels (fla, mamba_ssm, causal-conv1d) keep, read from their save_for_backward.

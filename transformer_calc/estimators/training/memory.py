@@ -254,7 +254,7 @@ def mixer_activations(
     Its input (the norm's output, p·B·S·D, S/T with SP, as for attention) and what the mixer keeps
     beyond it: `MIXERS[kind].activation_bytes`, torch-eager under the torch-eager profile (what
     transformers' torch fallbacks save, measured), else the fused kernels' convention (fla,
-    mamba_ssm, causal-conv1d; docs/formulas.md §2.7). With `mixer_beside_attention` (Falcon-H1)
+    mamba_ssm, causal-conv1d; docs/formulas.md §2.10). With `mixer_beside_attention` (Falcon-H1)
     the layer's attention runs on the same input: its part is added, the input counted once.
     Full recomputation keeps only the block input (counted with the norms); selective
     recomputation rebuilds attention cores only (Megatron-core's "core_attn"), not mixers.
