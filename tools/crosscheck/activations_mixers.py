@@ -203,7 +203,8 @@ def measure(model: torch.nn.Module, ids: torch.Tensor) -> tuple[list[tuple[str, 
         out = model(input_ids=ids, labels=ids, use_cache=False)
     for h in hooks:
         h.remove()
-    del out, alive
+    alive.clear()  # release the packed tensors
+    del out
     return [(name, kinds[name], per[name]) for name in per], whole[0]
 
 
