@@ -115,6 +115,11 @@ class Mixer(Protocol):
         """Bytes one layer keeps for backward over B sequences of S tokens on one of T ranks, beyond
         its input; p bytes per activation (see the module docstring)."""
 
+    def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """Bytes the layer's backward allocates beyond its stored activations and the gradients of its
+        matmuls, at its largest (the step timeline's backward phases take the largest of attention's
+        and the mixers'). 0 where the backward adds nothing that grows beyond a layer's activations."""
+
 
 FP32 = 4  # bytes of the fp32 tensors the reference code computes in (scans, gates, norms)
 BOOL = 1  # a torch.bool mask element

@@ -29,6 +29,7 @@ from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
 from transformer_calc.estimators.mixers.base import FP32, MixerFlops, MixerParams, MixerState, rmsnorm_params
 
+SELECT_BACKWARD_BUFFERS = 4  # two accumulated gradients and two select_backward buffers (see backward_transient_bytes)
 SCAN_CHUNK = 2048  # selective_scan_cuda checkpoints its state every 2048 tokens (selective_scan_fwd_kernel kChunkSize)
 DECODE_STATE_MACS = 2  # per state element per token: the decayed state + dB·x, and the read C·state
 
@@ -149,6 +150,20 @@ class Mamba:
             b += p * tokens * di
         b += f * tokens * di  # y + D·x (fp32)
         return b
+
+    def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """torch-eager: the backward of slow_forward's loop over the tokens reads exp(A·dt) and dt·B·x
+        one token at a time (`discrete_A[:, :, i, :]`, `deltaB_u[:, :, i, :]`), and autograd's
+        select_backward writes each token's gradient into a zero tensor of the whole (B, d_inner, S, N)
+        shape, then adds it to the accumulated gradient: two accumulated fp32 gradients and two
+        select_backward buffers alive together, 4·4·B·d_inner·S·N bytes (derived; measured 4.1-4.2x
+        f·B·d_inner·S·N at two shapes, tools/crosscheck/activations_mixers.py). fused: mamba_ssm's
+        backward kernel writes the input gradients only (not modeled beyond them)."""
+        if fused:
+            return 0
+        self.check(m, T)
+        _, di, N, _, _ = _dims(m)
+        return SELECT_BACKWARD_BUFFERS * FP32 * B * (di // T) * S * N
 
 
 MIXER = Mamba()

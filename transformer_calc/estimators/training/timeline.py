@@ -252,6 +252,11 @@ def stage_timeline(
     untied_embedding = is_first and not (m.tied_embeddings and is_last)
     first_params = max(shard.layer, shard.dense_layer) + (shard.embedding if untied_embedding else 0)
     grads_first = max(grads_fwd, st.gradients - st.gradients * min(first_params, st.params) // max(st.params, 1))
+    if m.is_hybrid:  # a mixer's backward may allocate more than attention's (Mamba's loop over tokens)
+        from transformer_calc.estimators.mixers import MIXERS
+
+        fused = tr.activations is not ActivationProfile.torch_eager
+        attn_bwd = max([attn_bwd] + [MIXERS[k].backward_transient_bytes(m, B, S, p, T, fused) for k in m.mixer_kinds])
     if st.n_layers == 0:
         attn_bwd, bwd_acts, first_acts = 0, stored, stored
 
