@@ -181,3 +181,27 @@ def test_train_and_plan_price_hybrids():
     assert r.step_time_s > 0
     plans = tc.plan("lfm2-1.2b", gpus=8, gpu="h100", S=32768, global_batch=64)
     assert plans.model_dump(mode="json")  # CP layouts are rejected by name, the others priced
+
+
+def test_mamba_loop_backward_transient_sets_the_backward_phase():
+    """Jamba's torch loop: four fp32 (B, d_inner, S, N) buffers in backward (two accumulated gradients, two
+    select_backward buffers); measured 17,277,952 bytes of MemTracker TEMP at B = 2, d_inner = 256, S = 128,
+    N = 16 (4,194,304 each; docs/validation.md). The fused kernels' backward adds none here."""
+    cfg = {"model_type": "jamba", "vocab_size": 1000, "hidden_size": 128, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "intermediate_size": 256, "num_experts": 1, "num_experts_per_tok": 1,
+           "num_hidden_layers": 4, "attn_layer_period": 4, "attn_layer_offset": 3, "mamba_d_state": 16}
+    m = _model(cfg)
+    mamba = MIXERS[LayerAttention.mamba]
+    assert mamba.backward_transient_bytes(m, 2, 128, 2, 1, fused=False) == 4 * 4 * 2 * 256 * 128 * 16
+    assert mamba.backward_transient_bytes(m, 2, 128, 2, 2, fused=False) == 4 * 4 * 2 * 128 * 128 * 16
+    assert mamba.backward_transient_bytes(m, 2, 128, 2, 1, fused=True) == 0
+    w = Workload(seq_len=128, batch_size=2)
+    from transformer_calc.estimators.training.timeline import peak_memory
+
+    tl = peak_memory(m, w, Training(precision="bf16", activations="torch-eager"))
+    backward = next(ph for ph in tl.phases if ph.name == "backward")
+    assert backward.transient >= 4 * 4 * 2 * 256 * 128 * 16
+    for other, S in MODELS.values():  # the other kinds' backward allocates nothing beyond the layer's own
+        (kind,) = other.mixer_kinds
+        if kind is not LayerAttention.mamba:
+            assert MIXERS[kind].backward_transient_bytes(other, 1, S, 2, 1, False) == 0
