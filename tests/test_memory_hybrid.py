@@ -201,7 +201,18 @@ def test_mamba_loop_backward_transient_sets_the_backward_phase():
     tl = peak_memory(m, w, Training(precision="bf16", activations="torch-eager"))
     backward = next(ph for ph in tl.phases if ph.name == "backward")
     assert backward.transient >= 4 * 4 * 2 * 256 * 128 * 16
-    for other, S in MODELS.values():  # the other kinds' backward allocates nothing beyond the layer's own
+    for other, S in MODELS.values():  # the other kinds but KDA allocate nothing beyond the layer's own
         (kind,) = other.mixer_kinds
-        if kind is not LayerAttention.mamba:
+        if kind not in (LayerAttention.mamba, LayerAttention.kda):
             assert MIXERS[kind].backward_transient_bytes(other, 1, S, 2, 1, False) == 0
+
+
+def test_kda_decay_product_backward_transient():
+    """Three fp32 (B, H, S_p, C, d) buffers (the broadcast decay product's gradients): at B = 2, H = 4, d = 32,
+    S = 256 (S_p = 256, C = 64) 12,582,912 bytes each; MemTracker measured 56,655,872 bytes of TEMP in that
+    model's step (docs/validation.md), 3.4 of them."""
+    m = MODELS["kimi_linear (bf16; fp32 +32 B)"][0]  # H = 2, d = 8
+    kda = MIXERS[LayerAttention.kda]
+    assert kda.backward_transient_bytes(m, 2, 100, 2, 1, fused=False) == 3 * 4 * 2 * 2 * 128 * 64 * 8
+    assert kda.backward_transient_bytes(m, 2, 100, 2, 2, fused=False) == 3 * 4 * 2 * 1 * 128 * 64 * 8
+    assert kda.backward_transient_bytes(m, 2, 100, 2, 1, fused=True) == 0

@@ -40,6 +40,7 @@ from transformer_calc.estimators.mixers.base import BOOL, FP32, MixerFlops, Mixe
 
 CHUNK = 64  # chunk_kimi_delta_attention(chunk_size=64), FLA's chunk_kda BT = 64
 DECODE_STATE_MACS = 3  # per state element per token: read k^T S, write k ⊗ delta, read q^T S
+DECAY_PRODUCT_GRADIENTS = 3  # fp32 buffers of the broadcast decay product's backward (backward_transient_bytes)
 QKV = 3  # q, k and v: three projections of width H·d, three conv groups
 
 
@@ -221,10 +222,17 @@ class KimiDeltaAttention:
         return b
 
     def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
-        """Not modeled: the torch fallback's backward through its per-row and per-chunk loops allocates
-        select_backward buffers of the C x C x d decay tensors; measured whole-step peaks of Kimi Linear
-        models are 14-35 % above tcalc's (docs/validation.md). The fused kernels: not measured."""
-        return 0
-
+        """torch-eager: chunk_kimi_delta_attention forms (k_beta ⊙ k ⊙ decay).sum(-1) over a broadcast
+        (B, H, S_p/C, C, C, d) product; its backward allocates that shape in fp32 for the gradient of
+        each factor, grad·decay and grad·(k_beta ⊙ k), and for the next factor's (grad·k before its
+        sum over the broadcast dimension): three such buffers alive together, 3·4·B·H·S_p·C·d bytes
+        (derived; measured 3.4x at one shape, tools/crosscheck/activations_mixers.py). fused: fla's
+        chunk_kda backward is not measured (not modeled)."""
+        if fused:
+            return 0
+        self.check(m, T)
+        s = _shape(m)
+        _, Sp = chunks(S, CHUNK)
+        return DECAY_PRODUCT_GRADIENTS * FP32 * B * (s.H // T) * Sp * CHUNK * s.d
 
 MIXER = KimiDeltaAttention()
