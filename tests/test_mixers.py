@@ -108,8 +108,18 @@ def test_attention_only_models_have_no_state():
 
 
 def test_unmodeled_estimates_refuse_in_one_line():
-    with pytest.raises(TcalcError, match="training memory is not modeled for Gated DeltaNet"):
-        tc.memory("qwen3-next-80b-a3b", S=1024)
+    """Training memory prices hybrids; what it does not model is refused by name (adapters, FP8
+    recipes, shape-dependent optimizers, the seed profile, CP over a recurrent state)."""
+    with pytest.raises(TcalcError, match="fine-tuning .adapters. is not modeled for Gated DeltaNet"):
+        tc.memory("qwen3-next-80b-a3b", S=1024, finetune="lora")
+    with pytest.raises(TcalcError, match="FP8 recipe is not modeled for Gated DeltaNet"):
+        tc.memory("qwen3-next-80b-a3b", S=1024, fp8_recipe="delayed")
+    with pytest.raises(TcalcError, match="optimizer muon .* not modeled for short convolution"):
+        tc.memory("lfm2-1.2b", S=1024, optimizer="muon")
+    with pytest.raises(TcalcError, match="activations seed .* not the Mamba-2 layers"):
+        tc.memory("granite-4.0-h-small", S=1024, activations="seed")
+    with pytest.raises(TcalcError, match="context parallelism .cp 2. is not priced for Mamba-2"):
+        tc.memory("granite-4.0-h-small", S=1024, cp=2)
 
 
 def test_pattern_needs_the_widths():

@@ -15,6 +15,13 @@ Conventions (those of `estimators/flops.py` and `estimators/inference/roofline.p
 - Decode state: elements per sequence per layer on one of T tensor-parallel ranks, split into the
   conv state (held at the activation dtype) and the recurrent state (held at the state dtype, or
   at the activation dtype where the reference code keeps it so).
+- Activations (training): bytes one layer keeps for backward over B sequences of S tokens on one
+  of T ranks, beyond the layer's input (the block norm's output, which the estimators count as
+  they do attention's). Two conventions, switched by the activation profile
+  (docs/formulas.md §2.10): `fused=False` (the torch-eager profile) is what transformers' torch
+  fallback saves, tensor by tensor, measured with saved_tensors_hooks
+  (tools/crosscheck/activations_mixers.py); `fused=True` (the default profile) is what the fused
+  kernels (fla, mamba_ssm, causal-conv1d) keep, read from their save_for_backward.
 """
 
 from __future__ import annotations
@@ -103,6 +110,25 @@ class Mixer(Protocol):
 
     def state(self, m: ModelConfig, T: int) -> MixerState:
         """The decode state of one sequence in one layer on one of T ranks."""
+
+    def activation_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """Bytes one layer keeps for backward over B sequences of S tokens on one of T ranks, beyond
+        its input; p bytes per activation (see the module docstring)."""
+
+    def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """Bytes the layer's backward allocates beyond its stored activations and the gradients of its
+        matmuls, at its largest (the step timeline's backward phases take the largest of attention's
+        and the mixers'). 0 where the backward adds nothing that grows beyond a layer's activations."""
+
+
+FP32 = 4  # bytes of the fp32 tensors the reference code computes in (scans, gates, norms)
+BOOL = 1  # a torch.bool mask element
+
+
+def chunks(S: int, chunk: int) -> tuple[int, int]:
+    """(chunks, padded length) of a sequence of S tokens cut into chunks of `chunk` (the last padded)."""
+    n = -(-S // chunk)
+    return n, n * chunk
 
 
 def rmsnorm_params(width: int) -> int:

@@ -36,10 +36,11 @@ from dataclasses import dataclass
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.estimators.mixers.base import MixerFlops, MixerParams, MixerState, rmsnorm_params
+from transformer_calc.estimators.mixers.base import BOOL, FP32, MixerFlops, MixerParams, MixerState, chunks, rmsnorm_params
 
 CHUNK = 64  # chunk_kimi_delta_attention(chunk_size=64), FLA's chunk_kda BT = 64
 DECODE_STATE_MACS = 3  # per state element per token: read k^T S, write k ⊗ delta, read q^T S
+DECAY_PRODUCT_GRADIENTS = 3  # fp32 buffers of the broadcast decay product's backward (backward_transient_bytes)
 QKV = 3  # q, k and v: three projections of width H·d, three conv groups
 
 
@@ -168,5 +169,70 @@ class KimiDeltaAttention:
         s = _shape(m)
         return MixerState(conv=s.conv_dim * s.K // T, recurrent=s.H * s.d * s.d // T)
 
+
+    def activation_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """Bytes one layer keeps for backward beyond its input, on one of T ranks (heads split; the
+        low-rank gates' d-wide outputs replicated).
+
+        torch-eager (`fused=False`): KimiLinearDeltaAttention.forward with causal_conv1d_fn's torch
+        fallback and chunk_kimi_delta_attention (modeling_kimi_linear.py), tensor by tensor. Unlike
+        Gated DeltaNet the decay is per channel, so the pairwise decays are C x C x d per chunk and
+        head (fp32), and the UT transform is a Python loop over the C - 1 rows of each chunk, each
+        keeping its row and block (Σ i² + i floats per chunk and head). Measured:
+        tools/crosscheck/activations_mixers.py.
+
+        fused (`fused=True`): fla's chunk_kda (fla/ops/kda/chunk.py) keeps q, k (with fp32 l2norm
+        rstd), v, the fp32 per-channel gate g, beta and the solved C-wide matrix; causal-conv1d its
+        input; the gated norm x, the gate and an fp32 rstd per head; o_proj its input.
+        """
+        self.check(m, T)
+        s = _shape(m)
+        f, tokens, d, H = FP32, B * S, s.d, s.H // T
+        hd = H * d
+        gate = f * tokens * 3 * hd + BOOL * tokens * hd + 2 * f * H  # softplus in/out and exp (fp32), its mask; exp(A_log), -exp
+        low_rank = 2 * p * tokens * d  # f_a_proj's and g_a_proj's outputs (f_b_proj's, g_b_proj's inputs)
+        if fused:
+            return (
+                2 * p * tokens * QKV * hd  # the conv's input, and q, k, v as the kernel keeps them
+                + f * tokens * 2 * H + f * tokens * hd  # l2norm rstd of q and k; g in fp32
+                + gate + low_rank + p * tokens * H  # beta
+                + p * tokens * H * CHUNK  # the solved matrix, C wide per token and head
+                + p * tokens * 2 * hd + f * tokens * H  # gated norm: x, gate, rstd
+                + p * tokens * hd  # o_proj's input
+            )  # fmt: skip
+        n_c, Sp = chunks(S, CHUNK)
+        C = CHUNK
+        per_head = f * B * H  # one fp32 value per (sequence, head)
+        b = p * tokens * QKV * hd  # F.conv1d's input (q, k, v concatenated)
+        b += p * B * (S + s.K - 1) * QKV * hd  # its padded output, SiLU's input
+        b += gate + low_rank + p * tokens * H  # the forget gate; sigmoid(b), beta
+        b += 2 * f * tokens * (hd + H)  # l2norm of q and k: fp32 input and its norm
+        b += per_head * Sp * (1 + 2 * d)  # padded beta, v, k
+        b += 3 * BOOL * C * C  # the causal masks
+        b += 2 * per_head * Sp * C * d  # exp of the per-channel pairwise decay, and k·decay products
+        b += per_head * Sp * d  # k·beta broadcast for the decayed products
+        b += per_head * n_c * ((C - 1) * C * (2 * C - 1) // 6 + (C - 1) * C // 2)  # the UT loop's rows
+        b += per_head * Sp * (3 * d + C)  # after the loop: k·beta·exp(g), the solved A, exp(g), v·beta
+        b += per_head * n_c * (C * C * d + C * C + d + d * d)  # per chunk: q·k·decay, the masked scores, exp(g_last), the state
+        b += per_head * (5 * n_c - 1) * C * d  # per chunk: decayed q and k, v_new, ... (the state read from the 2nd chunk)
+        b += per_head * Sp * d * (1 + (1 if n_c > 1 else 0))  # whole-storage views the chunk loop reads
+        # KimiLinearRMSNormGated: fp32 input, rsqrt, x̂ (fp32), its weight in fp32, sigmoid(gate), the product
+        b += f * tokens * hd + f * tokens * H + f * tokens * hd + f * d + 2 * f * tokens * hd
+        b += p * tokens * hd  # o_proj's input
+        return b
+
+    def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """torch-eager: chunk_kimi_delta_attention forms (k_beta ⊙ k ⊙ decay).sum(-1) over a broadcast
+        (B, H, S_p/C, C, C, d) product; its backward allocates that shape in fp32 for the gradient of
+        each factor, grad·decay and grad·(k_beta ⊙ k), and for the next factor's (grad·k before its
+        sum over the broadcast dimension): three such buffers alive together, 3·4·B·H·S_p·C·d bytes
+        (derived; measured 3.4x at one shape, tools/crosscheck/activations_mixers.py). fused: fla's
+        chunk_kda backward is not measured (not modeled)."""
+        if fused:
+            return 0
+        self.check(m, T)
+        s = _shape(m)
+        _, Sp = chunks(S, CHUNK)
+        return DECAY_PRODUCT_GRADIENTS * FP32 * B * (s.H // T) * Sp * CHUNK * s.d
 
 MIXER = KimiDeltaAttention()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.estimators.mixers.base import MixerFlops, MixerParams, MixerState, rmsnorm_params
+from transformer_calc.estimators.mixers.base import FP32, MixerFlops, MixerParams, MixerState, rmsnorm_params
 
 PROJECTIONS = 5  # q, k, v, the output gate and out_proj: each D x A·h
 BLOCK_MATMULS = 2  # per block: Q·K^T and its product with V (c² terms); Q·KV and K^T·V (c·h terms)
@@ -71,6 +71,45 @@ class Lightning:
     def state(self, m: ModelConfig, T: int) -> MixerState:
         self.check(m, T)
         return MixerState(conv=0, recurrent=(m.n_heads // T) * m.head_dim * m.head_dim, recurrent_at_activation_dtype=True)
+
+
+    def activation_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """Bytes one layer keeps for backward beyond its input, on one of T ranks (heads split).
+
+        MiniMaxLightningAttention.forward (modeling_minimax.py) in blocks of C tokens (the last one
+        c = S - (n_b - 1)·C), tensor by tensor: qkv_proj's output and its SiLU (q, k, v are views),
+        the decay buffers (A·(C² + 2·C), at p), per block the decayed scores (Q·K^T)·decay, the
+        decayed keys K·decay, the running K^T·V it starts from and the decayed queries Q·decay (for
+        B = 1 not in the first block, whose state is zero; for B > 1 bmm's operand copies) and the block decay; then MiniMaxRMSNorm (fp32 input, rsqrt, x̂ at
+        p), sigmoid(output_gate), the gated output and out_proj's input. transformers has no fused
+        kernel for it: `fused` gives the same bytes. Measured: tools/crosscheck/activations_mixers.py.
+        """
+        del fused  # one implementation (no fused kernel in transformers)
+        self.check(m, T)
+        C = m.lightning_block_size
+        assert C, "config._check_pattern requires lightning_block_size"
+        f, tokens, h, A = FP32, B * S, m.head_dim, m.n_heads // T
+        width = A * h
+        full, rest = divmod(S, C)
+        n_b = full + (1 if rest else 0)
+        first = min(S, C)  # the first block: its queries read a zero state
+        squares = full * C * C + rest * rest  # Σ c² over the blocks
+        b = 2 * p * tokens * 3 * width  # qkv_proj's output and SiLU's
+        b += p * A * (C * C + 2 * C)  # diagonal_decay, query_decay, key_decay (buffers)
+        b += p * B * A * (squares + 2 * S * h + n_b * h * h)  # per block: scores·decay, K·decay, Q·decay, K^T·V
+        # B = 1: the first block's Q·decay is not kept (its state is zero); B > 1: matmul folds the batch
+        # into bmm operands, copies it keeps: Q·decay of the first block too, and one more c·h copy per
+        # later block (the copies of q, k and v replace the SiLU output: the same bytes)
+        b += p * B * A * h * (S - first) if B > 1 else -p * B * A * h * first
+        b += p * A * (n_b - 1)  # the block decays the state is scaled by
+        b += f * tokens * width + f * tokens + p * tokens * width  # the norm: fp32 input, rsqrt, x̂
+        b += 3 * p * tokens * width  # sigmoid(gate), the normed output it gates, out_proj's input
+        return b
+
+    def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """No transient beyond the layer's own gradients: measured whole-step peaks of MiniMax models within
+        2 % (tools/crosscheck/activations_mixers.py)."""
+        return 0
 
 
 MIXER = Lightning()

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.estimators.mixers.base import MixerFlops, MixerParams, MixerState, rmsnorm_params
+from transformer_calc.estimators.mixers.base import FP32, MixerFlops, MixerParams, MixerState, rmsnorm_params
 
+SELECT_BACKWARD_BUFFERS = 4  # two accumulated gradients and two select_backward buffers (see backward_transient_bytes)
+SCAN_CHUNK = 2048  # selective_scan_cuda checkpoints its state every 2048 tokens (selective_scan_fwd_kernel kChunkSize)
 DECODE_STATE_MACS = 2  # per state element per token: the decayed state + dB·x, and the read C·state
 
 
@@ -102,6 +104,66 @@ class Mamba:
         self.check(m, T)
         _, di, N, _, K = _dims(m)
         return MixerState(conv=di * K // T, recurrent=di * N // T)
+
+
+    def activation_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """Bytes one layer keeps for backward beyond its input, on one of T ranks (d_inner split;
+        x_proj's output and the dt/B/C norms replicated).
+
+        torch-eager (`fused=False`): JambaMambaMixer.slow_forward (modeling_jamba.py) runs the
+        selective scan as a Python loop over the S tokens, and autograd keeps every step's state:
+        the fp32 state each step multiplies (S - 1 of them, and the initial zeros at p) and its cast
+        to p that the read C·state takes (S of them), d_inner·N each; besides, exp(A·dt) and dt·B,
+        fp32 and d_inner·N per token, and the tensors around them (in_proj's output, the conv's
+        padded output, SiLU(x), the three RMSNorms on dt, B and C, softplus, SiLU(z), y + D·x,
+        out_proj's input). Measured: tools/crosscheck/activations_mixers.py.
+
+        fused (`fused=True`): causal-conv1d keeps its input, mamba_ssm's SelectiveScanFn
+        (mamba_ssm/ops/selective_scan_interface.py) u, delta, B, C, z, its output and the scan's
+        fp32 checkpoints (d_inner·2N per 2048-token chunk), the norms and projections as above.
+        """
+        self.check(m, T)
+        _, di_all, N, R, K = _dims(m)
+        di, f, tokens = di_all // T, FP32, B * S
+        norms = f * tokens * (R + 2 * N) + 3 * f * tokens + p * tokens * (R + 2 * N)  # fp32 input, rsqrt, x̂
+        common = (
+            p * tokens * 2 * di  # in_proj's output (x and the gate z are views of it)
+            + p * tokens * di  # SiLU(conv(x)): x_proj's and the scan's input
+            + norms + p * tokens * (R + N)  # dt_proj's input, C as the read takes it
+            + p * tokens * di  # SiLU(z)
+            + p * tokens * di  # out_proj's input
+        )  # fmt: skip
+        if fused:
+            scan_chunks = -(-S // SCAN_CHUNK)
+            return common + p * tokens * (di + N + di) + f * B * di * 2 * N * scan_chunks  # delta, B, y; checkpoints
+        b = common
+        b += 2 * f * di * N + (f * di if f != p else 0)  # A = -exp(A_log) (exp, negation); D cast to fp32
+        b += p * B * (S + K - 1) * di  # the conv's padded output, SiLU's input
+        b += 2 * p * tokens * di  # dt_proj's output (softplus's input) and softplus(dt)
+        b += 2 * f * B * di * S * N  # exp(A·dt) and dt·B, fp32
+        b += f * tokens * N + f * tokens * di  # B and x in fp32
+        if f != p:  # the scan loop's states: S - 1 in fp32, their S casts to p, the zeros at p
+            b += B * di * N * ((S - 1) * f + (S + 1) * p)
+        else:  # in fp32 the casts are the states themselves: the zeros and S states
+            b += B * di * N * (S + 1) * f
+        if B > 1:  # out_proj's input: the transposed gated output, a copy when B > 1 (a view when B = 1)
+            b += p * tokens * di
+        b += f * tokens * di  # y + D·x (fp32)
+        return b
+
+    def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """torch-eager: the backward of slow_forward's loop over the tokens reads exp(A·dt) and dt·B·x
+        one token at a time (`discrete_A[:, :, i, :]`, `deltaB_u[:, :, i, :]`), and autograd's
+        select_backward writes each token's gradient into a zero tensor of the whole (B, d_inner, S, N)
+        shape, then adds it to the accumulated gradient: two accumulated fp32 gradients and two
+        select_backward buffers alive together, 4·4·B·d_inner·S·N bytes (derived; measured 4.1-4.2x
+        f·B·d_inner·S·N at two shapes, tools/crosscheck/activations_mixers.py). fused: mamba_ssm's
+        backward kernel writes the input gradients only (not modeled beyond them)."""
+        if fused:
+            return 0
+        self.check(m, T)
+        _, di, N, _, _ = _dims(m)
+        return SELECT_BACKWARD_BUFFERS * FP32 * B * (di // T) * S * N
 
 
 MIXER = Mamba()

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.estimators.mixers.base import MixerFlops, MixerParams, MixerState, rmsnorm_params
+from transformer_calc.estimators.mixers.base import BOOL, FP32, MixerFlops, MixerParams, MixerState, chunks, rmsnorm_params
 
 PER_HEAD_SCALARS = 3  # dt_bias, A_log, D
 DECODE_STATE_MACS = 3  # per state element per token: dB·x, the decayed state + dBx, C·state
@@ -174,6 +174,63 @@ class Mamba2:
         s = _shape(m)
         g = self._groups_per_rank(m, T)
         return MixerState(conv=(s.inner // T + 2 * g * s.N) * s.K, recurrent=(s.H // T) * s.P * s.N)
+
+    def activation_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """Bytes one layer keeps for backward beyond its input, on one of T ranks (heads split, the
+        B/C groups split or replicated as in `shard_params`).
+
+        torch-eager (`fused=False`): what autograd saves running BambaMixer.torch_forward
+        (modeling_bamba.py: causal_conv1d_fn's torch fallback, mamba2_chunk_scan in fp32 over the
+        padded length S_p = n_c·Q, B and C repeated from G groups to H heads, the grouped gated
+        RMSNorm), tensor by tensor. Measured: tools/crosscheck/activations_mixers.py.
+
+        fused (`fused=True`): mamba_ssm's MambaSplitConv1dScanCombinedFn
+        (mamba_ssm/ops/triton/ssd_combined.py, the path of mamba_split_conv1d_scan_combined that
+        transformers' cuda_kernels_forward takes in training) saves the in_proj output zxbcdt, the
+        scan output before the norm, and the norm's fp32 rstd per group; conv, scan, norm and
+        out_proj are recomputed from them in backward.
+        """
+        self.check(m, T)
+        s = _shape(m)
+        f, tokens = FP32, B * S
+        g = self._groups_per_rank(m, T)
+        H, di = s.H // T, s.inner // T
+        conv = di + 2 * g * s.N
+        in_width = di + conv + H
+        if fused:
+            return p * tokens * in_width + p * tokens * di + f * tokens * g
+        n_c, Sp = chunks(S, s.Q)
+        Q, N, P = s.Q, s.N, s.P
+        cast = f != p  # below fp32 the scan's .float() casts are new tensors (in fp32 views of others)
+        b = 2 * f * H  # A = -exp(A_log): the exp and its negation
+        b += p * tokens * in_width  # in_proj's output (the conv's input and the gate z are views of it)
+        b += p * B * (S + s.K - 1) * conv  # the conv's output, SiLU's input (padding K - 1)
+        b += 2 * p * tokens * H  # dt + dt_bias and softplus(dt) (clamp keeps it)
+        if cast:
+            b += 2 * f * tokens * H + f * tokens * H * P  # dt in fp32 twice, x in fp32
+        else:
+            b += f * tokens * H + f * tokens * conv  # the clamped dt; x is a view of the SiLU output
+        b += f * B * Sp * H * P * 4  # D·x (padded), x·dt chunked twice (einsum operands), C·states
+        b += f * B * Sp * H * N * 5  # C and B repeated, B·decay and its einsum copy, C again
+        b += f * B * H * Sp * Q * 3  # L = exp(segsum(A)), G = C·B^T, M = G·L
+        b += BOOL * (2 * Q * Q + 2 * (n_c + 1) ** 2)  # segsum's masks (within and across chunks)
+        b += 2 * f * B * H * Sp + f * B * H * (n_c + 1) ** 2  # decay_states, state_decay_out; decay_chunk
+        b += f * B * H * P * N * (2 * n_c + 1)  # the chunk states (cat with the initial one) and states[:, :-1]
+        # MambaRMSNormGated (grouped): y (fp32, padded), SiLU(z) (and z in fp32 below fp32), y·SiLU(z),
+        # rsqrt per group, the normalized y (fp32), out_proj's input
+        if s.norm:
+            b += f * B * Sp * di + f * tokens * di * (3 + (1 if cast else 0)) + f * tokens * g
+        else:  # Falcon-H1 without mamba_rms_norm: y·SiLU(z) keeps y (fp32, padded) and SiLU(z)
+            b += f * B * Sp * di + p * tokens * di
+        if m.mixer_beside_attention:  # Falcon-H1's µP: the input scaled by ssm_in_multiplier, the mup_vector buffer
+            b += p * tokens * s.D + p * in_width
+        b += p * tokens * di
+        return b
+
+    def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """No transient beyond the layer's own gradients: measured whole-step peaks of Bamba, Falcon-H1 and
+        Nemotron-H models within 10 % (tools/crosscheck/activations_mixers.py)."""
+        return 0
 
 
 MIXER = Mamba2()

@@ -78,5 +78,22 @@ class ShortConv:
         self.check(m, T)
         return MixerState(conv=(m.d_model // T) * self._K(m), recurrent=0)
 
+    def activation_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """Bytes one layer keeps for backward beyond its input, on one of T ranks (channels split).
+
+        Lfm2ShortConv.slow_forward (modeling_lfm2.py) keeps in_proj's output (B, C and x are views
+        of it: 3·D), B⊙x (the conv's input, D), the conv's output (C⊙ keeps it: F.conv1d with
+        padding K - 1 computes S + K - 1 positions, torch-eager; causal-conv1d's kernel S, fused)
+        and out_proj's input (D). Measured: tools/crosscheck/activations_mixers.py."""
+        self.check(m, T)
+        c, K = m.d_model // T, self._K(m)
+        conv_out = B * S * c if fused else B * (S + K - 1) * c
+        return p * (B * S * (IN_WIDTHS * c + c + c) + conv_out)
+
+    def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """No transient beyond the layer's own gradients: measured whole-step peaks of LFM2 models within 5 %
+        (tools/crosscheck/activations_mixers.py)."""
+        return 0
+
 
 MIXER = ShortConv()

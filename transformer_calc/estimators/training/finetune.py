@@ -262,12 +262,12 @@ class Trainable:
 
 def trainable_params(m: ModelConfig, tr: Training) -> Trainable:
     """What PEFT's `get_nb_trainable_parameters()` reports (every parameter for full training)."""
-    require_attention_only(m, "fine-tuning (adapters)")
     from transformer_calc.estimators.params import count_params
 
     counts = count_params(m)
     if not tr.adapters:
         return Trainable(adapters=0, embedding=0, head=counts.total, adapted_modules=0)
+    require_attention_only(m, "fine-tuning (adapters)")
     n_moe = m.n_moe_layers()
     per_moe = adapted(adapter_linears(m, True), tr) if n_moe else None
     per_dense = adapted(block_linears(m, False), tr)

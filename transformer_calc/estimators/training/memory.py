@@ -26,15 +26,17 @@ from __future__ import annotations
 
 from transformer_calc.errors import TcalcError
 
-from transformer_calc.estimators.mixers import require_attention_only
+from transformer_calc.estimators.mixers import MIXERS, require_attention_only
 from dataclasses import dataclass, replace
 
 from transformer_calc.model.config import (
+    ATTENTION_KINDS,
     MASTER_COPY_BYTES,
     ActivationProfile,
     CrossEntropy,
     FP8Recipe,
     Framework,
+    LayerAttention,
     MLPKind,
     ModelConfig,
     NormKind,
@@ -58,6 +60,7 @@ LOSS_BYTES = 4  # the cross-entropy keeps an fp32 softmax over the vocabulary (M
 PLAIN_MLP_SAVED = 2  # pre-activation and activation output, F wide each (seed "MLP Activations")
 GATED_MLP_SAVED = 4  # gate pre-activation, act(gate), up projection, their product (input to W_down)
 FUSED_SWIGLU_SAVED = 3  # Megatron-core's fused SwiGLU: its [gate | up] input (2F) and W_down's input (F)
+OUTPUT_GATE_SAVED = 2  # Qwen3-Next's gated attention output: sigmoid(gate) and the output it multiplies
 
 def optimizer_bytes_per_param(tr: Training) -> int:
     """Optimizer memory per parameter: states (+ the fp32 master copy in mixed precision), for the
@@ -117,7 +120,7 @@ def layer_activations(
     The torch-eager profile is `torch_eager_layer` (`eager`: the code's choices, default
     `eager_code(m)`); the other profiles ignore `eager`.
     """
-    require_attention_only(m, "training activations")
+    check_hybrid_training(m, tr)
     moe = m.is_moe if moe is None else moe
     if tr.activations is ActivationProfile.torch_eager:
         if tr.fp8_recipe is not FP8Recipe.none:
@@ -204,6 +207,8 @@ def _layer_activations(m: ModelConfig, w: Workload, tr: Training, par: Paralleli
         core = (2 * p + mask) * B * A_t * S * S  # scores, softmax output, dropout mask
     attn += core
     attn += p * B * S * A_t * (hd if seed else m.v_dim)  # re-weighted values, the input to W_O
+    if not seed and m.attn_output_gate:
+        attn += OUTPUT_GATE_SAVED * p * B * S * A_t * m.v_dim  # sigmoid(gate) and the output it gates
     attn += mask * B * S_rep * D  # dropout after W_O
 
     # MLP: input, F-wide intermediates (per routed expert), dropout mask; MoE router logits.
@@ -222,6 +227,89 @@ def _layer_activations(m: ModelConfig, w: Workload, tr: Training, par: Paralleli
 
     norm = norms * p * B * S_rep * D  # each norm keeps its input
     return LayerActivations(attention=attn, mlp=mlp, norm=norm)
+
+
+def check_hybrid_training(m: ModelConfig, tr: Training) -> None:
+    """Refuse, in one line each, the training estimates that do not price a hybrid model's mixers:
+    the seed profile (the notes' attention-only equations), adapters (fine-tuning), FP8 recipes and
+    the optimizers whose states depend on each tensor's shape (no tensor inventory of the mixers)."""
+    if not (m.is_hybrid or m.one_mixer_per_layer or m.attn_output_gate):
+        return
+    if tr.activations is ActivationProfile.seed:
+        kinds = ", ".join(MIXERS[k].name for k in m.mixer_kinds) or "hybrid"
+        raise TcalcError(f"activations seed (the notes' equations) covers attention-only transformers, not the {kinds} "
+                         f"layers of {m.name or 'this model'}; use --activations default or torch-eager")
+    if tr.adapters:
+        require_attention_only(m, "fine-tuning (adapters)")
+    if tr.fp8_recipe is not FP8Recipe.none:
+        require_attention_only(m, "an FP8 recipe")
+    if tr.optimizer in SHAPED:
+        require_attention_only(m, f"optimizer {tr.optimizer.value} (states shaped per tensor)")
+
+
+def mixer_activations(
+    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, kind: LayerAttention, *, eager: EagerCode | None = None
+) -> int:
+    """The sequence-mixer part of one layer whose mixer is `kind` (a `mixers` kind), on one GPU.
+
+    Its input (the norm's output, p·B·S·D, S/T with SP, as for attention) and what the mixer keeps
+    beyond it: `MIXERS[kind].activation_bytes`, torch-eager under the torch-eager profile (what
+    transformers' torch fallbacks save, measured), else the fused kernels' convention (fla,
+    mamba_ssm, causal-conv1d; docs/formulas.md §2.10). With `mixer_beside_attention` (Falcon-H1)
+    the layer's attention runs on the same input: its part is added, the input counted once.
+    Full recomputation keeps only the block input (counted with the norms); selective
+    recomputation rebuilds attention cores only (Megatron-core's "core_attn"), not mixers.
+    """
+    check_hybrid_training(m, tr)
+    if tr.recompute is Recompute.full:
+        return 0
+    B, S, T, p = w.batch_size, w.seq_len, par.tensor, tr.p
+    S_rep = ceil_div(S, T) if par.sequence_parallel else S
+    fused = tr.activations is not ActivationProfile.torch_eager
+    mixed = MIXERS[kind].activation_bytes(m, B, S, p, T, fused)
+    if m.mixer_beside_attention:  # the attention part already counts the shared input
+        return layer_activations(m, w, tr, par, eager=eager).attention + mixed
+    return p * B * S_rep * m.d_model + mixed
+
+
+@dataclass(frozen=True)
+class BlockParts:
+    """One layer's activations by part, for models whose layers differ (hybrids): the sequence
+    mixer of each kind in the pattern (softmax attention, a `mixers` kind, none), the MLP of a MoE
+    and of a dense layer, the norms (the same in every layer)."""
+
+    sequence: dict[LayerAttention, int]
+    moe_mlp: int
+    dense_mlp: int
+    norm: int
+
+    def chunk(self, m: ModelConfig, start: int, stop: int) -> LayerActivations:
+        """The sum over layers [start, stop): each kind's count times its part (closed forms)."""
+        n_moe = m.n_moe_layers(start, stop)
+        n_dense = (stop - start) - n_moe - m.n_channel_free_layers(start, stop)
+        seq = sum(m.n_attention_layers(k, start, stop) * b for k, b in self.sequence.items())
+        return LayerActivations(attention=seq, mlp=n_moe * self.moe_mlp + n_dense * self.dense_mlp,
+                                norm=(stop - start) * self.norm)
+
+    @property
+    def largest(self) -> int:
+        """The largest block (its sequence mixer and its MLP): what full recomputation rebuilds."""
+        return max(self.sequence.values()) + max(self.moe_mlp, self.dense_mlp) + self.norm
+
+
+def block_parts(m: ModelConfig, w: Workload, tr: Training, par: Parallelism, *, eager: EagerCode | None = None) -> BlockParts:
+    """The parts of `BlockParts` for the model's layer pattern (hybrid or not)."""
+    moe = layer_activations(m, w, tr, par, eager=eager)
+    dense = layer_activations(m, w, tr, par, eager=eager, moe=False) if m.is_moe else moe
+    sequence: dict[LayerAttention, int] = {}
+    for kind in dict.fromkeys(m.attention_pattern):
+        if kind in ATTENTION_KINDS:
+            sequence[kind] = moe.attention
+        elif kind is LayerAttention.none:
+            sequence[kind] = 0  # Nemotron-H's MLP block: no sequence mixer
+        else:
+            sequence[kind] = mixer_activations(m, w, tr, par, kind, eager=eager)
+    return BlockParts(sequence=sequence, moe_mlp=moe.mlp, dense_mlp=dense.mlp, norm=moe.norm)
 
 
 def head_activations(
@@ -465,9 +553,13 @@ def training_memory(
     to find the most loaded) only the first and last stage.
     `eager` matters only to the torch-eager profile (default: `eager_code(m)`).
     """
-    require_attention_only(m, "training memory")
+    check_hybrid_training(m, tr)
     T, P, dp, zero = par.tensor, par.pipeline, par.data, par.zero
     cp = par.context
+    if cp > 1 and m.is_hybrid:
+        kinds = ", ".join(MIXERS[k].name for k in m.mixer_kinds)
+        raise ValueError(f"context parallelism (cp {cp}) is not priced for {kinds} layers (their recurrent state "
+                         "passes from one sequence shard to the next: a pipeline over the cp ranks, not a ring); use cp 1")
     if cp > 1:
         # Context parallelism (Megatron-core CP): each of cp ranks holds S/cp tokens of every
         # sequence and its activations; the weights are replicated, and ZeRO / the distributed
@@ -483,6 +575,7 @@ def training_memory(
     edp = expert_data_parallel(par) * cp
     layer = layer_activations(m, w, tr, par, eager=eager)
     dense_act = layer_activations(m, w, tr, par, eager=eager, moe=False) if m.is_moe else layer
+    parts = block_parts(m, w, tr, par, eager=eager) if _layers_differ(m) else None
     first_extra, last_extra = head_activations(m, w, tr, par, eager=eager)
     working = _recompute_working_set(m, w, tr, par, eager)
     if cp > 1:
@@ -601,6 +694,15 @@ def training_memory(
                 host_w, weights, adapter_w, nf4, fp8_w = weights, 0, 0, 0, 0
 
         other = alive_first * first_extra + alive_last * last_extra
+        if parts is not None:  # hybrid: each chunk's layers by kind (BlockParts.chunk)
+            acts = [parts.chunk(m, c.start, c.stop) for c in chunks]
+            attention = sum(k * a.attention for k, a in zip(alive, acts))
+            mlp = sum(k * a.mlp for k, a in zip(alive, acts))
+            norm = sum(k * a.norm for k, a in zip(alive, acts))
+        else:
+            attention = alive_moe * layer.attention + alive_dense * dense_act.attention
+            mlp = alive_moe * layer.mlp + alive_dense * dense_act.mlp
+            norm = alive_moe * layer.norm + alive_dense * dense_act.norm
         stages.append(
             StageMemory(
                 stage=s,
@@ -609,9 +711,9 @@ def training_memory(
                 weights=weights,
                 gradients=gradients,
                 optimizer=optimizer,
-                attention=alive_moe * layer.attention + alive_dense * dense_act.attention,
-                mlp=alive_moe * layer.mlp + alive_dense * dense_act.mlp,
-                norm=alive_moe * layer.norm + alive_dense * dense_act.norm,
+                attention=attention,
+                mlp=mlp,
+                norm=norm,
                 other=other,
                 in_flight=in_flight,
                 recompute_working=working if n else 0,
@@ -689,8 +791,16 @@ def _recompute_working_set(
     """
     if tr.recompute is Recompute.none or tr.activations is ActivationProfile.seed:
         return 0
-    kinds = [m.is_moe] + ([False] if m.is_moe and m.has_dense_mlp_layers else [])
     plain = tr.model_copy(update={"recompute": Recompute.none})
+    if _layers_differ(m):  # hybrid: the largest block; selective rebuilds one attention core
+        stored_parts = block_parts(m, w, plain, par, eager=eager)
+        if tr.recompute is Recompute.full:
+            return stored_parts.largest
+        if not any(k in ATTENTION_KINDS for k in m.attention_pattern) and not m.mixer_beside_attention:
+            return 0
+        kept = layer_activations(m, w, tr, par, eager=eager)
+        return layer_activations(m, w, plain, par, eager=eager).attention - kept.attention
+    kinds = [m.is_moe] + ([False] if m.is_moe and m.has_dense_mlp_layers else [])
     best = 0
     for moe in kinds:  # the larger of a MoE block's and a dense block's
         stored = layer_activations(m, w, plain, par, eager=eager, moe=moe)
@@ -700,6 +810,12 @@ def _recompute_working_set(
             without_core = layer_activations(m, w, tr, par, eager=eager, moe=moe)
             best = max(best, stored.attention - without_core.attention)
     return best
+
+
+def _layers_differ(m: ModelConfig) -> bool:
+    """Layers whose activations differ by more than MoE vs dense: a hybrid pattern, or blocks that
+    are a sequence mixer or an MLP alone (Nemotron-H)."""
+    return m.is_hybrid or m.one_mixer_per_layer
 
 
 def most_loaded(stages: list[StageMemory]) -> StageMemory:
@@ -818,7 +934,7 @@ def torch_eager_layer(
     Dropout on adds the masks (1 byte) where `code` has dropout, and the dropped-out attention
     weights (p·A·S) that the P·V matmul keeps. Sharding under T/SP as in the default profile.
     """
-    require_attention_only(m, "training activations")
+    check_hybrid_training(m, tr)
     B, S, D, A, T, p = w.batch_size, w.seq_len, m.d_model, m.n_heads, par.tensor, tr.p
     moe = m.is_moe if moe is None else moe
     hd, kv = m.head_dim, m.n_kv_heads
@@ -856,6 +972,8 @@ def torch_eager_layer(
         core = 0  # rebuilt in backward (Korthikanti sec. 5)
     attn += core
     attn += p * B * S * A_t * hd  # W_O input (attention output made contiguous)
+    if m.attn_output_gate:
+        attn += OUTPUT_GATE_SAVED * p * B * S * A_t * hd  # sigmoid(gate) and the output it gates
     attn += resid_mask * B * S_rep * D
 
     mlp = 0 if shared_input else p * B * S_rep * D  # input of W_up (and W_gate)

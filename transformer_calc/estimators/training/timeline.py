@@ -72,6 +72,7 @@ from transformer_calc.model.config import (
 from transformer_calc.estimators.training.memory import (
     FP32_BYTES,
     StageMemory,
+    block_parts,
     ceil_div,
     eager_code,
     head_activations,
@@ -191,7 +192,10 @@ def stage_timeline(
     stored, working = st.stored, st.recompute_working
     if "block" not in memo:  # one block's activations without and with recomputation (stage-free)
         memo["block"] = layer_activations(m, w, tr.model_copy(update={"recompute": Recompute.none}), par)
-        memo["kept"] = layer_activations(m, w, tr, par).total
+        kept = layer_activations(m, w, tr, par).total
+        if m.is_hybrid or m.one_mixer_per_layer:  # layers differ: the largest block as stored
+            kept = block_parts(m, w, tr, par).largest
+        memo["kept"] = kept
     block = memo["block"]
 
     # The loss's B·S·V tensors (vocabulary-parallel: V/T per rank), last stage only.
@@ -245,7 +249,7 @@ def stage_timeline(
     # the other in-flight micro-batches all of theirs.
     others = stored * (st.in_flight - 1) // st.in_flight
     first_extra = head_activations(m, w, tr, par)[0] if is_first else 0
-    kept = memo["kept"]  # the first block as stored (recompute applied)
+    kept = memo["kept"]  # the first block as stored (recompute applied; a hybrid's largest block)
     if tr.recompute is Recompute.full:
         first_acts = others + kept + first_extra + max(working - consumed, 0)
     else:
@@ -255,6 +259,11 @@ def stage_timeline(
     untied_embedding = is_first and not (m.tied_embeddings and is_last)
     first_params = max(shard.layer, shard.dense_layer) + (shard.embedding if untied_embedding else 0)
     grads_first = max(grads_fwd, st.gradients - st.gradients * min(first_params, st.params) // max(st.params, 1))
+    if m.is_hybrid:  # a mixer's backward may allocate more than attention's (Mamba's loop over tokens)
+        from transformer_calc.estimators.mixers import MIXERS
+
+        fused = tr.activations is not ActivationProfile.torch_eager
+        attn_bwd = max([attn_bwd] + [MIXERS[k].backward_transient_bytes(m, B, S, p, T, fused) for k in m.mixer_kinds])
     if st.n_layers == 0:
         attn_bwd, bwd_acts, first_acts = 0, stored, stored
 
