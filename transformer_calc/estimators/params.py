@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
-from transformer_calc.model.config import ACTIVATION_PARAMS, LayerAttention, ModelConfig, Positional, QKNormScope
+from transformer_calc.model.config import ACTIVATION_PARAMS, ATTENTION_KINDS, LayerAttention, ModelConfig, Positional, QKNormScope
 from transformer_calc.estimators.mixers import MIXERS
 
 # count_params and shard_params are pure functions of a frozen, hashable ModelConfig (and ints)
@@ -104,6 +104,13 @@ class ModelParams:
     n_attention_layers: int
     mixers: int
     n_channel_free_layers: int  # one_mixer_per_layer: the sequence-mixer blocks, which have no MLP (0 otherwise)
+    # Gemma 4 (docs/formulas.md "Gemma 4 blocks"; 0 for every other model). `layer` is a block of the
+    # base shape (head_dim, n_kv_heads, K and V); these are what the other blocks add or lack:
+    per_layer_embedding: int  # the per-layer embedding table V_ple x L·P (embedding parameters)
+    per_layer_inputs: int  # its model projection D x L·P and norm, and every layer's gate D x P, projection P x D, norm
+    attention_variants: int  # full layers' other h_d / K/V heads, k=v (no W_V), kv-shared layers (no W_K, W_V, k_norm)
+    mlp_variants: int  # the kv-shared layers' double-width MLP (its second d_ff)
+    attention_by_field: tuple[tuple[str, int], ...] = ()  # the attention parts summed over the layers, when they vary
 
     @property
     def n_dense_layers(self) -> int:
@@ -119,6 +126,7 @@ class ModelParams:
         idle_indexers = (self.n_layers - self.n_indexer_layers) * self.layer.indexer
         blocks = self.n_moe_layers * self.layer.total + self.n_dense_layers * self.dense_layer.total - idle_indexers
         blocks += self.n_channel_free_layers * (self.dense_layer.total - self.dense_layer.mlp)  # no MLP
+        blocks += self.attention_variants + self.mlp_variants
         return blocks - self.n_mixer_layers * self.layer.attention + self.mixers
 
     @property
@@ -132,12 +140,15 @@ class ModelParams:
             + self.final_norm
             + self.lm_head
             + self.lm_head_bias
+            + self.per_layer_embedding
+            + self.per_layer_inputs
         )
 
     @property
     def non_embedding(self) -> int:
-        """Kaplan et al. 2020's N: everything but the token/position tables and an untied head."""
-        return self.total - self.embedding - self.position - self.lm_head
+        """Kaplan et al. 2020's N: everything but the token/position tables (Gemma 4's per-layer
+        embedding table too) and an untied head."""
+        return self.total - self.embedding - self.position - self.lm_head - self.per_layer_embedding
 
     @property
     def active(self) -> int:
@@ -151,14 +162,15 @@ class ModelParams:
         out: dict[str, int] = {"total": self.total, "non_embedding": self.non_embedding}
         out["active"] = self.active
         for f in fields(self):
-            if f.name not in ("layer", "dense_layer"):
+            if f.name not in ("layer", "dense_layer", "attention_by_field"):
                 out[f.name] = getattr(self, f.name)
+        varied = dict(self.attention_by_field)
         out["per_layer"] = self.layer.total
         for f in fields(self.layer):
             out[f"per_layer_{f.name}"] = getattr(self.layer, f.name)
         for f in fields(self.layer):  # each component summed over every block (MoE and dense)
             if f.name in ATTENTION_FIELDS:  # the attention parts: only the layers that have attention
-                out[f"layers_{f.name}"] = self.n_attention_layers * getattr(self.layer, f.name)
+                out[f"layers_{f.name}"] = varied.get(f.name, self.n_attention_layers * getattr(self.layer, f.name))
                 continue
             if f.name == "norms":  # every layer's, with an MLP or not
                 out["layers_norms"] = self.n_layers * self.layer.norms
@@ -278,6 +290,8 @@ def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:
         shared = mlp_params(m, m.shared_expert_d_ff, bias=False)[0] if m.shared_expert_d_ff else 0
         shared += D if m.shared_expert_gate else 0  # Qwen2-MoE shared_expert_gate: Linear(D, 1)
         router = (D * m.n_experts + (m.n_experts if m.router_bias else 0)) if m.router else 0
+        # modeling_gemma4.py Gemma4TextRouter: scale (D) on its normed input, per_expert_scale (E) on the weights
+        router += D + m.n_experts if m.router_scales else 0
         activation = act * (m.n_experts + (1 if m.shared_expert_d_ff else 0))
     else:
         mlp_w, mlp_b = mlp_params(m, m.d_ff)
@@ -332,7 +346,68 @@ def count_params(m: ModelConfig) -> ModelParams:
         n_attention_layers=m.n_softmax_layers(),
         mixers=sum(m.n_attention_layers(k) * MIXERS[k].params(m).total for k in m.mixer_kinds),
         n_channel_free_layers=m.n_channel_free_layers(),
+        **_gemma4_parts(m, layer),
     )
+
+
+def varied_attention(m: ModelConfig, kind: LayerAttention, kv_shared: bool) -> dict[str, int]:
+    """The attention parts of one softmax-attention layer of `kind`, when layers vary (Gemma 4).
+
+    modeling_gemma4.py Gemma4TextAttention: q_proj D x A·h_d, o_proj A·h_d x D, q_norm RMSNorm(h_d);
+    unless the layer is kv-shared (`config.kv_sharing_modes` "reuse": the last num_kv_shared_layers
+    layers), k_proj D x n_kv·h_d, k_norm RMSNorm(h_d), v_norm (no scale: no parameters) and, unless
+    the layer is not sliding and attention_k_eq_v is set (values = the key projection), v_proj
+    D x n_kv·h_d; every projection biased by attention_bias. Full layers take h_d = global_head_dim
+    and n_kv = num_global_key_value_heads (`per_layer_config`, configuration_gemma4.py).
+    """
+    D, A = m.d_model, m.n_heads
+    hd, kv = m.kind_head_dim(kind), m.kind_kv_heads(kind)
+    q_out = A * hd * (2 if m.attn_output_gate else 1)
+    has_k = not kv_shared
+    has_v = has_k and not (m.full_k_eq_v and kind is not LayerAttention.sliding)
+    k_out, v_out = kv * hd * has_k, kv * hd * has_v
+    bias = (q_out + k_out + v_out if m.qkv_bias else 0) + (D if m.attn_out_bias else 0)
+    if not m.qk_norm:
+        qk = 0
+    elif m.qk_norm_scope is QKNormScope.full:
+        qk = norm_params(m, A * hd) + (norm_params(m, kv * hd) if has_k else 0)
+    else:
+        qk = norm_params(m, hd) + (norm_params(m, hd) if has_k else 0)
+    return {"attn_q": D * q_out, "attn_k": D * k_out, "attn_v": D * v_out, "attn_o": A * hd * D,
+            "attn_bias": bias, "qk_norm": qk}
+
+
+def _gemma4_parts(m: ModelConfig, layer: LayerParams) -> dict[str, object]:
+    """ModelParams' Gemma 4 fields (all 0 for a model whose layers do not vary)."""
+    L, D, P = m.n_layers, m.d_model, m.per_layer_input_dim
+    out: dict[str, object] = {"per_layer_embedding": 0, "per_layer_inputs": 0, "attention_variants": 0,
+                              "mlp_variants": 0}
+    if P:
+        # modeling_gemma4.py Gemma4TextModel: embed_tokens_per_layer (V_ple x L·P), per_layer_model_projection
+        # (D x L·P, no bias), per_layer_projection_norm RMSNorm(P); Gemma4TextDecoderLayer: per_layer_input_gate
+        # D x P, per_layer_projection P x D (no biases), post_per_layer_input_norm RMSNorm(D)
+        out["per_layer_embedding"] = (m.per_layer_vocab_size or m.vocab_size) * L * P
+        out["per_layer_inputs"] = D * L * P + norm_params(m, P) + L * (2 * D * P + norm_params(m, D))
+    if not m.irregular_layers or m.is_mla:
+        return out
+    first_shared = m.first_kv_shared_layer
+    sums = dict.fromkeys(("attn_q", "attn_k", "attn_v", "attn_o", "attn_bias", "qk_norm"), 0)
+    for kind in (k for k in LayerAttention if k in ATTENTION_KINDS):
+        for shared, (lo, hi) in ((False, (0, first_shared)), (True, (first_shared, L))):
+            n = m.n_attention_layers(kind, lo, hi)
+            if n:
+                for key, value in varied_attention(m, kind, shared).items():
+                    sums[key] += n * value
+    base = m.n_softmax_layers() * sum(getattr(layer, key) for key in sums)
+    out["attention_variants"] = sum(sums.values()) - base
+    out["attention_by_field"] = tuple(sums.items())
+    if m.kv_shared_double_mlp:
+        # modeling_gemma4.py Gemma4TextMLP: intermediate_size x 2 on a kv-shared layer (use_double_wide_mlp);
+        # in a MoE model that is the dense MLP beside the experts (tcalc's shared expert)
+        width, bias = (m.shared_expert_d_ff, False) if m.is_moe else (m.d_ff, None)
+        extra = sum(mlp_params(m, 2 * width, bias)) - sum(mlp_params(m, width, bias))
+        out["mlp_variants"] = m.kv_shared_layers * extra
+    return out
 
 
 @dataclass(frozen=True)
@@ -398,6 +473,9 @@ def check_tensor_parallel(m: ModelConfig, T: int, ep: int = 1, etp: int | None =
         raise ValueError(f"tensor parallel size T ({T}) must be >= 1")
     if m.n_heads % T:
         raise ValueError(f"n_heads ({m.n_heads}) must be divisible by T ({T}); use a divisor of {m.n_heads}")
+    if (T > 1 or ep > 1) and m.irregular_layers:
+        raise ValueError(f"tensor and expert parallelism are not modeled for {', '.join(m.irregular_layers)} "
+                         f"(Gemma 4) yet; use T 1 and ep 1 (T is {T}, ep {ep})")
     for kind in m.mixer_kinds:
         MIXERS[kind].check(m, T)
     if m.has_dense_mlp_layers and m.d_ff % T:
@@ -458,6 +536,8 @@ class ShardParams:
     attention: int = 0  # the attention part of `layer` (what a mixer layer holds instead)
     mixers: tuple[tuple[LayerAttention, int], ...] = ()  # (kind, one layer's shard) of the other mixers
     dense_mlp: int = 0  # the MLP part of `dense_layer` (what a layer without MLP lacks)
+    # Gemma 4's varied layers and per-layer inputs (T = 1 only: check_tensor_parallel); not split by stage
+    variants: int = 0
 
     def blocks(self, m: ModelConfig, start: int, stop: int) -> int:
         """The blocks' shards for layers [start, stop) (less the indexers GLM-5's shared layers lack)."""
@@ -473,7 +553,7 @@ class ShardParams:
         return total
 
     def total(self, m: ModelConfig) -> int:
-        return self.embedding + self.blocks(m, 0, m.n_layers) + self.final_norm + self.lm_head
+        return self.embedding + self.blocks(m, 0, m.n_layers) + self.final_norm + self.lm_head + self.variants
 
 
 @lru_cache(maxsize=MEMO_SIZE)
@@ -534,6 +614,7 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
         attention=attn,
         mixers=tuple((k, MIXERS[k].shard_params(m, T)) for k in m.mixer_kinds),
         dense_mlp=mlp(m.d_ff // T),
+        variants=full.per_layer_embedding + full.per_layer_inputs + full.attention_variants + full.mlp_variants,
     )
 
 

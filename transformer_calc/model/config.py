@@ -225,6 +225,35 @@ class ModelConfig(BaseModel):
     index_shared_layer_ids: tuple[int, ...] = Field(
         default=(), description="layers without an indexer, reusing the previous layer's top-k (GLM-5 indexer_types 'shared')"
     )
+    # --- Gemma 4 (modeling_gemma4.py; docs/formulas.md "Gemma 4 blocks"): layers that differ by kind and depth
+    full_head_dim: int | None = Field(
+        default=None, gt=0, description="h_d of the full-attention layers when it differs from head_dim (Gemma 4 global_head_dim)"
+    )
+    full_kv_heads: int | None = Field(
+        default=None, gt=0, description="K/V heads of the full-attention layers when they differ from n_kv_heads "
+        "(Gemma 4 num_global_key_value_heads)"
+    )
+    full_k_eq_v: bool = Field(
+        default=False, description="the full-attention layers have no W_V: their values are their key projection "
+        "(Gemma 4 attention_k_eq_v)"
+    )
+    kv_shared_layers: int = Field(
+        default=0, ge=0, description="the last N layers compute no K/V (no W_K, W_V, k_norm) and cache none: they "
+        "read the K/V of the last earlier layer of their kind (Gemma 4 num_kv_shared_layers)"
+    )
+    kv_shared_double_mlp: bool = Field(
+        default=False, description="the kv-shared layers' dense MLP is 2·d_ff wide (Gemma 4 use_double_wide_mlp)"
+    )
+    per_layer_input_dim: int = Field(
+        default=0, ge=0, description="P, width of each layer's per-layer input (Gemma 4 per-layer embeddings; 0: none)"
+    )
+    per_layer_vocab_size: int | None = Field(
+        default=None, gt=0, description="rows of the per-layer embedding table (default vocab_size)"
+    )
+    router_scales: bool = Field(
+        default=False, description="the MoE router has a learned D-wide input scale and a per-expert output scale "
+        "(Gemma 4 Gemma4TextRouter)"
+    )
     sub_norms: bool = Field(
         default=False, description="an RMSNorm of D before W_O and of d_ff before W_down in every block (BitNet)"
     )
@@ -324,6 +353,40 @@ class ModelConfig(BaseModel):
         if not self.is_dsa:
             return 0
         return self.n_layers - len({i for i in self.index_shared_layer_ids if 0 <= i < self.n_layers})
+
+    @property
+    def first_kv_shared_layer(self) -> int:
+        """Index of the first layer that reads another layer's K/V (n_layers when none do)."""
+        return self.n_layers - self.kv_shared_layers
+
+    def kind_head_dim(self, kind: LayerAttention) -> int:
+        """h_d of a softmax-attention layer of `kind` (Gemma 4's full layers: full_head_dim)."""
+        if kind is LayerAttention.full and self.full_head_dim is not None:
+            return self.full_head_dim
+        return self.head_dim
+
+    def kind_kv_heads(self, kind: LayerAttention) -> int:
+        """K/V heads of a softmax-attention layer of `kind` (Gemma 4's full layers: full_kv_heads)."""
+        if kind is LayerAttention.full and self.full_kv_heads is not None:
+            return self.full_kv_heads
+        return self.n_kv_heads
+
+    @property
+    def irregular_layers(self) -> tuple[str, ...]:
+        """The Gemma 4 features that make layers differ by kind or depth (or add per-layer inputs):
+        the estimators that do not model them yet refuse the model by these names."""
+        out = []
+        if self.full_head_dim is not None or self.full_kv_heads is not None:
+            out.append("full-attention layers of another head width or K/V heads")
+        if self.full_k_eq_v:
+            out.append("k-equals-v attention")
+        if self.kv_shared_layers:
+            out.append("shared-KV layers")
+        if self.per_layer_input_dim:
+            out.append("per-layer embeddings")
+        if self.router_scales:
+            out.append("a scaled MoE router")
+        return tuple(out)
 
     @property
     def v_dim(self) -> int:
@@ -591,6 +654,7 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
     n_exp, k_exp = _int_or_none(d.get("n_experts")), _int_or_none(d.get("experts_per_token"))
     if d.get("router") is None:
         d["router"] = n_exp is not None and n_exp > 1
+    _check_gemma4(d)
     experts = 1 if n_exp is None else n_exp  # a dense model is one expert
     if k_exp is not None and k_exp > experts > 0:
         raise ValueError(
@@ -598,6 +662,27 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
             + (" (the model is dense: set n_experts for a mixture of experts)" if experts == 1 else "")
         )
     return d
+
+
+def _check_gemma4(d: dict[str, Any]) -> None:
+    """Gemma 4's layer variants name what they vary."""
+    L, shared = _int_or_none(d.get("n_layers")), _int_or_none(d.get("kv_shared_layers"))
+    if L is not None and shared is not None and shared >= L > 0:
+        raise ValueError(f"kv_shared_layers ({shared}) must be below n_layers ({L}): the first layer computes "
+                         f"its own K/V; use at most {L - 1}")
+    if d.get("kv_shared_double_mlp") is True and not shared:
+        raise ValueError("kv_shared_double_mlp widens the MLP of the kv-shared layers: give kv_shared_layers too (or drop it)")
+    if d.get("per_layer_vocab_size") is not None and not _int_or_none(d.get("per_layer_input_dim")):
+        raise ValueError("per_layer_vocab_size sizes the per-layer embedding table: give per_layer_input_dim too (or drop it)")
+    kv, A = _int_or_none(d.get("full_kv_heads")), _int_or_none(d.get("n_heads"))
+    if kv is not None and A is not None and kv > 0 and A % kv:
+        raise ValueError(f"n_heads ({A}) must be divisible by full_kv_heads ({kv}); use a divisor of {A}")
+    if d.get("router_scales") is True and d.get("router") is not True:
+        raise ValueError("router_scales scales a MoE router: give n_experts > 1 or router true too (or drop it)")
+    if (d.get("kv_lora_rank") is not None and (d.get("full_head_dim") is not None or d.get("full_kv_heads") is not None
+                                               or d.get("full_k_eq_v") is True or shared)):
+        raise ValueError("full_head_dim, full_kv_heads, full_k_eq_v and kv_shared_layers vary standard attention; "
+                         "they do not apply to multi-head latent attention (kv_lora_rank): drop them")
 
 
 _MLA_KEYS = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
