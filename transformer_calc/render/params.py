@@ -25,6 +25,8 @@ def params_table(r: Any) -> Any:
             )
 
     row("token embedding", None, p.embedding)
+    row("per-layer embedding table (Gemma 4)", None, p.per_layer_embedding)
+    row("per-layer input projections", None, p.per_layer_inputs)
     row("position embedding", None, p.position)
     row("embedding projections", None, p.embedding_projection)
     row("embedding norm", None, p.embedding_norm)
@@ -45,6 +47,7 @@ def params_table(r: Any) -> Any:
     ):
         # "per layer" is one MoE block's (a dense model's block); the total sums every block
         row(label, getattr(p, f"per_layer_{key}"), getattr(p, f"layers_{key}"))
+    row("kv-shared layers' second MLP width", None, p.mlp_variants)
     row("final norm", None, p.final_norm)
     row("LM head", None, p.lm_head)
     row("LM head bias", None, p.lm_head_bias)

@@ -22,7 +22,8 @@ MIXERS: dict[LayerAttention, Mixer] = {
     kda.MIXER.kind: kda.MIXER,
 }
 
-__all__ = ["MIXERS", "Mixer", "MixerFlops", "MixerParams", "MixerState", "mixer", "require_attention_only"]
+__all__ = ["MIXERS", "Mixer", "MixerFlops", "MixerParams", "MixerState", "mixer", "require_attention_only",
+           "require_regular_layers"]
 
 
 def mixer(kind: LayerAttention) -> Mixer:
@@ -32,6 +33,7 @@ def mixer(kind: LayerAttention) -> Mixer:
 def require_attention_only(m: ModelConfig, what: str) -> None:
     """Refuse, in one line, an estimate that does not model the model's non-attention mixers (or
     Qwen3-Next's gated attention output) yet, rather than give a number that ignores them."""
+    require_regular_layers(m, what)
     kinds = [MIXERS[k].name for k in m.mixer_kinds]
     if m.attn_output_gate:
         kinds.append("gated attention output")
@@ -41,4 +43,15 @@ def require_attention_only(m: ModelConfig, what: str) -> None:
         raise TcalcError(
             f"{what} is not modeled for {', '.join(kinds)} layers yet (model {m.name or 'given'}); "
             "use tcalc params, flops or inference for this model"
+        )
+
+
+def require_regular_layers(m: ModelConfig, what: str) -> None:
+    """Refuse, in one line, an estimate that does not model Gemma 4's varied layers yet (full layers of
+    another head width, k=v, shared-KV layers without a cache of their own, per-layer embeddings, the
+    scaled router: `ModelConfig.irregular_layers`), rather than price every layer as the base one."""
+    if m.irregular_layers:
+        raise TcalcError(
+            f"{what} is not modeled for {', '.join(m.irregular_layers)} (Gemma 4; model {m.name or 'given'}) yet; "
+            "tcalc params counts this model exactly"
         )
