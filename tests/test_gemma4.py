@@ -114,16 +114,40 @@ def test_each_shared_layer_drops_its_k_and_v(L, shared):
         == plain - shared * (2 * 16 * 8 + 8)
 
 
-def test_unpriced_estimates_are_refused_by_name():
+def test_flops_equal_flop_counter_mode():
+    """B = 1, S = 8, training step: FlopCounterMode counts 2,672,640 (transformers 5.23, eager attention,
+    tools/crosscheck/flops.py). Forward by hand: attention 57,344 + 90,112 + 40,960 + 81,920 (sliding, full,
+    kv-shared sliding, kv-shared full: projections 2·8·weights and cores 2·(2·A·h_d·S²)); MLPs 4·73,728, the
+    kv-shared layers' second width 2·73,728, per-layer gates 4·4,096; LM head 153,600; PLE projection 8,192."""
+    step = count_flops(_model(TINY), Workload(seq_len=8, batch_size=1))
+    assert step.layers == 270336 + 4 * 73728 + 2 * 73728 + 4 * 4096
+    assert step.embedding_projection == 2 * 8 * 32 * 16
+    assert step.forward == 890880
+    assert step.total == 2672640
+
+
+def test_kv_cache_holds_no_kv_shared_layer():
+    """Per token: sliding layer 0 caches 2·2·8, full layer 1 (h_d 16, one K/V head; k=v still caches both)
+    2·1·16; the kv-shared layers 2 and 3 nothing: 64 values, 128 bytes in bf16 (transformers' DynamicCache
+    holds the same: tools/crosscheck/kv_cache.py)."""
     m = _model(TINY)
-    w = Workload(seq_len=16, batch_size=1)
-    with pytest.raises(TcalcError, match="FLOPs is not modeled for .*shared-KV layers.*Gemma 4"):
-        count_flops(m, w)
-    with pytest.raises(TcalcError, match="inference .* is not modeled for .*per-layer embeddings"):
-        kv_cache(m, InferenceSpec(batch_size=1, prompt_len=16))
+    kv = kv_cache(m, InferenceSpec(batch_size=1, prompt_len=16))
+    assert kv.bytes_per_token == 2 * (2 * 2 * 8 + 2 * 1 * 16)
+    assert kv.total_bytes == 16 * kv.bytes_per_token  # both windows (512) exceed the context
+
+
+def test_tensor_parallelism_is_refused_by_name():
+    m = _model(TINY)
     with pytest.raises(ValueError, match="tensor and expert parallelism are not modeled"):
         shard_params(m, 2)
     assert shard_params(m, 1).total(m) == count_params(m).total  # T = 1: the whole model
+
+
+def test_training_memory_is_refused_by_name():
+    from transformer_calc.estimators.mixers import require_attention_only
+
+    with pytest.raises(TcalcError, match="training memory is not modeled for .*shared-KV layers.*Gemma 4"):
+        require_attention_only(_model(TINY), "training memory")
 
 
 @pytest.mark.parametrize("cfg, words", [

@@ -43,7 +43,9 @@ def gen_text(r: R) -> Cfg:
     if r.random() < 0.5:
         cfg["layer_types"] = [r.choice(["sliding_attention", "full_attention"]) for _ in range(L)]
     _maybe(r, cfg, attention_k_eq_v=r.random() < 0.6, num_global_key_value_heads=r.choice([1, kv]),
-           vocab_size_per_layer_input=r.randint(10, 300), attention_bias=r.random() < 0.5,
+           # at least vocab_size (as published): a smaller per-layer table cannot embed every token id, so a
+           # forward (tools/crosscheck/flops.py) cannot run
+           vocab_size_per_layer_input=cfg["vocab_size"] + r.randint(0, 300), attention_bias=r.random() < 0.5,
            tie_word_embeddings=r.random() < 0.5, sliding_window=r.choice([4, 64]),
            max_position_embeddings=r.choice([128, 4096]))
     if L > 2 and r.random() < 0.6:
@@ -96,11 +98,11 @@ def gen_wrapper(r: R) -> Cfg:
 GENERATORS: dict[str, Callable[[R], Cfg]] = {"gemma4_text": gen_text, "gemma4": gen_wrapper}
 
 _T = {"vocab_size": 300, "hidden_size": 32, "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2,
-      "intermediate_size": 48, "head_dim": 8, "global_head_dim": 16}
+      "intermediate_size": 48, "head_dim": 8, "global_head_dim": 16, "vocab_size_per_layer_input": 300}
 EDGE: list[tuple[str, Cfg]] = [
     ("minimal", {"model_type": "gemma4_text", "vocab_size": 300, "hidden_size": 32, "num_hidden_layers": 2,
                  "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 40, "head_dim": 8,
-                 "global_head_dim": 16, "vocab_size_per_layer_input": 200}),
+                 "global_head_dim": 16, "vocab_size_per_layer_input": 400}),
     ("all-full", {"model_type": "gemma4_text", **_T, "layer_types": ["full_attention"] * 6, "attention_k_eq_v": True,
                   "num_global_key_value_heads": 1}),
     # the last layer is forced to full_attention whatever layer_types says (configuration_gemma4.py)

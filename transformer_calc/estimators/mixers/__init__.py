@@ -53,5 +53,5 @@ def require_regular_layers(m: ModelConfig, what: str) -> None:
     if m.irregular_layers:
         raise TcalcError(
             f"{what} is not modeled for {', '.join(m.irregular_layers)} (Gemma 4; model {m.name or 'given'}) yet; "
-            "tcalc params counts this model exactly"
+            "tcalc params, flops and inference (T 1) price this model"
         )
