@@ -95,7 +95,30 @@ def gen_wrapper(r: R) -> Cfg:
     return _maybe(r, cfg, tie_word_embeddings=r.random() < 0.5)
 
 
-GENERATORS: dict[str, Callable[[R], Cfg]] = {"gemma4_text": gen_text, "gemma4": gen_wrapper}
+def gen_3n_text(r: R) -> Cfg:
+    """gemma3n_text: Gemma 3n's language model (the gemma3n wrapper's MobileNetV5 tower needs timm: refused)."""
+    L = r.randint(1, 12)
+    kv = r.choice([1, 2])
+    A = kv * r.choice([1, 2, 3])
+    F = r.randint(5, 200)
+    cfg: Cfg = {"model_type": "gemma3n_text", "vocab_size": r.randint(50, 700), "hidden_size": A * r.choice([6, 8, 12]),
+                "num_hidden_layers": L, "num_attention_heads": A, "num_key_value_heads": kv,
+                "intermediate_size": F if r.random() < 0.5 else [F] * L, "head_dim": r.choice([4, 8, 12]),
+                "hidden_size_per_layer_input": r.choice([1, 3, 4]), "num_kv_shared_layers": 0}
+    cfg["vocab_size_per_layer_input"] = cfg["vocab_size"] + r.randint(0, 50)
+    if r.random() < 0.5:
+        cfg["layer_types"] = [r.choice(["sliding_attention", "full_attention"]) for _ in range(L)]
+    types = cfg.get("layer_types") or ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(L)]
+    for n in range(L - 1, 0, -1):
+        if r.random() < 0.6 and set(types[: L - n]) == set(types):
+            cfg["num_kv_shared_layers"] = r.randint(1, n)
+            break
+    return _maybe(r, cfg, altup_num_inputs=r.choice([1, 2, 4]), laurel_rank=r.randint(1, 9),
+                  attention_bias=r.random() < 0.5, tie_word_embeddings=r.random() < 0.5, sliding_window=r.choice([4, 64]),
+                  activation_sparsity_pattern=[r.choice([0.0, 0.95]) for _ in range(L)])
+
+
+GENERATORS: dict[str, Callable[[R], Cfg]] = {"gemma4_text": gen_text, "gemma4": gen_wrapper, "gemma3n_text": gen_3n_text}
 
 _T = {"vocab_size": 300, "hidden_size": 32, "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2,
       "intermediate_size": 48, "head_dim": 8, "global_head_dim": 16, "vocab_size_per_layer_input": 300}
@@ -115,6 +138,9 @@ EDGE: list[tuple[str, Cfg]] = [
                               "attention_k_eq_v": True, "num_global_key_value_heads": 1}),
     ("no-ple", {"model_type": "gemma4_text", **_T, "hidden_size_per_layer_input": 0}),
     ("wrapper-no-towers", {"model_type": "gemma4", "text_config": {**_T, "hidden_size_per_layer_input": 0}}),
+    # gemma3n_text on its defaults except the sizes (altup 4, laurel 64, 15 of 35 layers kv-shared, PLE 256)
+    ("minimal", {"model_type": "gemma3n_text", "vocab_size": 300, "hidden_size": 32, "intermediate_size": 40,
+                 "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "vocab_size_per_layer_input": 300}),
     ("wrapper-default-towers", {"model_type": "gemma4", "text_config": {**_T, "hidden_size_per_layer_input": 0},
                                 "vision_config": {}, "audio_config": {}}),
 ]

@@ -64,7 +64,7 @@ from typing import TypeGuard
 from transformer_calc.model.units import FLOPS_PER_MAC, SECONDS_PER_DAY, SECONDS_PER_HOUR  # noqa: F401 (SECONDS_PER_DAY: part of this module's API, docs/formulas.md)
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig, Recompute, Workload
 from transformer_calc.estimators.params import GATED_MATRICES, PLAIN_MATRICES, count_params, layer_params, varied_attention
-from transformer_calc.estimators.mixers import MIXERS
+from transformer_calc.estimators.mixers import MIXERS, require_priced_blocks
 
 BACKWARD_PER_FORWARD = 2  # input grad + weight grad, each one forward matmul
 FORWARD_FLOPS_PER_PARAM = FLOPS_PER_MAC  # 2·N per token forward (one MAC per weight)
@@ -300,6 +300,7 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
     Blocks differ by attention kind (full, sliding, chunked: only the core differs, and only with
     `windowed`) and by MLP kind (MoE or dense); the sum over blocks is taken per kind.
     """
+    require_priced_blocks(m, "FLOPs")
     B, S, D, V = w.batch_size, w.seq_len, m.d_model, m.vocab_size
     d_emb = m.d_embedding
     layer = layer_flops(m, w, causal=causal, windowed=windowed)

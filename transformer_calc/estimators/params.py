@@ -110,6 +110,8 @@ class ModelParams:
     per_layer_inputs: int  # its model projection D x L·P and norm, and every layer's gate D x P, projection P x D, norm
     attention_variants: int  # full layers' other h_d / K/V heads, k=v (no W_V), kv-shared layers (no W_K, W_V, k_norm)
     mlp_variants: int  # the kv-shared layers' double-width MLP (its second d_ff)
+    altup: int  # Gemma 3n: every layer's AltUp (coefficients, router, scale, norm) and the model's 2·(n-1) D x D projections
+    laurel: int  # Gemma 3n: every layer's LAuReL residual D x r, r x D and its norm
     attention_by_field: tuple[tuple[str, int], ...] = ()  # the attention parts summed over the layers, when they vary
 
     @property
@@ -142,6 +144,8 @@ class ModelParams:
             + self.lm_head_bias
             + self.per_layer_embedding
             + self.per_layer_inputs
+            + self.altup
+            + self.laurel
         )
 
     @property
@@ -381,7 +385,15 @@ def _gemma4_parts(m: ModelConfig, layer: LayerParams) -> dict[str, object]:
     """ModelParams' Gemma 4 fields (all 0 for a model whose layers do not vary)."""
     L, D, P = m.n_layers, m.d_model, m.per_layer_input_dim
     out: dict[str, object] = {"per_layer_embedding": 0, "per_layer_inputs": 0, "attention_variants": 0,
-                              "mlp_variants": 0}
+                              "mlp_variants": 0, "altup": 0, "laurel": 0}
+    if (n := m.altup_inputs) is not None:
+        # modeling_gemma3n.py Gemma3nTextAltUp: correct_output_scale (D), correction_coefs n x n,
+        # prediction_coefs n x n², modality_router D x n (no biases), router_norm RMSNorm(D); Gemma3nTextModel:
+        # altup_projections and altup_unembed_projections, n - 1 Linear(D, D) each
+        out["altup"] = L * (D + n * n + n ** 3 + D * n + norm_params(m, D)) + 2 * (n - 1) * D * D
+    if (r := m.laurel_rank) is not None:
+        # modeling_gemma3n.py Gemma3nTextLaurelBlock: linear_left D x r, linear_right r x D, post_laurel_norm RMSNorm(D)
+        out["laurel"] = L * (2 * D * r + norm_params(m, D))
     if P:
         # modeling_gemma4.py Gemma4TextModel: embed_tokens_per_layer (V_ple x L·P), per_layer_model_projection
         # (D x L·P, no bias), per_layer_projection_norm RMSNorm(P); Gemma4TextDecoderLayer: per_layer_input_gate
@@ -614,7 +626,8 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
         attention=attn,
         mixers=tuple((k, MIXERS[k].shard_params(m, T)) for k in m.mixer_kinds),
         dense_mlp=mlp(m.d_ff // T),
-        variants=full.per_layer_embedding + full.per_layer_inputs + full.attention_variants + full.mlp_variants,
+        variants=full.per_layer_embedding + full.per_layer_inputs + full.attention_variants + full.mlp_variants
+        + full.altup + full.laurel,
     )
 
 

@@ -254,6 +254,14 @@ class ModelConfig(BaseModel):
         default=False, description="the MoE router has a learned D-wide input scale and a per-expert output scale "
         "(Gemma 4 Gemma4TextRouter)"
     )
+    # --- Gemma 3n (modeling_gemma3n.py; docs/formulas.md "Gemma 3n blocks")
+    altup_inputs: int | None = Field(
+        default=None, gt=0, description="n, AltUp's parallel copies of the residual stream (Gemma 3n altup_num_inputs; "
+        "None: no AltUp)"
+    )
+    laurel_rank: int | None = Field(
+        default=None, gt=0, description="r, the rank of each layer's LAuReL residual D x r x D (Gemma 3n; None: none)"
+    )
     sub_norms: bool = Field(
         default=False, description="an RMSNorm of D before W_O and of d_ff before W_down in every block (BitNet)"
     )
@@ -386,7 +394,12 @@ class ModelConfig(BaseModel):
             out.append("per-layer embeddings")
         if self.router_scales:
             out.append("a scaled MoE router")
-        return tuple(out)
+        return tuple(out) + self.unpriced_blocks
+
+    @property
+    def unpriced_blocks(self) -> tuple[str, ...]:
+        """Gemma 3n's blocks that only `params` counts yet (FLOPs and inference refuse them by name)."""
+        return (("AltUp",) if self.altup_inputs is not None else ()) + (("LAuReL",) if self.laurel_rank is not None else ())
 
     @property
     def v_dim(self) -> int:

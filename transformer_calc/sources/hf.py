@@ -444,8 +444,8 @@ UNREPRESENTABLE: dict[str, str] = {
     "rwkv": "its RWKV time-mixing layers",
     "xlstm": "its xLSTM blocks",
     # being added beside this work (issue 22): hybrids and multimodal wrappers, refused by name until then
-    "gemma3n": "its per-layer embeddings, AltUp and LAuReL blocks and shared KV layers (and its MobileNet and audio towers)",
-    "gemma3n_text": "its per-layer embeddings, AltUp and LAuReL blocks",
+    "gemma3n": "its MobileNetV5 vision tower (a timm model, mobilenetv5_300m_enc, that transformers builds through timm); "
+               "its language model is read as model_type gemma3n_text (give its text_config)",
 }
 
 # transformers model types one typo away from a supported type but of another architecture: named here

@@ -1,4 +1,5 @@
-"""Gemma 4 (`gemma4`, its language model `gemma4_text`) from a Hugging Face config.json.
+"""Gemma 4 (`gemma4`, its language model `gemma4_text`) and Gemma 3n's language model (`gemma3n_text`)
+from a Hugging Face config.json.
 
 The ground truth is transformers 5.23's models/gemma4/: configuration_gemma4.py (defaults,
 `per_layer_config`, `kv_sharing_modes`) and modeling_gemma4.py (what is built). A Gemma 4 decoder
@@ -140,7 +141,74 @@ def _gemma4_text(c: Reader) -> dict[str, Any]:
     return spec
 
 
-FAMILIES: dict[str, Family] = {"gemma4_text": Family(_gemma4_text, GEMMA4_TEXT_DEFAULTS, ("attention_dropout",))}
+GEMMA3N_TEXT_DEFAULTS: dict[str, Any] = {  # configuration_gemma3n.py Gemma3nTextConfig
+    "vocab_size": 262_400, "hidden_size": 2048, "intermediate_size": 16_384, "num_hidden_layers": 35,
+    "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+    "max_position_embeddings": 32_768, "tie_word_embeddings": True, "attention_bias": False, "attention_dropout": 0.0,
+    "sliding_window": 512, "layer_types": None, "vocab_size_per_layer_input": 262_144,
+    "hidden_size_per_layer_input": 256, "altup_num_inputs": 4, "num_kv_shared_layers": 15, "laurel_rank": 64,
+}  # fmt: skip
+GEMMA3N_FULL_EVERY = 5  # configuration_gemma3n.py: layer i is full_attention when (i + 1) % 5 == 0
+
+
+def _gemma3n_text(c: Reader) -> dict[str, Any]:
+    """modeling_gemma3n.py Gemma3nForCausalLM: Gemma 3's block (four RMSNorms, q/k norms of h_d, v_norm
+    without scale, GeGLU) with per-layer embeddings and shared-KV layers as Gemma 4's (this module's
+    docstring), and in every layer an AltUp (Gemma3nTextAltUp) and a LAuReL residual
+    (Gemma3nTextLaurelBlock); the model adds 2·(altup_num_inputs - 1) D x D AltUp projections.
+    intermediate_size may be a list (one width per layer): tcalc takes one width for all layers."""
+    L = c.int("num_hidden_layers")
+    widths = c.values.get("intermediate_size")
+    if isinstance(widths, list):
+        if len(widths) != L or not widths or any(isinstance(w, bool) or not isinstance(w, int) for w in widths):
+            raise c._bad("intermediate_size", f"a whole number or a list of {L} (one per layer)")
+        if len(set(widths)) > 1:
+            raise c._bad("intermediate_size", "one width for every layer (tcalc's layers share one d_ff)")
+        c.values["intermediate_size"] = widths[0]
+    D, A = c.int("hidden_size"), c.int("num_attention_heads")
+    if A < 1 or D % A:
+        raise c._bad("num_attention_heads", f"a divisor of hidden_size ({D}) (Gemma3nTextConfig.validate_architecture)")
+    bias = c.flag("attention_bias")
+    spec = rotary_common(c, bias, bias, False) | {
+        "mlp": gated_mlp_kind(c, "hidden_activation"), "norms_per_layer": 4, "qk_norm": True, "qk_norm_scope": "head",
+    }
+    if L > MAX_LAYERS:
+        raise c._bad("num_hidden_layers", f"at most {MAX_LAYERS} layers")
+    given = c.values.get("layer_types")
+    if given is None:
+        types = ["full_attention" if (i + 1) % GEMMA3N_FULL_EVERY == 0 else "sliding_attention" for i in range(L)]
+    elif isinstance(given, list) and len(given) == L and all(t in _KINDS for t in given):
+        types = list(given)
+    else:
+        raise c._bad("layer_types", f"a list of {L} sliding_attention / full_attention entries")
+    if "sliding_attention" in types:
+        spec["sliding_window"] = c.int("sliding_window")
+    from transformer_calc.sources.hf_2024 import shortest_period
+
+    spec["attention_pattern"] = [_KINDS[t] for t in shortest_period(types)]
+    shared = c.int("num_kv_shared_layers")
+    if shared:
+        if not 0 < shared < L or set(types[: L - shared]) != set(types):
+            raise c._bad("num_kv_shared_layers", "below num_hidden_layers, leaving a layer of every type before the "
+                                                 "shared ones (transformers raises otherwise)")
+        spec["kv_shared_layers"] = shared
+    # Gemma3nTextDecoderLayer builds its per-layer input modules whatever P is (with P = 0 an RMSNorm(D) per
+    # layer remains, which tcalc's per_layer_input_dim 0, "none", cannot express): P must be >= 1
+    if c.int("hidden_size_per_layer_input") < 1:
+        raise c._bad("hidden_size_per_layer_input", "a whole number >= 1 (Gemma 3n's per-layer inputs)")
+    spec["per_layer_input_dim"] = c.int("hidden_size_per_layer_input")
+    spec["per_layer_vocab_size"] = c.int("vocab_size_per_layer_input")
+    for key, field in (("altup_num_inputs", "altup_inputs"), ("laurel_rank", "laurel_rank")):
+        if (value := c.int(key)) < 1:
+            raise c._bad(key, "a whole number >= 1")
+        spec[field] = value
+    return spec
+
+
+FAMILIES: dict[str, Family] = {
+    "gemma4_text": Family(_gemma4_text, GEMMA4_TEXT_DEFAULTS, ("attention_dropout",)),
+    "gemma3n_text": Family(_gemma3n_text, GEMMA3N_TEXT_DEFAULTS, ("attention_dropout",)),
+}
 
 
 # ============================================================================ towers

@@ -75,7 +75,7 @@ from transformer_calc.estimators.params import (
     mlp_params,
     tensor_parallel_params,
 )
-from transformer_calc.estimators.mixers import MIXERS
+from transformer_calc.estimators.mixers import MIXERS, require_priced_blocks
 
 KV_TENSORS = 2  # K and V are cached; the query is not (seed eq. kv_cache_memory; errata INF-1)
 ALL_REDUCES_PER_LAYER = 2  # Megatron-LM: after the attention output and after the MLP output
@@ -329,6 +329,7 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     down-projections and OPT's projections replicated. Biases and norms are not matmul weights.
     """
     _check_positive_int("T", T)
+    require_priced_blocks(m, "matmul weights per token")
     D = m.d_model
     check_tensor_parallel(m, T)
     q_rank, kv_rank = m.n_heads // T, kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
@@ -484,6 +485,7 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     split T ways; routed experts ep ways, each over etp = T/ep ranks (`expert_layout`). The matmul
     FLOPs per token stay the T-way average: with ep > T each GPU serves ep/T groups' tokens for
     1/ep of the experts, as much work per GPU as the T-way split."""
+    require_priced_blocks(m, "inference (KV cache, decode)")
     if m.irregular_layers and spec.cache_kv_heads is not None:
         raise ValueError(f"cache_kv_heads does not apply to a model whose layers cache unlike K/V heads "
                          f"({', '.join(m.irregular_layers)}); drop it")
