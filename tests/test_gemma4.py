@@ -172,3 +172,58 @@ def test_a_full_save_reads_per_layer_config():
 def test_hints_never_send_gemma4_elsewhere():
     assert type_hint("gemma_4") == "gemma4"  # a separator slip of a supported type
     assert type_hint("gemma5") is None
+
+
+# ---------------------------------------------------------------------------- Gemma 3n's language model
+# docs/formulas.md §5.13's worked example: 10 layers (full every 5th), the last 2 kv-shared, AltUp n = 3, LAuReL r = 5
+TINY_3N = {"model_type": "gemma3n_text", "vocab_size": 300, "hidden_size": 32, "intermediate_size": 48,
+           "num_hidden_layers": 10, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+           "hidden_size_per_layer_input": 4, "vocab_size_per_layer_input": 100, "num_kv_shared_layers": 2,
+           "altup_num_inputs": 3, "laurel_rank": 5}
+
+
+def test_gemma3n_counts_by_hand():
+    """transformers 5.23 builds 103,548 (Gemma3nForCausalLM, tools/crosscheck/hf_params.py)."""
+    m = _model(TINY_3N)
+    p = count_params(m)
+    assert (m.altup_inputs, m.laurel_rank, m.kv_shared_layers) == (3, 5, 2)
+    # per layer: correct_output_scale 32, correction 3·3, prediction 3·9, router 32·3, router norm 32; 2·2 D x D projections
+    assert p.altup == 10 * (32 + 9 + 27 + 96 + 32) + 2 * 2 * 32 * 32 == 6056
+    assert p.laurel == 10 * (2 * 32 * 5 + 32) == 3520
+    assert p.attention_variants == -2 * (512 + 512 + 8)  # the kv-shared layers have no W_K, W_V, k_norm
+    assert p.total == 103548
+
+
+def test_gemma3n_flops_equal_flop_counter_mode():
+    """B = 1, S = 8: FlopCounterMode counts 5,076,864 (tools/crosscheck/flops.py); the forward's matmuls less
+    the attention cores are 2·tokens per matmul weight of inference (AltUp's token-computed stream mix included)."""
+    from transformer_calc.estimators.inference.roofline import matmul_params
+
+    m = _model(TINY_3N)
+    step = count_flops(m, Workload(seq_len=8, batch_size=1))
+    assert step.total == 5076864
+    assert step.forward - step.attention_cores == 2 * 8 * matmul_params(m)
+
+
+def test_gemma3n_kv_cache_skips_the_shared_layers():
+    """8 layers that cache 2·2·8 values per token, in bf16: 512 bytes (tools/crosscheck/kv_cache.py)."""
+    assert kv_cache(_model(TINY_3N), InferenceSpec(batch_size=1, prompt_len=16)).bytes_per_token == 8 * 2 * 2 * 8 * 2
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 6), st.integers(1, 20))
+def test_altup_and_laurel_add_their_closed_forms(L, n, r):
+    base = {"n_layers": L, "d_model": 16, "n_heads": 2, "head_dim": 8, "d_ff": 8, "vocab_size": 20, "mlp": "geglu",
+            "norm": "rmsnorm", "positional": "rotary", "bias": False}
+    plain = count_params(ModelConfig.model_validate(base)).total
+    both = count_params(ModelConfig.model_validate(base | {"altup_inputs": n, "laurel_rank": r})).total
+    assert both - plain == L * (16 + n * n + n ** 3 + 16 * n + 16) + 2 * (n - 1) * 256 + L * (2 * 16 * r + 16)
+
+
+def test_gemma3n_wrapper_is_refused_by_name():
+    with pytest.raises(TcalcError, match="MobileNetV5 vision tower .* gemma3n_text"):
+        from_hf_config({"model_type": "gemma3n"})
+    with pytest.raises(TcalcError, match="hidden_size_per_layer_input"):
+        from_hf_config({**TINY_3N, "hidden_size_per_layer_input": 0})
+    with pytest.raises(TcalcError, match="intermediate_size"):
+        from_hf_config({**TINY_3N, "intermediate_size": [48] * 9 + [64]})

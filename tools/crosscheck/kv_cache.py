@@ -155,6 +155,11 @@ CASES: list[tuple[str, Cfg]] = [
                                                        "sliding_window": 8,
                                                        "enable_moe_block": True, "num_experts": 4, "top_k_experts": 2,
                                                        "moe_intermediate_size": 16}),
+    ("gemma3n_text AltUp 3, LAuReL 4, 3 kv-shared, W=8", {"model_type": "gemma3n_text", **_BASE, "num_hidden_layers": 10,
+                                                          "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 8,
+                                                          "num_kv_shared_layers": 3, "hidden_size_per_layer_input": 4,
+                                                          "vocab_size_per_layer_input": 97, "altup_num_inputs": 3,
+                                                          "laurel_rank": 4}),
 ]  # fmt: skip
 HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba", "minimax",
           "kimi_linear"}  # also run in bf16: the state's two dtypes

@@ -64,7 +64,7 @@ from typing import TypeGuard
 from transformer_calc.model.units import FLOPS_PER_MAC, SECONDS_PER_DAY, SECONDS_PER_HOUR  # noqa: F401 (SECONDS_PER_DAY: part of this module's API, docs/formulas.md)
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig, Recompute, Workload
 from transformer_calc.estimators.params import GATED_MATRICES, PLAIN_MATRICES, count_params, layer_params, varied_attention
-from transformer_calc.estimators.mixers import MIXERS, require_priced_blocks
+from transformer_calc.estimators.mixers import MIXERS
 
 BACKWARD_PER_FORWARD = 2  # input grad + weight grad, each one forward matmul
 FORWARD_FLOPS_PER_PARAM = FLOPS_PER_MAC  # 2·N per token forward (one MAC per weight)
@@ -300,7 +300,6 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
     Blocks differ by attention kind (full, sliding, chunked: only the core differs, and only with
     `windowed`) and by MLP kind (MoE or dense); the sum over blocks is taken per kind.
     """
-    require_priced_blocks(m, "FLOPs")
     B, S, D, V = w.batch_size, w.seq_len, m.d_model, m.vocab_size
     d_emb = m.d_embedding
     layer = layer_flops(m, w, causal=causal, windowed=windowed)
@@ -344,8 +343,9 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
 
 
 def _varied_layer_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: bool) -> tuple[int, int, int, int]:
-    """Gemma 4's blocks (modeling_gemma4.py; docs/formulas.md §5.12), forward: (attention of all layers, their
-    attention cores, MLP FLOPs beyond the base blocks', per-layer-input projection outside the blocks).
+    """Gemma 4's and Gemma 3n's blocks (modeling_gemma4.py, modeling_gemma3n.py; docs/formulas.md §5.12,
+    §5.13), forward: (attention of all layers, their attention cores, the blocks' other matmuls beyond the
+    base blocks' MLPs, the projections outside the blocks).
 
     Attention per (kind, kv-shared) group: 2 per weight per token for that layer's q/k/v/o
     (`params.varied_attention`: a kv-shared layer has no k/v projection, a k=v full layer no v), and
@@ -370,7 +370,18 @@ def _varied_layer_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: 
     width = m.shared_expert_d_ff if m.is_moe else m.d_ff
     mlp = m.kv_shared_layers * FLOPS_PER_MAC * tokens * D * width * n_matrices if m.kv_shared_double_mlp else 0
     mlp += L * FLOPS_PER_MAC * tokens * 2 * D * P  # per_layer_input_gate, per_layer_projection
-    return attention, cores, mlp, FLOPS_PER_MAC * tokens * D * L * P  # per_layer_model_projection
+    outside = FLOPS_PER_MAC * tokens * D * L * P  # per_layer_model_projection
+    if (n := m.altup_inputs) is not None:
+        # Gemma 3n, modeling_gemma3n.py Gemma3nTextAltUp: predict runs modality_router (D x n) and
+        # prediction_coefs (n x n²) on the active stream and mixes the n streams with the token's n x n
+        # coefficients (a batched matmul, D·n² multiply-adds per token); correct runs modality_router again
+        # and correction_coefs (n x n); the model's altup_projections and altup_unembed_projections
+        # (n - 1 of D x D each) run before and after the blocks
+        mlp += L * FLOPS_PER_MAC * tokens * (2 * D * n + n ** 3 + D * n * n + n * n)
+        outside += 2 * (n - 1) * FLOPS_PER_MAC * tokens * D * D
+    if (r := m.laurel_rank) is not None:  # Gemma3nTextLaurelBlock: linear_left D x r, linear_right r x D
+        mlp += L * FLOPS_PER_MAC * tokens * 2 * D * r
+    return attention, cores, mlp, outside
 
 
 def model_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: bool = False) -> int:

@@ -398,7 +398,8 @@ class ModelConfig(BaseModel):
 
     @property
     def unpriced_blocks(self) -> tuple[str, ...]:
-        """Gemma 3n's blocks that only `params` counts yet (FLOPs and inference refuse them by name)."""
+        """Gemma 3n's blocks (AltUp, LAuReL): priced in params, FLOPs and inference, refused with the other
+        varied layers where those are not modeled (`irregular_layers`)."""
         return (("AltUp",) if self.altup_inputs is not None else ()) + (("LAuReL",) if self.laurel_rank is not None else ())
 
     @property

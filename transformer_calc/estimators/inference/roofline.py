@@ -75,7 +75,7 @@ from transformer_calc.estimators.params import (
     mlp_params,
     tensor_parallel_params,
 )
-from transformer_calc.estimators.mixers import MIXERS, require_priced_blocks
+from transformer_calc.estimators.mixers import MIXERS
 
 KV_TENSORS = 2  # K and V are cached; the query is not (seed eq. kv_cache_memory; errata INF-1)
 ALL_REDUCES_PER_LAYER = 2  # Megatron-LM: after the attention output and after the MLP output
@@ -329,7 +329,6 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     down-projections and OPT's projections replicated. Biases and norms are not matmul weights.
     """
     _check_positive_int("T", T)
-    require_priced_blocks(m, "matmul weights per token")
     D = m.d_model
     check_tensor_parallel(m, T)
     q_rank, kv_rank = m.n_heads // T, kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
@@ -356,7 +355,14 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
             attention_all = m.n_softmax_layers() * attention
         wide = m.kv_shared_layers * n_matrices * D * (m.shared_expert_d_ff if m.is_moe else m.d_ff) if m.kv_shared_double_mlp else 0
         ple = 3 * m.n_layers * D * m.per_layer_input_dim
-        return attention_all + mixers + mlp + wide + ple + lm_head + projections
+        # Gemma 3n (modeling_gemma3n.py): per layer AltUp's router twice (D x n), its prediction (n x n²) and
+        # correction (n x n) coefficients and the token's n x n mix of its D x n streams (computed coefficients,
+        # counted here as their D·n² multiply-adds per token), LAuReL's D x r x D; the model's 2·(n - 1) D x D
+        # AltUp projections
+        n, r = m.altup_inputs, m.laurel_rank
+        altup = (m.n_layers * (2 * D * n + n ** 3 + D * n * n + n * n) + 2 * (n - 1) * D * D) if n is not None else 0
+        laurel = m.n_layers * 2 * D * r if r is not None else 0
+        return attention_all + mixers + mlp + wide + ple + altup + laurel + lm_head + projections
     return m.n_softmax_layers() * attention + mixers + mlp + lm_head + projections + m.n_indexer_layers * indexer
 
 
@@ -485,7 +491,6 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     split T ways; routed experts ep ways, each over etp = T/ep ranks (`expert_layout`). The matmul
     FLOPs per token stay the T-way average: with ep > T each GPU serves ep/T groups' tokens for
     1/ep of the experts, as much work per GPU as the T-way split."""
-    require_priced_blocks(m, "inference (KV cache, decode)")
     if m.irregular_layers and spec.cache_kv_heads is not None:
         raise ValueError(f"cache_kv_heads does not apply to a model whose layers cache unlike K/V heads "
                          f"({', '.join(m.irregular_layers)}); drop it")

@@ -23,7 +23,7 @@ MIXERS: dict[LayerAttention, Mixer] = {
 }
 
 __all__ = ["MIXERS", "Mixer", "MixerFlops", "MixerParams", "MixerState", "mixer", "require_attention_only",
-           "require_priced_blocks", "require_regular_layers"]
+           "require_regular_layers"]
 
 
 def mixer(kind: LayerAttention) -> Mixer:
@@ -56,12 +56,3 @@ def require_regular_layers(m: ModelConfig, what: str) -> None:
             "tcalc params, flops and inference (T 1) price this model"
         )
 
-
-def require_priced_blocks(m: ModelConfig, what: str) -> None:
-    """Refuse, in one line, FLOPs and inference estimates of Gemma 3n's AltUp and LAuReL blocks, which
-    only `tcalc params` counts yet (`ModelConfig.unpriced_blocks`)."""
-    if m.unpriced_blocks:
-        raise TcalcError(
-            f"{what} is not modeled for {', '.join(m.unpriced_blocks)} blocks (Gemma 3n; model {m.name or 'given'}) "
-            "yet; tcalc params counts this model exactly"
-        )
