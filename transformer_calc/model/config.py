@@ -225,43 +225,6 @@ class ModelConfig(BaseModel):
     index_shared_layer_ids: tuple[int, ...] = Field(
         default=(), description="layers without an indexer, reusing the previous layer's top-k (GLM-5 indexer_types 'shared')"
     )
-    # --- Gemma 4 (modeling_gemma4.py; docs/formulas.md "Gemma 4 blocks"): layers that differ by kind and depth
-    full_head_dim: int | None = Field(
-        default=None, gt=0, description="h_d of the full-attention layers when it differs from head_dim (Gemma 4 global_head_dim)"
-    )
-    full_kv_heads: int | None = Field(
-        default=None, gt=0, description="K/V heads of the full-attention layers when they differ from n_kv_heads "
-        "(Gemma 4 num_global_key_value_heads)"
-    )
-    full_k_eq_v: bool = Field(
-        default=False, description="the full-attention layers have no W_V: their values are their key projection "
-        "(Gemma 4 attention_k_eq_v)"
-    )
-    kv_shared_layers: int = Field(
-        default=0, ge=0, description="the last N layers compute no K/V (no W_K, W_V, k_norm) and cache none: they "
-        "read the K/V of the last earlier layer of their kind (Gemma 4 num_kv_shared_layers)"
-    )
-    kv_shared_double_mlp: bool = Field(
-        default=False, description="the kv-shared layers' dense MLP is 2·d_ff wide (Gemma 4 use_double_wide_mlp)"
-    )
-    per_layer_input_dim: int = Field(
-        default=0, ge=0, description="P, width of each layer's per-layer input (Gemma 4 per-layer embeddings; 0: none)"
-    )
-    per_layer_vocab_size: int | None = Field(
-        default=None, gt=0, description="rows of the per-layer embedding table (default vocab_size)"
-    )
-    router_scales: bool = Field(
-        default=False, description="the MoE router has a learned D-wide input scale and a per-expert output scale "
-        "(Gemma 4 Gemma4TextRouter)"
-    )
-    # --- Gemma 3n (modeling_gemma3n.py; docs/formulas.md "Gemma 3n blocks")
-    altup_inputs: int | None = Field(
-        default=None, gt=0, description="n, AltUp's parallel copies of the residual stream (Gemma 3n altup_num_inputs; "
-        "None: no AltUp)"
-    )
-    laurel_rank: int | None = Field(
-        default=None, gt=0, description="r, the rank of each layer's LAuReL residual D x r x D (Gemma 3n; None: none)"
-    )
     sub_norms: bool = Field(
         default=False, description="an RMSNorm of D before W_O and of d_ff before W_down in every block (BitNet)"
     )
@@ -308,6 +271,43 @@ class ModelConfig(BaseModel):
         pattern=r"^[a-z0-9_.-]{1,32}$",
         description="how the published checkpoint stores its weights (e.g. mxfp4: gpt-oss's routed experts in "
         "MXFP4, the rest bf16); inference's default weight dtype (quant.FORMATS)",
+    )
+    # --- Gemma 4 (modeling_gemma4.py; docs/formulas.md §5.12): layers that differ by kind and depth
+    full_head_dim: int | None = Field(
+        default=None, gt=0, description="h_d of the full-attention layers when it differs from head_dim (Gemma 4 global_head_dim)"
+    )
+    full_kv_heads: int | None = Field(
+        default=None, gt=0, description="K/V heads of the full-attention layers when they differ from n_kv_heads "
+        "(Gemma 4 num_global_key_value_heads)"
+    )
+    full_k_eq_v: bool = Field(
+        default=False, description="the full-attention layers have no W_V: their values are their key projection "
+        "(Gemma 4 attention_k_eq_v)"
+    )
+    kv_shared_layers: int = Field(
+        default=0, ge=0, description="the last N layers compute no K/V (no W_K, W_V, k_norm) and cache none: they "
+        "read the K/V of the last earlier layer of their kind (Gemma 4 num_kv_shared_layers)"
+    )
+    kv_shared_double_mlp: bool = Field(
+        default=False, description="the kv-shared layers' dense MLP is 2·d_ff wide (Gemma 4 use_double_wide_mlp)"
+    )
+    per_layer_input_dim: int = Field(
+        default=0, ge=0, description="P, width of each layer's per-layer input (Gemma 4 per-layer embeddings; 0: none)"
+    )
+    per_layer_vocab_size: int | None = Field(
+        default=None, gt=0, description="rows of the per-layer embedding table (default vocab_size)"
+    )
+    router_scales: bool = Field(
+        default=False, description="the MoE router has a learned D-wide input scale and a per-expert output scale "
+        "(Gemma 4 Gemma4TextRouter)"
+    )
+    # --- Gemma 3n (modeling_gemma3n.py; docs/formulas.md §5.13)
+    altup_inputs: int | None = Field(
+        default=None, gt=0, description="n, AltUp's parallel copies of the residual stream (Gemma 3n altup_num_inputs; "
+        "None: no AltUp)"
+    )
+    laurel_rank: int | None = Field(
+        default=None, gt=0, description="r, the rank of each layer's LAuReL residual D x r x D (Gemma 3n; None: none)"
     )
     towers: Towers | None = Field(
         default=None,
