@@ -371,12 +371,13 @@ def _varied_layer_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: 
     mlp = m.kv_shared_layers * FLOPS_PER_MAC * tokens * D * width * n_matrices if m.kv_shared_double_mlp else 0
     mlp += L * FLOPS_PER_MAC * tokens * 2 * D * P  # per_layer_input_gate, per_layer_projection
     outside = FLOPS_PER_MAC * tokens * D * L * P  # per_layer_model_projection
-    if (n := m.altup_inputs) is not None:
+    if (streams := m.altup_inputs) is not None:
         # Gemma 3n, modeling_gemma3n.py Gemma3nTextAltUp: predict runs modality_router (D x n) and
         # prediction_coefs (n x n²) on the active stream and mixes the n streams with the token's n x n
         # coefficients (a batched matmul, D·n² multiply-adds per token); correct runs modality_router again
         # and correction_coefs (n x n); the model's altup_projections and altup_unembed_projections
         # (n - 1 of D x D each) run before and after the blocks
+        n = streams
         mlp += L * FLOPS_PER_MAC * tokens * (2 * D * n + n ** 3 + D * n * n + n * n)
         outside += 2 * (n - 1) * FLOPS_PER_MAC * tokens * D * D
     if (r := m.laurel_rank) is not None:  # Gemma3nTextLaurelBlock: linear_left D x r, linear_right r x D

@@ -332,6 +332,7 @@ def count_params(m: ModelConfig) -> ModelParams:
     # DeepSeek-V3 MTP module (its checkpoint, model.layers.61): enorm, hnorm, eh_proj (2D -> D), one
     # block, shared_head.norm, and its own stored copies of the embedding and the head.
     mtp_block = layer.total + 3 * norm_params(m, D) + 2 * D * D + 2 * V * d_emb
+    varied = _gemma4_parts(m, layer)
     return ModelParams(
         n_layers=L,
         n_moe_layers=m.n_moe_layers(),
@@ -350,7 +351,8 @@ def count_params(m: ModelConfig) -> ModelParams:
         n_attention_layers=m.n_softmax_layers(),
         mixers=sum(m.n_attention_layers(k) * MIXERS[k].params(m).total for k in m.mixer_kinds),
         n_channel_free_layers=m.n_channel_free_layers(),
-        **_gemma4_parts(m, layer),
+        **varied.fields(),
+        attention_by_field=varied.attention_by_field,
     )
 
 
@@ -381,11 +383,23 @@ def varied_attention(m: ModelConfig, kind: LayerAttention, kv_shared: bool) -> d
             "attn_bias": bias, "qk_norm": qk}
 
 
-def _gemma4_parts(m: ModelConfig, layer: LayerParams) -> dict[str, object]:
-    """ModelParams' Gemma 4 fields (all 0 for a model whose layers do not vary)."""
+@dataclass(frozen=True)
+class _VariedParts:
+    """ModelParams' Gemma 4 / Gemma 3n counts (all 0 for a model whose layers do not vary)."""
+
+    counts: tuple[tuple[str, int], ...]
+    attention_by_field: tuple[tuple[str, int], ...]
+
+    def fields(self) -> dict[str, int]:
+        return dict(self.counts)
+
+
+def _gemma4_parts(m: ModelConfig, layer: LayerParams) -> _VariedParts:
+    """ModelParams' Gemma 4 and Gemma 3n fields (all 0 for a model whose layers do not vary)."""
     L, D, P = m.n_layers, m.d_model, m.per_layer_input_dim
-    out: dict[str, object] = {"per_layer_embedding": 0, "per_layer_inputs": 0, "attention_variants": 0,
-                              "mlp_variants": 0, "altup": 0, "laurel": 0}
+    out: dict[str, int] = {"per_layer_embedding": 0, "per_layer_inputs": 0, "attention_variants": 0,
+                           "mlp_variants": 0, "altup": 0, "laurel": 0}
+    by_field: tuple[tuple[str, int], ...] = ()
     if (n := m.altup_inputs) is not None:
         # modeling_gemma3n.py Gemma3nTextAltUp: correct_output_scale (D), correction_coefs n x n,
         # prediction_coefs n x n², modality_router D x n (no biases), router_norm RMSNorm(D); Gemma3nTextModel:
@@ -401,7 +415,7 @@ def _gemma4_parts(m: ModelConfig, layer: LayerParams) -> dict[str, object]:
         out["per_layer_embedding"] = (m.per_layer_vocab_size or m.vocab_size) * L * P
         out["per_layer_inputs"] = D * L * P + norm_params(m, P) + L * (2 * D * P + norm_params(m, D))
     if not m.irregular_layers or m.is_mla:
-        return out
+        return _VariedParts(tuple(out.items()), by_field)
     first_shared = m.first_kv_shared_layer
     sums = dict.fromkeys(("attn_q", "attn_k", "attn_v", "attn_o", "attn_bias", "qk_norm"), 0)
     for kind in (k for k in LayerAttention if k in ATTENTION_KINDS):
@@ -412,14 +426,14 @@ def _gemma4_parts(m: ModelConfig, layer: LayerParams) -> dict[str, object]:
                     sums[key] += n * value
     base = m.n_softmax_layers() * sum(getattr(layer, key) for key in sums)
     out["attention_variants"] = sum(sums.values()) - base
-    out["attention_by_field"] = tuple(sums.items())
+    by_field = tuple(sums.items())
     if m.kv_shared_double_mlp:
         # modeling_gemma4.py Gemma4TextMLP: intermediate_size x 2 on a kv-shared layer (use_double_wide_mlp);
         # in a MoE model that is the dense MLP beside the experts (tcalc's shared expert)
         width, bias = (m.shared_expert_d_ff, False) if m.is_moe else (m.d_ff, None)
         extra = sum(mlp_params(m, 2 * width, bias)) - sum(mlp_params(m, width, bias))
         out["mlp_variants"] = m.kv_shared_layers * extra
-    return out
+    return _VariedParts(tuple(out.items()), by_field)
 
 
 @dataclass(frozen=True)
