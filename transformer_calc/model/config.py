@@ -829,6 +829,9 @@ SHOWN_WHEN_SET = frozenset({
     "conv_kernel", "ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "ssm_proj_bias",
     "ssm_conv_bias", "ssm_out_bias", "ssm_norm", "mixer_beside_attention", "one_mixer_per_layer", "short_conv_bias",
     "ssm_inner", "ssm_dt_rank", "lightning_block_size",
+    # Gemma 4 and Gemma 3n (docs/formulas.md §5.12, §5.13)
+    "full_head_dim", "full_kv_heads", "full_k_eq_v", "kv_shared_layers", "kv_shared_double_mlp", "per_layer_input_dim",
+    "per_layer_vocab_size", "router_scales", "altup_inputs", "laurel_rank",
 })
 MAX_BLOCK_LAYERS = 65536  # most layers of a one_mixer_per_layer model (its MoE layers are counted one by one)
 MAMBA2_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "conv_kernel")
