@@ -130,7 +130,10 @@ def test_kv_cache_holds_no_kv_shared_layer():
     """Per token: sliding layer 0 caches 2·2·8, full layer 1 (h_d 16, one K/V head; k=v still caches both)
     2·1·16; the kv-shared layers 2 and 3 nothing: 64 values, 128 bytes in bf16 (transformers' DynamicCache
     holds the same: tools/crosscheck/kv_cache.py)."""
+    from transformer_calc.model.config import LayerAttention
+
     m = _model(TINY)
+    assert (m.n_kv_layers(LayerAttention.sliding), m.n_kv_layers(LayerAttention.full)) == (1, 1)  # layers 0 and 1
     kv = kv_cache(m, InferenceSpec(batch_size=1, prompt_len=16))
     assert kv.bytes_per_token == 2 * (2 * 2 * 8 + 2 * 1 * 16)
     assert kv.total_bytes == 16 * kv.bytes_per_token  # both windows (512) exceed the context

@@ -462,9 +462,10 @@ class ModelConfig(BaseModel):
         return n
 
     def n_kv_layers(self, kind: LayerAttention) -> int:
-        """Layers whose attention is of `kind` (a full/sliding/chunked kind): the pattern's, and with
-        `mixer_beside_attention` the mixer layers' full attention."""
-        n = self.n_attention_layers(kind)
+        """Layers that cache K/V for attention of `kind` (a full/sliding/chunked kind): the pattern's
+        (Gemma's kv-shared layers, which cache none, left out), and with `mixer_beside_attention` the
+        mixer layers' full attention."""
+        n = self.n_attention_layers(kind, 0, self.first_kv_shared_layer)
         if kind is LayerAttention.full and self.mixer_beside_attention:
             n += sum(self.n_attention_layers(k) for k in self.mixer_kinds)
         return n
