@@ -4,7 +4,9 @@ Source: seed notes 003, Part "Architecture" (embedding V*D, positions K*D, atten
 MLP 2*E*D^2, two norms of D scale (+ D bias) each, LM head tied to the embedding), generalized to
 what real model families build: GQA/MQA K/V widths, head_dim != D/A, gated MLPs (3 matrices),
 fine-grained biases, RMSNorm (scale only), MoE experts and router, OPT's embedding projections and
-position offset, BLOOM's embedding norm, per-head q/k norms, untied or biased LM heads.
+position offset, BLOOM's embedding norm, per-head q/k norms, untied or biased LM heads, and the layers
+that vary by kind and depth in Gemma 4 and Gemma 3n (`varied_attention`, `_gemma4_parts`: full layers
+of their own width, k = v, shared-KV layers, per-layer embeddings, AltUp, LAuReL).
 
 Conventions: every parameter tensor is counted once (tied embeddings are one tensor, as
 `sum(p.numel() for p in model.parameters())` counts them in PyTorch); buffers (rotary
@@ -104,7 +106,7 @@ class ModelParams:
     n_attention_layers: int
     mixers: int
     n_channel_free_layers: int  # one_mixer_per_layer: the sequence-mixer blocks, which have no MLP (0 otherwise)
-    # Gemma 4 (docs/formulas.md "Gemma 4 blocks"; 0 for every other model). `layer` is a block of the
+    # Gemma 4 and Gemma 3n (docs/formulas.md §5.12-5.13; 0 for every other model). `layer` is a block of the
     # base shape (head_dim, n_kv_heads, K and V); these are what the other blocks add or lack:
     per_layer_embedding: int  # the per-layer embedding table V_ple x L·P (embedding parameters)
     per_layer_inputs: int  # its model projection D x L·P and norm, and every layer's gate D x P, projection P x D, norm
