@@ -13,13 +13,17 @@ is Gemma 3's block (four RMSNorms, per-head q/k norms, GeGLU, sliding and full l
   twice as wide (`use_double_wide_mlp`; `kv_shared_double_mlp`),
 - per-layer embeddings (`hidden_size_per_layer_input` P, `vocab_size_per_layer_input`: a
   V_ple x L·P table, a D x L·P projection and a gated P-wide input per layer; `per_layer_input_dim`),
-- a parallel MoE block (`enable_moe_block`): the dense MLP runs beside 128-style routed experts
+- a parallel MoE block (`enable_moe_block`): the dense MLP runs beside the routed experts
   in every layer, each branch with its own norms. tcalc counts the dense MLP as the shared expert
   (it sees every token, as DeepSeek's shared expert does), the router with its two learned
   scales (`router_scales`), and the three extra RMSNorms in `norms_per_layer` (7).
 
 The towers (`gemma4_vision`, `gemma4_audio`, the two `Gemma4MultimodalEmbedder` projectors) are
 counted here too (`gemma4_towers`, called by `sources.hf_towers.wrapper_towers`).
+
+Gemma 3n's language model (models/gemma3n/, `_gemma3n_text`) shares the per-layer embeddings and
+shared-KV layers and adds AltUp and LAuReL to every layer (docs/formulas.md §5.13); the `gemma3n`
+wrapper is refused in `sources.hf` (its vision tower is a timm MobileNetV5).
 """
 
 from __future__ import annotations
