@@ -76,7 +76,7 @@ def test_spelling_slips_are_hinted(typed, meant):
     assert type_hint(typed) == meant
 
 
-@pytest.mark.parametrize("other", ["qwen3_6", "deepseek_v32_exp", "gemma4", "olmo", "granitemoe", "glm4", "mpt",
+@pytest.mark.parametrize("other", ["qwen3_6", "deepseek_v32_exp", "gemma5", "olmo", "granitemoe", "glm4", "mpt",
                                    "qwen4", "deepseek_v2", "starcoder", "phimoe"])
 def test_another_version_or_family_is_never_hinted(other):
     assert type_hint(other) is None

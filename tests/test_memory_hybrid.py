@@ -216,3 +216,16 @@ def test_kda_decay_product_backward_transient():
     assert kda.backward_transient_bytes(m, 2, 100, 2, 1, fused=False) == 3 * 4 * 2 * 2 * 128 * 64 * 8
     assert kda.backward_transient_bytes(m, 2, 100, 2, 2, fused=False) == 3 * 4 * 2 * 1 * 128 * 64 * 8
     assert kda.backward_transient_bytes(m, 2, 100, 2, 1, fused=True) == 0
+
+
+@pytest.mark.parametrize("preset", ["gemma-4-31b", "gemma-4-26b-a4b"])
+def test_training_refuses_the_parts_it_does_not_price(preset):
+    """Hybrid mixers are priced for training, but Gemma 4's varied layers (and Zamba2's shared blocks,
+    MiMo's per-kind attention, LatentMoE: tests/test_shared_block.py) are not: one line, never a number."""
+    import transformer_calc as tc
+    from transformer_calc.errors import TcalcError
+
+    with pytest.raises(TcalcError, match="not modeled for .*Gemma 4"):
+        tc.memory(preset, S=1024)
+    with pytest.raises(TcalcError, match="not modeled for .*Gemma 4"):
+        tc.train(preset, gpus=8, gpu="h100", S=1024, global_batch=8)

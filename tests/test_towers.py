@@ -238,8 +238,8 @@ def test_inference_command_images_flag():
         ({"model_type": "qwen3_vl", "vision_config": {"deepstack_visual_indexes": 3}}, "deepstack_visual_indexes"),
         ({"model_type": "gemma3", "tie_word_embeddings": "yes"}, "tie_word_embeddings"),
         ({"model_type": "qwen3_vl_text"}, "language model inside a qwen3_vl config"),
-        ({"model_type": "gemma4"}, "per-layer embeddings"),
-        ({"model_type": "gemma3n"}, "per-layer embeddings"),
+        ({"model_type": "gemma4", "vision_config": [1]}, "gemma4_vision must be a JSON object"),
+        ({"model_type": "gemma3n"}, "MobileNetV5 vision tower"),
     ],
 )
 def test_bad_configs_are_one_clear_error(cfg: dict, match: str):

@@ -163,7 +163,8 @@ def measure(model: torch.nn.Module, ids: torch.Tensor, describe: bool) -> Saved:
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         out = model(input_ids=ids, labels=ids, use_cache=False)  # a training forward: no KV cache
     saved.bytes = sum(seen.values())
-    del out, alive
+    del out
+    alive.clear()  # release the packed tensors
     return saved
 
 

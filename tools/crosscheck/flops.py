@@ -107,6 +107,8 @@ GEMMA_NO_WINDOW = "a sliding layer without a sliding_window: the mask code canno
 GEMMA3_NULL_WINDOW = ("transformers bug (modeling_gemma3.py): Gemma3TextModel.forward builds the sliding mask even when "
                       "no layer slides, and create_sliding_window_causal_mask fails on sliding_window null")
 GROUP_TOPK = "fewer than 2 experts per routing group: DeepSeek's group scores take the top 2 of each group"
+GEMMA4_SHARED_NO_PLE = ("transformers bug (modeling_gemma4.py): Gemma4TextModel._maybe_slice_kv_shared_inputs subscripts "
+                        "per_layer_inputs, None without per-layer inputs, in a forward of a model with kv-shared layers")
 MROPE_SECTION = ("M-RoPE: mrope_section (the config default, for a full-size head) does not sum to the rotary half-width "
                  "of this small head: the rotary split cannot run (Qwen2.5-VL, GLM-4V)")
 KNOWN_SKIPS = [  # (model_type, condition), every reason a case is skipped
@@ -132,6 +134,8 @@ KNOWN_SKIPS = [  # (model_type, condition), every reason a case is skipped
     ("glm4v_moe", MROPE_SECTION),
     ("glm4v_moe", GROUP_TOPK),
     ("llama4", MOE_TOO_LARGE),
+    ("gemma4_text", GEMMA4_SHARED_NO_PLE),
+    ("gemma4", GEMMA4_SHARED_NO_PLE),
 ]
 GROUPED_ROUTING = ("deepseek_v3", "glm4_moe", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa", "glm4v_moe_text")  # group top-2 scores
 # Multimodal wrappers (sources.hf.WRAPPERS): built whole (AutoModelForImageTextToText) and run on text
@@ -142,7 +146,7 @@ from transformer_calc.sources.hf import WRAPPERS as _WRAPPERS  # noqa: E402
 WRAPPERS = tuple(_WRAPPERS)
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "glm4_moe", "gpt_oss", "llama4_text", "llama4",
              "ernie4_5_moe", "hunyuan_v1_moe", "minimax_m2", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa",
-             "qwen3_vl_moe", "glm4v_moe", "kimi_k25", "mimo_v2_flash")
+             "qwen3_vl_moe", "glm4v_moe", "kimi_k25", "mimo_v2_flash", "gemma4_text", "gemma4")
 ALL_EXPERTS = ("llama4_text", "llama4")  # HF runs every expert on every token (modeling_llama4.py)
 
 
@@ -153,7 +157,8 @@ def forward_breaks(config: PretrainedConfig) -> str | None:
     FalconDecoderLayer.__init__ picks its norms from parallel_attn and num_ln_in_parallel_attn,
     forward() from new_decoder_architecture and num_ln_in_parallel_attn; FalconAttention sizes the
     old architecture's MHA query_key_value as 3·D but splits K and V into num_kv_heads heads.
-    gptj and phi: rotary widths the rotary code cannot apply. `check_exclusions` runs a grid of
+    gptj and phi: rotary widths the rotary code cannot apply. gemma4: kv-shared layers without
+    per-layer inputs (GEMMA4_SHARED_NO_PLE). `check_exclusions` runs a grid of
     these keys on every run: exactly the configs named here must fail.
     """
     c = config.get_text_config() if config.model_type in WRAPPERS else config
@@ -172,6 +177,8 @@ def forward_breaks(config: PretrainedConfig) -> str | None:
             return GEMMA_NO_WINDOW
         if c.model_type == "gemma3_text" and not getattr(c, "sliding_window", None):
             return GEMMA3_NULL_WINDOW
+    if c.model_type == "gemma4_text" and c.num_kv_shared_layers and not c.hidden_size_per_layer_input:
+        return GEMMA4_SHARED_NO_PLE
     if c.model_type == "falcon":
         if c.new_decoder_architecture and not c.parallel_attn:
             return FALCON_NEW_SEQUENTIAL
@@ -190,7 +197,8 @@ def forward_breaks(config: PretrainedConfig) -> str | None:
 
 def exclusion_grid() -> list[Cfg]:
     """Tiny configs over the keys `forward_breaks` reads: every Falcon combination, GPT-J rotary_dim
-    below, at and above head_dim, Phi rotary widths even and odd."""
+    below, at and above head_dim, Phi rotary widths even and odd, Gemma 4 with and without kv-shared
+    layers and per-layer inputs."""
     grid: list[Cfg] = []
     falcon = {"model_type": "falcon", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1,
               "vocab_size": 100}  # fmt: skip
@@ -202,6 +210,12 @@ def exclusion_grid() -> list[Cfg]:
     for head_dim, rotary_dim in itertools.product((8, 16, 32, 64), (4, 8, 16, 32, 64, 100)):
         grid.append({"model_type": "gptj", "n_embd": 2 * head_dim, "n_head": 2, "n_layer": 1,
                      "vocab_size": 100, "rotary_dim": rotary_dim})  # fmt: skip
+    for shared, ple in itertools.product((0, 1), (0, 2)):
+        grid.append({"model_type": "gemma4_text", "hidden_size": 16, "num_attention_heads": 2, "num_key_value_heads": 1,
+                     "num_hidden_layers": 3, "vocab_size": 100, "intermediate_size": 16, "head_dim": 8,
+                     "global_head_dim": 8, "layer_types": ["sliding_attention", "full_attention", "full_attention"],
+                     "sliding_window": 4, "num_kv_shared_layers": shared, "hidden_size_per_layer_input": ple,
+                     "vocab_size_per_layer_input": 100})  # fmt: skip
     for head_dim, factor in itertools.product((8, 10, 12, 16, 24, 40), (0.25, 0.4, 0.5, 1.0)):
         grid.append({"model_type": "phi", "hidden_size": 2 * head_dim, "num_attention_heads": 2,
                      "num_hidden_layers": 1, "vocab_size": 100, "intermediate_size": 32,
@@ -285,7 +299,8 @@ def build(config: PretrainedConfig, device: str) -> torch.nn.Module:
         return auto.from_config(config, attn_implementation="eager", **kw)
 
 
-TOWER_MODULE = re.compile(r"(?:^|\.)(?:vision_tower|vision_model|visual|audio_tower|multi_modal_projector|mm_projector)\.")
+TOWER_MODULE = re.compile(r"(?:^|\.)(?:vision_tower|vision_model|visual|audio_tower|multi_modal_projector|mm_projector"
+                          r"|embed_vision|embed_audio)\.")
 
 
 def language_model_params(model: torch.nn.Module) -> int:

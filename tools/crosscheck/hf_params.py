@@ -392,6 +392,13 @@ import hf_cases_2025  # noqa: E402
 GENERATORS.update(hf_cases_2025.GENERATORS)
 EDGE += hf_cases_2025.EDGE
 
+# Gemma 4 (issue 22): hf_cases_gemma4.py.
+import hf_cases_gemma4  # noqa: E402
+
+GENERATORS.update(hf_cases_gemma4.GENERATORS)
+EDGE += hf_cases_gemma4.EDGE
+REAL += hf_cases_gemma4.REAL
+
 WRAPPED_TEXT = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
 # The multimodal wrappers with random vision towers (issue 22): hf_cases_towers.py, alternating with
 # the text-only-varied generators above from the same random stream.
@@ -405,7 +412,8 @@ EDGE += hf_cases_towers.EDGE
 # Module names of the parts of a multimodal model that are not the language model.
 import re  # noqa: E402
 
-TOWER_MODULE = re.compile(r"(?:^|\.)(?:vision_tower|vision_model|visual|audio_tower|multi_modal_projector|mm_projector)\.")
+TOWER_MODULE = re.compile(r"(?:^|\.)(?:vision_tower|vision_model|visual|audio_tower|multi_modal_projector|mm_projector"
+                          r"|embed_vision|embed_audio)\.")
 # The auto class of a wrapper that is not an image-text-to-text model (modeling_auto.py mappings).
 WRAPPER_AUTO = {"voxtral": AutoModelForSpeechSeq2Seq}
 

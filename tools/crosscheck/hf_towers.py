@@ -1,7 +1,7 @@
 """Cross-check each tower count of `transformer_calc.sources.hf_towers` against transformers' vision
 model class built alone (on the meta device): SigLIP, Llama 4, Pixtral, Qwen2.5-VL, Qwen3-VL,
 Qwen3.5 (its vision tower only: the Qwen3.5 language model is another reader's), GLM-4V, Kimi
-K2.5's MoonViT and Voxtral's audio encoder. Random odd shapes (tools/crosscheck/hf_cases_towers.py's vision generators) plus
+K2.5's MoonViT, Voxtral's audio encoder and Gemma 4's vision and audio models. Random odd shapes (tools/crosscheck/hf_cases_towers.py's vision generators) plus
 each config class's defaults; exits 1 on any mismatch. `--write-fixtures DIR` writes a few cases per
 family for tests/test_towers.py (which needs neither torch nor transformers).
 
@@ -28,6 +28,8 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: 
 
 import hf_cases_towers as cases  # noqa: E402
 from transformer_calc.sources import hf_towers as T  # noqa: E402
+from transformer_calc.sources import hf_gemma4 as G4  # noqa: E402
+import hf_cases_gemma4  # noqa: E402
 
 Cfg = dict[str, Any]
 
@@ -36,6 +38,14 @@ def _qwen3_5(r: random.Random) -> Cfg:
     v = cases.qwen3_vision(r)
     v.pop("deepstack_visual_indexes", None)  # Qwen3_5VisionConfig has none
     return v
+
+
+def _g4_vision(r: random.Random) -> Cfg:
+    return {k: v for k, v in hf_cases_gemma4.gen_vision(r).items() if k != "model_type"}
+
+
+def _g4_audio(r: random.Random) -> Cfg:
+    return {k: v for k, v in hf_cases_gemma4.gen_audio(r).items() if k != "model_type"}
 
 
 def _sum(f: Callable[[Any], tuple[int, int]]) -> Callable[[Any], int]:
@@ -54,6 +64,9 @@ FAMILIES: dict[str, tuple[str, str, Callable[[Any], int], Callable[[random.Rando
     "glm4v": ("glm4v_vision", "Glm4vVisionModel", _sum(T.glm4v_vision), cases.glm4v_vision),
     "kimi_k25": ("kimi_k25_vision", "Kimi_K25VisionModel", T.kimi_k25_vision, cases.kimi_vision),
     "voxtral": ("voxtral_encoder", "VoxtralEncoder", T.voxtral_audio, cases.voxtral_audio),  # an audio tower
+    # Gemma 4 (sources/hf_gemma4.py): its vision model and its audio (USM conformer) model
+    "gemma4_vision": ("gemma4_vision", "Gemma4VisionModel", lambda cfg: G4.gemma4_vision(cfg)[0], _g4_vision),
+    "gemma4_audio": ("gemma4_audio", "Gemma4AudioModel", lambda cfg: G4.gemma4_audio(cfg)[0], _g4_audio),
 }  # fmt: skip
 
 

@@ -3,7 +3,7 @@
 For tiny Hugging Face configs of every attention kind tcalc models — GQA (llama), MQA, QK-norm with
 explicit head_dim (qwen3), sliding window (mistral), a sliding/full pattern (gemma2, gemma3_text,
 gpt_oss with sinks), chunked local attention (llama4_text), multi-head latent attention
-(deepseek_v3, with and without q_lora_rank) — this builds the model on the CPU in fp32, runs a
+(deepseek_v3, with and without q_lora_rank), Gemma 4's varied and kv-shared layers (gemma4_text) — this builds the model on the CPU in fp32, runs a
 prompt of S tokens through it with `use_cache=True`, then N decode steps one token at a time, and
 sums the bytes of every tensor in the returned `past_key_values` (each layer's keys and values).
 It compares that with `kv_cache(model, spec, context_len=S + N).total_bytes` (kv_dtype fp32) for
@@ -148,6 +148,28 @@ CASES: list[tuple[str, Cfg]] = [
                                               "linear_head_dim": 8, "linear_conv_kernel_dim": 3,
                                               "layer_types": ["linear_attention", "full_attention",
                                                               "linear_attention", "linear_attention"]}),
+    # Gemma 4 (sources/hf_gemma4.py): full layers of h_d 16 and one K/V head (k=v: keys and values both cached),
+    # kv-shared layers that cache nothing, per-layer embeddings; a parallel MoE with a double-wide kv-shared MLP.
+    # (Both with per-layer inputs: transformers 5.23's Gemma4TextModel._maybe_slice_kv_shared_inputs subscripts
+    # per_layer_inputs, None without them, on a prompt of a model with kv-shared layers.)
+    ("gemma4_text k=v, 2 kv-shared, PLE, W=8", {"model_type": "gemma4_text", **_BASE, "num_hidden_layers": 6,
+                                                "num_key_value_heads": 2, "head_dim": 8, "global_head_dim": 16,
+                                                "num_global_key_value_heads": 1, "attention_k_eq_v": True,
+                                                "num_kv_shared_layers": 2, "hidden_size_per_layer_input": 4,
+                                                "vocab_size_per_layer_input": 97, "sliding_window": 8,
+                                                "layer_types": ["sliding_attention", "full_attention"] * 3}),
+    ("gemma4_text 5:1, 2 kv-shared, MoE, double MLP", {"model_type": "gemma4_text", **_BASE, "num_hidden_layers": 8,
+                                                       "num_key_value_heads": 2, "head_dim": 16, "global_head_dim": 32,
+                                                       "num_kv_shared_layers": 2, "use_double_wide_mlp": True,
+                                                       "hidden_size_per_layer_input": 4, "vocab_size_per_layer_input": 97,
+                                                       "sliding_window": 8,
+                                                       "enable_moe_block": True, "num_experts": 4, "top_k_experts": 2,
+                                                       "moe_intermediate_size": 16}),
+    ("gemma3n_text AltUp 3, LAuReL 4, 3 kv-shared, W=8", {"model_type": "gemma3n_text", **_BASE, "num_hidden_layers": 10,
+                                                          "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 8,
+                                                          "num_kv_shared_layers": 3, "hidden_size_per_layer_input": 4,
+                                                          "vocab_size_per_layer_input": 97, "altup_num_inputs": 3,
+                                                          "laurel_rank": 4}),
 ]  # fmt: skip
 HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba", "minimax",
           "kimi_linear", "zamba2"}  # also run in bf16: the state's two dtypes

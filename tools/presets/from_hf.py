@@ -182,6 +182,50 @@ EXTRA: dict[str, tuple[str, str, dict[str, Any]]] = {
                     "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 11008, "vocab_size": 128256,
                     "max_position_embeddings": 65536, "tie_word_embeddings": True, "no_rope_layer_interval": 4,
                     "use_sliding_window": False}),
+    # Gemma 4 (issue 22): no stored config.json copy (SOURCES.md "Gemma 4"); text values as third-party code quotes
+    # the released configs, the vision tower as a Go test of ollama's MLX runner quotes the 26B A4B's
+    # vision_config, with the three values it omits (intermediate_size 4304, num_key_value_heads 16,
+    # position_embedding_size 10240) fixed by the Hub's safetensors count of google/gemma-4-31B, which this
+    # config matches exactly (docs/validation.md "Gemma 4")
+    "gemma-4-31b": ("google/gemma-4-31B-it", "reconstructed: text_config as quoted by third-party code (GEMMA4_31B_CONFIG "
+                    "for google/gemma-4-31B; an EXPECTED_CONFIG for google/gemma-4-31B-it-qat-w4a16-ct; a Rust test's "
+                    "copy), vision_config as ollama's x/mlxrunner gemma4 test quotes it; its whole count equals the "
+                    "Hub's 31,273,088,876 safetensors elements less 2,364 buffers (60 layer_scalar, std_bias/std_scale "
+                    "1,152 each); tools/crosscheck/published_configs/SOURCES.md",
+                    {"model_type": "gemma4", "tie_word_embeddings": True,
+                     "text_config": {"vocab_size": 262144, "hidden_size": 5376, "intermediate_size": 21504,
+                                     "num_hidden_layers": 60, "num_attention_heads": 32, "num_key_value_heads": 16,
+                                     "num_global_key_value_heads": 4, "head_dim": 256, "global_head_dim": 512,
+                                     "sliding_window": 1024, "max_position_embeddings": 262144,
+                                     "attention_k_eq_v": True, "hidden_size_per_layer_input": 0,
+                                     "num_kv_shared_layers": 0, "enable_moe_block": False,
+                                     "final_logit_softcapping": 30.0, "tie_word_embeddings": True,
+                                     "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 10},
+                     "vision_config": {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
+                                       "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 72,
+                                       "patch_size": 16, "pooling_kernel_size": 3, "position_embedding_size": 10240,
+                                       "standardize": True}}),
+    "gemma-4-26b-a4b": ("google/gemma-4-26B-A4B-it", "reconstructed: text_config as third-party code quotes it (a Swift "
+                        "test 'trimmed from mlx-community/gemma-4-26b-a4b-it-4bit at revision 0d77464e, keys verbatim'; "
+                        "a Go TestParseTextConfig26B with enable_moe_block true; a Rust test), vision_config as "
+                        "ollama's x/mlxrunner gemma4 test quotes it for this model (text hidden_size 2816), its three "
+                        "omitted values taken from the 31B's (same tower: both cards say ~550M); "
+                        "tools/crosscheck/published_configs/SOURCES.md",
+                        {"model_type": "gemma4", "tie_word_embeddings": True,
+                         "text_config": {"vocab_size": 262144, "hidden_size": 2816, "intermediate_size": 2112,
+                                         "moe_intermediate_size": 704, "num_hidden_layers": 30,
+                                         "num_attention_heads": 16, "num_key_value_heads": 8,
+                                         "num_global_key_value_heads": 2, "head_dim": 256, "global_head_dim": 512,
+                                         "sliding_window": 1024, "max_position_embeddings": 262144,
+                                         "attention_k_eq_v": True, "hidden_size_per_layer_input": 0,
+                                         "num_kv_shared_layers": 0, "enable_moe_block": True, "num_experts": 128,
+                                         "top_k_experts": 8, "final_logit_softcapping": 30.0,
+                                         "tie_word_embeddings": True,
+                                         "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 5},
+                         "vision_config": {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
+                                           "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 72,
+                                           "patch_size": 16, "pooling_kernel_size": 3,
+                                           "position_embedding_size": 10240, "standardize": True}}),
 }
 ALIASES = {"deepseek-v3": ["deepseek-r1", "deepseek-v3-671b"], "kimi-k2": ["kimi-k2-instruct"],
            "qwen3-30b-a3b": ["qwen3-moe-30b"], "gpt-oss-120b": ["gpt-oss"], "llama-3.1-8b": ["llama3.1-8b"],
@@ -191,7 +235,7 @@ FAMILY = {"llama": "llama", "qwen2": "qwen2.5", "qwen3": "qwen3", "qwen3_moe": "
           "olmo2": "olmo2", "llama4_text": "llama4", "mistral": "mistral", "glm4_moe": "glm",
           "deepseek_v32": "deepseek", "glm_moe_dsa": "glm", "glm4_moe_lite": "glm", "minimax_m2": "minimax",
           "olmo3": "olmo3", "smollm3": "smollm3",
-          "qwen3_vl": "qwen3-vl", "qwen3_vl_moe": "qwen3-vl", "kimi_k25": "kimi"}
+          "qwen3_vl": "qwen3-vl", "qwen3_vl_moe": "qwen3-vl", "kimi_k25": "kimi", "gemma4": "gemma4"}
 
 
 def repo_ids() -> dict[str, str]:

@@ -4,7 +4,9 @@ Source: seed notes 003, Part "Architecture" (embedding V*D, positions K*D, atten
 MLP 2*E*D^2, two norms of D scale (+ D bias) each, LM head tied to the embedding), generalized to
 what real model families build: GQA/MQA K/V widths, head_dim != D/A, gated MLPs (3 matrices),
 fine-grained biases, RMSNorm (scale only), MoE experts and router, OPT's embedding projections and
-position offset, BLOOM's embedding norm, per-head q/k norms, untied or biased LM heads.
+position offset, BLOOM's embedding norm, per-head q/k norms, untied or biased LM heads, and the layers
+that vary by kind and depth in Gemma 4 and Gemma 3n (`varied_attention`, `_gemma4_parts`: full layers
+of their own width, k = v, shared-KV layers, per-layer embeddings, AltUp, LAuReL).
 
 Conventions: every parameter tensor is counted once (tied embeddings are one tensor, as
 `sum(p.numel() for p in model.parameters())` counts them in PyTorch); buffers (rotary
@@ -16,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
-from transformer_calc.model.config import ACTIVATION_PARAMS, LayerAttention, ModelConfig, Positional, QKNormScope
+from transformer_calc.model.config import ACTIVATION_PARAMS, ATTENTION_KINDS, LayerAttention, ModelConfig, Positional, QKNormScope
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import check_tensor_parallel as check_shared_blocks, shared_block_params
 
@@ -74,7 +76,8 @@ class LayerParams:
 
 
 # ModelParams fields that are JSON keys only when nonzero (models without them keep their JSON)
-OPTIONAL_KEYS = ("shared_blocks", "sliding_extra")
+OPTIONAL_KEYS = ("shared_blocks", "sliding_extra", "per_layer_embedding", "per_layer_inputs", "attention_variants",
+                 "mlp_variants", "altup", "laurel")  # keys only for the models that have them (Zamba2, MiMo, Gemma 4 / 3n)
 ATTENTION_FIELDS = ("attn_q", "attn_k", "attn_v", "attn_o", "attn_bias", "qk_norm", "latent_norms", "sinks")
 
 
@@ -107,8 +110,17 @@ class ModelParams:
     n_attention_layers: int
     mixers: int
     n_channel_free_layers: int  # one_mixer_per_layer: the sequence-mixer blocks, which have no MLP (0 otherwise)
+    # Gemma 4 and Gemma 3n (docs/formulas.md §5.14-5.15; 0 for every other model). `layer` is a block of the
+    # base shape (head_dim, n_kv_heads, K and V); these are what the other blocks add or lack:
+    per_layer_embedding: int  # the per-layer embedding table V_ple x L·P (embedding parameters)
+    per_layer_inputs: int  # its model projection D x L·P and norm, and every layer's gate D x P, projection P x D, norm
+    attention_variants: int  # full layers' other h_d / K/V heads, k=v (no W_V), kv-shared layers (no W_K, W_V, k_norm)
+    mlp_variants: int  # the kv-shared layers' double-width MLP (its second d_ff)
+    altup: int  # Gemma 3n: every layer's AltUp (coefficients, router, scale, norm) and the model's 2·(n-1) D x D projections
+    laurel: int  # Gemma 3n: every layer's LAuReL residual D x r, r x D and its norm
     shared_blocks: int = 0  # Zamba2's shared attention+MLP blocks, adapters and linears, each tensor once (estimators/shared_block.py)
     sliding_extra: int = 0  # MiMo-V2-Flash: what its sliding layers hold beyond `layer`'s attention (more K/V heads, sinks)
+    attention_by_field: tuple[tuple[str, int], ...] = ()  # the attention parts summed over the layers, when they vary
 
     @property
     def n_dense_layers(self) -> int:
@@ -124,6 +136,7 @@ class ModelParams:
         idle_indexers = (self.n_layers - self.n_indexer_layers) * self.layer.indexer
         blocks = self.n_moe_layers * self.layer.total + self.n_dense_layers * self.dense_layer.total - idle_indexers
         blocks += self.n_channel_free_layers * (self.dense_layer.total - self.dense_layer.mlp)  # no MLP
+        blocks += self.attention_variants + self.mlp_variants
         return blocks - self.n_mixer_layers * self.layer.attention + self.mixers + self.shared_blocks + self.sliding_extra
 
     @property
@@ -137,12 +150,17 @@ class ModelParams:
             + self.final_norm
             + self.lm_head
             + self.lm_head_bias
+            + self.per_layer_embedding
+            + self.per_layer_inputs
+            + self.altup
+            + self.laurel
         )
 
     @property
     def non_embedding(self) -> int:
-        """Kaplan et al. 2020's N: everything but the token/position tables and an untied head."""
-        return self.total - self.embedding - self.position - self.lm_head
+        """Kaplan et al. 2020's N: everything but the token/position tables (Gemma 4's per-layer
+        embedding table too) and an untied head."""
+        return self.total - self.embedding - self.position - self.lm_head - self.per_layer_embedding
 
     @property
     def active(self) -> int:
@@ -156,14 +174,15 @@ class ModelParams:
         out: dict[str, int] = {"total": self.total, "non_embedding": self.non_embedding}
         out["active"] = self.active
         for f in fields(self):
-            if f.name not in ("layer", "dense_layer") and (f.name not in OPTIONAL_KEYS or getattr(self, f.name)):
+            if f.name not in ("layer", "dense_layer", "attention_by_field") and (f.name not in OPTIONAL_KEYS or getattr(self, f.name)):
                 out[f.name] = getattr(self, f.name)
+        varied = dict(self.attention_by_field)
         out["per_layer"] = self.layer.total
         for f in fields(self.layer):
             out[f"per_layer_{f.name}"] = getattr(self.layer, f.name)
         for f in fields(self.layer):  # each component summed over every block (MoE and dense)
             if f.name in ATTENTION_FIELDS:  # the attention parts: only the layers that have attention
-                out[f"layers_{f.name}"] = self.n_attention_layers * getattr(self.layer, f.name)
+                out[f"layers_{f.name}"] = varied.get(f.name, self.n_attention_layers * getattr(self.layer, f.name))
                 continue
             if f.name == "norms":  # every layer's, with an MLP or not
                 out["layers_norms"] = self.n_layers * self.layer.norms
@@ -311,6 +330,8 @@ def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:
         shared = mlp_params(m, m.shared_expert_d_ff, bias=False)[0] if m.shared_expert_d_ff else 0
         shared += D if m.shared_expert_gate else 0  # Qwen2-MoE shared_expert_gate: Linear(D, 1)
         router = (D * m.n_experts + (m.n_experts if m.router_bias else 0)) if m.router else 0
+        # modeling_gemma4.py Gemma4TextRouter: scale (D) on its normed input, per_expert_scale (E) on the weights
+        router += D + m.n_experts if m.router_scales else 0
         activation = act * (m.n_experts + (1 if m.shared_expert_d_ff else 0))
     else:
         mlp_w, mlp_b = mlp_params(m, m.d_ff)
@@ -347,6 +368,7 @@ def count_params(m: ModelConfig) -> ModelParams:
     # DeepSeek-V3 MTP module (its checkpoint, model.layers.61): enorm, hnorm, eh_proj (2D -> D), one
     # block, shared_head.norm, and its own stored copies of the embedding and the head.
     mtp_block = layer.total + 3 * norm_params(m, D) + 2 * D * D + 2 * V * d_emb
+    varied = _gemma4_parts(m, layer)
     return ModelParams(
         n_layers=L,
         n_moe_layers=m.n_moe_layers(),
@@ -369,7 +391,89 @@ def count_params(m: ModelConfig) -> ModelParams:
         shared_blocks=shared_block_params(m).total,
         sliding_extra=m.n_attention_layers(LayerAttention.sliding) * sliding_extra(
             m, m.n_heads, m.n_kv_heads, m.kv_heads_of(LayerAttention.sliding))[1],
+        **varied.fields(),
+        attention_by_field=varied.attention_by_field,
     )
+
+
+def varied_attention(m: ModelConfig, kind: LayerAttention, kv_shared: bool) -> dict[str, int]:
+    """The attention parts of one softmax-attention layer of `kind`, when layers vary (Gemma 4).
+
+    modeling_gemma4.py Gemma4TextAttention: q_proj D x A·h_d, o_proj A·h_d x D, q_norm RMSNorm(h_d);
+    unless the layer is kv-shared (`config.kv_sharing_modes` "reuse": the last num_kv_shared_layers
+    layers), k_proj D x n_kv·h_d, k_norm RMSNorm(h_d), v_norm (no scale: no parameters) and, unless
+    the layer is not sliding and attention_k_eq_v is set (values = the key projection), v_proj
+    D x n_kv·h_d; every projection biased by attention_bias. Full layers take h_d = global_head_dim
+    and n_kv = num_global_key_value_heads (`per_layer_config`, configuration_gemma4.py).
+    """
+    D, A = m.d_model, m.n_heads
+    hd, kv = m.kind_head_dim(kind), m.kv_heads_of(kind)
+    q_out = A * hd * (2 if m.attn_output_gate else 1)
+    has_k = not kv_shared
+    has_v = has_k and not (m.full_k_eq_v and kind is not LayerAttention.sliding)
+    k_out, v_out = kv * hd * has_k, kv * hd * has_v
+    bias = (q_out + k_out + v_out if m.qkv_bias else 0) + (D if m.attn_out_bias else 0)
+    if not m.qk_norm:
+        qk = 0
+    elif m.qk_norm_scope is QKNormScope.full:
+        qk = norm_params(m, A * hd) + (norm_params(m, kv * hd) if has_k else 0)
+    else:
+        qk = norm_params(m, hd) + (norm_params(m, hd) if has_k else 0)
+    return {"attn_q": D * q_out, "attn_k": D * k_out, "attn_v": D * v_out, "attn_o": A * hd * D,
+            "attn_bias": bias, "qk_norm": qk}
+
+
+@dataclass(frozen=True)
+class _VariedParts:
+    """ModelParams' Gemma 4 / Gemma 3n counts (all 0 for a model whose layers do not vary)."""
+
+    counts: tuple[tuple[str, int], ...]
+    attention_by_field: tuple[tuple[str, int], ...]
+
+    def fields(self) -> dict[str, int]:
+        return dict(self.counts)
+
+
+def _gemma4_parts(m: ModelConfig, layer: LayerParams) -> _VariedParts:
+    """ModelParams' Gemma 4 and Gemma 3n fields (all 0 for a model whose layers do not vary)."""
+    L, D, P = m.n_layers, m.d_model, m.per_layer_input_dim
+    out: dict[str, int] = {"per_layer_embedding": 0, "per_layer_inputs": 0, "attention_variants": 0,
+                           "mlp_variants": 0, "altup": 0, "laurel": 0}
+    by_field: tuple[tuple[str, int], ...] = ()
+    if (n := m.altup_inputs) is not None:
+        # modeling_gemma3n.py Gemma3nTextAltUp: correct_output_scale (D), correction_coefs n x n,
+        # prediction_coefs n x n², modality_router D x n (no biases), router_norm RMSNorm(D); Gemma3nTextModel:
+        # altup_projections and altup_unembed_projections, n - 1 Linear(D, D) each
+        out["altup"] = L * (D + n * n + n ** 3 + D * n + norm_params(m, D)) + 2 * (n - 1) * D * D
+    if (r := m.laurel_rank) is not None:
+        # modeling_gemma3n.py Gemma3nTextLaurelBlock: linear_left D x r, linear_right r x D, post_laurel_norm RMSNorm(D)
+        out["laurel"] = L * (2 * D * r + norm_params(m, D))
+    if P:
+        # modeling_gemma4.py Gemma4TextModel: embed_tokens_per_layer (V_ple x L·P), per_layer_model_projection
+        # (D x L·P, no bias), per_layer_projection_norm RMSNorm(P); Gemma4TextDecoderLayer: per_layer_input_gate
+        # D x P, per_layer_projection P x D (no biases), post_per_layer_input_norm RMSNorm(D)
+        out["per_layer_embedding"] = (m.per_layer_vocab_size or m.vocab_size) * L * P
+        out["per_layer_inputs"] = D * L * P + norm_params(m, P) + L * (2 * D * P + norm_params(m, D))
+    if not m.irregular_layers or m.is_mla:
+        return _VariedParts(tuple(out.items()), by_field)
+    first_shared = m.first_kv_shared_layer
+    sums = dict.fromkeys(("attn_q", "attn_k", "attn_v", "attn_o", "attn_bias", "qk_norm"), 0)
+    for kind in (k for k in LayerAttention if k in ATTENTION_KINDS):
+        for shared, (lo, hi) in ((False, (0, first_shared)), (True, (first_shared, L))):
+            n = m.n_attention_layers(kind, lo, hi)
+            if n:
+                for key, value in varied_attention(m, kind, shared).items():
+                    sums[key] += n * value
+    base = m.n_softmax_layers() * sum(getattr(layer, key) for key in sums)
+    out["attention_variants"] = sum(sums.values()) - base
+    by_field = tuple(sums.items())
+    if m.kv_shared_double_mlp:
+        # modeling_gemma4.py Gemma4TextMLP: intermediate_size x 2 on a kv-shared layer (use_double_wide_mlp);
+        # in a MoE model that is the dense MLP beside the experts (tcalc's shared expert)
+        width, bias = (m.shared_expert_d_ff, False) if m.is_moe else (m.d_ff, None)
+        extra = sum(mlp_params(m, 2 * width, bias)) - sum(mlp_params(m, width, bias))
+        out["mlp_variants"] = m.kv_shared_layers * extra
+    return _VariedParts(tuple(out.items()), by_field)
 
 
 @dataclass(frozen=True)
@@ -435,6 +539,9 @@ def check_tensor_parallel(m: ModelConfig, T: int, ep: int = 1, etp: int | None =
         raise ValueError(f"tensor parallel size T ({T}) must be >= 1")
     if m.n_heads % T:
         raise ValueError(f"n_heads ({m.n_heads}) must be divisible by T ({T}); use a divisor of {m.n_heads}")
+    if (T > 1 or ep > 1) and m.irregular_layers:
+        raise ValueError(f"tensor and expert parallelism are not modeled for {', '.join(m.irregular_layers)} "
+                         f"(Gemma 4) yet; use T 1 and ep 1 (T is {T}, ep {ep})")
     for kind in m.mixer_kinds:
         MIXERS[kind].check(m, T)
     check_shared_blocks(m, T)
@@ -498,6 +605,8 @@ class ShardParams:
     dense_mlp: int = 0  # the MLP part of `dense_layer` (what a layer without MLP lacks)
     shared_blocks: int = 0  # Zamba2's shared blocks (T = 1 only: shared_block.check_tensor_parallel)
     sliding_extra: int = 0  # MiMo-V2-Flash: one sliding layer's shard beyond `attention`
+    # Gemma 4's varied layers and per-layer inputs (T = 1 only: check_tensor_parallel); not split by stage
+    variants: int = 0
 
     def blocks(self, m: ModelConfig, start: int, stop: int) -> int:
         """The blocks' shards for layers [start, stop) (less the indexers GLM-5's shared layers lack)."""
@@ -514,7 +623,8 @@ class ShardParams:
         return total
 
     def total(self, m: ModelConfig) -> int:
-        return self.embedding + self.blocks(m, 0, m.n_layers) + self.shared_blocks + self.final_norm + self.lm_head
+        return (self.embedding + self.blocks(m, 0, m.n_layers) + self.shared_blocks + self.final_norm + self.lm_head
+                + self.variants)
 
 
 @lru_cache(maxsize=MEMO_SIZE)
@@ -579,6 +689,8 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
         shared_blocks=full.shared_blocks,
         sliding_extra=sliding_extra(m, q_rank, kv_rank, kv_heads_per_rank(
             m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads"))[1],
+        variants=full.per_layer_embedding + full.per_layer_inputs + full.attention_variants + full.mlp_variants
+        + full.altup + full.laurel,
     )
 
 

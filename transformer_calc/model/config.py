@@ -320,6 +320,43 @@ class ModelConfig(BaseModel):
         description="how the published checkpoint stores its weights (e.g. mxfp4: gpt-oss's routed experts in "
         "MXFP4, the rest bf16); inference's default weight dtype (quant.FORMATS)",
     )
+    # --- Gemma 4 (modeling_gemma4.py; docs/formulas.md §5.14): layers that differ by kind and depth
+    full_head_dim: int | None = Field(
+        default=None, gt=0, description="h_d of the full-attention layers when it differs from head_dim (Gemma 4 global_head_dim)"
+    )
+    full_kv_heads: int | None = Field(
+        default=None, gt=0, description="K/V heads of the full-attention layers when they differ from n_kv_heads "
+        "(Gemma 4 num_global_key_value_heads)"
+    )
+    full_k_eq_v: bool = Field(
+        default=False, description="the full-attention layers have no W_V: their values are their key projection "
+        "(Gemma 4 attention_k_eq_v)"
+    )
+    kv_shared_layers: int = Field(
+        default=0, ge=0, description="the last N layers compute no K/V (no W_K, W_V, k_norm) and cache none: they "
+        "read the K/V of the last earlier layer of their kind (Gemma 4 num_kv_shared_layers)"
+    )
+    kv_shared_double_mlp: bool = Field(
+        default=False, description="the kv-shared layers' dense MLP is 2·d_ff wide (Gemma 4 use_double_wide_mlp)"
+    )
+    per_layer_input_dim: int = Field(
+        default=0, ge=0, description="P, width of each layer's per-layer input (Gemma 4 per-layer embeddings; 0: none)"
+    )
+    per_layer_vocab_size: int | None = Field(
+        default=None, gt=0, description="rows of the per-layer embedding table (default vocab_size)"
+    )
+    router_scales: bool = Field(
+        default=False, description="the MoE router has a learned D-wide input scale and a per-expert output scale "
+        "(Gemma 4 Gemma4TextRouter)"
+    )
+    # --- Gemma 3n (modeling_gemma3n.py; docs/formulas.md §5.15)
+    altup_inputs: int | None = Field(
+        default=None, gt=0, description="n, AltUp's parallel copies of the residual stream (Gemma 3n altup_num_inputs; "
+        "None: no AltUp)"
+    )
+    laurel_rank: int | None = Field(
+        default=None, gt=0, description="r, the rank of each layer's LAuReL residual D x r x D (Gemma 3n; None: none)"
+    )
     towers: Towers | None = Field(
         default=None,
         description="vision/audio encoders and projectors of a multimodal model (None: a text-only decoder)",
@@ -384,14 +421,51 @@ class ModelConfig(BaseModel):
         return len(self.shared_block_layer_ids)
 
     @property
+    def first_kv_shared_layer(self) -> int:
+        """Index of the first layer that reads another layer's K/V (n_layers when none do)."""
+        return self.n_layers - self.kv_shared_layers
+
+    def kind_head_dim(self, kind: LayerAttention) -> int:
+        """h_d of a softmax-attention layer of `kind` (Gemma 4's full layers: full_head_dim)."""
+        if kind is LayerAttention.full and self.full_head_dim is not None:
+            return self.full_head_dim
+        return self.head_dim
+
+    @property
+    def irregular_layers(self) -> tuple[str, ...]:
+        """The Gemma 4 features that make layers differ by kind or depth (or add per-layer inputs):
+        the estimators that do not model them yet refuse the model by these names."""
+        out = []
+        if self.full_head_dim is not None or self.full_kv_heads is not None:
+            out.append("full-attention layers of another head width or K/V heads")
+        if self.full_k_eq_v:
+            out.append("k-equals-v attention")
+        if self.kv_shared_layers:
+            out.append("shared-KV layers")
+        if self.per_layer_input_dim:
+            out.append("per-layer embeddings")
+        if self.router_scales:
+            out.append("a scaled MoE router")
+        return tuple(out) + self.unpriced_blocks
+
+    @property
+    def unpriced_blocks(self) -> tuple[str, ...]:
+        """Gemma 3n's blocks (AltUp, LAuReL): priced in params, FLOPs and inference, refused with the other
+        varied layers where those are not modeled (`irregular_layers`)."""
+        return (("AltUp",) if self.altup_inputs is not None else ()) + (("LAuReL",) if self.laurel_rank is not None else ())
+
+    @property
     def v_dim(self) -> int:
         """Width of one value head (v_head_dim when given: MLA's, or MiMo-V2-Flash's; else head_dim)."""
         return self.v_head_dim if self.v_head_dim is not None else self.head_dim
 
     def kv_heads_of(self, kind: LayerAttention) -> int:
-        """K/V heads of a layer of softmax-attention `kind` (sliding layers: sliding_kv_heads when set)."""
+        """K/V heads of a layer of softmax-attention `kind` (sliding layers: sliding_kv_heads, full layers:
+        full_kv_heads, when set)."""
         if kind is LayerAttention.sliding and self.sliding_kv_heads is not None:
             return self.sliding_kv_heads
+        if kind is LayerAttention.full and self.full_kv_heads is not None:  # Gemma 4's full layers
+            return self.full_kv_heads
         return self.n_kv_heads
 
     @property
@@ -454,9 +528,10 @@ class ModelConfig(BaseModel):
         return n
 
     def n_kv_layers(self, kind: LayerAttention) -> int:
-        """Layers whose attention is of `kind` (a full/sliding/chunked kind): the pattern's, and with
-        `mixer_beside_attention` the mixer layers' full attention."""
-        n = self.n_attention_layers(kind)
+        """Layers that cache K/V for attention of `kind` (a full/sliding/chunked kind): the pattern's
+        (Gemma's kv-shared layers, which cache none, left out), and with `mixer_beside_attention` the
+        mixer layers' full attention."""
+        n = self.n_attention_layers(kind, 0, self.first_kv_shared_layer)
         if kind is LayerAttention.full and self.mixer_beside_attention:
             n += sum(self.n_attention_layers(k) for k in self.mixer_kinds)
         return n
@@ -663,6 +738,7 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
                          "set n_experts too (or drop it)")
     if d.get("router") is None:
         d["router"] = n_exp is not None and n_exp > 1
+    _check_gemma4(d)
     experts = 1 if n_exp is None else n_exp  # a dense model is one expert
     if k_exp is not None and k_exp > experts > 0:
         raise ValueError(
@@ -670,6 +746,27 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
             + (" (the model is dense: set n_experts for a mixture of experts)" if experts == 1 else "")
         )
     return d
+
+
+def _check_gemma4(d: dict[str, Any]) -> None:
+    """Gemma 4's layer variants name what they vary."""
+    L, shared = _int_or_none(d.get("n_layers")), _int_or_none(d.get("kv_shared_layers"))
+    if L is not None and shared is not None and shared >= L > 0:
+        raise ValueError(f"kv_shared_layers ({shared}) must be below n_layers ({L}): the first layer computes "
+                         f"its own K/V; use at most {L - 1}")
+    if d.get("kv_shared_double_mlp") is True and not shared:
+        raise ValueError("kv_shared_double_mlp widens the MLP of the kv-shared layers: give kv_shared_layers too (or drop it)")
+    if d.get("per_layer_vocab_size") is not None and not _int_or_none(d.get("per_layer_input_dim")):
+        raise ValueError("per_layer_vocab_size sizes the per-layer embedding table: give per_layer_input_dim too (or drop it)")
+    kv, A = _int_or_none(d.get("full_kv_heads")), _int_or_none(d.get("n_heads"))
+    if kv is not None and A is not None and kv > 0 and A % kv:
+        raise ValueError(f"n_heads ({A}) must be divisible by full_kv_heads ({kv}); use a divisor of {A}")
+    if d.get("router_scales") is True and d.get("router") is not True:
+        raise ValueError("router_scales scales a MoE router: give n_experts > 1 or router true too (or drop it)")
+    if (d.get("kv_lora_rank") is not None and (d.get("full_head_dim") is not None or d.get("full_kv_heads") is not None
+                                               or d.get("full_k_eq_v") is True or shared)):
+        raise ValueError("full_head_dim, full_kv_heads, full_k_eq_v and kv_shared_layers vary standard attention; "
+                         "they do not apply to multi-head latent attention (kv_lora_rank): drop them")
 
 
 _MLA_KEYS = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
@@ -846,6 +943,9 @@ SHOWN_WHEN_SET = frozenset({
     "ssm_inner", "ssm_dt_rank", "lightning_block_size",
     "shared_block_layer_ids", "shared_blocks", "shared_blocks_tied", "shared_block_adapter_rank",
     "shared_attention_adapters", "sliding_kv_heads", "sliding_sinks", "moe_latent_dim",
+    # Gemma 4 and Gemma 3n (docs/formulas.md §5.14, §5.15)
+    "full_head_dim", "full_kv_heads", "full_k_eq_v", "kv_shared_layers", "kv_shared_double_mlp", "per_layer_input_dim",
+    "per_layer_vocab_size", "router_scales", "altup_inputs", "laurel_rank",
 })
 MAX_BLOCK_LAYERS = 65536  # most layers of a one_mixer_per_layer model (its MoE layers are counted one by one)
 MAMBA2_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "conv_kernel")

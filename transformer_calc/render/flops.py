@@ -17,10 +17,17 @@ def flops_table(r: Any) -> Any:
     t = styled_table(f"Training FLOPs: {name}, S={w.seq_len} B={w.batch_size}{causal}", "forward", "per layer", "all layers", "share")
     fwd = f.forward
     for key, label in (("qkv", "Q, K, V projections"), ("scores", "scores QKᵀ"), ("reweight", "re-weighting ×V"),
-                       ("attn_out", "output projection"), ("mlp", "MLP"), ("router", "MoE router")):
+                       ("attn_out", "output projection"), ("mlp", "MLP"), ("shared_expert", "shared expert"),
+                       ("router", "MoE router")):
         per = getattr(f, f"per_layer_{key}")
         if per:
             t.add_row(label, fmt_flops(per), fmt_flops(per * L), f"{100 * per * L / fwd:.1f} %")
+    shown = L * sum(getattr(f, f"per_layer_{k}")
+                    for k in ("qkv", "scores", "reweight", "attn_out", "mlp", "shared_expert", "router"))
+    if f.layers != shown:  # blocks unlike the one shown (dense and MoE, Gemma 4's full and kv-shared layers, mixers)
+        diff = f.layers - shown
+        t.add_row("other blocks' difference", "", ("−" if diff < 0 else "") + fmt_flops(abs(diff)),
+                  f"{100 * diff / fwd:.1f} %")
     for key, label in (("lm_head", "LM head"), ("embedding_projection", "embedding projections")):
         value = getattr(f, key)
         if value:

@@ -25,6 +25,8 @@ def params_table(r: Any) -> Any:
             )
 
     row("token embedding", None, p.embedding)
+    row("per-layer embedding table (Gemma 4)", None, p.per_layer_embedding)
+    row("per-layer input projections", None, p.per_layer_inputs)
     row("position embedding", None, p.position)
     row("embedding projections", None, p.embedding_projection)
     row("embedding norm", None, p.embedding_norm)
@@ -48,6 +50,7 @@ def params_table(r: Any) -> Any:
     row("sequence mixers (not attention)", None, p.mixers)  # hybrids: Gated DeltaNet, Mamba-2, ... layers
     row("shared blocks (Zamba2)", None, p.shared_blocks or 0)  # attention+MLP once, adapters and linears per use
     row("sliding layers' extra K/V heads, sinks", None, p.sliding_extra or 0)  # MiMo-V2-Flash
+    row("kv-shared layers' second MLP width", None, p.mlp_variants)
     row("final norm", None, p.final_norm)
     row("LM head", None, p.lm_head)
     row("LM head bias", None, p.lm_head_bias)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 def _count_fields() -> dict[str, Any]:
     """The keys of `ModelParams.as_dict`, in its order, each an exact int."""
     names = ["total", "non_embedding", "active"]
-    names += [f.name for f in fields(ModelParams) if f.name not in ("layer", "dense_layer")]
+    names += [f.name for f in fields(ModelParams) if f.name not in ("layer", "dense_layer", "attention_by_field")]
     names += ["per_layer"] + [f"per_layer_{f.name}" for f in fields(LayerParams)]
     names += [f"layers_{f.name}" for f in fields(LayerParams)]
     names += ["n_dense_layers", "per_dense_layer", "layers", "total_with_mtp"]

@@ -366,6 +366,9 @@ FAMILIES.update(_FAMILIES_2025)
 from transformer_calc.sources.hf_hybrid import FAMILIES as _FAMILIES_HYBRID  # noqa: E402
 
 FAMILIES.update(_FAMILIES_HYBRID)
+from transformer_calc.sources.hf_gemma4 import FAMILIES as _FAMILIES_GEMMA4  # noqa: E402  (issue 22: Gemma 4)
+
+FAMILIES.update(_FAMILIES_GEMMA4)
 
 # Multimodal wrapper configs (issue 22): the language model is `text_config` (read by the text
 # readers; transformers builds it inside the wrapper), the towers are `vision_config` and the
@@ -421,6 +424,9 @@ WRAPPERS: dict[str, Wrapper] = {
          "num_key_value_heads": 8, "max_position_embeddings": 131072, "head_dim": 128},
         merge_text=True,
     ),  # fmt: skip
+    # configuration_gemma4.py Gemma4Config (vision_config and audio_config optional: no tower when absent);
+    # modeling_gemma4.py Gemma4ForConditionalGeneration ties its lm_head by the top-level flag
+    "gemma4": Wrapper("gemma4_text", {"tie_word_embeddings": True}, "top"),
 }
 
 # Model types whose published checkpoints are another family's architecture (remote code), read as
@@ -437,9 +443,8 @@ UNREPRESENTABLE: dict[str, str] = {
     "rwkv": "its RWKV time-mixing layers",
     "xlstm": "its xLSTM blocks",
     # being added beside this work (issue 22): hybrids and multimodal wrappers, refused by name until then
-    "gemma3n": "its per-layer embeddings, AltUp and LAuReL blocks and shared KV layers (and its MobileNet and audio towers)",
-    "gemma3n_text": "its per-layer embeddings, AltUp and LAuReL blocks",
-    "gemma4": "its per-layer embeddings, shared KV layers, k-equals-v attention and parallel MoE blocks",
+    "gemma3n": "its MobileNetV5 vision tower (a timm model, mobilenetv5_300m_enc, that transformers builds through timm); "
+               "its language model is read as model_type gemma3n_text (give its text_config)",
 }
 
 # transformers model types one typo away from a supported type but of another architecture: named here

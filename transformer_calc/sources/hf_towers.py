@@ -407,6 +407,10 @@ def wrapper_towers(model_type: str, cfg: dict[str, Any], top: Reader, text_hidde
         H, W = v.int("pos_emb_height"), v.int("pos_emb_width")
         return {"vision": kimi_k25_vision(vision), "projector": kimi_k25_projector(top, vision, text_hidden),
                 "image_patches": H * W, "image_tokens": (H // kh) * (W // kw)}
+    if model_type == "gemma4":  # modeling_gemma4.py: vision and audio towers, each optional
+        from transformer_calc.sources.hf_gemma4 import gemma4_towers
+
+        return gemma4_towers(cfg, text_hidden)
     if model_type == "voxtral":  # an audio tower only: no image tokens
         audio = cfg.get("audio_config")
         return {"audio": voxtral_audio(audio), "projector": voxtral_projector(audio, text_hidden),

@@ -259,6 +259,9 @@ class _KVGroup:
     window: int | None
     topk: int | None = None  # DSA: a query reads (and attends) at most this many cached tokens
     flop_width: int | None = None  # FLOPs/2 per token per attended key and layer (None: the rank's q heads x h_d + h_v)
+    # values a query reads per attended token and layer (None: `elements`); Gemma 4's kv-shared layers hold
+    # and write none (elements 0) but read the K/V of the layer they share
+    read_elements: int | None = None
 
     def cached(self, tokens: int) -> int:
         """Tokens held after `tokens` positions: all of them, or the last window - 1 (what
@@ -356,6 +359,22 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     # MiMo-V2-Flash: its sliding layers' extra K/V heads
     kv_s = kv_heads_per_rank(m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads")
     shared += m.n_attention_layers(LayerAttention.sliding) * sliding_extra(m, q_rank, kv_rank, kv_s)[0]
+    if m.irregular_layers:  # Gemma 4 (T = 1): every layer's own q, k, v, o; the kv-shared layers' wider MLP;
+        # the per-layer input matmuls (the model projection D x L·P, each layer's gate and projection)
+        varied = count_params(m)
+        attention_all = sum(v for k, v in varied.attention_by_field if k in ("attn_q", "attn_k", "attn_v", "attn_o"))
+        if not varied.attention_by_field:
+            attention_all = m.n_softmax_layers() * attention
+        wide = m.kv_shared_layers * n_matrices * D * (m.shared_expert_d_ff if m.is_moe else m.d_ff) if m.kv_shared_double_mlp else 0
+        ple = 3 * m.n_layers * D * m.per_layer_input_dim
+        # Gemma 3n (modeling_gemma3n.py): per layer AltUp's router twice (D x n), its prediction (n x n²) and
+        # correction (n x n) coefficients and the token's n x n mix of its D x n streams (computed coefficients,
+        # counted here as their D·n² multiply-adds per token), LAuReL's D x r x D; the model's 2·(n - 1) D x D
+        # AltUp projections
+        n, r = m.altup_inputs, m.laurel_rank
+        altup = (m.n_layers * (2 * D * n + n ** 3 + D * n * n + n * n) + 2 * (n - 1) * D * D) if n is not None else 0
+        laurel = m.n_layers * 2 * D * r if r is not None else 0
+        return attention_all + mixers + mlp + wide + ple + altup + laurel + lm_head + projections + shared
     return (m.n_softmax_layers() * attention + mixers + mlp + lm_head + projections + m.n_indexer_layers * indexer
             + shared)
 
@@ -370,6 +389,8 @@ def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[
     heads, as engines that expand the latent before caching hold.
     """
     T = spec.tensor_parallel
+    if m.irregular_layers and not m.is_mla:
+        return _varied_kv_groups(m)
     if m.is_mla:
         if spec.mla_cache == "latent":
             per_layer = (m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0)
@@ -402,6 +423,30 @@ def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[
         # Zamba2Attention: past_key_values.update(..., layer_idx) of the hybrid layer), full attention
         groups += (_KVGroup(m.n_shared_block_applications, per_layer, None),)
     return groups
+
+
+def _varied_kv_groups(m: ModelConfig) -> tuple[_KVGroup, ...]:
+    """Gemma 4's cache (one rank: T = 1, check_tensor_parallel), per attention kind and kv sharing.
+
+    modeling_gemma4.py Gemma4TextAttention: a layer of `kind` caches its keys and values, n_kv·h_d
+    each per token (a full layer: global_head_dim and num_global_key_value_heads; with k=v the value
+    is the unrotated key, still a tensor of its own: `past_key_values.update(key_states,
+    value_states)`); a kv-shared layer (the last num_kv_shared_layers) caches nothing (its cache
+    layer stays empty) and attends over the K/V of the last earlier layer of its kind
+    (`shared_kv_states`), reading as many values per token. Every query head scores over h_d and
+    re-weights values of h_d: 2·A·h_d FLOPs/2 per key.
+    """
+    first_shared, windows = m.first_kv_shared_layer, {LayerAttention.full: None, LayerAttention.sliding: m.sliding_window,
+                                                      LayerAttention.chunked: m.attention_chunk_size}
+    groups: list[_KVGroup] = []
+    for kind in (k for k in LayerAttention if k in ATTENTION_KINDS):
+        hd, elements = m.kind_head_dim(kind), KV_TENSORS * m.kv_heads_of(kind) * m.kind_head_dim(kind)
+        width = m.n_heads * 2 * hd
+        if own := m.n_attention_layers(kind, 0, first_shared):
+            groups.append(_KVGroup(own, elements, windows[kind], None, width))
+        if shared := m.n_attention_layers(kind, first_shared, m.n_layers):
+            groups.append(_KVGroup(shared, 0, windows[kind], None, width, read_elements=elements))
+    return tuple(groups)
 
 
 def _state_groups(m: ModelConfig, T: int) -> tuple[_StateGroup, ...]:
@@ -470,6 +515,9 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     split T ways; routed experts ep ways, each over etp = T/ep ranks (`expert_layout`). The matmul
     FLOPs per token stay the T-way average: with ep > T each GPU serves ep/T groups' tokens for
     1/ep of the experts, as much work per GPU as the T-way split."""
+    if m.irregular_layers and spec.cache_kv_heads is not None:
+        raise ValueError(f"cache_kv_heads does not apply to a model whose layers cache unlike K/V heads "
+                         f"({', '.join(m.irregular_layers)}); drop it")
     T, ep = spec.tensor_parallel, spec.expert_parallel
     _, etp = expert_layout(m, T, ep)
     check_tensor_parallel(m, T, ep, etp)
@@ -492,6 +540,9 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     widest_kv = max(model_kv, kv_heads_per_rank(m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads"))
     qkv_width = ((m.n_heads // T) * (hd + hd + m.v_dim) if m.is_mla
                  else (m.n_heads // T + widest_kv) * hd + widest_kv * m.v_dim)
+    if m.irregular_layers and not m.is_mla:  # Gemma 4 (T = 1): the widest kind's q, k, v
+        qkv_width = max((m.n_heads + KV_TENSORS * m.kv_heads_of(k)) * m.kind_head_dim(k)
+                        for k in ATTENTION_KINDS if k in m.attention_pattern)
     mlp_width = max(m.experts_per_token * n_in * F_exp // T + n_in * m.shared_expert_d_ff // T, n_in * m.d_ff // T)
     return _Shard(
         layers=m.n_layers,
@@ -501,7 +552,7 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
         kv_groups=_kv_groups(m, spec, cached),
         attention_width=hd + m.v_dim,
         params=tensor_parallel_params(m, T, ep, etp),
-        gathered_params=embedding_rows + full.position,
+        gathered_params=embedding_rows + full.position + full.per_layer_embedding,  # Gemma 4's table: rows gathered too
         expert_params=expert,
         moe_layers=m.n_moe_layers() if m.is_moe else m.n_layers,
         n_experts=m.n_experts // ep if m.is_moe else m.n_experts,
@@ -536,7 +587,10 @@ def _kv_bytes(sh: _Shard, spec: InferenceSpec, tokens: int, *, held: bool = True
         n = g.cached(tokens) if held else tokens
         return min(n, g.topk) if read and g.topk is not None else n
 
-    elements = sum(g.layers * g.elements * count(g) for g in sh.kv_groups)
+    def width(g: _KVGroup) -> int:
+        return g.read_elements if read and g.read_elements is not None else g.elements
+
+    elements = sum(g.layers * width(g) * count(g) for g in sh.kv_groups)
     return _bytes(elements, bits)
 
 

@@ -22,7 +22,8 @@ MIXERS: dict[LayerAttention, Mixer] = {
     kda.MIXER.kind: kda.MIXER,
 }
 
-__all__ = ["MIXERS", "Mixer", "MixerFlops", "MixerParams", "MixerState", "mixer", "require_attention_only"]
+__all__ = ["MIXERS", "Mixer", "MixerFlops", "MixerParams", "MixerState", "mixer", "require_attention_only",
+           "require_regular_layers", "require_training_priced"]
 
 
 def mixer(kind: LayerAttention) -> Mixer:
@@ -32,11 +33,26 @@ def mixer(kind: LayerAttention) -> Mixer:
 def require_attention_only(m: ModelConfig, what: str) -> None:
     """Refuse, in one line, an estimate that does not model the model's non-attention mixers (or
     Qwen3-Next's gated attention output) yet, rather than give a number that ignores them."""
+    require_regular_layers(m, what)
     kinds = [MIXERS[k].name for k in m.mixer_kinds]
     if m.attn_output_gate:
         kinds.append("gated attention output")
     if m.one_mixer_per_layer:
         kinds.append("one-mixer-per-layer (Nemotron-H block)")
+    _refuse(m, what, kinds + _unpriced_parts(m))
+
+
+def require_training_priced(m: ModelConfig, what: str) -> None:
+    """Refuse, in one line, a training estimate (memory, timeline, step time) for the parts it does not
+    price yet: Gemma 4's varied layers, Zamba2's shared blocks, MiMo-V2-Flash's per-kind attention and
+    narrower values, Nemotron 3 Super's latent MoE. The mixers of this package and the gated attention
+    output are priced (docs/formulas.md §2.10)."""
+    require_regular_layers(m, what)
+    _refuse(m, what, _unpriced_parts(m))
+
+
+def _unpriced_parts(m: ModelConfig) -> list[str]:
+    kinds = []
     if m.shared_block_layer_ids:
         kinds.append("shared transformer block (Zamba2)")
     if m.per_kind_attention:
@@ -45,8 +61,24 @@ def require_attention_only(m: ModelConfig, what: str) -> None:
         kinds.append("latent MoE (Nemotron 3 Super)")
     if not m.is_mla and m.v_dim != m.head_dim:
         kinds.append("value heads narrower than head_dim (MiMo-V2-Flash)")
+    return kinds
+
+
+def _refuse(m: ModelConfig, what: str, kinds: list[str]) -> None:
     if kinds:
         raise TcalcError(
             f"{what} is not modeled for {', '.join(kinds)} layers yet (model {m.name or 'given'}); "
             "use tcalc params, flops or inference for this model"
         )
+
+
+def require_regular_layers(m: ModelConfig, what: str) -> None:
+    """Refuse, in one line, an estimate that does not model Gemma 4's varied layers yet (full layers of
+    another head width, k=v, shared-KV layers without a cache of their own, per-layer embeddings, the
+    scaled router: `ModelConfig.irregular_layers`), rather than price every layer as the base one."""
+    if m.irregular_layers:
+        raise TcalcError(
+            f"{what} is not modeled for {', '.join(m.irregular_layers)} (Gemma 4; model {m.name or 'given'}) yet; "
+            "tcalc params, flops and inference (T 1) price this model"
+        )
+

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from transformer_calc.errors import TcalcError
 
-from transformer_calc.estimators.mixers import MIXERS, require_attention_only
+from transformer_calc.estimators.mixers import MIXERS, require_attention_only, require_training_priced
 from dataclasses import dataclass, replace
 
 from transformer_calc.model.config import (
@@ -232,7 +232,9 @@ def _layer_activations(m: ModelConfig, w: Workload, tr: Training, par: Paralleli
 def check_hybrid_training(m: ModelConfig, tr: Training) -> None:
     """Refuse, in one line each, the training estimates that do not price a hybrid model's mixers:
     the seed profile (the notes' attention-only equations), adapters (fine-tuning), FP8 recipes and
-    the optimizers whose states depend on each tensor's shape (no tensor inventory of the mixers)."""
+    the optimizers whose states depend on each tensor's shape (no tensor inventory of the mixers); and,
+    for every model, the parts no training estimate prices yet (`require_training_priced`)."""
+    require_training_priced(m, "training memory")
     if not (m.is_hybrid or m.one_mixer_per_layer or m.attn_output_gate):
         return
     if tr.activations is ActivationProfile.seed:
