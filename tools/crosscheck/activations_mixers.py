@@ -65,6 +65,7 @@ MIXER_CLASSES = {
     "NemotronHMamba2Mixer": LayerAttention.mamba2, "FalconH1Mixer": LayerAttention.mamba2,
     "JambaMambaMixer": LayerAttention.mamba, "Lfm2ShortConv": LayerAttention.conv,
     "MiniMaxLightningAttention": LayerAttention.lightning, "KimiLinearDeltaAttention": LayerAttention.kda,
+    "Zamba2MambaMixer": LayerAttention.mamba2,
 }  # fmt: skip
 
 _GDN = {"linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 12,
