@@ -137,6 +137,10 @@ def flops_request(
         raise
     except ValueError:
         raise TcalcError(f"--recompute ({o['recompute']!r}): choose one of {', '.join(v.value for v in Recompute)}") from None
+    try:
+        F.check_op_recompute(m, rec)
+    except ValueError as exc:
+        raise TcalcError(str(exc)) from None
     if (gpus is not None or gpu_name is not None or mfu is not None) and tokens is None:
         raise TcalcError("--gpus, --gpu and --mfu estimate training time: give --tokens too, e.g. --tokens 300e9")
     if tokens is not None and (gpus is None) != (gpu_name is None):
@@ -283,6 +287,10 @@ def mfu_request(
         raise
     except ValueError:
         raise TcalcError(f"--recompute ({rec!r}): choose one of {', '.join(v.value for v in Recompute)}") from None
+    try:
+        F.check_op_recompute(m, rec_kind)
+    except ValueError as exc:
+        raise TcalcError(str(exc)) from None
     return mfu_report(
         m, workload, gpus, find_gpu(gpu_name), dtype=dtype, global_batch=global_batch, step_time=step_time,
         tokens_per_s=tokens_per_s, recompute=rec_kind, causal=causal, hfu_convention=hfu_convention,
