@@ -189,7 +189,7 @@ class StepFlops:
             "windowed": self.windowed,
             "attention_share": self.attention_share,
         }
-        for recompute in Recompute:
+        for recompute in (Recompute.none, Recompute.selective, Recompute.full):  # op: hardware(Recompute.op)
             out[f"hardware_{recompute.value}"] = self.hardware(recompute)
         out["layers"] = self.layers
         out["attention_cores"] = self.attention_cores
