@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 # ============================================================================ flops
 class Conventions(Section):
     causal: bool  # attention scores halved (S²/2) for a causal mask
-    recompute: str  # none | selective | full: what `flops.hardware` adds
+    recompute: str  # none | selective | full | op: what `flops.hardware` adds
 
 
 class StepFlopsSection(Section):
@@ -226,7 +226,7 @@ def _training_run(m: ModelConfig, w: Any, causal: bool, tokens: int, gpus: int |
 class MfuFlops(Section):
     per_token: int  # model FLOPs per token at S (no recompute)
     hardware_per_token: int  # with what recompute executes again (hfu_convention)
-    recompute: str  # none | selective | full
+    recompute: str  # none | selective | full | op
     causal: bool
     hfu_convention: str  # executed | paper (Korthikanti et al. 2022 eq. 8: the core three times)
     per_step: int | None = None  # per_token x global batch x S; with --global-batch and --step-time

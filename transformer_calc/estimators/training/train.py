@@ -394,7 +394,7 @@ def estimate_step(
     # all-gather with its backward reduce-scatter (or the backward all-reduce): one more each.
     tp_bw, tp_lat = net.link(T)
     msg = b * (S // cp) * D * max(p, 2)  # activations travel in 16 bits (FP8 recipes too)
-    n_ar = 2 * ALL_REDUCES_PER_LAYER + (ALL_REDUCES_PER_LAYER if tr.recompute is Recompute.full else 0)
+    n_ar: float = 2 * ALL_REDUCES_PER_LAYER + (ALL_REDUCES_PER_LAYER if tr.recompute is Recompute.full else 0)
     if tr.recompute is Recompute.op:  # the recomputed forward re-runs the all-gathers (half an all-reduce
         n_ar += ALL_REDUCES_PER_LAYER / 2  # each); reduce-scatter outputs are in the op policy's save list
     tp_layer_s = n_ar * ring_all_reduce_s(msg, T, tp_bw, tp_lat)
