@@ -155,9 +155,11 @@ def test_every_published_layout_is_expressed_and_the_fit_holds():
     assert statistics.median(abs(e) for e in check) < 0.15
     every = [abs(r.error) for r in res]
     assert statistics.median(every) <= 0.12
-    # The issue's >= 80 % within ±25 % holds without torchtitan's December 2024 H100 benchmark, whose
-    # GPUs ran power-capped at 500 W with HBM2e (a part tcalc's table does not have; every row of it is
-    # too fast, docs/validation.md); with it the share is 108 of 137 (78.8 %), reported, not hidden.
+    # The issue's >= 80 % within ±25 % holds on every row (111 of 137 since round 3: torchtitan's
+    # per-op AC priced as `--recompute op`, its Grand Teton H100s at their published 2.4 TB/s HBM2e),
+    # and without torchtitan's December 2024 H100 benchmark, whose GPUs ran at a 500 W power limit
+    # whose clocks tcalc does not model (docs/validation.md).
     kept = [abs(r.error) for r in res if not r.row["id"].startswith("torchtitan-h100-")]
     assert sum(e <= 0.25 for e in kept) / len(kept) >= 0.80
-    assert sum(e <= 0.25 for e in every) >= 108
+    assert sum(e <= 0.25 for e in every) / len(every) >= 0.80
+    assert sum(e <= 0.25 for e in every) >= 111

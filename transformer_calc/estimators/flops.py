@@ -128,6 +128,7 @@ class StepFlops:
     indexer: int = 0  # forward of every DSA indexer (no backward: run under no_grad)
     mixers: int = 0  # forward of the non-attention mixers (Gated DeltaNet, ...) of all blocks (in `layers`)
     shared_blocks: int = 0  # forward of every application of Zamba2's shared blocks (in `layers`)
+    op_recompute: int = 0  # forward of the matmuls `--recompute op` repeats, all blocks (op_recompute_flops)
 
     @property
     def tokens(self) -> int:
@@ -163,6 +164,8 @@ class StepFlops:
             return self.layers + self.indexer  # one more forward of every block (its indexer too), not of the head
         if recompute is Recompute.selective:
             return self.attention_cores
+        if recompute is Recompute.op:
+            return self.op_recompute
         return 0
 
     def hardware(self, recompute: Recompute, convention: str = "executed") -> int:
@@ -190,7 +193,7 @@ class StepFlops:
             "windowed": self.windowed,
             "attention_share": self.attention_share,
         }
-        for recompute in Recompute:
+        for recompute in (Recompute.none, Recompute.selective, Recompute.full):  # op: hardware(Recompute.op)
             out[f"hardware_{recompute.value}"] = self.hardware(recompute)
         out["layers"] = self.layers
         out["attention_cores"] = self.attention_cores
@@ -353,6 +356,7 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
         indexer=m.n_indexer_layers * layer.indexer,
         mixers=mixers,
         shared_blocks=shared.total,
+        op_recompute=m.n_layers * op_recompute_flops(m, w) if op_recompute_refusal(m) is None else 0,
     )
 
 
@@ -397,6 +401,58 @@ def _varied_layer_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: 
     if (r := m.laurel_rank) is not None:  # Gemma3nTextLaurelBlock: linear_left D x r, linear_right r x D
         mlp += L * FLOPS_PER_MAC * tokens * 2 * D * r
     return attention, cores, mlp, outside
+
+
+def op_recompute_refusal(m: ModelConfig) -> str | None:
+    """Why `--recompute op` cannot price this model's blocks, or None when it can.
+
+    torchtitan's per-op policy (torchtitan/parallelisms/parallelize_llama.py, `_custom_policy`)
+    counts aten.mm calls in a block's forward and recomputes every second one. The count is
+    defined for the blocks it was written for: bias-free standard attention (separate W_Q, W_K,
+    W_V, W_O; a linear with a bias is aten.addmm, outside the count and the save list) and one
+    dense MLP; MoE experts (grouped GEMMs), MLA's projections and non-attention mixers order
+    their matmuls differently.
+    """
+    if m.is_moe:
+        return "a MoE model (its experts' grouped GEMMs are outside torchtitan's mm count)"
+    if m.is_mla:
+        return "multi-head latent attention (its projections order the mm count differently)"
+    if any(m.n_attention_layers(kind) for kind in MIXERS):
+        return "non-attention mixer layers"
+    if m.irregular_layers or m.shared_block_layer_ids or m.per_kind_attention:
+        return "layers that differ from the base block (Gemma 4, Zamba2's shared blocks, MiMo-V2-Flash)"
+    if m.qkv_bias or m.attn_out_bias or m.mlp_bias:
+        return "linear biases (a biased linear is aten.addmm, outside the policy's mm count)"
+    return None
+
+
+def check_op_recompute(m: ModelConfig, recompute: Recompute, *, flash: bool = True, adapters: bool = False) -> None:
+    """Refuse `--recompute op` where torchtitan's per-op policy is not what tcalc prices."""
+    if Recompute(recompute) is not Recompute.op:
+        return
+    why = op_recompute_refusal(m)
+    if why is None and not flash:
+        why = "--flash off (the policy saves SDPA's flash/efficient kernel outputs; eager attention's bmm are recomputed)"
+    if why is None and adapters:
+        why = "adapters (the op policy is priced for full-weight training)"
+    if why is not None:
+        raise ValueError(f"--recompute op (torchtitan's per-op selective AC) is priced for bias-free dense "
+                         f"Llama-style blocks with flash attention; here: {why}. Use --recompute selective or full")
+
+
+def op_recompute_flops(m: ModelConfig, w: Workload) -> int:
+    """Forward FLOPs one block repeats under torchtitan's per-op selective AC (`--recompute op`).
+
+    The policy (torchtitan/parallelisms/parallelize_llama.py, `_custom_policy`, at the December
+    2024 benchmark's commit and since) saves the output of every odd-numbered aten.mm of the
+    block's forward and recomputes the even-numbered ones. A Llama block's matmuls in forward
+    order (torchtitan/models/llama/model.py) are wq, wk, wv, wo, then w1, w3, w2 (gated:
+    w2(silu(w1 x) * w3 x)) or fc1, fc2 (plain): the 2nd, 4th and 6th are W_K, W_O and one D x F
+    MLP matrix (w3, or the plain MLP's down projection). SDPA's outputs are saved: the attention
+    core is not recomputed. 2 FLOPs per weight per token: 2·B·S·(W_K + W_O + D·F).
+    """
+    p = layer_params(m, moe=False)
+    return FLOPS_PER_MAC * w.batch_size * w.seq_len * (p.attn_k + p.attn_o + m.d_model * m.d_ff)
 
 
 def model_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: bool = False) -> int:

@@ -1127,6 +1127,11 @@ class Recompute(str, Enum):
     none = "none"
     selective = "selective"  # recompute the attention core (QK^T, softmax, dropout, x V)
     full = "full"  # keep only each layer's input; recompute the whole layer in backward
+    # torchtitan's per-op selective AC (activation_checkpoint.mode "selective", selective_ac_option
+    # "op"; torchtitan/parallelisms/parallelize_llama.py _save_list/_custom_policy): save the output
+    # of every odd-numbered mm of a block (forward order), SDPA's outputs and reduce-scatters;
+    # recompute every second mm and every other op (norms, RoPE, SwiGLU, all-gathers)
+    op = "op"
 
 
 class ActivationProfile(str, Enum):

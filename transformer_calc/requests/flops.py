@@ -21,7 +21,7 @@ class ParamsRequest(ModelRequest):
 
 
 Causal = Annotated[bool, opt("--causal/--no-causal", help="Halve the attention scores and re-weighting FLOPs (Megatron, FlashAttention convention) \\[default: full, as eager PyTorch].", job=False)]
-Recompute = Annotated[str | None, opt("--recompute", help="none | selective | full: hardware FLOPs (Korthikanti et al. 2022) \\[default: none].")]
+Recompute = Annotated[str | None, opt("--recompute", help="none | selective | full | op: hardware FLOPs (Korthikanti et al. 2022; op: torchtitan per-op AC) \\[default: none].")]
 Dtype = Annotated[str | None, opt("--dtype", help=DTYPE_HELP + ", whose dense peak is the denominator \\[default: bf16, else fp16].", job=False)]
 PeakP = Annotated[int | None, opt("--p", help=P_HELP + " \\[default: 2].", parse=whole, job=False)]
 

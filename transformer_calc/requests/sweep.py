@@ -72,7 +72,7 @@ class SweepRequest(ModelRequest):
     zero: Annotated[Axis, opt("--zero", help="ZeRO stages \\[default: the job file's, else 0].", panel=SWEEP, parse=axis)] = None
     expert: Annotated[Axis, opt("--ep", "--expert-parallel", help="Expert-parallel values (MoE) \\[default: the job file's, else 1].", panel=SWEEP, parse=axis)] = None
     context: Annotated[Axis, opt("--cp", "--context-parallel", help="Context-parallel values \\[default: the job file's, else 1].", panel=SWEEP, parse=axis)] = None
-    recompute: Annotated[Axis, opt("--recompute", help="none, selective, full \\[default: the job file's, else none].", panel=SWEEP, parse=axis)] = None
+    recompute: Annotated[Axis, opt("--recompute", help="none, selective, full, op \\[default: the job file's, else none].", panel=SWEEP, parse=axis)] = None
     flash: Annotated[Axis, opt("--flash", help="true, false \\[default: the job file's, else false].", panel=SWEEP, parse=axis)] = None
     gpu: Annotated[Axis, opt("--gpu", help="GPUs, e.g. a100-80gb,h100 \\[default: the job file's, else none].", panel=SWEEP, parse=axis)] = None
     dtype: Annotated[Axis, opt("--dtype", help="Compute dtypes: the dense peak of train_days and of the inference roofline \\[default: bf16 (fp16 without bf16) for train_days; from the weight dtype for inference].", panel=SWEEP, parse=axis)] = None

@@ -132,7 +132,7 @@ class MemoryRequest(ModelRequest):
     p: Annotated[int | None, opt("--p", help=P_HELP + "; 4 implies fp32 \\[default: 2].", panel=TRAINING, parse=whole)] = None
     grad_bytes: GradBytes = None
     optimizer: OptimizerOpt = None
-    recompute: Annotated[str | None, opt("--recompute", help="none | selective | full (Korthikanti et al. 2022) \\[default: none].", panel=TRAINING)] = None
+    recompute: Annotated[str | None, opt("--recompute", help="none | selective | full (Korthikanti et al. 2022) | op (torchtitan per-op AC) \\[default: none].", panel=TRAINING)] = None
     flash: Annotated[bool | None, opt("--flash/--no-flash", help="FlashAttention: no S×S scores kept \\[default: off].", panel=TRAINING)] = None
     dropout: Dropout = None
     activations: Activations = None
@@ -195,7 +195,7 @@ class TrainRequest(ModelRequest):
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel ranks (MoE) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     sequence_parallel: Annotated[bool | None, opt("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", panel=PARALLEL)] = None
     zero: Annotated[int | None, opt("--zero", help="ZeRO stage 0-3 (1: a distributed optimizer) \\[default: 1].", panel=PARALLEL, parse=zero_stage)] = None
-    recompute: Annotated[str | None, opt("--recompute", help="none | selective | full \\[default: none].", panel=TRAINING)] = None
+    recompute: Annotated[str | None, opt("--recompute", help="none | selective | full | op \\[default: none].", panel=TRAINING)] = None
     flash: Annotated[bool | None, opt("--flash/--no-flash", help="FlashAttention \\[default: on].", panel=TRAINING)] = None
     precision: Annotated[str | None, opt("--precision", help="mixed | bf16 | fp32 \\[default: mixed; fp32 with --dtype fp32].", panel=TRAINING)] = None
     dtype: Annotated[str | None, opt("--dtype", help=DTYPE_HELP + " (fp8: matmuls at the fp8 peak) \\[default: bf16].", panel=TRAINING, job=False)] = None

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 # ============================================================================ flops
 class Conventions(Section):
     causal: bool  # attention scores halved (S²/2) for a causal mask
-    recompute: str  # none | selective | full: what `flops.hardware` adds
+    recompute: str  # none | selective | full | op: what `flops.hardware` adds
 
 
 class StepFlopsSection(Section):
@@ -138,6 +138,10 @@ def flops_request(
         raise
     except ValueError:
         raise TcalcError(f"--recompute ({o['recompute']!r}): choose one of {', '.join(v.value for v in Recompute)}") from None
+    try:
+        F.check_op_recompute(m, rec)
+    except ValueError as exc:
+        raise TcalcError(str(exc)) from None
     if (gpus is not None or gpu_name is not None or mfu is not None) and tokens is None:
         raise TcalcError("--gpus, --gpu and --mfu estimate training time: give --tokens too, e.g. --tokens 300e9")
     if tokens is not None and (gpus is None) != (gpu_name is None):
@@ -223,7 +227,7 @@ def _training_run(m: ModelConfig, w: Any, causal: bool, tokens: int, gpus: int |
 class MfuFlops(Section):
     per_token: int  # model FLOPs per token at S (no recompute)
     hardware_per_token: int  # with what recompute executes again (hfu_convention)
-    recompute: str  # none | selective | full
+    recompute: str  # none | selective | full | op
     causal: bool
     hfu_convention: str  # executed | paper (Korthikanti et al. 2022 eq. 8: the core three times)
     per_step: int | None = None  # per_token x global batch x S; with --global-batch and --step-time
@@ -284,6 +288,10 @@ def mfu_request(
         raise
     except ValueError:
         raise TcalcError(f"--recompute ({rec!r}): choose one of {', '.join(v.value for v in Recompute)}") from None
+    try:
+        F.check_op_recompute(m, rec_kind)
+    except ValueError as exc:
+        raise TcalcError(str(exc)) from None
     return mfu_report(
         m, workload, gpus, find_gpu(gpu_name), dtype=dtype, global_batch=global_batch, step_time=step_time,
         tokens_per_s=tokens_per_s, recompute=rec_kind, causal=causal, hfu_convention=hfu_convention,

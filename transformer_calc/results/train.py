@@ -140,7 +140,7 @@ class TrainResult(Result):
 class PlanRow(Section):
     layout: Layout
     micro_batch: int
-    recompute: str  # none | selective | full
+    recompute: str  # none | selective | full | op
     step_time_s: float
     mfu: float
     tokens_per_s: float

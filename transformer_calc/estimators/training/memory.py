@@ -122,6 +122,11 @@ def layer_activations(
     """
     check_hybrid_training(m, tr)
     moe = m.is_moe if moe is None else moe
+    if tr.recompute is Recompute.op:
+        from transformer_calc.estimators.flops import check_op_recompute
+
+        check_op_recompute(m, tr.recompute, flash=tr.flash, adapters=bool(tr.adapters))
+        return _op_layer_activations(m, w, tr, par)
     if tr.activations is ActivationProfile.torch_eager:
         if tr.fp8_recipe is not FP8Recipe.none:
             raise ValueError("fp8_recipe is a Transformer Engine recipe; the torch-eager profile models eager "
@@ -129,6 +134,33 @@ def layer_activations(
         code = eager or eager_code(m)
         return _with_adapters(torch_eager_layer(m, w, tr, par, code, moe=moe), m, w, tr, par, moe, code)
     return _with_fp8(_with_adapters(_layer_activations(m, w, tr, par, moe), m, w, tr, par, moe, None), m, w, tr, par, moe)
+
+
+def _op_layer_activations(m: ModelConfig, w: Workload, tr: Training, par: Parallelism) -> LayerActivations:
+    """What torchtitan's per-op selective AC keeps of one block (`--recompute op`).
+
+    torchtitan/parallelisms/parallelize_llama.py (`_save_list`, `_custom_policy`): MUST_SAVE for
+    the outputs of aten.mm except every second one, of SDPA (flash or memory-efficient: output and
+    logsumexp) and of reduce_scatter_tensor; everything else is recomputed from the block input,
+    which the checkpoint wrapper keeps. In a Llama block's forward order (wq, wk, wv, wo, w1, w3,
+    w2; plain MLP: fc1, fc2) the saved matmul outputs are q, v, w1 x and w2's (gated), or q, v,
+    fc1 x (plain). Under TP with SP the row-parallel outputs are reduce-scattered and those
+    S/T-token outputs are kept too. The same for every profile (the policy names ops, not modules).
+    """
+    B, S, D, A, T, p = w.batch_size, w.seq_len, m.d_model, m.n_heads, par.tensor, tr.p
+    check_tensor_parallel(m, T, par.expert, par.expert_tensor)
+    S_rep = ceil_div(S, T) if par.sequence_parallel else S
+    hd, A_t, kv_t = m.head_dim, A // T, kv_heads_per_rank(m.n_kv_heads, T)
+    F_t = m.d_ff // T
+    reduce_scattered = p * B * S_rep * D if T > 1 and par.sequence_parallel else 0
+    attn = p * B * S * (A_t + kv_t) * hd  # wq and wv outputs (mm 1 and 3)
+    attn += p * B * S * A_t * m.v_dim + SOFTMAX_STAT_BYTES * B * A_t * S  # SDPA output and logsumexp
+    attn += reduce_scattered  # after wo (mm 4: recomputed)
+    mlp = p * B * S * F_t  # w1 / fc1 output (mm 5)
+    if m.gated_mlp:
+        mlp += p * B * S * D  # w2 output (mm 7; a partial sum per rank under TP)
+    mlp += reduce_scattered
+    return LayerActivations(attention=attn, mlp=mlp, norm=p * B * S_rep * D)  # the block input
 
 
 def _with_fp8(acts: LayerActivations, m: ModelConfig, w: Workload, tr: Training, par: Parallelism, moe: bool) -> LayerActivations:
@@ -808,6 +840,8 @@ def _recompute_working_set(
         stored = layer_activations(m, w, plain, par, eager=eager, moe=moe)
         if tr.recompute is Recompute.full:
             best = max(best, stored.total)
+        elif tr.recompute is Recompute.op:  # the block's recomputed tensors, alive for its backward
+            best = max(best, stored.total - layer_activations(m, w, tr, par, eager=eager, moe=moe).total, 0)
         else:
             without_core = layer_activations(m, w, tr, par, eager=eager, moe=moe)
             best = max(best, stored.attention - without_core.attention)

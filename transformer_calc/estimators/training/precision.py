@@ -113,7 +113,7 @@ def high_precision_flops(m: ModelConfig, step, tr: Training, linear_layer_flops:
     backward = 2 forwards, a recomputed forward), the LM head and embedding projection (3 passes),
     the router (3 passes), and the linear layers of the bf16 blocks (`linear_layer_flops`: one
     block's linear-layer FLOPs over the step, all passes)."""
-    recompute = 1 if tr.recompute is not Recompute.none else 0
+    recompute = 1 if tr.recompute in (Recompute.selective, Recompute.full) else 0  # op saves SDPA's outputs
     cores = step.attention_cores * (3 + recompute)
     head = 3 * (step.lm_head + step.embedding_projection)
     router = 3 * step.layer.router * m.n_moe_layers()

@@ -249,6 +249,9 @@ def estimate_step(
     from transformer_calc.estimators.training.memory import FP32_BYTES, pipeline_stage, pipeline_units
 
     units = pipeline_units(m.n_layers, par)  # the stages as Megatron-core splits them (checked)
+    from transformer_calc.estimators.flops import check_op_recompute
+
+    check_op_recompute(m, tr.recompute, flash=tr.flash, adapters=bool(tr.adapters))
     if w.seq_len % cp:
         raise ValueError(f"S ({w.seq_len}) must be divisible by the context-parallel size cp ({cp})")
     net = network or default_network(gpu)
@@ -301,13 +304,13 @@ def estimate_step(
         high = precision.high_precision_flops(m, step, tr, linear_block)
         compute_all = precision.compute_s(executed, high, bf16, peak, eff, tr.fp8_recipe) / (gpus / P)
     elif _fp8_gemms(tr):  # the seed's p = 1: every matmul at the fp8 peak but the attention core (bf16)
-        cores = step.attention_cores * (3 + (1 if tr.recompute is not Recompute.none else 0))
+        cores = step.attention_cores * (3 + (1 if tr.recompute in (Recompute.selective, Recompute.full) else 0))
         compute_all += cores / (gpus / P) / eff * (1 / bf16 - 1 / peak)
 
     if torchtitan and tr.flash:  # its SDPA flash kernels' measured rates on Hopper (profiles.py)
         from transformer_calc.estimators.training.profiles import SDPA_FLASH_FLOPS_S, attention_core_s
 
-        recompute_core = tr.recompute is not Recompute.none
+        recompute_core = tr.recompute in (Recompute.selective, Recompute.full)  # op saves SDPA's outputs
         rates = lookup_efficiency(SDPA_FLASH_FLOPS_S, gpu.name, None)
         core_s = attention_core_s(rates, step.attention_cores, recompute_core)
         if core_s is not None:
@@ -323,7 +326,8 @@ def estimate_step(
                if m.is_moe else moe_f)
     n_moe_all = m.n_moe_layers()
     attn_f = (step.layers - n_moe_all * moe_f - (m.n_layers - n_moe_all) * dense_f) / m.n_layers
-    rec = {Recompute.full: 1.0, Recompute.selective: step.attention_cores / max(step.layers, 1)}.get(tr.recompute, 0.0)
+    rec = {Recompute.full: 1.0, Recompute.selective: step.attention_cores / max(step.layers, 1),
+           Recompute.op: step.op_recompute / max(step.layers, 1)}.get(tr.recompute, 0.0)
     passes = 3 + rec  # forward, backward (2 forwards), recomputed share of a forward
 
     def stage_flops(n_moe: int, n_dense: int, head: bool) -> float:
@@ -349,7 +353,9 @@ def estimate_step(
     per_token_layer = elementwise_bytes(m, tr).per_token_layer(m, T)
     if not tr.flash:
         per_token_layer += 2 * 2 * (m.n_heads // T) * S / cp * p  # softmax read + write, and its mask/scale pass
-    mem_passes = 3 + (1 if tr.recompute is Recompute.full else 0)
+    # Full and per-op recompute re-run every elementwise op of the block (op saves matmul and
+    # SDPA outputs only: torchtitan/parallelisms/parallelize_llama.py _save_list)
+    mem_passes = 3 + (1 if tr.recompute in (Recompute.full, Recompute.op) else 0)
     tokens_mb = b * S / cp  # one micro-batch's tokens on one GPU
     layer_mem_s = mem_passes * per_token_layer * tokens_mb / bw_hbm
     if tr.fp8_recipe is not FP8Recipe.none:  # the recipe's casts (precision.py): activations per micro-batch,
@@ -388,7 +394,9 @@ def estimate_step(
     # all-gather with its backward reduce-scatter (or the backward all-reduce): one more each.
     tp_bw, tp_lat = net.link(T)
     msg = b * (S // cp) * D * max(p, 2)  # activations travel in 16 bits (FP8 recipes too)
-    n_ar = 2 * ALL_REDUCES_PER_LAYER + (ALL_REDUCES_PER_LAYER if tr.recompute is Recompute.full else 0)
+    n_ar: float = 2 * ALL_REDUCES_PER_LAYER + (ALL_REDUCES_PER_LAYER if tr.recompute is Recompute.full else 0)
+    if tr.recompute is Recompute.op:  # the recomputed forward re-runs the all-gathers (half an all-reduce
+        n_ar += ALL_REDUCES_PER_LAYER / 2  # each); reduce-scatter outputs are in the op policy's save list
     tp_layer_s = n_ar * ring_all_reduce_s(msg, T, tp_bw, tp_lat)
     tp_edge_s = ring_all_reduce_s(msg, T, tp_bw, tp_lat)
 
@@ -501,7 +509,8 @@ def estimate_step(
 
         block = (params_local - sh.embedding - (sh.final_norm + sh.lm_head if P == 1 else 0)) / max(L_stage, 1)
         root = params_local - block * L_stage
-        r = 1 if tr.recompute is Recompute.full else 0  # the backward re-runs the forward first
+        # the backward re-runs the forward (full) or its recomputed share (op) first
+        r = rec if tr.recompute in (Recompute.full, Recompute.op) else 0
         fwd_block = per_micro / (3 + r) / max(L_stage, 1)
         bwd_block = per_micro * (2 + r) / (3 + r) / max(L_stage, 1)
         traffic = fsdp2_step(
