@@ -344,8 +344,9 @@ async def not_found(request: HttpRequest, exc: Exception) -> Response:
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # The Host headers a loopback server answers: a page of another site that points a name of its own at
-# 127.0.0.1 (DNS rebinding) gets 400, not the result of a MODEL path it chose.
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+# 127.0.0.1 (DNS rebinding) gets 400, not the result of a MODEL path it chose. An IPv6 literal is
+# bracketed in a Host header (RFC 3986 3.2.2: `Host: [::1]:8000`), and Starlette compares it so.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
 def create_app(hosts: tuple[str, ...] | None = LOOPBACK_HOSTS) -> Starlette:
@@ -382,6 +383,6 @@ def serve(host: str, port: int) -> None:
         sys.stderr.write(f"warning: --host {host} serves these pages to the network, without authentication\n")
     sys.stderr.write(f"tcalc web: http://{shown_host}:{bound}/ (Ctrl-C stops)\n")
     sys.stderr.flush()
-    app = create_app(LOOPBACK_HOSTS if host in LOOPBACK and host != "::1" else None)
+    app = create_app(LOOPBACK_HOSTS if host in LOOPBACK else None)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])
