@@ -334,6 +334,87 @@ def ranked_layouts(result: Any) -> str | None:
     return _svg(height, body, "ranked layouts")
 
 
+SWEEP_NOT_PLOTTED = ("fits", "inference_fits", "decode_bound")  # yes/no and words: in the table only
+SWEEP_MAX_CHARTS = 3  # the first numeric metrics drawn; every metric is in the table
+SERIES_COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7")
+
+
+def sweep_axes(result: Any) -> tuple[str, str | None]:
+    """(x axis, series axis) as `tcalc sweep --plot` picks them without --x and --series (cli.py
+    `_sweep_plot_args`): x the first axis that varies other than model and gpu, the series the
+    next one that varies."""
+    axes = result.axes.model_dump(exclude_none=True)
+    varying = [a for a, v in axes.items() if len(v) > 1]
+    x = next((a for a in varying if a not in ("model", "gpu")), varying[0] if varying else "batch_size")
+    return x, next((a for a in varying if a != x), None)
+
+
+def _metric_text(metric: str, value: float) -> str:
+    if metric.endswith("_bytes"):
+        return fmt_bytes(value)
+    if metric.endswith("_s") and not metric.endswith("per_s"):
+        return fmt_s(value)
+    if "flops" in metric:
+        return fmt_rate(value, "FLOP").removesuffix("/s")
+    return f"{value:,.4g}"
+
+
+def sweep_metric(result: Any, metric: str, x: str, series: str | None) -> str | None:
+    """One metric of a sweep against its x axis, a line per value of the series axis (the other
+    axes' points share a line as the CLI's plot draws them); x on a log2 scale when numeric and
+    spanning 8x or more (as the CLI's), else one slot per value."""
+    groups: dict[Any, list[tuple[Any, float]]] = {}
+    for p in result.points:
+        v = p.get(metric)
+        if v is None or isinstance(v, (bool, str)):
+            continue
+        groups.setdefault(p.get(series) if series else None, []).append((p.get(x), float(v)))
+    if not groups:
+        return None
+    xs_all = [pt[0] for pts in groups.values() for pt in pts]
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in xs_all)
+    slots = sorted(set(xs_all), key=lambda v: (str(type(v)), v))
+    log = numeric and min(xs_all) > 0 and max(xs_all) / min(xs_all) >= 8
+    y_hi = max(v for pts in groups.values() for _, v in pts) * 1.15 or 1.0
+    left, right, top, bottom = 90, WIDTH - (150 if series else 30), 30, 230  # room for the legend
+    if numeric:
+        lo, hi = (min(xs_all) / 1.3, max(xs_all) * 1.3) if log else (0.0, max(xs_all) * 1.1 or 1.0)
+        px = _axis_scale(lo, hi, log, left, right)
+    else:
+        step = (right - left) / (len(slots) + 1)
+        px = lambda v: left + step * (slots.index(v) + 1)  # noqa: E731
+    py = _axis_scale(0.0, y_hi, False, bottom, top)
+    body = [_text(10, 16, f"{metric} against {x}" + (f", a line per {series}" if series else ""), size=13,
+                  extra='font-weight="bold"'),
+            f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" fill="none" stroke="#999"/>',
+            _text(left - 4, top + 4, _metric_text(metric, y_hi), anchor="end", size=9),
+            _text(left - 4, bottom, "0", anchor="end", size=9),
+            _text((left + right) / 2, bottom + 30, x + (" (log scale)" if log else ""), anchor="middle", size=11)]
+    for v in slots[:24]:
+        body.append(_text(px(v), bottom + 14, f"{v:,}" if numeric else str(v), anchor="middle", size=9))
+    legend: list[str] = []
+    for i, (key, pts) in enumerate(groups.items()):
+        color = SERIES_COLORS[i % len(SERIES_COLORS)]
+        pts = sorted(pts, key=lambda pt: (str(type(pt[0])), pt[0]))
+        body.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="'
+                    + " ".join(f"{px(a):.1f},{py(b):.1f}" for a, b in pts) + '"/>')
+        for a, b in pts:
+            body.append(f'<circle cx="{px(a):.1f}" cy="{py(b):.1f}" r="3.5" fill="{color}"><title>'
+                        f'{escape(f"{series}={key}, " if series else "")}{escape(x)}={escape(str(a))}: '
+                        f'{escape(_metric_text(metric, b))}</title></circle>')
+        if series and i < len(SERIES_COLORS):
+            legend.append(f'<rect x="{right + 8}" y="{top + 6 + 14 * i}" width="10" height="10" fill="{color}"/>'
+                          + _text(right + 22, top + 15 + 14 * i, f"{series}={key}"[:20], size=10))
+    return _svg(bottom + 40, body + legend, f"sweep {metric}")
+
+
+def sweep_charts(result: Any) -> list[str | None]:
+    """The sweep's first numeric metrics, each against the CLI plot's default axes."""
+    x, series = sweep_axes(result)
+    metrics = [m for m in result.metrics if m not in SWEEP_NOT_PLOTTED][:SWEEP_MAX_CHARTS]
+    return [sweep_metric(result, m, x, series) for m in metrics]
+
+
 def charts(command: str, result: Any) -> list[str]:
     """The charts of a command's page (none for a command without one)."""
     out: list[str | None] = []
@@ -345,6 +426,8 @@ def charts(command: str, result: Any) -> list[str]:
         out = [serve_curve(result), disaggregated_pools(result), serve_layouts(result)]
     elif command == "train":
         out = [step_breakdown(result.breakdown, result.step_time_s, "Step time")]
+    elif command == "sweep":
+        out = sweep_charts(result)
     elif command == "plan":
         out = [ranked_layouts(result)]
         if result.plans:
