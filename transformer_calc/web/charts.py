@@ -189,10 +189,10 @@ def serve_layouts(result: Any) -> str | None:
 
 
 def _axis_scale(lo: float, hi: float, log: bool, a: float, b: float) -> Any:
-    """x or y in data units -> pixels between a and b (linear from 0, or log10 from lo to hi)."""
+    """x or y in data units -> pixels between a and b (linear or log10, from lo to hi)."""
     if log:
         return lambda v: a + (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * (b - a)
-    return lambda v: a + v / hi * (b - a)
+    return lambda v: a + (v - lo) / ((hi - lo) or 1.0) * (b - a)
 
 
 def _curve_panel(points: list[Any], latency: str, target: float | None, title: str, y0: int) -> tuple[list[str], int]:
@@ -378,7 +378,8 @@ def sweep_metric(result: Any, metric: str, x: str, series: str | None) -> str | 
     y_hi = max(v for pts in groups.values() for _, v in pts) * 1.15 or 1.0
     left, right, top, bottom = 90, WIDTH - (150 if series else 30), 30, 230  # room for the legend
     if numeric:
-        lo, hi = (min(xs_all) / 1.3, max(xs_all) * 1.3) if log else (0.0, max(xs_all) * 1.1 or 1.0)
+        span = (max(xs_all) - min(xs_all)) or abs(max(xs_all)) or 1.0
+        lo, hi = (min(xs_all) / 1.3, max(xs_all) * 1.3) if log else (min(xs_all) - span / 8, max(xs_all) + span / 8)
         px = _axis_scale(lo, hi, log, left, right)
     else:
         step = (right - left) / (len(slots) + 1)
