@@ -270,7 +270,7 @@ def test_a_preset_links_to_its_params_page(server, page, shots):
     page.screenshot(path=str(shots / "presets.png"))
     name = tc.presets()[1].name
     with page.expect_navigation():
-        page.click(f"#presets a[data-key='1.name']")
+        page.click("#presets a[data-key='1.name']")
     assert page.url == f"{server}/params?model={name}"
     assert shown(page, "params.total")[0] == tc.params(name).params.total
 

@@ -8,6 +8,11 @@ pages render on the server, so they work with JavaScript off; the one vendored s
 the form when a switch changes and leaves empty fields out of the URL. `/<command>.json` is the
 result as `tcalc <command> -f json` writes it.
 
+Three pages price no model: presets and hardware (the API's tables, each row a link), and check
+(job files against their limits: paths in FILES, or a job file's YAML in the page's own `job=`
+key, where an upload lands, checked from an anonymous in-memory file). The sweep page prices at
+most SWEEP_MAX_POINTS points (the CLI streams any grid).
+
 An error is the API's TcalcError, shown beside the field it names (forms.error_field), never a
 traceback. Nothing is written to disk: an uploaded config.json is read in memory, and its fields
 become the page's `--set` options (the URL holds the whole model). No request leaves the machine
