@@ -308,6 +308,42 @@ def test_a_bad_host_or_port_is_one_error_line(argv, text):
     assert code == 2 and err.startswith("Error: ") and text in err and err.count("\n") == 1, err
 
 
+def test_a_server_on_ipv6_loopback_checks_the_host_header():
+    """`tcalc web --host ::1`: the Host check applies (round 1 answered any Host there)."""
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    proc = subprocess.Popen([sys.executable, "-m", "transformer_calc", "web", "--host", "::1", "--port", "0"], cwd=REPO,
+                            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, stderr=subprocess.PIPE, text=True)
+    try:
+        url = re.search(r"http://\[::1\]:\d+/", proc.stderr.readline()).group(0)
+
+        def status(host: str | None) -> int:
+            request = urllib.request.Request(url + "presets", headers={"Host": host} if host else {})
+            for _ in range(50):
+                try:
+                    with urllib.request.urlopen(request, timeout=10) as r:
+                        return r.status
+                except urllib.error.HTTPError as exc:
+                    return exc.code
+                except urllib.error.URLError:
+                    time.sleep(0.1)  # not listening yet
+            raise AssertionError("tcalc web --host ::1 did not answer")
+
+        assert status(None) == 200  # Host: [::1]:PORT
+        assert status("evil.example") == 400
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
 def test_a_port_in_use_is_one_error_line():
     import socket
 
