@@ -505,6 +505,7 @@ def test_a_bad_job_file_is_a_message(client, query, text):
     ({"job": ("x.yaml", b"\xff\xfe")}, "job: not UTF-8 text"),
     ({"job": ("x.yaml", b"a" * 4001)}, "job: over 4,000 characters"),
     ({"job": ("x.yaml", b"  \n")}, "job: the file is empty"),
+    ({"job": ("x.yaml", "\u6a21" * 1500)}, "job: 13,504 bytes once in the URL, over 12,000"),  # 3 bytes, %XX each
     ({"other": ("x.yaml", b"model: {}")}, "job: no file was sent"),
 ])
 def test_a_bad_job_upload_is_a_message_beside_the_box(client, files, text):

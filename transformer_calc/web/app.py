@@ -52,6 +52,7 @@ CATALOG_PAGES = ("presets", "hardware", "check")
 PAGES = MODEL_PAGES + CATALOG_PAGES
 SWEEP_MAX_POINTS = 4096  # a page prices at most this many grid points (the CLI streams up to estimators.sweep.MAX_POINTS)
 JOB_MAX_CHARS = 4000  # an uploaded job file travels in the URL (`job=`): a few hundred characters each (tests/data/check_jobs)
+JOB_MAX_URL_BYTES = 12_000  # its URL, encoded: under h11's 16 KiB request head (uvicorn's default parser limit)
 JOB_LABEL = "job.yaml"  # the uploaded job file's name on the page and in its command line
 UPLOAD_MAX_BYTES = 1 << 20  # a config.json is a few kB (sources.files.MAX_FILE_BYTES, the CLI's limit)
 MAX_LIST_ROWS = 64  # a table of a result's list shows at most this many rows (the JSON has them all)
@@ -453,7 +454,11 @@ async def upload_job(request: HttpRequest) -> Response:
                                              "file of at most that: give its path in FILES instead")
     if not text.strip():
         return await _check_problem(request, "job: the file is empty; give a tcalc job file (YAML)")
-    return RedirectResponse(f"/check?{urlencode([('job', text)])}", status_code=303)
+    query = urlencode([("job", text.rstrip())])
+    if len(query) > JOB_MAX_URL_BYTES:  # non-ASCII text: up to 9 bytes a character once encoded
+        return await _check_problem(request, f"job: {len(query):,} bytes once in the URL, over {JOB_MAX_URL_BYTES:,}; "
+                                             "give its path in FILES instead")
+    return RedirectResponse(f"/check?{query}", status_code=303)
 
 
 async def _check_problem(request: HttpRequest, message: str) -> Response:
