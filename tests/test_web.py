@@ -32,6 +32,8 @@ from transformer_calc.web import forms  # noqa: E402
 from transformer_calc.web.app import PAGES, create_app, set_lines  # noqa: E402
 
 CONFIG = REPO / "tests" / "data" / "checkpoints" / "tiny-llama-fp8" / "config.json"
+JOBS = REPO / "tests" / "data" / "check_jobs"
+TRAIN_OK = str(JOBS / "train-ok.yaml")  # passes on an H100: `tcalc check` exits 0
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +46,8 @@ def test_a_loopback_server_answers_only_loopback_host_names():
     app = create_app()
     assert TestClient(app, base_url="http://evil.example").get("/memory?model=gpt2").status_code == 400
     assert TestClient(app, base_url="http://localhost:8000").get("/memory?model=gpt2").status_code == 200
+    assert TestClient(app, base_url="http://[::1]:8000").get("/memory?model=gpt2").status_code == 200  # IPv6 loopback
+    assert TestClient(app, base_url="http://[::2]:8000").get("/").status_code == 400
     assert TestClient(create_app(None), base_url="http://evil.example").get("/").status_code == 200
 
 
@@ -75,13 +79,19 @@ def cli_json(argv: list[str]) -> dict:
 CASES = {
     "memory": ("model=llama-3-8b&S=4096&gpu=h100", lambda: tc.memory("llama-3-8b", S=4096, gpu="h100")),
     "inference": ("model=llama-3-8b&S=2048&B=4&gpu=h100", lambda: tc.inference("llama-3-8b", S=2048, B=4, gpu="h100")),
-    "serve": ("model=llama-3-8b&gpu=h100&gpus=8&prompt_len=2000&output_len=500&ttft=1&tpot=0.05",
-              lambda: tc.serve("llama-3-8b", gpu="h100", gpus=8, prompt_len=2000, output_len=500, ttft=1, tpot=0.05)),
+    "serve": ("model=llama-3-8b&gpu=h100&gpus=8&prompt_len=2000&output_len=500&ttft=1&tpot=0.05"
+              "&concurrency=1,8,64,256&disaggregate=1P3D",
+              lambda: tc.serve("llama-3-8b", gpu="h100", gpus=8, prompt_len=2000, output_len=500, ttft=1, tpot=0.05,
+                               concurrency="1,8,64,256", disaggregate="1P3D")),
     "train": ("model=gpt2&gpus=8&global_batch=64&S=1024", lambda: tc.train("gpt2", gpus=8, global_batch=64, S=1024)),
     "plan": ("model=gpt2&gpus=8&global_batch=64&S=1024", lambda: tc.plan("gpt2", gpus=8, global_batch=64, S=1024)),
     "params": ("model=gpt2", lambda: tc.params("gpt2")),
     "flops": ("model=gpt2&tokens=1e9&gpus=8&gpu=h100", lambda: tc.flops("gpt2", tokens="1e9", gpus=8, gpu="h100")),
     "mfu": ("model=gpt2&tokens_per_s=1e5&gpus=8&gpu=h100", lambda: tc.mfu("gpt2", tokens_per_s="1e5", gpus=8, gpu="h100")),
+    "sweep": ("model=llama-3-8b&B=1,2&S=1k,2k&gpu=h100", lambda: tc.sweep("llama-3-8b", B="1,2", S="1k,2k", gpu="h100")),
+    "presets": ("", tc.presets),
+    "hardware": ("name=h100", lambda: tc.hardware("h100")),
+    "check": (f"files={TRAIN_OK}&gpu=h100", lambda: tc.check(TRAIN_OK, gpu="h100")),
 }
 
 
@@ -129,7 +139,9 @@ def test_the_inference_page_draws_a_roofline_and_the_capacity_matrix(client):
 
 
 @pytest.mark.parametrize("command, chart", [("serve", "serving layouts"), ("train", "step time breakdown"),
-                                            ("plan", "ranked layouts")])
+                                            ("plan", "ranked layouts"), ("serve", "latency-throughput curve"),
+                                            ("serve", "disaggregated pools"), ("sweep", "sweep peak_bytes"),
+                                            ("sweep", "sweep model_flops")])
 def test_serve_train_and_plan_draw_their_charts(client, command, chart):
     assert f'aria-label="{chart}"' in client.get(f"/{command}?{CASES[command][0]}").text
 
@@ -296,6 +308,42 @@ def test_a_bad_host_or_port_is_one_error_line(argv, text):
     assert code == 2 and err.startswith("Error: ") and text in err and err.count("\n") == 1, err
 
 
+def test_a_server_on_ipv6_loopback_checks_the_host_header():
+    """`tcalc web --host ::1`: the Host check applies (round 1 answered any Host there)."""
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    proc = subprocess.Popen([sys.executable, "-m", "transformer_calc", "web", "--host", "::1", "--port", "0"], cwd=REPO,
+                            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, stderr=subprocess.PIPE, text=True)
+    try:
+        url = re.search(r"http://\[::1\]:\d+/", proc.stderr.readline()).group(0)
+
+        def status(host: str | None) -> int:
+            request = urllib.request.Request(url + "presets", headers={"Host": host} if host else {})
+            for _ in range(50):
+                try:
+                    with urllib.request.urlopen(request, timeout=10) as r:
+                        return r.status
+                except urllib.error.HTTPError as exc:
+                    return exc.code
+                except urllib.error.URLError:
+                    time.sleep(0.1)  # not listening yet
+            raise AssertionError("tcalc web --host ::1 did not answer")
+
+        assert status(None) == 200  # Host: [::1]:PORT
+        assert status("evil.example") == 400
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
 def test_a_port_in_use_is_one_error_line():
     import socket
 
@@ -340,3 +388,145 @@ def test_the_printed_command_is_the_urls_request(chosen):
     from_cli = _request(MemoryRequest, {k: v for k, v in ctx.params.items() if k != "fmt"})
     # no --set: the CLI's empty list reads as {}, the API's absent keyword as None (both: no overrides)
     assert from_cli.model_copy(update={"set": from_cli.set or None}) == from_url
+
+
+# ---------------------------------------------------------------------------- round 2: serve's curve, the other pages
+def _svg(page: str, label: str) -> str:
+    return re.search(rf'<svg [^>]*aria-label="{re.escape(label)}".*?</svg>', page, re.S).group(0)
+
+
+def test_the_serve_curve_draws_each_concurrency_the_engine_holds(client):
+    """TTFT and TPOT against tokens/s per GPU, one point per --concurrency value with times (a
+    point over the KV cache's capacity, 256 here, is rejected in the table, not drawn)."""
+    query, call = CASES["serve"]
+    page = client.get(f"/serve?{query}").text
+    curve = call().curve
+    held = [p.concurrency for p in curve.points if p.tpot_s is not None]
+    rejected = [p for p in curve.points if p.tpot_s is None]
+    assert held == [1, 8, 64] and [p.concurrency for p in rejected] == [256] and rejected[0].reason
+    svg = _svg(page, "latency-throughput curve")
+    drawn = [int(c) for c in re.findall(r'data-concurrency="(\d+)"', svg)]
+    assert drawn == held * 2  # the TTFT panel, then the TPOT panel
+    assert "target 50 ms" in svg and "target 1 s" in svg  # the targets as lines
+    shown = cells(page)
+    assert json.loads(shown["curve.points.3.reason"][0]) == rejected[0].reason
+
+
+def test_the_disaggregated_pools_show_the_bottleneck(client):
+    page = client.get(f"/serve?{CASES['serve'][0]}").text
+    d = CASES["serve"][1]().disaggregated
+    svg = _svg(page, "disaggregated pools")
+    assert re.findall(r'data-pool="(\w+)"', svg) == ["prefill", "decode"]
+    assert f"{d.bottleneck}-bound" in svg and f"{d.prefill_instances}P{d.decode_instances}D" in svg
+    assert json.loads(cells(page)["disaggregated.requests_per_s"][0]) == d.requests_per_s
+
+
+def test_the_sweep_chart_takes_the_clis_default_axes(client):
+    """x: the first varying axis other than model and gpu; a line per value of the next one (cli.py
+    _sweep_plot_args); a point per grid point."""
+    page = client.get("/sweep?model=llama-3-8b&B=1,2,4&S=1k,2k&metrics=peak_bytes").text
+    svg = _svg(page, "sweep peak_bytes")
+    assert "peak_bytes against batch_size, a line per seq_len" in svg
+    assert svg.count("<polyline") == 2 and svg.count("<circle") == 6
+
+
+def test_a_sweep_over_the_pages_limit_is_refused_before_pricing(client):
+    from transformer_calc.web.app import SWEEP_MAX_POINTS
+
+    r = client.get(f"/sweep?model=gpt2&B=1..{SWEEP_MAX_POINTS + 1}:1")
+    assert r.status_code == 400
+    assert f"the grid has {SWEEP_MAX_POINTS + 1:,} points; this page prices at most {SWEEP_MAX_POINTS:,}" in r.text
+    assert "data-key=" not in r.text
+
+
+def test_the_presets_page_links_each_preset_to_its_params_page(client):
+    page = client.get("/presets").text
+    names = [p.name for p in tc.presets()]
+    links = re.findall(r'<a href="/params\?model=([^"]+)" data-key="(\d+)\.name"', page)
+    assert [html.unescape(n) for n, _ in links] == names and [int(i) for _, i in links] == list(range(len(names)))
+    first = names[0]
+    assert client.get(f"/params?model={first}").status_code == 200
+
+
+def test_the_hardware_table_links_each_accelerator_to_its_page(client):
+    page = client.get("/hardware").text
+    table = tc.hardware().model_dump(mode="json")
+    shown = cells(page)
+    for i, row in enumerate(table):
+        assert json.loads(shown[f"{i}.memory_bytes"][0]) == row["memory_bytes"]
+        assert json.loads(shown[f"{i}.memory_bw_bytes_s"][0]) == row["memory_bw_bytes_s"]
+        assert json.loads(shown[f"{i}.peak_flops.bf16"][0]) == row["peak_flops"].get("bf16")
+        assert f'href="/hardware?name={row["name"]}"' in page
+    one = client.get(f"/hardware?name={table[0]['name']}")
+    assert json.loads(cells(one.text)["memory_bytes"][0]) == table[0]["memory_bytes"]
+
+
+def test_a_job_file_in_the_url_is_checked_as_the_file_it_holds(client):
+    """`job=`: the YAML text, checked from memory; the result is the API's on that file, named job.yaml."""
+    from urllib.parse import quote
+
+    path = JOBS / "infer.yaml"
+    r = client.get(f"/check?job={quote(path.read_text())}&max_memory=70GiB")
+    assert r.status_code == 200
+    expected = tc.check(str(path), max_memory="70GiB").model_dump(mode="json")
+    expected["files"][0]["file"] = "job.yaml"
+    assert client.get(f"/check.json?job={quote(path.read_text())}&max_memory=70GiB").json() == expected
+    shown = cells(r.text)
+    for key, value in flat(expected):
+        if not isinstance(value, list):
+            assert json.loads(shown[key][0]) == value, key
+    assert html.unescape(re.search(r'id="command-line">([^<]*)<', r.text).group(1)) == "tcalc check job.yaml --max-memory 70GiB"
+    status = expected["files"][0]["status"]
+    assert status == "fail" and "exits 1" in re.search(r'id="verdict">(.*?)</p>', r.text, re.S).group(1)  # on its A100, its TTFT limit
+
+
+def test_an_uploaded_job_file_goes_into_the_url(client):
+    path = JOBS / "train-ok.yaml"
+    r = client.post("/check/upload", files={"job": ("train-ok.yaml", path.read_bytes())}, follow_redirects=False)
+    assert r.status_code == 303
+    page = client.get(r.headers["location"])
+    assert html.unescape(re.search(r'<textarea id="f-job"[^>]*>([^<]*)<', page.text).group(1)) == path.read_text().rstrip()
+    assert json.loads(cells(page.text)["files.0.status"][0]) == tc.check(str(path)).files[0].status == "pass"
+
+
+@pytest.mark.parametrize("query, text", [
+    ("job=model%3A%20%5B1", "job.yaml: invalid YAML"),  # an INVALID file, as tcalc check reports it
+    ("job=" + "a" * 4001, "job: 4,001 characters; the page&#39;s URL holds a job file of at most 4,000"),
+    ("job=a&job=b", "job is given twice in the query"),
+    ("job=model%3A%20%7Bpreset%3A%20gpt2%7D&max_memory=zz", "(&#39;zz&#39;) is not a size"),
+    ("files=/no/such.yaml", "file &#39;/no/such.yaml&#39; does not exist; check the path"),  # INVALID
+])
+def test_a_bad_job_file_is_a_message(client, query, text):
+    r = client.get(f"/check?{query}")
+    assert text in r.text and "Traceback" not in r.text
+
+
+@pytest.mark.parametrize("files, text", [
+    ({"job": ("x.yaml", b"\xff\xfe")}, "job: not UTF-8 text"),
+    ({"job": ("x.yaml", b"a" * 4001)}, "job: over 4,000 characters"),
+    ({"job": ("x.yaml", b"  \n")}, "job: the file is empty"),
+    ({"job": ("x.yaml", "\u6a21" * 1500)}, "job: 13,504 bytes once in the URL, over 12,000"),  # 3 bytes, %XX each
+    ({"other": ("x.yaml", b"model: {}")}, "job: no file was sent"),
+])
+def test_a_bad_job_upload_is_a_message_beside_the_box(client, files, text):
+    r = client.post("/check/upload", files=files)
+    assert r.status_code == 400
+    assert text in html.unescape(re.search(r'id="e-job"[^>]*>([^<]*)<', r.text).group(1))
+
+
+def test_every_page_is_in_the_navigation(client):
+    nav = re.search(r"<nav>(.*?)</nav>", client.get("/").text, re.S).group(1)
+    assert re.findall(r'href="/(\w+)"', nav) == list(PAGES)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=st.sampled_from(["check", "sweep", "hardware", "presets"]),
+       key=st.sampled_from(["job", "files", "gpu", "max_memory", "model", "B", "S", "metrics", "name", "x"]),
+       value=st.text(min_size=1, max_size=60))
+def test_any_query_of_the_new_pages_is_a_page_or_an_inline_error(client, command, key, value):
+    """Hostile text in any key of check, sweep, hardware and presets: a page or an inline message,
+    never a traceback nor the page's internal-error line."""
+    r = client.get(f"/{command}", params={"model": "gpt2", key: value} if command == "sweep" and key != "model"
+                   else {key: value})
+    assert r.status_code in (200, 303, 400), r.text[:300]
+    assert "Traceback" not in r.text and "internal error" not in r.text

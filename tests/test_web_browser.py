@@ -29,6 +29,8 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 import transformer_calc.api as tc  # noqa: E402
 
+JOBS = REPO / "tests" / "data" / "check_jobs"
+
 # Chromium's flags for a hermetic run: no network of its own, no first-run, no sandbox (root in CI)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -103,7 +105,7 @@ def open_panel(page, field: str) -> None:
 
 def shown(page, key: str) -> tuple[object, str]:
     """(the cell's exact JSON value, its text) of a result key on the page."""
-    cell = page.locator(f'td[data-key="{key}"]').first
+    cell = page.locator(f'[data-key="{key}"]').first
     return json.loads(cell.get_attribute("data-value")), cell.inner_text().strip()
 
 
@@ -145,6 +147,12 @@ PAGES = {  # page: (query, the API's result, the keys to read)
     "plan": ("model=gpt2&gpus=8&global_batch=64&S=1024", lambda: tc.plan("gpt2", gpus=8, global_batch=64, S=1024),
              ["plans.0.step_time_s", "plans.0.mfu", "evaluated"]),
     "params": ("model=gpt2", lambda: tc.params("gpt2"), ["params.total"]),
+    "sweep": ("model=llama-3-8b&B=1,2,4&S=1k,4k&gpu=h100", lambda: tc.sweep("llama-3-8b", B="1,2,4", S="1k,4k", gpu="h100"),
+              ["points.0.peak_bytes", "points.5.model_flops", "points.5.fits"]),
+    "presets": ("", tc.presets, ["0.params", "3.max_seq_len"]),
+    "hardware": ("", tc.hardware, ["0.memory_bytes", "2.memory_bw_bytes_s"]),
+    "check": (f"files={JOBS / 'train-ok.yaml'}&gpu=h100", lambda: tc.check(str(JOBS / "train-ok.yaml"), gpu="h100"),
+              ["files.0.status", "files.0.checks.0.value", "files.0.checks.0.limit", "passed"]),
 }
 
 
@@ -161,7 +169,7 @@ def test_each_page_shows_the_apis_numbers(server, page, shots, command):
     data = call().model_dump(mode="json")
     for key in keys:
         assert shown(page, key)[0] == _value(data, key), (command, key)
-    if command in ("inference", "serve", "train", "plan"):
+    if command in ("inference", "serve", "train", "plan", "sweep"):
         assert page.locator("figure.chart svg").count() >= 1
     page.screenshot(path=str(shots / f"{command}.png"), full_page=False)
 
@@ -211,3 +219,101 @@ def test_the_picker_opens_a_page_for_a_model(server, page):
         page.click("#pick button[type=submit]")
     assert page.url == f"{server}/params?model=gpt2"
     assert shown(page, "params.total")[0] == tc.params("gpt2").params.total
+
+
+# ---------------------------------------------------------------------------- round 2
+def test_the_serve_page_draws_the_curve_and_the_pools(server, page, shots):
+    query = ("model=llama-3-8b&gpu=h100&gpus=8&prompt_len=2000&output_len=500&tpot=0.05&concurrency=1,8,64,256"
+             "&disaggregate=1P3D")
+    page.goto(f"{server}/serve?{query}")
+    result = tc.serve("llama-3-8b", gpu="h100", gpus=8, prompt_len=2000, output_len=500, tpot=0.05,
+                      concurrency="1,8,64,256", disaggregate="1P3D")
+    held = [p.concurrency for p in result.curve.points if p.tpot_s is not None]
+    curve = page.locator("svg[aria-label='latency-throughput curve']")
+    assert [int(c.get_attribute("data-concurrency")) for c in curve.locator("circle").all()] == held * 2
+    for i, p in enumerate(result.curve.points):
+        assert shown(page, f"curve.points.{i}.tpot_s")[0] == p.tpot_s
+    assert page.locator("svg[aria-label='disaggregated pools'] rect[data-pool]").count() == 2
+    assert shown(page, "disaggregated.bottleneck")[0] == result.disaggregated.bottleneck
+    curve.scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "serve-curve.png"))
+
+    # another concurrency list: the curve follows the input
+    open_panel(page, "concurrency")
+    page.fill("#f-concurrency", "4,16")
+    with page.expect_navigation():
+        page.click("#compute")
+    assert "concurrency=4%2C16" in page.url
+    points = tc.serve("llama-3-8b", gpu="h100", gpus=8, prompt_len=2000, output_len=500, tpot=0.05,
+                      concurrency="4,16", disaggregate="1P3D").curve.points
+    assert [shown(page, f"curve.points.{i}.ttft_s")[0] for i in range(2)] == [p.ttft_s for p in points]
+
+
+def test_the_sweep_page_follows_its_inputs(server, page, shots):
+    page.goto(f"{server}/sweep?model=gpt2&B=1,2")
+    page.fill("#f-S", "256,512")
+    with page.expect_navigation():
+        page.click("#compute")
+    assert page.url == f"{server}/sweep?model=gpt2&B=1%2C2&S=256%2C512"
+    data = tc.sweep("gpt2", B="1,2", S="256,512").model_dump(mode="json")
+    for i, point in enumerate(data["points"]):
+        assert shown(page, f"points.{i}.peak_bytes")[0] == point["peak_bytes"]
+    assert page.locator("svg[aria-label='sweep peak_bytes'] circle").count() == len(data["points"])
+    assert page.locator("#command-line").inner_text() == "tcalc sweep gpt2 --B 1,2 --S 256,512"
+    page.screenshot(path=str(shots / "sweep.png"))
+    page.goto(f"{server}/sweep?model=gpt2&B=1..5000:1")
+    assert "this page prices at most" in page.locator("#problem").inner_text()
+
+
+def test_a_preset_links_to_its_params_page(server, page, shots):
+    page.goto(f"{server}/presets")
+    page.screenshot(path=str(shots / "presets.png"))
+    name = tc.presets()[1].name
+    with page.expect_navigation():
+        page.click("#presets a[data-key='1.name']")
+    assert page.url == f"{server}/params?model={name}"
+    assert shown(page, "params.total")[0] == tc.params(name).params.total
+
+
+def test_an_accelerator_links_to_its_page(server, page, shots):
+    page.goto(f"{server}/hardware")
+    gpu = tc.hardware().root[2]
+    with page.expect_navigation():
+        page.click("#hardware a[data-key='2.name']")
+    assert shown(page, "memory_bytes")[0] == gpu.memory_bytes
+    assert page.locator("#command-line").inner_text() == f"tcalc hardware {gpu.name}"
+    page.screenshot(path=str(shots / "hardware.png"))
+
+
+@pytest.mark.parametrize("javascript", [True, False])
+def test_a_job_file_uploaded_on_the_check_page(server, page, page_without_js, shots, javascript):
+    """The upload is a plain form: the file's text lands in the URL, the check runs on that URL."""
+    tab = page if javascript else page_without_js
+    job = JOBS / "infer.yaml"
+    tab.goto(f"{server}/check")
+    tab.set_input_files("#job-file", str(job))
+    with tab.expect_navigation():
+        tab.click("#job-upload button[type=submit]")
+    assert tab.url.startswith(f"{server}/check?job=")
+    expected = tc.check(str(job))
+    assert shown(tab, "files.0.status")[0] == expected.files[0].status == "fail"
+    for j, c in enumerate(expected.files[0].checks):
+        assert shown(tab, f"files.0.checks.{j}.ok")[0] == c.ok
+        assert shown(tab, f"files.0.checks.{j}.value")[0] == c.value
+    assert tab.locator("#command-line").inner_text() == "tcalc check job.yaml"
+    tab.screenshot(path=str(shots / f"check{'' if javascript else '-nojs'}.png"), full_page=True)
+
+    # a limit changed in the form: the same job, checked again
+    tab.fill("#f-max_tpot", "0.01")
+    with tab.expect_navigation():
+        tab.click("#compute")
+    again = tc.check(str(job), max_tpot_s=0.01).files[0].checks
+    assert shown(tab, "files.0.checks.3.ok")[0] == again[3].ok is False
+
+
+def test_a_hostile_job_file_is_an_inline_message(server, page, shots):
+    page.goto(f"{server}/check?job={'a' * 4001}")
+    assert "at most 4,000" in page.locator("#e-job").inner_text()
+    page.goto(f"{server}/check?job=model%3A%20%5B1")
+    assert "invalid YAML" in page.locator("[data-key='files.0.error']").inner_text()
+    page.screenshot(path=str(shots / "check-invalid.png"))

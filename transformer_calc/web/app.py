@@ -8,6 +8,11 @@ pages render on the server, so they work with JavaScript off; the one vendored s
 the form when a switch changes and leaves empty fields out of the URL. `/<command>.json` is the
 result as `tcalc <command> -f json` writes it.
 
+Three pages price no model: presets and hardware (the API's tables, each row a link), and check
+(job files against their limits: paths in FILES, or a job file's YAML in the page's own `job=`
+key, where an upload lands, checked from an anonymous in-memory file). The sweep page prices at
+most SWEEP_MAX_POINTS points (the CLI streams any grid).
+
 An error is the API's TcalcError, shown beside the field it names (forms.error_field), never a
 traceback. Nothing is written to disk: an uploaded config.json is read in memory, and its fields
 become the page's `--set` options (the URL holds the whole model). No request leaves the machine
@@ -40,8 +45,15 @@ from transformer_calc.requests.model import ModelRequest
 from transformer_calc.web import charts, forms
 
 HERE = Path(__file__).parent
-# The pages, in the navigation's order: each a command of the API that prices one model.
-PAGES = ("memory", "inference", "serve", "train", "plan", "params", "flops", "mfu")
+# The pages, in the navigation's order: each a command of the API that prices a model (sweep: several) ...
+MODEL_PAGES = ("memory", "inference", "serve", "train", "plan", "params", "flops", "mfu", "sweep")
+# ... and the commands that price none: the tables of presets and accelerators, and the CI gate on job files.
+CATALOG_PAGES = ("presets", "hardware", "check")
+PAGES = MODEL_PAGES + CATALOG_PAGES
+SWEEP_MAX_POINTS = 4096  # a page prices at most this many grid points (the CLI streams up to estimators.sweep.MAX_POINTS)
+JOB_MAX_CHARS = 4000  # an uploaded job file travels in the URL (`job=`): a few hundred characters each (tests/data/check_jobs)
+JOB_MAX_URL_BYTES = 12_000  # its URL, encoded: under h11's 16 KiB request head (uvicorn's default parser limit)
+JOB_LABEL = "job.yaml"  # the uploaded job file's name on the page and in its command line
 UPLOAD_MAX_BYTES = 1 << 20  # a config.json is a few kB (sources.files.MAX_FILE_BYTES, the CLI's limit)
 MAX_LIST_ROWS = 64  # a table of a result's list shows at most this many rows (the JSON has them all)
 TEMPLATES = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
@@ -75,6 +87,8 @@ def shown(key: str, value: Any) -> str:
     if isinstance(value, bool) or isinstance(value, str):
         return str(value).lower() if isinstance(value, bool) else value
     if isinstance(value, int):
+        if name.endswith("bytes_s"):  # a bandwidth (the hardware table's)
+            return fmt_rate(value, "B/s")
         if name.endswith("_bytes") or name == "bytes_moved":
             return f"{value:,} ({fmt_bytes(value)})"
         if "flops" in name:
@@ -93,6 +107,15 @@ def shown(key: str, value: Any) -> str:
     return json.dumps(value)
 
 
+def check_text(check: str, value: Any) -> str:
+    """A check's value or limit (results/check.py) as shown: memory in bytes, throughput in
+    tokens/s, latency in seconds, by the check's name (a limit given as a whole number stays an int
+    in the JSON, and is shown in its unit all the same)."""
+    if value is None or "memory" in check or "fits" in check:
+        return shown("value_bytes", value)
+    return shown("tokens_per_s" if check.endswith("tokens_per_s") else "time_s", float(value))
+
+
 def _cell(key: str, value: Any) -> Cell:
     return Cell(key, json.dumps(value), shown(key, value))
 
@@ -103,7 +126,7 @@ def _flat(data: Any, prefix: str) -> list[tuple[str, Any]]:
     return [(prefix, data)]
 
 
-def tables(data: dict[str, Any]) -> list[Table]:
+def tables(data: dict[str, Any] | list[Any]) -> list[Table]:
     """The result's JSON as tables: one per top-level section (its leaves as rows), one per list of
     records (a row each), the scalars of the top level in one table of their own."""
     top = Table("Result")
@@ -127,9 +150,12 @@ def tables(data: dict[str, Any]) -> list[Table]:
         flat = [dict(_flat(item, "")) for item in items[:MAX_LIST_ROWS]]
         for row in flat:
             columns += [c for c in row if c not in columns]
-        t = Table(path, columns=[c.lstrip(".") for c in columns], more=max(len(items) - MAX_LIST_ROWS, 0))
-        t.records = [[_cell(f"{path}.{i}{c}", row.get(c)) for c in columns] for i, row in enumerate(flat)]
+        t = Table(path or "rows", columns=[c.lstrip(".") for c in columns], more=max(len(items) - MAX_LIST_ROWS, 0))
+        t.records = [[_cell(f"{path}.{i}{c}".lstrip("."), row.get(c)) for c in columns] for i, row in enumerate(flat)]
         return t
+
+    if isinstance(data, list):  # a result that is a list (presets, hardware): its rows, keyed 0.name, ...
+        return [records("", data)] if data and all(isinstance(x, dict) for x in data) else []
 
     for key, value in data.items():
         if isinstance(value, dict) and value:
@@ -149,6 +175,9 @@ def capacity_matrix(result: Any) -> dict[str, Any] | None:
         return None
     return {"contexts": matrix.contexts, "concurrency": matrix.concurrency, "fraction": matrix.kv_fraction,
             "max": matrix.max_concurrent_sequences}
+
+
+TEMPLATES.globals.update(shown_value=shown, cell_value=json.dumps, check_text=check_text)
 
 
 # ---------------------------------------------------------------------------- pages
@@ -180,12 +209,73 @@ def choices() -> dict[str, list[str]]:
 
 
 def _html(template: str, status: int = 200, **values: Any) -> HTMLResponse:
-    return HTMLResponse(TEMPLATES.get_template(template).render(version=__version__, pages=PAGES, **values),
+    return HTMLResponse(TEMPLATES.get_template(template).render(version=__version__, pages=PAGES,
+                                                                model_pages=MODEL_PAGES, **values),
                         status_code=status)
 
 
 def _has_model(texts: dict[str, str]) -> bool:
     return any(texts.get(k) for k in ModelRequest.model_fields)
+
+
+def _ready(command: str, texts: dict[str, str]) -> bool:
+    """Whether the page has what its command needs: a model, a job file for check, nothing else for
+    the catalogs."""
+    if command == "check":
+        return bool(texts.get("files") or texts.get("job"))
+    return command in CATALOG_PAGES or _has_model(texts)
+
+
+def _with_job_file(command: str, texts: dict[str, str]) -> dict[str, str]:
+    """The texts as the command line reads them: check's job file (the page's `job=`) is the first
+    of its FILES, saved as JOB_LABEL."""
+    if command != "check" or not texts.get("job"):
+        return texts
+    return {**texts, "files": "\n".join(filter(None, [JOB_LABEL, texts.get("files", "")]))}
+
+
+def run_sweep_page(keywords: dict[str, Any]) -> Any:
+    """`tc.sweep(**keywords)` (results.sweep.run_sweep: prepare, then price) with the page's limit
+    checked between the two: a grid over SWEEP_MAX_POINTS is refused before any point is priced."""
+    from transformer_calc.results.sweep import prepare_sweep, sweep_report
+
+    request = tc.sweep.request.from_keywords(keywords, where="sweep()")
+    try:
+        run = prepare_sweep(request)
+        if run.spec.size > SWEEP_MAX_POINTS:
+            raise TcalcError(f"the grid has {run.spec.size:,} points; this page prices at most {SWEEP_MAX_POINTS:,}: "
+                             "narrow an axis, or run the command line below (it streams any grid)")
+        return sweep_report(run)
+    except TcalcError:
+        raise
+    except (ValueError, OverflowError) as exc:  # as api._command: an estimator's refusal is a TcalcError
+        raise TcalcError(" ".join(str(exc).split())) from None
+
+
+def run_check_page(keywords: dict[str, Any], job: str | None) -> Any:
+    """`tc.check(...)` on FILES and on the job file the page holds (`job=`, its YAML text). The text
+    is checked from memory, never written: an anonymous in-memory file (Linux memfd_create(2))
+    stands for it, and the result names it JOB_LABEL, as the page's command line does."""
+    import os
+
+    from transformer_calc.results.check import CheckResult
+
+    if job is None:
+        return tc.check(**keywords)
+    if len(job) > JOB_MAX_CHARS:
+        raise TcalcError(f"job: {len(job):,} characters; the page's URL holds a job file of at most "
+                         f"{JOB_MAX_CHARS:,}: give its path in FILES instead")
+    if not hasattr(os, "memfd_create"):
+        raise TcalcError("job: checking a job file from memory needs Linux (memfd_create); give its path in FILES")
+    fd = os.memfd_create("tcalc-job", 0)
+    try:
+        os.write(fd, job.encode("utf-8"))
+        path = f"/proc/self/fd/{fd}"
+        result = tc.check(**{**keywords, "files": [path, *keywords.get("files", [])]})
+    finally:
+        os.close(fd)
+    text = json.dumps(result.model_dump(mode="json")).replace(json.dumps(path)[1:-1], JOB_LABEL)
+    return CheckResult.model_validate_json(text)
 
 
 async def evaluate(command: str, items: list[tuple[str, str]]) -> dict[str, Any]:
@@ -196,14 +286,28 @@ async def evaluate(command: str, items: list[tuple[str, str]]) -> dict[str, Any]
     problem: str | None = None
     result = None
     texts: dict[str, str] = {}
+    page_only = forms.PAGE_KEYS.get(command, {})
+    given = [(k, v.rstrip()) for k, v in items if k in page_only and v.strip()]  # the page's own keys (check's job=)
+    extra = dict(given)
     try:
-        keywords, texts = forms.read_query(cls, items)
+        if len(given) > len(extra):
+            raise forms.QueryError(f"{given[0][0]} is given twice in the query; give it once", given[0][0])
+        keywords, texts = forms.read_query(cls, [(k, v) for k, v in items if k not in page_only])
     except forms.QueryError as exc:
         keywords = {}
         problem = str(exc)
-    if problem is None and _has_model(texts):
+    texts = {**texts, **extra}
+
+    def call() -> Any:
+        if command == "sweep":
+            return run_sweep_page(keywords)
+        if command == "check":
+            return run_check_page(keywords, extra.get("job"))
+        return fn(**keywords)
+
+    if problem is None and _ready(command, texts):
         try:
-            result = await run_in_threadpool(lambda: fn(**keywords))
+            result = await run_in_threadpool(call)
             tc_json = result.model_dump(mode="json")
             from transformer_calc.sources.files import finite_or_error
 
@@ -221,15 +325,17 @@ async def evaluate(command: str, items: list[tuple[str, str]]) -> dict[str, Any]
         except Exception as exc:  # noqa: BLE001 - the page never shows a traceback
             result = None
             problem = f"internal error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); please report it"
-    fields = forms.form(cls, texts, errors)
+    if problem is not None and command in forms.PAGE_KEYS and problem.startswith("job:"):
+        errors["job"], problem = problem, None  # the job file's own limits, beside its box
+    fields = forms.page_form(command, cls, texts, errors)
     flagged = [f for f in fields if f.error]
     return {"flagged": flagged,
         "command": command, "fields": fields, "panels": forms.panels(fields), "texts": texts,
-        "command_line": forms.command_line(cls, texts), "problem": problem, "errors": errors, "result": result,
+        "command_line": forms.command_line(cls, _with_job_file(command, texts)), "problem": problem, "errors": errors, "result": result,
         "charts": charts.charts(command, result) if result is not None else [],
         "tables": tables(result.model_dump(mode="json")) if result is not None else [],
         "matrix": capacity_matrix(result) if result is not None else None,
-        "links": {p: _link(p, texts) for p in PAGES}, "needs_model": not _has_model(texts) and problem is None,
+        "links": {p: _link(p, texts) for p in PAGES}, "needs_model": not _ready(command, texts) and problem is None,
         "doc": " ".join((fn.__doc__ or "").split()), "choices": choices(),
     }
 
@@ -298,8 +404,8 @@ async def upload(request: HttpRequest) -> Response:
         async with request.form(max_files=1, max_fields=4, max_part_size=UPLOAD_MAX_BYTES) as formdata:
             page_name = str(formdata.get("page") or "memory")
             upload_file = formdata.get("config")
-            if page_name not in PAGES:
-                raise TcalcError(f"page {page_name[:40]!r}: not a page; choose one of {', '.join(PAGES)}")
+            if page_name not in MODEL_PAGES:
+                raise TcalcError(f"page {page_name[:40]!r}: not a page of a model; choose one of {', '.join(MODEL_PAGES)}")
             if upload_file is None or isinstance(upload_file, str):
                 raise TcalcError("config.json: no file was sent; choose a Hugging Face config.json")
             raw = await upload_file.read(UPLOAD_MAX_BYTES + 1)
@@ -324,13 +430,54 @@ async def upload(request: HttpRequest) -> Response:
     return RedirectResponse(f"/{page_name}?{urlencode(query)}", status_code=303)
 
 
+async def upload_job(request: HttpRequest) -> Response:
+    """A job file for the check page: read in memory (never written) and sent on as `/check?job=`
+    (its YAML text), so the page's state is its URL; the check itself runs on that URL."""
+    try:
+        async with request.form(max_files=1, max_fields=2, max_part_size=UPLOAD_MAX_BYTES) as formdata:
+            upload_file = formdata.get("job")
+            if upload_file is None or isinstance(upload_file, str):
+                raise TcalcError("job: no file was sent; choose a tcalc job file (YAML)")
+            raw = await upload_file.read(JOB_MAX_CHARS * 4 + 1)  # UTF-8: at most 4 bytes a character
+    except TcalcError as exc:
+        return await _check_problem(request, str(exc))
+    except Exception as exc:  # noqa: BLE001 - a malformed form (multipart) is the user's input too
+        return await _check_problem(request, f"job: the upload could not be read ({type(exc).__name__}); send one file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return await _check_problem(request, "job: not UTF-8 text; give a tcalc job file (YAML)")
+    if "\x00" in text:
+        return await _check_problem(request, "job: a binary file; give a tcalc job file (YAML)")
+    if len(text) > JOB_MAX_CHARS:
+        return await _check_problem(request, f"job: over {JOB_MAX_CHARS:,} characters; the page's URL holds a job "
+                                             "file of at most that: give its path in FILES instead")
+    if not text.strip():
+        return await _check_problem(request, "job: the file is empty; give a tcalc job file (YAML)")
+    query = urlencode([("job", text.rstrip())])
+    if len(query) > JOB_MAX_URL_BYTES:  # non-ASCII text: up to 9 bytes a character once encoded
+        return await _check_problem(request, f"job: {len(query):,} bytes once in the URL, over {JOB_MAX_URL_BYTES:,}; "
+                                             "give its path in FILES instead")
+    return RedirectResponse(f"/check?{query}", status_code=303)
+
+
+async def _check_problem(request: HttpRequest, message: str) -> Response:
+    values = await evaluate("check", [])
+    values.update(query="", needs_model=False)
+    values["errors"]["job"] = message
+    values["fields"] = forms.page_form("check", tc.check.request, {}, values["errors"])
+    values["panels"] = forms.panels(values["fields"])
+    values["flagged"] = [f for f in values["fields"] if f.error]
+    return _html("page.html", 400, **values)
+
+
 async def open_page(request: HttpRequest) -> Response:
     """The picker's form: `/open?page=inference&model=...` is `/inference?model=...`."""
     items = [(k, v) for k, v in request.query_params.multi_items() if v.strip()]
     target = next((v for k, v in items if k == "page"), "memory")
-    if target not in PAGES:
+    if target not in MODEL_PAGES:
         return _html("index.html", 400, presets=tc.presets().root, choices=choices(),
-                     problem=f"page {target[:40]!r}: not a page; choose one of {', '.join(PAGES)}",
+                     problem=f"page {target[:40]!r}: not a page of a model; choose one of {', '.join(MODEL_PAGES)}",
                      links={p: f"/{p}" for p in PAGES})
     rest = [(k, v) for k, v in items if k != "page"]
     return RedirectResponse(f"/{target}" + (f"?{urlencode(rest)}" if rest else ""), status_code=303)
@@ -344,8 +491,9 @@ async def not_found(request: HttpRequest, exc: Exception) -> Response:
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # The Host headers a loopback server answers: a page of another site that points a name of its own at
-# 127.0.0.1 (DNS rebinding) gets 400, not the result of a MODEL path it chose.
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+# 127.0.0.1 (DNS rebinding) gets 400, not the result of a MODEL path it chose. An IPv6 literal is
+# bracketed in a Host header (RFC 3986 3.2.2: `Host: [::1]:8000`), and Starlette compares it so.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
 def create_app(hosts: tuple[str, ...] | None = LOOPBACK_HOSTS) -> Starlette:
@@ -354,6 +502,7 @@ def create_app(hosts: tuple[str, ...] | None = LOOPBACK_HOSTS) -> Starlette:
     from starlette.middleware.trustedhost import TrustedHostMiddleware
 
     routes = [Route("/", index), Route("/open", open_page), Route("/upload", upload, methods=["POST"]),
+              Route("/check/upload", upload_job, methods=["POST"]),
               Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
     routes += [Route(f"/{p}", page) for p in PAGES] + [Route(f"/{p}.json", page_json) for p in PAGES]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))] if hosts else []
@@ -382,6 +531,6 @@ def serve(host: str, port: int) -> None:
         sys.stderr.write(f"warning: --host {host} serves these pages to the network, without authentication\n")
     sys.stderr.write(f"tcalc web: http://{shown_host}:{bound}/ (Ctrl-C stops)\n")
     sys.stderr.flush()
-    app = create_app(LOOPBACK_HOSTS if host in LOOPBACK and host != "::1" else None)
+    app = create_app(LOOPBACK_HOSTS if host in LOOPBACK else None)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])

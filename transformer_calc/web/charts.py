@@ -1,6 +1,7 @@
 """Charts as inline SVG, drawn on the server from a command's typed result (no JavaScript, no
 library): the memory timeline and breakdown, the roofline, the serving layouts' latency against
-throughput, the step-time breakdown and the ranked layouts. Each function reads the result's
+throughput, serve's latency-throughput curve (--concurrency) and disaggregated pools, a sweep's
+metric, the step-time breakdown and the ranked layouts. Each function reads the result's
 fields and returns SVG text; every number it draws is one the result holds (the tables beside
 the charts show them exactly)."""
 
@@ -187,6 +188,99 @@ def serve_layouts(result: Any) -> str | None:
     return _svg(height, body, "serving layouts")
 
 
+def _axis_scale(lo: float, hi: float, log: bool, a: float, b: float) -> Any:
+    """x or y in data units -> pixels between a and b (linear or log10, from lo to hi)."""
+    if log:
+        return lambda v: a + (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * (b - a)
+    return lambda v: a + (v - lo) / ((hi - lo) or 1.0) * (b - a)
+
+
+def _curve_panel(points: list[Any], latency: str, target: float | None, title: str, y0: int) -> tuple[list[str], int]:
+    """One panel of the serving curve: `latency` (ttft_s or tpot_s) of each point against its output
+    tokens/s per GPU, the points joined in concurrency order and labelled with it; x on a log
+    scale when the points span more than a decade (concurrency 1 to 256 does)."""
+    xs = [p.tokens_per_s_per_gpu for p in points]
+    ys = [getattr(p, latency) for p in points]
+    log_x = max(xs) / min(xs) > 10
+    x_lo, x_hi = (min(xs) / 1.5, max(xs) * 1.5) if log_x else (0.0, max(xs) * 1.15)
+    y_hi = max(ys + [target or 0]) * 1.15
+    left, right, top, bottom = 80, WIDTH - 30, y0 + 28, y0 + 200
+    px = _axis_scale(x_lo, x_hi, log_x, left, right)
+    py = _axis_scale(0.0, y_hi, False, bottom, top)
+    body = [_text(10, y0 + 16, title, size=13, extra='font-weight="bold"'),
+            f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" fill="none" stroke="#999"/>',
+            _text(left - 4, top + 4, fmt_s(y_hi), anchor="end", size=9), _text(left - 4, bottom, "0", anchor="end", size=9),
+            _text((left + right) / 2, bottom + 30, "output tokens/s per GPU" + (" (log scale)" if log_x else ""),
+                  anchor="middle", size=11)]
+    ticks = [t for t in _log_ticks(x_lo, x_hi) if x_lo <= t <= x_hi] if log_x else [0.0, x_hi]
+    for t in ticks:
+        body.append(f'<line x1="{px(t):.1f}" y1="{top}" x2="{px(t):.1f}" y2="{bottom}" stroke="#eee"/>')
+        body.append(_text(px(t), bottom + 14, f"{t:,.0f}", anchor="middle", size=9))
+    if target:
+        body.append(f'<line x1="{left}" y1="{py(target):.1f}" x2="{right}" y2="{py(target):.1f}" stroke="#c00" '
+                    f'stroke-dasharray="4 3"/>')
+        body.append(_text(right - 4, py(target) - 4, f"target {fmt_s(target)}", anchor="end", size=11, extra='fill="#c00"'))
+    line = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ys))
+    body.append(f'<polyline fill="none" stroke="#4e79a7" stroke-width="2" points="{line}"/>')
+    for p, x, y in zip(points, xs, ys):
+        body.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="5" fill="#4e79a7" data-concurrency="{p.concurrency}">'
+                    f'<title>concurrency {p.concurrency}: {escape(fmt_s(y))}, {x:,.0f} tokens/s per GPU</title></circle>')
+        body.append(_text(px(x) + 7, py(y) - 7, f"c={p.concurrency}", size=10))
+    return body, bottom + 40 - y0
+
+
+def serve_curve(result: Any) -> str | None:
+    """`--concurrency`'s latency-throughput curve as engines publish it (vLLM's and SGLang's
+    benchmark_serving sweeps, NVIDIA's NIM and TensorRT-LLM performance pages): for each
+    concurrency, the time to first token and the time per output token against the output
+    tokens/s per GPU, one point per concurrency. A point the engine cannot hold (its reason in the
+    table) has no times and is left out."""
+    curve = result.curve
+    if curve is None:
+        return None
+    points = [p for p in curve.points if p.ttft_s is not None and p.tpot_s is not None and p.tokens_per_s_per_gpu]
+    if not points:
+        return None
+    targets = result.serve.targets
+    head = f"T={curve.tensor_parallel} x {curve.replicas} replicas"
+    body: list[str] = []
+    y = 0
+    for latency, target, name in (("ttft_s", targets.ttft_s, "TTFT (time to first token)"),
+                                  ("tpot_s", targets.tpot_s, "TPOT (time per output token)")):
+        panel, height = _curve_panel(points, latency, target, f"{name} against throughput, {head}", y)
+        body += panel
+        y += height
+    return _svg(y, body, "latency-throughput curve")
+
+
+def disaggregated_pools(result: Any) -> str | None:
+    """`--disaggregate xPyD`: each pool's request rate (instances x the rate of one, the section's
+    prefill_requests_per_s and decode_requests_per_s) as bars; the deployment runs at the slower
+    one's (requests_per_s, the bottleneck), the other pool's surplus is idle."""
+    d = result.disaggregated
+    if d is None:
+        return None
+    pools = [("prefill", d.prefill_instances, d.prefill_requests_per_s), ("decode", d.decode_instances, d.decode_requests_per_s)]
+    rates = [n * r for _, n, r in pools]
+    left, row = 150, 28
+    scale = (WIDTH - left - 220) / max(max(rates), 1e-30)
+    height = 30 + row * 2 + 26
+    body = [_text(10, 16, f"Disaggregated {d.prefill_instances}P{d.decode_instances}D (T={d.tensor_parallel}, {d.gpus} GPUs): "
+                          f"{d.requests_per_s:,.3g} requests/s, {d.bottleneck}-bound", size=13, extra='font-weight="bold"')]
+    for i, ((name, n, one), rate) in enumerate(zip(pools, rates)):
+        y = 28 + i * row
+        color = "#e15759" if name == d.bottleneck else "#4e79a7"
+        body.append(_text(left - 6, y + 14, f"{name} pool ({n} x)", anchor="end", extra='font-weight="bold"' if name == d.bottleneck else ""))
+        body.append(f'<rect x="{left}" y="{y}" width="{max(rate * scale, 1):.1f}" height="18" fill="{color}" data-pool="{name}">'
+                    f'<title>{name}: {n} instances x {one:,.4g} requests/s</title></rect>')
+        body.append(_text(left + rate * scale + 6, y + 14, f"{rate:,.4g} requests/s ({n} x {one:,.4g})", size=11))
+    x = left + d.requests_per_s * scale
+    body.append(f'<line x1="{x:.1f}" y1="24" x2="{x:.1f}" y2="{30 + row * 2}" stroke="#333" stroke-dasharray="4 3"/>')
+    body.append(_text(10, height - 6, f"TTFT {fmt_s(d.ttft_s)}, KV transfer {fmt_s(d.kv_transfer_s)} over {d.link} "
+                                      f"(delays the second token), TPOT {fmt_s(d.tpot_s)}; balanced at {d.balanced_decode_per_prefill:.3g} decode per prefill", size=11))
+    return _svg(height, body, "disaggregated pools")
+
+
 BREAKDOWN_PARTS = ("compute_s", "memory_bound_s", "tp_comm_s", "pp_bubble_s", "pp_comm_s", "dp_comm_exposed_s",
                    "optimizer_s", "moe_all_to_all_s", "cp_comm_s", "offload_pcie_s")
 
@@ -240,6 +334,88 @@ def ranked_layouts(result: Any) -> str | None:
     return _svg(height, body, "ranked layouts")
 
 
+SWEEP_NOT_PLOTTED = ("fits", "inference_fits", "decode_bound")  # yes/no and words: in the table only
+SWEEP_MAX_CHARTS = 3  # the first numeric metrics drawn; every metric is in the table
+SERIES_COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7")
+
+
+def sweep_axes(result: Any) -> tuple[str, str | None]:
+    """(x axis, series axis) as `tcalc sweep --plot` picks them without --x and --series (cli.py
+    `_sweep_plot_args`): x the first axis that varies other than model and gpu, the series the
+    next one that varies."""
+    axes = result.axes.model_dump(exclude_none=True)
+    varying = [a for a, v in axes.items() if len(v) > 1]
+    x = next((a for a in varying if a not in ("model", "gpu")), varying[0] if varying else "batch_size")
+    return x, next((a for a in varying if a != x), None)
+
+
+def _metric_text(metric: str, value: float) -> str:
+    if metric.endswith("_bytes"):
+        return fmt_bytes(value)
+    if metric.endswith("_s") and not metric.endswith("per_s"):
+        return fmt_s(value)
+    if "flops" in metric:
+        return fmt_rate(value, "FLOP").removesuffix("/s")
+    return f"{value:,.4g}"
+
+
+def sweep_metric(result: Any, metric: str, x: str, series: str | None) -> str | None:
+    """One metric of a sweep against its x axis, a line per value of the series axis (the other
+    axes' points share a line as the CLI's plot draws them); x on a log2 scale when numeric and
+    spanning 8x or more (as the CLI's), else one slot per value."""
+    groups: dict[Any, list[tuple[Any, float]]] = {}
+    for p in result.points:
+        v = p.get(metric)
+        if v is None or isinstance(v, (bool, str)):
+            continue
+        groups.setdefault(p.get(series) if series else None, []).append((p.get(x), float(v)))
+    if not groups:
+        return None
+    xs_all = [pt[0] for pts in groups.values() for pt in pts]
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in xs_all)
+    slots = sorted(set(xs_all), key=lambda v: (str(type(v)), v))
+    log = numeric and min(xs_all) > 0 and max(xs_all) / min(xs_all) >= 8
+    y_hi = max(v for pts in groups.values() for _, v in pts) * 1.15 or 1.0
+    left, right, top, bottom = 90, WIDTH - (150 if series else 30), 30, 230  # room for the legend
+    if numeric:
+        span = (max(xs_all) - min(xs_all)) or abs(max(xs_all)) or 1.0
+        lo, hi = (min(xs_all) / 1.3, max(xs_all) * 1.3) if log else (min(xs_all) - span / 8, max(xs_all) + span / 8)
+        px = _axis_scale(lo, hi, log, left, right)
+    else:
+        step = (right - left) / (len(slots) + 1)
+        px = lambda v: left + step * (slots.index(v) + 1)  # noqa: E731
+    py = _axis_scale(0.0, y_hi, False, bottom, top)
+    body = [_text(10, 16, f"{metric} against {x}" + (f", a line per {series}" if series else ""), size=13,
+                  extra='font-weight="bold"'),
+            f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" fill="none" stroke="#999"/>',
+            _text(left - 4, top + 4, _metric_text(metric, y_hi), anchor="end", size=9),
+            _text(left - 4, bottom, "0", anchor="end", size=9),
+            _text((left + right) / 2, bottom + 30, x + (" (log scale)" if log else ""), anchor="middle", size=11)]
+    for v in slots[:24]:
+        body.append(_text(px(v), bottom + 14, f"{v:,}" if numeric else str(v), anchor="middle", size=9))
+    legend: list[str] = []
+    for i, (key, pts) in enumerate(groups.items()):
+        color = SERIES_COLORS[i % len(SERIES_COLORS)]
+        pts = sorted(pts, key=lambda pt: (str(type(pt[0])), pt[0]))
+        body.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="'
+                    + " ".join(f"{px(a):.1f},{py(b):.1f}" for a, b in pts) + '"/>')
+        for a, b in pts:
+            body.append(f'<circle cx="{px(a):.1f}" cy="{py(b):.1f}" r="3.5" fill="{color}"><title>'
+                        f'{escape(f"{series}={key}, " if series else "")}{escape(x)}={escape(str(a))}: '
+                        f'{escape(_metric_text(metric, b))}</title></circle>')
+        if series and i < len(SERIES_COLORS):
+            legend.append(f'<rect x="{right + 8}" y="{top + 6 + 14 * i}" width="10" height="10" fill="{color}"/>'
+                          + _text(right + 22, top + 15 + 14 * i, f"{series}={key}"[:20], size=10))
+    return _svg(bottom + 40, body + legend, f"sweep {metric}")
+
+
+def sweep_charts(result: Any) -> list[str | None]:
+    """The sweep's first numeric metrics, each against the CLI plot's default axes."""
+    x, series = sweep_axes(result)
+    metrics = [m for m in result.metrics if m not in SWEEP_NOT_PLOTTED][:SWEEP_MAX_CHARTS]
+    return [sweep_metric(result, m, x, series) for m in metrics]
+
+
 def charts(command: str, result: Any) -> list[str]:
     """The charts of a command's page (none for a command without one)."""
     out: list[str | None] = []
@@ -248,9 +424,11 @@ def charts(command: str, result: Any) -> list[str]:
     elif command == "inference":
         out = [roofline(result)]
     elif command == "serve":
-        out = [serve_layouts(result)]
+        out = [serve_curve(result), disaggregated_pools(result), serve_layouts(result)]
     elif command == "train":
         out = [step_breakdown(result.breakdown, result.step_time_s, "Step time")]
+    elif command == "sweep":
+        out = sweep_charts(result)
     elif command == "plan":
         out = [ranked_layouts(result)]
         if result.plans:

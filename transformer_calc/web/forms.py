@@ -33,7 +33,7 @@ class FormField:
     flag: str  # as typed on the command line: --S, or MODEL
     help: str
     panel: str
-    kind: str  # "switch" (unset, on, off), "lines" (a repeated flag: one KEY=VALUE per line), "text"
+    kind: str  # "switch" (unset, on, off), "lines" (a repeated flag: one KEY=VALUE per line), "text", "yaml" (a job file)
     value: str  # as the query gives it ("": not given)
     error: str | None = None
 
@@ -103,12 +103,30 @@ def read_query(cls: type[Request], items: list[tuple[str, str]]) -> tuple[dict[s
 
 def form(cls: type[Request], texts: dict[str, str], errors: dict[str, str]) -> list[FormField]:
     """The page's inputs in declaration order, with the values given and the errors by field."""
+    from transformer_calc.requests.model import ModelRequest
+
+    model = issubclass(cls, ModelRequest)  # a positional field is the model's source (else check's FILES, NAME)
     out = []
     for name, o in page_fields(cls).items():
         out.append(FormField(name=name, key=field_key(name, o), flag=o.spellings()[0] if o.flags else (o.metavar or name),
-                             help=_help(o), panel=MODEL_PANEL if not o.flags else (o.panel or GENERAL),
+                             help=_help(o), panel=(MODEL_PANEL if model else GENERAL) if not o.flags else (o.panel or GENERAL),
                              kind=_kind(o), value=texts.get(name, ""), error=errors.get(name)))
     return out
+
+
+# A page's own keys, beside its request's: check's job file as YAML text (an upload puts it in the
+# URL, so the page's state stays in its URL); (flag shown, help, panel).
+PAGE_KEYS: dict[str, dict[str, tuple[str, str, str]]] = {
+    "check": {"job": ("job file (YAML)", "A tcalc job file's text (model:, training:, inference:, checks:), "
+                      "or upload one; checked as the first of FILES.", "Job file")},
+}
+
+
+def page_form(command: str, cls: type[Request], texts: dict[str, str], errors: dict[str, str]) -> list[FormField]:
+    """The page's inputs: its own keys (PAGE_KEYS), then the request's."""
+    own = [FormField(name=key, key=key, flag=flag, help=help_text, panel=panel, kind="yaml", value=texts.get(key, ""),
+                     error=errors.get(key)) for key, (flag, help_text, panel) in PAGE_KEYS.get(command, {}).items()]
+    return own + form(cls, texts, errors)
 
 
 def panels(fields: list[FormField]) -> list[tuple[str, list[FormField]]]:
@@ -116,7 +134,8 @@ def panels(fields: list[FormField]) -> list[tuple[str, list[FormField]]]:
     groups: dict[str, list[FormField]] = {}
     for f in fields:
         groups.setdefault(f.panel, []).append(f)
-    order = sorted(groups, key=lambda p: (p != MODEL_PANEL, p != GENERAL, list(groups).index(p)))
+    own = {p for ps in PAGE_KEYS.values() for _, _, p in ps.values()}
+    order = sorted(groups, key=lambda p: (p not in own, p != MODEL_PANEL, p != GENERAL, list(groups).index(p)))
     return [(p, groups[p]) for p in order]
 
 
@@ -128,8 +147,8 @@ def command_line(cls: type[Request], texts: dict[str, str]) -> str:
         if not text:
             continue
         kind = _kind(o)
-        if not o.flags:
-            words.append(text)
+        if not o.flags:  # positional: MODEL, NAME; one word a line where it repeats (check's FILES)
+            words += [line.strip() for line in text.splitlines() if line.strip()] if kind == "lines" else [text]
         elif kind == "switch":
             on, _, off = o.flags[0].partition("/")
             words.append(on if text.lower() in TRUE_WORDS else off if text.lower() in FALSE_WORDS else f"{on}={text}")
