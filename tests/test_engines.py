@@ -199,9 +199,9 @@ PERF_OVERVIEW = "TensorRT-LLM@00f37686 docs/source/performance/perf-overview.md,
 
 @pytest.mark.parametrize("argv, tcalc, published", [
     # Llama 3.1 405B, 128/2048, H200 TP8 (FP8): 5,348 tokens/s (PERF_OVERVIEW)
-    ("llama-3.1-405b --gpu h200 --gpus 8 --T 8 --prompt-len 128 --output-len 2048", 5220.4593123613395, 5348),
+    ("llama-3.1-405b --gpu h200 --gpus 8 --T 8 --prompt-len 128 --output-len 2048", 5206.868190594426, 5348),
     # Llama 3.3 70B, 1000/1000, H100 TP2 (FP8): 4,205 tokens/s (PERF_OVERVIEW)
-    ("llama-3.3-70b --gpu h100 --gpus 2 --T 2 --prompt-len 1000 --output-len 1000", 5076.424839854247, 4205),
+    ("llama-3.3-70b --gpu h100 --gpus 2 --T 2 --prompt-len 1000 --output-len 1000", 5063.572417455062, 4205),
 ], ids=["perf-overview-405b-h200-tp8-128-2048", "perf-overview-70b-h100-tp2-1000-1000"])
 def test_serve_engine_trtllm_against_perf_overview(argv, tcalc, published, capsys):
     """`tcalc serve --engine trtllm` with the page's KV fraction (0.95 of the free memory) and fp8
@@ -234,7 +234,7 @@ def test_curve_against_nim_concurrency_sweep(capsys):
     published = {1: (0.40677, 0.01858), 5: (0.5467, 0.02183), 25: (0.68869, 0.03875), 50: (0.83451, 0.05973)}
     for b, (ttft, itl) in published.items():
         assert abs(points[b]["ttft_s"] / ttft - 1) <= 0.25 and abs(points[b]["tpot_s"] / itl - 1) <= 0.25
-    assert points[1]["ttft_s"] == pytest.approx(0.4075253185487904, rel=1e-9)
+    assert points[1]["ttft_s"] == pytest.approx(0.4075260685487905, rel=1e-9)
     tps = [points[b]["tokens_per_s"] for b in (1, 5, 25, 50)]
     assert tps == sorted(tps)  # throughput grows with concurrency ...
     assert [points[b]["tpot_s"] for b in (1, 5, 25, 50)] == sorted(points[b]["tpot_s"] for b in (1, 5, 25, 50))
@@ -274,3 +274,55 @@ def test_validation_targets_under_the_engine_profiles():
     thr = errors["trtllm"]
     assert sum(e <= 0.25 for e in thr) >= 0.85 * len(thr) and statistics.median(thr) <= 0.12
     assert sum(e <= 0.25 for e in errors["nim"]) >= 0.8 * len(errors["nim"])
+
+
+# ---------------------------------------------------------------------------- trtllm-bench's batch limits
+# tensorrt_llm/bench/build/tuning.py (calc_engine_setting, finetune_setting) and
+# bench/benchmark/utils/general.py (get_settings), engines.TRTLLM_BENCH_TUNING.
+@pytest.mark.parametrize("model, T, S, N, expected", [
+    # 70B fp8 on one 80 GB H100: engine 70,553,706,496 B = 65.708 GiB; free 74.506 − 65.708 = 8.798 GiB;
+    # K/V 2·80·8·128·1 B = 160 KiB per token, 2176 tokens = 0.33203 GiB per request; 0.95 · 8.798 / 0.33203
+    # = 25.2 requests -> the floor of 64 sequences; 25.2 · (1 + 128/2048) = 26.7 tokens -> the floor of 2048
+    ("llama-3.1-70b", 1, 128, 2048, (64, 2048)),
+    # 8B fp8: the KV pool holds > 4096 requests of 256 tokens -> the cap 4096; 4096 · 2 = 8192 tokens
+    ("llama-3.1-8b", 1, 128, 128, (4096, 8192)),
+    # 405B on 8 GPUs, 20000-token prompts, no chunked prefill: max_num_tokens = ISL + max_batch_size
+    ("llama-3.1-405b", 8, 20000, 2000, (64, 20064)),
+])
+def test_trtllm_bench_limits(model, T, S, N, expected):
+    from transformer_calc.estimators.inference.serving import trtllm_bench_batch_limits
+
+    spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, weight_dtype="fp8", kv_dtype="fp8", tensor_parallel=T)
+    assert trtllm_bench_batch_limits(preset_model(model), gpu("h100"), spec, S, N) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(mem=st.integers(20, 200), params=st.integers(1, 150), kv=st.integers(1, 2**20),
+       S=st.integers(1, 40000), N=st.integers(1, 8000), chunked=st.booleans())
+def test_trtllm_bench_limits_properties(mem, params, kv, S, N, chunked):
+    """The heuristic's floors and roundings hold, its batch never falls as the memory grows, and
+    without chunked prefill a whole prompt and the batch fit in one step."""
+    from transformer_calc.estimators.inference.engines import trtllm_bench_limits
+
+    args = (params * 10**9, "fp8", float(kv), mem * 2**30, 1, S, N, chunked)
+    try:
+        bs, tokens = trtllm_bench_limits(*args)
+    except ValueError as e:
+        assert "no room for one request" in str(e)
+        return
+    assert 64 <= bs <= 4096 and bs % 32 == 0 and tokens >= 2048
+    if chunked:
+        assert tokens % 256 == 0 and tokens <= 32768
+    else:
+        assert tokens >= S + bs
+    bigger, _ = trtllm_bench_limits(params * 10**9, "fp8", float(kv), (mem + 40) * 2**30, 1, S, N, chunked)
+    assert bigger >= bs
+
+
+def test_trtllm_bench_limits_refuse_a_model_that_does_not_fit():
+    from transformer_calc.estimators.inference.engines import trtllm_bench_limits
+
+    with pytest.raises(ValueError, match="no room for one request"):
+        trtllm_bench_limits(100 * 10**9, "bf16", 2.0**17, 80 * 10**9, 1, 128, 128)
+    with pytest.raises(ValueError, match=r"gpus \(0\)"):
+        trtllm_bench_limits(10**9, "bf16", 2.0**17, 80 * 10**9, 0, 128, 128)

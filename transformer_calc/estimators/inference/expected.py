@@ -92,8 +92,9 @@ FP8_MATMUL_EFFICIENCY = 0.51
 # Per sequence and step: the engine's work for every sequence in a step (scheduling, block tables,
 # sampling and stop checks, detokenization). FITTED: SEQUENCE_S minimises the squared log error of
 # TensorRT-LLM's maximum throughput of Llama-3.1-8B on H100 (10 rows, ids trtllm-31-8b-h100-*; at
-# thousands of sequences a small model's step is dominated by it), checked on every other row.
-SEQUENCE_S = 10.4e-6
+# thousands of sequences a small model's step is dominated by it; run at the batch limits trtllm-bench
+# derives, engines.trtllm_bench_limits: 4096 sequences there), checked on every other row.
+SEQUENCE_S = 10.9e-6
 LOGIT_BYTES = 4  # engines upcast the logits to fp32 before sampling (vLLM `logits.float()`)
 LOGIT_PASSES = 3  # the LM head writes them; softmax and top-k/top-p sampling read them
 SAMPLER_KERNELS = 5  # temperature, softmax, top-k/top-p, sample, gather of the chosen ids
