@@ -150,7 +150,7 @@ MatmulEff = Annotated[float | None, opt("--matmul-efficiency", help="Achievable 
 MemoryEff = Annotated[float | None, opt("--memory-efficiency", help="Achievable fraction of the HBM bandwidth \\[default: 0.9].", panel=EXPECTED, parse=fraction)]
 Graphs = Annotated[bool | None, opt("--cuda-graphs/--no-cuda-graphs", help="Kernels launched from CUDA graphs (vLLM, TensorRT-LLM decode) or eagerly \\[default: --cuda-graphs].", panel=EXPECTED)]
 KernelLaunch = Annotated[float | None, opt("--kernel-launch-s", help="Fixed cost per kernel, seconds \\[default: 7.8e-6 with CUDA graphs (fitted), 15.8e-6 without].", panel=EXPECTED, parse=seconds)]
-SeqOverhead = Annotated[float | None, opt("--sequence-overhead-s", help="Engine work per sequence per step, seconds \\[default: 10.4e-6 (fitted)].", panel=EXPECTED, parse=seconds)]
+SeqOverhead = Annotated[float | None, opt("--sequence-overhead-s", help="Engine work per sequence per step, seconds \\[default: 10.9e-6 (fitted)].", panel=EXPECTED, parse=seconds)]
 NodeSize = Annotated[int | None, opt("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", panel=EXPECTED, parse=node_size, job=False)]
 InterNode = Annotated[float | None, opt("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", panel=EXPECTED, parse=positive, job=False)]
 BlockSize = Annotated[int | None, opt("--block-size", help="Tokens per KV-cache block \\[default: the engine's: vLLM 16, SGLang 1, TensorRT-LLM 32].", panel=SERVING, parse=whole)]

@@ -33,7 +33,7 @@ prefill of a small-model, large-vocabulary run is pessimistic by up to that). Ev
 Sources of the constants are at each one. Three are FITTED to published serving measurements and
 checked on the others (docs/validation.md, "Inference serving"): the per-kernel cost with CUDA
 graphs (7.8 µs: it absorbs what launches, small-kernel ramps and the engine's per-step work add), the
-fp8 matmul efficiency (0.51) and the cost per sequence per step (10.4 µs).
+fp8 matmul efficiency (0.51) and the cost per sequence per step (10.9 µs).
 """
 
 from __future__ import annotations
