@@ -326,3 +326,88 @@ def test_trtllm_bench_limits_refuse_a_model_that_does_not_fit():
         trtllm_bench_limits(100 * 10**9, "bf16", 2.0**17, 80 * 10**9, 1, 128, 128)
     with pytest.raises(ValueError, match=r"gpus \(0\)"):
         trtllm_bench_limits(10**9, "bf16", 2.0**17, 80 * 10**9, 0, 128, 128)
+
+
+# ---------------------------------------------------------------------------- wide EP: redundant experts, overlap, fp8 dispatch
+DSV3 = preset_model("deepseek-v3")  # 256 routed experts, top-8, D = 7168, 58 MoE layers
+
+
+def test_redundant_experts_add_whole_expert_slots():
+    """ep = 32 with 32 redundant experts: 288 slots, 9 per GPU instead of 8: one more expert per MoE
+    layer, and the router counted with 288 outputs (D·32 per layer more, stated in expert_slots)."""
+    plain = rank_shard(DSV3, InferenceSpec(batch_size=1, prompt_len=10, expert_parallel=32, weight_dtype="fp8"))
+    slots = rank_shard(DSV3, InferenceSpec(batch_size=1, prompt_len=10, expert_parallel=32, weight_dtype="fp8",
+                                           redundant_experts=32))
+    assert (plain.n_experts, slots.n_experts) == (8, 9)
+    assert slots.params - plain.params == 58 * (plain.expert_params + 7168 * 32) == 2_567_634_944
+
+
+def test_redundant_experts_let_ep_divide_the_slots():
+    from transformer_calc.estimators.inference.roofline import expert_slots
+
+    spec = InferenceSpec(batch_size=1, prompt_len=10, expert_parallel=72, weight_dtype="fp8", redundant_experts=32)
+    assert rank_shard(DSV3, spec).n_experts == 4  # SGLang's H100 decode: EP72 of 256 + 32
+    with pytest.raises(ValueError, match="n_experts"):
+        rank_shard(DSV3, dataclasses.replace(spec, redundant_experts=0))
+    with pytest.raises(ValueError, match=r"256 \+ 16 = 272\) must be divisible by the expert-parallel size ep \(72\)"):
+        expert_slots(DSV3, dataclasses.replace(spec, redundant_experts=16))
+    with pytest.raises(ValueError, match="needs a mixture-of-experts model"):
+        expert_slots(M8B, dataclasses.replace(SPEC, redundant_experts=4))
+    with pytest.raises(ValueError, match="redundant_experts"):
+        InferenceSpec(batch_size=1, prompt_len=10, redundant_experts=-1)
+
+
+def test_expert_all_to_all_with_an_fp8_dispatch():
+    """256 tokens on one of 32 GPUs (T = 1), top-8: 2048 assignments per MoE layer, 31/32 of them off
+    the GPU at the NIC's 50 GB/s (H100), 20 µs per all-to-all. bf16 both ways: 2048·7168·2 B each;
+    fp8 dispatch: 2048·(7168 + 56·4) B (one fp32 scale per 128 channels), bf16 combine."""
+    from transformer_calc.estimators.inference.expected import expert_all_to_all_s
+
+    h100 = gpu("h100")
+    eff = default_efficiency(h100)
+    spec = InferenceSpec(batch_size=1, prompt_len=10, expert_parallel=32, weight_dtype="fp8")
+    bf16 = 58 * ((2 * 2048 * 7168 * 2) * 31 / 32 / 50e9 + 2 * 20e-6)
+    fp8 = 58 * ((2048 * (7168 + 56 * 4) + 2048 * 7168 * 2) * 31 / 32 / 50e9 + 2 * 20e-6)
+    assert expert_all_to_all_s(DSV3, spec, eff, 256) == pytest.approx(bf16, rel=1e-12)
+    assert expert_all_to_all_s(DSV3, spec, dataclasses.replace(eff, dispatch_dtype="fp8"), 256) == pytest.approx(fp8, rel=1e-12)
+    assert expert_all_to_all_s(DSV3, dataclasses.replace(spec, expert_parallel=1), eff, 256) == 0.0  # ep <= T: none
+    with pytest.raises(ValueError, match="dispatch_dtype"):
+        dataclasses.replace(eff, dispatch_dtype="int4")
+
+
+@settings(max_examples=25, deadline=None)
+@given(B=st.integers(1, 512), ep=st.sampled_from([8, 16, 32, 64]), fp8=st.booleans())
+def test_overlap_exposes_only_the_excess_over_the_roofline(B, ep, fp8):
+    """With moe_a2a_overlap the step's communication is the rest plus max(0, a2a − roofline): never
+    more than without it, never below the rest, and the step never below its roofline."""
+    from transformer_calc.estimators.inference.expected import expected_step, expert_all_to_all_s
+    from transformer_calc.estimators.inference.roofline import decode_step
+
+    h100 = gpu("h100")
+    eff = dataclasses.replace(default_efficiency(h100), dispatch_dtype="fp8" if fp8 else None)
+    spec = InferenceSpec(batch_size=B, prompt_len=2000, new_tokens=100, expert_parallel=ep, weight_dtype="fp8")
+    step = decode_step(DSV3, h100, spec, 2050)
+    off = expected_step(DSV3, h100, spec, eff, step)
+    on = expected_step(DSV3, h100, spec, dataclasses.replace(eff, moe_a2a_overlap=True), step)
+    a2a = expert_all_to_all_s(DSV3, spec, eff, B)
+    assert on.communication_s <= off.communication_s + 1e-15
+    assert on.communication_s == pytest.approx(off.communication_s - a2a + max(0.0, a2a - on.roofline_s), rel=1e-9, abs=1e-15)
+    assert on.time_s >= on.roofline_s
+
+
+def test_cli_wide_ep_flags(capsys):
+    from transformer_calc.cli import run
+
+    assert run(["inference", "--preset", "deepseek-v3", "--gpu", "h100", "--ep", "72", "--redundant-experts", "32",
+                "--weight-dtype", "fp8", "--S", "2000", "--B", "256", "--moe-a2a-overlap", "--dispatch-dtype", "fp8",
+                "-f", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["inference"]["redundant_experts"] == 32 and out["inference"]["gpus"] == 72
+    a = out["expected"]["assumptions"]
+    assert (a["moe_a2a_overlap"], a["dispatch_dtype"]) == (True, "fp8")
+    assert run(["inference", "--preset", "llama-3.1-8b", "--redundant-experts", "4", "-f", "json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "redundant_experts (4) needs a mixture-of-experts model" in err[0]
+    assert run(["inference", "--preset", "deepseek-v3", "--ep", "72", "--dispatch-dtype", "int3", "-f", "json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "dispatch_dtype ('int3')" in err[0]

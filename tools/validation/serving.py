@@ -91,6 +91,12 @@ def evaluate(row: dict[str, Any], kernel_s: float | None = None, fp8: float | No
         kw["kv_dtype"] = row["kv_dtype"]
     if row.get("compute_dtype"):  # the matmuls' dtype where the source states it (NVFP4 MoE: fp4 tensor cores)
         kw["compute_dtype"] = row["compute_dtype"]
+    if row.get("redundant_experts"):  # expert slots beyond n_experts (SGLang --ep-num-redundant-experts)
+        kw["redundant_experts"] = row["redundant_experts"]
+    # wide EP as the source's commands run it: two-batch overlap, the dispatch's dtype
+    eff = dataclasses.replace(eff, moe_a2a_overlap=bool(row.get("moe_a2a_overlap", False)),
+                              dispatch_dtype=row.get("dispatch_dtype"))
+    given = {"max_num_seqs": row["max_num_seqs"]} if row.get("max_num_seqs") else {}
     if row["kind"] == "latency":
         spec = InferenceSpec(batch_size=row["B"], prompt_len=S, new_tokens=N, **kw)
         bound = estimate_inference(m, g, spec).total_s
@@ -149,7 +155,7 @@ def evaluate(row: dict[str, Any], kernel_s: float | None = None, fp8: float | No
 
         ep = row["ep"]
         spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, expert_parallel=ep, **kw)
-        d = disaggregate(m, g, spec, eff, row_serving(row, g), prefill_instances=1, decode_instances=1,
+        d = disaggregate(m, g, spec, eff, row_serving(row, g, **given), prefill_instances=1, decode_instances=1,
                          prompt_len=S, output_len=N)
         expected = max(T, ep) / (d.prefill_requests_per_s * S)
         step = prefill_step(m, g, dataclasses.replace(spec, batch_size=d.prefill_batch)).seconds
@@ -165,7 +171,7 @@ def evaluate(row: dict[str, Any], kernel_s: float | None = None, fp8: float | No
 
         ep = row["ep"]
         spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, expert_parallel=ep, **kw)
-        d = disaggregate(m, g, spec, eff, row_serving(row, g), prefill_instances=1, decode_instances=1,
+        d = disaggregate(m, g, spec, eff, row_serving(row, g, **given), prefill_instances=1, decode_instances=1,
                          prompt_len=S, output_len=N)
         per_gpu = d.decode_tokens_per_s / max(T, ep)
         expected = 1 / per_gpu
@@ -334,15 +340,19 @@ def report(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         "output (the Triton ensemble's tokenizer and detokenizer, and its streaming, sit in that path); this is "
         "what `--request-overhead-s` adds, but the other server source (NIM's TTFT at one request in flight) "
         "leaves no room for it, so every engine's default stays 0 and nothing is fitted. (5) Wide EP with DP attention (SGLang's DeepSeek-V3, "
-        "experts over 32-72 GPUs, not fitted): on H100 the decode pool lands within 7 % but the prefill pool is "
-        "55 % slow: tcalc runs each MoE layer's two all-to-alls (8000 tokens' hidden states in bf16 over the "
-        "50 GB/s NIC across 4 nodes) after the compute, where SGLang's two-batch overlap hides them and DeepEP "
-        "dispatches in fp8. On GB200 NVL72 (the all-to-alls on NVLink) tcalc is 19-27 % fast on prefill and "
-        "63-96 % fast on decode: at the ~840 sequences per GPU whose cache fits, tcalc's step is the bytes at "
-        "90 % of the bandwidth plus NVLink-rate all-to-alls; the posts cap the batch at "
-        "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK (not stated), run EP48 with redundant experts where "
-        "tcalc runs EP64, and the grouped GEMMs of a few tokens per expert run below the rates tcalc "
-        "assumes; reported as is.",
+        "experts over 32-72 GPUs, not fitted), run as the SGLang team's commands state (ai-dynamo/dynamo "
+        "worker_setup.py, sglang issues 6017 and 10903): 32 redundant experts (EP72 and EP48 of 288 slots), "
+        "the per-GPU batch of --cuda-graph-bs / SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK (256 on H100, "
+        "768 on GB200, 1024 with NVFP4), fp8 dispatch (DeepEP), two-batch overlap where the command turns it "
+        "on (H100). The H100 prefill pool moves from −55 % to about −22 % (the all-to-alls over the 50 GB/s "
+        "NIC now run in fp8 and under the other micro-batch's compute). The decode pools come out "
+        "optimistic at the stated batch: H100 about +46 % (and its measurement had simulated MTP, which "
+        "would make the gap larger), GB200 +62 to +103 %: at 256-1024 sequences per GPU tcalc's step is the "
+        "weights and cache at 90 % of HBM, fp8 matmuls at 0.51 of the peak and NVLink- or NIC-rate "
+        "all-to-alls, about half the measured step; the grouped GEMMs at 256-1024 tokens per expert run at "
+        "0.41-0.66 of the 1,979 TFLOPS fp8 peak in DeepGEMM's README tables (github:deepseek-ai/DeepGEMM README.md, H800: masked layout 815-1,233 TFLOPS at 256-1,024 tokens per expert, contiguous 1,093-1,297), close to tcalc's 0.51, so they do not explain "
+        "it; the GB200 part-1 post says its kernels did not yet saturate bandwidth or compute. GB200 prefill "
+        "+29 to +43 %. Reported as is, nothing fitted.",
         "",
         "| source | setup | role | measured | bound (share) | expected | error |",
         "| --- | --- | --- | --- | --- | --- | --- |",

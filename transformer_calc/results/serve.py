@@ -53,6 +53,8 @@ class ExpectedAssumptions(Section):
     node_size: int  # GPUs per NVLink domain
     intra_node_bytes_s: float  # per GPU, one direction, within a node
     inter_node_bytes_s: float  # per GPU, one direction, between nodes (the NIC)
+    moe_a2a_overlap: bool | None = None  # wide EP: the all-to-alls under the other micro-batch's compute; only when on
+    dispatch_dtype: str | None = None  # wide EP: the dispatch's hidden-state dtype; only when given
 
 
 def expected_assumptions(eff: Any) -> ExpectedAssumptions:
@@ -69,6 +71,8 @@ def expected_assumptions(eff: Any) -> ExpectedAssumptions:
         node_size=eff.network.node_size,
         intra_node_bytes_s=eff.network.intra_bytes_s,
         inter_node_bytes_s=eff.network.inter_bytes_s,
+        **({"moe_a2a_overlap": True} if eff.moe_a2a_overlap else {}),
+        **({"dispatch_dtype": eff.dispatch_dtype} if eff.dispatch_dtype is not None else {}),
     )
 
 
@@ -88,6 +92,7 @@ class ServeSettings(Section):
     weight_dtype: str
     kv_dtype: str
     targets: Targets
+    redundant_experts: int | None = None  # MoE expert slots beyond n_experts; only when given
     request_rate: float | None  # requests/s for the whole deployment (None: the most the targets allow)
     engine: EngineSettings
     batching: str  # the serving model, in words
@@ -225,6 +230,7 @@ def serve_report(
             weight_dtype=spec.weight_dtype,
             kv_dtype=spec.kv_dtype,
             targets=Targets(ttft_s=ttft_s, tpot_s=tpot_s),
+            **({"redundant_experts": spec.redundant_experts} if spec.redundant_experts else {}),
             request_rate=request_rate,
             engine=engine_section(serving),
             batching="continuous: each step decodes the B sequences in flight (mean context P + O/2) and "

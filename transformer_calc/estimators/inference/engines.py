@@ -33,6 +33,12 @@ reserves activations and sampler buffers for the batch the dataset can fill, not
 sequences and 8192 tokens. `tcalc serve --engine trtllm` keeps the llm_args defaults (a served
 engine); tools/validation/serving.py takes trtllm-bench's limits for trtllm-bench's rows.
 
+Wide expert parallelism's two-batch overlap (`moe_a2a_overlap`: the batch split in two micro-batches,
+one's MoE all-to-alls under the other's compute) is off in every profile, as in the engines: SGLang
+`--enable-two-batch-overlap` (server_args.py, default False), vLLM `--enable-dbo` (dual batch
+overlap, docs.vllm.ai/en/stable/design/dbo/, default False); TensorRT-LLM's wide-EP overlap is configured per deployment. SGLang's
+DeepSeek deployments turn it on (`--moe-a2a-overlap`).
+
 Not modelled: SGLang runs prefill and decode batches apart unless `--enable-mixed-chunk` (tcalc's
 steady-state step mixes them, the same mean work per step); TensorRT-LLM's capacity scheduler
 reserves a request's whole output up front (GUARANTEED_NO_EVICT), which tcalc's peak-context
@@ -175,6 +181,7 @@ class EngineDefaults:
     memory_fraction_of: str  # total | static | free
     cuda_graphs: bool
     request_overhead_s: float = 0.0
+    moe_a2a_overlap: bool = False  # wide EP's two-batch overlap (module docstring)
 
 
 def check_engine(engine: str) -> str:

@@ -77,6 +77,7 @@ from transformer_calc.estimators.inference.roofline import (
     rank_shard,
     state_bytes,
     decode_step,
+    expert_slots,
     prefill_step,
 )
 from transformer_calc.estimators.params import check_tensor_parallel
@@ -538,8 +539,8 @@ def search(
                                   f"{replica_layout(T, spec.expert_parallel)[0]} GPUs"))
             continue
         try:
-            check_tensor_parallel(m, T, spec.expert_parallel)
             layout_spec = dataclasses.replace(spec, tensor_parallel=T)
+            check_tensor_parallel(expert_slots(m, layout_spec), T, spec.expert_parallel)
             rank_shard(m, layout_spec)
             layout_serving = at_tensor_parallel(serving, gpu, T)
         except TcalcError:
