@@ -411,3 +411,22 @@ def test_cli_wide_ep_flags(capsys):
     assert run(["inference", "--preset", "deepseek-v3", "--ep", "72", "--dispatch-dtype", "int3", "-f", "json"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "dispatch_dtype ('int3')" in err[0]
+
+
+# ---------------------------------------------------------------------------- NVFP4: attention at fp8
+def test_attention_runs_at_fp8_under_an_fp4_compute_dtype():
+    """NVFP4 quantizes the linear layers only: attention's FLOPs at the fp8 peak (fp8 cache) or the
+    activation dtype's, the rest at fp4's; other compute dtypes keep one peak."""
+    from transformer_calc.estimators.inference.expected import attention_dtype, compute_s
+    from transformer_calc.devices.hardware import peak_flops
+
+    b200 = gpu("b200")
+    eff = default_efficiency(b200)
+    fp4 = InferenceSpec(batch_size=1, prompt_len=10, weight_dtype="nvfp4", compute_dtype="fp4", kv_dtype="fp8")
+    assert attention_dtype(fp4) == "fp8"
+    assert attention_dtype(dataclasses.replace(fp4, kv_dtype=None)) == "bf16"
+    assert attention_dtype(SPEC) == "fp8"  # an fp8 compute dtype is its own attention dtype
+    f, a = 10**15, 10**14
+    expected = (f - a) / (0.51 * peak_flops(b200, "fp4")) + a / (0.51 * peak_flops(b200, "fp8"))
+    assert compute_s(b200, fp4, eff, f, a) == pytest.approx(expected, rel=1e-9)
+    assert compute_s(b200, SPEC, eff, f, a) == pytest.approx(f / (0.51 * peak_flops(b200, "fp8")), rel=1e-9)

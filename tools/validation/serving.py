@@ -63,8 +63,8 @@ FIT_SEQUENCE = tuple(f"trtllm-31-8b-h100-tp1-{s}" for s in (
 
 
 # Sources measured with trtllm-bench and no batch limits given: its tuning heuristic sets them.
-TRTLLM_BENCH = ("trtllm", "trtllm-v017")
-ENGINE_OF = {"trtllm": "trtllm", "trtllm-v017": "trtllm", "trtllm-v014-serving": "trtllm", "trtllm-v06": "trtllm", "nim": "trtllm", "nemo": "trtllm",
+TRTLLM_BENCH = ("trtllm", "trtllm-v017", "trtllm-fp4")
+ENGINE_OF = {"trtllm": "trtllm", "trtllm-fp4": "trtllm", "trtllm-v017": "trtllm", "trtllm-v014-serving": "trtllm", "trtllm-v06": "trtllm", "nim": "trtllm", "nemo": "trtllm",
              "vllm-ci": "vllm", "sglang-ep": "sglang"}
 
 
@@ -352,7 +352,15 @@ def report(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         "all-to-alls, about half the measured step; the grouped GEMMs at 256-1024 tokens per expert run at "
         "0.41-0.66 of the 1,979 TFLOPS fp8 peak in DeepGEMM's README tables (github:deepseek-ai/DeepGEMM README.md, H800: masked layout 815-1,233 TFLOPS at 256-1,024 tokens per expert, contiguous 1,093-1,297), close to tcalc's 0.51, so they do not explain "
         "it; the GB200 part-1 post says its kernels did not yet saturate bandwidth or compute. GB200 prefill "
-        "+29 to +43 %. Reported as is, nothing fitted.",
+        "+29 to +43 %. Reported as is, nothing fitted. (8) TensorRT-LLM's NVFP4 rows (Llama 3.3 70B and 3.1 "
+        "405B on B200 and GB200): with the linear layers' matmuls at the fp4 peak (NVFP4 quantizes weights "
+        "and activations) tcalc is 20-81 % optimistic, most on long prompts; read as weight-only (bf16 "
+        "matmuls) the prefill-heavy rows were up to 2x slow instead, the 'about 2x' of the first look. "
+        "Attention runs at fp8, not fp4 (expected.attention_dtype: no FP4 attention kernels), which moves "
+        "the long-prompt rows by a few points only. What is left is consistent with the fp4 GEMMs reaching "
+        "less than the 0.51 of their peak that tcalc's fp8 efficiency (fitted on an H100 fp8 TTFT) gives "
+        "them: the fp4 peak is twice the fp8 one, and no published fp4 GEMM efficiency was found to "
+        "replace the extrapolation; not fitted here.",
         "",
         "| source | setup | role | measured | bound (share) | expected | error |",
         "| --- | --- | --- | --- | --- | --- | --- |",

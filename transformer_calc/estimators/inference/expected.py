@@ -7,7 +7,10 @@ each counted here as a term of its own, on top of the same FLOPs and bytes:
 - achievable rates: matmuls at the maximum achievable matmul FLOPS (MAMF, measured on the
   largest GEMM shapes; `train.MATMUL_EFFICIENCY`, Stas Bekman's ml-engineering table; fp8 compute
   at `FP8_MATMUL_EFFICIENCY` of the fp8 peak, fitted), HBM at
-  `train.MEMORY_EFFICIENCY` of the datasheet (large copies reach ~90 %). A step's time is
+  `train.MEMORY_EFFICIENCY` of the datasheet (large copies reach ~90 %); with a 4- or 6-bit compute
+  dtype (NVFP4, MXFP4) attention's FLOPs run at fp8 or the activation dtype (`attention_dtype`;
+  `tcalc inference`'s closed-form decode sum keeps the one compute peak: decode attention is
+  bandwidth-bound). A step's time is
   max(FLOPs / (η_matmul·peak), bytes / (η_mem·bandwidth)): the roofline at those rates.
 - kernel launches: a fixed cost per kernel, `KERNELS_PER_LAYER` per layer (more for a routed
   MLP) plus the model's head and tail kernels. With CUDA graphs (vLLM's and TensorRT-LLM's
@@ -83,6 +86,7 @@ KERNELS_PER_LAYER = 10
 MOE_EXTRA_KERNELS = 4
 MODEL_KERNELS = 3  # the embedding gather, the final norm, the LM head
 NARROW_DTYPES = ("fp8", "fp6", "fp4")  # compute dtypes that take FP8_MATMUL_EFFICIENCY
+SUB_BYTE_COMPUTE = ("fp6", "fp4")  # compute dtypes of the linear layers only (attention_dtype)
 # Wide EP's dispatch dtype (`dispatch_dtype`): an 8-bit dispatch carries one fp32 scale per 128
 # channels (DeepEP README, low-latency kernels: "FP8 dispatching and BF16 combining"; DeepGEMM's
 # per-token 1x128 activation scaling, DeepSeek-V3 report sec. 3.3).
@@ -180,6 +184,30 @@ def _rates(gpu: GPU, spec: InferenceSpec, eff: Efficiency) -> tuple[Fraction, Fr
     peak = Fraction(peak_flops(gpu, spec.resolved_compute_dtype)) * Fraction(eta).limit_denominator(10**6)
     bw = Fraction(gpu.memory_bw_bytes_s) * Fraction(eff.memory).limit_denominator(10**6)
     return peak, bw
+
+
+def attention_dtype(spec: InferenceSpec) -> str:
+    """The dtype whose peak attention's score and value matmuls run at: the compute dtype, except a
+    4- or 6-bit one. NVFP4 and MXFP4 quantize the linear layers' weights and activations only
+    (ModelOpt's NVFP4 recipe; no FP4 attention kernel in TensorRT-LLM, FlashInfer or FlashAttention):
+    attention runs in fp8 with an fp8 cache (TensorRT-LLM's FP8 FMHA and XQA) and in the activation
+    dtype otherwise."""
+    c = spec.resolved_compute_dtype
+    if c not in SUB_BYTE_COMPUTE:
+        return c
+    return "fp8" if spec.resolved_kv_dtype == "fp8" else spec.resolved_activation_dtype
+
+
+def compute_s(gpu: GPU, spec: InferenceSpec, eff: Efficiency, flops: int | float, attention_flops: int | float = 0) -> float:
+    """Seconds of a step's FLOPs at the achievable rates: the attention FLOPs at their own dtype's
+    peak (`attention_dtype`), the rest at the compute dtype's; one rate when they coincide."""
+    peak, _ = _rates(gpu, spec, eff)
+    a = attention_dtype(spec)
+    if a == spec.resolved_compute_dtype or not attention_flops:
+        return float(Fraction(flops) / peak)
+    eta = eff.matmul_fp8 if a in NARROW_DTYPES else eff.matmul
+    peak_a = Fraction(peak_flops(gpu, a)) * Fraction(eta).limit_denominator(10**6)
+    return float((Fraction(flops) - Fraction(attention_flops)) / peak + Fraction(attention_flops) / peak_a)
 
 
 def launches_per_step(m: ModelConfig) -> int:
@@ -280,11 +308,12 @@ def fixed_costs_s(
 
 def step_time(
     m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, flops: int | float, bytes_moved: int | float,
-    tokens: int, sampled: int,
+    tokens: int, sampled: int, attention_flops: int | float = 0,
 ) -> ExpectedStep:
-    """The expected time of any forward pass given its FLOPs and bytes (serving's mixed steps)."""
+    """The expected time of any forward pass given its FLOPs (of which `attention_flops` are
+    attention's, `attention_dtype`) and bytes (serving's mixed steps)."""
     peak, bw = _rates(gpu, spec, eff)
-    compute, memory = float(flops / peak), float(bytes_moved / bw)
+    compute, memory = compute_s(gpu, spec, eff, flops, attention_flops), float(bytes_moved / bw)
     launch, comm, sampling = fixed_costs_s(m, gpu, spec, eff, tokens, sampled)
     roof = max(compute, memory)
     comm = exposed_s(m, spec, eff, tokens, roof, comm)
@@ -294,7 +323,7 @@ def step_time(
 def expected_step(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, step: Step) -> ExpectedStep:
     """The expected time of a step the bound has costed (`inference.prefill_step`, `decode_step`)."""
     peak, bw = _rates(gpu, spec, eff)
-    compute, memory = float(step.flops / peak), float(step.bytes_moved / bw)
+    compute, memory = compute_s(gpu, spec, eff, step.flops, step.attention_flops), float(step.bytes_moved / bw)
     launch, comm, sampling = _fixed_s(m, gpu, spec, eff, step.tokens)
     roof = max(compute, memory)
     comm = exposed_s(m, spec, eff, spec.batch_size * step.tokens, roof, comm)

@@ -355,9 +355,10 @@ def load_point(
         the experts the prompt touches that the decode tokens did not)."""
         share = prefill_tokens / P
         flops = dec.flops + share * pre.flops
+        attention = dec.attention_flops + share * pre.attention_flops
         extra_weights = max(pre.weight_bytes - dec.weight_bytes, 0) * min(share, 1.0)
         bytes_moved = dec.bytes_moved + share * pre.kv_write_bytes + extra_weights
-        return step_time(m, gpu, spec, eff, flops, bytes_moved, B + math.ceil(prefill_tokens), B)
+        return step_time(m, gpu, spec, eff, flops, bytes_moved, B + math.ceil(prefill_tokens), B, attention)
 
     x = B * P / O  # prompt tokens prefilled per step in steady state
     step = mixed(x)
