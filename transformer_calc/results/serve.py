@@ -60,6 +60,11 @@ class ExpectedAssumptions(Section):
 def expected_assumptions(eff: Any) -> ExpectedAssumptions:
     """The expected model's rates and fixed costs (inference's `expected.assumptions` adds the
     kernel count and the link latencies; serve's `expected_assumptions` is this)."""
+    wide_ep: dict[str, Any] = {}  # wide EP's settings, only when set (no key otherwise)
+    if eff.moe_a2a_overlap:
+        wide_ep["moe_a2a_overlap"] = True
+    if eff.dispatch_dtype is not None:
+        wide_ep["dispatch_dtype"] = eff.dispatch_dtype
     return ExpectedAssumptions(
         matmul_efficiency=eff.matmul,
         matmul_efficiency_fp8=eff.matmul_fp8,
@@ -71,8 +76,7 @@ def expected_assumptions(eff: Any) -> ExpectedAssumptions:
         node_size=eff.network.node_size,
         intra_node_bytes_s=eff.network.intra_bytes_s,
         inter_node_bytes_s=eff.network.inter_bytes_s,
-        **({"moe_a2a_overlap": True} if eff.moe_a2a_overlap else {}),
-        **({"dispatch_dtype": eff.dispatch_dtype} if eff.dispatch_dtype is not None else {}),
+        **wide_ep,
     )
 
 
