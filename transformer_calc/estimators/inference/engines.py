@@ -136,7 +136,10 @@ def trtllm_bench_limits(params: int, weight_dtype: str, kv_bytes_per_token: floa
 
     and, without chunked prefill, max_tokens >= ISL + max_bs (general.get_settings). `kv_bytes_per_token`
     is the heuristic's 2 · attention layers · max(T, n_kv) · h_d · (1 byte fp8 cache, else 2), the
-    whole TP group's. The heuristic needs the weights to fit (else trtllm-bench stops: ValueError)."""
+    whole TP group's. M is the GPU's memory as tcalc's hardware table holds it; trtllm-bench reads
+    NVML's total (81,559 MiB on an H100 80GB, 7 % above the table's 80 GB), so on a GPU whose weights
+    nearly fill it the batch here can come out one rounding step lower. The heuristic needs the
+    weights to fit (else trtllm-bench stops: ValueError)."""
     for name, value in (("params", params), ("gpu_memory_bytes", gpu_memory_bytes), ("gpus", gpus),
                         ("prompt_len", prompt_len), ("output_len", output_len), ("pipeline_parallel", pipeline_parallel)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
