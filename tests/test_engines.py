@@ -199,9 +199,9 @@ PERF_OVERVIEW = "TensorRT-LLM@00f37686 docs/source/performance/perf-overview.md,
 
 @pytest.mark.parametrize("argv, tcalc, published", [
     # Llama 3.1 405B, 128/2048, H200 TP8 (FP8): 5,348 tokens/s (PERF_OVERVIEW)
-    ("llama-3.1-405b --gpu h200 --gpus 8 --T 8 --prompt-len 128 --output-len 2048", 5220.4593123613395, 5348),
+    ("llama-3.1-405b --gpu h200 --gpus 8 --T 8 --prompt-len 128 --output-len 2048", 5206.868190594426, 5348),
     # Llama 3.3 70B, 1000/1000, H100 TP2 (FP8): 4,205 tokens/s (PERF_OVERVIEW)
-    ("llama-3.3-70b --gpu h100 --gpus 2 --T 2 --prompt-len 1000 --output-len 1000", 5076.424839854247, 4205),
+    ("llama-3.3-70b --gpu h100 --gpus 2 --T 2 --prompt-len 1000 --output-len 1000", 5063.572417455062, 4205),
 ], ids=["perf-overview-405b-h200-tp8-128-2048", "perf-overview-70b-h100-tp2-1000-1000"])
 def test_serve_engine_trtllm_against_perf_overview(argv, tcalc, published, capsys):
     """`tcalc serve --engine trtllm` with the page's KV fraction (0.95 of the free memory) and fp8
@@ -234,7 +234,7 @@ def test_curve_against_nim_concurrency_sweep(capsys):
     published = {1: (0.40677, 0.01858), 5: (0.5467, 0.02183), 25: (0.68869, 0.03875), 50: (0.83451, 0.05973)}
     for b, (ttft, itl) in published.items():
         assert abs(points[b]["ttft_s"] / ttft - 1) <= 0.25 and abs(points[b]["tpot_s"] / itl - 1) <= 0.25
-    assert points[1]["ttft_s"] == pytest.approx(0.4075253185487904, rel=1e-9)
+    assert points[1]["ttft_s"] == pytest.approx(0.4075260685487905, rel=1e-9)
     tps = [points[b]["tokens_per_s"] for b in (1, 5, 25, 50)]
     assert tps == sorted(tps)  # throughput grows with concurrency ...
     assert [points[b]["tpot_s"] for b in (1, 5, 25, 50)] == sorted(points[b]["tpot_s"] for b in (1, 5, 25, 50))
@@ -274,3 +274,159 @@ def test_validation_targets_under_the_engine_profiles():
     thr = errors["trtllm"]
     assert sum(e <= 0.25 for e in thr) >= 0.85 * len(thr) and statistics.median(thr) <= 0.12
     assert sum(e <= 0.25 for e in errors["nim"]) >= 0.8 * len(errors["nim"])
+
+
+# ---------------------------------------------------------------------------- trtllm-bench's batch limits
+# tensorrt_llm/bench/build/tuning.py (calc_engine_setting, finetune_setting) and
+# bench/benchmark/utils/general.py (get_settings), engines.TRTLLM_BENCH_TUNING.
+@pytest.mark.parametrize("model, T, S, N, expected", [
+    # 70B fp8 on one 80 GB H100: engine 70,553,706,496 B = 65.708 GiB; free 74.506 − 65.708 = 8.798 GiB;
+    # K/V 2·80·8·128·1 B = 160 KiB per token, 2176 tokens = 0.33203 GiB per request; 0.95 · 8.798 / 0.33203
+    # = 25.2 requests -> the floor of 64 sequences; 25.2 · (1 + 128/2048) = 26.7 tokens -> the floor of 2048
+    ("llama-3.1-70b", 1, 128, 2048, (64, 2048)),
+    # 8B fp8: the KV pool holds > 4096 requests of 256 tokens -> the cap 4096; 4096 · 2 = 8192 tokens
+    ("llama-3.1-8b", 1, 128, 128, (4096, 8192)),
+    # 405B on 8 GPUs, 20000-token prompts, no chunked prefill: max_num_tokens = ISL + max_batch_size
+    ("llama-3.1-405b", 8, 20000, 2000, (64, 20064)),
+])
+def test_trtllm_bench_limits(model, T, S, N, expected):
+    from transformer_calc.estimators.inference.serving import trtllm_bench_batch_limits
+
+    spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, weight_dtype="fp8", kv_dtype="fp8", tensor_parallel=T)
+    assert trtllm_bench_batch_limits(preset_model(model), gpu("h100"), spec, S, N) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(mem=st.integers(20, 200), params=st.integers(1, 150), kv=st.integers(1, 2**20),
+       S=st.integers(1, 40000), N=st.integers(1, 8000), chunked=st.booleans())
+def test_trtllm_bench_limits_properties(mem, params, kv, S, N, chunked):
+    """The heuristic's floors and roundings hold, its batch never falls as the memory grows, and
+    without chunked prefill a whole prompt and the batch fit in one step."""
+    from transformer_calc.estimators.inference.engines import trtllm_bench_limits
+
+    args = (params * 10**9, "fp8", float(kv), mem * 2**30, 1, S, N, chunked)
+    try:
+        bs, tokens = trtllm_bench_limits(*args)
+    except ValueError as e:
+        assert "no room for one request" in str(e)
+        return
+    assert 64 <= bs <= 4096 and bs % 32 == 0 and tokens >= 2048
+    if chunked:
+        assert tokens % 256 == 0 and tokens <= 32768
+    else:
+        assert tokens >= S + bs
+    bigger, _ = trtllm_bench_limits(params * 10**9, "fp8", float(kv), (mem + 40) * 2**30, 1, S, N, chunked)
+    assert bigger >= bs
+
+
+def test_trtllm_bench_limits_refuse_a_model_that_does_not_fit():
+    from transformer_calc.estimators.inference.engines import trtllm_bench_limits
+
+    with pytest.raises(ValueError, match="no room for one request"):
+        trtllm_bench_limits(100 * 10**9, "bf16", 2.0**17, 80 * 10**9, 1, 128, 128)
+    with pytest.raises(ValueError, match=r"gpus \(0\)"):
+        trtllm_bench_limits(10**9, "bf16", 2.0**17, 80 * 10**9, 0, 128, 128)
+
+
+# ---------------------------------------------------------------------------- wide EP: redundant experts, overlap, fp8 dispatch
+DSV3 = preset_model("deepseek-v3")  # 256 routed experts, top-8, D = 7168, 58 MoE layers
+
+
+def test_redundant_experts_add_whole_expert_slots():
+    """ep = 32 with 32 redundant experts: 288 slots, 9 per GPU instead of 8: one more expert per MoE
+    layer, and the router counted with 288 outputs (D·32 per layer more, stated in expert_slots)."""
+    plain = rank_shard(DSV3, InferenceSpec(batch_size=1, prompt_len=10, expert_parallel=32, weight_dtype="fp8"))
+    slots = rank_shard(DSV3, InferenceSpec(batch_size=1, prompt_len=10, expert_parallel=32, weight_dtype="fp8",
+                                           redundant_experts=32))
+    assert (plain.n_experts, slots.n_experts) == (8, 9)
+    assert slots.params - plain.params == 58 * (plain.expert_params + 7168 * 32) == 2_567_634_944
+
+
+def test_redundant_experts_let_ep_divide_the_slots():
+    from transformer_calc.estimators.inference.roofline import expert_slots
+
+    spec = InferenceSpec(batch_size=1, prompt_len=10, expert_parallel=72, weight_dtype="fp8", redundant_experts=32)
+    assert rank_shard(DSV3, spec).n_experts == 4  # SGLang's H100 decode: EP72 of 256 + 32
+    with pytest.raises(ValueError, match="n_experts"):
+        rank_shard(DSV3, dataclasses.replace(spec, redundant_experts=0))
+    with pytest.raises(ValueError, match=r"256 \+ 16 = 272\) must be divisible by the expert-parallel size ep \(72\)"):
+        expert_slots(DSV3, dataclasses.replace(spec, redundant_experts=16))
+    with pytest.raises(ValueError, match="needs a mixture-of-experts model"):
+        expert_slots(M8B, dataclasses.replace(SPEC, redundant_experts=4))
+    with pytest.raises(ValueError, match="redundant_experts"):
+        InferenceSpec(batch_size=1, prompt_len=10, redundant_experts=-1)
+
+
+def test_expert_all_to_all_with_an_fp8_dispatch():
+    """256 tokens on one of 32 GPUs (T = 1), top-8: 2048 assignments per MoE layer, 31/32 of them off
+    the GPU at the NIC's 50 GB/s (H100), 20 µs per all-to-all. bf16 both ways: 2048·7168·2 B each;
+    fp8 dispatch: 2048·(7168 + 56·4) B (one fp32 scale per 128 channels), bf16 combine."""
+    from transformer_calc.estimators.inference.expected import expert_all_to_all_s
+
+    h100 = gpu("h100")
+    eff = default_efficiency(h100)
+    spec = InferenceSpec(batch_size=1, prompt_len=10, expert_parallel=32, weight_dtype="fp8")
+    bf16 = 58 * ((2 * 2048 * 7168 * 2) * 31 / 32 / 50e9 + 2 * 20e-6)
+    fp8 = 58 * ((2048 * (7168 + 56 * 4) + 2048 * 7168 * 2) * 31 / 32 / 50e9 + 2 * 20e-6)
+    assert expert_all_to_all_s(DSV3, spec, eff, 256) == pytest.approx(bf16, rel=1e-12)
+    assert expert_all_to_all_s(DSV3, spec, dataclasses.replace(eff, dispatch_dtype="fp8"), 256) == pytest.approx(fp8, rel=1e-12)
+    assert expert_all_to_all_s(DSV3, dataclasses.replace(spec, expert_parallel=1), eff, 256) == 0.0  # ep <= T: none
+    with pytest.raises(ValueError, match="dispatch_dtype"):
+        dataclasses.replace(eff, dispatch_dtype="int4")
+
+
+@settings(max_examples=25, deadline=None)
+@given(B=st.integers(1, 512), ep=st.sampled_from([8, 16, 32, 64]), fp8=st.booleans())
+def test_overlap_exposes_only_the_excess_over_the_roofline(B, ep, fp8):
+    """With moe_a2a_overlap the step's communication is the rest plus max(0, a2a − roofline): never
+    more than without it, never below the rest, and the step never below its roofline."""
+    from transformer_calc.estimators.inference.expected import expected_step, expert_all_to_all_s
+    from transformer_calc.estimators.inference.roofline import decode_step
+
+    h100 = gpu("h100")
+    eff = dataclasses.replace(default_efficiency(h100), dispatch_dtype="fp8" if fp8 else None)
+    spec = InferenceSpec(batch_size=B, prompt_len=2000, new_tokens=100, expert_parallel=ep, weight_dtype="fp8")
+    step = decode_step(DSV3, h100, spec, 2050)
+    off = expected_step(DSV3, h100, spec, eff, step)
+    on = expected_step(DSV3, h100, spec, dataclasses.replace(eff, moe_a2a_overlap=True), step)
+    a2a = expert_all_to_all_s(DSV3, spec, eff, B)
+    assert on.communication_s <= off.communication_s + 1e-15
+    assert on.communication_s == pytest.approx(off.communication_s - a2a + max(0.0, a2a - on.roofline_s), rel=1e-9, abs=1e-15)
+    assert on.time_s >= on.roofline_s
+
+
+def test_cli_wide_ep_flags(capsys):
+    from transformer_calc.cli import run
+
+    assert run(["inference", "--preset", "deepseek-v3", "--gpu", "h100", "--ep", "72", "--redundant-experts", "32",
+                "--weight-dtype", "fp8", "--S", "2000", "--B", "256", "--moe-a2a-overlap", "--dispatch-dtype", "fp8",
+                "-f", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["inference"]["redundant_experts"] == 32 and out["inference"]["gpus"] == 72
+    a = out["expected"]["assumptions"]
+    assert (a["moe_a2a_overlap"], a["dispatch_dtype"]) == (True, "fp8")
+    assert run(["inference", "--preset", "llama-3.1-8b", "--redundant-experts", "4", "-f", "json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "redundant_experts (4) needs a mixture-of-experts model" in err[0]
+    assert run(["inference", "--preset", "deepseek-v3", "--ep", "72", "--dispatch-dtype", "int3", "-f", "json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "dispatch_dtype ('int3')" in err[0]
+
+
+# ---------------------------------------------------------------------------- NVFP4: attention at fp8
+def test_attention_runs_at_fp8_under_an_fp4_compute_dtype():
+    """NVFP4 quantizes the linear layers only: attention's FLOPs at the fp8 peak (fp8 cache) or the
+    activation dtype's, the rest at fp4's; other compute dtypes keep one peak."""
+    from transformer_calc.estimators.inference.expected import attention_dtype, compute_s
+    from transformer_calc.devices.hardware import peak_flops
+
+    b200 = gpu("b200")
+    eff = default_efficiency(b200)
+    fp4 = InferenceSpec(batch_size=1, prompt_len=10, weight_dtype="nvfp4", compute_dtype="fp4", kv_dtype="fp8")
+    assert attention_dtype(fp4) == "fp8"
+    assert attention_dtype(dataclasses.replace(fp4, kv_dtype=None)) == "bf16"
+    assert attention_dtype(SPEC) == "fp8"  # an fp8 compute dtype is its own attention dtype
+    f, a = 10**15, 10**14
+    expected = (f - a) / (0.51 * peak_flops(b200, "fp4")) + a / (0.51 * peak_flops(b200, "fp8"))
+    assert compute_s(b200, fp4, eff, f, a) == pytest.approx(expected, rel=1e-9)
+    assert compute_s(b200, SPEC, eff, f, a) == pytest.approx(f / (0.51 * peak_flops(b200, "fp8")), rel=1e-9)

@@ -28,10 +28,14 @@ def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any
     if not isinstance(graphs, bool):
         raise TcalcError(f"inference: cuda_graphs ({str(graphs)[:40]!r}) must be true or false")
     request_s = merged.get("request_overhead_s", profile.request_overhead_s)
+    overlap = merged.get("moe_a2a_overlap", profile.moe_a2a_overlap)
+    if not isinstance(overlap, bool):
+        raise TcalcError(f"inference: moe_a2a_overlap ({str(overlap)[:40]!r}) must be true or false")
     try:
         return default_efficiency(gpu, cuda_graphs=graphs, matmul=merged.get("matmul_efficiency"),
                                   memory=merged.get("memory_efficiency"), kernel_s=merged.get("kernel_launch_s"),
-                                  network=network, sequence_s=merged.get("sequence_overhead_s"), request_s=request_s)
+                                  network=network, sequence_s=merged.get("sequence_overhead_s"), request_s=request_s,
+                                  moe_a2a_overlap=overlap, dispatch_dtype=merged.get("dispatch_dtype"))
     except TcalcError:
         raise
     except (ValueError, TypeError) as exc:
@@ -123,6 +127,7 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
             new_tokens=merged.get("new_tokens", 1),
             tensor_parallel=merged.get("tensor", 1),
             expert_parallel=merged.get("expert", 1),
+            redundant_experts=merged.get("redundant_experts", 0),
             weight_dtype=merged.get("weight_dtype", "checkpoint" if stored is not None else model.weight_format or dtype or "bf16"),
             stored=stored,
             compute_dtype=dtype,
@@ -150,7 +155,7 @@ MatmulEff = Annotated[float | None, opt("--matmul-efficiency", help="Achievable 
 MemoryEff = Annotated[float | None, opt("--memory-efficiency", help="Achievable fraction of the HBM bandwidth \\[default: 0.9].", panel=EXPECTED, parse=fraction)]
 Graphs = Annotated[bool | None, opt("--cuda-graphs/--no-cuda-graphs", help="Kernels launched from CUDA graphs (vLLM, TensorRT-LLM decode) or eagerly \\[default: --cuda-graphs].", panel=EXPECTED)]
 KernelLaunch = Annotated[float | None, opt("--kernel-launch-s", help="Fixed cost per kernel, seconds \\[default: 7.8e-6 with CUDA graphs (fitted), 15.8e-6 without].", panel=EXPECTED, parse=seconds)]
-SeqOverhead = Annotated[float | None, opt("--sequence-overhead-s", help="Engine work per sequence per step, seconds \\[default: 10.4e-6 (fitted)].", panel=EXPECTED, parse=seconds)]
+SeqOverhead = Annotated[float | None, opt("--sequence-overhead-s", help="Engine work per sequence per step, seconds \\[default: 10.9e-6 (fitted)].", panel=EXPECTED, parse=seconds)]
 NodeSize = Annotated[int | None, opt("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", panel=EXPECTED, parse=node_size, job=False)]
 InterNode = Annotated[float | None, opt("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", panel=EXPECTED, parse=positive, job=False)]
 BlockSize = Annotated[int | None, opt("--block-size", help="Tokens per KV-cache block \\[default: the engine's: vLLM 16, SGLang 1, TensorRT-LLM 32].", panel=SERVING, parse=whole)]
@@ -160,6 +165,9 @@ MaxSeqs = Annotated[int | None, opt("--max-num-seqs", help="Sequences per engine
 Engine = Annotated[str | None, opt("--engine", help="Serving engine whose defaults fill the serving settings not given: vllm | sglang | trtllm \\[default: vllm].", panel=SERVING)]
 Chunked = Annotated[bool | None, opt("--chunked-prefill/--no-chunked-prefill", help="Prompts split into chunks of what the step budget leaves, or prefilled whole in one step \\[default: the engine's: on for vLLM and SGLang, off for TensorRT-LLM].", panel=SERVING)]
 RequestOverhead = Annotated[float | None, opt("--request-overhead-s", help="Fixed cost per request outside the GPU (tokenize, schedule, detokenize), added to the time to first token, seconds \\[default: 0 for every engine].", panel=EXPECTED, parse=seconds)]
+A2AOverlap = Annotated[bool | None, opt("--moe-a2a-overlap/--no-moe-a2a-overlap", help="Wide EP (ep > T): each MoE all-to-all runs under the other micro-batch's compute, only its excess over the step's roofline exposed (SGLang --enable-two-batch-overlap, vLLM --enable-dbo) \\[default: off, every engine's default].", panel=EXPECTED)]
+DispatchDtype = Annotated[str | None, opt("--dispatch-dtype", help="Wide EP (ep > T): the MoE dispatch's hidden-state dtype, bf16 | fp16 | fp8 (fp8 with one fp32 scale per 128 channels, DeepEP); the combine stays in the activation dtype \\[default: the activation dtype].", panel=EXPECTED)]
+RedundantExperts = Annotated[int | None, opt("--redundant-experts", help="MoE: expert slots beyond n_experts, copies of the busiest experts (SGLang --ep-num-redundant-experts, DeepSeek EPLB); ep must divide n_experts + this \\[default: 0].", panel=INFERENCE, parse=whole_or_zero)]
 CudaContext = Annotated[str | None, opt("--cuda-context", help="Reserve for the CUDA context, e.g. 512MiB \\[default: 512MiB].", panel=SERVING)]
 ActivationPeak = Annotated[str | None, opt("--activation-peak", help="Reserve for activations, e.g. 2GiB \\[default: the largest prefill chunk's through one block + the sampler's logits].", panel=SERVING)]
 Workspace = Annotated[str | None, opt("--engine-workspace", help="Reserve for CUDA graphs and all-reduce buffers \\[default: 512MiB].", panel=SERVING)]
@@ -185,6 +193,9 @@ class _Engine(ModelRequest):
     engine: Engine = None
     chunked_prefill: Chunked = None
     request_overhead_s: RequestOverhead = None
+    moe_a2a_overlap: A2AOverlap = None
+    dispatch_dtype: DispatchDtype = None
+    redundant_experts: RedundantExperts = None
 
 
 class InferenceRequest(_Engine):

@@ -44,6 +44,7 @@ class InferenceSettings(Section):
     mla_cache: str | None  # latent | decompressed (None: not an MLA model)
     gpu: str
     images: int | None = None  # images per sequence (their tokens are in prompt_len); only when given
+    redundant_experts: int | None = None  # MoE expert slots beyond n_experts; only when given
 
 
 class KVCacheSection(Section):
@@ -280,7 +281,7 @@ def expected_section(x: Any) -> ExpectedSection:
         decode_first_step=step(x.decode_first),
         decode_last_step=step(x.decode_last),
         assumptions=InferenceAssumptions(
-            **dict(expected_assumptions(eff)),
+            **expected_assumptions(eff).model_dump(exclude_unset=True),
             kernels_per_step=x.kernels_per_step,
             intra_node_latency_s=eff.network.intra_latency_s,
             inter_node_latency_s=eff.network.inter_latency_s,
@@ -411,6 +412,7 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
     if checkpoint is not None:
         extra["checkpoint"] = checkpoint
     images = {"images": spec.images} if spec.images else {}
+    images |= {"redundant_experts": spec.redundant_experts} if spec.redundant_experts else {}
     return InferenceResult(
         model=model_section(m),
         inference=InferenceSettings(

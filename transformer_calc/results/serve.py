@@ -53,11 +53,18 @@ class ExpectedAssumptions(Section):
     node_size: int  # GPUs per NVLink domain
     intra_node_bytes_s: float  # per GPU, one direction, within a node
     inter_node_bytes_s: float  # per GPU, one direction, between nodes (the NIC)
+    moe_a2a_overlap: bool | None = None  # wide EP: the all-to-alls under the other micro-batch's compute; only when on
+    dispatch_dtype: str | None = None  # wide EP: the dispatch's hidden-state dtype; only when given
 
 
 def expected_assumptions(eff: Any) -> ExpectedAssumptions:
     """The expected model's rates and fixed costs (inference's `expected.assumptions` adds the
     kernel count and the link latencies; serve's `expected_assumptions` is this)."""
+    wide_ep: dict[str, Any] = {}  # wide EP's settings, only when set (no key otherwise)
+    if eff.moe_a2a_overlap:
+        wide_ep["moe_a2a_overlap"] = True
+    if eff.dispatch_dtype is not None:
+        wide_ep["dispatch_dtype"] = eff.dispatch_dtype
     return ExpectedAssumptions(
         matmul_efficiency=eff.matmul,
         matmul_efficiency_fp8=eff.matmul_fp8,
@@ -69,6 +76,7 @@ def expected_assumptions(eff: Any) -> ExpectedAssumptions:
         node_size=eff.network.node_size,
         intra_node_bytes_s=eff.network.intra_bytes_s,
         inter_node_bytes_s=eff.network.inter_bytes_s,
+        **wide_ep,
     )
 
 
@@ -88,6 +96,7 @@ class ServeSettings(Section):
     weight_dtype: str
     kv_dtype: str
     targets: Targets
+    redundant_experts: int | None = None  # MoE expert slots beyond n_experts; only when given
     request_rate: float | None  # requests/s for the whole deployment (None: the most the targets allow)
     engine: EngineSettings
     batching: str  # the serving model, in words
@@ -225,6 +234,7 @@ def serve_report(
             weight_dtype=spec.weight_dtype,
             kv_dtype=spec.kv_dtype,
             targets=Targets(ttft_s=ttft_s, tpot_s=tpot_s),
+            **({"redundant_experts": spec.redundant_experts} if spec.redundant_experts else {}),
             request_rate=request_rate,
             engine=engine_section(serving),
             batching="continuous: each step decodes the B sequences in flight (mean context P + O/2) and "

@@ -26,6 +26,19 @@ runs at one request in flight, docs/validation.md) either feed token ids or show
 constant per request would close (tcalc's expected TTFT of NIM's 500-token prompts is already 16 %
 above the measurement). Give your API server's measured cost with --request-overhead-s.
 
+trtllm-bench (TensorRT-LLM's benchmark, the tool behind its published throughput tables) does not
+run the llm_args defaults above: given no --max_batch_size / --max_num_tokens it derives both from
+the model and the dataset (`trtllm_bench_limits`, TRTLLM_BENCH_TUNING), so the engine it builds
+reserves activations and sampler buffers for the batch the dataset can fill, not for 2048
+sequences and 8192 tokens. `tcalc serve --engine trtllm` keeps the llm_args defaults (a served
+engine); tools/validation/serving.py takes trtllm-bench's limits for trtllm-bench's rows.
+
+Wide expert parallelism's two-batch overlap (`moe_a2a_overlap`: the batch split in two micro-batches,
+one's MoE all-to-alls under the other's compute) is off in every profile, as in the engines: SGLang
+`--enable-two-batch-overlap` (server_args.py, default False), vLLM `--enable-dbo` (dual batch
+overlap, docs.vllm.ai/en/stable/design/dbo/, default False); TensorRT-LLM's wide-EP overlap is configured per deployment. SGLang's
+DeepSeek deployments turn it on (`--moe-a2a-overlap`).
+
 Not modelled: SGLang runs prefill and decode batches apart unless `--enable-mixed-chunk` (tcalc's
 steady-state step mixes them, the same mean work per step); TensorRT-LLM's capacity scheduler
 reserves a request's whole output up front (GUARANTEED_NO_EVICT), which tcalc's peak-context
@@ -34,6 +47,7 @@ capacity already assumes for every engine.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 ENGINES = ("vllm", "sglang", "trtllm")
@@ -95,6 +109,67 @@ TRTLLM_MAX_NUM_TOKENS = 8192
 TRTLLM_TOKENS_PER_BLOCK = 32
 TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9
 
+# trtllm-bench's tuning heuristic (calc_engine_setting + finetune_setting), used by `trtllm-bench
+# build` (TensorRT engines, v0.17) and by `trtllm-bench throughput` on the PyTorch backend when no
+# batch limits are given (v1.0: "Max batch size and max num tokens not provided. Using heuristics").
+TRTLLM_BENCH_TUNING = ("https://github.com/NVIDIA/TensorRT-LLM/blob/main/tensorrt_llm/bench/build/tuning.py "
+                       "(calc_engine_setting, finetune_setting); tensorrt_llm/bench/benchmark/utils/general.py "
+                       "(get_settings: without chunked prefill max_num_tokens >= max ISL + max_batch_size)")
+TRTLLM_BENCH_KV_FRACTION = 0.95  # calc_engine_setting's kv_cache_gpu_mem_fraction default
+TRTLLM_BENCH_BATCH_CAP = 4096  # "Cap total batch size to avoid decoder buffer size becoming too large"
+TRTLLM_BENCH_TOKEN_CAP = 32768  # "Cap num tokens to avoid TRT activation buffer becoming too large"
+# tuning.py's BYTES_PER_ELEM by quantization (anything else: 2 bytes)
+TRTLLM_BENCH_BYTES_PER_ELEMENT = {"fp8": 1.0, "nvfp4": 0.5}
+
+
+def trtllm_bench_limits(params: int, weight_dtype: str, kv_bytes_per_token: float, gpu_memory_bytes: int,
+                        gpus: int, prompt_len: int, output_len: int, chunked_prefill: bool = False,
+                        pipeline_parallel: int = 1) -> tuple[int, int]:
+    """(max_batch_size, max_num_tokens) as trtllm-bench derives them (TRTLLM_BENCH_TUNING), all in
+    GiB as the heuristic computes them:
+
+        engine    = params · bytes per element (fp8 1, nvfp4 0.5, else 2)
+        available = gpus · M − engine;  requests = 0.95 · available / (kv per token · (ISL + OSL))
+        raw_bs    = min(requests, 4096) / pp;  raw_tokens = min(raw_bs · (1 + ISL / OSL), 32768)
+        max_bs    = max(64, 32·⌈raw_bs/32⌉) below 256, 128·⌈raw_bs/128⌉ below 1024, else 256·⌈raw_bs/256⌉
+        max_tokens = max(2048, 256·⌈raw/256⌉) below 4096, 512·⌈raw/512⌉ below 8192, else 1024·⌈raw/1024⌉
+
+    and, without chunked prefill, max_tokens >= ISL + max_bs (general.get_settings). `kv_bytes_per_token`
+    is the heuristic's 2 · attention layers · max(T, n_kv) · h_d · (1 byte fp8 cache, else 2), the
+    whole TP group's. M is the GPU's memory as tcalc's hardware table holds it; trtllm-bench reads
+    NVML's total (81,559 MiB on an H100 80GB, 7 % above the table's 80 GB), so on a GPU whose weights
+    nearly fill it the batch here can come out one rounding step lower. The heuristic needs the
+    weights to fit (else trtllm-bench stops: ValueError)."""
+    for name, value in (("params", params), ("gpu_memory_bytes", gpu_memory_bytes), ("gpus", gpus),
+                        ("prompt_len", prompt_len), ("output_len", output_len), ("pipeline_parallel", pipeline_parallel)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} ({value!r}) must be a whole number >= 1")
+    if not kv_bytes_per_token > 0:
+        raise ValueError(f"kv_bytes_per_token ({kv_bytes_per_token!r}) must be > 0")
+    engine = params * TRTLLM_BENCH_BYTES_PER_ELEMENT.get(weight_dtype, 2.0) / GIB
+    available = gpus * gpu_memory_bytes / GIB - engine
+    requests = TRTLLM_BENCH_KV_FRACTION * available / (kv_bytes_per_token / GIB * (prompt_len + output_len))
+    if requests < 1:
+        raise ValueError(f"trtllm-bench: the weights ({engine:.3g} GiB) leave no room for one request's KV cache "
+                         f"on {gpus} GPU(s) of {gpu_memory_bytes / GIB:.3g} GiB; use more GPUs")
+    raw_bs = min(requests, TRTLLM_BENCH_BATCH_CAP) / pipeline_parallel
+    raw_tokens = min(raw_bs * (1 + prompt_len / output_len), TRTLLM_BENCH_TOKEN_CAP)
+    if raw_bs < 256:
+        max_bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        max_bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        max_bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tokens < 4096:
+        max_tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
+    elif raw_tokens < 8192:
+        max_tokens = 512 * math.ceil(raw_tokens / 512)
+    else:
+        max_tokens = 1024 * math.ceil(raw_tokens / 1024)
+    if not chunked_prefill:
+        max_tokens = max(max_tokens, prompt_len + max_bs)
+    return max_bs, max_tokens
+
 
 @dataclass(frozen=True)
 class EngineDefaults:
@@ -109,6 +184,7 @@ class EngineDefaults:
     memory_fraction_of: str  # total | static | free
     cuda_graphs: bool
     request_overhead_s: float = 0.0
+    moe_a2a_overlap: bool = False  # wide EP's two-batch overlap (module docstring)
 
 
 def check_engine(engine: str) -> str:

@@ -7,7 +7,10 @@ each counted here as a term of its own, on top of the same FLOPs and bytes:
 - achievable rates: matmuls at the maximum achievable matmul FLOPS (MAMF, measured on the
   largest GEMM shapes; `train.MATMUL_EFFICIENCY`, Stas Bekman's ml-engineering table; fp8 compute
   at `FP8_MATMUL_EFFICIENCY` of the fp8 peak, fitted), HBM at
-  `train.MEMORY_EFFICIENCY` of the datasheet (large copies reach ~90 %). A step's time is
+  `train.MEMORY_EFFICIENCY` of the datasheet (large copies reach ~90 %); with a 4- or 6-bit compute
+  dtype (NVFP4, MXFP4) attention's FLOPs run at fp8 or the activation dtype (`attention_dtype`;
+  `tcalc inference`'s closed-form decode sum keeps the one compute peak: decode attention is
+  bandwidth-bound). A step's time is
   max(FLOPs / (η_matmul·peak), bytes / (η_mem·bandwidth)): the roofline at those rates.
 - kernel launches: a fixed cost per kernel, `KERNELS_PER_LAYER` per layer (more for a routed
   MLP) plus the model's head and tail kernels. With CUDA graphs (vLLM's and TensorRT-LLM's
@@ -19,6 +22,14 @@ each counted here as a term of its own, on top of the same FLOPs and bytes:
   of a ring (2(T-1)/T·size/bw + 2(T-1)·α; NCCL) and a one-shot all-reduce ((T-1)·size/bw + α;
   the custom all-reduce kernels vLLM and TensorRT-LLM use for small messages); plus the LM head's
   logit all-gather of the sampled positions (vocabulary-parallel head).
+- wide expert parallelism (ep > T, DP attention): each MoE layer's dispatch and combine
+  all-to-alls (`expert_all_to_all_s`); the dispatch may carry fp8 hidden states with one fp32
+  scale per 128 channels (`dispatch_dtype`; DeepEP's low-latency dispatch), the combine returns
+  them in the activation dtype. With `moe_a2a_overlap` (SGLang `--enable-two-batch-overlap`,
+  DeepSeek's dual micro-batch overlap: the batch split in two, one half's all-to-alls run while
+  the other computes) only the all-to-all time beyond the step's roofline is exposed,
+  max(0, t_a2a − t_roof), as `tcalc train --moe-a2a-overlap` costs it; the smaller micro-batches'
+  lower efficiency is not modelled (an optimistic side, stated).
 - sampling: one pass writing and `LOGIT_PASSES - 1` reading the fp32 logits of the sampled
   positions (softmax, top-k/top-p), and `SAMPLER_KERNELS` kernels; and the engine's fixed work per
   sequence per step, `SEQUENCE_S` (fitted).
@@ -33,7 +44,7 @@ prefill of a small-model, large-vocabulary run is pessimistic by up to that). Ev
 Sources of the constants are at each one. Three are FITTED to published serving measurements and
 checked on the others (docs/validation.md, "Inference serving"): the per-kernel cost with CUDA
 graphs (7.8 µs: it absorbs what launches, small-kernel ramps and the engine's per-step work add), the
-fp8 matmul efficiency (0.51) and the cost per sequence per step (10.4 µs).
+fp8 matmul efficiency (0.51) and the cost per sequence per step (10.9 µs).
 """
 
 from __future__ import annotations
@@ -75,6 +86,13 @@ KERNELS_PER_LAYER = 10
 MOE_EXTRA_KERNELS = 4
 MODEL_KERNELS = 3  # the embedding gather, the final norm, the LM head
 NARROW_DTYPES = ("fp8", "fp6", "fp4")  # compute dtypes that take FP8_MATMUL_EFFICIENCY
+SUB_BYTE_COMPUTE = ("fp6", "fp4")  # compute dtypes of the linear layers only (attention_dtype)
+# Wide EP's dispatch dtype (`dispatch_dtype`): an 8-bit dispatch carries one fp32 scale per 128
+# channels (DeepEP README, low-latency kernels: "FP8 dispatching and BF16 combining"; DeepGEMM's
+# per-token 1x128 activation scaling, DeepSeek-V3 report sec. 3.3).
+DISPATCH_DTYPES = ("bf16", "fp16", "fp8")
+DISPATCH_SCALE_CHANNELS = 128
+DISPATCH_SCALE_BYTES = 4
 # Per-kernel fixed cost with CUDA graphs: what a decode step costs beyond its roofline at the
 # achievable rates, per kernel (launch and ramp of small kernels, the engine's per-step scheduling
 # and sampling spread over them). FITTED: 7.8 µs minimises the squared log error of four published
@@ -92,8 +110,9 @@ FP8_MATMUL_EFFICIENCY = 0.51
 # Per sequence and step: the engine's work for every sequence in a step (scheduling, block tables,
 # sampling and stop checks, detokenization). FITTED: SEQUENCE_S minimises the squared log error of
 # TensorRT-LLM's maximum throughput of Llama-3.1-8B on H100 (10 rows, ids trtllm-31-8b-h100-*; at
-# thousands of sequences a small model's step is dominated by it), checked on every other row.
-SEQUENCE_S = 10.4e-6
+# thousands of sequences a small model's step is dominated by it; run at the batch limits trtllm-bench
+# derives, engines.trtllm_bench_limits: 4096 sequences there), checked on every other row.
+SEQUENCE_S = 10.9e-6
 LOGIT_BYTES = 4  # engines upcast the logits to fp32 before sampling (vLLM `logits.float()`)
 LOGIT_PASSES = 3  # the LM head writes them; softmax and top-k/top-p sampling read them
 SAMPLER_KERNELS = 5  # temperature, softmax, top-k/top-p, sample, gather of the chosen ids
@@ -111,8 +130,14 @@ class Efficiency:
     matmul_fp8: float = FP8_MATMUL_EFFICIENCY  # η_matmul when the compute dtype is fp8 or narrower
     sequence_s: float = SEQUENCE_S  # fixed cost per sequence per step
     request_s: float = 0.0  # fixed cost per request outside the GPU, in its TTFT (engines.py)
+    moe_a2a_overlap: bool = False  # wide EP: the all-to-alls under the other micro-batch's compute
+    dispatch_dtype: str | None = None  # wide EP: the dispatch's hidden-state dtype (None: the activation dtype)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.moe_a2a_overlap, bool):
+            raise ValueError(f"moe_a2a_overlap ({self.moe_a2a_overlap!r}) must be true or false")
+        if self.dispatch_dtype is not None and self.dispatch_dtype not in DISPATCH_DTYPES:
+            raise ValueError(f"dispatch_dtype ({str(self.dispatch_dtype)[:40]!r}) must be one of {', '.join(DISPATCH_DTYPES)}")
         for name in ("matmul", "memory", "matmul_fp8"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
@@ -133,6 +158,8 @@ def default_efficiency(
     network: Network | None = None,
     sequence_s: float | None = None,
     request_s: float | None = None,
+    moe_a2a_overlap: bool = False,
+    dispatch_dtype: str | None = None,
 ) -> Efficiency:
     """The defaults for `gpu`: its family's measured MAMF (as `tcalc train`, without the training
     GEMM fraction: inference GEMMs are the forward's), HBM at MEMORY_EFFICIENCY, the kernel cost of
@@ -146,6 +173,8 @@ def default_efficiency(
         network=network or default_network(gpu),
         sequence_s=SEQUENCE_S if sequence_s is None else sequence_s,
         request_s=0.0 if request_s is None else request_s,
+        moe_a2a_overlap=moe_a2a_overlap,
+        dispatch_dtype=dispatch_dtype,
     )
 
 
@@ -155,6 +184,30 @@ def _rates(gpu: GPU, spec: InferenceSpec, eff: Efficiency) -> tuple[Fraction, Fr
     peak = Fraction(peak_flops(gpu, spec.resolved_compute_dtype)) * Fraction(eta).limit_denominator(10**6)
     bw = Fraction(gpu.memory_bw_bytes_s) * Fraction(eff.memory).limit_denominator(10**6)
     return peak, bw
+
+
+def attention_dtype(spec: InferenceSpec) -> str:
+    """The dtype whose peak attention's score and value matmuls run at: the compute dtype, except a
+    4- or 6-bit one. NVFP4 and MXFP4 quantize the linear layers' weights and activations only
+    (ModelOpt's NVFP4 recipe; no FP4 attention kernel in TensorRT-LLM, FlashInfer or FlashAttention):
+    attention runs in fp8 with an fp8 cache (TensorRT-LLM's FP8 FMHA and XQA) and in the activation
+    dtype otherwise."""
+    c = spec.resolved_compute_dtype
+    if c not in SUB_BYTE_COMPUTE:
+        return c
+    return "fp8" if spec.resolved_kv_dtype == "fp8" else spec.resolved_activation_dtype
+
+
+def compute_s(gpu: GPU, spec: InferenceSpec, eff: Efficiency, flops: int | float, attention_flops: int | float = 0) -> float:
+    """Seconds of a step's FLOPs at the achievable rates: the attention FLOPs at their own dtype's
+    peak (`attention_dtype`), the rest at the compute dtype's; one rate when they coincide."""
+    peak, _ = _rates(gpu, spec, eff)
+    a = attention_dtype(spec)
+    if a == spec.resolved_compute_dtype or not attention_flops:
+        return float(Fraction(flops) / peak)
+    eta = eff.matmul_fp8 if a in NARROW_DTYPES else eff.matmul
+    peak_a = Fraction(peak_flops(gpu, a)) * Fraction(eta).limit_denominator(10**6)
+    return float((Fraction(flops) - Fraction(attention_flops)) / peak + Fraction(attention_flops) / peak_a)
 
 
 def launches_per_step(m: ModelConfig) -> int:
@@ -196,6 +249,42 @@ def _fixed_s(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, tok
     return fixed_costs_s(m, gpu, spec, eff, B * tokens, B, one_shot=spec.kv_cache)
 
 
+def expert_all_to_all_s(m: ModelConfig, spec: InferenceSpec, eff: Efficiency, tokens: int) -> float:
+    """Seconds of one forward pass's expert all-to-alls on one GPU (0 unless ep > T, DP attention).
+
+    Each MoE layer dispatches its tokens' hidden states to the experts' owners and combines the
+    results (two all-to-alls); a GPU sends its 1/T share of the k assignments per token, (ep − 1)/ep
+    of them off the GPU (roofline._communication_exact; Rajbhandari et al. 2022, DeepSpeed-MoE), at
+    the network's achievable rate over the ep GPUs. The dispatch carries D elements per assignment in
+    `eff.dispatch_dtype` (an 8-bit dispatch adds one fp32 scale per DISPATCH_SCALE_CHANNELS channels:
+    DeepEP's low-latency dispatch, DeepGEMM's 1x128 activation scales), the combine D in the
+    activation dtype (DeepEP combines in bf16)."""
+    T, ep = spec.tensor_parallel, spec.expert_parallel
+    if not (ep > T and m.is_moe):
+        return 0.0
+    act_bits = DTYPE_BITS[spec.resolved_activation_dtype]
+    bw, lat = eff.network.link(ep)
+    assignments = -(-tokens * m.experts_per_token // T)
+    combine = assignments * m.d_model * act_bits / BITS_PER_BYTE
+    if eff.dispatch_dtype is None:
+        dispatch = combine
+    else:
+        bits = DTYPE_BITS[eff.dispatch_dtype]
+        scales = -(-m.d_model // DISPATCH_SCALE_CHANNELS) * DISPATCH_SCALE_BYTES if bits <= 8 else 0
+        dispatch = assignments * (m.d_model * bits / BITS_PER_BYTE + scales)
+    per_layer = (dispatch + combine) * (ep - 1) / ep / bw + 2 * max(lat, spec.collective_latency_s)
+    return m.n_moe_layers() * per_layer
+
+
+def exposed_s(m: ModelConfig, spec: InferenceSpec, eff: Efficiency, tokens: int, roofline_s: float, comm_s: float) -> float:
+    """The step's communication with `moe_a2a_overlap`: the all-to-alls beyond the roofline time
+    only, max(0, t_a2a − t_roof) (module docstring); otherwise comm_s as it is."""
+    if not eff.moe_a2a_overlap:
+        return comm_s
+    a2a = expert_all_to_all_s(m, spec, eff, tokens)
+    return comm_s - a2a + max(0.0, a2a - roofline_s)
+
+
 def fixed_costs_s(
     m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, tokens: int, sampled: int, one_shot: bool = True
 ) -> tuple[float, float, float]:
@@ -205,15 +294,7 @@ def fixed_costs_s(
     act_bits = DTYPE_BITS[spec.resolved_activation_dtype]
     size = -(-tokens * m.d_model * act_bits // BITS_PER_BYTE)
     comm = ALL_REDUCES_PER_LAYER * m.n_layers * all_reduce_s(size, T, eff.network, spec.collective_latency_s, one_shot)
-    ep = spec.expert_parallel
-    if ep > T and m.is_moe:
-        # expert parallelism beyond T: each MoE layer dispatches and combines its tokens' hidden
-        # states (two all-to-alls), a GPU sending its 1/T share of the k assignments per token,
-        # (ep - 1)/ep of them off the GPU (roofline._communication_exact; DeepSpeed-MoE), at the
-        # network's achievable rate over the ep GPUs
-        bw, lat = eff.network.link(ep)
-        sent = -(-tokens * m.experts_per_token // T) * m.d_model * act_bits / BITS_PER_BYTE
-        comm += 2 * m.n_moe_layers() * (sent * (ep - 1) / ep / bw + max(lat, spec.collective_latency_s))
+    comm += expert_all_to_all_s(m, spec, eff, tokens)
     if T > 1 and sampled:  # the vocabulary-parallel head's logits of the sampled positions, gathered
         bw, lat = eff.network.link(T)
         logits = -(-sampled * m.vocab_size * act_bits // BITS_PER_BYTE)
@@ -227,22 +308,25 @@ def fixed_costs_s(
 
 def step_time(
     m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, flops: int | float, bytes_moved: int | float,
-    tokens: int, sampled: int,
+    tokens: int, sampled: int, attention_flops: int | float = 0,
 ) -> ExpectedStep:
-    """The expected time of any forward pass given its FLOPs and bytes (serving's mixed steps)."""
+    """The expected time of any forward pass given its FLOPs (of which `attention_flops` are
+    attention's, `attention_dtype`) and bytes (serving's mixed steps)."""
     peak, bw = _rates(gpu, spec, eff)
-    compute, memory = float(flops / peak), float(bytes_moved / bw)
+    compute, memory = compute_s(gpu, spec, eff, flops, attention_flops), float(bytes_moved / bw)
     launch, comm, sampling = fixed_costs_s(m, gpu, spec, eff, tokens, sampled)
     roof = max(compute, memory)
+    comm = exposed_s(m, spec, eff, tokens, roof, comm)
     return ExpectedStep(compute, memory, roof, launch, comm, sampling, roof + launch + comm + sampling)
 
 
 def expected_step(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, step: Step) -> ExpectedStep:
     """The expected time of a step the bound has costed (`inference.prefill_step`, `decode_step`)."""
     peak, bw = _rates(gpu, spec, eff)
-    compute, memory = float(step.flops / peak), float(step.bytes_moved / bw)
+    compute, memory = compute_s(gpu, spec, eff, step.flops, step.attention_flops), float(step.bytes_moved / bw)
     launch, comm, sampling = _fixed_s(m, gpu, spec, eff, step.tokens)
     roof = max(compute, memory)
+    comm = exposed_s(m, spec, eff, spec.batch_size * step.tokens, roof, comm)
     return ExpectedStep(compute, memory, roof, launch, comm, sampling, roof + launch + comm + sampling)
 
 
@@ -271,6 +355,13 @@ def expected_decode_s(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Effici
     sh = rank_shard(m, spec)
     peak, bw = _rates(gpu, spec, eff)
     with_cache = Fraction(sum(_fixed_s(m, gpu, spec, eff, 1)))  # one token per sequence per step
+    if eff.moe_a2a_overlap and spec.kv_cache:
+        # the all-to-alls exposed beyond the first decode step's roofline (the smallest of the
+        # decode: later steps hide as much or more, so the sum is an upper bound of the overlap's)
+        first = decode_step_exact(m, gpu, spec, sh, spec.prompt_len + 1)[0]
+        roof = float(max(Fraction(first.flops) / peak, Fraction(first.bytes_moved) / bw))
+        a2a = expert_all_to_all_s(m, spec, eff, spec.batch_size)
+        with_cache -= Fraction(a2a - max(0.0, a2a - roof))
 
     def exact(context: int) -> tuple[Step, Fraction, Fraction]:
         step = decode_step_exact(m, gpu, spec, sh, context)[0]

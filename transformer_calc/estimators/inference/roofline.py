@@ -136,8 +136,13 @@ class InferenceSpec:
     # prompt_len (`with_images` adds both)
     images: int = 0
     state_dtype: str | None = None  # hybrids: the recurrent (delta-rule / SSM) state's dtype; None: fp32
+    # MoE: redundant expert slots (SGLang --ep-num-redundant-experts, DeepSeek's EPLB): the ep GPUs
+    # hold n_experts + r expert copies, (n_experts + r) / ep each; routing (k per token) is unchanged
+    redundant_experts: int = 0
 
     def __post_init__(self) -> None:
+        if isinstance(self.redundant_experts, bool) or not isinstance(self.redundant_experts, int) or self.redundant_experts < 0:
+            raise ValueError(f"redundant_experts ({str(self.redundant_experts)[:40]!r}) must be a whole number >= 0")
         for name in ("batch_size", "prompt_len", "new_tokens", "tensor_parallel", "expert_parallel"):
             _check_positive_int(name, getattr(self, name))
         if isinstance(self.images, bool) or not isinstance(self.images, int) or self.images < 0:
@@ -481,6 +486,26 @@ def expert_layout(m: ModelConfig, T: int, ep: int) -> tuple[int, int]:
     return max(T, ep), max(T // ep, 1)
 
 
+def expert_slots(m: ModelConfig, spec: InferenceSpec) -> ModelConfig:
+    """The model as the GPUs hold it with `redundant_experts` r: n_experts + r expert slots, the
+    extra ones copies of the busiest experts (DeepSeek's EPLB, SGLang `--ep-num-redundant-experts`;
+    DeepSeek-V3 report sec. 3.4: 32 redundant experts in its decode deployment), so ep must divide
+    n_experts + r (SGLang's EP72 and EP48 of 256 + 32). Each GPU holds and reads (n_experts + r)/ep
+    experts; a token still uses k of them, so the FLOPs and all-to-alls are unchanged. The router is
+    counted with n_experts + r outputs: D·r parameters per MoE layer over the model's (DeepSeek-V3 at
+    r = 32: 13 M of 671 B), stated, not removed. r = 0: the model itself."""
+    r = spec.redundant_experts
+    if not r:
+        return m
+    if not m.is_moe:
+        raise ValueError(f"redundant_experts ({r}) needs a mixture-of-experts model; use 0")
+    slots = m.n_experts + r
+    if slots % spec.expert_parallel:
+        raise ValueError(f"n_experts + redundant_experts ({m.n_experts} + {r} = {slots}) must be divisible by the "
+                         f"expert-parallel size ep ({spec.expert_parallel}); use an ep that divides {slots}")
+    return m.model_copy(update={"n_experts": slots})
+
+
 # ============================================================================ the shard, once per layout
 # What one GPU holds depends on the model and the layout (T, ep, the cache's heads and form), never
 # on the workload (B, S, N_new): a sweep that prices thousands of workloads of one layout computes
@@ -520,6 +545,7 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
                          f"({', '.join(m.irregular_layers)}); drop it")
     T, ep = spec.tensor_parallel, spec.expert_parallel
     _, etp = expert_layout(m, T, ep)
+    m = expert_slots(m, spec)
     check_tensor_parallel(m, T, ep, etp)
     D, hd = m.d_model, m.head_dim
     if m.is_mla and spec.cache_kv_heads is not None:
@@ -847,7 +873,7 @@ def min_tensor_parallel(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> int | 
     for T in _divisors(m.n_heads, MAX_TENSOR_PARALLEL):
         try:
             _, etp = expert_layout(m, T, spec.expert_parallel)
-            check_tensor_parallel(m, T, spec.expert_parallel, etp)
+            check_tensor_parallel(expert_slots(m, spec), T, spec.expert_parallel, etp)
         except TcalcError:
             raise
         except ValueError:

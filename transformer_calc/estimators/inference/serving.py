@@ -77,11 +77,17 @@ from transformer_calc.estimators.inference.roofline import (
     rank_shard,
     state_bytes,
     decode_step,
+    expert_slots,
     prefill_step,
 )
 from transformer_calc.estimators.params import check_tensor_parallel
 from transformer_calc.estimators.training.timeline import CUDA_CONTEXT_BYTES
-from transformer_calc.estimators.inference.engines import MEMORY_FRACTION_OF, SGLANG_SEQS_PER_POOL_TOKEN, engine_defaults
+from transformer_calc.estimators.inference.engines import (
+    MEMORY_FRACTION_OF,
+    SGLANG_SEQS_PER_POOL_TOKEN,
+    engine_defaults,
+    trtllm_bench_limits,
+)
 
 MIB = 2**20
 BLOCK_SIZE = 16  # vLLM's default --block-size (tokens per KV block)
@@ -152,6 +158,23 @@ def at_tensor_parallel(serving: ServingSpec, gpu: GPU, tensor_parallel: int) -> 
         return serving
     d = engine_defaults(serving.engine, gpu.name, gpu.memory_bytes, tensor_parallel)
     return dataclasses.replace(serving, memory_utilization=d.memory_utilization)
+
+
+def trtllm_bench_batch_limits(m: ModelConfig, gpu: GPU, spec: InferenceSpec, prompt_len: int, output_len: int,
+                              chunked_prefill: bool = False) -> tuple[int, int]:
+    """(max_batch_size, max_num_tokens) trtllm-bench derives for this model, GPU, T and dataset
+    (engines.trtllm_bench_limits): its parameter count (every parameter at the weight dtype's
+    bytes) and its K/V bytes per token of the TP group, 2 · L · max(T, n_kv) · h_d · p (at least one
+    K/V head per rank; MLA's latent as tcalc caches it)."""
+    from transformer_calc.estimators.inference.roofline import kv_cache
+    from transformer_calc.estimators.params import total_params
+
+    T = spec.tensor_parallel
+    whole = kv_cache(m, dataclasses.replace(spec, batch_size=1, tensor_parallel=1, expert_parallel=1), 1)
+    heads = max(whole.n_kv_heads, 1)
+    per_token = whole.bytes_per_token * max(T, heads) / heads
+    return trtllm_bench_limits(total_params(m), spec.weight_dtype, per_token, gpu.memory_bytes, T, prompt_len,
+                               output_len, chunked_prefill)
 
 
 def kv_sequence_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec, context: int) -> int:
@@ -332,9 +355,10 @@ def load_point(
         the experts the prompt touches that the decode tokens did not)."""
         share = prefill_tokens / P
         flops = dec.flops + share * pre.flops
+        attention = dec.attention_flops + share * pre.attention_flops
         extra_weights = max(pre.weight_bytes - dec.weight_bytes, 0) * min(share, 1.0)
         bytes_moved = dec.bytes_moved + share * pre.kv_write_bytes + extra_weights
-        return step_time(m, gpu, spec, eff, flops, bytes_moved, B + math.ceil(prefill_tokens), B)
+        return step_time(m, gpu, spec, eff, flops, bytes_moved, B + math.ceil(prefill_tokens), B, attention)
 
     x = B * P / O  # prompt tokens prefilled per step in steady state
     step = mixed(x)
@@ -516,8 +540,8 @@ def search(
                                   f"{replica_layout(T, spec.expert_parallel)[0]} GPUs"))
             continue
         try:
-            check_tensor_parallel(m, T, spec.expert_parallel)
             layout_spec = dataclasses.replace(spec, tensor_parallel=T)
+            check_tensor_parallel(expert_slots(m, layout_spec), T, spec.expert_parallel)
             rank_shard(m, layout_spec)
             layout_serving = at_tensor_parallel(serving, gpu, T)
         except TcalcError:
