@@ -254,7 +254,9 @@ def test_curve_only_when_asked():
 def test_validation_targets_under_the_engine_profiles():
     """tools/validation/serving.py under each source's engine profile: TensorRT-LLM's v1.0 max-throughput
     rows (perf-overview.md@00f37686) with --engine trtllm >= 85 % within ±25 %, median <= 12 %; NIM's
-    concurrency sweep >= 80 % within ±25 %; the roofline bound below every kept measurement."""
+    concurrency sweep >= 80 % within ±25 %; the NVFP4 rows (fp4 GEMMs at the measured 0.338, not fitted
+    on them) >= 75 % within ±25 %, median <= 15 % (they were 9 of 40, median 34 %, at the fp8 efficiency);
+    the roofline bound below every kept measurement."""
     import importlib.util
     import statistics
 
@@ -265,7 +267,7 @@ def test_validation_targets_under_the_engine_profiles():
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     rows = [r for r in safe_load_yaml(tool.DATA.read_text(), str(tool.DATA))["rows"]
-            if r["source"] in ("trtllm", "nim") and not r.get("excluded")]
+            if r["source"] in ("trtllm", "nim", "trtllm-fp4") and not r.get("excluded")]
     errors: dict[str, list[float]] = {}
     for row in rows:
         x = tool.evaluate(row)
@@ -274,6 +276,8 @@ def test_validation_targets_under_the_engine_profiles():
     thr = errors["trtllm"]
     assert sum(e <= 0.25 for e in thr) >= 0.85 * len(thr) and statistics.median(thr) <= 0.12
     assert sum(e <= 0.25 for e in errors["nim"]) >= 0.8 * len(errors["nim"])
+    fp4 = errors["trtllm-fp4"]
+    assert len(fp4) == 40 and sum(e <= 0.25 for e in fp4) >= 0.75 * len(fp4) and statistics.median(fp4) <= 0.15
 
 
 # ---------------------------------------------------------------------------- trtllm-bench's batch limits
@@ -427,6 +431,8 @@ def test_attention_runs_at_fp8_under_an_fp4_compute_dtype():
     assert attention_dtype(dataclasses.replace(fp4, kv_dtype=None)) == "bf16"
     assert attention_dtype(SPEC) == "fp8"  # an fp8 compute dtype is its own attention dtype
     f, a = 10**15, 10**14
-    expected = (f - a) / (0.51 * peak_flops(b200, "fp4")) + a / (0.51 * peak_flops(b200, "fp8"))
+    # fp4 GEMMs at 0.338 of the fp4 peak (vLLM PR #20646: 3,039 of 9,000 TFLOP/s on B200), attention at
+    # the fp8 fit's 0.51 of the fp8 peak
+    expected = (f - a) / (0.338 * peak_flops(b200, "fp4")) + a / (0.51 * peak_flops(b200, "fp8"))
     assert compute_s(b200, fp4, eff, f, a) == pytest.approx(expected, rel=1e-9)
     assert compute_s(b200, SPEC, eff, f, a) == pytest.approx(f / (0.51 * peak_flops(b200, "fp8")), rel=1e-9)

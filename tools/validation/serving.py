@@ -353,14 +353,15 @@ def report(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         "0.41-0.66 of the 1,979 TFLOPS fp8 peak in DeepGEMM's README tables (github:deepseek-ai/DeepGEMM README.md, H800: masked layout 815-1,233 TFLOPS at 256-1,024 tokens per expert, contiguous 1,093-1,297), close to tcalc's 0.51, so they do not explain "
         "it; the GB200 part-1 post says its kernels did not yet saturate bandwidth or compute. GB200 prefill "
         "+29 to +43 %. Reported as is, nothing fitted. (8) TensorRT-LLM's NVFP4 rows (Llama 3.3 70B and 3.1 "
-        "405B on B200 and GB200): with the linear layers' matmuls at the fp4 peak (NVFP4 quantizes weights "
-        "and activations) tcalc is 20-81 % optimistic, most on long prompts; read as weight-only (bf16 "
-        "matmuls) the prefill-heavy rows were up to 2x slow instead, the 'about 2x' of the first look. "
-        "Attention runs at fp8, not fp4 (expected.attention_dtype: no FP4 attention kernels), which moves "
-        "the long-prompt rows by a few points only. What is left is consistent with the fp4 GEMMs reaching "
-        "less than the 0.51 of their peak that tcalc's fp8 efficiency (fitted on an H100 fp8 TTFT) gives "
-        "them: the fp4 peak is twice the fp8 one, and no published fp4 GEMM efficiency was found to "
-        "replace the extrapolation; not fitted here.",
+        "405B on B200 and GB200): with the fp4 GEMMs at the fp8 efficiency (0.51 of a peak twice as high) "
+        "tcalc was 4-81 % optimistic (9 of 40 within ±25 %, median 34 %). The fp4 GEMMs now run at "
+        "expected.FP4_MATMUL_EFFICIENCY, 0.338 of the fp4 peak, MEASURED on B200 (vLLM's CUTLASS NVFP4 GEMM "
+        "with its activation quantization, 3,039 of 9,000 TFLOP/s: github.com/vllm-project/vllm/pull/20646), "
+        "not fitted on these rows: 31 of 40 within ±25 %, median 14 %; the GB200 NVFP4 wide-EP rows of "
+        "sglang-ep move from +55 % to +35 % (decode) and +38 % to +9 % (prefill). Still optimistic, by 42-81 %: "
+        "Llama 3.3 70B on one GPU at 2000-20000 tokens of context, whose decode step tcalc finds bound by "
+        "HBM (fp8 cache reads at 0.90 of 8 TB/s), not by the GEMMs: a slower fp8 decode attention kernel on "
+        "Blackwell than HBM's rate would explain it, no published rate was found; not fitted.",
         "",
         "| source | setup | role | measured | bound (share) | expected | error |",
         "| --- | --- | --- | --- | --- | --- | --- |",

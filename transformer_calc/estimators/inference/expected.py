@@ -85,7 +85,7 @@ KERNELS_PER_LAYER = 10
 # the un-permute with the weighted sum (vLLM fused_moe; its two grouped GEMMs replace the dense two).
 MOE_EXTRA_KERNELS = 4
 MODEL_KERNELS = 3  # the embedding gather, the final norm, the LM head
-NARROW_DTYPES = ("fp8", "fp6", "fp4")  # compute dtypes that take FP8_MATMUL_EFFICIENCY
+NARROW_DTYPES = ("fp8", "fp6", "fp4")  # compute dtypes that take FP8_MATMUL_EFFICIENCY (fp4: FP4_MATMUL_EFFICIENCY)
 SUB_BYTE_COMPUTE = ("fp6", "fp4")  # compute dtypes of the linear layers only (attention_dtype)
 # Wide EP's dispatch dtype (`dispatch_dtype`): an 8-bit dispatch carries one fp32 scale per 128
 # channels (DeepEP README, low-latency kernels: "FP8 dispatching and BF16 combining"; DeepGEMM's
@@ -107,6 +107,17 @@ KERNEL_S_EAGER = 15.8e-6
 # peak makes the time to first token of nim-70b-5000-c1-ttft (Llama-3.3-70B fp8, TP2 on H100, 5000
 # prompt tokens) exact; checked on nim-70b-500-c1-ttft. Used when the compute dtype is fp8 or narrower.
 FP8_MATMUL_EFFICIENCY = 0.51
+# Matmuls in NVFP4 (4-bit weights and activations, an E4M3 scale per 16 values) reach a smaller share
+# of their peak still. MEASURED, not fitted: 3,039 TFLOP/s of B200's 9,000 dense FP4 (0.338) for
+# vLLM's CUTLASS NVFP4 GEMM at M = 16,384 on Llama-3.1-8B's N = 6144, K = 4096 QKV shape, the
+# runtime quantization of the bf16 activations included (its `nvfp4` column; 3,904 = 0.434 without
+# it, `nvfp4-noquant`): github.com/vllm-project/vllm/pull/20646, "Before" table (B200,
+# benchmarks/kernels/bench_nvfp4_gemm.py). The same benchmark's fp8 GEMM on B200 reaches 2,585 of
+# 4,500 (0.57, vllm-project/vllm/pull/18778, M = 1024), near the fp8 fit above: FP4 doubles the peak,
+# not the achieved rate. Engines that fuse the quantization into the preceding kernel (TensorRT-LLM's
+# fused norm + quantize) sit between the two columns; the quantized one is the default. Used when the
+# compute dtype is fp4; fp6 keeps the fp8 efficiency (no measurement found).
+FP4_MATMUL_EFFICIENCY = 0.338
 # Per sequence and step: the engine's work for every sequence in a step (scheduling, block tables,
 # sampling and stop checks, detokenization). FITTED: SEQUENCE_S minimises the squared log error of
 # TensorRT-LLM's maximum throughput of Llama-3.1-8B on H100 (10 rows, ids trtllm-31-8b-h100-*; at
@@ -127,7 +138,8 @@ class Efficiency:
     cuda_graphs: bool
     kernel_s: float  # fixed cost per kernel
     network: Network
-    matmul_fp8: float = FP8_MATMUL_EFFICIENCY  # η_matmul when the compute dtype is fp8 or narrower
+    matmul_fp8: float = FP8_MATMUL_EFFICIENCY  # η_matmul when the compute dtype is fp8 or fp6
+    matmul_fp4: float = FP4_MATMUL_EFFICIENCY  # η_matmul when the compute dtype is fp4 (NVFP4, MXFP4)
     sequence_s: float = SEQUENCE_S  # fixed cost per sequence per step
     request_s: float = 0.0  # fixed cost per request outside the GPU, in its TTFT (engines.py)
     moe_a2a_overlap: bool = False  # wide EP: the all-to-alls under the other micro-batch's compute
@@ -138,7 +150,7 @@ class Efficiency:
             raise ValueError(f"moe_a2a_overlap ({self.moe_a2a_overlap!r}) must be true or false")
         if self.dispatch_dtype is not None and self.dispatch_dtype not in DISPATCH_DTYPES:
             raise ValueError(f"dispatch_dtype ({str(self.dispatch_dtype)[:40]!r}) must be one of {', '.join(DISPATCH_DTYPES)}")
-        for name in ("matmul", "memory", "matmul_fp8"):
+        for name in ("matmul", "memory", "matmul_fp8", "matmul_fp4"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
                 raise ValueError(f"{name}_efficiency ({value!r}) must be a fraction in (0, 1]")
@@ -167,6 +179,7 @@ def default_efficiency(
     return Efficiency(
         matmul=lookup_efficiency(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) if matmul is None else matmul,
         matmul_fp8=FP8_MATMUL_EFFICIENCY if matmul is None else matmul,
+        matmul_fp4=FP4_MATMUL_EFFICIENCY if matmul is None else matmul,
         memory=MEMORY_EFFICIENCY if memory is None else memory,
         cuda_graphs=cuda_graphs,
         kernel_s=(KERNEL_S_CUDA_GRAPHS if cuda_graphs else KERNEL_S_EAGER) if kernel_s is None else kernel_s,
@@ -178,9 +191,16 @@ def default_efficiency(
     )
 
 
+def matmul_eta(eff: Efficiency, dtype: str) -> float:
+    """η_matmul of a compute dtype: fp4's measured rate, fp8's (and fp6's) fitted one, else the MAMF."""
+    if dtype == "fp4":
+        return eff.matmul_fp4
+    return eff.matmul_fp8 if dtype in NARROW_DTYPES else eff.matmul
+
+
 def _rates(gpu: GPU, spec: InferenceSpec, eff: Efficiency) -> tuple[Fraction, Fraction]:
     """(achievable FLOP/s, achievable bytes/s) as exact fractions."""
-    eta = eff.matmul_fp8 if spec.compute_dtype in NARROW_DTYPES else eff.matmul
+    eta = matmul_eta(eff, spec.resolved_compute_dtype)
     peak = Fraction(peak_flops(gpu, spec.resolved_compute_dtype)) * Fraction(eta).limit_denominator(10**6)
     bw = Fraction(gpu.memory_bw_bytes_s) * Fraction(eff.memory).limit_denominator(10**6)
     return peak, bw
@@ -205,7 +225,7 @@ def compute_s(gpu: GPU, spec: InferenceSpec, eff: Efficiency, flops: int | float
     a = attention_dtype(spec)
     if a == spec.resolved_compute_dtype or not attention_flops:
         return float(Fraction(flops) / peak)
-    eta = eff.matmul_fp8 if a in NARROW_DTYPES else eff.matmul
+    eta = matmul_eta(eff, a)
     peak_a = Fraction(peak_flops(gpu, a)) * Fraction(eta).limit_denominator(10**6)
     return float((Fraction(flops) - Fraction(attention_flops)) / peak + Fraction(attention_flops) / peak_a)
 
