@@ -436,3 +436,75 @@ def test_attention_runs_at_fp8_under_an_fp4_compute_dtype():
     expected = (f - a) / (0.338 * peak_flops(b200, "fp4")) + a / (0.51 * peak_flops(b200, "fp8"))
     assert compute_s(b200, fp4, eff, f, a) == pytest.approx(expected, rel=1e-9)
     assert compute_s(b200, SPEC, eff, f, a) == pytest.approx(f / (0.51 * peak_flops(b200, "fp8")), rel=1e-9)
+
+
+# ---------------------------------------------------------------------------- --bench-batch-limits
+def _validation_tool():
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("serving_validation", REPO / "tools" / "validation" / "serving.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+@pytest.mark.parametrize("row_id, model, g, T, S, N, limits", [
+    # TensorRT-LLM perf-overview.md@00f37686, Llama 3.1 8B 128/128 H100 TP1 FP8 (28,312 tokens/s published):
+    # trtllm-bench caps the batch at 4096 sequences, 8192 tokens (tuning.py)
+    ("trtllm-31-8b-h100-tp1-128-128", "llama-3.1-8b", "h100", 1, 128, 128, (4096, 8192)),
+    # Llama 3.3 70B 128/2048 H200 TP1 FP8 (4,336 tokens/s published): a 70B engine leaves room for fewer
+    ("trtllm-33-70b-h200-tp1-128-2048", "llama-3.3-70b", "h200", 1, 128, 2048, None),
+])
+def test_cli_bench_batch_limits_reproduces_a_max_throughput_row(capsys, row_id, model, g, T, S, N, limits):
+    """`tcalc serve --engine trtllm --bench-batch-limits` at the page's KV fraction (0.95) is the
+    validation's expected throughput of that row, to the last digit; without the flag the engine keeps
+    trtllm-serve's 2048 sequences and 8192 tokens."""
+    from transformer_calc.cli import run
+    from transformer_calc.sources.presets import safe_load_yaml
+
+    tool = _validation_tool()
+    row = {r["id"]: r for r in safe_load_yaml(tool.DATA.read_text(), str(tool.DATA))["rows"]}[row_id]
+    argv = ["serve", "--preset", model, "--gpu", g, "--weight-dtype", "fp8", "--kv-dtype", "fp8", "--engine", "trtllm",
+            "--memory-utilization", "0.95", "--prompt-len", str(S), "--output-len", str(N), "--T", str(T),
+            "--gpus", str(T), "-f", "json"]
+    assert run(argv + ["--bench-batch-limits"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    x = tool.evaluate(row)
+    assert out["best"]["tokens_per_s"] == pytest.approx(1 / x["expected_s"], rel=1e-12)
+    assert out["best"]["concurrency"] == x["concurrency"]
+    eng = out["serve"]["engine"]
+    assert eng["bench_batch_limits"] is True and "bench_batch_limits" in eng["given"]
+    spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, weight_dtype="fp8", kv_dtype="fp8", tensor_parallel=T)
+    from transformer_calc.estimators.inference.serving import trtllm_bench_batch_limits
+
+    derived = trtllm_bench_batch_limits(preset_model(model), gpu(g), spec, S, N)
+    assert (eng["max_num_seqs"], eng["max_num_batched_tokens"]) == derived
+    if limits is not None:
+        assert derived == limits
+    assert run(argv) == 0  # off (the default): trtllm-serve's llm_args defaults
+    eng = json.loads(capsys.readouterr().out)["serve"]["engine"]
+    assert "bench_batch_limits" not in eng and (eng["max_num_seqs"], eng["max_num_batched_tokens"]) == (2048, 8192)
+
+
+def test_cli_bench_batch_limits_inference_and_an_explicit_flag_wins(capsys):
+    from transformer_calc.cli import run
+
+    base = ["inference", "--preset", "llama-3.1-8b", "--gpu", "h100", "--dtype", "fp8", "--kv-dtype", "fp8", "--S", "128", "--new-tokens",
+            "128", "--engine", "trtllm", "--bench-batch-limits", "-f", "json"]
+    assert run(base) == 0
+    eng = json.loads(capsys.readouterr().out)["serving"]["engine"]
+    assert (eng["max_num_seqs"], eng["max_num_batched_tokens"]) == (4096, 8192)
+    assert run(base + ["--max-num-seqs", "512"]) == 0
+    eng = json.loads(capsys.readouterr().out)["serving"]["engine"]
+    assert (eng["max_num_seqs"], eng["max_num_batched_tokens"]) == (512, 8192)
+
+
+def test_cli_bench_batch_limits_needs_trtllm(capsys):
+    from transformer_calc.cli import run
+
+    assert run(["serve", "--preset", "llama-3.1-8b", "--prompt-len", "100", "--output-len", "100",
+                "--bench-batch-limits", "-f", "json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bench_batch_limits" in err[0] and "--engine trtllm" in err[0]

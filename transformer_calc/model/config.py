@@ -1351,7 +1351,7 @@ INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dt
                   "matmul_efficiency", "memory_efficiency", "cuda_graphs", "kernel_launch_s", "sequence_overhead_s",
                   "block_size", "memory_utilization", "max_num_batched_tokens", "max_num_seqs", "cuda_context",
                   "activation_peak", "engine_workspace", "ttft_s", "tpot_s", "request_rate", "gpus",
-                  "engine", "chunked_prefill", "request_overhead_s",
+                  "engine", "chunked_prefill", "bench_batch_limits", "request_overhead_s",
                   "redundant_experts", "moe_a2a_overlap", "dispatch_dtype"}
 CHECK_KEYS = {"gpu", "max_memory", "min_tokens_per_s", "max_ttft_s", "max_tpot_s"}
 SECTION_ALIASES: dict[str, str] = {

@@ -65,7 +65,8 @@ def serving_spec(section: dict[str, Any], flags: dict[str, Any], gpu: Any, tenso
     given: dict[str, Any] = {}
     sizes: dict[str, Any] = {}
     try:
-        for key in ("block_size", "memory_utilization", "max_num_batched_tokens", "max_num_seqs", "chunked_prefill"):
+        for key in ("block_size", "memory_utilization", "max_num_batched_tokens", "max_num_seqs", "chunked_prefill",
+                    "bench_batch_limits"):
             if merged.get(key) is not None:
                 given[key] = merged[key]
         for key in ("cuda_context", "activation_peak", "engine_workspace"):
@@ -168,6 +169,7 @@ RequestOverhead = Annotated[float | None, opt("--request-overhead-s", help="Fixe
 A2AOverlap = Annotated[bool | None, opt("--moe-a2a-overlap/--no-moe-a2a-overlap", help="Wide EP (ep > T): each MoE all-to-all runs under the other micro-batch's compute, only its excess over the step's roofline exposed (SGLang --enable-two-batch-overlap, vLLM --enable-dbo) \\[default: off, every engine's default].", panel=EXPECTED)]
 DispatchDtype = Annotated[str | None, opt("--dispatch-dtype", help="Wide EP (ep > T): the MoE dispatch's hidden-state dtype, bf16 | fp16 | fp8 (fp8 with one fp32 scale per 128 channels, DeepEP); the combine stays in the activation dtype \\[default: the activation dtype].", panel=EXPECTED)]
 RedundantExperts = Annotated[int | None, opt("--redundant-experts", help="MoE: expert slots beyond n_experts, copies of the busiest experts (SGLang --ep-num-redundant-experts, DeepSeek EPLB); ep must divide n_experts + this \\[default: 0].", panel=INFERENCE, parse=whole_or_zero)]
+BenchLimits = Annotated[bool | None, opt("--bench-batch-limits/--no-bench-batch-limits", help="TensorRT-LLM (--engine trtllm): size max_num_seqs and max_num_batched_tokens as trtllm-bench does for this model, GPU, T and dataset (every request --prompt-len in, --output-len out; its tuning heuristic, the engine behind TensorRT-LLM's published max-throughput tables); an explicit --max-num-seqs or --max-num-batched-tokens wins \\[default: off: the engine profile's trtllm-serve defaults, 2048 sequences and 8192 tokens].", panel=SERVING)]
 CudaContext = Annotated[str | None, opt("--cuda-context", help="Reserve for the CUDA context, e.g. 512MiB \\[default: 512MiB].", panel=SERVING)]
 ActivationPeak = Annotated[str | None, opt("--activation-peak", help="Reserve for activations, e.g. 2GiB \\[default: the largest prefill chunk's through one block + the sampler's logits].", panel=SERVING)]
 Workspace = Annotated[str | None, opt("--engine-workspace", help="Reserve for CUDA graphs and all-reduce buffers \\[default: 512MiB].", panel=SERVING)]
@@ -192,6 +194,7 @@ class _Engine(ModelRequest):
     engine_workspace: Workspace = None
     engine: Engine = None
     chunked_prefill: Chunked = None
+    bench_batch_limits: BenchLimits = None
     request_overhead_s: RequestOverhead = None
     moe_a2a_overlap: A2AOverlap = None
     dispatch_dtype: DispatchDtype = None

@@ -509,6 +509,13 @@ def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, flags, network_for(device, flags.get("node_size"), flags.get("inter_node_gb_s")))
     serving = serving_spec(section, flags, device, spec.tensor_parallel)
+    if serving.bench_batch_limits:  # trtllm-bench's limits for this model, GPU, T and request shape
+        from transformer_calc.estimators.inference.serving import with_bench_limits
+
+        try:
+            serving = with_bench_limits(serving, m, device, spec, spec.prompt_len, spec.new_tokens)
+        except ValueError as exc:
+            raise TcalcError(f"--bench-batch-limits: {exc}") from None
     speculative = None
     draft, mtp = flags.get("draft"), flags.get("mtp")
     if draft is not None or mtp:

@@ -30,6 +30,9 @@ class EngineSettings(Section):
     max_num_seqs: int | None  # sequences per engine step (None: the KV pool bounds it, SGLang)
     chunked_prefill: bool  # prompts in chunks (else whole, in one step)
     given: list[str]  # the settings given explicitly (the rest are the profile's)
+    # only when on: max_num_seqs and max_num_batched_tokens sized as trtllm-bench sizes them (in
+    # `serve` per layout, whose T varies: the values above are the best layout's, else T = 1's)
+    bench_batch_limits: bool | None = None
 
 
 def engine_section(serving: Any) -> EngineSettings:
@@ -37,7 +40,8 @@ def engine_section(serving: Any) -> EngineSettings:
     return EngineSettings(engine=serving.engine, block_size=serving.block_size,
                           memory_utilization=serving.memory_utilization, memory_fraction_of=serving.memory_fraction_of,
                           max_num_batched_tokens=serving.max_num_batched_tokens, max_num_seqs=serving.max_num_seqs,
-                          chunked_prefill=serving.chunked_prefill, given=sorted(serving.given))
+                          chunked_prefill=serving.chunked_prefill, given=sorted(serving.given),
+                          **({"bench_batch_limits": True} if serving.bench_batch_limits else {}))
 
 
 class ExpectedAssumptions(Section):
@@ -236,7 +240,7 @@ def serve_report(
             targets=Targets(ttft_s=ttft_s, tpot_s=tpot_s),
             **({"redundant_experts": spec.redundant_experts} if spec.redundant_experts else {}),
             request_rate=request_rate,
-            engine=engine_section(serving),
+            engine=engine_section(shown_serving(m, gpu, spec, serving, layouts)),
             batching="continuous: each step decodes the B sequences in flight (mean context P + O/2) and "
                      "prefills B·P/O prompt tokens in chunks of max_num_batched_tokens − B",
         ),
@@ -245,6 +249,24 @@ def serve_report(
         expected_assumptions=expected_assumptions(eff),
         **extra,
     )
+
+
+def shown_serving(m: ModelConfig, gpu: Any, spec: Any, serving: Any, layouts: list[Any]) -> Any:
+    """The engine settings `serve` reports: with --bench-batch-limits, the limits trtllm-bench derives
+    at the best layout's T (the first layout's when none is feasible); else the settings as given."""
+    if not serving.bench_batch_limits:
+        return serving
+    import dataclasses
+
+    from transformer_calc.estimators.inference.serving import with_bench_limits
+
+    feasible = [x for x in layouts if x.meets_targets]
+    T = (feasible or layouts)[0].tensor_parallel
+    try:
+        return with_bench_limits(serving, m, gpu, dataclasses.replace(spec, tensor_parallel=T), spec.prompt_len,
+                                 spec.new_tokens)
+    except ValueError:  # the weights leave no KV room at that T: the profile's limits are shown
+        return serving
 
 
 def curve_section(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, layouts: list[Any], *, gpus: int,

@@ -44,6 +44,7 @@ from transformer_calc.estimators.inference.serving import (
     ServingSpec,
     at_tensor_parallel,
     capacity,
+    with_bench_limits,
     replica_layout,
     sequence_limit,
 )
@@ -87,7 +88,7 @@ def disaggregate(
     if x < 1 or y < 1:
         raise ValueError(f"disaggregate needs at least one prefill and one decode instance (got {x}P{y}D)")
     P, O = prompt_len, output_len
-    serving = at_tensor_parallel(serving, gpu, T)
+    serving = with_bench_limits(at_tensor_parallel(serving, gpu, T), m, gpu, spec, P, O)
     per_instance, groups = replica_layout(T, spec.expert_parallel)  # wide EP: ep/T attention groups
     gpus = (x + y) * per_instance
     # ---- the link between the pools

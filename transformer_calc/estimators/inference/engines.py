@@ -31,7 +31,10 @@ run the llm_args defaults above: given no --max_batch_size / --max_num_tokens it
 the model and the dataset (`trtllm_bench_limits`, TRTLLM_BENCH_TUNING), so the engine it builds
 reserves activations and sampler buffers for the batch the dataset can fill, not for 2048
 sequences and 8192 tokens. `tcalc serve --engine trtllm` keeps the llm_args defaults (a served
-engine); tools/validation/serving.py takes trtllm-bench's limits for trtllm-bench's rows.
+engine, the documented default); `--bench-batch-limits` (`bench_batch_limits`, TensorRT-LLM only)
+sizes max_num_seqs and max_num_batched_tokens as trtllm-bench does for the model, GPU, T and request
+shape given (serving.with_bench_limits; an explicit flag still wins), which reproduces a published
+max-throughput row from the CLI; tools/validation/serving.py takes the same limits for those rows.
 
 Wide expert parallelism's two-batch overlap (`moe_a2a_overlap`: the batch split in two micro-batches,
 one's MoE all-to-alls under the other's compute) is off in every profile, as in the engines: SGLang

@@ -115,6 +115,9 @@ class ServingSpec:
     chunked_prefill: bool = True  # prompts split into chunks of what the step budget leaves (else whole)
     memory_fraction_of: str = "total"  # total | static | free (engines.py)
     given: frozenset[str] = frozenset()  # the fields set explicitly, kept when the profile is re-resolved
+    # TensorRT-LLM only: max_num_seqs and max_num_batched_tokens (those not given) sized as trtllm-bench
+    # sizes them for the model, GPU, T and dataset (`with_bench_limits`; engines.trtllm_bench_limits)
+    bench_batch_limits: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_size", "max_num_batched_tokens", "max_num_seqs"):
@@ -132,6 +135,11 @@ class ServingSpec:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ValueError(f"{name} ({value!r}) must be a whole number of bytes >= 0")
+        if not isinstance(self.bench_batch_limits, bool):
+            raise ValueError(f"bench_batch_limits ({str(self.bench_batch_limits)[:40]!r}) must be true or false")
+        if self.bench_batch_limits and self.engine != "trtllm":
+            raise ValueError(f"bench_batch_limits sizes the batch limits as trtllm-bench (TensorRT-LLM's benchmark) "
+                             f"does; the engine is {self.engine}: give --engine trtllm or drop --bench-batch-limits")
         u = self.memory_utilization
         if isinstance(u, bool) or not isinstance(u, (int, float)) or not (math.isfinite(u) and 0 < u <= 1):
             raise ValueError(f"memory_utilization ({u!r}) must be a fraction in (0, 1]")
@@ -175,6 +183,24 @@ def trtllm_bench_batch_limits(m: ModelConfig, gpu: GPU, spec: InferenceSpec, pro
     per_token = whole.bytes_per_token * max(T, heads) / heads
     return trtllm_bench_limits(total_params(m), spec.weight_dtype, per_token, gpu.memory_bytes, T, prompt_len,
                                output_len, chunked_prefill)
+
+
+def with_bench_limits(serving: ServingSpec, m: ModelConfig, gpu: GPU, spec: InferenceSpec, prompt_len: int,
+                      output_len: int) -> ServingSpec:
+    """`serving` at the batch limits trtllm-bench derives for this model, GPU, T (spec's) and dataset
+    (every request `prompt_len` in, `output_len` out) when `bench_batch_limits` is on: each of
+    max_num_seqs and max_num_batched_tokens unless given (an explicit flag wins); else `serving` as is.
+    A served engine (trtllm-serve) keeps its llm_args defaults; this reproduces the engine the
+    published max-throughput tables ran (engines.py, TRTLLM_BENCH_TUNING)."""
+    if not serving.bench_batch_limits:
+        return serving
+    bs, tokens = trtllm_bench_batch_limits(m, gpu, spec, prompt_len, output_len, serving.chunked_prefill)
+    values: dict[str, int] = {}
+    if "max_num_seqs" not in serving.given:
+        values["max_num_seqs"] = bs
+    if "max_num_batched_tokens" not in serving.given:
+        values["max_num_batched_tokens"] = tokens
+    return dataclasses.replace(serving, **values)  # type: ignore[arg-type]
 
 
 def kv_sequence_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec, context: int) -> int:
@@ -543,7 +569,8 @@ def search(
             layout_spec = dataclasses.replace(spec, tensor_parallel=T)
             check_tensor_parallel(expert_slots(m, layout_spec), T, spec.expert_parallel)
             rank_shard(m, layout_spec)
-            layout_serving = at_tensor_parallel(serving, gpu, T)
+            layout_serving = with_bench_limits(at_tensor_parallel(serving, gpu, T), m, gpu, layout_spec, prompt_len,
+                                               output_len)
         except TcalcError:
             raise
         except ValueError as exc:
@@ -570,6 +597,7 @@ def curve(
     concurrency per replica, no targets; a concurrency the engine cannot keep in flight (the cache,
     its sequence cap, its step budget) comes back rejected with the reason. One evaluation per
     point (at most requests.inference.MAX_CURVE_POINTS)."""
-    layout_serving = at_tensor_parallel(serving, gpu, spec.tensor_parallel)
+    layout_serving = with_bench_limits(at_tensor_parallel(serving, gpu, spec.tensor_parallel), m, gpu, spec, prompt_len,
+                                       output_len)
     return [evaluate_layout(m, gpu, spec, eff, layout_serving, gpus=gpus, prompt_len=prompt_len, output_len=output_len,
                             ttft_s=None, tpot_s=None, concurrency=b) for b in concurrencies]
