@@ -508,3 +508,22 @@ def test_cli_bench_batch_limits_needs_trtllm(capsys):
                 "--bench-batch-limits", "-f", "json"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bench_batch_limits" in err[0] and "--engine trtllm" in err[0]
+
+
+def test_bench_batch_limits_as_a_job_file_key(tmp_path, capsys):
+    """`inference: bench_batch_limits: true` is the flag's job-file key (inference and check)."""
+    from transformer_calc.cli import run
+
+    job = tmp_path / "j.yaml"
+    job.write_text("model: {preset: llama-3.1-8b}\ninference: {gpu: h100, dtype: fp8, kv_dtype: fp8, S: 128, "
+                   "new_tokens: 128, B: 64, engine: trtllm, bench_batch_limits: true}\n")
+    assert run(["inference", "--config", str(job), "-f", "json"]) == 0
+    eng = json.loads(capsys.readouterr().out)["serving"]["engine"]
+    assert (eng["max_num_seqs"], eng["max_num_batched_tokens"], eng["bench_batch_limits"]) == (4096, 8192, True)
+    job.write_text(job.read_text() + "checks: {min_tokens_per_s: 1}\n")  # check's load point at those limits
+    assert run(["check", str(job), "-f", "json"]) == 0
+    capsys.readouterr()
+    job.write_text(job.read_text().replace("engine: trtllm", "engine: sglang"))
+    assert run(["inference", "--config", str(job), "-f", "json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--engine trtllm" in err[0]

@@ -229,10 +229,14 @@ def check_load_point(model: ModelConfig, device: Any, spec: Any, section: dict[s
     """`tcalc check`'s throughput and latency: one replica of T GPUs keeping B sequences in flight
     under continuous batching (serving.load_point, the model `tcalc serve` uses), at the expected
     rates of the inference: section."""
-    from transformer_calc.estimators.inference.serving import load_point
+    from transformer_calc.estimators.inference.serving import load_point, with_bench_limits
 
     eff = inference_efficiency(device, section, {})
     serving = serving_spec(section, {}, device, spec.tensor_parallel)
+    try:  # bench_batch_limits: trtllm-bench's limits for this model, GPU, T and request shape
+        serving = with_bench_limits(serving, model, device, spec, spec.prompt_len, max(spec.new_tokens, 1))
+    except ValueError as exc:
+        raise TcalcError(f"inference: bench_batch_limits: {exc}") from None
     return load_point(model, device, spec, eff, serving, spec.prompt_len, max(spec.new_tokens, 1), spec.batch_size)
 
 
