@@ -97,6 +97,7 @@ class StepAssumptions(Section):
     inter_node_bytes_s: float  # one way, per GPU
     overlap_dp: bool  # data-parallel traffic overlapped with the backward
     tp_comm_overlap: bool = False  # tensor-parallel collectives overlapped with the GEMMs (TE userbuffers)
+    cp_comm_type: str | None = None  # with CP > 1: p2p (ring, overlapped) or all_gather (exposed; Llama 3)
     moe_load_imbalance: float | None = None  # MoE: the busiest expert rank's tokens over the mean (1: balanced)
     moe_a2a_overlap: bool | None = None  # MoE: the all-to-all runs under another micro-batch's compute
     offload_host_link: str | None = None  # with --offload: PCIe x16 or NVLink-C2C

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from transformer_calc.model.config import (
     ATTENTION_KINDS,
     MASTER_COPY_BYTES,
+    CPCommType,
     ActivationProfile,
     CrossEntropy,
     FP8Recipe,
@@ -600,6 +601,7 @@ def training_memory(
         # optimizer shards their states over dp x cp. The attention ring adds, per layer being
         # computed, the K/V block received while the local one is used (2 buffers of
         # b·(S/cp)·n_kv·h_d·p each for K and V); counted with the recomputation working set.
+        # All-gather CP (cp_comm_type all_gather) holds cp such blocks: the gathered K/V.
         if w.seq_len % cp:
             raise ValueError(f"S ({w.seq_len}) must be divisible by the context-parallel size cp ({cp})")
         w = w.model_copy(update={"seq_len": w.seq_len // cp})
@@ -614,7 +616,10 @@ def training_memory(
     working = _recompute_working_set(m, w, tr, par, eager)
     if cp > 1:
         kv_t = m.n_heads // T if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
-        working += 2 * 2 * w.batch_size * w.seq_len * kv_t * (m.head_dim + m.v_dim) // 2 * tr.p
+        # all_gather CP (Llama 3 §3.3.2; TE AttnFuncWithCPAndKVAllGather): the whole sequence's K/V,
+        # gathered, and in the backward their gradients before the reduce-scatter: cp x the ring's
+        gathered = cp if par.cp_comm_type is CPCommType.all_gather else 1
+        working += gathered * 2 * 2 * w.batch_size * w.seq_len * kv_t * (m.head_dim + m.v_dim) // 2 * tr.p
     opt_bytes = optimizer_bytes_per_param(tr)
     if tr.adapters:
         from transformer_calc.estimators.training.finetune import adapted, adapter_linears, block_linears, check_targets, embedding_linears
