@@ -151,7 +151,7 @@ class StepEstimate:
     dp_exposed_s: float  # what the backward does not hide
     optimizer_s: float
     moe_all_to_all_s: float
-    cp_comm_s: float  # exposed context-parallel ring traffic
+    cp_comm_s: float  # exposed context-parallel traffic (the ring's unhidden part, or all-gather CP's all of it)
     assumptions: dict = field(default_factory=dict)
     moe_overhead_s: float = 0.0  # permutation, router, expert weight traffic, imbalance, fixed cost (moe_time.py)
     offload_pcie_s: float = 0.0  # ZeRO-Offload / ZeRO-Infinity host <-> GPU transfers (not overlapped)
