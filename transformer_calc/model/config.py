@@ -1022,6 +1022,10 @@ class Parallelism(StrictInputs):
     pipeline_schedule: PipelineSchedule | None = Field(
         default=None, description="pipeline schedule (default: 1f1b, interleaved with virtual_stages > 1)"
     )
+    microbatch_group: int | None = Field(
+        default=None, gt=0,
+        description="N, contiguous micro-batches per model chunk of the interleaved schedule (Llama 3; default P)"
+    )
     cp_comm_type: CPCommType = Field(
         default=CPCommType.p2p, description="context-parallel K/V exchange: p2p (ring, overlapped) or all_gather (exposed)"
     )
@@ -1356,6 +1360,7 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "loss_in_split": "parallelism",
     "pipeline_schedule": "parallelism",
     "cp_comm_type": "parallelism",
+    "microbatch_group": "parallelism",
     "gpu": "gpu",
 }
 INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", "gpu", "images", "state_dtype",

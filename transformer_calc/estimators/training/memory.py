@@ -44,6 +44,7 @@ from transformer_calc.model.config import (
     Offload,
     Optimizer,
     Parallelism,
+    PipelineSchedule,
     Positional,
     Precision,
     Recompute,
@@ -557,20 +558,45 @@ def pipeline_stage(L: int, par: Parallelism, s: int, units: list[int] | None = N
     return PipelineStage(s, tuple(chunks))
 
 
-def chunk_forwards_in_flight(P: int, v: int, m: int, s: int) -> list[int]:
+def chunk_forwards_in_flight(P: int, v: int, m: int, s: int, group: int | None = None) -> list[int]:
     """Forwards whose activations rank s holds when its first backward starts, per model chunk.
 
     Non-interleaved 1F1B (Narayanan et al. 2021 §2.2.1; Megatron-core schedules.py
     forward_backward_pipelining_without_interleaving): P − s − 1 warm-up forwards and one more,
     at most m. Interleaved (§2.2.2; forward_backward_pipelining_with_interleaving):
-    2·(P − s − 1) + (v − 1)·P warm-up forwards and one more, at most m·v, taken in groups of P
-    micro-batches per chunk (get_model_chunk_id: forward k runs chunk (k mod P·v) // P).
+    2·(P − s − 1) + (v − 1)·N warm-up forwards and one more, at most m·v, taken in groups of N
+    micro-batches per chunk (get_model_chunk_id: forward k runs chunk (k mod N·v) // N). N, the
+    contiguous micro-batches per chunk (`group`), is P in Narayanan et al.'s schedule (the
+    default); the Llama 3 paper's schedule makes it tunable (arXiv:2407.21783 §3.3.2, Figure 6:
+    "N = 5"), as Megatron-core's `microbatch_group_size_per_vp_stage` does (P ≤ N ≤ m).
+    When N does not divide m the last group holds the m mod N left (get_model_chunk_id's
+    microbatch_group_size_per_vp_stage tables run them through every chunk in turn).
     """
     if v <= 1 or P <= 1:
         return [min(P - s, m)]
-    total = min(2 * (P - s - 1) + (v - 1) * P + 1, m * v)
-    rounds, rest = divmod(total, P * v)
-    return [rounds * P + min(max(rest - c * P, 0), P) for c in range(v)]
+    N = P if group is None else group
+    total = min(2 * (P - s - 1) + (v - 1) * N + 1, m * v)
+    full, last = divmod(m, N)  # groups of N micro-batches, and the last group's size
+    if total <= full * N * v:
+        rounds, rest = divmod(total, N * v)
+        return [rounds * N + min(max(rest - c * N, 0), N) for c in range(v)]
+    rest = total - full * N * v  # into the last, smaller group (last > 0 here: total <= m·v)
+    return [full * N + min(max(rest - c * last, 0), last) for c in range(v)]
+
+
+def check_microbatch_group(par: Parallelism, m: int) -> None:
+    """Megatron-core's range for N (schedules.py forward_backward_pipelining_with_interleaving:
+    "The number of contiguous micro-batches in a virtual pipeline stage should range in [PP, M]"),
+    the range the Llama 3 paper describes between DFS (N = P) and BFS (N = M)."""
+    N = par.microbatch_group
+    if N is None:
+        return
+    if par.schedule is not PipelineSchedule.interleaved:
+        raise ValueError(f"microbatch_group ({N}) groups the micro-batches of an interleaved schedule; "
+                         "give --virtual-stages 2 or more, or drop --microbatch-group")
+    if not par.pipeline <= N <= m:
+        raise ValueError(f"microbatch_group ({N}) must lie between P ({par.pipeline}) and the micro-batches per "
+                         f"step ({m}); give an N in that range or drop --microbatch-group")
 
 
 def training_memory(
@@ -635,6 +661,7 @@ def training_memory(
     units = pipeline_units(m.n_layers, par)
     v = par.virtual_stages if P > 1 else 1
     m_micro = tr.micro_batches if tr.micro_batches is not None else P  # timeline.micro_batches
+    check_microbatch_group(par, m_micro)
     for s in _stages_to_evaluate(m, P, all_stages, uneven=_uneven(par)):
         chunks = pipeline_stage(m.n_layers, par, s, units).chunks
         n = sum(c.n_layers for c in chunks)
@@ -651,7 +678,8 @@ def training_memory(
         # The forwards alive at the stage's first backward, per chunk (1F1B warm-up depth, and
         # the interleaved schedule's: Narayanan et al. 2021 §2.2; chunk_forwards_in_flight)
         # zero-bubble and DualPipe schedules hold their own counts (schedules.forwards_in_flight)
-        alive = forwards_in_flight(par.schedule, P, v, m_micro, s) or chunk_forwards_in_flight(P, v, m_micro, s)
+        alive = (forwards_in_flight(par.schedule, P, v, m_micro, s)
+                 or chunk_forwards_in_flight(P, v, m_micro, s, par.microbatch_group))
         in_flight = sum(alive)
         alive_moe = sum(k * m.n_moe_layers(c.start, c.stop) for k, c in zip(alive, chunks))
         alive_dense = sum(k * c.n_layers for k, c in zip(alive, chunks)) - alive_moe
