@@ -30,7 +30,10 @@ RUNS = {
                   ["inference", "--preset", "qwen3-next-80b-a3b", "--S", "4k", "--gpu", "h200"]],  # a hybrid: decode_state
     "train": [["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--tokens", "1e9",
                "--price-per-gpu-hour", "2"],
-              ["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--offload", "optimizer", "--zero", "2"]],
+              ["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--offload", "optimizer", "--zero", "2"],
+              ["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--S", "1024", "--cp", "2",
+               "--cp-comm-type", "all_gather", "--P", "2", "--virtual-stages", "2", "--micro-batch", "1",
+               "--microbatch-group", "4"]],  # assumptions.cp_comm_type (CP > 1), layout.microbatch_group
     "plan": [["plan", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64"]],
 }
 for _command, _extra in (("params", []), ("memory", ["--S", "64"]), ("flops", ["--S", "64"]), ("inference", ["--S", "64"]),

@@ -185,7 +185,7 @@ def row_training(row: dict[str, Any]) -> Training:
 def row_parallelism(row: dict[str, Any]) -> Parallelism:
     T, P, cp = row["tensor"], row["pipeline"], row.get("context", 1)
     split = {k: row[k] for k in ("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split",
-                                 "expert", "expert_tensor") if k in row}
+                                 "expert", "expert_tensor", "cp_comm_type") if k in row}
     return Parallelism(
         tensor=T, pipeline=P, data=row["gpus"] // (T * P * cp), context=cp, virtual_stages=row.get("virtual_stages", 1),
         sequence_parallel=bool(row.get("sequence_parallel", False)), zero=row["zero"], **split,

@@ -983,6 +983,13 @@ class PipelineSchedule(str, Enum):
     dualpipe = "dualpipe"  # DeepSeek-V3's bidirectional schedule (two chunks per stage, 2x parameters)
 
 
+class CPCommType(str, Enum):
+    """How context parallelism exchanges K/V (Transformer Engine / Megatron-core `cp_comm_type`)."""
+
+    p2p = "p2p"  # ring: K/V blocks passed rank to rank under the attention kernels (Liu et al. 2023)
+    all_gather = "all_gather"  # K/V all-gathered, then attention on the local Q chunk (Llama 3 §3.3.2)
+
+
 class Parallelism(StrictInputs):
     """How the model and the batch are split over GPUs (Megatron-LM / ZeRO conventions)."""
 
@@ -1014,6 +1021,13 @@ class Parallelism(StrictInputs):
     )
     pipeline_schedule: PipelineSchedule | None = Field(
         default=None, description="pipeline schedule (default: 1f1b, interleaved with virtual_stages > 1)"
+    )
+    microbatch_group: int | None = Field(
+        default=None, gt=0,
+        description="N, contiguous micro-batches per model chunk of the interleaved schedule (Llama 3; default P)"
+    )
+    cp_comm_type: CPCommType = Field(
+        default=CPCommType.p2p, description="context-parallel K/V exchange: p2p (ring, overlapped) or all_gather (exposed)"
     )
 
     @model_validator(mode="after")
@@ -1345,6 +1359,8 @@ TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
     "embedding_in_split": "parallelism",
     "loss_in_split": "parallelism",
     "pipeline_schedule": "parallelism",
+    "cp_comm_type": "parallelism",
+    "microbatch_group": "parallelism",
     "gpu": "gpu",
 }
 INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", "gpu", "images", "state_dtype",

@@ -22,7 +22,7 @@ TRAIN_GPUS = 8  # --gpus when neither the flag nor the job file's layout gives t
 # The layout plan chooses itself: a job file's values for these keys are not used by `tcalc plan`.
 PLAN_LAYOUT_KEYS = ("tensor", "sequence_parallel", "pipeline", "data", "zero", "expert", "context", "virtual_stages",
                     "batch_size", "micro_batches", "recompute", "first_stage_layers", "last_stage_layers",
-                    "embedding_in_split", "loss_in_split", "pipeline_schedule")
+                    "embedding_in_split", "loss_in_split", "pipeline_schedule", "microbatch_group")
 
 def train_configs(
     m: ModelConfig, section: dict[str, Any], flags: dict[str, Any], gpus: int | None = None
@@ -102,6 +102,8 @@ LastStage = Annotated[int | None, opt("--last-stage-layers", "--decoder-last-pip
 EmbeddingInSplit = Annotated[bool | None, opt("--embedding-in-split/--no-embedding-in-split", help="The embedding counts as one layer of the pipeline split (Megatron --account-for-embedding-in-pipeline-split) \\[default: off].", panel=PARALLEL)]
 LossInSplit = Annotated[bool | None, opt("--loss-in-split/--no-loss-in-split", help="The head and loss count as one layer of the pipeline split (Megatron --account-for-loss-in-pipeline-split) \\[default: off].", panel=PARALLEL)]
 PipelineScheduleOpt = Annotated[str | None, opt("--pipeline-schedule", help="1f1b | interleaved (v > 1) | zb-h1 (zero-bubble H1) | zb-v (two chunks in a V) | dualpipe (DeepSeek-V3; 2x parameters) \\[default: 1f1b, interleaved with --virtual-stages > 1].", panel=PARALLEL)]
+CPCommTypeOpt = Annotated[str | None, opt("--cp-comm-type", help="How context parallelism exchanges K/V: p2p (a ring under the attention kernels) | all_gather (K/V all-gathered before attention, exposed: Llama 3) \\[default: p2p].", panel=PARALLEL)]
+MicrobatchGroup = Annotated[int | None, opt("--microbatch-group", help="N: contiguous micro-batches per model chunk of the interleaved schedule, P to the micro-batches per step (Llama 3's tunable N; Megatron microbatch_group_size_per_vp_stage); the warm-up holds (v − 1)·N + 2·(P − s − 1) + 1 chunk forwards \\[default: P].", panel=PARALLEL, parse=whole)]
 NodeSize = Annotated[int | None, opt("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", panel=PARALLEL, parse=node_size, job=False)]
 InterNode = Annotated[float | None, opt("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", panel=PARALLEL, parse=positive, job=False)]
 
@@ -155,6 +157,8 @@ class MemoryRequest(ModelRequest):
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel ranks: routed experts split ep ways (MoE) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     expert_tensor: Etp = None
     context: Annotated[int | None, opt("--cp", "--context-parallel", help="Context-parallel ranks: the sequence split cp ways \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    cp_comm_type: CPCommTypeOpt = None
+    microbatch_group: MicrobatchGroup = None
     finetune: Finetune = None
     lora_rank: LoraRank = None
     lora_alpha: LoraAlpha = None
@@ -192,6 +196,8 @@ class TrainRequest(ModelRequest):
     loss_in_split: LossInSplit = None
     pipeline_schedule: PipelineScheduleOpt = None
     context: Annotated[int | None, opt("--cp", "--context-parallel", help="Context-parallel ranks (long sequences) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
+    cp_comm_type: CPCommTypeOpt = None
+    microbatch_group: MicrobatchGroup = None
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel ranks (MoE) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     sequence_parallel: Annotated[bool | None, opt("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", panel=PARALLEL)] = None
     zero: Annotated[int | None, opt("--zero", help="ZeRO stage 0-3 (1: a distributed optimizer) \\[default: 1].", panel=PARALLEL, parse=zero_stage)] = None

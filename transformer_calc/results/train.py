@@ -36,6 +36,7 @@ class Layout(Section):
     embedding_in_split: bool = False  # the embedding counts as one layer of the split
     loss_in_split: bool = False  # the head and loss count as one layer of the split
     pipeline_schedule: str = "1f1b"  # the schedule in effect: 1f1b | interleaved | zb-h1 | zb-v | dualpipe
+    microbatch_group: int | None = None  # N, contiguous micro-batches per chunk (interleaved); given only
 
 
 class StepBreakdown(Section):
@@ -97,6 +98,7 @@ class StepAssumptions(Section):
     inter_node_bytes_s: float  # one way, per GPU
     overlap_dp: bool  # data-parallel traffic overlapped with the backward
     tp_comm_overlap: bool = False  # tensor-parallel collectives overlapped with the GEMMs (TE userbuffers)
+    cp_comm_type: str | None = None  # with CP > 1: p2p (ring, overlapped) or all_gather (exposed; Llama 3)
     moe_load_imbalance: float | None = None  # MoE: the busiest expert rank's tokens over the mean (1: balanced)
     moe_a2a_overlap: bool | None = None  # MoE: the all-to-all runs under another micro-batch's compute
     offload_host_link: str | None = None  # with --offload: PCIe x16 or NVLink-C2C
@@ -169,7 +171,8 @@ def _layout(par: Any) -> Layout:
                   sequence_parallel=par.sequence_parallel, zero=par.zero, gpus=par.gpus,
                   first_stage_layers=par.first_stage_layers, last_stage_layers=par.last_stage_layers,
                   embedding_in_split=par.embedding_in_split, loss_in_split=par.loss_in_split,
-                  pipeline_schedule=par.schedule.value)
+                  pipeline_schedule=par.schedule.value,
+                  **({"microbatch_group": par.microbatch_group} if par.microbatch_group is not None else {}))
 
 
 def train_report(

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from transformer_calc.model.config import (
     ATTENTION_KINDS,
     MASTER_COPY_BYTES,
+    CPCommType,
     ActivationProfile,
     CrossEntropy,
     FP8Recipe,
@@ -43,6 +44,7 @@ from transformer_calc.model.config import (
     Offload,
     Optimizer,
     Parallelism,
+    PipelineSchedule,
     Positional,
     Precision,
     Recompute,
@@ -556,20 +558,45 @@ def pipeline_stage(L: int, par: Parallelism, s: int, units: list[int] | None = N
     return PipelineStage(s, tuple(chunks))
 
 
-def chunk_forwards_in_flight(P: int, v: int, m: int, s: int) -> list[int]:
+def chunk_forwards_in_flight(P: int, v: int, m: int, s: int, group: int | None = None) -> list[int]:
     """Forwards whose activations rank s holds when its first backward starts, per model chunk.
 
     Non-interleaved 1F1B (Narayanan et al. 2021 §2.2.1; Megatron-core schedules.py
     forward_backward_pipelining_without_interleaving): P − s − 1 warm-up forwards and one more,
     at most m. Interleaved (§2.2.2; forward_backward_pipelining_with_interleaving):
-    2·(P − s − 1) + (v − 1)·P warm-up forwards and one more, at most m·v, taken in groups of P
-    micro-batches per chunk (get_model_chunk_id: forward k runs chunk (k mod P·v) // P).
+    2·(P − s − 1) + (v − 1)·N warm-up forwards and one more, at most m·v, taken in groups of N
+    micro-batches per chunk (get_model_chunk_id: forward k runs chunk (k mod N·v) // N). N, the
+    contiguous micro-batches per chunk (`group`), is P in Narayanan et al.'s schedule (the
+    default); the Llama 3 paper's schedule makes it tunable (arXiv:2407.21783 §3.3.2, Figure 6:
+    "N = 5"), as Megatron-core's `microbatch_group_size_per_vp_stage` does (P ≤ N ≤ m).
+    When N does not divide m the last group holds the m mod N left (get_model_chunk_id's
+    microbatch_group_size_per_vp_stage tables run them through every chunk in turn).
     """
     if v <= 1 or P <= 1:
         return [min(P - s, m)]
-    total = min(2 * (P - s - 1) + (v - 1) * P + 1, m * v)
-    rounds, rest = divmod(total, P * v)
-    return [rounds * P + min(max(rest - c * P, 0), P) for c in range(v)]
+    N = P if group is None else group
+    total = min(2 * (P - s - 1) + (v - 1) * N + 1, m * v)
+    full, last = divmod(m, N)  # groups of N micro-batches, and the last group's size
+    if total <= full * N * v:
+        rounds, rest = divmod(total, N * v)
+        return [rounds * N + min(max(rest - c * N, 0), N) for c in range(v)]
+    rest = total - full * N * v  # into the last, smaller group (last > 0 here: total <= m·v)
+    return [full * N + min(max(rest - c * last, 0), last) for c in range(v)]
+
+
+def check_microbatch_group(par: Parallelism, m: int) -> None:
+    """Megatron-core's range for N (schedules.py forward_backward_pipelining_with_interleaving:
+    "The number of contiguous micro-batches in a virtual pipeline stage should range in [PP, M]"),
+    the range the Llama 3 paper describes between DFS (N = P) and BFS (N = M)."""
+    N = par.microbatch_group
+    if N is None:
+        return
+    if par.schedule is not PipelineSchedule.interleaved:
+        raise ValueError(f"microbatch_group ({N}) groups the micro-batches of an interleaved schedule; "
+                         "give --virtual-stages 2 or more, or drop --microbatch-group")
+    if not par.pipeline <= N <= m:
+        raise ValueError(f"microbatch_group ({N}) must lie between P ({par.pipeline}) and the micro-batches per "
+                         f"step ({m}); give an N in that range or drop --microbatch-group")
 
 
 def training_memory(
@@ -600,6 +627,7 @@ def training_memory(
         # optimizer shards their states over dp x cp. The attention ring adds, per layer being
         # computed, the K/V block received while the local one is used (2 buffers of
         # b·(S/cp)·n_kv·h_d·p each for K and V); counted with the recomputation working set.
+        # All-gather CP (cp_comm_type all_gather) holds cp such blocks: the gathered K/V.
         if w.seq_len % cp:
             raise ValueError(f"S ({w.seq_len}) must be divisible by the context-parallel size cp ({cp})")
         w = w.model_copy(update={"seq_len": w.seq_len // cp})
@@ -614,7 +642,10 @@ def training_memory(
     working = _recompute_working_set(m, w, tr, par, eager)
     if cp > 1:
         kv_t = m.n_heads // T if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
-        working += 2 * 2 * w.batch_size * w.seq_len * kv_t * (m.head_dim + m.v_dim) // 2 * tr.p
+        # all_gather CP (Llama 3 §3.3.2; TE AttnFuncWithCPAndKVAllGather): the whole sequence's K/V,
+        # gathered, and in the backward their gradients before the reduce-scatter: cp x the ring's
+        gathered = cp if par.cp_comm_type is CPCommType.all_gather else 1
+        working += gathered * 2 * 2 * w.batch_size * w.seq_len * kv_t * (m.head_dim + m.v_dim) // 2 * tr.p
     opt_bytes = optimizer_bytes_per_param(tr)
     if tr.adapters:
         from transformer_calc.estimators.training.finetune import adapted, adapter_linears, block_linears, check_targets, embedding_linears
@@ -630,6 +661,7 @@ def training_memory(
     units = pipeline_units(m.n_layers, par)
     v = par.virtual_stages if P > 1 else 1
     m_micro = tr.micro_batches if tr.micro_batches is not None else P  # timeline.micro_batches
+    check_microbatch_group(par, m_micro)
     for s in _stages_to_evaluate(m, P, all_stages, uneven=_uneven(par)):
         chunks = pipeline_stage(m.n_layers, par, s, units).chunks
         n = sum(c.n_layers for c in chunks)
@@ -646,7 +678,8 @@ def training_memory(
         # The forwards alive at the stage's first backward, per chunk (1F1B warm-up depth, and
         # the interleaved schedule's: Narayanan et al. 2021 §2.2; chunk_forwards_in_flight)
         # zero-bubble and DualPipe schedules hold their own counts (schedules.forwards_in_flight)
-        alive = forwards_in_flight(par.schedule, P, v, m_micro, s) or chunk_forwards_in_flight(P, v, m_micro, s)
+        alive = (forwards_in_flight(par.schedule, P, v, m_micro, s)
+                 or chunk_forwards_in_flight(P, v, m_micro, s, par.microbatch_group))
         in_flight = sum(alive)
         alive_moe = sum(k * m.n_moe_layers(c.start, c.stop) for k, c in zip(alive, chunks))
         alive_dense = sum(k * c.n_layers for k, c in zip(alive, chunks)) - alive_moe

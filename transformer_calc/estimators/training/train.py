@@ -32,7 +32,9 @@ stages (1F1B; interleaved with v virtual stages). Per GPU:
   permutation, router, the local experts' weight traffic and a fitted fixed cost per local
   expert; the load imbalance scales the busiest rank's expert FLOPs and traffic.
 - context parallelism: the ring exchange of K/V blocks, hidden behind the attention core when it
-  is shorter (FlashAttention ring kernels), else the excess is exposed.
+  is shorter (FlashAttention ring kernels), else the excess is exposed (cp_comm_type p2p); or
+  Llama 3's all-gather CP (arXiv:2407.21783 §3.3.2; cp_comm_type all_gather): K/V all-gathered
+  before attention and dK/dV reduce-scattered after it, exposed.
 - network: a two-level fabric: inside a node (NVLink/NVSwitch domain, `node_size` GPUs) at half
   the bidirectional NVLink figure per direction, between nodes at the per-GPU NIC bandwidth; a
   group whose ranks span more than one node runs at the NIC bandwidth.
@@ -48,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from transformer_calc.devices.hardware import COLLECTIVE_LATENCY_S, GPU, INTER_NODE_LATENCY_S
-from transformer_calc.model.config import FP8Recipe, ModelConfig, Parallelism, Precision, Recompute, Training, Workload
+from transformer_calc.model.config import CPCommType, FP8Recipe, ModelConfig, Parallelism, Precision, Recompute, Training, Workload
 from transformer_calc.estimators.flops import count_flops, layer_flops
 from transformer_calc.estimators.params import kv_heads_per_rank, shard_params
 
@@ -81,6 +83,10 @@ NETWORK = {"A100": (8, 25e9), "H100": (8, 50e9), "H200": (8, 50e9), "B200": (8, 
            "MI355X": (8, 50e9)}  # fmt: skip
 DEFAULT_NETWORK = (8, 25e9)
 ALL_REDUCES_PER_LAYER = 2  # forward: after attention and after the MLP (backward: 2 more)
+# All-gather context parallelism (cp_comm_type all_gather), per layer and micro-batch: the forward's
+# K/V all-gather, the backward's second K/V all-gather and its dK/dV reduce-scatter (Transformer
+# Engine AttnFuncWithCPAndKVAllGather; Llama 3 §3.3.2 states the all-gather, not the backward).
+CP_ALL_GATHER_COLLECTIVES = 3
 
 
 def lookup_efficiency(table: dict, name: str, default):
@@ -145,7 +151,7 @@ class StepEstimate:
     dp_exposed_s: float  # what the backward does not hide
     optimizer_s: float
     moe_all_to_all_s: float
-    cp_comm_s: float  # exposed context-parallel ring traffic
+    cp_comm_s: float  # exposed context-parallel traffic (the ring's unhidden part, or all-gather CP's all of it)
     assumptions: dict = field(default_factory=dict)
     moe_overhead_s: float = 0.0  # permutation, router, expert weight traffic, imbalance, fixed cost (moe_time.py)
     offload_pcie_s: float = 0.0  # ZeRO-Offload / ZeRO-Infinity host <-> GPU transfers (not overlapped)
@@ -413,16 +419,26 @@ def estimate_step(
         routed = step.layer.mlp * passes / (gpus / P) / mb / (peak * eff)  # one MoE layer's routed experts
         moe_extra_s = blk.overhead + (imbalance - 1) * routed
 
-    # Context parallelism: (cp−1) ring steps of the local K/V per layer, forward and backward (3x
-    # with the recompute-free backward's two passes), minus the attention core it hides behind.
+    # Context parallelism, per layer and micro-batch, by `cp_comm_type`:
+    # - p2p: (cp−1) ring steps of the local K/V, forward and backward (3x with the recompute-free
+    #   backward's two passes), minus the attention core it hides behind (FlashAttention ring kernels).
+    # - all_gather: Llama 3's CP (arXiv:2407.21783 §3.3.2: "we first all-gather the key (K) and value
+    #   (V) tensors, and then compute attention output for the local query (Q) tensor chunk ...
+    #   the all-gather communication latency is exposed in the critical path"), as Transformer
+    #   Engine runs it (context_parallel.py AttnFuncWithCPAndKVAllGather: the forward all-gathers
+    #   K/V, the backward all-gathers them again and reduce-scatters dK/dV): 3 collectives of the
+    #   gathered cp·(local K/V) bytes, (cp−1)/cp of it per GPU, none overlapped.
     cp_layer_s = 0.0
     if cp > 1:
         cp_bw, cp_lat = net.link(T * cp)
         kv_t = (m.n_heads // T) if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
         kv_bytes = 2 * b * (S // cp) * kv_t * m.head_dim * p
-        ring = 3 * (cp - 1) * (kv_bytes / cp_bw + cp_lat)
-        core = 3 * step.attention_cores / m.n_layers / mb / dp / (T * cp) / (peak * eff)  # what it can hide behind
-        cp_layer_s = max(0.0, ring - core) if tr.flash else ring
+        if par.cp_comm_type is CPCommType.all_gather:
+            cp_layer_s = CP_ALL_GATHER_COLLECTIVES * ring_gather_s(cp * kv_bytes, cp, cp_bw, cp_lat)
+        else:
+            ring = 3 * (cp - 1) * (kv_bytes / cp_bw + cp_lat)
+            core = 3 * step.attention_cores / m.n_layers / mb / dp / (T * cp) / (peak * eff)  # what it can hide behind
+            cp_layer_s = max(0.0, ring - core) if tr.flash else ring
 
     def stage_time(key: tuple[int, int, bool, bool]) -> StageTime:
         """One micro-batch's forward and backward on one GPU of a stage (seconds)."""
@@ -577,6 +593,7 @@ def estimate_step(
         assumptions={"matmul_efficiency": eff, "memory_efficiency": memory_efficiency,
                      "node_size": net.node_size, "intra_node_bytes_s": net.intra_bytes_s,
                      "inter_node_bytes_s": net.inter_bytes_s, "overlap_dp": overlap_dp, "tp_comm_overlap": overlap_tp,
+                     **({"cp_comm_type": par.cp_comm_type.value} if cp > 1 else {}),
                      **({"moe_load_imbalance": imbalance, "moe_a2a_overlap": moe_a2a_overlap} if m.is_moe else {}),
                      **({"offload_host_link": host_link, "offload_host_bytes_s": pcie, "offload_overlapped": False,
                          "cpu_optimizer_priced": False,
