@@ -1,0 +1,124 @@
+"""DeepSeek-V4's parameters, part by part (docs/formulas.md §5.16).
+
+Source: transformers 5.23 models/deepseek_v4/modeling_deepseek_v4.py (the class named at each term)
+and the DeepSeek-V4 technical report §2 (mHC §2.2, CSA §2.3.1, HCA §2.3.2, hash MoE §2.1).
+
+Conventions: every parameter tensor once, as `sum(p.numel() for p in model.parameters())` counts it on
+the model transformers builds (DeepseekV4ForCausalLM); buffers are not parameters: the hash router's
+frozen `tid2eid` table (vocab_size x top-k token -> expert ids), the top-k router's
+`e_score_correction_bias` and the rotary frequencies. Every linear of the attention, the compressors,
+the indexer and the experts is built without a bias whatever `attention_bias` says; only the shared
+expert (DeepseekV4MLP) takes `mlp_bias`. The multi-token-prediction layer the checkpoint carries
+(`num_nextn_predict_layers`) is not built by transformers and not counted.
+
+Only `tcalc params` prices DeepSeek-V4; every other estimate refuses it by name
+(`ModelConfig.irregular_layers`, `require_deepseek_v4_priced`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from transformer_calc.errors import TcalcError
+from transformer_calc.model.config import DeepseekV4Blocks, ModelConfig
+
+GATED_MATRICES = 3  # gate, up, down (SwiGLU; DeepseekV4Experts packs gate and up in one gate_up_proj)
+HC_SCALES = 3  # DeepseekV4HyperConnection.scale: one scale each for the pre, post and comb weights
+CSA_SERIES = 2  # a CSA compressor projects two overlapping series Ca, Cb per token (2·h_d wide)
+
+
+@dataclass(frozen=True)
+class V4LayerParts:
+    """One DeepSeek-V4 layer's parameters by part (all layers share this shape except the compressor
+    and the indexer, which depend on the layer's attention kind)."""
+
+    attn_q: int  # q_a_proj D x r_q + q_b_proj r_q x A·h_d
+    attn_kv: int  # kv_proj D x h_d: one head read as key and as value (shared-KV MQA)
+    attn_o: int  # grouped o_a_proj (A·h_d/g) x g·d_g, and o_b_proj g·d_g x D
+    latent_norms: int  # q_a_norm RMSNorm(r_q) + kv_norm RMSNorm(h_d) (q_b_norm has no weight)
+    sinks: int  # one learned sink logit per query head
+    experts: int  # E routed experts: gate_up_proj E x 2F x D, down_proj E x D x F
+    shared_expert: int  # DeepseekV4MLP of moe_d_ff (+ biases with mlp_bias)
+    router: int  # gate weight E x D (hash and top-k routers alike)
+    norms: int  # input_layernorm, post_attention_layernorm
+    hyper_connections: int  # attn_hc and ffn_hc
+
+
+def _v4(m: ModelConfig) -> DeepseekV4Blocks:
+    if m.deepseek_v4 is None:
+        raise ValueError("not a DeepSeek-V4 model")
+    return m.deepseek_v4
+
+
+def hyper_connection_params(m: ModelConfig) -> int:
+    """One DeepseekV4HyperConnection (mHC, report §2.2): fn (2 + n)·n x n·D maps the n flattened
+    streams to the pre (n), post (n) and comb (n x n) weights, base (2 + n)·n, scale 3."""
+    n, D = _v4(m).hc_mult, m.d_model
+    mixes = (2 + n) * n  # pre + post + comb
+    return mixes * n * D + mixes + HC_SCALES
+
+
+def hyper_head_params(m: ModelConfig) -> int:
+    """DeepseekV4HyperHead, the final collapse of the n streams: hc_fn n x n·D, hc_base n, hc_scale 1."""
+    n, D = _v4(m).hc_mult, m.d_model
+    return n * n * D + n + 1
+
+
+def compressor_params(m: ModelConfig, csa: bool) -> int:
+    """One layer's compressor (its indexer apart). DeepseekV4CSACompressor (report §2.3.1, eqs. 9-12):
+    kv_proj and gate_proj D x 2·h_d (the two series Ca, Cb), position_bias m x 2·h_d, kv_norm
+    RMSNorm(h_d). DeepseekV4HCACompressor (§2.3.2, eqs. 20-23): kv_proj and gate_proj D x h_d,
+    position_bias m' x h_d, kv_norm RMSNorm(h_d)."""
+    v4, D, hd = _v4(m), m.d_model, m.head_dim
+    width = CSA_SERIES * hd if csa else hd
+    rate = v4.csa_compress_rate if csa else v4.hca_compress_rate
+    return 2 * D * width + rate * width + hd
+
+
+def indexer_params(m: ModelConfig) -> int:
+    """One CSA layer's lightning indexer, DeepseekV4Indexer (report §2.3.1, eqs. 13-17): its own
+    compressor at d_I (kv_proj, gate_proj D x 2·d_I, position_bias m x 2·d_I, kv_norm RMSNorm(d_I)),
+    q_b_proj r_q x H_I·d_I (queries from the attention's q_lora_rank latent) and the scorer's
+    weights_proj D x H_I."""
+    v4, D = _v4(m), m.d_model
+    d_i, h_i = v4.index_head_dim, v4.index_n_heads
+    compressor = 2 * D * CSA_SERIES * d_i + v4.csa_compress_rate * CSA_SERIES * d_i + d_i
+    return compressor + v4.q_lora_rank * h_i * d_i + D * h_i
+
+
+def layer_parts(m: ModelConfig) -> V4LayerParts:
+    """DeepseekV4DecoderLayer's parameters but for the compressor and the indexer."""
+    v4 = _v4(m)
+    D, A, hd, r_q, F, E = m.d_model, m.n_heads, m.head_dim, v4.q_lora_rank, m.moe_d_ff, m.n_experts
+    g, d_g = v4.o_groups, v4.o_lora_rank
+    shared_bias = (2 * F + D) if m.mlp_bias else 0  # DeepseekV4MLP: gate/up/down take mlp_bias
+    return V4LayerParts(
+        attn_q=D * r_q + r_q * A * hd,
+        attn_kv=D * hd,
+        # DeepseekV4GroupedLinear(A·h_d/g, g·d_g, g): weight g·d_g x A·h_d/g = A·h_d·d_g; o_b_proj g·d_g x D
+        attn_o=A * hd * d_g + g * d_g * D,
+        latent_norms=r_q + hd,
+        sinks=A,
+        experts=E * GATED_MATRICES * D * F,
+        shared_expert=GATED_MATRICES * D * F + shared_bias,
+        router=E * D,
+        norms=2 * D,
+        hyper_connections=2 * hyper_connection_params(m),
+    )
+
+
+def check(m: ModelConfig) -> None:
+    """What transformers requires of the shapes (DeepseekV4Attention: the heads' A·h_d split into o_groups)."""
+    v4 = _v4(m)
+    if (m.n_heads * m.head_dim) % v4.o_groups:
+        raise TcalcError(f"deepseek_v4.o_groups ({v4.o_groups}) must divide n_heads x head_dim "
+                         f"({m.n_heads * m.head_dim}); use a divisor of it")
+
+
+def require_deepseek_v4_priced(m: ModelConfig, what: str) -> None:
+    """Refuse, in one line, an estimate that does not price DeepSeek-V4's blocks (all but tcalc params)."""
+    if m.deepseek_v4 is not None:
+        raise TcalcError(
+            f"{what} is not modeled for {m.deepseek_v4_parts[0]} (model {m.name or 'given'}) yet; "
+            "tcalc params prices this model"
+        )
