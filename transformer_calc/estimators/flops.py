@@ -66,6 +66,7 @@ from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, Model
 from transformer_calc.estimators.params import (
     GATED_MATRICES, PLAIN_MATRICES, count_params, latent_projections, layer_params, sliding_extra, varied_attention,
 )
+from transformer_calc.estimators.deepseek_v4 import require_deepseek_v4_priced
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import shared_block_flops
 
@@ -310,6 +311,7 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
     Blocks differ by attention kind (full, sliding, chunked: only the core differs, and only with
     `windowed`) and by MLP kind (MoE or dense); the sum over blocks is taken per kind.
     """
+    require_deepseek_v4_priced(m, "FLOPs")
     B, S, D, V = w.batch_size, w.seq_len, m.d_model, m.vocab_size
     d_emb = m.d_embedding
     layer = layer_flops(m, w, causal=causal, windowed=windowed)
