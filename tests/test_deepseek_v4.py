@@ -131,3 +131,32 @@ def test_cli_params_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     p = json.loads(capsys.readouterr().out)["params"]
     assert (p["total"], p["hyper_connections"], p["compressors"], p["layers_indexer"], p["n_hash_moe_layers"]) == (
         98891, 31507, 7272, 740, 3)
+
+
+CACHE_CFG = {**TINY, "num_hidden_layers": 4, "sliding_window": 6,
+             "layer_types": ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention",
+                             "compressed_sparse_attention"],
+             "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8}}
+
+
+def test_cache_by_hand() -> None:
+    """tools/crosscheck/kv_cache_deepseek_v4.py's first case at 19 tokens (transformers 5.23's cache: 1,680
+    elements for 2 sequences): h_d 8, d_I 4, W 6, m 4, m' 8; layers sliding, CSA, HCA, CSA."""
+    c = v4.cache_elements(model(CACHE_CFG), 19)
+    assert c.window == 5 * 8 * (2 + 1 + 1 + 1)  # W - 1 tokens; the sliding-only layer keeps K and V apart
+    assert c.compressed == 2 * (19 // 4) * (8 + 4) + (19 // 8) * 8
+    assert c.buffers == 2 * (2 * (19 % 4) * 2 * (8 + 4) + (19 % 8) * 8)  # kv and gate of the open window
+    assert c.overlap == 2 * 2 * 4 * (8 + 4)  # the CSA layers' last Ca slice, kv and gate
+    assert 2 * c.total == 1680
+    assert v4.cache_elements(model(CACHE_CFG), 3).overlap == 0  # no window closed yet
+
+
+@settings(max_examples=40, deadline=None)
+@given(c=st.integers(1, 10_000))
+def test_cache_compressed_part_grows_as_one_entry_per_window(c: int) -> None:
+    """Past the window, only the compressed entries grow: by one per m (CSA) or m' (HCA) tokens; the buffers
+    stay below one window."""
+    m = model(CACHE_CFG)
+    a, b = v4.cache_elements(m, c + 5), v4.cache_elements(m, c + 5 + 8)
+    assert b.compressed - a.compressed == 2 * 2 * (8 + 4) + 1 * 8
+    assert a.buffers < 2 * (2 * 4 * 2 * 12 + 8 * 8)

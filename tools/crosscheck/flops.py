@@ -137,6 +137,8 @@ KNOWN_SKIPS = [  # (model_type, condition), every reason a case is skipped
     ("gemma4_text", GEMMA4_SHARED_NO_PLE),
     ("gemma4", GEMMA4_SHARED_NO_PLE),
 ]
+# Types whose FLOPs tcalc refuses by name (no count to compare; their parameters: hf_params.py)
+NOT_PRICED = {"deepseek_v4": "tcalc prices DeepSeek-V4's parameters only; FLOPs refuse it (docs/formulas.md §5.16)"}
 GROUPED_ROUTING = ("deepseek_v3", "glm4_moe", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa", "glm4v_moe_text")  # group top-2 scores
 # Multimodal wrappers (sources.hf.WRAPPERS): built whole (AutoModelForImageTextToText) and run on text
 # alone (input_ids, no images): the FLOPs are the language model's; its parameters are the whole
@@ -361,7 +363,8 @@ def draw_cases(n: int, seed: int, only: set[str] | None = None) -> list[Case]:
 
     out: list[Case] = []
     for model_type in (t for t in SUPPORTED_MODEL_TYPES
-                       if t in GENERATORS and t not in HYBRID_TYPES and (only is None or t in only)):
+                       if t in GENERATORS and t not in HYBRID_TYPES and t not in NOT_PRICED
+                       and (only is None or t in only)):
         runnable = 0
         for draw in range(n * MAX_DRAWS):
             if runnable == n:
@@ -371,7 +374,8 @@ def draw_cases(n: int, seed: int, only: set[str] | None = None) -> list[Case]:
             out.append(new(model_type, f"random-{draw}", cfg))
             runnable += forward_breaks(config) is None
     out += [new(cfg["model_type"], label, cfg) for label, cfg in EDGE
-            if cfg["model_type"] not in HYBRID_TYPES and (only is None or cfg["model_type"] in only)]
+            if cfg["model_type"] not in HYBRID_TYPES and cfg["model_type"] not in NOT_PRICED
+            and (only is None or cfg["model_type"] in only)]
     return out
 
 
@@ -383,7 +387,7 @@ def kind(case: Case) -> str:
 def summary(cases: list[Case]) -> tuple[list[str], list[str]]:
     """Markdown rows of the FLOPs table and of the parameter table, per model_type and total."""
     flops_rows, param_rows = [], []
-    groups = [(t, [c for c in cases if c.model_type == t]) for t in SUPPORTED_MODEL_TYPES]
+    groups = [(t, [c for c in cases if c.model_type == t]) for t in SUPPORTED_MODEL_TYPES if t not in NOT_PRICED]
     for name, sub in [*groups, ("**all**", cases)]:
         ran = [c for c in sub if c.counted is not None]
         random_n = sum(kind(c) == "random" for c in ran)

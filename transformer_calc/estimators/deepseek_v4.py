@@ -107,6 +107,51 @@ def layer_parts(m: ModelConfig) -> V4LayerParts:
     )
 
 
+@dataclass(frozen=True)
+class V4Cache:
+    """Elements transformers' DeepSeek-V4 cache holds for one sequence at `context_len` tokens, by part,
+    summed over the layers (modeling_deepseek_v4.py DeepseekV4HCACache, DeepseekV4CSACache; sliding-only
+    layers: cache_utils.py DynamicSlidingWindowLayer). All in the model's dtype."""
+
+    context_len: int
+    window: int  # the last W - 1 tokens' K = V head: h_d each (a sliding-only layer keeps K and V apart: 2·h_d)
+    compressed: int  # compressed entries so far, floor(c / m) per CSA layer (h_d + the indexer's d_I), floor(c / m') per HCA (h_d)
+    buffers: int  # the c mod m tokens waiting for their window: kv and gate, 2·h_d (+ 2·d_I) per CSA token, h_d per HCA
+    overlap: int  # CSA: the last full window's Ca slice, kv and gate, m x h_d (+ m x d_I), once c >= m
+
+    @property
+    def total(self) -> int:
+        return self.window + self.compressed + self.buffers + self.overlap
+
+
+def cache_elements(m: ModelConfig, context_len: int) -> V4Cache:
+    """The decode state of one sequence after `context_len` tokens (a prompt and decode steps alike:
+    the buffers drain whenever a window of m tokens closes, whatever the call it closes in).
+
+    Sliding window (DynamicSlidingWindowLayer.update): min(c, W - 1) tokens of the one K = V head of
+    h_d; a CSA or HCA layer stores that tensor once (`self.values = self.keys`), a sliding-only layer
+    as keys and values (two tensors). Compressor (`store_compression_weights`,
+    `update_compressor_states`, report §2.3.1-2.3.2): floor(c / m) compressed entries of h_d; the
+    c mod m tokens of the open window as kv and gate, each 2·h_d wide on a CSA layer (Ca and Cb),
+    h_d on an HCA layer. CSA overlap (`update_overlap_state`): the Ca half of the last full window,
+    kv and gate, m x h_d each. The CSA indexer holds the same three at d_I."""
+    v4 = _v4(m)
+    c, hd, W = context_len, m.head_dim, m.sliding_window or 1
+    n_csa, n_hca = len(v4.csa_layer_ids), len(v4.hca_layer_ids)
+    n_sliding = m.n_layers - n_csa - n_hca
+    seen = min(c, W - 1)
+    m_csa, m_hca, d_i = v4.csa_compress_rate, v4.hca_compress_rate, v4.index_head_dim
+    csa_width = hd + d_i  # the compressor's series and the indexer's, side by side
+    KV_AND_GATE = 2
+    return V4Cache(
+        context_len=c,
+        window=seen * hd * (2 * n_sliding + n_csa + n_hca),
+        compressed=n_csa * (c // m_csa) * csa_width + n_hca * (c // m_hca) * hd,
+        buffers=KV_AND_GATE * (n_csa * (c % m_csa) * CSA_SERIES * csa_width + n_hca * (c % m_hca) * hd),
+        overlap=KV_AND_GATE * n_csa * m_csa * csa_width if c >= m_csa else 0,
+    )
+
+
 def check(m: ModelConfig) -> None:
     """What transformers requires of the shapes (DeepseekV4Attention: the heads' A·h_d split into o_groups)."""
     v4 = _v4(m)
