@@ -426,13 +426,12 @@ def _deepseek_v4_params(m: ModelConfig) -> ModelParams:
     )
     n_csa, n_hca = len(blocks.csa_layer_ids), len(blocks.hca_layer_ids)
     w_expert = GATED_MATRICES * D * m.moe_d_ff
-    zero = dict.fromkeys(("per_layer_embedding", "per_layer_inputs", "attention_variants", "mlp_variants", "altup",
-                          "laurel"), 0)
     return ModelParams(
         n_layers=L, n_moe_layers=L, embedding=V * D, position=0, embedding_projection=0, embedding_norm=0,
         layer=layer, dense_layer=layer, final_norm=norm_params(m, D), lm_head=0 if m.tied_embeddings else V * D,
         lm_head_bias=0, active_mlp_per_layer=m.experts_per_token * w_expert, mtp=0, n_indexer_layers=n_csa,
-        n_attention_layers=L, mixers=0, n_channel_free_layers=0, **zero,
+        n_attention_layers=L, mixers=0, n_channel_free_layers=0, per_layer_embedding=0, per_layer_inputs=0,
+        attention_variants=0, mlp_variants=0, altup=0, laurel=0,
         hyper_connections=L * p.hyper_connections + v4.hyper_head_params(m),
         compressors=n_csa * v4.compressor_params(m, csa=True) + n_hca * v4.compressor_params(m, csa=False),
         n_hash_moe_layers=len(blocks.hash_moe_layer_ids),

@@ -79,8 +79,8 @@ def require_regular_layers(m: ModelConfig, what: str) -> None:
     as the base one."""
     if m.irregular_layers:
         raise TcalcError(
-            f"{what} is not modeled for {', '.join(m.irregular_layers)} (model {m.name or 'given'}) yet; "
-            + ("tcalc params prices this model" if m.deepseek_v4 is not None
-               else "tcalc params, flops and inference (T 1) price this model")
+            f"{what} is not modeled for {', '.join(m.irregular_layers)} "
+            + (f"(model {m.name or 'given'}) yet; tcalc params prices this model" if m.deepseek_v4 is not None
+               else f"(Gemma 4; model {m.name or 'given'}) yet; tcalc params, flops and inference (T 1) price this model")
         )
 
