@@ -105,16 +105,38 @@ def test_odd_groups_refused() -> None:
         count_params(model({**TINY, "o_groups": 3}))
 
 
+@pytest.mark.parametrize("S, extra, counted", [
+    # torch FlopCounterMode of transformers 5.23's eager forward + backward, B = 2 (tools/crosscheck/flops.py)
+    (8, {}, 7_559_680),  # 4 HCA layers too short for a window (m' 128: idle compressors), one CSA (T = 2)
+    (9, {"compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8}}, 8_714_304),
+])
+def test_flops_equal_flopcountermode(S: int, extra: dict, counted: int) -> None:
+    assert count_flops(model({**TINY, **extra}), Workload(seq_len=S, batch_size=2)).total == counted
+
+
+def test_flops_by_hand() -> None:
+    """docs/formulas.md §5.16: B 2, S 8 (N 16), n 4; 4 HCA layers (T 0), one CSA (T 2)."""
+    f = v4.forward_flops(model(TINY), 2, 8)
+    assert f.hyper_connections == 5 * 2 * 2 * 16 * (4 * 32 * 6 * 4 + 4 * 4 * 32) + 2 * 16 * 4 * 32 * 4
+    assert f.attention_cores == 4 * 2 * 2 * 2 * 4 * 8 * 8 * 8 + 2 * 2 * 2 * 4 * 8 * (8 + 2) * 8
+    assert f.indexer == 2 * 16 * (2 * 32 * 2 * 4 + 16 * 2 * 4 + 32 * 2) + 2 * 2 * 8 * 2 * 2 * 4
+    assert (f.compressors, f.idle_compressors) == (2 * 2 * 16 * 32 * 16, 4 * 2 * 2 * 16 * 32 * 8)
+    step = count_flops(model(TINY), Workload(seq_len=8, batch_size=2))
+    assert step.backward == 2 * (step.forward - f.indexer - f.idle_compressors)  # no gradient reaches those
+
+
+def test_causal_flops_refused() -> None:
+    with pytest.raises(TcalcError, match="DeepSeek-V4"):
+        count_flops(model(TINY), Workload(seq_len=8, batch_size=1), causal=True)
+
+
 def test_other_estimates_refuse_by_name() -> None:
-    m = model(TINY)
-    for call in (lambda: count_flops(m, Workload(seq_len=8, batch_size=1)), lambda: shard_params(m, 2)):
-        with pytest.raises(TcalcError, match="DeepSeek-V4"):
-            call()
+    with pytest.raises(TcalcError, match="DeepSeek-V4"):
+        shard_params(model(TINY), 2)
 
 
 @pytest.mark.parametrize("args", [
-    ["flops", "--S", "64"], ["memory", "--S", "64", "--gpu", "h100"], ["inference", "--gpu", "h100"],
-    ["params", "--T", "2"],
+    ["memory", "--S", "64", "--gpu", "h100"], ["inference", "--gpu", "h100"], ["params", "--T", "2"],
 ])
 def test_cli_refusals_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
     path = tmp_path / "config.json"

@@ -137,8 +137,6 @@ KNOWN_SKIPS = [  # (model_type, condition), every reason a case is skipped
     ("gemma4_text", GEMMA4_SHARED_NO_PLE),
     ("gemma4", GEMMA4_SHARED_NO_PLE),
 ]
-# Types whose FLOPs tcalc refuses by name (no count to compare; their parameters: hf_params.py)
-NOT_PRICED = {"deepseek_v4": "tcalc prices DeepSeek-V4's parameters only; FLOPs refuse it (docs/formulas.md §5.16)"}
 GROUPED_ROUTING = ("deepseek_v3", "glm4_moe", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa", "glm4v_moe_text")  # group top-2 scores
 # Multimodal wrappers (sources.hf.WRAPPERS): built whole (AutoModelForImageTextToText) and run on text
 # alone (input_ids, no images): the FLOPs are the language model's; its parameters are the whole
@@ -148,7 +146,8 @@ from transformer_calc.sources.hf import WRAPPERS as _WRAPPERS  # noqa: E402
 WRAPPERS = tuple(_WRAPPERS)
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "glm4_moe", "gpt_oss", "llama4_text", "llama4",
              "ernie4_5_moe", "hunyuan_v1_moe", "minimax_m2", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa",
-             "qwen3_vl_moe", "glm4v_moe", "kimi_k25", "mimo_v2_flash", "gemma4_text", "gemma4")
+             "qwen3_vl_moe", "glm4v_moe", "kimi_k25", "mimo_v2_flash", "gemma4_text", "gemma4",
+             "deepseek_v4")
 ALL_EXPERTS = ("llama4_text", "llama4")  # HF runs every expert on every token (modeling_llama4.py)
 
 
@@ -363,8 +362,7 @@ def draw_cases(n: int, seed: int, only: set[str] | None = None) -> list[Case]:
 
     out: list[Case] = []
     for model_type in (t for t in SUPPORTED_MODEL_TYPES
-                       if t in GENERATORS and t not in HYBRID_TYPES and t not in NOT_PRICED
-                       and (only is None or t in only)):
+                       if t in GENERATORS and t not in HYBRID_TYPES and (only is None or t in only)):
         runnable = 0
         for draw in range(n * MAX_DRAWS):
             if runnable == n:
@@ -374,8 +372,7 @@ def draw_cases(n: int, seed: int, only: set[str] | None = None) -> list[Case]:
             out.append(new(model_type, f"random-{draw}", cfg))
             runnable += forward_breaks(config) is None
     out += [new(cfg["model_type"], label, cfg) for label, cfg in EDGE
-            if cfg["model_type"] not in HYBRID_TYPES and cfg["model_type"] not in NOT_PRICED
-            and (only is None or cfg["model_type"] in only)]
+            if cfg["model_type"] not in HYBRID_TYPES and (only is None or cfg["model_type"] in only)]
     return out
 
 
@@ -387,7 +384,7 @@ def kind(case: Case) -> str:
 def summary(cases: list[Case]) -> tuple[list[str], list[str]]:
     """Markdown rows of the FLOPs table and of the parameter table, per model_type and total."""
     flops_rows, param_rows = [], []
-    groups = [(t, [c for c in cases if c.model_type == t]) for t in SUPPORTED_MODEL_TYPES if t not in NOT_PRICED]
+    groups = [(t, [c for c in cases if c.model_type == t]) for t in SUPPORTED_MODEL_TYPES]
     for name, sub in [*groups, ("**all**", cases)]:
         ran = [c for c in sub if c.counted is not None]
         random_n = sum(kind(c) == "random" for c in ran)

@@ -1,4 +1,4 @@
-"""DeepSeek-V4's parameters, part by part (docs/formulas.md §5.16).
+"""DeepSeek-V4's parameters, forward FLOPs and decode state, part by part (docs/formulas.md §5.16).
 
 Source: transformers 5.23 models/deepseek_v4/modeling_deepseek_v4.py (the class named at each term)
 and the DeepSeek-V4 technical report §2 (mHC §2.2, CSA §2.3.1, HCA §2.3.2, hash MoE §2.1).
@@ -11,8 +11,9 @@ the indexer and the experts is built without a bias whatever `attention_bias` sa
 expert (DeepseekV4MLP) takes `mlp_bias`. The multi-token-prediction layer the checkpoint carries
 (`num_nextn_predict_layers`) is not built by transformers and not counted.
 
-Only `tcalc params` prices DeepSeek-V4; every other estimate refuses it by name
-(`ModelConfig.irregular_layers`, `require_deepseek_v4_priced`).
+`tcalc params` (T = 1) and the FLOPs (`tcalc flops`, `mfu`; the default executed convention) price
+DeepSeek-V4; `cache_elements` is its decode state, which the inference roofline does not read yet: every
+other estimate refuses the model by name (`ModelConfig.irregular_layers`, `require_deepseek_v4_priced`).
 """
 
 from __future__ import annotations
@@ -152,6 +153,71 @@ def cache_elements(m: ModelConfig, context_len: int) -> V4Cache:
     )
 
 
+FLOPS_PER_MAC = 2  # one multiply, one add (model/units.py)
+
+
+@dataclass(frozen=True)
+class V4Flops:
+    """Forward matmul FLOPs of every DeepSeek-V4 block over B sequences of S tokens, by part, summed over
+    the layers; what FlopCounterMode counts of transformers' eager forward (aten.mm, aten.bmm)."""
+
+    attention_proj: int  # q_a_proj, q_b_proj, kv_proj: 2·N·(D·r_q + r_q·A·h_d + D·h_d) per layer
+    attention_cores: int  # Q·K^T and P·V over the S window keys plus the T compressed entries: 2 x 2·B·A·S·(S + T)·h_d
+    attn_out: int  # grouped o_a_proj 2·N·A·h_d·d_g (a bmm per group) + o_b_proj 2·N·g·d_g·D
+    compressors: int  # CSA kv_proj, gate_proj 2 x 2·N·D·2·h_d; HCA 2 x 2·N·D·h_d (those that close a window)
+    idle_compressors: int  # the compressors of layers whose S < m (m'): no entry, so no gradient: forward only
+    hyper_connections: int  # per layer 2 x (fn 2·N·n·D·(2 + n)·n + comb 2·N·n²·D); hc_head 2·N·n·D·n once
+    experts: int  # the top-k routed experts 2·N·k·3·D·F
+    shared_expert: int  # 2·N·3·D·F
+    router: int  # 2·N·D·E (hash routing too: its scores weight the table's experts)
+    indexer: int  # every CSA indexer, forward only: no gradient reaches it through its top-k indices
+
+    @property
+    def blocks(self) -> int:
+        """Everything but the indexers (which have no backward)."""
+        return (self.attention_proj + self.attention_cores + self.attn_out + self.compressors
+                + self.hyper_connections + self.experts + self.shared_expert + self.router)
+
+
+def forward_flops(m: ModelConfig, B: int, S: int) -> V4Flops:
+    """Forward FLOPs of all the blocks for B sequences of S tokens, without a cache (a training step).
+
+    modeling_deepseek_v4.py, eager attention: the keys are the S window keys (the sliding window is a
+    mask: every pair is computed) concatenated with the T = floor(S / m) compressed entries of a CSA
+    layer (floor(S / m') on an HCA layer, 0 on a sliding-only one); the compressors pool with
+    elementwise softmax weights (no matmul) after their two projections; the indexer projects its own
+    compressor (D x 2·d_I twice), its queries (r_q x H_I·d_I) and head weights (D x H_I) and scores
+    every query against the T entries (2·B·S·H_I·T·d_I). A compressor of a layer with S < m (no window
+    closes: T = 0) still runs its two projections, but nothing reads them: they get no backward
+    (`idle_compressors`, forward only like the indexers); the hyper-connections' fn is one linear per
+    mixer on the n·D flattened streams, the comb mix a batched n x n matmul of the n streams."""
+    v4 = _v4(m)
+    N, D, A, hd, r_q = B * S, m.d_model, m.n_heads, m.head_dim, v4.q_lora_rank
+    n, L, F, E, k = v4.hc_mult, m.n_layers, m.moe_d_ff, m.n_experts, m.experts_per_token
+    n_csa, n_hca = len(v4.csa_layer_ids), len(v4.hca_layer_ids)
+    n_sliding = L - n_csa - n_hca
+    t_csa, t_hca = S // v4.csa_compress_rate, S // v4.hca_compress_rate
+
+    def core(T: int) -> int:
+        return 2 * FLOPS_PER_MAC * B * A * S * (S + T) * hd  # scores and re-weighting
+
+    d_i, h_i = v4.index_head_dim, v4.index_n_heads
+    indexer = FLOPS_PER_MAC * N * (2 * D * CSA_SERIES * d_i + r_q * h_i * d_i + D * h_i) + FLOPS_PER_MAC * B * S * h_i * t_csa * d_i
+    hc_layer = 2 * FLOPS_PER_MAC * N * (n * D * (2 + n) * n + n * n * D)
+    return V4Flops(
+        attention_proj=L * FLOPS_PER_MAC * N * (D * r_q + r_q * A * hd + D * hd),
+        attention_cores=n_sliding * core(0) + n_csa * core(t_csa) + n_hca * core(t_hca),
+        attn_out=L * FLOPS_PER_MAC * N * (A * hd * v4.o_lora_rank + v4.o_groups * v4.o_lora_rank * D),
+        compressors=2 * FLOPS_PER_MAC * N * D * (n_csa * CSA_SERIES * hd * (t_csa > 0) + n_hca * hd * (t_hca > 0)),
+        idle_compressors=2 * FLOPS_PER_MAC * N * D * (n_csa * CSA_SERIES * hd * (t_csa == 0) + n_hca * hd * (t_hca == 0)),
+        hyper_connections=L * hc_layer + FLOPS_PER_MAC * N * n * D * n,
+        experts=L * FLOPS_PER_MAC * N * k * GATED_MATRICES * D * F,
+        shared_expert=L * FLOPS_PER_MAC * N * GATED_MATRICES * D * F,
+        router=L * FLOPS_PER_MAC * N * D * E,
+        indexer=n_csa * indexer,
+    )
+
+
 def check(m: ModelConfig) -> None:
     """What transformers requires of the shapes (DeepseekV4Attention: the heads' A·h_d split into o_groups)."""
     v4 = _v4(m)
@@ -165,5 +231,5 @@ def require_deepseek_v4_priced(m: ModelConfig, what: str) -> None:
     if m.deepseek_v4 is not None:
         raise TcalcError(
             f"{what} is not modeled for {m.deepseek_v4_parts[0]} (model {m.name or 'given'}) yet; "
-            "tcalc params prices this model"
+            "tcalc params and flops price this model"
         )
