@@ -67,6 +67,7 @@ from transformer_calc.estimators.params import (
     GATED_MATRICES, PLAIN_MATRICES, count_params, latent_projections, layer_params, sliding_extra, varied_attention,
 )
 from transformer_calc.errors import TcalcError
+from transformer_calc.estimators.deepseek_v4 import check as check_deepseek_v4, forward_flops as deepseek_v4_forward_flops
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import shared_block_flops
 
@@ -369,14 +370,12 @@ def _deepseek_v4_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: b
     the indexers, and the compressors of layers too short to close a window, forward only (`indexer`). `layer` is a sliding-only block's (no compressor, no indexer, its
     hyper-connections in `layers` only); `layers` holds every block, the compressors, the
     hyper-connections and the hc_head."""
-    from transformer_calc.estimators import deepseek_v4 as v4
-
     if causal or windowed:
         raise TcalcError("causal or windowed attention FLOPs are not modeled for DeepSeek-V4's compressed entries "
                          "(model " + (m.name or "given") + "); use the default convention (every pair eager computes)")
-    v4.check(m)
+    check_deepseek_v4(m)
     B, S, D = w.batch_size, w.seq_len, m.d_model
-    f = v4.forward_flops(m, B, S)
+    f = deepseek_v4_forward_flops(m, B, S)
     L, N = m.n_layers, B * S
     layer = LayerFlops(
         qkv=f.attention_proj // L, scores=FLOPS_PER_MAC * B * m.n_heads * S * S * m.head_dim,  # the window keys
