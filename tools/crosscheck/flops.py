@@ -146,7 +146,8 @@ from transformer_calc.sources.hf import WRAPPERS as _WRAPPERS  # noqa: E402
 WRAPPERS = tuple(_WRAPPERS)
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "glm4_moe", "gpt_oss", "llama4_text", "llama4",
              "ernie4_5_moe", "hunyuan_v1_moe", "minimax_m2", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa",
-             "qwen3_vl_moe", "glm4v_moe", "kimi_k25", "mimo_v2_flash", "gemma4_text", "gemma4")
+             "qwen3_vl_moe", "glm4v_moe", "kimi_k25", "mimo_v2_flash", "gemma4_text", "gemma4",
+             "deepseek_v4")
 ALL_EXPERTS = ("llama4_text", "llama4")  # HF runs every expert on every token (modeling_llama4.py)
 
 

@@ -400,6 +400,12 @@ EDGE += hf_cases_gemma4.EDGE
 REAL += hf_cases_gemma4.REAL
 
 WRAPPED_TEXT = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
+# DeepSeek-V4 (issue 22): hf_cases_deepseek_v4.py.
+import hf_cases_deepseek_v4  # noqa: E402
+
+GENERATORS.update(hf_cases_deepseek_v4.GENERATORS)
+EDGE += hf_cases_deepseek_v4.EDGE
+
 # The multimodal wrappers with random vision towers (issue 22): hf_cases_towers.py, alternating with
 # the text-only-varied generators above from the same random stream.
 import hf_cases_towers  # noqa: E402

@@ -151,7 +151,8 @@ def settings(model_type: str, m: ModelConfig, r: int) -> list[tuple[str, dict[st
 NOT_MAPPED = ("ernie4_5_moe", "hunyuan_v1_moe", "minimax_m2", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa",
               "mimo_v2_flash")
 # Gemma 4 and Gemma 3n: tcalc refuses adapters on their varied layers by name (require_regular_layers), not a count
-NOT_MODELED = ("gemma4", "gemma4_text", "gemma3n_text")
+NOT_MODELED = ("gemma4", "gemma4_text", "gemma3n_text",
+               "deepseek_v4")  # DeepSeek-V4: refused by name too (require_deepseek_v4_priced; docs/formulas.md §5.16)
 
 
 def cases(n: int, seed: int, only: set[str] | None = None) -> list[tuple[str, str, Cfg]]:

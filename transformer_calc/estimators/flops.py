@@ -66,6 +66,8 @@ from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, Model
 from transformer_calc.estimators.params import (
     GATED_MATRICES, PLAIN_MATRICES, count_params, latent_projections, layer_params, sliding_extra, varied_attention,
 )
+from transformer_calc.errors import TcalcError
+from transformer_calc.estimators.deepseek_v4 import check as check_deepseek_v4, forward_flops as deepseek_v4_forward_flops
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import shared_block_flops
 
@@ -310,6 +312,8 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
     Blocks differ by attention kind (full, sliding, chunked: only the core differs, and only with
     `windowed`) and by MLP kind (MoE or dense); the sum over blocks is taken per kind.
     """
+    if m.deepseek_v4 is not None:
+        return _deepseek_v4_flops(m, w, causal=causal, windowed=windowed)
     B, S, D, V = w.batch_size, w.seq_len, m.d_model, m.vocab_size
     d_emb = m.d_embedding
     layer = layer_flops(m, w, causal=causal, windowed=windowed)
@@ -357,6 +361,32 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
         mixers=mixers,
         shared_blocks=shared.total,
         op_recompute=m.n_layers * op_recompute_flops(m, w) if op_recompute_refusal(m) is None else 0,
+    )
+
+
+def _deepseek_v4_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: bool) -> StepFlops:
+    """DeepSeek-V4 (estimators/deepseek_v4.py `forward_flops`, docs/formulas.md §5.16): the executed
+    convention only (every query scores the whole window and every compressed entry, as eager does);
+    the indexers, and the compressors of layers too short to close a window, forward only (`indexer`). `layer` is a sliding-only block's (no compressor, no indexer, its
+    hyper-connections in `layers` only); `layers` holds every block, the compressors, the
+    hyper-connections and the hc_head."""
+    if causal or windowed:
+        raise TcalcError("causal or windowed attention FLOPs are not modeled for DeepSeek-V4's compressed entries "
+                         "(model " + (m.name or "given") + "); use the default convention (every pair eager computes)")
+    check_deepseek_v4(m)
+    B, S, D = w.batch_size, w.seq_len, m.d_model
+    f = deepseek_v4_forward_flops(m, B, S)
+    L, N = m.n_layers, B * S
+    layer = LayerFlops(
+        qkv=f.attention_proj // L, scores=FLOPS_PER_MAC * B * m.n_heads * S * S * m.head_dim,  # the window keys
+        reweight=FLOPS_PER_MAC * B * m.n_heads * S * S * m.head_dim, attn_out=f.attn_out // L, mlp=f.experts // L,
+        shared_expert=f.shared_expert // L, router=f.router // L,
+        indexer=f.indexer // max(len(m.deepseek_v4.csa_layer_ids), 1) if m.deepseek_v4 else 0,
+    )
+    return StepFlops(
+        batch_size=B, seq_len=S, n_layers=L, causal=False, windowed=False, layer=layer, layers=f.blocks,
+        attention_cores=f.attention_cores, lm_head=FLOPS_PER_MAC * N * D * m.vocab_size, embedding_projection=0,
+        indexer=f.indexer + f.idle_compressors,  # forward only: no gradient reaches them
     )
 
 

@@ -77,7 +77,8 @@ class LayerParams:
 
 # ModelParams fields that are JSON keys only when nonzero (models without them keep their JSON)
 OPTIONAL_KEYS = ("shared_blocks", "sliding_extra", "per_layer_embedding", "per_layer_inputs", "attention_variants",
-                 "mlp_variants", "altup", "laurel")  # keys only for the models that have them (Zamba2, MiMo, Gemma 4 / 3n)
+                 "mlp_variants", "altup", "laurel",  # keys only for the models that have them (Zamba2, MiMo, Gemma 4 / 3n)
+                 "hyper_connections", "compressors", "n_hash_moe_layers")  # DeepSeek-V4 (estimators/deepseek_v4.py)
 ATTENTION_FIELDS = ("attn_q", "attn_k", "attn_v", "attn_o", "attn_bias", "qk_norm", "latent_norms", "sinks")
 
 
@@ -120,6 +121,12 @@ class ModelParams:
     laurel: int  # Gemma 3n: every layer's LAuReL residual D x r, r x D and its norm
     shared_blocks: int = 0  # Zamba2's shared attention+MLP blocks, adapters and linears, each tensor once (estimators/shared_block.py)
     sliding_extra: int = 0  # MiMo-V2-Flash: what its sliding layers hold beyond `layer`'s attention (more K/V heads, sinks)
+    # DeepSeek-V4 (estimators/deepseek_v4.py; docs/formulas.md §5.16; 0 for every other model): `layer` is its
+    # block (attn_q q_a+q_b, attn_k the shared K=V kv_proj, attn_o the grouped o_a_proj + o_b_proj, indexer on
+    # the CSA layers); these are what it adds outside `layer`:
+    hyper_connections: int = 0  # every layer's attn_hc and ffn_hc (mHC) and the model's hc_head
+    compressors: int = 0  # the CSA and HCA layers' KV compressors (the CSA indexers are `layers_indexer`)
+    n_hash_moe_layers: int = 0  # MoE layers routed by the frozen token-id table (same parameters as top-k routing)
     attention_by_field: tuple[tuple[str, int], ...] = ()  # the attention parts summed over the layers, when they vary
 
     @property
@@ -154,6 +161,8 @@ class ModelParams:
             + self.per_layer_inputs
             + self.altup
             + self.laurel
+            + self.hyper_connections
+            + self.compressors
         )
 
     @property
@@ -359,6 +368,8 @@ def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:
 @lru_cache(maxsize=MEMO_SIZE)
 def count_params(m: ModelConfig) -> ModelParams:
     """Exact parameter count, per component (see the module docstring for conventions)."""
+    if m.deepseek_v4 is not None:
+        return _deepseek_v4_params(m)
     L, D, V = m.n_layers, m.d_model, m.vocab_size
     d_emb = m.d_embedding
     layer = layer_params(m)
@@ -393,6 +404,37 @@ def count_params(m: ModelConfig) -> ModelParams:
             m, m.n_heads, m.n_kv_heads, m.kv_heads_of(LayerAttention.sliding))[1],
         **varied.fields(),
         attention_by_field=varied.attention_by_field,
+    )
+
+
+def _deepseek_v4_params(m: ModelConfig) -> ModelParams:
+    """DeepSeek-V4 (estimators/deepseek_v4.py, modeling_deepseek_v4.py DeepseekV4ForCausalLM): embedding
+    V x D, untied lm_head V x D, final norm D, and every layer a DeepseekV4DecoderLayer (its attention,
+    MoE of E routed experts and one shared expert, two norms, two hyper-connections), a compressor on the
+    CSA and HCA layers and an indexer on the CSA layers; the hc_head once."""
+    from transformer_calc.estimators import deepseek_v4 as v4
+
+    v4.check(m)
+    blocks = m.deepseek_v4
+    assert blocks is not None
+    L, D, V = m.n_layers, m.d_model, m.vocab_size
+    p = v4.layer_parts(m)
+    layer = LayerParams(
+        attn_q=p.attn_q, attn_k=p.attn_kv, attn_v=0, attn_o=p.attn_o, attn_bias=0, qk_norm=0,
+        latent_norms=p.latent_norms, sinks=p.sinks, indexer=v4.indexer_params(m), mlp_weights=p.experts,
+        mlp_bias=0, activation=0, shared_expert=p.shared_expert, router=p.router, norms=p.norms,
+    )
+    n_csa, n_hca = len(blocks.csa_layer_ids), len(blocks.hca_layer_ids)
+    w_expert = GATED_MATRICES * D * m.moe_d_ff
+    return ModelParams(
+        n_layers=L, n_moe_layers=L, embedding=V * D, position=0, embedding_projection=0, embedding_norm=0,
+        layer=layer, dense_layer=layer, final_norm=norm_params(m, D), lm_head=0 if m.tied_embeddings else V * D,
+        lm_head_bias=0, active_mlp_per_layer=m.experts_per_token * w_expert, mtp=0, n_indexer_layers=n_csa,
+        n_attention_layers=L, mixers=0, n_channel_free_layers=0, per_layer_embedding=0, per_layer_inputs=0,
+        attention_variants=0, mlp_variants=0, altup=0, laurel=0,
+        hyper_connections=L * p.hyper_connections + v4.hyper_head_params(m),
+        compressors=n_csa * v4.compressor_params(m, csa=True) + n_hca * v4.compressor_params(m, csa=False),
+        n_hash_moe_layers=len(blocks.hash_moe_layer_ids),
     )
 
 
@@ -643,6 +685,9 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
     each split over etp expert-tensor-parallel ranks (default etp = T, Megatron's default);
     shared experts are split T ways like a dense MLP.
     """
+    from transformer_calc.estimators.deepseek_v4 import require_deepseek_v4_priced
+
+    require_deepseek_v4_priced(m, "tensor parallelism (its per-rank share)")
     check_tensor_parallel(m, T, ep, etp)
     etp = T if etp is None else etp
     D = m.d_model

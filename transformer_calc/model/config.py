@@ -129,6 +129,49 @@ class Towers(BaseModel):
         return 0 if self.text_only else self.params
 
 
+class DeepseekV4Blocks(BaseModel):
+    """DeepSeek-V4's parts beyond a plain MoE decoder (modeling_deepseek_v4.py, transformers 5.23;
+    DeepSeek-V4 technical report §2; docs/formulas.md §5.16): manifold-constrained hyper-connections
+    (hc_mult residual streams, two DeepseekV4HyperConnection mixers per layer and a DeepseekV4HyperHead),
+    a shared-KV query/key attention with a low-rank query (q_a_proj, q_b_proj) and a grouped low-rank
+    output projection (o_a_proj: o_groups blocks to o_lora_rank each, then o_b_proj), a sliding window
+    on every layer, a compressor on the compressed sparse attention (CSA) and heavily compressed
+    attention (HCA) layers, a lightning indexer on the CSA layers, and hash-routed MoE layers.
+
+    The model's other fields carry what is plain: n_heads, head_dim (K = V, one head), the MoE
+    (n_experts, experts_per_token, moe_d_ff; the shared expert is one MLP of moe_d_ff), the sliding
+    window and the per-head attention sinks. The estimators that do not price these parts refuse the
+    model by name (`ModelConfig.irregular_layers`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hc_mult: int = Field(gt=0, description="n_hc, residual streams of the hyper-connections (hc_mult)")
+    q_lora_rank: int = Field(gt=0, description="r_q, the query low rank (q_a_proj D x r_q, q_b_proj r_q x A·h_d)")
+    o_groups: int = Field(gt=0, description="g, head groups of the grouped output projection (o_groups)")
+    o_lora_rank: int = Field(gt=0, description="d_g, each group's output width in o_a_proj (o_lora_rank)")
+    csa_layer_ids: tuple[int, ...] = Field(default=(), description="layers with compressed sparse attention (CSA)")
+    hca_layer_ids: tuple[int, ...] = Field(default=(), description="layers with heavily compressed attention (HCA)")
+    csa_compress_rate: int = Field(gt=0, description="m, source tokens per CSA compressed entry")
+    hca_compress_rate: int = Field(gt=0, description="m', source tokens per HCA compressed entry")
+    index_n_heads: int = Field(gt=0, description="H_I, indexer query heads of a CSA layer")
+    index_head_dim: int = Field(gt=0, description="d_I, indexer head width (its compressed key)")
+    index_topk: int = Field(gt=0, description="k_I, compressed entries each query of a CSA layer attends")
+    hash_moe_layer_ids: tuple[int, ...] = Field(
+        default=(), description="MoE layers whose experts a frozen token-id table picks (hash routing)"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> DeepseekV4Blocks:
+        csa, hca = set(self.csa_layer_ids), set(self.hca_layer_ids)
+        if csa & hca:
+            raise ValueError(f"deepseek_v4: layers {clip(sorted(csa & hca))} are both CSA and HCA; give each layer one kind")
+        for key in ("csa_layer_ids", "hca_layer_ids", "hash_moe_layer_ids"):
+            ids = getattr(self, key)
+            if any(i < 0 for i in ids) or list(ids) != sorted(set(ids)):
+                raise ValueError(f"deepseek_v4.{key} ({clip(list(ids))}) must be distinct, increasing layer indices")
+        return self
+
+
 GATED_MLPS = frozenset({MLPKind.swiglu, MLPKind.geglu, MLPKind.relu2_glu})
 # learned scalars of one MLP's activation (modeling_apertus.py XIELUActivation: alpha_p, alpha_n)
 ACTIVATION_PARAMS = {MLPKind.xielu: 2}
@@ -357,6 +400,11 @@ class ModelConfig(BaseModel):
     laurel_rank: int | None = Field(
         default=None, gt=0, description="r, the rank of each layer's LAuReL residual D x r x D (Gemma 3n; None: none)"
     )
+    # --- DeepSeek-V4 (modeling_deepseek_v4.py; docs/formulas.md §5.16)
+    deepseek_v4: DeepseekV4Blocks | None = Field(
+        default=None, description="DeepSeek-V4's hyper-connections, compressed attention, indexers, grouped output "
+        "projection and hash routing (None: not a DeepSeek-V4 model)",
+    )
     towers: Towers | None = Field(
         default=None,
         description="vision/audio encoders and projectors of a multimodal model (None: a text-only decoder)",
@@ -446,7 +494,15 @@ class ModelConfig(BaseModel):
             out.append("per-layer embeddings")
         if self.router_scales:
             out.append("a scaled MoE router")
-        return tuple(out) + self.unpriced_blocks
+        return tuple(out) + self.unpriced_blocks + self.deepseek_v4_parts
+
+    @property
+    def deepseek_v4_parts(self) -> tuple[str, ...]:
+        """DeepSeek-V4's blocks, by name: priced in params and FLOPs (tcalc params, flops, mfu); every other estimate refuses them."""
+        if self.deepseek_v4 is None:
+            return ()
+        return ("DeepSeek-V4's hyper-connections, compressed attention (CSA/HCA compressors, indexers), grouped output "
+                "projection and hash-routed MoE",)
 
     @property
     def unpriced_blocks(self) -> tuple[str, ...]:
@@ -739,6 +795,7 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
     if d.get("router") is None:
         d["router"] = n_exp is not None and n_exp > 1
     _check_gemma4(d)
+    _check_deepseek_v4(d)
     experts = 1 if n_exp is None else n_exp  # a dense model is one expert
     if k_exp is not None and k_exp > experts > 0:
         raise ValueError(
@@ -746,6 +803,22 @@ def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
             + (" (the model is dense: set n_experts for a mixture of experts)" if experts == 1 else "")
         )
     return d
+
+
+def _check_deepseek_v4(d: dict[str, Any]) -> None:
+    """DeepSeek-V4's layer lists name layers of the model."""
+    v4, L = d.get("deepseek_v4"), _int_or_none(d.get("n_layers"))
+    if v4 is None or L is None:
+        return
+    get = v4.get if isinstance(v4, dict) else (lambda key, default=None: getattr(v4, key, default))
+    for key in ("csa_layer_ids", "hca_layer_ids", "hash_moe_layer_ids"):
+        ids = get(key, ()) or ()
+        if isinstance(ids, (list, tuple)) and any(isinstance(i, int) and not 0 <= i < L for i in ids):
+            raise ValueError(f"deepseek_v4.{key} ({clip(list(ids))}) holds a layer outside 0 .. n_layers - 1 ({L - 1}); "
+                             "drop it or raise n_layers")
+    n_exp = _int_or_none(d.get("n_experts"))
+    if n_exp is None or n_exp < 2:
+        raise ValueError("deepseek_v4 needs its mixture of experts: give n_experts (> 1), experts_per_token and moe_d_ff")
 
 
 def _check_gemma4(d: dict[str, Any]) -> None:
@@ -946,6 +1019,7 @@ SHOWN_WHEN_SET = frozenset({
     # Gemma 4 and Gemma 3n (docs/formulas.md §5.14, §5.15)
     "full_head_dim", "full_kv_heads", "full_k_eq_v", "kv_shared_layers", "kv_shared_double_mlp", "per_layer_input_dim",
     "per_layer_vocab_size", "router_scales", "altup_inputs", "laurel_rank",
+    "deepseek_v4",  # DeepSeek-V4 (docs/formulas.md §5.16)
 })
 MAX_BLOCK_LAYERS = 65536  # most layers of a one_mixer_per_layer model (its MoE layers are counted one by one)
 MAMBA2_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "conv_kernel")

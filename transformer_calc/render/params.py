@@ -30,14 +30,15 @@ def params_table(r: Any) -> Any:
     row("position embedding", None, p.position)
     row("embedding projections", None, p.embedding_projection)
     row("embedding norm", None, p.embedding_norm)
+    v4 = bool(p.hyper_connections)  # DeepSeek-V4: its attention's own parts (docs/formulas.md §5.16)
     for key, label in (
-        ("attn_q", "attention W_Q"),
-        ("attn_k", "attention W_K"),
+        ("attn_q", "attention W_Q (q_a + q_b)" if v4 else "attention W_Q"),
+        ("attn_k", "attention K = V (kv_proj)" if v4 else "attention W_K"),
         ("attn_v", "attention W_V"),
-        ("attn_o", "attention W_O"),
+        ("attn_o", "grouped W_O (o_a + o_b)" if v4 else "attention W_O"),
         ("attn_bias", "attention biases"),
         ("qk_norm", "q/k norms"),
-        ("latent_norms", "MLA latent norms"),
+        ("latent_norms", "q_a / kv norms" if v4 else "MLA latent norms"),
         ("sinks", "attention sinks"),
         ("mlp_weights", "MLP weights" + (" (all routed experts)" if model.n_experts > 1 else "")),
         ("mlp_bias", "MLP biases"),
@@ -47,6 +48,9 @@ def params_table(r: Any) -> Any:
     ):
         # "per layer" is one MoE block's (a dense model's block); the total sums every block
         row(label, getattr(p, f"per_layer_{key}"), getattr(p, f"layers_{key}"))
+    row("lightning indexers" + (" (CSA layers)" if v4 else ""), p.per_layer_indexer or None, p.layers_indexer)
+    row("KV compressors (CSA, HCA layers)", None, p.compressors or 0)  # DeepSeek-V4
+    row("hyper-connections (mHC)", None, p.hyper_connections or 0)  # DeepSeek-V4
     row("sequence mixers (not attention)", None, p.mixers)  # hybrids: Gated DeltaNet, Mamba-2, ... layers
     row("shared blocks (Zamba2)", None, p.shared_blocks or 0)  # attention+MLP once, adapters and linears per use
     row("sliding layers' extra K/V heads, sinks", None, p.sliding_extra or 0)  # MiMo-V2-Flash

@@ -369,6 +369,9 @@ FAMILIES.update(_FAMILIES_HYBRID)
 from transformer_calc.sources.hf_gemma4 import FAMILIES as _FAMILIES_GEMMA4  # noqa: E402  (issue 22: Gemma 4)
 
 FAMILIES.update(_FAMILIES_GEMMA4)
+from transformer_calc.sources.hf_deepseek_v4 import FAMILIES as _FAMILIES_DEEPSEEK_V4  # noqa: E402  (issue 22)
+
+FAMILIES.update(_FAMILIES_DEEPSEEK_V4)
 
 # Multimodal wrapper configs (issue 22): the language model is `text_config` (read by the text
 # readers; transformers builds it inside the wrapper), the towers are `vision_config` and the
@@ -456,10 +459,6 @@ OTHER_ARCHITECTURES: dict[str, str] = {
     "mllama": "Llama 3.2 Vision: cross-attention layers and a vision tower",
     "pixtral": "a vision encoder, not a language model",
     "molmo2": "a vision-language model (vision tower and connector)",
-    # attention-only 2025-26 types tcalc cannot count yet (issue 22)
-    "deepseek_v4": "DeepSeek-V4's manifold hyper-connections (hc_mult residual streams), compressed sparse and "
-                   "heavily compressed attention layers (compressors, indexers), grouped low-rank output projection "
-                   "and hash-routed MoE layers",
     # one letter from nemotron_h (a hybrid tcalc reads): Nemotron-4 is another architecture
     "nemotron": "Nemotron-4's layer norms (LayerNorm1P) and squared-ReLU MLP are not read yet (nemotron_h is Nemotron-H)",
 }

@@ -63,6 +63,7 @@ from transformer_calc.model.units import BITS_PER_BYTE, FLOPS_PER_MAC
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
 from transformer_calc.devices.hardware import COLLECTIVE_LATENCY_S, DTYPE_ALIASES, DTYPES, GPU, peak_flops
 from transformer_calc.model.checkpoint import StoredWeights
+from transformer_calc.estimators.deepseek_v4 import require_deepseek_v4_priced
 from transformer_calc.estimators.inference.quant import FORMATS, QuantizedWeights, quantized_weights, resolve_format, stored_shard
 from transformer_calc.estimators.params import (
     GATED_MATRICES,
@@ -339,6 +340,7 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     vocabulary split T ways (ceil(V/T) rows), K/V replicated when n_kv < T, router, MLA's latent
     down-projections and OPT's projections replicated. Biases and norms are not matmul weights.
     """
+    require_deepseek_v4_priced(m, "inference (weights per token)")
     _check_positive_int("T", T)
     D = m.d_model
     check_tensor_parallel(m, T)
@@ -540,6 +542,7 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     split T ways; routed experts ep ways, each over etp = T/ep ranks (`expert_layout`). The matmul
     FLOPs per token stay the T-way average: with ep > T each GPU serves ep/T groups' tokens for
     1/ep of the experts, as much work per GPU as the T-way split."""
+    require_deepseek_v4_priced(m, "inference (weights per GPU, FLOPs)")
     if m.irregular_layers and spec.cache_kv_heads is not None:
         raise ValueError(f"cache_kv_heads does not apply to a model whose layers cache unlike K/V heads "
                          f"({', '.join(m.irregular_layers)}); drop it")
@@ -703,6 +706,7 @@ def kv_cache(m: ModelConfig, spec: InferenceSpec, context_len: int | None = None
     `context_len` defaults to the peak, S + N_new - 1 tokens per sequence. `bytes_per_token` is
     the growth per token while the context is shorter than every window.
     """
+    require_deepseek_v4_priced(m, "the KV cache")
     c = spec.peak_context_len if context_len is None else context_len
     _check_positive_int("context_len", c)
     sh = rank_shard(m, spec)
@@ -743,6 +747,7 @@ def decode_state(m: ModelConfig, spec: InferenceSpec) -> DecodeState | None:
     Gated DeltaNet holds conv_dim·K conv values and H_v·d_k·d_v recurrent values (estimators/
     mixers/deltanet.py), split T ways with the heads; held whatever the context, and only with a
     cache (naive mode keeps none)."""
+    require_deepseek_v4_priced(m, "the decode state")
     if not m.is_hybrid:
         return None
     sh = rank_shard(m, spec)

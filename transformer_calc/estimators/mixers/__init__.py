@@ -75,10 +75,12 @@ def _refuse(m: ModelConfig, what: str, kinds: list[str]) -> None:
 def require_regular_layers(m: ModelConfig, what: str) -> None:
     """Refuse, in one line, an estimate that does not model Gemma 4's varied layers yet (full layers of
     another head width, k=v, shared-KV layers without a cache of their own, per-layer embeddings, the
-    scaled router: `ModelConfig.irregular_layers`), rather than price every layer as the base one."""
+    scaled router: `ModelConfig.irregular_layers`) or DeepSeek-V4's blocks, rather than price every layer
+    as the base one."""
     if m.irregular_layers:
         raise TcalcError(
-            f"{what} is not modeled for {', '.join(m.irregular_layers)} (Gemma 4; model {m.name or 'given'}) yet; "
-            "tcalc params, flops and inference (T 1) price this model"
+            f"{what} is not modeled for {', '.join(m.irregular_layers)} "
+            + (f"(model {m.name or 'given'}) yet; tcalc params and flops price this model" if m.deepseek_v4 is not None
+               else f"(Gemma 4; model {m.name or 'given'}) yet; tcalc params, flops and inference (T 1) price this model")
         )
 
