@@ -106,6 +106,8 @@ MOE_TOO_LARGE = (
 GEMMA_NO_WINDOW = "a sliding layer without a sliding_window: the mask code cannot run it"
 GEMMA3_NULL_WINDOW = ("transformers bug (modeling_gemma3.py): Gemma3TextModel.forward builds the sliding mask even when "
                       "no layer slides, and create_sliding_window_causal_mask fails on sliding_window null")
+GEMMA2_NULL_WINDOW = ("transformers bug (modeling_gemma2.py): Gemma2Model.forward builds the sliding mask even when no "
+                      "layer slides, and create_sliding_window_causal_mask fails on sliding_window null")
 GROUP_TOPK = "fewer than 2 experts per routing group: DeepSeek's group scores take the top 2 of each group"
 GEMMA4_SHARED_NO_PLE = ("transformers bug (modeling_gemma4.py): Gemma4TextModel._maybe_slice_kv_shared_inputs subscripts "
                         "per_layer_inputs, None without per-layer inputs, in a forward of a model with kv-shared layers")
@@ -119,6 +121,7 @@ KNOWN_SKIPS = [  # (model_type, condition), every reason a case is skipped
     ("phi", PHI_ODD_ROTARY),
     ("mixtral", MOE_TOO_LARGE),
     ("gemma2", GEMMA_NO_WINDOW),
+    ("gemma2", GEMMA2_NULL_WINDOW),
     ("deepseek_v3", GROUP_TOPK),
     ("glm4_moe", GROUP_TOPK),
     ("glm4_moe_lite", GROUP_TOPK),
@@ -178,6 +181,8 @@ def forward_breaks(config: PretrainedConfig) -> str | None:
             return GEMMA_NO_WINDOW
         if c.model_type == "gemma3_text" and not getattr(c, "sliding_window", None):
             return GEMMA3_NULL_WINDOW
+        if c.model_type == "gemma2" and not getattr(c, "sliding_window", None):
+            return GEMMA2_NULL_WINDOW
     if c.model_type == "gemma4_text" and c.num_kv_shared_layers and not c.hidden_size_per_layer_input:
         return GEMMA4_SHARED_NO_PLE
     if c.model_type == "falcon":
