@@ -100,3 +100,31 @@ def test_decode_grows_with_batch_and_context(B: int, c: int) -> None:
 def test_bad_input_names_the_field(call, field: str) -> None:
     with pytest.raises(TcalcError, match=field):
         call()
+
+
+@settings(max_examples=60, deadline=None)
+@given(B=st.integers(1, 6), S=st.integers(1, 50), N=st.integers(1, 40), dtype=st.sampled_from(["bf16", "fp32", "fp8"]))
+def test_decode_totals_equal_the_steps_summed(B: int, S: int, N: int, dtype: str) -> None:
+    """The closed form equals the N - 1 steps summed one by one (a test may loop; the estimator does not),
+    and the per-step roofline times summed lie within its bracket."""
+    d = inf.decode_totals(M, GPU, B, S, N, state_dtype=dtype)
+    steps = [inf.decode_step(M, GPU, B, c, state_dtype=dtype) for c in range(S + 1, S + N)]
+    assert (d.steps, d.flops, d.bytes_moved) == (N - 1, sum(s.flops for s in steps), sum(s.roofline.bytes_moved for s in steps))
+    seconds = sum(s.roofline.seconds for s in steps)
+    assert d.min_s <= seconds * (1 + 1e-12) and seconds <= d.max_s * (1 + 1e-12)
+
+
+def test_decode_totals_by_hand() -> None:
+    """B = 2 after a prompt of 13: the steps at c = 14 .. 19. Window keys 6 per layer each step; CSA entries
+    3, 3, 4, 4, 4, 4 (c // 4); HCA 1, 1, 2, 2, 2, 2 (c // 8)."""
+    d = inf.decode_totals(M, GPU, 2, 13, 7)
+    per_key, score = 2 * 2 * 2 * 4 * 8, 2 * 2 * 2 * 4
+    fixed = 222720 + 2 * 2 * 32 * 300  # matmuls and LM head per step (test_decode_step_by_hand)
+    assert d.flops == 6 * fixed + per_key * (6 * 4 * 6 + 2 * 22 + 10) + score * 2 * 22
+    # the states at 13 .. 18 tokens read (fixtures: fp32 bytes / 2 for bf16) and 6 x 608 appended
+    assert d.bytes_moved == 6 * 142618 + sum(MEASURED["fp32"][:6]) // 2 + 6 * 608
+
+
+def test_decode_totals_refuse_a_sub_byte_state() -> None:
+    with pytest.raises(TcalcError, match="state_dtype"):
+        inf.decode_totals(M, GPU, 1, 4, 3, state_dtype="int4")

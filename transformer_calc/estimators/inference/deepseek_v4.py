@@ -25,11 +25,13 @@ Conventions:
   min(E, B·k) per layer, as roofline.py bounds it), the state of c - 1 tokens read, and what the token
   appends written: its window entry (h_d, 2·h_d on a sliding-only layer) and its open-window buffer
   entries (kv and gate); the compressed entry and overlap rewritten once per m tokens are not counted.
-- Time: max(FLOPs / peak, bytes / bandwidth). T > 1 and expert parallelism are not modeled (refused).
+- Time: max(FLOPs / peak, bytes / bandwidth) per step; the decode steps summed in closed form
+  (`decode_totals`), their time bracketed. T > 1 and expert parallelism are not modeled (not offered).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from transformer_calc.devices.hardware import GPU, peak_flops
@@ -181,3 +183,82 @@ def memory(m: ModelConfig, gpu: GPU, batch_size: int, context_len: int, weight_d
     total = weights + batch_size * per_seq
     return V4Memory(weights, per_seq, batch_size * per_seq, total, gpu.memory_bytes, total <= gpu.memory_bytes,
                     max((gpu.memory_bytes - weights) // per_seq, 0))
+
+
+def _floor_sum(n: int, m: int) -> int:
+    """sum of floor(c / m) for c = 0 .. n (closed form: q full blocks of m, then r + 1 terms of q)."""
+    if n < 0:
+        return 0
+    q, r = divmod(n, m)
+    return m * q * (q - 1) // 2 + q * (r + 1)
+
+
+def _range_sum(f: Callable[[int], int], a: int, b: int) -> int:
+    """sum of g(c) for c = a .. b given f(n) = sum of g(c) for c = 0 .. n."""
+    return f(b) - f(a - 1) if b >= a else 0
+
+
+def _min_sum(n: int, cap: int) -> int:
+    """sum of min(c, cap) for c = 0 .. n."""
+    if n < 0:
+        return 0
+    k = min(n, cap)
+    return k * (k + 1) // 2 + (n - k) * cap
+
+
+@dataclass(frozen=True)
+class V4Decode:
+    """The N_new - 1 decode steps (contexts S + 1 .. S + N_new - 1) summed in closed form on one GPU."""
+
+    steps: int
+    flops: int
+    bytes_moved: int
+    min_s: float  # max(FLOPs / peak, bytes / bandwidth) of the sums: no step can beat its own roofline
+    max_s: float  # FLOPs / peak + bytes / bandwidth: compute and memory traffic not overlapped
+
+
+def decode_totals(m: ModelConfig, gpu: GPU, batch_size: int, prompt_len: int, new_tokens: int,
+                  weight_dtype: str = "bf16", state_dtype: str = "bf16") -> V4Decode:
+    """The decode steps after a prompt of S tokens, summed exactly without a loop: every per-step term is
+    a constant, min(c, W), floor(c / m), floor(c / m') or c mod m = c − m·floor(c / m) (`decode_step`),
+    each with a closed-form sum. The time of the sum of per-step maxima is bracketed: the per-step bound
+    switches between compute and memory where floor(c/m) steps, which no polynomial piece follows."""
+    _check(m, batch_size, prompt_len, "prompt_len")
+    _check(m, batch_size, new_tokens, "new_tokens")
+    s_bits = _dtype_bits("state_dtype", state_dtype)
+    if s_bits % BITS_PER_BYTE:
+        raise TcalcError(f"state_dtype ({state_dtype}) packs values below a byte; the decode totals need a "
+                         "byte-wide state dtype (fp8, bf16, fp16, fp32)")
+    B, n = batch_size, new_tokens - 1
+    a, b = prompt_len + 1, prompt_len + n  # the steps' contexts
+    blocks = m.deepseek_v4
+    assert blocks is not None
+    if n == 0:
+        return V4Decode(0, 0, 0, 0.0, 0.0)
+    first = decode_step(m, gpu, B, a, weight_dtype, state_dtype)
+    A, hd, W, L = m.n_heads, m.head_dim, m.sliding_window or 1, m.n_layers
+    m_c, m_h, d_i = blocks.csa_compress_rate, blocks.hca_compress_rate, blocks.index_head_dim
+    n_csa, n_hca = len(blocks.csa_layer_ids), len(blocks.hca_layer_ids)
+    n_sliding = L - n_csa - n_hca
+    per_key = 2 * FLOPS_PER_MAC * B * A * hd
+    score = FLOPS_PER_MAC * B * blocks.index_n_heads * d_i
+    fixed_flops = first.flops - first.attention_flops  # matmuls and LM head: the same every step
+    floors_c = _range_sum(lambda x: _floor_sum(x, m_c), a, b)
+    floors_h = _range_sum(lambda x: _floor_sum(x, m_h), a, b)
+    flops = (n * fixed_flops + per_key * L * _range_sum(lambda x: _min_sum(x, W), a, b)
+             + (per_key + score) * n_csa * floors_c + per_key * n_hca * floors_h)
+    # the state read at c − 1 (cache_elements' terms over c' = a − 1 .. b − 1) and the appended entries
+    lo, hi = a - 1, b - 1
+    csa_w = hd + d_i
+    ids = _range_sum(lambda x: x * (x + 1) // 2, lo, hi)  # sum of c'
+    fl_c = _range_sum(lambda x: _floor_sum(x, m_c), lo, hi)
+    fl_h = _range_sum(lambda x: _floor_sum(x, m_h), lo, hi)
+    window = hd * (2 * n_sliding + n_csa + n_hca) * _range_sum(lambda x: _min_sum(x, W - 1), lo, hi)
+    compressed = n_csa * fl_c * csa_w + n_hca * fl_h * hd
+    buffers = KV_AND_GATE * (n_csa * (ids - m_c * fl_c) * v4.CSA_SERIES * csa_w + n_hca * (ids - m_h * fl_h) * hd)
+    overlap_steps = max(hi - max(lo, m_c) + 1, 0)  # steps whose c' >= m
+    overlap = KV_AND_GATE * n_csa * m_c * csa_w * overlap_steps
+    state_elements = window + compressed + buffers + overlap + n * appended_elements(m, a)
+    moved = n * first.weight_bytes + B * state_elements * (s_bits // BITS_PER_BYTE)
+    peak, bw = peak_flops(gpu, _compute(weight_dtype)), gpu.memory_bw_bytes_s
+    return V4Decode(n, flops, moved, max(flops / peak, moved / bw), flops / peak + moved / bw)
