@@ -12,8 +12,9 @@ expert (DeepseekV4MLP) takes `mlp_bias`. The multi-token-prediction layer the ch
 (`num_nextn_predict_layers`) is not built by transformers and not counted.
 
 `tcalc params` (T = 1) and the FLOPs (`tcalc flops`, `mfu`; the default executed convention) price
-DeepSeek-V4; `cache_elements` is its decode state, which the inference roofline does not read yet: every
-other estimate refuses the model by name (`ModelConfig.irregular_layers`, `require_deepseek_v4_priced`).
+DeepSeek-V4; `cache_elements` is its decode state, which estimators/inference/deepseek_v4.py prices on one
+GPU (Python API; the generic inference roofline does not read it): every other estimate refuses the model
+by name (`ModelConfig.irregular_layers`, `require_deepseek_v4_priced`).
 """
 
 from __future__ import annotations
