@@ -22,7 +22,6 @@ import pytest
 
 from hubfake import parse_safetensors_header, safetensors_bytes, safetensors_index
 from transformer_calc.cli import run
-from transformer_calc.estimators.params import count_params
 from transformer_calc.estimators.inference.quant import quantized_weights
 from transformer_calc.sources.resolve import load_source
 

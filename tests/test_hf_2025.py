@@ -104,7 +104,7 @@ def test_known_but_refused_types_say_what_is_missing(model_type):
 
 # ------------------------------------------------------------------ 3. the 2025-26 families
 from transformer_calc.model.config import ModelConfig, Workload  # noqa: E402
-from transformer_calc.estimators.params import count_params, indexer_params  # noqa: E402
+from transformer_calc.estimators.params import count_params  # noqa: E402
 from transformer_calc.estimators.flops import count_flops  # noqa: E402
 from transformer_calc.estimators.inference.roofline import InferenceSpec, decode, decode_step, kv_cache  # noqa: E402
 from transformer_calc.sources.presets import gpu, preset_model  # noqa: E402

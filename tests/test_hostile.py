@@ -86,7 +86,7 @@ def test_a_directory_and_a_huge_file(tmp_path, capsys):
 # ---------------------------------------------------------------------------- 2. hangs
 def test_alias_bomb_is_refused_with_a_short_message(tmp_path, capsys):
     bomb = "\n".join(
-        [f'a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+        ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
         + [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
     )
     err = invalid(capsys, "params", "--config", file(tmp_path, bomb), says="aliases expanded")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from transformer_calc.estimators.inference.expected import default_efficiency

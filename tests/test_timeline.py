@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from hypothesis import assume, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from transformer_calc.model.config import ModelConfig, Parallelism, Training, Workload
