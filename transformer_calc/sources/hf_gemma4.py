@@ -99,6 +99,16 @@ def _full_layer_overrides(c: Reader, types: list[str]) -> tuple[int | None, int 
     return next(iter(seen), (None, None))
 
 
+def _kv_shared_layers(c: Reader, types: list[str], L: int) -> int:
+    """`num_kv_shared_layers` (0: none), checked as transformers checks it (configuration_gemma4.py
+    kv_sharing_modes, Gemma 3n alike): every layer type has a producer before the shared layers."""
+    shared = c.int("num_kv_shared_layers")
+    if shared and (not 0 < shared < L or set(types[: L - shared]) != set(types)):
+        raise c._bad("num_kv_shared_layers", "below num_hidden_layers, leaving a layer of every type before the "
+                                             "shared ones (transformers raises otherwise)")
+    return shared or 0
+
+
 def _gemma4_text(c: Reader) -> dict[str, Any]:
     """modeling_gemma4.py Gemma4ForCausalLM (the module docstring lists what differs from Gemma 3)."""
     if c.values.get("use_bidirectional_attention") == "all":
@@ -121,12 +131,7 @@ def _gemma4_text(c: Reader) -> dict[str, Any]:
         spec["full_kv_heads"] = kv
     if c.flag("attention_k_eq_v") and "full_attention" in types:
         spec["full_k_eq_v"] = True
-    shared = c.int("num_kv_shared_layers")
-    if shared:
-        # configuration_gemma4.py kv_sharing_modes: every layer type must have a producer before the shared layers
-        if not 0 < shared < L or set(types[: L - shared]) != set(types):
-            raise c._bad("num_kv_shared_layers", "below num_hidden_layers, leaving a layer of every type before the "
-                                                 "shared ones (transformers raises otherwise)")
+    if shared := _kv_shared_layers(c, types, L):
         spec["kv_shared_layers"] = shared
         if c.flag("use_double_wide_mlp"):
             spec["kv_shared_double_mlp"] = True
@@ -190,11 +195,7 @@ def _gemma3n_text(c: Reader) -> dict[str, Any]:
     from transformer_calc.sources.hf_2024 import shortest_period
 
     spec["attention_pattern"] = [_KINDS[t] for t in shortest_period(types)]
-    shared = c.int("num_kv_shared_layers")
-    if shared:
-        if not 0 < shared < L or set(types[: L - shared]) != set(types):
-            raise c._bad("num_kv_shared_layers", "below num_hidden_layers, leaving a layer of every type before the "
-                                                 "shared ones (transformers raises otherwise)")
+    if shared := _kv_shared_layers(c, types, L):
         spec["kv_shared_layers"] = shared
     # Gemma3nTextDecoderLayer builds its per-layer input modules whatever P is (with P = 0 an RMSNorm(D) per
     # layer remains, which tcalc's per_layer_input_dim 0, "none", cannot express): P must be >= 1
