@@ -27,6 +27,7 @@ from transformer_calc.model.config import DeepseekV4Blocks, ModelConfig
 GATED_MATRICES = 3  # gate, up, down (SwiGLU; DeepseekV4Experts packs gate and up in one gate_up_proj)
 HC_SCALES = 3  # DeepseekV4HyperConnection.scale: one scale each for the pre, post and comb weights
 CSA_SERIES = 2  # a CSA compressor projects two overlapping series Ca, Cb per token (2·h_d wide)
+KV_AND_GATE = 2  # a compressor buffers each open-window token's kv and its gate
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,6 @@ def cache_elements(m: ModelConfig, context_len: int) -> V4Cache:
     seen = min(c, W - 1)
     m_csa, m_hca, d_i = v4.csa_compress_rate, v4.hca_compress_rate, v4.index_head_dim
     csa_width = hd + d_i  # the compressor's series and the indexer's, side by side
-    KV_AND_GATE = 2
     return V4Cache(
         context_len=c,
         window=seen * hd * (2 * n_sliding + n_csa + n_hca),

@@ -74,6 +74,7 @@ from transformer_calc.estimators.inference.roofline import (
     KV_DTYPE_BITS,
     InferenceSpec,
     memory_terms,
+    paged_compressed_elements,
     rank_shard,
     state_bytes,
     decode_step,
@@ -215,6 +216,7 @@ def kv_sequence_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec,
     for g in sh.kv_groups:
         blocks = blocks_full if g.window is None else min(blocks_full, -(-g.window // bs) + 1)
         total += g.layers * g.elements * blocks * bs
+    total += paged_compressed_elements(sh, context, bs)  # DeepSeek-V4's compressed layers (0 otherwise)
     return -(-total * bits // 8) + state_bytes(sh, spec)
 
 
