@@ -227,6 +227,18 @@ def check(m: ModelConfig) -> None:
                          f"({m.n_heads * m.head_dim}); use a divisor of it")
 
 
+def check_layout(m: ModelConfig, T: int, ep: int) -> None:
+    """DeepSeek-V4 is priced on one GPU. transformers' plans for it (configuration_deepseek_v4.py
+    base_model_tp_plan, base_model_ep_plan) keep the attention, its compressors and indexers and the shared
+    expert whole on every rank and split only the routed experts (T ways by width, or ep ways by expert):
+    not the Megatron layout the estimators price (heads split, two all-reduces per layer)."""
+    if m.deepseek_v4 is not None and (T > 1 or ep > 1):
+        raise ValueError(
+            f"tensor or expert parallelism (T {T}, ep {ep}) is not modeled for DeepSeek-V4 (transformers keeps its "
+            "attention, compressors and indexers whole on every rank and splits only the routed experts); use T 1 and ep 1"
+        )
+
+
 def require_deepseek_v4_priced(m: ModelConfig, what: str) -> None:
     """Refuse, in one line, an estimate that does not price DeepSeek-V4's blocks (all but tcalc params)."""
     if m.deepseek_v4 is not None:

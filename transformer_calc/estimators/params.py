@@ -582,6 +582,9 @@ def check_tensor_parallel(m: ModelConfig, T: int, ep: int = 1, etp: int | None =
     if m.n_heads % T:
         raise ValueError(f"n_heads ({m.n_heads}) must be divisible by T ({T}); use a divisor of {m.n_heads}")
     if (T > 1 or ep > 1) and m.irregular_layers:
+        from transformer_calc.estimators.deepseek_v4 import check_layout
+
+        check_layout(m, T, ep)  # DeepSeek-V4: its own reason
         raise ValueError(f"tensor and expert parallelism are not modeled for {', '.join(m.irregular_layers)} "
                          f"(Gemma 4) yet; use T 1 and ep 1 (T is {T}, ep {ep})")
     for kind in m.mixer_kinds:

@@ -10,7 +10,7 @@ Conventions: the state is held at the KV-cache dtype (`kv_dtype`, by default the
 model's dtype, which transformers' cache tensors take); it stands in for the KV cache (DeepSeek-V4 has no
 other cache). The window grows until it holds W - 1 tokens, the compressed entries grow by one per m (m')
 tokens without end, the open-window buffers and the CSA overlap stay below a constant: a
-constant-plus-growing state. One GPU (T = 1, no expert parallelism; roofline._check_deepseek_v4_layout).
+constant-plus-growing state. One GPU (T = 1, no expert parallelism; estimators/deepseek_v4.py `check_layout`).
 """
 
 from __future__ import annotations

@@ -385,7 +385,7 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     """
     _check_positive_int("T", T)
     if m.deepseek_v4 is not None:
-        _check_deepseek_v4_layout(m, T, 1)
+        v4.check_layout(m, T, 1)
         return _deepseek_v4_matmul_params(m)
     D = m.d_model
     check_tensor_parallel(m, T)
@@ -512,18 +512,6 @@ def _state_groups(m: ModelConfig, T: int) -> tuple[_StateGroup, ...]:
     return tuple(out)
 
 
-def _check_deepseek_v4_layout(m: ModelConfig, T: int, ep: int) -> None:
-    """DeepSeek-V4 is priced on one GPU. transformers' plan for it (configuration_deepseek_v4.py
-    base_model_tp_plan, base_model_ep_plan) keeps the attention, its compressors and indexers and the
-    shared expert whole on every rank and splits only the routed experts (T ways by width, or ep ways
-    by expert): not the Megatron layout this module prices (heads split, two all-reduces per layer)."""
-    if T > 1 or ep > 1:
-        raise ValueError(
-            f"tensor or expert parallelism (T {T}, ep {ep}) is not modeled for DeepSeek-V4 (its attention, "
-            "compressors and indexers stay whole on every rank; only the routed experts split); use T 1 and ep 1"
-        )
-
-
 def _deepseek_v4_matmul_params(m: ModelConfig) -> int:
     """Weights one DeepSeek-V4 token multiplies: `forward_flops` of one token (estimators/deepseek_v4.py:
     q_a/q_b/kv projections, grouped o_a/o_b, both compressors' projections, the indexers' projections,
@@ -548,7 +536,7 @@ def _deepseek_v4_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     indexer scores every entry. Weights: every parameter resident; a step reads all but the token
     embedding and the routed experts no token touches."""
     T, ep = spec.tensor_parallel, spec.expert_parallel
-    _check_deepseek_v4_layout(m, T, ep)
+    v4.check_layout(m, T, ep)
     if spec.cache_kv_heads is not None:
         raise ValueError("cache_kv_heads does not apply to DeepSeek-V4 (one K = V head and compressed entries); drop it")
     if not spec.kv_cache:
