@@ -87,7 +87,7 @@ def test_decode_step_by_hand() -> None:
     assert s.weight_bytes == 2 * (80909 - 9600)  # every parameter but the embedding (B·k = 4 = E: all experts), bf16
     assert s.kv_read_bytes == 2 * 2 * 728 == 5824 // 2  # the state at 18 tokens (fixture: fp32 5,824 bytes, 2 seqs)
     # the token's window entry (h_d, 2·h_d on the sliding-only layer) and its kv and gate in the open windows
-    assert s.kv_write_bytes == 2 * 2 * (8 * (2 + 3) + 2 * (2 * 2 * (8 + 4)) + 2 * 8) == 608
+    assert s.kv_write_bytes == 2 * 2 * (8 * (2 + 3) + 2 * (2 * 2 * (8 + 4)) + 2 * 8) == 2 * 2 * inf.appended_elements(M, 19) == 608
     assert s.bytes_moved == 142618 + 2912 + 608 and s.bound == "memory"
     assert s.seconds == 146138 / 10**9
 
@@ -252,3 +252,21 @@ def test_preset_flash_runs() -> None:
     r = tc.inference("deepseek-v4-flash", gpu="b200", S=65536, new_tokens=1024, weight_dtype="int4")
     assert r.memory.per_gpu.weights_bytes == -(-284332230231 // 2) and r.memory.fits
     assert r.deepseek_v4_state is not None and r.decode.bound == "memory"
+
+
+def test_cli_sweep_points_equal_inference(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`tcalc sweep` prices a DeepSeek-V4 point as `tcalc inference` does (B 1 and 2, S 13, 7 new tokens)."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(CACHE_CFG))
+    metrics = "kv_cache_bytes,inference_memory_bytes,time_to_first_token_s,time_per_output_token_s,decode_bound"
+    data = _json(capsys, "sweep", "--hf-config", str(path), "--B", "1,2", "--S", "13", "--new-tokens", "7",
+                 "--gpu", "h100", "--metrics", metrics)
+    assert data["points_total"] == 2 and data["skipped"] == 0
+    for row in data["points"]:
+        one = _json(capsys, "inference", "--hf-config", str(path), "--B", str(row["batch_size"]), "--S", "13",
+                    "--new-tokens", "7", "--gpu", "h100")
+        assert row["kv_cache_bytes"] == one["kv_cache"]["total_bytes"] == row["batch_size"] * 1680
+        assert row["inference_memory_bytes"] == one["memory"]["per_gpu"]["total_bytes"]
+        assert row["time_per_output_token_s"] == one["decode"]["time_per_output_token_s"]
+        assert row["time_to_first_token_s"] == one["time_to_first_token_s"]
+        assert row["decode_bound"] == one["decode"]["bound"]
