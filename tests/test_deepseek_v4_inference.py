@@ -208,7 +208,7 @@ def test_rates_with_a_long_period_refused() -> None:
 def test_state_bytes_bad_input_names_the_field() -> None:
     with pytest.raises(TcalcError, match="context_len"):
         inf.state_bytes(M, 0)
-    with pytest.raises(TcalcError, match="state_dtype"):
+    with pytest.raises(TcalcError, match="kv_dtype"):
         inf.state_bytes(M, 4, "int3")
     llama = model({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
                    "intermediate_size": 128, "vocab_size": 100})

@@ -12,9 +12,10 @@ expert (DeepseekV4MLP) takes `mlp_bias`. The multi-token-prediction layer the ch
 (`num_nextn_predict_layers`) is not built by transformers and not counted.
 
 `tcalc params` (T = 1) and the FLOPs (`tcalc flops`, `mfu`; the default executed convention) price
-DeepSeek-V4; `cache_elements` is its decode state, which estimators/inference/deepseek_v4.py prices on one
-GPU (Python API; the generic inference roofline does not read it): every other estimate refuses the model
-by name (`ModelConfig.irregular_layers`, `require_deepseek_v4_priced`).
+DeepSeek-V4; `cache_elements` is its decode state, which the inference roofline holds as its KV cache
+(estimators/inference/roofline.py `_deepseek_v4_shard`: `tcalc inference`, `serve`, `sweep` on one GPU;
+`check_layout` refuses T > 1 and expert parallelism): every other estimate refuses the model by name
+(`ModelConfig.irregular_layers`, `require_deepseek_v4_priced`).
 """
 
 from __future__ import annotations
@@ -244,5 +245,5 @@ def require_deepseek_v4_priced(m: ModelConfig, what: str) -> None:
     if m.deepseek_v4 is not None:
         raise TcalcError(
             f"{what} is not modeled for {m.deepseek_v4_parts[0]} (model {m.name or 'given'}) yet; "
-            "tcalc params and flops price this model"
+            "tcalc params, flops, inference and serve (T 1) price this model"
         )

@@ -40,13 +40,13 @@ def _check_context(context_len: object) -> None:
         raise TcalcError(f"context_len ({context_len!r}) must be a whole number >= 1; give a positive count")
 
 
-def state_bytes(m: ModelConfig, context_len: int, state_dtype: str = "bf16") -> int:
+def state_bytes(m: ModelConfig, context_len: int, kv_dtype: str = "bf16") -> int:
     """Decode-state bytes of one sequence after `context_len` tokens (`cache_elements` at the dtype)."""
     _check(m)
     _check_context(context_len)
-    if state_dtype not in KV_DTYPE_BITS:
-        raise TcalcError(f"state_dtype ({state_dtype!r}) is not a cache dtype; use one of {', '.join(KV_DTYPE_BITS)}")
-    return _bytes(v4.cache_elements(m, context_len).total, KV_DTYPE_BITS[state_dtype])
+    if kv_dtype not in KV_DTYPE_BITS:
+        raise TcalcError(f"kv_dtype ({kv_dtype!r}) is not a cache dtype; use one of {', '.join(KV_DTYPE_BITS)}")
+    return _bytes(v4.cache_elements(m, context_len).total, KV_DTYPE_BITS[kv_dtype])
 
 
 def appended_elements(m: ModelConfig, context_len: int) -> int:

@@ -45,6 +45,11 @@ Conventions (the ones published calculators disagree on):
   delta rule) are counted with the attention FLOPs: the recurrent form for one token, the chunked
   form for a prompt. Memory, the largest B and S, and the serving capacity count the state per
   sequence beside the KV cache.
+- DeepSeek-V4 (one GPU; docs/formulas.md §5.16 "Inference and serving"): its decode state is its KV
+  cache, the sliding window of every layer (`_KVGroup`s) and the compressed entries, open windows and
+  overlap of its CSA and HCA layers (`_Compressed`), equal to transformers' cache tensors. A CSA query
+  attends the k_I entries its indexer picks; the indexer scores all. floor(c/m) and c mod m step with the
+  context, so `decode_sum` sums the contexts of each residue modulo lcm(m, m') apart, each in closed form.
 
 All byte and FLOP counts are exact ints; seconds and ratios are floats.
 """

@@ -20,7 +20,9 @@ it), "free" (TensorRT-LLM: the KV pool is u of what weights and reserves leave f
   holds ceil(c / block_size) blocks in each full-attention layer; a sliding-window (chunked) layer
   holds at most ceil(W / block_size) + 1 blocks (the window, straddling a block boundary), as vLLM's
   hybrid allocator frees the blocks that leave the window. MLA caches its latent, replicated on
-  every TP rank (inference.py's KV groups are reused as they are).
+  every TP rank (inference.py's KV groups are reused as they are). DeepSeek-V4's compressed layers page
+  their entries as full-attention layers page tokens and hold their open windows and overlap as a
+  constant slot per sequence (roofline.paged_compressed_elements; docs/formulas.md §5.16).
 - `max_concurrent_sequences` = budget // (bytes per sequence at prompt + output − 1 tokens); the
   longest context at a concurrency is the largest c whose N sequences fit (bisection; bytes per
   sequence never decrease with c), at most the model's context window.
