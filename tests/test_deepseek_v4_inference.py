@@ -185,9 +185,22 @@ def test_paged_sequence_by_hand() -> None:
     assert cap.max_concurrent_sequences == cap.kv_budget_bytes // 4768
 
 
+def test_experts_over_ep_gpus_by_hand() -> None:
+    """ep 2 (T 1): each GPU holds 2 of the 4 routed experts (3·32·12 each, 4 layers) and its own sequences'
+    attention and state; a decode step of B 2 sends its 2·2 expert assignments through two all-to-alls per
+    MoE layer (roofline._communication_exact), and reads both of its experts (B·k = 4 >= 2)."""
+    s = spec(expert_parallel=2)
+    mem = inference_memory(M, GPU, s)
+    assert mem.weights_bytes == 2 * (80909 - 4 * 2 * 3 * 32 * 12) == 143386
+    assert mem.kv_cache_bytes == 3360  # the B sequences of this GPU's attention group, at 19 tokens
+    step = decode_step(M, GPU, s, 19)
+    assert step.weight_bytes == 143386 - 2 * 9600 and step.flops == 270080  # the per-GPU matmuls stay the average
+    assert step.comm.all_to_alls == 2 * 4 and step.comm.all_reduces == 0 and step.comm.seconds > 0
+
+
 @pytest.mark.parametrize("kw, field", [
-    ({"tensor_parallel": 2}, "tensor or expert parallelism"), ({"expert_parallel": 2}, "tensor or expert parallelism"),
-    ({"kv_cache": False}, "kv_cache"), ({"cache_kv_heads": 1}, "cache_kv_heads"),
+    ({"tensor_parallel": 2}, "tensor parallelism T"), ({"tensor_parallel": 2, "expert_parallel": 2}, "tensor parallelism T"),
+    ({"expert_parallel": 3}, "n_experts"), ({"kv_cache": False}, "kv_cache"), ({"cache_kv_heads": 1}, "cache_kv_heads"),
 ])
 def test_unmodeled_layouts_refused_by_name(kw: dict, field: str) -> None:
     with pytest.raises((TcalcError, ValueError), match=field):
@@ -270,3 +283,16 @@ def test_cli_sweep_points_equal_inference(tmp_path: Path, capsys: pytest.Capture
         assert row["time_per_output_token_s"] == one["decode"]["time_per_output_token_s"]
         assert row["time_to_first_token_s"] == one["time_to_first_token_s"]
         assert row["decode_bound"] == one["decode"]["bound"]
+
+
+def test_cli_serve_expert_parallel_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """`tcalc serve --ep 8` on 16 H100s: replicas of 8 GPUs, each GPU 32 of the 256 experts and its own sequences;
+    the library's layout equals the JSON."""
+    args = ["--preset", "deepseek-v4-flash", "--gpu", "h100", "--gpus", "16", "--ep", "8", "--prompt-len", "2k",
+            "--output-len", "256", "--tpot", "0.05"]
+    data = _json(capsys, "serve", *args)
+    best = data["best"]
+    assert best is not None and (best["tensor_parallel"], best["replicas"], best["attention_groups"]) == (1, 2, 8)
+    assert best["tpot_s"] <= 0.05 and best["concurrency"] >= 1
+    api = tc.serve("deepseek-v4-flash", gpu="h100", gpus=16, ep=8, prompt_len=2048, output_len=256, tpot_s=0.05)
+    assert api.model_dump(mode="json") == data

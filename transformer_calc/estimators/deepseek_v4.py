@@ -13,8 +13,8 @@ expert (DeepseekV4MLP) takes `mlp_bias`. The multi-token-prediction layer the ch
 
 `tcalc params` (T = 1) and the FLOPs (`tcalc flops`, `mfu`; the default executed convention) price
 DeepSeek-V4; `cache_elements` is its decode state, which the inference roofline holds as its KV cache
-(estimators/inference/roofline.py `_deepseek_v4_shard`: `tcalc inference`, `serve`, `sweep` on one GPU;
-`check_layout` refuses T > 1 and expert parallelism): every other estimate refuses the model by name
+(estimators/inference/roofline.py `_deepseek_v4_shard`: `tcalc inference`, `serve`, `sweep` at T = 1, the
+routed experts over ep GPUs; `check_layout` refuses T > 1): every other estimate refuses the model by name
 (`ModelConfig.irregular_layers`, `require_deepseek_v4_priced`).
 """
 
@@ -229,14 +229,17 @@ def check(m: ModelConfig) -> None:
 
 
 def check_layout(m: ModelConfig, T: int, ep: int) -> None:
-    """DeepSeek-V4 is priced on one GPU. transformers' plans for it (configuration_deepseek_v4.py
-    base_model_tp_plan, base_model_ep_plan) keep the attention, its compressors and indexers and the shared
-    expert whole on every rank and split only the routed experts (T ways by width, or ep ways by expert):
-    not the Megatron layout the estimators price (heads split, two all-reduces per layer)."""
-    if m.deepseek_v4 is not None and (T > 1 or ep > 1):
+    """DeepSeek-V4's parallel layouts. transformers' plans for it (configuration_deepseek_v4.py
+    base_model_tp_plan, base_model_ep_plan) keep the attention, its compressors and indexers, the
+    hyper-connections and the shared expert whole on every rank and split only the routed experts: by
+    expert over ep ranks (priced: the inference roofline's expert parallelism with T = 1, every GPU its own
+    sequences' attention), or by width over T ranks (refused: no query head is split, which is the
+    Megatron layout tensor parallelism prices, with its two all-reduces per layer)."""
+    if m.deepseek_v4 is not None and T > 1:
         raise ValueError(
-            f"tensor or expert parallelism (T {T}, ep {ep}) is not modeled for DeepSeek-V4 (transformers keeps its "
-            "attention, compressors and indexers whole on every rank and splits only the routed experts); use T 1 and ep 1"
+            f"tensor parallelism T ({T}) is not modeled for DeepSeek-V4 (transformers keeps its attention, compressors "
+            "and indexers whole on every rank and splits only the routed experts); use T 1 and spread the experts "
+            f"with ep (T is {T}, ep {ep})"
         )
 
 

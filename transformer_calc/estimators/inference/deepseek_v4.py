@@ -10,7 +10,8 @@ Conventions: the state is held at the KV-cache dtype (`kv_dtype`, by default the
 model's dtype, which transformers' cache tensors take); it stands in for the KV cache (DeepSeek-V4 has no
 other cache). The window grows until it holds W - 1 tokens, the compressed entries grow by one per m (m')
 tokens without end, the open-window buffers and the CSA overlap stay below a constant: a
-constant-plus-growing state. One GPU (T = 1, no expert parallelism; estimators/deepseek_v4.py `check_layout`).
+constant-plus-growing state. Per GPU: T = 1 (estimators/deepseek_v4.py `check_layout`), every GPU holding its
+own B sequences' state also when the routed experts are spread over ep GPUs.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def appended_elements(m: ModelConfig, context_len: int) -> int:
 @dataclass(frozen=True)
 class DecodeStateParts:
     """DeepSeek-V4's decode state at `context_len` tokens, by part, one sequence and B sequences (one GPU
-    holds them all: T = 1). Each part is rounded up to whole bytes on its own; `bytes_per_sequence` once."""
+    holds them all: T = 1; with ep GPUs each holds its own B). Each part is rounded up to whole bytes on its
+    own; `bytes_per_sequence` once."""
 
     layers_by_kind: dict[str, int]  # sliding (window only), csa, hca
     compress_rates: dict[str, int]  # csa: m, hca: m'

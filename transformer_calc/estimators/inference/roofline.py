@@ -45,7 +45,8 @@ Conventions (the ones published calculators disagree on):
   delta rule) are counted with the attention FLOPs: the recurrent form for one token, the chunked
   form for a prompt. Memory, the largest B and S, and the serving capacity count the state per
   sequence beside the KV cache.
-- DeepSeek-V4 (one GPU; docs/formulas.md §5.16 "Inference and serving"): its decode state is its KV
+- DeepSeek-V4 (T = 1, its routed experts over ep GPUs; docs/formulas.md §5.16 "Inference and serving"):
+  its decode state is its KV
   cache, the sliding window of every layer (`_KVGroup`s) and the compressed entries, open windows and
   overlap of its CSA and HCA layers (`_Compressed`), equal to transformers' cache tensors. A CSA query
   attends the k_I entries its indexer picks; the indexer scores all. floor(c/m) and c mod m step with the
@@ -532,7 +533,9 @@ def _deepseek_v4_matmul_params(m: ModelConfig) -> int:
 
 
 def _deepseek_v4_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
-    """DeepSeek-V4 on one GPU (docs/formulas.md §5.16 "Inference"): its cache is its decode state,
+    """DeepSeek-V4 on one GPU, or with its routed experts over ep GPUs (T = 1: each GPU runs its own
+    sequences' attention and holds n_experts / ep experts; docs/formulas.md §5.16 "Inference and
+    serving"). Its cache is its decode state,
     estimators/deepseek_v4.py `cache_elements` (equal to transformers 5.23's cache tensors): every layer's
     sliding window of the one K = V head (`_KVGroup`s: 2·h_d on a sliding-only layer, h_d on a compressed
     one, the last W - 1 tokens), and the CSA / HCA layers' compressed entries, open-window buffers and
@@ -542,6 +545,7 @@ def _deepseek_v4_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     embedding and the routed experts no token touches."""
     T, ep = spec.tensor_parallel, spec.expert_parallel
     v4.check_layout(m, T, ep)
+    expert_layout(m, T, ep)
     if spec.cache_kv_heads is not None:
         raise ValueError("cache_kv_heads does not apply to DeepSeek-V4 (one K = V head and compressed entries); drop it")
     if not spec.kv_cache:
@@ -549,6 +553,7 @@ def _deepseek_v4_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
                          "across steps); drop --no-kv-cache")
     m = expert_slots(m, spec)
     v4.check(m)
+    check_tensor_parallel(m, T, ep, 1)  # ep divides the experts (and their redundant slots)
     blocks = m.deepseek_v4
     assert blocks is not None
     D, A, hd, W, L = m.d_model, m.n_heads, m.head_dim, m.sliding_window or 1, m.n_layers
@@ -564,6 +569,8 @@ def _deepseek_v4_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
         _Compressed(n_hca, blocks.hca_compress_rate, hd, 0, kv_and_gate * hd, 0, None, width, 0),
     ) if g.layers)
     full = count_params(m)
+    expert = v4.GATED_MATRICES * D * m.moe_d_ff  # DeepseekV4Experts: no bias
+    held_experts = m.n_experts // ep  # this GPU's routed experts (transformers' ep plan: split by expert)
     n_in = GATED_MATRICES - 1  # gate and up
     qkv_width = (A + 1) * hd  # q_b_proj's A·h_d and kv_proj's h_d
     mlp_width = n_in * (m.experts_per_token * m.moe_d_ff + m.shared_expert_d_ff)
@@ -574,12 +581,12 @@ def _deepseek_v4_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
         kv_heads=m.n_kv_heads,
         kv_groups=window,
         attention_width=2 * hd,
-        params=full.total,
+        params=full.total - L * (m.n_experts - held_experts) * expert,
         gathered_params=0 if m.tied_embeddings else m.vocab_size * m.d_embedding,
-        expert_params=v4.GATED_MATRICES * D * m.moe_d_ff,  # DeepseekV4Experts: no bias
+        expert_params=expert,
         moe_layers=L,
-        n_experts=m.n_experts,
-        expert_assignments_share=(1, 1),
+        n_experts=held_experts,
+        expert_assignments_share=(T, ep),
         experts_per_token=m.experts_per_token,
         matmul_params=_deepseek_v4_matmul_params(m),
         # the block's n_hc residual streams in and out (mHC, report §2.2) and its widest intermediate
