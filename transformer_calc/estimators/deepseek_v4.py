@@ -248,5 +248,5 @@ def require_deepseek_v4_priced(m: ModelConfig, what: str) -> None:
     if m.deepseek_v4 is not None:
         raise TcalcError(
             f"{what} is not modeled for {m.deepseek_v4_parts[0]} (model {m.name or 'given'}) yet; "
-            "tcalc params, flops, inference and serve (T 1) price this model"
+            "tcalc params and flops, and inference and serve at T 1 with a plain weight dtype, price this model"
         )
