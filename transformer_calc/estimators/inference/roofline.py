@@ -69,7 +69,7 @@ from transformer_calc.model.units import BITS_PER_BYTE, FLOPS_PER_MAC
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
 from transformer_calc.devices.hardware import COLLECTIVE_LATENCY_S, DTYPE_ALIASES, DTYPES, GPU, peak_flops
 from transformer_calc.model.checkpoint import StoredWeights
-from transformer_calc.estimators import deepseek_v4 as v4
+import transformer_calc.estimators.deepseek_v4 as v4
 from transformer_calc.estimators.inference.quant import FORMATS, QuantizedWeights, quantized_weights, resolve_format, stored_shard
 from transformer_calc.estimators.params import (
     GATED_MATRICES,
