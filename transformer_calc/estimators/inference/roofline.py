@@ -1456,7 +1456,8 @@ def decode_sum(
     spans += [b for g in sh.kv_groups if g.topk for b in (g.topk, g.topk + 1)]
     # DeepSeek-V4: the overlap is read from context m + 1 on, the CSA attention saturates at k_I entries
     # (context m·k_I) and their read one step later
-    spans += [b for g in sh.compressed for b in (g.rate + 1, *((g.rate * g.topk, g.rate * g.topk + 1) if g.topk else ()))]
+    for g in sh.compressed:
+        spans += [g.rate + 1, *((g.rate * g.topk, g.rate * g.topk + 1) if g.topk else ())]
     breaks = spans + ([saturated] if saturated else [])
     cuts = sorted({start, stop, *(b for b in breaks if start < b < stop)})
     # DeepSeek-V4's compressed entries (floor(c / m)) and open windows (c mod m) step with the context: on
