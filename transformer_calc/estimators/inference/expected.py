@@ -9,8 +9,7 @@ each counted here as a term of its own, on top of the same FLOPs and bytes:
   at `FP8_MATMUL_EFFICIENCY` of the fp8 peak, fitted), HBM at
   `train.MEMORY_EFFICIENCY` of the datasheet (large copies reach ~90 %); with a 4- or 6-bit compute
   dtype (NVFP4, MXFP4) attention's FLOPs run at fp8 or the activation dtype (`attention_dtype`;
-  `tcalc inference`'s closed-form decode sum keeps the one compute peak: decode attention is
-  bandwidth-bound).
+  the attention kernel classes below, the closed-form decode sum's included).
 - one roofline per kernel class, summed: a step is a sequence of kernels that do not overlap one
   another, so its time is the sum over its kernel classes of max(FLOPs_c / rate_c, bytes_c /
   (η_mem·bandwidth)) (`kernel_classes`, `classes_s`), not one max() over the whole step. The
@@ -59,8 +58,10 @@ prefill of a small-model, large-vocabulary run is pessimistic by up to that). Ev
 
 Sources of the constants are at each one. Three are FITTED to published serving measurements and
 checked on the others (docs/validation.md, "Inference serving"): the per-kernel cost with CUDA
-graphs (7.8 µs: it absorbs what launches, small-kernel ramps and the engine's per-step work add), the
-fp8 matmul efficiency (0.51) and the cost per sequence per step (10.9 µs).
+graphs (7.98 µs: it absorbs what launches, small-kernel ramps and the engine's per-step work add), the
+fp8 matmul efficiency (0.512) and the cost per sequence per step (0: its fit's minimum, once each kernel
+class has its own roofline; it was 10.9 µs with one roofline per step, standing in for the decode
+attention that the compute-bound GEMMs of a large batch hid).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ DISPATCH_SCALE_CHANNELS = 128
 DISPATCH_SCALE_BYTES = 4
 # Per-kernel fixed cost with CUDA graphs: what a decode step costs beyond its roofline at the
 # achievable rates, per kernel (launch and ramp of small kernels, the engine's per-step scheduling
-# and sampling spread over them). FITTED: 7.8 µs minimises the squared log error of four published
+# and sampling spread over them). FITTED: 7.98 µs minimises the squared log error of four published
 # decode-dominated runs (tools/validation/serving.yaml ids vllm-llama8b-tp1-h200,
 # vllm-llama70b-tp4-h200, vllm-mixtral-tp2-h200, nim-70b-5000-c1-tpot; `serving.py --fit`) and is
 # checked on the other rows there (docs/validation.md, "Inference serving"). Without CUDA graphs the
@@ -121,7 +122,7 @@ DISPATCH_SCALE_BYTES = 4
 # cudaLaunchKernel (not validated). Override with `kernel_s` (`--kernel-launch-s`).
 KERNEL_S_CUDA_GRAPHS = 7.98e-6
 KERNEL_S_EAGER = 15.98e-6
-# Matmuls in fp8 reach a smaller share of their dense peak than bf16's MAMF. FITTED: 0.51 of the fp8
+# Matmuls in fp8 reach a smaller share of their dense peak than bf16's MAMF. FITTED: 0.512 of the fp8
 # peak makes the time to first token of nim-70b-5000-c1-ttft (Llama-3.3-70B fp8, TP2 on H100, 5000
 # prompt tokens) exact; checked on nim-70b-500-c1-ttft. Used when the compute dtype is fp8 or narrower.
 FP8_MATMUL_EFFICIENCY = 0.512
@@ -138,9 +139,12 @@ FP8_MATMUL_EFFICIENCY = 0.512
 FP4_MATMUL_EFFICIENCY = 0.338
 # Per sequence and step: the engine's work for every sequence in a step (scheduling, block tables,
 # sampling and stop checks, detokenization). FITTED: SEQUENCE_S minimises the squared log error of
-# TensorRT-LLM's maximum throughput of Llama-3.1-8B on H100 (10 rows, ids trtllm-31-8b-h100-*; at
-# thousands of sequences a small model's step is dominated by it; run at the batch limits trtllm-bench
-# derives, engines.trtllm_bench_limits: 4096 sequences there), checked on every other row.
+# TensorRT-LLM's maximum throughput of Llama-3.1-8B on H100 (10 rows, ids trtllm-31-8b-h100-*; run at
+# the batch limits trtllm-bench derives, engines.trtllm_bench_limits: up to 4096 sequences there),
+# checked on every other row. With one roofline per kernel class (`classes_s`) the minimum lies at 0,
+# the end of the fit's range [0, 50 µs]: no work per sequence is left to see on these rows (with one
+# roofline per step it was 10.9 µs: it stood for the decode attention that a large batch's
+# compute-bound GEMMs hid). The term stays (`--sequence-overhead-s`) for engines that show one.
 SEQUENCE_S = 0.0
 LOGIT_BYTES = 4  # engines upcast the logits to fp32 before sampling (vLLM `logits.float()`)
 LOGIT_PASSES = 3  # the LM head writes them; softmax and top-k/top-p sampling read them
