@@ -7,6 +7,7 @@ import json
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from transformer_calc.estimators.inference.expected import (
     KERNEL_S_CUDA_GRAPHS,
@@ -18,9 +19,11 @@ from transformer_calc.estimators.inference.expected import (
     SAMPLER_KERNELS,
     Efficiency,
     all_reduce_s,
+    classes_s,
     default_efficiency,
     estimate_expected,
     expected_step,
+    kernel_classes,
     launches_per_step,
 )
 from transformer_calc.estimators.inference.roofline import decode_step, estimate_inference, prefill_step
@@ -110,6 +113,23 @@ def test_expected_is_never_below_the_bound(case):
     assert x.time_per_output_token_s >= e.decode.seconds_per_token * (1 - 1e-12)
     assert x.total_s >= e.total_s * (1 - 1e-12)
     assert x.decode_first.time_s >= e.decode.first.seconds
+
+
+@settings(max_examples=60, deadline=None)
+@given(cases(), st.sampled_from(["prefill", "decode"]))
+def test_kernel_classes_partition_the_step_and_their_sum_is_at_least_the_one_roofline(case, which):
+    """The two classes' FLOPs and bytes are exactly the step's; the sum of their rooflines is at
+    least the whole step's max(compute, memory), and equal to it when both classes share a bound."""
+    m, g, s = case
+    eff = default_efficiency(g)
+    step = prefill_step(m, g, s) if which == "prefill" else decode_step(m, g, s, s.prompt_len + 1)
+    classes = kernel_classes(step)
+    assert sum(c.flops for c in classes) == step.flops and sum(c.bytes_moved for c in classes) == step.bytes_moved
+    compute, memory, roof = classes_s(g, s, eff, classes)
+    assert roof >= max(compute, memory) * (1 - 1e-12) and roof <= (compute + memory) * (1 + 1e-12)
+    each = [classes_s(g, s, eff, (c,)) for c in classes]
+    if all(c >= mem for c, mem, _ in each) or all(c <= mem for c, mem, _ in each):
+        assert roof == pytest.approx(max(compute, memory), rel=1e-9)
 
 
 @settings(max_examples=40, deadline=None)
