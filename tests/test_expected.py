@@ -7,6 +7,7 @@ import json
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from transformer_calc.estimators.inference.expected import (
     KERNEL_S_CUDA_GRAPHS,
@@ -18,9 +19,11 @@ from transformer_calc.estimators.inference.expected import (
     SAMPLER_KERNELS,
     Efficiency,
     all_reduce_s,
+    classes_s,
     default_efficiency,
     estimate_expected,
     expected_step,
+    kernel_classes,
     launches_per_step,
 )
 from transformer_calc.estimators.inference.roofline import decode_step, estimate_inference, prefill_step
@@ -51,7 +54,11 @@ def test_expected_prefill_by_hand_on_the_toy_gpu():
     assert x.communication_s == 0
     # Sampling: 3 passes over B·V fp32 logits (1·10·4 bytes) at 25 B/s, 5 kernels, 0.5 s per sequence.
     assert x.sampling_s == pytest.approx(LOGIT_PASSES * 10 * LOGIT_BYTES / 25 + SAMPLER_KERNELS * 1.0 + 0.5)
-    assert x.time_s == pytest.approx(max(x.compute_s, x.memory_s) + 23 + x.sampling_s)
+    # one roofline per kernel class (expected.kernel_classes), summed: the linear layers, the attention
+    linear = max(step.matmul_flops / 500, step.weight_bytes / 25)
+    attention = max(step.attention_flops / 500, (step.kv_read_bytes + step.kv_write_bytes) / 25)
+    assert x.roofline_s == pytest.approx(linear + attention)
+    assert x.time_s == pytest.approx(linear + attention + 23 + x.sampling_s)
 
 
 def test_all_reduce_by_hand():
@@ -77,13 +84,21 @@ def test_defaults_per_gpu_family():
 
 
 def test_perfect_engine_equals_the_bound_without_fixed_costs():
-    """Efficiencies 1, no kernel or per-sequence cost, T = 1: expected = bound + the logit traffic."""
+    """Efficiencies 1, no kernel or per-sequence cost, T = 1: expected = the bound's FLOPs and bytes
+    on one roofline per kernel class + the logit traffic. The decode (B = 4) is memory-bound in both
+    classes, so it is the bound's; the prefill's GEMMs are compute-bound and its attention at 256
+    tokens memory-bound (writing the K/V), so its class sum exceeds the bound's single max()."""
     m, g = preset_model("llama-2-7b"), gpu("a100-80gb")
     s = spec(batch_size=4, prompt_len=256, new_tokens=64)
     eff = Efficiency(1.0, 1.0, True, 0.0, default_efficiency(g).network, sequence_s=0.0)
     e, x = estimate_inference(m, g, s), estimate_expected(m, g, s, eff)
     sampling = LOGIT_PASSES * 4 * m.vocab_size * LOGIT_BYTES / g.memory_bw_bytes_s
-    assert x.prefill.roofline_s == pytest.approx(e.prefill.seconds, rel=1e-9)
+    p, peak, bw = e.prefill, g.peak_flops["fp16"], g.memory_bw_bytes_s
+    linear = max(p.matmul_flops / peak, p.weight_bytes / bw)
+    attention = max(p.attention_flops / peak, (p.kv_read_bytes + p.kv_write_bytes) / bw)
+    assert linear == p.matmul_flops / peak and attention == p.kv_write_bytes / bw
+    assert x.prefill.roofline_s == pytest.approx(linear + attention, rel=1e-9)
+    assert x.prefill.roofline_s > e.prefill.seconds
     assert x.decode_s == pytest.approx(e.decode.seconds + 63 * sampling, rel=1e-9)
 
 
@@ -98,6 +113,23 @@ def test_expected_is_never_below_the_bound(case):
     assert x.time_per_output_token_s >= e.decode.seconds_per_token * (1 - 1e-12)
     assert x.total_s >= e.total_s * (1 - 1e-12)
     assert x.decode_first.time_s >= e.decode.first.seconds
+
+
+@settings(max_examples=60, deadline=None)
+@given(cases(), st.sampled_from(["prefill", "decode"]))
+def test_kernel_classes_partition_the_step_and_their_sum_is_at_least_the_one_roofline(case, which):
+    """The two classes' FLOPs and bytes are exactly the step's; the sum of their rooflines is at
+    least the whole step's max(compute, memory), and equal to it when both classes share a bound."""
+    m, g, s = case
+    eff = default_efficiency(g)
+    step = prefill_step(m, g, s) if which == "prefill" else decode_step(m, g, s, s.prompt_len + 1)
+    classes = kernel_classes(step)
+    assert sum(c.flops for c in classes) == step.flops and sum(c.bytes_moved for c in classes) == step.bytes_moved
+    compute, memory, roof = classes_s(g, s, eff, classes)
+    assert roof >= max(compute, memory) * (1 - 1e-12) and roof <= (compute + memory) * (1 + 1e-12)
+    each = [classes_s(g, s, eff, (c,)) for c in classes]
+    if all(c >= mem for c, mem, _ in each) or all(c <= mem for c, mem, _ in each):
+        assert roof == pytest.approx(max(compute, memory), rel=1e-9)
 
 
 @settings(max_examples=40, deadline=None)
@@ -149,7 +181,7 @@ def test_fitted_constants_come_from_the_published_rows_and_the_docs_are_current(
     k, fp8, seq = tool.fit(data["rows"])
     assert k == pytest.approx(KERNEL_S_CUDA_GRAPHS, rel=0.01)
     assert fp8 == pytest.approx(FP8_MATMUL_EFFICIENCY, abs=0.005)
-    assert seq == pytest.approx(SEQUENCE_S, rel=0.01)
+    assert seq == pytest.approx(SEQUENCE_S, rel=0.01, abs=1e-9)
     section, summary = tool.report(data)
     assert summary["bound_below"] == summary["rows"]
     assert section in (REPO / "docs" / "validation.md").read_text()

@@ -157,9 +157,9 @@ class DecodeSection(Section):
 class ExpectedStepSection(Section):
     """One step at achievable rates with its fixed costs: roofline + launch + communication + sampling."""
 
-    compute_s: float  # FLOPs / (matmul efficiency · peak)
-    memory_s: float  # bytes / (memory efficiency · bandwidth)
-    roofline_s: float  # the larger of the two
+    compute_s: float  # FLOPs / (matmul efficiency · peak), summed over the kernel classes
+    memory_s: float  # bytes / (memory efficiency · bandwidth), summed over the kernel classes
+    roofline_s: float  # the larger of the two per kernel class (GEMMs, attention), summed
     launch_s: float  # kernels · kernel launch cost
     communication_s: float  # the all-reduces and the logit gather
     sampling_s: float

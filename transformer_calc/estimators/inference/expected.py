@@ -9,9 +9,26 @@ each counted here as a term of its own, on top of the same FLOPs and bytes:
   at `FP8_MATMUL_EFFICIENCY` of the fp8 peak, fitted), HBM at
   `train.MEMORY_EFFICIENCY` of the datasheet (large copies reach ~90 %); with a 4- or 6-bit compute
   dtype (NVFP4, MXFP4) attention's FLOPs run at fp8 or the activation dtype (`attention_dtype`;
-  `tcalc inference`'s closed-form decode sum keeps the one compute peak: decode attention is
-  bandwidth-bound). A step's time is
-  max(FLOPs / (η_matmul·peak), bytes / (η_mem·bandwidth)): the roofline at those rates.
+  the attention kernel classes below, the closed-form decode sum's included).
+- one roofline per kernel class, summed: a step is a sequence of kernels that do not overlap one
+  another, so its time is the sum over its kernel classes of max(FLOPs_c / rate_c, bytes_c /
+  (η_mem·bandwidth)) (`kernel_classes`, `classes_s`), not one max() over the whole step. The
+  classes: the linear layers (GEMMs: their FLOPs against the weights they read), the attention of
+  the prompt tokens (context attention: its FLOPs against the K/V it writes) and the decode
+  attention (generation kernels: its FLOPs against the cache it reads and the token it writes).
+  TensorRT-LLM runs context and generation attention as separate kernels (FMHA; masked MHA or
+  XQA: nvidia.github.io/TensorRT-LLM/features/attention.html, "Context and Generation Phases").
+  The per-operator roofline summed over operators is LLM-Viewer's (Yuan et al. 2024, "LLM
+  Inference Unveiled: Survey and Roofline Model Insights", arXiv:2402.16363; github.com/hahnyuan/
+  LLM-Viewer model_analyzer.py @01b269d6: each layer's time is OPs / its roofline performance,
+  `_analyze_to_results`, and the step's the sum over layers, "compute total"). Where every class is
+  memory-bound (a small-batch decode) or compute-bound (a long prefill) it equals the whole step's
+  max(); it is slower where they differ: a mixed step's GEMMs compute-bound under a prompt chunk
+  while its decode attention reads the cache, a large batch's GEMMs compute-bound while attention
+  reads thousands of sequences' caches. Elementwise kernels (norms, activations) are not classes
+  of their own (their bytes are not counted; an optimistic side, stated), nor are the activations
+  the GEMMs read and write (Llama-3.1-8B: 1.0 µs of H200 HBM per token against 15 µs of fp8 FLOPs;
+  they would move a GEMM class's bound only within about 7 % of its ridge).
 - kernel launches: a fixed cost per kernel, `KERNELS_PER_LAYER` per layer (more for a routed
   MLP) plus the model's head and tail kernels. With CUDA graphs (vLLM's and TensorRT-LLM's
   default for decode) `KERNEL_S_CUDA_GRAPHS` (fitted; it also carries the engine's per-step work);
@@ -43,12 +60,15 @@ prefill of a small-model, large-vocabulary run is pessimistic by up to that). Ev
 
 Sources of the constants are at each one. Three are FITTED to published serving measurements and
 checked on the others (docs/validation.md, "Inference serving"): the per-kernel cost with CUDA
-graphs (7.8 µs: it absorbs what launches, small-kernel ramps and the engine's per-step work add), the
-fp8 matmul efficiency (0.51) and the cost per sequence per step (10.9 µs).
+graphs (7.98 µs: it absorbs what launches, small-kernel ramps and the engine's per-step work add), the
+fp8 matmul efficiency (0.512) and the cost per sequence per step (0: its fit's minimum, once each kernel
+class has its own roofline; it was 10.9 µs with one roofline per step, standing in for the decode
+attention that the compute-bound GEMMs of a large batch hid).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -65,6 +85,7 @@ from transformer_calc.estimators.inference.roofline import (
     rank_shard,
     decode_sum,
     prefill_step,
+    roofline,
 )
 from transformer_calc.estimators.training.train import (
     MATMUL_EFFICIENCY,
@@ -95,18 +116,18 @@ DISPATCH_SCALE_CHANNELS = 128
 DISPATCH_SCALE_BYTES = 4
 # Per-kernel fixed cost with CUDA graphs: what a decode step costs beyond its roofline at the
 # achievable rates, per kernel (launch and ramp of small kernels, the engine's per-step scheduling
-# and sampling spread over them). FITTED: 7.8 µs minimises the squared log error of four published
+# and sampling spread over them). FITTED: 7.98 µs minimises the squared log error of four published
 # decode-dominated runs (tools/validation/serving.yaml ids vllm-llama8b-tp1-h200,
 # vllm-llama70b-tp4-h200, vllm-mixtral-tp2-h200, nim-70b-5000-c1-tpot; `serving.py --fit`) and is
 # checked on the other rows there (docs/validation.md, "Inference serving"). Without CUDA graphs the
 # CPU launches every kernel: 8 µs more, an ASSUMPTION of the order of PyTorch's per-op dispatch and
 # cudaLaunchKernel (not validated). Override with `kernel_s` (`--kernel-launch-s`).
-KERNEL_S_CUDA_GRAPHS = 7.8e-6
-KERNEL_S_EAGER = 15.8e-6
-# Matmuls in fp8 reach a smaller share of their dense peak than bf16's MAMF. FITTED: 0.51 of the fp8
+KERNEL_S_CUDA_GRAPHS = 7.98e-6
+KERNEL_S_EAGER = 15.98e-6
+# Matmuls in fp8 reach a smaller share of their dense peak than bf16's MAMF. FITTED: 0.512 of the fp8
 # peak makes the time to first token of nim-70b-5000-c1-ttft (Llama-3.3-70B fp8, TP2 on H100, 5000
 # prompt tokens) exact; checked on nim-70b-500-c1-ttft. Used when the compute dtype is fp8 or narrower.
-FP8_MATMUL_EFFICIENCY = 0.51
+FP8_MATMUL_EFFICIENCY = 0.512
 # Matmuls in NVFP4 (4-bit weights and activations, an E4M3 scale per 16 values) reach a smaller share
 # of their peak still. MEASURED, not fitted: 3,039 TFLOP/s of B200's 9,000 dense FP4 (0.338) for
 # vLLM's CUTLASS NVFP4 GEMM at M = 16,384 on Llama-3.1-8B's N = 6144, K = 4096 QKV shape, the
@@ -120,10 +141,13 @@ FP8_MATMUL_EFFICIENCY = 0.51
 FP4_MATMUL_EFFICIENCY = 0.338
 # Per sequence and step: the engine's work for every sequence in a step (scheduling, block tables,
 # sampling and stop checks, detokenization). FITTED: SEQUENCE_S minimises the squared log error of
-# TensorRT-LLM's maximum throughput of Llama-3.1-8B on H100 (10 rows, ids trtllm-31-8b-h100-*; at
-# thousands of sequences a small model's step is dominated by it; run at the batch limits trtllm-bench
-# derives, engines.trtllm_bench_limits: 4096 sequences there), checked on every other row.
-SEQUENCE_S = 10.9e-6
+# TensorRT-LLM's maximum throughput of Llama-3.1-8B on H100 (10 rows, ids trtllm-31-8b-h100-*; run at
+# the batch limits trtllm-bench derives, engines.trtllm_bench_limits: up to 4096 sequences there),
+# checked on every other row. With one roofline per kernel class (`classes_s`) the minimum lies at 0,
+# the end of the fit's range [0, 50 µs]: no work per sequence is left to see on these rows (with one
+# roofline per step it was 10.9 µs: it stood for the decode attention that a large batch's
+# compute-bound GEMMs hid). The term stays (`--sequence-overhead-s`) for engines that show one.
+SEQUENCE_S = 0.0
 LOGIT_BYTES = 4  # engines upcast the logits to fp32 before sampling (vLLM `logits.float()`)
 LOGIT_PASSES = 3  # the LM head writes them; softmax and top-k/top-p sampling read them
 SAMPLER_KERNELS = 5  # temperature, softmax, top-k/top-p, sample, gather of the chosen ids
@@ -230,6 +254,45 @@ def compute_s(gpu: GPU, spec: InferenceSpec, eff: Efficiency, flops: int | float
     return float((Fraction(flops) - Fraction(attention_flops)) / peak + Fraction(attention_flops) / peak_a)
 
 
+@dataclass(frozen=True)
+class KernelClass:
+    """The work of one class of kernels in a step (module docstring): its FLOPs (at attention_dtype's
+    rate when `attention`, else the compute dtype's) and the HBM bytes it moves."""
+
+    flops: int | float
+    bytes_moved: int | float
+    attention: bool = False
+
+
+def kernel_classes(step: Step) -> tuple[KernelClass, KernelClass]:
+    """The classes of a step the bound has costed: its linear layers (the matmul FLOPs against the
+    weights read) and its attention (the attention FLOPs, and a hybrid's mixers', against the K/V,
+    or the mixers' state, read and written). A step's FLOPs and bytes are exactly the two summed."""
+    return (KernelClass(step.matmul_flops, step.weight_bytes),
+            KernelClass(step.attention_flops, step.kv_read_bytes + step.kv_write_bytes, attention=True))
+
+
+def _attention_rate(gpu: GPU, spec: InferenceSpec, eff: Efficiency) -> Fraction:
+    """Achievable FLOP/s of attention's matmuls (attention_dtype's peak at its dtype's efficiency)."""
+    a = attention_dtype(spec)
+    return Fraction(peak_flops(gpu, a)) * Fraction(matmul_eta(eff, a)).limit_denominator(10**6)
+
+
+def classes_s(gpu: GPU, spec: InferenceSpec, eff: Efficiency,
+              classes: tuple[KernelClass, ...]) -> tuple[float, float, float]:
+    """(compute, memory, roofline) seconds of a step's kernel classes at the achievable rates: the
+    FLOPs' and the bytes' times summed over the classes, and the sum over the classes of the larger
+    of each class's two (module docstring; >= the whole step's max(compute, memory))."""
+    peak, bw = _rates(gpu, spec, eff)
+    peak_a = _attention_rate(gpu, spec, eff)
+    compute = memory = roof = Fraction(0)
+    for c in classes:
+        t_c = Fraction(c.flops) / (peak_a if c.attention else peak)
+        t_m = Fraction(c.bytes_moved) / bw
+        compute, memory, roof = compute + t_c, memory + t_m, roof + max(t_c, t_m)
+    return float(compute), float(memory), float(roof)
+
+
 def launches_per_step(m: ModelConfig) -> int:
     """Kernels of one forward pass: KERNELS_PER_LAYER per layer, MOE_EXTRA_KERNELS more per routed
     layer, MODEL_KERNELS for the embedding, final norm and head (sampling is costed apart)."""
@@ -252,9 +315,9 @@ def all_reduce_s(size: int, n: int, net: Network, latency_s: float, one_shot: bo
 class ExpectedStep:
     """One forward pass at achievable rates, plus its fixed costs (seconds, one GPU)."""
 
-    compute_s: float  # FLOPs / (η_matmul · peak)
-    memory_s: float  # bytes / (η_mem · bandwidth)
-    roofline_s: float  # max of the two
+    compute_s: float  # FLOPs / (η_matmul · peak), summed over the kernel classes
+    memory_s: float  # bytes / (η_mem · bandwidth), summed over the kernel classes
+    roofline_s: float  # each kernel class's larger of the two, summed (classes_s)
     launch_s: float  # kernels · kernel_s
     communication_s: float  # the all-reduces and the logit gather
     sampling_s: float
@@ -327,25 +390,22 @@ def fixed_costs_s(
 
 
 def step_time(
-    m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, flops: int | float, bytes_moved: int | float,
-    tokens: int, sampled: int, attention_flops: int | float = 0,
+    m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, classes: tuple[KernelClass, ...],
+    tokens: int, sampled: int,
 ) -> ExpectedStep:
-    """The expected time of any forward pass given its FLOPs (of which `attention_flops` are
-    attention's, `attention_dtype`) and bytes (serving's mixed steps)."""
-    peak, bw = _rates(gpu, spec, eff)
-    compute, memory = compute_s(gpu, spec, eff, flops, attention_flops), float(bytes_moved / bw)
+    """The expected time of any forward pass given its kernel classes (serving's mixed steps: the
+    linear layers, the decode attention and the prompt chunk's attention), over `tokens` tokens in
+    all, sampling `sampled` positions."""
+    compute, memory, roof = classes_s(gpu, spec, eff, classes)
     launch, comm, sampling = fixed_costs_s(m, gpu, spec, eff, tokens, sampled)
-    roof = max(compute, memory)
     comm = exposed_s(m, spec, eff, tokens, roof, comm)
     return ExpectedStep(compute, memory, roof, launch, comm, sampling, roof + launch + comm + sampling)
 
 
 def expected_step(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, step: Step) -> ExpectedStep:
     """The expected time of a step the bound has costed (`inference.prefill_step`, `decode_step`)."""
-    peak, bw = _rates(gpu, spec, eff)
-    compute, memory = compute_s(gpu, spec, eff, step.flops, step.attention_flops), float(step.bytes_moved / bw)
+    compute, memory, roof = classes_s(gpu, spec, eff, kernel_classes(step))
     launch, comm, sampling = _fixed_s(m, gpu, spec, eff, step.tokens)
-    roof = max(compute, memory)
     comm = exposed_s(m, spec, eff, spec.batch_size * step.tokens, roof, comm)
     return ExpectedStep(compute, memory, roof, launch, comm, sampling, roof + launch + comm + sampling)
 
@@ -368,30 +428,46 @@ class ExpectedInference:
     decode_tokens_per_s: float  # B / time per output token
 
 
+def _class_step(step: Step, gpu: GPU, dtype: str, flops: int, bytes_moved: int) -> Step:
+    """`step` with its roofline replaced by one kernel class's (`flops`, `bytes_moved`; the datasheet
+    rates of `dtype`), so that the bound's closed-form decode sum prices that class alone."""
+    return dataclasses.replace(step, roofline=roofline(flops, bytes_moved, peak_flops(gpu, dtype), gpu.memory_bw_bytes_s))
+
+
 def expected_decode_s(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency) -> tuple[float, float]:
     """(all decode steps' expected seconds, seconds per output token): the bound's closed-form sum
-    at the achievable rates, plus per step its fixed costs (constant over the decode: one token per
-    sequence)."""
+    at the achievable rates, once per kernel class (the linear layers, the attention: each its own
+    max() and so its own compute/memory split over the steps), plus per step its fixed costs
+    (constant over the decode: one token per sequence)."""
     sh = rank_shard(m, spec)
     peak, bw = _rates(gpu, spec, eff)
+    peak_a = _attention_rate(gpu, spec, eff)
+    compute_dtype, attn_dtype = spec.resolved_compute_dtype, attention_dtype(spec)
     with_cache = Fraction(sum(_fixed_s(m, gpu, spec, eff, 1)))  # one token per sequence per step
     if eff.moe_a2a_overlap and spec.kv_cache:
         # the all-to-alls exposed beyond the first decode step's roofline (the smallest of the
         # decode: later steps hide as much or more, so the sum is an upper bound of the overlap's)
         first = decode_step_exact(m, gpu, spec, sh, spec.prompt_len + 1)[0]
-        roof = float(max(Fraction(first.flops) / peak, Fraction(first.bytes_moved) / bw))
+        roof = classes_s(gpu, spec, eff, kernel_classes(first))[2]
         a2a = expert_all_to_all_s(m, spec, eff, spec.batch_size)
         with_cache -= Fraction(a2a - max(0.0, a2a - roof))
 
-    def exact(context: int) -> tuple[Step, Fraction, Fraction]:
+    def linear(context: int) -> tuple[Step, Fraction, Fraction]:
         step = decode_step_exact(m, gpu, spec, sh, context)[0]
         added = with_cache if spec.kv_cache else Fraction(sum(_fixed_s(m, gpu, spec, eff, context)))
-        return step, max(Fraction(step.flops) / peak, Fraction(step.bytes_moved) / bw) + added, added
+        t = max(Fraction(step.matmul_flops) / peak, Fraction(step.weight_bytes) / bw)
+        return _class_step(step, gpu, compute_dtype, step.matmul_flops, step.weight_bytes), t + added, added
+
+    def attention(context: int) -> tuple[Step, Fraction, Fraction]:
+        step = decode_step_exact(m, gpu, spec, sh, context)[0]
+        kv = step.kv_read_bytes + step.kv_write_bytes
+        t = max(Fraction(step.attention_flops) / peak_a, Fraction(kv) / bw)
+        return _class_step(step, gpu, attn_dtype, step.attention_flops, kv), t, Fraction(0)
 
     n = spec.new_tokens - 1
-    seconds = decode_sum(sh, spec, exact, peak, bw)[3]
     if n == 0:
-        return 0.0, float(exact(spec.prompt_len + 1)[1])
+        return 0.0, float(linear(spec.prompt_len + 1)[1] + attention(spec.prompt_len + 1)[1])
+    seconds = decode_sum(sh, spec, linear, peak, bw)[3] + decode_sum(sh, spec, attention, peak_a, bw)[3]
     return float(seconds), float(seconds / n)
 
 

@@ -70,7 +70,7 @@ import math
 from dataclasses import dataclass
 
 from transformer_calc.model.config import ModelConfig
-from transformer_calc.estimators.inference.expected import Efficiency, ExpectedStep, step_time
+from transformer_calc.estimators.inference.expected import Efficiency, ExpectedStep, KernelClass, step_time
 from transformer_calc.devices.hardware import GPU
 from transformer_calc.estimators.inference.roofline import (
     KV_DTYPE_BITS,
@@ -382,13 +382,17 @@ def load_point(
     def mixed(prefill_tokens: float) -> ExpectedStep:
         """A step that decodes B tokens and prefills `prefill_tokens` prompt tokens (their share
         of one prompt's prefill FLOPs and K/V writes; the weights are read once for both, plus
-        the experts the prompt touches that the decode tokens did not)."""
+        the experts the prompt touches that the decode tokens did not), as three kernel classes
+        that run one after another (expected.py): the linear layers over all the step's tokens,
+        the decode attention over the B sequences' caches, the context attention of the chunk."""
         share = prefill_tokens / P
-        flops = dec.flops + share * pre.flops
-        attention = dec.attention_flops + share * pre.attention_flops
         extra_weights = max(pre.weight_bytes - dec.weight_bytes, 0) * min(share, 1.0)
-        bytes_moved = dec.bytes_moved + share * pre.kv_write_bytes + extra_weights
-        return step_time(m, gpu, spec, eff, flops, bytes_moved, B + math.ceil(prefill_tokens), B, attention)
+        classes = (
+            KernelClass(dec.matmul_flops + share * pre.matmul_flops, dec.weight_bytes + extra_weights),
+            KernelClass(dec.attention_flops, dec.kv_read_bytes + dec.kv_write_bytes, attention=True),
+            KernelClass(share * pre.attention_flops, share * pre.kv_write_bytes, attention=True),
+        )
+        return step_time(m, gpu, spec, eff, classes, B + math.ceil(prefill_tokens), B)
 
     x = B * P / O  # prompt tokens prefilled per step in steady state
     step = mixed(x)

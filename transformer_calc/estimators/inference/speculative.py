@@ -36,7 +36,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from transformer_calc.model.config import ModelConfig
-from transformer_calc.estimators.inference.expected import Efficiency, expected_step, step_time
+from transformer_calc.estimators.inference.expected import Efficiency, expected_step, kernel_classes, step_time
 from transformer_calc.devices.hardware import GPU
 from transformer_calc.estimators.inference.roofline import (
     DTYPE_BITS,
@@ -127,7 +127,7 @@ def speculate(
     # cached positions and writing k + 1 (inference.roofline_step, as a prefill chunk over a cache).
     sh = rank_shard(m, spec)
     verify, _, _ = roofline_step(m, gpu, spec, sh, k + 1, c + k, c - 1, k + 1)
-    verify_s = step_time(m, gpu, spec, eff, verify.flops, verify.bytes_moved, B * (k + 1), B * (k + 1)).time_s
+    verify_s = step_time(m, gpu, spec, eff, kernel_classes(verify), B * (k + 1), B * (k + 1)).time_s
     step = k * draft_s + verify_s
     per_token = step / tokens
     ratio = step / base.time_s  # E[tokens] needed to break even
