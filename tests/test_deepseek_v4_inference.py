@@ -296,3 +296,18 @@ def test_cli_serve_expert_parallel_json(capsys: pytest.CaptureFixture[str]) -> N
     assert best["tpot_s"] <= 0.05 and best["concurrency"] >= 1
     api = tc.serve("deepseek-v4-flash", gpu="h100", gpus=16, ep=8, prompt_len=2048, output_len=256, tpot_s=0.05)
     assert api.model_dump(mode="json") == data
+
+
+def test_long_context_against_deepseek_v32() -> None:
+    """docs/validation.md: at 1M tokens DeepSeek's model card gives V4-Flash 7 % of V3.2's KV cache and 10 % of
+    its single-token FLOPs (quoted by learnaivisually.com and docs.bswen.com; FP8/FP4 storage, FP8-equivalent
+    FLOPs). tcalc, both in bf16 at c = 2^20, B = 1: 8.0 % and 12.0 % (nothing fitted)."""
+    from transformer_calc.sources.presets import gpu, preset_model
+
+    c, b200 = 2**20, gpu("b200")
+    s = InferenceSpec(batch_size=1, prompt_len=c - 1, new_tokens=2, weight_dtype="bf16")
+    v4f, v32 = preset_model("deepseek-v4-flash"), preset_model("deepseek-v3.2")
+    kv = (kv_cache(v4f, s, c).total_bytes, kv_cache(v32, s, c).total_bytes)
+    flops = (decode_step(v4f, b200, s, c).flops, decode_step(v32, b200, s, c).flops)
+    assert kv == (7_220_270_080, 90_060_095_488) and flops == (140_347_572_224, 1_165_907_460_096)
+    assert round(100 * kv[0] / kv[1], 1) == 8.0 and round(100 * flops[0] / flops[1], 1) == 12.0
