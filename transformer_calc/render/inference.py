@@ -67,8 +67,9 @@ def inference_table(r: Any) -> Any:
         )
     a = ex.assumptions
     lines = [
-        f"KV cache: {fmt_bytes(kv.total_bytes)} in all ({fmt_bytes(kv.bytes_per_token)} per token, "
-        f"{what}), {fmt_bytes(kv.per_gpu_bytes)} per GPU",
+        f"KV cache: {fmt_bytes(kv.total_bytes)} in all ("
+        + ("" if getattr(r, "deepseek_v4_state", None) is not None else f"{fmt_bytes(kv.bytes_per_token)} per token, ")
+        + f"{what}), {fmt_bytes(kv.per_gpu_bytes)} per GPU",
         *([f"decode state ({', '.join(f'{n} {k} layers' for k, n in r.decode_state.layers_by_kind.items())}): "
            f"{fmt_bytes(r.decode_state.bytes_per_sequence)} per sequence whatever the context (conv "
            f"{fmt_bytes(r.decode_state.conv_bytes_per_sequence)} in {r.decode_state.conv_dtype}, recurrent "
@@ -77,7 +78,8 @@ def inference_table(r: Any) -> Any:
         *([f"DeepSeek-V4 decode state (the KV cache; {v.layers_by_kind['csa']} CSA layers m={v.compress_rates['csa']}, "
            f"{v.layers_by_kind['hca']} HCA m'={v.compress_rates['hca']}, {v.layers_by_kind['sliding']} sliding only) "
            f"at {v.context_len:,} tokens: window {fmt_bytes(v.window_bytes_per_sequence)}, compressed entries "
-           f"{fmt_bytes(v.compressed_bytes_per_sequence)} (growing), open windows "
+           f"{fmt_bytes(v.compressed_bytes_per_sequence)} (growing, "
+           f"{fmt_bytes(v.compressed_bytes_per_sequence / v.context_len)} per token on average), open windows "
            f"{fmt_bytes(v.buffer_bytes_per_sequence + v.overlap_bytes_per_sequence)}; "
            f"{fmt_bytes(v.bytes_per_sequence)} per sequence, {fmt_bytes(v.per_gpu_bytes)} per GPU"]
           if (v := getattr(r, "deepseek_v4_state", None)) is not None else []),
