@@ -311,3 +311,14 @@ def test_long_context_against_deepseek_v32() -> None:
     flops = (decode_step(v4f, b200, s, c).flops, decode_step(v32, b200, s, c).flops)
     assert kv == (7_220_270_080, 90_060_095_488) and flops == (140_347_572_224, 1_165_907_460_096)
     assert round(100 * kv[0] / kv[1], 1) == 8.0 and round(100 * flops[0] / flops[1], 1) == 12.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(c=st.integers(1, 20_000), block=st.sampled_from([1, 16, 32, 64]), topk=st.integers(1, 600))
+def test_paged_state_bounds_the_held_state(c: int, block: int, topk: int) -> None:
+    """A paged sequence (window blocks, entry blocks, the open windows' constant slot) never holds less than the
+    state transformers holds at that context, and never shrinks as the context grows (capacity's bisection)."""
+    m = model(CACHE_CFG | {"index_topk": topk})
+    s, serving = spec(batch_size=1), ServingSpec(block_size=block)
+    paged = kv_sequence_bytes(m, s, serving, c)
+    assert paged >= inf.state_bytes(m, c) and kv_sequence_bytes(m, s, serving, c + 1) >= paged
