@@ -136,7 +136,7 @@ def test_other_estimates_refuse_by_name() -> None:
 
 
 @pytest.mark.parametrize("args", [
-    ["memory", "--S", "64", "--gpu", "h100"], ["inference", "--gpu", "h100"], ["params", "--T", "2"],
+    ["memory", "--S", "64", "--gpu", "h100"], ["inference", "--gpu", "h100", "--T", "2"], ["params", "--T", "2"],
 ])
 def test_cli_refusals_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
     path = tmp_path / "config.json"

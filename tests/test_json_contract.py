@@ -27,7 +27,8 @@ RUNS = {
                "--recompute", "selective"], ["flops", "--preset", "qwen3-next-80b-a3b", "--S", "4k"]],  # a hybrid: mixers
     "mfu": [["mfu", "--preset", "gpt2", "--global-batch", "64", "--step-time", "1", "--gpus", "8", "--gpu", "h100"]],
     "inference": [["inference", "--preset", "gpt2", "--new-tokens", "8", "--static-batch"], ["inference", CHECKPOINT, "--S", "64", "--gpu", "h100"],
-                  ["inference", "--preset", "qwen3-next-80b-a3b", "--S", "4k", "--gpu", "h200"]],  # a hybrid: decode_state
+                  ["inference", "--preset", "qwen3-next-80b-a3b", "--S", "4k", "--gpu", "h200"],  # a hybrid: decode_state
+                  ["inference", "--preset", "deepseek-v4-flash", "--S", "4k", "--gpu", "h100", "--ep", "8"]],  # deepseek_v4_state
     "train": [["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--tokens", "1e9",
                "--price-per-gpu-hour", "2"],
               ["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--offload", "optimizer", "--zero", "2"],

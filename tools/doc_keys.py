@@ -74,17 +74,17 @@ def listing(command: str) -> str:
     defs = schema.get("$defs", {})
     root = _resolve(schema, defs)
     alts, _ = _variants(root, defs)
-    lines: list[str] = []
+    entries: list[str] = []  # one key's wrapped lines each; a key two alternatives share is listed once
     for alt in alts:
         if alt.get("type") == "array":
-            lines += textwrap.wrap("[]" + describe(alt["items"], defs), WIDTH, subsequent_indent="    ",
-                                   break_on_hyphens=False)
+            entries.append("\n".join(textwrap.wrap("[]" + describe(alt["items"], defs), WIDTH, subsequent_indent="    ",
+                                                   break_on_hyphens=False)))
             continue
         for name, sub in (alt.get("properties") or {}).items():
             optional = name not in (alt.get("required") or []) or _variants(sub, defs)[1]
             text = f"{name}{'?' if optional else ''}{describe(sub, defs)}"
-            lines += textwrap.wrap(text, WIDTH, subsequent_indent="    ", break_on_hyphens=False) or [text]
-    return "```\n" + "\n".join(dict.fromkeys(lines)) + "\n```"
+            entries.append("\n".join(textwrap.wrap(text, WIDTH, subsequent_indent="    ", break_on_hyphens=False) or [text]))
+    return "```\n" + "\n".join(dict.fromkeys(entries)) + "\n```"
 
 
 def block(command: str) -> str:

@@ -12,9 +12,10 @@ expert (DeepseekV4MLP) takes `mlp_bias`. The multi-token-prediction layer the ch
 (`num_nextn_predict_layers`) is not built by transformers and not counted.
 
 `tcalc params` (T = 1) and the FLOPs (`tcalc flops`, `mfu`; the default executed convention) price
-DeepSeek-V4; `cache_elements` is its decode state, which estimators/inference/deepseek_v4.py prices on one
-GPU (Python API; the generic inference roofline does not read it): every other estimate refuses the model
-by name (`ModelConfig.irregular_layers`, `require_deepseek_v4_priced`).
+DeepSeek-V4; `cache_elements` is its decode state, which the inference roofline holds as its KV cache
+(estimators/inference/roofline.py `_deepseek_v4_shard`: `tcalc inference`, `serve`, `sweep` at T = 1, the
+routed experts over ep GPUs; `check_layout` refuses T > 1): every other estimate refuses the model by name
+(`ModelConfig.irregular_layers`, `require_deepseek_v4_priced`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from transformer_calc.model.config import DeepseekV4Blocks, ModelConfig
 GATED_MATRICES = 3  # gate, up, down (SwiGLU; DeepseekV4Experts packs gate and up in one gate_up_proj)
 HC_SCALES = 3  # DeepseekV4HyperConnection.scale: one scale each for the pre, post and comb weights
 CSA_SERIES = 2  # a CSA compressor projects two overlapping series Ca, Cb per token (2·h_d wide)
+KV_AND_GATE = 2  # a compressor buffers each open-window token's kv and its gate
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,6 @@ def cache_elements(m: ModelConfig, context_len: int) -> V4Cache:
     seen = min(c, W - 1)
     m_csa, m_hca, d_i = v4.csa_compress_rate, v4.hca_compress_rate, v4.index_head_dim
     csa_width = hd + d_i  # the compressor's series and the indexer's, side by side
-    KV_AND_GATE = 2
     return V4Cache(
         context_len=c,
         window=seen * hd * (2 * n_sliding + n_csa + n_hca),
@@ -227,10 +228,25 @@ def check(m: ModelConfig) -> None:
                          f"({m.n_heads * m.head_dim}); use a divisor of it")
 
 
+def check_layout(m: ModelConfig, T: int, ep: int) -> None:
+    """DeepSeek-V4's parallel layouts. transformers' plans for it (configuration_deepseek_v4.py
+    base_model_tp_plan, base_model_ep_plan) keep the attention, its compressors and indexers, the
+    hyper-connections and the shared expert whole on every rank and split only the routed experts: by
+    expert over ep ranks (priced: the inference roofline's expert parallelism with T = 1, every GPU its own
+    sequences' attention), or by width over T ranks (refused: no query head is split, which is the
+    Megatron layout tensor parallelism prices, with its two all-reduces per layer)."""
+    if m.deepseek_v4 is not None and T > 1:
+        raise ValueError(
+            f"tensor parallelism T ({T}) is not modeled for DeepSeek-V4 (transformers keeps its attention, compressors "
+            "and indexers whole on every rank and splits only the routed experts); use T 1 and spread the experts "
+            f"with ep (T is {T}, ep {ep})"
+        )
+
+
 def require_deepseek_v4_priced(m: ModelConfig, what: str) -> None:
     """Refuse, in one line, an estimate that does not price DeepSeek-V4's blocks (all but tcalc params)."""
     if m.deepseek_v4 is not None:
         raise TcalcError(
             f"{what} is not modeled for {m.deepseek_v4_parts[0]} (model {m.name or 'given'}) yet; "
-            "tcalc params and flops price this model"
+            "tcalc params and flops, and inference and serve at T 1 with a plain weight dtype, price this model"
         )

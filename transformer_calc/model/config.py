@@ -498,7 +498,8 @@ class ModelConfig(BaseModel):
 
     @property
     def deepseek_v4_parts(self) -> tuple[str, ...]:
-        """DeepSeek-V4's blocks, by name: priced in params and FLOPs (tcalc params, flops, mfu); every other estimate refuses them."""
+        """DeepSeek-V4's blocks, by name: priced in params, FLOPs and inference on one GPU (tcalc params, flops, mfu,
+        inference, serve, sweep); every other estimate refuses them."""
         if self.deepseek_v4 is None:
             return ()
         return ("DeepSeek-V4's hyper-connections, compressed attention (CSA/HCA compressors, indexers), grouped output "

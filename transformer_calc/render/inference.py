@@ -56,6 +56,8 @@ def inference_table(r: Any) -> Any:
         if getattr(r.model, "sliding_kv_heads", None):  # MiMo-V2-Flash: the sliding layers have their own
             what += f" ({r.model.sliding_kv_heads} on the sliding layers)"
     kinds = kv.layers_by_kind
+    if getattr(r, "deepseek_v4_state", None) is not None:  # its cache is the decode state below
+        what, kinds = "one K = V head; window and compressed entries, by part below", {}
     if r.decode_state is not None and set(kinds) == {"full"}:  # a hybrid: only these layers cache K/V
         what += f"; the {kinds['full']} full-attention layers"
     if set(kinds) - {"full"}:
@@ -65,13 +67,22 @@ def inference_table(r: Any) -> Any:
         )
     a = ex.assumptions
     lines = [
-        f"KV cache: {fmt_bytes(kv.total_bytes)} in all ({fmt_bytes(kv.bytes_per_token)} per token, "
-        f"{what}), {fmt_bytes(kv.per_gpu_bytes)} per GPU",
+        f"KV cache: {fmt_bytes(kv.total_bytes)} in all ("
+        + ("" if getattr(r, "deepseek_v4_state", None) is not None else f"{fmt_bytes(kv.bytes_per_token)} per token, ")
+        + f"{what}), {fmt_bytes(kv.per_gpu_bytes)} per GPU",
         *([f"decode state ({', '.join(f'{n} {k} layers' for k, n in r.decode_state.layers_by_kind.items())}): "
            f"{fmt_bytes(r.decode_state.bytes_per_sequence)} per sequence whatever the context (conv "
            f"{fmt_bytes(r.decode_state.conv_bytes_per_sequence)} in {r.decode_state.conv_dtype}, recurrent "
            f"{fmt_bytes(r.decode_state.recurrent_bytes_per_sequence)} in {r.decode_state.state_dtype}), "
            f"{fmt_bytes(r.decode_state.per_gpu_bytes)} per GPU"] if r.decode_state is not None else []),
+        *([f"DeepSeek-V4 decode state (the KV cache; {v.layers_by_kind['csa']} CSA layers m={v.compress_rates['csa']}, "
+           f"{v.layers_by_kind['hca']} HCA m'={v.compress_rates['hca']}, {v.layers_by_kind['sliding']} sliding only) "
+           f"at {v.context_len:,} tokens: window {fmt_bytes(v.window_bytes_per_sequence)}, compressed entries "
+           f"{fmt_bytes(v.compressed_bytes_per_sequence)} (growing, "
+           f"{fmt_bytes(v.compressed_bytes_per_sequence / v.context_len)} per token on average), open windows "
+           f"{fmt_bytes(v.buffer_bytes_per_sequence + v.overlap_bytes_per_sequence)}; "
+           f"{fmt_bytes(v.bytes_per_sequence)} per sequence, {fmt_bytes(v.per_gpu_bytes)} per GPU"]
+          if (v := getattr(r, "deepseek_v4_state", None)) is not None else []),
         (f"B={inf.batch_size} " + ("fits" if mem.fits else "does NOT fit")) + f"; headroom {fmt_bytes(mem.headroom_bytes)}; "
         f"smallest T at which it fits: {mem.min_tensor_parallel or 'none'}",
         *([f"static batch (HF generate, --static-batch): largest batch at this context: {sb.max_batch_size}; "

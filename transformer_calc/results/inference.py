@@ -73,6 +73,25 @@ class DecodeStateSection(Section):
     per_gpu_bytes: int
 
 
+class DeepseekV4StateSection(Section):
+    """DeepSeek-V4: its decode state, which is its KV cache (kv_cache holds the same bytes), by part at the
+    peak context: a sliding window that grows to W − 1 tokens, compressed entries that grow by one per m
+    (m') tokens, open-window buffers and the CSA overlap that stay below a constant (docs/formulas.md §5.16)."""
+
+    layers_by_kind: dict[str, int]  # sliding (window only), csa, hca -> layers of it
+    compress_rates: dict[str, int]  # csa: m, hca: m' (source tokens per compressed entry)
+    dtype: str  # the KV-cache dtype (transformers: the model's dtype)
+    context_len: int  # tokens per sequence, S + new_tokens − 1
+    window_bytes_per_sequence: int  # the last min(c, W − 1) tokens' K = V head, every layer
+    compressed_bytes_per_sequence: int  # floor(c / m) CSA entries (h_d + d_I), floor(c / m') HCA entries (h_d)
+    buffer_bytes_per_sequence: int  # the open windows' tokens (c mod m), kv and gate
+    overlap_bytes_per_sequence: int  # CSA: the last full window's Ca slice, once c >= m
+    bytes_per_sequence: int
+    bytes_per_sequence_per_gpu: int
+    total_bytes: int  # B sequences
+    per_gpu_bytes: int
+
+
 class InferenceMemoryPerGpu(Section):
     weights_bytes: int
     kv_cache_bytes: int
@@ -236,6 +255,7 @@ class InferenceResult(Result):
     inference: InferenceSettings
     kv_cache: KVCacheSection
     decode_state: DecodeStateSection | None = None  # hybrid models only
+    deepseek_v4_state: DeepseekV4StateSection | None = None  # DeepSeek-V4 only: its cache by part
     memory: InferenceMemorySection
     prefill: RooflineStep
     decode: DecodeSection
@@ -402,6 +422,10 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
     state = decode_state(m, spec)
     if state is not None:
         extra["decode_state"] = DecodeStateSection(**vars(state))
+    if m.deepseek_v4 is not None:
+        from transformer_calc.estimators.inference.deepseek_v4 import decode_state as v4_state
+
+        extra["deepseek_v4_state"] = DeepseekV4StateSection(**vars(v4_state(m, spec)))
     if spec.kv_cache:
         extra["serving"] = serving_section(m, gpu, spec, serving or engine_serving(DEFAULT_ENGINE, gpu,
                                                                                       spec.tensor_parallel))

@@ -45,6 +45,12 @@ Conventions (the ones published calculators disagree on):
   delta rule) are counted with the attention FLOPs: the recurrent form for one token, the chunked
   form for a prompt. Memory, the largest B and S, and the serving capacity count the state per
   sequence beside the KV cache.
+- DeepSeek-V4 (T = 1, its routed experts over ep GPUs; docs/formulas.md §5.16 "Inference and serving"):
+  its decode state is its KV
+  cache, the sliding window of every layer (`_KVGroup`s) and the compressed entries, open windows and
+  overlap of its CSA and HCA layers (`_Compressed`), equal to transformers' cache tensors. A CSA query
+  attends the k_I entries its indexer picks; the indexer scores all. floor(c/m) and c mod m step with the
+  context, so `decode_sum` sums the contexts of each residue modulo lcm(m, m') apart, each in closed form.
 
 All byte and FLOP counts are exact ints; seconds and ratios are floats.
 """
@@ -63,7 +69,7 @@ from transformer_calc.model.units import BITS_PER_BYTE, FLOPS_PER_MAC
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
 from transformer_calc.devices.hardware import COLLECTIVE_LATENCY_S, DTYPE_ALIASES, DTYPES, GPU, peak_flops
 from transformer_calc.model.checkpoint import StoredWeights
-from transformer_calc.estimators.deepseek_v4 import require_deepseek_v4_priced
+import transformer_calc.estimators.deepseek_v4 as v4
 from transformer_calc.estimators.inference.quant import FORMATS, QuantizedWeights, quantized_weights, resolve_format, stored_shard
 from transformer_calc.estimators.params import (
     GATED_MATRICES,
@@ -303,6 +309,48 @@ class _StateGroup:
 
 
 @dataclass(frozen=True)
+class _Compressed:
+    """DeepSeek-V4's compressed attention layers of one kind (CSA or HCA) on one rank: `layers` layers whose
+    cache, beside the sliding window (a `_KVGroup`), holds one compressed entry per `rate` tokens, the open
+    window's tokens and (CSA) the last full window's overlap (estimators/deepseek_v4.py `cache_elements`;
+    modeling_deepseek_v4.py DeepseekV4CSACache / DeepseekV4HCACache), per sequence and layer, in elements."""
+
+    layers: int
+    rate: int  # m (CSA) or m' (HCA): source tokens per compressed entry
+    entry: int  # h_d: one compressed entry, the key and value a query attends
+    index_entry: int  # d_I: the CSA indexer's compressed key of the same entry (0 on HCA)
+    buffer: int  # one open-window token's kv and gate: 2·2·(h_d + d_I) on CSA (series Ca, Cb), 2·h_d on HCA
+    overlap: int  # CSA: the last full window's Ca slice, kv and gate, 2·m·(h_d + d_I), held once c >= m (HCA: 0)
+    topk: int | None  # CSA: k_I, the entries a query attends (the indexer's top-k); HCA: every entry
+    attend_width: int  # FLOPs/2 per attended entry: A·(h_d + h_d), scores and re-weighting of every head
+    index_width: int  # FLOPs/2 per entry the indexer scores: H_I·d_I (0 on HCA)
+
+    def held(self, tokens: int, *, read: bool = False, allocated: bool = False) -> int:
+        """Elements held after `tokens` positions (what a step reads when `read`: at most k_I entries'
+        h_d, every indexer key, the buffers and the overlap); `allocated`: the buffers at their largest
+        (m - 1 tokens) and the overlap whatever the context, the slot an engine reserves."""
+        n = tokens // self.rate
+        attended = min(n, self.topk) if read and self.topk is not None else n
+        open_tokens = self.rate - 1 if allocated else tokens % self.rate
+        overlap = self.overlap if allocated or tokens >= self.rate else 0
+        return self.layers * (self.entry * attended + self.index_entry * n + self.buffer * open_tokens + overlap)
+
+    def attended_sum(self, first: int, last: int) -> tuple[int, int]:
+        """(entries attended, entries scored) by the tokens at positions first..last: the token at i
+        attends min(floor(i / m), k_I) entries and its indexer scores floor(i / m), closed form."""
+        def scored(n: int) -> int:  # sum of floor(i / m), i = 0 .. n
+            q, r = divmod(max(n, 0), self.rate)
+            return self.rate * q * (q - 1) // 2 + q * (r + 1)
+
+        def attended(n: int) -> int:  # sum of min(floor(i / m), k_I), i = 0 .. n
+            cap = self.topk
+            if cap is None or n < self.rate * cap:
+                return scored(n)
+            return scored(self.rate * cap - 1) + (n - self.rate * cap + 1) * cap
+        return attended(last) - attended(first - 1), scored(last) - scored(first - 1)
+
+
+@dataclass(frozen=True)
 class _Shard:
     """What one of T ranks holds and does (Megatron-LM layout), in elements."""
 
@@ -329,6 +377,7 @@ class _Shard:
     # Zamba2: weights a step reads again because a stored shared block runs at several layers (each
     # application streams its block's weights from HBM: a block of hundreds of MB does not stay in cache)
     reread_params: int = 0
+    compressed: tuple[_Compressed, ...] = ()  # DeepSeek-V4's CSA and HCA layers' compressed state
 
 
 def matmul_params(m: ModelConfig, T: int = 1) -> int:
@@ -340,8 +389,10 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     vocabulary split T ways (ceil(V/T) rows), K/V replicated when n_kv < T, router, MLA's latent
     down-projections and OPT's projections replicated. Biases and norms are not matmul weights.
     """
-    require_deepseek_v4_priced(m, "inference (weights per token)")
     _check_positive_int("T", T)
+    if m.deepseek_v4 is not None:
+        v4.check_layout(m, T, 1)
+        return _deepseek_v4_matmul_params(m)
     D = m.d_model
     check_tensor_parallel(m, T)
     q_rank, kv_rank = m.n_heads // T, kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
@@ -467,6 +518,84 @@ def _state_groups(m: ModelConfig, T: int) -> tuple[_StateGroup, ...]:
     return tuple(out)
 
 
+def _deepseek_v4_matmul_params(m: ModelConfig) -> int:
+    """Weights one DeepSeek-V4 token multiplies: `forward_flops` of one token (estimators/deepseek_v4.py:
+    q_a/q_b/kv projections, grouped o_a/o_b, both compressors' projections, the indexers' projections,
+    the hyper-connections and hc_head, k routed experts, the shared expert, the router) less its attention
+    cores and indexer scoring, / 2, plus the LM head D·V."""
+    blocks = m.deepseek_v4
+    assert blocks is not None
+    f = v4.forward_flops(m, 1, 1)
+    scoring = len(blocks.csa_layer_ids) * FLOPS_PER_MAC * blocks.index_n_heads * (1 // blocks.csa_compress_rate) \
+        * blocks.index_head_dim  # one token's indexer scores (none unless m = 1)
+    per_token = f.blocks - f.attention_cores + f.indexer - scoring + f.idle_compressors
+    return per_token // FLOPS_PER_MAC + m.d_model * m.vocab_size
+
+
+def _deepseek_v4_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
+    """DeepSeek-V4 on one GPU, or with its routed experts over ep GPUs (T = 1: each GPU runs its own
+    sequences' attention and holds n_experts / ep experts; docs/formulas.md §5.16 "Inference and
+    serving"). Its cache is its decode state,
+    estimators/deepseek_v4.py `cache_elements` (equal to transformers 5.23's cache tensors): every layer's
+    sliding window of the one K = V head (`_KVGroup`s: 2·h_d on a sliding-only layer, h_d on a compressed
+    one, the last W - 1 tokens), and the CSA / HCA layers' compressed entries, open-window buffers and
+    CSA overlap (`_Compressed`). A query attends min(c, W) window keys and, on a CSA layer, the k_I
+    entries its indexer picks (every entry on an HCA layer), as a sparse kernel reads them; the CSA
+    indexer scores every entry. Weights: every parameter resident; a step reads all but the token
+    embedding and the routed experts no token touches."""
+    T, ep = spec.tensor_parallel, spec.expert_parallel
+    v4.check_layout(m, T, ep)
+    expert_layout(m, T, ep)
+    if spec.cache_kv_heads is not None:
+        raise ValueError("cache_kv_heads does not apply to DeepSeek-V4 (one K = V head and compressed entries); drop it")
+    if not spec.kv_cache:
+        raise ValueError("kv_cache false (the naive mode) is not modeled for DeepSeek-V4 (its compressors keep state "
+                         "across steps); drop --no-kv-cache")
+    m = expert_slots(m, spec)
+    v4.check(m)
+    check_tensor_parallel(m, T, ep, 1)  # ep divides the experts (and their redundant slots)
+    blocks = m.deepseek_v4
+    assert blocks is not None
+    D, A, hd, W, L = m.d_model, m.n_heads, m.head_dim, m.sliding_window or 1, m.n_layers
+    n_csa, n_hca = len(blocks.csa_layer_ids), len(blocks.hca_layer_ids)
+    n_sliding = L - n_csa - n_hca
+    d_i, m_c = blocks.index_head_dim, blocks.csa_compress_rate
+    kv_and_gate = v4.KV_AND_GATE
+    window = tuple(g for g in (_KVGroup(n_sliding, KV_TENSORS * hd, W), _KVGroup(n_csa + n_hca, hd, W)) if g.layers)
+    width = A * 2 * hd  # every head scores over h_d and re-weights h_d-wide values
+    compressed = tuple(g for g in (
+        _Compressed(n_csa, m_c, hd, d_i, kv_and_gate * v4.CSA_SERIES * (hd + d_i), kv_and_gate * m_c * (hd + d_i),
+                    blocks.index_topk, width, blocks.index_n_heads * d_i),
+        _Compressed(n_hca, blocks.hca_compress_rate, hd, 0, kv_and_gate * hd, 0, None, width, 0),
+    ) if g.layers)
+    full = count_params(m)
+    expert = v4.GATED_MATRICES * D * m.moe_d_ff  # DeepseekV4Experts: no bias
+    held_experts = m.n_experts // ep  # this GPU's routed experts (transformers' ep plan: split by expert)
+    n_in = GATED_MATRICES - 1  # gate and up
+    qkv_width = (A + 1) * hd  # q_b_proj's A·h_d and kv_proj's h_d
+    mlp_width = n_in * (m.experts_per_token * m.moe_d_ff + m.shared_expert_d_ff)
+    return _Shard(
+        layers=L,
+        head_dim=hd,
+        q_heads=A,
+        kv_heads=m.n_kv_heads,
+        kv_groups=window,
+        attention_width=2 * hd,
+        params=full.total - L * (m.n_experts - held_experts) * expert,
+        gathered_params=0 if m.tied_embeddings else m.vocab_size * m.d_embedding,
+        expert_params=expert,
+        moe_layers=L,
+        n_experts=held_experts,
+        expert_assignments_share=(T, ep),
+        experts_per_token=m.experts_per_token,
+        matmul_params=_deepseek_v4_matmul_params(m),
+        # the block's n_hc residual streams in and out (mHC, report §2.2) and its widest intermediate
+        workspace_width=2 * blocks.hc_mult * D + max(qkv_width, mlp_width),
+        store=_store(m, spec, 1),
+        compressed=compressed,
+    )
+
+
 def expert_layout(m: ModelConfig, T: int, ep: int) -> tuple[int, int]:
     """The replica's GPUs and each routed expert's tensor-parallel width under inference expert
     parallelism: (gpus, etp).
@@ -542,7 +671,8 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     split T ways; routed experts ep ways, each over etp = T/ep ranks (`expert_layout`). The matmul
     FLOPs per token stay the T-way average: with ep > T each GPU serves ep/T groups' tokens for
     1/ep of the experts, as much work per GPU as the T-way split."""
-    require_deepseek_v4_priced(m, "inference (weights per GPU, FLOPs)")
+    if m.deepseek_v4 is not None:
+        return _deepseek_v4_shard(m, spec)
     if m.irregular_layers and spec.cache_kv_heads is not None:
         raise ValueError(f"cache_kv_heads does not apply to a model whose layers cache unlike K/V heads "
                          f"({', '.join(m.irregular_layers)}); drop it")
@@ -605,11 +735,14 @@ def _store(m: ModelConfig, spec: InferenceSpec, etp: int) -> QuantizedWeights | 
     return None
 
 
-def _kv_bytes(sh: _Shard, spec: InferenceSpec, tokens: int, *, held: bool = True, read: bool = False) -> int:
+def _kv_bytes(sh: _Shard, spec: InferenceSpec, tokens: int, *, held: bool = True, read: bool = False,
+              allocated: bool = False) -> int:
     """Cache bytes of `tokens` positions of one sequence on one rank: what the cache holds after
     them (`held`: sliding and chunked layers keep their last window - 1), or, with held=False,
     `tokens` freshly written positions in every layer; `read`: what a query reads of what is held
-    (DSA: at most index_topk tokens of the latent cache, every indexer key). Whole bytes, rounded once."""
+    (DSA: at most index_topk tokens of the latent cache, every indexer key). DeepSeek-V4's compressed
+    layers add their state after `tokens` positions (`_Compressed.held`; written fresh: the state those
+    tokens leave from an empty cache); `allocated`: its buffers at their largest. Whole bytes, rounded once."""
     bits = KV_DTYPE_BITS[spec.resolved_kv_dtype]
 
     def count(g: _KVGroup) -> int:
@@ -620,6 +753,7 @@ def _kv_bytes(sh: _Shard, spec: InferenceSpec, tokens: int, *, held: bool = True
         return g.read_elements if read and g.read_elements is not None else g.elements
 
     elements = sum(g.layers * width(g) * count(g) for g in sh.kv_groups)
+    elements += sum(g.held(tokens, read=read and held, allocated=allocated) for g in sh.compressed)
     return _bytes(elements, bits)
 
 
@@ -640,6 +774,16 @@ def _group_state_bytes(groups: tuple[_StateGroup, ...], spec: InferenceSpec) -> 
     act_bits, state_bits = DTYPE_BITS[spec.resolved_activation_dtype], DTYPE_BITS[spec.resolved_state_dtype]
     conv_bytes = _bytes(conv, act_bits)
     return conv_bytes, _bytes(act, act_bits) - conv_bytes + _bytes(state, state_bits)
+
+
+def paged_compressed_elements(sh: _Shard, context: int, block_size: int) -> int:
+    """DeepSeek-V4's compressed state of one sequence of `context` tokens under a paged engine, in
+    elements (0 for every other model): each compressed layer's floor(c / m) entries (h_d + d_I each) in
+    whole blocks of `block_size` entries, the way a full-attention layer pages its tokens, and its
+    open-window buffers and CSA overlap as a constant per-sequence slot at their largest (m - 1 tokens),
+    the way a hybrid's mixer state is held beside the blocks. The window is paged as a sliding layer's."""
+    return sum(g.layers * (-(-(context // g.rate) // block_size) * block_size * (g.entry + g.index_entry)
+                           + g.buffer * (g.rate - 1) + g.overlap) for g in sh.compressed)
 
 
 def _kv_bytes_per_token(sh: _Shard, spec: InferenceSpec) -> int:
@@ -706,7 +850,6 @@ def kv_cache(m: ModelConfig, spec: InferenceSpec, context_len: int | None = None
     `context_len` defaults to the peak, S + N_new - 1 tokens per sequence. `bytes_per_token` is
     the growth per token while the context is shorter than every window.
     """
-    require_deepseek_v4_priced(m, "the KV cache")
     c = spec.peak_context_len if context_len is None else context_len
     _check_positive_int("context_len", c)
     sh = rank_shard(m, spec)
@@ -747,7 +890,6 @@ def decode_state(m: ModelConfig, spec: InferenceSpec) -> DecodeState | None:
     Gated DeltaNet holds conv_dim·K conv values and H_v·d_k·d_v recurrent values (estimators/
     mixers/deltanet.py), split T ways with the heads; held whatever the context, and only with a
     cache (naive mode keeps none)."""
-    require_deepseek_v4_priced(m, "the decode state")
     if not m.is_hybrid:
         return None
     sh = rank_shard(m, spec)
@@ -829,9 +971,10 @@ def inference_memory(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Inference
 
     state = state_bytes(sh, spec) if spec.kv_cache else 0  # constant in the context
 
-    def per_sequence(prompt: int) -> int:
-        """Cache at the peak context, decode state, and the prefill workspace, one sequence."""
-        kv_seq = _kv_bytes(sh, spec, prompt + extra) if spec.kv_cache else 0
+    def per_sequence(prompt: int, allocated: bool = False) -> int:
+        """Cache at the peak context, decode state, and the prefill workspace, one sequence
+        (`allocated`: DeepSeek-V4's open-window buffers at their largest, non-decreasing in the prompt)."""
+        kv_seq = _kv_bytes(sh, spec, prompt + extra, allocated=allocated) if spec.kv_cache else 0
         return kv_seq + state + ws_token * (prompt if spec.kv_cache else prompt + extra)
 
     kv = B * (_kv_bytes(sh, spec, S + extra) if spec.kv_cache else 0)
@@ -845,13 +988,13 @@ def inference_memory(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Inference
     # new tokens fill the model's context window (S + N_new - 1 <= max_seq_len).
     max_prompt = 0
     context_cap = max(m.max_seq_len - spec.new_tokens + 1, 0)
-    if free >= 0 and context_cap >= 1 and B * per_sequence(1) <= free:
+    if free >= 0 and context_cap >= 1 and B * per_sequence(1, True) <= free:
         lo, hi = 1, 2
-        while B * per_sequence(hi) <= free and hi < MAX_CONTEXT_SEARCH:
+        while B * per_sequence(hi, True) <= free and hi < MAX_CONTEXT_SEARCH:
             lo, hi = hi, hi * 2
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if B * per_sequence(mid) <= free else (lo, mid)
+            lo, hi = (mid, hi) if B * per_sequence(mid, True) <= free else (lo, mid)
         max_prompt = min(lo, context_cap)
     return InferenceMemory(
         weights_bytes=weights,
@@ -1057,6 +1200,9 @@ def roofline_step(
         * g.attended_sum(first, context)
         for g in sh.kv_groups
     )
+    for c in sh.compressed:  # DeepSeek-V4: the attended compressed entries and the indexer's scores
+        attended, scored = c.attended_sum(first, context)
+        attention += B * FLOPS_PER_MAC * c.layers * (c.attend_width * attended + c.index_width * scored)
     weights = _weights_read_bytes(sh, spec, B * tokens) + towers[1]
     kv_read = B * _kv_bytes(sh, spec, kv_read_tokens, read=True) if kv_read_tokens else 0
     kv_write = B * _kv_bytes(sh, spec, kv_write_tokens, held=False) if kv_write_tokens else 0
@@ -1308,14 +1454,38 @@ def decode_sum(
     spans = [g.window for g in sh.kv_groups if g.window]
     # DSA: attention saturates at context k_I (min(c, k_I) keys), the latent read at k_I + 1 (min(c - 1, k_I))
     spans += [b for g in sh.kv_groups if g.topk for b in (g.topk, g.topk + 1)]
+    # DeepSeek-V4: the overlap is read from context m + 1 on, the CSA attention saturates at k_I entries
+    # (context m·k_I) and their read one step later
+    for g in sh.compressed:
+        spans += [g.rate + 1, *((g.rate * g.topk, g.rate * g.topk + 1) if g.topk else ())]
     breaks = spans + ([saturated] if saturated else [])
     cuts = sorted({start, stop, *(b for b in breaks if start < b < stop)})
+    # DeepSeek-V4's compressed entries (floor(c / m)) and open windows (c mod m) step with the context: on
+    # the contexts of one residue modulo the rates' period, lo + r + period·j, every per-step quantity is
+    # linear in j again, so each residue is a closed-form sum of its own (period sums, never one per step)
+    period = state_period(sh)
     for lo, hi in zip(cuts, cuts[1:]):
-        f_, b_, x_, t_, c_ = _sum_steps(exact, lo, hi, peak, bw)
-        flops, bytes_moved, comm_s, seconds, compute_steps = (
-            flops + f_, bytes_moved + b_, comm_s + x_, seconds + t_, compute_steps + c_
-        )
+        for r in range(min(period, hi - lo)):
+            def strided(j: int, base: int = lo + r) -> tuple[Step, Fraction, Fraction]:
+                return exact(base + period * j)
+            f_, b_, x_, t_, c_ = _sum_steps(strided, 0, -(-(hi - lo - r) // period), peak, bw)
+            flops, bytes_moved, comm_s, seconds, compute_steps = (
+                flops + f_, bytes_moved + b_, comm_s + x_, seconds + t_, compute_steps + c_
+            )
     return flops, bytes_moved, comm_s, seconds, compute_steps
+
+
+MAX_STATE_PERIOD = 4096  # the longest period of DeepSeek-V4's compress rates `decode_sum` sums by residue
+
+
+def state_period(sh: _Shard) -> int:
+    """The period in the context of DeepSeek-V4's compressed state, lcm(m, m') (1 for every other model):
+    DeepSeek-V4-Flash's 4 and 128 give 128."""
+    period = math.lcm(*(g.rate for g in sh.compressed)) if sh.compressed else 1
+    if period > MAX_STATE_PERIOD:
+        raise ValueError(f"the compress rates' least common multiple ({period}) exceeds {MAX_STATE_PERIOD}, the longest "
+                         "period the decode's closed-form sum takes; use rates whose lcm is at most that")
+    return period
 
 
 # ============================================================================ compute-bound batch

@@ -20,7 +20,9 @@ it), "free" (TensorRT-LLM: the KV pool is u of what weights and reserves leave f
   holds ceil(c / block_size) blocks in each full-attention layer; a sliding-window (chunked) layer
   holds at most ceil(W / block_size) + 1 blocks (the window, straddling a block boundary), as vLLM's
   hybrid allocator frees the blocks that leave the window. MLA caches its latent, replicated on
-  every TP rank (inference.py's KV groups are reused as they are).
+  every TP rank (inference.py's KV groups are reused as they are). DeepSeek-V4's compressed layers page
+  their entries as full-attention layers page tokens and hold their open windows and overlap as a
+  constant slot per sequence (roofline.paged_compressed_elements; docs/formulas.md §5.16).
 - `max_concurrent_sequences` = budget // (bytes per sequence at prompt + output − 1 tokens); the
   longest context at a concurrency is the largest c whose N sequences fit (bisection; bytes per
   sequence never decrease with c), at most the model's context window.
@@ -74,6 +76,7 @@ from transformer_calc.estimators.inference.roofline import (
     KV_DTYPE_BITS,
     InferenceSpec,
     memory_terms,
+    paged_compressed_elements,
     rank_shard,
     state_bytes,
     decode_step,
@@ -215,6 +218,7 @@ def kv_sequence_bytes(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec,
     for g in sh.kv_groups:
         blocks = blocks_full if g.window is None else min(blocks_full, -(-g.window // bs) + 1)
         total += g.layers * g.elements * blocks * bs
+    total += paged_compressed_elements(sh, context, bs)  # DeepSeek-V4's compressed layers (0 otherwise)
     return -(-total * bits // 8) + state_bytes(sh, spec)
 
 

@@ -80,7 +80,8 @@ def require_regular_layers(m: ModelConfig, what: str) -> None:
     if m.irregular_layers:
         raise TcalcError(
             f"{what} is not modeled for {', '.join(m.irregular_layers)} "
-            + (f"(model {m.name or 'given'}) yet; tcalc params and flops price this model" if m.deepseek_v4 is not None
+            + (f"(model {m.name or 'given'}) yet; tcalc params and flops, and inference and serve at T 1 with a "
+               "plain weight dtype, price this model" if m.deepseek_v4 is not None
                else f"(Gemma 4; model {m.name or 'given'}) yet; tcalc params, flops and inference (T 1) price this model")
         )
 
