@@ -27,6 +27,8 @@ from transformer_calc.estimators.inference.serving import (
 from transformer_calc.sources.presets import gpu, preset_model
 
 GIB = 2**30
+# the memory each GPU lets CUDA allocate (presets/hardware.yaml memory_mib: torch's total_memory, measured)
+H100_B, H200_B, B200_B = 81089 * 2**20, 143156 * 2**20, 182642 * 2**20
 
 
 # ---------------------------------------------------------------------------- the profiles, as sourced
@@ -37,11 +39,11 @@ GIB = 2**30
     # ... an A100 80GB is excluded by name (vLLM PR #17885) -> 256, 2048
     ("vllm", "a100-80gb", 1, (256, 2048, True, 16, 0.92, "total")),
     # SGLang server_args: H100/A100 80GB (< 90 GiB): chunk 8192, reserve 9.5 + T/2 GiB; page_size 1
-    ("sglang", "h100", 1, (None, 8192, True, 1, (80e9 - 10 * GIB) / 80e9, "static")),
-    ("sglang", "h100", 8, (None, 8192, True, 1, (80e9 - 13.5 * GIB) / 80e9, "static")),
+    ("sglang", "h100", 1, (None, 8192, True, 1, (H100_B - 10 * GIB) / H100_B, "static")),
+    ("sglang", "h100", 8, (None, 8192, True, 1, (H100_B - 13.5 * GIB) / H100_B, "static")),
     # ... H200 (< 160 GiB): reserve 12 + T/2 GiB; B200: 32 GiB whatever T, chunk 16384
-    ("sglang", "h200", 2, (None, 8192, True, 1, (141e9 - 13 * GIB) / 141e9, "static")),
-    ("sglang", "b200", 8, (None, 16384, True, 1, (180e9 - 32 * GIB) / 180e9, "static")),
+    ("sglang", "h200", 2, (None, 8192, True, 1, (H200_B - 13 * GIB) / H200_B, "static")),
+    ("sglang", "b200", 8, (None, 16384, True, 1, (B200_B - 32 * GIB) / B200_B, "static")),
     # TensorRT-LLM llm_args.py: max_batch_size 2048, max_num_tokens 8192; TorchLlmArgs: chunked prefill
     # off; KvCacheConfig: tokens_per_block 32, free_gpu_memory_fraction 0.9 (of the free memory)
     ("trtllm", "h100", 4, (2048, 8192, False, 32, 0.9, "free")),
@@ -82,7 +84,7 @@ def test_vllm_total_accounting_by_hand():
     s = engine_serving("vllm", h100)
     cap = capacity(M8B, h100, SPEC, s)
     reserves = 512 * 2**20 + activation_peak_bytes(M8B, SPEC, s) + 512 * 2**20
-    assert cap.kv_budget_bytes == math.floor(80e9 * 0.92) - _weights(M8B, SPEC) - reserves
+    assert cap.kv_budget_bytes == math.floor(H100_B * 0.92) - _weights(M8B, SPEC) - reserves
 
 
 def test_sglang_static_accounting_by_hand():
@@ -90,7 +92,7 @@ def test_sglang_static_accounting_by_hand():
     h100 = gpu("h100")
     s = engine_serving("sglang", h100)
     cap = capacity(M8B, h100, SPEC, s)
-    assert cap.kv_budget_bytes == math.floor(80e9 * (80e9 - 10 * GIB) / 80e9) - _weights(M8B, SPEC)
+    assert cap.kv_budget_bytes == math.floor(H100_B * (H100_B - 10 * GIB) / H100_B) - _weights(M8B, SPEC)
     assert (cap.cuda_context_bytes, cap.activation_peak_bytes, cap.engine_workspace_bytes) == (0, 0, 0)
     # page_size 1: one block per token; max_running_requests = the pool's tokens // 2
     assert cap.kv_blocks * cap.block_size // 2 == sequence_limit(s, cap)
@@ -101,14 +103,14 @@ def test_trtllm_free_accounting_by_hand():
     s = engine_serving("trtllm", h100)
     cap = capacity(M8B, h100, SPEC, s)
     reserves = 512 * 2**20 + activation_peak_bytes(M8B, SPEC, s) + 512 * 2**20
-    assert cap.kv_budget_bytes == math.floor(0.9 * (80e9 - _weights(M8B, SPEC) - reserves))
+    assert cap.kv_budget_bytes == math.floor(0.9 * (H100_B - _weights(M8B, SPEC) - reserves))
     assert sequence_limit(s, cap) == 2048
 
 
 def test_sglang_reserve_grows_with_tensor_parallel():
     h100 = gpu("h100")
     s = engine_serving("sglang", h100, 1)
-    assert at_tensor_parallel(s, h100, 8).memory_utilization == pytest.approx((80e9 - 13.5 * GIB) / 80e9)
+    assert at_tensor_parallel(s, h100, 8).memory_utilization == pytest.approx((H100_B - 13.5 * GIB) / H100_B)
     given_u = engine_serving("sglang", h100, 1, memory_utilization=0.8)
     assert at_tensor_parallel(given_u, h100, 8).memory_utilization == 0.8  # a given value stays
 
