@@ -107,7 +107,8 @@ def test_hardware_command(capsys):
     names = {r["name"] for r in rows}
     assert len(rows) >= 17
     a100 = next(r for r in rows if "a100-80gb" in r["aliases"])
-    assert a100["memory_bytes"] == 80 * 10**9
+    assert a100["memory_bytes"] == 81920 * 2**20  # nvidia-smi 'NVIDIA A100-SXM4-80GB, 81920 MiB' (hardware.yaml)
+    assert a100["marketed_memory_bytes"] == 80 * 10**9  # the datasheet's 80 GB
     assert a100["math_bandwidth"]["bf16"] == pytest.approx(a100["peak_flops"]["bf16"] / a100["memory_bw_bytes_s"])
     assert any("MI300X" in n for n in names)
 
@@ -243,8 +244,8 @@ def test_memory_json_equals_library(capsys):
 
 def test_memory_with_gpu_reports_fit(capsys):
     data = call_json(capsys, "memory", "--preset", "llama-2-7b", "--S", "4096", "--gpu", "a100-80gb", "--recompute", "full")
-    assert data["gpu"]["memory_bytes"] == 80 * 10**9
-    usable = 80 * 10**9 - data["memory"]["cuda_context_bytes"]  # the CUDA context is not allocatable
+    assert data["gpu"]["memory_bytes"] == 81920 * 2**20  # as the driver reports it (hardware.yaml)
+    usable = 81920 * 2**20 - data["memory"]["cuda_context_bytes"]  # the CUDA context is not allocatable
     assert data["gpu"]["usable_bytes"] == usable
     assert data["fits"] is (data["memory"]["peak_bytes"] <= usable)
     assert data["gpu"]["headroom_bytes"] == usable - data["memory"]["peak_bytes"]

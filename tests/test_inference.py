@@ -233,7 +233,7 @@ def test_fal2_fal3_seed_memory_formula_vs_tcalc(falcon):
     assert not mem.fits
     # FAL-3: T = 4 is not enough for B = 200 (the seed's own numbers need T >= 11); T | 128: 16
     assert min_tensor_parallel(falcon, gpu("a100-80gb"), s) == 16
-    assert mem.max_batch_size == 53  # the seed's formula: B <= 60 in 80 GiB; tcalc: 80 GB, workspace
+    assert mem.max_batch_size == 58  # the seed: B <= 60 in 80 GiB; tcalc: 81,920 MiB (nvidia-smi), less the workspace
 
 
 def test_fal3_real_falcon_kv_heads(falcon):

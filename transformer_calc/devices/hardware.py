@@ -6,8 +6,13 @@ the YAML and hands the dict to `parse_hardware_table`. This module never reads f
 Conventions (the ones published tools disagree on):
 
 - One GPU = one device: a GPU, a TPU chip, an AMD OAM module (an MI250X board is 2 GCDs).
-- Base units, exact ints: bytes, bytes/s, FLOP/s. Memory as marketed in decimal GB
-  (1 GB = 1e9 bytes); a vendor figure in GiB (TPU v4) is 2**30 bytes.
+- Base units, exact ints: bytes, bytes/s, FLOP/s. `memory_bytes` is the memory a program can
+  allocate from: where the entry gives `memory_mib`, what the driver reports (CUDA's total_memory,
+  else nvidia-smi's memory.total: 0.5-0.7 GiB more, the driver's reserve), measured and sourced;
+  otherwise as marketed, in decimal GB (1 GB = 1e9 bytes) or the vendor's GiB (TPU v4). NVIDIA's
+  "80 GB" HBM is binary: an H100 SXM5 80GB reports 81,089 MiB (79.19 GiB) to CUDA, 6 % more than
+  80e9 bytes, so fits priced on the marketed decimal figure were pessimistic by that much.
+  `marketed_memory_bytes` keeps the datasheet's figure where the two differ.
 - Peaks are DENSE. NVIDIA datasheets since Ampere print tensor rates "with sparsity" (2:4);
   dense = sparse / 2.
 - dtype names (`DTYPES`): fp32 is the vector (non-tensor-core) rate; tf32, fp16, bf16, fp8, fp6,
@@ -129,7 +134,11 @@ class GPU(BaseModel):
     name: str = Field(min_length=1, description="canonical name, e.g. A100-SXM4-80GB")
     aliases: tuple[str, ...] = Field(default=(), description="short names users type")
     vendor: str = Field(min_length=1, description="nvidia, amd, google")
-    memory_bytes: int = Field(gt=0, description="device memory, bytes")
+    memory_bytes: int = Field(gt=0, description="device memory a program can allocate from, bytes")
+    marketed_memory_bytes: int | None = Field(
+        default=None, gt=0, description="the datasheet's memory, bytes, where memory_bytes is the driver's figure"
+    )
+    memory_source: str | None = Field(default=None, description="where memory_bytes was measured")
     memory_type: str | None = None
     memory_bw_bytes_s: int = Field(gt=0, description="memory bandwidth, bytes/s")
     peak_flops: dict[str, Annotated[int, Field(gt=0)]] = Field(
@@ -279,6 +288,8 @@ class _Entry(BaseModel):
     vendor: str = Field(min_length=1)
     memory_gb: _Positive | None = None
     memory_gib: _Positive | None = None
+    memory_mib: int | None = Field(default=None, gt=0)  # what the driver reports; memory_mib_source says where
+    memory_mib_source: str | None = None
     memory_type: str | None = None
     memory_bw_gb_s: _Positive
     dense_tflops: dict[str, _Positive]
@@ -300,6 +311,8 @@ class _Entry(BaseModel):
     def _consistent(self) -> _Entry:
         if (self.memory_gb is None) == (self.memory_gib is None):
             raise ValueError("give exactly one of memory_gb (decimal, as marketed) and memory_gib")
+        if (self.memory_mib is None) != (self.memory_mib_source is None):
+            raise ValueError("memory_mib (what the driver reports) and memory_mib_source go together")
         if self.nvlink_gb_s is not None and self.fabric_gb_s is not None:
             raise ValueError("give nvlink_gb_s or fabric_gb_s, not both")
         if (self.fabric is None) != (self.fabric_gb_s is None):
@@ -320,6 +333,9 @@ class _Entry(BaseModel):
             memory = _exact(self.memory_gib, GIB)
         else:  # pragma: no cover - the validator requires one of the two
             raise ValueError("memory_gb or memory_gib is required")
+        marketed: int | None = None
+        if self.memory_mib is not None:
+            marketed, memory = memory, self.memory_mib * 2**20
         pcie = _exact(self.pcie_gb_s, GB) if self.pcie_gb_s is not None else None
         link: str | None
         if self.nvlink_gb_s is not None:
@@ -337,6 +353,8 @@ class _Entry(BaseModel):
             aliases=tuple(self.aliases),
             vendor=self.vendor.lower(),
             memory_bytes=memory,
+            marketed_memory_bytes=marketed,
+            memory_source=self.memory_mib_source,
             memory_type=self.memory_type,
             memory_bw_bytes_s=_exact(self.memory_bw_gb_s, GB),
             peak_flops={dtype: _exact(tflops, TERA) for dtype, tflops in self.dense_tflops.items()},

@@ -47,7 +47,7 @@ def hardware_table(r: Any) -> Any:
         cells = [
             g.name,
             min(g.aliases, key=len) if g.aliases else "",
-            num(g.memory_bytes / GB),
+            num((g.marketed_memory_bytes or g.memory_bytes) / GB),  # as marketed; the detail has the driver's
             num(g.memory_bw_bytes_s / GB),
             num(peaks[half] / 1e12) if half else "-",
             num(peaks["fp8"] / 1e12) if "fp8" in peaks else "-",
@@ -68,8 +68,9 @@ def gpu_detail(r: Any) -> Any:
     g = r.root
     head = (
         f"{g.name} ({g.vendor}; also: {', '.join(g.aliases)})\n"
-        f"memory {g.memory_bytes / GB:g} GB = {fmt_bytes(g.memory_bytes)}, "
-        f"bandwidth {g.memory_bw_bytes_s / GB:g} GB/s"
+        + (f"memory {fmt_bytes(g.memory_bytes)} as the driver reports it ({g.marketed_memory_bytes / GB:g} GB marketed), "
+           if g.marketed_memory_bytes else f"memory {g.memory_bytes / GB:g} GB = {fmt_bytes(g.memory_bytes)}, ")
+        + f"bandwidth {g.memory_bw_bytes_s / GB:g} GB/s"
     )
     if g.interconnect_bytes_s:
         head += f", {g.interconnect or 'interconnect'} {g.interconnect_bytes_s / GB:g} GB/s (bidirectional)"
@@ -77,6 +78,8 @@ def gpu_detail(r: Any) -> Any:
     for dtype, peak in g.peak_flops.items():
         t.add_row(dtype, f"{peak / 1e12:g}", f"{g.math_bandwidth[dtype]:.1f}")
     foot = f"source: {g.source}" + ("" if g.verified else " (not re-verified)")
+    if g.memory_source:
+        foot += f"\nmemory as the driver reports it: {g.memory_source}"
     if g.notes:
         foot += f"\nnotes: {g.notes}"
     return Group(Text(head), t, Text(foot, style="dim"))

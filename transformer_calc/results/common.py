@@ -233,7 +233,9 @@ class GpuSection(Section):
     name: str  # canonical, e.g. A100-SXM4-80GB
     aliases: list[str]  # the short names --gpu takes
     vendor: str  # nvidia, amd, google, intel
-    memory_bytes: int
+    memory_bytes: int  # what a program can allocate from: the driver's figure where measured, else as marketed
+    marketed_memory_bytes: int | None  # the datasheet's figure, where memory_bytes is the driver's
+    memory_source: str | None  # where memory_bytes was measured (None: the datasheet)
     memory_bw_bytes_s: int
     peak_flops: dict[str, int]  # dtype -> dense peak, FLOP/s (int8/int4: ops/s)
     math_bandwidth: dict[str, float]  # dtype -> λ_math = peak / memory bandwidth, FLOP per byte
@@ -257,6 +259,8 @@ def gpu_section(gpu: Any) -> GpuSection:
         aliases=list(gpu.aliases),
         vendor=gpu.vendor,
         memory_bytes=gpu.memory_bytes,
+        marketed_memory_bytes=gpu.marketed_memory_bytes,
+        memory_source=gpu.memory_source,
         memory_bw_bytes_s=gpu.memory_bw_bytes_s,
         peak_flops=dict(gpu.peak_flops),
         math_bandwidth={dt: math_bandwidth(gpu, dt) for dt in gpu.peak_flops},
