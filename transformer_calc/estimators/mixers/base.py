@@ -78,6 +78,28 @@ class MixerState:
     recurrent_at_activation_dtype: bool = False  # held at the activation dtype, not the state dtype (lightning)
 
 
+# What a mixer Linear reads, as `activation_bytes` keeps it (adapters drop what a frozen module alone
+# needed: a Linear's input is saved only for its weight gradient):
+INPUT = "input"  # the layer's input (the block norm's output, counted beside `activation_bytes`)
+WEIGHT = "weight"  # a tensor `activation_bytes` counts only for this module's weight gradient
+WEIGHT_EAGER = "weight-eager"  # ... in the torch-eager profile only (the fused kernel keeps none: recomputed)
+KEPT = "kept"  # a tensor the layer keeps for other operations too (kept, frozen or not)
+
+
+@dataclass(frozen=True)
+class MixerLinear:
+    """One nn.Linear module of a mixer layer, as one of T tensor-parallel ranks holds its weight
+    (`d_in` x `d_out` as sharded): what PEFT's `all-linear` and a `target_modules` name reach, what
+    bitsandbytes and the weight quantizers replace. `split`: 'col' (the output dimension cut T ways),
+    'row' (the input dimension), 'rep' (every rank holds it whole). Its bias is not part of it."""
+
+    name: str  # the module's name in the transformers modeling file (in_proj, out_proj, ...)
+    d_in: int
+    d_out: int
+    split: str = "col"
+    reads: str = INPUT  # what its input is, for the stored activations under adapters (above)
+
+
 class Mixer(Protocol):
     """One sequence-mixer kind: everything the estimators need from it (one layer each)."""
 
@@ -96,6 +118,10 @@ class Mixer(Protocol):
 
     def matmul_params(self, m: ModelConfig, T: int) -> int:
         """Matmul weights one token multiplies on one of T ranks (the projections)."""
+
+    def linears(self, m: ModelConfig, T: int) -> tuple[MixerLinear, ...]:
+        """The layer's nn.Linear modules on one of T ranks, in the modeling file's order (their
+        weights sum to `matmul_params(m, T)`; the conv is an nn.Conv1d and not one of them)."""
 
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
         """Forward FLOPs of one layer over B sequences of S tokens (one GPU, no parallelism)."""

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.estimators.mixers.base import BOOL, FP32, MixerFlops, MixerParams, MixerState, chunks, rmsnorm_params
+from transformer_calc.estimators.mixers.base import BOOL, FP32, WEIGHT, MixerFlops, MixerLinear, MixerParams, MixerState, chunks, rmsnorm_params
 
 CHUNK = 64  # torch_chunk_gated_delta_rule(chunk_size=64), FLA's chunk_gated_delta_rule BT = 64
 DECODE_STATE_MACS = 3  # per state element per token: read k^T S, write k ⊗ delta, read q^T S
@@ -98,6 +98,21 @@ class GatedDeltaNet:
 
     def matmul_params(self, m: ModelConfig, T: int) -> int:
         return self.params(m).projections // T
+
+    def linears(self, m: ModelConfig, T: int) -> tuple[MixerLinear, ...]:
+        """Qwen3NextGatedDeltaNet: in_proj_qkvz (D -> 2·key_dim + 2·value_dim) and in_proj_ba
+        (D -> 2·H_v); Qwen3_5GatedDeltaNet (`deltanet_split_in_proj`): in_proj_qkv (D -> conv_dim),
+        in_proj_z (D -> value_dim), in_proj_b and in_proj_a (D -> H_v each); out_proj (value_dim -> D).
+        Column-parallel inputs, row-parallel out_proj (heads split T ways)."""
+        self.check(m, T)
+        s = _shape(m)
+        D, kd, vd, Hv = s.D, s.key_dim // T, s.value_dim // T, s.Hv // T
+        if m.deltanet_split_in_proj:
+            ins = (MixerLinear("in_proj_qkv", D, 2 * kd + vd), MixerLinear("in_proj_z", D, vd),
+                   MixerLinear("in_proj_b", D, Hv), MixerLinear("in_proj_a", D, Hv))
+        else:
+            ins = (MixerLinear("in_proj_qkvz", D, 2 * kd + 2 * vd), MixerLinear("in_proj_ba", D, 2 * Hv))
+        return ins + (MixerLinear("out_proj", vd, D, "row", WEIGHT),)
 
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
         """One layer's forward, as torch_chunk_gated_delta_rule computes it (the path transformers

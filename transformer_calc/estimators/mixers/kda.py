@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.estimators.mixers.base import BOOL, FP32, MixerFlops, MixerParams, MixerState, chunks, rmsnorm_params
+from transformer_calc.estimators.mixers.base import BOOL, FP32, WEIGHT, MixerFlops, MixerLinear, MixerParams, MixerState, chunks, rmsnorm_params
 
 CHUNK = 64  # chunk_kimi_delta_attention(chunk_size=64), FLA's chunk_kda BT = 64
 DECODE_STATE_MACS = 3  # per state element per token: read k^T S, write k ⊗ delta, read q^T S
@@ -119,6 +119,17 @@ class KimiDeltaAttention:
     def matmul_params(self, m: ModelConfig, T: int) -> int:
         s = _shape(m)
         return (self.params(m).projections - s.replicated) // T + s.replicated
+
+    def linears(self, m: ModelConfig, T: int) -> tuple[MixerLinear, ...]:
+        """KimiDeltaAttention: q_proj, k_proj, v_proj (D -> H·d each), b_proj (D -> H), the low-rank
+        decay forget_gate.f_a_proj (D -> d, replicated) and f_b_proj (d -> H·d), the output gate's
+        g_a_proj (D -> d, replicated) and g_b_proj (d -> H·d), o_proj (H·d -> D)."""
+        self.check(m, T)
+        s = _shape(m)
+        D, d, HD, H = s.D, s.d, s.qkv_dim // T, s.H // T
+        return (MixerLinear("q_proj", D, HD), MixerLinear("k_proj", D, HD), MixerLinear("v_proj", D, HD),
+                MixerLinear("b_proj", D, H), MixerLinear("f_a_proj", D, d, "rep"), MixerLinear("f_b_proj", d, HD, "col", WEIGHT),
+                MixerLinear("g_a_proj", D, d, "rep"), MixerLinear("g_b_proj", d, HD, "col", WEIGHT), MixerLinear("o_proj", HD, D, "row", WEIGHT))
 
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
         """One layer's forward, as chunk_kimi_delta_attention computes it (the path transformers

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.estimators.mixers.base import FP32, MixerFlops, MixerParams, MixerState, rmsnorm_params
+from transformer_calc.estimators.mixers.base import FP32, WEIGHT, MixerFlops, MixerLinear, MixerParams, MixerState, rmsnorm_params
 
 PROJECTIONS = 5  # q, k, v, the output gate and out_proj: each D x A·h
 BLOCK_MATMULS = 2  # per block: Q·K^T and its product with V (c² terms); Q·KV and K^T·V (c·h terms)
@@ -44,6 +44,12 @@ class Lightning:
     def matmul_params(self, m: ModelConfig, T: int) -> int:
         self.check(m, T)
         return self.params(m).projections // T
+
+    def linears(self, m: ModelConfig, T: int) -> tuple[MixerLinear, ...]:
+        """MiniMaxLightningAttention: qkv_proj (D -> 3·A·h), output_gate (D -> A·h), out_proj (A·h -> D)."""
+        self.check(m, T)
+        D, w = m.d_model, m.n_heads // T * m.head_dim
+        return (MixerLinear("qkv_proj", D, 3 * w), MixerLinear("output_gate", D, w), MixerLinear("out_proj", w, D, "row", WEIGHT))
 
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
         C = m.lightning_block_size

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.estimators.mixers.base import FP32, MixerFlops, MixerParams, MixerState, rmsnorm_params
+from transformer_calc.estimators.mixers.base import FP32, KEPT, WEIGHT, MixerFlops, MixerLinear, MixerParams, MixerState, rmsnorm_params
 
 SELECT_BACKWARD_BUFFERS = 4  # two accumulated gradients and two select_backward buffers (see backward_transient_bytes)
 SCAN_CHUNK = 2048  # selective_scan_cuda checkpoints its state every 2048 tokens (selective_scan_fwd_kernel kChunkSize)
@@ -82,6 +82,15 @@ class Mamba:
         self.check(m, T)
         D, di, N, R, _ = _dims(m)
         return (D * 2 * di + di * (R + 2 * N) + R * di + di * D) // T
+
+    def linears(self, m: ModelConfig, T: int) -> tuple[MixerLinear, ...]:
+        """JambaMambaMixer: in_proj (D -> 2·d_inner: x and z), x_proj (d_inner -> R + 2·N: dt, B, C;
+        its input split T ways), dt_proj (R -> d_inner), out_proj (d_inner -> D)."""
+        self.check(m, T)
+        D, di, N, R, _ = _dims(m)
+        d = di // T
+        return (MixerLinear("in_proj", D, 2 * d), MixerLinear("x_proj", d, R + 2 * N, "row", KEPT),
+                MixerLinear("dt_proj", R, d, "col", WEIGHT), MixerLinear("out_proj", d, D, "row", WEIGHT))
 
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
         D, di, N, R, K = _dims(m)

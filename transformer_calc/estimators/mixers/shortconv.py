@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.estimators.mixers.base import MixerFlops, MixerParams, MixerState
+from transformer_calc.estimators.mixers.base import WEIGHT, MixerFlops, MixerLinear, MixerParams, MixerState
 
 IN_WIDTHS = 3  # B, C, x
 
@@ -57,6 +57,12 @@ class ShortConv:
     def matmul_params(self, m: ModelConfig, T: int) -> int:
         self.check(m, T)
         return (IN_WIDTHS + 1) * (m.d_model // T) * m.d_model
+
+    def linears(self, m: ModelConfig, T: int) -> tuple[MixerLinear, ...]:
+        """Lfm2ShortConv: in_proj (D -> 3·D: B, C, x) and out_proj (D -> D)."""
+        self.check(m, T)
+        D = m.d_model
+        return (MixerLinear("in_proj", D, IN_WIDTHS * (D // T)), MixerLinear("out_proj", D // T, D, "row", WEIGHT))
 
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
         D, K = m.d_model, self._K(m)

@@ -210,12 +210,12 @@ def model_groups(m: ModelConfig, tr: Training) -> list[GroupBytes]:
     """The optimizer's parameter groups over the whole model (T = P = 1): the trainable tensors
     (every parameter, or the adapters and a trained embedding/head)."""
     n_moe = m.n_moe_layers()
-    if (m.is_hybrid or m.one_mixer_per_layer) and not tr.adapters and tr.optimizer not in SHAPED:
-        # states per parameter do not depend on shapes: the model's parameters as one group (the
+    if (m.is_hybrid or m.one_mixer_per_layer) and tr.optimizer not in SHAPED:
+        # states per parameter do not depend on shapes: the trainable parameters as one group (the
         # tensor inventory, block_linears, has no mixer layers)
-        from transformer_calc.estimators.params import count_params
+        from transformer_calc.estimators.training.finetune import trainable_params
 
-        return groups(tr, [Tensors("vector", count_params(m).total, 0)])
+        return groups(tr, [Tensors("vector", trainable_params(m, tr).total, 0)])
     if tr.adapters:
         tensors = adapter_tensors(m, tr, 1, n_moe, m.n_layers - n_moe, True, True, 1)
     else:
