@@ -98,6 +98,7 @@ class MixerLinear:
     d_out: int
     split: str = "col"
     reads: str = INPUT  # what its input is, for the stored activations under adapters (above)
+    per_head: bool = False  # one output per head (a gate's logits): left unquantized by the weight formats
 
 
 class Mixer(Protocol):

@@ -109,9 +109,9 @@ class GatedDeltaNet:
         D, kd, vd, Hv = s.D, s.key_dim // T, s.value_dim // T, s.Hv // T
         if m.deltanet_split_in_proj:
             ins = (MixerLinear("in_proj_qkv", D, 2 * kd + vd), MixerLinear("in_proj_z", D, vd),
-                   MixerLinear("in_proj_b", D, Hv), MixerLinear("in_proj_a", D, Hv))
+                   MixerLinear("in_proj_b", D, Hv, per_head=True), MixerLinear("in_proj_a", D, Hv, per_head=True))
         else:
-            ins = (MixerLinear("in_proj_qkvz", D, 2 * kd + 2 * vd), MixerLinear("in_proj_ba", D, 2 * Hv))
+            ins = (MixerLinear("in_proj_qkvz", D, 2 * kd + 2 * vd), MixerLinear("in_proj_ba", D, 2 * Hv, per_head=True))
         return ins + (MixerLinear("out_proj", vd, D, "row", WEIGHT),)
 
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:

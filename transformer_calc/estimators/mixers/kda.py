@@ -128,7 +128,7 @@ class KimiDeltaAttention:
         s = _shape(m)
         D, d, HD, H = s.D, s.d, s.qkv_dim // T, s.H // T
         return (MixerLinear("q_proj", D, HD), MixerLinear("k_proj", D, HD), MixerLinear("v_proj", D, HD),
-                MixerLinear("b_proj", D, H), MixerLinear("f_a_proj", D, d, "rep"), MixerLinear("f_b_proj", d, HD, "col", WEIGHT),
+                MixerLinear("b_proj", D, H, per_head=True), MixerLinear("f_a_proj", D, d, "rep"), MixerLinear("f_b_proj", d, HD, "col", WEIGHT),
                 MixerLinear("g_a_proj", D, d, "rep"), MixerLinear("g_b_proj", d, HD, "col", WEIGHT), MixerLinear("o_proj", HD, D, "row", WEIGHT))
 
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
