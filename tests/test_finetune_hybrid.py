@@ -241,3 +241,21 @@ def test_cli_inference_awq_hybrid_json(capsys):
                 "--gpu", "h100", "-f", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["memory"]["per_gpu"]["weights_bytes"] == quantized_weights(preset_model("granite-4.0-h-small"), "awq-int4").total_bytes
+
+
+def test_frozen_deltanet_layer_matches_the_measured_saved_tensors():
+    """tools/crosscheck/lora_activations_mixers.py's qwen3_next case (D = 32, H_v = 4, d_v = 12, bf16,
+    S = 100, B = 1, torch-eager), LoRA on q,k,v,o: PyTorch keeps 27,216 bytes fewer in the DeltaNet layer
+    than in full training - its input 2·100·32, out_proj's input 2·100·48, and what only the frozen
+    A_log and norm weight needed: softplus's fp32 output 4·100·4, exp(A_log) 4·4, the norm's x̂ 2·100·48."""
+    from transformer_calc.estimators.training.finetune import mixer_activation_delta
+
+    cfg = {"model_type": "qwen3_next", "vocab_size": 100, "hidden_size": 32, "num_attention_heads": 2,
+           "num_key_value_heads": 1, "head_dim": 8, "num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"],
+           "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 12,
+           "linear_conv_kernel_dim": 4, "num_experts": 0, "intermediate_size": 32}  # fmt: skip
+    m = ModelConfig.model_validate(from_hf_config(cfg))
+    tr = Training(precision="bf16", activations="torch-eager", finetune="lora", lora_rank=8, lora_targets="q,k,v,o")
+    delta = mixer_activation_delta(m, LayerAttention.deltanet, 1, 100, 100, tr, Parallelism(), fused=False,
+                                   attention_input_kept=False)
+    assert delta == -(2 * 100 * 32 + 2 * 100 * 48 + 4 * 100 * 4 + 4 * 4 + 2 * 100 * 48) == -27_216

@@ -142,6 +142,13 @@ class Mixer(Protocol):
         """Bytes one layer keeps for backward over B sequences of S tokens on one of T ranks, beyond
         its input; p bytes per activation (see the module docstring)."""
 
+    def frozen_parameter_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """Bytes of `activation_bytes` kept only for the gradients of the layer's own parameters that
+        are not Linear weights (conv weight, A_log, dt_bias, D, norm weights), which a fine-tuning run
+        that freezes them (PEFT freezes every base parameter) does not keep: autograd saves a tensor
+        only for the gradients it will compute; a fused kernel's autograd Function saves its tensors
+        regardless, so only what the layer computes in torch around it counts there."""
+
     def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
         """Bytes the layer's backward allocates beyond its stored activations and the gradients of its
         matmuls, at its largest (the step timeline's backward phases take the largest of attention's

@@ -220,6 +220,15 @@ class GatedDeltaNet:
         b += p * tokens * vd  # out_proj input
         return b
 
+    def frozen_parameter_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """The gate g = -exp(A_log)·softplus(a + dt_bias), in torch in both profiles: softplus's fp32
+        output (kept by the product for A_log's gradient) and exp(A_log); torch-eager also the gated
+        norm's x̂ at p (weight·x̂, for the weight's gradient). Measured:
+        tools/crosscheck/lora_activations_mixers.py."""
+        s = _shape(m)
+        Hv, vd, tokens = s.Hv // T, s.value_dim // T, B * S
+        return FP32 * tokens * Hv + FP32 * Hv + (0 if fused else p * tokens * vd)
+
     def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
         """No transient beyond the layer's own gradients: measured whole-step peaks of Qwen3.5 models within 5 %
         (tools/crosscheck/activations_mixers.py)."""

@@ -232,6 +232,14 @@ class KimiDeltaAttention:
         b += p * tokens * hd  # o_proj's input
         return b
 
+    def frozen_parameter_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """The per-channel gate -exp(A_log)·softplus(g + dt_bias), in torch in both profiles: softplus's
+        fp32 output (H·d per token) and exp(A_log); torch-eager also the gated norm's fp32 x̂ (for the
+        weight's gradient). Measured: tools/crosscheck/lora_activations_mixers.py."""
+        s = _shape(m)
+        H, hd, tokens = s.H // T, s.qkv_dim // T, B * S
+        return FP32 * tokens * hd + FP32 * H + (0 if fused else FP32 * tokens * hd)
+
     def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
         """torch-eager: chunk_kimi_delta_attention forms (k_beta ⊙ k ⊙ decay).sum(-1) over a broadcast
         (B, H, S_p/C, C, C, d) product; its backward allocates that shape in fp32 for the gradient of

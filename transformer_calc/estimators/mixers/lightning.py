@@ -112,6 +112,12 @@ class Lightning:
         b += 3 * p * tokens * width  # sigmoid(gate), the normed output it gates, out_proj's input
         return b
 
+    def frozen_parameter_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """The norm's x̂ at p (weight·x̂, for the weight's gradient); one implementation for both profiles.
+        Measured: tools/crosscheck/lora_activations_mixers.py."""
+        del fused
+        return p * B * S * (m.n_heads // T) * m.head_dim
+
     def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
         """No transient beyond the layer's own gradients: measured whole-step peaks of MiniMax models within
         2 % (tools/crosscheck/activations_mixers.py)."""

@@ -160,6 +160,14 @@ class Mamba:
         b += f * tokens * di  # y + D·x (fp32)
         return b
 
+    def frozen_parameter_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """The dt, B and C RMSNorms' x̂ at p and exp(A_log) (fp32, d_inner·N), in torch in both profiles;
+        torch-eager also x in fp32, which D·x keeps for D's gradient. Measured:
+        tools/crosscheck/lora_activations_mixers.py."""
+        _, di_all, N, R, _ = _dims(m)
+        di, tokens = di_all // T, B * S
+        return p * tokens * (R + 2 * N) + FP32 * di * N + (0 if fused else FP32 * tokens * di)
+
     def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
         """torch-eager: the backward of slow_forward's loop over the tokens reads exp(A·dt) and dt·B·x
         one token at a time (`discrete_A[:, :, i, :]`, `deltaB_u[:, :, i, :]`), and autograd's

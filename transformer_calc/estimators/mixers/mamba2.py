@@ -237,6 +237,17 @@ class Mamba2:
         b += p * tokens * di
         return b
 
+    def frozen_parameter_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """torch-eager: the padded fp32 x that D·x keeps for D's gradient, dt in fp32 that A·dt keeps for
+        A's, exp(A_log), and the grouped norm's fp32 x̂ (weight·x̂). Fused: nothing (mamba_ssm's combined
+        function saves its tensors regardless). Measured: tools/crosscheck/lora_activations_mixers.py."""
+        if fused:
+            return 0
+        s = _shape(m)
+        H, di, tokens = s.H // T, s.inner // T, B * S
+        _, Sp = chunks(S, s.Q)
+        return FP32 * B * Sp * di + FP32 * tokens * H + FP32 * H + (FP32 * tokens * di if s.norm else 0)
+
     def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
         """No transient beyond the layer's own gradients: measured whole-step peaks of Bamba, Falcon-H1 and
         Nemotron-H models within 10 % (tools/crosscheck/activations_mixers.py)."""

@@ -96,6 +96,12 @@ class ShortConv:
         conv_out = B * S * c if fused else B * (S + K - 1) * c
         return p * (B * S * (IN_WIDTHS * c + c + c) + conv_out)
 
+    def frozen_parameter_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """Nothing: the conv keeps its input for the input's gradient as well (measured:
+        tools/crosscheck/lora_activations_mixers.py)."""
+        del m, B, S, p, T, fused
+        return 0
+
     def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
         """No transient beyond the layer's own gradients: measured whole-step peaks of LFM2 models within 5 %
         (tools/crosscheck/activations_mixers.py)."""

@@ -531,7 +531,9 @@ def mixer_activation_delta(m: ModelConfig, kind: LayerAttention, B: int, S: int,
     its q/k/v adapted); a frozen module whose input the mixer keeps for its weight gradient alone
     (`MixerLinear.reads`: out_proj, Jamba's dt_proj, Kimi's f_b_proj/g_b_proj; the fused Mamba-2
     kernel keeps no out_proj input at all) drops that input, B·S·d_in; what the mixer keeps for
-    its own backward (the in-projections' outputs: conv input, gates, B/C) stays. Each adapted
+    its own backward (the in-projections' outputs: conv input, gates, B/C) stays, but what only the
+    gradients of its frozen conv weight, A_log, dt_bias, D and norm weights needed goes
+    (`Mixer.frozen_parameter_bytes`: PEFT freezes every base parameter). Each adapted
     module adds what it adds in attention: its rank-r intermediate, DoRA's two d_out-wide tensors,
     and in mixed precision its own 16-bit input copy and the casts of A and B.
     """
@@ -552,6 +554,8 @@ def mixer_activation_delta(m: ModelConfig, kind: LayerAttention, B: int, S: int,
     for x in mods:
         if reads[x.name] in own and (x.name not in chosen or separate):
             delta -= p * B * S * x.d_in  # frozen (or reading its own copy): the weight's input goes
+    # the frozen conv weight, A_log, dt_bias, D and norm weights: what only their gradients needed goes
+    delta -= MIXERS[kind].frozen_parameter_bytes(m, B, S, p, T, fused)
     dora = 2 if tr.finetune is Finetune.dora else 0
     for x in mods:
         if x.name in chosen:
