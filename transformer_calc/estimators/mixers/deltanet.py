@@ -107,6 +107,7 @@ class GatedDeltaNet:
         self.check(m, T)
         s = _shape(m)
         D, kd, vd, Hv = s.D, s.key_dim // T, s.value_dim // T, s.Hv // T
+        ins: tuple[MixerLinear, ...]
         if m.deltanet_split_in_proj:
             ins = (MixerLinear("in_proj_qkv", D, 2 * kd + vd), MixerLinear("in_proj_z", D, vd),
                    MixerLinear("in_proj_b", D, Hv, per_head=True), MixerLinear("in_proj_a", D, Hv, per_head=True))
