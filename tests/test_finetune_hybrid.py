@@ -259,3 +259,16 @@ def test_frozen_deltanet_layer_matches_the_measured_saved_tensors():
     delta = mixer_activation_delta(m, LayerAttention.deltanet, 1, 100, 100, tr, Parallelism(), fused=False,
                                    attention_input_kept=False)
     assert delta == -(2 * 100 * 32 + 2 * 100 * 48 + 4 * 100 * 4 + 4 * 4 + 2 * 100 * 48) == -27_216
+
+
+@pytest.mark.parametrize("m", ALL, ids=lambda m: m.name or "tiny")
+def test_quantized_matrices_layer_by_layer_equal_the_closed_form_sums(m):
+    """quant.block_matrices walks the layers one by one; finetune.layer_matrices sums each kind's
+    matrices over closed-form layer counts: the same weights, less the per-head gates and the shared
+    expert's gate (D -> 1) that the weight formats leave in 16 bits."""
+    counts = layer_counts(m)
+    elems = sum(e * c for e, c in layer_matrices(m, counts))
+    per_head = sum(n * x.d_in * x.d_out for k, n in counts.sequence.items() if k in MIXERS
+                   for x in MIXERS[k].linears(m, 1) if x.per_head)
+    shared_gate = counts.moe * m.d_model if m.shared_expert_gate else 0
+    assert quantized_weights(m, "awq-int4").quantized_params == elems - per_head - shared_gate
