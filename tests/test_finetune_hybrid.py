@@ -256,8 +256,7 @@ def test_frozen_deltanet_layer_matches_the_measured_saved_tensors():
            "linear_conv_kernel_dim": 4, "num_experts": 0, "intermediate_size": 32}  # fmt: skip
     m = ModelConfig.model_validate(from_hf_config(cfg))
     tr = Training(precision="bf16", activations="torch-eager", finetune="lora", lora_rank=8, lora_targets="q,k,v,o")
-    delta = mixer_activation_delta(m, LayerAttention.deltanet, 1, 100, 100, tr, Parallelism(), fused=False,
-                                   attention_input_kept=False)
+    delta = mixer_activation_delta(m, LayerAttention.deltanet, 1, 100, 100, tr, Parallelism(), fused=False)
     assert delta == -(2 * 100 * 32 + 2 * 100 * 48 + 4 * 100 * 4 + 4 * 4 + 2 * 100 * 48) == -27_216
 
 
@@ -272,3 +271,25 @@ def test_quantized_matrices_layer_by_layer_equal_the_closed_form_sums(m):
                    for x in MIXERS[k].linears(m, 1) if x.per_head)
     shared_gate = counts.moe * m.d_model if m.shared_expert_gate else 0
     assert quantized_weights(m, "awq-int4").quantized_params == elems - per_head - shared_gate
+
+
+def test_falcon_h1_shared_input_is_dropped_once():
+    """Falcon-H1 runs attention and Mamba-2 on the same input: the attention part owns it (drops it once
+    when frozen); the mixer's in_proj reads its own copy scaled by ssm_in_multiplier, which the fused
+    profile does not count (measured for torch-eager by tools/crosscheck/lora_activations_mixers.py)."""
+    from transformer_calc.estimators.training.finetune import mixer_activation_delta
+
+    m = ModelConfig.model_validate(from_hf_config({
+        "model_type": "falcon_h1", "vocab_size": 100, "hidden_size": 32, "num_attention_heads": 2,
+        "num_key_value_heads": 1, "intermediate_size": 40, "mamba_n_heads": 4, "mamba_d_head": 16,
+        "mamba_n_groups": 2, "mamba_d_state": 8, "mamba_expand": 2, "mamba_d_conv": 4, "mamba_chunk_size": 16,
+        "mamba_d_ssm": 64, "num_hidden_layers": 1, "head_dim": 16}))
+    B, S, par = 2, 64, Parallelism()
+
+    def delta(targets: str) -> int:
+        tr = Training(precision="bf16", finetune="lora", lora_rank=4, lora_targets=targets)
+        return mixer_activation_delta(m, LayerAttention.mamba2, B, S, S, tr, par, fused=True)
+
+    frozen = MIXERS[LayerAttention.mamba2].frozen_parameter_bytes(m, B, S, 2, 1, True)
+    assert delta("gate,up,down") == -frozen  # fused Mamba-2 keeps no out_proj input; the input is the attention's
+    assert delta("mixer") == 2 * 2 * B * S * 4 - frozen  # two rank-4 intermediates; the input stays the attention's

@@ -51,7 +51,7 @@ TOLERANCE = 0.02  # of the layer's full-training bytes (Jamba with its x_proj an
 RANK = 8
 # dense-MLP cases (eager MoE experts keep per-expert copies, which only matter outside the mixers, but
 # PEFT's conversion rewrites the targets of some MoE families): one per mixer kind and then some
-LABELS = ("qwen3_next", "qwen3_5_text", "bamba", "nemotron_h", "jamba", "lfm2", "minimax S < C", "kimi_linear")
+LABELS = ("qwen3_next", "qwen3_5_text", "bamba", "nemotron_h", "falcon_h1", "jamba", "lfm2", "minimax S < C", "kimi_linear")
 
 
 def measure(model: torch.nn.Module, ids: torch.Tensor, autocast: bool) -> list[tuple[str, Any, int, bool]]:
@@ -140,8 +140,7 @@ def main() -> int:
                 for name, kind, got, saved in measure(pm, ids, autocast=precision == "mixed"):
                     base = full[name.removeprefix("base_model.model.")]
                     got_delta = got + (p * B * S * m.d_model if saved else 0) - base
-                    want_delta = mixer_activation_delta(m, kind, B, S, S, tr, Parallelism(), fused=False,
-                                                        attention_input_kept=False)
+                    want_delta = mixer_activation_delta(m, kind, B, S, S, tr, Parallelism(), fused=False)
                     err = (want_delta - got_delta) / base  # as a share of the layer's full-training bytes
                     rows += 1
                     row = (f"{label:<16} {tname:<8} {precision:<5} {name.removeprefix('base_model.model.'):<26} "

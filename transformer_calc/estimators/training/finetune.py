@@ -520,15 +520,15 @@ def activation_delta(
 
 
 def mixer_activation_delta(m: ModelConfig, kind: LayerAttention, B: int, S: int, S_rep: int, tr: Training,
-                           par: Parallelism, *, fused: bool, attention_input_kept: bool) -> int:
+                           par: Parallelism, *, fused: bool) -> int:
     """Stored-activation change of one layer whose sequence mixer is `kind` (a `mixers` kind) under
     adapters, as `activation_delta` prices attention's (p bytes per element).
 
     A frozen Linear keeps no input (autograd saves it only for the weight gradient), so the layer's
     input (the norm's output, p·B·S_rep·D, which the in-projections read) is dropped unless an
-    adapted module reads that very tensor (shared inputs: pure bf16/fp32) or, with
-    `mixer_beside_attention` (Falcon-H1), the layer's attention keeps it (`attention_input_kept`:
-    its q/k/v adapted); a frozen module whose input the mixer keeps for its weight gradient alone
+    adapted module reads that very tensor (shared inputs: pure bf16/fp32); with
+    `mixer_beside_attention` (Falcon-H1) the attention part owns that input and in_proj reads a
+    scaled copy of it (torch-eager: dropped with in_proj frozen); a frozen module whose input the mixer keeps for its weight gradient alone
     (`MixerLinear.reads`: out_proj, Jamba's dt_proj, Kimi's f_b_proj/g_b_proj; the fused Mamba-2
     kernel keeps no out_proj input at all) drops that input, B·S·d_in; what the mixer keeps for
     its own backward (the in-projections' outputs: conv input, gates, B/C) stays, but what only the
@@ -545,11 +545,14 @@ def mixer_activation_delta(m: ModelConfig, kind: LayerAttention, B: int, S: int,
     chosen = {x.name for x in mods if selected(x, tr.lora_targets)}
     separate = separate_adapter_inputs(tr)
     delta = 0
-    input_read = not separate and any(reads[n] == INPUT for n in chosen)
-    if not input_read and not attention_input_kept:
-        delta -= p * B * S_rep * D
-    elif input_read and m.mixer_beside_attention and not attention_input_kept:
-        delta += p * B * S_rep * D  # the attention part dropped the shared input; an adapted in_proj keeps it
+    if m.mixer_beside_attention:
+        # Falcon-H1: the attention part counts (and, frozen, drops) the shared input; the mixer's in_proj
+        # reads its own copy scaled by ssm_in_multiplier (modeling_falcon_h1.py FalconH1Mixer), which
+        # the torch-eager activation_bytes counts, kept for in_proj's weight gradient alone
+        if not fused and any(reads[n] == INPUT and (n not in chosen or separate) for n in reads):
+            delta -= p * B * S * D
+    elif separate or not any(reads[n] == INPUT for n in chosen):
+        delta -= p * B * S_rep * D  # no adapted module reads the layer's input itself
     own = (WEIGHT,) if fused else (WEIGHT, WEIGHT_EAGER)
     for x in mods:
         if reads[x.name] in own and (x.name not in chosen or separate):

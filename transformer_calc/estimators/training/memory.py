@@ -302,10 +302,9 @@ def mixer_activations(
     fused = tr.activations is not ActivationProfile.torch_eager
     mixed = MIXERS[kind].activation_bytes(m, B, S, p, T, fused)
     if tr.adapters:  # frozen projections' inputs dropped, the adapters' tensors added (finetune.py)
-        from transformer_calc.estimators.training.finetune import adapted, attention_linears, mixer_activation_delta, separate_adapter_inputs
+        from transformer_calc.estimators.training.finetune import mixer_activation_delta
 
-        kept = m.mixer_beside_attention and not separate_adapter_inputs(tr) and adapted(attention_linears(m, T), tr).qkv
-        mixed += mixer_activation_delta(m, kind, B, S, S_rep, tr, par, fused=fused, attention_input_kept=kept)
+        mixed += mixer_activation_delta(m, kind, B, S, S_rep, tr, par, fused=fused)
     if m.mixer_beside_attention:  # the attention part already counts the shared input
         return layer_activations(m, w, tr, par, eager=eager).attention + mixed
     return p * B * S_rep * m.d_model + mixed
