@@ -293,3 +293,16 @@ def test_falcon_h1_shared_input_is_dropped_once():
     frozen = MIXERS[LayerAttention.mamba2].frozen_parameter_bytes(m, B, S, 2, 1, True)
     assert delta("gate,up,down") == -frozen  # fused Mamba-2 keeps no out_proj input; the input is the attention's
     assert delta("mixer") == 2 * 2 * B * S * 4 - frozen  # two rank-4 intermediates; the input stays the attention's
+
+
+def test_jamba_dt_proj_adapter_is_counted_but_never_runs():
+    """modeling_jamba.py computes `self.dt_proj.weight @ time_step`: PEFT counts dt_proj's A and B as
+    trainable (peft_params.py) but they never run, so they add no FLOPs."""
+    from transformer_calc.estimators.training.finetune import adapter_flops_per_token
+
+    m, r = MODELS["jamba"], 4
+    tr = Training(finetune="lora", lora_rank=r, lora_targets="mixer")
+    D, di, N, R = 32, 64, 8, 4
+    ran = [(D, 2 * di), (di, R + 2 * N), (di, D)]  # in_proj, x_proj, out_proj
+    assert trainable_params(m, tr).adapters == r * sum(a + b for a, b in ran) + r * (R + di)
+    assert adapter_flops_per_token(m, tr) == 2 * r * sum(a + b for a, b in ran)

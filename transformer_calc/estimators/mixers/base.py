@@ -84,6 +84,7 @@ INPUT = "input"  # the layer's input (the block norm's output, counted beside `a
 WEIGHT = "weight"  # a tensor `activation_bytes` counts only for this module's weight gradient
 WEIGHT_EAGER = "weight-eager"  # ... in the torch-eager profile only (the fused kernel keeps none: recomputed)
 KEPT = "kept"  # a tensor the layer keeps for other operations too (kept, frozen or not)
+KEPT_VIEW = "kept-view"  # ... read through a transposed view: an adapter's lora_A keeps its own contiguous copy
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class MixerLinear:
     split: str = "col"
     reads: str = INPUT  # what its input is, for the stored activations under adapters (above)
     per_head: bool = False  # one output per head (a gate's logits): left unquantized by the weight formats
+    bypassed: bool = False  # the forward multiplies by its weight directly: an adapter on it never runs
 
 
 class Mixer(Protocol):

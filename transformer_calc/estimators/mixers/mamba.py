@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.estimators.mixers.base import FP32, KEPT, WEIGHT, MixerFlops, MixerLinear, MixerParams, MixerState, rmsnorm_params
+from transformer_calc.estimators.mixers.base import FP32, KEPT_VIEW, WEIGHT, MixerFlops, MixerLinear, MixerParams, MixerState, rmsnorm_params
 
 SELECT_BACKWARD_BUFFERS = 4  # two accumulated gradients and two select_backward buffers (see backward_transient_bytes)
 SCAN_CHUNK = 2048  # selective_scan_cuda checkpoints its state every 2048 tokens (selective_scan_fwd_kernel kChunkSize)
@@ -85,12 +85,14 @@ class Mamba:
 
     def linears(self, m: ModelConfig, T: int) -> tuple[MixerLinear, ...]:
         """JambaMambaMixer: in_proj (D -> 2·d_inner: x and z), x_proj (d_inner -> R + 2·N: dt, B, C;
-        its input split T ways), dt_proj (R -> d_inner), out_proj (d_inner -> D)."""
+        its input split T ways), dt_proj (R -> d_inner), out_proj (d_inner -> D). The forward computes
+        `self.dt_proj.weight @ time_step` (modeling_jamba.py JambaMambaMixer, unquantized): an adapter on
+        dt_proj is counted as PEFT counts it but never runs."""
         self.check(m, T)
         D, di, N, R, _ = _dims(m)
         d = di // T
-        return (MixerLinear("in_proj", D, 2 * d), MixerLinear("x_proj", d, R + 2 * N, "row", KEPT),
-                MixerLinear("dt_proj", R, d, "col", WEIGHT), MixerLinear("out_proj", d, D, "row", WEIGHT))
+        return (MixerLinear("in_proj", D, 2 * d), MixerLinear("x_proj", d, R + 2 * N, "row", KEPT_VIEW),
+                MixerLinear("dt_proj", R, d, "col", WEIGHT, bypassed=True), MixerLinear("out_proj", d, D, "row", WEIGHT))
 
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
         D, di, N, R, K = _dims(m)

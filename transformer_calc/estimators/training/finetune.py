@@ -72,6 +72,7 @@ class Linear:
     count: int = 1  # identical modules on this rank (routed experts: n_experts / ep)
     all_linear: int = 1  # `all-linear` adapts it at rank all_linear·r (0: all-linear leaves it out)
     routed: bool = False  # a routed expert's: it sees k·B·S tokens over all `count` of them, not B·S each
+    bypassed: bool = False  # the model multiplies by its weight directly: an adapter on it never runs (no FLOPs)
 
 
 
@@ -133,7 +134,7 @@ def sequence_linears(m: ModelConfig, kind: LayerAttention, T: int = 1) -> list[L
     if kind is LayerAttention.none:
         return []
     mixer = frozenset({LoraTarget.mixer})
-    out = [Linear(x.name, mixer, x.d_in, x.d_out, x.split) for x in MIXERS[kind].linears(m, T)]
+    out = [Linear(x.name, mixer, x.d_in, x.d_out, x.split, bypassed=x.bypassed) for x in MIXERS[kind].linears(m, T)]
     return (attention_linears(m, T) if m.mixer_beside_attention else []) + out
 
 
@@ -537,12 +538,13 @@ def mixer_activation_delta(m: ModelConfig, kind: LayerAttention, B: int, S: int,
     module adds what it adds in attention: its rank-r intermediate, DoRA's two d_out-wide tensors,
     and in mixed precision its own 16-bit input copy and the casts of A and B.
     """
-    from transformer_calc.estimators.mixers.base import INPUT, WEIGHT, WEIGHT_EAGER
+    from transformer_calc.estimators.mixers.base import INPUT, KEPT_VIEW, WEIGHT, WEIGHT_EAGER
 
     p, T, D = tr.p, par.tensor, m.d_model
     mods = [Linear(x.name, frozenset({LoraTarget.mixer}), x.d_in, x.d_out, x.split) for x in MIXERS[kind].linears(m, T)]
     reads = {x.name: x.reads for x in MIXERS[kind].linears(m, T)}
-    chosen = {x.name for x in mods if selected(x, tr.lora_targets)}
+    bypassed = {x.name for x in MIXERS[kind].linears(m, T) if x.bypassed}  # adapters that never run (Jamba's dt_proj)
+    chosen = {x.name for x in mods if selected(x, tr.lora_targets)} - bypassed
     separate = separate_adapter_inputs(tr)
     delta = 0
     if m.mixer_beside_attention:
@@ -564,6 +566,8 @@ def mixer_activation_delta(m: ModelConfig, kind: LayerAttention, B: int, S: int,
         if x.name in chosen:
             r, tokens = lin_rank(x, tr), B * S
             copies = tokens * x.d_in + r * (x.d_in + x.d_out) if separate else 0
+            if not separate and reads[x.name] == KEPT_VIEW:  # lora_A reshapes the transposed view: a copy
+                copies = tokens * x.d_in
             delta += p * (tokens * (r + dora * x.d_out) + copies)
     return delta
 
@@ -579,7 +583,7 @@ def adapter_flops_per_token(m: ModelConfig, tr: Training) -> int:
     def per_token(x: Linear) -> int:  # a routed expert's adapters run on the k experts a token goes to
         return FLOPS_PER_MAC * lin_rank(x, tr) * (x.d_in + x.d_out) * (m.experts_per_token if x.routed else 1)
 
-    blocks = sum(n * sum(per_token(x) for x in linears if selected(x, tr.lora_targets))
+    blocks = sum(n * sum(per_token(x) for x in linears if selected(x, tr.lora_targets) and not x.bypassed)
                  for linears, n in layer_linears(m, layer_counts(m)))
     first, last = embedding_linears(m)
     side = sum(FLOPS_PER_MAC * tr.lora_rank * (x.d_in + x.d_out) for x in first + last if selected(x, tr.lora_targets))
