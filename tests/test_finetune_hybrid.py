@@ -306,3 +306,14 @@ def test_jamba_dt_proj_adapter_is_counted_but_never_runs():
     ran = [(D, 2 * di), (di, R + 2 * N), (di, D)]  # in_proj, x_proj, out_proj
     assert trainable_params(m, tr).adapters == r * sum(a + b for a, b in ran) + r * (R + di)
     assert adapter_flops_per_token(m, tr) == 2 * r * sum(a + b for a, b in ran)
+
+
+@pytest.mark.parametrize("optimizer", ["adamw-8bit", "adafactor", "muon"])
+@pytest.mark.parametrize("m", ALL[:7], ids=lambda m: m.name or "tiny")
+def test_shaped_optimizer_states_cover_the_adapters(m, optimizer):
+    """Under adapters the states shaped per tensor are the adapters' own (A, B per adapted module, kind
+    by kind): the optimizer's groups hold exactly the trainable parameters."""
+    from transformer_calc.estimators.training.optimizers import model_groups
+
+    tr = Training(finetune="lora", lora_rank=8, lora_targets="q,k,v,o,mixer", optimizer=optimizer)
+    assert sum(g.params for g in model_groups(m, tr)) == trainable_params(m, tr).total

@@ -286,7 +286,7 @@ def check_hybrid_training(m: ModelConfig, tr: Training) -> None:
                          "only; use --fp8-recipe none")
     if tr.fp8_recipe is not FP8Recipe.none:
         require_attention_only(m, "an FP8 recipe")
-    if tr.optimizer in SHAPED:
+    if tr.optimizer in SHAPED and not tr.adapters:  # under adapters the states are the adapters' (optimizers.py)
         require_attention_only(m, f"optimizer {tr.optimizer.value} (states shaped per tensor)")
 
 
@@ -739,7 +739,8 @@ def training_memory(
             from transformer_calc.estimators.training.optimizers import adapter_tensors, groups, stage_tensors
 
             if tr.adapters:
-                tensors = adapter_tensors(m, tr, T, n_moe, n_dense, is_first, is_last, P)
+                tensors = adapter_tensors(m, tr, T, n_moe, n_dense, is_first, is_last, P,
+                                          counts=_stage_counts(m, chunks) if _layers_differ(m) else None)
             else:
                 tensors = stage_tensors(m, T, ep, par.expert_tensor, n_moe, n_dense, is_first, is_last, P)
             states = sum(g.state_bytes for g in groups(tr, tensors))
