@@ -108,10 +108,9 @@ def test_attention_only_models_have_no_state():
 
 
 def test_unmodeled_estimates_refuse_in_one_line():
-    """Training memory prices hybrids; what it does not model is refused by name (adapters, FP8
-    recipes, shape-dependent optimizers, the seed profile, CP over a recurrent state)."""
-    with pytest.raises(TcalcError, match="fine-tuning .adapters. is not modeled for Gated DeltaNet"):
-        tc.memory("qwen3-next-80b-a3b", S=1024, finetune="lora")
+    """Training memory prices hybrids (adapters included: tests/test_finetune_hybrid.py); what it does
+    not model is refused by name (FP8 recipes, shape-dependent optimizers, the seed profile, CP over
+    a recurrent state)."""
     with pytest.raises(TcalcError, match="FP8 recipe is not modeled for Gated DeltaNet"):
         tc.memory("qwen3-next-80b-a3b", S=1024, fp8_recipe="delayed")
     with pytest.raises(TcalcError, match="optimizer muon .* not modeled for short convolution"):

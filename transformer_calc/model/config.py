@@ -246,6 +246,12 @@ class ModelConfig(BaseModel):
     linear_key_head_dim: int | None = Field(default=None, gt=0, description="d_k, Gated DeltaNet key head width")
     linear_value_head_dim: int | None = Field(default=None, gt=0, description="d_v, Gated DeltaNet value head width")
     conv_kernel: int | None = Field(default=None, gt=0, description="K_conv, taps of a mixer's causal depthwise conv")
+    deltanet_split_in_proj: bool = Field(
+        default=False,
+        description="Gated DeltaNet's input projection as four Linear modules, in_proj_qkv, in_proj_z, in_proj_b, "
+        "in_proj_a (Qwen3.5), instead of two, in_proj_qkvz and in_proj_ba (Qwen3-Next): the same weights; "
+        "adapters, one A and B per module, differ",
+    )
     # --- Mamba-2 layers (attention_pattern `mamba2`; estimators/mixers/mamba2.py)
     ssm_heads: int | None = Field(default=None, gt=0, description="H, Mamba-2 heads")
     ssm_head_dim: int | None = Field(default=None, gt=0, description="P, Mamba-2 head width (d_inner = H·P)")
@@ -1014,7 +1020,7 @@ SHOWN_WHEN_SET = frozenset({
     "attn_output_gate", "linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
     "conv_kernel", "ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "ssm_proj_bias",
     "ssm_conv_bias", "ssm_out_bias", "ssm_norm", "mixer_beside_attention", "one_mixer_per_layer", "short_conv_bias",
-    "ssm_inner", "ssm_dt_rank", "lightning_block_size",
+    "ssm_inner", "ssm_dt_rank", "lightning_block_size", "deltanet_split_in_proj",
     "shared_block_layer_ids", "shared_blocks", "shared_blocks_tied", "shared_block_adapter_rank",
     "shared_attention_adapters", "sliding_kv_heads", "sliding_sinks", "moe_latent_dim",
     # Gemma 4 and Gemma 3n (docs/formulas.md §5.14, §5.15)
@@ -1183,6 +1189,7 @@ class LoraTarget(str, Enum):
     all_linear = "all-linear"  # PEFT's shorthand: every nn.Linear/Conv1D but the output layer
     experts = "experts"  # MoE routed experts' stacked projections (PEFT target_parameters); never in all-linear
     router = "router"  # the MoE router's weight (PEFT target_parameters); never in all-linear
+    mixer = "mixer"  # every Linear of the sequence mixers other than softmax attention (in_proj, out_proj, ...)
 
 
 class Offload(str, Enum):

@@ -87,7 +87,7 @@ Etp = Annotated[int | None, opt("--etp", "--expert-tensor-parallel", help="Tenso
 Finetune = Annotated[str | None, opt("--finetune", help="full | lora | qlora (NF4 base, double quantization) | dora \\[default: full].", panel=FINETUNE)]
 LoraRank = Annotated[int | None, opt("--lora-rank", help="r: the adapters' rank \\[default: 16].", panel=FINETUNE, parse=whole)]
 LoraAlpha = Annotated[float | None, opt("--lora-alpha", help="alpha (scales adapters by alpha/r): recorded, no effect on memory \\[default: none].", panel=FINETUNE, parse=positive)]
-LoraTargets = Annotated[str | None, opt("--lora-targets", help="Comma list of q,k,v,o,gate,up,down, all-linear (PEFT's: every Linear but the LM head), experts, router (MoE, PEFT target_parameters) \\[default: all-linear].", panel=FINETUNE)]
+LoraTargets = Annotated[str | None, opt("--lora-targets", help="Comma list of q,k,v,o,gate,up,down, all-linear (PEFT's: every Linear but the LM head), experts, router (MoE, PEFT target_parameters), mixer (hybrids: every Linear of the non-attention mixers) \\[default: all-linear].", panel=FINETUNE)]
 TrainEmbeddings = Annotated[bool | None, opt("--train-embeddings/--no-train-embeddings", help="Train the token embedding too (PEFT modules_to_save) \\[default: off].", panel=FINETUNE)]
 TrainHead = Annotated[bool | None, opt("--train-head/--no-train-head", help="Train the LM head too (PEFT modules_to_save) \\[default: off].", panel=FINETUNE)]
 FP32Unquantized = Annotated[bool | None, opt("--fp32-unquantized/--no-fp32-unquantized", help="QLoRA: the parameters left unquantized (embeddings, LM head, norms) in fp32, as PEFT's prepare_model_for_kbit_training casts them \\[default: off].", panel=FINETUNE)]

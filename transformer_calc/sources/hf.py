@@ -489,6 +489,7 @@ FUSED_LINEARS: dict[str, dict[str, bool]] = {
     "bloom": {"fused_qkv": True},  # self_attention.query_key_value
     "phi3": {"fused_qkv": True, "fused_gate_up": True},  # self_attn.qkv_proj, mlp.gate_up_proj
     "glm4v_text": {"fused_gate_up": True},  # modeling_glm4v.py Glm4vTextMLP.gate_up_proj
+    "granitemoehybrid": {"fused_gate_up": True},  # modeling_granitemoehybrid.py shared_mlp.input_linear (D -> 2·F)
     # PEFT 0.21's all-linear on these transformers-5 MoE families is converted to their transformers-4
     # targets: the attention modules plus target_parameters gate_up_proj, down_proj, gate.weight (the
     # experts' w1 and w3, each of rank r, fused: rank 2r); dense MLPs and shared experts are not targets
@@ -498,6 +499,7 @@ FUSED_LINEARS: dict[str, dict[str, bool]] = {
     "glm4_moe": {"all_linear_experts": True},
     "deepseek_v3": {"all_linear_experts": True},
     "kimi_k2": {"all_linear_experts": True},
+    "minimax": {"all_linear_experts": True},  # transformers' conversion_mapping: minimax -> the mixtral pattern
 }
 
 

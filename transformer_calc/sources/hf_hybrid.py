@@ -96,14 +96,14 @@ def _qwen3_5_text(c: Reader) -> dict[str, Any]:
     """modeling_qwen3_5.py (Qwen3_5ForCausalLM): Qwen3-Next's layers with a dense
     Qwen3_5MLP(intermediate_size) on every layer; the DeltaNet's projections as four Linear modules
     (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a: the same weights)."""
-    return _qwen3_next_block(c)
+    return _qwen3_next_block(c) | {"deltanet_split_in_proj": True}
 
 
 def _qwen3_5_moe_text(c: Reader) -> dict[str, Any]:
     """modeling_qwen3_5_moe.py (Qwen3_5MoeForCausalLM): a Qwen3_5MoeSparseMoeBlock on every layer
     (num_experts of moe_intermediate_size, router (E, D), a shared expert with its Linear(D, 1)
     gate); intermediate_size is not read."""
-    spec = _qwen3_next_block(c)
+    spec = _qwen3_next_block(c) | {"deltanet_split_in_proj": True}  # modeling_qwen3_5_moe.py: four Linear modules
     n = c.int("num_experts")
     if n < 1:
         raise c._bad("num_experts", "a whole number >= 1 (every Qwen3.5-MoE layer is a MoE block)")

@@ -45,13 +45,13 @@ Which tensors each format quantizes (the rest stays at `rest_bits`):
 
 from __future__ import annotations
 
-from transformer_calc.estimators.mixers import require_attention_only
 import functools
 from dataclasses import dataclass
 from fractions import Fraction
 
 from transformer_calc.model.checkpoint import StoredWeights
-from transformer_calc.model.config import ModelConfig
+from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
+from transformer_calc.estimators.mixers import MIXERS, require_training_priced
 from transformer_calc.estimators.params import (
     GATED_MATRICES,
     PLAIN_MATRICES,
@@ -120,7 +120,7 @@ class Matrix:
 def block_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
     """The linear layers of the decoder blocks held by one rank, layer by layer (routed experts:
     one Matrix per layer holding every local expert), plus the embedding and the LM head."""
-    require_attention_only(m, "a quantized weight format")
+    require_training_priced(m, "a quantized weight format")
     if m.n_layers > MAX_LAYERS:
         raise ValueError(f"n_layers ({m.n_layers}) is above {MAX_LAYERS:,}, the most a quantization format is costed for")
     D, hd, A = m.d_model, m.head_dim, m.n_heads
@@ -129,8 +129,14 @@ def block_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
     out: list[Matrix] = []
     moe_layers = set(_moe_layer_ids(m))
     n_local = m.n_experts // ep if m.is_moe else 0
+    pattern = m.attention_pattern
     for i in range(m.n_layers):  # bounded by the model's layer count (a config, validated)
-        if m.is_mla:
+        kind = pattern[i % len(pattern)]
+        if kind in MIXERS:  # a hybrid's mixer layer: its Linear modules but the per-head gates
+            out += [Matrix(f"ssm_{x.name}", x.d_in, x.d_in * x.d_out, i) for x in MIXERS[kind].linears(m, T)
+                    if not x.per_head]
+        attends = kind in ATTENTION_KINDS or (kind in MIXERS and m.mixer_beside_attention)  # Falcon-H1: both
+        if attends and m.is_mla:
             r_q, r_kv = m.q_lora_rank, m.kv_lora_rank or 0
             rope, nope, dv = m.qk_rope_head_dim or 0, m.qk_nope_head_dim or 0, m.v_head_dim or 0
             if r_q is None:
@@ -140,10 +146,12 @@ def block_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
             out += [Matrix("attn_kv_a_mqa", D, D * (r_kv + rope), i),
                     Matrix("attn_kv_b", r_kv, r_kv * q_rank * (nope + dv), i),
                     Matrix("attn_output", q_rank * dv, q_rank * dv * D, i)]
-        else:
+        elif attends:
             q, k, v, o = attention_weights(m, q_rank, kv_rank)
             out += [Matrix("attn_q", D, q, i), Matrix("attn_k", D, k, i), Matrix("attn_v", D, v, i),
                     Matrix("attn_output", q_rank * hd, o, i)]
+        if m.one_mixer_per_layer and kind is not LayerAttention.none:
+            continue  # Nemotron-H: a mixer block has no MLP
         if i in moe_layers:
             Fe = m.moe_d_ff // T
             if gated:
@@ -258,6 +266,11 @@ class QuantizedWeights:
 def quantized_weights(m: ModelConfig, fmt: str, T: int = 1, ep: int = 1) -> QuantizedWeights:
     """Bytes of one of T tensor-parallel (ep expert-parallel) ranks' weights stored in `fmt`."""
     block, scope, rest_bits = FORMATS[fmt]
+    if scope == "gguf" and (m.is_hybrid or m.one_mixer_per_layer):
+        kinds = ", ".join(MIXERS[k].name for k in m.mixer_kinds)
+        raise ValueError(f"{fmt} is a GGUF (llama.cpp) format, whose per-tensor rules for {kinds} layers (which of "
+                         "their tensors stay unquantized differs by mixer and llama.cpp version) are not modeled; use "
+                         "gptq-int4, awq-int4, nvfp4 or mxfp4, or the checkpoint's own bytes (--weights)")
     if scope == "gguf" and (T > 1 or ep > 1):
         raise ValueError(f"{fmt} is a GGUF (llama.cpp) format, split by layers, not tensor- or expert-parallel; use T = 1 and ep = 1")
     matrices = block_matrices(m, T, ep)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.estimators.mixers import deltanet, kda, lightning, mamba, mamba2, shortconv
-from transformer_calc.estimators.mixers.base import Mixer, MixerFlops, MixerParams, MixerState
+from transformer_calc.estimators.mixers.base import Mixer, MixerFlops, MixerLinear, MixerParams, MixerState
 
 MIXERS: dict[LayerAttention, Mixer] = {
     deltanet.MIXER.kind: deltanet.MIXER,
@@ -22,7 +22,7 @@ MIXERS: dict[LayerAttention, Mixer] = {
     kda.MIXER.kind: kda.MIXER,
 }
 
-__all__ = ["MIXERS", "Mixer", "MixerFlops", "MixerParams", "MixerState", "mixer", "require_attention_only",
+__all__ = ["MIXERS", "Mixer", "MixerFlops", "MixerLinear", "MixerParams", "MixerState", "mixer", "require_attention_only",
            "require_regular_layers", "require_training_priced"]
 
 

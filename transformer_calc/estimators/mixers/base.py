@@ -78,6 +78,31 @@ class MixerState:
     recurrent_at_activation_dtype: bool = False  # held at the activation dtype, not the state dtype (lightning)
 
 
+# What a mixer Linear reads, as `activation_bytes` keeps it (adapters drop what a frozen module alone
+# needed: a Linear's input is saved only for its weight gradient):
+INPUT = "input"  # the layer's input (the block norm's output, counted beside `activation_bytes`)
+WEIGHT = "weight"  # a tensor `activation_bytes` counts only for this module's weight gradient
+WEIGHT_EAGER = "weight-eager"  # ... in the torch-eager profile only (the fused kernel keeps none: recomputed)
+KEPT = "kept"  # a tensor the layer keeps for other operations too (kept, frozen or not)
+KEPT_VIEW = "kept-view"  # ... read through a transposed view: an adapter's lora_A keeps its own contiguous copy
+
+
+@dataclass(frozen=True)
+class MixerLinear:
+    """One nn.Linear module of a mixer layer, as one of T tensor-parallel ranks holds its weight
+    (`d_in` x `d_out` as sharded): what PEFT's `all-linear` and a `target_modules` name reach, what
+    bitsandbytes and the weight quantizers replace. `split`: 'col' (the output dimension cut T ways),
+    'row' (the input dimension), 'rep' (every rank holds it whole). Its bias is not part of it."""
+
+    name: str  # the module's name in the transformers modeling file (in_proj, out_proj, ...)
+    d_in: int
+    d_out: int
+    split: str = "col"
+    reads: str = INPUT  # what its input is, for the stored activations under adapters (above)
+    per_head: bool = False  # one output per head (a gate's logits): left unquantized by the weight formats
+    bypassed: bool = False  # the forward multiplies by its weight directly: an adapter on it never runs
+
+
 class Mixer(Protocol):
     """One sequence-mixer kind: everything the estimators need from it (one layer each)."""
 
@@ -97,6 +122,10 @@ class Mixer(Protocol):
     def matmul_params(self, m: ModelConfig, T: int) -> int:
         """Matmul weights one token multiplies on one of T ranks (the projections)."""
 
+    def linears(self, m: ModelConfig, T: int) -> tuple[MixerLinear, ...]:
+        """The layer's nn.Linear modules on one of T ranks, in the modeling file's order (their
+        weights sum to `matmul_params(m, T)`; the conv is an nn.Conv1d and not one of them)."""
+
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
         """Forward FLOPs of one layer over B sequences of S tokens (one GPU, no parallelism)."""
 
@@ -114,6 +143,13 @@ class Mixer(Protocol):
     def activation_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
         """Bytes one layer keeps for backward over B sequences of S tokens on one of T ranks, beyond
         its input; p bytes per activation (see the module docstring)."""
+
+    def frozen_parameter_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """Bytes of `activation_bytes` kept only for the gradients of the layer's own parameters that
+        are not Linear weights (conv weight, A_log, dt_bias, D, norm weights), which a fine-tuning run
+        that freezes them (PEFT freezes every base parameter) does not keep: autograd saves a tensor
+        only for the gradients it will compute; a fused kernel's autograd Function saves its tensors
+        regardless, so only what the layer computes in torch around it counts there."""
 
     def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
         """Bytes the layer's backward allocates beyond its stored activations and the gradients of its

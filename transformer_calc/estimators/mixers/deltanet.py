@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.estimators.mixers.base import BOOL, FP32, MixerFlops, MixerParams, MixerState, chunks, rmsnorm_params
+from transformer_calc.estimators.mixers.base import BOOL, FP32, WEIGHT, MixerFlops, MixerLinear, MixerParams, MixerState, chunks, rmsnorm_params
 
 CHUNK = 64  # torch_chunk_gated_delta_rule(chunk_size=64), FLA's chunk_gated_delta_rule BT = 64
 DECODE_STATE_MACS = 3  # per state element per token: read k^T S, write k ⊗ delta, read q^T S
@@ -98,6 +98,22 @@ class GatedDeltaNet:
 
     def matmul_params(self, m: ModelConfig, T: int) -> int:
         return self.params(m).projections // T
+
+    def linears(self, m: ModelConfig, T: int) -> tuple[MixerLinear, ...]:
+        """Qwen3NextGatedDeltaNet: in_proj_qkvz (D -> 2·key_dim + 2·value_dim) and in_proj_ba
+        (D -> 2·H_v); Qwen3_5GatedDeltaNet (`deltanet_split_in_proj`): in_proj_qkv (D -> conv_dim),
+        in_proj_z (D -> value_dim), in_proj_b and in_proj_a (D -> H_v each); out_proj (value_dim -> D).
+        Column-parallel inputs, row-parallel out_proj (heads split T ways)."""
+        self.check(m, T)
+        s = _shape(m)
+        D, kd, vd, Hv = s.D, s.key_dim // T, s.value_dim // T, s.Hv // T
+        ins: tuple[MixerLinear, ...]
+        if m.deltanet_split_in_proj:
+            ins = (MixerLinear("in_proj_qkv", D, 2 * kd + vd), MixerLinear("in_proj_z", D, vd),
+                   MixerLinear("in_proj_b", D, Hv, per_head=True), MixerLinear("in_proj_a", D, Hv, per_head=True))
+        else:
+            ins = (MixerLinear("in_proj_qkvz", D, 2 * kd + 2 * vd), MixerLinear("in_proj_ba", D, 2 * Hv, per_head=True))
+        return ins + (MixerLinear("out_proj", vd, D, "row", WEIGHT),)
 
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
         """One layer's forward, as torch_chunk_gated_delta_rule computes it (the path transformers
@@ -204,6 +220,15 @@ class GatedDeltaNet:
         b += f * tokens * vd + f * tokens * Hv + p * tokens * vd + 2 * f * tokens * vd + p * tokens * vd
         b += p * tokens * vd  # out_proj input
         return b
+
+    def frozen_parameter_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """The gate g = -exp(A_log)·softplus(a + dt_bias), in torch in both profiles: softplus's fp32
+        output (kept by the product for A_log's gradient) and exp(A_log); torch-eager also the gated
+        norm's x̂ at p (weight·x̂, for the weight's gradient). Measured:
+        tools/crosscheck/lora_activations_mixers.py."""
+        s = _shape(m)
+        Hv, vd, tokens = s.Hv // T, s.value_dim // T, B * S
+        return FP32 * tokens * Hv + FP32 * Hv + (0 if fused else p * tokens * vd)
 
     def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
         """No transient beyond the layer's own gradients: measured whole-step peaks of Qwen3.5 models within 5 %

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.estimators.mixers.base import BOOL, FP32, MixerFlops, MixerParams, MixerState, chunks, rmsnorm_params
+from transformer_calc.estimators.mixers.base import BOOL, FP32, WEIGHT, MixerFlops, MixerLinear, MixerParams, MixerState, chunks, rmsnorm_params
 
 CHUNK = 64  # chunk_kimi_delta_attention(chunk_size=64), FLA's chunk_kda BT = 64
 DECODE_STATE_MACS = 3  # per state element per token: read k^T S, write k ⊗ delta, read q^T S
@@ -119,6 +119,17 @@ class KimiDeltaAttention:
     def matmul_params(self, m: ModelConfig, T: int) -> int:
         s = _shape(m)
         return (self.params(m).projections - s.replicated) // T + s.replicated
+
+    def linears(self, m: ModelConfig, T: int) -> tuple[MixerLinear, ...]:
+        """KimiDeltaAttention: q_proj, k_proj, v_proj (D -> H·d each), b_proj (D -> H), the low-rank
+        decay forget_gate.f_a_proj (D -> d, replicated) and f_b_proj (d -> H·d), the output gate's
+        g_a_proj (D -> d, replicated) and g_b_proj (d -> H·d), o_proj (H·d -> D)."""
+        self.check(m, T)
+        s = _shape(m)
+        D, d, HD, H = s.D, s.d, s.qkv_dim // T, s.H // T
+        return (MixerLinear("q_proj", D, HD), MixerLinear("k_proj", D, HD), MixerLinear("v_proj", D, HD),
+                MixerLinear("b_proj", D, H, per_head=True), MixerLinear("f_a_proj", D, d, "rep"), MixerLinear("f_b_proj", d, HD, "col", WEIGHT),
+                MixerLinear("g_a_proj", D, d, "rep"), MixerLinear("g_b_proj", d, HD, "col", WEIGHT), MixerLinear("o_proj", HD, D, "row", WEIGHT))
 
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
         """One layer's forward, as chunk_kimi_delta_attention computes it (the path transformers
@@ -220,6 +231,14 @@ class KimiDeltaAttention:
         b += f * tokens * hd + f * tokens * H + f * tokens * hd + f * d + 2 * f * tokens * hd
         b += p * tokens * hd  # o_proj's input
         return b
+
+    def frozen_parameter_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """The per-channel gate -exp(A_log)·softplus(g + dt_bias), in torch in both profiles: softplus's
+        fp32 output (H·d per token) and exp(A_log); torch-eager also the gated norm's fp32 x̂ (for the
+        weight's gradient). Measured: tools/crosscheck/lora_activations_mixers.py."""
+        s = _shape(m)
+        H, hd, tokens = s.H // T, s.qkv_dim // T, B * S
+        return FP32 * tokens * hd + FP32 * H + (0 if fused else FP32 * tokens * hd)
 
     def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
         """torch-eager: chunk_kimi_delta_attention forms (k_beta ⊙ k ⊙ decay).sum(-1) over a broadcast

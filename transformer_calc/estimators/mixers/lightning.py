@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.estimators.mixers.base import FP32, MixerFlops, MixerParams, MixerState, rmsnorm_params
+from transformer_calc.estimators.mixers.base import FP32, WEIGHT, MixerFlops, MixerLinear, MixerParams, MixerState, rmsnorm_params
 
 PROJECTIONS = 5  # q, k, v, the output gate and out_proj: each D x A·h
 BLOCK_MATMULS = 2  # per block: Q·K^T and its product with V (c² terms); Q·KV and K^T·V (c·h terms)
@@ -44,6 +44,12 @@ class Lightning:
     def matmul_params(self, m: ModelConfig, T: int) -> int:
         self.check(m, T)
         return self.params(m).projections // T
+
+    def linears(self, m: ModelConfig, T: int) -> tuple[MixerLinear, ...]:
+        """MiniMaxLightningAttention: qkv_proj (D -> 3·A·h), output_gate (D -> A·h), out_proj (A·h -> D)."""
+        self.check(m, T)
+        D, w = m.d_model, m.n_heads // T * m.head_dim
+        return (MixerLinear("qkv_proj", D, 3 * w), MixerLinear("output_gate", D, w), MixerLinear("out_proj", w, D, "row", WEIGHT))
 
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
         C = m.lightning_block_size
@@ -105,6 +111,12 @@ class Lightning:
         b += f * tokens * width + f * tokens + p * tokens * width  # the norm: fp32 input, rsqrt, x̂
         b += 3 * p * tokens * width  # sigmoid(gate), the normed output it gates, out_proj's input
         return b
+
+    def frozen_parameter_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """The norm's x̂ at p (weight·x̂, for the weight's gradient); one implementation for both profiles.
+        Measured: tools/crosscheck/lora_activations_mixers.py."""
+        del fused
+        return p * B * S * (m.n_heads // T) * m.head_dim
 
     def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
         """No transient beyond the layer's own gradients: measured whole-step peaks of MiniMax models within

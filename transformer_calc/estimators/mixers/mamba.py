@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.estimators.mixers.base import FP32, MixerFlops, MixerParams, MixerState, rmsnorm_params
+from transformer_calc.estimators.mixers.base import FP32, KEPT_VIEW, WEIGHT, MixerFlops, MixerLinear, MixerParams, MixerState, rmsnorm_params
 
 SELECT_BACKWARD_BUFFERS = 4  # two accumulated gradients and two select_backward buffers (see backward_transient_bytes)
 SCAN_CHUNK = 2048  # selective_scan_cuda checkpoints its state every 2048 tokens (selective_scan_fwd_kernel kChunkSize)
@@ -82,6 +82,17 @@ class Mamba:
         self.check(m, T)
         D, di, N, R, _ = _dims(m)
         return (D * 2 * di + di * (R + 2 * N) + R * di + di * D) // T
+
+    def linears(self, m: ModelConfig, T: int) -> tuple[MixerLinear, ...]:
+        """JambaMambaMixer: in_proj (D -> 2·d_inner: x and z), x_proj (d_inner -> R + 2·N: dt, B, C;
+        its input split T ways), dt_proj (R -> d_inner), out_proj (d_inner -> D). The forward computes
+        `self.dt_proj.weight @ time_step` (modeling_jamba.py JambaMambaMixer, unquantized): an adapter on
+        dt_proj is counted as PEFT counts it but never runs."""
+        self.check(m, T)
+        D, di, N, R, _ = _dims(m)
+        d = di // T
+        return (MixerLinear("in_proj", D, 2 * d), MixerLinear("x_proj", d, R + 2 * N, "row", KEPT_VIEW),
+                MixerLinear("dt_proj", R, d, "col", WEIGHT, bypassed=True), MixerLinear("out_proj", d, D, "row", WEIGHT))
 
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
         D, di, N, R, K = _dims(m)
@@ -150,6 +161,14 @@ class Mamba:
             b += p * tokens * di
         b += f * tokens * di  # y + D·x (fp32)
         return b
+
+    def frozen_parameter_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """The dt, B and C RMSNorms' x̂ at p and exp(A_log) (fp32, d_inner·N), in torch in both profiles;
+        torch-eager also x in fp32, which D·x keeps for D's gradient. Measured:
+        tools/crosscheck/lora_activations_mixers.py."""
+        _, di_all, N, R, _ = _dims(m)
+        di, tokens = di_all // T, B * S
+        return p * tokens * (R + 2 * N) + FP32 * di * N + (0 if fused else FP32 * tokens * di)
 
     def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
         """torch-eager: the backward of slow_forward's loop over the tokens reads exp(A·dt) and dt·B·x

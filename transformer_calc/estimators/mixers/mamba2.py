@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.estimators.mixers.base import BOOL, FP32, MixerFlops, MixerParams, MixerState, chunks, rmsnorm_params
+from transformer_calc.estimators.mixers.base import BOOL, FP32, WEIGHT_EAGER, MixerFlops, MixerLinear, MixerParams, MixerState, chunks, rmsnorm_params
 
 PER_HEAD_SCALARS = 3  # dt_bias, A_log, D
 DECODE_STATE_MACS = 3  # per state element per token: dB·x, the decayed state + dBx, C·state
@@ -125,6 +125,16 @@ class Mamba2:
         g = self._groups_per_rank(m, T)
         inner = s.inner // T
         return s.D * (2 * inner + 2 * g * s.N + s.H // T) + inner * s.D
+
+    def linears(self, m: ModelConfig, T: int) -> tuple[MixerLinear, ...]:
+        """BambaMixer / GraniteMoeHybridMambaLayer / FalconH1Mixer / NemotronHMamba2Mixer: in_proj
+        (D -> x, z, B, C and dt: 2·d_inner + 2·G·N + H; column-parallel, B and C replicated where T
+        does not divide G) and out_proj (d_inner -> D, row-parallel)."""
+        self.check(m, T)
+        s = _shape(m)
+        g, inner = self._groups_per_rank(m, T), s.inner // T
+        return (MixerLinear("in_proj", s.D, 2 * inner + 2 * g * s.N + s.H // T),
+                MixerLinear("out_proj", inner, s.D, "row", WEIGHT_EAGER))
 
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
         """One layer's forward as mamba2_chunk_scan computes it (the torch path transformers takes for
@@ -226,6 +236,17 @@ class Mamba2:
             b += p * tokens * s.D + p * in_width
         b += p * tokens * di
         return b
+
+    def frozen_parameter_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """torch-eager: the padded fp32 x that D·x keeps for D's gradient, dt in fp32 that A·dt keeps for
+        A's, exp(A_log), and the grouped norm's fp32 x̂ (weight·x̂). Fused: nothing (mamba_ssm's combined
+        function saves its tensors regardless). Measured: tools/crosscheck/lora_activations_mixers.py."""
+        if fused:
+            return 0
+        s = _shape(m)
+        H, di, tokens = s.H // T, s.inner // T, B * S
+        _, Sp = chunks(S, s.Q)
+        return FP32 * B * Sp * di + FP32 * tokens * H + FP32 * H + (FP32 * tokens * di if s.norm else 0)
 
     def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
         """No transient beyond the layer's own gradients: measured whole-step peaks of Bamba, Falcon-H1 and

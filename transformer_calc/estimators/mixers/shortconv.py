@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from transformer_calc.model.config import LayerAttention, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.estimators.mixers.base import MixerFlops, MixerParams, MixerState
+from transformer_calc.estimators.mixers.base import WEIGHT, MixerFlops, MixerLinear, MixerParams, MixerState
 
 IN_WIDTHS = 3  # B, C, x
 
@@ -58,6 +58,12 @@ class ShortConv:
         self.check(m, T)
         return (IN_WIDTHS + 1) * (m.d_model // T) * m.d_model
 
+    def linears(self, m: ModelConfig, T: int) -> tuple[MixerLinear, ...]:
+        """Lfm2ShortConv: in_proj (D -> 3·D: B, C, x) and out_proj (D -> D)."""
+        self.check(m, T)
+        D = m.d_model
+        return (MixerLinear("in_proj", D, IN_WIDTHS * (D // T)), MixerLinear("out_proj", D // T, D, "row", WEIGHT))
+
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
         D, K = m.d_model, self._K(m)
         return MixerFlops(
@@ -89,6 +95,12 @@ class ShortConv:
         c, K = m.d_model // T, self._K(m)
         conv_out = B * S * c if fused else B * (S + K - 1) * c
         return p * (B * S * (IN_WIDTHS * c + c + c) + conv_out)
+
+    def frozen_parameter_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
+        """Nothing: the conv keeps its input for the input's gradient as well (measured:
+        tools/crosscheck/lora_activations_mixers.py)."""
+        del m, B, S, p, T, fused
+        return 0
 
     def backward_transient_bytes(self, m: ModelConfig, B: int, S: int, p: int, T: int, fused: bool) -> int:
         """No transient beyond the layer's own gradients: measured whole-step peaks of LFM2 models within 5 %

@@ -27,12 +27,14 @@ Conventions (docs/formulas.md "Fine-tuning"):
 
 from __future__ import annotations
 
-from transformer_calc.estimators.mixers import require_attention_only
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from transformer_calc.estimators.mixers import MIXERS, require_training_priced
 from transformer_calc.model.units import FLOPS_PER_MAC
-from transformer_calc.model.config import Finetune, LoraTarget, ModelConfig, Parallelism, Precision, Training
+from transformer_calc.model.config import (
+    ATTENTION_KINDS, Finetune, LayerAttention, LoraTarget, ModelConfig, Parallelism, Precision, Training,
+)
 from transformer_calc.estimators.params import kv_heads_per_rank
 
 if TYPE_CHECKING:
@@ -70,6 +72,7 @@ class Linear:
     count: int = 1  # identical modules on this rank (routed experts: n_experts / ep)
     all_linear: int = 1  # `all-linear` adapts it at rank all_linear·r (0: all-linear leaves it out)
     routed: bool = False  # a routed expert's: it sees k·B·S tokens over all `count` of them, not B·S each
+    bypassed: bool = False  # the model multiplies by its weight directly: an adapter on it never runs (no FLOPs)
 
 
 
@@ -86,12 +89,14 @@ def _row(name: str, parts: set[LoraTarget], d_in: int, d_out: int, T: int) -> Li
     return Linear(name, frozenset(parts), d_in // T, d_out, "row")
 
 
-def block_linears(m: ModelConfig, moe: bool, T: int = 1) -> list[Linear]:
-    """The adaptable Linear modules of one block, as one tensor-parallel rank holds them.
+def require_adapters_priced(m: ModelConfig) -> None:
+    """Refuse, in one line, adapters on the parts no training estimate prices yet (Gemma 4's varied
+    layers, Zamba2's shared blocks, ...: `require_training_priced`); every mixer kind is priced."""
+    require_training_priced(m, "fine-tuning (adapters)")
 
-    Routed experts and the router are left out (see the module docstring).
-    """
-    require_attention_only(m, "fine-tuning (adapters)")
+
+def attention_linears(m: ModelConfig, T: int = 1) -> list[Linear]:
+    """The softmax-attention (or MLA) Linear modules of one layer on one tensor-parallel rank."""
     q, k, v, o = LoraTarget.q, LoraTarget.k, LoraTarget.v, LoraTarget.o
     D, hd, A, kv = m.d_model, m.head_dim, m.n_heads, m.n_kv_heads
     out: list[Linear] = []
@@ -107,13 +112,36 @@ def block_linears(m: ModelConfig, moe: bool, T: int = 1) -> list[Linear]:
         out.append(_row("o_proj", {o}, A * m.v_dim, D, T))
     else:
         kv_t = kv_heads_per_rank(kv, T)
+        # attn_output_gate (modeling_qwen3_next.py Qwen3NextAttention): q_proj emits the gate too, D -> 2·A·h_d
+        gate = 2 if m.attn_output_gate else 1
         if m.fused_qkv:
-            out.append(Linear("qkv", frozenset({q, k, v}), D, (A // T + 2 * kv_t) * hd, "col"))
+            out.append(Linear("qkv", frozenset({q, k, v}), D, (gate * (A // T) + 2 * kv_t) * hd, "col"))
         else:
-            out.append(_col("q_proj", {q}, D, A * hd, T))
+            out.append(_col("q_proj", {q}, D, gate * A * hd, T))
             out.append(Linear("k_proj", frozenset({k}), D, kv_t * hd, "col"))
             out.append(Linear("v_proj", frozenset({v}), D, kv_t * hd, "col"))
         out.append(_row("o_proj", {o}, A * hd, D, T))
+    return out
+
+
+def sequence_linears(m: ModelConfig, kind: LayerAttention, T: int = 1) -> list[Linear]:
+    """The sequence mixer's Linear modules of one layer of `kind` on one rank: softmax attention's
+    (targets q, k, v, o), a `mixers` kind's own modules (`Mixer.linears`: target `mixer`; with
+    `mixer_beside_attention`, Falcon-H1, the layer's attention beside them), none for a layer
+    without a sequence mixer (Nemotron-H's MLP blocks)."""
+    if kind in ATTENTION_KINDS:
+        return attention_linears(m, T)
+    if kind is LayerAttention.none:
+        return []
+    mixer = frozenset({LoraTarget.mixer})
+    out = [Linear(x.name, mixer, x.d_in, x.d_out, x.split, bypassed=x.bypassed) for x in MIXERS[kind].linears(m, T)]
+    return (attention_linears(m, T) if m.mixer_beside_attention else []) + out
+
+
+def channel_linears(m: ModelConfig, moe: bool, T: int = 1) -> list[Linear]:
+    """The channel mixer's Linear modules of one layer (the dense MLP, or a MoE block's shared
+    expert and its gate; the routed experts and the router: `adapter_linears`)."""
+    D = m.d_model
     mlp: list[Linear] = []
     if moe:
         if m.shared_expert_d_ff:
@@ -124,7 +152,49 @@ def block_linears(m: ModelConfig, moe: bool, T: int = 1) -> list[Linear]:
         mlp += _mlp(m, m.d_ff, T, "")
     if m.all_linear_experts:  # PEFT's converted all-linear names no dense MLP or shared expert
         mlp = [replace(x, all_linear=0) for x in mlp]
-    return out + mlp
+    return mlp
+
+
+def block_linears(m: ModelConfig, moe: bool, T: int = 1) -> list[Linear]:
+    """The adaptable Linear modules of one attention block (attention + its MLP), as one
+    tensor-parallel rank holds them; a hybrid's layers: `sequence_linears` and `channel_linears`
+    summed over `layer_counts`.
+
+    Routed experts and the router are left out (see the module docstring).
+    """
+    require_adapters_priced(m)
+    return attention_linears(m, T) + channel_linears(m, moe, T)
+
+
+@dataclass(frozen=True)
+class LayerCounts:
+    """How many layers of [start, stop) have each sequence-mixer kind, a MoE and a dense MLP (a
+    layer's adapters, quantized matrices and FLOPs are its sequence part plus its channel part,
+    so sums over layers need only these counts: no loop over the layers)."""
+
+    sequence: dict[LayerAttention, int]
+    moe: int
+    dense: int
+
+
+def layer_counts(m: ModelConfig, start: int = 0, stop: int | None = None) -> LayerCounts:
+    stop = m.n_layers if stop is None else stop
+    n_moe = m.n_moe_layers(start, stop)
+    seq = {k: m.n_attention_layers(k, start, stop) for k in dict.fromkeys(m.attention_pattern)}
+    return LayerCounts(sequence={k: n for k, n in seq.items() if n}, moe=n_moe,
+                       dense=(stop - start) - n_moe - m.n_channel_free_layers(start, stop))
+
+
+def layer_linears(m: ModelConfig, counts: LayerCounts, T: int = 1, ep: int = 1, etp: int | None = None
+                  ) -> list[tuple[list[Linear], int]]:
+    """(Linear modules, layers) pairs whose sum is `counts`' layers: each sequence kind's modules,
+    a MoE block's channel modules with its experts and router, a dense MLP's."""
+    out = [(sequence_linears(m, k, T), n) for k, n in counts.sequence.items()]
+    if counts.moe:
+        out.append((channel_linears(m, True, T) + expert_linears(m, T, ep, etp), counts.moe))
+    if counts.dense:
+        out.append((channel_linears(m, False, T), counts.dense))
+    return out
 
 
 def _mlp(m: ModelConfig, F: int, T: int, prefix: str) -> list[Linear]:
@@ -168,24 +238,27 @@ def lin_rank(lin: Linear, tr: Training) -> int:
 
 
 def adapter_linears(m: ModelConfig, moe: bool, T: int = 1, ep: int = 1, etp: int | None = None) -> list[Linear]:
-    """Everything an adapter can go on in one block: `block_linears`, and in a MoE block the routed
-    experts' stacked projections and the router, as PEFT's `target_parameters` adapts them in
-    transformers 5 (an expert's fused gate_up, D -> 2·F_e, and its down, F_e -> D, each with its
-    own A and B of rank r; the router D -> n_experts)."""
-    out = block_linears(m, moe, T)
-    if moe:
-        etp = T if etp is None else etp
-        D, F, n = m.d_model, m.moe_d_ff // etp, m.n_experts // ep
-        ex = frozenset({LoraTarget.experts})
-        n_in = 2 if m.gated_mlp else 1
-        # Never by all-linear (3-D parameters and a custom router module), except under PEFT's
-        # conversion of the Mixtral-pattern families (`all_linear_experts`).
-        conv = 1 if m.all_linear_experts else 0
-        out.append(Linear("experts.gate_up_proj" if m.gated_mlp else "experts.up_proj", ex, D, n_in * F, "col",
-                          count=n, routed=True, all_linear=n_in * conv))
-        out.append(Linear("experts.down_proj", ex, F, D, "row", count=n, routed=True, all_linear=conv))
-        if m.router:
-            out.append(Linear("router", frozenset({LoraTarget.router}), D, m.n_experts, "rep", all_linear=conv))
+    """Everything an adapter can go on in one attention block: `block_linears`, and in a MoE block
+    the routed experts and the router (`expert_linears`)."""
+    return block_linears(m, moe, T) + (expert_linears(m, T, ep, etp) if moe else [])
+
+
+def expert_linears(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None) -> list[Linear]:
+    """A MoE block's routed experts' stacked projections and its router, as PEFT's
+    `target_parameters` adapts them in transformers 5 (an expert's fused gate_up, D -> 2·F_e, and its
+    down, F_e -> D, each with its own A and B of rank r; the router D -> n_experts)."""
+    etp = T if etp is None else etp
+    D, F, n = m.d_model, m.moe_d_ff // etp, m.n_experts // ep
+    ex = frozenset({LoraTarget.experts})
+    n_in = 2 if m.gated_mlp else 1
+    # Never by all-linear (3-D parameters and a custom router module), except under PEFT's
+    # conversion of the Mixtral-pattern families (`all_linear_experts`).
+    conv = 1 if m.all_linear_experts else 0
+    out = [Linear("experts.gate_up_proj" if m.gated_mlp else "experts.up_proj", ex, D, n_in * F, "col",
+                  count=n, routed=True, all_linear=n_in * conv),
+           Linear("experts.down_proj", ex, F, D, "row", count=n, routed=True, all_linear=conv)]
+    if m.router:
+        out.append(Linear("router", frozenset({LoraTarget.router}), D, m.n_experts, "rep", all_linear=conv))
     return out
 
 
@@ -227,13 +300,14 @@ def check_targets(m: ModelConfig, tr: Training) -> None:
     """A target list that selects no module of this model is an error (PEFT raises too)."""
     if not tr.adapters:
         return
-    mods = (adapter_linears(m, True) if m.n_moe_layers() else []) + (
-        block_linears(m, False) if m.has_dense_mlp_layers else [])
+    require_adapters_priced(m)
+    mods = [lin for linears, _ in layer_linears(m, layer_counts(m)) for lin in linears]
     names = ",".join(t.value for t in tr.lora_targets)
     if not any(selected(lin, tr.lora_targets) for lin in mods):
         raise ValueError(
             f"lora_targets ({names}) select no module of this model (a plain MLP has no gate; experts and "
-            "router need a MoE model); choose from q,k,v,o,gate,up,down,experts,router or all-linear"
+            "router need a MoE model; mixer needs layers other than attention); choose from "
+            "q,k,v,o,gate,up,down,experts,router,mixer or all-linear"
         )
     converted = LoraTarget.all_linear in tr.lora_targets and m.all_linear_experts and m.n_moe_layers()
     if tr.finetune is Finetune.dora and converted:
@@ -267,19 +341,23 @@ def trainable_params(m: ModelConfig, tr: Training) -> Trainable:
     counts = count_params(m)
     if not tr.adapters:
         return Trainable(adapters=0, embedding=0, head=counts.total, adapted_modules=0)
-    require_attention_only(m, "fine-tuning (adapters)")
-    n_moe = m.n_moe_layers()
-    per_moe = adapted(adapter_linears(m, True), tr) if n_moe else None
-    per_dense = adapted(block_linears(m, False), tr)
+    require_adapters_priced(m)
     first, last = embedding_linears(m)
     side = adapted(first + last, tr)
-    adapters = n_moe * (per_moe.params if per_moe else 0) + (m.n_layers - n_moe) * per_dense.params + side.params
-    modules = n_moe * (per_moe.modules if per_moe else 0) + (m.n_layers - n_moe) * per_dense.modules + side.modules
+    parts = [(adapted(linears, tr), n) for linears, n in layer_linears(m, layer_counts(m))]
+    adapters = sum(n * a.params for a, n in parts) + side.params
+    modules = sum(n * a.modules for a, n in parts) + side.modules
     embedding = counts.embedding if tr.train_embeddings else 0
     head = 0
     if tr.train_head:
         head = counts.lm_head + counts.lm_head_bias if not m.tied_embeddings else (0 if tr.train_embeddings else counts.embedding)
     return Trainable(adapters=adapters, embedding=embedding, head=head, adapted_modules=modules)
+
+
+def block_adapter_params(m: ModelConfig, tr: Training, counts: LayerCounts, T: int = 1, ep: int = 1,
+                         etp: int | None = None) -> int:
+    """Trainable adapter parameters of the layers `counts` on one rank (no embedding-side modules)."""
+    return sum(n * adapted(linears, tr).params for linears, n in layer_linears(m, counts, T, ep, etp))
 
 
 # ---------------------------------------------------------------------------- bytes per parameter
@@ -304,17 +382,34 @@ def nf4_bytes(n: int) -> int:
 
 
 def block_matrices(m: ModelConfig, moe: bool, T: int = 1, ep: int = 1, etp: int | None = None) -> list[tuple[int, int]]:
-    """(elements, count) of the weight matrices of one block that bitsandbytes quantizes (its
-    Linear4bit replaces every nn.Linear but the output layer): attention, dense MLP, shared expert
-    and its gate, and the routed experts (assumed quantized per expert matrix); the router stays
-    16-bit. One tensor-parallel rank's shards."""
+    """(elements, count) of the weight matrices of one attention block that bitsandbytes quantizes
+    (its Linear4bit replaces every nn.Linear but the output layer): attention, dense MLP, shared
+    expert and its gate, and the routed experts (assumed quantized per expert matrix); the router
+    stays 16-bit. One tensor-parallel rank's shards. A hybrid's layers: `layer_matrices`."""
+    return [(lin.d_in * lin.d_out, 1) for lin in block_linears(m, moe, T)] + _expert_matrices(m, moe, ep, T if etp is None else etp)
+
+
+def _expert_matrices(m: ModelConfig, moe: bool, ep: int, etp: int) -> list[tuple[int, int]]:
+    if not moe:
+        return []
+    D, F = m.d_model, m.moe_d_ff // etp
+    n_mats = 3 if m.gated_mlp else 2
+    return [(D * F, n_mats * (m.n_experts // ep))]
+
+
+def layer_matrices(m: ModelConfig, counts: LayerCounts, T: int = 1, ep: int = 1, etp: int | None = None
+                   ) -> list[tuple[int, int]]:
+    """(elements, count) of every matrix bitsandbytes quantizes in the layers `counts`, on one rank:
+    each sequence kind's Linear modules (a mixer's in/out projections and gates: its conv1d, an
+    nn.Conv1d, and its A_log, dt_bias, D and norms are not Linear and stay unquantized), each
+    MLP's, and the routed experts'."""
     etp = T if etp is None else etp
-    mats: list[tuple[int, int]] = [(lin.d_in * lin.d_out, 1) for lin in block_linears(m, moe, T)]
-    if moe:
-        D, F = m.d_model, m.moe_d_ff // etp
-        n_mats = 3 if m.gated_mlp else 2
-        mats.append((D * F, n_mats * (m.n_experts // ep)))
-    return mats
+    out = [(lin.d_in * lin.d_out, n) for k, n in counts.sequence.items() for lin in sequence_linears(m, k, T)]
+    for moe, n in ((True, counts.moe), (False, counts.dense)):
+        if n:
+            out += [(lin.d_in * lin.d_out, n) for lin in channel_linears(m, moe, T)]
+            out += [(e, c * n) for e, c in _expert_matrices(m, moe, ep, etp)]
+    return out
 
 
 def quantized(mats: list[tuple[int, int]]) -> tuple[int, int]:
@@ -322,9 +417,9 @@ def quantized(mats: list[tuple[int, int]]) -> tuple[int, int]:
     return sum(n * c for n, c in mats), sum(nf4_bytes(n) * c for n, c in mats)
 
 
-def frozen_weight_bytes(m: ModelConfig, tr: Training, params: int, blocks: dict[bool, int], T: int, ep: int, etp: int | None) -> tuple[int, int]:
-    """(bytes, of which NF4) of `params` frozen parameters held by one GPU, whose blocks are
-    `blocks` = {is_moe: count}. LoRA/DoRA: every parameter at p bytes. QLoRA: the blocks' Linear
+def frozen_weight_bytes(m: ModelConfig, tr: Training, params: int, counts: LayerCounts, T: int, ep: int, etp: int | None) -> tuple[int, int]:
+    """(bytes, of which NF4) of `params` frozen parameters held by one GPU, whose layers are
+    `counts`. LoRA/DoRA: every parameter at p bytes. QLoRA: the blocks' Linear
     weights in NF4, the rest (embeddings, norms, biases, LM head, router) at p bytes, as
     bitsandbytes leaves them (fp32 with `fp32_unquantized`, as PEFT's prepare_model_for_kbit_training
     casts them)."""
@@ -333,11 +428,7 @@ def frozen_weight_bytes(m: ModelConfig, tr: Training, params: int, blocks: dict[
             stored, n = tr.frozen_weights
             return -(-params * stored // n), 0
         return params * tr.p, 0
-    elems = nf4 = 0
-    for moe, count in blocks.items():
-        e, b = quantized(block_matrices(m, moe, T, ep, etp))
-        elems += count * e
-        nf4 += count * b
+    elems, nf4 = quantized(layer_matrices(m, counts, T, ep, etp))
     # PEFT's prepare_model_for_kbit_training casts every parameter that is not Params4bit to fp32
     unquantized = FP32_BYTES if tr.fp32_unquantized else tr.p
     return (params - elems) * unquantized + nf4, nf4
@@ -345,8 +436,7 @@ def frozen_weight_bytes(m: ModelConfig, tr: Training, params: int, blocks: dict[
 
 def largest_quantized_matrix(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None) -> int:
     """Elements of the largest quantized matrix: bitsandbytes dequantizes one to 16 bits per matmul."""
-    kinds = [m.is_moe] + ([False] if m.is_moe and m.has_dense_mlp_layers else [])
-    return max(n for moe in kinds for n, _ in block_matrices(m, moe, T, ep, etp))
+    return max(n for n, _ in layer_matrices(m, layer_counts(m), T, ep, etp))
 
 
 # ---------------------------------------------------------------------------- activations
@@ -430,6 +520,58 @@ def activation_delta(
     return ActivationDelta(attention=attn, mlp=mlp)
 
 
+def mixer_activation_delta(m: ModelConfig, kind: LayerAttention, B: int, S: int, S_rep: int, tr: Training,
+                           par: Parallelism, *, fused: bool) -> int:
+    """Stored-activation change of one layer whose sequence mixer is `kind` (a `mixers` kind) under
+    adapters, as `activation_delta` prices attention's (p bytes per element).
+
+    A frozen Linear keeps no input (autograd saves it only for the weight gradient), so the layer's
+    input (the norm's output, p·B·S_rep·D, which the in-projections read) is dropped unless an
+    adapted module reads that very tensor (shared inputs: pure bf16/fp32); with
+    `mixer_beside_attention` (Falcon-H1) the attention part owns that input and in_proj reads a
+    scaled copy of it (torch-eager: dropped with in_proj frozen); a frozen module whose input the mixer keeps for its weight gradient alone
+    (`MixerLinear.reads`: out_proj, Jamba's dt_proj, Kimi's f_b_proj/g_b_proj; the fused Mamba-2
+    kernel keeps no out_proj input at all) drops that input, B·S·d_in; what the mixer keeps for
+    its own backward (the in-projections' outputs: conv input, gates, B/C) stays, but what only the
+    gradients of its frozen conv weight, A_log, dt_bias, D and norm weights needed goes
+    (`Mixer.frozen_parameter_bytes`: PEFT freezes every base parameter). Each adapted
+    module adds what it adds in attention: its rank-r intermediate, DoRA's two d_out-wide tensors,
+    and in mixed precision its own 16-bit input copy and the casts of A and B.
+    """
+    from transformer_calc.estimators.mixers.base import INPUT, KEPT_VIEW, WEIGHT, WEIGHT_EAGER
+
+    p, T, D = tr.p, par.tensor, m.d_model
+    mods = [Linear(x.name, frozenset({LoraTarget.mixer}), x.d_in, x.d_out, x.split) for x in MIXERS[kind].linears(m, T)]
+    reads = {x.name: x.reads for x in MIXERS[kind].linears(m, T)}
+    bypassed = {x.name for x in MIXERS[kind].linears(m, T) if x.bypassed}  # adapters that never run (Jamba's dt_proj)
+    chosen = {x.name for x in mods if selected(x, tr.lora_targets)} - bypassed
+    separate = separate_adapter_inputs(tr)
+    delta = 0
+    if m.mixer_beside_attention:
+        # Falcon-H1: the attention part counts (and, frozen, drops) the shared input; the mixer's in_proj
+        # reads its own copy scaled by ssm_in_multiplier (modeling_falcon_h1.py FalconH1Mixer), which
+        # the torch-eager activation_bytes counts, kept for in_proj's weight gradient alone
+        if not fused and any(reads[n] == INPUT and (n not in chosen or separate) for n in reads):
+            delta -= p * B * S * D
+    elif separate or not any(reads[n] == INPUT for n in chosen):
+        delta -= p * B * S_rep * D  # no adapted module reads the layer's input itself
+    own = (WEIGHT,) if fused else (WEIGHT, WEIGHT_EAGER)
+    for x in mods:
+        if reads[x.name] in own and (x.name not in chosen or separate):
+            delta -= p * B * S * x.d_in  # frozen (or reading its own copy): the weight's input goes
+    # the frozen conv weight, A_log, dt_bias, D and norm weights: what only their gradients needed goes
+    delta -= MIXERS[kind].frozen_parameter_bytes(m, B, S, p, T, fused)
+    dora = 2 if tr.finetune is Finetune.dora else 0
+    for x in mods:
+        if x.name in chosen:
+            r, tokens = lin_rank(x, tr), B * S
+            copies = tokens * x.d_in + r * (x.d_in + x.d_out) if separate else 0
+            if not separate and reads[x.name] == KEPT_VIEW:  # lora_A reshapes the transposed view: a copy
+                copies = tokens * x.d_in
+            delta += p * (tokens * (r + dora * x.d_out) + copies)
+    return delta
+
+
 # ---------------------------------------------------------------------------- step FLOPs
 
 
@@ -437,16 +579,15 @@ def adapter_flops_per_token(m: ModelConfig, tr: Training) -> int:
     """Forward FLOPs of every adapter, per token: 2·r·(d_in + d_out) per adapted module (T = 1)."""
     if not tr.adapters:
         return 0
-    n_moe = m.n_moe_layers()
 
     def per_token(x: Linear) -> int:  # a routed expert's adapters run on the k experts a token goes to
         return FLOPS_PER_MAC * lin_rank(x, tr) * (x.d_in + x.d_out) * (m.experts_per_token if x.routed else 1)
 
-    per_moe = sum(per_token(x) for x in adapter_linears(m, True) if selected(x, tr.lora_targets)) if n_moe else 0
-    per_dense = sum(per_token(x) for x in block_linears(m, False) if selected(x, tr.lora_targets))
+    blocks = sum(n * sum(per_token(x) for x in linears if selected(x, tr.lora_targets) and not x.bypassed)
+                 for linears, n in layer_linears(m, layer_counts(m)))
     first, last = embedding_linears(m)
     side = sum(FLOPS_PER_MAC * tr.lora_rank * (x.d_in + x.d_out) for x in first + last if selected(x, tr.lora_targets))
-    return n_moe * per_moe + (m.n_layers - n_moe) * per_dense + side
+    return blocks + side
 
 
 def finetune_step_flops(m: ModelConfig, step: StepFlops, tr: Training, full_recompute: bool) -> tuple[int, int]:

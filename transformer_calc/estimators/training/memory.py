@@ -51,7 +51,7 @@ from transformer_calc.model.config import (
     Training,
     Workload,
 )
-from transformer_calc.estimators.training.finetune import head_trained
+from transformer_calc.estimators.training.finetune import LayerCounts, head_trained, layer_counts
 from transformer_calc.estimators.training.optimizers import SHAPED
 from transformer_calc.estimators.training.schedules import PARAMETER_COPIES, forwards_in_flight
 from transformer_calc.estimators.params import check_tensor_parallel, kv_heads_per_rank, shard_params
@@ -265,7 +265,7 @@ def _layer_activations(m: ModelConfig, w: Workload, tr: Training, par: Paralleli
 
 def check_hybrid_training(m: ModelConfig, tr: Training) -> None:
     """Refuse, in one line each, the training estimates that do not price a hybrid model's mixers:
-    the seed profile (the notes' attention-only equations), adapters (fine-tuning), FP8 recipes and
+    the seed profile (the notes' attention-only equations), FP8 recipes and
     the optimizers whose states depend on each tensor's shape (no tensor inventory of the mixers); and,
     for every model, the parts no training estimate prices yet (`require_training_priced`)."""
     require_training_priced(m, "training memory")
@@ -275,11 +275,18 @@ def check_hybrid_training(m: ModelConfig, tr: Training) -> None:
         kinds = ", ".join(MIXERS[k].name for k in m.mixer_kinds) or "hybrid"
         raise TcalcError(f"activations seed (the notes' equations) covers attention-only transformers, not the {kinds} "
                          f"layers of {m.name or 'this model'}; use --activations default or torch-eager")
-    if tr.adapters:
-        require_attention_only(m, "fine-tuning (adapters)")
+    if tr.fp8_recipe is not FP8Recipe.none and (m.is_hybrid or m.one_mixer_per_layer):
+        # Megatron-core runs Mamba-2's and Gated DeltaNet's in_proj/out_proj as Transformer Engine
+        # linears (FP8 under the recipe), the conv and scan in bf16/fp32; fp8.py and precision.py price
+        # the recipe per attention block (weight copies, scaling state, FP8-saved inputs, casts), not yet
+        # per mixer layer
+        kinds = ", ".join(MIXERS[k].name for k in m.mixer_kinds) or "one-mixer-per-layer"
+        raise TcalcError(f"an FP8 recipe is not modeled for {kinds} layers yet (model {m.name or 'given'}): its "
+                         "FP8 weight copies, scaling state and FP8-saved inputs are priced per attention block "
+                         "only; use --fp8-recipe none")
     if tr.fp8_recipe is not FP8Recipe.none:
         require_attention_only(m, "an FP8 recipe")
-    if tr.optimizer in SHAPED:
+    if tr.optimizer in SHAPED and not tr.adapters:  # under adapters the states are the adapters' (optimizers.py)
         require_attention_only(m, f"optimizer {tr.optimizer.value} (states shaped per tensor)")
 
 
@@ -303,6 +310,10 @@ def mixer_activations(
     S_rep = ceil_div(S, T) if par.sequence_parallel else S
     fused = tr.activations is not ActivationProfile.torch_eager
     mixed = MIXERS[kind].activation_bytes(m, B, S, p, T, fused)
+    if tr.adapters:  # frozen projections' inputs dropped, the adapters' tensors added (finetune.py)
+        from transformer_calc.estimators.training.finetune import mixer_activation_delta
+
+        mixed += mixer_activation_delta(m, kind, B, S, S_rep, tr, par, fused=fused)
     if m.mixer_beside_attention:  # the attention part already counts the shared input
         return layer_activations(m, w, tr, par, eager=eager).attention + mixed
     return p * B * S_rep * m.d_model + mixed
@@ -648,11 +659,9 @@ def training_memory(
         working += gathered * 2 * 2 * w.batch_size * w.seq_len * kv_t * (m.head_dim + m.v_dim) // 2 * tr.p
     opt_bytes = optimizer_bytes_per_param(tr)
     if tr.adapters:
-        from transformer_calc.estimators.training.finetune import adapted, adapter_linears, block_linears, check_targets, embedding_linears
+        from transformer_calc.estimators.training.finetune import adapted, block_adapter_params, check_targets, embedding_linears, layer_counts
 
         check_targets(m, tr)
-        ad_moe = adapted(adapter_linears(m, True, T, ep, par.expert_tensor), tr).params if m.is_moe else 0
-        ad_dense = adapted(block_linears(m, False, T), tr).params
         side_first, side_last = (adapted(x, tr).params for x in embedding_linears(m))
         table = ceil_div(m.vocab_size, T) * m.d_embedding
         opt_bytes = trainable_optimizer_bytes(tr)
@@ -698,7 +707,8 @@ def training_memory(
         if tr.adapters:
             from transformer_calc.estimators.training.finetune import frozen_weight_bytes, trainable_weight_bytes
 
-            trainable = n_moe * ad_moe + n_dense * ad_dense
+            trainable = sum(block_adapter_params(m, tr, layer_counts(m, c.start, c.stop), T, ep, par.expert_tensor)
+                            for c in chunks)
             if is_first:
                 trainable += side_first + (table if tr.train_embeddings else 0)
             if is_last:
@@ -707,7 +717,7 @@ def training_memory(
                     trainable += shard.lm_head
                 elif m.tied_embeddings and (tr.train_head or tr.train_embeddings) and not (is_first and tr.train_embeddings):
                     trainable += table  # the tied table (the last stage's copy when P > 1)
-            frozen, nf4 = frozen_weight_bytes(m, tr, params, {True: n_moe, False: n_dense}, T, ep, par.expert_tensor)
+            frozen, nf4 = frozen_weight_bytes(m, tr, params, _stage_counts(m, chunks), T, ep, par.expert_tensor)
             if zero >= 3:  # ZeRO-3 / FSDP shards the frozen parameters too
                 frozen, nf4 = ceil_div(frozen * sharded(3), params), ceil_div(nf4 * sharded(3), params)
             adapter_w = _shard_trainable(trainable, 3, zero, dp) * trainable_weight_bytes(tr)
@@ -729,7 +739,8 @@ def training_memory(
             from transformer_calc.estimators.training.optimizers import adapter_tensors, groups, stage_tensors
 
             if tr.adapters:
-                tensors = adapter_tensors(m, tr, T, n_moe, n_dense, is_first, is_last, P)
+                tensors = adapter_tensors(m, tr, T, n_moe, n_dense, is_first, is_last, P,
+                                          counts=_stage_counts(m, chunks) if _layers_differ(m) else None)
             else:
                 tensors = stage_tensors(m, T, ep, par.expert_tensor, n_moe, n_dense, is_first, is_last, P)
             states = sum(g.state_bytes for g in groups(tr, tensors))
@@ -794,6 +805,18 @@ def training_memory(
             )
         )
     return stages
+
+
+def _stage_counts(m: ModelConfig, chunks: tuple[Chunk, ...]) -> LayerCounts:
+    """The layer counts (finetune.LayerCounts) of a stage's chunks, summed."""
+    seq: dict[LayerAttention, int] = {}
+    moe = dense = 0
+    for c in chunks:
+        lc = layer_counts(m, c.start, c.stop)
+        for k, n in lc.sequence.items():
+            seq[k] = seq.get(k, 0) + n
+        moe, dense = moe + lc.moe, dense + lc.dense
+    return LayerCounts(sequence=seq, moe=moe, dense=dense)
 
 
 OFFLOAD_GRAD_BYTES = 4  # DeepSpeed's CPU optimizer updates from an fp32 gradient partition on the host

@@ -24,8 +24,12 @@ The fp32 master copy (mixed precision) is added by the caller, once per paramete
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from transformer_calc.model.config import ModelConfig, Optimizer, Precision, Training
+
+if TYPE_CHECKING:
+    from transformer_calc.estimators.training.finetune import LayerCounts
 
 BNB_BLOCK = 256  # bitsandbytes blockwise optimizer quantization block
 BNB_ABSMAX_BYTES = 4  # one fp32 absmax per block and state
@@ -170,9 +174,10 @@ def stage_tensors(m: ModelConfig, T: int, ep: int, etp: int | None, n_moe: int, 
 
 
 def adapter_tensors(m: ModelConfig, tr: Training, T: int, n_moe: int, n_dense: int, first: bool, last: bool,
-                    P: int) -> list[Tensors]:
+                    P: int, counts: LayerCounts | None = None) -> list[Tensors]:
     """The trainable tensors under adapters: A (r x d_in) and B (d_out x r) per adapted module,
-    DoRA's magnitude vectors, a trained embedding or head."""
+    DoRA's magnitude vectors, a trained embedding or head. `counts`: the layers by kind (a hybrid's:
+    finetune.layer_counts), in place of n_moe attention+MoE blocks and n_dense attention+MLP ones."""
     from transformer_calc.model.config import Finetune
     from transformer_calc.estimators.training.finetune import adapter_linears, block_linears, embedding_linears, lin_rank, selected
 
@@ -186,7 +191,12 @@ def adapter_tensors(m: ModelConfig, tr: Training, T: int, n_moe: int, n_dense: i
                 if tr.finetune is Finetune.dora:
                     out.append(Tensors("vector", lin.d_out, 0, n * lin.count))
 
-    for moe, n in ((True, n_moe), (False, n_dense)):
+    if counts is not None:
+        from transformer_calc.estimators.training.finetune import layer_linears
+
+        for linears, n in layer_linears(m, counts, T):
+            adapters(linears, n)
+    for moe, n in ((True, n_moe), (False, n_dense)) if counts is None else ():
         if n:
             adapters(adapter_linears(m, True, T) if moe else block_linears(m, False, T), n)
     side_first, side_last = embedding_linears(m)
@@ -210,12 +220,17 @@ def model_groups(m: ModelConfig, tr: Training) -> list[GroupBytes]:
     """The optimizer's parameter groups over the whole model (T = P = 1): the trainable tensors
     (every parameter, or the adapters and a trained embedding/head)."""
     n_moe = m.n_moe_layers()
-    if (m.is_hybrid or m.one_mixer_per_layer) and not tr.adapters and tr.optimizer not in SHAPED:
-        # states per parameter do not depend on shapes: the model's parameters as one group (the
-        # tensor inventory, block_linears, has no mixer layers)
-        from transformer_calc.estimators.params import count_params
+    hybrid = m.is_hybrid or m.one_mixer_per_layer
+    if hybrid and tr.adapters and tr.optimizer in SHAPED:  # the adapters' tensors, layer kind by kind
+        from transformer_calc.estimators.training.finetune import layer_counts
 
-        return groups(tr, [Tensors("vector", count_params(m).total, 0)])
+        return groups(tr, adapter_tensors(m, tr, 1, 0, 0, True, True, 1, counts=layer_counts(m)))
+    if hybrid and tr.optimizer not in SHAPED:
+        # states per parameter do not depend on shapes: the trainable parameters as one group (the
+        # tensor inventory, block_linears, has no mixer layers)
+        from transformer_calc.estimators.training.finetune import trainable_params
+
+        return groups(tr, [Tensors("vector", trainable_params(m, tr).total, 0)])
     if tr.adapters:
         tensors = adapter_tensors(m, tr, 1, n_moe, m.n_layers - n_moe, True, True, 1)
     else:

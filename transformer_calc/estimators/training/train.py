@@ -385,13 +385,10 @@ def estimate_step(
     if tr.finetune.value == "qlora":
         # bitsandbytes dequantizes every NF4 weight to 16 bits for each forward and backward matmul
         # (and the recomputed forward): read the NF4 bytes, write p per weight, per micro-batch
-        from transformer_calc.estimators.training.finetune import block_matrices, quantized
+        from transformer_calc.estimators.training.finetune import layer_counts, layer_matrices, quantized
 
-        dq = 0
-        for moe, count in ((True, m.n_moe_layers()), (False, m.n_layers - m.n_moe_layers())):
-            if count:
-                elems, nf4 = quantized(block_matrices(m, moe, T, ep, par.expert_tensor))
-                dq += count * (nf4 + p * elems)
+        elems, nf4 = quantized(layer_matrices(m, layer_counts(m), T, ep, par.expert_tensor))
+        dq = nf4 + p * elems
         dq_passes = 2 + (1 if tr.recompute is Recompute.full else 0)
         dq_layer_s = dq_passes * dq / m.n_layers / bw_hbm
 
