@@ -51,6 +51,7 @@ from transformer_calc.model.config import (
     Training,
     Workload,
 )
+from transformer_calc.estimators.training import gemma4
 from transformer_calc.estimators.training.finetune import head_trained
 from transformer_calc.estimators.training.optimizers import SHAPED
 from transformer_calc.estimators.training.schedules import PARAMETER_COPIES, forwards_in_flight
@@ -129,6 +130,10 @@ def layer_activations(
 
         check_op_recompute(m, tr.recompute, flash=tr.flash, adapters=bool(tr.adapters))
         return _op_layer_activations(m, w, tr, par)
+    if gemma4.is_gemma4(m):  # varied layers: the last layer's class (block_parts has every class)
+        check_tensor_parallel(m, par.tensor, par.expert, par.expert_tensor)
+        last = gemma4.class_activations(m, w, tr, gemma4.last_class(m))
+        return LayerActivations(attention=last.attention, mlp=last.mlp, norm=last.norm)
     if tr.activations is ActivationProfile.torch_eager:
         if tr.fp8_recipe is not FP8Recipe.none:
             raise ValueError("fp8_recipe is a Transformer Engine recipe; the torch-eager profile models eager "
@@ -269,6 +274,8 @@ def check_hybrid_training(m: ModelConfig, tr: Training) -> None:
     the optimizers whose states depend on each tensor's shape (no tensor inventory of the mixers); and,
     for every model, the parts no training estimate prices yet (`require_training_priced`)."""
     require_training_priced(m, "training memory")
+    if gemma4.is_gemma4(m):
+        gemma4.check_training(m, tr)
     if not (m.is_hybrid or m.one_mixer_per_layer or m.attn_output_gate):
         return
     if tr.activations is ActivationProfile.seed:
@@ -333,8 +340,14 @@ class BlockParts:
         return max(self.sequence.values()) + max(self.moe_mlp, self.dense_mlp) + self.norm
 
 
-def block_parts(m: ModelConfig, w: Workload, tr: Training, par: Parallelism, *, eager: EagerCode | None = None) -> BlockParts:
-    """The parts of `BlockParts` for the model's layer pattern (hybrid or not)."""
+def block_parts(
+    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, *, eager: EagerCode | None = None
+) -> BlockParts | gemma4.Gemma4Parts:
+    """The parts of `BlockParts` for the model's layer pattern (hybrid or not); Gemma 4's layer classes."""
+    if gemma4.is_gemma4(m):
+        check_hybrid_training(m, tr)
+        check_tensor_parallel(m, par.tensor, par.expert, par.expert_tensor)
+        return gemma4.parts(m, w, tr)
     moe = layer_activations(m, w, tr, par, eager=eager)
     dense = layer_activations(m, w, tr, par, eager=eager, moe=False) if m.is_moe else moe
     sequence: dict[LayerAttention, int] = {}
@@ -365,7 +378,13 @@ def head_activations(
     if tr.activations is ActivationProfile.seed or not tr.head_activations:
         return 0, 0
     if tr.activations is ActivationProfile.torch_eager:
-        return torch_eager_head(m, w, tr, par, eager or eager_code(m))
+        first, last = torch_eager_head(m, w, tr, par, eager or eager_code(m))
+        if gemma4.is_gemma4(m):
+            first, last = first + gemma4.head_first(m, w, tr), last + gemma4.final_norm_delta(m, w, tr)
+        return first, last
+    if gemma4.is_gemma4(m):
+        first, last = head_activations(m, w, tr.model_copy(update={"activations": ActivationProfile.default}), par)
+        return first + gemma4.head_first(m, w, tr), last
     B, S, D, T, p = w.batch_size, w.seq_len, m.d_model, par.tensor, tr.p
     S_rep = ceil_div(S, T) if par.sequence_parallel else S
     dropout = tr.dropout if tr.dropout is not None else m.dropout > 0
@@ -617,6 +636,9 @@ def training_memory(
     check_hybrid_training(m, tr)
     T, P, dp, zero = par.tensor, par.pipeline, par.data, par.zero
     cp = par.context
+    if cp > 1 and gemma4.is_gemma4(m):
+        raise ValueError(f"context parallelism (cp {cp}) is not priced for Gemma 4's varied layers (its kv-shared "
+                         "layers read other layers' K/V); use cp 1")
     if cp > 1 and m.is_hybrid:
         kinds = ", ".join(MIXERS[k].name for k in m.mixer_kinds)
         raise ValueError(f"context parallelism (cp {cp}) is not priced for {kinds} layers (their recurrent state "
@@ -637,7 +659,7 @@ def training_memory(
     edp = expert_data_parallel(par) * cp
     layer = layer_activations(m, w, tr, par, eager=eager)
     dense_act = layer_activations(m, w, tr, par, eager=eager, moe=False) if m.is_moe else layer
-    parts = block_parts(m, w, tr, par, eager=eager) if _layers_differ(m) else None
+    parts = block_parts(m, w, tr, par, eager=eager) if layers_differ(m) else None
     first_extra, last_extra = head_activations(m, w, tr, par, eager=eager)
     working = _recompute_working_set(m, w, tr, par, eager)
     if cp > 1:
@@ -666,7 +688,11 @@ def training_memory(
         chunks = pipeline_stage(m.n_layers, par, s, units).chunks
         n = sum(c.n_layers for c in chunks)
         is_first, is_last = s == 0, s == P - 1
-        params = sum(shard.blocks(m, c.start, c.stop) for c in chunks)
+        if gemma4.is_gemma4(m):  # every layer class's own parameters (the per-layer input path on stage 0)
+            params = sum(gemma4.blocks_params(m, c.start, c.stop) for c in chunks)
+            params += gemma4.embedding_side_params(m) if is_first else 0
+        else:
+            params = sum(shard.blocks(m, c.start, c.stop) for c in chunks)
         # Routed experts are sharded by ZeRO over the expert-data-parallel group (Megatron-core
         # distributed optimizer / DeepSpeed-MoE), the rest over all data-parallel replicas.
         n_moe = sum(m.n_moe_layers(c.start, c.stop) for c in chunks)
@@ -859,7 +885,7 @@ def _recompute_working_set(
     if tr.recompute is Recompute.none or tr.activations is ActivationProfile.seed:
         return 0
     plain = tr.model_copy(update={"recompute": Recompute.none})
-    if _layers_differ(m):  # hybrid: the largest block; selective rebuilds one attention core
+    if layers_differ(m):  # hybrid: the largest block; selective rebuilds one attention core
         stored_parts = block_parts(m, w, plain, par, eager=eager)
         if tr.recompute is Recompute.full:
             return stored_parts.largest
@@ -881,10 +907,10 @@ def _recompute_working_set(
     return best
 
 
-def _layers_differ(m: ModelConfig) -> bool:
+def layers_differ(m: ModelConfig) -> bool:
     """Layers whose activations differ by more than MoE vs dense: a hybrid pattern, or blocks that
     are a sequence mixer or an MLP alone (Nemotron-H)."""
-    return m.is_hybrid or m.one_mixer_per_layer
+    return m.is_hybrid or m.one_mixer_per_layer or gemma4.is_gemma4(m)
 
 
 def most_loaded(stages: list[StageMemory]) -> StageMemory:

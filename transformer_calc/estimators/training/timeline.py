@@ -78,6 +78,7 @@ from transformer_calc.estimators.training.memory import (
     head_activations,
     kv_heads_per_rank,
     layer_activations,
+    layers_differ,
     training_memory,
 )
 from transformer_calc.estimators.params import shard_params
@@ -193,7 +194,7 @@ def stage_timeline(
     if "block" not in memo:  # one block's activations without and with recomputation (stage-free)
         memo["block"] = layer_activations(m, w, tr.model_copy(update={"recompute": Recompute.none}), par)
         kept = layer_activations(m, w, tr, par).total
-        if m.is_hybrid or m.one_mixer_per_layer:  # layers differ: the largest block as stored
+        if layers_differ(m):  # layers differ (hybrids, Gemma 4): the largest block as stored
             kept = block_parts(m, w, tr, par).largest
         memo["kept"] = kept
     block = memo["block"]

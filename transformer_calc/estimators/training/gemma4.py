@@ -1,0 +1,306 @@
+"""Training memory of Gemma 4's varied layers (docs/formulas.md §5.14 "Training memory").
+
+Source: transformers 5.23 models/gemma4/modeling_gemma4.py (Gemma4TextDecoderLayer, Gemma4TextAttention,
+Gemma4TextMLP, Gemma4TextRouter, Gemma4TextExperts, Gemma4RMSNorm, Gemma4TextModel's per-layer inputs) and
+configuration_gemma4.py (`per_layer_config`, `kv_sharing_modes`). A Gemma 4 layer is one of four classes:
+its attention kind (sliding, or full with its own head width h_d^full and K/V heads, k = v when
+attention_k_eq_v) and whether it is kv-shared (the last num_kv_shared_layers layers: no W_K, W_V, k_norm,
+v_norm; they read the K/V of the last earlier layer of their kind, and their dense MLP is 2·d_ff wide with
+use_double_wide_mlp). Every layer of a MoE model (26B-A4B) runs the dense MLP and the routed experts side by
+side, each branch with its own norms, and the router reads the residual through its own scale-free norm.
+With per-layer embeddings (P > 0) every layer gates a P-wide input into the residual after its MLP.
+
+Each class is priced on its own shapes and summed over layers [start, stop) in closed form
+(`ModelConfig.n_attention_layers` split at the first kv-shared layer). Parameters (weights, gradients,
+optimizer states) come from the exact count (`params.varied_attention`, the class's MLP and per-layer input
+parts); the sum over all classes plus the embedding-side parts equals `count_params(m).total`.
+
+Activations, per token of one micro-batch (B·S tokens; T = 1: tensor and expert parallelism are refused by
+`params.check_tensor_parallel`), p bytes per element:
+
+- `default` profile (fused kernels and FlashAttention, the conventions of memory.py's `_layer_activations`):
+  every norm keeps its input (p per element), the q/k/v projections their input p·D, q (and k, v unless
+  kv-shared) p·(A + 2·n_kv)·h_d, the q/k norms' outputs, FlashAttention's output p·A·h_d and fp32
+  logsumexp 4·A, W_O's input p·A·h_d; the gated MLP its input and 4·p·F' (F' = 2·d_ff on a double-wide
+  kv-shared layer); the per-layer input gate p·D + 3·p·P; the MoE branch k·(4·p·F_e + p·D) and the router's
+  logits p·E, as `_layer_activations` prices a MoE.
+- `torch-eager` profile (what autograd saves when eager PyTorch runs modeling_gemma4.py; measured by
+  tools/crosscheck/activations_mixers.py, docs/validation.md): Gemma4RMSNorm upcasts its input to fp32
+  (kept by pow and by the product with its rsqrt: 4 per element, the input itself in fp32), keeps mean(x²)+eps
+  and its power -1/2 (4 bytes each per row) and, with a scale, the fp32 normalized input (4 per element) and
+  the weight's fp32 copy (below fp32: 4·width per norm and layer). RoPE keeps only cos and sin (q and k do
+  not need a gradient of them): 2·p·S·h_d per attention kind, once for the model (with the head). Eager
+  attention keeps q, k, v as the two matmuls take them (contiguous, A heads: 3·p·A·h_d; repeat_kv copies
+  a kv-shared layer's borrowed K/V again), the fp32 softmax (4·A·S) and its cast copy (p·A·S below
+  fp32). The MLP keeps its input, the GELU input, GELU output, up projection and their product
+  (p·D + 4·p·F'); the per-layer input gate its input p·D, the GELU input and output and the product
+  (3·p·P); the layer scalar (a buffer) p bytes. transformers' eager experts keep, per routed token, its
+  gathered input p·D, the gate_up output 2·p·F_e, act(gate) p·F_e, the product p·F_e, the down output
+  p·D, and the int64 indices of the gather and the routing-weight gather (3·8) with the gathered fp32
+  weight; the router its fp32 softmax (4·E), the top-k indices (8·k) and weights.
+
+The first stage adds the per-layer input path (`head_first`): the table lookup's ids, the projection's
+input p·D (in fp32 the first layer's norm keeps that tensor itself), the P-wide norm over L·P per token
+and the combined per-layer inputs p·L·P (every layer's gate multiplies a slice of them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from transformer_calc.model.config import (
+    ATTENTION_KINDS,
+    ActivationProfile,
+    LayerAttention,
+    ModelConfig,
+    Recompute,
+    Training,
+    Workload,
+)
+
+FP32 = 4  # Gemma4RMSNorm's upcast, the softmax's fp32 output
+STAT = 4  # one fp32 per norm row: mean(x²) + eps, and its power -1/2
+INDEX = 8  # int64 indices (token ids, top-k, gathers)
+EXPERT_INDEX_BYTES = 2 * INDEX  # eager experts: torch.where's (top_k_pos, token_idx), one int64 storage of two rows
+EXPERT_D_TENSORS = 3  # eager experts, per routed token: the gathered input, the down output, its weighted copy
+
+
+def is_gemma4(m: ModelConfig) -> bool:
+    """Gemma 4's varied layers (and no Gemma 3n or DeepSeek-V4 block): what this module prices."""
+    return (bool(m.irregular_layers) and not m.unpriced_blocks and m.deepseek_v4 is None and not m.is_mla
+            and not m.is_hybrid and not m.shared_block_layer_ids and not m.per_kind_attention)
+
+
+@dataclass(frozen=True)
+class LayerClass:
+    """One of Gemma 4's layer classes: its attention kind and whether it borrows another layer's K/V."""
+
+    kind: LayerAttention
+    kv_shared: bool
+
+    def count(self, m: ModelConfig, start: int, stop: int) -> int:
+        """Layers of this class among [start, stop) (closed form)."""
+        first = m.first_kv_shared_layer
+        lo, hi = (max(start, first), stop) if self.kv_shared else (start, min(stop, first))
+        return m.n_attention_layers(self.kind, lo, hi) if lo < hi else 0
+
+
+def layer_classes(m: ModelConfig) -> list[LayerClass]:
+    """The classes the model has (at least one layer each)."""
+    out = []
+    for kind in (k for k in LayerAttention if k in ATTENTION_KINDS):
+        for shared in (False, True):
+            c = LayerClass(kind, shared)
+            if c.count(m, 0, m.n_layers):
+                out.append(c)
+    return out
+
+
+def last_class(m: ModelConfig) -> LayerClass:
+    """The class of the model's last layer (the block a pipeline's backward starts from)."""
+    kind = m.attention_pattern[(m.n_layers - 1) % len(m.attention_pattern)]
+    return LayerClass(kind, m.kv_shared_layers > 0)
+
+
+# ---------------------------------------------------------------------------- parameters
+def class_params(m: ModelConfig, c: LayerClass) -> int:
+    """Parameters of one layer of class `c`: the base block (`count_params(m).layer`) with its attention
+    replaced by the class's own (`params.varied_attention`), the double-wide MLP of a kv-shared layer, and
+    the per-layer input gate D x P, projection P x D and norm."""
+    from transformer_calc.estimators.params import count_params, mlp_params, norm_params, varied_attention
+
+    layer = count_params(m).layer
+    keys = ("attn_q", "attn_k", "attn_v", "attn_o", "attn_bias", "qk_norm")
+    total = layer.total - sum(getattr(layer, k) for k in keys) + sum(varied_attention(m, c.kind, c.kv_shared).values())
+    if c.kv_shared and m.kv_shared_double_mlp:
+        width, bias = (m.shared_expert_d_ff, False) if m.is_moe else (m.d_ff, None)
+        total += sum(mlp_params(m, 2 * width, bias)) - sum(mlp_params(m, width, bias))
+    if m.per_layer_input_dim:
+        total += 2 * m.d_model * m.per_layer_input_dim + norm_params(m, m.d_model)
+    return total
+
+
+def blocks_params(m: ModelConfig, start: int, stop: int) -> int:
+    """Parameters of layers [start, stop)."""
+    return sum(c.count(m, start, stop) * class_params(m, c) for c in layer_classes(m))
+
+
+def embedding_side_params(m: ModelConfig) -> int:
+    """The per-layer input path outside the layers, on the first stage: the V_ple x L·P table, the D x L·P
+    model projection and its P-wide norm (modeling_gemma4.py Gemma4TextModel)."""
+    from transformer_calc.estimators.params import count_params, norm_params
+
+    if not m.per_layer_input_dim:
+        return 0
+    full = count_params(m)
+    inside = m.n_layers * (2 * m.d_model * m.per_layer_input_dim + norm_params(m, m.d_model))
+    return full.per_layer_embedding + full.per_layer_inputs - inside
+
+
+# ---------------------------------------------------------------------------- activations
+@dataclass(frozen=True)
+class ClassActivations:
+    """Bytes one layer of a class keeps for backward (one micro-batch), by part."""
+
+    attention: int
+    mlp: int
+    norm: int
+
+    @property
+    def total(self) -> int:
+        return self.attention + self.mlp + self.norm
+
+
+def check_training(m: ModelConfig, tr: Training) -> None:
+    """Refuse, by name, what Gemma 4's training memory does not price: dropout, the seed profile, FP8
+    recipes, adapters (fine-tuning) and the optimizers whose states follow each tensor's shape."""
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.estimators.training.optimizers import SHAPED
+    from transformer_calc.model.config import FP8Recipe
+
+    name = m.name or "this model"
+    if tr.activations is ActivationProfile.seed:
+        raise TcalcError(f"activations seed (the notes' equations) covers uniform blocks, not Gemma 4's varied layers "
+                         f"of {name}; use --activations default or torch-eager")
+    if tr.dropout or (tr.dropout is None and m.dropout > 0):
+        raise TcalcError(f"dropout is not priced for Gemma 4's layers ({name}: Gemma 4 trains without it); "
+                         "use --dropout off")
+    if tr.fp8_recipe is not FP8Recipe.none:
+        raise TcalcError(f"an FP8 recipe is not priced for Gemma 4's varied layers ({name}); use --fp8-recipe none")
+    if tr.adapters:
+        raise TcalcError(f"fine-tuning (adapters) is not priced for Gemma 4's varied layers ({name}) yet; "
+                         "train the full model (drop --adapters)")
+    if tr.optimizer in SHAPED:
+        raise TcalcError(f"optimizer {tr.optimizer.value} keeps states shaped per tensor, not listed for Gemma 4's "
+                         f"varied layers ({name}); use adamw, adam, sgd or lion")
+
+
+def class_activations(m: ModelConfig, w: Workload, tr: Training, c: LayerClass) -> ClassActivations:
+    """One layer of class `c` (T = 1; see the module docstring for both profiles)."""
+    B, S, D, A, P, p = w.batch_size, w.seq_len, m.d_model, m.n_heads, m.per_layer_input_dim, tr.p
+    N = B * S
+    if tr.recompute is Recompute.full:
+        return ClassActivations(attention=0, mlp=0, norm=p * N * D)  # the block input
+    eager = tr.activations is ActivationProfile.torch_eager
+    hd, kv = m.kind_head_dim(c.kind), m.kv_heads_of(c.kind)
+    k_eq_v = m.full_k_eq_v and c.kind is not LayerAttention.sliding
+    below = p < FP32  # the norms' fp32 upcasts are copies (in fp32 they are the tensors themselves)
+    n_norms_d = m.norms_per_layer + (1 if P else 0)  # the block's D-wide scaled norms (+ post_per_layer_input_norm)
+    # ---- attention
+    attn = p * N * D  # the q/k/v projections' input (the input norm's output)
+    if eager:
+        # q_norm (scaled, per head), then k_norm (scaled) and v_norm (no scale) unless kv-shared
+        attn += _eager_norm_bytes(N * A, hd, scaled=True)
+        if not c.kv_shared:
+            attn += _eager_norm_bytes(N * kv, hd, scaled=True) + _eager_norm_bytes(N * kv, hd, scaled=False)
+            if k_eq_v and not below:  # v_norm upcasts the key projection itself, as k_norm does
+                attn -= FP32 * N * kv * hd
+        if tr.flash:  # SDPA keeps q, k, v as given, its output and an fp32 logsumexp
+            attn += p * N * (A + (0 if c.kv_shared else 2 * kv)) * hd + p * N * A * hd + FP32 * N * A
+            core_kept = 0
+        else:
+            attn += 3 * p * N * A * hd  # q, repeat_kv(k)^T, repeat_kv(v), contiguous as the matmuls take them
+            core_kept = FP32 * N * A * S + (p * N * A * S if below else 0)  # fp32 softmax, its cast copy
+    else:
+        attn += p * N * (A + (0 if c.kv_shared else 2 * kv)) * hd  # q, k, v
+        attn += p * N * (A + (0 if c.kv_shared else 2 * kv)) * hd  # q, k norms' outputs and v_norm's input
+        if tr.flash:
+            attn += p * N * A * hd  # FlashAttention's output
+            core_kept = FP32 * N * A  # its logsumexp
+        else:
+            core_kept = 2 * p * N * A * S  # scores and softmax output
+    attn += 0 if tr.recompute is Recompute.selective else core_kept
+    attn += p * N * A * hd  # W_O's input
+    # ---- MLP (dense: F', or beside the experts: the dense branch at shared_expert_d_ff)
+    width = m.shared_expert_d_ff if m.is_moe else m.d_ff
+    if c.kv_shared and m.kv_shared_double_mlp:
+        width *= 2
+    mlp = p * N * D + 4 * p * N * width  # input; GELU input and output, up, their product
+    norm_extra = 0
+    if m.is_moe:
+        E, k, Fe = m.n_experts, m.experts_per_token, m.moe_d_ff
+        if eager:
+            # router: its scale-free norm of the residual, the scaled input W_router keeps (p·D), the fp32
+            # softmax, top-k indices and values, the renormalized weights and the per-expert scale gathered
+            mlp += 2 * p * N * D + FP32 * N * E + N * k * (INDEX + 2 * FP32 + p) + FP32 * N
+            norm_extra += _eager_norm_bytes(N, D, scaled=False)
+            mlp += N * k * (EXPERT_D_TENSORS * p * D + 4 * p * Fe + EXPERT_INDEX_BYTES + FP32)
+            if not below:  # the router's and pre_feedforward_layernorm_2's upcasts are the residual itself
+                norm_extra -= 2 * FP32 * N * D
+        else:
+            mlp += k * (4 * p * N * Fe + p * N * D) + p * N * E
+    if P:  # per-layer input: the gate's input, GELU input and output, their product with the per-layer input
+        mlp += p * N * D + 3 * p * N * P
+    # ---- norms
+    if eager:
+        norm = n_norms_d * _eager_norm_bytes(N, D, scaled=True) + norm_extra
+        norm += p  # the layer scalar (a buffer) kept by the in-place product
+        if below:  # each scaled norm's fp32 copy of its weight
+            norm += FP32 * (n_norms_d * D + hd * (1 if c.kv_shared else 2))
+    else:
+        norm = (n_norms_d + (1 if m.is_moe else 0)) * p * N * D  # each norm its input (+ the router's)
+    return ClassActivations(attention=attn, mlp=mlp, norm=norm)
+
+
+def _eager_norm_bytes(rows: int, width: int, *, scaled: bool) -> int:
+    """Gemma4RMSNorm under autograd: the fp32 input (kept by pow and by x·rsqrt), mean(x²)+eps and its
+    power -1/2 per row, and with a scale the fp32 normalized input (kept by the product with the weight)."""
+    return FP32 * rows * width * (2 if scaled else 1) + 2 * STAT * rows
+
+
+@dataclass(frozen=True)
+class Gemma4Parts:
+    """Every class's activations; sums over layer ranges (memory.BlockParts' interface)."""
+
+    by_class: tuple[tuple[LayerClass, ClassActivations], ...]
+
+    def chunk(self, m: ModelConfig, start: int, stop: int) -> ClassActivations:
+        att = mlp = norm = 0
+        for c, a in self.by_class:
+            n = c.count(m, start, stop)
+            att, mlp, norm = att + n * a.attention, mlp + n * a.mlp, norm + n * a.norm
+        return ClassActivations(attention=att, mlp=mlp, norm=norm)
+
+    @property
+    def largest(self) -> int:
+        return max(a.total for _, a in self.by_class)
+
+
+def parts(m: ModelConfig, w: Workload, tr: Training) -> Gemma4Parts:
+    return Gemma4Parts(tuple((c, class_activations(m, w, tr, c)) for c in layer_classes(m)))
+
+
+def head_first(m: ModelConfig, w: Workload, tr: Training) -> int:
+    """What the first stage keeps beyond memory.py's embedding part: the per-layer input path and, under
+    torch-eager, RoPE's cos and sin of the full layers' own head width (memory.torch_eager_head counts
+    those of head_dim)."""
+    B, S, D, P, L, p = w.batch_size, w.seq_len, m.d_model, m.per_layer_input_dim, m.n_layers, tr.p
+    N = B * S
+    eager = tr.activations is ActivationProfile.torch_eager
+    out = 0
+    if eager:  # one cos and one sin per attention kind, of that kind's h_d (torch_eager_head counts head_dim's)
+        kinds = [k for k in (LayerAttention.sliding, LayerAttention.full) if m.n_attention_layers(k)]
+        out += sum(2 * p * S * m.kind_head_dim(k) for k in kinds) - 2 * p * S * m.head_dim
+    if not P:
+        return out
+    if eager:
+        # embed_tokens_per_layer reuses the embedding's ids (memory.torch_eager_head); the scaled
+        # lookups keep their scalar scales; per_layer_model_projection keeps the embedding output
+        # (in fp32 the first layer's input norm keeps that tensor itself); per_layer_projection_norm
+        # over N·L rows of P; the combined per-layer inputs
+        out += 2 * p + (p * N * D if p < FP32 else 0)
+        out += _eager_norm_bytes(N * L, P, scaled=True) + (FP32 * P if p < FP32 else 0)
+        out += p * N * L * P
+    else:
+        out += p * N * D + p * N * L * P + p * N * L * P  # projection input, its norm's input, the inputs
+    return out
+
+
+def final_norm_delta(m: ModelConfig, w: Workload, tr: Training) -> int:
+    """torch-eager: what Gemma4RMSNorm keeps as the final norm beyond memory._eager_norm's LlamaRMSNorm (the
+    fp32 normalized input instead of the p-byte one, a second fp32 statistic, below fp32 the weight's copy)."""
+    N, D, p = w.batch_size * w.seq_len, m.d_model, tr.p
+    if not m.final_norm:
+        return 0
+    gemma = _eager_norm_bytes(N, D, scaled=True) + (FP32 * D if p < FP32 else 0)
+    return gemma - (FP32 * N * D + STAT * N + p * N * D)
