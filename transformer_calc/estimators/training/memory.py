@@ -382,9 +382,6 @@ def head_activations(
         if gemma4.is_gemma4(m):
             first, last = first + gemma4.head_first(m, w, tr), last + gemma4.final_norm_delta(m, w, tr)
         return first, last
-    if gemma4.is_gemma4(m):
-        first, last = head_activations(m, w, tr.model_copy(update={"activations": ActivationProfile.default}), par)
-        return first + gemma4.head_first(m, w, tr), last
     B, S, D, T, p = w.batch_size, w.seq_len, m.d_model, par.tensor, tr.p
     S_rep = ceil_div(S, T) if par.sequence_parallel else S
     dropout = tr.dropout if tr.dropout is not None else m.dropout > 0
@@ -392,6 +389,8 @@ def head_activations(
     last = (p * B * S_rep * D if m.final_norm else 0) + (p * B * S_rep * D if head_trained(m, tr) else 0)
     if tr.loss_kernel is not CrossEntropy.chunked:  # chunked CE keeps no B·S·V tensor
         last += LOSS_BYTES * B * S * ceil_div(m.vocab_size, T)
+    if gemma4.is_gemma4(m):  # the per-layer input path
+        first += gemma4.head_first(m, w, tr)
     return first, last
 
 
@@ -866,6 +865,7 @@ def _stages_to_evaluate(m: ModelConfig, P: int, all_stages: bool, uneven: bool =
     Mixed dense and MoE blocks (DeepSeek's dense first layers): the stages after the first
     can hold more parameters, so the first MAX_LISTED_STAGES are computed (and the last)."""
     mixed = m.is_moe and m.n_moe_layers() not in (0, m.n_layers)
+    mixed = mixed or gemma4.is_gemma4(m)  # Gemma 4: a middle stage can hold more of the larger full layers
     if not mixed:
         if all_stages and P <= MAX_LISTED_STAGES:
             return list(range(P))

@@ -209,10 +209,12 @@ def adapter_tensors(m: ModelConfig, tr: Training, T: int, n_moe: int, n_dense: i
 def model_groups(m: ModelConfig, tr: Training) -> list[GroupBytes]:
     """The optimizer's parameter groups over the whole model (T = P = 1): the trainable tensors
     (every parameter, or the adapters and a trained embedding/head)."""
+    from transformer_calc.estimators.training.gemma4 import is_gemma4
+
     n_moe = m.n_moe_layers()
-    if (m.is_hybrid or m.one_mixer_per_layer) and not tr.adapters and tr.optimizer not in SHAPED:
+    if (m.is_hybrid or m.one_mixer_per_layer or is_gemma4(m)) and not tr.adapters and tr.optimizer not in SHAPED:
         # states per parameter do not depend on shapes: the model's parameters as one group (the
-        # tensor inventory, block_linears, has no mixer layers)
+        # tensor inventory, block_linears, has no mixer layers nor Gemma 4's varied ones)
         from transformer_calc.estimators.params import count_params
 
         return groups(tr, [Tensors("vector", count_params(m).total, 0)])

@@ -82,6 +82,7 @@ from transformer_calc.estimators.training.memory import (
     training_memory,
 )
 from transformer_calc.estimators.params import shard_params
+from transformer_calc.estimators.training import gemma4
 
 CUDA_CONTEXT_BYTES = 512 * MIB  # CUDA context + cuBLAS/cuDNN workspaces + kernel images: of the
 # order PyTorch users report on A100/H100 (300-800 MiB with driver and libraries); an assumption
@@ -265,6 +266,12 @@ def stage_timeline(
 
         fused = tr.activations is not ActivationProfile.torch_eager
         attn_bwd = max([attn_bwd] + [MIXERS[k].backward_transient_bytes(m, B, S, p, T, fused) for k in m.mixer_kinds])
+    if gemma4.is_gemma4(m) and tr.recompute is Recompute.full:
+        # Gemma 4: its fp32 norm tensors are a large part of a recomputed block, and the block's backward
+        # peaks as it starts, the whole block alive, above the attention backward's point (measured:
+        # tools/crosscheck/activations_mixers.py); the larger of the two
+        bwd_acts = max(bwd_acts, stored_bwd + working - attn_bwd)
+        first_acts = max(first_acts, others + kept + first_extra + working - attn_bwd)
     if st.n_layers == 0:
         attn_bwd, bwd_acts, first_acts = 0, stored, stored
 
