@@ -33,22 +33,22 @@ def test_worked_example_default_profile():
     """docs/formulas.md §5.14: TINY (D 32, A 4; sliding h_d 8 with 2 K/V heads, full h_d 16 with one, k = v;
     d_ff 48, doubled on the two kv-shared layers; P 4), S 16, B 1, p 2, FlashAttention. N = 16 tokens.
     Sliding layer: attention p·N·D 1,024 + q, k, v and their norms' outputs 2·p·N·(A + 2·kv)·h_d 4,096 +
-    flash output 1,024 + logsumexp 4·N·A 256 + W_O input 1,024 = 7,424; MLP input 1,024 + 4·p·N·F 6,144 +
+    logsumexp 4·N·A 256 + W_O input (the flash output) 1,024 = 6,400; MLP input 1,024 + 4·p·N·F 6,144 +
     per-layer input gate 1,024 + 3·p·N·P 384 = 8,576; five norms 5·p·N·D 5,120."""
     m = _model(TINY)
     w, tr = Workload(seq_len=16, batch_size=1), Training(precision="mixed", flash=True)
     acts = {(c.kind, c.kv_shared): gemma4.class_activations(m, w, tr, c) for c in gemma4.layer_classes(m)}
-    assert acts[SLIDING, False] == gemma4.ClassActivations(attention=7424, mlp=8576, norm=5120)
-    # full: q, k, v of h_d 16 with one K/V head: 2·2·16·(4 + 2)·16 = 6,144; flash output and W_O input 2,048 each
-    assert acts[FULL, False] == gemma4.ClassActivations(attention=1024 + 6144 + 2048 + 256 + 2048, mlp=8576, norm=5120)
+    assert acts[SLIDING, False] == gemma4.ClassActivations(attention=6400, mlp=8576, norm=5120)
+    # full: q, k, v of h_d 16 with one K/V head: 2·2·16·(4 + 2)·16 = 6,144; W_O input 2,048
+    assert acts[FULL, False] == gemma4.ClassActivations(attention=1024 + 6144 + 256 + 2048, mlp=8576, norm=5120)
     # kv-shared: no k, v (2·p·N·A·h_d only); the MLP of 2·d_ff = 96: 4·2·16·96 = 12,288
-    assert acts[FULL, True].attention == 1024 + 4096 + 2048 + 256 + 2048 == 9472
-    assert acts[SLIDING, True] == gemma4.ClassActivations(attention=5376, mlp=1024 + 12288 + 1024 + 384, norm=5120)
+    assert acts[FULL, True].attention == 1024 + 4096 + 256 + 2048 == 7424
+    assert acts[SLIDING, True] == gemma4.ClassActivations(attention=4352, mlp=1024 + 12288 + 1024 + 384, norm=5120)
     # the per-layer input path on the first stage: projection input p·N·D, its norm's input and the
     # combined inputs p·N·L·P each
     assert gemma4.head_first(m, w, tr) == 1024 + 2 * (2 * 16 * 4 * 4) == 2048
     stage = training_memory(m, w, tr)[0]
-    assert stage.attention == 7424 + 11520 + 5376 + 9472
+    assert stage.attention == 6400 + 9472 + 4352 + 7424
     assert stage.mlp == 2 * 8576 + 2 * 14720 and stage.norm == 4 * 5120
 
 

@@ -20,8 +20,8 @@ Activations, per token of one micro-batch (B·S tokens; T = 1: tensor and expert
 
 - `default` profile (fused kernels and FlashAttention, the conventions of memory.py's `_layer_activations`):
   every norm keeps its input (p per element), the q/k/v projections their input p·D, q (and k, v unless
-  kv-shared) p·(A + 2·n_kv)·h_d, the q/k norms' outputs, FlashAttention's output p·A·h_d and fp32
-  logsumexp 4·A, W_O's input p·A·h_d; the gated MLP its input and 4·p·F' (F' = 2·d_ff on a double-wide
+  kv-shared) p·(A + 2·n_kv)·h_d and the q/k/v norms' outputs as much, FlashAttention's fp32 logsumexp
+  4·A (else the scores and softmax output 2·p·A·S), W_O's input p·A·h_d (FlashAttention's output); the gated MLP its input and 4·p·F' (F' = 2·d_ff on a double-wide
   kv-shared layer); the per-layer input gate p·D + 3·p·P; the MoE branch k·(4·p·F_e + p·D) and the router's
   logits p·E, as `_layer_activations` prices a MoE.
 - `torch-eager` profile (what autograd saves when eager PyTorch runs modeling_gemma4.py; measured by
@@ -34,10 +34,14 @@ Activations, per token of one micro-batch (B·S tokens; T = 1: tensor and expert
   a kv-shared layer's borrowed K/V again), the fp32 softmax (4·A·S) and its cast copy (p·A·S below
   fp32). The MLP keeps its input, the GELU input, GELU output, up projection and their product
   (p·D + 4·p·F'); the per-layer input gate its input p·D, the GELU input and output and the product
-  (3·p·P); the layer scalar (a buffer) p bytes. transformers' eager experts keep, per routed token, its
-  gathered input p·D, the gate_up output 2·p·F_e, act(gate) p·F_e, the product p·F_e, the down output
-  p·D, and the int64 indices of the gather and the routing-weight gather (3·8) with the gathered fp32
-  weight; the router its fp32 softmax (4·E), the top-k indices (8·k) and weights.
+  (3·p·P); the layer scalar (a buffer) p bytes. transformers' eager experts (Gemma4TextExperts.forward)
+  keep, per routed token, its gathered input, the down output and that output weighted (3·p·D), the
+  gate_up output 2·p·F_e, act(gate) p·F_e and the product p·F_e, torch.where's two int64 indices (one
+  storage) and the gathered fp32 routing weight. The router (Gemma4TextRouter.forward) keeps its
+  scale-free norm of the residual, the normed input its scale multiplies and W_router's input (2·p·D),
+  the fp32 softmax (4·E), the top-k indices (8·k), values and renormalized weights (4·k each), their sum
+  (4) and the gathered per-expert scale (p·k). In fp32 the router's and pre_feedforward_layernorm_2's
+  upcasts are the residual that pre_feedforward_layernorm upcasts already (counted once).
 
 The first stage adds the per-layer input path (`head_first`): the table lookup's ids, the projection's
 input p·D (in fp32 the first layer's norm keeps that tensor itself), the P-wide norm over L·P per token
@@ -205,8 +209,7 @@ def class_activations(m: ModelConfig, w: Workload, tr: Training, c: LayerClass) 
         attn += p * N * (A + (0 if c.kv_shared else 2 * kv)) * hd  # q, k, v
         attn += p * N * (A + (0 if c.kv_shared else 2 * kv)) * hd  # q, k norms' outputs and v_norm's input
         if tr.flash:
-            attn += p * N * A * hd  # FlashAttention's output
-            core_kept = FP32 * N * A  # its logsumexp
+            core_kept = FP32 * N * A  # its logsumexp (its output is W_O's input, counted below)
         else:
             core_kept = 2 * p * N * A * S  # scores and softmax output
     attn += 0 if tr.recompute is Recompute.selective else core_kept
