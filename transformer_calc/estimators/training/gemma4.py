@@ -51,6 +51,7 @@ and the combined per-layer inputs p·L·P (every layer's gate multiplies a slice
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from transformer_calc.model.config import (
     ATTENTION_KINDS,
@@ -61,6 +62,9 @@ from transformer_calc.model.config import (
     Training,
     Workload,
 )
+
+if TYPE_CHECKING:
+    from transformer_calc.estimators.training.finetune import Linear, Trainable
 
 FP32 = 4  # Gemma4RMSNorm's upcast, the softmax's fp32 output
 STAT = 4  # one fp32 per norm row: mean(x²) + eps, and its power -1/2
@@ -172,8 +176,7 @@ def check_training(m: ModelConfig, tr: Training) -> None:
     if tr.fp8_recipe is not FP8Recipe.none:
         raise TcalcError(f"an FP8 recipe is not priced for Gemma 4's varied layers ({name}); use --fp8-recipe none")
     if tr.adapters:
-        raise TcalcError(f"fine-tuning (adapters) is not priced for Gemma 4's varied layers ({name}) yet; "
-                         "train the full model (drop --adapters)")
+        check_targets(m, tr)
     if tr.optimizer in SHAPED:
         raise TcalcError(f"optimizer {tr.optimizer.value} keeps states shaped per tensor, not listed for Gemma 4's "
                          f"varied layers ({name}); use adamw, adam, sgd or lion")
@@ -242,7 +245,70 @@ def class_activations(m: ModelConfig, w: Workload, tr: Training, c: LayerClass) 
             norm += FP32 * (n_norms_d * D + hd * (1 if c.kv_shared else 2))
     else:
         norm = (n_norms_d + (1 if m.is_moe else 0)) * p * N * D  # each norm its input (+ the router's)
+    if tr.adapters:
+        d_attn, d_mlp, d_norm = _adapter_delta(m, w, tr, c, eager, width)
+        attn, mlp, norm = attn + d_attn, mlp + d_mlp, norm + d_norm
     return ClassActivations(attention=attn, mlp=mlp, norm=norm)
+
+
+def _adapter_delta(m: ModelConfig, w: Workload, tr: Training, c: LayerClass, eager: bool, width: int) -> tuple[int, int, int]:
+    """(attention, MLP, norms) change of one layer of class `c` under adapters (finetune.activation_delta's
+    conventions, per class): a frozen matrix's input is not kept (its weight gets no gradient) unless an
+    adapter reads that very tensor (pure bf16/fp32; in mixed precision each adapted module keeps its own
+    16-bit copy, `separate_adapter_inputs`); each adapted module keeps its rank-r intermediate (and DoRA's
+    two d_out-wide outputs). Dropped when frozen: the q/k/v input, W_O's input (not FlashAttention's output
+    in the default profile), the MLP input, W_down's input (GELU's backward needs its input, not the
+    product), the per-layer gate's and projection's inputs, the routed experts' inputs and W_down inputs.
+    torch-eager also drops what a frozen scale kept: every scaled Gemma4RMSNorm's fp32 normalized input
+    (its weight's fp32 copy stays: the input gradient needs it), the router's scaled input and its
+    renormalized top-k weights (the per-expert scale's), and the router projection's input unless adapted."""
+    from transformer_calc.estimators.training.finetune import (Adapted, adapted, lin_rank, selected,
+                                                               separate_adapter_inputs)
+    from transformer_calc.model.config import Finetune
+
+    B, S, D, A, P, p = w.batch_size, w.seq_len, m.d_model, m.n_heads, m.per_layer_input_dim, tr.p
+    N = B * S
+    hd, kv = m.kind_head_dim(c.kind), m.kv_heads_of(c.kind)
+    lin = class_linears(m, c)
+    chosen = [x for x in lin if selected(x, tr.lora_targets)]
+    separate = separate_adapter_inputs(tr)
+    ad = adapted(lin, tr) if not separate else Adapted(0, 0, False, False, False, False)
+    shared_names = set() if separate else {x.name for x in chosen}
+    attn = mlp = norm = 0
+    if not ad.qkv:
+        attn -= p * N * D
+    if not ad.o and not (tr.flash and not eager):
+        attn -= p * N * A * hd
+    if not ad.gate_up:
+        mlp -= p * N * D
+    if not ad.down:
+        mlp -= p * N * width
+    if P:
+        mlp -= 0 if "per_layer_input_gate" in shared_names else p * N * D
+        mlp -= 0 if "per_layer_projection" in shared_names else p * N * P
+    if m.is_moe:
+        k, Fe = m.experts_per_token, m.moe_d_ff
+        if not ad.experts:
+            mlp -= k * p * N * (D + Fe)  # the routed copies the experts read, their W_down inputs
+        if eager:
+            mlp -= p * N * D  # the router's normed input, kept only for its (frozen) scale
+            mlp -= FP32 * N * k  # the renormalized top-k weights, kept only for the (frozen) per-expert scale
+            mlp -= 0 if "router.proj" in shared_names else p * N * D
+    if eager:  # frozen norm weights: no fp32 normalized input kept
+        n_norms_d = m.norms_per_layer + (1 if P else 0)
+        norm -= FP32 * N * D * n_norms_d
+        attn -= FP32 * N * hd * (A + (0 if c.kv_shared else kv))  # q_norm, k_norm
+    dora = 2 if tr.finetune is Finetune.dora else 0
+
+    def kept(x: Linear) -> int:
+        r = lin_rank(x, tr)
+        tokens = m.experts_per_token * N if x.routed else N
+        own = tokens * x.d_in + x.count * r * (x.d_in + x.d_out) if separate else 0
+        return p * (tokens * (r + dora * x.d_out) + own)
+
+    attn += sum(kept(x) for x in chosen if x.name in ("q_proj", "k_proj", "v_proj", "o_proj"))
+    mlp += sum(kept(x) for x in chosen if x.name not in ("q_proj", "k_proj", "v_proj", "o_proj"))
+    return attn, mlp, norm
 
 
 def _eager_norm_bytes(rows: int, width: int, *, scaled: bool) -> int:
@@ -286,17 +352,40 @@ def head_first(m: ModelConfig, w: Workload, tr: Training) -> int:
         out += sum(2 * p * S * m.kind_head_dim(k) for k in kinds) - 2 * p * S * m.head_dim
     if not P:
         return out
+    side = _side_adapters(m, w, tr)
     if eager:
         # embed_tokens_per_layer reuses the embedding's ids (memory.torch_eager_head); the scaled
         # lookups keep their scalar scales; per_layer_model_projection keeps the embedding output
-        # (in fp32 the first layer's input norm keeps that tensor itself); per_layer_projection_norm
-        # over N·L rows of P; the combined per-layer inputs
-        out += 2 * p + (p * N * D if p < FP32 else 0)
-        out += _eager_norm_bytes(N * L, P, scaled=True) + (FP32 * P if p < FP32 else 0)
+        # (in fp32 the first layer's input norm keeps that tensor itself; not under frozen weights);
+        # per_layer_projection_norm over N·L rows of P (its fp32 normalized input only for a trained
+        # weight); the combined per-layer inputs
+        out += 2 * p + (p * N * D if p < FP32 and side.keeps_input else 0)
+        out += _eager_norm_bytes(N * L, P, scaled=not tr.adapters) + (FP32 * P if p < FP32 else 0)
         out += p * N * L * P
-    else:
-        out += p * N * D + p * N * L * P + p * N * L * P  # projection input, its norm's input, the inputs
-    return out
+    else:  # projection input, its norm's input, the inputs
+        out += (p * N * D if side.keeps_input else 0) + p * N * L * P + p * N * L * P
+    return out + side.kept
+
+
+@dataclass(frozen=True)
+class _Side:
+    keeps_input: bool  # per_layer_model_projection's input is kept (trained weight, or an adapter reads it)
+    kept: int  # its adapter's tensors
+
+
+def _side_adapters(m: ModelConfig, w: Workload, tr: Training) -> _Side:
+    from transformer_calc.estimators.training.finetune import lin_rank, selected, separate_adapter_inputs
+    from transformer_calc.model.config import Finetune
+
+    if not tr.adapters:
+        return _Side(True, 0)
+    chosen = [x for x in side_linears(m) if selected(x, tr.lora_targets)]
+    N, p = w.batch_size * w.seq_len, tr.p
+    separate = separate_adapter_inputs(tr)
+    dora = 2 if tr.finetune is Finetune.dora else 0
+    kept = sum(p * (N * (lin_rank(x, tr) + dora * x.d_out)
+                    + ((N * x.d_in + lin_rank(x, tr) * (x.d_in + x.d_out)) if separate else 0)) for x in chosen)
+    return _Side(bool(chosen) and not separate, kept)
 
 
 def final_norm_delta(m: ModelConfig, w: Workload, tr: Training) -> int:
@@ -305,5 +394,152 @@ def final_norm_delta(m: ModelConfig, w: Workload, tr: Training) -> int:
     N, D, p = w.batch_size * w.seq_len, m.d_model, tr.p
     if not m.final_norm:
         return 0
-    gemma = _eager_norm_bytes(N, D, scaled=True) + (FP32 * D if p < FP32 else 0)
-    return gemma - (FP32 * N * D + STAT * N + p * N * D)
+    frozen = bool(tr.adapters)
+    gemma = _eager_norm_bytes(N, D, scaled=not frozen) + (FP32 * D if p < FP32 else 0)
+    return gemma - (FP32 * N * D + STAT * N + (0 if frozen else p * N * D))
+
+
+# ---------------------------------------------------------------------------- adapters (LoRA, QLoRA, DoRA)
+def class_linears(m: ModelConfig, c: LayerClass) -> list[Linear]:
+    """The adaptable modules of one layer of class `c` (T = 1), as PEFT finds them in modeling_gemma4.py:
+    self_attn.q_proj, k_proj, v_proj (not on a kv-shared layer; no v_proj on a k = v full layer), o_proj;
+    mlp.gate_proj, up_proj, down_proj (2·d_ff on a double-wide kv-shared layer; beside the experts in a MoE
+    layer); per_layer_input_gate and per_layer_projection (all-linear only: no target names them); in a MoE
+    layer router.proj (an nn.Linear: all-linear takes it, as does the `router` target) and the experts'
+    stacked gate_up_proj and down_proj (`experts`: PEFT's target_parameters; never all-linear)."""
+    from transformer_calc.estimators.training.finetune import Linear
+    from transformer_calc.model.config import LoraTarget as T_
+
+    D, A, P = m.d_model, m.n_heads, m.per_layer_input_dim
+    hd, kv = m.kind_head_dim(c.kind), m.kv_heads_of(c.kind)
+    out = [Linear("q_proj", frozenset({T_.q}), D, A * hd)]
+    if not c.kv_shared:
+        out.append(Linear("k_proj", frozenset({T_.k}), D, kv * hd))
+        if not (m.full_k_eq_v and c.kind is not LayerAttention.sliding):
+            out.append(Linear("v_proj", frozenset({T_.v}), D, kv * hd))
+    out.append(Linear("o_proj", frozenset({T_.o}), A * hd, D, "row"))
+    F = (m.shared_expert_d_ff if m.is_moe else m.d_ff) * (2 if c.kv_shared and m.kv_shared_double_mlp else 1)
+    out += [Linear("gate_proj", frozenset({T_.gate}), D, F), Linear("up_proj", frozenset({T_.up}), D, F),
+            Linear("down_proj", frozenset({T_.down}), F, D, "row")]
+    if P:
+        out += [Linear("per_layer_input_gate", frozenset(), D, P, all_linear_only=True),
+                Linear("per_layer_projection", frozenset(), P, D, "row", all_linear_only=True)]
+    if m.is_moe:
+        E, Fe = m.n_experts, m.moe_d_ff
+        ex = frozenset({T_.experts})
+        out += [Linear("router.proj", frozenset({T_.router}), D, E, "rep"),
+                Linear("experts.gate_up_proj", ex, D, 2 * Fe, count=E, routed=True, all_linear=0),
+                Linear("experts.down_proj", ex, Fe, D, "row", count=E, routed=True, all_linear=0)]
+    return out
+
+
+def side_linears(m: ModelConfig) -> list[Linear]:
+    """Outside the layers (first stage): per_layer_model_projection D -> L·P (all-linear only)."""
+    from transformer_calc.estimators.training.finetune import Linear
+
+    if not m.per_layer_input_dim:
+        return []
+    return [Linear("per_layer_model_projection", frozenset(), m.d_model, m.n_layers * m.per_layer_input_dim,
+                   all_linear_only=True)]
+
+
+def check_targets(m: ModelConfig, tr: Training) -> None:
+    """A target list that selects no module of this model is an error (PEFT raises too)."""
+    from transformer_calc.estimators.training.finetune import selected
+
+    mods = [x for c in layer_classes(m) for x in class_linears(m, c)]
+    if not any(selected(x, tr.lora_targets) for x in mods):
+        names = ",".join(t.value for t in tr.lora_targets)
+        raise ValueError(f"lora_targets ({names}) select no module of this model (experts and router need "
+                         "Gemma 4's MoE); choose from q,k,v,o,gate,up,down,experts,router or all-linear")
+
+
+def adapter_params(m: ModelConfig, tr: Training, start: int, stop: int) -> int:
+    """Trainable adapter parameters of layers [start, stop)."""
+    from transformer_calc.estimators.training.finetune import adapted
+
+    return sum(c.count(m, start, stop) * adapted(class_linears(m, c), tr).params for c in layer_classes(m))
+
+
+def trainable(m: ModelConfig, tr: Training) -> Trainable:
+    """finetune.trainable_params for Gemma 4 (what PEFT's get_nb_trainable_parameters reports)."""
+    from transformer_calc.estimators.params import count_params
+    from transformer_calc.estimators.training.finetune import Trainable, adapted
+
+    check_targets(m, tr)
+    counts = count_params(m)
+    side = adapted(side_linears(m), tr)
+    modules = sum(c.count(m, 0, m.n_layers) * adapted(class_linears(m, c), tr).modules for c in layer_classes(m))
+    head = 0
+    if tr.train_head:
+        head = counts.lm_head + counts.lm_head_bias if not m.tied_embeddings else (0 if tr.train_embeddings else counts.embedding)
+    return Trainable(adapters=adapter_params(m, tr, 0, m.n_layers) + side.params,
+                     embedding=counts.embedding if tr.train_embeddings else 0, head=head,
+                     adapted_modules=modules + side.modules)
+
+
+def adapter_flops_per_token(m: ModelConfig, tr: Training) -> int:
+    """Forward FLOPs of every adapter per token: 2·r·(d_in + d_out) per adapted module (a routed expert's
+    on the k experts a token goes to)."""
+    from transformer_calc.estimators.training.finetune import lin_rank, selected
+
+    def per_token(x: Linear) -> int:
+        return 2 * lin_rank(x, tr) * (x.d_in + x.d_out) * (m.experts_per_token if x.routed else 1)
+
+    total = sum(c.count(m, 0, m.n_layers) * sum(per_token(x) for x in class_linears(m, c) if selected(x, tr.lora_targets))
+                for c in layer_classes(m))
+    return total + sum(per_token(x) for x in side_linears(m) if selected(x, tr.lora_targets))
+
+
+def quantized_elements(m: ModelConfig, start: int, stop: int) -> tuple[int, int]:
+    """(elements, NF4 bytes) of the matrices bitsandbytes quantizes in layers [start, stop) (every nn.Linear
+    but the output layer; the routed experts per expert matrix, as finetune.block_matrices assumes), and the
+    first stage's per_layer_model_projection is counted by `side_quantized`."""
+    from transformer_calc.estimators.training.finetune import nf4_bytes
+
+    elems = nf4 = 0
+    for c in layer_classes(m):
+        n = c.count(m, start, stop)
+        for x in class_linears(m, c):
+            if x.name == "router.proj":
+                continue  # the router stays 16-bit (finetune.block_matrices' convention)
+            size = x.d_in * x.d_out
+            per = x.count if not x.routed else x.count * (2 if x.name.endswith("gate_up_proj") else 1)
+            size = size // (2 if x.name.endswith("gate_up_proj") else 1)  # one expert matrix of D x F_e
+            elems += n * per * size
+            nf4 += n * per * nf4_bytes(size)
+    return elems, nf4
+
+
+def side_quantized(m: ModelConfig) -> tuple[int, int]:
+    from transformer_calc.estimators.training.finetune import nf4_bytes
+
+    return sum(x.d_in * x.d_out for x in side_linears(m)), sum(nf4_bytes(x.d_in * x.d_out) for x in side_linears(m))
+
+
+def largest_quantized_matrix(m: ModelConfig) -> int:
+    return max([x.d_in * x.d_out // (2 if x.name.endswith("gate_up_proj") else 1)
+                for c in layer_classes(m) for x in class_linears(m, c) if x.name != "router.proj"]
+               + [x.d_in * x.d_out for x in side_linears(m)])
+
+
+def frozen_weight_bytes(m: ModelConfig, tr: Training, params: int, ranges: list[tuple[int, int]], first: bool) -> tuple[int, int]:
+    """finetune.frozen_weight_bytes for Gemma 4: (bytes, of which NF4) of `params` frozen parameters of a GPU
+    holding layers `ranges` (and the first stage's per-layer input path when `first`). QLoRA quantizes each
+    class's matrices (and per_layer_model_projection); the rest stays at p bytes (fp32 with fp32_unquantized)."""
+    from transformer_calc.estimators.training.finetune import FP32_BYTES, Finetune
+
+    if tr.finetune is not Finetune.qlora:
+        if tr.frozen_weights is not None:
+            stored, n = tr.frozen_weights
+            return -(-params * stored // n), 0
+        return params * tr.p, 0
+    elems = nf4 = 0
+    for start, stop in ranges:
+        e, b = quantized_elements(m, start, stop)
+        elems, nf4 = elems + e, nf4 + b
+    if first:
+        e, b = side_quantized(m)
+        elems, nf4 = elems + e, nf4 + b
+    unquantized = FP32_BYTES if tr.fp32_unquantized else tr.p
+    return (params - elems) * unquantized + nf4, nf4

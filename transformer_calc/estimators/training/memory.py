@@ -671,10 +671,14 @@ def training_memory(
     if tr.adapters:
         from transformer_calc.estimators.training.finetune import adapted, adapter_linears, block_linears, check_targets, embedding_linears
 
-        check_targets(m, tr)
-        ad_moe = adapted(adapter_linears(m, True, T, ep, par.expert_tensor), tr).params if m.is_moe else 0
-        ad_dense = adapted(block_linears(m, False, T), tr).params
-        side_first, side_last = (adapted(x, tr).params for x in embedding_linears(m))
+        if gemma4.is_gemma4(m):  # per layer class (adapter_params per stage below); the PLE projection's
+            ad_moe = ad_dense = side_last = 0
+            side_first = adapted(gemma4.side_linears(m), tr).params
+        else:
+            check_targets(m, tr)
+            ad_moe = adapted(adapter_linears(m, True, T, ep, par.expert_tensor), tr).params if m.is_moe else 0
+            ad_dense = adapted(block_linears(m, False, T), tr).params
+            side_first, side_last = (adapted(x, tr).params for x in embedding_linears(m))
         table = ceil_div(m.vocab_size, T) * m.d_embedding
         opt_bytes = trainable_optimizer_bytes(tr)
     _check_offload(tr, par)
@@ -724,6 +728,8 @@ def training_memory(
             from transformer_calc.estimators.training.finetune import frozen_weight_bytes, trainable_weight_bytes
 
             trainable = n_moe * ad_moe + n_dense * ad_dense
+            if gemma4.is_gemma4(m):
+                trainable = sum(gemma4.adapter_params(m, tr, c.start, c.stop) for c in chunks)
             if is_first:
                 trainable += side_first + (table if tr.train_embeddings else 0)
             if is_last:
@@ -732,7 +738,10 @@ def training_memory(
                     trainable += shard.lm_head
                 elif m.tied_embeddings and (tr.train_head or tr.train_embeddings) and not (is_first and tr.train_embeddings):
                     trainable += table  # the tied table (the last stage's copy when P > 1)
-            frozen, nf4 = frozen_weight_bytes(m, tr, params, {True: n_moe, False: n_dense}, T, ep, par.expert_tensor)
+            if gemma4.is_gemma4(m):
+                frozen, nf4 = gemma4.frozen_weight_bytes(m, tr, params, [(c.start, c.stop) for c in chunks], is_first)
+            else:
+                frozen, nf4 = frozen_weight_bytes(m, tr, params, {True: n_moe, False: n_dense}, T, ep, par.expert_tensor)
             if zero >= 3:  # ZeRO-3 / FSDP shards the frozen parameters too
                 frozen, nf4 = ceil_div(frozen * sharded(3), params), ceil_div(nf4 * sharded(3), params)
             adapter_w = _shard_trainable(trainable, 3, zero, dp) * trainable_weight_bytes(tr)

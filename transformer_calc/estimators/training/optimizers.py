@@ -212,6 +212,10 @@ def model_groups(m: ModelConfig, tr: Training) -> list[GroupBytes]:
     from transformer_calc.estimators.training.gemma4 import is_gemma4
 
     n_moe = m.n_moe_layers()
+    if is_gemma4(m) and tr.adapters and tr.optimizer not in SHAPED:  # the trainable parameters as one group
+        from transformer_calc.estimators.training.finetune import trainable_params
+
+        return groups(tr, [Tensors("vector", trainable_params(m, tr).total, 0)])
     if (m.is_hybrid or m.one_mixer_per_layer or is_gemma4(m)) and not tr.adapters and tr.optimizer not in SHAPED:
         # states per parameter do not depend on shapes: the model's parameters as one group (the
         # tensor inventory, block_linears, has no mixer layers nor Gemma 4's varied ones)
