@@ -184,7 +184,8 @@ def test_train_and_plan_price_gemma4():
 
 @pytest.mark.parametrize("kw, match", [
     ({"T": 2}, "tensor and expert parallelism are not modeled .*use T 1"),
-    ({"finetune": "lora"}, "adapters"),
+    ({"finetune": "lora", "lora_targets": "experts"}, "lora_targets .experts. select no module"),
+    ({"finetune": "lora", "optimizer": "adamw-8bit"}, "optimizer adamw-8bit"),
     ({"dropout": True}, "dropout is not priced for Gemma 4"),
     ({"activations": "seed"}, "activations seed"),
     ({"context": 2}, "context parallelism"),
@@ -207,3 +208,71 @@ def test_eager_head_counts_each_kinds_rotary_and_the_per_layer_inputs():
     rotary = 2 * p * S * (8 + 16)
     ple = 2 * p + p * N * D + (2 * 4 * N * L * P + 8 * N * L) + 4 * P + p * N * L * P
     assert first == 8 * N + rotary + ple
+
+
+# ---------------------------------------------------------------------------- fine-tuning (adapters)
+_MOE4 = {**_G4, "num_hidden_layers": 4, "layer_types": ["sliding_attention", "full_attention"] * 2,
+         "num_kv_shared_layers": 2, "use_double_wide_mlp": True, "attention_k_eq_v": True,
+         "num_global_key_value_heads": 1, "enable_moe_block": True, "num_experts": 4, "top_k_experts": 2,
+         "moe_intermediate_size": 12}  # fmt: skip
+
+
+def test_trainable_parameters_equal_peft():
+    """PEFT 0.21.2's get_nb_trainable_parameters on this model (r = 4; tools/crosscheck/peft_params.py
+    compares random shapes too). all-linear: per layer q, k, v, o, gate, up, down, the per-layer gate and
+    projection, router.proj (an nn.Linear), and per_layer_model_projection once: sliding 2,192, full 2,256
+    (no v_proj: k = v), kv-shared sliding 2,288 and full 2,544 (no k/v, double MLP) + 192 = 9,472."""
+    from transformer_calc.estimators.training.finetune import trainable_params
+
+    m = _model(_MOE4)
+
+    def count(targets: str) -> int:
+        return trainable_params(m, Training(finetune="lora", lora_rank=4, lora_targets=targets)).total
+
+    assert count("all-linear") == 2192 + 2256 + 2288 + 2544 + 192 == 9472
+    assert count("q,v") == 1472  # q 256 / 384 on sliding / full, v on the first sliding layer only (192)
+    assert count("experts") == 4 * 4 * (4 * (32 + 24) + 4 * (12 + 32)) == 6400
+
+
+# measured by tools/crosscheck/lora_activations.py (PEFT 0.21.2, r = 8, eager, bf16 base; docs/validation.md)
+LORA_MEASURED = [
+    ("all-linear", "mixed", 521660), ("all-linear", "bf16", 467644), ("q,v", "mixed", 400188),
+    ("o", "bf16", 395964), ("gate,up,down", "mixed", 443068),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("targets, precision, measured", LORA_MEASURED)
+def test_lora_activations_equal_the_measured_bytes(targets, precision, measured):
+    cfg = {**_G4, "num_hidden_layers": 4, "num_key_value_heads": 4, "num_kv_shared_layers": 2,
+           "layer_types": ["sliding_attention", "full_attention"] * 2, "use_double_wide_mlp": True,
+           "attention_k_eq_v": True, "num_global_key_value_heads": 1}
+    m = _model(cfg)
+    tr = Training(precision=precision, activations="torch-eager", finetune="lora", lora_rank=8, lora_targets=targets)
+    got = training_memory(m, Workload(seq_len=20, batch_size=2), tr)[0].activations
+    assert abs(got - measured) <= 4  # the embedding's scalar scale
+
+
+def test_qlora_quantizes_every_class_matrix():
+    """QLoRA: the layers' Linear weights (and per_layer_model_projection) in NF4, the rest 16-bit; the
+    weights on the GPU are the NF4 bytes plus the unquantized rest at p."""
+    from transformer_calc.estimators.training.finetune import nf4_bytes
+
+    m = _model(TINY)
+    tr = Training(finetune="qlora", lora_targets="q,v")
+    st_ = training_memory(m, Workload(seq_len=16, batch_size=1), tr)[0]
+    elems, nf4 = gemma4.quantized_elements(m, 0, m.n_layers)
+    side = 32 * 16  # per_layer_model_projection D x L·P
+    assert st_.quantized_weights == nf4 + nf4_bytes(side)
+    frozen = count_params(m).total
+    assert st_.weights - st_.adapter_weights == (frozen - elems - side) * 2 + nf4 + nf4_bytes(side)
+
+
+def test_memory_json_prices_gemma4_qlora(capsys):
+    code = run(["memory", "--preset", "gemma-4-26b-a4b", "--S", "2048", "--finetune", "qlora", "--lora-targets",
+                "all-linear", "-f", "json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == tc.memory("gemma-4-26b-a4b", S=2048, finetune="qlora", lora_targets="all-linear").model_dump(mode="json")
+    assert 0 < out["params"]["trainable"] < out["params"]["total"] // 50
+    r = tc.train("gemma-4-31b", gpus=8, gpu="h100", S=4096, global_batch=32, finetune="lora", zero=3)
+    assert r.step_time_s > 0
