@@ -222,9 +222,8 @@ def test_trainable_parameters_equal_peft():
     compares random shapes too). all-linear: per layer q, k, v, o, gate, up, down, the per-layer gate and
     projection, router.proj (an nn.Linear), and per_layer_model_projection once: sliding 2,192, full 2,256
     (no v_proj: k = v), kv-shared sliding 2,288 and full 2,544 (no k/v, double MLP) + 192 = 9,472."""
-    from transformer_calc.estimators.training.finetune import trainable_params
-
     m = _model(_MOE4)
+    trainable_params = gemma4.trainable_params
 
     def count(targets: str) -> int:
         return trainable_params(m, Training(finetune="lora", lora_rank=4, lora_targets=targets)).total

@@ -46,7 +46,7 @@ from transformers import AutoModelForCausalLM  # noqa: E402
 from hf_params import CONFIG_MAPPING, EDGE, GENERATORS, REAL  # noqa: E402
 from hf_cases_hybrid import HYBRID_TYPES  # noqa: E402  (fine-tuning of hybrids is not modeled yet)
 from transformer_calc.model.config import ModelConfig, Training  # noqa: E402
-from transformer_calc.estimators.training.finetune import trainable_params  # noqa: E402
+from transformer_calc.estimators.training.gemma4 import trainable_params  # noqa: E402  (finetune's; Gemma 4's classes too)
 from transformer_calc.sources.hf import SAME_AS, SUPPORTED_MODEL_TYPES, WRAPPERS, from_hf_config  # noqa: E402
 
 # Multimodal wrappers whose language model transformers also builds alone (AutoModelForCausalLM of the

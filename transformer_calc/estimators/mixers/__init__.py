@@ -47,7 +47,7 @@ def require_training_priced(m: ModelConfig, what: str) -> None:
     price yet: Gemma 3n's and DeepSeek-V4's blocks, Zamba2's shared blocks, MiMo-V2-Flash's per-kind attention and
     narrower values, Nemotron 3 Super's latent MoE. The mixers of this package and the gated attention
     output are priced (docs/formulas.md §2.10), and Gemma 4's varied layers (estimators/training/gemma4.py)."""
-    from transformer_calc.estimators.training.gemma4 import is_gemma4
+    from transformer_calc.estimators.training.gemma4_layers import is_gemma4
 
     if not is_gemma4(m):
         require_regular_layers(m, what)

@@ -267,10 +267,6 @@ def trainable_params(m: ModelConfig, tr: Training) -> Trainable:
     counts = count_params(m)
     if not tr.adapters:
         return Trainable(adapters=0, embedding=0, head=counts.total, adapted_modules=0)
-    from transformer_calc.estimators.training import gemma4
-
-    if gemma4.is_gemma4(m):  # Gemma 4's layer classes (estimators/training/gemma4.py)
-        return gemma4.trainable(m, tr)
     require_attention_only(m, "fine-tuning (adapters)")
     n_moe = m.n_moe_layers()
     per_moe = adapted(adapter_linears(m, True), tr) if n_moe else None
@@ -349,10 +345,6 @@ def frozen_weight_bytes(m: ModelConfig, tr: Training, params: int, blocks: dict[
 
 def largest_quantized_matrix(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None) -> int:
     """Elements of the largest quantized matrix: bitsandbytes dequantizes one to 16 bits per matmul."""
-    from transformer_calc.estimators.training import gemma4
-
-    if gemma4.is_gemma4(m):  # Gemma 4's layer classes
-        return gemma4.largest_quantized_matrix(m)
     kinds = [m.is_moe] + ([False] if m.is_moe and m.has_dense_mlp_layers else [])
     return max(n for moe in kinds for n, _ in block_matrices(m, moe, T, ep, etp))
 
@@ -445,10 +437,6 @@ def adapter_flops_per_token(m: ModelConfig, tr: Training) -> int:
     """Forward FLOPs of every adapter, per token: 2·r·(d_in + d_out) per adapted module (T = 1)."""
     if not tr.adapters:
         return 0
-    from transformer_calc.estimators.training import gemma4
-
-    if gemma4.is_gemma4(m):  # Gemma 4's layer classes
-        return gemma4.adapter_flops_per_token(m, tr)
     n_moe = m.n_moe_layers()
 
     def per_token(x: Linear) -> int:  # a routed expert's adapters run on the k experts a token goes to

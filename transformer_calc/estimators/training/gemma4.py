@@ -63,51 +63,19 @@ from transformer_calc.model.config import (
     Workload,
 )
 
+from transformer_calc.estimators.training.gemma4_layers import LayerClass, is_gemma4, last_class, layer_classes
+
 if TYPE_CHECKING:
+    from transformer_calc.estimators.flops import StepFlops
     from transformer_calc.estimators.training.finetune import Linear, Trainable
+
+__all__ = ["LayerClass", "is_gemma4", "last_class", "layer_classes"]
 
 FP32 = 4  # Gemma4RMSNorm's upcast, the softmax's fp32 output
 STAT = 4  # one fp32 per norm row: mean(x²) + eps, and its power -1/2
 INDEX = 8  # int64 indices (token ids, top-k, gathers)
 EXPERT_INDEX_BYTES = 2 * INDEX  # eager experts: torch.where's (top_k_pos, token_idx), one int64 storage of two rows
 EXPERT_D_TENSORS = 3  # eager experts, per routed token: the gathered input, the down output, its weighted copy
-
-
-def is_gemma4(m: ModelConfig) -> bool:
-    """Gemma 4's varied layers (and no Gemma 3n or DeepSeek-V4 block): what this module prices."""
-    return (bool(m.irregular_layers) and not m.unpriced_blocks and m.deepseek_v4 is None and not m.is_mla
-            and not m.is_hybrid and not m.shared_block_layer_ids and not m.per_kind_attention)
-
-
-@dataclass(frozen=True)
-class LayerClass:
-    """One of Gemma 4's layer classes: its attention kind and whether it borrows another layer's K/V."""
-
-    kind: LayerAttention
-    kv_shared: bool
-
-    def count(self, m: ModelConfig, start: int, stop: int) -> int:
-        """Layers of this class among [start, stop) (closed form)."""
-        first = m.first_kv_shared_layer
-        lo, hi = (max(start, first), stop) if self.kv_shared else (start, min(stop, first))
-        return m.n_attention_layers(self.kind, lo, hi) if lo < hi else 0
-
-
-def layer_classes(m: ModelConfig) -> list[LayerClass]:
-    """The classes the model has (at least one layer each)."""
-    out = []
-    for kind in (k for k in LayerAttention if k in ATTENTION_KINDS):
-        for shared in (False, True):
-            c = LayerClass(kind, shared)
-            if c.count(m, 0, m.n_layers):
-                out.append(c)
-    return out
-
-
-def last_class(m: ModelConfig) -> LayerClass:
-    """The class of the model's last layer (the block a pipeline's backward starts from)."""
-    kind = m.attention_pattern[(m.n_layers - 1) % len(m.attention_pattern)]
-    return LayerClass(kind, m.kv_shared_layers > 0)
 
 
 # ---------------------------------------------------------------------------- parameters
@@ -161,9 +129,9 @@ class ClassActivations:
 
 def check_training(m: ModelConfig, tr: Training) -> None:
     """Refuse, by name, what Gemma 4's training memory does not price: dropout, the seed profile, FP8
-    recipes, adapters (fine-tuning) and the optimizers whose states follow each tensor's shape."""
+    recipes, lora targets that select no module (memory.check_hybrid_training refuses the optimizers whose
+    states follow each tensor's shape)."""
     from transformer_calc.errors import TcalcError
-    from transformer_calc.estimators.training.optimizers import SHAPED
     from transformer_calc.model.config import FP8Recipe
 
     name = m.name or "this model"
@@ -177,9 +145,6 @@ def check_training(m: ModelConfig, tr: Training) -> None:
         raise TcalcError(f"an FP8 recipe is not priced for Gemma 4's varied layers ({name}); use --fp8-recipe none")
     if tr.adapters:
         check_targets(m, tr)
-    if tr.optimizer in SHAPED:
-        raise TcalcError(f"optimizer {tr.optimizer.value} keeps states shaped per tensor, not listed for Gemma 4's "
-                         f"varied layers ({name}); use adamw, adam, sgd or lion")
 
 
 def class_activations(m: ModelConfig, w: Workload, tr: Training, c: LayerClass) -> ClassActivations:
@@ -461,11 +426,15 @@ def adapter_params(m: ModelConfig, tr: Training, start: int, stop: int) -> int:
     return sum(c.count(m, start, stop) * adapted(class_linears(m, c), tr).params for c in layer_classes(m))
 
 
-def trainable(m: ModelConfig, tr: Training) -> Trainable:
-    """finetune.trainable_params for Gemma 4 (what PEFT's get_nb_trainable_parameters reports)."""
+def trainable_params(m: ModelConfig, tr: Training) -> Trainable:
+    """finetune.trainable_params, Gemma 4's layer classes included (what PEFT's get_nb_trainable_parameters
+    reports). finetune.py prices uniform blocks; its callers ask here."""
     from transformer_calc.estimators.params import count_params
+    from transformer_calc.estimators.training import finetune
     from transformer_calc.estimators.training.finetune import Trainable, adapted
 
+    if not tr.adapters or not is_gemma4(m):
+        return finetune.trainable_params(m, tr)
     check_targets(m, tr)
     counts = count_params(m)
     side = adapted(side_linears(m), tr)
@@ -517,7 +486,13 @@ def side_quantized(m: ModelConfig) -> tuple[int, int]:
     return sum(x.d_in * x.d_out for x in side_linears(m)), sum(nf4_bytes(x.d_in * x.d_out) for x in side_linears(m))
 
 
-def largest_quantized_matrix(m: ModelConfig) -> int:
+def largest_quantized_matrix(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None) -> int:
+    """finetune.largest_quantized_matrix, Gemma 4's layer classes included (bitsandbytes dequantizes one
+    matrix at a time)."""
+    from transformer_calc.estimators.training import finetune
+
+    if not is_gemma4(m):
+        return finetune.largest_quantized_matrix(m, T, ep, etp)
     return max([x.d_in * x.d_out // (2 if x.name.endswith("gate_up_proj") else 1)
                 for c in layer_classes(m) for x in class_linears(m, c) if x.name != "router.proj"]
                + [x.d_in * x.d_out for x in side_linears(m)])
@@ -543,3 +518,16 @@ def frozen_weight_bytes(m: ModelConfig, tr: Training, params: int, ranges: list[
         elems, nf4 = elems + e, nf4 + b
     unquantized = FP32_BYTES if tr.fp32_unquantized else tr.p
     return (params - elems) * unquantized + nf4, nf4
+
+
+def finetune_step_flops(m: ModelConfig, step: StepFlops, tr: Training, full_recompute: bool) -> tuple[int, int]:
+    """finetune.finetune_step_flops, Gemma 4's layer classes included: (weight-gradient FLOPs not executed,
+    adapter FLOPs executed), the adapters running forward, input and weight gradients (3 forwards; 4 with
+    full recomputation) as finetune.py counts them."""
+    from transformer_calc.estimators.training import finetune
+
+    if not tr.adapters or not is_gemma4(m):
+        return finetune.finetune_step_flops(m, step, tr, full_recompute)
+    skipped = step.forward - step.attention_cores - (step.lm_head if finetune.head_trained(m, tr) else 0)
+    passes = 3 + (1 if full_recompute else 0)
+    return skipped, passes * adapter_flops_per_token(m, tr) * step.tokens

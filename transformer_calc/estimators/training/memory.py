@@ -276,6 +276,9 @@ def check_hybrid_training(m: ModelConfig, tr: Training) -> None:
     require_training_priced(m, "training memory")
     if gemma4.is_gemma4(m):
         gemma4.check_training(m, tr)
+        if tr.optimizer in SHAPED:
+            raise TcalcError(f"optimizer {tr.optimizer.value} keeps states shaped per tensor, not listed for Gemma 4's "
+                             f"varied layers ({m.name or 'this model'}); use adamw, adam, sgd or lion")
     if not (m.is_hybrid or m.one_mixer_per_layer or m.attn_output_gate):
         return
     if tr.activations is ActivationProfile.seed:

@@ -209,11 +209,11 @@ def adapter_tensors(m: ModelConfig, tr: Training, T: int, n_moe: int, n_dense: i
 def model_groups(m: ModelConfig, tr: Training) -> list[GroupBytes]:
     """The optimizer's parameter groups over the whole model (T = P = 1): the trainable tensors
     (every parameter, or the adapters and a trained embedding/head)."""
-    from transformer_calc.estimators.training.gemma4 import is_gemma4
+    from transformer_calc.estimators.training.gemma4_layers import is_gemma4
 
     n_moe = m.n_moe_layers()
     if is_gemma4(m) and tr.adapters and tr.optimizer not in SHAPED:  # the trainable parameters as one group
-        from transformer_calc.estimators.training.finetune import trainable_params
+        from transformer_calc.estimators.training.gemma4 import trainable_params
 
         return groups(tr, [Tensors("vector", trainable_params(m, tr).total, 0)])
     if (m.is_hybrid or m.one_mixer_per_layer or is_gemma4(m)) and not tr.adapters and tr.optimizer not in SHAPED:

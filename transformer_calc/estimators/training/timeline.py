@@ -259,7 +259,10 @@ def stage_timeline(
     # missing then: the block's gradients and (untied, first stage) the embedding's; a tied table
     # already has its gradient from the head
     untied_embedding = is_first and not (m.tied_embeddings and is_last)
-    first_params = max(shard.layer, shard.dense_layer) + (shard.embedding if untied_embedding else 0)
+    largest_block = max(shard.layer, shard.dense_layer)
+    if gemma4.is_gemma4(m):  # the largest layer class (full layers are wider)
+        largest_block = max(gemma4.class_params(m, c) for c in gemma4.layer_classes(m))
+    first_params = largest_block + (shard.embedding if untied_embedding else 0)
     grads_first = max(grads_fwd, st.gradients - st.gradients * min(first_params, st.params) // max(st.params, 1))
     if m.is_hybrid:  # a mixer's backward may allocate more than attention's (Mamba's loop over tokens)
         from transformer_calc.estimators.mixers import MIXERS
@@ -285,7 +288,7 @@ def stage_timeline(
 
     # ZeRO-3 / FSDP gathered parameters and gradient buckets. FSDP units: every block, and the
     # root (embedding, final norm, head); DeepSpeed's "layers": blocks, the embedding, the head.
-    block_unit = max(shard.layer, shard.dense_layer)
+    block_unit = largest_block
     root_unit = shard.embedding + shard.final_norm + shard.lm_head
     largest_layer = max(block_unit, shard.embedding, shard.lm_head)
     gathered = 0
@@ -320,7 +323,7 @@ def stage_timeline(
     # backward): the largest one is alive as a temporary.
     dequant = 0
     if tr.finetune is Finetune.qlora:
-        from transformer_calc.estimators.training.finetune import largest_quantized_matrix
+        from transformer_calc.estimators.training.gemma4 import largest_quantized_matrix  # Gemma 4's classes too
 
         dequant = largest_quantized_matrix(m, T, par.expert, par.expert_tensor) * p if st.n_layers else 0
     attn_bwd += dequant
