@@ -54,7 +54,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from transformer_calc.model.config import (
-    ATTENTION_KINDS,
     ActivationProfile,
     LayerAttention,
     ModelConfig,
