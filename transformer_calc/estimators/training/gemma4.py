@@ -1,4 +1,5 @@
-"""Training memory of Gemma 4's varied layers (docs/formulas.md §5.14 "Training memory").
+"""Training memory and fine-tuning of Gemma 4's varied layers (docs/formulas.md §5.14 "Training memory",
+"Fine-tuning").
 
 Source: transformers 5.23 models/gemma4/modeling_gemma4.py (Gemma4TextDecoderLayer, Gemma4TextAttention,
 Gemma4TextMLP, Gemma4TextRouter, Gemma4TextExperts, Gemma4RMSNorm, Gemma4TextModel's per-layer inputs) and
@@ -21,9 +22,10 @@ Activations, per token of one micro-batch (B·S tokens; T = 1: tensor and expert
 - `default` profile (fused kernels and FlashAttention, the conventions of memory.py's `_layer_activations`):
   every norm keeps its input (p per element), the q/k/v projections their input p·D, q (and k, v unless
   kv-shared) p·(A + 2·n_kv)·h_d and the q/k/v norms' outputs as much, FlashAttention's fp32 logsumexp
-  4·A (else the scores and softmax output 2·p·A·S), W_O's input p·A·h_d (FlashAttention's output); the gated MLP its input and 4·p·F' (F' = 2·d_ff on a double-wide
-  kv-shared layer); the per-layer input gate p·D + 3·p·P; the MoE branch k·(4·p·F_e + p·D) and the router's
-  logits p·E, as `_layer_activations` prices a MoE.
+  4·A (else the scores and softmax output 2·p·A·S), W_O's input p·A·h_d (FlashAttention's output); the
+  gated MLP its input and 4·p·F' (F' = 2·d_ff on a double-wide kv-shared layer); the per-layer input gate
+  p·D + 3·p·P; the MoE branch k·(4·p·F_e + p·D) and the router's logits p·E, as `_layer_activations`
+  prices a MoE.
 - `torch-eager` profile (what autograd saves when eager PyTorch runs modeling_gemma4.py; measured by
   tools/crosscheck/activations_mixers.py, docs/validation.md): Gemma4RMSNorm upcasts its input to fp32
   (kept by pow and by the product with its rsqrt: 4 per element, the input itself in fp32), keeps mean(x²)+eps
@@ -46,6 +48,13 @@ Activations, per token of one micro-batch (B·S tokens; T = 1: tensor and expert
 The first stage adds the per-layer input path (`head_first`): the table lookup's ids, the projection's
 input p·D (in fp32 the first layer's norm keeps that tensor itself), the P-wide norm over L·P per token
 and the combined per-layer inputs p·L·P (every layer's gate multiplies a slice of them).
+
+Adapters (LoRA, QLoRA, DoRA): `class_linears` lists each class's modules with PEFT's names; the trainable
+parameters, NF4 bytes, adapter FLOPs and activation changes follow finetune.py's conventions class by class
+(`_adapter_delta`). finetune.py prices uniform blocks and does not import this module (no import cycle):
+its callers ask `trainable_params`, `finetune_step_flops` and `largest_quantized_matrix` here, which fall
+back to finetune's for every other model. Checked against PEFT (tools/crosscheck/peft_params.py) and
+saved tensors under PEFT (tools/crosscheck/lora_activations.py).
 """
 
 from __future__ import annotations
