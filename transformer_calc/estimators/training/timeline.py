@@ -228,9 +228,14 @@ def stage_timeline(
     # the first (the block's input norm is differentiated last), W_O's input and, when the softmax
     # is kept in fp32, its cast copy that P·V took.
     norms = max(m.norms_per_layer, 1)
-    consumed = block.mlp + block.norm * (norms - 1) // norms + p * B * S * A_t * m.v_dim
+    hd, v_dim = m.head_dim, m.v_dim
+    if gemma4.is_gemma4(m):  # the last layer's class: its own head width and K/V heads (T = 1)
+        last = gemma4.last_class(m)
+        hd = v_dim = m.kind_head_dim(last.kind)
+        kv_t = m.kv_heads_of(last.kind)
+    consumed = block.mlp + block.norm * (norms - 1) // norms + p * B * S * A_t * v_dim
     if tr.flash:
-        attn_bwd = p * B * S * (2 * A_t * m.head_dim + kv_t * (m.head_dim + m.v_dim))
+        attn_bwd = p * B * S * (2 * A_t * hd + kv_t * (hd + v_dim))
     else:
         fp32_softmax = (
             tr.activations is ActivationProfile.torch_eager and eager_code(m).softmax_fp32 and p < FP32_BYTES
