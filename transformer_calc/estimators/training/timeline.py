@@ -264,10 +264,11 @@ def stage_timeline(
     # missing then: the block's gradients and (untied, first stage) the embedding's; a tied table
     # already has its gradient from the head
     untied_embedding = is_first and not (m.tied_embeddings and is_last)
-    largest_block = max(shard.layer, shard.dense_layer)
-    if gemma4.is_gemma4(m):  # the largest layer class (full layers are wider)
+    largest_block = first_block = max(shard.layer, shard.dense_layer)
+    if gemma4.is_gemma4(m):  # the largest layer class (full layers are wider); the first layer's class
         largest_block = max(gemma4.class_params(m, c) for c in gemma4.layer_classes(m))
-    first_params = largest_block + (shard.embedding if untied_embedding else 0)
+        first_block = gemma4.class_params(m, gemma4.LayerClass(m.attention_pattern[0], m.first_kv_shared_layer == 0))
+    first_params = first_block + (shard.embedding if untied_embedding else 0)
     grads_first = max(grads_fwd, st.gradients - st.gradients * min(first_params, st.params) // max(st.params, 1))
     if m.is_hybrid:  # a mixer's backward may allocate more than attention's (Mamba's loop over tokens)
         from transformer_calc.estimators.mixers import MIXERS
