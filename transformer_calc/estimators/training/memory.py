@@ -920,8 +920,8 @@ def _recompute_working_set(
 
 
 def layers_differ(m: ModelConfig) -> bool:
-    """Layers whose activations differ by more than MoE vs dense: a hybrid pattern, or blocks that
-    are a sequence mixer or an MLP alone (Nemotron-H)."""
+    """Layers whose activations differ by more than MoE vs dense: a hybrid pattern, blocks that are a
+    sequence mixer or an MLP alone (Nemotron-H), or Gemma 4's layer classes (training/gemma4.py)."""
     return m.is_hybrid or m.one_mixer_per_layer or gemma4.is_gemma4(m)
 
 
