@@ -188,7 +188,8 @@ def main() -> int:
             failures.append(name)
         if args.verbose or abs(err) > tol:
             print(f"{name:<58} {got:>11,} {pred:>11,} {err:>+8.2%}")
-    print(f"{rows} cases (LoRA and DoRA), {len(failures)} beyond ±{TOLERANCE:.0%} ({time.perf_counter() - start:.1f} s, "
+    print(f"{rows} cases (LoRA and DoRA), {len(failures)} beyond ±{TOLERANCE:.0%} (Gemma 4's DoRA: "
+          f"±{GEMMA4_DORA_TOLERANCE:.1%}) ({time.perf_counter() - start:.1f} s, "
           f"peft {peft.__version__}, transformers {transformers.__version__}, torch {torch.__version__})")
     return 1 if failures else 0
 
