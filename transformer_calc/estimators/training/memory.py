@@ -51,7 +51,7 @@ from transformer_calc.model.config import (
     Training,
     Workload,
 )
-from transformer_calc.estimators.training import gemma4
+from transformer_calc.estimators.training import gemma4, kind_attention
 from transformer_calc.estimators.training.finetune import head_trained
 from transformer_calc.estimators.training.optimizers import SHAPED
 from transformer_calc.estimators.training.schedules import PARAMETER_COPIES, forwards_in_flight
@@ -139,8 +139,12 @@ def layer_activations(
             raise ValueError("fp8_recipe is a Transformer Engine recipe; the torch-eager profile models eager "
                              "PyTorch: use --activations default")
         code = eager or eager_code(m)
-        return _with_adapters(torch_eager_layer(m, w, tr, par, code, moe=moe), m, w, tr, par, moe, code)
-    return _with_fp8(_with_adapters(_layer_activations(m, w, tr, par, moe), m, w, tr, par, moe, None), m, w, tr, par, moe)
+        acts = _with_adapters(torch_eager_layer(m, w, tr, par, code, moe=moe), m, w, tr, par, moe, code)
+    else:
+        acts = _with_fp8(_with_adapters(_layer_activations(m, w, tr, par, moe), m, w, tr, par, moe, None), m, w, tr, par, moe)
+    if kind_attention.shaped_by_kind(m):  # MiMo-V2-Flash: a full layer's attention (block_parts has each kind's)
+        acts = replace(acts, attention=kind_attention.attention_bytes(m, w, tr, par, LayerAttention.full))
+    return acts
 
 
 def _op_layer_activations(m: ModelConfig, w: Workload, tr: Training, par: Parallelism) -> LayerActivations:
@@ -274,11 +278,13 @@ def check_hybrid_training(m: ModelConfig, tr: Training) -> None:
     the optimizers whose states depend on each tensor's shape (no tensor inventory of the mixers); and,
     for every model, the parts no training estimate prices yet (`require_training_priced`)."""
     require_training_priced(m, "training memory")
+    if kind_attention.shaped_by_kind(m):  # MiMo-V2-Flash
+        kind_attention.check_training(m, tr)
     if gemma4.is_gemma4(m):
         gemma4.check_training(m, tr)
-        if tr.optimizer in SHAPED:
-            raise TcalcError(f"optimizer {tr.optimizer.value} keeps states shaped per tensor, not listed for Gemma 4's "
-                             f"varied layers ({m.name or 'this model'}); use adamw, adam, sgd or lion")
+    if (gemma4.is_gemma4(m) or kind_attention.shaped_by_kind(m)) and tr.optimizer in SHAPED:
+        raise TcalcError(f"optimizer {tr.optimizer.value} keeps states shaped per tensor, not listed for the varied "
+                         f"layers of {m.name or 'this model'}; use adamw, adam, sgd or lion")
     if not (m.is_hybrid or m.one_mixer_per_layer or m.attn_output_gate):
         return
     if tr.activations is ActivationProfile.seed:
@@ -355,7 +361,9 @@ def block_parts(
     dense = layer_activations(m, w, tr, par, eager=eager, moe=False) if m.is_moe else moe
     sequence: dict[LayerAttention, int] = {}
     for kind in dict.fromkeys(m.attention_pattern):
-        if kind in ATTENTION_KINDS:
+        if kind in ATTENTION_KINDS and kind_attention.shaped_by_kind(m):  # MiMo-V2-Flash: each kind's own
+            sequence[kind] = kind_attention.attention_bytes(m, w, tr, par, kind)
+        elif kind in ATTENTION_KINDS:
             sequence[kind] = moe.attention
         elif kind is LayerAttention.none:
             sequence[kind] = 0  # Nemotron-H's MLP block: no sequence mixer
@@ -921,8 +929,9 @@ def _recompute_working_set(
 
 def layers_differ(m: ModelConfig) -> bool:
     """Layers whose activations differ by more than MoE vs dense: a hybrid pattern, blocks that are a
-    sequence mixer or an MLP alone (Nemotron-H), or Gemma 4's layer classes (training/gemma4.py)."""
-    return m.is_hybrid or m.one_mixer_per_layer or gemma4.is_gemma4(m)
+    sequence mixer or an MLP alone (Nemotron-H), Gemma 4's layer classes (training/gemma4.py), or
+    MiMo-V2-Flash's attention kinds (training/kind_attention.py)."""
+    return m.is_hybrid or m.one_mixer_per_layer or gemma4.is_gemma4(m) or kind_attention.shaped_by_kind(m)
 
 
 def most_loaded(stages: list[StageMemory]) -> StageMemory:

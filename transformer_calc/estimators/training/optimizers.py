@@ -216,9 +216,12 @@ def model_groups(m: ModelConfig, tr: Training) -> list[GroupBytes]:
         from transformer_calc.estimators.training.gemma4 import trainable_params
 
         return groups(tr, [Tensors("vector", trainable_params(m, tr).total, 0)])
-    if (m.is_hybrid or m.one_mixer_per_layer or is_gemma4(m)) and not tr.adapters and tr.optimizer not in SHAPED:
+    from transformer_calc.estimators.training.kind_attention import shaped_by_kind
+
+    if (m.is_hybrid or m.one_mixer_per_layer or is_gemma4(m) or shaped_by_kind(m)) and not tr.adapters \
+            and tr.optimizer not in SHAPED:
         # states per parameter do not depend on shapes: the model's parameters as one group (the
-        # tensor inventory, block_linears, has no mixer layers nor Gemma 4's varied ones)
+        # tensor inventory, block_linears, has no mixer layers nor Gemma 4's or MiMo-V2-Flash's varied ones)
         from transformer_calc.estimators.params import count_params
 
         return groups(tr, [Tensors("vector", count_params(m).total, 0)])
