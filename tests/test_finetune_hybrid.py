@@ -201,9 +201,15 @@ def test_mixer_target_on_attention_only_model_is_an_error(capsys):
 
 
 def test_unpriced_parts_still_refused():
-    """Gemma 4's varied layers (and Zamba2's shared blocks, Nemotron 3 Super's latent MoE) stay refused by name."""
-    with pytest.raises(TcalcError, match="fine-tuning .adapters. is not modeled for"):
+    """Nemotron 3 Super's latent MoE (and Zamba2's shared blocks) stay refused by name; Gemma 4's varied
+    layers are priced by their own classes (estimators/training/gemma4.py), which finetune.py refuses."""
+    with pytest.raises(TcalcError, match="fine-tuning .adapters. is not modeled for .*latent MoE"):
+        trainable_params(preset_model("nemotron-3-super"), Training(finetune="lora", lora_rank=8))
+    with pytest.raises(TcalcError, match="fine-tuning .adapters. of uniform blocks .* is not modeled for .*Gemma 4"):
         trainable_params(preset_model("gemma-4-31b"), Training(finetune="lora", lora_rank=8))
+    from transformer_calc.estimators.training import gemma4
+
+    assert gemma4.trainable_params(preset_model("gemma-4-31b"), Training(finetune="lora", lora_rank=8)).total > 0
 
 
 # ---------------------------------------------------------------------------- quantized weights

@@ -146,11 +146,14 @@ def test_tensor_parallelism_is_refused_by_name():
     assert shard_params(m, 1).total(m) == count_params(m).total  # T = 1: the whole model
 
 
-def test_training_memory_is_refused_by_name():
-    from transformer_calc.estimators.mixers import require_attention_only
+def test_attention_only_estimates_refuse_by_name():
+    """What still refuses the varied layers (quantized weight formats; training memory prices them:
+    tests/test_gemma4_training.py)."""
+    from transformer_calc.estimators.mixers import require_attention_only, require_training_priced
 
-    with pytest.raises(TcalcError, match="training memory is not modeled for .*shared-KV layers.*Gemma 4"):
-        require_attention_only(_model(TINY), "training memory")
+    with pytest.raises(TcalcError, match="a quantized weight format is not modeled for .*shared-KV layers.*Gemma 4"):
+        require_attention_only(_model(TINY), "a quantized weight format")
+    require_training_priced(_model(TINY), "training memory")  # priced: no refusal
 
 
 @pytest.mark.parametrize("cfg, words", [

@@ -220,12 +220,13 @@ def test_kda_decay_product_backward_transient():
 
 @pytest.mark.parametrize("preset", ["gemma-4-31b", "gemma-4-26b-a4b"])
 def test_training_refuses_the_parts_it_does_not_price(preset):
-    """Hybrid mixers are priced for training, but Gemma 4's varied layers (and Zamba2's shared blocks,
-    MiMo's per-kind attention, LatentMoE: tests/test_shared_block.py) are not: one line, never a number."""
+    """Hybrid mixers and Gemma 4's varied layers (tests/test_gemma4_training.py) are priced for training, but
+    not yet Gemma 4 under tensor parallelism (nor Zamba2's shared blocks, MiMo's per-kind attention,
+    LatentMoE: tests/test_shared_block.py): one line, never a number."""
     import transformer_calc as tc
     from transformer_calc.errors import TcalcError
 
     with pytest.raises(TcalcError, match="not modeled for .*Gemma 4"):
-        tc.memory(preset, S=1024)
+        tc.memory(preset, S=1024, T=2)
     with pytest.raises(TcalcError, match="not modeled for .*Gemma 4"):
-        tc.train(preset, gpus=8, gpu="h100", S=1024, global_batch=8)
+        tc.train(preset, gpus=8, gpu="h100", S=1024, global_batch=8, T=2)

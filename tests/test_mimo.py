@@ -82,7 +82,7 @@ def test_tensor_parallel_shares():
 def test_refused_where_not_modeled():
     m = _model()
     with pytest.raises(TcalcError, match="MiMo-V2-Flash"):
-        require_attention_only(m, "training memory")
+        require_attention_only(m, "fine-tuning (adapters)")
     with pytest.raises(ValueError, match="cache_kv_heads"):
         kv_cache(m, InferenceSpec(batch_size=1, prompt_len=4, cache_kv_heads=1))
 
@@ -149,5 +149,9 @@ def test_cli_json(tmp_path):
                                     capture_output=True, text=True, cwd=REPO, check=True).stdout)
     assert inf["kv_cache"]["layers_by_kind"] == {"full": 2, "sliding": 5}
     assert inf["kv_cache"]["total_bytes"] == kv_cache(_model(), InferenceSpec(batch_size=1, prompt_len=20)).total_bytes
-    out = subprocess.run([*run, "memory", str(path), "--S", "64"], capture_output=True, text=True, cwd=REPO)
+    mem = json.loads(subprocess.run([*run, "memory", str(path), "--S", "64", "--format", "json"], capture_output=True,
+                                    text=True, cwd=REPO, check=True).stdout)  # priced (tests/test_mimo_training.py)
+    assert mem["memory"]["stages"][0]["params"] == 309204
+    out = subprocess.run([*run, "memory", str(path), "--S", "64", "--finetune", "lora"], capture_output=True, text=True,
+                         cwd=REPO)
     assert out.returncode == 2 and "MiMo-V2-Flash" in out.stderr and not out.stdout

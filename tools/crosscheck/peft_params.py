@@ -60,7 +60,7 @@ from hf_params import CONFIG_MAPPING, EDGE, GENERATORS, REAL  # noqa: E402
 from hf_cases_hybrid import HYBRID_TYPES  # noqa: E402
 from transformer_calc.model.config import ModelConfig, Training  # noqa: E402
 from transformer_calc.estimators.params import count_params  # noqa: E402
-from transformer_calc.estimators.training.finetune import trainable_params  # noqa: E402
+from transformer_calc.estimators.training.gemma4 import trainable_params  # noqa: E402  (finetune's; Gemma 4's classes too)
 from transformer_calc.sources.hf import SAME_AS, SUPPORTED_MODEL_TYPES, WRAPPERS, from_hf_config  # noqa: E402
 
 # Multimodal wrappers whose language model transformers also builds alone (AutoModelForCausalLM of the
@@ -100,6 +100,7 @@ ROUTER: dict[str, dict[str, Any]] = {
     "gpt_oss": {"target_modules": [], "target_parameters": ["mlp.router.weight"]},
     "llama4_text": {"target_modules": ["feed_forward.router"]},
     "llama4": {"target_modules": ["feed_forward.router"]},
+    "gemma4_text": {"target_modules": ["router.proj"]},  # Gemma4TextRouter's nn.Linear
 }
 
 Cfg = dict[str, Any]
@@ -233,7 +234,10 @@ def settings(model_type: str, m: ModelConfig, r: int) -> list[tuple[str, dict[st
     mlp = [("gate,up,down", ["gate", "up", "down"])] if m.gated_mlp else [("up,down", ["up", "down"])]
     moe_quirk = model_type in PEFT_ADAPTS_EXPERTS
     # MLP names on converted families reach the experts through PEFT's name conversion: not compared
-    named = attention + ([] if moe_quirk or m.all_linear_experts or m.is_moe and not m.has_dense_mlp_layers else mlp)
+    # (Gemma 4's MoE layers keep their dense MLP, mlp.gate_proj/up_proj/down_proj, beside the experts: compared)
+    dense_beside = model_type == "gemma4_text"
+    named = attention + ([] if moe_quirk or m.all_linear_experts or m.is_moe and not m.has_dense_mlp_layers
+                         and not dense_beside else mlp)
     if not moe_quirk:
         out.append(("all-linear", {"lora_targets": "all-linear"}, {"target_modules": "all-linear"}))
         if not (m.all_linear_experts and m.n_moe_layers()):  # there PEFT refuses DoRA (ParamWrapper), as tcalc does
@@ -264,9 +268,10 @@ def settings(model_type: str, m: ModelConfig, r: int) -> list[tuple[str, dict[st
 # narrower than head_dim: `require_attention_only`).
 NOT_MAPPED = ("ernie4_5_moe", "hunyuan_v1_moe", "minimax_m2", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa",
               "mimo_v2_flash")
-# Gemma 4 and Gemma 3n: tcalc refuses adapters on their varied layers by name (require_regular_layers), not a count;
+# Gemma 3n: tcalc refuses adapters on its AltUp/LAuReL layers by name (require_regular_layers), not a count;
+# the gemma4 wrapper's text has no tie rule mapped here (gemma4_text is compared: estimators/training/gemma4.py);
 # Zamba2: its shared blocks by name (require_training_priced)
-NOT_MODELED = ("gemma4", "gemma4_text", "gemma3n_text", "zamba2",
+NOT_MODELED = ("gemma4", "gemma3n_text", "zamba2",
                "deepseek_v4")  # DeepSeek-V4: refused by name too (require_deepseek_v4_priced; docs/formulas.md §5.16)
 
 

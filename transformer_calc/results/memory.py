@@ -247,7 +247,7 @@ def memory_report(
     checkpoint: CheckpointSection | None = None,
 ) -> MemoryResult:
     """`tcalc memory`: training memory per GPU of the most loaded pipeline stage, with fitting."""
-    from transformer_calc.estimators.training.finetune import trainable_params
+    from transformer_calc.estimators.training.gemma4 import trainable_params  # finetune's, Gemma 4's classes too
     from transformer_calc.estimators.training.memory import b_min
     from transformer_calc.estimators.training.timeline import (
         CUDA_CONTEXT_BYTES,

@@ -44,11 +44,15 @@ def require_attention_only(m: ModelConfig, what: str) -> None:
 
 def require_training_priced(m: ModelConfig, what: str) -> None:
     """Refuse, in one line, a training estimate (memory, timeline, step time) for the parts it does not
-    price yet: Gemma 4's varied layers, Zamba2's shared blocks, MiMo-V2-Flash's per-kind attention and
-    narrower values, Nemotron 3 Super's latent MoE. The mixers of this package and the gated attention
-    output are priced (docs/formulas.md §2.10)."""
-    require_regular_layers(m, what)
-    _refuse(m, what, _unpriced_parts(m))
+    price yet: Gemma 3n's and DeepSeek-V4's blocks, Zamba2's shared blocks, Nemotron 3 Super's latent MoE.
+    The mixers of this package and the gated attention output are priced (docs/formulas.md §2.10), Gemma 4's
+    varied layers (estimators/training/gemma4.py) and MiMo-V2-Flash's per-kind attention and narrower values
+    (estimators/training/kind_attention.py)."""
+    from transformer_calc.estimators.training.gemma4_layers import is_gemma4
+
+    if not is_gemma4(m):
+        require_regular_layers(m, what)
+    _refuse(m, what, [k for k in _unpriced_parts(m) if "MiMo-V2-Flash" not in k])  # training/kind_attention.py
 
 
 def _unpriced_parts(m: ModelConfig) -> list[str]:

@@ -51,6 +51,7 @@ from transformer_calc.model.config import (
     Training,
     Workload,
 )
+from transformer_calc.estimators.training import gemma4, kind_attention
 from transformer_calc.estimators.training.finetune import LayerCounts, head_trained, layer_counts
 from transformer_calc.estimators.training.optimizers import SHAPED
 from transformer_calc.estimators.training.schedules import PARAMETER_COPIES, forwards_in_flight
@@ -129,13 +130,21 @@ def layer_activations(
 
         check_op_recompute(m, tr.recompute, flash=tr.flash, adapters=bool(tr.adapters))
         return _op_layer_activations(m, w, tr, par)
+    if gemma4.is_gemma4(m):  # varied layers: the last layer's class (block_parts has every class)
+        check_tensor_parallel(m, par.tensor, par.expert, par.expert_tensor)
+        last = gemma4.class_activations(m, w, tr, gemma4.last_class(m))
+        return LayerActivations(attention=last.attention, mlp=last.mlp, norm=last.norm)
     if tr.activations is ActivationProfile.torch_eager:
         if tr.fp8_recipe is not FP8Recipe.none:
             raise ValueError("fp8_recipe is a Transformer Engine recipe; the torch-eager profile models eager "
                              "PyTorch: use --activations default")
         code = eager or eager_code(m)
-        return _with_adapters(torch_eager_layer(m, w, tr, par, code, moe=moe), m, w, tr, par, moe, code)
-    return _with_fp8(_with_adapters(_layer_activations(m, w, tr, par, moe), m, w, tr, par, moe, None), m, w, tr, par, moe)
+        acts = _with_adapters(torch_eager_layer(m, w, tr, par, code, moe=moe), m, w, tr, par, moe, code)
+    else:
+        acts = _with_fp8(_with_adapters(_layer_activations(m, w, tr, par, moe), m, w, tr, par, moe, None), m, w, tr, par, moe)
+    if kind_attention.shaped_by_kind(m):  # MiMo-V2-Flash: a full layer's attention (block_parts has each kind's)
+        acts = replace(acts, attention=kind_attention.attention_bytes(m, w, tr, par, LayerAttention.full))
+    return acts
 
 
 def _op_layer_activations(m: ModelConfig, w: Workload, tr: Training, par: Parallelism) -> LayerActivations:
@@ -269,6 +278,13 @@ def check_hybrid_training(m: ModelConfig, tr: Training) -> None:
     the optimizers whose states depend on each tensor's shape (no tensor inventory of the mixers); and,
     for every model, the parts no training estimate prices yet (`require_training_priced`)."""
     require_training_priced(m, "training memory")
+    if kind_attention.shaped_by_kind(m):  # MiMo-V2-Flash
+        kind_attention.check_training(m, tr)
+    if gemma4.is_gemma4(m):
+        gemma4.check_training(m, tr)
+    if (gemma4.is_gemma4(m) or kind_attention.shaped_by_kind(m)) and tr.optimizer in SHAPED:
+        raise TcalcError(f"optimizer {tr.optimizer.value} keeps states shaped per tensor, not listed for the varied "
+                         f"layers of {m.name or 'this model'}; use adamw, adam, sgd or lion")
     if not (m.is_hybrid or m.one_mixer_per_layer or m.attn_output_gate):
         return
     if tr.activations is ActivationProfile.seed:
@@ -344,13 +360,21 @@ class BlockParts:
         return max(self.sequence.values()) + max(self.moe_mlp, self.dense_mlp) + self.norm
 
 
-def block_parts(m: ModelConfig, w: Workload, tr: Training, par: Parallelism, *, eager: EagerCode | None = None) -> BlockParts:
-    """The parts of `BlockParts` for the model's layer pattern (hybrid or not)."""
+def block_parts(
+    m: ModelConfig, w: Workload, tr: Training, par: Parallelism, *, eager: EagerCode | None = None
+) -> BlockParts | gemma4.Gemma4Parts:
+    """The parts of `BlockParts` for the model's layer pattern (hybrid or not); Gemma 4's layer classes."""
+    if gemma4.is_gemma4(m):
+        check_hybrid_training(m, tr)
+        check_tensor_parallel(m, par.tensor, par.expert, par.expert_tensor)
+        return gemma4.parts(m, w, tr)
     moe = layer_activations(m, w, tr, par, eager=eager)
     dense = layer_activations(m, w, tr, par, eager=eager, moe=False) if m.is_moe else moe
     sequence: dict[LayerAttention, int] = {}
     for kind in dict.fromkeys(m.attention_pattern):
-        if kind in ATTENTION_KINDS:
+        if kind in ATTENTION_KINDS and kind_attention.shaped_by_kind(m):  # MiMo-V2-Flash: each kind's own
+            sequence[kind] = kind_attention.attention_bytes(m, w, tr, par, kind)
+        elif kind in ATTENTION_KINDS:
             sequence[kind] = moe.attention
         elif kind is LayerAttention.none:
             sequence[kind] = 0  # Nemotron-H's MLP block: no sequence mixer
@@ -376,7 +400,10 @@ def head_activations(
     if tr.activations is ActivationProfile.seed or not tr.head_activations:
         return 0, 0
     if tr.activations is ActivationProfile.torch_eager:
-        return torch_eager_head(m, w, tr, par, eager or eager_code(m))
+        first, last = torch_eager_head(m, w, tr, par, eager or eager_code(m))
+        if gemma4.is_gemma4(m):
+            first, last = first + gemma4.head_first(m, w, tr), last + gemma4.final_norm_delta(m, w, tr)
+        return first, last
     B, S, D, T, p = w.batch_size, w.seq_len, m.d_model, par.tensor, tr.p
     S_rep = ceil_div(S, T) if par.sequence_parallel else S
     dropout = tr.dropout if tr.dropout is not None else m.dropout > 0
@@ -384,6 +411,8 @@ def head_activations(
     last = (p * B * S_rep * D if m.final_norm else 0) + (p * B * S_rep * D if head_trained(m, tr) else 0)
     if tr.loss_kernel is not CrossEntropy.chunked:  # chunked CE keeps no B·S·V tensor
         last += LOSS_BYTES * B * S * ceil_div(m.vocab_size, T)
+    if gemma4.is_gemma4(m):  # the per-layer input path
+        first += gemma4.head_first(m, w, tr)
     return first, last
 
 
@@ -628,6 +657,9 @@ def training_memory(
     check_hybrid_training(m, tr)
     T, P, dp, zero = par.tensor, par.pipeline, par.data, par.zero
     cp = par.context
+    if cp > 1 and gemma4.is_gemma4(m):
+        raise ValueError(f"context parallelism (cp {cp}) is not priced for Gemma 4's varied layers (its kv-shared "
+                         "layers read other layers' K/V); use cp 1")
     if cp > 1 and m.is_hybrid:
         kinds = ", ".join(MIXERS[k].name for k in m.mixer_kinds)
         raise ValueError(f"context parallelism (cp {cp}) is not priced for {kinds} layers (their recurrent state "
@@ -648,7 +680,7 @@ def training_memory(
     edp = expert_data_parallel(par) * cp
     layer = layer_activations(m, w, tr, par, eager=eager)
     dense_act = layer_activations(m, w, tr, par, eager=eager, moe=False) if m.is_moe else layer
-    parts = block_parts(m, w, tr, par, eager=eager) if _layers_differ(m) else None
+    parts = block_parts(m, w, tr, par, eager=eager) if layers_differ(m) else None
     first_extra, last_extra = head_activations(m, w, tr, par, eager=eager)
     working = _recompute_working_set(m, w, tr, par, eager)
     if cp > 1:
@@ -661,8 +693,12 @@ def training_memory(
     if tr.adapters:
         from transformer_calc.estimators.training.finetune import adapted, block_adapter_params, check_targets, embedding_linears, layer_counts
 
-        check_targets(m, tr)
-        side_first, side_last = (adapted(x, tr).params for x in embedding_linears(m))
+        if gemma4.is_gemma4(m):  # per layer class (adapter_params per stage below); the PLE projection's
+            side_last = 0
+            side_first = adapted(gemma4.side_linears(m), tr).params
+        else:
+            check_targets(m, tr)
+            side_first, side_last = (adapted(x, tr).params for x in embedding_linears(m))
         table = ceil_div(m.vocab_size, T) * m.d_embedding
         opt_bytes = trainable_optimizer_bytes(tr)
     _check_offload(tr, par)
@@ -675,7 +711,11 @@ def training_memory(
         chunks = pipeline_stage(m.n_layers, par, s, units).chunks
         n = sum(c.n_layers for c in chunks)
         is_first, is_last = s == 0, s == P - 1
-        params = sum(shard.blocks(m, c.start, c.stop) for c in chunks)
+        if gemma4.is_gemma4(m):  # every layer class's own parameters (the per-layer input path on stage 0)
+            params = sum(gemma4.blocks_params(m, c.start, c.stop) for c in chunks)
+            params += gemma4.embedding_side_params(m) if is_first else 0
+        else:
+            params = sum(shard.blocks(m, c.start, c.stop) for c in chunks)
         # Routed experts are sharded by ZeRO over the expert-data-parallel group (Megatron-core
         # distributed optimizer / DeepSpeed-MoE), the rest over all data-parallel replicas.
         n_moe = sum(m.n_moe_layers(c.start, c.stop) for c in chunks)
@@ -707,8 +747,11 @@ def training_memory(
         if tr.adapters:
             from transformer_calc.estimators.training.finetune import frozen_weight_bytes, trainable_weight_bytes
 
-            trainable = sum(block_adapter_params(m, tr, layer_counts(m, c.start, c.stop), T, ep, par.expert_tensor)
-                            for c in chunks)
+            if gemma4.is_gemma4(m):
+                trainable = sum(gemma4.adapter_params(m, tr, c.start, c.stop) for c in chunks)
+            else:
+                trainable = sum(block_adapter_params(m, tr, layer_counts(m, c.start, c.stop), T, ep, par.expert_tensor)
+                                for c in chunks)
             if is_first:
                 trainable += side_first + (table if tr.train_embeddings else 0)
             if is_last:
@@ -717,7 +760,10 @@ def training_memory(
                     trainable += shard.lm_head
                 elif m.tied_embeddings and (tr.train_head or tr.train_embeddings) and not (is_first and tr.train_embeddings):
                     trainable += table  # the tied table (the last stage's copy when P > 1)
-            frozen, nf4 = frozen_weight_bytes(m, tr, params, _stage_counts(m, chunks), T, ep, par.expert_tensor)
+            if gemma4.is_gemma4(m):
+                frozen, nf4 = gemma4.frozen_weight_bytes(m, tr, params, [(c.start, c.stop) for c in chunks], is_first)
+            else:
+                frozen, nf4 = frozen_weight_bytes(m, tr, params, _stage_counts(m, chunks), T, ep, par.expert_tensor)
             if zero >= 3:  # ZeRO-3 / FSDP shards the frozen parameters too
                 frozen, nf4 = ceil_div(frozen * sharded(3), params), ceil_div(nf4 * sharded(3), params)
             adapter_w = _shard_trainable(trainable, 3, zero, dp) * trainable_weight_bytes(tr)
@@ -740,7 +786,7 @@ def training_memory(
 
             if tr.adapters:
                 tensors = adapter_tensors(m, tr, T, n_moe, n_dense, is_first, is_last, P,
-                                          counts=_stage_counts(m, chunks) if _layers_differ(m) else None)
+                                          counts=_stage_counts(m, chunks) if layers_differ(m) else None)
             else:
                 tensors = stage_tensors(m, T, ep, par.expert_tensor, n_moe, n_dense, is_first, is_last, P)
             states = sum(g.state_bytes for g in groups(tr, tensors))
@@ -863,6 +909,7 @@ def _stages_to_evaluate(m: ModelConfig, P: int, all_stages: bool, uneven: bool =
     Mixed dense and MoE blocks (DeepSeek's dense first layers): the stages after the first
     can hold more parameters, so the first MAX_LISTED_STAGES are computed (and the last)."""
     mixed = m.is_moe and m.n_moe_layers() not in (0, m.n_layers)
+    mixed = mixed or gemma4.is_gemma4(m)  # Gemma 4: a middle stage can hold more of the larger full layers
     if not mixed:
         if all_stages and P <= MAX_LISTED_STAGES:
             return list(range(P))
@@ -882,7 +929,7 @@ def _recompute_working_set(
     if tr.recompute is Recompute.none or tr.activations is ActivationProfile.seed:
         return 0
     plain = tr.model_copy(update={"recompute": Recompute.none})
-    if _layers_differ(m):  # hybrid: the largest block; selective rebuilds one attention core
+    if layers_differ(m):  # hybrid: the largest block; selective rebuilds one attention core
         stored_parts = block_parts(m, w, plain, par, eager=eager)
         if tr.recompute is Recompute.full:
             return stored_parts.largest
@@ -904,10 +951,11 @@ def _recompute_working_set(
     return best
 
 
-def _layers_differ(m: ModelConfig) -> bool:
-    """Layers whose activations differ by more than MoE vs dense: a hybrid pattern, or blocks that
-    are a sequence mixer or an MLP alone (Nemotron-H)."""
-    return m.is_hybrid or m.one_mixer_per_layer
+def layers_differ(m: ModelConfig) -> bool:
+    """Layers whose activations differ by more than MoE vs dense: a hybrid pattern, blocks that are a
+    sequence mixer or an MLP alone (Nemotron-H), Gemma 4's layer classes (training/gemma4.py), or
+    MiMo-V2-Flash's attention kinds (training/kind_attention.py)."""
+    return m.is_hybrid or m.one_mixer_per_layer or gemma4.is_gemma4(m) or kind_attention.shaped_by_kind(m)
 
 
 def most_loaded(stages: list[StageMemory]) -> StageMemory:

@@ -78,9 +78,11 @@ from transformer_calc.estimators.training.memory import (
     head_activations,
     kv_heads_per_rank,
     layer_activations,
+    layers_differ,
     training_memory,
 )
 from transformer_calc.estimators.params import shard_params
+from transformer_calc.estimators.training import gemma4
 
 CUDA_CONTEXT_BYTES = 512 * MIB  # CUDA context + cuBLAS/cuDNN workspaces + kernel images: of the
 # order PyTorch users report on A100/H100 (300-800 MiB with driver and libraries); an assumption
@@ -193,7 +195,7 @@ def stage_timeline(
     if "block" not in memo:  # one block's activations without and with recomputation (stage-free)
         memo["block"] = layer_activations(m, w, tr.model_copy(update={"recompute": Recompute.none}), par)
         kept = layer_activations(m, w, tr, par).total
-        if m.is_hybrid or m.one_mixer_per_layer:  # layers differ: the largest block as stored
+        if layers_differ(m):  # layers differ (hybrids, Gemma 4): the largest block as stored
             kept = block_parts(m, w, tr, par).largest
         memo["kept"] = kept
     block = memo["block"]
@@ -226,9 +228,14 @@ def stage_timeline(
     # the first (the block's input norm is differentiated last), W_O's input and, when the softmax
     # is kept in fp32, its cast copy that P·V took.
     norms = max(m.norms_per_layer, 1)
-    consumed = block.mlp + block.norm * (norms - 1) // norms + p * B * S * A_t * m.v_dim
+    hd, v_dim = m.head_dim, m.v_dim
+    if gemma4.is_gemma4(m):  # the last layer's class: its own head width and K/V heads (T = 1)
+        last = gemma4.last_class(m)
+        hd = v_dim = m.kind_head_dim(last.kind)
+        kv_t = m.kv_heads_of(last.kind)
+    consumed = block.mlp + block.norm * (norms - 1) // norms + p * B * S * A_t * v_dim
     if tr.flash:
-        attn_bwd = p * B * S * (2 * A_t * m.head_dim + kv_t * (m.head_dim + m.v_dim))
+        attn_bwd = p * B * S * (2 * A_t * hd + kv_t * (hd + v_dim))
     else:
         fp32_softmax = (
             tr.activations is ActivationProfile.torch_eager and eager_code(m).softmax_fp32 and p < FP32_BYTES
@@ -257,13 +264,23 @@ def stage_timeline(
     # missing then: the block's gradients and (untied, first stage) the embedding's; a tied table
     # already has its gradient from the head
     untied_embedding = is_first and not (m.tied_embeddings and is_last)
-    first_params = max(shard.layer, shard.dense_layer) + (shard.embedding if untied_embedding else 0)
+    largest_block = first_block = max(shard.layer, shard.dense_layer)
+    if gemma4.is_gemma4(m):  # the largest layer class (full layers are wider); the first layer's class
+        largest_block = max(gemma4.class_params(m, c) for c in gemma4.layer_classes(m))
+        first_block = gemma4.class_params(m, gemma4.LayerClass(m.attention_pattern[0], m.first_kv_shared_layer == 0))
+    first_params = first_block + (shard.embedding if untied_embedding else 0)
     grads_first = max(grads_fwd, st.gradients - st.gradients * min(first_params, st.params) // max(st.params, 1))
     if m.is_hybrid:  # a mixer's backward may allocate more than attention's (Mamba's loop over tokens)
         from transformer_calc.estimators.mixers import MIXERS
 
         fused = tr.activations is not ActivationProfile.torch_eager
         attn_bwd = max([attn_bwd] + [MIXERS[k].backward_transient_bytes(m, B, S, p, T, fused) for k in m.mixer_kinds])
+    if gemma4.is_gemma4(m) and tr.recompute is Recompute.full:
+        # Gemma 4: its fp32 norm tensors are a large part of a recomputed block, and the block's backward
+        # peaks as it starts, the whole block alive, above the attention backward's point (measured:
+        # tools/crosscheck/activations_mixers.py); the larger of the two
+        bwd_acts = max(bwd_acts, stored_bwd + working - attn_bwd)
+        first_acts = max(first_acts, others + kept + first_extra + working - attn_bwd)
     if st.n_layers == 0:
         attn_bwd, bwd_acts, first_acts = 0, stored, stored
 
@@ -277,7 +294,7 @@ def stage_timeline(
 
     # ZeRO-3 / FSDP gathered parameters and gradient buckets. FSDP units: every block, and the
     # root (embedding, final norm, head); DeepSpeed's "layers": blocks, the embedding, the head.
-    block_unit = max(shard.layer, shard.dense_layer)
+    block_unit = largest_block
     root_unit = shard.embedding + shard.final_norm + shard.lm_head
     largest_layer = max(block_unit, shard.embedding, shard.lm_head)
     gathered = 0
@@ -312,7 +329,7 @@ def stage_timeline(
     # backward): the largest one is alive as a temporary.
     dequant = 0
     if tr.finetune is Finetune.qlora:
-        from transformer_calc.estimators.training.finetune import largest_quantized_matrix
+        from transformer_calc.estimators.training.gemma4 import largest_quantized_matrix  # Gemma 4's classes too
 
         dequant = largest_quantized_matrix(m, T, par.expert, par.expert_tensor) * p if st.n_layers else 0
     attn_bwd += dequant

@@ -292,7 +292,7 @@ def estimate_step(
     model_flops, hw_flops = full.total, full.hardware(tr.recompute)
     executed = step.hardware(tr.recompute)
     if tr.adapters:  # frozen weights: no weight gradients; the adapters' own matmuls (finetune.py)
-        from transformer_calc.estimators.training.finetune import finetune_step_flops
+        from transformer_calc.estimators.training.gemma4 import finetune_step_flops  # finetune's, Gemma 4's too
 
         is_full = tr.recompute is Recompute.full
         skipped, adapters_model = finetune_step_flops(m, full, tr, False)  # model FLOPs: no recompute
@@ -502,7 +502,7 @@ def estimate_step(
     L_stage = sum(c.n_layers for c in first_chunks)
     trainable_local: float = params_local
     if tr.adapters:  # only the trainable parameters have gradients to reduce and states to update
-        from transformer_calc.estimators.training.finetune import trainable_params
+        from transformer_calc.estimators.training.gemma4 import trainable_params  # finetune's, Gemma 4's too
 
         trainable_local = trainable_params(m, tr).total / (T * P)
     dp_bw, dp_lat = net.link(T * cp * dp)
