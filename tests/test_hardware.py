@@ -486,3 +486,23 @@ def test_str_enum_dtype_accepted() -> None:
         bf16 = "bf16"
 
     assert peak_flops(TABLE["H100-SXM5-80GB"], Dtype.bf16) == 989_400_000_000_000
+
+
+@pytest.mark.parametrize("value", [True, 0, -1, 1.5, "81089", None])
+def test_memory_mib_is_a_positive_int_with_its_source(value) -> None:
+    """`memory_mib` (the memory the driver reports) is a strict positive int and needs `memory_mib_source`."""
+    def edit(gpus):
+        gpus[0]["memory_mib"] = value
+        gpus[0]["memory_mib_source"] = "a printout"
+
+    data = _with(edit)  # None with a source: the source alone is refused too
+    with pytest.raises(TcalcError, match="A100-SXM4-40GB"):
+        parse_hardware_table(data)
+
+
+def test_memory_mib_keeps_the_marketed_figure() -> None:
+    """The driver's figure is the capacity; the datasheet's stays as marketed_memory_bytes."""
+    h100 = TABLE["H100-SXM5-80GB"]
+    assert (h100.memory_bytes, h100.marketed_memory_bytes) == (81089 * 2**20, 80 * 10**9)
+    assert h100.memory_source and "81089MB" in h100.memory_source
+    assert TABLE["MI300X"].marketed_memory_bytes is None and TABLE["MI300X"].memory_bytes == 192 * 10**9

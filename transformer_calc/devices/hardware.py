@@ -288,7 +288,7 @@ class _Entry(BaseModel):
     vendor: str = Field(min_length=1)
     memory_gb: _Positive | None = None
     memory_gib: _Positive | None = None
-    memory_mib: int | None = Field(default=None, gt=0)  # what the driver reports; memory_mib_source says where
+    memory_mib: Annotated[int, Field(gt=0, strict=True)] | None = None  # what the driver reports (memory_mib_source)
     memory_mib_source: str | None = None
     memory_type: str | None = None
     memory_bw_gb_s: _Positive
