@@ -72,6 +72,7 @@ from transformer_calc.model.config import (
 )
 
 from transformer_calc.estimators.training.gemma4_layers import LayerClass, is_gemma4, last_class, layer_classes
+from transformer_calc.estimators.training.layer_activations import LayerActivations
 
 if TYPE_CHECKING:
     from transformer_calc.estimators.flops import StepFlops
@@ -122,18 +123,7 @@ def embedding_side_params(m: ModelConfig) -> int:
 
 
 # ---------------------------------------------------------------------------- activations
-@dataclass(frozen=True)
-class ClassActivations:
-    """Bytes one layer of a class keeps for backward (one micro-batch), by part."""
-
-    attention: int
-    mlp: int
-    norm: int
-
-    @property
-    def total(self) -> int:
-        return self.attention + self.mlp + self.norm
-
+ClassActivations = LayerActivations  # bytes one layer of a class keeps for backward (one micro-batch), by part
 
 def check_training(m: ModelConfig, tr: Training) -> None:
     """Refuse, by name, what Gemma 4's training memory does not price: dropout, the seed profile, FP8

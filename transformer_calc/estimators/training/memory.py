@@ -52,6 +52,7 @@ from transformer_calc.model.config import (
     Workload,
 )
 from transformer_calc.estimators.training import gemma4, kind_attention
+from transformer_calc.estimators.training.layer_activations import LayerActivations
 from transformer_calc.estimators.training.finetune import LayerCounts, head_trained, layer_counts
 from transformer_calc.estimators.training.optimizers import SHAPED
 from transformer_calc.estimators.training.schedules import PARAMETER_COPIES, forwards_in_flight
@@ -87,19 +88,6 @@ def optimizer_bytes_per_param(tr: Training) -> int:
 
 
 # ---------------------------------------------------------------------------- activations
-@dataclass(frozen=True)
-class LayerActivations:
-    """Bytes one transformer block keeps for backward, for one micro-batch, on one GPU."""
-
-    attention: int
-    mlp: int
-    norm: int
-
-    @property
-    def total(self) -> int:
-        return self.attention + self.mlp + self.norm
-
-
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
