@@ -139,10 +139,11 @@ def test_kv_cache_holds_no_kv_shared_layer():
     assert kv.total_bytes == 16 * kv.bytes_per_token  # both windows (512) exceed the context
 
 
-def test_tensor_parallelism_is_refused_by_name():
+def test_expert_parallelism_is_refused_by_name():
+    """Tensor parallelism is priced (tests/test_gemma4_tp.py); expert parallelism is not."""
     m = _model(TINY)
-    with pytest.raises(ValueError, match="tensor and expert parallelism are not modeled"):
-        shard_params(m, 2)
+    with pytest.raises(ValueError, match="expert parallelism is not modeled for .*shared-KV layers.*Gemma 4"):
+        shard_params(m, 1, 2)
     assert shard_params(m, 1).total(m) == count_params(m).total  # T = 1: the whole model
 
 

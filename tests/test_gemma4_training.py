@@ -183,7 +183,7 @@ def test_train_and_plan_price_gemma4():
 
 
 @pytest.mark.parametrize("kw, match", [
-    ({"T": 2}, "tensor and expert parallelism are not modeled .*use T 1"),
+    ({"T": 2}, "training estimates .* at T > 1 are not priced for Gemma 4.*use T 1"),
     ({"finetune": "lora", "lora_targets": "experts"}, "lora_targets .experts. select no module"),
     ({"finetune": "lora", "optimizer": "adamw-8bit"}, "optimizer adamw-8bit"),
     ({"dropout": True}, "dropout is not priced for Gemma 4"),

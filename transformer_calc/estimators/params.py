@@ -438,8 +438,10 @@ def _deepseek_v4_params(m: ModelConfig) -> ModelParams:
     )
 
 
-def varied_attention(m: ModelConfig, kind: LayerAttention, kv_shared: bool) -> dict[str, int]:
-    """The attention parts of one softmax-attention layer of `kind`, when layers vary (Gemma 4).
+def varied_attention(m: ModelConfig, kind: LayerAttention, kv_shared: bool, T: int = 1) -> dict[str, int]:
+    """The attention parts of one softmax-attention layer of `kind`, when layers vary (Gemma 4), on one of T
+    tensor-parallel ranks (`shard_params`' convention: the rank's A/T query heads and `kv_heads_per_rank` K/V
+    heads, the output bias and the q/k norms replicated; T = 1: the whole layer).
 
     modeling_gemma4.py Gemma4TextAttention: q_proj D x A·h_d, o_proj A·h_d x D, q_norm RMSNorm(h_d);
     unless the layer is kv-shared (`config.kv_sharing_modes` "reuse": the last num_kv_shared_layers
@@ -448,8 +450,10 @@ def varied_attention(m: ModelConfig, kind: LayerAttention, kv_shared: bool) -> d
     D x n_kv·h_d; every projection biased by attention_bias. Full layers take h_d = global_head_dim
     and n_kv = num_global_key_value_heads (`per_layer_config`, configuration_gemma4.py).
     """
-    D, A = m.d_model, m.n_heads
-    hd, kv = m.kind_head_dim(kind), m.kv_heads_of(kind)
+    D, A = m.d_model, m.n_heads // T
+    hd = m.kind_head_dim(kind)
+    what = "full_kv_heads" if kind is LayerAttention.full and m.full_kv_heads is not None else "n_kv_heads"
+    kv = kv_heads_per_rank(m.kv_heads_of(kind), T, what)
     q_out = A * hd * (2 if m.attn_output_gate else 1)
     has_k = not kv_shared
     has_v = has_k and not (m.full_k_eq_v and kind is not LayerAttention.sliding)
@@ -457,8 +461,8 @@ def varied_attention(m: ModelConfig, kind: LayerAttention, kv_shared: bool) -> d
     bias = (q_out + k_out + v_out if m.qkv_bias else 0) + (D if m.attn_out_bias else 0)
     if not m.qk_norm:
         qk = 0
-    elif m.qk_norm_scope is QKNormScope.full:
-        qk = norm_params(m, A * hd) + (norm_params(m, kv * hd) if has_k else 0)
+    elif m.qk_norm_scope is QKNormScope.full:  # replicated at their full width, as `shard_params` keeps them
+        qk = norm_params(m, m.n_heads * hd) + (norm_params(m, m.kv_heads_of(kind) * hd) if has_k else 0)
     else:
         qk = norm_params(m, hd) + (norm_params(m, hd) if has_k else 0)
     return {"attn_q": D * q_out, "attn_k": D * k_out, "attn_v": D * v_out, "attn_o": A * hd * D,
@@ -476,8 +480,21 @@ class _VariedParts:
         return dict(self.counts)
 
 
-def _gemma4_parts(m: ModelConfig, layer: LayerParams) -> _VariedParts:
-    """ModelParams' Gemma 4 and Gemma 3n fields (all 0 for a model whose layers do not vary)."""
+_VARIED_FIELDS = ("attn_q", "attn_k", "attn_v", "attn_o", "attn_bias", "qk_norm")
+
+
+def _gemma4_parts(m: ModelConfig, layer: LayerParams, T: int = 1, base_attention: int | None = None) -> _VariedParts:
+    """ModelParams' Gemma 4 and Gemma 3n fields (all 0 for a model whose layers do not vary), or one of T
+    tensor-parallel ranks' share of them (`shard_params`; `base_attention`: the rank's share of `layer`'s
+    q, k, v, o, biases and q/k norms, what `attention_variants` is counted against).
+
+    Per rank (vLLM's model_executor/models/gemma4.py, vllm-project/vllm@001cabc1, which follows Megatron-LM's
+    column/row-parallel split): every layer's attention as `varied_attention(..., T)`, its MLP (the kv-shared
+    layers' 2·d_ff one too, MergedColumnParallelLinear + RowParallelLinear) split T ways; the per-layer
+    embedding table embed_tokens_per_layer a VocabParallelEmbedding (ceil(V_ple/T) rows of L·P),
+    per_layer_model_projection a ColumnParallelLinear (D x L·P/T); per_layer_input_gate and
+    per_layer_projection ReplicatedLinear, every norm replicated. Gemma 3n's AltUp and LAuReL: T = 1 only
+    (check_tensor_parallel)."""
     L, D, P = m.n_layers, m.d_model, m.per_layer_input_dim
     out: dict[str, int] = {"per_layer_embedding": 0, "per_layer_inputs": 0, "attention_variants": 0,
                            "mlp_variants": 0, "altup": 0, "laurel": 0}
@@ -494,26 +511,28 @@ def _gemma4_parts(m: ModelConfig, layer: LayerParams) -> _VariedParts:
         # modeling_gemma4.py Gemma4TextModel: embed_tokens_per_layer (V_ple x L·P), per_layer_model_projection
         # (D x L·P, no bias), per_layer_projection_norm RMSNorm(P); Gemma4TextDecoderLayer: per_layer_input_gate
         # D x P, per_layer_projection P x D (no biases), post_per_layer_input_norm RMSNorm(D)
-        out["per_layer_embedding"] = (m.per_layer_vocab_size or m.vocab_size) * L * P
-        out["per_layer_inputs"] = D * L * P + norm_params(m, P) + L * (2 * D * P + norm_params(m, D))
+        out["per_layer_embedding"] = per_layer_table_rank(m, T)
+        out["per_layer_inputs"] = D * L * P // T + norm_params(m, P) + L * (2 * D * P + norm_params(m, D))
     if not m.irregular_layers or m.is_mla:
         return _VariedParts(tuple(out.items()), by_field)
     first_shared = m.first_kv_shared_layer
-    sums = dict.fromkeys(("attn_q", "attn_k", "attn_v", "attn_o", "attn_bias", "qk_norm"), 0)
+    sums = dict.fromkeys(_VARIED_FIELDS, 0)
     for kind in (k for k in LayerAttention if k in ATTENTION_KINDS):
         for shared, (lo, hi) in ((False, (0, first_shared)), (True, (first_shared, L))):
             n = m.n_attention_layers(kind, lo, hi)
             if n:
-                for key, value in varied_attention(m, kind, shared).items():
+                for key, value in varied_attention(m, kind, shared, T).items():
                     sums[key] += n * value
-    base = m.n_softmax_layers() * sum(getattr(layer, key) for key in sums)
+    if base_attention is None:
+        base_attention = sum(getattr(layer, key) for key in sums)
+    base = m.n_softmax_layers() * base_attention
     out["attention_variants"] = sum(sums.values()) - base
     by_field = tuple(sums.items())
     if m.kv_shared_double_mlp:
         # modeling_gemma4.py Gemma4TextMLP: intermediate_size x 2 on a kv-shared layer (use_double_wide_mlp);
         # in a MoE model that is the dense MLP beside the experts (tcalc's shared expert)
         width, bias = (m.shared_expert_d_ff, False) if m.is_moe else (m.d_ff, None)
-        extra = sum(mlp_params(m, 2 * width, bias)) - sum(mlp_params(m, width, bias))
+        extra = sum(mlp_params(m, 2 * width // T, bias)) - sum(mlp_params(m, width // T, bias))
         out["mlp_variants"] = m.kv_shared_layers * extra
     return _VariedParts(tuple(out.items()), by_field)
 
@@ -585,9 +604,14 @@ def check_tensor_parallel(m: ModelConfig, T: int, ep: int = 1, etp: int | None =
         from transformer_calc.estimators.deepseek_v4 import check_layout
 
         check_layout(m, T, ep)  # DeepSeek-V4: T > 1 refused with its own reason; experts over ep GPUs priced
-    elif (T > 1 or ep > 1) and m.irregular_layers:
-        raise ValueError(f"tensor and expert parallelism are not modeled for {', '.join(m.irregular_layers)} "
-                         f"(Gemma 4) yet; use T 1 and ep 1 (T is {T}, ep {ep})")
+    elif (T > 1 or ep > 1) and m.unpriced_blocks:
+        raise ValueError(f"tensor and expert parallelism are not modeled for {', '.join(m.unpriced_blocks)} "
+                         f"(Gemma 3n) yet; use T 1 and ep 1 (T is {T}, ep {ep})")
+    elif ep > 1 and m.irregular_layers:
+        raise ValueError(f"expert parallelism is not modeled for {', '.join(m.irregular_layers)} (Gemma 4) yet; "
+                         f"use ep 1 (ep is {ep}; tensor parallelism T is priced)")
+    elif T > 1 and m.irregular_layers:
+        _check_gemma4_tensor_parallel(m, T)
     for kind in m.mixer_kinds:
         MIXERS[kind].check(m, T)
     check_shared_blocks(m, T)
@@ -614,6 +638,18 @@ def check_tensor_parallel(m: ModelConfig, T: int, ep: int = 1, etp: int | None =
         raise ValueError(f"expert parallelism ep ({ep}) needs a mixture-of-experts model; use ep 1")
 
 
+def _check_gemma4_tensor_parallel(m: ModelConfig, T: int) -> None:
+    """Gemma 4 over T ranks (vLLM gemma4.py Gemma4Attention asserts the same): every kind's K/V heads and T
+    divide one another (`kv_heads_per_rank`), T divides L·P (per_layer_model_projection, column-parallel).
+    The MLP widths (d_ff, 2·d_ff, moe_d_ff) are checked by `check_tensor_parallel`."""
+    for kind in (k for k in ATTENTION_KINDS if k in m.attention_pattern):
+        what = "full_kv_heads" if kind is LayerAttention.full and m.full_kv_heads is not None else "n_kv_heads"
+        kv_heads_per_rank(m.kv_heads_of(kind), T, what)
+    if (width := m.n_layers * m.per_layer_input_dim) % T:
+        raise ValueError(f"n_layers x per_layer_input_dim ({width}, the per-layer input projection's width) must be "
+                         f"divisible by T ({T}); use a divisor of {width}")
+
+
 def kv_heads_per_rank(n_kv: int, T: int, what: str = "n_kv_heads") -> int:
     """K/V heads one of T ranks holds: split when T divides n_kv, one replicated head when n_kv
     divides T (Megatron-LM's GQA/MQA layout); other pairs cannot be laid out."""
@@ -623,6 +659,12 @@ def kv_heads_per_rank(n_kv: int, T: int, what: str = "n_kv_heads") -> int:
             f"use a T that divides {n_kv} or a multiple of it"
         )
     return max(n_kv // T, 1)
+
+
+def per_layer_table_rank(m: ModelConfig, T: int) -> int:
+    """Gemma 4's per-layer embedding table on one of T ranks: ceil(V_ple/T) rows of L·P (vLLM gemma4.py:
+    embed_tokens_per_layer is a VocabParallelEmbedding); 0 without per-layer inputs."""
+    return -(-(m.per_layer_vocab_size or m.vocab_size) // T) * m.n_layers * m.per_layer_input_dim
 
 
 @dataclass(frozen=True)
@@ -651,7 +693,8 @@ class ShardParams:
     dense_mlp: int = 0  # the MLP part of `dense_layer` (what a layer without MLP lacks)
     shared_blocks: int = 0  # Zamba2's shared blocks (T = 1 only: shared_block.check_tensor_parallel)
     sliding_extra: int = 0  # MiMo-V2-Flash: one sliding layer's shard beyond `attention`
-    # Gemma 4's varied layers and per-layer inputs (T = 1 only: check_tensor_parallel); not split by stage
+    # Gemma 4's varied layers and per-layer inputs, the rank's share (`_gemma4_parts`; Gemma 3n: T = 1 only);
+    # not split by stage
     variants: int = 0
 
     def blocks(self, m: ModelConfig, start: int, stop: int) -> int:
@@ -738,8 +781,8 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
         shared_blocks=full.shared_blocks,
         sliding_extra=sliding_extra(m, q_rank, kv_rank, kv_heads_per_rank(
             m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads"))[1],
-        variants=full.per_layer_embedding + full.per_layer_inputs + full.attention_variants + full.mlp_variants
-        + full.altup + full.laurel,
+        variants=sum(_gemma4_parts(m, full.layer, T, attn - full.layer.latent_norms - full.layer.indexer
+                                   - (q_rank if m.attention_sinks else 0)).fields().values()),
     )
 
 

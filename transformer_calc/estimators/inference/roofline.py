@@ -81,8 +81,10 @@ from transformer_calc.estimators.params import (
     kv_heads_per_rank,
     latent_projections,
     mlp_params,
+    per_layer_table_rank,
     sliding_extra,
     tensor_parallel_params,
+    varied_attention,
 )
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import matmul_weights_per_application, shared_block_rereads
@@ -417,14 +419,17 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     # MiMo-V2-Flash: its sliding layers' extra K/V heads
     kv_s = kv_heads_per_rank(m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads")
     shared += m.n_attention_layers(LayerAttention.sliding) * sliding_extra(m, q_rank, kv_rank, kv_s)[0]
-    if m.irregular_layers:  # Gemma 4 (T = 1): every layer's own q, k, v, o; the kv-shared layers' wider MLP;
-        # the per-layer input matmuls (the model projection D x L·P, each layer's gate and projection)
-        varied = count_params(m)
-        attention_all = sum(v for k, v in varied.attention_by_field if k in ("attn_q", "attn_k", "attn_v", "attn_o"))
-        if not varied.attention_by_field:
+    if m.irregular_layers:  # Gemma 4: every layer's own q, k, v, o; the kv-shared layers' wider MLP; the
+        # per-layer input matmuls (the model projection D x L·P, each layer's gate and projection). Per rank
+        # (params._gemma4_parts, vLLM gemma4.py): q, o and the MLP T ways, K/V heads `kv_heads_per_rank`, the
+        # model projection column-parallel (D x L·P/T), the gate and projection replicated (2·L·D·P)
+        attention_all = _varied_attention_matmuls(m, T) if m.attention_pattern and not m.is_mla else 0
+        if not attention_all:
             attention_all = m.n_softmax_layers() * attention
-        wide = m.kv_shared_layers * n_matrices * D * (m.shared_expert_d_ff if m.is_moe else m.d_ff) if m.kv_shared_double_mlp else 0
-        ple = 3 * m.n_layers * D * m.per_layer_input_dim
+        wide = (m.kv_shared_layers * n_matrices * D * ((m.shared_expert_d_ff if m.is_moe else m.d_ff) // T)
+                if m.kv_shared_double_mlp else 0)
+        L_P = m.n_layers * m.per_layer_input_dim
+        ple = D * L_P // T + 2 * D * L_P
         # Gemma 3n (modeling_gemma3n.py): per layer AltUp's router twice (D x n), its prediction (n x n²) and
         # correction (n x n) coefficients and the token's n x n mix of its D x n streams (computed coefficients,
         # counted here as their D·n² multiply-adds per token), LAuReL's D x r x D; the model's 2·(n - 1) D x D
@@ -435,6 +440,20 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
         return attention_all + mixers + mlp + wide + ple + altup + laurel + lm_head + projections + shared
     return (m.n_softmax_layers() * attention + mixers + mlp + lm_head + projections + m.n_indexer_layers * indexer
             + shared)
+
+
+def _varied_attention_matmuls(m: ModelConfig, T: int) -> int:
+    """Gemma 4's q, k, v, o weights over every layer on one of T ranks (`params.varied_attention`); 0 when
+    the layers do not vary by kind (Gemma 3n: its base shape, `attention_by_field` empty)."""
+    if not count_params(m).attention_by_field:
+        return 0
+    first_shared, total = m.first_kv_shared_layer, 0
+    for kind in (k for k in LayerAttention if k in ATTENTION_KINDS):
+        for shared, (lo, hi) in ((False, (0, first_shared)), (True, (first_shared, m.n_layers))):
+            if n := m.n_attention_layers(kind, lo, hi):
+                parts = varied_attention(m, kind, shared, T)
+                total += n * (parts["attn_q"] + parts["attn_k"] + parts["attn_v"] + parts["attn_o"])
+    return total
 
 
 def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[_KVGroup, ...]:
@@ -448,7 +467,7 @@ def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[
     """
     T = spec.tensor_parallel
     if m.irregular_layers and not m.is_mla:
-        return _varied_kv_groups(m)
+        return _varied_kv_groups(m, T)
     if m.is_mla:
         if spec.mla_cache == "latent":
             per_layer = (m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0)
@@ -483,8 +502,8 @@ def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[
     return groups
 
 
-def _varied_kv_groups(m: ModelConfig) -> tuple[_KVGroup, ...]:
-    """Gemma 4's cache (one rank: T = 1, check_tensor_parallel), per attention kind and kv sharing.
+def _varied_kv_groups(m: ModelConfig, T: int = 1) -> tuple[_KVGroup, ...]:
+    """Gemma 4's cache on one of T ranks, per attention kind and kv sharing.
 
     modeling_gemma4.py Gemma4TextAttention: a layer of `kind` caches its keys and values, n_kv·h_d
     each per token (a full layer: global_head_dim and num_global_key_value_heads; with k=v the value
@@ -492,14 +511,17 @@ def _varied_kv_groups(m: ModelConfig) -> tuple[_KVGroup, ...]:
     value_states)`); a kv-shared layer (the last num_kv_shared_layers) caches nothing (its cache
     layer stays empty) and attends over the K/V of the last earlier layer of its kind
     (`shared_kv_states`), reading as many values per token. Every query head scores over h_d and
-    re-weights values of h_d: 2·A·h_d FLOPs/2 per key.
+    re-weights values of h_d: 2·A·h_d FLOPs/2 per key. Per rank (vLLM gemma4.py Gemma4Attention: num_kv_heads
+    max(1, n_kv / T), the rank's A/T query heads): `kv_heads_per_rank` of the kind's K/V heads, 2·(A/T)·h_d.
     """
     first_shared, windows = m.first_kv_shared_layer, {LayerAttention.full: None, LayerAttention.sliding: m.sliding_window,
                                                       LayerAttention.chunked: m.attention_chunk_size}
     groups: list[_KVGroup] = []
     for kind in (k for k in LayerAttention if k in ATTENTION_KINDS):
-        hd, elements = m.kind_head_dim(kind), KV_TENSORS * m.kv_heads_of(kind) * m.kind_head_dim(kind)
-        width = m.n_heads * 2 * hd
+        what = "full_kv_heads" if kind is LayerAttention.full and m.full_kv_heads is not None else "n_kv_heads"
+        hd = m.kind_head_dim(kind)
+        elements = KV_TENSORS * kv_heads_per_rank(m.kv_heads_of(kind), T, what) * hd
+        width = m.n_heads // T * 2 * hd
         if own := m.n_attention_layers(kind, 0, first_shared):
             groups.append(_KVGroup(own, elements, windows[kind], None, width))
         if shared := m.n_attention_layers(kind, first_shared, m.n_layers):
@@ -699,8 +721,8 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
     widest_kv = max(model_kv, kv_heads_per_rank(m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads"))
     qkv_width = ((m.n_heads // T) * (hd + hd + m.v_dim) if m.is_mla
                  else (m.n_heads // T + widest_kv) * hd + widest_kv * m.v_dim)
-    if m.irregular_layers and not m.is_mla:  # Gemma 4 (T = 1): the widest kind's q, k, v
-        qkv_width = max((m.n_heads + KV_TENSORS * m.kv_heads_of(k)) * m.kind_head_dim(k)
+    if m.irregular_layers and not m.is_mla:  # Gemma 4: the widest kind's q, k, v on this rank
+        qkv_width = max((m.n_heads // T + KV_TENSORS * kv_heads_per_rank(m.kv_heads_of(k), T)) * m.kind_head_dim(k)
                         for k in ATTENTION_KINDS if k in m.attention_pattern)
     mlp_width = max(m.experts_per_token * n_in * F_exp // T + n_in * m.shared_expert_d_ff // T, n_in * m.d_ff // T)
     return _Shard(
@@ -711,7 +733,8 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> _Shard:
         kv_groups=_kv_groups(m, spec, cached),
         attention_width=hd + m.v_dim,
         params=tensor_parallel_params(m, T, ep, etp),
-        gathered_params=embedding_rows + full.position + full.per_layer_embedding,  # Gemma 4's table: rows gathered too
+        # Gemma 4's per-layer table: rows gathered too (vocabulary-parallel: ceil(V_ple/T) rows per rank)
+        gathered_params=embedding_rows + full.position + per_layer_table_rank(m, T),
         expert_params=expert,
         moe_layers=m.n_moe_layers() if m.is_moe else m.n_layers,
         n_experts=m.n_experts // ep if m.is_moe else m.n_experts,

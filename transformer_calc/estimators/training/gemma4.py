@@ -17,7 +17,7 @@ optimizer states) come from the exact count (`params.varied_attention`, the clas
 parts); the sum over all classes plus the embedding-side parts equals `count_params(m).total`.
 
 Activations, per token of one micro-batch (B·S tokens; T = 1: tensor and expert parallelism are refused by
-`params.check_tensor_parallel`), p bytes per element:
+`check_layout`), p bytes per element:
 
 - `default` profile (fused kernels and FlashAttention, the conventions of memory.py's `_layer_activations`):
   every norm keeps its input (p per element), the q/k/v projections their input p·D, q (and k, v unless
@@ -124,6 +124,19 @@ def embedding_side_params(m: ModelConfig) -> int:
 
 # ---------------------------------------------------------------------------- activations
 ClassActivations = LayerActivations  # bytes one layer of a class keeps for backward (one micro-batch), by part
+
+def check_layout(m: ModelConfig, T: int, ep: int = 1, etp: int | None = None) -> None:
+    """Gemma 4's training estimates price one tensor-parallel rank holding every head (T = 1): the per-rank
+    parameter shares are priced (`params.shard_params`, inference and serving use them), the per-rank
+    activations of the layer classes are not yet; refused by name, as expert parallelism is."""
+    from transformer_calc.estimators.params import check_tensor_parallel
+
+    check_tensor_parallel(m, T, ep, etp)
+    if T > 1 or (etp or 1) > 1:
+        raise ValueError(f"training estimates (memory, fine-tuning, step time) at T > 1 are not priced for Gemma 4's "
+                         f"varied layers ({m.name or 'this model'}: T is {T}) yet; use T 1 (tcalc params, inference "
+                         "and serve price T > 1)")
+
 
 def check_training(m: ModelConfig, tr: Training) -> None:
     """Refuse, by name, what Gemma 4's training memory does not price: dropout, the seed profile, FP8

@@ -119,7 +119,7 @@ def layer_activations(
         check_op_recompute(m, tr.recompute, flash=tr.flash, adapters=bool(tr.adapters))
         return _op_layer_activations(m, w, tr, par)
     if gemma4.is_gemma4(m):  # varied layers: the last layer's class (block_parts has every class)
-        check_tensor_parallel(m, par.tensor, par.expert, par.expert_tensor)
+        gemma4.check_layout(m, par.tensor, par.expert, par.expert_tensor)
         last = gemma4.class_activations(m, w, tr, gemma4.last_class(m))
         return LayerActivations(attention=last.attention, mlp=last.mlp, norm=last.norm)
     if tr.activations is ActivationProfile.torch_eager:
@@ -354,7 +354,7 @@ def block_parts(
     """The parts of `BlockParts` for the model's layer pattern (hybrid or not); Gemma 4's layer classes."""
     if gemma4.is_gemma4(m):
         check_hybrid_training(m, tr)
-        check_tensor_parallel(m, par.tensor, par.expert, par.expert_tensor)
+        gemma4.check_layout(m, par.tensor, par.expert, par.expert_tensor)
         return gemma4.parts(m, w, tr)
     moe = layer_activations(m, w, tr, par, eager=eager)
     dense = layer_activations(m, w, tr, par, eager=eager, moe=False) if m.is_moe else moe
@@ -645,6 +645,8 @@ def training_memory(
     check_hybrid_training(m, tr)
     T, P, dp, zero = par.tensor, par.pipeline, par.data, par.zero
     cp = par.context
+    if gemma4.is_gemma4(m):
+        gemma4.check_layout(m, T, par.expert, par.expert_tensor)
     if cp > 1 and gemma4.is_gemma4(m):
         raise ValueError(f"context parallelism (cp {cp}) is not priced for Gemma 4's varied layers (its kv-shared "
                          "layers read other layers' K/V); use cp 1")
@@ -961,6 +963,8 @@ def valid_tensor_parallel(m: ModelConfig, limit: int = 64) -> list[int]:
         try:
             check_tensor_parallel(m, T)
             kv_heads_per_rank(m.n_kv_heads, T)
+            if gemma4.is_gemma4(m):  # training at T > 1 not priced for its layer classes yet
+                gemma4.check_layout(m, T)
         except TcalcError:
             raise
         except ValueError:
