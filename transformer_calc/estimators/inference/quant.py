@@ -51,7 +51,7 @@ from fractions import Fraction
 
 from transformer_calc.model.checkpoint import StoredWeights
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
-from transformer_calc.estimators.mixers import MIXERS, require_training_priced
+from transformer_calc.estimators.mixers import MIXERS, require_uniform_blocks
 from transformer_calc.estimators.params import (
     GATED_MATRICES,
     PLAIN_MATRICES,
@@ -120,7 +120,7 @@ class Matrix:
 def block_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
     """The linear layers of the decoder blocks held by one rank, layer by layer (routed experts:
     one Matrix per layer holding every local expert), plus the embedding and the LM head."""
-    require_training_priced(m, "a quantized weight format")
+    require_uniform_blocks(m, "a quantized weight format")  # every block from one layer's shapes
     if m.n_layers > MAX_LAYERS:
         raise ValueError(f"n_layers ({m.n_layers}) is above {MAX_LAYERS:,}, the most a quantization format is costed for")
     D, hd, A = m.d_model, m.head_dim, m.n_heads

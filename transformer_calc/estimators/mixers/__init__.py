@@ -23,7 +23,7 @@ MIXERS: dict[LayerAttention, Mixer] = {
 }
 
 __all__ = ["MIXERS", "Mixer", "MixerFlops", "MixerLinear", "MixerParams", "MixerState", "mixer", "require_attention_only",
-           "require_regular_layers", "require_training_priced"]
+           "require_regular_layers", "require_training_priced", "require_uniform_blocks"]
 
 
 def mixer(kind: LayerAttention) -> Mixer:
@@ -53,6 +53,16 @@ def require_training_priced(m: ModelConfig, what: str) -> None:
     if not is_gemma4(m):
         require_regular_layers(m, what)
     _refuse(m, what, [k for k in _unpriced_parts(m) if "MiMo-V2-Flash" not in k])  # training/kind_attention.py
+
+
+def require_uniform_blocks(m: ModelConfig, what: str) -> None:
+    """Refuse, in one line, an estimate that prices every block from one layer's shapes (adapters in
+    training/finetune.py, quantized formats in inference/quant.py) for a model whose layers differ beyond
+    the mixer kinds: Gemma 4's varied layers (priced by class in training/gemma4.py where supported),
+    MiMo-V2-Flash's per-kind attention and narrower values, and what `require_training_priced` refuses."""
+    require_training_priced(m, what)
+    require_regular_layers(m, what)
+    _refuse(m, what, [k for k in _unpriced_parts(m) if "MiMo-V2-Flash" in k])
 
 
 def _unpriced_parts(m: ModelConfig) -> list[str]:
@@ -86,6 +96,6 @@ def require_regular_layers(m: ModelConfig, what: str) -> None:
             f"{what} is not modeled for {', '.join(m.irregular_layers)} "
             + (f"(model {m.name or 'given'}) yet; tcalc params and flops, and inference and serve at T 1 with a "
                "plain weight dtype, price this model" if m.deepseek_v4 is not None
-               else f"(Gemma 4; model {m.name or 'given'}) yet; tcalc params, flops and inference (T 1) price this model")
+               else f"(Gemma 4; model {m.name or 'given'}) yet; tcalc params, flops, inference, serve and (at T 1) memory price this model")
         )
 

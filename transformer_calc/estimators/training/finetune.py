@@ -30,8 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from transformer_calc.estimators.mixers import MIXERS, require_regular_layers, require_training_priced
-from transformer_calc.errors import TcalcError
+from transformer_calc.estimators.mixers import MIXERS, require_uniform_blocks
 from transformer_calc.model.units import FLOPS_PER_MAC
 from transformer_calc.model.config import (
     ATTENTION_KINDS, Finetune, LayerAttention, LoraTarget, ModelConfig, Parallelism, Precision, Training,
@@ -91,17 +90,10 @@ def _row(name: str, parts: set[LoraTarget], d_in: int, d_out: int, T: int) -> Li
 
 
 def require_adapters_priced(m: ModelConfig) -> None:
-    """Refuse, in one line, adapters on the parts this module does not price (Zamba2's shared blocks, ...:
-    `require_training_priced`); every mixer kind is priced. This module prices uniform blocks: Gemma 4's
-    varied layers have their own classes (estimators/training/gemma4.py, whose callers never reach here for
-    Gemma 4), and MiMo-V2-Flash's per-kind attention and narrower values are not priced under adapters."""
-    require_training_priced(m, "fine-tuning (adapters)")
-    require_regular_layers(m, "fine-tuning (adapters) of uniform blocks (estimators/training/finetune.py)")
-    if m.per_kind_attention or (not m.is_mla and m.v_dim != m.head_dim):
-        raise TcalcError(f"fine-tuning (adapters) is not modeled for sliding attention with its own K/V heads or "
-                         f"values narrower than head_dim (MiMo-V2-Flash; model {m.name or 'given'}) yet; "
-                         "tcalc memory prices its full training")
-
+    """Refuse, in one line, adapters on the parts this module does not price (`require_uniform_blocks`):
+    every mixer kind is priced; Gemma 4's varied layers have their own classes (estimators/training/gemma4.py,
+    whose callers never reach here for Gemma 4); MiMo-V2-Flash's per-kind attention is not priced under adapters."""
+    require_uniform_blocks(m, "fine-tuning (adapters)")
 
 def attention_linears(m: ModelConfig, T: int = 1) -> list[Linear]:
     """The softmax-attention (or MLA) Linear modules of one layer on one tensor-parallel rank."""
