@@ -128,7 +128,7 @@ def test_per_rank_share_properties(case):
     d = count_params(m).as_dict()
     replicated = (d["layers_norms"] + d["layers_qk_norm"] + d["layers_router"] + d["final_norm"]
                   + d.get("per_layer_inputs", 0) - m.d_model * m.n_layers * m.per_layer_input_dim)
-    even = (m.n_kv_heads % T == 0 and m.kv_heads_of(m.attention_pattern[-1]) % T == 0
+    even = (m.n_kv_heads % T == 0 and all(m.kv_heads_of(kind) % T == 0 for kind in set(m.attention_pattern))
             and m.vocab_size % T == 0 and (m.per_layer_vocab_size or m.vocab_size) % T == 0)
     event(f"T {T}, even {even}")
     if even:
