@@ -117,3 +117,13 @@ def test_mimo_v2_flash_still_refused():
 
     with pytest.raises(TcalcError, match="a quantized weight format is not modeled for .*MiMo-V2-Flash"):
         block_matrices(mimo())
+
+
+def test_published_gguf_sizes_of_gemma_4_31b():
+    """Published GGUF files of Gemma 4 31B (text model), within their rounding: Q4_K_M 18.7e9 bytes
+    (huggingface.co/steampunque/gemma-4-31B-it-MP-GGUF); Q4_K_M 17.4 and Q8_0 30.4 GiB
+    (huggingface.co/pidtom/Gemma-4-31B-it-TQPlus, sizes in GiB labelled GB)."""
+    m = preset_model("gemma-4-31b")
+    assert abs(quantized_weights(m, "q4_k_m").total_bytes - 18.7e9) <= 0.05e9
+    assert round(quantized_weights(m, "q4_k_m").total_bytes / 2**30, 1) == 17.4
+    assert round(quantized_weights(m, "q8_0").total_bytes / 2**30, 1) == 30.4

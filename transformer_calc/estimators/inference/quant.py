@@ -41,6 +41,12 @@ Which tensors each format quantizes (the rest stays at `rest_bits`):
   256 falls back to q5_0 (q4_k), q5_1 (q5_k), q8_0 (q6_k); unquantized tensors are f32 (the
   converter writes 1-D tensors and the router in f32). Whole model on one GPU only (llama.cpp
   splits a GGUF by layers, not tensor-parallel).
+- Gemma 4 (`gemma4_matrices`): each layer's own matrices (its kind's head width and K/V heads, no
+  W_V with k = v, no W_K/W_V on a kv-shared layer, the double-wide MLP, the per-layer gate and
+  projection `inp_gate`, `proj`, which the linear formats quantize with the other decoder-layer
+  Linear modules); `per_layer_model_proj` and the per-layer table `per_layer_token_embd` stay at
+  rest_bits outside GGUF and take the base type in GGUF (an assumption: llama.cpp names no rule for
+  them). Checked against published Gemma 4 31B GGUF sizes (docs/formulas.md).
 """
 
 from __future__ import annotations
