@@ -323,13 +323,3 @@ def test_shaped_optimizer_states_cover_the_adapters(m, optimizer):
 
     tr = Training(finetune="lora", lora_rank=8, lora_targets="q,k,v,o,mixer", optimizer=optimizer)
     assert sum(g.params for g in model_groups(m, tr)) == trainable_params(m, tr).total
-
-
-@pytest.mark.parametrize("preset", ["gemma-4-31b", "gemma-4-26b-a4b"])
-def test_quantized_formats_refuse_gemma4_by_name(preset):
-    """quant.block_matrices prices every block from one layer's shapes: Gemma 4's full layers (their own head
-    width and K/V heads, k = v) would be left at 16 bits, so the format is refused by name, not mispriced."""
-    from transformer_calc.estimators.inference.quant import block_matrices
-
-    with pytest.raises(TcalcError, match="a quantized weight format is not modeled for .*Gemma 4"):
-        block_matrices(preset_model(preset))

@@ -41,6 +41,12 @@ Which tensors each format quantizes (the rest stays at `rest_bits`):
   256 falls back to q5_0 (q4_k), q5_1 (q5_k), q8_0 (q6_k); unquantized tensors are f32 (the
   converter writes 1-D tensors and the router in f32). Whole model on one GPU only (llama.cpp
   splits a GGUF by layers, not tensor-parallel).
+- Gemma 4 (`gemma4_matrices`): each layer's own matrices (its kind's head width and K/V heads, no
+  W_V with k = v, no W_K/W_V on a kv-shared layer, the double-wide MLP, the per-layer gate and
+  projection `inp_gate`, `proj`, which the linear formats quantize with the other decoder-layer
+  Linear modules); `per_layer_model_proj` and the per-layer table `per_layer_token_embd` stay at
+  rest_bits outside GGUF and take the base type in GGUF (an assumption: llama.cpp names no rule for
+  them). Checked against published Gemma 4 31B GGUF sizes (docs/formulas.md).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from fractions import Fraction
 from transformer_calc.model.checkpoint import StoredWeights
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
 from transformer_calc.estimators.mixers import MIXERS, require_uniform_blocks
+from transformer_calc.estimators.training.gemma4_layers import is_gemma4
 from transformer_calc.estimators.params import (
     GATED_MATRICES,
     PLAIN_MATRICES,
@@ -59,6 +66,7 @@ from transformer_calc.estimators.params import (
     count_params,
     kv_heads_per_rank,
     mlp_params_per_expert,
+    per_layer_table_rank,
     shard_params,
     tensor_parallel_params,
 )
@@ -89,6 +97,7 @@ MXFP4 = Block("mxfp4", 32, 16 + 1)
 NVFP4 = Block("nvfp4", 16, 8 + 1)
 NVFP4_TENSOR_BYTES = 4 + 4  # fp32 weight_scale_2 and input_scale per quantized tensor
 F16_BITS, F32_BITS = 16, 32
+OUTSIDE_BLOCKS = ("output", "token_embd", "per_layer_model_proj", "per_layer_token_embd")  # not decoder-block linears
 GGUF_FALLBACK = {"q4_k": Q5_0, "q5_k": Q5_1, "q6_k": Q8_0}
 
 # format -> (its block, what it quantizes, bits of the tensors it leaves)
@@ -119,7 +128,10 @@ class Matrix:
 
 def block_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
     """The linear layers of the decoder blocks held by one rank, layer by layer (routed experts:
-    one Matrix per layer holding every local expert), plus the embedding and the LM head."""
+    one Matrix per layer holding every local expert), plus the embedding and the LM head (Gemma 4: its
+    layer classes' own matrices and the per-layer embedding tensors, `gemma4_matrices`)."""
+    if is_gemma4(m):
+        return gemma4_matrices(m, T, ep)
     require_uniform_blocks(m, "a quantized weight format")  # every block from one layer's shapes
     if m.n_layers > MAX_LAYERS:
         raise ValueError(f"n_layers ({m.n_layers}) is above {MAX_LAYERS:,}, the most a quantization format is costed for")
@@ -173,6 +185,56 @@ def block_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
     out.append(Matrix("output", d_emb, rows * d_emb, None))
     if not m.tied_embeddings:
         out.append(Matrix("token_embd", d_emb, rows * d_emb, None))
+    return out
+
+
+def gemma4_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
+    """Gemma 4's matrices on one of T tensor-parallel ranks, layer by layer, each layer with its class's
+    shapes (modeling_gemma4.py; the per-rank split of `params.varied_attention(..., T)` and `_gemma4_parts`,
+    vLLM's gemma4.py): attn_q D x (A/T)·h_d, attn_k D x n_kv'·h_d (not on a kv-shared layer), attn_v as
+    attn_k (not on a kv-shared layer, nor on a full layer with k = v), attn_output (A/T)·h_d x D, with
+    h_d and n_kv the layer kind's (`kind_head_dim`, `kv_heads_of`: full layers their own); the dense MLP
+    ffn_gate, ffn_up D x F/T and ffn_down F/T x D (F = d_ff, 2·d_ff on a double-wide kv-shared layer; in
+    a MoE model the dense MLP beside the experts, tcalc's shared expert width); a MoE layer's experts
+    ffn_gate_exps, ffn_up_exps (transformers' fused gate_up_proj, split as ggml stores gate and up) and
+    ffn_down_exps, every one of the E experts' moe_d_ff split T ways; with per-layer inputs (P > 0) each
+    layer's inp_gate D x P and proj P x D (per_layer_input_gate, per_layer_projection: replicated), and,
+    outside the layers, per_layer_model_proj D x L·P/T and the table per_layer_token_embd (ceil(V_ple/T)
+    rows of L·P). The ggml names are llama.cpp's (src/llama-arch.cpp LLM_ARCH_GEMMA3N / GEMMA4: blk.N.inp_gate,
+    blk.N.proj, per_layer_model_proj, per_layer_token_embd). Not listed (non-matrix parameters, left at the
+    format's rest_bits): norms, the router (ffn_gate_inp, its scale and per-expert scales), layer scalars."""
+    from transformer_calc.estimators.params import check_tensor_parallel, varied_attention
+
+    check_tensor_parallel(m, T, ep)  # Gemma 4: every kind's K/V heads and T divide one another; ep 1 only
+    if m.n_layers > MAX_LAYERS:
+        raise ValueError(f"n_layers ({m.n_layers}) is above {MAX_LAYERS:,}, the most a quantization format is costed for")
+    D, P, L = m.d_model, m.per_layer_input_dim, m.n_layers
+    A = m.n_heads // T
+    pattern, first_shared = m.attention_pattern, m.first_kv_shared_layer
+    dense = m.shared_expert_d_ff if m.is_moe else m.d_ff
+    out: list[Matrix] = []
+    for i in range(L):  # bounded by the model's layer count (MAX_LAYERS)
+        kind, shared = pattern[i % len(pattern)], i >= first_shared
+        att = varied_attention(m, kind, shared, T)
+        hd = m.kind_head_dim(kind)
+        out.append(Matrix("attn_q", D, att["attn_q"], i))
+        out += [Matrix(name, D, att[key], i) for name, key in (("attn_k", "attn_k"), ("attn_v", "attn_v")) if att[key]]
+        out.append(Matrix("attn_output", A * hd, att["attn_o"], i))
+        F = dense * (2 if shared and m.kv_shared_double_mlp else 1) // T
+        out += [Matrix("ffn_gate", D, D * F, i), Matrix("ffn_up", D, D * F, i), Matrix("ffn_down", F, F * D, i)]
+        if m.is_moe and m.n_moe_layers(i, i + 1):
+            E, Fe = m.n_experts, m.moe_d_ff // T
+            out += [Matrix("ffn_gate_exps", D, E * D * Fe, i, True), Matrix("ffn_up_exps", D, E * D * Fe, i, True),
+                    Matrix("ffn_down_exps", Fe, E * Fe * D, i, True)]
+        if P:
+            out += [Matrix("inp_gate", D, D * P, i), Matrix("proj", P, P * D, i)]
+    if P:
+        out += [Matrix("per_layer_model_proj", D, D * L * P // T, None),
+                Matrix("per_layer_token_embd", L * P, per_layer_table_rank(m, T), None)]
+    rows = -(-m.vocab_size // T)
+    out.append(Matrix("output", m.d_embedding, rows * m.d_embedding, None))
+    if not m.tied_embeddings:
+        out.append(Matrix("token_embd", m.d_embedding, rows * m.d_embedding, None))
     return out
 
 
@@ -274,7 +336,7 @@ def quantized_weights(m: ModelConfig, fmt: str, T: int = 1, ep: int = 1) -> Quan
     if scope == "gguf" and (T > 1 or ep > 1):
         raise ValueError(f"{fmt} is a GGUF (llama.cpp) format, split by layers, not tensor- or expert-parallel; use T = 1 and ep = 1")
     matrices = block_matrices(m, T, ep)
-    in_blocks = [x for x in matrices if x.name not in ("output", "token_embd")]
+    in_blocks = [x for x in matrices if x.name not in OUTSIDE_BLOCKS]
     if scope == "experts" and m.is_moe:
         in_blocks = [x for x in in_blocks if x.expert]
     if scope == "gguf":
@@ -321,6 +383,12 @@ def quantized_weights(m: ModelConfig, fmt: str, T: int = 1, ep: int = 1) -> Quan
     else:
         gathered = -(-(-(-m.vocab_size // T) * m.d_embedding) * rest_bits // 8)
     gathered += -(-count_params(m).position * rest_bits // 8)
+    # Gemma 4's per-layer table: rows gathered too (as roofline's plain-dtype `gathered_params` counts it)
+    table = [(x, b) for x, b in chosen if x.name == "per_layer_token_embd"]
+    if table:
+        gathered += _blocks(table[0][0], table[0][1]) * table[0][1].block_bytes
+    elif m.per_layer_input_dim:
+        gathered += -(-per_layer_table_rank(m, T) * rest_bits // 8)
     return QuantizedWeights(
         format=fmt,
         quantized_params=q_params,

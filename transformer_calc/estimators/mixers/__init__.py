@@ -57,8 +57,9 @@ def require_training_priced(m: ModelConfig, what: str) -> None:
 
 def require_uniform_blocks(m: ModelConfig, what: str) -> None:
     """Refuse, in one line, an estimate that prices every block from one layer's shapes (adapters in
-    training/finetune.py, quantized formats in inference/quant.py) for a model whose layers differ beyond
-    the mixer kinds: Gemma 4's varied layers (priced by class in training/gemma4.py where supported),
+    training/finetune.py, quantized formats in inference/quant.py, which lists Gemma 4's layers by class
+    before asking here) for a model whose layers differ beyond the mixer kinds: Gemma 4's varied layers
+    (priced by class in training/gemma4.py where supported),
     MiMo-V2-Flash's per-kind attention and narrower values, and what `require_training_priced` refuses."""
     require_training_priced(m, what)
     require_regular_layers(m, what)
