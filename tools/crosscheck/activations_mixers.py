@@ -174,15 +174,16 @@ def build(cfg: Cfg, dtype: torch.dtype) -> torch.nn.Module:
     return AutoModelForCausalLM.from_config(config, attn_implementation="eager", **kw).train().to(dtype)
 
 
-def measure(model: torch.nn.Module, ids: torch.Tensor) -> tuple[list[tuple[str, LayerAttention, int]], int]:
-    """(module name, kind, bytes) of every mixer layer (the storages first saved inside it, its input
-    excluded), and the whole forward's saved bytes."""
+def saved_per_mixer(model: torch.nn.Module, ids: torch.Tensor, autocast: bool = False
+                    ) -> tuple[dict[str, list[Any]], int]:
+    """Per mixer layer [kind, bytes of the storages first saved inside it (its input excluded), whether its
+    input was saved there], and the whole forward's saved bytes (bf16 autocast when asked: the `mixed`
+    precision of lora_activations_mixers.py)."""
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen: set[int] = set()
     alive: list[torch.Tensor] = []  # keep every packed tensor alive: no address is reused
     current: list[Any] = [None, None]  # module name, its input's storage
-    per: dict[str, int] = {}
-    kinds: dict[str, LayerAttention] = {}
+    per: dict[str, list[Any]] = {}
     whole = [0]
 
     def pack(t: torch.Tensor) -> torch.Tensor:
@@ -192,8 +193,11 @@ def measure(model: torch.nn.Module, ids: torch.Tensor) -> tuple[list[tuple[str, 
         if key not in params and key not in seen:
             seen.add(key)
             whole[0] += storage.nbytes()
-            if current[0] is not None and key != current[1]:
-                per[current[0]] += storage.nbytes()
+            if current[0] is not None:
+                if key == current[1]:
+                    per[current[0]][2] = True
+                else:
+                    per[current[0]][1] += storage.nbytes()
         return t
 
     hooks = []
@@ -201,7 +205,7 @@ def measure(model: torch.nn.Module, ids: torch.Tensor) -> tuple[list[tuple[str, 
         kind = MIXER_CLASSES.get(type(module).__name__)
         if kind is None:
             continue
-        kinds[name], per[name] = kind, 0
+        per[name] = [kind, 0, False]
 
         def pre(_m: Any, args: Any, kwargs: Any, name: str = name) -> None:
             h = args[0] if args else kwargs["hidden_states"]
@@ -212,13 +216,23 @@ def measure(model: torch.nn.Module, ids: torch.Tensor) -> tuple[list[tuple[str, 
 
         hooks += [module.register_forward_pre_hook(pre, with_kwargs=True), module.register_forward_hook(post)]
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = model(input_ids=ids, labels=ids, use_cache=False)
+        if autocast:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = model(input_ids=ids, labels=ids, use_cache=False)
+        else:
+            out = model(input_ids=ids, labels=ids, use_cache=False)
     for h in hooks:
         h.remove()
     alive.clear()  # release the packed tensors
     del out
-    return [(name, kinds[name], per[name]) for name in per], whole[0]
+    return per, whole[0]
 
+
+def measure(model: torch.nn.Module, ids: torch.Tensor) -> tuple[list[tuple[str, LayerAttention, int]], int]:
+    """(module name, kind, bytes) of every mixer layer (the storages first saved inside it, its input
+    excluded), and the whole forward's saved bytes."""
+    per, whole = saved_per_mixer(model, ids)
+    return [(name, kind, got) for name, (kind, got, _) in per.items()], whole
 
 def run() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(per mixer layer, per whole model) rows."""

@@ -41,7 +41,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from peft import LoraConfig, get_peft_model  # noqa: E402
 
-from activations_mixers import CASES, MIXER_CLASSES, build  # noqa: E402
+from activations_mixers import CASES, build, saved_per_mixer  # noqa: E402
 from peft_params import PEFT_REFUSES_OUT_PROJ, hybrid_module_names  # noqa: E402
 from transformer_calc.estimators.training.finetune import mixer_activation_delta  # noqa: E402
 from transformer_calc.model.config import ModelConfig, Parallelism, Training  # noqa: E402
@@ -56,51 +56,8 @@ LABELS = ("qwen3_next", "qwen3_5_text", "bamba", "nemotron_h", "falcon_h1", "jam
 
 def measure(model: torch.nn.Module, ids: torch.Tensor, autocast: bool) -> list[tuple[str, Any, int, bool]]:
     """(module name, kind, bytes first saved inside it, whether its input was saved there) per mixer layer."""
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: set[int] = set()
-    alive: list[torch.Tensor] = []
-    current: list[Any] = [None, None]
-    per: dict[str, list[Any]] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        alive.append(t)
-        key = t.untyped_storage().data_ptr()
-        if key not in params and key not in seen:
-            seen.add(key)
-            if current[0] is not None:
-                if key == current[1]:
-                    per[current[0]][2] = True
-                else:
-                    per[current[0]][1] += t.untyped_storage().nbytes()
-        return t
-
-    hooks = []
-    for name, module in model.named_modules():
-        kind = MIXER_CLASSES.get(type(module).__name__)
-        if kind is None:
-            continue
-        per[name] = [kind, 0, False]
-
-        def pre(_m: Any, args: Any, kwargs: Any, name: str = name) -> None:
-            h = args[0] if args else kwargs["hidden_states"]
-            current[0], current[1] = name, h.untyped_storage().data_ptr()
-
-        def post(_m: Any, _a: Any, _o: Any) -> None:
-            current[0] = None
-
-        hooks += [module.register_forward_pre_hook(pre, with_kwargs=True), module.register_forward_hook(post)]
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        if autocast:
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                out = model(input_ids=ids, labels=ids, use_cache=False)
-        else:
-            out = model(input_ids=ids, labels=ids, use_cache=False)
-    for h in hooks:
-        h.remove()
-    alive.clear()
-    del out
-    return [(name, v[0], v[1], v[2]) for name, v in per.items()]
-
+    per, _ = saved_per_mixer(model, ids, autocast)
+    return [(name, kind, got, saved) for name, (kind, got, saved) in per.items()]
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
