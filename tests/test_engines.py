@@ -427,7 +427,7 @@ def test_cli_wide_ep_flags(capsys):
 def test_attention_runs_at_fp8_under_an_fp4_compute_dtype():
     """NVFP4 quantizes the linear layers only: attention's FLOPs at the fp8 peak (fp8 cache) or the
     activation dtype's, the rest at fp4's; other compute dtypes keep one peak."""
-    from transformer_calc.estimators.inference.expected import attention_dtype, compute_s
+    from transformer_calc.estimators.inference.expected import KernelClass, attention_dtype, classes_s
     from transformer_calc.devices.hardware import peak_flops
 
     b200 = gpu("b200")
@@ -440,8 +440,9 @@ def test_attention_runs_at_fp8_under_an_fp4_compute_dtype():
     # fp4 GEMMs at 0.338 of the fp4 peak (vLLM PR #20646: 3,039 of 9,000 TFLOP/s on B200), attention at
     # the fp8 fit's 0.512 of the fp8 peak
     expected = (f - a) / (0.338 * peak_flops(b200, "fp4")) + a / (0.512 * peak_flops(b200, "fp8"))
-    assert compute_s(b200, fp4, eff, f, a) == pytest.approx(expected, rel=1e-9)
-    assert compute_s(b200, SPEC, eff, f, a) == pytest.approx(f / (0.512 * peak_flops(b200, "fp8")), rel=1e-9)
+    classes = (KernelClass(f - a, 0), KernelClass(a, 0, attention=True))  # the linear layers, attention
+    assert classes_s(b200, fp4, eff, classes)[0] == pytest.approx(expected, rel=1e-9)
+    assert classes_s(b200, SPEC, eff, classes)[0] == pytest.approx(f / (0.512 * peak_flops(b200, "fp8")), rel=1e-9)
 
 
 # ---------------------------------------------------------------------------- --bench-batch-limits

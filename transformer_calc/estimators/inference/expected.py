@@ -242,18 +242,6 @@ def attention_dtype(spec: InferenceSpec) -> str:
     return "fp8" if spec.resolved_kv_dtype == "fp8" else spec.resolved_activation_dtype
 
 
-def compute_s(gpu: GPU, spec: InferenceSpec, eff: Efficiency, flops: int | float, attention_flops: int | float = 0) -> float:
-    """Seconds of a step's FLOPs at the achievable rates: the attention FLOPs at their own dtype's
-    peak (`attention_dtype`), the rest at the compute dtype's; one rate when they coincide."""
-    peak, _ = _rates(gpu, spec, eff)
-    a = attention_dtype(spec)
-    if a == spec.resolved_compute_dtype or not attention_flops:
-        return float(Fraction(flops) / peak)
-    eta = matmul_eta(eff, a)
-    peak_a = Fraction(peak_flops(gpu, a)) * Fraction(eta).limit_denominator(10**6)
-    return float((Fraction(flops) - Fraction(attention_flops)) / peak + Fraction(attention_flops) / peak_a)
-
-
 @dataclass(frozen=True)
 class KernelClass:
     """The work of one class of kernels in a step (module docstring): its FLOPs (at attention_dtype's
