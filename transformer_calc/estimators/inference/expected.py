@@ -440,14 +440,21 @@ def expected_decode_s(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Effici
         a2a = expert_all_to_all_s(m, spec, eff, spec.batch_size)
         with_cache -= Fraction(a2a - max(0.0, a2a - roof))
 
+    steps: dict[int, Step] = {}  # the decode step at a context, costed once for both classes
+
+    def step_at(context: int) -> Step:
+        if context not in steps:
+            steps[context] = decode_step_exact(m, gpu, spec, sh, context)[0]
+        return steps[context]
+
     def linear(context: int) -> tuple[Step, Fraction, Fraction]:
-        step = decode_step_exact(m, gpu, spec, sh, context)[0]
+        step = step_at(context)
         added = with_cache if spec.kv_cache else Fraction(sum(_fixed_s(m, gpu, spec, eff, context)))
         t = max(Fraction(step.matmul_flops) / peak, Fraction(step.weight_bytes) / bw)
         return _class_step(step, gpu, compute_dtype, step.matmul_flops, step.weight_bytes), t + added, added
 
     def attention(context: int) -> tuple[Step, Fraction, Fraction]:
-        step = decode_step_exact(m, gpu, spec, sh, context)[0]
+        step = step_at(context)
         kv = step.kv_read_bytes + step.kv_write_bytes
         t = max(Fraction(step.attention_flops) / peak_a, Fraction(kv) / bw)
         return _class_step(step, gpu, attn_dtype, step.attention_flops, kv), t, Fraction(0)
