@@ -130,11 +130,11 @@ def block_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
     """The linear layers of the decoder blocks held by one rank, layer by layer (routed experts:
     one Matrix per layer holding every local expert), plus the embedding and the LM head (Gemma 4: its
     layer classes' own matrices and the per-layer embedding tensors, `gemma4_matrices`)."""
+    if m.n_layers > MAX_LAYERS:
+        raise ValueError(f"n_layers ({m.n_layers}) is above {MAX_LAYERS:,}, the most a quantization format is costed for")
     if is_gemma4(m):
         return gemma4_matrices(m, T, ep)
     require_uniform_blocks(m, "a quantized weight format")  # every block from one layer's shapes
-    if m.n_layers > MAX_LAYERS:
-        raise ValueError(f"n_layers ({m.n_layers}) is above {MAX_LAYERS:,}, the most a quantization format is costed for")
     D, hd, A = m.d_model, m.head_dim, m.n_heads
     q_rank, kv_rank = A // T, kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
     gated = m.gated_mlp
@@ -206,8 +206,6 @@ def gemma4_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
     from transformer_calc.estimators.params import check_tensor_parallel, varied_attention
 
     check_tensor_parallel(m, T, ep)  # Gemma 4: every kind's K/V heads and T divide one another; ep 1 only
-    if m.n_layers > MAX_LAYERS:
-        raise ValueError(f"n_layers ({m.n_layers}) is above {MAX_LAYERS:,}, the most a quantization format is costed for")
     D, P, L = m.d_model, m.per_layer_input_dim, m.n_layers
     A = m.n_heads // T
     pattern, first_shared = m.attention_pattern, m.first_kv_shared_layer
@@ -218,7 +216,7 @@ def gemma4_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
         att = varied_attention(m, kind, shared, T)
         hd = m.kind_head_dim(kind)
         out.append(Matrix("attn_q", D, att["attn_q"], i))
-        out += [Matrix(name, D, att[key], i) for name, key in (("attn_k", "attn_k"), ("attn_v", "attn_v")) if att[key]]
+        out += [Matrix(name, D, att[name], i) for name in ("attn_k", "attn_v") if att[name]]
         out.append(Matrix("attn_output", A * hd, att["attn_o"], i))
         F = dense * (2 if shared and m.kv_shared_double_mlp else 1) // T
         out += [Matrix("ffn_gate", D, D * F, i), Matrix("ffn_up", D, D * F, i), Matrix("ffn_down", F, F * D, i)]
