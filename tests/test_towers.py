@@ -239,7 +239,7 @@ def test_inference_command_images_flag():
         ({"model_type": "gemma3", "tie_word_embeddings": "yes"}, "tie_word_embeddings"),
         ({"model_type": "qwen3_vl_text"}, "language model inside a qwen3_vl config"),
         ({"model_type": "gemma4", "vision_config": [1]}, "gemma4_vision must be a JSON object"),
-        ({"model_type": "gemma3n"}, "MobileNetV5 vision tower"),
+        ({"model_type": "gemma3n", "vision_config": {"architecture": "resnet50"}}, r"architecture \(.resnet50.\) must be .mobilenetv5_300m_enc"),
     ],
 )
 def test_bad_configs_are_one_clear_error(cfg: dict, match: str):

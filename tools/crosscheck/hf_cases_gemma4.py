@@ -95,8 +95,32 @@ def gen_wrapper(r: R) -> Cfg:
     return _maybe(r, cfg, tie_word_embeddings=r.random() < 0.5)
 
 
+def gen_3n_audio(r: R) -> Cfg:
+    """gemma3n_audio: Gemma 3n's USM audio encoder (modeling_gemma3n.py Gemma3nAudioEncoder), odd shapes:
+    the subsampling kernels and strides, the mel bins and the heads (h // H need not divide h)."""
+    H = r.choice([1, 2, 3, 4])
+    return {"model_type": "gemma3n_audio", "hidden_size": r.choice([6, 8, 10, 13]) * H + r.choice([0, 0, 1]),
+            "conf_num_attention_heads": H, "conf_num_hidden_layers": r.randint(1, 2),
+            "conf_conv_kernel_size": r.choice([3, 5]), "input_feat_size": r.randint(6, 40),
+            "vocab_size": r.randint(3, 140),
+            "sscp_conv_channel_size": [r.choice([4, 8, 13]), r.choice([3, 6])],
+            "sscp_conv_kernel_size": [[r.choice([3, 5]), r.choice([2, 3])], [r.choice([1, 3]), r.choice([3, 4])]],
+            "sscp_conv_stride_size": [[r.choice([1, 2]), r.choice([1, 2])], [r.choice([1, 2]), r.choice([2, 3])]]}
+
+
+def gen_3n_wrapper(r: R) -> Cfg:
+    """gemma3n: the whole multimodal model (needs timm for its MobileNetV5: tools/crosscheck/gemma3n_timm.py)."""
+    text = gen_3n_text(r)
+    text.pop("model_type")
+    audio = gen_3n_audio(r)
+    audio.pop("model_type")
+    cfg: Cfg = {"model_type": "gemma3n", "text_config": text, "audio_config": audio,
+                "vision_config": {"hidden_size": r.choice([16, 24, 2048]), "vocab_size": r.randint(3, 140)}}
+    return _maybe(r, cfg, tie_word_embeddings=r.random() < 0.5, vision_soft_tokens_per_image=r.choice([64, 256]))
+
+
 def gen_3n_text(r: R) -> Cfg:
-    """gemma3n_text: Gemma 3n's language model (the gemma3n wrapper's MobileNetV5 tower needs timm: refused)."""
+    """gemma3n_text: Gemma 3n's language model."""
     L = r.randint(1, 12)
     kv = r.choice([1, 2])
     A = kv * r.choice([1, 2, 3])

@@ -97,8 +97,16 @@ class Towers(BaseModel):
     config's vision_config/audio_config by `transformer_calc.sources.hf_towers`, one function per
     tower family citing its modeling file); `image_tokens` is how many language-model tokens one image
     becomes, `image_patches` how many patches the vision encoder runs per image (its forward FLOPs).
+    `image_flops`, when given, is the encoder's forward FLOPs per image counted by layer (a
+    convolutional encoder, whose FLOPs are not 2·N·patches).
     `text_only` drops the towers from every count (the language model alone); results say so.
     """
+
+    @property
+    def vision_flops(self) -> int:
+        """Forward FLOPs of the vision encoder for one image: `image_flops` where counted by layer, else
+        the first-order 2·vision·image_patches (docs/formulas.md "Towers")."""
+        return self.image_flops or 2 * self.vision * self.image_patches
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -107,6 +115,11 @@ class Towers(BaseModel):
     projector: int = Field(default=0, ge=0, description="multimodal projector parameters (into the LM width)")
     image_tokens: int = Field(default=0, ge=0, description="language-model tokens one image becomes")
     image_patches: int = Field(default=0, ge=0, description="patches the vision encoder processes per image")
+    image_flops: int = Field(
+        default=0, ge=0,
+        description="forward FLOPs of the vision encoder for one image, counted layer by layer where it is not a "
+                    "transformer over patches (Gemma 3n's convolutional MobileNetV5); 0: 2·vision·image_patches",
+    )
     text_only: bool = Field(default=False, description="the towers are dropped: every count is the language model's")
 
     @model_validator(mode="before")

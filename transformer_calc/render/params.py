@@ -90,6 +90,7 @@ def params_table(r: Any) -> Any:
         )
     lines = [Text(model_summary(model), style="dim"), t, a, Text(weights)]
     if tw is not None:
-        lines.append(Text(f"towers: {tw.note}; one image = {tw.image_tokens:,} LM tokens ({tw.image_patches:,} patches)",
-                          style="bold" if not tw.counted else ""))
+        encoder = f"{tw.image_patches:,} patches" if tw.image_patches else "no patches: a convolutional encoder"
+        lines.append(Text(f"towers: {tw.note}; one image = {tw.image_tokens:,} LM tokens ({encoder}, "
+                          f"{tw.image_flops / 1e9:,.1f} GFLOPs to encode)", style="bold" if not tw.counted else ""))
     return Group(*lines)

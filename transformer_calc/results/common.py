@@ -63,6 +63,7 @@ class TowersSection(Section):
     total: int  # language_model + towers: what transformers builds for the config
     image_tokens: int  # language-model tokens one image becomes
     image_patches: int  # patches the vision encoder runs per image
+    image_flops: int  # the vision encoder's forward FLOPs for one image (Towers.vision_flops)
     note: str
 
 
@@ -90,7 +91,8 @@ def towers_section(m: ModelConfig, command: str) -> TowersSection | None:
         note = f"text_only: the towers ({parts}; {tp.towers:,} parameters) are left out of every count"
     return TowersSection(counted=tp.counted, language_model=tp.language_model, vision=tp.vision, audio=tp.audio,
                          projector=tp.projector, towers=tp.towers, total=tp.language_model + tp.towers,
-                         image_tokens=m.towers.image_tokens, image_patches=m.towers.image_patches, note=note)
+                         image_tokens=m.towers.image_tokens, image_patches=m.towers.image_patches,
+                         image_flops=m.towers.vision_flops, note=note)
 
 
 def expected_component_params(m: ModelConfig) -> dict[str, int]:

@@ -430,6 +430,10 @@ WRAPPERS: dict[str, Wrapper] = {
     # configuration_gemma4.py Gemma4Config (vision_config and audio_config optional: no tower when absent);
     # modeling_gemma4.py Gemma4ForConditionalGeneration ties its lm_head by the top-level flag
     "gemma4": Wrapper("gemma4_text", {"tie_word_embeddings": True}, "top"),
+    # configuration_gemma3n.py Gemma3nConfig (vision_config and audio_config always built: their defaults
+    # when absent); modeling_gemma3n.py Gemma3nForConditionalGeneration ties its lm_head by the top flag.
+    # The vision tower is timm's MobileNetV5 (sources.hf_gemma3n).
+    "gemma3n": Wrapper("gemma3n_text", {"tie_word_embeddings": True, "vision_soft_tokens_per_image": 256}, "top"),
 }
 
 # Model types whose published checkpoints are another family's architecture (remote code), read as
@@ -445,9 +449,6 @@ UNREPRESENTABLE: dict[str, str] = {
     "recurrent_gemma": "its recurrent (RG-LRU) blocks",
     "rwkv": "its RWKV time-mixing layers",
     "xlstm": "its xLSTM blocks",
-    # being added beside this work (issue 22): hybrids and multimodal wrappers, refused by name until then
-    "gemma3n": "its MobileNetV5 vision tower (a timm model, mobilenetv5_300m_enc, that transformers builds through timm); "
-               "its language model is read as model_type gemma3n_text (give its text_config)",
 }
 
 # transformers model types one typo away from a supported type but of another architecture: named here

@@ -411,6 +411,10 @@ def wrapper_towers(model_type: str, cfg: dict[str, Any], top: Reader, text_hidde
         from transformer_calc.sources.hf_gemma4 import gemma4_towers
 
         return gemma4_towers(cfg, text_hidden)
+    if model_type == "gemma3n":  # modeling_gemma3n.py: timm's MobileNetV5, the USM audio encoder, two embedders
+        from transformer_calc.sources.hf_gemma3n import gemma3n_towers
+
+        return gemma3n_towers(cfg, top, text_hidden)
     if model_type == "voxtral":  # an audio tower only: no image tokens
         audio = cfg.get("audio_config")
         return {"audio": voxtral_audio(audio), "projector": voxtral_projector(audio, text_hidden),

@@ -1265,13 +1265,15 @@ def tower_prefill(m: ModelConfig, spec: InferenceSpec, sh: _Shard) -> tuple[int,
     First-order count (docs/formulas.md "Towers"): 2 FLOPs per weight per token the weight sees, the
     vision encoder over image_patches patches and the projector over image_tokens tokens per image,
     2·B·images·(N_vision·patches + N_projector·tokens); the encoder's attention over its patches
-    (quadratic in them) and element-wise work are not counted. The towers are held whole and run
-    on every GPU (not split by tensor parallelism); their weights are read once per prefill."""
+    (quadratic in them) and element-wise work are not counted; a convolutional encoder (Gemma 3n's
+    MobileNetV5) is priced by its own per-image FLOPs (`Towers.image_flops`, counted by layer). The
+    towers are held whole and run on every GPU (not split by tensor parallelism); their weights are
+    read once per prefill."""
     if not spec.images or m.towers is None or m.towers.text_only:
         return 0, 0
     t = m.towers
     images = spec.batch_size * spec.images
-    flops = FLOPS_PER_MAC * images * (t.vision * t.image_patches + t.projector * t.image_tokens)
+    flops = images * (t.vision_flops + FLOPS_PER_MAC * t.projector * t.image_tokens)
     return flops, tower_bytes(sh, spec)
 
 
