@@ -96,15 +96,17 @@ def mobilenetv5_check() -> tuple[dict[str, Any], list[str]]:
     return measured, failures
 
 
-def whole_model(cfg: Cfg) -> dict[str, int]:
-    """What transformers builds: each part of Gemma3nModel and the whole (tied head once)."""
+def whole_model(cfg: Cfg) -> tuple[dict[str, int], Cfg]:
+    """What transformers builds: each part of Gemma3nModel and the whole (tied head once), and the
+    full config it would save."""
     config = Gemma3nConfig.from_dict({k: v for k, v in cfg.items() if k != "model_type"})
     with torch.device("meta"):
         model = Gemma3nForConditionalGeneration(config)
     part = {name: sum(p.numel() for p in child.parameters()) for name, child in model.model.named_children()}
-    return {"total": sum(p.numel() for p in model.parameters()), "language_model_body": part["language_model"],
-            "vision": part["vision_tower"], "audio": part["audio_tower"],
-            "projector": part["embed_vision"] + part["embed_audio"]}
+    return ({"total": sum(p.numel() for p in model.parameters()), "language_model_body": part["language_model"],
+             "vision": part["vision_tower"], "audio": part["audio_tower"],
+             "projector": part["embed_vision"] + part["embed_audio"]},
+            json.loads(config.to_json_string(use_diff=False)))
 
 
 def tcalc_model(cfg: Cfg) -> dict[str, int]:
@@ -119,6 +121,8 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=12, help="random whole-model shapes")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--write", type=Path, metavar="FILE", help="write the fixture here (only when all agree)")
+    ap.add_argument("--write-hf", type=Path, metavar="DIR",
+                    help="also write tests/data/hf-style fixtures (the full saved config) of two models here")
     args = ap.parse_args()
     transformers.logging.set_verbosity_error()
     start = time.perf_counter()
@@ -127,9 +131,11 @@ def main() -> int:
           f"{mnv5['flops_768']:,} FLOPs at {G3N.IMAGE_PX}x{G3N.IMAGE_PX}: {len(failures)} mismatches")
     rng = random.Random(args.seed)
     cases = FIXED + [(f"random-{i}", hf_cases_gemma4.gen_3n_wrapper(rng)) for i in range(args.n)]
-    models = []
+    models, hf_fixtures = [], []
     for label, cfg in cases:
-        expected = whole_model(cfg)
+        expected, full = whole_model(cfg)
+        if label in ("defaults (E4B shape)", "random-0"):
+            hf_fixtures.append(("full" if label.startswith("defaults") else label, full, expected["total"]))
         got = tcalc_model(cfg)
         keys = ("total", "vision", "audio", "projector")
         ok = all(expected[k] == got[k] for k in keys)
@@ -149,6 +155,12 @@ def main() -> int:
                 "mobilenetv5_300m_enc": mnv5, "models": models}
         args.write.write_text(json.dumps(body, indent=1) + "\n")
         print(f"wrote {args.write}")
+    if args.write_hf and not failures:
+        for label, full, total in hf_fixtures:
+            body = {"config": full, "expected_params": total, "transformers_version": transformers.__version__,
+                    "timm_version": timm.__version__}
+            (args.write_hf / f"gemma3n_{label}.json").write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
+        print(f"wrote {len(hf_fixtures)} fixtures to {args.write_hf}")
     return 1 if failures else 0
 
 

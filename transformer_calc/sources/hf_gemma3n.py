@@ -190,7 +190,9 @@ def _two(c: Reader, name: str, depth: int) -> list[Any]:
     """Two entries (the two subsampling convolutions), each a whole number >= 1 (depth 1) or a pair
     of them (depth 2)."""
     value = c.values.get(name)
-    ok = isinstance(value, list) and len(value) == 2 and all(
+    if not isinstance(value, list):
+        raise c._bad(name, "a list of two entries")
+    ok = len(value) == 2 and all(
         _whole(x) if depth == 1 else isinstance(x, list) and len(x) == 2 and all(_whole(y) for y in x) for x in value)
     if not ok:
         raise c._bad(name, "two whole numbers >= 1" if depth == 1 else "two [height, width] pairs of whole numbers >= 1")
