@@ -160,3 +160,16 @@ def test_cli_params_json_breaks_down_the_towers(tmp_path: Path, capsys):
     code = run(["params", "--hf-config", str(path)])
     out, err = capsys.readouterr()
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1 and "architecture" in err
+
+
+def test_training_refusal_names_gemma_3n_and_what_prices_it(tmp_path: Path, capsys):
+    """Training memory of AltUp/LAuReL is not priced: the one line says Gemma 3n (not Gemma 4) and does not
+    offer `memory` as an estimate that prices it."""
+    from transformer_calc.cli import run
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "gemma3n"}))
+    code = run(["memory", "--hf-config", str(path), "--S", "64"])
+    _, err = capsys.readouterr()
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "AltUp, LAuReL (Gemma 3n; model" in err and "memory price" not in err

@@ -93,10 +93,12 @@ def require_regular_layers(m: ModelConfig, what: str) -> None:
     scaled router: `ModelConfig.irregular_layers`) or DeepSeek-V4's blocks, rather than price every layer
     as the base one."""
     if m.irregular_layers:
-        raise TcalcError(
-            f"{what} is not modeled for {', '.join(m.irregular_layers)} "
-            + (f"(model {m.name or 'given'}) yet; tcalc params and flops, and inference and serve at T 1 with a "
-               "plain weight dtype, price this model" if m.deepseek_v4 is not None
-               else f"(Gemma 4; model {m.name or 'given'}) yet; tcalc params, flops, inference, serve and (at T 1) memory price this model")
-        )
+        if m.deepseek_v4 is not None:
+            family, priced = "", "tcalc params and flops, and inference and serve at T 1 with a plain weight dtype"
+        elif m.unpriced_blocks:  # AltUp / LAuReL: Gemma 3n's language model, whose training is not priced
+            family, priced = "Gemma 3n; ", "tcalc params, flops, inference and serve"
+        else:
+            family, priced = "Gemma 4; ", "tcalc params, flops, inference, serve and (at T 1) memory"
+        raise TcalcError(f"{what} is not modeled for {', '.join(m.irregular_layers)} ({family}model {m.name or 'given'}) "
+                         f"yet; {priced} price this model")
 
