@@ -52,6 +52,12 @@ class Reader:
             raise self._bad(name, "a whole number")
         return value
 
+    def positive(self, *names: str) -> None:
+        """Each of `names` is a whole number >= 1 (a size), else one error naming it."""
+        for name in names:
+            if self.int(name) < 1:
+                raise self._bad(name, "a whole number >= 1")
+
     def opt_int(self, name: str) -> builtins.int | None:
         return None if self.values.get(name) is None else self.int(name)
 

@@ -42,7 +42,6 @@ RGB = 3
 MSFA_OUT = 2048  # MobileNetV5Encoder: num_features = 2048 (the multi-scale fusion adapter's output channels)
 MSFA_EXPANSION = 2  # MobileNetV5MultiScaleFusionAdapter expansion_ratio default
 MSFA_STAGES = 2  # MobileNetV5Encoder msfa_indices=(-2, -1): the last two stages' outputs are fused
-MSFA_OUTPUT_SIDE = 16  # msfa_output_resolution: 16 x 16 = 256 soft tokens
 
 # timm 1.0.31 timm/models/mobilenetv5.py _gen_mobilenet_v5, the non-"base" arch_def, verbatim (block
 # kind _ repeats _ options: k kernel, a start depthwise kernel, s stride, e expansion, c out channels,
@@ -160,9 +159,6 @@ GEMMA3N_AUDIO_DEFAULTS: dict[str, Any] = {  # configuration_gemma3n.py Gemma3nAu
 GEMMA3N_VISION_DEFAULTS: dict[str, Any] = {  # configuration_gemma3n.py Gemma3nVisionConfig
     "architecture": ARCHITECTURE, "model_args": None, "hidden_size": 2048, "vocab_size": 128,
 }
-GEMMA3N_DEFAULTS: dict[str, Any] = {  # configuration_gemma3n.py Gemma3nConfig
-    "vision_soft_tokens_per_image": 256, "audio_soft_tokens_per_image": 188, "tie_word_embeddings": True,
-}
 
 
 def _sub(key: str, cfg: Any, defaults: dict[str, Any]) -> Reader:
@@ -175,11 +171,6 @@ def _sub(key: str, cfg: Any, defaults: dict[str, Any]) -> Reader:
     kind = {"vision_config": "gemma3n_vision", "audio_config": "gemma3n_audio"}[key]
     return Reader(f"{key}: {kind}", cfg, Family(lambda c: {}, defaults, ()))
 
-
-def _positive(c: Reader, *names: str) -> None:
-    for name in names:
-        if c.int(name) < 1:
-            raise c._bad(name, "a whole number >= 1")
 
 
 def _whole(value: Any) -> bool:
@@ -208,9 +199,13 @@ def gemma3n_audio(cfg: Any) -> tuple[int, int]:
       RMSNorm, h → 4h → h), attention (pre_attn_norm; q/k/v h → H·h_d, the relative position's
       pos_proj h → H·h_d, per_dim_scale h_d; post h → h, post_norm), a light conv (pre norm,
       linear_start h → 2h, depthwise conv1d h × K, conv_norm, linear_end h → h) and a norm."""
-    a = _sub("audio_config", cfg, GEMMA3N_AUDIO_DEFAULTS)
-    _positive(a, "hidden_size", "conf_num_attention_heads", "conf_num_hidden_layers", "conf_conv_kernel_size",
-              "input_feat_size")
+    return _audio(_sub("audio_config", cfg, GEMMA3N_AUDIO_DEFAULTS))
+
+
+def _audio(a: Reader) -> tuple[int, int]:
+    """`gemma3n_audio` of an audio_config already read."""
+    a.positive("hidden_size", "conf_num_attention_heads", "conf_num_hidden_layers", "conf_conv_kernel_size",
+               "input_feat_size")
     h, H, K = a.int("hidden_size"), a.int("conf_num_attention_heads"), a.int("conf_conv_kernel_size")
     c0, c1 = _two(a, "sscp_conv_channel_size", 1)
     (kh0, kw0), (kh1, kw1) = _two(a, "sscp_conv_kernel_size", 2)
@@ -247,12 +242,12 @@ def gemma3n_towers(cfg: dict[str, Any], top: Reader, text_hidden: int) -> dict[s
                                      "tcalc counts)")
     if v.values.get("model_args") not in (None, {}):
         raise v._bad("model_args", "absent (timm keyword arguments that reshape MobileNetV5 are not read)")
-    _positive(v, "hidden_size", "vocab_size")
-    _positive(top, "vision_soft_tokens_per_image")
+    v.positive("hidden_size", "vocab_size")
+    top.positive("vision_soft_tokens_per_image")
     vision, image_flops, _ = mobilenetv5()
-    audio, audio_hidden = gemma3n_audio(cfg.get("audio_config"))
     a = _sub("audio_config", cfg.get("audio_config"), GEMMA3N_AUDIO_DEFAULTS)
-    _positive(a, "vocab_size")
+    audio, audio_hidden = _audio(a)
+    a.positive("vocab_size")
     projector = (embedder(v.int("hidden_size"), v.int("vocab_size"), text_hidden)
                  + embedder(audio_hidden, a.int("vocab_size"), text_hidden))
     return {"vision": vision, "audio": audio, "projector": projector,

@@ -236,11 +236,6 @@ def _sub(kind: str, cfg: Any, defaults: dict[str, Any]) -> Reader:
     return Reader(kind, cfg, Family(lambda c: {}, defaults, ()))
 
 
-def _positive(c: Reader, *names: str) -> None:
-    for name in names:
-        if c.int(name) < 1:
-            raise c._bad(name, "a whole number >= 1")
-
 
 def gemma4_vision(cfg: Any) -> tuple[int, int, int]:
     """(parameters, hidden size, patches per image) of modeling_gemma4.py Gemma4VisionModel:
@@ -250,8 +245,8 @@ def gemma4_vision(cfg: Any) -> tuple[int, int, int]:
     without parameters; `standardize` adds buffers only. Patches per image: the processor's 280 soft
     tokens, each the average of pooling_kernel_size² patches."""
     v = _sub("gemma4_vision", cfg, GEMMA4_VISION_DEFAULTS)
-    _positive(v, "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-              "patch_size", "position_embedding_size", "pooling_kernel_size")
+    v.positive("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+               "patch_size", "position_embedding_size", "pooling_kernel_size")
     h, F, A, kv, hd = (v.int(k) for k in ("hidden_size", "intermediate_size", "num_attention_heads",
                                           "num_key_value_heads", "head_dim"))
     p, n_pos = v.int("patch_size"), v.int("position_embedding_size")
@@ -269,7 +264,7 @@ def gemma4_audio(cfg: Any) -> tuple[int, int]:
     h x 2h, depthwise conv h x K, linear_end h x h and two RMSNorms; three RMSNorms), output_proj
     h x O with bias; the relative position encoding has no parameters."""
     a = _sub("gemma4_audio", cfg, GEMMA4_AUDIO_DEFAULTS)
-    _positive(a, "hidden_size", "num_attention_heads", "conv_kernel_size", "output_proj_dims")
+    a.positive("hidden_size", "num_attention_heads", "conv_kernel_size", "output_proj_dims")
     h, H, K, O = a.int("hidden_size"), a.int("num_attention_heads"), a.int("conv_kernel_size"), a.int("output_proj_dims")
     ch = a.values.get("subsampling_conv_channels")
     if not (isinstance(ch, list) and len(ch) == 2 and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in ch)):

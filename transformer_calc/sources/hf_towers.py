@@ -52,16 +52,11 @@ def _read(kind: str, cfg: Any, defaults: dict[str, Any], aliases: dict[str, str]
     return Reader(f"vision_config: {kind}", cfg, Family(lambda c: {}, defaults, (), aliases, frozenset(aliases)))
 
 
-def _positive(c: Reader, *names: str) -> None:
-    for name in names:
-        if c.int(name) < 1:
-            raise c._bad(name, "a whole number >= 1")
-
 
 def _grid(c: Reader, image: str = "image_size", patch: str = "patch_size") -> int:
     """Patches per side: image_size // patch_size (the position table's side, as the modeling
     files compute it)."""
-    _positive(c, image, patch)
+    c.positive(image, patch)
     return c.int(image) // c.int(patch)
 
 
@@ -95,7 +90,7 @@ def siglip_vision(cfg: Any) -> int:
     SiglipMultiheadAttentionPoolingHead (probe h, nn.MultiheadAttention: in_proj 3h x h + 3h,
     out_proj h x h + h; layernorm; a SiglipMLP)."""
     c = _read("siglip_vision_model", cfg, SIGLIP_DEFAULTS)
-    _positive(c, "hidden_size", "num_hidden_layers", "num_channels", "intermediate_size")
+    c.positive("hidden_size", "num_hidden_layers", "num_channels", "intermediate_size")
     h, F, p, C = c.int("hidden_size"), c.int("intermediate_size"), c.int("patch_size"), c.int("num_channels")
     embeddings = C * h * p * p + h + _grid(c) ** 2 * h
     mlp = linear(h, F, True) + linear(F, h, True)
@@ -125,7 +120,7 @@ def llama4_vision(cfg: Any) -> int:
     h <-> F with bias, two LayerNorms), and the vision_adapter Llama4VisionMLP2 (fc1
     F -> projector_input_dim, fc2 projector_output_dim^2, no biases)."""
     c = _read("llama4_vision_model", cfg, LLAMA4_VISION_DEFAULTS)
-    _positive(c, "hidden_size", "num_hidden_layers", "num_channels", "intermediate_size")
+    c.positive("hidden_size", "num_hidden_layers", "num_channels", "intermediate_size")
     h, F, p, C = c.int("hidden_size"), c.int("intermediate_size"), c.int("patch_size"), c.int("num_channels")
     n_pos = _grid(c) ** 2 + 1  # + the class token
     layer = 4 * linear(h, h, True) + linear(h, F, True) + linear(F, h, True) + 2 * layernorm(h)
@@ -170,7 +165,7 @@ def pixtral_vision(cfg: Any, defaults: dict[str, Any] = PIXTRAL_DEFAULTS) -> int
     RMSNorms; q/k/v/o h x h, no bias; gated PixtralMLP gate/up/down h <-> F, no bias); the 2-D
     rotary embedding has no parameters."""
     c = _read("pixtral", cfg, defaults)
-    _positive(c, "hidden_size", "num_hidden_layers", "num_channels", "intermediate_size", "patch_size")
+    c.positive("hidden_size", "num_hidden_layers", "num_channels", "intermediate_size", "patch_size")
     h, F, p, C = c.int("hidden_size"), c.int("intermediate_size"), c.int("patch_size"), c.int("num_channels")
     layer = 2 * rmsnorm(h) + 4 * h * h + 3 * h * F
     return C * p * p * h + rmsnorm(h) + c.int("num_hidden_layers") * layer
@@ -203,7 +198,7 @@ def qwen2_5_vl_vision(cfg: Any) -> tuple[int, int]:
     h <-> F with bias), and the merger Qwen2_5_VLPatchMerger (ln_q RMSNorm(h), mlp Linear(h·s^2,
     h·s^2) + Linear(h·s^2, out_hidden_size), with biases)."""
     c = _read("qwen2_5_vl_vision", cfg, QWEN2_5_VISION_DEFAULTS, DEPTH_ALIASES)
-    _positive(c, "depth", "hidden_size", "intermediate_size", "in_channels", "patch_size", "temporal_patch_size")
+    c.positive("depth", "hidden_size", "intermediate_size", "in_channels", "patch_size", "temporal_patch_size")
     h, F, s = c.int("hidden_size"), c.int("intermediate_size"), c.int("spatial_merge_size")
     p, t, C = c.int("patch_size"), c.int("temporal_patch_size"), c.int("in_channels")
     block = 2 * rmsnorm(h) + linear(h, 3 * h, True) + linear(h, h, True) + 2 * linear(h, F, True) + linear(F, h, True)
@@ -230,7 +225,7 @@ def qwen3_vl_vision(cfg: Any, deepstack: bool = True) -> tuple[int, int]:
     (use_postshuffle_norm). Qwen3.5's Qwen3_5VisionModel (modeling_qwen3_5.py) is the same
     without the DeepStack mergers: `qwen3_5_vision`."""
     c = _read("qwen3_vl_vision", cfg, QWEN3_VL_VISION_DEFAULTS, DEPTH_ALIASES)
-    _positive(c, "depth", "hidden_size", "intermediate_size", "in_channels", "patch_size", "temporal_patch_size")
+    c.positive("depth", "hidden_size", "intermediate_size", "in_channels", "patch_size", "temporal_patch_size")
     h, F, s = c.int("hidden_size"), c.int("intermediate_size"), c.int("spatial_merge_size")
     p, t, C = c.int("patch_size"), c.int("temporal_patch_size"), c.int("in_channels")
     block = 2 * layernorm(h) + linear(h, 3 * h, True) + linear(h, h, True) + linear(h, F, True) + linear(F, h, True)
@@ -257,7 +252,7 @@ def _qwen3_vl_grid(cfg: Any) -> int:
     import math
 
     c = _read("qwen3_vl_vision", cfg, QWEN3_VL_VISION_DEFAULTS, DEPTH_ALIASES)
-    _positive(c, "num_position_embeddings")
+    c.positive("num_position_embeddings")
     return math.isqrt(c.int("num_position_embeddings"))
 
 
@@ -278,7 +273,7 @@ def glm4v_vision(cfg: Any) -> tuple[int, int]:
     merger Glm4vVisionPatchMerger (proj out x out, post_projection_norm LayerNorm(out), gate/up/down
     out <-> intermediate_size, no biases)."""
     c = _read("glm4v_vision", cfg, GLM4V_VISION_DEFAULTS, DEPTH_ALIASES)
-    _positive(c, "depth", "hidden_size", "intermediate_size", "in_channels", "temporal_patch_size", "spatial_merge_size")
+    c.positive("depth", "hidden_size", "intermediate_size", "in_channels", "temporal_patch_size", "spatial_merge_size")
     h, out, F = c.int("hidden_size"), c.int("out_hidden_size"), c.int("intermediate_size")
     p, t, C, s = c.int("patch_size"), c.int("temporal_patch_size"), c.int("in_channels"), c.int("spatial_merge_size")
     block = 2 * rmsnorm(h) + linear(h, 3 * h, c.flag("attention_bias")) + h * h + 3 * h * out
@@ -311,7 +306,7 @@ def kimi_k25_vision(cfg: Any) -> int:
     Kimi_K25VisionEncoderLayer (norm1/2 LayerNorm(h); q/k/v/proj h x h with biases;
     Kimi_K25VisionMLP fc1/fc2 h <-> F with biases), final_layernorm LayerNorm(h)."""
     c = _read("kimi_k25_vision", cfg, KIMI_K25_VISION_DEFAULTS)
-    _positive(c, "hidden_size", "num_hidden_layers", "intermediate_size", "pos_emb_height", "pos_emb_width")
+    c.positive("hidden_size", "num_hidden_layers", "intermediate_size", "pos_emb_height", "pos_emb_width")
     h, F = c.int("hidden_size"), c.int("intermediate_size")
     ph, pw = _pair(c, "patch_size")
     layer = 2 * layernorm(h) + 4 * linear(h, h, True) + linear(h, F, True) + linear(F, h, True)
@@ -345,7 +340,7 @@ def voxtral_audio(cfg: Any) -> int:
     and final_layer_norm LayerNorm(h); q/v/out_proj h x h with bias, k_proj without; fc1/fc2
     h <-> F with biases), layer_norm LayerNorm(h); the average pool has no parameters."""
     c = _read("voxtral_encoder", cfg, VOXTRAL_AUDIO_DEFAULTS, WHISPER_ALIASES)
-    _positive(c, "hidden_size", "intermediate_size", "num_hidden_layers", "num_mel_bins", "max_source_positions")
+    c.positive("hidden_size", "intermediate_size", "num_hidden_layers", "num_mel_bins", "max_source_positions")
     h, F = c.int("hidden_size"), c.int("intermediate_size")
     convs = (c.int("num_mel_bins") * h * 3 + h) + (h * h * 3 + h)
     layer = 2 * layernorm(h) + 3 * linear(h, h, True) + h * h + linear(h, F, True) + linear(F, h, True)
@@ -377,7 +372,7 @@ def wrapper_towers(model_type: str, cfg: dict[str, Any], top: Reader, text_hidde
         defaults = MISTRAL3_VISION_DEFAULTS if vision is None else PIXTRAL_DEFAULTS
         v = _read("pixtral", vision, defaults)
         side, s = _grid(v), top.int("spatial_merge_size")
-        _positive(top, "spatial_merge_size")
+        top.positive("spatial_merge_size")
         rows = side // s  # PixtralProcessor: one [IMG_BREAK]/[IMG_END] token after each row of merged tokens
         return {"vision": pixtral_vision(vision, defaults), "projector": mistral3_projector(top, vision, text_hidden),
                 "image_tokens": rows * (rows + 1), "image_patches": side * side}
