@@ -102,12 +102,6 @@ class Towers(BaseModel):
     `text_only` drops the towers from every count (the language model alone); results say so.
     """
 
-    @property
-    def vision_flops(self) -> int:
-        """Forward FLOPs of the vision encoder for one image: `image_flops` where counted by layer, else
-        the first-order 2·vision·image_patches (docs/formulas.md "Towers")."""
-        return self.image_flops or 2 * self.vision * self.image_patches
-
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     vision: int = Field(default=0, ge=0, description="vision encoder parameters")
@@ -135,6 +129,12 @@ class Towers(BaseModel):
     def params(self) -> int:
         """Every tower parameter, counted or not (vision + audio + projector)."""
         return self.vision + self.audio + self.projector
+
+    @property
+    def vision_flops(self) -> int:
+        """Forward FLOPs of the vision encoder for one image: `image_flops` where counted by layer, else
+        the first-order 2·vision·image_patches (docs/formulas.md "Towers")."""
+        return self.image_flops or 2 * self.vision * self.image_patches
 
     @property
     def counted(self) -> int:
