@@ -230,7 +230,7 @@ def test_streamed_empty_result_equals_the_buffered_one(capsys, fmt):
     assert (code, streamed) == call(capsys, *argv, "--sort", "B")[:2]
     if fmt == "json":
         data = json.loads(streamed)
-        assert data["points"] == [] and data["skipped"] == 1 and "flash=false" in data["skipped_reasons"][0]
+        assert data["points"] == [] and data["skipped"] == 1 and "flash=true" in data["skipped_reasons"][0]
 
 
 def test_streaming_writes_rows_before_the_grid_ends():

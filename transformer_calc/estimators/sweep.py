@@ -274,6 +274,7 @@ class SweepSpec:
     tokens: int | None = None  # token budget for train_days
     mfu: float = 0.4
     peak: PeakLookup | None = field(default=None, compare=False)  # (GPU, dtype or None) -> (dtype, FLOP/s)
+    sp_with_tensor: bool = False  # sequence parallelism on at T > 1 where not given (the framework's default)
 
     @property
     def size(self) -> int:
@@ -306,13 +307,17 @@ def build_spec(
     number: NumberParser | None = None,
     gpu_lookup: GpuLookup | None = None,
     peak: PeakLookup | None = None,
+    command_defaults: dict[str, Any] | None = None,
 ) -> tuple[SweepSpec, dict[str, Any]]:
     """(the grid, its GPUs by name) from the axes' texts (None: the job file's value, else the
     default), the fixed settings (flags by job-file key; None: the job file's, else the default)
     and the metrics. Every value is validated here, before any point is priced: an unknown value
     anywhere is an error naming the flag, never an empty result. GPU names are looked up with
     `gpu_lookup` and peaks with `peak` (the callers' presets.gpu and report.peak_for: the sweep
-    sits among the estimators and imports neither)."""
+    sits among the estimators and imports neither). `command_defaults` are the training commands'
+    defaults (requests.defaults.sweep_defaults: the flash, zero, recompute and gpu axes, the
+    framework, sequence parallelism at T > 1), so that a point is priced as `tcalc memory` prices
+    it; without them, the estimators' own (the seed's eager, unsharded picture)."""
     from transformer_calc.model.config import Recompute
 
     training_section = dict(job.training) if job is not None else {}
@@ -326,8 +331,10 @@ def build_spec(
 
     axes: dict[str, list[Any]] = {"model": list(models)}
     gpus: dict[str, Any] = {}
+    command = command_defaults or {}
     defaults = {"batch_size": "1", "tensor": "1", "pipeline": "1", "data": "1", "zero": "0", "expert": "1",
                 "context": "1", "recompute": "none", "flash": "false"}  # fmt: skip
+    defaults.update({k: command[k] for k in ("flash", "zero", "recompute", "gpu") if k in command})
     for axis, flag in AXES.items():
         if axis == "model":
             continue
@@ -367,12 +374,17 @@ def build_spec(
     # Training settings: flags, then the job's training: section, then Training's defaults.
     fixed = {k: v for k, v in training_section.items() if k in TRAINING_SETTINGS}
     fixed.update({k: v for k, v in settings.items() if k in TRAINING_SETTINGS and v is not None})
+    if "framework" not in fixed and "framework" in command:
+        fixed["framework"] = command["framework"]
     for recompute, flash in itertools.product(axes["recompute"], axes["flash"]):
         build(Training, {**fixed, "recompute": recompute, "flash": flash}, "sweep training")
     training = build(Training, fixed, "sweep training").model_dump(exclude={"recompute", "flash"}, exclude_unset=True)
     par_fixed = {k: v for k, v in training_section.items() if k in PARALLEL_SETTINGS}
     par_fixed.update({k: v for k, v in settings.items() if k in PARALLEL_SETTINGS and v is not None})
     parallelism = build(Parallelism, par_fixed, "sweep training").model_dump(include=set(PARALLEL_SETTINGS))
+    if "sequence_parallel" not in par_fixed:  # the framework's default: on at T > 1 (per point)
+        parallelism.pop("sequence_parallel", None)
+    sp_with_tensor = bool(command.get("sp_with_tensor", False))
 
     for dtype in axes.get("dtype", []):
         from transformer_calc.devices.hardware import DTYPES
@@ -406,6 +418,7 @@ def build_spec(
     if "train_days" in wanted and peak is None:
         raise TypeError("build_spec needs peak (report.peak_for) for train_days")
     spec = SweepSpec(axes=axes, metrics=wanted, training=training, parallelism=parallelism, inference=inference,
+                     sp_with_tensor=sp_with_tensor,
                      engine=str(engine), tokens=tokens, mfu=0.4 if mfu is None else float(mfu), peak=peak)
     if spec.size > MAX_POINTS:
         raise TcalcError(f"the grid has {spec.size:,} points; keep it under {MAX_POINTS:,} (split it, or use fewer values)")
@@ -485,6 +498,7 @@ def iter_rows(
     want_memory = bool(want & MEMORY_METRICS)
     want_flops = bool(want & {"model_flops", "hardware_flops"})
     want_inference = bool(want & set(INFERENCE_METRICS))
+    training_point = want_memory or want_flops or "train_days" in want
     names = list(spec.axes)
     columns = spec.columns
     trainings: dict[tuple[str, bool], Training] = {}
@@ -506,7 +520,9 @@ def iter_rows(
         label = point["model"]
         m = models[label]
         device = gpus[point["gpu"]] if "gpu" in point else None
-        S = point.get("seq_len") or m.max_seq_len
+        # S: the axis, else the command's default: training's (the pre-training length) where a
+        # training metric is asked, else inference's (the context window), as `tcalc inference`
+        S = point.get("seq_len") or (m.training_seq_len if training_point else m.max_seq_len)
         B = point["batch_size"]
         row = dict(point)
         row["seq_len"] = S
@@ -521,7 +537,8 @@ def iter_rows(
                 if par is None:
                     par = layouts[layout] = Parallelism.model_validate(
                         {"tensor": layout[0], "pipeline": layout[1], "data": layout[2], "zero": layout[3],
-                         "expert": layout[4], "context": layout[5], **spec.parallelism})
+                         "expert": layout[4], "context": layout[5],
+                         "sequence_parallel": spec.sp_with_tensor and layout[0] > 1, **spec.parallelism})
                 w = Workload.model_construct(seq_len=S, batch_size=B)
                 if want_memory:
                     key = (label, S, B, rf, layout)
@@ -846,12 +863,13 @@ def prepare(
     number: NumberParser | None = None,
     gpu_lookup: GpuLookup | None = None,
     peak: PeakLookup | None = None,
+    command_defaults: dict[str, Any] | None = None,
 ) -> SweepRun:
     """Validate everything a sweep is given and return it ready to run (see `build_spec`)."""
     if not models:
         raise TcalcError("no model given; use --preset NAME[,NAME...], --config FILE or --hf-config FILE")
     spec, gpus = build_spec(axes_text, models, metrics, settings, job, tokens=tokens, mfu=mfu, number=number,
-                            gpu_lookup=gpu_lookup, peak=peak)
+                            gpu_lookup=gpu_lookup, peak=peak, command_defaults=command_defaults)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise TcalcError(f"--limit ({_clip(str(limit))}) must be a whole number >= 1")
     if fits_only and not ({"fits", "inference_fits"} & set(spec.metrics)):

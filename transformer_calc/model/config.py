@@ -208,6 +208,11 @@ MAX_PATTERN = 4096  # longest attention pattern accepted (it repeats over the la
 _EXCLUSIVE = {"d_ff": "expansion", "expansion": "d_ff"}
 
 
+# S for training when a model documents no pre-training length: the common 2024-26 length (Llama 3
+# pre-trains at 8K, arXiv:2407.21783 §3.4.1), never a 128K+ context window (requests/defaults.py).
+FALLBACK_TRAIN_SEQ_LEN = 8192
+
+
 class ModelConfig(BaseModel):
     """The architecture of one decoder-only model (everything that sets its parameter count)."""
 
@@ -224,6 +229,11 @@ class ModelConfig(BaseModel):
     mlp: MLPKind = MLPKind.gelu
     vocab_size: int = Field(gt=0, description="V")
     max_seq_len: int = Field(default=2048, gt=0, description="K, block size")
+    train_seq_len: int | None = Field(
+        default=None, gt=0,
+        description="the documented pre-training sequence length (the training commands' default S; None: "
+        "min(max_seq_len, 8192))",
+    )
     positional: Positional = Positional.learned
     position_offset: int = Field(default=0, ge=0, description="extra learned positions (OPT: 2)")
     norm: NormKind = NormKind.layernorm
@@ -453,6 +463,12 @@ class ModelConfig(BaseModel):
         return hash(tuple(self.__dict__.values()))
 
     # ------------------------------------------------------------------ derived, read-only
+    @property
+    def training_seq_len(self) -> int:
+        """S for training when none is given: the documented pre-training length (train_seq_len),
+        else min(max_seq_len, FALLBACK_TRAIN_SEQ_LEN), never a 128K+ context window unasked."""
+        return self.train_seq_len if self.train_seq_len is not None else min(self.max_seq_len, FALLBACK_TRAIN_SEQ_LEN)
+
     @property
     def gated_mlp(self) -> bool:
         return self.mlp in GATED_MLPS
@@ -1030,6 +1046,7 @@ def _check_pattern(d: dict[str, Any]) -> None:
 # Fields a result's model section lists only when the model sets them (the widths of the mixers other
 # than attention): the JSON of every attention-only model stays as it was.
 SHOWN_WHEN_SET = frozenset({
+    "train_seq_len",
     "attn_output_gate", "linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
     "conv_kernel", "ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "ssm_proj_bias",
     "ssm_conv_bias", "ssm_out_bias", "ssm_norm", "mixer_beside_attention", "one_mixer_per_layer", "short_conv_bias",

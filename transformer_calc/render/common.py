@@ -240,3 +240,19 @@ def checkpoint_table(ck: Any) -> Any:
     if ck.note:
         lines.append(ck.note)
     return Group(t, Text("\n".join(lines)))
+
+
+def assumed_text(assumptions: Any) -> str:
+    """The header's lines of what an answer assumed (results.common.Assumptions): one per default,
+    `option value: source`; empty when every option was given."""
+    defaults = getattr(assumptions, "defaults", None) or []
+    if not defaults:
+        return ""
+
+    def shown(value: Any) -> str:
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        return f"{value:,}" if isinstance(value, int) else str(value)
+
+    return "\n".join(["assumed (not given; -f json: assumptions.defaults):"]
+                     + [f"  {d.option} = {shown(d.value)}: {d.source}" for d in defaults])

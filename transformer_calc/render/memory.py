@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformer_calc.render.common import bar, fmt_bytes, styled_table
+from transformer_calc.render.common import assumed_text, bar, fmt_bytes, styled_table
 
 
 def memory_table(r: Any) -> Any:
@@ -109,4 +109,6 @@ def memory_table(r: Any) -> Any:
         lines.append("smallest T·P that fits: " + (f"T={tpp.T} P={tpp.P}" if tpp else "none"))
     if getattr(r, "towers", None) is not None:  # a multimodal model: what this result does with its towers
         lines.append(f"towers: {r.towers.note}")
-    return Group(t, Text("\n".join(line for line in lines if line)))
+    header = assumed_text(r.assumptions)
+    body = Text("\n".join(line for line in lines if line))
+    return Group(Text(header, style="dim"), t, body) if header else Group(t, body)

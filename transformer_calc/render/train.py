@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 from typing import Any
-from transformer_calc.render.common import fmt_bytes, styled_table
+from transformer_calc.render.common import assumed_text, fmt_bytes, styled_table
 
 
 def train_table(r: Any) -> Any:
@@ -11,6 +11,21 @@ def train_table(r: Any) -> Any:
     from rich.text import Text
 
     lay, batch = r.layout, r.batch
+    mem = r.memory
+    given = r.assumptions.model_fields_set  # the offload assumptions with --offload only
+    layout = (
+        f"T={lay.tensor}{' +SP' if lay.sequence_parallel else ''} P={lay.pipeline}{split_text(lay)} v={lay.virtual_stages} "
+        + (f"({lay.pipeline_schedule}) " if lay.pipeline > 1 else "") + f"CP={lay.context} EP={lay.expert} dp={lay.data} ZeRO-{lay.zero}; S={batch.seq_len}, global batch "
+        f"{batch.global_batch} sequences ({batch.global_batch_tokens:,} tokens), micro-batch {batch.micro_batch}"
+        + ((" (the fastest that fits)" if r.fits else " (none of those tried fits)") if batch.micro_batch_chosen else "")
+        + f", {batch.micro_batches} micro-batches per replica")
+    memory = (f"peak memory {fmt_bytes(mem.peak_bytes)} ({mem.peak_phase}) of {fmt_bytes(mem.usable_bytes)} usable: "
+              + ("fits" if mem.fits else "does NOT fit"))
+    header = assumed_text(r.assumptions)
+    if not r.fits:  # no step time for a layout that cannot run: what would make it fit instead
+        lines = [f"Training step: {r.model.name or 'custom model'} on {lay.gpus} x {r.gpu}: does NOT fit, no step time",
+                 layout, memory, "would fit with any one of:"] + [f"  {n}" for n in r.needs]
+        return Group(*([Text(header, style="dim")] if header else []), Text("\n".join(lines)))
     step = r.step_time_s
     t = styled_table(
         f"Training step: {r.model.name or 'custom model'} on {lay.gpus} x {r.gpu}",
@@ -21,19 +36,13 @@ def train_table(r: Any) -> Any:
             t.add_row(key.removesuffix("_s").replace("_", " "), f"{value:.4g}", f"{100 * value / step:.1f} %")
     t.add_section()
     t.add_row("step time", f"{step:.4g}", "", style="bold")
-    mem = r.memory
-    given = r.assumptions.model_fields_set  # the offload assumptions with --offload only
     lines = [
-        f"T={lay.tensor}{' +SP' if lay.sequence_parallel else ''} P={lay.pipeline}{split_text(lay)} v={lay.virtual_stages} "
-        + (f"({lay.pipeline_schedule}) " if lay.pipeline > 1 else "") + f"CP={lay.context} EP={lay.expert} dp={lay.data} ZeRO-{lay.zero}; S={batch.seq_len}, global batch "
-        f"{batch.global_batch} sequences ({batch.global_batch_tokens:,} tokens), micro-batch {batch.micro_batch}"
-        + (" (the fastest that fits)" if batch.micro_batch_chosen else "") + f", {batch.micro_batches} micro-batches per replica",
+        layout,
         f"MFU {100 * r.mfu:.1f} %, HFU {100 * r.hfu:.1f} %, {r.tflops_per_gpu:.0f} TFLOP/s per GPU (model), "
         f"{r.tokens_per_s:,.0f} tokens/s ({r.tokens_per_s_per_gpu:,.0f} per GPU)",
-        f"peak memory {fmt_bytes(mem.peak_bytes)} ({mem.peak_phase}) of {fmt_bytes(mem.usable_bytes)} usable: "
-        + ("fits" if mem.fits else "does NOT fit"),
+        memory,
         "assumptions: " + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                                    for k, v in r.assumptions if k in given),
+                                    for k, v in r.assumptions if k in given and k != "defaults"),
     ]
     b = r.budget
     if b is not None:
@@ -41,7 +50,7 @@ def train_table(r: Any) -> Any:
                      + (f", cost {b.cost:,.0f}" if b.cost is not None else ""))
     if getattr(r, "towers", None) is not None:  # a multimodal model: what this result does with its towers
         lines.append(f"towers: {r.towers.note}")
-    return Group(t, Text("\n".join(lines)))
+    return Group(*([Text(header, style="dim")] if header else []), t, Text("\n".join(lines)))
 
 
 def split_text(lay: Any) -> str:
@@ -72,4 +81,5 @@ def plan_table(r: Any) -> Any:
     lines += [f"  rejected {n}: {why}" for why, n in sorted(r.rejected.items(), key=lambda kv: -kv[1])]
     if r.best_command:
         lines.append("best: " + r.best_command)
-    return Group(t, Text("\n".join(lines)))
+    header = assumed_text(r.assumptions)
+    return Group(*([Text(header, style="dim")] if header else []), t, Text("\n".join(lines)))

@@ -38,7 +38,7 @@ class FlopsRequest(ModelRequest):
     recompute: Recompute = None
     tokens: Annotated[int | None, opt("--tokens", help="Training-time estimate for this token budget, e.g. 300e9 or 1.4T \\[default: none].", parse=count, job=False)] = None
     gpus: Annotated[int | None, opt("--gpus", help="GPUs for the training-time estimate \\[default: none; needed with --tokens].", parse=whole, job=False)] = None
-    gpu: Annotated[str | None, opt("--gpu", help="GPU for the training-time estimate, e.g. a100-80gb \\[default: none; needed with --tokens].", job=False)] = None
+    gpu: Annotated[str | None, opt("--gpu", help="GPU for the training-time estimate, e.g. a100-80gb \\[default: h100].", job=False)] = None
     dtype: Dtype = None
     p: PeakP = None
     mfu: Annotated[float | None, opt("--mfu", help="Assumed MFU (fraction) for the training-time estimate \\[default: 0.4].", parse=fraction, job=False)] = None
@@ -54,7 +54,7 @@ class MfuRequest(ModelRequest):
     section = "training"
     seq_len: SeqLen = None
     gpus: Annotated[int, opt("--gpus", help="GPUs (accelerator chips) in the run.", parse=whole, job=False)] = 1
-    gpu: Annotated[str, opt("--gpu", help="GPU, e.g. a100-80gb.", job=False)] = "a100-80gb"
+    gpu: Annotated[str | None, opt("--gpu", help="GPU, e.g. a100-80gb \\[default: h100].", job=False)] = None
     dtype: Dtype = None
     p: PeakP = None
     global_batch: Annotated[int | None, opt("--global-batch", help="Sequences per optimizer step (all GPUs) \\[default: none; with --step-time].", parse=whole, job=False)] = None

@@ -11,12 +11,10 @@ from transformer_calc.model.config import ModelConfig
 from transformer_calc.requests.base import DTYPE_HELP, P_HELP, node_size, count, fraction, length, opt, positive, whole, zero_stage
 from transformer_calc.requests.model import OUTPUT, ModelRequest
 
-# ============================================================================ train, plan
-# tcalc train's and plan's defaults where they are not tcalc memory's (Training's and Parallelism's):
-# Megatron-core conventions, FlashAttention and a distributed optimizer (ZeRO-1), on an H100.
-TRAIN_DEFAULTS: dict[str, Any] = {"framework": "megatron", "flash": True, "zero": 1, "recompute": "none",
-                                  "gpu": "h100"}
-
+# ============================================================================ memory, train, plan
+# Every training command resolves its settings here: a flag that was given, then the job file's
+# training: section, then the one set of defaults (requests/defaults.py: the framework's attention
+# kernel, optimizer sharding and sequence parallelism, the model's pre-training S, one GPU).
 TRAIN_GPUS = 8  # --gpus when neither the flag nor the job file's layout gives the count
 
 # The layout plan chooses itself: a job file's values for these keys are not used by `tcalc plan`.
@@ -24,21 +22,43 @@ PLAN_LAYOUT_KEYS = ("tensor", "sequence_parallel", "pipeline", "data", "zero", "
                     "batch_size", "micro_batches", "recompute", "first_stage_layers", "last_stage_layers",
                     "embedding_in_split", "loss_in_split", "pipeline_schedule", "microbatch_group")
 
+
+def training_settings(m: ModelConfig, section: dict[str, Any], flags: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+    """The settings of a training command by job-file key (config.resolve's precedence over
+    requests.defaults.training_defaults) and the defaults that were assumed (Assumption)."""
+    from transformer_calc.model.config import resolve
+    from transformer_calc.requests.defaults import training_defaults
+
+    defaults, assumed = training_defaults(m, resolve(flags, section))
+    return resolve(flags, section, defaults), assumed
+
+
+def memory_configs(m: ModelConfig, section: dict[str, Any], flags: dict[str, Any]) -> tuple[Any, Any, Any, str, list[Any]]:
+    """`tcalc memory`'s (and `tcalc check`'s) settings: (Workload, Training, Parallelism, gpu name,
+    the assumed defaults), resolved as train's and plan's (`training_settings`)."""
+    from transformer_calc.model.config import Parallelism, Training, Workload, build, check_expert_layout, split_training
+
+    settings, assumed = training_settings(m, section, flags)
+    parts = split_training(settings)
+    par = build(Parallelism, parts["parallelism"], "training")
+    check_expert_layout(m, par)
+    return (build(Workload, parts["workload"], "training"), build(Training, parts["training"], "training"), par,
+            str(parts["gpu"]["gpu"]), assumed)
+
+
 def train_configs(
     m: ModelConfig, section: dict[str, Any], flags: dict[str, Any], gpus: int | None = None
-) -> tuple[Any, Any, Any, str, bool]:
+) -> tuple[Any, Any, Any, str, bool, list[Any]]:
     """`tcalc train`'s settings, resolved as `tcalc memory`'s (config.resolve): a flag that was
-    given, then the job file's training: section, then the default (TRAIN_DEFAULTS, else the
-    config's). Data parallelism is what the GPUs leave, dp = gpus / (T·P·CP); without `gpus`, the
+    given, then the job file's training: section, then the default (`training_settings`). Data parallelism is what the GPUs leave, dp = gpus / (T·P·CP); without `gpus`, the
     job file's layout sets the count (data·T·P·CP), else TRAIN_GPUS. A micro-batch given as a flag
     fixes the micro-batches per step (G / (dp·b)); the section's `micro_batches` is then not used.
-    Returns (Workload, Training, Parallelism, gpu name, whether the micro-batch was given); the
-    CLI and the Python API both call it."""
-    from transformer_calc.model.config import (Parallelism, Training, Workload, build, check_expert_layout, resolve,
-                                               split_training)
+    Returns (Workload, Training, Parallelism, gpu name, whether the micro-batch was given, the
+    assumed defaults); the CLI and the Python API both call it."""
+    from transformer_calc.model.config import Parallelism, Training, Workload, build, check_expert_layout, split_training
     from transformer_calc.errors import TcalcError
 
-    settings = resolve(flags, section, {"seq_len": m.max_seq_len, **TRAIN_DEFAULTS})
+    settings, assumed = training_settings(m, section, flags)
     if flags.get("batch_size") is not None:
         settings.pop("micro_batches", None)
     parts = split_training(settings)
@@ -52,20 +72,22 @@ def train_configs(
     check_expert_layout(m, par)
     w = build(Workload, {"batch_size": 1, **parts["workload"]}, "training")
     tr = build(Training, parts["training"], "training")
-    return w, tr, par, str(parts["gpu"]["gpu"]), "batch_size" in parts["workload"]
+    return w, tr, par, str(parts["gpu"]["gpu"]), "batch_size" in parts["workload"], assumed
 
-def plan_configs(m: ModelConfig, section: dict[str, Any], flags: dict[str, Any]) -> tuple[int, Any, str, int | None]:
+def plan_configs(m: ModelConfig, section: dict[str, Any], flags: dict[str, Any]) -> tuple[int, Any, str, int | None, list[Any]]:
     """`tcalc plan`'s settings, as train's (`train_configs`) but for the layout, which plan
     chooses (PLAN_LAYOUT_KEYS of the section are not used). Returns (S, Training, gpu name, the
-    expert-tensor size or None)."""
-    from transformer_calc.model.config import Parallelism, Training, Workload, build, resolve, split_training
+    expert-tensor size or None, the assumed defaults but the layout's)."""
+    from transformer_calc.model.config import Parallelism, Training, Workload, build, split_training
 
     fixed = {k: v for k, v in section.items() if k not in PLAN_LAYOUT_KEYS}
-    parts = split_training(resolve(flags, fixed, {"seq_len": m.max_seq_len, **TRAIN_DEFAULTS}))
+    settings, assumed = training_settings(m, fixed, flags)
+    parts = split_training(settings)
+    assumed = [a for a in assumed if a.option not in PLAN_LAYOUT_KEYS]  # plan chooses the layout
     w = build(Workload, parts["workload"], "training")
     tr = build(Training, parts["training"], "training")
     etp = build(Parallelism, {k: v for k, v in parts["parallelism"].items() if k == "expert_tensor"}, "training")
-    return w.seq_len, tr, str(parts["gpu"]["gpu"]), etp.expert_tensor
+    return w.seq_len, tr, str(parts["gpu"]["gpu"]), etp.expert_tensor, assumed
 
 
 
@@ -75,7 +97,14 @@ TRAINING = "Training"
 PARALLEL = "Parallelism"
 FINETUNE = "Fine-tuning and offload"
 
-SeqLen = Annotated[int | None, opt("--S", "--seq-len", help="S: tokens per sequence (8k = 8192) \\[default: the model's max_seq_len].", panel=WORKLOAD, parse=length)]
+SeqLen = Annotated[int | None, opt("--S", "--seq-len", help="S: tokens per sequence (8k = 8192) \\[default: the model's documented pre-training length, else min(max_seq_len, 8192)].", panel=WORKLOAD, parse=length)]
+# The options every training command shares, declared once (their defaults: requests/defaults.py).
+FlashOpt = Annotated[bool | None, opt("--flash/--no-flash", help="FlashAttention / SDPA: no S×S scores kept; --no-flash for eager attention \\[default: on; off with --activations seed].", panel=TRAINING)]
+FrameworkOpt = Annotated[str | None, opt("--framework", help="Memory conventions and time profile: megatron | pytorch (eager/HF Trainer/DDP) | deepspeed | torchtitan (FSDP2: the sharded parameters are the fp32 master; eager or --compile) \\[default: megatron].", panel=TRAINING)]
+ZeroOpt = Annotated[int | None, opt("--zero", help="ZeRO stage 0-3: shard optimizer; +gradients; +weights \\[default: the framework's: 1 megatron (distributed optimizer), 3 torchtitan (FSDP2), 0 pytorch, deepspeed].", panel=PARALLEL, parse=zero_stage)]
+SequenceParallelOpt = Annotated[bool | None, opt("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: on with T > 1 under megatron and torchtitan, else off].", panel=PARALLEL)]
+RecomputeOpt = Annotated[str | None, opt("--recompute", help="none | selective | full (Korthikanti et al. 2022) | op (torchtitan per-op AC) \\[default: none].", panel=TRAINING)]
+GpuOpt = Annotated[str | None, opt("--gpu", help="GPU, e.g. h100, a100-80gb, b200 \\[default: the job file's, else h100].")]
 GradBytes = Annotated[int | None, opt("--grad-bytes", help="Bytes per gradient \\[default: 4 mixed (seed), 4 fp32, 2 bf16].", panel=TRAINING, parse=whole)]
 OptimizerOpt = Annotated[str | None, opt("--optimizer", help="adamw | adam | sgd | sgd-momentum | lion | adam-8bit | adamw-8bit | paged-adamw-8bit | adafactor | muon \\[default: adamw].", panel=TRAINING)]
 Dropout = Annotated[bool | None, opt("--dropout/--no-dropout", help="Dropout masks kept \\[default: the model's dropout > 0].", panel=TRAINING)]
@@ -134,17 +163,17 @@ class MemoryRequest(ModelRequest):
     p: Annotated[int | None, opt("--p", help=P_HELP + "; 4 implies fp32 \\[default: 2].", panel=TRAINING, parse=whole)] = None
     grad_bytes: GradBytes = None
     optimizer: OptimizerOpt = None
-    recompute: Annotated[str | None, opt("--recompute", help="none | selective | full (Korthikanti et al. 2022) | op (torchtitan per-op AC) \\[default: none].", panel=TRAINING)] = None
-    flash: Annotated[bool | None, opt("--flash/--no-flash", help="FlashAttention: no S×S scores kept \\[default: off].", panel=TRAINING)] = None
+    recompute: RecomputeOpt = None
+    flash: FlashOpt = None
     dropout: Dropout = None
     activations: Activations = None
     head_activations: Head = None
-    framework: Annotated[str | None, opt("--framework", help="Peak-memory conventions: pytorch (eager/HF Trainer/FSDP2) | megatron | deepspeed | torchtitan (FSDP2: the sharded parameters are the fp32 master) \\[default: pytorch].", panel=TRAINING)] = None
+    framework: FrameworkOpt = None
     cross_entropy: CrossEntropy = None
     micro_batches: Annotated[int | None, opt("--micro-batches", help="Micro-batches per optimizer step (gradients stay allocated across them) \\[default: P, or 1].", panel=TRAINING, parse=whole)] = None
     fused_optimizer: FusedOptimizer = None
     tensor: Annotated[int | None, opt("--T", "--tensor-parallel", help="T: tensor-parallel ranks \\[default: 1].", panel=PARALLEL, parse=whole)] = None
-    sequence_parallel: Annotated[bool | None, opt("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", panel=PARALLEL)] = None
+    sequence_parallel: SequenceParallelOpt = None
     pipeline: Annotated[int | None, opt("--P", "--pipeline-parallel", help="P: pipeline stages (1F1B) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     virtual_stages: Annotated[int | None, opt("--virtual-stages", help="Interleaved model chunks per pipeline stage \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     first_stage_layers: FirstStage = None
@@ -153,7 +182,7 @@ class MemoryRequest(ModelRequest):
     loss_in_split: LossInSplit = None
     pipeline_schedule: PipelineScheduleOpt = None
     data: Annotated[int | None, opt("--dp", "--data-parallel", help="Data-parallel replicas (for ZeRO) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
-    zero: Annotated[int | None, opt("--zero", help="ZeRO stage 0-3: shard optimizer; +gradients; +weights \\[default: 0].", panel=PARALLEL, parse=zero_stage)] = None
+    zero: ZeroOpt = None
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel ranks: routed experts split ep ways (MoE) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
     expert_tensor: Etp = None
     context: Annotated[int | None, opt("--cp", "--context-parallel", help="Context-parallel ranks: the sequence split cp ways \\[default: 1].", panel=PARALLEL, parse=whole)] = None
@@ -170,7 +199,7 @@ class MemoryRequest(ModelRequest):
     offload_device: OffloadDevice = None
     fp8_recipe: FP8 = None
     compile: Compile = None
-    gpu: Annotated[str | None, opt("--gpu", help="Check the fit on this GPU, e.g. a100-80gb \\[default: none: no fit check].", panel=OUTPUT)] = None
+    gpu: GpuOpt = None
 
 
 
@@ -182,7 +211,7 @@ class TrainRequest(ModelRequest):
     command = "train"
     section = "training"
     gpus: Annotated[int | None, opt("--gpus", help="GPUs in all; dp = gpus / (T·P·CP) \\[default: the job file's data x T x P x CP, else 8].", parse=whole, job=False)] = None
-    gpu: Annotated[str | None, opt("--gpu", help="GPU, e.g. a100-80gb, h100 \\[default: the job file's, else h100].")] = None
+    gpu: GpuOpt = None
     seq_len: SeqLen = None
     global_batch: GlobalBatch = None
     global_batch_tokens: GlobalBatchTokens = None
@@ -199,14 +228,14 @@ class TrainRequest(ModelRequest):
     cp_comm_type: CPCommTypeOpt = None
     microbatch_group: MicrobatchGroup = None
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="Expert-parallel ranks (MoE) \\[default: 1].", panel=PARALLEL, parse=whole)] = None
-    sequence_parallel: Annotated[bool | None, opt("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", panel=PARALLEL)] = None
-    zero: Annotated[int | None, opt("--zero", help="ZeRO stage 0-3 (1: a distributed optimizer) \\[default: 1].", panel=PARALLEL, parse=zero_stage)] = None
-    recompute: Annotated[str | None, opt("--recompute", help="none | selective | full | op \\[default: none].", panel=TRAINING)] = None
-    flash: Annotated[bool | None, opt("--flash/--no-flash", help="FlashAttention \\[default: on].", panel=TRAINING)] = None
+    sequence_parallel: SequenceParallelOpt = None
+    zero: ZeroOpt = None
+    recompute: RecomputeOpt = None
+    flash: FlashOpt = None
     precision: Annotated[str | None, opt("--precision", help="mixed | bf16 | fp32 \\[default: mixed; fp32 with --dtype fp32].", panel=TRAINING)] = None
     dtype: Annotated[str | None, opt("--dtype", help=DTYPE_HELP + " (fp8: matmuls at the fp8 peak) \\[default: bf16].", panel=TRAINING, job=False)] = None
     p: Annotated[int | None, opt("--p", help=P_HELP + " \\[default: 2].", panel=TRAINING, parse=whole)] = None
-    framework: Annotated[str | None, opt("--framework", help="Memory conventions and time profile: pytorch | megatron | deepspeed | torchtitan (FSDP2, eager or --compile) \\[default: megatron].", panel=TRAINING)] = None
+    framework: FrameworkOpt = None
     finetune: Finetune = None
     lora_rank: LoraRank = None
     lora_targets: LoraTargets = None
@@ -247,13 +276,13 @@ class PlanRequest(ModelRequest):
     command = "plan"
     section = "training"
     gpus: Annotated[int, opt("--gpus", help="GPUs in all.", parse=whole, job=False)] = 8
-    gpu: Annotated[str | None, opt("--gpu", help="GPU, e.g. h100 \\[default: the job file's, else h100].")] = None
+    gpu: GpuOpt = None
     seq_len: SeqLen = None
     global_batch: Annotated[int | None, opt("--global-batch", help="Global batch in sequences \\[default: none; this or --global-batch-tokens].", parse=count, job=False)] = None
     global_batch_tokens: GlobalBatchTokens = None
     top: Annotated[int, opt("--top", help="Layouts shown.", parse=whole, job=False)] = 10
-    flash: Annotated[bool | None, opt("--flash/--no-flash", help="FlashAttention \\[default: on].")] = None
-    framework: Annotated[str | None, opt("--framework", help="Memory conventions and time profile: pytorch | megatron | deepspeed | torchtitan \\[default: megatron].")] = None
+    flash: FlashOpt = None
+    framework: FrameworkOpt = None
     compile: Compile = None
     finetune: Finetune = None
     lora_rank: LoraRank = None

@@ -99,7 +99,7 @@ def check_job(
     Limits: the GPU's capacity (flag, then checks.gpu, then the section's gpu) and max_memory
     (flag, then checks.max_memory). Raises TcalcError for an invalid file.
     """
-    from transformer_calc.model.config import build_model, parse_bytes, training_configs
+    from transformer_calc.model.config import build_model, parse_bytes
     from transformer_calc.sources.presets import gpu as find_gpu
     from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
     from transformer_calc.sources.presets import load_job
@@ -107,7 +107,7 @@ def check_job(
     from transformer_calc.requests.base import checked_job
     from transformer_calc.requests.catalog import CheckRequest
     from transformer_calc.requests.inference import InferenceRequest, ServeRequest
-    from transformer_calc.requests.training import MemoryRequest
+    from transformer_calc.requests.training import MemoryRequest, memory_configs
 
     # positional files: messages name the path alone; each section's values are read as the flags
     # of the commands that read it are (a job file `tcalc serve` refuses is refused here too)
@@ -147,7 +147,8 @@ def check_job(
         and (gpu_name is not None or job.checks.get("gpu") is not None or max_memory is not None)
     )
     if want_training:
-        workload, training, parallelism, section_gpu = training_configs(model, job.training, {})
+        workload, training, parallelism, _, _ = memory_configs(model, job.training, {})  # memory's defaults
+        section_gpu = job.training.get("gpu")  # a limit is checked only where one is given
         name = next((n for n in (gpu_name, job.checks.get("gpu"), section_gpu) if n is not None), None)
         total = peak_memory(model, workload, training, parallelism).peak_bytes  # the step's peak
         if name is not None:

@@ -50,6 +50,28 @@ def model_section(m: ModelConfig) -> Any:
     return ModelSection.model_validate({**shown, "gated_mlp": m.gated_mlp})
 
 
+class AssumedDefault(Section):
+    """One default that shaped an answer (requests/defaults.py): the option, its value, why."""
+
+    option: str  # the job-file key (the request field)
+    value: bool | int | float | str
+    source: str
+
+
+class Assumptions(Section):
+    """What an answer assumed where neither a flag nor the job file said."""
+
+    defaults: list[AssumedDefault]
+
+
+def assumed_defaults(assumed: Any) -> list[AssumedDefault]:
+    return [AssumedDefault(option=a.option, value=a.value, source=a.source) for a in assumed]
+
+
+def assumptions_section(assumed: Any) -> Assumptions:
+    return Assumptions(defaults=assumed_defaults(assumed))
+
+
 class TowersSection(Section):
     """A multimodal model's parts beside its language model (docs/formulas.md "Towers"), in every
     result of a model that has them; `note` says what this result does with them."""

@@ -129,8 +129,10 @@ def flops_request(
     from transformer_calc.model.config import Recompute, Workload, build, resolve
     from transformer_calc.sources.presets import gpu as find_gpu
 
+    from transformer_calc.requests.defaults import DEFAULT_GPU, train_seq_len
+
     o = resolve({"seq_len": S, "batch_size": B, "recompute": recompute}, section,
-                {"seq_len": m.max_seq_len, "batch_size": 1, "recompute": "none"})
+                {"seq_len": train_seq_len(m)[0], "batch_size": 1, "recompute": "none"})
     workload = build(Workload, {"seq_len": o["seq_len"], "batch_size": o["batch_size"]}, "workload")
     try:
         rec = Recompute(o["recompute"])
@@ -144,8 +146,10 @@ def flops_request(
         raise TcalcError(str(exc)) from None
     if (gpus is not None or gpu_name is not None or mfu is not None) and tokens is None:
         raise TcalcError("--gpus, --gpu and --mfu estimate training time: give --tokens too, e.g. --tokens 300e9")
-    if tokens is not None and (gpus is None) != (gpu_name is None):
-        raise TcalcError("a training-time estimate needs both --gpus N and --gpu NAME")
+    if tokens is not None and gpus is None and gpu_name is not None:
+        raise TcalcError("a training-time estimate needs the number of GPUs: give --gpus N")
+    if tokens is not None and gpus is not None and gpu_name is None:
+        gpu_name = DEFAULT_GPU  # the one default GPU (requests/defaults.py)
     if mfu is not None and not 0 < mfu <= 1:
         raise TcalcError(f"--mfu ({mfu}) must be a fraction in (0, 1], e.g. 0.4 for 40 %")
     device = find_gpu(gpu_name) if gpu_name is not None else None
@@ -252,7 +256,7 @@ class MfuResult(Result):
 
 
 def mfu_request(
-    m: ModelConfig, section: dict[str, Any], *, S: int | None = None, gpus: int = 1, gpu_name: str = "a100-80gb",
+    m: ModelConfig, section: dict[str, Any], *, S: int | None = None, gpus: int = 1, gpu_name: str | None = None,
     dtype: str | None = None, global_batch: int | None = None, global_batch_tokens: int | None = None,
     step_time: float | None = None, tokens_per_s: float | None = None, recompute: str | None = None,
     causal: bool = False, hfu_convention: str = "executed",
@@ -264,7 +268,9 @@ def mfu_request(
     from transformer_calc.model.config import Recompute, Workload, build, resolve
     from transformer_calc.sources.presets import gpu as find_gpu
 
-    o = resolve({"seq_len": S, "recompute": recompute}, section, {"seq_len": m.max_seq_len, "recompute": "none"})
+    from transformer_calc.requests.defaults import DEFAULT_GPU, train_seq_len
+
+    o = resolve({"seq_len": S, "recompute": recompute}, section, {"seq_len": train_seq_len(m)[0], "recompute": "none"})
     workload = build(Workload, {"seq_len": o["seq_len"]}, "workload")
     rec = o["recompute"]
     if global_batch_tokens is not None:
@@ -293,7 +299,7 @@ def mfu_request(
     except ValueError as exc:
         raise TcalcError(str(exc)) from None
     return mfu_report(
-        m, workload, gpus, find_gpu(gpu_name), dtype=dtype, global_batch=global_batch, step_time=step_time,
+        m, workload, gpus, find_gpu(gpu_name or DEFAULT_GPU), dtype=dtype, global_batch=global_batch, step_time=step_time,
         tokens_per_s=tokens_per_s, recompute=rec_kind, causal=causal, hfu_convention=hfu_convention,
     )
 

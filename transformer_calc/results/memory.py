@@ -24,7 +24,8 @@ from transformer_calc.model.config import (
     Workload,
 )
 from transformer_calc.results.base import Result, Section
-from transformer_calc.results.common import WorkloadSection, CheckpointSection, ModelSection, TowersSection, model_section, towers_section
+from transformer_calc.results.common import (Assumptions, CheckpointSection, ModelSection, TowersSection, WorkloadSection,
+                                            assumptions_section, model_section, towers_section)
 
 if TYPE_CHECKING:
     from transformer_calc.requests.training import MemoryRequest
@@ -229,6 +230,7 @@ class MemoryResult(Result):
     params: MemoryParams
     memory: MemorySection
     b_min: float  # seed B_min: mixed precision saves memory above this micro-batch
+    assumptions: Assumptions  # the defaults this answer assumed (requests/defaults.py), with their sources
     finetune: FinetuneSection | None = None  # adapters only
     offload: OffloadSection | None = None  # --offload only
     gpu: GpuFit | None = None  # --gpu only, as fits and fit
@@ -245,6 +247,7 @@ def memory_report(
     par: Parallelism,
     gpu: Any | None = None,
     checkpoint: CheckpointSection | None = None,
+    assumed: list[Any] = (),  # type: ignore[assignment]
 ) -> MemoryResult:
     """`tcalc memory`: training memory per GPU of the most loaded pipeline stage, with fitting."""
     from transformer_calc.estimators.training.gemma4 import trainable_params  # finetune's, Gemma 4's classes too
@@ -341,6 +344,7 @@ def memory_report(
             ],
         ),
         b_min=b_min(m, w.seq_len),
+        assumptions=assumptions_section(assumed),
         **optional,
     )
 
@@ -446,7 +450,7 @@ def memory_command(src: Any, flags: dict[str, Any]) -> MemoryResult:
     options given (job-file key names; None: not given): each the option, else the job file's
     training: key, else the default (config.resolve). `dtype` is the compute dtype, `p` its bytes."""
     from transformer_calc.devices.hardware import COMPUTE_DTYPE_BYTES, check_fp8_recipe, compute_dtype
-    from transformer_calc.model.config import training_configs
+    from transformer_calc.requests.training import memory_configs
     from transformer_calc.results.common import source_checkpoint, with_checkpoint_weights
     from transformer_calc.sources.presets import gpu as find_gpu
 
@@ -455,12 +459,11 @@ def memory_command(src: Any, flags: dict[str, Any]) -> MemoryResult:
     if name is not None:
         flags["p"] = COMPUTE_DTYPE_BYTES[name]
     m, job = src.model, src.job
-    w, tr, par, gpu_name = training_configs(m, job.training if job else {}, flags)
+    w, tr, par, gpu_name, assumed = memory_configs(m, job.training if job else {}, flags)
     tr = with_checkpoint_weights(m, tr, src.checkpoint)
-    device = find_gpu(str(gpu_name)) if gpu_name is not None else None
-    if device is not None:
-        check_fp8_recipe(tr.fp8_recipe.value, device)
-    return memory_report(m, w, tr, par, device, checkpoint=source_checkpoint(src))
+    device = find_gpu(gpu_name)
+    check_fp8_recipe(tr.fp8_recipe.value, device)
+    return memory_report(m, w, tr, par, device, checkpoint=source_checkpoint(src), assumed=assumed)
 
 
 # ---------------------------------------------------------------------------- the command

@@ -84,7 +84,10 @@ def prepare_sweep(req: SweepRequest) -> Any:
     from transformer_calc.results.common import peak_for
     from transformer_calc.sources.presets import gpu as find_gpu
 
+    from transformer_calc.requests.defaults import sweep_defaults
+
     models, job = req.models_of()
+    given = {**(dict(job.training) if job is not None else {}), **{k: v for k, v in req.fixed().items() if v is not None}}
     return prepare(models, req.axes(), req.fixed(), req.metrics, job, tokens=req.tokens, mfu=req.mfu,
                    fits_only=req.fits_only, sort=req.sort, limit=req.limit, gpu_lookup=find_gpu,
-                   peak=peak_for)
+                   peak=peak_for, command_defaults=sweep_defaults(given))

@@ -12,7 +12,8 @@ from pydantic import create_model
 
 from transformer_calc.model.config import ModelConfig, Training
 from transformer_calc.results.base import Result, Section
-from transformer_calc.results.common import ModelSection, TowersSection, model_section, network_for, towers_section
+from transformer_calc.results.common import (AssumedDefault, Assumptions, ModelSection, TowersSection, assumed_defaults,
+                                            assumptions_section, model_section, network_for, towers_section)
 
 if TYPE_CHECKING:
     from transformer_calc.requests.training import PlanRequest, TrainRequest
@@ -106,6 +107,7 @@ class StepAssumptions(Section):
     offload_overlapped: bool | None = None
     cpu_optimizer_priced: bool | None = None
     nvme_drive_bandwidth_priced: bool | None = None
+    defaults: list[AssumedDefault] = []  # the options' defaults assumed (requests/defaults.py), with their sources
 
 
 class Budget(Section):
@@ -123,17 +125,19 @@ class TrainResult(Result):
     layout: Layout
     batch: Batch
     training: TrainingSection
-    step_time_s: float
-    breakdown: StepBreakdown
-    dp_comm_total_s: float  # the whole data-parallel communication, hidden or not
-    tokens_per_s: float  # all GPUs
-    tokens_per_s_per_gpu: float
-    mfu: float
-    hfu: float
-    tflops_per_gpu: float  # model FLOPs, 10^12 per second
+    fits: bool  # the step's peak fits the GPU; false: no step time is given (a layout that cannot run has none)
+    step_time_s: float | None  # null when the layout does not fit
+    breakdown: StepBreakdown | None
+    dp_comm_total_s: float | None  # the whole data-parallel communication, hidden or not
+    tokens_per_s: float | None  # all GPUs
+    tokens_per_s_per_gpu: float | None
+    mfu: float | None
+    hfu: float | None
+    tflops_per_gpu: float | None  # model FLOPs, 10^12 per second
     model_flops: int  # one step, all GPUs, no recompute
     hardware_flops: int  # with recomputation
     memory: TrainMemory
+    needs: list[str]  # when it does not fit: changes that make it fit, each with its peak (empty when it fits)
     assumptions: StepAssumptions
     budget: Budget | None = None  # with --tokens
     towers: TowersSection | None = None  # a multimodal model: its towers are not in the step
@@ -161,6 +165,7 @@ class PlanResult(Result):
     plans: list[PlanRow]  # the fastest first, at most --top
     rejected: dict[str, int]  # layouts rejected, counted by reason
     best_command: str | None  # `tcalc train` of the best plan; null when none fits
+    assumptions: Assumptions  # the defaults assumed (requests/defaults.py), the layout's excepted
     towers: TowersSection | None = None  # a multimodal model: its towers are not in the plans
 
 
@@ -179,9 +184,11 @@ def train_report(
     m: ModelConfig, w: Any, tr: Any, par: Any, gpu: Any, *, global_batch: int, micro_batch_given: bool,
     network: Any = None, matmul_efficiency: float | None = None, tokens: int | None = None,
     price_per_gpu_hour: float | None = None, tp_comm_overlap: bool | None = None,
-    moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False,
+    moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False, assumed: Any = (),
 ) -> TrainResult:
-    """`tcalc train`: the step time of one layout, its breakdown, MFU, memory, and a budget."""
+    """`tcalc train`: the step time of one layout, its breakdown, MFU, memory, and a budget. A
+    layout whose peak does not fit the GPU gets no step time, throughput, MFU or budget: `needs`
+    says what would make it fit instead."""
     from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
     from transformer_calc.estimators.training.train import estimate_step, fastest_micro_batch, micro_batch_count
@@ -214,13 +221,21 @@ def train_report(
                         moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap)
     tl = peak_memory(m, w, tr, par)
     usable = fit_capacity(gpu.memory_bytes)
+    fits = tl.peak_bytes <= usable
     offload: dict[str, Any] = {}  # the memory section's offload keys: with --offload only
     if tr.offload.value != "none":
         offload = {"offloaded_bytes_per_gpu": tl.stage.offloaded, "offload_device": tr.offload_device.value}
-    # the budget section only with --tokens (unset, it is absent from the JSON)
-    extra: dict[str, Any] = {"budget": _budget(tokens, global_batch * w.seq_len, est, price_per_gpu_hour)} if tokens is not None else {}
+    # the budget section only with --tokens (unset, it is absent from the JSON), and only for a layout that runs
+    extra: dict[str, Any] = ({"budget": _budget(tokens, global_batch * w.seq_len, est, price_per_gpu_hour)}
+                             if tokens is not None and fits else {})
     if (towers := towers_section(m, "training")) is not None:
         extra["towers"] = towers
+    timing: dict[str, Any] = dict(
+        step_time_s=est.step_time_s, breakdown=StepBreakdown(**est.breakdown), dp_comm_total_s=est.dp_comm_s,
+        tokens_per_s=est.tokens_per_s, tokens_per_s_per_gpu=est.tokens_per_s / est.gpus, mfu=est.mfu, hfu=est.hfu,
+        tflops_per_gpu=est.tflops_per_gpu,
+    ) if fits else dict.fromkeys(("step_time_s", "breakdown", "dp_comm_total_s", "tokens_per_s", "tokens_per_s_per_gpu",
+                                  "mfu", "hfu", "tflops_per_gpu"))
     return TrainResult(
         model=model_section(m),
         gpu=gpu.name,
@@ -228,21 +243,55 @@ def train_report(
         batch=Batch(global_batch=global_batch, global_batch_tokens=global_batch * w.seq_len, micro_batch=chosen,
                     micro_batch_chosen=not micro_batch_given, micro_batches=m_micro, seq_len=w.seq_len, tried=tried),
         training=TrainingSection(**{name: getattr(tr, name) for name in TrainingSection.model_fields}),
-        step_time_s=est.step_time_s,
-        breakdown=StepBreakdown(**est.breakdown),
-        dp_comm_total_s=est.dp_comm_s,
-        tokens_per_s=est.tokens_per_s,
-        tokens_per_s_per_gpu=est.tokens_per_s / est.gpus,
-        mfu=est.mfu,
-        hfu=est.hfu,
-        tflops_per_gpu=est.tflops_per_gpu,
+        fits=fits,
+        **timing,
         model_flops=est.model_flops,
         hardware_flops=est.hardware_flops,
         memory=TrainMemory(peak_bytes=tl.peak_bytes, peak_phase=tl.peak.name, usable_bytes=usable,
-                           fits=tl.peak_bytes <= usable, **offload),
-        assumptions=StepAssumptions(**est.assumptions),
+                           fits=fits, **offload),
+        needs=[] if fits else fit_needs(m, w, tr, par, usable),
+        assumptions=StepAssumptions(**est.assumptions, defaults=assumed_defaults(assumed)),
         **extra,
     )
+
+
+def fit_needs(m: ModelConfig, w: Any, tr: Any, par: Any, capacity: int) -> list[str]:
+    """What makes a layout that does not fit fit, each change alone with its peak: a smaller
+    micro-batch, more recomputation, more ZeRO sharding, the smallest T (same P) and T·P."""
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.estimators.training.timeline import max_micro_batch, min_parallelism, peak_memory
+    from transformer_calc.model.units import GIB
+
+    out: list[str] = []
+
+    def tried(text: str, w2: Any, tr2: Any, par2: Any) -> None:
+        try:
+            peak = peak_memory(m, w2, tr2, par2).peak_bytes
+        except TcalcError:
+            raise
+        except ValueError:
+            return
+        if peak <= capacity:
+            out.append(f"{text} (peak {peak / GIB:.1f} GiB)")
+
+    if w.batch_size > 1 and (b := max_micro_batch(m, w, tr, par, capacity)):
+        tried(f"--micro-batch {b}", w.model_copy(update={"batch_size": b}), tr, par)
+    for rc in ("selective", "full"):
+        if tr.recompute.value in ("none", "op") or (rc == "full" and tr.recompute.value == "selective"):
+            tried(f"--recompute {rc}", w, tr.model_copy(update={"recompute": rc}), par)
+    if par.data > 1:
+        for z in range(par.zero + 1, 4):
+            tried(f"--zero {z}", w, tr, par.model_copy(update={"zero": z}))
+    fit_T = min_parallelism(m, w, tr, par, capacity)
+    if fit_T is not None and fit_T[0] != par.tensor:
+        out.append(f"--T {fit_T[0]} (the smallest T that fits at P = {par.pipeline}; --gpus a multiple of T·P·CP)")
+    fit_TP = min_parallelism(m, w, tr, par, capacity, vary_pipeline=True)
+    if fit_TP is not None and fit_TP != fit_T and fit_TP != (par.tensor, par.pipeline):
+        out.append(f"--T {fit_TP[0]} --P {fit_TP[1]} (the smallest T·P that fits)")
+    if not out:
+        out.append("none of a smaller micro-batch, more recomputation, ZeRO or T up to 64 alone: more GPUs per "
+                   "replica (--P, --cp, --ep) or a GPU with more memory")
+    return out
 
 
 def _budget(tokens: int, tokens_per_step: int, est: Any, price_per_gpu_hour: float | None) -> Budget:
@@ -259,7 +308,7 @@ def _budget(tokens: int, tokens_per_step: int, est: Any, price_per_gpu_hour: flo
 def plan_report(
     m: ModelConfig, seq_len: int, tr: Any, gpu: Any, *, gpus: int, global_batch: int, top: int = 10,
     node_size: int | None = None, inter_node_gb_s: float | None = None, source: str | None = None,
-    expert_tensor: int | None = None,
+    expert_tensor: int | None = None, assumed: Any = (),
 ) -> PlanResult:
     """`tcalc plan`: the feasible layouts ranked by step time, and why the others were rejected.
 
@@ -302,7 +351,7 @@ def plan_report(
     return PlanResult(
         model=model_section(m), gpu=gpu.name, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
         evaluated=len(plans) + sum(rejected.values()), feasible=len(plans),
-        plans=rows, rejected=rejected, best_command=command,
+        plans=rows, rejected=rejected, best_command=command, assumptions=assumptions_section(assumed),
         **({"towers": towers} if (towers := towers_section(m, "training")) is not None else {}),
     )
 
@@ -329,7 +378,7 @@ def train_command(
     auto_v = flags.get("virtual_stages") == "auto"
     if auto_v:
         flags["virtual_stages"] = None  # chosen below, once the layout is known
-    w, tr, par, gpu_name, micro_batch_given = train_configs(m, job.training if job else {}, flags, gpus)
+    w, tr, par, gpu_name, micro_batch_given, assumed = train_configs(m, job.training if job else {}, flags, gpus)
     device = find_gpu(gpu_name)
     check_fp8_recipe(tr.fp8_recipe.value, device)
     if auto_v:
@@ -346,7 +395,7 @@ def train_command(
                         micro_batch_given=micro_batch_given, network=network_for(device, node_size, inter_node_gb_s),
                         matmul_efficiency=matmul_efficiency, tokens=tokens, price_per_gpu_hour=price_per_gpu_hour,
                         tp_comm_overlap=tp_comm_overlap, moe_load_imbalance=moe_load_imbalance,
-                        moe_a2a_overlap=moe_a2a_overlap)
+                        moe_a2a_overlap=moe_a2a_overlap, assumed=assumed)
 
 
 def plan_command(
@@ -360,9 +409,10 @@ def plan_command(
     from transformer_calc.sources.presets import gpu as find_gpu
 
     m, job = src.model, src.job
-    seq, tr, gpu_name, etp = plan_configs(m, job.training if job else {}, flags)
+    seq, tr, gpu_name, etp, assumed = plan_configs(m, job.training if job else {}, flags)
     return plan_report(m, seq, tr, find_gpu(gpu_name), gpus=gpus, global_batch=global_batch_of(seq), top=top,
-                       node_size=node_size, inter_node_gb_s=inter_node_gb_s, source=source_text, expert_tensor=etp)
+                       node_size=node_size, inter_node_gb_s=inter_node_gb_s, source=source_text, expert_tensor=etp,
+                       assumed=assumed)
 
 
 # ---------------------------------------------------------------------------- the command

@@ -97,7 +97,18 @@ def preset_spec(name: str) -> dict[str, Any]:
     # the module layout of the family's modeling code (GPT-3 is read as GPT-2, as verify_presets does)
     family = entry.get("hf_model_type") or ("gpt2" if entry.get("family") == "gpt3" else None)
     fused = FUSED_LINEARS.get(family, {}) if isinstance(family, str) else {}
-    return {"name": canonical, "source": entry.get("source"), **fused, **entry["model"]}
+    seq = {"train_seq_len": entry["train_seq_len"]} if "train_seq_len" in entry else {}
+    return {"name": canonical, "source": entry.get("source"), **fused, **seq, **entry["model"]}
+
+
+def train_seq_len_source(name: str | None) -> str | None:
+    """Where a preset's documented pre-training length (`train_seq_len`) is stated, if it is a preset."""
+    if not name:
+        return None
+    try:
+        return model_presets()[resolve_preset(name)].get("train_seq_len_source")
+    except TcalcError:
+        return None
 
 
 def preset_model(name: str) -> ModelConfig:

@@ -1,0 +1,120 @@
+"""The one source of defaults: what a command assumes where neither a flag, an API keyword nor the
+job file says, the same in every command, each with the source it follows.
+
+The framework decides the training defaults (its attention kernel, its optimizer sharding, its
+sequence parallelism); one GPU is the default of every command that prices work. Each default
+that shaped an answer is returned as an `Assumption` (option, value, source), which the results
+carry in their JSON (`assumptions.defaults`) and print in their header.
+
+The config classes (model.config.Training, Parallelism) keep the seed's neutral defaults for the
+estimators' own Python API (eager attention, no sharding): those are the equations' defaults, not a
+command's. `--activations seed` asks for the seed's picture and gets the seed's defaults too
+(eager attention, plain PyTorch conventions, no sharding), so its case study is reproduced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# One GPU for every command (memory, train, plan, flops, mfu, inference, serve, sweep, check):
+# the H100 SXM5 80GB, the most deployed training and serving GPU of 2024-26.
+DEFAULT_GPU = "h100"
+DEFAULT_GPU_SOURCE = "tcalc's default GPU in every command (H100 SXM5 80GB)"
+
+DEFAULT_FRAMEWORK = "megatron"
+FRAMEWORK_SOURCE = "Megatron-core's memory conventions and time profile (NeMo / Megatron-Bridge recipes)"
+
+# The attention kernel every 2026 stack runs by default: PyTorch SDPA (flash / memory-efficient
+# backends) in transformers and torchtitan, Transformer Engine's fused attention in Megatron-core.
+FLASH_SOURCE = "FlashAttention/SDPA, the default kernel of transformers, Megatron-core (TE) and torchtitan"
+
+# The optimizer sharding each framework runs by default (ZeRO stage).
+FRAMEWORK_ZERO: dict[str, tuple[int, str]] = {
+    "megatron": (1, "Megatron-core's distributed optimizer (on in every NeMo / Megatron-Bridge recipe)"),
+    "torchtitan": (3, "torchtitan's FSDP2 (data_parallel_shard_degree -1)"),
+    "pytorch": (0, "PyTorch DDP (no sharding)"),
+    "deepspeed": (0, "DeepSpeed's zero_optimization.stage default"),
+}
+
+# Sequence parallelism with T > 1: Megatron-Bridge / NeMo recipes set sequence_parallel whenever
+# tensor_model_parallel_size > 1; torchtitan's TP plan shards norms and dropout along the sequence
+# (SequenceParallel) always.
+SP_FRAMEWORKS: dict[str, str] = {
+    "megatron": "Megatron-Bridge / NeMo recipes set sequence_parallel whenever T > 1",
+    "torchtitan": "torchtitan's tensor-parallel plan (SequenceParallel norms)",
+}
+
+from transformer_calc.model.config import FALLBACK_TRAIN_SEQ_LEN
+
+# --activations seed: the seed's own picture (its case study): eager attention, plain PyTorch, no ZeRO.
+SEED_DEFAULTS: dict[str, Any] = {"flash": False, "framework": "pytorch", "zero": 0}
+SEED_SOURCE = "--activations seed: the seed's picture (eager attention, plain PyTorch, no ZeRO)"
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """A default that shaped an answer: the option (job-file key), its value, and why."""
+
+    option: str
+    value: Any
+    source: str
+
+
+def train_seq_len(model: Any) -> tuple[int, str]:
+    """S for training when none is given: the model's documented pre-training length
+    (`train_seq_len`), else min(max_seq_len, 8192)."""
+    if model.train_seq_len is not None:
+        from transformer_calc.sources.presets import train_seq_len_source
+
+        cited = train_seq_len_source(model.name)
+        return model.train_seq_len, cited or "the model's documented pre-training length (train_seq_len)"
+    S = model.training_seq_len
+    return S, ("the model's context window (max_seq_len)" if S == model.max_seq_len else
+               f"no documented pre-training length: min(max_seq_len {model.max_seq_len:,}, {FALLBACK_TRAIN_SEQ_LEN:,})")
+
+
+def training_defaults(model: Any, given: dict[str, Any], *, gpu: bool = True) -> tuple[dict[str, Any], list[Assumption]]:
+    """The defaults of a training command (memory, train, plan, sweep) for the options that
+    `given` (flags, then the job file's training: section; None: not given) leaves unset, and
+    the assumptions they make. `gpu=False`: the command takes no GPU default (plan's GPU is the
+    same default, but a command may price no device)."""
+    seen = {k: v for k, v in given.items() if v is not None}
+    seed = str(seen.get("activations", "")) == "seed"
+    out: dict[str, Any] = {}
+    said: list[Assumption] = []
+
+    def default(option: str, value: Any, source: str) -> None:
+        if option not in seen and option not in out:
+            out[option] = value
+            said.append(Assumption(option, value, source))
+
+    S, why = train_seq_len(model)
+    default("seq_len", S, why)
+    if seed:
+        for option, value in SEED_DEFAULTS.items():
+            default(option, value, SEED_SOURCE)
+    default("framework", DEFAULT_FRAMEWORK, FRAMEWORK_SOURCE)
+    framework = str(seen.get("framework", out.get("framework")))
+    default("flash", True, FLASH_SOURCE)
+    zero, zero_source = FRAMEWORK_ZERO.get(framework, (0, "no ZeRO"))
+    default("zero", zero, zero_source)
+    default("recompute", "none", "no activation recomputation (Megatron-core's and torchtitan's default)")
+    tensor = seen.get("tensor", 1)
+    if isinstance(tensor, int) and tensor > 1 and framework in SP_FRAMEWORKS:
+        default("sequence_parallel", True, SP_FRAMEWORKS[framework])
+    if gpu:
+        default("gpu", DEFAULT_GPU, DEFAULT_GPU_SOURCE)
+    return out, said
+
+
+def sweep_defaults(given: dict[str, Any]) -> dict[str, Any]:
+    """`tcalc sweep`'s defaults, the training commands' (`training_defaults`) as a sweep reads
+    them: the flash, zero, recompute and gpu axes' texts, the framework, and whether sequence
+    parallelism defaults on at T > 1 (S is each model's training_seq_len)."""
+    seen = {k: v for k, v in given.items() if v is not None}
+    seed = {k: v for k, v in SEED_DEFAULTS.items()} if str(seen.get("activations", "")) == "seed" else {}
+    framework = str(seen.get("framework", seed.get("framework", DEFAULT_FRAMEWORK)))
+    zero = seed.get("zero", FRAMEWORK_ZERO.get(framework, (0, ""))[0])
+    return {"framework": framework, "flash": str(seed.get("flash", True)).lower(), "zero": str(zero),
+            "recompute": "none", "gpu": DEFAULT_GPU, "sp_with_tensor": framework in SP_FRAMEWORKS}
