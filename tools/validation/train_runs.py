@@ -52,6 +52,8 @@ sys.path.insert(0, str(REPO))
 from transformer_calc.model.config import ModelConfig, Parallelism, Training, Workload  # noqa: E402
 from transformer_calc.sources.presets import gpu as gpu_by_name  # noqa: E402
 from transformer_calc.sources.presets import preset_model, safe_load_yaml  # noqa: E402
+from transformer_calc.estimators.training.memory import FrameworkMemory  # noqa: E402
+from transformer_calc.estimators.training.timeline import Timeline, fit_capacity, peak_memory  # noqa: E402
 from transformer_calc.estimators.training.train import StepEstimate, estimate_step  # noqa: E402
 
 DATA = Path(__file__).with_suffix(".yaml")
@@ -177,9 +179,18 @@ def row_training(row: dict[str, Any]) -> Training:
     time profile: megatron prices Megatron-core's overlaps and GEMM efficiency."""
     common = {"recompute": row["recompute"], "flash": bool(row["flash"]),
               "framework": row.get("framework", "pytorch"), "compile": bool(row.get("compile", False))}
+    if "grad_bytes" in row:  # the gradient buffer's dtype (Megatron-core: fp32 unless grad_reduce_in_fp32 is off)
+        common["grad_bytes"] = row["grad_bytes"]
     if row["precision"] == "fp8":
         return Training.model_validate({"precision": "mixed", "fp8_recipe": row.get("fp8_recipe", "delayed"), **common})
     return Training.model_validate({"precision": row["precision"], **common})
+
+
+def row_framework_memory(row: dict[str, Any]) -> FrameworkMemory:
+    """Megatron-core memory settings outside `Training`: `fp8_param_gather` and
+    `activation_offload_layers` (memory.FrameworkMemory)."""
+    return FrameworkMemory(fp8_param_gather=bool(row.get("fp8_param_gather", False)),
+                           offloaded_layers=int(row.get("activation_offload_layers", 0)))
 
 
 def row_parallelism(row: dict[str, Any]) -> Parallelism:
@@ -204,6 +215,34 @@ def evaluate(row: dict[str, Any]) -> Result:
     est = estimate_step(model, w, tr, par, gpu, global_batch=row["global_batch"], overlap_dp=overlap,
                         tp_comm_overlap=row.get("tp_comm_overlap"), moe_a2a_overlap=bool(row.get("moe_a2a_overlap")))
     return Result(row, model, w, tr, par, gpu, est)
+
+
+@dataclass
+class Fit:
+    """The step's peak (timeline.peak_memory, the row's micro-batches per step) against what the GPU
+    can allocate (timeline.fit_capacity, the one fit test of `tcalc train`, `memory` and `plan`)."""
+
+    timeline: Timeline
+    usable_bytes: int
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.timeline.peak_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.peak_bytes <= self.usable_bytes
+
+    @property
+    def headroom(self) -> float:
+        """1 - peak / usable: the fraction of the usable memory left (negative: does not fit)."""
+        return 1 - self.peak_bytes / self.usable_bytes
+
+
+def fit(r: Result) -> Fit:
+    tr = r.training.model_copy(update={"micro_batches": r.est.micro_batches})
+    tl = peak_memory(r.model, r.workload, tr, r.parallelism, framework_memory=row_framework_memory(r.row))
+    return Fit(tl, fit_capacity(r.gpu.memory_bytes))
 
 
 # ---------------------------------------------------------------------------- rendering
