@@ -187,10 +187,11 @@ def row_training(row: dict[str, Any]) -> Training:
 
 
 def row_framework_memory(row: dict[str, Any]) -> FrameworkMemory:
-    """Megatron-core memory settings outside `Training`: `fp8_param_gather` and
-    `activation_offload_layers` (memory.FrameworkMemory)."""
+    """Megatron-core memory settings outside `Training`: `fp8_param_gather`,
+    `activation_offload_layers` and `recompute_modules` (memory.FrameworkMemory)."""
     return FrameworkMemory(fp8_param_gather=bool(row.get("fp8_param_gather", False)),
-                           offloaded_layers=int(row.get("activation_offload_layers", 0)))
+                           offloaded_layers=int(row.get("activation_offload_layers", 0)),
+                           recompute_modules=tuple(row.get("recompute_modules", ())))
 
 
 def row_parallelism(row: dict[str, Any]) -> Parallelism:

@@ -652,6 +652,16 @@ class FrameworkMemory:
 
     fp8_param_gather: bool = False
     offloaded_layers: int = 0
+    recompute_modules: tuple[str, ...] = ()
+
+    # recompute_modules: Megatron-core's `--recompute-modules` (recompute_granularity selective);
+    # priced: "mla_up_proj", Multi-Latent Attention's up-projections
+    # (megatron/core/transformer/multi_latent_attention.py `recompute_up_proj`: the up-projected and
+    # rotated q, k, v go through a CheckpointWithoutOutput whose outputs are discarded once the core
+    # attention has run, `discard_output_and_register_recompute(core_attn_out)`, and rebuilt before
+    # its backward): a block keeps its latents, not the per-head q, k, v, and one block's q, k, v
+    # are alive again during its backward (the recomputation working set).
+    PRICED_MODULES = ("mla_up_proj",)
 
 
 def training_memory(
@@ -704,6 +714,10 @@ def training_memory(
     parts = block_parts(m, w, tr, par, eager=eager) if layers_differ(m) else None
     first_extra, last_extra = head_activations(m, w, tr, par, eager=eager)
     working = _recompute_working_set(m, w, tr, par, eager)
+    mla_qkv = 0
+    if "mla_up_proj" in fwm.recompute_modules:  # the per-head q, k, v (FrameworkMemory), one block's rebuilt
+        mla_qkv = tr.p * w.batch_size * w.seq_len * (m.n_heads // T) * (2 * m.head_dim + m.v_dim)
+        working += mla_qkv
     if cp > 1:
         kv_t = m.n_heads // T if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
         # all_gather CP (Llama 3 §3.3.2; TE AttnFuncWithCPAndKVAllGather): the whole sequence's K/V,
@@ -854,6 +868,7 @@ def training_memory(
             norm = sum(k * a.norm for k, a in zip(alive, acts))
         else:
             attention = alive_moe * layer.attention + alive_dense * dense_act.attention
+            attention -= (alive_moe + alive_dense) * mla_qkv  # recompute_modules mla_up_proj (FrameworkMemory)
             mlp = alive_moe * layer.mlp + alive_dense * dense_act.mlp
             norm = alive_moe * layer.norm + alive_dense * dense_act.norm
         stages.append(
@@ -886,6 +901,13 @@ def _check_framework_memory(m: ModelConfig, tr: Training, par: Parallelism, fwm:
     """FrameworkMemory's settings where Megatron-core takes them."""
     if fwm.fp8_param_gather and tr.fp8_recipe is FP8Recipe.none:
         raise ValueError("fp8_param_gather keeps the GEMM weights in FP8: it needs an fp8_recipe")
+    unpriced = [k for k in fwm.recompute_modules if k not in FrameworkMemory.PRICED_MODULES]
+    if unpriced:
+        raise ValueError(f"recompute_modules {', '.join(unpriced)} not priced (priced: "
+                         f"{', '.join(FrameworkMemory.PRICED_MODULES)})")
+    if "mla_up_proj" in fwm.recompute_modules and (not m.is_mla or tr.recompute is not Recompute.none or layers_differ(m)):
+        raise ValueError("recompute_modules mla_up_proj recomputes Multi-Latent Attention's up-projections: it needs an "
+                         "MLA model with uniform blocks and recompute none")
     N = fwm.offloaded_layers
     if N:
         if par.pipeline > 1:  # transformer_config.py: "no support for Pipeline parallelism with CPU offloading"
