@@ -52,6 +52,8 @@ sys.path.insert(0, str(REPO))
 from transformer_calc.model.config import ModelConfig, Parallelism, Training, Workload  # noqa: E402
 from transformer_calc.sources.presets import gpu as gpu_by_name  # noqa: E402
 from transformer_calc.sources.presets import preset_model, safe_load_yaml  # noqa: E402
+from transformer_calc.estimators.training.memory import FrameworkMemory  # noqa: E402
+from transformer_calc.estimators.training.timeline import Timeline, fit_capacity, peak_memory  # noqa: E402
 from transformer_calc.estimators.training.train import StepEstimate, estimate_step  # noqa: E402
 
 DATA = Path(__file__).with_suffix(".yaml")
@@ -177,9 +179,19 @@ def row_training(row: dict[str, Any]) -> Training:
     time profile: megatron prices Megatron-core's overlaps and GEMM efficiency."""
     common = {"recompute": row["recompute"], "flash": bool(row["flash"]),
               "framework": row.get("framework", "pytorch"), "compile": bool(row.get("compile", False))}
+    if "grad_bytes" in row:  # the gradient buffer's dtype (Megatron-core: fp32 unless grad_reduce_in_fp32 is off)
+        common["grad_bytes"] = row["grad_bytes"]
     if row["precision"] == "fp8":
         return Training.model_validate({"precision": "mixed", "fp8_recipe": row.get("fp8_recipe", "delayed"), **common})
     return Training.model_validate({"precision": row["precision"], **common})
+
+
+def row_framework_memory(row: dict[str, Any]) -> FrameworkMemory:
+    """Megatron-core memory settings outside `Training`: `fp8_param_gather`,
+    `activation_offload_layers` and `recompute_modules` (memory.FrameworkMemory)."""
+    return FrameworkMemory(fp8_param_gather=bool(row.get("fp8_param_gather", False)),
+                           offloaded_layers=int(row.get("activation_offload_layers", 0)),
+                           recompute_modules=tuple(row.get("recompute_modules", ())))
 
 
 def row_parallelism(row: dict[str, Any]) -> Parallelism:
@@ -204,6 +216,34 @@ def evaluate(row: dict[str, Any]) -> Result:
     est = estimate_step(model, w, tr, par, gpu, global_batch=row["global_batch"], overlap_dp=overlap,
                         tp_comm_overlap=row.get("tp_comm_overlap"), moe_a2a_overlap=bool(row.get("moe_a2a_overlap")))
     return Result(row, model, w, tr, par, gpu, est)
+
+
+@dataclass
+class Fit:
+    """The step's peak (timeline.peak_memory, the row's micro-batches per step) against what the GPU
+    can allocate (timeline.fit_capacity, the one fit test of `tcalc train`, `memory` and `plan`)."""
+
+    timeline: Timeline
+    usable_bytes: int
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.timeline.peak_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.peak_bytes <= self.usable_bytes
+
+    @property
+    def headroom(self) -> float:
+        """1 - peak / usable: the fraction of the usable memory left (negative: does not fit)."""
+        return 1 - self.peak_bytes / self.usable_bytes
+
+
+def fit(r: Result) -> Fit:
+    tr = r.training.model_copy(update={"micro_batches": r.est.micro_batches})
+    tl = peak_memory(r.model, r.workload, tr, r.parallelism, framework_memory=row_framework_memory(r.row))
+    return Fit(tl, fit_capacity(r.gpu.memory_bytes))
 
 
 # ---------------------------------------------------------------------------- rendering
@@ -259,12 +299,15 @@ def summary(results: list[Result]) -> tuple[float, Result]:
 
 def print_table(results: list[Result], verbose: bool) -> None:
     head = (f"{'row':<38} {'metric':>12} {'measured':>10} {'tcalc':>10} {'error':>8}  "
-            f"{'meas. step':>10} {'tcalc step':>10}")
+            f"{'meas. step':>10} {'tcalc step':>10}  {'peak/usable GiB':>15} fits")
     print(head)
     print("-" * len(head))
+    fits = {id(r): fit(r) for r in results}
     for r in results:
+        f = fits[id(r)]
         print(f"{r.row['id']:<38} {UNITS[r.metric]:>12} {r.measured_value:>10.4g} {r.predicted_value:>10.4g} "
-              f"{r.error:>+8.1%}  {r.measured_step_s:>10.3f} {r.est.step_time_s:>10.3f}")
+              f"{r.error:>+8.1%}  {r.measured_step_s:>10.3f} {r.est.step_time_s:>10.3f}  {fit_text(f):>15} "
+              f"{'yes' if f.fits else 'NO'}")
         if verbose:
             print(f"    {setup_text(r)}")
             util = utilisation_text(r)
@@ -274,9 +317,32 @@ def print_table(results: list[Result], verbose: bool) -> None:
             print(f"    breakdown (s): {parts}")
     med, worst = summary(results)
     print(f"\n{len(results)} rows; median |error| {med:.1%}; worst {worst.row['id']} {worst.error:+.1%}")
+    print(fit_summary(results, fits))
     for label, group in groups(results):
         gmed, gworst = summary(group)
         print(f"  {label}: {len(group)} rows, median |error| {gmed:.1%}, worst {gworst.row['id']} {gworst.error:+.1%}")
+
+
+GIB = 2**30
+
+
+def fit_text(f: Fit) -> str:
+    return f"{f.peak_bytes / GIB:.1f}/{f.usable_bytes / GIB:.1f}"
+
+
+def fit_summary(results: list[Result], fits: dict[int, Fit]) -> str:
+    """How many rows tcalc calls "does not fit" (each ran), those the YAML holds open, and the
+    smallest headroom of those that fit."""
+    misfits = [r for r in results if not fits[id(r)].fits]
+    open_ = [r for r in misfits if r.row.get("memory_open")]
+    fitting = [fits[id(r)].headroom for r in results if fits[id(r)].fits]
+    text = (f"fit: {len(results) - len(misfits)}/{len(results)} rows fit the GPU (peak <= capacity - CUDA context); "
+            f"{len(misfits)} do not")
+    if misfits:
+        text += f" ({len(open_)} of them held open in the YAML's memory_open: " + ", ".join(r.row["id"] for r in misfits) + ")"
+    if fitting:
+        text += f"; smallest headroom of those that fit {min(fitting):.1%}, median {statistics.median(fitting):.1%}"
+    return text
 
 
 def groups(results: list[Result]) -> list[tuple[str, list[Result]]]:
@@ -314,6 +380,7 @@ def breakdown_text(r: Result) -> str:
 
 def docs_section(results: list[Result]) -> str:
     med, worst = summary(results)
+    fits = {id(r): fit(r) for r in results}
     lines = [
         BEGIN,
         "<!-- Generated by tools/validation/train_runs.py; do not edit by hand. Regenerate with:",
@@ -348,8 +415,13 @@ def docs_section(results: list[Result]) -> str:
         "torchtitan-a100 rows without AC or with full AC; every other source only validates. Every "
         "published layout is expressed (0 refused); the few that need an approximation say so in their notes.",
         "",
-        "| source | setup | measured | tcalc | error |",
-        "| --- | --- | --- | --- | --- |",
+        "**Fit:** each run ran, so its peak must fit: `timeline.peak_memory` of the row's layout (with the "
+        "row's micro-batches per step and its Megatron-core memory settings, `memory.FrameworkMemory`) against "
+        "`timeline.fit_capacity` (the GPU less the CUDA context; the one fit test of `tcalc train`, `memory` "
+        "and `plan`). " + fit_summary(results, fits) + ".",
+        "",
+        "| source | setup | measured | tcalc | error | peak / usable GiB, fits |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         measured = fmt_metric(r.metric, r.measured_value)
@@ -362,7 +434,9 @@ def docs_section(results: list[Result]) -> str:
         tcalc += f"<br>{breakdown_text(r)}"
         if util:
             measured += f"<br>{util}"
-        lines.append(f"| {r.row['source']} | {setup_text(r)} | {measured} | {tcalc} | {r.error:+.1%} |")
+        f = fits[id(r)]
+        lines.append(f"| {r.row['source']} | {setup_text(r)} | {measured} | {tcalc} | {r.error:+.1%} | "
+                     f"{fit_text(f)} {'yes' if f.fits else '**no**'} |")
     lines += ["", "| group | rows | median \\|error\\| | within ±25 % | worst |", "| --- | --- | --- | --- | --- |"]
     for label, group in [("all", results), *groups(results)]:
         gmed, gworst = summary(group)

@@ -627,6 +627,43 @@ def check_microbatch_group(par: Parallelism, m: int) -> None:
                          f"step ({m}); give an N in that range or drop --microbatch-group")
 
 
+@dataclass(frozen=True)
+class FrameworkMemory:
+    """Megatron-core memory settings `Training` does not carry (no CLI flag yet; the validation rows of
+    tools/validation/train_runs.yaml give them from the recipes they ran).
+
+    fp8_param_gather: Megatron-core's `--fp8-param-gather` (Megatron-Bridge MixedPrecisionConfig
+        `fp8_param_gather`, on in its FP8 current-scaling and MXFP8 recipes,
+        src/megatron/bridge/training/mixed_precision.py): the GEMM weights are created as FP8 tensors
+        (Transformer Engine `fp8_model_init`), so no 16-bit compute copy of them is held beside the
+        FP8 copies and the distributed optimizer's fp32 master; under MXFP8 the 16-bit parameters
+        live in the gradient buffer for the all-gather (`reuse_grad_buf_for_mxfp8_param_ag`,
+        megatron/core/distributed/param_and_grad_buffer.py), no buffer of their own either.
+    offloaded_layers: Megatron-core's activation offloading (`cpu_offloading`,
+        `cpu_offloading_num_layers`, `cpu_offloading_weights` off: Megatron-Bridge
+        scripts/performance/utils/overrides.py _set_recompute_overrides): the stored activations of
+        the first N blocks go to host memory (megatron/core/transformer/transformer_block.py
+        `get_cpu_offload_context`); its double-buffered handler keeps one offloaded block in transit
+        on the GPU (copied out during the next block's forward, back in during the later block's
+        backward). Megatron refuses it with pipeline parallelism and needs N < the layers
+        (megatron/core/transformer/transformer_config.py); the time of the copies is not priced
+        (they overlap the compute).
+    """
+
+    fp8_param_gather: bool = False
+    offloaded_layers: int = 0
+    recompute_modules: tuple[str, ...] = ()
+
+    # recompute_modules: Megatron-core's `--recompute-modules` (recompute_granularity selective);
+    # priced: "mla_up_proj", Multi-Latent Attention's up-projections
+    # (megatron/core/transformer/multi_latent_attention.py `recompute_up_proj`: the up-projected and
+    # rotated q, k, v go through a CheckpointWithoutOutput whose outputs are discarded once the core
+    # attention has run, `discard_output_and_register_recompute(core_attn_out)`, and rebuilt before
+    # its backward): a block keeps its latents, not the per-head q, k, v, and one block's q, k, v
+    # are alive again during its backward (the recomputation working set).
+    PRICED_MODULES = ("mla_up_proj",)
+
+
 def training_memory(
     m: ModelConfig,
     w: Workload,
@@ -635,14 +672,18 @@ def training_memory(
     *,
     eager: EagerCode | None = None,
     all_stages: bool = True,
+    framework_memory: FrameworkMemory | None = None,
 ) -> list[StageMemory]:
     """Per-GPU memory of every pipeline stage (most loaded: `max(stages, key=total)`).
 
     O(1) in L, S and B; O(P) for P <= MAX_LISTED_STAGES, else (or with all_stages=False, enough
     to find the most loaded) only the first and last stage.
     `eager` matters only to the torch-eager profile (default: `eager_code(m)`).
+    `framework_memory`: Megatron-core settings outside `Training` (FrameworkMemory).
     """
     check_hybrid_training(m, tr)
+    fwm = framework_memory or FrameworkMemory()
+    _check_framework_memory(m, tr, par, fwm)
     T, P, dp, zero = par.tensor, par.pipeline, par.data, par.zero
     cp = par.context
     if gemma4.is_gemma4(m):
@@ -673,6 +714,10 @@ def training_memory(
     parts = block_parts(m, w, tr, par, eager=eager) if layers_differ(m) else None
     first_extra, last_extra = head_activations(m, w, tr, par, eager=eager)
     working = _recompute_working_set(m, w, tr, par, eager)
+    mla_qkv = 0
+    if "mla_up_proj" in fwm.recompute_modules:  # the per-head q, k, v (FrameworkMemory), one block's rebuilt
+        mla_qkv = tr.p * w.batch_size * w.seq_len * (m.n_heads // T) * (2 * m.head_dim + m.v_dim)
+        working += mla_qkv
     if cp > 1:
         kv_t = m.n_heads // T if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
         # all_gather CP (Llama 3 §3.3.2; TE AttnFuncWithCPAndKVAllGather): the whole sequence's K/V,
@@ -722,6 +767,11 @@ def training_memory(
         in_flight = sum(alive)
         alive_moe = sum(k * m.n_moe_layers(c.start, c.stop) for k, c in zip(alive, chunks))
         alive_dense = sum(k * c.n_layers for k, c in zip(alive, chunks)) - alive_moe
+        if fwm.offloaded_layers:  # P = 1 (checked): blocks 0..N-1 of the one micro-batch in flight are on the
+            # host but for the one in transit (FrameworkMemory)
+            off_moe = m.n_moe_layers(0, fwm.offloaded_layers - 1)
+            alive_moe -= in_flight * off_moe
+            alive_dense -= in_flight * (fwm.offloaded_layers - 1 - off_moe)
         alive_first = sum(k for k, c in zip(alive, chunks) if c.embedding)
         alive_last = sum(k for k, c in zip(alive, chunks) if c.head)
         dense = params - experts
@@ -793,9 +843,12 @@ def training_memory(
                     e, g = block_gemms(m, moe_kind, T, ep, par.expert_tensor)
                     elems, gemms = elems + count * e, gemms + count * g
             fp8_w = weight_copy_bytes(elems, tr.fp8_recipe) + scaling_state_bytes(gemms, tr.fp8_recipe)
+            # --fp8-param-gather: the GEMM weights' 16-bit copy is not held (FrameworkMemory)
+            no_16bit = elems * tr.p if fwm.fp8_param_gather else 0
             if zero >= 3:  # sharded with the weights they are copies of
                 fp8_w = ceil_div(fp8_w * sharded(3), max(params, 1))
-            weights += fp8_w
+                no_16bit = ceil_div(no_16bit * sharded(3), max(params, 1))
+            weights += fp8_w - no_16bit
         host_w = host_g = host_o = 0
         if tr.offload is not Offload.none:
             # ZeRO-Offload (Ren et al. 2021): optimizer states, fp32 master and the fp32 gradient
@@ -815,6 +868,7 @@ def training_memory(
             norm = sum(k * a.norm for k, a in zip(alive, acts))
         else:
             attention = alive_moe * layer.attention + alive_dense * dense_act.attention
+            attention -= (alive_moe + alive_dense) * mla_qkv  # recompute_modules mla_up_proj (FrameworkMemory)
             mlp = alive_moe * layer.mlp + alive_dense * dense_act.mlp
             norm = alive_moe * layer.norm + alive_dense * dense_act.norm
         stages.append(
@@ -841,6 +895,28 @@ def training_memory(
             )
         )
     return stages
+
+
+def _check_framework_memory(m: ModelConfig, tr: Training, par: Parallelism, fwm: FrameworkMemory) -> None:
+    """FrameworkMemory's settings where Megatron-core takes them."""
+    if fwm.fp8_param_gather and tr.fp8_recipe is FP8Recipe.none:
+        raise ValueError("fp8_param_gather keeps the GEMM weights in FP8: it needs an fp8_recipe")
+    unpriced = [k for k in fwm.recompute_modules if k not in FrameworkMemory.PRICED_MODULES]
+    if unpriced:
+        raise ValueError(f"recompute_modules {', '.join(unpriced)} not priced (priced: "
+                         f"{', '.join(FrameworkMemory.PRICED_MODULES)})")
+    if "mla_up_proj" in fwm.recompute_modules and (not m.is_mla or tr.recompute is not Recompute.none or layers_differ(m)):
+        raise ValueError("recompute_modules mla_up_proj recomputes Multi-Latent Attention's up-projections: it needs an "
+                         "MLA model with uniform blocks and recompute none")
+    N = fwm.offloaded_layers
+    if N:
+        if par.pipeline > 1:  # transformer_config.py: "no support for Pipeline parallelism with CPU offloading"
+            raise ValueError(f"activation offloading ({N} layers) is not supported with pipeline parallelism "
+                             f"(P {par.pipeline}); use P 1")
+        if not 0 < N < m.n_layers:
+            raise ValueError(f"offloaded_layers ({N}) must lie between 1 and n_layers - 1 ({m.n_layers - 1})")
+        if layers_differ(m):
+            raise ValueError("activation offloading is priced for uniform blocks only")
 
 
 def _stage_counts(m: ModelConfig, chunks: tuple[Chunk, ...]) -> LayerCounts:

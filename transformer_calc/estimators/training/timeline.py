@@ -71,6 +71,7 @@ from transformer_calc.model.config import (
 )
 from transformer_calc.estimators.training.memory import (
     FP32_BYTES,
+    FrameworkMemory,
     StageMemory,
     block_parts,
     ceil_div,
@@ -361,20 +362,22 @@ def _opt_bytes(tr: Training) -> int:
 
 def peak_memory(
     m: ModelConfig, w: Workload, tr: Training = Training.model_validate({}), par: Parallelism = Parallelism(),
-    *, all_stages: bool = True,
+    *, all_stages: bool = True, framework_memory: FrameworkMemory | None = None,
 ) -> Timeline:
-    """The timeline of the pipeline stage whose peak is largest (ties: the earlier stage)."""
-    stages = training_memory(m, w, tr, par, all_stages=all_stages)
+    """The timeline of the pipeline stage whose peak is largest (ties: the earlier stage).
+    `framework_memory`: Megatron-core settings outside `Training` (memory.FrameworkMemory)."""
+    stages = training_memory(m, w, tr, par, all_stages=all_stages, framework_memory=framework_memory)
     memo: dict = {}
     return max((stage_timeline(m, w, tr, par, st, memo=memo) for st in stages), key=lambda tl: tl.peak_bytes)
 
 
 def stage_timelines(
     m: ModelConfig, w: Workload, tr: Training = Training.model_validate({}), par: Parallelism = Parallelism(),
-    *, all_stages: bool = True,
+    *, all_stages: bool = True, framework_memory: FrameworkMemory | None = None,
 ) -> list[Timeline]:
     memo: dict = {}
-    return [stage_timeline(m, w, tr, par, st, memo=memo) for st in training_memory(m, w, tr, par, all_stages=all_stages)]
+    stages = training_memory(m, w, tr, par, all_stages=all_stages, framework_memory=framework_memory)
+    return [stage_timeline(m, w, tr, par, st, memo=memo) for st in stages]
 
 
 def allocator_reserve(peak_bytes: int, fraction: float = ALLOCATOR_RESERVE) -> int:
