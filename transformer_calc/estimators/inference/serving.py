@@ -38,19 +38,16 @@ train`: a 72-GPU NVLink domain on GB200/GB300 NVL72).
 Deployment (`tcalc serve`), continuous batching (Yu et al. 2022, Orca; chunked prefill as
 Agrawal et al. 2024, Sarathi-Serve, and vLLM's default scheduler):
 
-- a replica keeps B sequences in flight. Every engine step decodes one token of each of the B
-  sequences, at their mean context P + O/2, and, because B/O sequences finish per step in steady
-  state, prefills B·P/O prompt tokens of the newcomers in the same step (chunks of at most
-  `max_num_batched_tokens` − B tokens). Step time: the expected time (expected.py) of the step's
-  FLOPs and bytes: weights read once, the decode tokens' K/V reads, the prefill chunk's FLOPs
-  (its share of a whole prompt's prefill) and K/V writes.
-- TPOT (time per output token) = the step time. TTFT = half a step (the mean wait for the running
-  step) + ceil(P / chunk) steps that each carry a chunk of min(P, chunk) prompt tokens beside the
-  B decodes, chunk = max_num_batched_tokens − B, + the wait behind other prompts: the prefill as an
-  M/D/1 queue (Pollaczek-Khinchine) fed by the other B − 1 sequences once per cycle (the arrival
-  theorem of closed queueing networks). Output throughput = B / TPOT per replica.
+- a replica keeps C sequences in flight (a closed loop). All figures come from one steady state of
+  two engine steps (load_point; docs/formulas.md, "Serving a deployment"): the decode step a
+  decoding sequence sees (TPOT: the decodes in flight at their mean context P + O/2, and the other
+  sequences' prompt tokens) and the prompt's own prefill step(s), with the wait behind the other
+  prompts as an M/D/1 queue (Pollaczek-Khinchine) whose server takes max_num_batched_tokens less the
+  step's decodes. TTFT = the running step's residual + the wait + the prefill steps (+ the request
+  overhead); E2E = TTFT + (O − 1)·TPOT; requests/s = C / E2E (Little's law); output tokens/s =
+  requests/s · O. At C = 1 the steps are `tcalc inference`'s (expected.estimate_expected).
 - with a request rate λ (requests/s, all replicas), a replica serves λ/R; the operating B is the
-  smallest whose throughput B/(O·TPOT) meets it (bisection); none: the layout is overloaded.
+  smallest whose C / E2E meets it (bisection); none: the layout is overloaded.
 - without one, B is the largest that meets both targets and fits the KV cache (bisection: TPOT
   and TTFT grow with B).
 
