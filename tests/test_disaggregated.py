@@ -95,7 +95,8 @@ def test_wide_ep_replica_is_ep_gpus_in_attention_groups():
     row = r.layouts[0]
     assert (row.replicas, row.attention_groups) == (1, 64)
     assert row.sequences_per_gpu == 64  # B per group of one GPU
-    assert row.tokens_per_s == pytest.approx(64 * 64 / row.tpot_s, rel=1e-12)
+    # Little's law: 64 groups of 64 in flight, each request O = 200 tokens in TTFT + 199·TPOT
+    assert row.tokens_per_s == pytest.approx(64 * 64 * 200 / (row.ttft_s + 199 * row.tpot_s), rel=1e-12)
     r = tc.serve("mixtral-8x7b", gpu="h100", gpus=8, ep=2, T=2, prompt_len=1000, output_len=200, B=16)
     row = r.layouts[0]
     assert (row.replicas, row.attention_groups, row.sequences_per_gpu) == (4, 1, 8)

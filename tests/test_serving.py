@@ -102,20 +102,23 @@ def test_longest_context_is_the_boundary(case, n):
 
 
 def test_load_point_by_hand_without_prefill_interference():
-    """With a one-token output nothing is prefilled per step (B·P/O with O large -> tiny)... check the
-    decode part: B = 8, a 2-token output on the toy model; TPOT >= the bound's decode step."""
+    """B = 8 sequences, 100-token prompts, 1000-token outputs on the toy model: TPOT >= the bound's
+    decode step; the other 7 bring 7·P·f/(O − 1) prompt tokens per decode step (f, the share of a
+    life spent decoding); throughput and requests/s by Little's law from TTFT and TPOT."""
     m = ModelConfig.model_validate({"L": 2, "D": 64, "A": 4, "V": 100, "K": 4096})
     g = toy_gpu(peak=10**15, bw=10**12, memory=10**11, link=10**11)
     spec = InferenceSpec(batch_size=1, prompt_len=100, new_tokens=1000)
     eff = default_efficiency(g)
     p = load_point(m, g, spec, eff, ServingSpec(), 100, 1000, 8)
-    bound = decode_step(m, g, dataclasses.replace(spec, batch_size=8), 100 + 500)
+    bound = decode_step(m, g, dataclasses.replace(spec, batch_size=p.decode_batch), 100 + 500)
     assert p.tpot_s >= bound.seconds
-    assert p.prefill_tokens_per_step == 8 * 100 / 1000
-    assert p.output_tokens_per_s == pytest.approx(8 / p.tpot_s)
-    assert p.requests_per_s == pytest.approx(8 / (1000 * p.tpot_s))
-    # TTFT: half a step + one chunk (100 tokens < 8192 - 8) in a step of its own.
-    assert p.ttft_s > p.tpot_s / 2
+    f = 999 * p.tpot_s / p.e2e_s
+    assert p.prefill_tokens_per_step == pytest.approx(7 * 100 * f / 999, rel=1e-6)
+    assert p.e2e_s == pytest.approx(p.ttft_s + 999 * p.tpot_s, rel=1e-12)
+    assert p.requests_per_s == pytest.approx(8 / p.e2e_s, rel=1e-12)
+    assert p.output_tokens_per_s == pytest.approx(8 * 1000 / p.e2e_s, rel=1e-12)
+    # TTFT: half a step + one prefill step (100 tokens < 8192 - 8) + the queue
+    assert p.ttft_s == pytest.approx(p.tpot_s / 2 + p.prefill_s + p.queue_s, rel=1e-12)
 
 
 def test_tpot_grows_with_concurrency():
@@ -191,17 +194,21 @@ def test_cli_inference_serving_section(capsys):
 
 def test_prefill_queue_wait_is_the_pk_fixed_point():
     """TTFT under load = half a step + the prompt's own prefill + the M/D/1 wait behind the other
-    B − 1 sequences' prompts (Pollaczek-Khinchine), at the fixed point of cycle and wait."""
+    C − 1 sequences' prompts (Pollaczek-Khinchine: the server takes L = budget − decodes tokens per
+    prefill step, a prompt P/L of it), at the fixed point of cycle and wait. At C = 1 the engine is
+    idle between the sequence's requests: no residual step, no queue."""
     m, h100 = preset_model("llama-3.1-8b"), gpu("h100")
     spec = InferenceSpec(batch_size=1, prompt_len=4000, new_tokens=100)
     eff = default_efficiency(h100)
     one = load_point(m, h100, spec, eff, ServingSpec(), 4000, 100, 1)
-    assert one.queue_s == 0 and one.ttft_s == pytest.approx(one.tpot_s / 2 + one.prefill_s)
+    assert one.queue_s == 0 and one.ttft_s == pytest.approx(one.prefill_s)
     p = load_point(m, h100, spec, eff, ServingSpec(), 4000, 100, 32)
     assert p.ttft_s == pytest.approx(p.tpot_s / 2 + p.prefill_s + p.queue_s)
-    rho = 31 * p.prefill_s / (p.ttft_s + 99 * p.tpot_s)
+    others = round(31 * 99 * p.tpot_s / p.e2e_s)  # the others decoding beside the prefill
+    service = 4000 / (8192 - others) * p.prefill_step_s
+    rho = 31 * service / p.e2e_s
     assert 0 < rho < 1
-    assert p.queue_s == pytest.approx(rho * p.prefill_s / (2 * (1 - rho)), rel=1e-9)
+    assert p.queue_s == pytest.approx(rho * service / (2 * (1 - rho)), rel=1e-6)
 
 
 def test_serve_reads_the_job_files_inference_section(tmp_path, capsys):

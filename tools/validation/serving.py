@@ -124,7 +124,7 @@ def evaluate(row: dict[str, Any], kernel_s: float | None = None, fp8: float | No
         cap = capacity(m, g, spec, serving)
         b = min(cap.max_concurrent_sequences, sequence_limit(serving, cap))
         point = load_point(m, g, spec, eff, serving, S, N, b)
-        expected = point.tpot_s / b
+        expected = 1 / point.output_tokens_per_s  # serve's tokens/s: C·O / E2E (Little's law)
         bare = capacity(m, g, spec, ServingSpec(memory_utilization=1.0, cuda_context_bytes=0, activation_peak_bytes=0,
                                                    engine_workspace_bytes=0, block_size=1))
         b_top = max(bare.max_concurrent_sequences, 1)

@@ -18,6 +18,9 @@ def serve_table(r: Any) -> Any:
     title = (f"Serve: {r.model.name or 'custom model'} on {sv.gpus} × {sv.gpu}, "
              f"prompt {sv.prompt_len:,} + output {sv.output_len:,} tokens")
     t = styled_table(title, "T", "replicas", "B", "TTFT", "TPOT", "tok/s", "tok/s/GPU", "verdict")
+    # a feasible layout's verdict: "meets targets" only when there are targets to meet
+    verdict = ("meets targets" if tg.ttft_s is not None or tg.tpot_s is not None
+               else "serves the load" if sv.request_rate else "fits (no targets)")
     for row in r.layouts:
         if row.concurrency is None:
             t.add_row(str(row.tensor_parallel), str(row.replicas), "—", "—", "—", "—", "—",
@@ -25,7 +28,7 @@ def serve_table(r: Any) -> Any:
             continue
         t.add_row(str(row.tensor_parallel), str(row.replicas), str(row.concurrency), fmt_s(row.ttft_s),
                   fmt_s(row.tpot_s), f"{row.tokens_per_s:,.0f}", f"{row.tokens_per_s_per_gpu:,.0f}",
-                  "meets targets" if row.feasible else row.reason or "",
+                  verdict if row.feasible else row.reason or "",
                   style=None if row.feasible else "dim")
     targets = ", ".join(f"{k} ≤ {v:g} s" for k, v in (("TTFT", tg.ttft_s), ("TPOT", tg.tpot_s)) if v is not None)
     lines = [
@@ -35,6 +38,8 @@ def serve_table(r: Any) -> Any:
         f"block {sv.engine.block_size}, chunked prefill {'on' if sv.engine.chunked_prefill else 'off'}); "
         f"capacity: the paged KV cache",
         f"model: {sv.batching}",
+        f"KV cache: {sv.kv_dtype}" + ("" if getattr(sv, "kv_dtype_source", None) in (None, "given")
+                                      else f" (assumed: {sv.kv_dtype_source})"),
         "best: " + (f"T={best.tensor_parallel} × {best.replicas} replicas, "
                     f"B={best.concurrency}, {best.tokens_per_s:,.0f} output tokens/s"
                     if best else "no layout meets the targets"),

@@ -51,6 +51,25 @@ def engine_name(merged: dict[str, Any]) -> str:
     return str(engine)
 
 
+def kv_engine(merged: dict[str, Any]) -> str | None:
+    """The engine whose KV-cache default applies: the one given (--engine or the job file), else None."""
+    return engine_name(merged) if merged.get("engine") is not None else None
+
+
+def kv_dtype_source(section: dict[str, Any], flags: dict[str, Any], weight_dtype: str, command_engine: bool) -> str:
+    """Where the KV cache's dtype came from: "given", else the engine default's source
+    (engines.default_kv_dtype); `command_engine`: the command always runs an engine (serve: vLLM
+    unless --engine), so its default applies even when none is named."""
+    from transformer_calc.model.config import resolve
+    from transformer_calc.estimators.inference.engines import default_kv_dtype
+
+    merged = resolve(flags, section)
+    if merged.get("kv_dtype") is not None:
+        return "given"
+    engine = engine_name(merged) if command_engine else kv_engine(merged)
+    return default_kv_dtype(engine, weight_dtype)[1]
+
+
 def serving_spec(section: dict[str, Any], flags: dict[str, Any], gpu: Any, tensor_parallel: int = 1) -> Any:
     """The engine settings (serving.ServingSpec) from the inference: section and flags over the
     engine's profile on `gpu` at T ranks (engines.py; an explicit setting wins); sizes
@@ -121,6 +140,12 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
         from transformer_calc.model.checkpoint import stored_weights
 
         stored = stored_weights(checkpoint)
+    weight = merged.get("weight_dtype", "checkpoint" if stored is not None else model.weight_format or dtype or "bf16")
+    kv_dtype = merged.get("kv_dtype")
+    if kv_dtype is None:  # the engine's own default for this weight format (engines.default_kv_dtype)
+        from transformer_calc.estimators.inference.engines import default_kv_dtype
+
+        kv_dtype = default_kv_dtype(kv_engine(merged), weight)[0]
     try:
         spec = InferenceSpec(
             batch_size=merged.get("batch_size", 1),
@@ -129,10 +154,10 @@ def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str,
             tensor_parallel=merged.get("tensor", 1),
             expert_parallel=merged.get("expert", 1),
             redundant_experts=merged.get("redundant_experts", 0),
-            weight_dtype=merged.get("weight_dtype", "checkpoint" if stored is not None else model.weight_format or dtype or "bf16"),
+            weight_dtype=weight,
             stored=stored,
             compute_dtype=dtype,
-            kv_dtype=merged.get("kv_dtype"),
+            kv_dtype=kv_dtype,
             cache_kv_heads=merged.get("cache_kv_heads"),
             kv_cache=merged.get("kv_cache", True),
             mla_cache=merged.get("mla_cache", "latent"),

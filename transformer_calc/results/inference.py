@@ -45,6 +45,9 @@ class InferenceSettings(Section):
     gpu: str
     images: int | None = None  # images per sequence (their tokens are in prompt_len); only when given
     redundant_experts: int | None = None  # MoE expert slots beyond n_experts; only when given
+    # where kv_dtype comes from: "given", else the engine's default and its source (engines.default_kv_dtype);
+    # only when an engine is given (--engine), whose default it is
+    kv_dtype_source: str | None = None
 
 
 class KVCacheSection(Section):
@@ -384,7 +387,8 @@ STATIC_BATCH = ("static batch (HF generate): every sequence's cache for the whol
 
 def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, serving: Any = None,
                      speculative: dict[str, Any] | None = None,
-                     checkpoint: CheckpointSection | None = None, static_batch: bool = False) -> InferenceResult:
+                     checkpoint: CheckpointSection | None = None, static_batch: bool = False,
+                     kv_source: str | None = None) -> InferenceResult:
     """`tcalc inference`: KV cache, memory per GPU, prefill and decode as a roofline (the bound),
     the expected latency at achievable rates with fixed costs (`expected`), and the paged KV
     cache's serving capacity (`serving`, with the cache on)."""
@@ -437,6 +441,7 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
         extra["checkpoint"] = checkpoint
     images = {"images": spec.images} if spec.images else {}
     images |= {"redundant_experts": spec.redundant_experts} if spec.redundant_experts else {}
+    images |= {"kv_dtype_source": kv_source} if kv_source is not None else {}
     return InferenceResult(
         model=model_section(m),
         inference=InferenceSettings(
@@ -550,8 +555,13 @@ def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
             "speculative_tokens": 4 if flags.get("speculative_tokens") is None else flags["speculative_tokens"],
             "acceptance_rate": 0.7 if flags.get("acceptance_rate") is None else flags["acceptance_rate"],
         }
+    from transformer_calc.model.config import resolve
+    from transformer_calc.requests.inference import kv_dtype_source
+
+    engine_given = resolve(flags, section).get("engine") is not None
+    kv_source = kv_dtype_source(section, flags, spec.weight_dtype, False) if engine_given else None
     return inference_report(m, device, spec, eff, serving, speculative, checkpoint=source_checkpoint(src),
-                            static_batch=bool(flags.get("static_batch")))
+                            static_batch=bool(flags.get("static_batch")), kv_source=kv_source)
 
 
 # ---------------------------------------------------------------------------- the command

@@ -99,6 +99,7 @@ class ServeSettings(Section):
     expert_parallel: int
     weight_dtype: str
     kv_dtype: str
+    kv_dtype_source: str | None = None  # "given", else the engine's default and its source (engines.default_kv_dtype)
     targets: Targets
     redundant_experts: int | None = None  # MoE expert slots beyond n_experts; only when given
     request_rate: float | None  # requests/s for the whole deployment (None: the most the targets allow)
@@ -118,11 +119,12 @@ class LayoutRow(Section):
     concurrency: int | None  # sequences in flight per attention group (per replica without DP attention)
     ttft_s: float | None
     tpot_s: float | None
-    tokens_per_s: float | None  # output tokens, all replicas
+    e2e_s: float | None = None  # a request's end-to-end latency: ttft_s + (O − 1)·tpot_s
+    tokens_per_s: float | None  # output tokens, all replicas: requests_per_s · O
     tokens_per_s_per_gpu: float | None
     tokens_per_s_per_replica: float | None
-    requests_per_s: float | None  # all replicas
-    prefill_tokens_per_step: float | None  # B·P/O prompt tokens, a steady-state mean
+    requests_per_s: float | None  # all replicas: concurrency · groups · replicas / e2e_s (Little's law)
+    prefill_tokens_per_step: float | None  # the other sequences' prompt tokens in a decode step, a steady-state mean
     max_concurrent_sequences: int | None  # whose KV cache fits, per replica
     kv_budget_bytes_per_gpu: int | None  # < 0: weights and reserves exceed the usable memory
     kv_blocks_per_gpu: int | None
@@ -178,6 +180,12 @@ class ServeResult(Result):
     checkpoint: CheckpointSection | None = None
 
 
+BATCHING = ("continuous, a closed loop of B sequences in flight: a decode step carries the decoding "
+            "sequences (mean context P + O/2) and the others' prompt tokens; a prompt queues for the prefill "
+            "(max_num_batched_tokens less the decodes per step), then its prefill step(s) sample the first token; "
+            "E2E = TTFT + (O − 1)·TPOT, requests/s = B / E2E (Little's law), tokens/s = requests/s · O")
+
+
 def layout_section(x: Any) -> LayoutRow:
     """One layout (serving.Layout) as a row."""
     p, cap = x.point, x.capacity
@@ -190,6 +198,7 @@ def layout_section(x: Any) -> LayoutRow:
         concurrency=p.concurrency if p else None,
         ttft_s=p.ttft_s if p else None,
         tpot_s=p.tpot_s if p else None,
+        e2e_s=p.e2e_s if p else None,
         tokens_per_s=x.tokens_per_s if p else None,
         tokens_per_s_per_gpu=x.tokens_per_s / x.gpus if p else None,
         tokens_per_s_per_replica=x.attention_groups * p.output_tokens_per_s if p else None,
@@ -207,7 +216,7 @@ def serve_report(
     m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, *, gpus: int, ttft_s: float | None,
     tpot_s: float | None, request_rate: float | None = None, tensor_parallel: int | None = None,
     concurrency: int | None = None, checkpoint: CheckpointSection | None = None,
-    concurrencies: list[int] | None = None, pools: tuple[int, int] | None = None,
+    concurrencies: list[int] | None = None, pools: tuple[int, int] | None = None, kv_source: str | None = None,
 ) -> ServeResult:
     """`tcalc serve`: layouts of `gpus` GPUs (T within a node, replicas, concurrency) under
     continuous batching, with TTFT, TPOT and throughput against the targets (serving.py)."""
@@ -237,12 +246,12 @@ def serve_report(
             expert_parallel=spec.expert_parallel,
             weight_dtype=spec.weight_dtype,
             kv_dtype=spec.kv_dtype,
+            kv_dtype_source=kv_source,
             targets=Targets(ttft_s=ttft_s, tpot_s=tpot_s),
             **({"redundant_experts": spec.redundant_experts} if spec.redundant_experts else {}),
             request_rate=request_rate,
             engine=engine_section(shown_serving(m, gpu, spec, serving, layouts)),
-            batching="continuous: each step decodes the B sequences in flight (mean context P + O/2) and "
-                     "prefills B·P/O prompt tokens in chunks of max_num_batched_tokens − B",
+            batching=BATCHING,
         ),
         best=feasible[0] if feasible else None,
         layouts=rows,
@@ -326,6 +335,7 @@ def serve_request(
     the default; the CLI and the Python API both call it."""
     from transformer_calc.errors import TcalcError
     from transformer_calc.model.config import resolve
+    from transformer_calc.requests.inference import kv_dtype_source
     from transformer_calc.sources.presets import gpu as find_gpu
 
     given = resolve(flags, section)
@@ -341,7 +351,8 @@ def serve_request(
     return serve_report(m, device, spec, eff, serving, gpus=targets["gpus"], ttft_s=targets["ttft_s"],
                         tpot_s=targets["tpot_s"], request_rate=targets["request_rate"],
                         tensor_parallel=given.get("tensor"), concurrency=given.get("batch_size"),
-                        checkpoint=checkpoint_section, concurrencies=concurrencies, pools=pools)
+                        checkpoint=checkpoint_section, concurrencies=concurrencies, pools=pools,
+                        kv_source=kv_dtype_source(section, flags, spec.weight_dtype, True))
 
 
 def serve_targets(section: dict[str, Any], **flags: Any) -> dict[str, Any]:

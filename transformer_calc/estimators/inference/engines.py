@@ -174,6 +174,37 @@ def trtllm_bench_limits(params: int, weight_dtype: str, kv_bytes_per_token: floa
     return max_bs, max_tokens
 
 
+# The KV cache's dtype when none is given: what each engine does with a checkpoint of this weight format.
+# vLLM: CacheConfig.cache_dtype "auto" = the model's dtype (docs.vllm.ai/en/stable/api/vllm/config/cache/;
+# an fp8 cache only with --kv-cache-dtype fp8, docs.vllm.ai/en/latest/features/quantization/quantized_kvcache/).
+# SGLang: --kv-cache-dtype "auto" = the model's data type (server_args.py). TensorRT-LLM: KvCacheConfig.dtype
+# "auto" takes the checkpoint's kv_cache_quant_algo, and ModelOpt's FP8 and NVFP4 checkpoints (the ones
+# trtllm-bench and the published tables run, e.g. nvidia/Llama-3.1-8B-Instruct-FP8) set it to FP8 in
+# hf_quant_config.json: the cache is fp8 (nvidia.github.io/TensorRT-LLM/features/quantization.html,
+# "FP8 KV Cache"; TensorRT-LLM@258c7540 docs/source/performance/perf-overview.md: "the KV cache will
+# automatically be set to FP8").
+KV_DTYPE_SOURCES = {
+    "vllm": "vLLM kv_cache_dtype 'auto': the model's dtype (docs.vllm.ai/en/stable/api/vllm/config/cache/)",
+    "sglang": "SGLang kv_cache_dtype 'auto': the model's dtype (sglang python/sglang/srt/server_args.py)",
+    "trtllm": ("TensorRT-LLM KvCacheConfig dtype 'auto': the checkpoint's kv_cache_quant_algo, FP8 in ModelOpt "
+               "FP8/NVFP4 checkpoints (nvidia.github.io/TensorRT-LLM/features/quantization.html; "
+               "perf-overview.md: 'the KV cache will automatically be set to FP8')"),
+}
+TRTLLM_FP8_KV_WEIGHTS = ("fp8", "nvfp4")  # ModelOpt formats whose checkpoints quantize the cache to fp8
+
+
+def default_kv_dtype(engine: str | None, weight_dtype: str) -> tuple[str | None, str]:
+    """(the KV cache's dtype, where it comes from) when none is given: None for the activation dtype.
+    Without an engine (`tcalc inference` with no --engine) the activation dtype; else the engine's
+    own default for a checkpoint of `weight_dtype` (KV_DTYPE_SOURCES)."""
+    if engine is None:
+        return None, "the activation dtype (no --engine given)"
+    check_engine(engine)
+    if engine == "trtllm" and weight_dtype in TRTLLM_FP8_KV_WEIGHTS:
+        return "fp8", KV_DTYPE_SOURCES["trtllm"]
+    return None, KV_DTYPE_SOURCES[engine]
+
+
 @dataclass(frozen=True)
 class EngineDefaults:
     """One engine's defaults on one GPU at one tensor-parallel degree (module docstring)."""

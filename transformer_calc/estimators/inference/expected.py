@@ -61,7 +61,7 @@ prefill of a small-model, large-vocabulary run is pessimistic by up to that). Ev
 Sources of the constants are at each one. Three are FITTED to published serving measurements and
 checked on the others (docs/validation.md, "Inference serving"): the per-kernel cost with CUDA
 graphs (7.98 µs: it absorbs what launches, small-kernel ramps and the engine's per-step work add), the
-fp8 matmul efficiency (0.512) and the cost per sequence per step (0: its fit's minimum, once each kernel
+fp8 matmul efficiency (0.498) and the cost per sequence per step (0: its fit's minimum, once each kernel
 class has its own roofline; it was 10.9 µs with one roofline per step, standing in for the decode
 attention that the compute-bound GEMMs of a large batch hid).
 """
@@ -124,10 +124,10 @@ DISPATCH_SCALE_BYTES = 4
 # cudaLaunchKernel (not validated). Override with `kernel_s` (`--kernel-launch-s`).
 KERNEL_S_CUDA_GRAPHS = 7.98e-6
 KERNEL_S_EAGER = 15.98e-6
-# Matmuls in fp8 reach a smaller share of their dense peak than bf16's MAMF. FITTED: 0.512 of the fp8
+# Matmuls in fp8 reach a smaller share of their dense peak than bf16's MAMF. FITTED: 0.498 of the fp8
 # peak makes the time to first token of nim-70b-5000-c1-ttft (Llama-3.3-70B fp8, TP2 on H100, 5000
 # prompt tokens) exact; checked on nim-70b-500-c1-ttft. Used when the compute dtype is fp8 or narrower.
-FP8_MATMUL_EFFICIENCY = 0.512
+FP8_MATMUL_EFFICIENCY = 0.498
 # Matmuls in NVFP4 (4-bit weights and activations, an E4M3 scale per 16 values) reach a smaller share
 # of their peak still. MEASURED, not fitted: 3,039 TFLOP/s of B200's 9,000 dense FP4 (0.338) for
 # vLLM's CUTLASS NVFP4 GEMM at M = 16,384 on Llama-3.1-8B's N = 6144, K = 4096 QKV shape, the

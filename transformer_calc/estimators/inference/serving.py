@@ -38,19 +38,16 @@ train`: a 72-GPU NVLink domain on GB200/GB300 NVL72).
 Deployment (`tcalc serve`), continuous batching (Yu et al. 2022, Orca; chunked prefill as
 Agrawal et al. 2024, Sarathi-Serve, and vLLM's default scheduler):
 
-- a replica keeps B sequences in flight. Every engine step decodes one token of each of the B
-  sequences, at their mean context P + O/2, and, because B/O sequences finish per step in steady
-  state, prefills B·P/O prompt tokens of the newcomers in the same step (chunks of at most
-  `max_num_batched_tokens` − B tokens). Step time: the expected time (expected.py) of the step's
-  FLOPs and bytes: weights read once, the decode tokens' K/V reads, the prefill chunk's FLOPs
-  (its share of a whole prompt's prefill) and K/V writes.
-- TPOT (time per output token) = the step time. TTFT = half a step (the mean wait for the running
-  step) + ceil(P / chunk) steps that each carry a chunk of min(P, chunk) prompt tokens beside the
-  B decodes, chunk = max_num_batched_tokens − B, + the wait behind other prompts: the prefill as an
-  M/D/1 queue (Pollaczek-Khinchine) fed by the other B − 1 sequences once per cycle (the arrival
-  theorem of closed queueing networks). Output throughput = B / TPOT per replica.
+- a replica keeps C sequences in flight (a closed loop). All figures come from one steady state of
+  two engine steps (load_point; docs/formulas.md, "Serving a deployment"): the decode step a
+  decoding sequence sees (TPOT: the decodes in flight at their mean context P + O/2, and the other
+  sequences' prompt tokens) and the prompt's own prefill step(s), with the wait behind the other
+  prompts as an M/D/1 queue (Pollaczek-Khinchine) whose server takes max_num_batched_tokens less the
+  step's decodes. TTFT = the running step's residual + the wait + the prefill steps (+ the request
+  overhead); E2E = TTFT + (O − 1)·TPOT; requests/s = C / E2E (Little's law); output tokens/s =
+  requests/s · O. At C = 1 the steps are `tcalc inference`'s (expected.estimate_expected).
 - with a request rate λ (requests/s, all replicas), a replica serves λ/R; the operating B is the
-  smallest whose throughput B/(O·TPOT) meets it (bisection); none: the layout is overloaded.
+  smallest whose C / E2E meets it (bisection); none: the layout is overloaded.
 - without one, B is the largest that meets both targets and fits the KV cache (bisection: TPOT
   and TTFT grow with B).
 
@@ -352,73 +349,149 @@ def budget_matrix(m: ModelConfig, spec: InferenceSpec, serving: ServingSpec, bud
 
 
 # ============================================================================ the serving model
+FIXED_POINT_STEPS = 24  # halvings of the steady state's composition interval (load_point; bounded)
+
+
 @dataclass(frozen=True)
 class LoadPoint:
-    """One replica at concurrency B under continuous batching (module docstring)."""
+    """One replica at concurrency C under continuous batching (module docstring). Every figure is
+    derived from the same two engine steps (`step`: what a decoding sequence sees; the prompt's own
+    prefill step), so that Little's law holds by construction: requests/s = C / e2e_s, output
+    tokens/s = requests/s · O, e2e_s = ttft_s + (O − 1)·tpot_s."""
 
     concurrency: int
-    prefill_tokens_per_step: float  # B·P/O
-    step: ExpectedStep
-    tpot_s: float
+    prefill_tokens_per_step: float  # the other sequences' prompt tokens in a decode step (steady-state mean)
+    step: ExpectedStep  # the decode step a sequence in its decode phase sees
+    tpot_s: float  # = step.time_s
     ttft_s: float
-    output_tokens_per_s: float  # per replica
-    requests_per_s: float  # per replica
+    output_tokens_per_s: float  # per replica: C · O / e2e_s
+    requests_per_s: float  # per replica: C / e2e_s (Little's law)
     prefill_s: float = 0.0  # the prompt's own chunked prefill steps
     queue_s: float = 0.0  # the wait behind other prompts (M/D/1, module docstring)
+    e2e_s: float = 0.0  # ttft_s + (O − 1)·tpot_s
+    decode_batch: int = 1  # sequences decoded in `step` (the one seeing it among them)
+    prefill_step_s: float = 0.0  # one step of the prompt's own prefill
 
 
 def load_point(
     m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, serving: ServingSpec,
     prompt_len: int, output_len: int, concurrency: int,
 ) -> LoadPoint:
-    """TTFT, TPOT and throughput of one replica keeping `concurrency` sequences in flight."""
-    B, P, O = concurrency, prompt_len, output_len
+    """TTFT, TPOT, end-to-end latency and throughput of one replica keeping `concurrency` sequences
+    in flight (a closed loop: a finished request is replaced at once, as a benchmark at a fixed
+    concurrency runs it), all from one steady state (module docstring, "Deployment").
+
+    A sequence's life is its TTFT (wait for the running step, queue behind other prompts, its own
+    prefill steps, whose last samples the first token), then O − 1 decode steps. With f = the
+    share of a life spent decoding, (O − 1)·TPOT / E2E, the other C − 1 sequences are decoding a
+    fraction f of the time and start a prompt once per E2E (the arrival theorem of closed
+    queueing networks: an arriving sequence sees the other C − 1 in their time-average state):
+
+    - decode step (TPOT): 1 + (C − 1)·f decodes at the mean context P + O/2, plus the prompt tokens
+      the others prefill meanwhile, (C − 1)·P·TPOT / E2E, within the step budget;
+    - prefill step: (C − 1)·f decodes, the prompt's chunk c = min(P, L) of the budget L the decodes
+      leave (max_num_batched_tokens − decodes; without chunked prefill the whole prompt, one step),
+      ceil(P / L) such steps, plus the others' prompt tokens that still fit;
+    - queue: the prefill is one server of L tokens per step (whole prompts only: ⌊L/P⌋·P), a prompt
+      taking P/L of a step, fed by the other C − 1 once per E2E: M/D/1 (Pollaczek-Khinchine,
+      W = ρ·s / (2(1 − ρ))), at most every other prompt's service, (C − 1)·s;
+    - TTFT = request overhead + half a step (the running step's mean residual; none at C = 1: the
+      engine is idle between one's requests) + W + the prefill steps; E2E = TTFT + (O − 1)·TPOT.
+
+    f and the others' prefill rate depend on TTFT and TPOT, which depend on them: the composition is
+    iterated to its fixed point (at most FIXED_POINT_STEPS rounds; the step times depend weakly on
+    it). At C = 1 the decode step is `tcalc inference`'s decode step of one sequence and the prefill
+    step its prefill (one model of a step for both commands)."""
+    C, P, O = concurrency, prompt_len, output_len
+    if C < 1:
+        raise ValueError(f"concurrency ({concurrency!r}) must be >= 1")
+    N = serving.max_num_batched_tokens
     mean_context = P + max(O // 2, 1)
-    dec_spec = dataclasses.replace(spec, batch_size=B, prompt_len=P, new_tokens=max(O, 2))
-    dec = decode_step(m, gpu, dec_spec, mean_context)
     one = dataclasses.replace(spec, batch_size=1, prompt_len=P, new_tokens=1)
     pre = prefill_step(m, gpu, one)
+    decodes_at: dict = {}  # decode steps by batch, costed once
 
-    def mixed(prefill_tokens: float) -> ExpectedStep:
-        """A step that decodes B tokens and prefills `prefill_tokens` prompt tokens (their share
-        of one prompt's prefill FLOPs and K/V writes; the weights are read once for both, plus
-        the experts the prompt touches that the decode tokens did not), as three kernel classes
-        that run one after another (expected.py): the linear layers over all the step's tokens,
-        the decode attention over the B sequences' caches, the context attention of the chunk."""
+    def dec(n: int):
+        if n not in decodes_at:
+            d_spec = dataclasses.replace(spec, batch_size=n, prompt_len=P, new_tokens=max(O, 2))
+            decodes_at[n] = decode_step(m, gpu, d_spec, mean_context)
+        return decodes_at[n]
+
+    def mixed(decodes: int, prefill_tokens: float) -> ExpectedStep:
+        """A step that decodes `decodes` sequences and prefills `prefill_tokens` prompt tokens (their
+        share of one prompt's prefill FLOPs and K/V traffic; the weights are read once for both, plus
+        the experts the prompt touches that the decode tokens did not), as three kernel classes that
+        run one after another (expected.py): the linear layers over all the step's tokens, the decode
+        attention over the sequences' caches, the prompt tokens' context attention."""
         share = prefill_tokens / P
-        extra_weights = max(pre.weight_bytes - dec.weight_bytes, 0) * min(share, 1.0)
+        d = dec(decodes) if decodes else None
+        base_flops = d.matmul_flops if d else 0
+        base_weights = d.weight_bytes if d else 0
+        # the experts (or, with no decodes, the weights) the prompt tokens read beyond the decodes'
+        extra_weights = max(pre.weight_bytes - base_weights, 0) * (min(share, 1.0) if d else (1.0 if share else 0.0))
         classes = (
-            KernelClass(dec.matmul_flops + share * pre.matmul_flops, dec.weight_bytes + extra_weights),
-            KernelClass(dec.attention_flops, dec.kv_read_bytes + dec.kv_write_bytes, attention=True),
-            KernelClass(share * pre.attention_flops, share * pre.kv_write_bytes, attention=True),
+            KernelClass(base_flops + share * pre.matmul_flops, base_weights + extra_weights),
+            KernelClass(d.attention_flops if d else 0, (d.kv_read_bytes + d.kv_write_bytes) if d else 0, attention=True),
+            KernelClass(share * pre.attention_flops, share * (pre.kv_read_bytes + pre.kv_write_bytes), attention=True),
         )
-        return step_time(m, gpu, spec, eff, classes, B + math.ceil(prefill_tokens), B)
+        sampled = decodes + math.ceil(share - 1e-9)  # the decodes and the prompts that finish in the step
+        return step_time(m, gpu, spec, eff, classes, decodes + math.ceil(prefill_tokens), sampled)
 
-    x = B * P / O  # prompt tokens prefilled per step in steady state
-    step = mixed(x)
-    # TTFT: half a running step (the mean residual wait), then the prompt in chunks of what the
-    # token budget leaves beside the B decode tokens, each chunk a step of its own ...
-    # Without chunked prefill (TensorRT-LLM's default) the prompt goes whole into one step.
-    chunk = max(serving.max_num_batched_tokens - B, 1) if serving.chunked_prefill else P
-    prefill_s = math.ceil(P / chunk) * mixed(min(P, chunk)).time_s
-    # the request's own fixed cost outside the GPU (tokenize, schedule, detokenize; engines.py)
-    idle = step.time_s / 2 + prefill_s + eff.request_s
-    # ... plus the wait behind the other sequences' prompts: the prefill is a single server, an
-    # M/D/1 queue (Pollaczek-Khinchine: W = ρ·t_p / (2(1 − ρ))). An arrival sees the other B − 1
-    # sequences (the arrival theorem of closed networks), each starting a prompt once per cycle of
-    # TTFT + (O − 1)·TPOT: ρ = (B − 1)·t_p / cycle. TTFT and ρ depend on each other; the fixed point
-    # is unique (the wait falls as the cycle grows) and found by bisection.
-    def wait(ttft: float) -> float:
-        rho = (B - 1) * prefill_s / (ttft + (O - 1) * step.time_s)
-        return math.inf if rho >= 1 else rho * prefill_s / (2 * (1 - rho))
+    def solve(f: float) -> tuple[int, ExpectedStep, float, int, int, float]:
+        """The steps at a composition f: (decodes in the decode step, the decode step, the prefill
+        step's time, prefill steps, the prefill server's tokens per step, the others' prompt tokens
+        per step). The others start a prompt once per E2E = (O − 1)·TPOT / f, so per step they bring
+        (C − 1)·P·f / (O − 1) prompt tokens, whatever the step's time."""
+        n_dec = min(max(1, round(1 + (C - 1) * f)), C)
+        others = min(max(0, round((C - 1) * f)), C - 1)
+        y = (C - 1) * P * f / (O - 1) if O > 1 else 0.0
+        step = mixed(n_dec, min(y, max(N - n_dec, 0)))
+        budget = max(N - others, 1)  # what the prefill step's decodes leave of the step budget
+        if serving.chunked_prefill:
+            chunk, steps, server = min(P, budget), math.ceil(P / budget), budget
+        else:  # whole prompts only (TensorRT-LLM's default)
+            chunk, steps, server = P, 1, max(budget // P, 1) * P
+        extra = min(y, max(server - chunk, 0))  # the others' prompt tokens the prefill server still takes
+        return n_dec, step, mixed(others, chunk + extra).time_s, steps, server, min(y, max(N - n_dec, 0))
 
-    lo, hi = idle, idle + B * prefill_s  # the wait never exceeds every other prompt's prefill
-    if B > 1:
+    def ttft_of(tpot: float, t_pre: float, steps: int, server: int) -> tuple[float, float]:
+        """(TTFT, the wait behind other prompts) at these steps: TTFT = fixed + W(TTFT), W falling as
+        TTFT grows (a longer cycle feeds the queue less), so the fixed point is unique (bisection)."""
+        service = P / server * t_pre  # seconds of the prefill server one prompt takes
+        fixed = eff.request_s + (tpot / 2 if C > 1 else 0.0) + steps * t_pre
+        if C == 1:
+            return fixed, 0.0
+        cap = (C - 1) * service  # every other prompt ahead
+
+        def wait(ttft: float) -> float:
+            rho = (C - 1) * service / (ttft + (O - 1) * tpot)
+            return cap if rho >= 1 else min(rho * service / (2 * (1 - rho)), cap)
+
+        lo, hi = fixed, fixed + cap
         for _ in range(QUEUE_BISECTION_STEPS):
             mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if idle + wait(mid) > mid else (lo, mid)
-    ttft = hi if B > 1 else idle
-    return LoadPoint(B, x, step, step.time_s, ttft, B / step.time_s, B / (O * step.time_s), prefill_s, ttft - idle)
+            lo, hi = (mid, hi) if fixed + wait(mid) > mid else (lo, mid)
+        return hi, hi - fixed
+
+    def composed(f: float) -> tuple[float, tuple[int, ExpectedStep, float, int, int, float]]:
+        """The share of a life spent decoding that the steps at composition f give back."""
+        steps_at = solve(f)
+        tpot = steps_at[1].time_s
+        ttft = ttft_of(tpot, *steps_at[2:5])[0]
+        return (O - 1) * tpot / (ttft + (O - 1) * tpot), steps_at
+
+    # f = composed(f): the returned share falls as f grows (more decodes per step leave less of the
+    # budget to the prompts, which queue longer), so the fixed point is unique (bisection on [0, 1])
+    lo, hi = 0.0, 1.0
+    for _ in range(FIXED_POINT_STEPS):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if composed(mid)[0] > mid else (lo, mid)
+    n_dec, step, t_pre, steps, server, y = composed(lo)[1]
+    # every figure from these steps: Little's law holds by construction
+    tpot = step.time_s
+    ttft, queue = ttft_of(tpot, t_pre, steps, server)
+    e2e = ttft + (O - 1) * tpot
+    return LoadPoint(C, y, step, tpot, ttft, C * O / e2e, C / e2e, steps * t_pre, queue, e2e, n_dec, t_pre)
 
 
 @dataclass(frozen=True)
