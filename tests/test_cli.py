@@ -229,17 +229,21 @@ def test_memory_json_equals_library(capsys):
     from transformer_calc.model.config import Parallelism, Training, Workload
     from transformer_calc.results.memory import memory_report
 
+    from transformer_calc.requests.defaults import training_defaults
+    from transformer_calc.sources.presets import gpu
+
     data = call_json(capsys, "memory", "--preset", "gpt3", "--T", "8", "--sp", "--recompute", "selective")
-    expected = memory_report(
-        preset_model("gpt3"), Workload(seq_len=2048), Training(recompute="selective"),
-        Parallelism(tensor=8, sequence_parallel=True),
+    _, assumed = training_defaults(preset_model("gpt3"), {"tensor": 8, "sequence_parallel": True, "recompute": "selective"})
+    expected = memory_report(  # the command's defaults: flash, megatron, its distributed optimizer, an H100
+        preset_model("gpt3"), Workload(seq_len=2048), Training(recompute="selective", flash=True, framework="megatron"),
+        Parallelism(tensor=8, sequence_parallel=True, zero=1), gpu("h100"), assumed=assumed,
     )
     assert data == expected.model_dump(mode="json")
     assert expected.memory.per_gpu.total_bytes == data["memory"]["per_gpu"]["total_bytes"]
     per = data["memory"]["per_gpu"]
     assert per["total_bytes"] == per["weights_bytes"] + per["gradients_bytes"] + per["optimizer_bytes"] + per["activations_bytes"]
     assert all(type(per[k]) is int for k in per)
-    assert "fits" not in data
+    assert data["fits"] is False and data["gpu"]["name"] == "H100-SXM5-80GB"  # the default GPU, checked
 
 
 def test_memory_with_gpu_reports_fit(capsys):
@@ -362,7 +366,7 @@ def test_mfu_hfu_with_recompute(capsys):
     [
         (["flops", "--preset", "gpt2", "--tokens", "lots"], "--tokens ('lots'): not a number"),
         (["flops", "--preset", "gpt2", "--gpus", "8"], "give --tokens too"),
-        (["flops", "--preset", "gpt2", "--tokens", "1e9", "--gpus", "8"], "needs both --gpus N and --gpu NAME"),
+        (["flops", "--preset", "gpt2", "--tokens", "1e9", "--gpu", "h100"], "give --gpus N"),
         (["flops", "--preset", "gpt2", "--tokens", "1e9", "--gpus", "8", "--gpu", "h100", "--mfu", "1.5"], "--mfu ('1.5'): '1.5' is out of range"),
         (["flops", "--preset", "gpt2", "--recompute", "half"], "--recompute ('half')"),
         (["mfu", "--preset", "gpt2"], "give the measured speed"),
@@ -383,7 +387,7 @@ def test_inference_json_keys_and_library(capsys):
     data = call_json(capsys, "inference", "--preset", "llama-2-13b", "--S", "8192", "--B", "1")
     # Issue 5: Llama-2-13B, 8192 tokens, bf16: 2 x 2 bytes x 8192 x 40 layers x 40 heads x 128
     assert data["kv_cache"]["total_bytes"] == 6_710_886_400 == data["kv_cache"]["per_gpu_bytes"]
-    est = estimate_inference(preset_model("llama-2-13b"), gpu("a100-80gb"), InferenceSpec(batch_size=1, prompt_len=8192))
+    est = estimate_inference(preset_model("llama-2-13b"), gpu("h100"), InferenceSpec(batch_size=1, prompt_len=8192))
     per = data["memory"]["per_gpu"]
     assert (per["weights_bytes"], per["kv_cache_bytes"], per["total_bytes"]) == (est.memory.weights_bytes, est.memory.kv_cache_bytes, est.memory.total_bytes)
     assert data["prefill"]["flops"] == est.prefill.flops and data["prefill"]["bound"] in ("compute", "memory")
@@ -469,8 +473,13 @@ def test_help_never_swallows_a_written_default(command):
 
 
 def test_long_default_context_is_said_and_beyond_context_warned(capsys):
-    code, out, err = call(capsys, "memory", "--preset", "llama-3.1-405b", "--format", "json")
+    code, out, err = call(capsys, "inference", "--preset", "llama-3.1-405b", "--format", "json")
     assert code == 0 and err.startswith("note: S = 131,072, the model's context window") and "--S" in err
+    # training defaults to the pre-training length (Llama 3: 8K), never the 128K window: nothing to say
+    code, out, err = call(capsys, "memory", "--preset", "llama-3.1-405b", "--format", "json")
+    assert code == 0 and err == "" and json.loads(out)["workload"]["seq_len"] == 8192
+    code, out, err = call(capsys, "memory", "--preset", "gemma-3-27b", "--format", "json")
+    assert code == 0 and err.startswith("note: S = 32,768, the model's pre-training length")
     code, out, err = call(capsys, "inference", "--preset", "llama-2-13b", "--S", "8192", "--format", "json")
     assert code == 0 and err.startswith("warning: S = 8,192 exceeds the model's context window (4,096)")
     code, out, err = call(capsys, "memory", "--preset", "gpt2", "--format", "json")
@@ -492,9 +501,12 @@ def test_lookup_tables_fit_80_columns_and_never_cut_the_name(command):
 
 def test_csv_cells_are_scalars_and_booleans_lowercase(capsys):
     code, out, _ = call(capsys, "memory", "--preset", "gpt2", "--gpu", "a100-80gb", "-f", "csv")
-    header, row = out.strip().splitlines()
-    cells = dict(zip(header.split(","), row.split(",")))
-    assert cells["fits"] == "true" and "memory.peak_bytes" in cells
+    import csv
+    import io
+
+    header, row = list(csv.reader(io.StringIO(out)))  # the assumptions' sources hold quoted commas
+    cells = dict(zip(header, row))
+    assert cells["fits"] == "true" and "memory.peak_bytes" in cells and cells["training.flash"] == "true"
     assert not any(v.startswith(("{", "[")) for v in cells.values())
 
 

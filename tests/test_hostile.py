@@ -169,7 +169,7 @@ def test_non_finite_results_are_errors(capsys):
     (["--finetune", "lora", "--lora-targets", "q,zz"], "lora_targets"),
     (["--finetune", "int4"], "finetune"),
     (["--offload", "gpu"], "offload"),
-    (["--offload", "optimizer"], "ZeRO"),
+    (["--offload", "optimizer", "--zero", "0"], "ZeRO"),
 ])
 def test_fine_tuning_flags_are_checked(capsys, args, says):
     invalid(capsys, "memory", "--preset", "gpt2", "--S", "128", *args, says=says)

@@ -313,8 +313,8 @@ def _json(capsys, *argv):
 
 
 def test_cli_memory_expert_parallel_splits_the_experts(capsys):
-    one = _json(capsys, "memory", "--preset", "mixtral-8x7b", "--S", "4096", "--dp", "8")
-    ep8 = _json(capsys, "memory", "--preset", "mixtral-8x7b", "--S", "4096", "--dp", "8", "--ep", "8")
+    one = _json(capsys, "memory", "--preset", "mixtral-8x7b", "--S", "4096", "--dp", "8", "--zero", "0")
+    ep8 = _json(capsys, "memory", "--preset", "mixtral-8x7b", "--S", "4096", "--dp", "8", "--ep", "8", "--zero", "0")
     from transformer_calc.sources.presets import preset_model
 
     mixtral = count_params(preset_model("mixtral-8x7b"))

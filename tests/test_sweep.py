@@ -294,7 +294,6 @@ def test_plot_decode_vs_batch(tmp_path, capsys):
     [
         (["--metrics", "memry"], "unknown metric 'memry'; did you mean"),
         (["--metrics", "memory"], "'memory' is now 'peak_bytes'"),
-        (["--metrics", "fits"], "need --gpu NAME"),
         (["--B", "64..8"], "1 <= a <= b"),
         (["--recompute", "half"], "--recompute ('half')"),
         (["--sort", "speed"], "--sort 'speed': not a column"),
@@ -321,7 +320,6 @@ def test_plot_decode_vs_batch(tmp_path, capsys):
         (["--mfu", "1.5"], "--mfu"),
         (["--set", "bogus=1"], "unknown field 'bogus'"),
         (["--L", "4", "--set", "n_layers=5"], "given twice"),
-        (["--fits-only"], "--fits-only"),
         (["--gpu", "h100", "--T", "1", "--metrics", "tokens_per_s", "--P", "2"], "--P applies to training metrics"),
     ],
 )
@@ -339,8 +337,10 @@ def test_no_model(capsys):
 def test_sp_is_sequence_parallelism(capsys):
     data = call_json(capsys, "sweep", "--preset", "gpt2", "--T", "1,2", "--sp")
     assert len(data["points"]) == 2 and data["skipped"] == 0  # --sp used to skip every point
-    plain = call_json(capsys, "sweep", "--preset", "gpt2", "--T", "2")
+    plain = call_json(capsys, "sweep", "--preset", "gpt2", "--T", "2", "--no-sp")
     assert data["points"][1]["peak_bytes"] < plain["points"][0]["peak_bytes"]
+    default = call_json(capsys, "sweep", "--preset", "gpt2", "--T", "2")  # megatron's default: SP at T > 1
+    assert default["points"][0]["peak_bytes"] == data["points"][1]["peak_bytes"]
 
 
 def test_worker_processes_give_the_same_rows_and_skips():

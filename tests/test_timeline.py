@@ -125,7 +125,7 @@ def test_issue_example_peak_is_below_the_sum(capsys):
     from transformer_calc.cli import run
 
     code = run(["memory", "--preset", "llama-3-8b", "--S", "8192", "--B", "2", "--recompute", "full",
-                "--dp", "64", "--zero", "3", "--flash", "-f", "json"])
+                "--dp", "64", "--zero", "3", "--flash", "--framework", "pytorch", "-f", "json"])
     out, err = capsys.readouterr()
     assert code == 0, err
     mem = json.loads(out)["memory"]

@@ -124,7 +124,7 @@ def test_the_memory_page_draws_the_timeline_and_the_breakdown(client):
     for phase in result.memory.phases:
         assert f">{html.escape(phase.phase)}<" in r.text  # a bar per phase, labelled
     peak = cells(r.text)["memory.peak_bytes"]
-    assert peak == (str(result.memory.peak_bytes), f"{result.memory.peak_bytes:,} (195.1 GiB)")
+    assert peak == (str(result.memory.peak_bytes), f"{result.memory.peak_bytes:,} (154.6 GiB)")
 
 
 def test_the_inference_page_draws_a_roofline_and_the_capacity_matrix(client):

@@ -467,9 +467,9 @@ LONG_DEFAULT_CONTEXT = 8192  # a default S above this is said on stderr (issue: 
 def _note_seq_len(model: Any, used: int, explicit: bool, flag: str = "--S") -> None:
     """Say on stderr when S falls back to a long context window, or exceeds the model's context."""
     if not explicit and used > LONG_DEFAULT_CONTEXT:
-        sys.stderr.write(
-            f"note: S = {used:,}, the model's context window (max_seq_len); give {flag} to use another length\n"
-        )
+        what = ("the model's context window (max_seq_len)" if used == model.max_seq_len
+                else "the model's pre-training length (train_seq_len)")
+        sys.stderr.write(f"note: S = {used:,}, {what}; give {flag} to use another length\n")
     elif explicit and used > model.max_seq_len:
         sys.stderr.write(
             f"warning: S = {used:,} exceeds the model's context window ({model.max_seq_len:,}); "

@@ -114,7 +114,7 @@ def draft_model(text: str) -> ModelConfig:
         return build_model(presets.load_job(path, flag="--draft").model, where=str(path))
     return presets.preset_model(text)
 
-DEFAULT_INFERENCE_GPU = "a100-80gb"
+from transformer_calc.requests.defaults import DEFAULT_GPU as DEFAULT_INFERENCE_GPU  # the one default GPU
 
 def inference_spec(model: ModelConfig, section: dict[str, Any], flags: dict[str, Any],
                    checkpoint: Any = None) -> tuple[Any, str]:
@@ -235,7 +235,7 @@ class InferenceRequest(_Engine):
     seq_len: Annotated[int | None, opt("--S", "--prompt-len", "--seq-len", help="S: prompt tokens per sequence (8k = 8192) \\[default: the model's max_seq_len].", panel=INFERENCE, parse=length)] = None
     new_tokens: Annotated[int | None, opt("--new-tokens", "--output-len", help="Tokens generated per sequence; the first comes from the prefill \\[default: 1].", panel=INFERENCE, parse=whole)] = None
     tensor: Annotated[int | None, opt("--T", "--tensor-parallel", help="T: tensor-parallel GPUs \\[default: 1].", panel=INFERENCE, parse=whole)] = None
-    gpu: Annotated[str | None, opt("--gpu", help="GPU \\[default: a100-80gb].", panel=INFERENCE)] = None
+    gpu: Annotated[str | None, opt("--gpu", help="GPU, e.g. h100, a100-80gb, b200 \\[default: the job file's, else h100].", panel=INFERENCE)] = None
     dtype: Annotated[str | None, opt("--dtype", help=DTYPE_HELP + "; the weights' and the cache's unless given \\[default: bf16].", panel=INFERENCE)] = None
     p: Annotated[int | None, opt("--p", help=P_HELP + " \\[default: 2].", panel=INFERENCE, parse=whole)] = None
     weight_dtype: Annotated[str | None, opt("--weight-dtype", help="Stored weights: fp32 | fp16 | bf16 | fp8 | int8 | int4, or a format with its scales: gptq-int4 | awq-int4 | q8_0 | q4_k_m | q5_k_m | mxfp4 | nvfp4 \\[default: the model's weight_format (gpt-oss: mxfp4), else bf16].", panel=INFERENCE)] = None
@@ -291,7 +291,7 @@ class ServeRequest(_Engine):
 
     command = "serve"
     section = "inference"
-    gpu: Annotated[str | None, opt("--gpu", help="GPU \\[default: a100-80gb].", panel=SERVE)] = None
+    gpu: Annotated[str | None, opt("--gpu", help="GPU, e.g. h100, a100-80gb, b200 \\[default: the job file's, else h100].", panel=SERVE)] = None
     gpus: Annotated[int | None, opt("--gpus", help="GPUs in all; replicas = gpus / (T·ep) \\[default: 8].", panel=SERVE, parse=whole)] = None
     seq_len: Annotated[int | None, opt("--prompt-len", "--S", "--seq-len", help="Prompt tokens per request (8k = 8192) \\[default: none: required here or in the job file].", panel=SERVE, parse=length)] = None
     new_tokens: Annotated[int | None, opt("--output-len", "--new-tokens", help="Output tokens per request \\[default: none: required here or in the job file].", panel=SERVE, parse=whole)] = None

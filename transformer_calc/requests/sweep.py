@@ -69,12 +69,12 @@ class SweepRequest(ModelRequest):
     tensor: Annotated[Axis, opt("--T", "--tensor-parallel", help="T values \\[default: the job file's, else 1].", panel=SWEEP, parse=axis)] = None
     pipeline: Annotated[Axis, opt("--P", "--pipeline-parallel", help="P values \\[default: the job file's, else 1].", panel=SWEEP, parse=axis)] = None
     data: Annotated[Axis, opt("--dp", "--data-parallel", help="Data-parallel values \\[default: the job file's, else 1].", panel=SWEEP, parse=axis)] = None
-    zero: Annotated[Axis, opt("--zero", help="ZeRO stages \\[default: the job file's, else 0].", panel=SWEEP, parse=axis)] = None
+    zero: Annotated[Axis, opt("--zero", help="ZeRO stages \\[default: the job file's, else the framework's: 1 megatron, 3 torchtitan, 0 pytorch and deepspeed].", panel=SWEEP, parse=axis)] = None
     expert: Annotated[Axis, opt("--ep", "--expert-parallel", help="Expert-parallel values (MoE) \\[default: the job file's, else 1].", panel=SWEEP, parse=axis)] = None
     context: Annotated[Axis, opt("--cp", "--context-parallel", help="Context-parallel values \\[default: the job file's, else 1].", panel=SWEEP, parse=axis)] = None
     recompute: Annotated[Axis, opt("--recompute", help="none, selective, full, op \\[default: the job file's, else none].", panel=SWEEP, parse=axis)] = None
-    flash: Annotated[Axis, opt("--flash", help="true, false \\[default: the job file's, else false].", panel=SWEEP, parse=axis)] = None
-    gpu: Annotated[Axis, opt("--gpu", help="GPUs, e.g. a100-80gb,h100 \\[default: the job file's, else none].", panel=SWEEP, parse=axis)] = None
+    flash: Annotated[Axis, opt("--flash", help="true, false \\[default: the job file's, else true (false with --activations seed)].", panel=SWEEP, parse=axis)] = None
+    gpu: Annotated[Axis, opt("--gpu", help="GPUs, e.g. a100-80gb,h100 \\[default: the job file's, else h100].", panel=SWEEP, parse=axis)] = None
     dtype: Annotated[Axis, opt("--dtype", help="Compute dtypes: the dense peak of train_days and of the inference roofline \\[default: bf16 (fp16 without bf16) for train_days; from the weight dtype for inference].", panel=SWEEP, parse=axis)] = None
     weight_dtype: Annotated[Axis, opt("--weight-dtype", help="Inference weight dtypes: fp32 fp16 bf16 fp8 int8 int4 \\[default: the job file's, else the compute dtype (--dtype), else bf16].", panel=SWEEP, parse=axis)] = None
     metrics: Annotated[list[str] | None, opt("--metrics", help="Comma list: peak_bytes weights_bytes activations_bytes fits headroom_bytes model_flops hardware_flops train_days kv_cache_bytes inference_memory_bytes inference_fits time_to_first_token_s time_per_output_token_s decode_tokens_per_s decode_bound tokens_per_s total_s max_concurrent_sequences \\[default: peak_bytes,model_flops (+ fits with --gpu)].", parse=_metrics, job=False)] = None
@@ -85,11 +85,11 @@ class SweepRequest(ModelRequest):
     dropout: Annotated[bool | None, opt("--dropout/--no-dropout", help="Dropout masks kept \\[default: the model's dropout > 0].", panel=SWEEP_TRAINING)] = None
     activations: Annotated[str | None, opt("--activations", help="default | seed | torch-eager \\[default: default].", panel=SWEEP_TRAINING)] = None
     head_activations: Annotated[bool | None, opt("--head/--no-head", help="Count embedding, final-norm, head and loss activations \\[default: on].", panel=SWEEP_TRAINING)] = None
-    framework: Annotated[str | None, opt("--framework", help="pytorch | megatron | deepspeed | torchtitan \\[default: pytorch].", panel=SWEEP_TRAINING)] = None
+    framework: Annotated[str | None, opt("--framework", help="megatron | pytorch | deepspeed | torchtitan \\[default: megatron].", panel=SWEEP_TRAINING)] = None
     cross_entropy: Annotated[str | None, opt("--cross-entropy", help="eager | fused | chunked \\[default: fused for megatron, else eager].", panel=SWEEP_TRAINING)] = None
     micro_batches: Annotated[int | None, opt("--micro-batches", help="Micro-batches per optimizer step \\[default: P, or 1].", panel=SWEEP_TRAINING, parse=whole)] = None
     fused_optimizer: Annotated[bool | None, opt("--fused-optimizer/--foreach-optimizer", help="Fused optimizer step \\[default: foreach for pytorch, fused otherwise].", panel=SWEEP_TRAINING)] = None
-    sequence_parallel: Annotated[bool | None, opt("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: off].", panel=SWEEP_TRAINING)] = None
+    sequence_parallel: Annotated[bool | None, opt("--sp/--no-sp", help="Sequence parallelism (with T) \\[default: on with T > 1 under megatron and torchtitan, else off].", panel=SWEEP_TRAINING)] = None
     expert_tensor: Annotated[int | None, opt("--etp", "--expert-tensor-parallel", help="Tensor-parallel ranks of one expert \\[default: T].", panel=SWEEP_TRAINING, parse=whole)] = None
     virtual_stages: Annotated[int | None, opt("--virtual-stages", help="Interleaved model chunks per pipeline stage \\[default: the job file's, else 1].", panel=SWEEP_TRAINING, parse=whole)] = None
     finetune: Finetune = None

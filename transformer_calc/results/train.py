@@ -260,6 +260,7 @@ def fit_needs(m: ModelConfig, w: Any, tr: Any, par: Any, capacity: int) -> list[
     micro-batch, more recomputation, more ZeRO sharding, the smallest T (same P) and T·P."""
     from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.training.timeline import max_micro_batch, min_parallelism, peak_memory
+    from transformer_calc.model.config import Recompute
     from transformer_calc.model.units import GIB
 
     out: list[str] = []
@@ -278,7 +279,7 @@ def fit_needs(m: ModelConfig, w: Any, tr: Any, par: Any, capacity: int) -> list[
         tried(f"--micro-batch {b}", w.model_copy(update={"batch_size": b}), tr, par)
     for rc in ("selective", "full"):
         if tr.recompute.value in ("none", "op") or (rc == "full" and tr.recompute.value == "selective"):
-            tried(f"--recompute {rc}", w, tr.model_copy(update={"recompute": rc}), par)
+            tried(f"--recompute {rc}", w, tr.model_copy(update={"recompute": Recompute(rc)}), par)
     if par.data > 1:
         for z in range(par.zero + 1, 4):
             tried(f"--zero {z}", w, tr, par.model_copy(update={"zero": z}))
