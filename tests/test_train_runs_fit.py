@@ -29,7 +29,7 @@ def test_every_run_that_ran_fits(row):
 
 def test_open_rows_are_few_and_explained():
     held = [r for r in ROWS if r.get("memory_open")]
-    assert len(held) <= 5
+    assert len(held) <= 2  # the NeMo 24.07 FP8 rows (their launcher config was not found)
     assert all(len(str(r["memory_open"])) > 40 for r in held)
 
 

@@ -241,7 +241,15 @@ class Fit:
 
 
 def fit(r: Result) -> Fit:
-    tr = r.training.model_copy(update={"micro_batches": r.est.micro_batches})
+    """The row's peak against the GPU (timeline.fit_capacity). `memory_framework` (optional): the
+    memory conventions of a stack whose time is priced with another profile (Meta's Llama 3 stack:
+    fused kernels, as Megatron-core's, under the pytorch time profile)."""
+    from transformer_calc.model.config import Framework
+
+    update: dict[str, Any] = {"micro_batches": r.est.micro_batches}
+    if r.row.get("memory_framework"):
+        update["framework"] = Framework(r.row["memory_framework"])
+    tr = r.training.model_copy(update=update)
     tl = peak_memory(r.model, r.workload, tr, r.parallelism, framework_memory=row_framework_memory(r.row))
     return Fit(tl, fit_capacity(r.gpu.memory_bytes))
 
