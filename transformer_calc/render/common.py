@@ -256,3 +256,12 @@ def assumed_text(assumptions: Any) -> str:
 
     return "\n".join(["assumed (not given; -f json: assumptions.defaults):"]
                      + [f"  {d.option} = {shown(d.value)}: {d.source}" for d in defaults])
+
+
+def with_assumed(r: Any, *parts: Any) -> Any:
+    """A result's renderables under the header of the defaults it assumed (`assumed_text`)."""
+    from rich.console import Group
+    from rich.text import Text
+
+    header = assumed_text(r.assumptions)
+    return Group(*([Text(header, style="dim")] if header else []), *parts)

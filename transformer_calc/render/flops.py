@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 from typing import Any
-from transformer_calc.render.common import fmt_count, fmt_flops, fmt_pct, fmt_rate, styled_table
+from transformer_calc.render.common import with_assumed, fmt_count, fmt_flops, fmt_pct, fmt_rate, styled_table
 
 
 def flops_table(r: Any) -> Any:
     """Forward FLOPs per component, step totals, rules of thumb, training time, sizing (a FlopsResult)."""
-    from rich.console import Group
     from rich.text import Text
 
     f, w, rules = r.flops, r.workload, r.rules_of_thumb
@@ -64,7 +63,7 @@ def flops_table(r: Any) -> Any:
                      f"{fmt_count(b.tokens)} tokens")
     if getattr(r, "towers", None) is not None:  # a multimodal model: what this result does with its towers
         lines.append(f"towers: {r.towers.note}")
-    return Group(t, per_token, Text("\n".join(lines)))
+    return with_assumed(r, t, per_token, Text("\n".join(lines)))
 
 
 def mfu_table(r: Any) -> Any:
@@ -79,4 +78,4 @@ def mfu_table(r: Any) -> Any:
         f"HFU: {100 * r.hfu:.2f} %  ({r.flops.recompute} recompute)",
         f"model FLOPs per token: {r.flops.per_token:,}",
     ]
-    return Text("\n".join(lines))
+    return with_assumed(r, Text("\n".join(lines)))

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformer_calc.render.common import bar, fmt_bytes, fmt_s, num, styled_table
+from transformer_calc.render.common import with_assumed, bar, fmt_bytes, fmt_s, num, styled_table
 
 
 def inference_table(r: Any) -> Any:
     """Memory per GPU against capacity, and the prefill/decode roofline (an InferenceResult)."""
-    from rich.console import Group
     from rich.text import Text
 
     inf, mem, kv = r.inference, r.memory, r.kv_cache
@@ -114,7 +113,7 @@ def inference_table(r: Any) -> Any:
         lines.append(f"KV cache {inf.kv_dtype}: assumed, {source}")
     sv = r.serving
     if sv is None:
-        return Group(t, rt, Text("\n".join(lines)))
+        return with_assumed(r, t, rt, Text("\n".join(lines)))
     g, eng = sv.per_gpu, sv.engine
     of = {"total": "of all memory", "static": "of all memory for weights + cache", "free": "of the memory left free"}
     cap = "no cap" if eng.max_num_seqs is None else f"max {eng.max_num_seqs:,}"
@@ -131,4 +130,4 @@ def inference_table(r: Any) -> Any:
                       *[f"B={n}" for n in bm.concurrency], "max B")
     for c, row, most in zip(bm.contexts, bm.kv_fraction, bm.max_concurrent_sequences):
         mt.add_row(f"{c:,}", *[("—" if f is None else f"{100 * f:,.0f} %") for f in row], f"{most:,}")
-    return Group(t, rt, Text("\n".join(lines)), mt)
+    return with_assumed(r, t, rt, Text("\n".join(lines)), mt)

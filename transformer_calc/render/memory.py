@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformer_calc.render.common import assumed_text, bar, fmt_bytes, styled_table
+from transformer_calc.render.common import bar, fmt_bytes, styled_table, with_assumed
 
 
 def memory_table(r: Any) -> Any:
     """Per-GPU breakdown with a bar chart against the GPU's capacity (when --gpu is given), of a
     `results.memory.MemoryResult`."""
-    from rich.console import Group
     from rich.text import Text
 
     mem, par, tr, w = r.memory, r.parallelism, r.training, r.workload
@@ -109,6 +108,4 @@ def memory_table(r: Any) -> Any:
         lines.append("smallest T·P that fits: " + (f"T={tpp.T} P={tpp.P}" if tpp else "none"))
     if getattr(r, "towers", None) is not None:  # a multimodal model: what this result does with its towers
         lines.append(f"towers: {r.towers.note}")
-    header = assumed_text(r.assumptions)
-    body = Text("\n".join(line for line in lines if line))
-    return Group(Text(header, style="dim"), t, body) if header else Group(t, body)
+    return with_assumed(r, t, Text("\n".join(line for line in lines if line)))

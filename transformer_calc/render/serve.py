@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformer_calc.render.common import fmt_s, styled_table
+from transformer_calc.render.common import with_assumed, fmt_s, styled_table
 
 
 def serve_table(r: Any) -> Any:
     """Layouts, best first: throughput, TTFT and TPOT at their concurrency; rejections with reasons
     (a ServeResult)."""
-    from rich.console import Group
     from rich.text import Text
 
     sv, best = r.serve, r.best
@@ -57,7 +56,7 @@ def serve_table(r: Any) -> Any:
             f"{dg.balanced_decode_per_prefill:.3g} decode per prefill instance")
     cv = getattr(r, "curve", None)
     if cv is None:
-        return Group(t, Text("\n".join(lines)))
+        return with_assumed(r, t, Text("\n".join(lines)))
     c = styled_table(f"Latency-throughput curve: T={cv.tensor_parallel} × {cv.replicas} replicas",
                      "B", "TTFT", "TPOT", "tok/s", "tok/s/GPU", "tok/s/user", "note")
     for p in cv.points:
@@ -67,4 +66,4 @@ def serve_table(r: Any) -> Any:
             continue
         c.add_row(str(p.concurrency), fmt_s(p.ttft_s), fmt_s(p.tpot_s), f"{p.tokens_per_s:,.0f}",
                   f"{p.tokens_per_s_per_gpu:,.0f}", f"{1 / p.tpot_s:,.1f}", "")
-    return Group(t, Text("\n".join(lines)), c)
+    return with_assumed(r, t, Text("\n".join(lines)), c)

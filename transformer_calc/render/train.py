@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 from typing import Any
-from transformer_calc.render.common import assumed_text, fmt_bytes, styled_table
+from transformer_calc.render.common import fmt_bytes, styled_table, with_assumed
 
 
 def train_table(r: Any) -> Any:
     """`tcalc train`: the step-time breakdown, throughput, MFU, memory, budget (a TrainResult)."""
-    from rich.console import Group
     from rich.text import Text
 
     lay, batch = r.layout, r.batch
@@ -21,11 +20,10 @@ def train_table(r: Any) -> Any:
         + f", {batch.micro_batches} micro-batches per replica")
     memory = (f"peak memory {fmt_bytes(mem.peak_bytes)} ({mem.peak_phase}) of {fmt_bytes(mem.usable_bytes)} usable: "
               + ("fits" if mem.fits else "does NOT fit"))
-    header = assumed_text(r.assumptions)
     if not r.fits:  # no step time for a layout that cannot run: what would make it fit instead
         lines = [f"Training step: {r.model.name or 'custom model'} on {lay.gpus} x {r.gpu}: does NOT fit, no step time",
                  layout, memory, "would fit with any one of:"] + [f"  {n}" for n in r.needs]
-        return Group(*([Text(header, style="dim")] if header else []), Text("\n".join(lines)))
+        return with_assumed(r, Text("\n".join(lines)))
     step = r.step_time_s
     t = styled_table(
         f"Training step: {r.model.name or 'custom model'} on {lay.gpus} x {r.gpu}",
@@ -50,7 +48,7 @@ def train_table(r: Any) -> Any:
                      + (f", cost {b.cost:,.0f}" if b.cost is not None else ""))
     if getattr(r, "towers", None) is not None:  # a multimodal model: what this result does with its towers
         lines.append(f"towers: {r.towers.note}")
-    return Group(*([Text(header, style="dim")] if header else []), t, Text("\n".join(lines)))
+    return with_assumed(r, t, Text("\n".join(lines)))
 
 
 def split_text(lay: Any) -> str:
@@ -64,7 +62,6 @@ def split_text(lay: Any) -> str:
 
 def plan_table(r: Any) -> Any:
     """`tcalc plan`: the fastest layouts that fit, and the rejected counted by reason (a PlanResult)."""
-    from rich.console import Group
     from rich.text import Text
 
     t = styled_table(
@@ -81,5 +78,4 @@ def plan_table(r: Any) -> Any:
     lines += [f"  rejected {n}: {why}" for why, n in sorted(r.rejected.items(), key=lambda kv: -kv[1])]
     if r.best_command:
         lines.append("best: " + r.best_command)
-    header = assumed_text(r.assumptions)
-    return Group(*([Text(header, style="dim")] if header else []), t, Text("\n".join(lines)))
+    return with_assumed(r, t, Text("\n".join(lines)))

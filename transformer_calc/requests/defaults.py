@@ -118,3 +118,20 @@ def sweep_defaults(given: dict[str, Any]) -> dict[str, Any]:
     zero = seed.get("zero", FRAMEWORK_ZERO.get(framework, (0, ""))[0])
     return {"framework": framework, "flash": str(seed.get("flash", True)).lower(), "zero": str(zero),
             "recompute": "none", "gpu": DEFAULT_GPU, "sp_with_tensor": framework in SP_FRAMEWORKS}
+
+
+def inference_defaults(model: Any, given: dict[str, Any], kv: tuple[Any, str] | None, *, prompt_default: bool = True
+                       ) -> list[Assumption]:
+    """What `tcalc inference` and `tcalc serve` assume where `given` (flags, then the job file's
+    inference: section) is silent: the GPU, S (the context window: a prompt fills what the model
+    serves; inference only), and the KV cache's dtype (`kv`: the dtype in effect and its source,
+    the engine's default)."""
+    seen = {k: v for k, v in given.items() if v is not None}
+    said: list[Assumption] = []
+    if prompt_default and "seq_len" not in seen:
+        said.append(Assumption("seq_len", model.max_seq_len, "the model's context window (max_seq_len)"))
+    if "gpu" not in seen:
+        said.append(Assumption("gpu", DEFAULT_GPU, DEFAULT_GPU_SOURCE))
+    if "kv_dtype" not in seen and kv is not None:
+        said.append(Assumption("kv_dtype", kv[0], kv[1]))
+    return said

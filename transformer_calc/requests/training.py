@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.requests.base import DTYPE_HELP, P_HELP, node_size, count, fraction, length, opt, positive, whole, zero_stage
-from transformer_calc.requests.model import OUTPUT, ModelRequest
+from transformer_calc.requests.model import ModelRequest
 
 # ============================================================================ memory, train, plan
 # Every training command resolves its settings here: a flag that was given, then the job file's

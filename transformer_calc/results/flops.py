@@ -17,7 +17,8 @@ from transformer_calc.model.units import SECONDS_PER_DAY
 from transformer_calc.estimators.params import count_params
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.base import Result, Section
-from transformer_calc.results.common import WorkloadSection, ModelSection, TowersSection, model_section, peak_for, towers_section
+from transformer_calc.results.common import (Assumptions, ModelSection, TowersSection, WorkloadSection, assumptions_section,
+                                            model_section, peak_for, towers_section)
 
 if TYPE_CHECKING:
     from transformer_calc.requests.flops import FlopsRequest, MfuRequest
@@ -116,6 +117,7 @@ class FlopsResult(Result):
     compute_optimal: ComputeOptimalSection
     training: TrainingRun | None = None  # with --tokens
     towers: TowersSection | None = None  # a multimodal model: its towers are not in these FLOPs
+    assumptions: Assumptions = Assumptions(defaults=[])  # the defaults assumed (requests/defaults.py), with their sources
 
 
 def flops_request(
@@ -148,15 +150,19 @@ def flops_request(
         raise TcalcError("--gpus, --gpu and --mfu estimate training time: give --tokens too, e.g. --tokens 300e9")
     if tokens is not None and gpus is None and gpu_name is not None:
         raise TcalcError("a training-time estimate needs the number of GPUs: give --gpus N")
+    from transformer_calc.requests.defaults import DEFAULT_GPU_SOURCE, Assumption
+
+    assumed = [] if S is not None or "seq_len" in section else [Assumption("seq_len", o["seq_len"], train_seq_len(m)[1])]
     if tokens is not None and gpus is not None and gpu_name is None:
         gpu_name = DEFAULT_GPU  # the one default GPU (requests/defaults.py)
+        assumed.append(Assumption("gpu", DEFAULT_GPU, DEFAULT_GPU_SOURCE))
     if mfu is not None and not 0 < mfu <= 1:
         raise TcalcError(f"--mfu ({mfu}) must be a fraction in (0, 1], e.g. 0.4 for 40 %")
     device = find_gpu(gpu_name) if gpu_name is not None else None
     return flops_report(
         m, workload, causal=causal, windowed=windowed, recompute=rec, tokens=tokens, gpus=gpus, gpu=device,
         dtype=dtype, mfu=(mfu if mfu is not None else 0.4) if device else None, budget=budget,
-    )
+    ).model_copy(update={"assumptions": assumptions_section(assumed)})
 
 
 def flops_report(
@@ -253,6 +259,7 @@ class MfuResult(Result):
     flops: MfuFlops
     global_batch: int | None = None  # sequences per step; with step_time_s
     step_time_s: float | None = None
+    assumptions: Assumptions = Assumptions(defaults=[])  # the defaults assumed (requests/defaults.py), with their sources
 
 
 def mfu_request(
@@ -268,9 +275,12 @@ def mfu_request(
     from transformer_calc.model.config import Recompute, Workload, build, resolve
     from transformer_calc.sources.presets import gpu as find_gpu
 
-    from transformer_calc.requests.defaults import DEFAULT_GPU, train_seq_len
+    from transformer_calc.requests.defaults import DEFAULT_GPU, DEFAULT_GPU_SOURCE, Assumption, train_seq_len
 
     o = resolve({"seq_len": S, "recompute": recompute}, section, {"seq_len": train_seq_len(m)[0], "recompute": "none"})
+    assumed = [] if S is not None or "seq_len" in section else [Assumption("seq_len", o["seq_len"], train_seq_len(m)[1])]
+    if gpu_name is None:
+        assumed.append(Assumption("gpu", DEFAULT_GPU, DEFAULT_GPU_SOURCE))
     workload = build(Workload, {"seq_len": o["seq_len"]}, "workload")
     rec = o["recompute"]
     if global_batch_tokens is not None:
@@ -301,7 +311,7 @@ def mfu_request(
     return mfu_report(
         m, workload, gpus, find_gpu(gpu_name or DEFAULT_GPU), dtype=dtype, global_batch=global_batch, step_time=step_time,
         tokens_per_s=tokens_per_s, recompute=rec_kind, causal=causal, hfu_convention=hfu_convention,
-    )
+    ).model_copy(update={"assumptions": assumptions_section(assumed)})
 
 
 def mfu_report(

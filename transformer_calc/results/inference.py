@@ -19,7 +19,8 @@ from pydantic import model_validator
 from transformer_calc.errors import ImpossibleResult
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
 from transformer_calc.results.base import TOLERANCE, Result, Section
-from transformer_calc.results.common import CheckpointSection, ModelSection, TowersSection, model_section, towers_section
+from transformer_calc.results.common import (Assumptions, CheckpointSection, ModelSection, TowersSection,
+                                            assumptions_section, model_section, towers_section)
 from transformer_calc.results.serve import EngineSettings, ExpectedAssumptions, engine_section, expected_assumptions
 
 if TYPE_CHECKING:
@@ -272,6 +273,7 @@ class InferenceResult(Result):
     speculative: SpeculativeSection | None = None  # with a draft model or --mtp
     towers: TowersSection | None = None  # a multimodal model's towers (in the weights)
     checkpoint: CheckpointSection | None = None
+    assumptions: Assumptions = Assumptions(defaults=[])  # the defaults assumed (requests/defaults.py), with their sources
 
     @model_validator(mode="after")
     def _expected_within_bound(self) -> InferenceResult:
@@ -388,7 +390,7 @@ STATIC_BATCH = ("static batch (HF generate): every sequence's cache for the whol
 def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, serving: Any = None,
                      speculative: dict[str, Any] | None = None,
                      checkpoint: CheckpointSection | None = None, static_batch: bool = False,
-                     kv_source: str | None = None) -> InferenceResult:
+                     kv_source: str | None = None, assumed: Any = ()) -> InferenceResult:
     """`tcalc inference`: KV cache, memory per GPU, prefill and decode as a roofline (the bound),
     the expected latency at achievable rates with fixed costs (`expected`), and the paged KV
     cache's serving capacity (`serving`, with the cache on)."""
@@ -443,6 +445,7 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
     images |= {"redundant_experts": spec.redundant_experts} if spec.redundant_experts else {}
     images |= {"kv_dtype_source": kv_source} if kv_source is not None else {}
     return InferenceResult(
+        assumptions=assumptions_section(assumed),
         model=model_section(m),
         inference=InferenceSettings(
             batch_size=spec.batch_size,
@@ -558,10 +561,14 @@ def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
     from transformer_calc.model.config import resolve
     from transformer_calc.requests.inference import kv_dtype_source
 
+    from transformer_calc.requests.defaults import inference_defaults
+
     engine_given = resolve(flags, section).get("engine") is not None
     kv_source = kv_dtype_source(section, flags, spec.weight_dtype, False) if engine_given else None
+    assumed = inference_defaults(m, resolve(flags, section),
+                                 (spec.kv_dtype, kv_dtype_source(section, flags, spec.weight_dtype, False)))
     return inference_report(m, device, spec, eff, serving, speculative, checkpoint=source_checkpoint(src),
-                            static_batch=bool(flags.get("static_batch")), kv_source=kv_source)
+                            static_batch=bool(flags.get("static_batch")), kv_source=kv_source, assumed=assumed)
 
 
 # ---------------------------------------------------------------------------- the command

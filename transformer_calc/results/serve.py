@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.results.base import Result, Section
 from transformer_calc.requests.inference import inference_efficiency, inference_spec, serving_spec
-from transformer_calc.results.common import CheckpointSection, ModelSection, TowersSection, model_section, network_for, towers_section
+from transformer_calc.results.common import (Assumptions, CheckpointSection, ModelSection, TowersSection, assumptions_section,
+                                            model_section, network_for, towers_section)
 
 if TYPE_CHECKING:
     from transformer_calc.requests.inference import ServeRequest
@@ -178,6 +179,7 @@ class ServeResult(Result):
     disaggregated: DisaggregatedSection | None = None  # with --disaggregate only
     towers: TowersSection | None = None  # a multimodal model's towers (in the weights)
     checkpoint: CheckpointSection | None = None
+    assumptions: Assumptions = Assumptions(defaults=[])  # the defaults assumed (requests/defaults.py), with their sources
 
 
 BATCHING = ("continuous, a closed loop of B sequences in flight: a decode step carries the decoding "
@@ -217,6 +219,7 @@ def serve_report(
     tpot_s: float | None, request_rate: float | None = None, tensor_parallel: int | None = None,
     concurrency: int | None = None, checkpoint: CheckpointSection | None = None,
     concurrencies: list[int] | None = None, pools: tuple[int, int] | None = None, kv_source: str | None = None,
+    assumed: Any = (),
 ) -> ServeResult:
     """`tcalc serve`: layouts of `gpus` GPUs (T within a node, replicas, concurrency) under
     continuous batching, with TTFT, TPOT and throughput against the targets (serving.py)."""
@@ -237,6 +240,7 @@ def serve_report(
     if (towers := towers_section(m, "inference")) is not None:
         extra["towers"] = towers
     return ServeResult(
+        assumptions=assumptions_section(assumed),
         model=model_section(m),
         serve=ServeSettings(
             gpu=gpu.name,
@@ -352,7 +356,20 @@ def serve_request(
                         tpot_s=targets["tpot_s"], request_rate=targets["request_rate"],
                         tensor_parallel=given.get("tensor"), concurrency=given.get("batch_size"),
                         checkpoint=checkpoint_section, concurrencies=concurrencies, pools=pools,
-                        kv_source=kv_dtype_source(section, flags, spec.weight_dtype, True))
+                        kv_source=kv_dtype_source(section, flags, spec.weight_dtype, True),
+                        assumed=serve_assumed(m, given, spec, kv_dtype_source(section, flags, spec.weight_dtype, True)))
+
+
+def serve_assumed(m: ModelConfig, given: dict[str, Any], spec: Any, kv_source: str) -> list[Any]:
+    """`tcalc serve`'s assumed defaults: the engine (vLLM), the GPU, the KV cache's dtype."""
+    from transformer_calc.estimators.inference.engines import DEFAULT_ENGINE
+    from transformer_calc.requests.defaults import Assumption, inference_defaults
+
+    engine = [] if given.get("engine") is not None else [
+        Assumption("engine", DEFAULT_ENGINE, "vLLM, the most deployed open serving engine; its sourced defaults "
+                                             "(engines.py)")]
+    return engine + inference_defaults(m, given, (spec.kv_dtype or spec.activation_dtype, kv_source),
+                                       prompt_default=False)
 
 
 def serve_targets(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
