@@ -70,7 +70,7 @@ CLAIMS = {
     "best T=2 × 2": lambda d: (d["best"]["tensor_parallel"], d["best"]["replicas"]) == (2, 2),
     "16.8 GiB of weights, fits 24 GB": lambda d: round(_weights(d) / GIB, 1) == 16.8 and d["memory"]["fits"],
     "436 MiB of state at 64K": lambda d: round(d["kv_cache"]["total_bytes"] / MIB) == 436,
-    "experts over 8 GPUs": lambda d: d["serve"]["expert_parallel"] == 8 and d["best"]["attention_groups"] == 8,
+    "experts over 8 GPUs": lambda d: d["serve"]["expert"] == 8 and d["best"]["attention_groups"] == 8,
     "Gemma 4 QLoRA: 35.5 GiB peak": lambda d: round(d["memory"]["peak_bytes"] / GIB, 1) == 35.5 and d["fits"],
 }
 

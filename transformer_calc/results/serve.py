@@ -97,7 +97,7 @@ class ServeSettings(Section):
     gpus: int  # in all; replicas = gpus / (T·ep)
     prompt_len: int  # tokens per request
     output_len: int  # tokens per request
-    expert_parallel: int
+    expert: int  # ep, expert-parallel ranks (the glossary's name, as training's `parallelism.expert`)
     weight_dtype: str
     kv_dtype: str
     kv_dtype_source: str | None = None  # "given", else the engine's default and its source (engines.default_kv_dtype)
@@ -247,7 +247,7 @@ def serve_report(
             gpus=gpus,
             prompt_len=spec.prompt_len,
             output_len=spec.new_tokens,
-            expert_parallel=spec.expert_parallel,
+            expert=spec.expert_parallel,
             weight_dtype=spec.weight_dtype,
             kv_dtype=spec.kv_dtype,
             kv_dtype_source=kv_source,
