@@ -466,8 +466,10 @@ class ModelConfig(BaseModel):
     @property
     def training_seq_len(self) -> int:
         """S for training when none is given: the documented pre-training length (train_seq_len),
-        else min(max_seq_len, FALLBACK_TRAIN_SEQ_LEN), never a 128K+ context window unasked."""
-        return self.train_seq_len if self.train_seq_len is not None else min(self.max_seq_len, FALLBACK_TRAIN_SEQ_LEN)
+        else FALLBACK_TRAIN_SEQ_LEN, within the context window (max_seq_len, which an override may
+        shrink below it); never a 128K+ window unasked."""
+        wanted = self.train_seq_len if self.train_seq_len is not None else FALLBACK_TRAIN_SEQ_LEN
+        return min(wanted, self.max_seq_len)
 
     @property
     def gated_mlp(self) -> bool:

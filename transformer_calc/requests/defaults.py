@@ -64,7 +64,7 @@ class Assumption:
 def train_seq_len(model: Any) -> tuple[int, str]:
     """S for training when none is given: the model's documented pre-training length
     (`train_seq_len`), else min(max_seq_len, 8192)."""
-    if model.train_seq_len is not None:
+    if model.train_seq_len is not None and model.train_seq_len <= model.max_seq_len:
         from transformer_calc.sources.presets import train_seq_len_source
 
         cited = train_seq_len_source(model.name)
@@ -74,11 +74,10 @@ def train_seq_len(model: Any) -> tuple[int, str]:
                f"no documented pre-training length: min(max_seq_len {model.max_seq_len:,}, {FALLBACK_TRAIN_SEQ_LEN:,})")
 
 
-def training_defaults(model: Any, given: dict[str, Any], *, gpu: bool = True) -> tuple[dict[str, Any], list[Assumption]]:
-    """The defaults of a training command (memory, train, plan, sweep) for the options that
-    `given` (flags, then the job file's training: section; None: not given) leaves unset, and
-    the assumptions they make. `gpu=False`: the command takes no GPU default (plan's GPU is the
-    same default, but a command may price no device)."""
+def training_defaults(model: Any, given: dict[str, Any]) -> tuple[dict[str, Any], list[Assumption]]:
+    """The defaults of a training command (memory, train, plan; sweep through `sweep_defaults`)
+    for the options that `given` (flags, then the job file's training: section; None: not given)
+    leaves unset, and the assumptions they make."""
     seen = {k: v for k, v in given.items() if v is not None}
     seed = str(seen.get("activations", "")) == "seed"
     out: dict[str, Any] = {}
@@ -103,8 +102,7 @@ def training_defaults(model: Any, given: dict[str, Any], *, gpu: bool = True) ->
     tensor = seen.get("tensor", 1)
     if isinstance(tensor, int) and tensor > 1 and framework in SP_FRAMEWORKS:
         default("sequence_parallel", True, SP_FRAMEWORKS[framework])
-    if gpu:
-        default("gpu", DEFAULT_GPU, DEFAULT_GPU_SOURCE)
+    default("gpu", DEFAULT_GPU, DEFAULT_GPU_SOURCE)
     return out, said
 
 
@@ -113,7 +111,7 @@ def sweep_defaults(given: dict[str, Any]) -> dict[str, Any]:
     them: the flash, zero, recompute and gpu axes' texts, the framework, and whether sequence
     parallelism defaults on at T > 1 (S is each model's training_seq_len)."""
     seen = {k: v for k, v in given.items() if v is not None}
-    seed = {k: v for k, v in SEED_DEFAULTS.items()} if str(seen.get("activations", "")) == "seed" else {}
+    seed = dict(SEED_DEFAULTS) if str(seen.get("activations", "")) == "seed" else {}
     framework = str(seen.get("framework", seed.get("framework", DEFAULT_FRAMEWORK)))
     zero = seed.get("zero", FRAMEWORK_ZERO.get(framework, (0, ""))[0])
     return {"framework": framework, "flash": str(seed.get("flash", True)).lower(), "zero": str(zero),
