@@ -112,7 +112,7 @@ def shown(page, key: str) -> tuple[object, str]:
 def test_the_memory_page_shows_the_apis_numbers_and_follows_its_inputs(server, page, shots):
     page.goto(f"{server}/memory?model=llama-3-8b&S=4096&gpu=h100")
     result = tc.memory("llama-3-8b", S=4096, gpu="h100")
-    assert shown(page, "memory.peak_bytes") == (result.memory.peak_bytes, f"{result.memory.peak_bytes:,} (195.1 GiB)")
+    assert shown(page, "memory.peak_bytes") == (result.memory.peak_bytes, f"{result.memory.peak_bytes:,} (154.6 GiB)")
     assert page.locator("svg[aria-label='memory timeline'] rect").count() >= len(result.memory.phases)
     assert page.locator("#command-line").inner_text() == "tcalc memory llama-3-8b --S 4096 --gpu h100"
     page.screenshot(path=str(shots / "memory.png"))
@@ -122,17 +122,17 @@ def test_the_memory_page_shows_the_apis_numbers_and_follows_its_inputs(server, p
     page.fill("#f-B", "2")
     with page.expect_navigation():
         page.click("#compute")
-    assert page.url == f"{server}/memory?model=llama-3-8b&S=8192&B=2&gpu=h100"
+    assert page.url == f"{server}/memory?model=llama-3-8b&gpu=h100&S=8192&B=2"  # --gpu: one option of every command (GpuOpt)
     assert shown(page, "memory.peak_bytes")[0] == tc.memory("llama-3-8b", S=8192, B=2, gpu="h100").memory.peak_bytes
 
-    # a switch submits itself
+    # a switch submits itself (flash is on by default: turning it off keeps the S x S scores)
     open_panel(page, "flash")
     with page.expect_navigation():
-        page.select_option("#f-flash", "true")
-    assert "flash=true" in page.url
-    assert shown(page, "memory.peak_bytes")[0] == tc.memory("llama-3-8b", S=8192, B=2, gpu="h100",
-                                                             flash=True).memory.peak_bytes
-    assert page.locator("#command-line").inner_text().endswith("--flash --gpu h100")
+        page.select_option("#f-flash", "false")
+    assert "flash=false" in page.url
+    eager = tc.memory("llama-3-8b", S=8192, B=2, gpu="h100", flash=False).memory.peak_bytes
+    assert shown(page, "memory.peak_bytes")[0] == eager > tc.memory("llama-3-8b", S=8192, B=2, gpu="h100").memory.peak_bytes
+    assert page.locator("#command-line").inner_text().endswith("--no-flash --gpu h100")
 
 
 PAGES = {  # page: (query, the API's result, the keys to read)
