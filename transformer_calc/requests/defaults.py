@@ -77,7 +77,7 @@ def train_seq_len(model: Any) -> tuple[int, str]:
 def training_defaults(model: Any, given: dict[str, Any]) -> tuple[dict[str, Any], list[Assumption]]:
     """The defaults of a training command (memory, train, plan; sweep through `sweep_defaults`)
     for the options that `given` (flags, then the job file's training: section; None: not given)
-    leaves unset, and the assumptions they make."""
+    leaves unset, and the assumptions they make. `model` None: every default but S."""
     seen = {k: v for k, v in given.items() if v is not None}
     seed = str(seen.get("activations", "")) == "seed"
     out: dict[str, Any] = {}
@@ -88,8 +88,8 @@ def training_defaults(model: Any, given: dict[str, Any]) -> tuple[dict[str, Any]
             out[option] = value
             said.append(Assumption(option, value, source))
 
-    S, why = train_seq_len(model)
-    default("seq_len", S, why)
+    if model is not None:
+        default("seq_len", *train_seq_len(model))
     if seed:
         for option, value in SEED_DEFAULTS.items():
             default(option, value, SEED_SOURCE)
@@ -109,13 +109,12 @@ def training_defaults(model: Any, given: dict[str, Any]) -> tuple[dict[str, Any]
 def sweep_defaults(given: dict[str, Any]) -> dict[str, Any]:
     """`tcalc sweep`'s defaults, the training commands' (`training_defaults`) as a sweep reads
     them: the flash, zero, recompute and gpu axes' texts, the framework, and whether sequence
-    parallelism defaults on at T > 1 (S is each model's training_seq_len)."""
-    seen = {k: v for k, v in given.items() if v is not None}
-    seed = dict(SEED_DEFAULTS) if str(seen.get("activations", "")) == "seed" else {}
-    framework = str(seen.get("framework", seed.get("framework", DEFAULT_FRAMEWORK)))
-    zero = seed.get("zero", FRAMEWORK_ZERO.get(framework, (0, ""))[0])
-    return {"framework": framework, "flash": str(seed.get("flash", True)).lower(), "zero": str(zero),
-            "recompute": "none", "gpu": DEFAULT_GPU, "sp_with_tensor": framework in SP_FRAMEWORKS}
+    parallelism defaults on at T > 1 (S is each model's training_seq_len; T is an axis)."""
+    settings = {k: v for k, v in given.items() if k not in ("tensor", "sequence_parallel")}
+    out, _ = training_defaults(None, {**settings, "tensor": 2})  # at T > 1: does SP default on?
+    axes: dict[str, Any] = {k: str(out[k]).lower() for k in ("flash", "zero", "recompute", "gpu") if k in out}  # given: none
+    return {**axes, "framework": str(settings.get("framework") or out["framework"]),
+            "sp_with_tensor": bool(out.get("sequence_parallel", False))}
 
 
 def inference_defaults(model: Any, given: dict[str, Any], kv: tuple[Any, str] | None, *, prompt_default: bool = True

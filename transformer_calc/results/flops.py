@@ -131,10 +131,11 @@ def flops_request(
     from transformer_calc.model.config import Recompute, Workload, build, resolve
     from transformer_calc.sources.presets import gpu as find_gpu
 
-    from transformer_calc.requests.defaults import DEFAULT_GPU, train_seq_len
+    from transformer_calc.requests.defaults import DEFAULT_GPU, DEFAULT_GPU_SOURCE, Assumption, train_seq_len
 
+    S_default, why = train_seq_len(m)
     o = resolve({"seq_len": S, "batch_size": B, "recompute": recompute}, section,
-                {"seq_len": train_seq_len(m)[0], "batch_size": 1, "recompute": "none"})
+                {"seq_len": S_default, "batch_size": 1, "recompute": "none"})
     workload = build(Workload, {"seq_len": o["seq_len"], "batch_size": o["batch_size"]}, "workload")
     try:
         rec = Recompute(o["recompute"])
@@ -150,9 +151,7 @@ def flops_request(
         raise TcalcError("--gpus, --gpu and --mfu estimate training time: give --tokens too, e.g. --tokens 300e9")
     if tokens is not None and gpus is None and gpu_name is not None:
         raise TcalcError("a training-time estimate needs the number of GPUs: give --gpus N")
-    from transformer_calc.requests.defaults import DEFAULT_GPU_SOURCE, Assumption
-
-    assumed = [] if S is not None or "seq_len" in section else [Assumption("seq_len", o["seq_len"], train_seq_len(m)[1])]
+    assumed = [] if S is not None or "seq_len" in section else [Assumption("seq_len", S_default, why)]
     if tokens is not None and gpus is not None and gpu_name is None:
         gpu_name = DEFAULT_GPU  # the one default GPU (requests/defaults.py)
         assumed.append(Assumption("gpu", DEFAULT_GPU, DEFAULT_GPU_SOURCE))
@@ -277,8 +276,9 @@ def mfu_request(
 
     from transformer_calc.requests.defaults import DEFAULT_GPU, DEFAULT_GPU_SOURCE, Assumption, train_seq_len
 
-    o = resolve({"seq_len": S, "recompute": recompute}, section, {"seq_len": train_seq_len(m)[0], "recompute": "none"})
-    assumed = [] if S is not None or "seq_len" in section else [Assumption("seq_len", o["seq_len"], train_seq_len(m)[1])]
+    S_default, why = train_seq_len(m)
+    o = resolve({"seq_len": S, "recompute": recompute}, section, {"seq_len": S_default, "recompute": "none"})
+    assumed = [] if S is not None or "seq_len" in section else [Assumption("seq_len", S_default, why)]
     if gpu_name is None:
         assumed.append(Assumption("gpu", DEFAULT_GPU, DEFAULT_GPU_SOURCE))
     workload = build(Workload, {"seq_len": o["seq_len"]}, "workload")

@@ -563,12 +563,12 @@ def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
 
     from transformer_calc.requests.defaults import inference_defaults
 
-    engine_given = resolve(flags, section).get("engine") is not None
-    kv_source = kv_dtype_source(section, flags, spec.weight_dtype, False) if engine_given else None
-    assumed = inference_defaults(m, resolve(flags, section),
-                                 (spec.kv_dtype, kv_dtype_source(section, flags, spec.weight_dtype, False)))
+    given = resolve(flags, section)
+    kv_source = kv_dtype_source(section, flags, spec.weight_dtype, False)
+    assumed = inference_defaults(m, given, (spec.kv_dtype, kv_source))
     return inference_report(m, device, spec, eff, serving, speculative, checkpoint=source_checkpoint(src),
-                            static_batch=bool(flags.get("static_batch")), kv_source=kv_source, assumed=assumed)
+                            static_batch=bool(flags.get("static_batch")),
+                            kv_source=kv_source if given.get("engine") is not None else None, assumed=assumed)
 
 
 # ---------------------------------------------------------------------------- the command

@@ -352,12 +352,12 @@ def serve_request(
     targets = serve_targets(section, ttft_s=ttft_s, tpot_s=tpot_s, request_rate=request_rate, gpus=gpus)
     if targets["gpus"] % spec.expert_parallel:
         raise TcalcError(f"--gpus ({targets['gpus']}) must be a multiple of --ep ({spec.expert_parallel})")
+    kv_source = kv_dtype_source(section, flags, spec.weight_dtype, True)
     return serve_report(m, device, spec, eff, serving, gpus=targets["gpus"], ttft_s=targets["ttft_s"],
                         tpot_s=targets["tpot_s"], request_rate=targets["request_rate"],
                         tensor_parallel=given.get("tensor"), concurrency=given.get("batch_size"),
                         checkpoint=checkpoint_section, concurrencies=concurrencies, pools=pools,
-                        kv_source=kv_dtype_source(section, flags, spec.weight_dtype, True),
-                        assumed=serve_assumed(m, given, spec, kv_dtype_source(section, flags, spec.weight_dtype, True)))
+                        kv_source=kv_source, assumed=serve_assumed(m, given, spec, kv_source))
 
 
 def serve_assumed(m: ModelConfig, given: dict[str, Any], spec: Any, kv_source: str) -> list[Any]:
