@@ -478,6 +478,10 @@ def test_long_default_context_is_said_and_beyond_context_warned(capsys):
     # training defaults to the pre-training length (Llama 3: 8K), never the 128K window: nothing to say
     code, out, err = call(capsys, "memory", "--preset", "llama-3.1-405b", "--format", "json")
     assert code == 0 and err == "" and json.loads(out)["workload"]["seq_len"] == 8192
+    code, out, err = call(capsys, "sweep", "--preset", "llama-3.1-405b", "--format", "json")  # as memory prices it
+    assert code == 0 and err == "" and json.loads(out)["points"][0]["seq_len"] == 8192
+    code, out, err = call(capsys, "sweep", "--preset", "llama-3.1-405b", "--metrics", "kv_cache_bytes", "-f", "json")
+    assert code == 0 and err.startswith("note: S = 131,072, the model's context window")  # as inference
     code, out, err = call(capsys, "memory", "--preset", "gemma-3-27b", "--format", "json")
     assert code == 0 and err.startswith("note: S = 32,768, the model's pre-training length")
     code, out, err = call(capsys, "inference", "--preset", "llama-2-13b", "--S", "8192", "--format", "json")

@@ -322,8 +322,10 @@ def _sweep_body(command: str, req: Any, fmt: OutputFormat) -> None:
     sweep_run = prepare_sweep(req)
     plotting = _sweep_plot_args(sweep_run, req.plot, req.x, req.y, req.series) if req.plot is not None else None
     lengths = sweep_run.spec.axes.get("seq_len")
-    for m in sweep_run.models.values():
-        _note_seq_len(m, max(lengths) if lengths else m.max_seq_len, lengths is not None)
+    training = sweep_run.spec.training_point
+    for m in sweep_run.models.values():  # the default S a point takes (estimators.sweep: the command's)
+        _note_seq_len(m, max(lengths) if lengths else m.training_seq_len if training else m.max_seq_len,
+                      lengths is not None)
     with _sweep_progress(sweep_run.spec.size) as progress:
         if plotting is None and fmt in (OutputFormat.csv, OutputFormat.json):
             from transformer_calc.render.sweep import sweep_csv, sweep_json

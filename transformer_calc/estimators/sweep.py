@@ -281,6 +281,12 @@ class SweepSpec:
         return math.prod(len(values) for values in self.axes.values())
 
     @property
+    def training_point(self) -> bool:
+        """A training metric is asked: a point's default S is the model's training S (its
+        pre-training length), else inference's (the context window)."""
+        return bool(set(self.metrics) & (MEMORY_METRICS | {"model_flops", "hardware_flops", "train_days"}))
+
+    @property
     def columns(self) -> tuple[str, ...]:
         """The keys of every row, in order: the axes, S if not an axis, the metrics."""
         extra = ("seq_len",) if "seq_len" not in self.axes else ()
@@ -498,7 +504,7 @@ def iter_rows(
     want_memory = bool(want & MEMORY_METRICS)
     want_flops = bool(want & {"model_flops", "hardware_flops"})
     want_inference = bool(want & set(INFERENCE_METRICS))
-    training_point = want_memory or want_flops or "train_days" in want
+    training_point = spec.training_point
     names = list(spec.axes)
     columns = spec.columns
     trainings: dict[tuple[str, bool], Training] = {}
