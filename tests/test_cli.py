@@ -59,7 +59,7 @@ def test_params_set_and_tensor_parallel(capsys):
     m = preset_model("gpt2").with_overrides({"tied_embeddings": False})
     assert data["params"]["total"] == count_params(m).total
     assert data["weights"]["bytes"] == 4 * count_params(m).total
-    assert data["weights"]["tensor_parallel"] == 4
+    assert data["weights"]["tensor"] == 4
     assert data["weights"]["params_per_rank"] < data["params"]["total"]
 
 
@@ -425,7 +425,7 @@ def test_inference_from_job_file(tmp_path, capsys):
     f = tmp_path / "j.yaml"
     f.write_text("model: {preset: llama-2-13b}\ninference: {B: 4, S: 2048, new_tokens: 32, T: 2, gpu: h100}\n")
     data = call_json(capsys, "inference", "--config", str(f), "--B", "8")
-    assert data["inference"]["batch_size"] == 8 and data["inference"]["tensor_parallel"] == 2
+    assert data["inference"]["batch_size"] == 8 and data["inference"]["tensor"] == 2
     assert data["inference"]["gpu"] == "H100-SXM5-80GB" and data["inference"]["new_tokens"] == 32
 
 

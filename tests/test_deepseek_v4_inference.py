@@ -254,7 +254,7 @@ def test_cli_serve_json(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, "serve", "--hf-config", str(PUBLISHED), "--gpu", "b200", "--gpus", "2", "--prompt-len", "4k",
                  "--output-len", "512", "--weight-dtype", "int4")
     feasible = [x for x in data["layouts"] if x["feasible"]]
-    assert [x["tensor_parallel"] for x in feasible] == [1] and feasible[0]["replicas"] == 2
+    assert [x["tensor"] for x in feasible] == [1] and feasible[0]["replicas"] == 2
     assert feasible[0]["concurrency"] >= 1
     rejected = [x for x in data["layouts"] if not x["feasible"]]
     assert rejected and all("DeepSeek-V4" in x["reason"] for x in rejected)
@@ -292,7 +292,7 @@ def test_cli_serve_expert_parallel_json(capsys: pytest.CaptureFixture[str]) -> N
             "--output-len", "256", "--tpot", "0.05"]
     data = _json(capsys, "serve", *args)
     best = data["best"]
-    assert best is not None and (best["tensor_parallel"], best["replicas"], best["attention_groups"]) == (1, 2, 8)
+    assert best is not None and (best["tensor"], best["replicas"], best["attention_groups"]) == (1, 2, 8)
     assert best["tpot_s"] <= 0.05 and best["concurrency"] >= 1
     api = tc.serve("deepseek-v4-flash", gpu="h100", gpus=16, ep=8, prompt_len=2048, output_len=256, tpot_s=0.05)
     assert api.model_dump(mode="json") == data

@@ -76,7 +76,7 @@ def test_cli_disaggregate(capsys):
                 "--T", "4", "--engine", "sglang", "--weight-dtype", "fp8", "--kv-dtype", "fp8", "--disaggregate", "1P3D",
                 "-f", "json"]) == 0
     d = json.loads(capsys.readouterr().out)["disaggregated"]
-    assert (d["prefill_instances"], d["decode_instances"], d["tensor_parallel"], d["gpus"]) == (1, 3, 4, 16)
+    assert (d["prefill_instances"], d["decode_instances"], d["tensor"], d["gpus"]) == (1, 3, 4, 16)
     assert d["tokens_per_s_per_gpu"] == pytest.approx(d["tokens_per_s"] / 16)
     assert cli(["serve", "--preset", "llama-3.3-70b", "--prompt-len", "4000", "--output-len", "500",
                 "--disaggregate", "3D1P"]) == 2

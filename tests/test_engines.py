@@ -230,7 +230,7 @@ def test_curve_against_nim_concurrency_sweep(capsys):
                 "5000", "--output-len", "500", "--engine", "trtllm", "--weight-dtype", "fp8", "--kv-dtype", "fp8",
                 "--concurrency", "50,1,25,5,1000", "-f", "json"]) == 0
     curve = json.loads(capsys.readouterr().out)["curve"]
-    assert (curve["tensor_parallel"], curve["replicas"]) == (2, 1)
+    assert (curve["tensor"], curve["replicas"]) == (2, 1)
     points = {p["concurrency"]: p for p in curve["points"]}
     assert [p["concurrency"] for p in curve["points"]] == [1, 5, 25, 50, 1000]  # sorted
     published = {1: (0.40677, 0.01858), 5: (0.5467, 0.02183), 25: (0.68869, 0.03875), 50: (0.83451, 0.05973)}

@@ -139,12 +139,12 @@ def test_cli_json_params_and_inference(capsys):
     """`tcalc params` and `tcalc inference` at T = 4 on -f json: the per-rank count and the cache per GPU."""
     assert run(["params", "gemma-4-31b", "--T", "4", "--text-only", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert (data["weights"]["tensor_parallel"], data["weights"]["params_per_rank"]) == (4, 7675334912)
+    assert (data["weights"]["tensor"], data["weights"]["params_per_rank"]) == (4, 7675334912)
     assert data["weights"]["bytes_per_rank"] == 2 * 7675334912  # bf16
     assert run(["inference", "gemma-4-31b", "--T", "4", "--S", "8192", "--B", "1", "--gpu", "h100", "--text-only",
                 "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["inference"]["tensor_parallel"] == 4
+    assert data["inference"]["tensor"] == 4
     assert data["kv_cache"]["per_gpu_bytes"] == (50 * 2 * 4 * 256 * 1023 + 10 * 2 * 1 * 512 * 8192) * 2 == 377282560
     assert data["prefill"]["communication_s"] > 0  # the two all-reduces per layer
 

@@ -67,7 +67,7 @@ CLAIMS = {
     "experts split 8 ways: 95.9 GiB": lambda d: d["parallelism"]["expert"] == 8
     and round(d["memory"]["peak_bytes"] / GIB, 1) == 95.9 and d["fits"],
     "5 GiB of KV at 256K": lambda d: round(d["kv_cache"]["total_bytes"] / GIB) == 5,
-    "best T=2 × 2": lambda d: (d["best"]["tensor_parallel"], d["best"]["replicas"]) == (2, 2),
+    "best T=2 × 2": lambda d: (d["best"]["tensor"], d["best"]["replicas"]) == (2, 2),
     "16.8 GiB of weights, fits 24 GB": lambda d: round(_weights(d) / GIB, 1) == 16.8 and d["memory"]["fits"],
     "436 MiB of state at 64K": lambda d: round(d["kv_cache"]["total_bytes"] / MIB) == 436,
     "experts over 8 GPUs": lambda d: d["serve"]["expert"] == 8 and d["best"]["attention_groups"] == 8,

@@ -173,7 +173,7 @@ def test_cli_serve_json(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["best"]["feasible"] and out["best"]["tokens_per_s"] > 0
     assert out["best"]["tokens_per_s_per_gpu"] == pytest.approx(out["best"]["tokens_per_s"] / 8)
-    assert [r["tensor_parallel"] for r in out["layouts"] if not r["feasible"]] == [1]
+    assert [r["tensor"] for r in out["layouts"] if not r["feasible"]] == [1]
     assert run(argv[:-2]) == 0 and "meets targets" in capsys.readouterr().out
 
 

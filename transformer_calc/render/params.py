@@ -83,9 +83,9 @@ def params_table(r: Any) -> Any:
     a.add_row("12·L·D² + V·D", f"{approx.seed_total:,}", fmt_pct(approx.seed_total_rel_error))
 
     weights = f"weights at p={w.bytes_per_param} bytes/param: {fmt_bytes(w.bytes)} ({w.bytes:,} B)"
-    if w.tensor_parallel > 1:
+    if w.tensor > 1:
         weights += (
-            f"; per tensor-parallel rank (T={w.tensor_parallel}): {w.params_per_rank:,} params, "
+            f"; per tensor-parallel rank (T={w.tensor}): {w.params_per_rank:,} params, "
             f"{fmt_bytes(w.bytes_per_rank)}"
         )
     lines = [Text(model_summary(model), style="dim"), t, a, Text(weights)]

@@ -22,10 +22,10 @@ def serve_table(r: Any) -> Any:
                else "serves the load" if sv.request_rate else "fits (no targets)")
     for row in r.layouts:
         if row.concurrency is None:
-            t.add_row(str(row.tensor_parallel), str(row.replicas), "—", "—", "—", "—", "—",
+            t.add_row(str(row.tensor), str(row.replicas), "—", "—", "—", "—", "—",
                       row.reason or "", style="dim")
             continue
-        t.add_row(str(row.tensor_parallel), str(row.replicas), str(row.concurrency), fmt_s(row.ttft_s),
+        t.add_row(str(row.tensor), str(row.replicas), str(row.concurrency), fmt_s(row.ttft_s),
                   fmt_s(row.tpot_s), f"{row.tokens_per_s:,.0f}", f"{row.tokens_per_s_per_gpu:,.0f}",
                   verdict if row.feasible else row.reason or "",
                   style=None if row.feasible else "dim")
@@ -39,14 +39,14 @@ def serve_table(r: Any) -> Any:
         f"model: {sv.batching}",
         f"KV cache: {sv.kv_dtype}" + ("" if getattr(sv, "kv_dtype_source", None) in (None, "given")
                                       else f" (assumed: {sv.kv_dtype_source})"),
-        "best: " + (f"T={best.tensor_parallel} × {best.replicas} replicas, "
+        "best: " + (f"T={best.tensor} × {best.replicas} replicas, "
                     f"B={best.concurrency}, {best.tokens_per_s:,.0f} output tokens/s"
                     if best else "no layout meets the targets"),
     ]
     dg = getattr(r, "disaggregated", None)
     if dg is not None:
         lines.append(
-            f"disaggregated {dg.prefill_instances}P{dg.decode_instances}D (T={dg.tensor_parallel}, {dg.gpus} GPUs): "
+            f"disaggregated {dg.prefill_instances}P{dg.decode_instances}D (T={dg.tensor}, {dg.gpus} GPUs): "
             f"prefill {dg.prefill_batch} prompt(s) per {fmt_s(dg.prefill_step_s)} step, "
             f"{dg.prefill_requests_per_s:.3g} requests/s per instance; KV {dg.kv_bytes_per_request / 2**20:,.0f} MiB "
             f"per request over {dg.link} in {fmt_s(dg.kv_transfer_s)}; decode B={dg.decode_concurrency} at TPOT "
@@ -57,7 +57,7 @@ def serve_table(r: Any) -> Any:
     cv = getattr(r, "curve", None)
     if cv is None:
         return with_assumed(r, t, Text("\n".join(lines)))
-    c = styled_table(f"Latency-throughput curve: T={cv.tensor_parallel} × {cv.replicas} replicas",
+    c = styled_table(f"Latency-throughput curve: T={cv.tensor} × {cv.replicas} replicas",
                      "B", "TTFT", "TPOT", "tok/s", "tok/s/GPU", "tok/s/user", "note")
     for p in cv.points:
         if p.ttft_s is None:

@@ -33,7 +33,7 @@ class InferenceSettings(Section):
     batch_size: int  # B, concurrent sequences
     prompt_len: int  # S, prompt tokens per sequence
     new_tokens: int  # generated per sequence; the first comes from the prefill
-    tensor_parallel: int  # T
+    tensor: int  # T
     expert: int  # ep, expert-parallel ranks (the glossary's name, as training's `parallelism.expert`)
     gpus: int  # GPUs the model is spread over
     weight_dtype: str  # a dtype, a quantized format, or "checkpoint" (the bytes it stores)
@@ -451,7 +451,7 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
             batch_size=spec.batch_size,
             prompt_len=spec.prompt_len,
             new_tokens=spec.new_tokens,
-            tensor_parallel=spec.tensor_parallel,
+            tensor=spec.tensor_parallel,
             expert=spec.expert_parallel,
             gpus=expert_layout(m, spec.tensor_parallel, spec.expert_parallel)[0],
             weight_dtype=spec.weight_dtype,

@@ -56,7 +56,7 @@ class WeightBytes(Section):
     dtype: str | None
     bytes_per_param: int
     bytes: int
-    tensor_parallel: int
+    tensor: int  # T
     params_per_rank: int
     bytes_per_rank: int
 
@@ -100,7 +100,7 @@ def params_report(m: ModelConfig, bytes_per_param: int = 2, T: int = 1, dtype: s
             dtype=dtype or {4: "fp32", 2: "bf16", 1: "fp8"}.get(bytes_per_param),
             bytes_per_param=bytes_per_param,
             bytes=total * bytes_per_param,
-            tensor_parallel=T,
+            tensor=T,
             params_per_rank=per_rank,
             bytes_per_rank=per_rank * bytes_per_param,
         ),

@@ -112,7 +112,7 @@ class LayoutRow(Section):
     """One layout and its verdict; the operating point's keys are None where none was evaluated
     (the layout does not fit), the capacity's where it has none (T does not divide the heads)."""
 
-    tensor_parallel: int
+    tensor: int  # T
     replicas: int
     gpus: int
     feasible: bool  # meets the targets
@@ -137,7 +137,7 @@ class CurveSection(Section):
     """A latency-throughput curve: one layout at each concurrency given (--concurrency), no targets;
     a point the engine cannot keep in flight has its reason and no times."""
 
-    tensor_parallel: int  # the layout's T: --T's, else the best layout's, else the first that fits
+    tensor: int  # the layout's T: --T's, else the best layout's, else the first that fits
     replicas: int
     points: list[LayoutRow]  # one per concurrency, ascending (concurrency set on a rejected point too)
 
@@ -147,7 +147,7 @@ class DisaggregatedSection(Section):
 
     prefill_instances: int  # x
     decode_instances: int  # y
-    tensor_parallel: int  # GPUs per instance
+    tensor: int  # T, GPUs per instance
     gpus: int  # (x + y)·T
     link: str  # nvlink (both pools in one NVLink domain) | network (the per-GPU NIC)
     link_bytes_s: float  # per GPU, one direction
@@ -192,7 +192,7 @@ def layout_section(x: Any) -> LayoutRow:
     """One layout (serving.Layout) as a row."""
     p, cap = x.point, x.capacity
     return LayoutRow(
-        tensor_parallel=x.tensor_parallel,
+        tensor=x.tensor_parallel,
         replicas=x.replicas,
         gpus=x.gpus,
         feasible=x.meets_targets,
@@ -298,7 +298,7 @@ def curve_section(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, l
     points = curve(m, gpu, dataclasses.replace(spec, tensor_parallel=T), eff, serving, gpus=gpus,
                    prompt_len=spec.prompt_len, output_len=spec.new_tokens, concurrencies=concurrencies)
     rows = [layout_section(x).model_copy(update={"concurrency": b}) for x, b in zip(points, concurrencies)]
-    return CurveSection(tensor_parallel=T, replicas=fits[0].replicas, points=rows)
+    return CurveSection(tensor=T, replicas=fits[0].replicas, points=rows)
 
 
 def disaggregated_section(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, layouts: list[Any],
@@ -324,7 +324,8 @@ def disaggregated_section(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving
                          output_len=spec.new_tokens, tpot_s=tpot_s, concurrency=concurrency, request_rate=request_rate)
     except ValueError as exc:
         raise TcalcError(f"--disaggregate {pools[0]}P{pools[1]}D at T = {T}: {exc}") from None
-    return DisaggregatedSection(**{f.name: getattr(d, f.name) for f in dataclasses.fields(d)},
+    return DisaggregatedSection(**{("tensor" if f.name == "tensor_parallel" else f.name): getattr(d, f.name)
+                                   for f in dataclasses.fields(d)},
                                 tokens_per_s_per_gpu=d.tokens_per_s / d.gpus)
 
 

@@ -181,10 +181,10 @@ def serve_layouts(result: Any) -> str | None:
     for lay in layouts:
         fill = "#4e79a7" if lay.feasible else "none"
         body.append(f'<circle cx="{px(lay.tpot_s):.1f}" cy="{py(lay.tokens_per_s_per_gpu):.1f}" r="6" fill="{fill}" '
-                    f'stroke="#4e79a7" stroke-width="2"><title>T={lay.tensor_parallel} x {lay.replicas} replicas: '
+                    f'stroke="#4e79a7" stroke-width="2"><title>T={lay.tensor} x {lay.replicas} replicas: '
                     f'{escape(fmt_s(lay.tpot_s))}, {lay.tokens_per_s_per_gpu:,.0f} tokens/s per GPU'
                     f'{"" if lay.feasible else ", " + escape(lay.reason or "infeasible")}</title></circle>')
-        body.append(_text(px(lay.tpot_s) + 9, py(lay.tokens_per_s_per_gpu) + 4, f"T={lay.tensor_parallel}", size=11))
+        body.append(_text(px(lay.tpot_s) + 9, py(lay.tokens_per_s_per_gpu) + 4, f"T={lay.tensor}", size=11))
     return _svg(height, body, "serving layouts")
 
 
@@ -242,7 +242,7 @@ def serve_curve(result: Any) -> str | None:
     if not points:
         return None
     targets = result.serve.targets
-    head = f"T={curve.tensor_parallel} x {curve.replicas} replicas"
+    head = f"T={curve.tensor} x {curve.replicas} replicas"
     body: list[str] = []
     y = 0
     for latency, target, name in (("ttft_s", targets.ttft_s, "TTFT (time to first token)"),
@@ -265,7 +265,7 @@ def disaggregated_pools(result: Any) -> str | None:
     left, row = 150, 28
     scale = (WIDTH - left - 220) / max(max(rates), 1e-30)
     height = 30 + row * 2 + 26
-    body = [_text(10, 16, f"Disaggregated {d.prefill_instances}P{d.decode_instances}D (T={d.tensor_parallel}, {d.gpus} GPUs): "
+    body = [_text(10, 16, f"Disaggregated {d.prefill_instances}P{d.decode_instances}D (T={d.tensor}, {d.gpus} GPUs): "
                           f"{d.requests_per_s:,.3g} requests/s, {d.bottleneck}-bound", size=13, extra='font-weight="bold"')]
     for i, ((name, n, one), rate) in enumerate(zip(pools, rates)):
         y = 28 + i * row
