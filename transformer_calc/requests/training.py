@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.requests.base import DTYPE_HELP, P_HELP, node_size, count, fraction, length, opt, positive, whole, zero_stage
+from transformer_calc.requests import cost
 from transformer_calc.requests.model import ModelRequest
 
 # ============================================================================ memory, train, plan
@@ -250,7 +251,17 @@ class TrainRequest(ModelRequest):
     node_size: NodeSize = None
     inter_node_gb_s: InterNode = None
     tokens: Annotated[int | None, opt("--tokens", help="Token budget for days, GPU-hours and cost, e.g. 15T \\[default: none].", parse=count, job=False)] = None
-    price_per_gpu_hour: Annotated[float | None, opt("--price-per-gpu-hour", help="Cost per GPU-hour for the budget, with --tokens \\[default: none].", parse=positive, job=False)] = None
+    price_per_gpu_hour: cost.Price = None
+    price_kind: cost.PriceKind = None
+    prices: cost.Prices = None
+    pue: cost.Pue = None
+    node_overhead: cost.NodeOverhead = None
+    grid_intensity_g_per_kwh: cost.GridIntensity = None
+    interruptions_per_gpu_day: cost.InterruptionRate = None
+    storage_gb_s: cost.StorageGbS = None
+    checkpoint_mode: cost.CheckpointMode = None
+    checkpoint_interval_s: cost.CheckpointInterval = None
+    restart_s: cost.RestartS = None
     optimizer: OptimizerOpt = None
     grad_bytes: GradBytes = None
     activations: Activations = None
@@ -265,9 +276,11 @@ class TrainRequest(ModelRequest):
     fp32_unquantized: FP32Unquantized = None
 
     def check(self, label: Any) -> None:
-        if self.price_per_gpu_hour is not None and self.tokens is None:
-            raise TcalcError(f"{label('price_per_gpu_hour').rstrip('= ')} prices a token budget: give --tokens too "
-                             "(e.g. --tokens 15T), or drop it")
+        for name in ("price_per_gpu_hour", "price_kind", "prices", "pue", "node_overhead", "grid_intensity_g_per_kwh",
+                     "interruptions_per_gpu_day", "storage_gb_s", "checkpoint_mode", "checkpoint_interval_s", "restart_s"):
+            if getattr(self, name) is not None and self.tokens is None:
+                raise TcalcError(f"{label(name).rstrip('= ')} prices a token budget: give --tokens too "
+                                 "(e.g. --tokens 15T), or drop it")
 
 
 class PlanRequest(ModelRequest):

@@ -12,6 +12,7 @@ from pydantic import create_model
 
 from transformer_calc.model.config import ModelConfig, Training
 from transformer_calc.results.base import Result, Section
+from transformer_calc.results.run_cost import EnergySection, GoodputSection, PriceSection
 from transformer_calc.results.common import (AssumedDefault, Assumptions, ModelSection, TowersSection, assumed_defaults,
                                             assumptions_section, model_section, network_for, towers_section)
 
@@ -116,7 +117,12 @@ class Budget(Section):
     time_s: float
     days: float
     gpu_hours: float
-    cost: float | None = None  # gpu_hours x --price-per-gpu-hour; with the price
+    cost: float | None = None  # gpu_hours x the price per GPU-hour (given, else the price table's); failure-free
+    price: PriceSection | None = None  # the price used and its source (absent: none for the GPU)
+    cost_per_day: float | None = None  # all GPUs, one day
+    cost_per_billion_tokens: float | None = None
+    energy: EnergySection | None = None  # absent: the GPU has no board power in the hardware table
+    goodput: GoodputSection | None = None  # failures, checkpoints: the wall-clock days and GPU-hours held
 
 
 class TrainResult(Result):
@@ -185,6 +191,7 @@ def train_report(
     network: Any = None, matmul_efficiency: float | None = None, tokens: int | None = None,
     price_per_gpu_hour: float | None = None, tp_comm_overlap: bool | None = None,
     moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False, assumed: Any = (),
+    costing: dict[str, Any] | None = None,
 ) -> TrainResult:
     """`tcalc train`: the step time of one layout, its breakdown, MFU, memory, and a budget. A
     layout whose peak does not fit the GPU gets no step time, throughput, MFU or budget: `needs`
@@ -226,7 +233,8 @@ def train_report(
     if tr.offload.value != "none":
         offload = {"offloaded_bytes_per_gpu": tl.stage.offloaded, "offload_device": tr.offload_device.value}
     # the budget section only with --tokens (unset, it is absent from the JSON), and only for a layout that runs
-    extra: dict[str, Any] = ({"budget": _budget(tokens, global_batch * w.seq_len, est, price_per_gpu_hour)}
+    extra: dict[str, Any] = ({"budget": _budget(tokens, global_batch * w.seq_len, est, price_per_gpu_hour,
+                                                m=m, tr=tr, gpu=gpu, costing=costing or {})}
                              if tokens is not None and fits else {})
     if (towers := towers_section(m, "training")) is not None:
         extra["towers"] = towers
@@ -295,15 +303,29 @@ def fit_needs(m: ModelConfig, w: Any, tr: Any, par: Any, capacity: int) -> list[
     return out
 
 
-def _budget(tokens: int, tokens_per_step: int, est: Any, price_per_gpu_hour: float | None) -> Budget:
-    """Days, GPU-hours (and their cost) to train on `tokens` tokens at the step's throughput."""
+def _budget(tokens: int, tokens_per_step: int, est: Any, price_per_gpu_hour: float | None, *, m: Any, tr: Any,
+            gpu: Any, costing: dict[str, Any]) -> Budget:
+    """Days, GPU-hours, their cost, energy and CO2eq to train on `tokens` tokens at the step's
+    throughput, and the wall-clock days with failures and checkpoints (results/run_cost.py)."""
     from transformer_calc.model.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
+    from transformer_calc.results.run_cost import active_share, energy_section, goodput_section, price_section
 
     seconds = tokens / est.tokens_per_s
     gpu_hours = seconds * est.gpus / SECONDS_PER_HOUR
-    cost = {"cost": gpu_hours * price_per_gpu_hour} if price_per_gpu_hour is not None else {}
+    price = price_section(gpu, price_per_gpu_hour, costing.get("price_kind"), costing.get("prices"))
+    cost: dict[str, Any] = {}
+    if price is not None:
+        usd = price.usd_per_gpu_hour
+        cost = {"cost": gpu_hours * usd, "price": price, "cost_per_day": usd * est.gpus * 24,
+                "cost_per_billion_tokens": gpu_hours * usd / tokens * 1e9}
+    energy = energy_section(gpu, gpu_hours, tokens, active_share(est.breakdown, est.step_time_s),
+                            pue=costing.get("pue"), node_overhead=costing.get("node_overhead"),
+                            grid=costing.get("grid_intensity_g_per_kwh"))
+    good = goodput_section(m, tr, gpu, est.gpus, seconds, price, rate=costing.get("interruptions_per_gpu_day"),
+                           storage_gb_s=costing.get("storage_gb_s"), mode=costing.get("checkpoint_mode"),
+                           interval_s=costing.get("checkpoint_interval_s"), restart_s=costing.get("restart_s"))
     return Budget(tokens=tokens, steps=-(-tokens // tokens_per_step), time_s=seconds, days=seconds / SECONDS_PER_DAY,
-                  gpu_hours=gpu_hours, **cost)
+                  gpu_hours=gpu_hours, **cost, **({"energy": energy} if energy is not None else {}), goodput=good)
 
 
 def plan_report(
@@ -361,7 +383,7 @@ def train_command(
     src: Any, flags: dict[str, Any], *, gpus: int | None, global_batch_of: Any, node_size: int | None = None,
     inter_node_gb_s: float | None = None, matmul_efficiency: float | None = None, tokens: int | None = None,
     price_per_gpu_hour: float | None = None, tp_comm_overlap: bool | None = None,
-    moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False,
+    moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False, costing: dict[str, Any] | None = None,
 ) -> TrainResult:
     """`tcalc train` and `tc.train` from a resolved model source and the options given (job-file key
     names; None: not given; `dtype` the compute dtype, `p` its bytes): the settings resolved by
@@ -396,7 +418,7 @@ def train_command(
                         micro_batch_given=micro_batch_given, network=network_for(device, node_size, inter_node_gb_s),
                         matmul_efficiency=matmul_efficiency, tokens=tokens, price_per_gpu_hour=price_per_gpu_hour,
                         tp_comm_overlap=tp_comm_overlap, moe_load_imbalance=moe_load_imbalance,
-                        moe_a2a_overlap=moe_a2a_overlap, assumed=assumed)
+                        moe_a2a_overlap=moe_a2a_overlap, assumed=assumed, costing=costing)
 
 
 def plan_command(
@@ -425,7 +447,13 @@ def run_train(req: TrainRequest, note: Any = None) -> TrainResult:
                          node_size=req.node_size, inter_node_gb_s=req.inter_node_gb_s,
                          matmul_efficiency=req.matmul_efficiency, tokens=req.tokens,
                          price_per_gpu_hour=req.price_per_gpu_hour, tp_comm_overlap=req.tp_comm_overlap,
-                         moe_load_imbalance=req.moe_load_imbalance, moe_a2a_overlap=bool(req.moe_a2a_overlap))
+                         moe_load_imbalance=req.moe_load_imbalance, moe_a2a_overlap=bool(req.moe_a2a_overlap),
+                         costing=req.given(*COSTING_FIELDS))
+
+
+# The options of results/run_cost.py that `tcalc train` reads (requests/cost.py declares them).
+COSTING_FIELDS = ("price_kind", "prices", "pue", "node_overhead", "grid_intensity_g_per_kwh", "interruptions_per_gpu_day",
+                  "storage_gb_s", "checkpoint_mode", "checkpoint_interval_s", "restart_s")
 
 
 # ---------------------------------------------------------------------------- the command

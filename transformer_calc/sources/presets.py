@@ -129,6 +129,23 @@ def gpu(name: str) -> Any:
     return resolve_gpu(name, hardware_table())
 
 
+@cache
+def price_table() -> tuple[Any, ...]:
+    """The shipped price table (presets/prices.yaml; devices/prices.py)."""
+    from transformer_calc.devices.prices import parse_price_table
+
+    return tuple(parse_price_table(_load_data("prices.yaml"), "presets/prices.yaml"))
+
+
+def prices_file(path: Path) -> list[Any]:
+    """A user's prices file (`--prices FILE`): the price table's schema, read as hostile input."""
+    from transformer_calc.devices.prices import parse_price_table
+    from transformer_calc.sources.files import clip, parse_yaml
+
+    where = f"--prices {clip(str(path))}"
+    return parse_price_table(parse_yaml(read_text_file(path, "--prices"), where), where)
+
+
 # ---------------------------------------------------------------------------- user files
 def read_text_file(path: Path, what: str) -> str:
     """Read a user's file (transformer_calc.sources.files: regular files only, size-capped)."""

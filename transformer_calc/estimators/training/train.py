@@ -56,7 +56,7 @@ from transformer_calc.estimators.params import kv_heads_per_rank, shard_params
 
 # Maximum achievable matmul FLOPS / dense peak, bf16 (stas00/ml-engineering, compute/accelerator
 # README, "Maximum Achievable Matmul FLOPS comparison table"); others: DEFAULT_MATMUL_EFFICIENCY.
-MATMUL_EFFICIENCY = {"A100": 0.859, "H100": 0.801, "H200": 0.803, "GH200": 0.830, "B200": 0.776,
+MATMUL_EFFICIENCY = {"A100": 0.859, "H100": 0.801, "H800": 0.801, "H200": 0.803, "GH200": 0.830, "B200": 0.776,
                      "MI250X": 0.767, "MI300X": 0.601}  # fmt: skip
 DEFAULT_MATMUL_EFFICIENCY = 0.80
 # A whole training step's GEMMs (per-rank shapes under TP, weight-gradient GEMMs, attention kernels)
@@ -72,13 +72,14 @@ TRAINING_GEMM_FRACTION = 0.69
 # for NeMo 24.09 on H100 (tools/validation/train_runs.yaml, ids dgxc-*: GPT-3 175B, Llama 3.1 8B,
 # 70B, 405B); validated on NeMo 24.07's FP8 performance summary and the Llama 3 paper's Table 4
 # (docs/validation.md). B200 and later take the Hopper fit (no Blackwell run fitted; an assumption).
-MEGATRON_GEMM_FRACTION = {"H100": 0.736, "H200": 0.736, "GH200": 0.736, "B200": 0.736, "B300": 0.736,
+MEGATRON_GEMM_FRACTION = {"H100": 0.736, "H800": 0.736, "H200": 0.736, "GH200": 0.736, "B200": 0.736, "B300": 0.736,
                           "GB200": 0.736, "GB300": 0.736}  # fmt: skip
 MEMORY_EFFICIENCY = 0.90  # achieved / datasheet HBM bandwidth for large copies (measured ~90 %)
 # Node size and per-GPU NIC bandwidth (one direction) by platform: DGX A100 8 GPUs, 8 x 200 Gb/s
 # HDR; DGX H100/H200 and HGX B200 8 GPUs, 8 x 400 Gb/s NDR; GB200/GB300 NVL72 72 GPUs in one
-# NVLink domain, 800 Gb/s per GPU (ConnectX-8 on GB300; 400 on GB200). Flags override.
-NETWORK = {"A100": (8, 25e9), "H100": (8, 50e9), "H200": (8, 50e9), "B200": (8, 50e9), "B300": (8, 100e9),
+# NVLink domain, 800 Gb/s per GPU (ConnectX-8 on GB300; 400 on GB200); H800 (the H100 die with NVLink
+# cut to 400 GB/s) 8 per node with a 400 Gb/s IB NIC per GPU (DeepSeek-V3 §3.1). Flags override.
+NETWORK = {"A100": (8, 25e9), "H100": (8, 50e9), "H800": (8, 50e9), "H200": (8, 50e9), "B200": (8, 50e9), "B300": (8, 100e9),
            "GB200": (72, 50e9), "GB300": (72, 100e9), "MI300X": (8, 50e9), "MI325X": (8, 50e9),
            "MI355X": (8, 50e9)}  # fmt: skip
 DEFAULT_NETWORK = (8, 25e9)
