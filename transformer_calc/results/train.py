@@ -324,8 +324,10 @@ def _budget(tokens: int, tokens_per_step: int, est: Any, price_per_gpu_hour: flo
     good = goodput_section(m, tr, gpu, est.gpus, seconds, price, rate=costing.get("interruptions_per_gpu_day"),
                            storage_gb_s=costing.get("storage_gb_s"), mode=costing.get("checkpoint_mode"),
                            interval_s=costing.get("checkpoint_interval_s"), restart_s=costing.get("restart_s"))
+    if energy is not None:  # absent: the GPU has no board power in the hardware table
+        cost["energy"] = energy
     return Budget(tokens=tokens, steps=-(-tokens // tokens_per_step), time_s=seconds, days=seconds / SECONDS_PER_DAY,
-                  gpu_hours=gpu_hours, **cost, **({"energy": energy} if energy is not None else {}), goodput=good)
+                  gpu_hours=gpu_hours, **cost, goodput=good)
 
 
 def plan_report(
