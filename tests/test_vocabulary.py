@@ -162,6 +162,7 @@ RUN_OPTIONS = {"model", "revision", "preset", "config", "hf_config", "n_layers",
                # what a run costs (requests/cost.py): run options, not job-file keys
                "price_kind", "prices", "pue", "node_overhead", "grid_intensity_g_per_kwh", "interruptions_per_gpu_day",
                "storage_gb_s", "checkpoint_mode", "checkpoint_interval_s", "restart_s",
+               "dispatch_dtype", "moe_max_nodes",  # train: how the MoE all-to-all's tokens travel (inference: a job key)
                "dtype"}  # training's --dtype names p's value (a job file's training: gives p)
 
 

@@ -103,6 +103,8 @@ class StepAssumptions(Section):
     cp_comm_type: str | None = None  # with CP > 1: p2p (ring, overlapped) or all_gather (exposed; Llama 3)
     moe_load_imbalance: float | None = None  # MoE: the busiest expert rank's tokens over the mean (1: balanced)
     moe_a2a_overlap: bool | None = None  # MoE: the all-to-all runs under another micro-batch's compute
+    dispatch_dtype: str | None = None  # MoE: the dispatch's hidden-state dtype; only when given
+    moe_max_nodes: int | None = None  # MoE: node-limited routing, nodes a token reaches at most; only when given
     offload_host_link: str | None = None  # with --offload: PCIe x16 or NVLink-C2C
     offload_host_bytes_s: float | None = None  # one way
     offload_overlapped: bool | None = None
@@ -191,7 +193,7 @@ def train_report(
     network: Any = None, matmul_efficiency: float | None = None, tokens: int | None = None,
     price_per_gpu_hour: float | None = None, tp_comm_overlap: bool | None = None,
     moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False, assumed: Any = (),
-    costing: dict[str, Any] | None = None,
+    costing: dict[str, Any] | None = None, moe_dispatch: Any = None,
 ) -> TrainResult:
     """`tcalc train`: the step time of one layout, its breakdown, MFU, memory, and a budget. A
     layout whose peak does not fit the GPU gets no step time, throughput, MFU or budget: `needs`
@@ -218,14 +220,16 @@ def train_report(
     if not micro_batch_given:  # the fastest micro-batch that fits and divides the replica batch
         chosen, trials = fastest_micro_batch(m, w, tr, par, gpu, global_batch=global_batch, network=network,
                                              matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap,
-                                             moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap)
+                                             moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap,
+                                             moe_dispatch=moe_dispatch)
         tried = [MicroBatchTrial(micro_batch=t.micro_batch, fits=t.fits, step_time_s=t.step_time_s) for t in trials]
     w = w.model_copy(update={"batch_size": chosen})
     m_micro = micro_batch_count(global_batch, par, chosen)
     tr = tr.model_copy(update={"micro_batches": m_micro})
     est = estimate_step(m, w, tr, par, gpu, global_batch=global_batch, network=network,
                         matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap,
-                        moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap)
+                        moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap,
+                        moe_dispatch=moe_dispatch)
     tl = peak_memory(m, w, tr, par)
     usable = fit_capacity(gpu.memory_bytes)
     fits = tl.peak_bytes <= usable
@@ -258,7 +262,10 @@ def train_report(
         memory=TrainMemory(peak_bytes=tl.peak_bytes, peak_phase=tl.peak.name, usable_bytes=usable,
                            fits=fits, **offload),
         needs=[] if fits else fit_needs(m, w, tr, par, usable),
-        assumptions=StepAssumptions(**est.assumptions, defaults=assumed_defaults(assumed)),
+        assumptions=StepAssumptions(**est.assumptions, defaults=assumed_defaults(assumed),
+                                    **({k: v for k, v in (("dispatch_dtype", moe_dispatch.dtype),
+                                                          ("moe_max_nodes", moe_dispatch.max_nodes)) if v is not None}
+                                       if moe_dispatch is not None and m.is_moe else {})),
         **extra,
     )
 
@@ -386,6 +393,7 @@ def train_command(
     inter_node_gb_s: float | None = None, matmul_efficiency: float | None = None, tokens: int | None = None,
     price_per_gpu_hour: float | None = None, tp_comm_overlap: bool | None = None,
     moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False, costing: dict[str, Any] | None = None,
+    moe_dispatch: Any = None,
 ) -> TrainResult:
     """`tcalc train` and `tc.train` from a resolved model source and the options given (job-file key
     names; None: not given; `dtype` the compute dtype, `p` its bytes): the settings resolved by
@@ -420,7 +428,7 @@ def train_command(
                         micro_batch_given=micro_batch_given, network=network_for(device, node_size, inter_node_gb_s),
                         matmul_efficiency=matmul_efficiency, tokens=tokens, price_per_gpu_hour=price_per_gpu_hour,
                         tp_comm_overlap=tp_comm_overlap, moe_load_imbalance=moe_load_imbalance,
-                        moe_a2a_overlap=moe_a2a_overlap, assumed=assumed, costing=costing)
+                        moe_a2a_overlap=moe_a2a_overlap, assumed=assumed, costing=costing, moe_dispatch=moe_dispatch)
 
 
 def plan_command(
@@ -450,7 +458,21 @@ def run_train(req: TrainRequest, note: Any = None) -> TrainResult:
                          matmul_efficiency=req.matmul_efficiency, tokens=req.tokens,
                          price_per_gpu_hour=req.price_per_gpu_hour, tp_comm_overlap=req.tp_comm_overlap,
                          moe_load_imbalance=req.moe_load_imbalance, moe_a2a_overlap=bool(req.moe_a2a_overlap),
-                         costing=req.given(*COSTING_FIELDS))
+                         costing=req.given(*COSTING_FIELDS), moe_dispatch=_dispatch(req))
+
+
+def _dispatch(req: TrainRequest) -> Any:
+    """--dispatch-dtype and --moe-max-nodes as a moe_time.Dispatch (None: neither given)."""
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.estimators.inference.expected import DISPATCH_DTYPES
+    from transformer_calc.estimators.training.moe_time import Dispatch
+
+    if req.dispatch_dtype is None and req.moe_max_nodes is None:
+        return None
+    dtype = None if req.dispatch_dtype is None else str(req.dispatch_dtype).strip().lower()
+    if dtype is not None and dtype not in DISPATCH_DTYPES:
+        raise TcalcError(f"--dispatch-dtype ({dtype[:40]!r}) must be one of {', '.join(DISPATCH_DTYPES)}")
+    return Dispatch(dtype=dtype, max_nodes=req.moe_max_nodes)
 
 
 # The options of results/run_cost.py that `tcalc train` reads (requests/cost.py declares them).

@@ -247,6 +247,7 @@ def estimate_step(
     tp_comm_overlap: bool | None = None,
     moe_load_imbalance: float | None = None,
     moe_a2a_overlap: bool = False,
+    moe_dispatch: Any = None,  # moe_time.Dispatch: FP8 dispatch, node-limited routing (None: Megatron-core's)
 ) -> StepEstimate:
     """The step time of one layout (module docstring for every term and its source).
 
@@ -412,7 +413,8 @@ def estimate_step(
         from transformer_calc.estimators.training.moe_time import DEFAULT_LOAD_IMBALANCE, moe_block_time
 
         imbalance = DEFAULT_LOAD_IMBALANCE if moe_load_imbalance is None else moe_load_imbalance
-        blk = moe_block_time(m, tr, par, net, tokens=b * S / cp, hbm_bytes_s=bw_hbm, load_imbalance=imbalance)
+        blk = moe_block_time(m, tr, par, net, tokens=b * S / cp, hbm_bytes_s=bw_hbm, load_imbalance=imbalance,
+                             dispatch=moe_dispatch)
         a2a_layer_s = blk.all_to_all
         routed = step.layer.mlp * passes / (gpus / P) / mb / (peak * eff)  # one MoE layer's routed experts
         moe_extra_s = blk.overhead + (imbalance - 1) * routed
@@ -763,7 +765,7 @@ class MicroBatchTrial:
 def fastest_micro_batch(
     m: ModelConfig, w: Workload, tr: Training, par: Parallelism, gpu: GPU, *, global_batch: int,
     network: Any = None, matmul_efficiency: float | None = None, tp_comm_overlap: bool | None = None,
-    moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False,
+    moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False, moe_dispatch: Any = None,
 ) -> tuple[int, list[MicroBatchTrial]]:
     """The fastest micro-batch b (of MICRO_BATCHES) that fits and divides the per-replica batch
     G/dp, with every trial; 1 when none fits. The fit is the step timeline's peak (one fit finder:
@@ -781,7 +783,8 @@ def fastest_micro_batch(
         fits = peak_memory(m, trial_w, trial_tr, par).peak_bytes <= fit_capacity(gpu.memory_bytes)
         est = estimate_step(m, trial_w, trial_tr, par, gpu, global_batch=global_batch, network=network,
                             matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap,
-                            moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap)
+                            moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap,
+                            moe_dispatch=moe_dispatch)
         trials.append(MicroBatchTrial(micro_batch=b, fits=fits, step_time_s=est.step_time_s))
         if fits and (best is None or est.step_time_s < best[1]):
             best = (b, est.step_time_s)
