@@ -90,6 +90,28 @@ def test_price_kinds_and_prices_file(tmp_path):
         price_section(h100, None, None, f)
 
 
+def test_job_file_cost_section(tmp_path):
+    """A job file's cost: section sets the cost options (read by their parsers, `prices` relative to
+    the file); a flag wins over it; an unknown key or a bad value is an error naming it."""
+    from transformer_calc.errors import TcalcError
+
+    (tmp_path / "p.yaml").write_text('prices:\n  - {gpu: h100, kind: spot, usd_per_gpu_hour: 0.9, provider: me, '
+                                     'date: "2026-05", source: "our quote"}\n')
+    job = tmp_path / "job.yaml"
+    job.write_text("model:\n  preset: llama-3.1-8b\ncost:\n  prices: p.yaml\n  price_kind: spot\n  pue: 1.3\n"
+                   "  checkpoint_mode: async\n")
+    kw = dict(config=job, gpus=64, global_batch=512, T=2, tokens=10**12)
+    b = tc.train(**kw).budget
+    assert b.price.usd_per_gpu_hour == 0.9 and b.energy.pue == 1.3 and b.goodput.checkpoint_mode == "async"
+    assert tc.train(**kw, pue=1.05, price=4.0).budget.energy.pue == 1.05
+    job.write_text("model:\n  preset: gpt2\ncost:\n  pue: 0.5\n")
+    with pytest.raises(TcalcError, match="cost: pue"):
+        tc.train(config=job, global_batch=8, tokens=10**9)
+    job.write_text("model:\n  preset: gpt2\ncost:\n  puee: 1.5\n")
+    with pytest.raises(TcalcError, match="did you mean 'pue'"):
+        tc.train(config=job, global_batch=8, tokens=10**9)
+
+
 def test_cost_options_need_tokens():
     from transformer_calc.errors import TcalcError
 

@@ -70,6 +70,28 @@ class ServeCost(Section):
     energy: EnergySection | None = None  # one hour of the deployment
 
 
+# ---------------------------------------------------------------------------- the options
+def cost_options(req: Any, job: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """The cost options `names` of a request: each flag (API keyword) given, else the job file's
+    cost: section's value (read by the option's parser, as a flag is), else None (the default)."""
+    from transformer_calc.errors import TcalcError
+
+    section = job.cost if job is not None else {}
+    options = type(req).options()
+    out: dict[str, Any] = {}
+    for name in names:
+        value = getattr(req, name)
+        if value is None and section.get(name) is not None:
+            value, parse = section[name], options[name].parse
+            if parse is not None:
+                try:
+                    value = parse(value)
+                except (ValueError, TcalcError) as exc:
+                    raise TcalcError(f"job file cost: {name}: {exc}") from None
+        out[name] = value
+    return out
+
+
 # ---------------------------------------------------------------------------- the builders
 def price_section(gpu: Any, given: float | None, kind: str | None, prices_path: Any) -> PriceSection | None:
     """The price per GPU-hour: given, else the table's (a --prices file's entries first)."""
@@ -82,7 +104,7 @@ def price_section(gpu: Any, given: float | None, kind: str | None, prices_path: 
         if not (0 < given < float("inf")):
             raise TcalcError(f"--price-per-gpu-hour ({given}) must be a positive number")
         return PriceSection(usd_per_gpu_hour=given, kind="given", provider=None, date=None,
-                            source="--price-per-gpu-hour")
+                            source="given: --price-per-gpu-hour, or the job file's cost: price_per_gpu_hour")
     table = hardware_table()
     entries = [*(prices_file(prices_path) if prices_path is not None else []), *price_table()]
 

@@ -399,7 +399,7 @@ def serve_targets(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
 def run_serve(req: ServeRequest) -> ServeResult:
     from transformer_calc.results.common import source_checkpoint
 
-    from transformer_calc.results.run_cost import price_section, serve_cost
+    from transformer_calc.results.run_cost import cost_options, price_section, serve_cost
     from transformer_calc.sources.presets import gpu as find_gpu
 
     src = req.source()
@@ -411,7 +411,8 @@ def run_serve(req: ServeRequest) -> ServeResult:
                            request_rate=req.request_rate, gpus=req.gpus, concurrencies=req.concurrency,
                            pools=req.disaggregate)
     device = find_gpu(result.serve.gpu)
-    price = price_section(device, req.price_per_gpu_hour, req.price_kind, req.prices)
-    cost = serve_cost(device, result.best, result.serve.prompt_len, req.request_rate, price, pue=req.pue,
-                      node_overhead=req.node_overhead, grid=req.grid_intensity_g_per_kwh)
+    given = cost_options(req, src.job, costing)  # flags, else the job file's cost: section
+    price = price_section(device, given["price_per_gpu_hour"], given["price_kind"], given["prices"])
+    cost = serve_cost(device, result.best, result.serve.prompt_len, req.request_rate, price, pue=given["pue"],
+                      node_overhead=given["node_overhead"], grid=given["grid_intensity_g_per_kwh"])
     return result if cost is None else result.model_copy(update={"cost": cost})

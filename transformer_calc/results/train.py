@@ -451,14 +451,17 @@ def plan_command(
 # ---------------------------------------------------------------------------- the command
 def run_train(req: TrainRequest, note: Any = None) -> TrainResult:
     from transformer_calc.requests.training import global_batch
+    from transformer_calc.results.run_cost import cost_options
 
-    return train_command(req.source(), req.given() | {"dtype": req.dtype}, gpus=req.gpus,
+    src = req.source()
+    costing = cost_options(req, src.job, ("price_per_gpu_hour", *COSTING_FIELDS))  # flags, else the job's cost:
+    return train_command(src, req.given() | {"dtype": req.dtype}, gpus=req.gpus,
                          global_batch_of=lambda seq: global_batch(req.global_batch, req.global_batch_tokens, seq, note),
                          node_size=req.node_size, inter_node_gb_s=req.inter_node_gb_s,
                          matmul_efficiency=req.matmul_efficiency, tokens=req.tokens,
-                         price_per_gpu_hour=req.price_per_gpu_hour, tp_comm_overlap=req.tp_comm_overlap,
+                         price_per_gpu_hour=costing.pop("price_per_gpu_hour"), tp_comm_overlap=req.tp_comm_overlap,
                          moe_load_imbalance=req.moe_load_imbalance, moe_a2a_overlap=bool(req.moe_a2a_overlap),
-                         costing=req.given(*COSTING_FIELDS), moe_dispatch=_dispatch(req))
+                         costing=costing, moe_dispatch=_dispatch(req))
 
 
 def _dispatch(req: TrainRequest) -> Any:
