@@ -69,6 +69,10 @@ DEFAULT_LOAD_IMBALANCE = 1.0  # balanced routing, as the Megatron-Bridge benchma
 # median |error| 13.4 % on its 19 MoE rows). A per-block constant alone fits worse (best 5 ms:
 # median |error| 17.4 % on the same 17 rows).
 MOE_BLOCK_OVERHEAD_S = 0.0
+# An FP8 dispatch carries one fp32 scale per 128 channels of each token (DeepSeek-V3 §3.3.1: 1x128
+# activation tiles; DeepEP's FP8 dispatch; the inference side's DISPATCH_SCALE_* in inference/expected.py).
+FP8_SCALE_CHANNELS = 128
+FP8_SCALE_BYTES = FP32_BYTES
 MOE_EXPERT_OVERHEAD_S = 0.4e-3
 
 
@@ -80,11 +84,9 @@ class Dispatch:
     max_nodes: int | None = None  # node-limited routing: a token reaches at most M nodes (DeepSeek-V3: M = 4)
 
     def value_bytes(self, combine_bytes: float) -> float:
-        """Bytes per dispatched value: FP8 carries one fp32 scale per 128 channels (inference/expected.py)."""
-        from transformer_calc.estimators.inference.expected import DISPATCH_SCALE_BYTES, DISPATCH_SCALE_CHANNELS
-
+        """Bytes per dispatched value: FP8 carries one fp32 scale per 128 channels."""
         if self.dtype == "fp8":
-            return 1 + DISPATCH_SCALE_BYTES / DISPATCH_SCALE_CHANNELS
+            return 1 + FP8_SCALE_BYTES / FP8_SCALE_CHANNELS
         return 2 if self.dtype in ("bf16", "fp16") else combine_bytes
 
 
