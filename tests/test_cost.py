@@ -74,6 +74,7 @@ def test_train_budget_cost_energy():
 
 def test_price_kinds_and_prices_file(tmp_path):
     """--price-kind picks the table's latest price of that kind; a --prices file's entries win."""
+    from transformer_calc.errors import TcalcError
     from transformer_calc.results.run_cost import price_section
     from transformer_calc.sources.presets import gpu
 
@@ -85,8 +86,18 @@ def test_price_kinds_and_prices_file(tmp_path):
     f.write_text('prices:\n  - {gpu: h100, kind: on_demand, usd_per_gpu_hour: 9.5, provider: mine, date: "2026-04", '
                  'source: "our contract"}\n')
     assert price_section(h100, None, None, f).usd_per_gpu_hour == 9.5
+    f.write_text('prices:\n  - {gpu: h100, kind: on_demand, usd_per_gpu_hour: 9.5, provider: mine, date: "2020-01", '
+                 'source: "an old contract"}\n')
+    assert price_section(h100, None, None, f).usd_per_gpu_hour == 9.5  # the file wins whatever its date
+    assert price_section(h100, None, "spot", f).usd_per_gpu_hour == 1.52  # none of that kind there: the table's
+    f.write_text('prices:\n  - {gpu: h100, kind: spot, usd_per_gpu_hour: 1, provider: x, date: "2026-13", source: y}\n')
+    with pytest.raises(TcalcError, match="YYYY-MM"):
+        price_section(h100, None, None, f)
+    f.write_text('prices:\n  - {gpu: h100, kind: cheap, usd_per_gpu_hour: 1, provider: x, date: "2026-01", source: y}\n')
+    with pytest.raises(TcalcError, match="kind"):
+        price_section(h100, None, None, f)
     f.write_text('prices:\n  - {gpu: h100, kind: on_demand, usd_per_gpu_hour: -1, provider: x, date: "2026-04", source: y}\n')
-    with pytest.raises(Exception, match="usd_per_gpu_hour"):
+    with pytest.raises(TcalcError, match="usd_per_gpu_hour"):
         price_section(h100, None, None, f)
 
 
@@ -130,3 +141,12 @@ def test_serve_cost_per_million_tokens():
     assert hourly_in + hourly_out == pytest.approx(c.cost_per_hour)
     assert c.gpus_for_request_rate % (r.best.gpus // r.best.replicas) == 0
     assert c.energy.kwh == pytest.approx(8 * 0.7 * 1.1)
+
+
+def test_every_shipped_price_names_a_known_gpu_a_source_and_a_date():
+    from transformer_calc.sources.presets import gpu, price_table
+
+    table = price_table()
+    assert len(table) >= 8
+    for p in table:
+        assert gpu(p.gpu).name and p.source and len(p.date) == 7 and p.kind in ("on_demand", "reserved", "spot")

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from transformer_calc.errors import TcalcError
 
@@ -34,9 +34,12 @@ class Price(BaseModel):
     source: str = Field(min_length=1)
     notes: str | None = None
 
-    def model_post_init(self, __context: Any) -> None:
-        if not _DATE.match(self.date):
-            raise ValueError(f"date {self.date[:20]!r} must be YYYY-MM")
+    @field_validator("date")
+    @classmethod
+    def _month(cls, value: str) -> str:
+        if not _DATE.match(value):
+            raise ValueError(f"date {value[:20]!r} must be YYYY-MM")
+        return value
 
 
 def parse_price_table(data: Mapping[str, Any], where: str = "price table") -> list[Price]:
@@ -64,9 +67,9 @@ def parse_price_table(data: Mapping[str, Any], where: str = "price table") -> li
 
 
 def price_for(prices: list[Price], gpu_name: str, kind: str, resolve: Any) -> Price | None:
-    """The price of `gpu_name` (a canonical name) of `kind`: the entries whose `gpu` resolves to it
-    (`resolve(name) -> canonical name`), the latest date first; a user's entries (listed first)
-    win a tie. None when the table has none."""
+    """The price of `gpu_name` (a canonical name) of `kind`: of the entries whose `gpu` resolves to
+    it (`resolve(name) -> canonical name`), the latest date; the first listed wins a tie. None when
+    there is none."""
     if kind not in PRICE_KINDS:
         raise TcalcError(f"--price-kind ({str(kind)[:40]!r}) must be one of {', '.join(PRICE_KINDS)}")
     found = [p for p in prices if p.kind == kind and resolve(p.gpu) == gpu_name]

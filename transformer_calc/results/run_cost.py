@@ -106,7 +106,6 @@ def price_section(gpu: Any, given: float | None, kind: str | None, prices_path: 
         return PriceSection(usd_per_gpu_hour=given, kind="given", provider=None, date=None,
                             source="given: --price-per-gpu-hour, or the job file's cost: price_per_gpu_hour")
     table = hardware_table()
-    entries = [*(prices_file(prices_path) if prices_path is not None else []), *price_table()]
 
     def canonical(name: str) -> str | None:
         try:
@@ -114,7 +113,10 @@ def price_section(gpu: Any, given: float | None, kind: str | None, prices_path: 
         except TcalcError:
             return None
 
-    found = price_for(entries, gpu.name, kind or "on_demand", canonical)
+    kind = kind or "on_demand"
+    found = price_for(prices_file(prices_path), gpu.name, kind, canonical) if prices_path is not None else None
+    if found is None:  # a prices file's entry wins over the table's, whatever their dates
+        found = price_for(list(price_table()), gpu.name, kind, canonical)
     if found is None:
         return None
     return PriceSection(usd_per_gpu_hour=found.usd_per_gpu_hour, kind=found.kind, provider=found.provider,
