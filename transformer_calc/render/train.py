@@ -69,7 +69,7 @@ def cost_lines(b: Any) -> list[str]:
     g = b.goodput
     if g is not None:
         out.append(f"with failures: {g.interruptions:,.0f} interruptions (one per {g.mtti_s / 3600:.1f} h), checkpoint "
-                   f"{g.checkpoint_bytes / 1e12:,.2f} TB every {g.interval_s / 60:.0f} min ({g.checkpoint_mode}, "
+                   f"{fmt_bytes(g.checkpoint_bytes)} every {g.interval_s / 60:.0f} min ({g.checkpoint_mode}, "
                    f"{g.save_s:.1f} s each), goodput {g.goodput:.1%}: {g.days:.1f} days, {g.gpu_hours:,.0f} GPU-hours"
                    + (f", ${g.cost:,.0f}" if g.cost is not None else ""))
     return out

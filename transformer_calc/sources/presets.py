@@ -226,7 +226,7 @@ def load_job(path: Path, flag: str | None = "--config") -> JobFile:
         inference=canonical_section(f"{where} inference", data.get("inference"), INFERENCE_KEYS),
         checks=canonical_section(f"{where} checks", data.get("checks"), CHECK_KEYS),
         sections=tuple(k for k in JOB_SECTIONS if k in data),
-        cost=_cost_section(canonical_section(f"{where} cost", data.get("cost"), COST_KEYS), path),
+        cost=_cost_section(canonical_section(f"{where} cost", data.get("cost"), list(COST_KEYS)), path),
     )
 
 
