@@ -150,3 +150,31 @@ def test_every_shipped_price_names_a_known_gpu_a_source_and_a_date():
     assert len(table) >= 8
     for p in table:
         assert gpu(p.gpu).name and p.source and len(p.date) == 7 and p.kind in ("on_demand", "reserved", "spot")
+
+
+def test_web_panel_carries_the_cost():
+    """The train and serve pages draw a cost and energy panel (web/charts.py cost_panel)."""
+    pytest.importorskip("starlette")
+    from transformer_calc.web import charts
+
+    r = tc.train("llama-3.1-8b", gpus=64, global_batch=512, T=2, tokens=10**12)
+    panel = charts.cost_panel(r)
+    assert panel.startswith("<svg") and "goodput" in panel and "CO2eq" in panel
+    assert any("cost and energy" in c for c in charts.charts("train", r))
+    s = tc.serve("llama-3.1-8b", gpu="h100", gpus=8, prompt_len=1000, output_len=200, request_rate=20)
+    assert "per million tokens" in charts.cost_panel(s)
+    assert charts.cost_panel(tc.train("gpt2", gpus=8, global_batch=64)) is None  # no --tokens: no budget
+
+
+def test_mcp_tools_carry_the_cost():
+    """The MCP tools take the cost options (their input schema is the request's) and return the cost
+    sections (the result's)."""
+    pytest.importorskip("mcp")
+    from transformer_calc.mcp_server import server
+
+    for command, names in (("train", ("price_per_gpu_hour", "pue", "checkpoint_mode", "dispatch_dtype")),
+                           ("serve", ("price_kind", "grid_intensity_g_per_kwh"))):
+        assert set(names) <= set(server.input_schema(command)["properties"])
+    assert "cost" in server.output_schema("serve")["properties"]
+    out = server.call("train", {"model": "gpt2", "gpus": 8, "global_batch": 64, "tokens": 10**9, "price_per_gpu_hour": 2})
+    assert out["budget"]["price"]["usd_per_gpu_hour"] == 2 and "goodput" in out["budget"]
