@@ -71,3 +71,14 @@ def test_train_goodput_section_and_async(capsys):
     assert gs.checkpoint_bytes == 8_030_261_248 * 14  # bf16 weights + fp32 master + Adam's two fp32 states
     assert ga.save_s < gs.save_s and ga.goodput > gs.goodput
     assert gs.days > sync.budget.days and gs.gpu_hours == pytest.approx(gs.time_s * 64 / 3600)
+
+
+def test_async_interval_is_never_shorter_than_the_write():
+    """Async saves stall only for the copy to host memory, but the next save waits for the last write:
+    τ >= the write time (here a slow store: 1 MB/s per GPU)."""
+    import transformer_calc as tc
+
+    r = tc.train("llama-3.1-8b", gpus=64, global_batch=512, T=2, tokens=10**12, checkpoint_mode="async",
+                 storage_gb_s=0.001)
+    gp = r.budget.goodput
+    assert gp.interval_s >= gp.restore_s == pytest.approx(gp.checkpoint_bytes / (0.001e9 * 64))

@@ -28,7 +28,7 @@ class EnergySection(Section):
     node_overhead: float
     pue: float
     kwh: float  # facility energy of the whole run (serve: one hour)
-    kwh_per_million_tokens: float
+    kwh_per_million_tokens: float  # train: training tokens; serve: output tokens
     grid_intensity_g_per_kwh: float
     co2_tonnes: float
 
@@ -187,6 +187,8 @@ def goodput_section(m: Any, tr: Any, gpu: Any, gpus: int, train_s: float, price:
     else:
         save = write_s
     mtti = g.mean_time_to_interruption_s(gpus, rate)
+    if interval_s is None and mode == "async":  # a save cannot start before the last write has ended
+        interval_s = max(g.daly_interval_s(save, mtti), write_s)
     try:
         out = g.goodput(train_s, mtti, save, write_s, g.RESTART_S if restart_s is None else restart_s, interval_s)
     except ValueError as exc:
