@@ -14,7 +14,7 @@ import tempfile
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-PRESET_FILES = ("models", "hardware")
+PRESET_FILES = ("models", "hardware", "prices")
 
 
 class PresetsAsJSON(BuildHookInterface):

@@ -34,7 +34,9 @@ RUNS = {
               ["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--offload", "optimizer", "--zero", "2"],
               ["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--S", "1024", "--cp", "2",
                "--cp-comm-type", "all_gather", "--P", "2", "--virtual-stages", "2", "--micro-batch", "1",
-               "--microbatch-group", "4"]],  # assumptions.cp_comm_type (CP > 1), layout.microbatch_group
+               "--microbatch-group", "4"],  # assumptions.cp_comm_type (CP > 1), layout.microbatch_group
+              ["train", "--preset", "qwen3-30b-a3b", "--L", "2", "--gpus", "8", "--ep", "8", "--global-batch", "8",
+               "--dispatch-dtype", "fp8", "--moe-max-nodes", "4"]],  # assumptions.dispatch_dtype, moe_max_nodes
     "plan": [["plan", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64"]],
 }
 for _command, _extra in (("params", []), ("memory", ["--S", "64"]), ("flops", ["--S", "64"]), ("inference", ["--S", "64"]),

@@ -39,6 +39,34 @@ def test_expert_tensor_ranks_spread_the_group():
     assert moe_time.all_to_all_s(1e9, 8, 2, NET) == pytest.approx(max(1e9 * 3 / 8 / 450e9, 1e9 * 4 / 8 / 50e9) + 20e-6)
 
 
+def test_node_limited_routing_by_hand():
+    """EP 64 over 8 nodes, k 8, M 4: a token crosses the NIC to min(4, 8)·7/8 = 3.5 remote nodes (not
+    8·56/64 = 7 copies) and its 8 copies move 7/8 of the time inside a node over NVLink."""
+    copy = 7168 * 2
+    limited = moe_time.node_limited_all_to_all_s(4096, 8, copy, 64, 1, NET, 4)
+    assert limited == pytest.approx(max(4096 * 8 * copy * 7 / 8 / 450e9, 4096 * copy * 3.5 / 50e9) + 20e-6, rel=1e-12)
+    assert moe_time.node_limited_all_to_all_s(4096, 8, copy, 64, 1, NET, None) == moe_time.all_to_all_s(
+        4096 * 8 * copy, 64, 1, NET)
+    assert moe_time.node_limited_all_to_all_s(4096, 8, copy, 8, 1, NET, 4) == pytest.approx(
+        4096 * 8 * copy * 7 / 8 / 450e9 + 10e-6)  # one node: nothing crosses the NIC
+
+
+def test_fp8_dispatch_halves_half_the_all_to_alls():
+    """FP8 dispatch (1 byte + a 4-byte scale per 128 channels) for the forward dispatch and its backward
+    twin; the two combines stay 16-bit: 2·(fp8) + 2·(bf16) all-to-alls, node limit off."""
+    h100 = gpu("h100")
+    m = preset_model("qwen3-30b-a3b")
+    kw = dict(tokens=4096, hbm_bytes_s=h100.memory_bw_bytes_s * 0.9)
+    plain = moe_time.moe_block_time(m, Training(), Parallelism(expert=8, data=8), default_network(h100), **kw)
+    fp8 = moe_time.moe_block_time(m, Training(), Parallelism(expert=8, data=8), default_network(h100),
+                                  dispatch=moe_time.Dispatch(dtype="fp8"), **kw)
+    one = 4096 * 8 * 2048 * 7 / 8 / 450e9
+    assert fp8.all_to_all == pytest.approx(2 * (one * (1 + 4 / 128) + 10e-6) + 2 * (one * 2 + 10e-6), rel=1e-12)
+    assert plain.all_to_all == pytest.approx(4 * (one * 2 + 10e-6), rel=1e-12)
+    assert moe_time.moe_block_time(m, Training(), Parallelism(expert=8, data=8), default_network(h100),
+                                   dispatch=moe_time.Dispatch(), **kw) == plain
+
+
 def test_qwen3_30b_block_by_hand():
     """Qwen3-30B-A3B (D 2048, k 8, n_e 128, F_e 768, SwiGLU) on H100, EP 8, 4096 tokens, bf16:
     all-to-all 4 x (4096·8·2048·2 B · 7/8 / 450 GB/s + 10 µs); permutation 4·9·4096·2048·2 B and

@@ -159,6 +159,10 @@ RUN_OPTIONS = {"model", "revision", "preset", "config", "hf_config", "n_layers",
                "global_batch_tokens", "gpus", "tokens", "price_per_gpu_hour", "node_size", "inter_node_gb_s",
                "matmul_efficiency", "tp_comm_overlap", "moe_load_imbalance", "moe_a2a_overlap", "draft", "mtp", "speculative_tokens", "acceptance_rate", "files",
                "static_batch", "concurrency", "disaggregate",
+               # what a run costs (requests/cost.py): run options, not job-file keys
+               "price_kind", "prices", "pue", "node_overhead", "grid_intensity_g_per_kwh", "interruptions_per_gpu_day",
+               "storage_gb_s", "checkpoint_mode", "checkpoint_interval_s", "restart_s",
+               "dispatch_dtype", "moe_max_nodes",  # train: how the MoE all-to-all's tokens travel (inference: a job key)
                "dtype"}  # training's --dtype names p's value (a job file's training: gives p)
 
 

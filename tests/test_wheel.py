@@ -45,7 +45,7 @@ def test_wheel_installs_and_finds_presets(tmp_path):
     import yaml
 
     with zipfile.ZipFile(wheel) as zf:
-        for name in ("models", "hardware"):
+        for name in ("models", "hardware", "prices"):
             built = json.loads(zf.read(f"transformer_calc/presets/{name}.json"))
             assert built == yaml.safe_load((REPO / "presets" / f"{name}.yaml").read_text())
     # and tcalc writes nothing: no cache directory appears

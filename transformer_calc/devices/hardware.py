@@ -159,6 +159,8 @@ class GPU(BaseModel):
     host_link_bytes_s: int | None = Field(
         default=None, gt=0, description="that link's bandwidth per GPU, bytes/s, bidirectional"
     )
+    board_power_w: float | None = Field(default=None, gt=0, description="the board's maximum power (TDP/TGP), W")
+    board_power_source: str | None = None
     source: str = Field(min_length=1)
     verified: bool
     verified_via: str | None = None
@@ -301,6 +303,8 @@ class _Entry(BaseModel):
     pcie_gen: int | None = None
     host_link: str | None = None
     host_link_gb_s: _Positive | None = None
+    board_power_w: _Positive | None = None
+    board_power_source: str | None = None
     source: str = Field(min_length=1)
     verified: bool
     verified_via: str | None = None
@@ -319,6 +323,8 @@ class _Entry(BaseModel):
             raise ValueError("fabric (its name) and fabric_gb_s go together")
         if (self.host_link is None) != (self.host_link_gb_s is None):
             raise ValueError("host_link (its name) and host_link_gb_s go together")
+        if (self.board_power_w is None) != (self.board_power_source is None):
+            raise ValueError("board_power_w and board_power_source (where it is stated) go together")
         return self
 
     @field_validator("dense_tflops")
@@ -363,6 +369,8 @@ class _Entry(BaseModel):
             pcie_bytes_s=pcie,
             host_link=self.host_link,
             host_link_bytes_s=_exact(self.host_link_gb_s, GB) if self.host_link_gb_s is not None else None,
+            board_power_w=self.board_power_w,
+            board_power_source=self.board_power_source,
             source=self.source,
             verified=self.verified,
             verified_via=self.verified_via,

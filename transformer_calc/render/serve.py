@@ -43,6 +43,21 @@ def serve_table(r: Any) -> Any:
                     f"B={best.concurrency}, {best.tokens_per_s:,.0f} output tokens/s"
                     if best else "no layout meets the targets"),
     ]
+    co = getattr(r, "cost", None)
+    if co is not None:
+        if co.price is not None:
+            lines.append(
+                f"cost ${co.cost_per_hour:,.2f}/hour at ${co.price.usd_per_gpu_hour:,.2f}/GPU-hour ({co.price.kind}: "
+                f"{co.price.provider or co.price.source}, {co.price.date or 'given'}): ${co.cost_per_million_input_tokens:,.3f} "
+                f"per million input tokens, ${co.cost_per_million_output_tokens:,.3f} per million output tokens"
+                + (f"; {co.request_rate:g} requests/s need {co.gpus_for_request_rate} GPUs, "
+                   f"${co.cost_per_hour_for_request_rate:,.2f}/hour" if co.gpus_for_request_rate is not None else ""))
+        else:
+            lines.append("no price for this GPU in presets/prices.yaml: give --price-per-gpu-hour for $ per token")
+        if co.energy is not None:
+            lines.append(f"energy {co.energy.kwh:,.2f} kWh per hour ({co.energy.kwh_per_million_tokens:,.3f} kWh per million "
+                         f"output tokens), {co.energy.co2_tonnes * 1000:,.2f} kg CO2eq per hour at "
+                         f"{co.energy.grid_intensity_g_per_kwh:g} g/kWh")
     dg = getattr(r, "disaggregated", None)
     if dg is not None:
         lines.append(

@@ -45,10 +45,34 @@ def train_table(r: Any) -> Any:
     b = r.budget
     if b is not None:
         lines.append(f"{b.tokens:,} tokens: {b.days:.1f} days, {b.gpu_hours:,.0f} GPU-hours"
-                     + (f", cost {b.cost:,.0f}" if b.cost is not None else ""))
+                     + (f", cost ${b.cost:,.0f}" if b.cost is not None else ""))
+        lines.extend(cost_lines(b))
     if getattr(r, "towers", None) is not None:  # a multimodal model: what this result does with its towers
         lines.append(f"towers: {r.towers.note}")
     return with_assumed(r, t, Text("\n".join(lines)))
+
+
+def cost_lines(b: Any) -> list[str]:
+    """The budget's price, energy and goodput, one line each (results/run_cost.py)."""
+    out = []
+    if b.price is not None:
+        where = f"{b.price.provider}, {b.price.date}" if b.price.provider else b.price.source
+        out.append(f"price ${b.price.usd_per_gpu_hour:,.2f}/GPU-hour ({b.price.kind}: {where}): ${b.cost_per_day:,.0f} "
+                   f"per day, ${b.cost_per_billion_tokens:,.2f} per billion tokens")
+    else:
+        out.append("no price for this GPU in presets/prices.yaml: give --price-per-gpu-hour")
+    if b.energy is not None:
+        e = b.energy
+        out.append(f"energy {e.kwh / 1000:,.1f} MWh ({e.power_w_per_gpu:.0f} W per GPU at {e.active_share:.0%} active of "
+                   f"{e.board_power_w:.0f} W, node x{e.node_overhead:g}, PUE {e.pue:g}), {e.co2_tonnes:,.1f} t CO2eq at "
+                   f"{e.grid_intensity_g_per_kwh:g} g/kWh")
+    g = b.goodput
+    if g is not None:
+        out.append(f"with failures: {g.interruptions:,.0f} interruptions (one per {g.mtti_s / 3600:.1f} h), checkpoint "
+                   f"{fmt_bytes(g.checkpoint_bytes)} every {g.interval_s / 60:.0f} min ({g.checkpoint_mode}, "
+                   f"{g.save_s:.1f} s each), goodput {g.goodput:.1%}: {g.days:.1f} days, {g.gpu_hours:,.0f} GPU-hours"
+                   + (f", ${g.cost:,.0f}" if g.cost is not None else ""))
+    return out
 
 
 def split_text(lay: Any) -> str:

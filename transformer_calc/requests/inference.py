@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import ModelConfig
+from transformer_calc.requests import cost
 from transformer_calc.requests.base import DTYPE_HELP, P_HELP, node_size, whole_or_zero, fraction, length, opt, positive, seconds, unit_interval, whole
 from transformer_calc.requests.model import ModelRequest
 
@@ -307,4 +308,10 @@ class ServeRequest(_Engine):
     p: Annotated[int | None, opt("--p", help=P_HELP + " \\[default: 2].", panel=SERVE, parse=whole)] = None
     weight_dtype: Annotated[str | None, opt("--weight-dtype", help="As in `tcalc inference` \\[default: the model's weight_format, else the compute dtype].", panel=SERVE)] = None
     kv_dtype: Annotated[str | None, opt("--kv-dtype", help="KV-cache dtype \\[default: the activation dtype].", panel=SERVE)] = None
+    price_per_gpu_hour: cost.Price = None
+    price_kind: cost.PriceKind = None
+    prices: cost.Prices = None
+    pue: cost.Pue = None
+    node_overhead: cost.NodeOverhead = None
+    grid_intensity_g_per_kwh: cost.GridIntensity = None
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.requests.base import DTYPE_HELP, P_HELP, node_size, count, fraction, length, opt, positive, whole, zero_stage
+from transformer_calc.requests import cost
 from transformer_calc.requests.model import ModelRequest
 
 # ============================================================================ memory, train, plan
@@ -246,11 +247,23 @@ class TrainRequest(ModelRequest):
     matmul_efficiency: Annotated[float | None, opt("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU].", parse=fraction, job=False)] = None
     moe_load_imbalance: Annotated[float | None, opt("--moe-load-imbalance", help="MoE: the busiest expert-parallel rank's tokens over the mean, >= 1 (scales its expert FLOPs, all-to-all and permutation) \\[default: 1.0, balanced, as the Megatron-Bridge benchmarks force it].", panel=PARALLEL, parse=positive, job=False)] = None
     moe_a2a_overlap: Annotated[bool | None, opt("--moe-a2a-overlap/--no-moe-a2a-overlap", help="MoE: each micro-batch's all-to-all runs under another micro-batch's compute (Megatron --overlap-moe-expert-parallel-comm) \\[default: off, Megatron-core's default].", panel=PARALLEL, job=False)] = None
+    dispatch_dtype: Annotated[str | None, opt("--dispatch-dtype", help="MoE: the dispatch's hidden-state dtype, bf16 | fp16 | fp8 (one fp32 scale per 128 channels; DeepSeek-V3 dispatches in FP8, its forward and backward combines in BF16) \\[default: the activation dtype].", panel=PARALLEL, job=False)] = None
+    moe_max_nodes: Annotated[int | None, opt("--moe-max-nodes", help="MoE: node-limited routing, the nodes a token reaches at most, one NIC transfer per node, its copies forwarded over NVLink (DeepSeek-V3: 4) \\[default: none: every copy on its own].", panel=PARALLEL, parse=whole, job=False)] = None
     tp_comm_overlap: Annotated[bool | None, opt("--tp-comm-overlap/--no-tp-comm-overlap", help="Tensor-parallel collectives overlapped with the GEMMs (Megatron --tp-comm-overlap, TE userbuffers) \\[default: on for --framework megatron with --sp and T > 1].", panel=PARALLEL, job=False)] = None
     node_size: NodeSize = None
     inter_node_gb_s: InterNode = None
     tokens: Annotated[int | None, opt("--tokens", help="Token budget for days, GPU-hours and cost, e.g. 15T \\[default: none].", parse=count, job=False)] = None
-    price_per_gpu_hour: Annotated[float | None, opt("--price-per-gpu-hour", help="Cost per GPU-hour for the budget, with --tokens \\[default: none].", parse=positive, job=False)] = None
+    price_per_gpu_hour: cost.Price = None
+    price_kind: cost.PriceKind = None
+    prices: cost.Prices = None
+    pue: cost.Pue = None
+    node_overhead: cost.NodeOverhead = None
+    grid_intensity_g_per_kwh: cost.GridIntensity = None
+    interruptions_per_gpu_day: cost.InterruptionRate = None
+    storage_gb_s: cost.StorageGbS = None
+    checkpoint_mode: cost.CheckpointMode = None
+    checkpoint_interval_s: cost.CheckpointInterval = None
+    restart_s: cost.RestartS = None
     optimizer: OptimizerOpt = None
     grad_bytes: GradBytes = None
     activations: Activations = None
@@ -265,9 +278,11 @@ class TrainRequest(ModelRequest):
     fp32_unquantized: FP32Unquantized = None
 
     def check(self, label: Any) -> None:
-        if self.price_per_gpu_hour is not None and self.tokens is None:
-            raise TcalcError(f"{label('price_per_gpu_hour').rstrip('= ')} prices a token budget: give --tokens too "
-                             "(e.g. --tokens 15T), or drop it")
+        for name in ("price_per_gpu_hour", "price_kind", "prices", "pue", "node_overhead", "grid_intensity_g_per_kwh",
+                     "interruptions_per_gpu_day", "storage_gb_s", "checkpoint_mode", "checkpoint_interval_s", "restart_s"):
+            if getattr(self, name) is not None and self.tokens is None:
+                raise TcalcError(f"{label(name).rstrip('= ')} prices a token budget: give --tokens too "
+                                 "(e.g. --tokens 15T), or drop it")
 
 
 class PlanRequest(ModelRequest):

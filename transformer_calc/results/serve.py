@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from transformer_calc.model.config import ModelConfig
+from transformer_calc.results.run_cost import ServeCost
 from transformer_calc.results.base import Result, Section
 from transformer_calc.requests.inference import inference_efficiency, inference_spec, serving_spec
 from transformer_calc.results.common import (Assumptions, CheckpointSection, ModelSection, TowersSection, assumptions_section,
@@ -180,6 +181,7 @@ class ServeResult(Result):
     towers: TowersSection | None = None  # a multimodal model's towers (in the weights)
     checkpoint: CheckpointSection | None = None
     assumptions: Assumptions = Assumptions(defaults=[])  # the defaults assumed (requests/defaults.py), with their sources
+    cost: ServeCost | None = None  # the best layout's $ per hour and per million tokens, energy (absent: no feasible layout)
 
 
 BATCHING = ("continuous, a closed loop of B sequences in flight: a decode step carries the decoding "
@@ -397,9 +399,20 @@ def serve_targets(section: dict[str, Any], **flags: Any) -> dict[str, Any]:
 def run_serve(req: ServeRequest) -> ServeResult:
     from transformer_calc.results.common import source_checkpoint
 
+    from transformer_calc.results.run_cost import cost_options, price_section, serve_cost
+    from transformer_calc.sources.presets import gpu as find_gpu
+
     src = req.source()
-    flags = {k: v for k, v in req.settings().items() if k not in ("ttft_s", "tpot_s", "request_rate", "gpus", "concurrency", "disaggregate")}
-    return serve_request(src.model, src.job.inference if src.job else {}, flags, src.checkpoint,
-                         checkpoint_section=source_checkpoint(src), ttft_s=req.ttft_s, tpot_s=req.tpot_s,
-                         request_rate=req.request_rate, gpus=req.gpus, concurrencies=req.concurrency,
-                         pools=req.disaggregate)
+    costing = ("price_per_gpu_hour", "price_kind", "prices", "pue", "node_overhead", "grid_intensity_g_per_kwh")
+    flags = {k: v for k, v in req.settings().items()
+             if k not in ("ttft_s", "tpot_s", "request_rate", "gpus", "concurrency", "disaggregate", *costing)}
+    result = serve_request(src.model, src.job.inference if src.job else {}, flags, src.checkpoint,
+                           checkpoint_section=source_checkpoint(src), ttft_s=req.ttft_s, tpot_s=req.tpot_s,
+                           request_rate=req.request_rate, gpus=req.gpus, concurrencies=req.concurrency,
+                           pools=req.disaggregate)
+    device = find_gpu(result.serve.gpu)
+    given = cost_options(req, src.job, costing)  # flags, else the job file's cost: section
+    price = price_section(device, given["price_per_gpu_hour"], given["price_kind"], given["prices"])
+    cost = serve_cost(device, result.best, result.serve.prompt_len, req.request_rate, price, pue=given["pue"],
+                      node_overhead=given["node_overhead"], grid=given["grid_intensity_g_per_kwh"])
+    return result if cost is None else result.model_copy(update={"cost": cost})

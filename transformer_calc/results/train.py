@@ -12,6 +12,7 @@ from pydantic import create_model
 
 from transformer_calc.model.config import ModelConfig, Training
 from transformer_calc.results.base import Result, Section
+from transformer_calc.results.run_cost import EnergySection, GoodputSection, PriceSection
 from transformer_calc.results.common import (AssumedDefault, Assumptions, ModelSection, TowersSection, assumed_defaults,
                                             assumptions_section, model_section, network_for, towers_section)
 
@@ -102,6 +103,8 @@ class StepAssumptions(Section):
     cp_comm_type: str | None = None  # with CP > 1: p2p (ring, overlapped) or all_gather (exposed; Llama 3)
     moe_load_imbalance: float | None = None  # MoE: the busiest expert rank's tokens over the mean (1: balanced)
     moe_a2a_overlap: bool | None = None  # MoE: the all-to-all runs under another micro-batch's compute
+    dispatch_dtype: str | None = None  # MoE: the dispatch's hidden-state dtype; only when given
+    moe_max_nodes: int | None = None  # MoE: node-limited routing, nodes a token reaches at most; only when given
     offload_host_link: str | None = None  # with --offload: PCIe x16 or NVLink-C2C
     offload_host_bytes_s: float | None = None  # one way
     offload_overlapped: bool | None = None
@@ -116,7 +119,12 @@ class Budget(Section):
     time_s: float
     days: float
     gpu_hours: float
-    cost: float | None = None  # gpu_hours x --price-per-gpu-hour; with the price
+    cost: float | None = None  # gpu_hours x the price per GPU-hour (given, else the price table's); failure-free
+    price: PriceSection | None = None  # the price used and its source (absent: none for the GPU)
+    cost_per_day: float | None = None  # all GPUs, one day
+    cost_per_billion_tokens: float | None = None
+    energy: EnergySection | None = None  # absent: the GPU has no board power in the hardware table
+    goodput: GoodputSection | None = None  # failures, checkpoints: the wall-clock days and GPU-hours held
 
 
 class TrainResult(Result):
@@ -185,6 +193,7 @@ def train_report(
     network: Any = None, matmul_efficiency: float | None = None, tokens: int | None = None,
     price_per_gpu_hour: float | None = None, tp_comm_overlap: bool | None = None,
     moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False, assumed: Any = (),
+    costing: dict[str, Any] | None = None, moe_dispatch: Any = None,
 ) -> TrainResult:
     """`tcalc train`: the step time of one layout, its breakdown, MFU, memory, and a budget. A
     layout whose peak does not fit the GPU gets no step time, throughput, MFU or budget: `needs`
@@ -211,14 +220,16 @@ def train_report(
     if not micro_batch_given:  # the fastest micro-batch that fits and divides the replica batch
         chosen, trials = fastest_micro_batch(m, w, tr, par, gpu, global_batch=global_batch, network=network,
                                              matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap,
-                                             moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap)
+                                             moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap,
+                                             moe_dispatch=moe_dispatch)
         tried = [MicroBatchTrial(micro_batch=t.micro_batch, fits=t.fits, step_time_s=t.step_time_s) for t in trials]
     w = w.model_copy(update={"batch_size": chosen})
     m_micro = micro_batch_count(global_batch, par, chosen)
     tr = tr.model_copy(update={"micro_batches": m_micro})
     est = estimate_step(m, w, tr, par, gpu, global_batch=global_batch, network=network,
                         matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap,
-                        moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap)
+                        moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap,
+                        moe_dispatch=moe_dispatch)
     tl = peak_memory(m, w, tr, par)
     usable = fit_capacity(gpu.memory_bytes)
     fits = tl.peak_bytes <= usable
@@ -226,7 +237,8 @@ def train_report(
     if tr.offload.value != "none":
         offload = {"offloaded_bytes_per_gpu": tl.stage.offloaded, "offload_device": tr.offload_device.value}
     # the budget section only with --tokens (unset, it is absent from the JSON), and only for a layout that runs
-    extra: dict[str, Any] = ({"budget": _budget(tokens, global_batch * w.seq_len, est, price_per_gpu_hour)}
+    extra: dict[str, Any] = ({"budget": _budget(tokens, global_batch * w.seq_len, est, price_per_gpu_hour,
+                                                m=m, tr=tr, gpu=gpu, costing=costing or {})}
                              if tokens is not None and fits else {})
     if (towers := towers_section(m, "training")) is not None:
         extra["towers"] = towers
@@ -250,7 +262,10 @@ def train_report(
         memory=TrainMemory(peak_bytes=tl.peak_bytes, peak_phase=tl.peak.name, usable_bytes=usable,
                            fits=fits, **offload),
         needs=[] if fits else fit_needs(m, w, tr, par, usable),
-        assumptions=StepAssumptions(**est.assumptions, defaults=assumed_defaults(assumed)),
+        assumptions=StepAssumptions(**est.assumptions, defaults=assumed_defaults(assumed),
+                                    **({k: v for k, v in (("dispatch_dtype", moe_dispatch.dtype),
+                                                          ("moe_max_nodes", moe_dispatch.max_nodes)) if v is not None}
+                                       if moe_dispatch is not None and m.is_moe else {})),
         **extra,
     )
 
@@ -295,15 +310,31 @@ def fit_needs(m: ModelConfig, w: Any, tr: Any, par: Any, capacity: int) -> list[
     return out
 
 
-def _budget(tokens: int, tokens_per_step: int, est: Any, price_per_gpu_hour: float | None) -> Budget:
-    """Days, GPU-hours (and their cost) to train on `tokens` tokens at the step's throughput."""
+def _budget(tokens: int, tokens_per_step: int, est: Any, price_per_gpu_hour: float | None, *, m: Any, tr: Any,
+            gpu: Any, costing: dict[str, Any]) -> Budget:
+    """Days, GPU-hours, their cost, energy and CO2eq to train on `tokens` tokens at the step's
+    throughput, and the wall-clock days with failures and checkpoints (results/run_cost.py)."""
     from transformer_calc.model.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
+    from transformer_calc.results.run_cost import active_share, energy_section, goodput_section, price_section
 
     seconds = tokens / est.tokens_per_s
     gpu_hours = seconds * est.gpus / SECONDS_PER_HOUR
-    cost = {"cost": gpu_hours * price_per_gpu_hour} if price_per_gpu_hour is not None else {}
+    price = price_section(gpu, price_per_gpu_hour, costing.get("price_kind"), costing.get("prices"))
+    cost: dict[str, Any] = {}
+    if price is not None:
+        usd = price.usd_per_gpu_hour
+        cost = {"cost": gpu_hours * usd, "price": price, "cost_per_day": usd * est.gpus * 24,
+                "cost_per_billion_tokens": gpu_hours * usd / tokens * 1e9}
+    energy = energy_section(gpu, gpu_hours, tokens, active_share(est.breakdown, est.step_time_s),
+                            pue=costing.get("pue"), node_overhead=costing.get("node_overhead"),
+                            grid=costing.get("grid_intensity_g_per_kwh"))
+    good = goodput_section(m, tr, gpu, est.gpus, seconds, price, rate=costing.get("interruptions_per_gpu_day"),
+                           storage_gb_s=costing.get("storage_gb_s"), mode=costing.get("checkpoint_mode"),
+                           interval_s=costing.get("checkpoint_interval_s"), restart_s=costing.get("restart_s"))
+    if energy is not None:  # absent: the GPU has no board power in the hardware table
+        cost["energy"] = energy
     return Budget(tokens=tokens, steps=-(-tokens // tokens_per_step), time_s=seconds, days=seconds / SECONDS_PER_DAY,
-                  gpu_hours=gpu_hours, **cost)
+                  gpu_hours=gpu_hours, **cost, goodput=good)
 
 
 def plan_report(
@@ -361,7 +392,8 @@ def train_command(
     src: Any, flags: dict[str, Any], *, gpus: int | None, global_batch_of: Any, node_size: int | None = None,
     inter_node_gb_s: float | None = None, matmul_efficiency: float | None = None, tokens: int | None = None,
     price_per_gpu_hour: float | None = None, tp_comm_overlap: bool | None = None,
-    moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False,
+    moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False, costing: dict[str, Any] | None = None,
+    moe_dispatch: Any = None,
 ) -> TrainResult:
     """`tcalc train` and `tc.train` from a resolved model source and the options given (job-file key
     names; None: not given; `dtype` the compute dtype, `p` its bytes): the settings resolved by
@@ -396,7 +428,7 @@ def train_command(
                         micro_batch_given=micro_batch_given, network=network_for(device, node_size, inter_node_gb_s),
                         matmul_efficiency=matmul_efficiency, tokens=tokens, price_per_gpu_hour=price_per_gpu_hour,
                         tp_comm_overlap=tp_comm_overlap, moe_load_imbalance=moe_load_imbalance,
-                        moe_a2a_overlap=moe_a2a_overlap, assumed=assumed)
+                        moe_a2a_overlap=moe_a2a_overlap, assumed=assumed, costing=costing, moe_dispatch=moe_dispatch)
 
 
 def plan_command(
@@ -419,13 +451,36 @@ def plan_command(
 # ---------------------------------------------------------------------------- the command
 def run_train(req: TrainRequest, note: Any = None) -> TrainResult:
     from transformer_calc.requests.training import global_batch
+    from transformer_calc.results.run_cost import cost_options
 
-    return train_command(req.source(), req.given() | {"dtype": req.dtype}, gpus=req.gpus,
+    src = req.source()
+    costing = cost_options(req, src.job, ("price_per_gpu_hour", *COSTING_FIELDS))  # flags, else the job's cost:
+    return train_command(src, req.given() | {"dtype": req.dtype}, gpus=req.gpus,
                          global_batch_of=lambda seq: global_batch(req.global_batch, req.global_batch_tokens, seq, note),
                          node_size=req.node_size, inter_node_gb_s=req.inter_node_gb_s,
                          matmul_efficiency=req.matmul_efficiency, tokens=req.tokens,
-                         price_per_gpu_hour=req.price_per_gpu_hour, tp_comm_overlap=req.tp_comm_overlap,
-                         moe_load_imbalance=req.moe_load_imbalance, moe_a2a_overlap=bool(req.moe_a2a_overlap))
+                         price_per_gpu_hour=costing.pop("price_per_gpu_hour"), tp_comm_overlap=req.tp_comm_overlap,
+                         moe_load_imbalance=req.moe_load_imbalance, moe_a2a_overlap=bool(req.moe_a2a_overlap),
+                         costing=costing, moe_dispatch=_dispatch(req))
+
+
+def _dispatch(req: TrainRequest) -> Any:
+    """--dispatch-dtype and --moe-max-nodes as a moe_time.Dispatch (None: neither given)."""
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.estimators.inference.expected import DISPATCH_DTYPES
+    from transformer_calc.estimators.training.moe_time import Dispatch
+
+    if req.dispatch_dtype is None and req.moe_max_nodes is None:
+        return None
+    dtype = None if req.dispatch_dtype is None else str(req.dispatch_dtype).strip().lower()
+    if dtype is not None and dtype not in DISPATCH_DTYPES:
+        raise TcalcError(f"--dispatch-dtype ({dtype[:40]!r}) must be one of {', '.join(DISPATCH_DTYPES)}")
+    return Dispatch(dtype=dtype, max_nodes=req.moe_max_nodes)
+
+
+# The options of results/run_cost.py that `tcalc train` reads (requests/cost.py declares them).
+COSTING_FIELDS = ("price_kind", "prices", "pue", "node_overhead", "grid_intensity_g_per_kwh", "interruptions_per_gpu_day",
+                  "storage_gb_s", "checkpoint_mode", "checkpoint_interval_s", "restart_s")
 
 
 # ---------------------------------------------------------------------------- the command

@@ -129,6 +129,23 @@ def gpu(name: str) -> Any:
     return resolve_gpu(name, hardware_table())
 
 
+@cache
+def price_table() -> tuple[Any, ...]:
+    """The shipped price table (presets/prices.yaml; devices/prices.py)."""
+    from transformer_calc.devices.prices import parse_price_table
+
+    return tuple(parse_price_table(_load_data("prices.yaml"), "presets/prices.yaml"))
+
+
+def prices_file(path: Path) -> list[Any]:
+    """A user's prices file (`--prices FILE`): the price table's schema, read as hostile input."""
+    from transformer_calc.devices.prices import parse_price_table
+    from transformer_calc.sources.files import clip, parse_yaml
+
+    where = f"--prices {clip(str(path))}"
+    return parse_price_table(parse_yaml(read_text_file(path, "--prices"), where), where)
+
+
 # ---------------------------------------------------------------------------- user files
 def read_text_file(path: Path, what: str) -> str:
     """Read a user's file (transformer_calc.sources.files: regular files only, size-capped)."""
@@ -154,7 +171,11 @@ def hf_spec(path: Path) -> dict[str, Any]:
     return from_hf_config(data)
 
 
-JOB_SECTIONS = ("model", "training", "inference", "checks")
+JOB_SECTIONS = ("model", "training", "inference", "checks", "cost")
+# A job file's cost: section (issue 40): what a run costs, read by `tcalc train` and `tcalc serve`
+# under the options' names (requests/cost.py); a flag wins over it. `prices` is relative to the file.
+COST_KEYS = ("price_per_gpu_hour", "price_kind", "prices", "pue", "node_overhead", "grid_intensity_g_per_kwh",
+             "interruptions_per_gpu_day", "storage_gb_s", "checkpoint_mode", "checkpoint_interval_s", "restart_s")
 
 
 @dataclass(frozen=True)
@@ -167,6 +188,7 @@ class JobFile:
     inference: dict[str, Any] = field(default_factory=dict)
     checks: dict[str, Any] = field(default_factory=dict)
     sections: tuple[str, ...] = ()
+    cost: dict[str, Any] = field(default_factory=dict)
 
 
 def load_job(path: Path, flag: str | None = "--config") -> JobFile:
@@ -174,7 +196,7 @@ def load_job(path: Path, flag: str | None = "--config") -> JobFile:
 
     Accepted shapes: model fields at the top level (a model file); or sections `model:` (fields,
     optionally `preset: NAME` or `hf_config: PATH` relative to the file, which the fields
-    override), `training:`, `inference:`, `checks:`. Unknown sections and keys are errors with
+    override), `training:`, `inference:`, `checks:`, `cost:` (COST_KEYS). Unknown sections and keys are errors with
     did-you-mean. YAML is read with the safe loader only.
     """
     from transformer_calc.model.config import CHECK_KEYS, INFERENCE_KEYS, TRAINING_KEYS, canonical_section
@@ -204,7 +226,15 @@ def load_job(path: Path, flag: str | None = "--config") -> JobFile:
         inference=canonical_section(f"{where} inference", data.get("inference"), INFERENCE_KEYS),
         checks=canonical_section(f"{where} checks", data.get("checks"), CHECK_KEYS),
         sections=tuple(k for k in JOB_SECTIONS if k in data),
+        cost=_cost_section(canonical_section(f"{where} cost", data.get("cost"), list(COST_KEYS)), path),
     )
+
+
+def _cost_section(section: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The cost: section with `prices` read relative to the job file."""
+    if section.get("prices") is not None:
+        section["prices"] = path.parent / str(section["prices"])
+    return section
 
 
 def _model_section(model: dict[str, Any], path: Path, where: str) -> dict[str, Any]:

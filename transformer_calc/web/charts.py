@@ -305,6 +305,59 @@ def step_breakdown(breakdown: Any, step_time_s: float, title: str) -> str:
     return _svg(height, body, "step time breakdown")
 
 
+def cost_panel(result: Any) -> str | None:
+    """What a run costs (results/run_cost.py): train's budget (failure-free and with failures:
+    days, GPU-hours, $; energy and CO2eq) or serve's cost (per hour and per million tokens)."""
+    rows: list[tuple[str, float, str]] = []  # (label, bar value, text); bars share one scale per panel
+    lines: list[str] = []
+    b = getattr(result, "budget", None)
+    c = getattr(result, "cost", None) if not isinstance(getattr(result, "cost", None), (int, float)) else None
+    if b is not None:
+        title = f"Cost and energy: {b.tokens:,} tokens"
+        usd = (lambda v: f", ${v:,.0f}") if b.price is not None else (lambda v: "")
+        rows.append(("failure-free", b.gpu_hours, f"{b.days:,.1f} days, {b.gpu_hours:,.0f} GPU-hours" + usd(b.cost or 0)))
+        if b.goodput is not None:
+            g = b.goodput
+            rows.append((f"goodput {100 * g.goodput:.1f} %", g.gpu_hours,
+                         f"{g.days:,.1f} days, {g.gpu_hours:,.0f} GPU-hours" + usd(g.cost or 0)))
+            lines.append(f"{g.interruptions:,.0f} interruptions (one per {g.mtti_s / 3600:.1f} h); checkpoint "
+                         f"{fmt_bytes(g.checkpoint_bytes)} every {fmt_s(g.interval_s)} ({g.checkpoint_mode}, {fmt_s(g.save_s)})")
+        if b.price is not None:
+            lines.append(f"${b.price.usd_per_gpu_hour:,.2f}/GPU-hour ({b.price.kind}, {b.price.provider or 'given'}"
+                         f"{', ' + b.price.date if b.price.date else ''}): ${b.cost_per_day:,.0f}/day, "
+                         f"${b.cost_per_billion_tokens:,.2f} per billion tokens")
+        energy = b.energy
+    elif c is not None:
+        title = "Cost and energy: the best layout"
+        if c.price is not None:
+            rows.append(("input", c.cost_per_million_input_tokens, f"${c.cost_per_million_input_tokens:,.3f} per million tokens"))
+            rows.append(("output", c.cost_per_million_output_tokens, f"${c.cost_per_million_output_tokens:,.3f} per million tokens"))
+            lines.append(f"${c.cost_per_hour:,.2f}/hour on {c.gpus} GPUs at ${c.price.usd_per_gpu_hour:,.2f}/GPU-hour "
+                         f"({c.price.kind}, {c.price.provider or 'given'})")
+        if c.gpus_for_request_rate is not None:
+            lines.append(f"{c.request_rate:g} requests/s: {c.gpus_for_request_rate} GPUs"
+                         + (f", ${c.cost_per_hour_for_request_rate:,.2f}/hour" if c.cost_per_hour_for_request_rate is not None else ""))
+        energy = c.energy
+    else:
+        return None
+    if energy is not None:
+        lines.append(f"{energy.kwh:,.0f} kWh ({energy.power_w_per_gpu:,.0f} W per GPU, PUE {energy.pue:g}), "
+                     f"{energy.co2_tonnes:,.2f} t CO2eq at {energy.grid_intensity_g_per_kwh:g} g/kWh")
+    left, row = 150, 24
+    top = max((v for _, v, _ in rows), default=1.0) or 1.0
+    scale = (WIDTH - left - 330) / top
+    body = [_text(10, 16, title, size=13, extra='font-weight="bold"')]
+    for i, (label, value, text) in enumerate(rows):
+        y = 26 + i * row
+        body.append(_text(left - 6, y + 13, label, anchor="end"))
+        body.append(f'<rect x="{left}" y="{y}" width="{max(value * scale, 1):.1f}" height="16" fill="#4c78a8"/>')
+        body.append(_text(left + value * scale + 6, y + 13, text, size=11))
+    y = 26 + len(rows) * row + 14
+    for i, line in enumerate(lines):
+        body.append(_text(10, y + i * 18, line, size=11))
+    return _svg(y + 18 * len(lines) + 4, body, "cost and energy")
+
+
 def ranked_layouts(result: Any) -> str | None:
     """plan's layouts, fastest first: each step time stacked by part."""
     plans = result.plans
@@ -424,9 +477,10 @@ def charts(command: str, result: Any) -> list[str]:
     elif command == "inference":
         out = [roofline(result)]
     elif command == "serve":
-        out = [serve_curve(result), disaggregated_pools(result), serve_layouts(result)]
+        out = [serve_curve(result), disaggregated_pools(result), serve_layouts(result), cost_panel(result)]
     elif command == "train":
-        out = [step_breakdown(result.breakdown, result.step_time_s, "Step time")]
+        out = [step_breakdown(result.breakdown, result.step_time_s, "Step time") if result.breakdown else None,
+               cost_panel(result)]
     elif command == "sweep":
         out = sweep_charts(result)
     elif command == "plan":

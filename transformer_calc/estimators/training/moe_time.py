@@ -18,6 +18,13 @@ move the same bytes) is the model:
   `--overlap-moe-expert-parallel-comm` (Megatron-Bridge's `moe_a2a_overlap`, tcalc
   `--moe-a2a-overlap`) each micro-batch's all-to-all runs under another micro-batch's compute, and
   train.py keeps only what exceeds one block's compute exposed.
+- how the tokens travel, when given (`Dispatch`; DeepSeek-V3 arXiv:2412.19437 §2.1.2, §3.2.2,
+  §3.3.2, and DeepEP's normal kernels): the dispatch's hidden states in FP8 with one fp32 scale
+  per 128 channels (forward dispatch and its backward twin; both combines stay 16-bit), and
+  node-limited routing: a token reaches at most M nodes and crosses the NIC once per remote node
+  it reaches (min(M, G)·(G − 1)/G of the G nodes the expert-parallel group spans, its own node
+  aside), its k copies forwarded inside each node over NVLink ((k·(n − 1)/n of them, n GPUs of the
+  group per node). Not given: every copy travels on its own in 16 bits, as above.
 - the load imbalance f (>= 1): the busiest rank receives f times the mean tokens; its all-to-all
   bytes and its experts' FLOPs scale by f (the step waits for it). Default 1.0: balanced, as the
   published Megatron-Bridge benchmarks force-balance the routing ("we force-balance the token
@@ -62,7 +69,42 @@ DEFAULT_LOAD_IMBALANCE = 1.0  # balanced routing, as the Megatron-Bridge benchma
 # median |error| 13.4 % on its 19 MoE rows). A per-block constant alone fits worse (best 5 ms:
 # median |error| 17.4 % on the same 17 rows).
 MOE_BLOCK_OVERHEAD_S = 0.0
+# An FP8 dispatch carries one fp32 scale per 128 channels of each token (DeepSeek-V3 §3.3.1: 1x128
+# activation tiles; DeepEP's FP8 dispatch; the inference side's DISPATCH_SCALE_* in inference/expected.py).
+FP8_SCALE_CHANNELS = 128
+FP8_SCALE_BYTES = FP32_BYTES
 MOE_EXPERT_OVERHEAD_S = 0.4e-3
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """How the tokens of the all-to-all travel (module docstring); the defaults are Megatron-core's."""
+
+    dtype: str | None = None  # the dispatch's hidden-state dtype: fp8 | bf16 | fp16; None: 16-bit, as the combine
+    max_nodes: int | None = None  # node-limited routing: a token reaches at most M nodes (DeepSeek-V3: M = 4)
+
+    def value_bytes(self, combine_bytes: float) -> float:
+        """Bytes per dispatched value: FP8 carries one fp32 scale per 128 channels."""
+        if self.dtype == "fp8":
+            return 1 + FP8_SCALE_BYTES / FP8_SCALE_CHANNELS
+        return 2 if self.dtype in ("bf16", "fp16") else combine_bytes
+
+
+def node_limited_all_to_all_s(tokens: float, k: int, copy_bytes: float, ep: int, etp: int, net,
+                              max_nodes: int | None) -> float:
+    """One all-to-all of `tokens` tokens, each sent to k experts as a copy of `copy_bytes` (D values):
+    without a node limit, `all_to_all_s` of all k copies; with one, a NIC transfer per remote node
+    reached and the copies forwarded over NVLink (module docstring)."""
+    if max_nodes is None:
+        return all_to_all_s(tokens * k * copy_bytes, ep, etp, net)
+    if ep <= 1:
+        return 0.0
+    in_domain = max(1, min(ep, net.node_size // max(etp, 1)))
+    nodes = ep / in_domain
+    inter = tokens * copy_bytes * min(max_nodes, nodes) * (nodes - 1) / nodes
+    intra = tokens * k * copy_bytes * (in_domain - 1) / in_domain
+    t = max(intra / net.intra_bytes_s, inter / net.inter_bytes_s if inter else 0.0)
+    return t + (net.inter_latency_s if inter else net.intra_latency_s)
 
 
 @dataclass(frozen=True)
@@ -93,7 +135,7 @@ def all_to_all_s(size: float, ep: int, etp: int, net) -> float:
 
 def moe_block_time(
     m: ModelConfig, tr: Training, par: Parallelism, net, *, tokens: float, hbm_bytes_s: float,
-    load_imbalance: float = DEFAULT_LOAD_IMBALANCE, fixed_s: float | None = None,
+    load_imbalance: float = DEFAULT_LOAD_IMBALANCE, fixed_s: float | None = None, dispatch: Dispatch | None = None,
 ) -> MoEBlockTime:
     """What one MoE block adds for one micro-batch of `tokens` tokens per GPU (b·S/CP; with SP a
     1/T share of them enters the dispatcher on each tensor rank)."""
@@ -105,7 +147,12 @@ def moe_block_time(
     t = tokens / T if par.sequence_parallel and T > 1 else tokens  # tokens entering this rank's router
     comm = max(p, 2)  # tokens travel in 16 bits
     n_a2a = ALL_TO_ALLS + (2 if tr.recompute is Recompute.full else 0)
-    a2a = n_a2a * all_to_all_s(t * k * D * comm * load_imbalance, ep, etp, net)
+    if dispatch is None or dispatch == Dispatch():
+        a2a = n_a2a * all_to_all_s(t * k * D * comm * load_imbalance, ep, etp, net)
+    else:  # half the all-to-alls carry the dispatch's dtype (forward dispatch, backward of the combine)
+        one = D * load_imbalance
+        a2a = n_a2a / 2 * sum(node_limited_all_to_all_s(t, k, one * b, ep, etp, net, dispatch.max_nodes)
+                              for b in (dispatch.value_bytes(comm), comm))
     permute = 4 * (1 + k) * t * D * p * load_imbalance
     router = 3 * 2 * FP32_BYTES * t * m.n_experts
     local_experts = m.n_experts // ep

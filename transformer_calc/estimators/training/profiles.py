@@ -73,7 +73,7 @@ TORCHTITAN_GEMM_FRACTION = 0.825
 # Figures 5 and 6, the FlashAttention-2 bars). H200 and GH200 have the H100's SMs and clocks: the
 # same rates assumed. Other GPUs: the attention core at the GEMM efficiency (FlashAttention-2 reaches
 # 50-73 % of the A100's peak, Dao 2023, arXiv:2307.08691: about the A100's GEMM efficiency).
-SDPA_FLASH_FLOPS_S = {"H100": (333e12, 318e12), "H200": (333e12, 318e12), "GH200": (333e12, 318e12)}
+SDPA_FLASH_FLOPS_S = {"H100": (333e12, 318e12), "H800": (333e12, 318e12), "H200": (333e12, 318e12), "GH200": (333e12, 318e12)}
 FLASH_BACKWARD_PER_FORWARD = 2.5  # FA's backward FLOP count: 5 matmuls to the forward's 2
 
 

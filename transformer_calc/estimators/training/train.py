@@ -56,7 +56,7 @@ from transformer_calc.estimators.params import kv_heads_per_rank, shard_params
 
 # Maximum achievable matmul FLOPS / dense peak, bf16 (stas00/ml-engineering, compute/accelerator
 # README, "Maximum Achievable Matmul FLOPS comparison table"); others: DEFAULT_MATMUL_EFFICIENCY.
-MATMUL_EFFICIENCY = {"A100": 0.859, "H100": 0.801, "H200": 0.803, "GH200": 0.830, "B200": 0.776,
+MATMUL_EFFICIENCY = {"A100": 0.859, "H100": 0.801, "H800": 0.801, "H200": 0.803, "GH200": 0.830, "B200": 0.776,
                      "MI250X": 0.767, "MI300X": 0.601}  # fmt: skip
 DEFAULT_MATMUL_EFFICIENCY = 0.80
 # A whole training step's GEMMs (per-rank shapes under TP, weight-gradient GEMMs, attention kernels)
@@ -72,13 +72,14 @@ TRAINING_GEMM_FRACTION = 0.69
 # for NeMo 24.09 on H100 (tools/validation/train_runs.yaml, ids dgxc-*: GPT-3 175B, Llama 3.1 8B,
 # 70B, 405B); validated on NeMo 24.07's FP8 performance summary and the Llama 3 paper's Table 4
 # (docs/validation.md). B200 and later take the Hopper fit (no Blackwell run fitted; an assumption).
-MEGATRON_GEMM_FRACTION = {"H100": 0.736, "H200": 0.736, "GH200": 0.736, "B200": 0.736, "B300": 0.736,
+MEGATRON_GEMM_FRACTION = {"H100": 0.736, "H800": 0.736, "H200": 0.736, "GH200": 0.736, "B200": 0.736, "B300": 0.736,
                           "GB200": 0.736, "GB300": 0.736}  # fmt: skip
 MEMORY_EFFICIENCY = 0.90  # achieved / datasheet HBM bandwidth for large copies (measured ~90 %)
 # Node size and per-GPU NIC bandwidth (one direction) by platform: DGX A100 8 GPUs, 8 x 200 Gb/s
 # HDR; DGX H100/H200 and HGX B200 8 GPUs, 8 x 400 Gb/s NDR; GB200/GB300 NVL72 72 GPUs in one
-# NVLink domain, 800 Gb/s per GPU (ConnectX-8 on GB300; 400 on GB200). Flags override.
-NETWORK = {"A100": (8, 25e9), "H100": (8, 50e9), "H200": (8, 50e9), "B200": (8, 50e9), "B300": (8, 100e9),
+# NVLink domain, 800 Gb/s per GPU (ConnectX-8 on GB300; 400 on GB200); H800 (the H100 die with NVLink
+# cut to 400 GB/s) 8 per node with a 400 Gb/s IB NIC per GPU (DeepSeek-V3 §3.1). Flags override.
+NETWORK = {"A100": (8, 25e9), "H100": (8, 50e9), "H800": (8, 50e9), "H200": (8, 50e9), "B200": (8, 50e9), "B300": (8, 100e9),
            "GB200": (72, 50e9), "GB300": (72, 100e9), "MI300X": (8, 50e9), "MI325X": (8, 50e9),
            "MI355X": (8, 50e9)}  # fmt: skip
 DEFAULT_NETWORK = (8, 25e9)
@@ -246,6 +247,7 @@ def estimate_step(
     tp_comm_overlap: bool | None = None,
     moe_load_imbalance: float | None = None,
     moe_a2a_overlap: bool = False,
+    moe_dispatch: Any = None,  # moe_time.Dispatch: FP8 dispatch, node-limited routing (None: Megatron-core's)
 ) -> StepEstimate:
     """The step time of one layout (module docstring for every term and its source).
 
@@ -411,7 +413,8 @@ def estimate_step(
         from transformer_calc.estimators.training.moe_time import DEFAULT_LOAD_IMBALANCE, moe_block_time
 
         imbalance = DEFAULT_LOAD_IMBALANCE if moe_load_imbalance is None else moe_load_imbalance
-        blk = moe_block_time(m, tr, par, net, tokens=b * S / cp, hbm_bytes_s=bw_hbm, load_imbalance=imbalance)
+        blk = moe_block_time(m, tr, par, net, tokens=b * S / cp, hbm_bytes_s=bw_hbm, load_imbalance=imbalance,
+                             dispatch=moe_dispatch)
         a2a_layer_s = blk.all_to_all
         routed = step.layer.mlp * passes / (gpus / P) / mb / (peak * eff)  # one MoE layer's routed experts
         moe_extra_s = blk.overhead + (imbalance - 1) * routed
@@ -762,7 +765,7 @@ class MicroBatchTrial:
 def fastest_micro_batch(
     m: ModelConfig, w: Workload, tr: Training, par: Parallelism, gpu: GPU, *, global_batch: int,
     network: Any = None, matmul_efficiency: float | None = None, tp_comm_overlap: bool | None = None,
-    moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False,
+    moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False, moe_dispatch: Any = None,
 ) -> tuple[int, list[MicroBatchTrial]]:
     """The fastest micro-batch b (of MICRO_BATCHES) that fits and divides the per-replica batch
     G/dp, with every trial; 1 when none fits. The fit is the step timeline's peak (one fit finder:
@@ -780,7 +783,8 @@ def fastest_micro_batch(
         fits = peak_memory(m, trial_w, trial_tr, par).peak_bytes <= fit_capacity(gpu.memory_bytes)
         est = estimate_step(m, trial_w, trial_tr, par, gpu, global_batch=global_batch, network=network,
                             matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap,
-                            moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap)
+                            moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap,
+                            moe_dispatch=moe_dispatch)
         trials.append(MicroBatchTrial(micro_batch=b, fits=fits, step_time_s=est.step_time_s))
         if fits and (best is None or est.step_time_s < best[1]):
             best = (b, est.step_time_s)
