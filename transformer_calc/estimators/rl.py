@@ -50,6 +50,14 @@ SYNC_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 TAIL_SEGMENTS = 32  # decode-step segments of the drain, each priced at its midpoint's batch and context
 BISECTION_STEPS = 80  # halvings of the exponential's rate (its mean fixes it)
 FORWARD_OF_STEP = 3  # a training step's model FLOPs are 3 forwards (forward + backward's two matmuls)
+# The fraction of tcalc's serve and train rates an RL framework achieves in its generation and in its
+# passes and updates (docs/formulas.md §8, "Calibration"): FITTED by tools/validation/rl_runs.py --fit
+# on NeMo-RL v0.5's H100 runs of Llama-3.1-8B, Qwen3-30B-A3B and Qwen3-32B, on-policy and one-step
+# off-policy (6 runs; the pairs separate the two: an off-policy step is bound by one side, an
+# on-policy step sums both); checked on the other 10 (DeepSeek-V3, Qwen3-235B, GB200). At 1.0 the
+# phases are the serve and train models' own.
+GENERATION_EFFICIENCY = 0.68
+TRAINER_EFFICIENCY = 0.72
 
 
 # ============================================================================ response lengths
@@ -221,8 +229,10 @@ def decode_time_s(m: ModelConfig, gpu: Any, spec: Any, eff: Any, batch: int, con
     return expected_step(m, gpu, s, eff, decode_step(m, gpu, s, max(2, context))).time_s
 
 
-def rollout(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, alg: Algorithm, replicas: int) -> Rollout:
-    """The generation of one step on one replica (module docstring, "The long tail")."""
+def rollout(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, alg: Algorithm, replicas: int,
+            efficiency: float = 1.0) -> Rollout:
+    """The generation of one step on one replica (module docstring, "The long tail"), at
+    `efficiency` of the serve model's rates (GENERATION_EFFICIENCY)."""
     from transformer_calc.estimators.inference.expected import expected_step
     from transformer_calc.estimators.inference.roofline import prefill_step
     from transformer_calc.estimators.inference.serving import capacity, load_point, sequence_limit
@@ -241,7 +251,7 @@ def rollout(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, alg: Al
         raise ValueError(f"no room in the engine's KV cache for one sample of {P} + {mean_out} tokens: raise "
                          "--memory-utilization or --rollout-tensor")
     C = max(1, min(fits, sequence_limit(serving, cap), n_r))
-    steady = load_point(m, gpu, run, eff, serving, P, mean_out, C).output_tokens_per_s
+    steady = load_point(m, gpu, run, eff, serving, P, mean_out, C).output_tokens_per_s * efficiency
     if alg.partial_rollouts:  # the engine kept full: every token at the steady rate
         t = n_r * mu / steady
         return Rollout(n_r, C, fits, cap.kv_budget_bytes, steady, t, 0.0, 0.0, float(mu), t, 0)
@@ -249,7 +259,7 @@ def rollout(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, alg: Al
     first = min(n_r, C)
     prompts = -(-first // alg.group_size)  # a group's samples share one prefill (prefix caching)
     pre = dataclasses.replace(spec, batch_size=prompts, prompt_len=P, new_tokens=1)
-    prefill_s = expected_step(m, gpu, pre, eff, prefill_step(m, gpu, pre)).time_s
+    prefill_s = expected_step(m, gpu, pre, eff, prefill_step(m, gpu, pre)).time_s / efficiency
     longest = d.longest(first)
     steps = max(1, math.ceil(longest))
     tail = 0.0
@@ -259,12 +269,22 @@ def rollout(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, alg: Al
             continue
         mid = (lo + hi) / 2
         active = max(1, round(first * d.survival(mid)))  # the longest sample runs to the end
-        tail += (hi - lo) * decode_time_s(m, gpu, spec, eff, active, P + round(mid))
+        tail += (hi - lo) * decode_time_s(m, gpu, spec, eff, active, P + round(mid)) / efficiency
     return Rollout(n_r, C, fits, cap.kv_budget_bytes, steady, queue_s, prefill_s, tail, longest,
                    queue_s + prefill_s + tail, steps)
 
 
 # ============================================================================ passes and updates
+def packed_len(S: int, par: Any) -> int:
+    """S rounded up to what the trainer's layout splits evenly: a multiple of 2·CP (Megatron's
+    load-balanced context-parallel chunks) and of T under sequence parallelism (NeMo-RL's
+    make_sequence_length_divisible_by, verl's padding to the Ulysses size)."""
+    step = 2 * par.context if par.context > 1 else 1
+    if par.sequence_parallel and par.tensor > 1:
+        step = step * par.tensor // math.gcd(step, par.tensor)
+    return -(-S // step) * step
+
+
 @dataclass(frozen=True)
 class Updates:
     """The trainer's work in one step (seconds, on the trainer's GPUs)."""
@@ -278,13 +298,14 @@ class Updates:
 
 
 def updates(m: ModelConfig, w: Any, tr: Any, par: Any, gpu: Any, alg: Algorithm, *, network: Any = None,
-            matmul_efficiency: float | None = None) -> Updates:
+            matmul_efficiency: float | None = None, efficiency: float = 1.0) -> Updates:
     """The update and forward times from `tcalc train`'s step model at S = P + μ (the mean
-    sample; `w.batch_size` the micro-batch). A forward is the step's compute (every term but the
-    optimizer and the data-parallel gradient traffic) scaled to one forward of its hardware FLOPs."""
+    sample; `w.batch_size` the micro-batch), at `efficiency` of its rates (TRAINER_EFFICIENCY).
+    A forward is the step's compute (every term but the optimizer and the data-parallel gradient
+    traffic) scaled to one forward of its hardware FLOPs."""
     from transformer_calc.estimators.training.train import estimate_step
 
-    S = alg.prompt_len + max(1, round(alg.lengths.mean))
+    S = packed_len(alg.prompt_len + max(1, round(alg.lengths.mean)), par)
     per = par.data * w.batch_size
     G = -(-alg.samples // alg.mini_batches // per) * per  # the slowest rank's share, rounded up
     G = max(G, per)
@@ -292,9 +313,9 @@ def updates(m: ModelConfig, w: Any, tr: Any, par: Any, gpu: Any, alg: Algorithm,
     trr = tr.model_copy(update={"micro_batches": G // per})
     est = estimate_step(m, ww, trr, par, gpu, global_batch=G, network=network, matmul_efficiency=matmul_efficiency)
     passes = est.step_time_s - est.optimizer_s - est.dp_exposed_s - est.offload_pcie_s
-    forward_one = passes * (est.model_flops / FORWARD_OF_STEP) / est.hardware_flops
-    return Updates(est.step_time_s, forward_one * alg.mini_batches, est.step_time_s * alg.mini_batches * alg.epochs,
-                   est.mfu, G, S)
+    forward_one = passes * (est.model_flops / FORWARD_OF_STEP) / est.hardware_flops / efficiency
+    step = est.step_time_s / efficiency
+    return Updates(step, forward_one * alg.mini_batches, step * alg.mini_batches * alg.epochs, est.mfu * efficiency, G, S)
 
 
 # ============================================================================ weight sync
@@ -312,7 +333,9 @@ def weight_sync(m: ModelConfig, pools: Pools, network: Any, par: Any) -> WeightS
     """Colocated (verl's 3D-HybridEngine, Sheng et al. 2024 §5): each GPU gathers its engine shard,
     W/T_e, from the trainer shards of its model replica (T·P·CP GPUs, all dp ranks under FSDP/ZeRO-3)
     over that group's link. Split (OpenRLHF's and NeMo-RL's NCCL broadcast): the trainer sends the
-    whole W to every engine rank, pipelined over the link between the pools, W / bandwidth."""
+    weights over the link between the pools, each engine GPU receiving its W/T_e shard through its
+    own link (the trainer's ranks send their shards in parallel, bucket by bucket: NeMo-RL's
+    NCCL refit, docs/design-docs/nccl-reshard-refit.md), (W/T_e) / bandwidth."""
     from transformer_calc.estimators.params import total_params
 
     N = total_params(m)
@@ -327,7 +350,8 @@ def weight_sync(m: ModelConfig, pools: Pools, network: Any, par: Any) -> WeightS
         return WeightSync(W, per_gpu, "nvlink" if group <= network.node_size else "network", bw, t, buffer)
     bw, lat = network.link(pools.gpus)
     link = "nvlink" if pools.gpus <= network.node_size else "network"
-    return WeightSync(W, W, link, bw, W / bw + lat * max(1, m.n_layers), buffer)
+    per_gpu = -(-W // pools.rollout_tensor)
+    return WeightSync(W, per_gpu, link, bw, per_gpu / bw + lat * max(1, m.n_layers), buffer)
 
 
 # ============================================================================ memory per phase
@@ -359,7 +383,7 @@ def trainer_memory(m: ModelConfig, w: Any, tr: Any, par: Any, S_max: int) -> tup
     weights) per trainer GPU, from `tcalc memory`'s timeline at the longest sample (P + L)."""
     from transformer_calc.estimators.training.timeline import peak_memory
 
-    tl = peak_memory(m, w.model_copy(update={"seq_len": S_max}), tr, par)
+    tl = peak_memory(m, w.model_copy(update={"seq_len": packed_len(S_max, par)}), tr, par)
     st = tl.stage
     megatron = tr.framework.value == "megatron"  # Megatron-core keeps its gradient buffer allocated
     resident = st.weights + st.optimizer + (st.gradients if megatron else 0)
@@ -433,12 +457,17 @@ def offload_s(gpu: Any, bytes_moved: int) -> float:
 
 
 def rl_step(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, w: Any, tr: Any, par: Any,
-            alg: Algorithm, pools: Pools, *, network: Any, matmul_efficiency: float | None = None) -> RlStep:
+            alg: Algorithm, pools: Pools, *, network: Any, matmul_efficiency: float | None = None,
+            generation_efficiency: float = GENERATION_EFFICIENCY, trainer_efficiency: float = TRAINER_EFFICIENCY) -> RlStep:
     """One step: the generation, the passes, the updates, the sync, their memory (module docstring)."""
     from transformer_calc.estimators.inference.serving import capacity
 
-    ro = rollout(m, gpu, spec, eff, serving, alg, pools.replicas)
-    up = updates(m, w, tr, par, gpu, alg, network=network, matmul_efficiency=matmul_efficiency)
+    for name, value in (("generation_efficiency", generation_efficiency), ("trainer_efficiency", trainer_efficiency)):
+        if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0 < value <= 1):
+            raise ValueError(f"{name} ({value!r}) must be a fraction in (0, 1]")
+    ro = rollout(m, gpu, spec, eff, serving, alg, pools.replicas, generation_efficiency)
+    up = updates(m, w, tr, par, gpu, alg, network=network, matmul_efficiency=matmul_efficiency,
+                 efficiency=trainer_efficiency)
     sync = weight_sync(m, pools, network, par)
     run = dataclasses.replace(spec, batch_size=1, prompt_len=alg.prompt_len, new_tokens=max(2, round(alg.lengths.mean)))
     cap = capacity(m, gpu, run, serving)
@@ -454,7 +483,7 @@ def rl_step(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, w: Any,
     }
     moved = 0
     if pools.placement == "colocated":  # sleep: the engine's weights to the host and back; offload: the states
-        gen, train = mem[0], mem[2]
+        train = mem[2]
         moved += 2 * cap.weights_bytes if pools.sleep else 0
         moved += 2 * (train.trainer_bytes + train.reference_bytes + train.critic_bytes) if pools.offload_idle else 0
     phases["offload"] = offload_s(gpu, moved)

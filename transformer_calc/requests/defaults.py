@@ -137,6 +137,8 @@ def inference_defaults(model: Any, given: dict[str, Any], kv: tuple[Any, str] | 
 # `tcalc rl`: verl's GRPO example (examples/grpo_trainer/run_qwen2-7b.sh: train_batch_size 1024, rollout.n 5,
 # max_prompt_length 512, ppo_mini_batch_size 256, use_kl_loss, rollout TP 2, gpu_memory_utilization 0.6,
 # gradient checkpointing, FSDP), with the maximum response of its later versions (1024).
+from transformer_calc.estimators.rl import GENERATION_EFFICIENCY, TRAINER_EFFICIENCY  # noqa: E402
+
 VERL_GRPO = "verl's GRPO example (examples/grpo_trainer/run_qwen2-7b.sh)"
 RL_DEFAULTS: dict[str, tuple[Any, str]] = {
     "algorithm": ("grpo", "GRPO (Shao et al. 2024), the critic-free default of verl's, OpenRLHF's and NeMo-RL's recipes"),
@@ -154,6 +156,8 @@ RL_DEFAULTS: dict[str, tuple[Any, str]] = {
     "framework": ("torchtitan", "verl's FSDP workers: parameters, gradients and optimizer sharded (tcalc's FSDP2 profile)"),
     "recompute": ("full", VERL_GRPO + ": enable_gradient_checkpointing"),
     "batch_size": (1, "one sequence per micro-batch at the longest sample (P + L)"),
+    "generation_efficiency": (GENERATION_EFFICIENCY, "fitted on 6 NeMo-RL H100 runs, checked on 10 others (docs/validation.md)"),
+    "trainer_efficiency": (TRAINER_EFFICIENCY, "fitted on 6 NeMo-RL H100 runs, checked on 10 others (docs/validation.md)"),
 }
 
 

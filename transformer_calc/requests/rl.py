@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from transformer_calc.errors import TcalcError
-from transformer_calc.requests.base import length, opt, positive, text, whole, whole_or_zero
+from transformer_calc.requests.base import fraction, length, opt, positive, text, whole, whole_or_zero
 from transformer_calc.requests.inference import (BatchedTokens, Engine, MatmulEff, MaxSeqs, MemoryUtil)
 from transformer_calc.requests.model import ModelRequest
-from transformer_calc.requests.training import (FlashOpt, FrameworkOpt, GpuOpt, InterNode, NodeSize, OptimizerOpt,
-                                                RecomputeOpt, SequenceParallelOpt, ZeroOpt)
+from transformer_calc.requests.training import (Etp, FlashOpt, FrameworkOpt, GpuOpt, GradBytes, InterNode, NodeSize,
+                                                OptimizerOpt, RecomputeOpt, SequenceParallelOpt, ZeroOpt)
 
 ALGORITHM = "Algorithm"
 TRAINER = "Trainer"
@@ -80,13 +80,17 @@ class RlRequest(ModelRequest):
     pipeline: Annotated[int | None, opt("--P", "--pipeline-parallel", help="P: the trainer's pipeline stages \\[default: 1].", panel=TRAINER, parse=whole, job=False)] = None
     context: Annotated[int | None, opt("--cp", "--context-parallel", help="The trainer's context-parallel ranks (verl's Ulysses) \\[default: 1].", panel=TRAINER, parse=whole, job=False)] = None
     expert: Annotated[int | None, opt("--ep", "--expert-parallel", help="The trainer's expert-parallel ranks (MoE) \\[default: 1].", panel=TRAINER, parse=whole, job=False)] = None
+    expert_tensor: Etp = None
     sequence_parallel: SequenceParallelOpt = None
     zero: ZeroOpt = None
     recompute: RecomputeOpt = None
     flash: FlashOpt = None
     optimizer: OptimizerOpt = None
+    grad_bytes: GradBytes = None
     batch_size: Annotated[int | None, opt("--micro-batch", "--B", "--batch-size", help="The trainer's micro-batch b (sequences) \\[default: 1].", panel=TRAINER, parse=whole, job=False)] = None
     matmul_efficiency: MatmulEff = None
+    generation_efficiency: Annotated[float | None, opt("--generation-efficiency", help="The fraction of `tcalc serve`'s rates the RL framework's generation achieves \\[default: 0.68, fitted on NeMo-RL's H100 runs (docs/validation.md); 1: serve's own].", panel=ROLLOUT, parse=fraction, job=False)] = None
+    trainer_efficiency: Annotated[float | None, opt("--trainer-efficiency", help="The fraction of `tcalc train`'s rates the RL framework's log-prob passes and updates achieve \\[default: 0.72, fitted on NeMo-RL's H100 runs (docs/validation.md); 1: train's own].", panel=TRAINER, parse=fraction, job=False)] = None
 
     def check(self, label: Any) -> None:
         if self.placement != "split" and self.rollout_gpus is not None:

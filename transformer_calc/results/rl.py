@@ -45,6 +45,8 @@ class RlSettings(Section):
     rollout_gpus: int
     sleep: bool | None  # colocated: the engine freed while the trainer works (None: split pools)
     offload_idle: bool | None  # colocated: the trainer's states on the host during generation (None: split)
+    generation_efficiency: float  # the fraction of serve's rates the generation achieves (fitted default)
+    trainer_efficiency: float  # the fraction of train's rates the passes and updates achieve (fitted default)
 
 
 class RolloutSection(Section):
@@ -151,8 +153,8 @@ def _layout(par: Any) -> Layout:
                   gpus=par.gpus, pipeline_schedule=par.schedule.value)
 
 
-TRAINING_KEYS = ("framework", "zero", "tensor", "pipeline", "context", "expert", "sequence_parallel", "recompute",
-                 "flash", "optimizer", "batch_size", "gpu")
+TRAINING_KEYS = ("framework", "zero", "tensor", "pipeline", "context", "expert", "expert_tensor", "sequence_parallel",
+                 "recompute", "flash", "optimizer", "grad_bytes", "batch_size", "gpu")
 ENGINE_KEYS = ("engine", "memory_utilization", "max_num_seqs", "max_num_batched_tokens")
 
 
@@ -195,7 +197,8 @@ def rl_report(req: RlRequest) -> RlResult:
     w, tr, par, _, _, train_assumed = train_configs(m, {}, train_flags, pools.trainer_gpus)
     try:
         step = rl_step(m, device, spec, eff, serving, w, tr, par, alg, pools, network=network,
-                       matmul_efficiency=v.get("matmul_efficiency"))
+                       matmul_efficiency=v.get("matmul_efficiency"), generation_efficiency=v["generation_efficiency"],
+                       trainer_efficiency=v["trainer_efficiency"])
     except TcalcError:
         raise
     except ValueError as exc:
@@ -221,7 +224,8 @@ def rl_report(req: RlRequest) -> RlResult:
             partial_rollouts=alg.partial_rollouts, off_policy_steps=alg.off_policy_steps, gpu=device.name,
             gpus=pools.gpus, placement=pools.placement, trainer_gpus=pools.trainer_gpus,
             rollout_gpus=pools.rollout_gpus, sleep=pools.sleep if colocated else None,
-            offload_idle=pools.offload_idle if colocated else None),
+            offload_idle=pools.offload_idle if colocated else None,
+            generation_efficiency=v["generation_efficiency"], trainer_efficiency=v["trainer_efficiency"]),
         rollout=RolloutSection(
             tensor=pools.rollout_tensor, replicas=pools.replicas, weight_dtype=spec.weight_dtype,
             kv_dtype=spec.resolved_kv_dtype, engine=engine_section(serving), samples_per_replica=ro.samples_per_replica,
