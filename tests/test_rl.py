@@ -67,6 +67,20 @@ def test_split_pools_and_one_step_off_policy():
     assert off["step_time_s"] == pytest.approx(max(t["generation"], trainer) + t["weight_sync"] + t["offload"])
 
 
+def test_rollout_gpus_auto_prices_every_split_and_keeps_the_fastest_that_fits():
+    r = _json("--preset", "llama-3.1-8b", "--gpus", "16", "--placement", "split", "--rollout-gpus", "auto",
+              "--rollout-tensor", "2", "--off-policy-steps", "1")
+    plan = r["split_plan"]
+    assert [x["rollout_gpus"] for x in plan] == list(range(2, 16, 2))
+    assert all(x["rollout_gpus"] + x["trainer_gpus"] == 16 for x in plan)
+    best = min((x for x in plan if x["fits"]), key=lambda x: x["step_time_s"])
+    assert r["rl"]["rollout_gpus"] == best["rollout_gpus"]
+    assert r["step_time_s"] == pytest.approx(best["step_time_s"])
+    gens = [x["generation_s"] for x in plan]
+    assert gens == sorted(gens, reverse=True)  # more engine GPUs, a shorter generation
+    assert "split_plan" not in _json("--preset", "llama-3.1-8b", "--gpus", "16", "--placement", "split")
+
+
 def test_the_long_tail_and_partial_rollouts():
     base = ("--preset", "llama-3.1-8b", "--gpus", "8", "--rollout-tensor", "1", "--prompts-per-step", "64",
             "--group-size", "8", "--max-response-len", "8192", "--response-len-mean", "2000")

@@ -71,6 +71,20 @@ def load_rows() -> list[dict[str, Any]]:
     return data["rows"]
 
 
+def sync_rows() -> tuple[str, list[dict[str, Any]]]:
+    data = safe_load_yaml(DATA.read_text(encoding="utf-8"), str(DATA))
+    return data["sync_source"], data["sync_rows"]
+
+
+def sync_checks() -> list[tuple[dict[str, Any], float | None, str | None]]:
+    """(row, tcalc's sync.time_s or None, tcalc's refusal) for each sync row."""
+    out = []
+    for row in sync_rows()[1]:
+        c = evaluate(row)
+        out.append((row, c.result.sync.time_s if c.result is not None else None, c.error))
+    return out
+
+
 def sources() -> dict[str, str]:
     return safe_load_yaml(DATA.read_text(encoding="utf-8"), str(DATA))["sources"]
 
@@ -120,6 +134,7 @@ def summary(results: list[Checked]) -> dict[str, Any]:
     errors = [abs(c.step_error) for c in counted]
     shares = [abs(c.share_points) for c in counted if c.share_points is not None]
     fitted = [abs(c.step_error) for c in counted if c.row["id"] in FIT]
+    fit_memory = [c for c in results if not c.row.get("held_out") and c.result is not None]
     checked = [abs(c.step_error) for c in counted if c.row["id"] not in FIT]
     on = [abs(c.step_error) for c in counted if not c.row["args"].get("off_policy_steps")]
     off = [abs(c.step_error) for c in counted if c.row["args"].get("off_policy_steps")]
@@ -131,6 +146,8 @@ def summary(results: list[Checked]) -> dict[str, Any]:
         "median_fit": statistics.median(fitted) if fitted else None,
         "median_check": statistics.median(checked) if checked else None,
         "checked": len(checked),
+        "memory_fits": sum(c.result.memory.fits for c in fit_memory),
+        "memory_rows": len(fit_memory),
         "within": sum(e <= STEP_AIM for e in errors),
         "shares": len(shares),
         "share_median": statistics.median(shares) if shares else None,
@@ -161,6 +178,11 @@ def print_table(results: list[Checked], verbose: bool) -> None:
           f"{s['within']} of {s['rows']} within {100 * STEP_AIM:.0f} %")
     print(f"  the {len(FIT)} runs the efficiencies were fitted on: {100 * s['median_fit']:.1f} %; the {s['checked']} runs "
           f"that check them: {100 * s['median_check']:.1f} %")
+    print(f"memory: tcalc's peak fits the GPU on {s['memory_fits']} of {s['memory_rows']} published runs (each ran, so each "
+          "fits)")
+    for row, t, err in sync_checks():
+        lo, hi = row["measured_s"]
+        print(f"sync {row['id']:24} measured {lo}-{hi} s, tcalc " + (f"{t:.3g} s" if t is not None else f"refused: {err}"))
     if s["shares"]:
         print(f"generation share: median |error| {100 * s['share_median']:.1f} points over {s['shares']} runs")
     else:
@@ -222,6 +244,19 @@ def docs_section(results: list[Checked], raw: list[Checked]) -> str:
                                       "prints it on a GPU tcalc knows is held out (its trainer offloads to the host, which "
                                       "`tcalc rl` does not price). verl's per-phase tables (docs/advance/one_step_off.md, "
                                       "fully_async.md, perf/dpsk.md) are on H20 GPUs, which are not in tcalc's hardware table.")),
+        "",
+        f"**Memory:** every run above ran, so its peak fits its GPU: tcalc's peak phase fits on {s['memory_fits']} of "
+        f"{s['memory_rows']} (the memory per phase of docs/formulas.md §8; 0.6 of the GPU for the colocated engine, "
+        "the trainer offloaded during generation).",
+        "",
+        "**The weight sync alone** (" + sync_rows()[0] + "): tcalc's sync time for the same layouts, against "
+        "the measured range; tcalc prices the bytes over the link only (no per-tensor launch, NCCL setup or "
+        "the engine's weight loading), so it is faster than every measured refit:",
+        "",
+        "| refit | measured s | tcalc s |",
+        "| --- | --- | --- |",
+        *[f"| {row['row']} | {row['measured_s'][0]}–{row['measured_s'][1]} | "
+          + (f"{t:.3g}" if t is not None else f"refused: {err}") + " |" for row, t, err in sync_checks()],
         "",
         "Held out: " + "; ".join(f"{c.row['id']}: {c.row['held_out']}" for c in results if c.row.get("held_out")) + ".",
         "",

@@ -49,6 +49,7 @@ PLACEMENTS = ("colocated", "split")
 SYNC_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 TAIL_SEGMENTS = 32  # decode-step segments of the drain, each priced at its midpoint's batch and context
 BISECTION_STEPS = 80  # halvings of the exponential's rate (its mean fixes it)
+SYNC_BUCKET_BYTES = 2048 * 2**20  # the weight sync's bucket in flight: verl's rollout.update_weights_bucket_megabytes 2048
 FORWARD_OF_STEP = 3  # a training step's model FLOPs are 3 forwards (forward + backward's two matmuls)
 # The fraction of tcalc's serve and train rates an RL framework achieves in its generation and in its
 # passes and updates (docs/formulas.md §8, "Calibration"): FITTED by tools/validation/rl_runs.py --fit
@@ -56,7 +57,7 @@ FORWARD_OF_STEP = 3  # a training step's model FLOPs are 3 forwards (forward + b
 # off-policy (6 runs; the pairs separate the two: an off-policy step is bound by one side, an
 # on-policy step sums both); checked on the other 10 (DeepSeek-V3, Qwen3-235B, GB200). At 1.0 the
 # phases are the serve and train models' own.
-GENERATION_EFFICIENCY = 0.68
+GENERATION_EFFICIENCY = 0.63
 TRAINER_EFFICIENCY = 0.72
 
 
@@ -326,7 +327,7 @@ class WeightSync:
     link: str  # nvlink | network
     link_bytes_s: float  # one direction
     time_s: float
-    buffer_bytes: int  # one bucket in flight per GPU: one block's parameters at the sync dtype
+    buffer_bytes: int  # one bucket in flight per GPU: SYNC_BUCKET_BYTES, or the whole model when smaller
 
 
 def weight_sync(m: ModelConfig, pools: Pools, network: Any, par: Any) -> WeightSync:
@@ -341,7 +342,7 @@ def weight_sync(m: ModelConfig, pools: Pools, network: Any, par: Any) -> WeightS
     N = total_params(m)
     b = SYNC_DTYPE_BYTES[pools.sync_dtype]
     W = N * b
-    buffer = -(-N // max(1, m.n_layers)) * b
+    buffer = min(W, SYNC_BUCKET_BYTES)
     if pools.placement == "colocated":
         group = par.tensor * par.pipeline * par.context * (par.data if par.zero >= 3 else 1)
         bw, lat = network.link(max(group, pools.rollout_tensor))
@@ -378,9 +379,10 @@ class MemoryPhase:
                 + self.cuda_context_bytes)
 
 
-def trainer_memory(m: ModelConfig, w: Any, tr: Any, par: Any, S_max: int) -> tuple[int, int, int, int]:
+def trainer_memory(m: ModelConfig, w: Any, tr: Any, par: Any, S_max: int) -> tuple[int, int, int, int, int]:
     """(resident states, training's peak beyond them, a forward's working set, the reference's
-    weights) per trainer GPU, from `tcalc memory`'s timeline at the longest sample (P + L)."""
+    weights, the policy's weights alone) per trainer GPU, from `tcalc memory`'s timeline at the
+    longest sample (P + L)."""
     from transformer_calc.estimators.training.timeline import peak_memory
 
     tl = peak_memory(m, w.model_copy(update={"seq_len": packed_len(S_max, par)}), tr, par)
@@ -390,7 +392,7 @@ def trainer_memory(m: ModelConfig, w: Any, tr: Any, par: Any, S_max: int) -> tup
     work = max(0, tl.peak_bytes - resident)
     forward = max(ph.transient + ph.gathered for ph in tl.phases)
     reference = st.params * 2 // (par.data if par.zero >= 3 else 1)  # bf16 weights, sharded as the policy's
-    return resident, work, forward, reference
+    return resident, work, forward, reference, st.weights
 
 
 def memory_phases(m: ModelConfig, w: Any, tr: Any, par: Any, alg: Algorithm, pools: Pools, cap: Any,
@@ -399,7 +401,7 @@ def memory_phases(m: ModelConfig, w: Any, tr: Any, par: Any, alg: Algorithm, poo
     from transformer_calc.estimators.training.timeline import CUDA_CONTEXT_BYTES
 
     S_max = alg.prompt_len + alg.lengths.cap
-    resident, work, forward, ref = trainer_memory(m, w, tr, par, S_max)
+    resident, work, forward, ref, weights = trainer_memory(m, w, tr, par, S_max)
     ref = ref if alg.kl_reference else 0
     critic = resident if alg.critic else 0
     engine_w = cap.weights_bytes
@@ -429,8 +431,11 @@ def memory_phases(m: ModelConfig, w: Any, tr: Any, par: Any, alg: Algorithm, poo
         row("generation", "all", engine_weights_bytes=engine_w, kv_cache_bytes=kv, engine_reserve_bytes=reserve, **idle),
         row("log-prob", "all", trainer_work_bytes=forward, **states, **asleep),
         row("training", "all", trainer_work_bytes=work, **states, **asleep),
-        # the engine's weights woken (its KV cache not yet: vLLM's sleep tags wake weights first)
-        row("weight sync", "all", sync_buffer_bytes=sync.buffer_bytes, **states,
+        # the engine's weights woken (its KV cache not yet: vLLM's sleep tags wake weights first); with
+        # --offload-idle the optimizer states, gradient buffer, reference and critic have left, the
+        # policy's weights stay until the sync has read them (NeMo-RL offloads before its refit)
+        row("weight sync", "all", sync_buffer_bytes=sync.buffer_bytes,
+            **(dict(trainer_bytes=weights) if pools.offload_idle else states),
             **(asleep or {"engine_weights_bytes": engine_w})),
     ]
 

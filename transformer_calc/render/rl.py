@@ -44,10 +44,23 @@ def rl_table(r: Any) -> Any:
     mem = r.memory
     mt = styled_table(f"Memory per GPU: peak {fmt_bytes(mem.peak_bytes)} ({mem.peak_phase}, {mem.peak_pool}) of "
                       f"{fmt_bytes(mem.capacity_bytes)}: " + ("fits" if mem.fits else "does NOT fit"),
-                      "phase", "pool", "trainer", "work", "ref", "critic", "engine weights", "KV cache", "total")
+                      "phase", "pool", "trainer", "work", "ref+critic", "engine (KV)", "total")
     for row in mem.phases:
-        mt.add_row(row.phase, row.pool, fmt_bytes(row.trainer_bytes), fmt_bytes(row.trainer_work_bytes),
-                   fmt_bytes(row.reference_bytes), fmt_bytes(row.critic_bytes), fmt_bytes(row.engine_weights_bytes),
-                   fmt_bytes(row.kv_cache_bytes), fmt_bytes(row.total_bytes),
+        engine = row.engine_weights_bytes + row.kv_cache_bytes + row.engine_reserve_bytes
+        mt.add_row(row.phase, row.pool, fmt_bytes(row.trainer_bytes), fmt_bytes(row.trainer_work_bytes + row.sync_buffer_bytes),
+                   fmt_bytes(row.reference_bytes + row.critic_bytes),
+                   f"{fmt_bytes(engine)} ({fmt_bytes(row.kv_cache_bytes)})" if engine else "0 B", fmt_bytes(row.total_bytes),
                    style=None if row.fits else "bold red")
-    return with_assumed(r, Group(t, Text("\n".join(lines)), mt))
+    parts = [t, Text("\n".join(lines)), mt]
+    if r.split_plan:
+        st = styled_table(f"Splits of {s.gpus} GPUs (--rollout-gpus auto; chosen: {s.rollout_gpus} engine GPUs)",
+                          "engine", "trainer", "step", "generation", "trainer work", "fits")
+        for row in r.split_plan:
+            if row.step_time_s is None:
+                st.add_row(str(row.rollout_gpus), str(row.trainer_gpus), "refused", row.reason or "", "", "")
+                continue
+            st.add_row(str(row.rollout_gpus), str(row.trainer_gpus), fmt_s(row.step_time_s), fmt_s(row.generation_s),
+                       fmt_s(row.trainer_s), "yes" if row.fits else "no",
+                       style="bold" if row.rollout_gpus == s.rollout_gpus else None)
+        parts.append(st)
+    return with_assumed(r, Group(*parts))

@@ -34,6 +34,13 @@ def _choice(*choices: str) -> Any:
     return parse
 
 
+def _rollout_gpus(value: Any) -> int | str:
+    """--rollout-gpus: a whole number, or auto (`tcalc rl` tries the splits)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    return whole(value)
+
+
 def _mean_len(value: Any) -> float:
     """A mean response length in tokens (a float: a log's mean, e.g. 932.5)."""
     return positive(value)
@@ -61,7 +68,7 @@ class RlRequest(ModelRequest):
     gpus: Annotated[int | None, opt("--gpus", help="GPUs in all (trainer and engine) \\[default: 8].", panel=PLACEMENT, parse=whole, job=False)] = None
     gpu: GpuOpt = None
     placement: Annotated[str | None, opt("--placement", help="colocated (trainer and engine on every GPU, in turn: verl's hybrid engine) | split (two pools: OpenRLHF, NeMo-RL non-colocated) \\[default: colocated].", panel=PLACEMENT, parse=_choice("colocated", "split"), job=False)] = None
-    rollout_gpus: Annotated[int | None, opt("--rollout-gpus", help="Split pools: the engine's GPUs; the trainer has the rest \\[default: half of --gpus].", panel=PLACEMENT, parse=whole, job=False)] = None
+    rollout_gpus: Annotated[int | str | None, opt("--rollout-gpus", help="Split pools: the engine's GPUs, the trainer has the rest; auto: every split of --gpus priced, the fastest that fits chosen (JSON split_plan) \\[default: half of --gpus].", panel=PLACEMENT, parse=_rollout_gpus, job=False)] = None
     sleep: Annotated[bool | None, opt("--sleep/--no-sleep", help="Colocated: the engine frees its KV cache and offloads its weights while the trainer works (vLLM sleep mode, SGLang memory release) \\[default: on].", panel=PLACEMENT, job=False)] = None
     offload_idle: Annotated[bool | None, opt("--offload-idle/--no-offload-idle", help="Colocated: the trainer's, reference's and critic's states on the host during generation (verl param_offload + optimizer_offload) \\[default: off].", panel=PLACEMENT, job=False)] = None
     node_size: NodeSize = None
@@ -87,9 +94,9 @@ class RlRequest(ModelRequest):
     flash: FlashOpt = None
     optimizer: OptimizerOpt = None
     grad_bytes: GradBytes = None
-    batch_size: Annotated[int | None, opt("--micro-batch", "--B", "--batch-size", help="The trainer's micro-batch b (sequences) \\[default: 1].", panel=TRAINER, parse=whole, job=False)] = None
+    batch_size: Annotated[int | None, opt("--micro-batch", "--B", "--batch-size", help="The trainer's micro-batch b (sequences) \\[default: the fastest that fits at P + L, as tcalc train chooses].", panel=TRAINER, parse=whole, job=False)] = None
     matmul_efficiency: MatmulEff = None
-    generation_efficiency: Annotated[float | None, opt("--generation-efficiency", help="The fraction of `tcalc serve`'s rates the RL framework's generation achieves \\[default: 0.68, fitted on NeMo-RL's H100 runs (docs/validation.md); 1: serve's own].", panel=ROLLOUT, parse=fraction, job=False)] = None
+    generation_efficiency: Annotated[float | None, opt("--generation-efficiency", help="The fraction of `tcalc serve`'s rates the RL framework's generation achieves \\[default: 0.63, fitted on NeMo-RL's H100 runs (docs/validation.md); 1: serve's own].", panel=ROLLOUT, parse=fraction, job=False)] = None
     trainer_efficiency: Annotated[float | None, opt("--trainer-efficiency", help="The fraction of `tcalc train`'s rates the RL framework's log-prob passes and updates achieve \\[default: 0.72, fitted on NeMo-RL's H100 runs (docs/validation.md); 1: train's own].", panel=TRAINER, parse=fraction, job=False)] = None
 
     def check(self, label: Any) -> None:

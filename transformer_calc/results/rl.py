@@ -94,7 +94,7 @@ class SyncSection(Section):
     bytes_per_engine_gpu: int
     link: str  # nvlink | network
     link_bytes_s: float  # one direction
-    buffer_bytes: int  # one block's parameters in flight
+    buffer_bytes: int  # the bucket in flight (verl's 2048 MB), or the whole model when smaller
     time_s: float
 
 
@@ -131,6 +131,18 @@ class RlMemory(Section):
     fits: bool
 
 
+class SplitRow(Section):
+    """One split of the GPUs between the trainer and the engine (`--rollout-gpus auto`)."""
+
+    rollout_gpus: int
+    trainer_gpus: int
+    step_time_s: float | None  # None: the split was refused (reason)
+    generation_s: float | None
+    trainer_s: float | None  # the passes and updates
+    fits: bool | None  # every phase's memory fits the GPU
+    reason: str | None = None  # why the split was refused
+
+
 class RlResult(Result):
     model: ModelSection
     rl: RlSettings
@@ -144,6 +156,7 @@ class RlResult(Result):
     tokens_per_s_per_gpu: float
     generation_share: float  # of the step time (on-policy: the generation phase's share)
     memory: RlMemory
+    split_plan: list[SplitRow] | None = None  # with --rollout-gpus auto: every split tried, the chosen one priced above
     assumptions: Assumptions = Assumptions(defaults=[])
 
 
@@ -151,6 +164,46 @@ def _layout(par: Any) -> Layout:
     return Layout(tensor=par.tensor, pipeline=par.pipeline, virtual_stages=par.virtual_stages, context=par.context,
                   expert=par.expert, data=par.data, sequence_parallel=par.sequence_parallel, zero=par.zero,
                   gpus=par.gpus, pipeline_schedule=par.schedule.value)
+
+
+MAX_SPLITS = 64  # splits --rollout-gpus auto prices at most (evenly spaced when more are possible)
+
+
+def split_plan(v: dict[str, Any], priced: Any, capacity: int) -> tuple[list[SplitRow], Any]:
+    """`--rollout-gpus auto`: every split of v["gpus"] whose engine pool is a multiple of T_e and whose
+    trainer pool a multiple of T·P·CP (at most MAX_SPLITS, evenly spaced), each priced by `priced`;
+    the fastest whose memory fits is chosen (the fastest of all when none fits)."""
+    from transformer_calc.errors import TcalcError
+
+    gpus, te = v["gpus"], v["rollout_tensor"]
+    group = (v.get("tensor") or 1) * (v.get("pipeline") or 1) * (v.get("context") or 1)
+    candidates = [r for r in range(te, gpus, te) if (gpus - r) % group == 0]
+    if not candidates:
+        raise TcalcError(f"--rollout-gpus auto: no split of {gpus} GPUs gives the engine a multiple of T_e ({te}) "
+                         f"and the trainer a multiple of T·P·CP ({group}); give more --gpus")
+    if len(candidates) > MAX_SPLITS:
+        candidates = [candidates[round(i * (len(candidates) - 1) / (MAX_SPLITS - 1))] for i in range(MAX_SPLITS)]
+    rows: list[SplitRow] = []
+    priced_at: dict[int, Any] = {}
+    for r in candidates:
+        try:
+            out = priced(r)
+        except TcalcError as exc:
+            rows.append(SplitRow(rollout_gpus=r, trainer_gpus=gpus - r, step_time_s=None, generation_s=None,
+                                 trainer_s=None, fits=None, reason=str(exc)))
+            continue
+        step = out[-1]
+        phases = step.phases
+        trainer = sum(phases.values()) - phases["generation"] - phases["weight_sync"] - phases["offload"]
+        fits = all(x.total <= capacity for x in step.memory)
+        priced_at[r] = out
+        rows.append(SplitRow(rollout_gpus=r, trainer_gpus=gpus - r, step_time_s=step.step_time_s,
+                             generation_s=phases["generation"], trainer_s=trainer, fits=fits))
+    ok = [x for x in rows if x.step_time_s is not None]
+    if not ok:
+        raise TcalcError(f"--rollout-gpus auto: no split of {gpus} GPUs can be priced; the first: {rows[0].reason}")
+    best = min((x for x in ok if x.fits) or ok, key=lambda x: x.step_time_s)
+    return rows, priced_at[best.rollout_gpus]
 
 
 TRAINING_KEYS = ("framework", "zero", "tensor", "pipeline", "context", "expert", "expert_tensor", "sequence_parallel",
@@ -163,7 +216,7 @@ def rl_report(req: RlRequest) -> RlResult:
     built as serve builds it, the trainer as train does, then estimators.rl.rl_step."""
     from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.rl import Algorithm, LengthDistribution, Pools, rl_step
-    from transformer_calc.requests.defaults import rl_defaults
+    from transformer_calc.requests.defaults import Assumption, rl_defaults
     from transformer_calc.requests.inference import inference_efficiency, inference_spec, serving_spec
     from transformer_calc.requests.training import train_configs
     from transformer_calc.sources.presets import gpu as find_gpu
@@ -179,9 +232,6 @@ def rl_report(req: RlRequest) -> RlResult:
         alg = Algorithm(v["algorithm"], v["group_size"], v["prompts_per_step"], v["seq_len"], lengths,
                         bool(v["kl_reference"]), v["mini_batches"], v["epochs"], bool(v["partial_rollouts"]),
                         v["off_policy_steps"])
-        rollout_gpus = v["gpus"] if v["placement"] == "colocated" else v["rollout_gpus"]
-        pools = Pools(v["placement"], v["gpus"], rollout_gpus, v["rollout_tensor"], bool(v.get("sleep", False)),
-                      bool(v.get("offload_idle", False)), v["weight_dtype"])
     except ValueError as exc:
         raise TcalcError(f"rl: {exc}") from None
     engine_flags = {"tensor": v["rollout_tensor"], "seq_len": v["seq_len"], "new_tokens": v["max_response_len"],
@@ -194,15 +244,42 @@ def rl_report(req: RlRequest) -> RlResult:
     serving = serving_spec({}, engine_flags, device, v["rollout_tensor"])
     train_flags = {k: v.get(k) for k in TRAINING_KEYS}
     train_flags["seq_len"] = v["seq_len"] + v["max_response_len"]
-    w, tr, par, _, _, train_assumed = train_configs(m, {}, train_flags, pools.trainer_gpus)
-    try:
-        step = rl_step(m, device, spec, eff, serving, w, tr, par, alg, pools, network=network,
-                       matmul_efficiency=v.get("matmul_efficiency"), generation_efficiency=v["generation_efficiency"],
-                       trainer_efficiency=v["trainer_efficiency"])
-    except TcalcError:
-        raise
-    except ValueError as exc:
-        raise TcalcError(f"rl: {' '.join(str(exc).split())}") from None
+
+    def priced(rollout_gpus: int) -> tuple[Any, Any, Any, Any, Any, Any]:
+        """(pools, w, tr, par, the trainer's assumed defaults, the step) with `rollout_gpus` engine GPUs."""
+        try:
+            pools = Pools(v["placement"], v["gpus"], rollout_gpus, v["rollout_tensor"], bool(v.get("sleep", False)),
+                          bool(v.get("offload_idle", False)), v["weight_dtype"])
+        except ValueError as exc:
+            raise TcalcError(f"rl: {exc}") from None
+        w, tr, par, _, _, train_assumed = train_configs(m, {}, train_flags, pools.trainer_gpus)
+        if v.get("batch_size") is None:  # tcalc train's rule: the fastest micro-batch that fits (at P + L)
+            from transformer_calc.estimators.training.train import fastest_micro_batch
+
+            G = max(1, -(-alg.samples // alg.mini_batches // par.data)) * par.data
+            b, _ = fastest_micro_batch(m, w, tr, par, device, global_batch=G, network=network,
+                                       matmul_efficiency=v.get("matmul_efficiency"))
+            w = w.model_copy(update={"batch_size": b})
+            train_assumed = [*train_assumed, Assumption("batch_size", b, "the fastest micro-batch that fits at P + L "
+                                                                         "(tcalc train's rule)")]
+        try:
+            step = rl_step(m, device, spec, eff, serving, w, tr, par, alg, pools, network=network,
+                           matmul_efficiency=v.get("matmul_efficiency"),
+                           generation_efficiency=v["generation_efficiency"], trainer_efficiency=v["trainer_efficiency"])
+        except TcalcError:
+            raise
+        except ValueError as exc:
+            raise TcalcError(f"rl: {' '.join(str(exc).split())}") from None
+        return pools, w, tr, par, train_assumed, step
+
+    plan: list[SplitRow] = []
+    if v["placement"] == "colocated":
+        pools, w, tr, par, train_assumed, step = priced(v["gpus"])
+    elif v["rollout_gpus"] != "auto":
+        pools, w, tr, par, train_assumed, step = priced(v["rollout_gpus"])
+    else:
+        plan, best = split_plan(v, priced, device.memory_bytes)
+        pools, w, tr, par, train_assumed, step = best
     ro, up, sync = step.rollout, step.updates, step.sync
     total_work = sum(step.phases.values())
     phases = [PhaseTime(phase=name, time_s=t, share=t / total_work) for name, t in step.phases.items()]
@@ -248,6 +325,7 @@ def rl_report(req: RlRequest) -> RlResult:
         generation_share=min(1.0, step.phases["generation"] / step.step_time_s),
         memory=RlMemory(phases=rows, peak_bytes=peak.total_bytes, peak_phase=peak.phase, peak_pool=peak.pool,
                         capacity_bytes=device.memory_bytes, fits=all(r.fits for r in rows)),
+        **({"split_plan": plan} if plan else {}),
         assumptions=assumptions_section([*assumed, *extra]),
     )
 
