@@ -55,7 +55,7 @@ FORWARD_OF_STEP = 3  # a training step's model FLOPs are 3 forwards (forward + b
 # passes and updates (docs/formulas.md §8, "Calibration"): FITTED by tools/validation/rl_runs.py --fit
 # on NeMo-RL v0.5's H100 runs of Llama-3.1-8B, Qwen3-30B-A3B and Qwen3-32B, on-policy and one-step
 # off-policy (6 runs; the pairs separate the two: an off-policy step is bound by one side, an
-# on-policy step sums both); checked on the other 10 (DeepSeek-V3, Qwen3-235B, GB200). At 1.0 the
+# on-policy step sums both); checked on the other 14 (DeepSeek-V3, Qwen3-235B, GB200). At 1.0 the
 # phases are the serve and train models' own.
 GENERATION_EFFICIENCY = 0.63
 TRAINER_EFFICIENCY = 0.72
@@ -336,7 +336,9 @@ def weight_sync(m: ModelConfig, pools: Pools, network: Any, par: Any) -> WeightS
     over that group's link. Split (OpenRLHF's and NeMo-RL's NCCL broadcast): the trainer sends the
     weights over the link between the pools, each engine GPU receiving its W/T_e shard through its
     own link (the trainer's ranks send their shards in parallel, bucket by bucket: NeMo-RL's
-    NCCL refit, docs/design-docs/nccl-reshard-refit.md), (W/T_e) / bandwidth."""
+    NCCL refit, docs/design-docs/nccl-reshard-refit.md), (W/T_e) / bandwidth. A transport that
+    broadcasts every full tensor (NeMo-RL's default, OpenRLHF's) moves T_e times more. Only the
+    bytes over the link are priced: NeMo-RL's measured refits take 3-10x longer (docs/validation.md)."""
     from transformer_calc.estimators.params import total_params
 
     N = total_params(m)
