@@ -235,15 +235,21 @@ def docs_section(results: list[Checked], raw: list[Checked]) -> str:
         f"{s_raw['rows']} runs. Where the checks miss: every GB200 run but Qwen3-235B is slower than tcalc (its GB200 "
         "rates outrun NeMo-RL's GB200 steps, which are about as long as the H100 runs on twice the GPUs), and the "
         "one-step off-policy runs of the large MoE models on H100 (DeepSeek-V3, Qwen3-235B, their steps bound by the "
-        "generation) are faster than tcalc's decode of a 61- or 94-layer MoE at a few dozen sequences per replica.",
+        "generation) are faster than tcalc's decode of a 61- or 94-layer MoE at a few dozen sequences per replica; "
+        "on the one MI300X run (Miles, ROCm) every phase is slower than tcalc's, the trainer's passes and update five "
+        "to seven times, the generation twice.",
         "",
-        ("**Generation share:** " + (f"median |error| {100 * s['share_median']:.1f} points over {s['shares']} runs."
-                                      if s["shares"] else
-                                      "not validated: none of the counted runs' sources prints the generation phase "
-                                      "(NeMo-RL's performance page prints the step time only); the one source found that "
-                                      "prints it on a GPU tcalc knows is held out (its trainer offloads to the host, which "
-                                      "`tcalc rl` does not price). verl's per-phase tables (docs/advance/one_step_off.md, "
-                                      "fully_async.md, perf/dpsk.md) are on H20 GPUs, which are not in tcalc's hardware table.")),
+        "**Generation share:** " + (
+            f"median |error| {100 * s['share_median']:.1f} points over {s['shares']} run(s) that print it "
+            "(NeMo-RL's performance page prints the step time only; verl's per-phase tables, docs/advance/one_step_off.md, "
+            "fully_async.md and perf/dpsk.md, are on H20 GPUs, which are not in tcalc's hardware table). Phase by phase "
+            "(measured vs tcalc, seconds):" if s["shares"] else "not validated: no counted run's source prints it."),
+        "",
+        *[f"- {c.row['id']}{' (held out)' if c.row.get('held_out') else ''}: generation share "
+          f"{100 * c.row['measured']['generation_share']:.1f} % vs {100 * c.result.generation_share:.1f} %; "
+          + ", ".join(f"{k.replace('_', ' ')} {v:.4g} vs {phase(c.result, k):.3g}"
+                      for k, v in c.row["measured"].get("phases", {}).items())
+          for c in results if c.result is not None and "generation_share" in c.row["measured"]],
         "",
         f"**Memory:** every run above ran, so its peak fits its GPU: tcalc's peak phase fits on {s['memory_fits']} of "
         f"{s['memory_rows']} (the memory per phase of docs/formulas.md §8; 0.6 of the GPU for the colocated engine, "
