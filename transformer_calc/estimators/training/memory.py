@@ -962,8 +962,8 @@ def expert_data_parallel(par: Parallelism, cp: int = 1) -> int:
     ep, etp = par.expert, par.expert_tensor_size
     if (par.tensor * cp * par.data) % (ep * etp):
         raise ValueError(
-            f"expert parallel ep ({ep}) x expert tensor parallel ({etp}) must divide T x CP x dp "
-            f"({par.tensor} x {cp} x {par.data}); raise dp or lower ep"
+            f"expert parallel ep ({ep}) x expert tensor parallel ({etp}) must divide T x dp" + (" x CP" if cp > 1 else "")
+            + f" ({par.tensor} x {par.data}" + (f" x {cp}" if cp > 1 else "") + "); raise dp or lower ep"
         )
     return par.tensor * cp * par.data // (ep * etp)
 
