@@ -236,8 +236,8 @@ def docs_section(results: list[Checked], raw: list[Checked]) -> str:
         "rates outrun NeMo-RL's GB200 steps, which are about as long as the H100 runs on twice the GPUs), and the "
         "one-step off-policy runs of the large MoE models on H100 (DeepSeek-V3, Qwen3-235B, their steps bound by the "
         "generation) are faster than tcalc's decode of a 61- or 94-layer MoE at a few dozen sequences per replica; "
-        "on the one MI300X run (Miles, ROCm) every phase is slower than tcalc's, the trainer's passes and update five "
-        "to seven times, the generation twice.",
+        "on the two runs outside NeMo-RL (Miles on MI300X, marin's smoke test on H100) every phase is slower than "
+        "tcalc's: the trainer's passes and update three to seven times, the generation about twice.",
         "",
         "**Generation share:** " + (
             f"median |error| {100 * s['share_median']:.1f} points over {s['shares']} run(s) that print it "
@@ -264,8 +264,8 @@ def docs_section(results: list[Checked], raw: list[Checked]) -> str:
         *[f"| {row['row']} | {row['measured_s'][0]}–{row['measured_s'][1]} | "
           + (f"{t:.3g}" if t is not None else f"refused: {err}") + " |" for row, t, err in sync_checks()],
         "",
-        "Held out: " + "; ".join(f"{c.row['id']}: {c.row['held_out']}" for c in results if c.row.get("held_out")) + ".",
-        "",
+        *(["Held out: " + "; ".join(f"{c.row['id']}: {c.row['held_out']}" for c in results if c.row.get("held_out")) + ".",
+            ""] if any(c.row.get("held_out") for c in results) else []),
         "Sources: " + "; ".join(f"`{k}`: {v}" for k, v in sources().items()),
         END,
     ]

@@ -55,7 +55,7 @@ FORWARD_OF_STEP = 3  # a training step's model FLOPs are 3 forwards (forward + b
 # passes and updates (docs/formulas.md §8, "Calibration"): FITTED by tools/validation/rl_runs.py --fit
 # on NeMo-RL v0.5's H100 runs of Llama-3.1-8B, Qwen3-30B-A3B and Qwen3-32B, on-policy and one-step
 # off-policy (6 runs; the pairs separate the two: an off-policy step is bound by one side, an
-# on-policy step sums both); checked on the other 15 (DeepSeek-V3, Qwen3-235B, GB200, MI300X). At 1.0 the
+# on-policy step sums both); checked on the other 16 (DeepSeek-V3, Qwen3-235B, GB200, MI300X, marin's H100 run). At 1.0 the
 # phases are the serve and train models' own.
 GENERATION_EFFICIENCY = 0.63
 TRAINER_EFFICIENCY = 0.72

@@ -155,8 +155,8 @@ RL_DEFAULTS: dict[str, tuple[Any, str]] = {
     "weight_dtype": ("bf16", "the trainer's bf16 weights, synced as they are"),
     "framework": ("torchtitan", "verl's FSDP workers: parameters, gradients and optimizer sharded (tcalc's FSDP2 profile)"),
     "recompute": ("full", VERL_GRPO + ": enable_gradient_checkpointing"),
-    "generation_efficiency": (GENERATION_EFFICIENCY, "fitted on 6 NeMo-RL H100 runs, checked on 15 others (docs/validation.md)"),
-    "trainer_efficiency": (TRAINER_EFFICIENCY, "fitted on 6 NeMo-RL H100 runs, checked on 15 others (docs/validation.md)"),
+    "generation_efficiency": (GENERATION_EFFICIENCY, "fitted on 6 NeMo-RL H100 runs, checked on 16 others (docs/validation.md)"),
+    "trainer_efficiency": (TRAINER_EFFICIENCY, "fitted on 6 NeMo-RL H100 runs, checked on 16 others (docs/validation.md)"),
 }
 
 

@@ -17,7 +17,8 @@ from transformer_calc.requests.base import fraction, length, opt, positive, text
 from transformer_calc.requests.inference import (BatchedTokens, Engine, MatmulEff, MaxSeqs, MemoryUtil)
 from transformer_calc.requests.model import ModelRequest
 from transformer_calc.requests.training import (Etp, FlashOpt, FrameworkOpt, GpuOpt, GradBytes, InterNode, NodeSize,
-                                                OptimizerOpt, RecomputeOpt, SequenceParallelOpt, ZeroOpt)
+                                                OffloadDevice, OffloadOpt, OptimizerOpt, RecomputeOpt, SequenceParallelOpt,
+                                                ZeroOpt)
 
 ALGORITHM = "Algorithm"
 TRAINER = "Trainer"
@@ -94,6 +95,8 @@ class RlRequest(ModelRequest):
     flash: FlashOpt = None
     optimizer: OptimizerOpt = None
     grad_bytes: GradBytes = None
+    offload: OffloadOpt = None
+    offload_device: OffloadDevice = None
     batch_size: Annotated[int | None, opt("--micro-batch", "--B", "--batch-size", help="The trainer's micro-batch b (sequences) \\[default: the fastest that fits at P + L, as tcalc train chooses].", panel=TRAINER, parse=whole, job=False)] = None
     matmul_efficiency: MatmulEff = None
     generation_efficiency: Annotated[float | None, opt("--generation-efficiency", help="The fraction of `tcalc serve`'s rates the RL framework's generation achieves \\[default: 0.63, fitted on NeMo-RL's H100 runs (docs/validation.md); 1: serve's own].", panel=ROLLOUT, parse=fraction, job=False)] = None

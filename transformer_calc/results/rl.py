@@ -207,7 +207,7 @@ def split_plan(v: dict[str, Any], priced: Any, capacity: int) -> tuple[list[Spli
 
 
 TRAINING_KEYS = ("framework", "zero", "tensor", "pipeline", "context", "expert", "expert_tensor", "sequence_parallel",
-                 "recompute", "flash", "optimizer", "grad_bytes", "batch_size", "gpu")
+                 "recompute", "flash", "optimizer", "grad_bytes", "offload", "offload_device", "batch_size", "gpu")
 ENGINE_KEYS = ("engine", "memory_utilization", "max_num_seqs", "max_num_batched_tokens")
 
 
