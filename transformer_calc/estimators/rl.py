@@ -187,10 +187,11 @@ class Pools:
             raise ValueError(f"the engine's weights ({self.sync_dtype!r}) must be one of {', '.join(SYNC_DTYPE_BYTES)} "
                              "to be synced from the trainer")
         if self.rollout_gpus % self.rollout_tensor:
-            raise ValueError(f"the engine's GPUs ({self.rollout_gpus}) must be a multiple of its T ({self.rollout_tensor})")
+            raise ValueError(f"the engine's GPUs ({self.rollout_gpus}: --rollout-gpus, or --gpus when colocated) must be "
+                             f"a multiple of its T (--rollout-tensor {self.rollout_tensor})")
         if self.placement == "split" and not 1 <= self.rollout_gpus < self.gpus:
-            raise ValueError(f"split pools: the engine's GPUs ({self.rollout_gpus}) must leave the trainer some of "
-                             f"the {self.gpus}")
+            raise ValueError(f"split pools: the engine's GPUs (--rollout-gpus {self.rollout_gpus}) must leave the trainer "
+                             f"some of the {self.gpus} (--gpus)")
         if self.placement == "colocated" and self.rollout_gpus != self.gpus:
             raise ValueError("colocated: the engine runs on every GPU")
 
