@@ -85,6 +85,8 @@ CASES = {
                                concurrency="1,8,64,256", disaggregate="1P3D")),
     "train": ("model=gpt2&gpus=8&global_batch=64&S=1024", lambda: tc.train("gpt2", gpus=8, global_batch=64, S=1024)),
     "plan": ("model=gpt2&gpus=8&global_batch=64&S=1024", lambda: tc.plan("gpt2", gpus=8, global_batch=64, S=1024)),
+    "rl": ("model=qwen2.5-7b&gpus=16&group_size=8&prompts_per_step=256",
+           lambda: tc.rl("qwen2.5-7b", gpus=16, group_size=8, prompts_per_step=256)),
     "params": ("model=gpt2", lambda: tc.params("gpt2")),
     "flops": ("model=gpt2&tokens=1e9&gpus=8&gpu=h100", lambda: tc.flops("gpt2", tokens="1e9", gpus=8, gpu="h100")),
     "mfu": ("model=gpt2&tokens_per_s=1e5&gpus=8&gpu=h100", lambda: tc.mfu("gpt2", tokens_per_s="1e5", gpus=8, gpu="h100")),

@@ -28,6 +28,7 @@ from transformer_calc.results.flops import FlopsResult, MfuResult  # noqa: F401
 from transformer_calc.results.inference import InferenceResult  # noqa: F401
 from transformer_calc.results.train import TrainResult, PlanResult  # noqa: F401
 from transformer_calc.results.serve import ServeResult  # noqa: F401
+from transformer_calc.results.rl import RlResult  # noqa: F401
 from transformer_calc.results.check import CheckResult  # noqa: F401
 from transformer_calc.results.catalog import PresetsResult, HardwareResult  # noqa: F401
 from transformer_calc.results.sweep import SweepResult  # noqa: F401
@@ -35,6 +36,7 @@ from transformer_calc.requests.base import Request
 from transformer_calc.requests.catalog import CheckRequest, HardwareRequest, PresetsRequest
 from transformer_calc.requests.flops import FlopsRequest, MfuRequest, ParamsRequest
 from transformer_calc.requests.inference import InferenceRequest, ServeRequest
+from transformer_calc.requests.rl import RlRequest
 from transformer_calc.requests.sweep import SweepRequest
 from transformer_calc.requests.training import MemoryRequest, PlanRequest, TrainRequest
 from transformer_calc.results.catalog import run_hardware, run_presets
@@ -43,6 +45,7 @@ from transformer_calc.results.flops import run_flops, run_mfu
 from transformer_calc.results.inference import run_inference
 from transformer_calc.results.memory import run_memory
 from transformer_calc.results.params import run_params
+from transformer_calc.results.rl import run_rl
 from transformer_calc.results.serve import run_serve
 from transformer_calc.results.sweep import run_sweep
 from transformer_calc.results.train import run_plan, run_train
@@ -109,6 +112,9 @@ train = _command(TrainRequest, lambda r: run_train(r), TrainResult, """`tcalc tr
     then a job file's training: section, then the default.""")
 plan = _command(PlanRequest, lambda r: run_plan(r), PlanResult, """`tcalc plan`: the fastest layouts that fit
     (global_batch in sequences, or global_batch_tokens); the layout is plan's to choose.""")
+rl = _command(RlRequest, run_rl, RlResult, """`tcalc rl`: one RL post-training step (GRPO, PPO): generation
+    on the rollout engine with the long tail of response lengths, log-prob passes, updates, weight
+    sync; time and share per phase, memory per GPU per phase (colocated or split pools).""")
 check = _command(CheckRequest, run_check, CheckResult, """`tcalc check FILES`: each job file PASS / FAIL /
     INVALID (the CLI exits 2 if any is invalid, else 1 if any check failed, else 0).""")
 presets = _command(PresetsRequest, run_presets, PresetsResult, """`tcalc presets`: the model presets with their

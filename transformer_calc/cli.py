@@ -61,6 +61,7 @@ COMMANDS: dict[str, tuple[str, str, str, str, str, str]] = {
     "serve": ("inference", "ServeRequest", "serve", "run_serve", "serve", "serve_table"),
     "train": ("training", "TrainRequest", "train", "run_train", "train", "train_table"),
     "plan": ("training", "PlanRequest", "train", "run_plan", "train", "plan_table"),
+    "rl": ("rl", "RlRequest", "rl", "run_rl", "rl", "rl_table"),
     "sweep": ("sweep", "SweepRequest", "sweep", "run_sweep", "sweep", "sweep_table"),
     "check": ("catalog", "CheckRequest", "check", "run_check", "check", "check_lines"),
     "presets": ("catalog", "PresetsRequest", "catalog", "run_presets", "catalog", "presets_table"),
@@ -109,6 +110,11 @@ HELP = {
     Settings come from the flags, then the job file's training: section (--config), then the
     defaults; the layout (T, P, dp, CP, EP, ZeRO, micro-batch, recompute) is what plan chooses.
     Example: tcalc plan --preset llama-3-70b --gpus 1024 --gpu h100 --global-batch-tokens 4M --S 8192
+    """,
+    "rl": """RL post-training (GRPO, PPO): one step's generation, log-prob passes, updates and weight sync; memory per GPU per phase.
+
+    Colocated (the engine asleep while the trainer works) or split pools; the long tail of response lengths.
+    Example: tcalc rl --preset qwen2.5-7b --gpus 8 --gpu h100 --prompts-per-step 1024 --group-size 5 --max-response-len 1024
     """,
     "sweep": """A grid over models, B, S, T, P, dp, ZeRO, EP, CP, recompute, flash, GPUs and dtypes: one row per point.
 

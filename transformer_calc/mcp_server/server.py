@@ -22,7 +22,7 @@ from transformer_calc import __version__
 from transformer_calc.errors import TcalcError
 
 # The tools: every command with an API function (web and mcp are doors, not calculations).
-TOOLS = ("params", "memory", "flops", "mfu", "inference", "serve", "train", "plan", "sweep", "check", "presets",
+TOOLS = ("params", "memory", "flops", "mfu", "inference", "serve", "train", "plan", "rl", "sweep", "check", "presets",
          "hardware", "schema")
 
 

@@ -132,3 +132,62 @@ def inference_defaults(model: Any, given: dict[str, Any], kv: tuple[Any, str] | 
     if "kv_dtype" not in seen and kv is not None:
         said.append(Assumption("kv_dtype", kv[0], kv[1]))
     return said
+
+
+# `tcalc rl`: verl's GRPO example (examples/grpo_trainer/run_qwen2-7b.sh: train_batch_size 1024, rollout.n 5,
+# max_prompt_length 512, ppo_mini_batch_size 256, use_kl_loss, rollout TP 2, gpu_memory_utilization 0.6,
+# gradient checkpointing, FSDP), with the maximum response of its later versions (1024).
+from transformer_calc.estimators.rl import GENERATION_EFFICIENCY, TRAINER_EFFICIENCY  # noqa: E402
+
+VERL_GRPO = "verl's GRPO example (examples/grpo_trainer/run_qwen2-7b.sh)"
+RL_DEFAULTS: dict[str, tuple[Any, str]] = {
+    "algorithm": ("grpo", "GRPO (Shao et al. 2024), the critic-free default of verl's, OpenRLHF's and NeMo-RL's recipes"),
+    "prompts_per_step": (1024, VERL_GRPO + ": data.train_batch_size"),
+    "seq_len": (512, VERL_GRPO + ": data.max_prompt_length"),
+    "max_response_len": (1024, VERL_GRPO + ": data.max_response_length"),
+    "response_len_dist": ("exponential", "a long right tail clipped at the maximum, the shape reasoning runs log"),
+    "mini_batches": (4, VERL_GRPO + ": 1024 / ppo_mini_batch_size 256"),
+    "epochs": (1, "ppo_epochs 1, verl's and OpenRLHF's default"),
+    "off_policy_steps": (0, "on-policy: every step generates with the weights it trains"),
+    "gpus": (8, "one 8-GPU node, " + VERL_GRPO),
+    "placement": ("colocated", "verl's hybrid engine (trainer and engine on every GPU, in turn)"),
+    "rollout_tensor": (2, VERL_GRPO + ": rollout.tensor_model_parallel_size"),
+    "weight_dtype": ("bf16", "the trainer's bf16 weights, synced as they are"),
+    "framework": ("torchtitan", "verl's FSDP workers: parameters, gradients and optimizer sharded (tcalc's FSDP2 profile)"),
+    "recompute": ("full", VERL_GRPO + ": enable_gradient_checkpointing"),
+    "generation_efficiency": (GENERATION_EFFICIENCY, "fitted on 6 NeMo-RL H100 runs, checked on 16 others (docs/validation.md)"),
+    "trainer_efficiency": (TRAINER_EFFICIENCY, "fitted on 6 NeMo-RL H100 runs, checked on 16 others (docs/validation.md)"),
+}
+
+
+def rl_defaults(given: dict[str, Any]) -> tuple[dict[str, Any], list[Assumption]]:
+    """`tcalc rl`'s defaults for what `given` leaves unset (None), with their sources: verl's GRPO
+    example, the GPU; G is 1 for PPO; μ is L/2; the engine's memory utilization is verl's 0.6
+    when colocated (the trainer's states stay on the GPUs), else the engine's own; the engine's
+    pool is half the GPUs when split; the reference is on for GRPO's KL term."""
+    seen = {k: v for k, v in given.items() if v is not None}
+    out: dict[str, Any] = {}
+    said: list[Assumption] = []
+
+    def default(option: str, value: Any, source: str) -> None:
+        if option not in seen and option not in out:
+            out[option] = value
+            said.append(Assumption(option, value, source))
+
+    for option, (value, source) in RL_DEFAULTS.items():
+        default(option, value, source)
+    merged = {**out, **seen}
+    if merged["algorithm"] == "ppo":
+        default("group_size", 1, "PPO: one sample per prompt, its advantage from the critic")
+    default("group_size", 5, VERL_GRPO + ": rollout.n")
+    default("kl_reference", True, VERL_GRPO + ": use_kl_loss")
+    merged = {**out, **seen}
+    default("response_len_mean", merged["max_response_len"] / 2, "half the maximum response (L/2)")
+    if merged["placement"] == "colocated":
+        default("memory_utilization", 0.6, VERL_GRPO + ": rollout.gpu_memory_utilization (colocated)")
+        default("sleep", True, "vLLM sleep mode / SGLang memory release, on in verl's and NeMo-RL's colocated runs")
+        default("offload_idle", False, VERL_GRPO + ": actor param_offload and optimizer_offload off")
+    else:
+        default("rollout_gpus", max(1, merged["gpus"] // 2), "half the GPUs")
+    default("gpu", DEFAULT_GPU, DEFAULT_GPU_SOURCE)
+    return out, said

@@ -21,6 +21,7 @@ RESULT_TYPES: dict[str, tuple[str, str]] = {
     "serve": ("serve", "ServeResult"),
     "train": ("train", "TrainResult"),
     "plan": ("train", "PlanResult"),
+    "rl": ("rl", "RlResult"),
     "sweep": ("sweep", "SweepResult"),
     "check": ("check", "CheckResult"),
     "presets": ("catalog", "PresetsResult"),

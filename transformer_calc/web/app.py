@@ -46,7 +46,7 @@ from transformer_calc.web import charts, forms
 
 HERE = Path(__file__).parent
 # The pages, in the navigation's order: each a command of the API that prices a model (sweep: several) ...
-MODEL_PAGES = ("memory", "inference", "serve", "train", "plan", "params", "flops", "mfu", "sweep")
+MODEL_PAGES = ("memory", "inference", "serve", "train", "plan", "rl", "params", "flops", "mfu", "sweep")
 # ... and the commands that price none: the tables of presets and accelerators, and the CI gate on job files.
 CATALOG_PAGES = ("presets", "hardware", "check")
 PAGES = MODEL_PAGES + CATALOG_PAGES

@@ -469,6 +469,62 @@ def sweep_charts(result: Any) -> list[str | None]:
     return [sweep_metric(result, m, x, series) for m in metrics]
 
 
+RL_COLORS = {"generation": "#4e79a7", "policy_log_prob": "#76b7b2", "reference_log_prob": "#59a14f",
+             "critic_values": "#9c755f", "policy_update": "#f28e2b", "critic_update": "#e15759",
+             "weight_sync": "#b07aa1", "offload": "#bab0ac"}
+RL_MEMORY_PARTS = ("trainer", "trainer_work", "reference", "critic", "engine_weights", "kv_cache", "engine_reserve",
+                   "sync_buffer", "cuda_context")
+RL_MEMORY_COLORS = {"trainer": "#4e79a7", "trainer_work": "#76b7b2", "reference": "#59a14f", "critic": "#9c755f",
+                    "engine_weights": "#f28e2b", "kv_cache": "#edc948", "engine_reserve": "#ff9da7",
+                    "sync_buffer": "#b07aa1", "cuda_context": "#bab0ac"}
+
+
+def rl_phases(result: Any) -> str:
+    """`tcalc rl`: each phase's time as a bar, with its share of the phases' sum."""
+    parts = [p for p in result.phases if p.time_s > 0]
+    left, row = 150, 24
+    height = 30 + row * max(len(parts), 1) + 6
+    top = max((p.time_s for p in parts), default=1.0)
+    scale = (WIDTH - left - 160) / top
+    body = [_text(10, 16, f"RL step: {fmt_s(result.step_time_s)}", size=13, extra='font-weight="bold"')]
+    for i, p in enumerate(parts):
+        y = 26 + i * row
+        body.append(_text(left - 6, y + 13, p.phase.replace("_", " "), anchor="end"))
+        body.append(f'<rect x="{left}" y="{y}" width="{max(p.time_s * scale, 1):.1f}" height="16" '
+                    f'fill="{RL_COLORS.get(p.phase, "#999")}"/>')
+        body.append(_text(left + p.time_s * scale + 6, y + 13, f"{fmt_s(p.time_s)} ({100 * p.share:.1f} %)", size=11))
+    return _svg(height, body, "RL step phases")
+
+
+def rl_memory(result: Any) -> str:
+    """`tcalc rl`: what one GPU holds in each phase (each pool's under split pools), stacked; the GPU's memory as a line."""
+    phases = result.memory.phases
+    used = [p for p in RL_MEMORY_PARTS if any(getattr(ph, f"{p}_bytes") for ph in phases)]
+    capacity = result.memory.capacity_bytes
+    top = max([ph.total_bytes for ph in phases] + [capacity]) or 1
+    left, row, bar = 200, 26, 18
+    height = 40 + row * len(phases) + 30
+    scale = (WIDTH - left - 100) / top
+    body = [_text(10, 16, "Memory per GPU, phase by phase", size=13, extra='font-weight="bold"')]
+    for i, ph in enumerate(phases):
+        y = 30 + i * row
+        peak = ph.phase == result.memory.peak_phase and ph.pool == result.memory.peak_pool
+        label = ph.phase if ph.pool == "all" else f"{ph.phase} ({ph.pool})"
+        body.append(_text(left - 6, y + 13, label, anchor="end", extra='font-weight="bold"' if peak else ""))
+        x = float(left)
+        for part in used:
+            w = getattr(ph, f"{part}_bytes") * scale
+            if w > 0:
+                body.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar}" fill="{RL_MEMORY_COLORS[part]}">'
+                            f'<title>{escape(label)}: {part} {escape(fmt_bytes(getattr(ph, f"{part}_bytes")))}</title></rect>')
+                x += w
+        body.append(_text(x + 4, y + 13, fmt_bytes(ph.total_bytes) + (" (peak)" if peak else ""), size=11))
+    x = left + capacity * scale
+    body.append(f'<line x1="{x:.1f}" y1="24" x2="{x:.1f}" y2="{34 + row * len(phases)}" stroke="#c00" stroke-dasharray="4 3"/>')
+    body += _legend(used, height - 6, RL_MEMORY_COLORS)
+    return _svg(height, body, "RL memory per phase")
+
+
 def charts(command: str, result: Any) -> list[str]:
     """The charts of a command's page (none for a command without one)."""
     out: list[str | None] = []
@@ -481,6 +537,8 @@ def charts(command: str, result: Any) -> list[str]:
     elif command == "train":
         out = [step_breakdown(result.breakdown, result.step_time_s, "Step time") if result.breakdown else None,
                cost_panel(result)]
+    elif command == "rl":
+        out = [rl_phases(result), rl_memory(result)]
     elif command == "sweep":
         out = sweep_charts(result)
     elif command == "plan":

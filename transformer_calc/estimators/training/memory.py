@@ -708,7 +708,7 @@ def training_memory(
         dp = dp * cp
     ep, etp = par.expert, par.expert_tensor_size
     shard = shard_params(m, T, ep, etp)
-    edp = expert_data_parallel(par) * cp
+    edp = expert_data_parallel(par, cp)
     layer = layer_activations(m, w, tr, par, eager=eager)
     dense_act = layer_activations(m, w, tr, par, eager=eager, moe=False) if m.is_moe else layer
     parts = block_parts(m, w, tr, par, eager=eager) if layers_differ(m) else None
@@ -956,16 +956,16 @@ def trainable_optimizer_bytes(tr: Training) -> int:
     return optimizer_bytes_per_param(tr) - master
 
 
-def expert_data_parallel(par: Parallelism) -> int:
-    """Expert-data-parallel size: the T*dp ranks of a stage regrouped as ep*etp*edp (Megatron-core
-    MoE 'parallel folding'); ep*etp must divide T*dp."""
+def expert_data_parallel(par: Parallelism, cp: int = 1) -> int:
+    """Expert-data-parallel size: the T*CP*dp ranks of a stage regrouped as ep*etp*edp (Megatron-core
+    MoE 'parallel folding': context parallelism folds into the expert groups); ep*etp must divide T*CP*dp."""
     ep, etp = par.expert, par.expert_tensor_size
-    if (par.tensor * par.data) % (ep * etp):
+    if (par.tensor * cp * par.data) % (ep * etp):
         raise ValueError(
-            f"expert parallel ep ({ep}) x expert tensor parallel ({etp}) must divide T x dp "
-            f"({par.tensor} x {par.data}); raise dp or lower ep"
+            f"expert parallel ep ({ep}) x expert tensor parallel ({etp}) must divide T x dp" + (" x CP" if cp > 1 else "")
+            + f" ({par.tensor} x {par.data}" + (f" x {cp}" if cp > 1 else "") + "); raise dp or lower ep"
         )
-    return par.tensor * par.data // (ep * etp)
+    return par.tensor * cp * par.data // (ep * etp)
 
 
 def _stages_to_evaluate(m: ModelConfig, P: int, all_stages: bool, uneven: bool = False) -> list[int]:
