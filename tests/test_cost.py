@@ -131,8 +131,8 @@ def test_cost_options_need_tokens():
 
 
 def test_serve_cost_per_million_tokens():
-    """serve: $ per hour = GPUs x price; input and output tokens share it by the prefill's share of a
-    request's time; a --request-rate needs whole replicas."""
+    """serve: $ per hour = GPUs x price; input and output tokens share it by the prompts' share of the
+    GPUs' time; a --request-rate needs whole replicas."""
     r = tc.serve("llama-3.1-8b", gpu="h100", gpus=8, prompt_len=1000, output_len=200, request_rate=20, price=2.0)
     c = r.cost
     assert c.cost_per_hour == pytest.approx(8 * 2.0)
@@ -141,6 +141,24 @@ def test_serve_cost_per_million_tokens():
     assert hourly_in + hourly_out == pytest.approx(c.cost_per_hour)
     assert c.gpus_for_request_rate % (r.best.gpus // r.best.replicas) == 0
     assert c.energy.kwh == pytest.approx(8 * 0.7 * 1.1)
+
+
+def test_serve_prefill_share_is_the_prompts_gpu_time():
+    """The input tokens' share of the hour is requests/s x one prompt's prefill alone (not TTFT / E2E,
+    which counts the wait while the GPUs serve others): it grows with the prompt, and at 1,000-token
+    prompts and 200-token outputs on an 8B model the prompts (5x the decode FLOPs) take most of the
+    GPUs' time, so a million input tokens costs less than a million output tokens but not ~nothing."""
+    shares = []
+    for prompt in (100, 1000, 4000):
+        r = tc.serve("llama-3.1-8b", gpu="h100", gpus=8, prompt_len=prompt, output_len=200, price=2.0)
+        share = r.best.prefill_share
+        assert 0 < share <= 1 and r.cost.prefill_share == share
+        shares.append(share)
+    assert shares == sorted(shares)
+    r = tc.serve("llama-3.1-8b", gpu="h100", gpus=8, prompt_len=1000, output_len=200, price=2.0)
+    c = r.cost
+    assert 0.3 < c.prefill_share < 0.95
+    assert 0.05 < c.cost_per_million_input_tokens / c.cost_per_million_output_tokens < 1
 
 
 def test_every_shipped_price_names_a_known_gpu_a_source_and_a_date():

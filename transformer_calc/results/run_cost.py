@@ -61,7 +61,7 @@ class ServeCost(Section):
     cost_per_hour: float | None
     input_tokens_per_s: float
     output_tokens_per_s: float
-    prefill_share: float  # the share of a request's time in its prefill (TTFT / E2E): input tokens' share of the cost
+    prefill_share: float  # of the GPUs' time, the prompts' prefill (serve's layouts[].prefill_share): input tokens' share of the cost
     cost_per_million_input_tokens: float | None
     cost_per_million_output_tokens: float | None
     request_rate: float | None  # --request-rate, requests/s
@@ -210,10 +210,7 @@ def serve_cost(gpu: Any, best: Any, prompt_len: int, request_rate: float | None,
         return None
     rps = best.requests_per_s
     in_tps, out_tps = rps * prompt_len, best.tokens_per_s
-    ttft, tpot = best.ttft_s or 0.0, best.tpot_s or 0.0
-    output_len = out_tps / rps
-    e2e = ttft + max(output_len - 1, 0) * tpot
-    share = ttft / e2e if e2e > 0 else 0.0
+    share = best.prefill_share or 0.0
     per_hour = best.gpus * price.usd_per_gpu_hour if price is not None else None
     need = cost_need = None
     if request_rate is not None:

@@ -132,6 +132,7 @@ class LayoutRow(Section):
     kv_blocks_per_gpu: int | None
     attention_groups: int = 1  # per replica: ep/T with DP attention (wide EP), else 1
     sequences_per_gpu: float | None = None  # the per-GPU batch: B · groups · replicas / GPUs
+    prefill_share: float | None = None  # of the GPUs' time, the prompts': requests/s · the time one prompt adds to a decode step
 
 
 class CurveSection(Section):
@@ -209,6 +210,7 @@ def layout_section(x: Any) -> LayoutRow:
         requests_per_s=x.replicas * x.attention_groups * p.requests_per_s if p else None,
         attention_groups=x.attention_groups,
         sequences_per_gpu=p.concurrency * x.attention_groups * x.replicas / x.gpus if p else None,
+        prefill_share=p.prefill_share if p else None,
         prefill_tokens_per_step=p.prefill_tokens_per_step if p else None,
         max_concurrent_sequences=cap.max_concurrent_sequences if cap else None,
         kv_budget_bytes_per_gpu=cap.kv_budget_bytes if cap else None,

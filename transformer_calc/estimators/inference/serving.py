@@ -371,6 +371,14 @@ class LoadPoint:
     e2e_s: float = 0.0  # ttft_s + (O − 1)·tpot_s
     decode_batch: int = 1  # sequences decoded in `step` (the one seeing it among them)
     prefill_step_s: float = 0.0  # one step of the prompt's own prefill
+    prefill_marginal_s: float = 0.0  # the GPU time one prompt's tokens add to the running decode step
+
+    @property
+    def prefill_share(self) -> float:
+        """The share of the replica's time its prompts take: requests/s x the time one prompt's tokens
+        add to the decode step they join (the weights are read for the decodes anyway), at most 1;
+        the decodes take the rest."""
+        return min(self.requests_per_s * self.prefill_marginal_s, 1.0)
 
 
 def load_point(
@@ -491,7 +499,8 @@ def load_point(
     tpot = step.time_s
     ttft, queue = ttft_of(tpot, t_pre, steps, server)
     e2e = ttft + (O - 1) * tpot
-    return LoadPoint(C, y, step, tpot, ttft, C * O / e2e, C / e2e, steps * t_pre, queue, e2e, n_dec, t_pre)
+    marginal = max(mixed(n_dec, y + P).time_s - mixed(n_dec, y).time_s, 0.0)  # one more prompt in the step
+    return LoadPoint(C, y, step, tpot, ttft, C * O / e2e, C / e2e, steps * t_pre, queue, e2e, n_dec, t_pre, marginal)
 
 
 @dataclass(frozen=True)
