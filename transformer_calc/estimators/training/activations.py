@@ -18,6 +18,7 @@ from transformer_calc.estimators.training.eager import (
     torch_eager_layer,
 )
 from transformer_calc.estimators.training.finetune import head_trained
+from transformer_calc.estimators.training.layer_structure import layer_structure
 from transformer_calc.estimators.training.support import check_hybrid_training
 from transformer_calc.estimators.training.layer_activations import (
     LayerActivations,
@@ -72,10 +73,9 @@ def layer_activations(
 
         check_op_recompute(m, tr.recompute, flash=tr.flash, adapters=bool(tr.adapters))
         return _op_layer_activations(m, w, tr, par)
-    if gemma4.is_gemma4(m):  # varied layers: the last layer's class (block_parts has every class)
-        gemma4.check_layout(m, par.tensor, par.expert, par.expert_tensor)
-        last = gemma4.class_activations(m, w, tr, gemma4.last_class(m))
-        return LayerActivations(attention=last.attention, mlp=last.mlp, norm=last.norm)
+    last = layer_structure(m).last_layer(m, w, tr, par)  # layers that differ by class: the last layer's
+    if last is not None:
+        return last
     if tr.activations is ActivationProfile.torch_eager:
         if tr.fp8_recipe is not FP8Recipe.none:
             raise ValueError("fp8_recipe is a Transformer Engine recipe; the torch-eager profile models eager "
@@ -271,11 +271,12 @@ class BlockParts:
 def block_parts(
     m: ModelConfig, w: Workload, tr: Training, par: Parallelism, *, eager: EagerCode | None = None
 ) -> BlockParts | gemma4.Gemma4Parts:
-    """The parts of `BlockParts` for the model's layer pattern (hybrid or not); Gemma 4's layer classes."""
-    if gemma4.is_gemma4(m):
-        check_hybrid_training(m, tr)
-        gemma4.check_layout(m, par.tensor, par.expert, par.expert_tensor)
-        return gemma4.parts(m, w, tr)
+    """The parts of `BlockParts` for the model's layer pattern (hybrid or not); the layer classes of a
+    model whose layers differ by class (training/layer_structure.py)."""
+    check_hybrid_training(m, tr)
+    classes = layer_structure(m).parts(m, w, tr, par)
+    if classes is not None:
+        return classes
     moe = layer_activations(m, w, tr, par, eager=eager)
     dense = layer_activations(m, w, tr, par, eager=eager, moe=False) if m.is_moe else moe
     sequence: dict[LayerAttention, int] = {}
@@ -309,9 +310,8 @@ def head_activations(
         return 0, 0
     if tr.activations is ActivationProfile.torch_eager:
         first, last = torch_eager_head(m, w, tr, par, eager or eager_code(m))
-        if gemma4.is_gemma4(m):
-            first, last = first + gemma4.head_first(m, w, tr), last + gemma4.final_norm_delta(m, w, tr)
-        return first, last
+        extra_first, extra_last = layer_structure(m).head_extra(m, w, tr, eager=True)
+        return first + extra_first, last + extra_last
     B, S, D, T, p = w.batch_size, w.seq_len, m.d_model, par.tensor, tr.p
     S_rep = ceil_div(S, T) if par.sequence_parallel else S
     dropout = tr.dropout if tr.dropout is not None else m.dropout > 0
@@ -319,8 +319,7 @@ def head_activations(
     last = (p * B * S_rep * D if m.final_norm else 0) + (p * B * S_rep * D if head_trained(m, tr) else 0)
     if tr.loss_kernel is not CrossEntropy.chunked:  # chunked CE keeps no B·S·V tensor
         last += LOSS_BYTES * B * S * ceil_div(m.vocab_size, T)
-    if gemma4.is_gemma4(m):  # the per-layer input path
-        first += gemma4.head_first(m, w, tr)
+    first += layer_structure(m).head_extra(m, w, tr, eager=False)[0]  # per-layer inputs (Gemma 4)
     return first, last
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from transformer_calc.errors import TcalcError
-from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.params import check_tensor_parallel, kv_heads_per_rank, shard_params
 from transformer_calc.estimators.training import gemma4, kind_attention
 from transformer_calc.estimators.training.activations import (  # noqa: F401  (re-exported)
@@ -53,7 +52,6 @@ from transformer_calc.estimators.training.eager import (  # noqa: F401  (re-expo
     torch_eager_head,
     torch_eager_layer,
 )
-from transformer_calc.estimators.training.finetune import LayerCounts, layer_counts
 from transformer_calc.estimators.training.optimizers import SHAPED
 from transformer_calc.estimators.training.pipeline import (  # noqa: F401  (re-exported)
     Chunk,
@@ -67,6 +65,7 @@ from transformer_calc.estimators.training.pipeline import (  # noqa: F401  (re-e
     uneven_split,
 )
 from transformer_calc.estimators.training.schedules import PARAMETER_COPIES, forwards_in_flight
+from transformer_calc.estimators.training.layer_structure import layer_structure, stage_counts
 from transformer_calc.estimators.training.support import check_hybrid_training  # noqa: F401  (re-exported)
 from transformer_calc.estimators.training.layer_activations import (  # noqa: F401  (re-exported)
     FUSED_SWIGLU_SAVED,
@@ -232,15 +231,8 @@ def training_memory(
     _check_framework_memory(m, tr, par, fwm)
     T, P, dp, zero = par.tensor, par.pipeline, par.data, par.zero
     cp = par.context
-    if gemma4.is_gemma4(m):
-        gemma4.check_layout(m, T, par.expert, par.expert_tensor)
-    if cp > 1 and gemma4.is_gemma4(m):
-        raise ValueError(f"context parallelism (cp {cp}) is not priced for Gemma 4's varied layers (its kv-shared "
-                         "layers read other layers' K/V); use cp 1")
-    if cp > 1 and m.is_hybrid:
-        kinds = ", ".join(MIXERS[k].name for k in m.mixer_kinds)
-        raise ValueError(f"context parallelism (cp {cp}) is not priced for {kinds} layers (their recurrent state "
-                         "passes from one sequence shard to the next: a pipeline over the cp ranks, not a ring); use cp 1")
+    layers = layer_structure(m)
+    layers.check_layout(m, par)
     if cp > 1:
         # Context parallelism (Megatron-core CP): each of cp ranks holds S/cp tokens of every
         # sequence and its activations; the weights are replicated, and ZeRO / the distributed
@@ -272,14 +264,7 @@ def training_memory(
         working += gathered * 2 * 2 * w.batch_size * w.seq_len * kv_t * (m.head_dim + m.v_dim) // 2 * tr.p
     opt_bytes = optimizer_bytes_per_param(tr)
     if tr.adapters:
-        from transformer_calc.estimators.training.finetune import adapted, block_adapter_params, check_targets, embedding_linears, layer_counts
-
-        if gemma4.is_gemma4(m):  # per layer class (adapter_params per stage below); the PLE projection's
-            side_last = 0
-            side_first = adapted(gemma4.side_linears(m), tr).params
-        else:
-            check_targets(m, tr)
-            side_first, side_last = (adapted(x, tr).params for x in embedding_linears(m))
+        side_first, side_last = layers.side_adapter_params(m, tr)
         table = ceil_div(m.vocab_size, T) * m.d_embedding
         opt_bytes = trainable_optimizer_bytes(tr)
     _check_offload(tr, par)
@@ -292,11 +277,7 @@ def training_memory(
         chunks = pipeline_stage(m.n_layers, par, s, units).chunks
         n = sum(c.n_layers for c in chunks)
         is_first, is_last = s == 0, s == P - 1
-        if gemma4.is_gemma4(m):  # every layer class's own parameters (the per-layer input path on stage 0)
-            params = sum(gemma4.blocks_params(m, c.start, c.stop) for c in chunks)
-            params += gemma4.embedding_side_params(m) if is_first else 0
-        else:
-            params = sum(shard.blocks(m, c.start, c.stop) for c in chunks)
+        params = layers.params(m, shard, chunks, is_first)
         # Routed experts are sharded by ZeRO over the expert-data-parallel group (Megatron-core
         # distributed optimizer / DeepSpeed-MoE), the rest over all data-parallel replicas.
         n_moe = sum(m.n_moe_layers(c.start, c.stop) for c in chunks)
@@ -331,13 +312,9 @@ def training_memory(
 
         weights, trainable, adapter_w, nf4 = sharded(3) * tr.p, params, 0, 0
         if tr.adapters:
-            from transformer_calc.estimators.training.finetune import frozen_weight_bytes, trainable_weight_bytes
+            from transformer_calc.estimators.training.finetune import trainable_weight_bytes
 
-            if gemma4.is_gemma4(m):
-                trainable = sum(gemma4.adapter_params(m, tr, c.start, c.stop) for c in chunks)
-            else:
-                trainable = sum(block_adapter_params(m, tr, layer_counts(m, c.start, c.stop), T, ep, par.expert_tensor)
-                                for c in chunks)
+            trainable = layers.adapter_params(m, tr, chunks, par)
             if is_first:
                 trainable += side_first + (table if tr.train_embeddings else 0)
             if is_last:
@@ -346,10 +323,7 @@ def training_memory(
                     trainable += shard.lm_head
                 elif m.tied_embeddings and (tr.train_head or tr.train_embeddings) and not (is_first and tr.train_embeddings):
                     trainable += table  # the tied table (the last stage's copy when P > 1)
-            if gemma4.is_gemma4(m):
-                frozen, nf4 = gemma4.frozen_weight_bytes(m, tr, params, [(c.start, c.stop) for c in chunks], is_first)
-            else:
-                frozen, nf4 = frozen_weight_bytes(m, tr, params, _stage_counts(m, chunks), T, ep, par.expert_tensor)
+            frozen, nf4 = layers.frozen_weight_bytes(m, tr, params, chunks, is_first, par)
             if zero >= 3:  # ZeRO-3 / FSDP shards the frozen parameters too
                 frozen, nf4 = ceil_div(frozen * sharded(3), params), ceil_div(nf4 * sharded(3), params)
             adapter_w = _shard_trainable(trainable, 3, zero, dp) * trainable_weight_bytes(tr)
@@ -372,7 +346,7 @@ def training_memory(
 
             if tr.adapters:
                 tensors = adapter_tensors(m, tr, T, n_moe, n_dense, is_first, is_last, P,
-                                          counts=_stage_counts(m, chunks) if layers_differ(m) else None)
+                                          counts=stage_counts(m, chunks) if layers_differ(m) else None)
             else:
                 tensors = stage_tensors(m, T, ep, par.expert_tensor, n_moe, n_dense, is_first, is_last, P)
             states = sum(g.state_bytes for g in groups(tr, tensors))
@@ -465,18 +439,6 @@ def _check_framework_memory(m: ModelConfig, tr: Training, par: Parallelism, fwm:
             raise ValueError("activation offloading is priced for uniform blocks only")
 
 
-def _stage_counts(m: ModelConfig, chunks: tuple[Chunk, ...]) -> LayerCounts:
-    """The layer counts (finetune.LayerCounts) of a stage's chunks, summed."""
-    seq: dict[LayerAttention, int] = {}
-    moe = dense = 0
-    for c in chunks:
-        lc = layer_counts(m, c.start, c.stop)
-        for k, n in lc.sequence.items():
-            seq[k] = seq.get(k, 0) + n
-        moe, dense = moe + lc.moe, dense + lc.dense
-    return LayerCounts(sequence=seq, moe=moe, dense=dense)
-
-
 OFFLOAD_GRAD_BYTES = 4  # DeepSpeed's CPU optimizer updates from an fp32 gradient partition on the host
 
 
@@ -521,7 +483,7 @@ def _stages_to_evaluate(m: ModelConfig, P: int, all_stages: bool, uneven: bool =
     Mixed dense and MoE blocks (DeepSeek's dense first layers): the stages after the first
     can hold more parameters, so the first MAX_LISTED_STAGES are computed (and the last)."""
     mixed = m.is_moe and m.n_moe_layers() not in (0, m.n_layers)
-    mixed = mixed or gemma4.is_gemma4(m)  # Gemma 4: a middle stage can hold more of the larger full layers
+    mixed = mixed or layer_structure(m).varied  # Gemma 4: a middle stage can hold more of the larger full layers
     if not mixed:
         if all_stages and P <= MAX_LISTED_STAGES:
             return list(range(P))
@@ -585,8 +547,7 @@ def valid_tensor_parallel(m: ModelConfig, limit: int = 64) -> list[int]:
         try:
             check_tensor_parallel(m, T)
             kv_heads_per_rank(m.n_kv_heads, T)
-            if gemma4.is_gemma4(m):  # training at T > 1 not priced for its layer classes yet
-                gemma4.check_layout(m, T)
+            layer_structure(m).check_tensor(m, T)  # Gemma 4: training at T > 1 not priced for its layer classes yet
         except TcalcError:
             raise
         except ValueError:

@@ -83,7 +83,7 @@ from transformer_calc.estimators.training.memory import (
     training_memory,
 )
 from transformer_calc.estimators.params import shard_params
-from transformer_calc.estimators.training import gemma4
+from transformer_calc.estimators.training.layer_structure import layer_structure
 
 CUDA_CONTEXT_BYTES = 512 * MIB  # CUDA context + cuBLAS/cuDNN workspaces + kernel images: of the
 # order PyTorch users report on A100/H100 (300-800 MiB with driver and libraries); an assumption
@@ -229,11 +229,8 @@ def stage_timeline(
     # the first (the block's input norm is differentiated last), W_O's input and, when the softmax
     # is kept in fp32, its cast copy that P·V took.
     norms = max(m.norms_per_layer, 1)
-    hd, v_dim = m.head_dim, m.v_dim
-    if gemma4.is_gemma4(m):  # the last layer's class: its own head width and K/V heads (T = 1)
-        last = gemma4.last_class(m)
-        hd = v_dim = m.kind_head_dim(last.kind)
-        kv_t = m.kv_heads_of(last.kind)
+    layers = layer_structure(m)
+    hd, v_dim, kv_t = layers.last_attention_widths(m, m.head_dim, m.v_dim, kv_t)  # Gemma 4: the last layer's class
     consumed = block.mlp + block.norm * (norms - 1) // norms + p * B * S * A_t * v_dim
     if tr.flash:
         attn_bwd = p * B * S * (2 * A_t * hd + kv_t * (hd + v_dim))
@@ -265,10 +262,7 @@ def stage_timeline(
     # missing then: the block's gradients and (untied, first stage) the embedding's; a tied table
     # already has its gradient from the head
     untied_embedding = is_first and not (m.tied_embeddings and is_last)
-    largest_block = first_block = max(shard.layer, shard.dense_layer)
-    if gemma4.is_gemma4(m):  # the largest layer class (full layers are wider); the first layer's class
-        largest_block = max(gemma4.class_params(m, c) for c in gemma4.layer_classes(m))
-        first_block = gemma4.class_params(m, gemma4.LayerClass(m.attention_pattern[0], m.first_kv_shared_layer == 0))
+    largest_block, first_block = layers.block_params(m, shard)
     first_params = first_block + (shard.embedding if untied_embedding else 0)
     grads_first = max(grads_fwd, st.gradients - st.gradients * min(first_params, st.params) // max(st.params, 1))
     if m.is_hybrid:  # a mixer's backward may allocate more than attention's (Mamba's loop over tokens)
@@ -276,10 +270,8 @@ def stage_timeline(
 
         fused = tr.activations is not ActivationProfile.torch_eager
         attn_bwd = max([attn_bwd] + [MIXERS[k].backward_transient_bytes(m, B, S, p, T, fused) for k in m.mixer_kinds])
-    if gemma4.is_gemma4(m) and tr.recompute is Recompute.full:
-        # Gemma 4: its fp32 norm tensors are a large part of a recomputed block, and the block's backward
-        # peaks as it starts, the whole block alive, above the attention backward's point (measured:
-        # tools/crosscheck/activations_mixers.py); the larger of the two
+    if layers.recomputed_block_peaks_at_start and tr.recompute is Recompute.full:
+        # the block's backward peaks as it starts, the whole block alive (Gemma 4); the larger of the two
         bwd_acts = max(bwd_acts, stored_bwd + working - attn_bwd)
         first_acts = max(first_acts, others + kept + first_extra + working - attn_bwd)
     if st.n_layers == 0:
