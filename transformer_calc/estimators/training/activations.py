@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.params import check_tensor_parallel, kv_heads_per_rank
-from transformer_calc.estimators.training import gemma4, kind_attention
+from transformer_calc.estimators.training import gemma4
 from transformer_calc.estimators.training.eager import (
     EagerCode,
     eager_code,
@@ -84,8 +84,9 @@ def layer_activations(
         acts = _with_adapters(torch_eager_layer(m, w, tr, par, code, moe=moe), m, w, tr, par, moe, code)
     else:
         acts = _with_fp8(_with_adapters(_layer_activations(m, w, tr, par, moe), m, w, tr, par, moe, None), m, w, tr, par, moe)
-    if kind_attention.shaped_by_kind(m):  # MiMo-V2-Flash: a full layer's attention (block_parts has each kind's)
-        acts = replace(acts, attention=kind_attention.attention_bytes(m, w, tr, par, LayerAttention.full))
+    full = layer_structure(m).attention_bytes(m, w, tr, par, LayerAttention.full)
+    if full is not None:  # attention shaped by its kind: a full layer's (block_parts has each kind's)
+        acts = replace(acts, attention=full)
     return acts
 
 
@@ -280,11 +281,11 @@ def block_parts(
     moe = layer_activations(m, w, tr, par, eager=eager)
     dense = layer_activations(m, w, tr, par, eager=eager, moe=False) if m.is_moe else moe
     sequence: dict[LayerAttention, int] = {}
+    structure = layer_structure(m)
     for kind in dict.fromkeys(m.attention_pattern):
-        if kind in ATTENTION_KINDS and kind_attention.shaped_by_kind(m):  # MiMo-V2-Flash: each kind's own
-            sequence[kind] = kind_attention.attention_bytes(m, w, tr, par, kind)
-        elif kind in ATTENTION_KINDS:
-            sequence[kind] = moe.attention
+        if kind in ATTENTION_KINDS:
+            own = structure.attention_bytes(m, w, tr, par, kind)  # MiMo-V2-Flash: each kind's own
+            sequence[kind] = moe.attention if own is None else own
         elif kind is LayerAttention.none:
             sequence[kind] = 0  # Nemotron-H's MLP block: no sequence mixer
         else:

@@ -558,6 +558,7 @@ class Gemma4Layers:
     # starts, the whole block alive, above the attention backward's point (measured:
     # tools/crosscheck/activations_mixers.py)
     recomputed_block_peaks_at_start: bool = True
+    differs: bool = True
 
     def check_layout(self, m: ModelConfig, par: Parallelism) -> None:
         check_layout(m, par.tensor, par.expert, par.expert_tensor)
@@ -567,6 +568,13 @@ class Gemma4Layers:
 
     def check_tensor(self, m: ModelConfig, T: int) -> None:
         check_layout(m, T)
+
+    def check_training(self, m: ModelConfig, tr: Training) -> None:
+        check_training(m, tr)
+
+    def attention_bytes(self, m: ModelConfig, w: Workload, tr: Training, par: Parallelism,
+                        kind: LayerAttention) -> int | None:
+        return None  # every class priced whole (`parts`, `last_layer`)
 
     def params(self, m: ModelConfig, shard: ShardParams, chunks: tuple[Chunk, ...], first: bool) -> int:
         return sum(blocks_params(m, c.start, c.stop) for c in chunks) + (embedding_side_params(m) if first else 0)

@@ -4,6 +4,7 @@ which family a model is; they call the model's `LayerStructure`.
 
 - `UNIFORM`: every layer priced from one layer's shapes by kind (attention kinds, mixers, MoE or dense
   channel): `params.shard_params`' blocks, finetune.py's adapters and frozen weights.
+- `KIND_ATTENTION`: the same, but each attention kind's own bytes (MiMo-V2-Flash, training/kind_attention.py).
 - Gemma 4's layer classes (training/gemma4.py `LAYERS`): each class (attention kind, kv-shared) priced
   with its own widths, the per-layer input path on the first stage (docs/formulas.md §5.14).
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from transformer_calc.estimators.mixers import MIXERS
-from transformer_calc.estimators.training import gemma4
+from transformer_calc.estimators.training import gemma4, kind_attention
 from transformer_calc.estimators.training.finetune import (
     LayerCounts,
     adapted,
@@ -81,6 +82,17 @@ class LayerStructure(Protocol):
     def recomputed_block_peaks_at_start(self) -> bool:
         """A fully recomputed block's backward peaks as it starts, the whole block alive (Gemma 4's fp32 norms)."""
 
+    @property
+    def differs(self) -> bool:
+        """Layers differ beyond MoE vs dense (activations.BlockParts per class or kind; no tensor inventory)."""
+
+    def check_training(self, m: ModelConfig, tr: Training) -> None:
+        """TcalcError (one line) for a training setting these layers are not priced under."""
+
+    def attention_bytes(self, m: ModelConfig, w: Workload, tr: Training, par: Parallelism,
+                        kind: LayerAttention) -> int | None:
+        """The attention part of one layer of `kind` when it is shaped by its kind (None: the one-layer formula's)."""
+
 
 def stage_counts(m: ModelConfig, chunks: tuple[Chunk, ...]) -> LayerCounts:
     """The layer counts (finetune.LayerCounts) of a stage's chunks, summed."""
@@ -100,6 +112,7 @@ class UniformLayers:
 
     varied: bool = False
     recomputed_block_peaks_at_start: bool = False
+    differs: bool = False
 
     def check_layout(self, m: ModelConfig, par: Parallelism) -> None:
         cp = par.context
@@ -143,10 +156,35 @@ class UniformLayers:
         largest = max(shard.layer, shard.dense_layer)
         return largest, largest
 
+    def check_training(self, m: ModelConfig, tr: Training) -> None:
+        return None
+
+    def attention_bytes(self, m: ModelConfig, w: Workload, tr: Training, par: Parallelism,
+                        kind: LayerAttention) -> int | None:
+        return None
+
+
+@dataclass(frozen=True)
+class KindAttentionLayers(UniformLayers):
+    """Attention shaped by its kind (MiMo-V2-Flash: sliding layers with their own K/V heads and sinks, values
+    narrower than h_d): the uniform layers but for each kind's attention bytes (training/kind_attention.py)."""
+
+    differs: bool = True
+
+    def check_training(self, m: ModelConfig, tr: Training) -> None:
+        kind_attention.check_training(m, tr)
+
+    def attention_bytes(self, m: ModelConfig, w: Workload, tr: Training, par: Parallelism,
+                        kind: LayerAttention) -> int | None:
+        return kind_attention.attention_bytes(m, w, tr, par, kind)
+
 
 UNIFORM = UniformLayers()
+KIND_ATTENTION = KindAttentionLayers()
 
 
 def layer_structure(m: ModelConfig) -> LayerStructure:
     """The model's layer structure, the one place training chooses it."""
-    return gemma4.LAYERS if gemma4.is_gemma4(m) else UNIFORM
+    if gemma4.is_gemma4(m):
+        return gemma4.LAYERS
+    return KIND_ATTENTION if kind_attention.shaped_by_kind(m) else UNIFORM

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 from transformer_calc.errors import TcalcError
 from transformer_calc.estimators.params import check_tensor_parallel, kv_heads_per_rank, shard_params
-from transformer_calc.estimators.training import gemma4, kind_attention
 from transformer_calc.estimators.training.activations import (  # noqa: F401  (re-exported)
     BlockParts,
     b_min,
@@ -529,7 +528,7 @@ def layers_differ(m: ModelConfig) -> bool:
     """Layers whose activations differ by more than MoE vs dense: a hybrid pattern, blocks that are a
     sequence mixer or an MLP alone (Nemotron-H), Gemma 4's layer classes (training/gemma4.py), or
     MiMo-V2-Flash's attention kinds (training/kind_attention.py)."""
-    return m.is_hybrid or m.one_mixer_per_layer or gemma4.is_gemma4(m) or kind_attention.shaped_by_kind(m)
+    return m.is_hybrid or m.one_mixer_per_layer or layer_structure(m).differs
 
 
 def most_loaded(stages: list[StageMemory]) -> StageMemory:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from transformer_calc.errors import TcalcError
 from transformer_calc.estimators.mixers import MIXERS, require_attention_only, require_training_priced
-from transformer_calc.estimators.training import gemma4, kind_attention
+from transformer_calc.estimators.training.layer_structure import layer_structure
 from transformer_calc.estimators.training.optimizers import SHAPED
 from transformer_calc.model.config import ActivationProfile, FP8Recipe, ModelConfig, Training
 
@@ -17,11 +17,9 @@ def check_hybrid_training(m: ModelConfig, tr: Training) -> None:
     the optimizers whose states depend on each tensor's shape (no tensor inventory of the mixers); and,
     for every model, the parts no training estimate prices yet (`require_training_priced`)."""
     require_training_priced(m, "training memory")
-    if kind_attention.shaped_by_kind(m):  # MiMo-V2-Flash
-        kind_attention.check_training(m, tr)
-    if gemma4.is_gemma4(m):
-        gemma4.check_training(m, tr)
-    if (gemma4.is_gemma4(m) or kind_attention.shaped_by_kind(m)) and tr.optimizer in SHAPED:
+    layers = layer_structure(m)
+    layers.check_training(m, tr)  # Gemma 4's classes, MiMo-V2-Flash's attention kinds
+    if layers.differs and tr.optimizer in SHAPED:
         raise TcalcError(f"optimizer {tr.optimizer.value} keeps states shaped per tensor, not listed for the varied "
                          f"layers of {m.name or 'this model'}; use adamw, adam, sgd or lion")
     if not (m.is_hybrid or m.one_mixer_per_layer or m.attn_output_gate):
