@@ -25,9 +25,10 @@ Conventions (docs/formulas.md "Training memory" has the tables and worked exampl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from transformer_calc.errors import TcalcError
-from transformer_calc.estimators.params import check_tensor_parallel, kv_heads_per_rank, shard_params
+from transformer_calc.estimators.params import ShardParams, check_tensor_parallel, kv_heads_per_rank, shard_params
 from transformer_calc.estimators.training.activations import (  # noqa: F401  (re-exported)
     BlockParts,
     b_min,
@@ -64,9 +65,10 @@ from transformer_calc.estimators.training.pipeline import (  # noqa: F401  (re-e
     uneven_split,
 )
 from transformer_calc.estimators.training.schedules import PARAMETER_COPIES, forwards_in_flight
-from transformer_calc.estimators.training.layer_structure import layer_structure, stage_counts
+from transformer_calc.estimators.training.layer_structure import LayerStructure, layer_structure, stage_counts
 from transformer_calc.estimators.training.support import check_hybrid_training  # noqa: F401  (re-exported)
 from transformer_calc.estimators.training.layer_activations import (  # noqa: F401  (re-exported)
+    LayerActivations,
     FUSED_SWIGLU_SAVED,
     GATED_MLP_SAVED,
     LOSS_BYTES,
@@ -208,6 +210,36 @@ class FrameworkMemory:
     PRICED_MODULES = ("mla_up_proj",)
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What every stage of one training_memory call shares: the settings, one layer's activations, the
+    rank's shard (S already split over cp, dp already cp·dp)."""
+
+    m: ModelConfig
+    w: Workload  # S / cp
+    tr: Training
+    par: Parallelism
+    fwm: FrameworkMemory
+    layers: LayerStructure
+    dp: int  # dp · cp: the ranks ZeRO shards the states over
+    shard: ShardParams
+    edp: int  # the expert-data-parallel ranks (· cp)
+    layer: LayerActivations  # one MoE layer (or the one kind of layer)
+    dense_act: LayerActivations  # one dense layer
+    parts: Any  # BlockParts or a model's layer classes, when layers differ
+    first_extra: int
+    last_extra: int
+    working: int  # the recomputation working set (and the CP ring's K/V buffers)
+    mla_qkv: int  # recompute_modules mla_up_proj: the per-head q, k, v one block rebuilds
+    opt_bytes: int  # optimizer bytes per parameter (or per trainable one under adapters)
+    side_first: int  # adapters outside the layers, first stage
+    side_last: int  # ... last stage
+    table: int  # the embedding table on one rank (its adapters' base)
+    units: Any  # pipeline_units
+    v: int  # virtual stages
+    m_micro: int  # micro-batches in flight (timeline.micro_batches)
+
+
 def training_memory(
     m: ModelConfig,
     w: Workload,
@@ -224,28 +256,56 @@ def training_memory(
     to find the most loaded) only the first and last stage.
     `eager` matters only to the torch-eager profile (default: `eager_code(m)`).
     `framework_memory`: Megatron-core settings outside `Training` (FrameworkMemory).
+
+    The base sum is one stage's parameters (`_stage_memory`), its model states (`_model_states`:
+    ZeRO, adapters, FSDP2, DualPipe's copies, shaped optimizers, FP8 copies, offload) and the
+    activations of its micro-batches in flight (`_stage_activations`).
     """
     check_hybrid_training(m, tr)
     fwm = framework_memory or FrameworkMemory()
     _check_framework_memory(m, tr, par, fwm)
-    T, P, dp, zero = par.tensor, par.pipeline, par.data, par.zero
-    cp = par.context
     layers = layer_structure(m)
     layers.check_layout(m, par)
-    if cp > 1:
-        # Context parallelism (Megatron-core CP): each of cp ranks holds S/cp tokens of every
-        # sequence and its activations; the weights are replicated, and ZeRO / the distributed
-        # optimizer shards their states over dp x cp. The attention ring adds, per layer being
-        # computed, the K/V block received while the local one is used (2 buffers of
-        # b·(S/cp)·n_kv·h_d·p each for K and V); counted with the recomputation working set.
-        # All-gather CP (cp_comm_type all_gather) holds cp such blocks: the gathered K/V.
-        if w.seq_len % cp:
-            raise ValueError(f"S ({w.seq_len}) must be divisible by the context-parallel size cp ({cp})")
-        w = w.model_copy(update={"seq_len": w.seq_len // cp})
-        dp = dp * cp
-    ep, etp = par.expert, par.expert_tensor_size
-    shard = shard_params(m, T, ep, etp)
-    edp = expert_data_parallel(par) * cp
+    run = _prepare(m, w, tr, par, fwm, layers, eager)
+    return [_stage_memory(run, s) for s in _stages_to_evaluate(m, par.pipeline, all_stages, uneven=uneven_split(par))]
+
+
+def _context_split(w: Workload, par: Parallelism) -> tuple[Workload, int]:
+    """(the workload one context-parallel rank holds, the ranks ZeRO shards over).
+
+    Context parallelism (Megatron-core CP): each of cp ranks holds S/cp tokens of every sequence and
+    its activations; the weights are replicated, and ZeRO / the distributed optimizer shards their
+    states over dp x cp."""
+    cp = par.context
+    if cp == 1:
+        return w, par.data
+    if w.seq_len % cp:
+        raise ValueError(f"S ({w.seq_len}) must be divisible by the context-parallel size cp ({cp})")
+    return w.model_copy(update={"seq_len": w.seq_len // cp}), par.data * cp
+
+
+def _ring_kv_bytes(m: ModelConfig, w: Workload, tr: Training, par: Parallelism) -> int:
+    """The attention ring's K/V buffers (cp > 1): per layer being computed, the K/V block received while
+    the local one is used (2 buffers of b·(S/cp)·n_kv·h_d·p each for K and V); all-gather CP
+    (cp_comm_type all_gather) holds cp such blocks: the gathered K/V. Counted with the recomputation
+    working set."""
+    if par.context == 1:
+        return 0
+    T = par.tensor
+    kv_t = m.n_heads // T if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
+    # all_gather CP (Llama 3 §3.3.2; TE AttnFuncWithCPAndKVAllGather): the whole sequence's K/V,
+    # gathered, and in the backward their gradients before the reduce-scatter: cp x the ring's
+    gathered = par.context if par.cp_comm_type is CPCommType.all_gather else 1
+    return gathered * 2 * 2 * w.batch_size * w.seq_len * kv_t * (m.head_dim + m.v_dim) // 2 * tr.p
+
+
+def _prepare(m: ModelConfig, w: Workload, tr: Training, par: Parallelism, fwm: FrameworkMemory,
+             layers: LayerStructure, eager: EagerCode | None) -> _Run:
+    """Everything the stages share, computed once (in the order its checks refuse a setting)."""
+    T, P = par.tensor, par.pipeline
+    w, dp = _context_split(w, par)
+    shard = shard_params(m, T, par.expert, par.expert_tensor_size)
+    edp = expert_data_parallel(par) * par.context
     layer = layer_activations(m, w, tr, par, eager=eager)
     dense_act = layer_activations(m, w, tr, par, eager=eager, moe=False) if m.is_moe else layer
     parts = block_parts(m, w, tr, par, eager=eager) if layers_differ(m) else None
@@ -255,166 +315,196 @@ def training_memory(
     if "mla_up_proj" in fwm.recompute_modules:  # the per-head q, k, v (FrameworkMemory), one block's rebuilt
         mla_qkv = tr.p * w.batch_size * w.seq_len * (m.n_heads // T) * (2 * m.head_dim + m.v_dim)
         working += mla_qkv
-    if cp > 1:
-        kv_t = m.n_heads // T if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
-        # all_gather CP (Llama 3 §3.3.2; TE AttnFuncWithCPAndKVAllGather): the whole sequence's K/V,
-        # gathered, and in the backward their gradients before the reduce-scatter: cp x the ring's
-        gathered = cp if par.cp_comm_type is CPCommType.all_gather else 1
-        working += gathered * 2 * 2 * w.batch_size * w.seq_len * kv_t * (m.head_dim + m.v_dim) // 2 * tr.p
-    opt_bytes = optimizer_bytes_per_param(tr)
+    working += _ring_kv_bytes(m, w, tr, par)
+    opt_bytes, side_first, side_last, table = optimizer_bytes_per_param(tr), 0, 0, 0
     if tr.adapters:
         side_first, side_last = layers.side_adapter_params(m, tr)
         table = ceil_div(m.vocab_size, T) * m.d_embedding
         opt_bytes = trainable_optimizer_bytes(tr)
     _check_offload(tr, par)
-    stages = []
     units = pipeline_units(m.n_layers, par)
-    v = par.virtual_stages if P > 1 else 1
     m_micro = tr.micro_batches if tr.micro_batches is not None else P  # timeline.micro_batches
     check_microbatch_group(par, m_micro)
-    for s in _stages_to_evaluate(m, P, all_stages, uneven=uneven_split(par)):
-        chunks = pipeline_stage(m.n_layers, par, s, units).chunks
-        n = sum(c.n_layers for c in chunks)
-        is_first, is_last = s == 0, s == P - 1
-        params = layers.params(m, shard, chunks, is_first)
-        # Routed experts are sharded by ZeRO over the expert-data-parallel group (Megatron-core
-        # distributed optimizer / DeepSpeed-MoE), the rest over all data-parallel replicas.
-        n_moe = sum(m.n_moe_layers(c.start, c.stop) for c in chunks)
-        experts = n_moe * shard.routed_experts
-        if is_first:
-            params += shard.embedding
-        if is_last:
-            params += shard.final_norm + shard.lm_head + (shard.tied_head_copy if P > 1 else 0)
-        # The forwards alive at the stage's first backward, per chunk (1F1B warm-up depth, and
-        # the interleaved schedule's: Narayanan et al. 2021 §2.2; chunk_forwards_in_flight)
-        # zero-bubble and DualPipe schedules hold their own counts (schedules.forwards_in_flight)
-        alive = (forwards_in_flight(par.schedule, P, v, m_micro, s)
-                 or chunk_forwards_in_flight(P, v, m_micro, s, par.microbatch_group))
-        in_flight = sum(alive)
-        alive_moe = sum(k * m.n_moe_layers(c.start, c.stop) for k, c in zip(alive, chunks))
-        alive_dense = sum(k * c.n_layers for k, c in zip(alive, chunks)) - alive_moe
-        if fwm.offloaded_layers:  # P = 1 (checked): blocks 0..N-1 of the one micro-batch in flight are on the
-            # host but for the one in transit (FrameworkMemory)
-            off_moe = m.n_moe_layers(0, fwm.offloaded_layers - 1)
-            alive_moe -= in_flight * off_moe
-            alive_dense -= in_flight * (fwm.offloaded_layers - 1 - off_moe)
-        alive_first = sum(k for k, c in zip(alive, chunks) if c.embedding)
-        alive_last = sum(k for k, c in zip(alive, chunks) if c.head)
-        dense = params - experts
-        n_dense = n - n_moe
+    return _Run(m, w, tr, par, fwm, layers, dp, shard, edp, layer, dense_act, parts, first_extra, last_extra,
+                working, mla_qkv, opt_bytes, side_first, side_last, table, units,
+                par.virtual_stages if P > 1 else 1, m_micro)
 
-        def sharded(stage: int) -> int:
-            """Parameters one GPU keeps of a state ZeRO shards from `stage` on."""
-            if zero < stage:
-                return params
-            return ceil_div(dense, dp) + ceil_div(experts, edp)
 
-        weights, trainable, adapter_w, nf4 = sharded(3) * tr.p, params, 0, 0
-        if tr.adapters:
-            from transformer_calc.estimators.training.finetune import trainable_weight_bytes
+@dataclass(frozen=True)
+class _Stage:
+    """One stage's layers and parameters on one GPU."""
 
-            trainable = layers.adapter_params(m, tr, chunks, par)
-            if is_first:
-                trainable += side_first + (table if tr.train_embeddings else 0)
-            if is_last:
-                trainable += side_last
-                if not m.tied_embeddings and tr.train_head:
-                    trainable += shard.lm_head
-                elif m.tied_embeddings and (tr.train_head or tr.train_embeddings) and not (is_first and tr.train_embeddings):
-                    trainable += table  # the tied table (the last stage's copy when P > 1)
-            frozen, nf4 = layers.frozen_weight_bytes(m, tr, params, chunks, is_first, par)
-            if zero >= 3:  # ZeRO-3 / FSDP shards the frozen parameters too
-                frozen, nf4 = ceil_div(frozen * sharded(3), params), ceil_div(nf4 * sharded(3), params)
-            adapter_w = _shard_trainable(trainable, 3, zero, dp) * trainable_weight_bytes(tr)
-            weights = frozen + adapter_w
-        if tr.framework is Framework.torchtitan and zero >= 3 and tr.precision is Precision.mixed and not tr.adapters:
-            # FSDP2 in torchtitan (parallelize_llama.apply_fsdp, MixedPrecisionPolicy(param_dtype=bf16)):
-            # the sharded parameters are the fp32 master copy (counted with the optimizer); 16-bit
-            # copies exist only gathered: a unit at a time (the timeline's `gathered`), or the whole
-            # stage under pipeline parallelism, which keeps them unsharded between micro-batches
-            # (reshard_after_forward off when PP is on)
-            weights = params * tr.p if P > 1 else 0
-        gradients = _shard_trainable(trainable, 2, zero, dp) * tr.grad_bytes if tr.adapters else sharded(2) * tr.grad_bytes
-        copies = PARAMETER_COPIES.get(par.schedule, 1) if P > 1 else 1
-        if copies > 1:  # DualPipe: both directions' copies of the parameters, each with its gradients
-            weights, gradients = weights * copies, gradients * copies
-        opt_params = _shard_trainable(trainable, 1, zero, dp) if tr.adapters else sharded(1)
-        optimizer = opt_params * opt_bytes
-        if tr.optimizer in SHAPED:  # states tensor by tensor (optimizers.py), ZeRO-sharded pro rata
-            from transformer_calc.estimators.training.optimizers import adapter_tensors, groups, stage_tensors
+    s: int
+    chunks: tuple[Chunk, ...]
+    n: int  # layers
+    first: bool
+    last: bool
+    params: int
+    experts: int  # routed-expert parameters (ZeRO shards them over the expert-data-parallel group)
+    n_moe: int
+    n_dense: int
 
-            if tr.adapters:
-                tensors = adapter_tensors(m, tr, T, n_moe, n_dense, is_first, is_last, P,
-                                          counts=stage_counts(m, chunks) if layers_differ(m) else None)
-            else:
-                tensors = stage_tensors(m, T, ep, par.expert_tensor, n_moe, n_dense, is_first, is_last, P)
-            states = sum(g.state_bytes for g in groups(tr, tensors))
-            master = MASTER_COPY_BYTES if tr.precision is Precision.mixed and not tr.adapters else 0
-            held = trainable if tr.adapters else params
-            optimizer = master * opt_params + ceil_div(states * opt_params, max(held, 1))
-        fp8_w = 0
-        if tr.fp8_recipe is not FP8Recipe.none:  # FP8 weight copies and scaling state (fp8.py)
-            from transformer_calc.estimators.training.fp8 import block_gemms, scaling_state_bytes, weight_copy_bytes
+    def sharded(self, run: _Run, stage: int) -> int:
+        """Parameters one GPU keeps of a state ZeRO shards from `stage` on."""
+        if run.par.zero < stage:
+            return self.params
+        return ceil_div(self.params - self.experts, run.dp) + ceil_div(self.experts, run.edp)
 
-            elems = gemms = 0
-            for moe_kind, count in ((True, n_moe), (False, n_dense)):
-                if count:
-                    e, g = block_gemms(m, moe_kind, T, ep, par.expert_tensor)
-                    elems, gemms = elems + count * e, gemms + count * g
-            fp8_w = weight_copy_bytes(elems, tr.fp8_recipe) + scaling_state_bytes(gemms, tr.fp8_recipe)
-            # --fp8-param-gather: the GEMM weights' 16-bit copy is not held (FrameworkMemory)
-            no_16bit = elems * tr.p if fwm.fp8_param_gather else 0
-            if zero >= 3:  # sharded with the weights they are copies of
-                fp8_w = ceil_div(fp8_w * sharded(3), max(params, 1))
-                no_16bit = ceil_div(no_16bit * sharded(3), max(params, 1))
-            weights += fp8_w - no_16bit
-        host_w = host_g = host_o = 0
-        if tr.offload is not Offload.none:
-            # ZeRO-Offload (Ren et al. 2021): optimizer states, fp32 master and the fp32 gradient
-            # partition live on the host, and the update runs there; the GPU keeps the 16-bit
-            # parameters and reduces gradients through its buckets (timeline). ZeRO-Infinity's
-            # parameter offload (Rajbhandari et al. 2021) moves the ZeRO-3 parameter partition too.
-            host_o, optimizer = optimizer, 0
-            host_g, gradients = ceil_div(trainable if tr.adapters else dense + experts, dp) * OFFLOAD_GRAD_BYTES, 0
-            if tr.offload is Offload.optimizer_params:
-                host_w, weights, adapter_w, nf4, fp8_w = weights, 0, 0, 0, 0
 
-        other = alive_first * first_extra + alive_last * last_extra
-        if parts is not None:  # hybrid: each chunk's layers by kind (BlockParts.chunk)
-            acts = [parts.chunk(m, c.start, c.stop) for c in chunks]
-            attention = sum(k * a.attention for k, a in zip(alive, acts))
-            mlp = sum(k * a.mlp for k, a in zip(alive, acts))
-            norm = sum(k * a.norm for k, a in zip(alive, acts))
-        else:
-            attention = alive_moe * layer.attention + alive_dense * dense_act.attention
-            attention -= (alive_moe + alive_dense) * mla_qkv  # recompute_modules mla_up_proj (FrameworkMemory)
-            mlp = alive_moe * layer.mlp + alive_dense * dense_act.mlp
-            norm = alive_moe * layer.norm + alive_dense * dense_act.norm
-        stages.append(
-            StageMemory(
-                stage=s,
-                n_layers=n,
-                params=params,
-                weights=weights,
-                gradients=gradients,
-                optimizer=optimizer,
-                attention=attention,
-                mlp=mlp,
-                norm=norm,
-                other=other,
-                in_flight=in_flight,
-                recompute_working=working if n else 0,
-                trainable=trainable if tr.adapters else None,
-                adapter_weights=adapter_w,
-                quantized_weights=nf4,
-                fp8_weights=fp8_w,
-                host_weights=host_w,
-                host_gradients=host_g,
-                host_optimizer=host_o,
-            )
-        )
-    return stages
+def _stage_memory(run: _Run, s: int) -> StageMemory:
+    """One pipeline stage: its parameters, model states and activations."""
+    m, par, shard = run.m, run.par, run.shard
+    chunks = pipeline_stage(m.n_layers, par, s, run.units).chunks
+    first, last = s == 0, s == par.pipeline - 1
+    params = run.layers.params(m, shard, chunks, first)
+    # Routed experts are sharded by ZeRO over the expert-data-parallel group (Megatron-core
+    # distributed optimizer / DeepSpeed-MoE), the rest over all data-parallel replicas.
+    n_moe = sum(m.n_moe_layers(c.start, c.stop) for c in chunks)
+    if first:
+        params += shard.embedding
+    if last:
+        params += shard.final_norm + shard.lm_head + (shard.tied_head_copy if par.pipeline > 1 else 0)
+    n = sum(c.n_layers for c in chunks)
+    st = _Stage(s, chunks, n, first, last, params, n_moe * shard.routed_experts, n_moe, n - n_moe)
+    # The forwards alive at the stage's first backward, per chunk (1F1B warm-up depth, and
+    # the interleaved schedule's: Narayanan et al. 2021 §2.2; chunk_forwards_in_flight)
+    # zero-bubble and DualPipe schedules hold their own counts (schedules.forwards_in_flight)
+    P = par.pipeline
+    alive = (forwards_in_flight(par.schedule, P, run.v, run.m_micro, s)
+             or chunk_forwards_in_flight(P, run.v, run.m_micro, s, par.microbatch_group))
+    states = _model_states(run, st)
+    acts = _stage_activations(run, st, alive)
+    return StageMemory(stage=s, n_layers=n, params=params, **states, **acts,
+                       recompute_working=run.working if n else 0)
 
+
+def _model_states(run: _Run, st: _Stage) -> dict[str, Any]:
+    """Weights, gradients and optimizer states of a stage on one GPU: ZeRO's shards, then the
+    contributions of adapters, FSDP2, DualPipe's copies, FP8 weight copies and offload."""
+    tr, par, zero, dp = run.tr, run.par, run.par.zero, run.dp
+    weights, trainable, adapter_w, nf4 = st.sharded(run, 3) * tr.p, st.params, 0, 0
+    if tr.adapters:
+        trainable, weights, adapter_w, nf4 = _adapter_weights(run, st)
+    if tr.framework is Framework.torchtitan and zero >= 3 and tr.precision is Precision.mixed and not tr.adapters:
+        # FSDP2 in torchtitan (parallelize_llama.apply_fsdp, MixedPrecisionPolicy(param_dtype=bf16)):
+        # the sharded parameters are the fp32 master copy (counted with the optimizer); 16-bit
+        # copies exist only gathered: a unit at a time (the timeline's `gathered`), or the whole
+        # stage under pipeline parallelism, which keeps them unsharded between micro-batches
+        # (reshard_after_forward off when PP is on)
+        weights = st.params * tr.p if par.pipeline > 1 else 0
+    gradients = _shard_trainable(trainable, 2, zero, dp) * tr.grad_bytes if tr.adapters else st.sharded(run, 2) * tr.grad_bytes
+    copies = PARAMETER_COPIES.get(par.schedule, 1) if par.pipeline > 1 else 1
+    if copies > 1:  # DualPipe: both directions' copies of the parameters, each with its gradients
+        weights, gradients = weights * copies, gradients * copies
+    optimizer = _optimizer_bytes(run, st, trainable)
+    fp8_w, no_16bit = _fp8_weight_bytes(run, st)
+    weights += fp8_w - no_16bit
+    host_w = host_g = host_o = 0
+    if tr.offload is not Offload.none:
+        # ZeRO-Offload (Ren et al. 2021): optimizer states, fp32 master and the fp32 gradient
+        # partition live on the host, and the update runs there; the GPU keeps the 16-bit
+        # parameters and reduces gradients through its buckets (timeline). ZeRO-Infinity's
+        # parameter offload (Rajbhandari et al. 2021) moves the ZeRO-3 parameter partition too.
+        host_o, optimizer = optimizer, 0
+        host_g, gradients = ceil_div(trainable if tr.adapters else st.params, dp) * OFFLOAD_GRAD_BYTES, 0
+        if tr.offload is Offload.optimizer_params:
+            host_w, weights, adapter_w, nf4, fp8_w = weights, 0, 0, 0, 0
+    return {"weights": weights, "gradients": gradients, "optimizer": optimizer,
+            "trainable": trainable if tr.adapters else None, "adapter_weights": adapter_w, "quantized_weights": nf4,
+            "fp8_weights": fp8_w, "host_weights": host_w, "host_gradients": host_g, "host_optimizer": host_o}
+
+
+def _adapter_weights(run: _Run, st: _Stage) -> tuple[int, int, int, int]:
+    """Under adapters: (trainable parameters, weights, of them the adapters', of them NF4) on one GPU."""
+    from transformer_calc.estimators.training.finetune import trainable_weight_bytes
+
+    m, tr, shard, zero = run.m, run.tr, run.shard, run.par.zero
+    trainable = run.layers.adapter_params(m, tr, st.chunks, run.par)
+    if st.first:
+        trainable += run.side_first + (run.table if tr.train_embeddings else 0)
+    if st.last:
+        trainable += run.side_last
+        if not m.tied_embeddings and tr.train_head:
+            trainable += shard.lm_head
+        elif m.tied_embeddings and (tr.train_head or tr.train_embeddings) and not (st.first and tr.train_embeddings):
+            trainable += run.table  # the tied table (the last stage's copy when P > 1)
+    frozen, nf4 = run.layers.frozen_weight_bytes(m, tr, st.params, st.chunks, st.first, run.par)
+    if zero >= 3:  # ZeRO-3 / FSDP shards the frozen parameters too
+        frozen, nf4 = ceil_div(frozen * st.sharded(run, 3), st.params), ceil_div(nf4 * st.sharded(run, 3), st.params)
+    adapter_w = _shard_trainable(trainable, 3, zero, run.dp) * trainable_weight_bytes(tr)
+    return trainable, frozen + adapter_w, adapter_w, nf4
+
+
+def _optimizer_bytes(run: _Run, st: _Stage, trainable: int) -> int:
+    """Optimizer states of a stage on one GPU: bytes per (ZeRO-sharded) parameter, or tensor by tensor
+    for the optimizers whose states depend on each tensor's shape (optimizers.py), sharded pro rata."""
+    m, tr, par = run.m, run.tr, run.par
+    opt_params = _shard_trainable(trainable, 1, par.zero, run.dp) if tr.adapters else st.sharded(run, 1)
+    if tr.optimizer not in SHAPED:
+        return opt_params * run.opt_bytes
+    from transformer_calc.estimators.training.optimizers import adapter_tensors, groups, stage_tensors
+
+    T, P = par.tensor, par.pipeline
+    if tr.adapters:
+        tensors = adapter_tensors(m, tr, T, st.n_moe, st.n_dense, st.first, st.last, P,
+                                  counts=stage_counts(m, st.chunks) if layers_differ(m) else None)
+    else:
+        tensors = stage_tensors(m, T, par.expert, par.expert_tensor, st.n_moe, st.n_dense, st.first, st.last, P)
+    states = sum(g.state_bytes for g in groups(tr, tensors))
+    master = MASTER_COPY_BYTES if tr.precision is Precision.mixed and not tr.adapters else 0
+    held = trainable if tr.adapters else st.params
+    return master * opt_params + ceil_div(states * opt_params, max(held, 1))
+
+
+def _fp8_weight_bytes(run: _Run, st: _Stage) -> tuple[int, int]:
+    """(FP8 weight copies and scaling state, the 16-bit GEMM weights --fp8-param-gather does not hold)
+    of a stage on one GPU (fp8.py); 0, 0 without an FP8 recipe."""
+    m, tr, par = run.m, run.tr, run.par
+    if tr.fp8_recipe is FP8Recipe.none:
+        return 0, 0
+    from transformer_calc.estimators.training.fp8 import block_gemms, scaling_state_bytes, weight_copy_bytes
+
+    elems = gemms = 0
+    for moe_kind, count in ((True, st.n_moe), (False, st.n_dense)):
+        if count:
+            e, g = block_gemms(m, moe_kind, par.tensor, par.expert, par.expert_tensor)
+            elems, gemms = elems + count * e, gemms + count * g
+    fp8_w = weight_copy_bytes(elems, tr.fp8_recipe) + scaling_state_bytes(gemms, tr.fp8_recipe)
+    # --fp8-param-gather: the GEMM weights' 16-bit copy is not held (FrameworkMemory)
+    no_16bit = elems * tr.p if run.fwm.fp8_param_gather else 0
+    if par.zero >= 3:  # sharded with the weights they are copies of
+        fp8_w = ceil_div(fp8_w * st.sharded(run, 3), max(st.params, 1))
+        no_16bit = ceil_div(no_16bit * st.sharded(run, 3), max(st.params, 1))
+    return fp8_w, no_16bit
+
+
+def _stage_activations(run: _Run, st: _Stage, alive: tuple[int, ...] | list[int]) -> dict[str, int]:
+    """The activations a stage keeps: `alive[i]` micro-batches of chunk i in flight, each keeping its
+    layers' stored bytes, the embedding's on the first stage and the head's on the last."""
+    m, fwm, chunks = run.m, run.fwm, st.chunks
+    in_flight = sum(alive)
+    alive_moe = sum(k * m.n_moe_layers(c.start, c.stop) for k, c in zip(alive, chunks))
+    alive_dense = sum(k * c.n_layers for k, c in zip(alive, chunks)) - alive_moe
+    if fwm.offloaded_layers:  # P = 1 (checked): blocks 0..N-1 of the one micro-batch in flight are on the
+        # host but for the one in transit (FrameworkMemory)
+        off_moe = m.n_moe_layers(0, fwm.offloaded_layers - 1)
+        alive_moe -= in_flight * off_moe
+        alive_dense -= in_flight * (fwm.offloaded_layers - 1 - off_moe)
+    alive_first = sum(k for k, c in zip(alive, chunks) if c.embedding)
+    alive_last = sum(k for k, c in zip(alive, chunks) if c.head)
+    other = alive_first * run.first_extra + alive_last * run.last_extra
+    if run.parts is not None:  # hybrid: each chunk's layers by kind (BlockParts.chunk)
+        acts = [run.parts.chunk(m, c.start, c.stop) for c in chunks]
+        attention = sum(k * a.attention for k, a in zip(alive, acts))
+        mlp = sum(k * a.mlp for k, a in zip(alive, acts))
+        norm = sum(k * a.norm for k, a in zip(alive, acts))
+    else:
+        layer, dense = run.layer, run.dense_act
+        attention = alive_moe * layer.attention + alive_dense * dense.attention
+        attention -= (alive_moe + alive_dense) * run.mla_qkv  # recompute_modules mla_up_proj (FrameworkMemory)
+        mlp = alive_moe * layer.mlp + alive_dense * dense.mlp
+        norm = alive_moe * layer.norm + alive_dense * dense.norm
+    return {"attention": attention, "mlp": mlp, "norm": norm, "other": other, "in_flight": in_flight}
 
 def _check_framework_memory(m: ModelConfig, tr: Training, par: Parallelism, fwm: FrameworkMemory) -> None:
     """FrameworkMemory's settings where Megatron-core takes them."""
