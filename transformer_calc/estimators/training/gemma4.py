@@ -368,7 +368,7 @@ def _side_adapters(m: ModelConfig, w: Workload, tr: Training) -> _Side:
 
 
 def final_norm_delta(m: ModelConfig, w: Workload, tr: Training) -> int:
-    """torch-eager: what Gemma4RMSNorm keeps as the final norm beyond memory._eager_norm's LlamaRMSNorm (the
+    """torch-eager: what Gemma4RMSNorm keeps as the final norm beyond eager._eager_norm's LlamaRMSNorm (the
     fp32 normalized input instead of the p-byte one, a second fp32 statistic, below fp32 the weight's copy)."""
     N, D, p = w.batch_size * w.seq_len, m.d_model, tr.p
     if not m.final_norm:
