@@ -199,8 +199,6 @@ def build_spec(
     defaults (requests.defaults.sweep_defaults: the flash, zero, recompute and gpu axes, the
     framework, sequence parallelism at T > 1), so that a point is priced as `tcalc memory` prices
     it; without them, the estimators' own (the seed's eager, unsharded picture)."""
-    from transformer_calc.model.config import Recompute
-
     training_section = dict(job.training) if job is not None else {}
     inference_section = dict(job.inference) if job is not None else {}
     names = [m.strip() for m in metrics] if metrics is not None else None
@@ -209,10 +207,41 @@ def build_spec(
         wanted = check_metrics(names)
     want_training = names is None or any(m in TRAINING_METRICS for m in names)
     want_inference = names is not None and any(m in INFERENCE_METRICS for m in names)
+    command = command_defaults or {}
+    axes, gpus = _axes(axes_text, models, training_section if want_training else {},
+                       inference_section if want_inference else {}, command, number, gpu_lookup)
+    if names is None:
+        wanted = check_metrics(["peak_bytes", "fits", "model_flops"] if gpus else ["peak_bytes", "model_flops"])
+    missing = [m for m in wanted if m in NEEDS_GPU]
+    if missing and not gpus:
+        raise TcalcError(f"metrics {', '.join(missing)} need --gpu NAME (e.g. --gpu a100-80gb)")
+    _check_relevant(wanted, axes_text, settings)
+    training, parallelism = _training_settings(axes, training_section, settings, command)
+    _check_dtypes(axes, gpus)
+    engine, inference = _inference_settings(axes, inference_section, settings, want_inference)
+    if "train_days" in wanted and tokens is None:
+        raise TcalcError("train_days needs the token budget: give --tokens, e.g. --tokens 300e9")
+    if mfu is not None and (isinstance(mfu, bool) or not isinstance(mfu, (int, float)) or not 0 < mfu <= 1):
+        raise TcalcError(f"--mfu ({clip_values(str(mfu))}) must be a fraction in (0, 1], e.g. 0.4 for 40 %")
+    if "train_days" in wanted and peak is None:
+        raise TypeError("build_spec needs peak (report.peak_for) for train_days")
+    spec = SweepSpec(axes=axes, metrics=wanted, training=training, parallelism=parallelism, inference=inference,
+                     sp_with_tensor=bool(command.get("sp_with_tensor", False)),
+                     engine=str(engine), tokens=tokens, mfu=0.4 if mfu is None else float(mfu), peak=peak)
+    if spec.size > MAX_POINTS:
+        raise TcalcError(f"the grid has {spec.size:,} points; keep it under {MAX_POINTS:,} (split it, or use fewer values)")
+    return spec, gpus
+
+
+def _axes(axes_text: dict[str, Any], models: dict[str, ModelConfig], training_section: dict[str, Any],
+          inference_section: dict[str, Any], command: dict[str, Any], number: NumberParser | None,
+          gpu_lookup: GpuLookup | None) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """(each axis's values, the GPUs by canonical name): the flag's text, else the job file's value
+    (training: for training metrics, inference: for inference metrics), else the default."""
+    from transformer_calc.model.config import Recompute
 
     axes: dict[str, list[Any]] = {"model": list(models)}
     gpus: dict[str, Any] = {}
-    command = command_defaults or {}
     defaults = {"batch_size": "1", "tensor": "1", "pipeline": "1", "data": "1", "zero": "0", "expert": "1",
                 "context": "1", "recompute": "none", "flash": "false"}  # fmt: skip
     defaults.update({k: command[k] for k in ("flash", "zero", "recompute", "gpu") if k in command})
@@ -221,8 +250,7 @@ def build_spec(
             continue
         text, label = axes_text.get(axis), flag
         if text is None:
-            text = _job_value(axis, flag, training_section if want_training else {},
-                              inference_section if want_inference else {})
+            text = _job_value(axis, flag, training_section, inference_section)
             label = f"the job file's {axis}"
         if text is None:
             text, label = defaults.get(axis), flag
@@ -245,14 +273,13 @@ def build_spec(
                 device = gpu_lookup(str(name))
                 gpus[device.name] = device
             axes[axis] = list(gpus)
-    if names is None:
-        wanted = check_metrics(["peak_bytes", "fits", "model_flops"] if gpus else ["peak_bytes", "model_flops"])
-    missing = [m for m in wanted if m in NEEDS_GPU]
-    if missing and not gpus:
-        raise TcalcError(f"metrics {', '.join(missing)} need --gpu NAME (e.g. --gpu a100-80gb)")
-    _check_relevant(wanted, axes_text, settings)
+    return axes, gpus
 
-    # Training settings: flags, then the job's training: section, then Training's defaults.
+
+def _training_settings(axes: dict[str, list[Any]], training_section: dict[str, Any], settings: dict[str, Any],
+                       command: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(Training fields, Parallelism fields) fixed for every point: flags, then the job's training:
+    section, then Training's defaults; validated with every recompute and flash value of the grid."""
     fixed = {k: v for k, v in training_section.items() if k in TRAINING_SETTINGS}
     fixed.update({k: v for k, v in settings.items() if k in TRAINING_SETTINGS and v is not None})
     if "framework" not in fixed and "framework" in command:
@@ -265,8 +292,11 @@ def build_spec(
     parallelism = build(Parallelism, par_fixed, "sweep training").model_dump(include=set(PARALLEL_SETTINGS))
     if "sequence_parallel" not in par_fixed:  # the framework's default: on at T > 1 (per point)
         parallelism.pop("sequence_parallel", None)
-    sp_with_tensor = bool(command.get("sp_with_tensor", False))
+    return training, parallelism
 
+
+def _check_dtypes(axes: dict[str, list[Any]], gpus: dict[str, Any]) -> None:
+    """Every compute dtype of the grid is one every GPU of the grid has a dense peak for."""
     for dtype in axes.get("dtype", []):
         from transformer_calc.devices.hardware import DTYPES
         from transformer_calc.estimators.inference.roofline import checked_dtype
@@ -281,7 +311,12 @@ def build_spec(
             if canonical not in device.peak_flops:
                 raise TcalcError(f"--dtype {clip_values(dtype)}: {device.name} has no dense {canonical} peak; "
                                  f"choose one of {', '.join(device.peak_flops)}")
-    # Inference settings: flags, then the job's inference: section, then InferenceSpec's defaults.
+
+
+def _inference_settings(axes: dict[str, list[Any]], inference_section: dict[str, Any], settings: dict[str, Any],
+                        want_inference: bool) -> tuple[Any, dict[str, Any]]:
+    """(the serving engine, InferenceSpec fields) fixed for every point: flags, then the job's
+    inference: section, then InferenceSpec's defaults; each dtype and setting checked once."""
     inf = {k: v for k, v in inference_section.items() if k in INFERENCE_SETTINGS}
     inf.update({k: v for k, v in settings.items() if k in INFERENCE_SETTINGS and v is not None})
     engine = inf.pop("engine", DEFAULT_ENGINE)
@@ -292,19 +327,7 @@ def build_spec(
         for dtype, weight in itertools.product(axes.get("dtype", [None]), axes.get("weight_dtype", [None])):
             # every dtype and setting checked once (the weights default as in _inference_metrics)
             point_inference_spec(1, 1, 1, 1, weight or dtype or "bf16", dtype, inference)
-    if "train_days" in wanted and tokens is None:
-        raise TcalcError("train_days needs the token budget: give --tokens, e.g. --tokens 300e9")
-    if mfu is not None and (isinstance(mfu, bool) or not isinstance(mfu, (int, float)) or not 0 < mfu <= 1):
-        raise TcalcError(f"--mfu ({clip_values(str(mfu))}) must be a fraction in (0, 1], e.g. 0.4 for 40 %")
-    if "train_days" in wanted and peak is None:
-        raise TypeError("build_spec needs peak (report.peak_for) for train_days")
-    spec = SweepSpec(axes=axes, metrics=wanted, training=training, parallelism=parallelism, inference=inference,
-                     sp_with_tensor=sp_with_tensor,
-                     engine=str(engine), tokens=tokens, mfu=0.4 if mfu is None else float(mfu), peak=peak)
-    if spec.size > MAX_POINTS:
-        raise TcalcError(f"the grid has {spec.size:,} points; keep it under {MAX_POINTS:,} (split it, or use fewer values)")
-    return spec, gpus
-
+    return engine, inference
 
 def _check_relevant(wanted: tuple[str, ...], axes_text: dict[str, Any], settings: dict[str, Any]) -> None:
     """A flag that changes none of the asked metrics is an error (it would be silently ignored)."""
