@@ -191,7 +191,11 @@ def iter_rows(
 ) -> Iterator[dict[str, Any]]:
     """Every point of the grid (or of its points [start, stop) in grid order) that the model can
     run, as a row: its axis values, S, and the metrics (keys `spec.columns`). Skipped points are
-    counted in `stats`. A generator: rows are priced as they are read."""
+    counted in `stats`. A generator: rows are priced as they are read.
+
+    Longer than 60 lines on purpose: one loop over up to MAX_POINTS points whose reuse caches live in
+    its frame; the per-point work is in `_training_layout`, `_memory_metrics`, `_train_days` and
+    `_inference_metrics`."""
     metrics = spec.metrics
     want = set(metrics)
     want_memory = bool(want & MEMORY_METRICS)
@@ -227,42 +231,11 @@ def iter_rows(
         row["seq_len"] = S
         try:
             if want_memory or want_flops or "train_days" in want:
-                rf = (point["recompute"], point["flash"])
-                tr = trainings.get(rf)
-                if tr is None:
-                    tr = trainings[rf] = Training.model_validate({**spec.training, "recompute": rf[0], "flash": rf[1]})
-                layout = (point["tensor"], point["pipeline"], point["data"], point["zero"], point["expert"], point["context"])
-                par = layouts.get(layout)
-                if par is None:
-                    par = layouts[layout] = Parallelism.model_validate(
-                        {"tensor": layout[0], "pipeline": layout[1], "data": layout[2], "zero": layout[3],
-                         "expert": layout[4], "context": layout[5],
-                         "sequence_parallel": spec.sp_with_tensor and layout[0] > 1, **spec.parallelism})
+                rf, tr, layout, par = _training_layout(spec, point, trainings, layouts)
                 w = Workload.model_construct(seq_len=S, batch_size=B)
                 if want_memory:
-                    key = (label, S, B, rf, layout)
-                    peak = memory_memo.get(key)
-                    if peak is None:
-                        lines = affine_memo.get((label, S, rf, layout))
-                        if lines is None:
-                            lines = affine_memo.put((label, S, rf, layout), affine_peaks(m, S, tr, par, mixed[label]))
-                        if lines is not False:
-                            peak = peak_at(lines, B)
-                    if peak is None:
-                        try:
-                            phase = peak_memory(m, w, tr, par, all_stages=mixed[label]).peak
-                            peak = (phase.total, phase.weights, phase.activations)
-                        except TcalcError:
-                            raise
-                        except (ValueError, TcalcError) as exc:
-                            peak = exc
-                        memory_memo.put(key, peak)
-                    if isinstance(peak, Exception):
-                        raise peak
-                    row["peak_bytes"], row["weights_bytes"], row["activations_bytes"] = peak
-                    if device is not None:
-                        usable = fit_capacity(device.memory_bytes)
-                        row["fits"], row["headroom_bytes"] = peak[0] <= usable, usable - peak[0]
+                    _memory_metrics(m, label, w, tr, par, (label, S, B, rf, layout), mixed[label], device, row,
+                                    memory_memo, affine_memo)
                 if want_flops:
                     flops_key = (label, S, B)
                     step = flops_memo.get(flops_key)
@@ -285,6 +258,54 @@ def iter_rows(
             skip(point, exc)
             continue
         yield {k: row[k] for k in columns}
+
+
+def _training_layout(spec: SweepSpec, point: dict[str, Any], trainings: dict[tuple[str, bool], Training],
+                     layouts: dict[tuple[int, ...], Parallelism]) -> tuple[Any, Training, tuple[int, ...], Parallelism]:
+    """((recompute, flash), its Training, the layout, its Parallelism) of a point, each validated once."""
+    rf = (point["recompute"], point["flash"])
+    tr = trainings.get(rf)
+    if tr is None:
+        tr = trainings[rf] = Training.model_validate({**spec.training, "recompute": rf[0], "flash": rf[1]})
+    layout = (point["tensor"], point["pipeline"], point["data"], point["zero"], point["expert"], point["context"])
+    par = layouts.get(layout)
+    if par is None:
+        par = layouts[layout] = Parallelism.model_validate(
+            {"tensor": layout[0], "pipeline": layout[1], "data": layout[2], "zero": layout[3],
+             "expert": layout[4], "context": layout[5],
+             "sequence_parallel": spec.sp_with_tensor and layout[0] > 1, **spec.parallelism})
+    return rf, tr, layout, par
+
+
+def _memory_metrics(m: ModelConfig, label: str, w: Workload, tr: Training, par: Parallelism, key: tuple[Any, ...],
+                    mixed: bool, device: Any, row: dict[str, Any], memo: Memo, affine_memo: Memo) -> None:
+    """`tcalc memory` at this point: the peak from the stages' lines in B (`affine_peaks`) where they
+    hold, else the timeline; fits and headroom on the point's GPU. `key`: (label, S, B, (recompute,
+    flash), layout)."""
+    S, B = w.seq_len, w.batch_size
+    peak = memo.get(key)
+    if peak is None:
+        affine_key = (label, S, key[3], key[4])
+        lines = affine_memo.get(affine_key)
+        if lines is None:
+            lines = affine_memo.put(affine_key, affine_peaks(m, S, tr, par, mixed))
+        if lines is not False:
+            peak = peak_at(lines, B)
+    if peak is None:
+        try:
+            phase = peak_memory(m, w, tr, par, all_stages=mixed).peak
+            peak = (phase.total, phase.weights, phase.activations)
+        except TcalcError:
+            raise
+        except (ValueError, TcalcError) as exc:
+            peak = exc
+        memo.put(key, peak)
+    if isinstance(peak, Exception):
+        raise peak
+    row["peak_bytes"], row["weights_bytes"], row["activations_bytes"] = peak
+    if device is not None:
+        usable = fit_capacity(device.memory_bytes)
+        row["fits"], row["headroom_bytes"] = peak[0] <= usable, usable - peak[0]
 
 
 def _points(spec: SweepSpec, start: int, stop: int) -> Iterator[tuple[Any, ...]]:
