@@ -21,6 +21,9 @@ def fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
 
     Raises ValueError with the value and the fix; the single-field checks (positivity, types)
     are pydantic's and run afterwards.
+
+    Longer than 60 lines on purpose: one default per field, in the order the fields depend on each
+    other (MLA's head_dim before D/A, d_ff before the MoE widths), which a split would hide.
     """
     d = dict(d)
     D, A = _int_or_none(d.get("d_model")), _int_or_none(d.get("n_heads"))
@@ -216,7 +219,10 @@ def _check_shared_blocks(d: dict[str, Any]) -> None:
 
 
 def _check_pattern(d: dict[str, Any]) -> None:
-    """The attention pattern names the window sizes it needs."""
+    """The attention pattern names the window sizes it needs.
+
+    Longer than 60 lines on purpose: one check per pattern kind and its fields, each naming the field,
+    the value and the fix."""
     pat = d.get("attention_pattern")
     if pat is None:
         for key in ("sliding_kv_heads", "sliding_sinks"):

@@ -78,7 +78,10 @@ class SweepRun:
         each) and sends each chunk's rows through its own pipe, which the reader drains in chunk
         order. A pipe holds little, so a worker waits while the reader is behind: memory stays
         bounded. However the reader stops (the end, an error, Ctrl-C, a closed stdout), the
-        workers are killed and reaped; they share no lock with it."""
+        workers are killed and reaped; they share no lock with it.
+
+        Longer than 60 lines on purpose: the fork, the pipes and their cleanup read as one unit, so
+        that every path out of it visibly kills and reaps the workers."""
         import os
         import pickle
         import signal

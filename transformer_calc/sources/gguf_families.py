@@ -412,7 +412,10 @@ def deepseek2(m: Meta, kv: dict[str, Any], infos: dict[str, TensorInfo]) -> tupl
     latent attention, leading dense blocks, routed and shared experts. Newer converts store MLA as
     MQA over the latent (head_count_kv 1, key_length kv_lora_rank + rope, key_length_mla /
     value_length_mla the real heads) with kv_b split into attn_k_b {nope, kv_lora, A} and attn_v_b
-    {kv_lora, v, A}; older ones key_length / value_length and attn_kv_b {kv_lora, A*(nope + v)}."""
+    {kv_lora, v, A}; older ones key_length / value_length and attn_kv_b {kv_lora, A*(nope + v)}.
+
+    Longer than 60 lines on purpose: one family's metadata keys and tensor shapes, in the order
+    llama-model.cpp reads and creates them, so that it can be checked against that file."""
     names = set(infos)
     L_all, D, A = m.int("block_count"), m.int("embedding_length"), m.int("attention.head_count")
     if L_all > len(infos):

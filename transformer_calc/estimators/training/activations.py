@@ -151,6 +151,10 @@ def _with_adapters(
 
 
 def _layer_activations(m: ModelConfig, w: Workload, tr: Training, par: Parallelism, moe: bool) -> LayerActivations:
+    """One block's stored bytes under the seed and default profiles (`layer_activations`' conventions).
+
+    Longer than 60 lines on purpose: the house bar (STYLE.md) — the paper's letters on the first line,
+    then one term per tensor with its comment and citation, in the block's forward order."""
     B, S, D, A, T, p = w.batch_size, w.seq_len, m.d_model, m.n_heads, par.tensor, tr.p
     seed = tr.activations is ActivationProfile.seed
     check_tensor_parallel(m, T, par.expert, par.expert_tensor)

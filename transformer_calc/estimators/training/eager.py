@@ -125,6 +125,10 @@ def torch_eager_layer(
 
     Dropout on adds the masks (1 byte) where `code` has dropout, and the dropped-out attention
     weights (p·A·S) that the P·V matmul keeps. Sharding under T/SP as in the default profile.
+
+    Longer than 60 lines on purpose: one term per saved tensor in the modeling code's forward order,
+    each with its comment, as the saved_tensors_hooks measurement lists them; split, the order that
+    makes it checkable against the measurement would be lost.
     """
     check_hybrid_training(m, tr)
     B, S, D, A, T, p = w.batch_size, w.seq_len, m.d_model, m.n_heads, par.tensor, tr.p

@@ -162,7 +162,10 @@ def check_training(m: ModelConfig, tr: Training) -> None:
 
 
 def class_activations(m: ModelConfig, w: Workload, tr: Training, c: LayerClass) -> ClassActivations:
-    """One layer of class `c` (T = 1; see the module docstring for both profiles)."""
+    """One layer of class `c` (T = 1; see the module docstring for both profiles).
+
+    Longer than 60 lines on purpose: one term per saved tensor of Gemma4DecoderLayer's forward, in
+    its order (the measurement's, tools/crosscheck/activations_mixers.py)."""
     B, S, D, A, P, p = w.batch_size, w.seq_len, m.d_model, m.n_heads, m.per_layer_input_dim, tr.p
     N = B * S
     if tr.recompute is Recompute.full:
