@@ -231,10 +231,13 @@ def plan_layouts(
     with b); the peak is computed on the stages that bound it (`all_stages=False`). Returns the
     plans that fit (fastest first) and the rejected counted by reason. Bounded: at most a few
     thousand layouts, each O(1).
+
+    Longer than 60 lines on purpose: the search is one nest (T, CP, P, the pipeline layouts, EP),
+    each level's rejections counted where they happen; a layout's micro-batches are
+    `_micro_batch_plans`.
     """
     from transformer_calc.estimators.training.memory import valid_tensor_parallel
     from transformer_calc.estimators.training.timeline import fit_capacity
-    from transformer_calc.model.config import PipelineSchedule
 
     net = network or default_network(gpu)
     cap = capacity if capacity is not None else fit_capacity(gpu.memory_bytes)
@@ -263,15 +266,9 @@ def plan_layouts(
                 if global_batch % dp:
                     reject("the global batch is not a multiple of dp")
                     continue
-                # the split's default schedule (1F1B, interleaved with v > 1), and with two chunks per
-                # stage the framework's two-chunk schedules (PLAN_SCHEDULES)
-                layouts: list[tuple[dict[str, Any], int, PipelineSchedule | None]]
-                layouts = [(split, v, None) for split, v in pipeline_splits(m.n_layers, P)]
-                layouts += [(split, v, PipelineSchedule(sched)) for split, v in pipeline_splits(m.n_layers, P) if v == 2
-                            for sched in schedules if sched != "dualpipe" or P % 2 == 0]
                 per_replica = global_batch // dp
                 bs = [b for b in micro_batches if per_replica % b == 0]
-                for split, v, sched in layouts:
+                for split, v, sched in _pipeline_layouts(m.n_layers, P, schedules):
                     for ep in EPs:
                         if (T * dp) % ep:
                             reject("ep does not divide T·dp")
@@ -280,26 +277,48 @@ def plan_layouts(
                                           expert_tensor=expert_tensor, sequence_parallel=T > 1,
                                           zero=zeros[0] if dp > 1 else 0, pipeline_schedule=sched, **split)
                         tries = [(rc, z) for rc in recomputes for z in (zeros if dp > 1 else (0,))]
-                        for i, b in enumerate(bs):
-                            w = Workload(seq_len=seq_len, batch_size=b)  # the whole sequence: each CP rank S/CP
-                            found, reasons = _plan_fit(m, w, tr, par, tries, cap, per_replica // b)
-                            for reason in reasons:
-                                reject(reason)
-                            if not found:
-                                if reasons and all(r.startswith("does not fit") for r in reasons):
-                                    # memory grows with b: no larger micro-batch fits either (counted alike)
-                                    for _ in bs[i + 1:]:
-                                        for reason in reasons:
-                                            reject(reason)
-                                    break
-                                continue
-                            best: Plan | None = None
-                            for rc, lay, peak in found:
-                                trial = tr.model_copy(update={"recompute": rc, "micro_batches": per_replica // b})
-                                est = estimate_step(m, w, trial, lay, gpu, global_batch=global_batch, network=net)
-                                if best is None or est.step_time_s < best.estimate.step_time_s:
-                                    best = Plan(lay, b, rc, est, peak)
-                            assert best is not None
-                            plans.append(best)
+                        plans += _micro_batch_plans(m, seq_len, tr, par, tries, cap, per_replica, bs, gpu,
+                                                    global_batch, net, reject)
     plans.sort(key=lambda pl: pl.estimate.step_time_s)
     return plans, rejected
+
+
+def _pipeline_layouts(L: int, P: int, schedules: tuple[str, ...]) -> list[tuple[dict[str, Any], int, Any]]:
+    """The split's default schedule (1F1B, interleaved with v > 1), and with two chunks per stage the
+    framework's two-chunk schedules (PLAN_SCHEDULES)."""
+    from transformer_calc.model.config import PipelineSchedule
+
+    layouts: list[tuple[dict[str, Any], int, PipelineSchedule | None]]
+    layouts = [(split, v, None) for split, v in pipeline_splits(L, P)]
+    layouts += [(split, v, PipelineSchedule(sched)) for split, v in pipeline_splits(L, P) if v == 2
+                for sched in schedules if sched != "dualpipe" or P % 2 == 0]
+    return layouts
+
+
+def _micro_batch_plans(m: ModelConfig, seq_len: int, tr: Training, par: Parallelism, tries: list[Any], cap: int,
+                       per_replica: int, bs: list[int], gpu: Any, global_batch: int, net: Network,
+                       reject: Any) -> list[Plan]:
+    """The fastest fitting try of each micro-batch `bs` of one layout; a micro-batch that does not fit
+    at any try ends the search (memory grows with b: no larger one fits either, counted alike)."""
+    out = []
+    for i, b in enumerate(bs):
+        w = Workload(seq_len=seq_len, batch_size=b)  # the whole sequence: each CP rank S/CP
+        found, reasons = _plan_fit(m, w, tr, par, tries, cap, per_replica // b)
+        for reason in reasons:
+            reject(reason)
+        if not found:
+            if reasons and all(r.startswith("does not fit") for r in reasons):
+                for _ in bs[i + 1:]:
+                    for reason in reasons:
+                        reject(reason)
+                break
+            continue
+        best: Plan | None = None
+        for rc, lay, peak in found:
+            trial = tr.model_copy(update={"recompute": rc, "micro_batches": per_replica // b})
+            est = estimate_step(m, w, trial, lay, gpu, global_batch=global_batch, network=net)
+            if best is None or est.step_time_s < best.estimate.step_time_s:
+                best = Plan(lay, b, rc, est, peak)
+        assert best is not None
+        out.append(best)
+    return out
