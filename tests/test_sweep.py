@@ -10,7 +10,8 @@ import pytest
 
 from transformer_calc.cli import run
 from transformer_calc.errors import TcalcError
-from transformer_calc.estimators.sweep import INFERENCE_METRICS, METRIC_SOURCES, TRAINING_METRICS, parse_values
+from transformer_calc.estimators.sweep import INFERENCE_METRICS, METRIC_SOURCES, TRAINING_METRICS
+from transformer_calc.requests.sweep_grid import parse_values
 
 
 def call(capsys, *argv):
@@ -236,7 +237,7 @@ def test_streamed_empty_result_equals_the_buffered_one(capsys, fmt):
 def test_streaming_writes_rows_before_the_grid_ends():
     """A generator, not a list: the first rows exist before the last point is priced."""
     from transformer_calc.sources.presets import preset_model
-    from transformer_calc.estimators.sweep import prepare
+    from transformer_calc.results.sweep_run import prepare
 
     run_ = prepare({"gpt2": preset_model("gpt2")}, {"batch_size": "1..100000:1"}, {}, ["peak_bytes"])
     rows = run_.rows()
@@ -347,7 +348,7 @@ def test_worker_processes_give_the_same_rows_and_skips():
     """Large grids are priced by forked workers in chunks: the same rows, order, skip count and
     reasons as one process."""
     from transformer_calc.sources.presets import gpu, preset_model
-    from transformer_calc.estimators.sweep import prepare
+    from transformer_calc.results.sweep_run import prepare
 
     models = {"llama-2-7b": preset_model("llama-2-7b"), "gpt2": preset_model("gpt2")}
     axes = {"batch_size": "1..40:1", "tensor": "1,2,3,5", "pipeline": "1,2,7", "gpu": "a100-80gb,h100"}
@@ -395,7 +396,7 @@ def test_the_shard_memo_holds_what_it_assumes(preset):
 def test_axis_numbers_are_read_by_the_one_parser(axis, text):
     """A sweep axis's numbers (both doors: prepare's reader) are config.parse_whole's reading, the
     parser of every other integer option: the same value, or both an error."""
-    from transformer_calc.estimators.sweep import _number
+    from transformer_calc.requests.sweep_grid import _number
     from transformer_calc.model.config import parse_whole
 
     try:
@@ -425,7 +426,7 @@ def test_every_point_is_the_memory_report(preset, B, S, T, P, dp, zero, recomput
     from transformer_calc.model.config import Parallelism, Training, Workload
     from transformer_calc.sources.presets import gpu, preset_model
     from transformer_calc.results.memory import memory_report
-    from transformer_calc.estimators.sweep import prepare
+    from transformer_calc.results.sweep_run import prepare
 
     m, device = preset_model(preset), gpu("h100")
     run_ = prepare({preset: m}, {"batch_size": [B], "seq_len": [S], "tensor": [T], "pipeline": [P], "data": [dp],
@@ -485,7 +486,7 @@ def test_affine_peaks_equal_the_timeline_at_every_batch(preset, training, layout
 
 def test_the_typed_result_declares_every_axis_in_grid_order():
     """results/sweep.py's SweepAxes has a field per axis of the grid, in AXES's order (the JSON's)."""
-    from transformer_calc.estimators.sweep import AXES
+    from transformer_calc.requests.sweep_grid import AXES
     from transformer_calc.results.sweep import SweepAxes
 
     assert list(SweepAxes.model_fields) == list(AXES)

@@ -490,7 +490,7 @@ def _sweep_plot_args(sweep_run: Any, plot: Path, x: str | None, y: str | None, s
     """(path, x axis, y metric, series axis, capacity) for render.plot_sweep, checked before the
     sweep runs: a bad --plot, --x, --y or --series writes nothing."""
     from transformer_calc.errors import TcalcError
-    from transformer_calc.estimators.sweep import axis_name
+    from transformer_calc.requests.sweep_grid import axis_name
 
     if plot.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise TcalcError(

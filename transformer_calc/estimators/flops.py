@@ -298,7 +298,7 @@ def indexer_flops(m: ModelConfig, w: Workload, *, causal: bool = False) -> int:
     if not m.is_dsa:
         return 0
     H, d, r_q = m.index_n_heads, m.index_head_dim, m.q_lora_rank
-    assert H is not None and d is not None and r_q is not None  # config._check_dsa
+    assert H is not None and d is not None and r_q is not None  # checks._check_dsa
     B, S, D = w.batch_size, w.seq_len, m.d_model
     projections = FLOPS_PER_MAC * B * S * (r_q * H * d + D * d + D * H)  # wq_b, wk, weights_proj
     num, den = attended_pairs(m, LayerAttention.full, S, causal=causal, windowed=False)

@@ -272,7 +272,7 @@ def _attention_bias(m: ModelConfig, q_heads: int, kv_heads: int, out_bias: bool)
     D, hd = m.d_model, m.head_dim
     if m.is_mla:  # modeling_deepseek_v3.py: q_a_proj, kv_a_proj_with_mqa, o_proj take attention_bias
         r_kv, rope = m.kv_lora_rank, m.qk_rope_head_dim
-        assert r_kv is not None and rope is not None  # MLA's widths are required (config._check_mla)
+        assert r_kv is not None and rope is not None  # MLA's widths are required (checks._check_mla)
         bias = (m.q_lora_rank or 0) + r_kv + rope if m.qkv_bias else 0
         return bias + (D if out_bias else 0)
     q_out = q_heads * (2 if m.attn_output_gate else 1)  # the output gate's logits come from q_proj too
@@ -308,7 +308,7 @@ def indexer_params(m: ModelConfig) -> int:
     if not m.is_dsa:
         return 0
     H, d, r_q, D = m.index_n_heads, m.index_head_dim, m.q_lora_rank, m.d_model
-    assert H is not None and d is not None and r_q is not None  # config._check_dsa
+    assert H is not None and d is not None and r_q is not None  # checks._check_dsa
     layer_norm = 2 * d  # nn.LayerNorm(index_head_dim, eps=1e-6): weight + bias
     return r_q * H * d + D * d + layer_norm + D * H
 

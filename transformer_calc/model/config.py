@@ -13,183 +13,74 @@ re-derive the defaults (`with_overrides`): `--D 1024` on gpt2 gives d_ff = 4096,
 
 from __future__ import annotations
 
-import functools
-
-import re
-
-import math
-from enum import Enum
-from fractions import Fraction
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from transformer_calc.errors import TcalcError, clip, did_you_mean
+from transformer_calc.model.checks import (  # noqa: F401  (re-exported)
+    DELTANET_FIELDS,
+    MAMBA2_FIELDS,
+    MAX_BLOCK_LAYERS,
+    MAX_PATTERN,
+    MAX_SHARED_BLOCK_LAYERS,
+    fill_defaults,
+)
+from transformer_calc.model.jobfile import (  # noqa: F401  (re-exported)
+    CHECK_KEYS,
+    INFERENCE_KEYS,
+    SECTION_ALIASES,
+    TRAINING_KEYS,
+    canonical_section,
+    resolve,
+    split_training,
+)
+from transformer_calc.model.kinds import (  # noqa: F401  (re-exported)
+    ACTIVATION_PARAMS,
+    ATTENTION_KINDS,
+    DEFAULT_EXPANSION,
+    DEFAULT_NORMS_PER_LAYER,
+    GATED_MLPS,
+    LayerAttention,
+    MLPKind,
+    NormKind,
+    Positional,
+    QKNormScope,
+    sequence_mixer_kinds,
+)
+from transformer_calc.model.parse import (  # noqa: F401  (re-exported)
+    MAX_EXPONENT,
+    StrictInputs,
+    parse_bytes,
+    parse_count,
+    parse_whole,
+    reject_bool_numbers,
+)
+from transformer_calc.model.sections import DeepseekV4Blocks, Towers  # noqa: F401  (re-exported)
+from transformer_calc.model.settings import (  # noqa: F401  (re-exported)
+    ActivationProfile,
+    CPCommType,
+    CrossEntropy,
+    FP8Recipe,
+    Finetune,
+    Framework,
+    LoraTarget,
+    MASTER_COPY_BYTES,
+    Offload,
+    OffloadDevice,
+    Optimizer,
+    Parallelism,
+    PipelineSchedule,
+    Precision,
+    Recompute,
+    Training,
+    Workload,
+)
 
+# ModelConfig's kinds, sections, parsers and checks, the run settings and the job-file keys live in
+# sibling modules (model/kinds.py, sections.py, parse.py, checks.py, settings.py, jobfile.py); they are
+# re-exported here, the public import path.
 
-class MLPKind(str, Enum):
-    """MLP non-linearity; the gated kinds (GLU variants) have three matrices (gate, up, down)."""
-
-    gelu = "gelu"
-    relu = "relu"
-    swiglu = "swiglu"
-    geglu = "geglu"
-    relu2 = "relu2"  # squared ReLU, plain (up, down): So et al. 2021 (Primer); Arcee AFM (hidden_act relu2)
-    relu2_glu = "relu2_glu"  # squared ReLU gating the up projection (gate, up, down): BitNet b1.58 (hidden_act relu2)
-    xielu = "xielu"  # xIELU, plain (up, down), two learned scalars per MLP: Huang et al. 2025; Apertus
-
-
-@functools.lru_cache(maxsize=256)
-def _mixer_kinds(pattern: tuple[LayerAttention, ...]) -> tuple[LayerAttention, ...]:
-    """ModelConfig.mixer_kinds of an attention pattern (cached: the planner asks it ~10^5 times)."""
-    return tuple(k for k in LayerAttention if k not in ATTENTION_KINDS and k is not LayerAttention.none and k in pattern)
-
-
-class Positional(str, Enum):
-    """Positional encoding; only `learned` carries parameters (a K x D table)."""
-
-    learned = "learned"
-    rotary = "rotary"
-    alibi = "alibi"
-    sinusoidal = "sinusoidal"
-    none = "none"
-
-
-class NormKind(str, Enum):
-    layernorm = "layernorm"
-    rmsnorm = "rmsnorm"
-
-
-class LayerAttention(str, Enum):
-    """A layer's sequence mixer (HF `layer_types`): softmax attention that sees every earlier token,
-    a window or a chunk of them (docs/formulas.md "Sliding window"), or a mixer with a constant
-    state instead of a KV cache (transformer_calc/estimators/mixers/, one module per kind;
-    docs/adding-a-block.md)."""
-
-    full = "full"  # every earlier token (causal)
-    sliding = "sliding"  # the last `sliding_window` tokens (Mistral, Gemma 2/3, gpt-oss)
-    chunked = "chunked"  # tokens of the same `attention_chunk_size` block (Llama 4 local layers)
-    deltanet = "deltanet"  # Gated DeltaNet (Yang et al. 2024; Qwen3-Next, Qwen3.5): conv + delta-rule state
-    mamba2 = "mamba2"  # Mamba-2 (Dao & Gu 2024; Bamba, Granite-4.0-H): conv + SSM state
-    conv = "conv"  # gated short convolution (LFM2): conv state only
-    mamba = "mamba"  # Mamba(-1) selective scan (Gu & Dao 2023; Jamba): conv + SSM state
-    lightning = "lightning"  # lightning attention (MiniMax-01): a running K^T·V per head
-    kda = "kda"  # Kimi Delta Attention (Kimi Linear): Gated DeltaNet with a per-channel decay
-    none = "none"  # no sequence mixer: with one_mixer_per_layer, the layer is its MLP or MoE alone (Nemotron-H)
-
-
-# The kinds that are softmax attention (Q, K, V, O and a KV cache); the others are `mixers` kinds.
-ATTENTION_KINDS = frozenset({LayerAttention.full, LayerAttention.sliding, LayerAttention.chunked})
-
-
-class QKNormScope(str, Enum):
-    """Width of the q/k norms when `qk_norm` is on."""
-
-    head = "head"  # one norm of head_dim, shared by all heads (Qwen3, Gemma 3, Phi)
-    full = "full"  # q over n_heads*head_dim, k over n_kv_heads*head_dim (OLMo-2, Cohere)
-
-
-class Towers(BaseModel):
-    """The parts of a multimodal model that are not the decoder: its vision and audio encoders and the
-    projectors that map their outputs into the language model's width (docs/formulas.md "Towers").
-
-    Each count is the exact number of parameters transformers builds for that part (computed from the
-    config's vision_config/audio_config by `transformer_calc.sources.hf_towers`, one function per
-    tower family citing its modeling file); `image_tokens` is how many language-model tokens one image
-    becomes, `image_patches` how many patches the vision encoder runs per image (its forward FLOPs).
-    `image_flops`, when given, is the encoder's forward FLOPs per image counted by layer (a
-    convolutional encoder, whose FLOPs are not 2·N·patches).
-    `text_only` drops the towers from every count (the language model alone); results say so.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    vision: int = Field(default=0, ge=0, description="vision encoder parameters")
-    audio: int = Field(default=0, ge=0, description="audio encoder parameters")
-    projector: int = Field(default=0, ge=0, description="multimodal projector parameters (into the LM width)")
-    image_tokens: int = Field(default=0, ge=0, description="language-model tokens one image becomes")
-    image_patches: int = Field(default=0, ge=0, description="patches the vision encoder processes per image")
-    image_flops: int = Field(
-        default=0, ge=0,
-        description="forward FLOPs of the vision encoder for one image, counted layer by layer where it is not a "
-                    "transformer over patches (Gemma 3n's convolutional MobileNetV5); 0: 2·vision·image_patches",
-    )
-    text_only: bool = Field(default=False, description="the towers are dropped: every count is the language model's")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_bool_numbers(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            for key, value in data.items():
-                if key != "text_only" and isinstance(value, bool):
-                    raise ValueError(f"towers.{key} ({value}) is a boolean, not a number; give a number")
-        return data
-
-    @property
-    def params(self) -> int:
-        """Every tower parameter, counted or not (vision + audio + projector)."""
-        return self.vision + self.audio + self.projector
-
-    @property
-    def vision_flops(self) -> int:
-        """Forward FLOPs of the vision encoder for one image: `image_flops` where counted by layer, else
-        the first-order 2·vision·image_patches (docs/formulas.md "Towers")."""
-        return self.image_flops or 2 * self.vision * self.image_patches
-
-    @property
-    def counted(self) -> int:
-        """The tower parameters the model's counts include (0 when text_only)."""
-        return 0 if self.text_only else self.params
-
-
-class DeepseekV4Blocks(BaseModel):
-    """DeepSeek-V4's parts beyond a plain MoE decoder (modeling_deepseek_v4.py, transformers 5.23;
-    DeepSeek-V4 technical report §2; docs/formulas.md §5.16): manifold-constrained hyper-connections
-    (hc_mult residual streams, two DeepseekV4HyperConnection mixers per layer and a DeepseekV4HyperHead),
-    a shared-KV query/key attention with a low-rank query (q_a_proj, q_b_proj) and a grouped low-rank
-    output projection (o_a_proj: o_groups blocks to o_lora_rank each, then o_b_proj), a sliding window
-    on every layer, a compressor on the compressed sparse attention (CSA) and heavily compressed
-    attention (HCA) layers, a lightning indexer on the CSA layers, and hash-routed MoE layers.
-
-    The model's other fields carry what is plain: n_heads, head_dim (K = V, one head), the MoE
-    (n_experts, experts_per_token, moe_d_ff; the shared expert is one MLP of moe_d_ff), the sliding
-    window and the per-head attention sinks. The estimators that do not price these parts refuse the
-    model by name (`ModelConfig.irregular_layers`)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    hc_mult: int = Field(gt=0, description="n_hc, residual streams of the hyper-connections (hc_mult)")
-    q_lora_rank: int = Field(gt=0, description="r_q, the query low rank (q_a_proj D x r_q, q_b_proj r_q x A·h_d)")
-    o_groups: int = Field(gt=0, description="g, head groups of the grouped output projection (o_groups)")
-    o_lora_rank: int = Field(gt=0, description="d_g, each group's output width in o_a_proj (o_lora_rank)")
-    csa_layer_ids: tuple[int, ...] = Field(default=(), description="layers with compressed sparse attention (CSA)")
-    hca_layer_ids: tuple[int, ...] = Field(default=(), description="layers with heavily compressed attention (HCA)")
-    csa_compress_rate: int = Field(gt=0, description="m, source tokens per CSA compressed entry")
-    hca_compress_rate: int = Field(gt=0, description="m', source tokens per HCA compressed entry")
-    index_n_heads: int = Field(gt=0, description="H_I, indexer query heads of a CSA layer")
-    index_head_dim: int = Field(gt=0, description="d_I, indexer head width (its compressed key)")
-    index_topk: int = Field(gt=0, description="k_I, compressed entries each query of a CSA layer attends")
-    hash_moe_layer_ids: tuple[int, ...] = Field(
-        default=(), description="MoE layers whose experts a frozen token-id table picks (hash routing)"
-    )
-
-    @model_validator(mode="after")
-    def _check(self) -> DeepseekV4Blocks:
-        csa, hca = set(self.csa_layer_ids), set(self.hca_layer_ids)
-        if csa & hca:
-            raise ValueError(f"deepseek_v4: layers {clip(sorted(csa & hca))} are both CSA and HCA; give each layer one kind")
-        for key in ("csa_layer_ids", "hca_layer_ids", "hash_moe_layer_ids"):
-            ids = getattr(self, key)
-            if any(i < 0 for i in ids) or list(ids) != sorted(set(ids)):
-                raise ValueError(f"deepseek_v4.{key} ({clip(list(ids))}) must be distinct, increasing layer indices")
-        return self
-
-
-GATED_MLPS = frozenset({MLPKind.swiglu, MLPKind.geglu, MLPKind.relu2_glu})
-# learned scalars of one MLP's activation (modeling_apertus.py XIELUActivation: alpha_p, alpha_n)
-ACTIVATION_PARAMS = {MLPKind.xielu: 2}
-DEFAULT_EXPANSION = 4  # E: the seed's (and GPT-2/3's) MLP width d_ff = 4 * D
-DEFAULT_NORMS_PER_LAYER = 2  # pre-attention and pre-MLP norm (seed, "Layer Norm")
 
 # Seed letters (and a few common spellings) -> canonical field names.
 ALIASES: dict[str, str] = {
@@ -202,7 +93,6 @@ ALIASES: dict[str, str] = {
     "kv_heads": "n_kv_heads",
 }
 
-MAX_PATTERN = 4096  # longest attention pattern accepted (it repeats over the layers)
 
 # Pairs where giving one makes the other a derived value.
 _EXCLUSIVE = {"d_ff": "expansion", "expansion": "d_ff"}
@@ -451,7 +341,7 @@ class ModelConfig(BaseModel):
             raise ValueError(f"a model must be a mapping of fields, got {type(data).__name__}")
         given = canonical_keys(data)
         reject_bool_numbers(cls, given)
-        model = handler(_fill_defaults(given))
+        model = handler(fill_defaults(given))
         model._given = frozenset(given)
         return model
 
@@ -633,7 +523,7 @@ class ModelConfig(BaseModel):
     @property
     def mixer_kinds(self) -> tuple[LayerAttention, ...]:
         """The non-attention mixer kinds the pattern uses (Gated DeltaNet, ...), in enum order."""
-        return _mixer_kinds(self.attention_pattern)
+        return sequence_mixer_kinds(self.attention_pattern)
 
     @property
     def is_hybrid(self) -> bool:
@@ -665,35 +555,6 @@ class ModelConfig(BaseModel):
     def with_overrides(self, overrides: dict[str, Any]) -> ModelConfig:
         """A new, re-validated config; derived defaults are recomputed from the new values."""
         return ModelConfig.model_validate(merge_spec(self.given, overrides))
-
-
-def _is_number_field(annotation: Any) -> bool:
-    """int, float, or one of them | None (the fields a boolean must never fill)."""
-    import types
-    import typing
-
-    args = typing.get_args(annotation) if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union else (annotation,)
-    return any(a in (int, float) for a in args)
-
-
-def reject_bool_numbers(cls: Any, data: Any) -> None:
-    """YAML's yes/on/true and --set n_layers=true are booleans: never a number (True is not 1)."""
-    if not isinstance(data, dict):
-        return
-    for key, value in data.items():
-        field = cls.model_fields.get(key)
-        if field is not None and isinstance(value, bool) and _is_number_field(field.annotation):
-            raise ValueError(f"{key} ({clip(value)}) is a boolean, not a number; give a number")
-
-
-class StrictInputs(BaseModel):
-    """Config models whose numeric fields never take a boolean."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_bool_numbers(cls, data: Any) -> Any:
-        reject_bool_numbers(cls, data)
-        return data
 
 
 def build_model(spec: dict[str, Any], where: str = "model") -> ModelConfig:
@@ -770,281 +631,6 @@ def merge_spec(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any
     return merged
 
 
-def _fill_defaults(d: dict[str, Any]) -> dict[str, Any]:
-    """Fill the defaults that depend on other fields; validate cross-field constraints.
-
-    Raises ValueError with the value and the fix; the single-field checks (positivity, types)
-    are pydantic's and run afterwards.
-    """
-    d = dict(d)
-    D, A = _int_or_none(d.get("d_model")), _int_or_none(d.get("n_heads"))
-    _check_mla(d)  # MLA fixes head_dim (d_nope + d_rope) before the D/A default applies
-    if d.get("head_dim") is None and D is not None and A is not None and A > 0:
-        if D % A != 0:
-            raise ValueError(
-                f"d_model ({D}) must be divisible by n_heads ({A}); "
-                "choose another n_heads or give head_dim explicitly"
-            )
-        d["head_dim"] = D // A
-    if d.get("n_kv_heads") is None and A is not None:
-        d["n_kv_heads"] = A
-    kv = _int_or_none(d.get("n_kv_heads"))
-    if A is not None and kv is not None and kv > 0 and A % kv != 0:
-        raise ValueError(
-            f"n_heads ({A}) must be divisible by n_kv_heads ({kv}); use a divisor of {A}"
-        )
-    E = d.get("expansion")
-    if E is not None and (
-        isinstance(E, bool) or not isinstance(E, (int, float)) or not math.isfinite(E) or E <= 0
-    ):
-        raise ValueError(f"expansion E ({clip(E)}) must be a positive finite number, e.g. 4 or 3.5")
-    if d.get("d_ff") is None and D is not None:
-        if E is None:
-            d["d_ff"] = DEFAULT_EXPANSION * D
-        else:
-            width = Fraction(str(E)) * D
-            if width.denominator != 1:
-                raise ValueError(
-                    f"expansion E ({E}) times d_model ({D}) is {float(width)}, not an integer; "
-                    "give d_ff explicitly"
-                )
-            d["d_ff"] = int(width)
-    elif E is not None and D is not None and _int_or_none(d.get("d_ff")) is not None:
-        if isinstance(E, (int, float)) and Fraction(str(E)) * D != d["d_ff"]:
-            raise ValueError(
-                f"d_ff ({d['d_ff']}) disagrees with expansion E ({E}) x d_model ({D}); give one"
-            )
-    if d.get("norm_bias") is None:
-        norm = d.get("norm", NormKind.layernorm)
-        d["norm_bias"] = (norm.value if isinstance(norm, NormKind) else norm) == "layernorm"
-    bias = d.get("bias", True)
-    for key in ("qkv_bias", "attn_out_bias", "mlp_bias"):
-        if d.get(key) is None:
-            d[key] = bias
-    if d.get("moe_d_ff") is None and d.get("d_ff") is not None:
-        d["moe_d_ff"] = d["d_ff"]
-    _check_pattern(d)
-    _check_dsa(d)
-    _check_shared_blocks(d)
-    n_exp, k_exp = _int_or_none(d.get("n_experts")), _int_or_none(d.get("experts_per_token"))
-    if d.get("moe_latent_dim") is not None and not ((n_exp or 1) > 1 or d.get("router")):
-        raise ValueError(f"moe_latent_dim ({clip(d['moe_latent_dim'])}) needs a mixture of experts; "
-                         "set n_experts too (or drop it)")
-    if d.get("router") is None:
-        d["router"] = n_exp is not None and n_exp > 1
-    _check_gemma4(d)
-    _check_deepseek_v4(d)
-    experts = 1 if n_exp is None else n_exp  # a dense model is one expert
-    if k_exp is not None and k_exp > experts > 0:
-        raise ValueError(
-            f"experts_per_token ({k_exp}) exceeds n_experts ({experts}); use at most {experts}"
-            + (" (the model is dense: set n_experts for a mixture of experts)" if experts == 1 else "")
-        )
-    return d
-
-
-def _check_deepseek_v4(d: dict[str, Any]) -> None:
-    """DeepSeek-V4's layer lists name layers of the model."""
-    v4, L = d.get("deepseek_v4"), _int_or_none(d.get("n_layers"))
-    if v4 is None or L is None:
-        return
-    get = v4.get if isinstance(v4, dict) else (lambda key, default=None: getattr(v4, key, default))
-    for key in ("csa_layer_ids", "hca_layer_ids", "hash_moe_layer_ids"):
-        ids = get(key, ()) or ()
-        if isinstance(ids, (list, tuple)) and any(isinstance(i, int) and not 0 <= i < L for i in ids):
-            raise ValueError(f"deepseek_v4.{key} ({clip(list(ids))}) holds a layer outside 0 .. n_layers - 1 ({L - 1}); "
-                             "drop it or raise n_layers")
-    n_exp = _int_or_none(d.get("n_experts"))
-    if n_exp is None or n_exp < 2:
-        raise ValueError("deepseek_v4 needs its mixture of experts: give n_experts (> 1), experts_per_token and moe_d_ff")
-
-
-def _check_gemma4(d: dict[str, Any]) -> None:
-    """Gemma 4's layer variants name what they vary."""
-    L, shared = _int_or_none(d.get("n_layers")), _int_or_none(d.get("kv_shared_layers"))
-    if L is not None and shared is not None and shared >= L > 0:
-        raise ValueError(f"kv_shared_layers ({shared}) must be below n_layers ({L}): the first layer computes "
-                         f"its own K/V; use at most {L - 1}")
-    if d.get("kv_shared_double_mlp") is True and not shared:
-        raise ValueError("kv_shared_double_mlp widens the MLP of the kv-shared layers: give kv_shared_layers too (or drop it)")
-    if d.get("per_layer_vocab_size") is not None and not _int_or_none(d.get("per_layer_input_dim")):
-        raise ValueError("per_layer_vocab_size sizes the per-layer embedding table: give per_layer_input_dim too (or drop it)")
-    kv, A = _int_or_none(d.get("full_kv_heads")), _int_or_none(d.get("n_heads"))
-    if kv is not None and A is not None and kv > 0 and A % kv:
-        raise ValueError(f"n_heads ({A}) must be divisible by full_kv_heads ({kv}); use a divisor of {A}")
-    if d.get("router_scales") is True and d.get("router") is not True:
-        raise ValueError("router_scales scales a MoE router: give n_experts > 1 or router true too (or drop it)")
-    if (d.get("kv_lora_rank") is not None and (d.get("full_head_dim") is not None or d.get("full_kv_heads") is not None
-                                               or d.get("full_k_eq_v") is True or shared)):
-        raise ValueError("full_head_dim, full_kv_heads, full_k_eq_v and kv_shared_layers vary standard attention; "
-                         "they do not apply to multi-head latent attention (kv_lora_rank): drop them")
-
-
-_MLA_KEYS = ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
-
-
-def _check_mla(d: dict[str, Any]) -> None:
-    """MLA: kv_lora_rank with its three head widths; head_dim is the q/k head (nope + rope)."""
-    if d.get("kv_lora_rank") is None:
-        # v_head_dim alone is a plain attention's value head width (MiMo-V2-Flash)
-        extra = [k for k in ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim") if d.get(k) is not None]
-        if extra:
-            raise ValueError(
-                f"{extra[0]} ({clip(d[extra[0]])}) is a multi-head latent attention width; "
-                "give kv_lora_rank too (or drop it)"
-            )
-        return
-    missing = [k for k in _MLA_KEYS if d.get(k) is None]
-    if missing:
-        raise ValueError(f"multi-head latent attention (kv_lora_rank) needs {', '.join(missing)}; give them")
-    nope, rope = _int_or_none(d["qk_nope_head_dim"]), _int_or_none(d["qk_rope_head_dim"])
-    if nope is not None and rope is not None:
-        hd = _int_or_none(d.get("head_dim"))
-        if d.get("head_dim") is not None and hd is not None and hd != nope + rope:
-            raise ValueError(
-                f"head_dim ({hd}) must equal qk_nope_head_dim + qk_rope_head_dim ({nope + rope}) "
-                "under multi-head latent attention; drop head_dim"
-            )
-        d["head_dim"] = nope + rope
-    if d.get("n_kv_heads") is not None and d.get("n_kv_heads") != d.get("n_heads"):
-        raise ValueError(
-            f"n_kv_heads ({clip(d['n_kv_heads'])}) does not apply to multi-head latent attention "
-            "(every head reads the shared latent); drop n_kv_heads"
-        )
-
-
-_DSA_KEYS = ("index_topk", "index_n_heads", "index_head_dim")
-
-
-def _check_dsa(d: dict[str, Any]) -> None:
-    """DSA (modeling_deepseek_v32.py DeepseekV32Indexer): the indexer's query comes from MLA's
-    q_lora_rank latent (wq_b), so it needs MLA with a query low rank, and all three widths."""
-    given = [k for k in _DSA_KEYS if d.get(k) is not None]
-    if not given:
-        if d.get("index_shared_layer_ids"):
-            raise ValueError("index_shared_layer_ids needs DeepSeek Sparse Attention; give index_topk too (or drop it)")
-        return
-    missing = [k for k in _DSA_KEYS if d.get(k) is None]
-    if missing:
-        raise ValueError(f"DeepSeek Sparse Attention ({given[0]}) needs {', '.join(missing)}; give them")
-    if d.get("kv_lora_rank") is None or d.get("q_lora_rank") is None:
-        raise ValueError(
-            "DeepSeek Sparse Attention (index_topk) is built on multi-head latent attention with a query low rank: "
-            "give kv_lora_rank and q_lora_rank (the indexer's wq_b reads the q_lora_rank latent)"
-        )
-    rope = _int_or_none(d.get("qk_rope_head_dim"))
-    width = _int_or_none(d.get("index_head_dim"))
-    if rope is not None and width is not None and width < rope:
-        raise ValueError(
-            f"index_head_dim ({width}) must be >= qk_rope_head_dim ({rope}): the indexer rotates that many of its dims"
-        )
-
-
-MAX_SHARED_BLOCK_LAYERS = 65536  # most applications of a shared block (its layer list is read one by one)
-
-
-def _check_shared_blocks(d: dict[str, Any]) -> None:
-    """Shared transformer blocks (Zamba2, estimators/shared_block.py): the layers they run at are
-    distinct layer indices in increasing order; the adapter fields need them."""
-    ids = d.get("shared_block_layer_ids")
-    if not ids:
-        for key in ("shared_block_adapter_rank", "shared_attention_adapters"):  # (shared_blocks_tied: a default True)
-            if d.get(key):
-                raise ValueError(f"{key} ({clip(d[key])}) needs shared blocks; give shared_block_layer_ids too (or drop it)")
-        return
-    if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)):
-        raise ValueError(f"shared_block_layer_ids ({clip(ids)}) must be a list of layer indices, e.g. [5, 11]")
-    if len(ids) > MAX_SHARED_BLOCK_LAYERS:
-        raise ValueError(f"shared_block_layer_ids has {len(ids)} entries; give at most {MAX_SHARED_BLOCK_LAYERS}")
-    L = _int_or_none(d.get("n_layers"))
-    bad = next((i for i in ids if isinstance(i, bool) or not isinstance(i, int) or i < 0
-                or (L is not None and i >= L)), None)
-    if bad is not None:
-        raise ValueError(
-            f"shared_block_layer_ids holds {clip(bad)}; each entry is a layer index from 0 to n_layers - 1 ({clip(L)})"
-        )
-    if any(b <= a for a, b in zip(ids, ids[1:])):
-        raise ValueError(f"shared_block_layer_ids ({clip(list(ids))}) must be distinct and increasing; sort it")
-    if d.get("shared_attention_adapters") and d.get("shared_block_adapter_rank") is None:
-        raise ValueError("shared_attention_adapters needs shared_block_adapter_rank (the adapters' rank); give it")
-
-
-def _check_pattern(d: dict[str, Any]) -> None:
-    """The attention pattern names the window sizes it needs."""
-    pat = d.get("attention_pattern")
-    if pat is None:
-        for key in ("sliding_kv_heads", "sliding_sinks"):
-            if d.get(key):
-                raise ValueError(f"{key} ({clip(d[key])}) needs sliding layers in attention_pattern; drop it or add them")
-        return
-    if isinstance(pat, (str, bytes)) or not isinstance(pat, (list, tuple)):
-        raise ValueError(
-            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked/deltanet/mamba2/mamba/conv/lightning/kda/none, e.g. [sliding, full]"
-        )
-    if not pat or len(pat) > MAX_PATTERN:
-        raise ValueError(
-            f"attention_pattern has {len(pat)} entries; give 1 to {MAX_PATTERN} (it repeats over the layers)"
-        )
-    bad = next((k for k in pat if not isinstance(k, (str, LayerAttention))), None)
-    if bad is not None:
-        raise ValueError(f"attention_pattern holds {clip(bad)}; each entry is full, sliding or chunked")
-    kinds = {k.value if isinstance(k, LayerAttention) else k for k in pat}
-    if "deltanet" in kinds:
-        missing = [k for k in DELTANET_FIELDS if d.get(k) is None]
-        if missing:
-            raise ValueError(f"attention_pattern has deltanet layers but {', '.join(missing)} is not given; give it")
-        hk, hv = _int_or_none(d.get("linear_key_heads")), _int_or_none(d.get("linear_value_heads"))
-        if hk and hv and hv % hk:
-            raise ValueError(
-                f"linear_value_heads ({hv}) must be a multiple of linear_key_heads ({hk}) "
-                "(each key head serves H_v/H_k value heads); use a multiple of it"
-            )
-    if "kda" in kinds:
-        missing = [k for k in DELTANET_FIELDS if d.get(k) is None]
-        if missing:
-            raise ValueError(f"attention_pattern has kda layers but {', '.join(missing)} is not given; give it")
-        for key, value in (("linear_value_heads", "linear_key_heads"), ("linear_value_head_dim", "linear_key_head_dim")):
-            if _int_or_none(d.get(key)) != _int_or_none(d.get(value)):
-                raise ValueError(
-                    f"{key} ({clip(d.get(key))}) must equal {value} ({clip(d.get(value))}) in a model with kda layers "
-                    f"(Kimi Delta Attention's q, k and v share heads and width); set it to {clip(d.get(value))}"
-                )
-    if "none" in kinds and d.get("one_mixer_per_layer") is not True:
-        raise ValueError("attention_pattern has none layers (no sequence mixer) but one_mixer_per_layer is not set; set it")
-    if d.get("one_mixer_per_layer") is True:
-        L = _int_or_none(d.get("n_layers"))
-        if L is not None and L > MAX_BLOCK_LAYERS:
-            raise ValueError(f"n_layers ({L}) is above {MAX_BLOCK_LAYERS}, the most a one_mixer_per_layer model takes")
-    if "mamba" in kinds:
-        missing = [k for k in ("ssm_inner", "ssm_state_size", "ssm_dt_rank", "conv_kernel") if d.get(k) is None]
-        if missing:
-            raise ValueError(f"attention_pattern has mamba layers but {', '.join(missing)} is not given; give it")
-    if "lightning" in kinds and d.get("lightning_block_size") is None:
-        raise ValueError("attention_pattern has lightning layers but lightning_block_size is not given; give it")
-    if "conv" in kinds and d.get("conv_kernel") is None:
-        raise ValueError("attention_pattern has conv layers but conv_kernel is not given; give it")
-    if "mamba2" in kinds:
-        missing = [k for k in MAMBA2_FIELDS if d.get(k) is None]
-        if missing:
-            raise ValueError(f"attention_pattern has mamba2 layers but {', '.join(missing)} is not given; give it")
-        heads, groups = _int_or_none(d.get("ssm_heads")), _int_or_none(d.get("ssm_groups"))
-        if heads and groups and heads % groups:
-            raise ValueError(f"ssm_heads ({heads}) must be a multiple of ssm_groups ({groups}); use a multiple of it")
-    for key in ("sliding_kv_heads", "sliding_sinks"):
-        if d.get(key) and "sliding" not in kinds:
-            raise ValueError(f"{key} ({clip(d[key])}) needs sliding layers in attention_pattern; drop it or add them")
-    skv, A = _int_or_none(d.get("sliding_kv_heads")), _int_or_none(d.get("n_heads"))
-    if skv and A and A % skv:
-        raise ValueError(f"n_heads ({A}) must be divisible by sliding_kv_heads ({skv}); use a divisor of {A}")
-    if d.get("sliding_sinks") and d.get("attention_sinks"):
-        raise ValueError("sliding_sinks (sinks on the sliding layers only) and attention_sinks (every layer) "
-                         "exclude one another; keep one")
-    if "sliding" in kinds and d.get("sliding_window") is None:
-        raise ValueError("attention_pattern has sliding layers but sliding_window is not given; give it")
-    if "chunked" in kinds and d.get("attention_chunk_size") is None:
-        raise ValueError("attention_pattern has chunked layers but attention_chunk_size is not given; give it")
-
-
 # Fields a result's model section lists only when the model sets them (the widths of the mixers other
 # than attention): the JSON of every attention-only model stays as it was.
 SHOWN_WHEN_SET = frozenset({
@@ -1060,509 +646,6 @@ SHOWN_WHEN_SET = frozenset({
     "per_layer_vocab_size", "router_scales", "altup_inputs", "laurel_rank",
     "deepseek_v4",  # DeepSeek-V4 (docs/formulas.md §5.16)
 })
-MAX_BLOCK_LAYERS = 65536  # most layers of a one_mixer_per_layer model (its MoE layers are counted one by one)
-MAMBA2_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "conv_kernel")
-DELTANET_FIELDS = ("linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim", "conv_kernel")
-
-
-def _int_or_none(value: Any) -> int | None:
-    """The value if it is a usable int (pydantic reports the others with their field name)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("+").isdigit():
-        return int(value)
-    return None
-
-
-# ============================================================================ workload, training
-class Workload(StrictInputs):
-    """What one step processes: S tokens per sequence, B sequences per micro-batch (per GPU)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    seq_len: int = Field(gt=0, description="S, tokens per sequence")
-    batch_size: int = Field(default=1, gt=0, description="B, micro-batch size (sequences per GPU)")
-
-
-class PipelineSchedule(str, Enum):
-    """The pipeline schedule (estimators/training/schedules.py: bubbles and in-flight activations)."""
-
-    one_f_one_b = "1f1b"  # Narayanan et al. 2021 §2.2.1 (PipeDream-Flush)
-    interleaved = "interleaved"  # interleaved 1F1B over v model chunks per stage (§2.2.2)
-    zb_h1 = "zb-h1"  # zero-bubble H1: backward split into input (B) and weight (W) passes (Qi et al. 2023)
-    zb_v = "zb-v"  # zero-bubble V: two chunks per stage in a V (Qi et al. 2024)
-    dualpipe = "dualpipe"  # DeepSeek-V3's bidirectional schedule (two chunks per stage, 2x parameters)
-
-
-class CPCommType(str, Enum):
-    """How context parallelism exchanges K/V (Transformer Engine / Megatron-core `cp_comm_type`)."""
-
-    p2p = "p2p"  # ring: K/V blocks passed rank to rank under the attention kernels (Liu et al. 2023)
-    all_gather = "all_gather"  # K/V all-gathered, then attention on the local Q chunk (Llama 3 §3.3.2)
-
-
-class Parallelism(StrictInputs):
-    """How the model and the batch are split over GPUs (Megatron-LM / ZeRO conventions)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    tensor: int = Field(default=1, gt=0, description="T, tensor-parallel ranks")
-    sequence_parallel: bool = Field(default=False, description="Korthikanti et al. 2022 sequence parallelism")
-    pipeline: int = Field(default=1, gt=0, description="P, pipeline stages")
-    data: int = Field(default=1, gt=0, description="data-parallel replicas")
-    zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage: 1 optimizer, 2 +gradients, 3 +weights")
-    expert: int = Field(default=1, gt=0, description="ep, expert-parallel ranks (routed experts split)")
-    context: int = Field(default=1, gt=0, description="cp, context-parallel ranks (the sequence split)")
-    virtual_stages: int = Field(default=1, gt=0, description="v, interleaved 1F1B model chunks per stage")
-    expert_tensor: int | None = Field(
-        default=None, gt=0, description="etp, tensor-parallel ranks of one expert (default T, Megatron-core)"
-    )
-    # Uneven pipelines as Megatron-core builds them (estimators/training/memory.py pipeline_layout)
-    first_stage_layers: int | None = Field(
-        default=None, gt=0, description="blocks on the first pipeline stage (Megatron --decoder-first-pipeline-num-layers)"
-    )
-    last_stage_layers: int | None = Field(
-        default=None, gt=0, description="blocks on the last pipeline stage (Megatron --decoder-last-pipeline-num-layers)"
-    )
-    embedding_in_split: bool = Field(
-        default=False, description="the embedding counts as one layer of the split (--account-for-embedding-in-pipeline-split)"
-    )
-    loss_in_split: bool = Field(
-        default=False, description="the head and loss count as one layer of the split (--account-for-loss-in-pipeline-split)"
-    )
-    pipeline_schedule: PipelineSchedule | None = Field(
-        default=None, description="pipeline schedule (default: 1f1b, interleaved with virtual_stages > 1)"
-    )
-    microbatch_group: int | None = Field(
-        default=None, gt=0,
-        description="N, contiguous micro-batches per model chunk of the interleaved schedule (Llama 3; default P)"
-    )
-    cp_comm_type: CPCommType = Field(
-        default=CPCommType.p2p, description="context-parallel K/V exchange: p2p (ring, overlapped) or all_gather (exposed)"
-    )
-
-    @model_validator(mode="after")
-    def _schedule_fits_the_chunks(self) -> Parallelism:
-        sched, v = self.pipeline_schedule, self.virtual_stages
-        if sched is None:
-            return self
-        if sched in (PipelineSchedule.one_f_one_b, PipelineSchedule.zb_h1) and v > 1:
-            raise ValueError(f"pipeline_schedule {sched.value} runs one model chunk per stage, not virtual_stages {v}; "
-                             "drop --virtual-stages or use --pipeline-schedule interleaved")
-        if sched is PipelineSchedule.interleaved and v < 2:
-            raise ValueError("pipeline_schedule interleaved needs two or more model chunks per stage; give "
-                             "--virtual-stages 2 (or more, or auto)")
-        if sched in (PipelineSchedule.zb_v, PipelineSchedule.dualpipe) and v != 2:
-            raise ValueError(f"pipeline_schedule {sched.value} runs two model chunks per stage; give --virtual-stages 2 "
-                             f"(not {v})")
-        if sched is PipelineSchedule.dualpipe and self.pipeline % 2:
-            raise ValueError(f"pipeline_schedule dualpipe pairs the stages from both ends: P ({self.pipeline}) must be even")
-        return self
-
-    @property
-    def schedule(self) -> PipelineSchedule:
-        """The schedule in effect: the given one, else 1F1B (interleaved with v > 1)."""
-        if self.pipeline_schedule is not None:
-            return self.pipeline_schedule
-        return PipelineSchedule.interleaved if self.virtual_stages > 1 else PipelineSchedule.one_f_one_b
-
-    @property
-    def expert_tensor_size(self) -> int:
-        return self.tensor if self.expert_tensor is None else self.expert_tensor
-
-    @property
-    def gpus(self) -> int:
-        return self.tensor * self.context * self.pipeline * self.data
-
-
-class Precision(str, Enum):
-    """Training precision scheme (seed "Parameters, Gradients, Optimizer States, and Mixed Precision")."""
-
-    mixed = "mixed"  # 16-bit compute copy + fp32 master copy and states (Micikevicius et al. 2018)
-    fp32 = "fp32"  # everything in 4 bytes
-    bf16 = "bf16"  # pure bf16: weights, gradients and optimizer states in 2 bytes, no master copy
-
-
-class Optimizer(str, Enum):
-    adamw = "adamw"
-    adam = "adam"
-    sgd = "sgd"
-    sgd_momentum = "sgd-momentum"
-    lion = "lion"
-    adam_8bit = "adam-8bit"  # = adamw-8bit's bytes (bitsandbytes Adam8bit)
-    adamw_8bit = "adamw-8bit"  # bitsandbytes AdamW8bit: uint8 moments, fp32 absmax per 256
-    paged_adamw_8bit = "paged-adamw-8bit"  # the same in CUDA unified memory (paged to the host)
-    adafactor = "adafactor"  # factored second moments for matrices (Shazeer & Stern 2018)
-    muon = "muon"  # momentum for hidden matrices, AdamW for the rest (KellerJordan/Muon)
-
-
-class Finetune(str, Enum):
-    """What is trained (docs/formulas.md "Fine-tuning")."""
-
-    full = "full"  # every parameter
-    lora = "lora"  # frozen base at the compute dtype + low-rank adapters (Hu et al. 2021)
-    qlora = "qlora"  # frozen base in NF4 with double quantization + LoRA adapters (Dettmers et al. 2023)
-    dora = "dora"  # LoRA + a magnitude vector per output feature (Liu et al. 2024)
-
-
-class LoraTarget(str, Enum):
-    """Modules adapters go on, by tcalc component; each family's module names map onto them
-    (docs/formulas.md "Fine-tuning": the table of module names)."""
-
-    q = "q"
-    k = "k"
-    v = "v"
-    o = "o"
-    gate = "gate"
-    up = "up"
-    down = "down"
-    all_linear = "all-linear"  # PEFT's shorthand: every nn.Linear/Conv1D but the output layer
-    experts = "experts"  # MoE routed experts' stacked projections (PEFT target_parameters); never in all-linear
-    router = "router"  # the MoE router's weight (PEFT target_parameters); never in all-linear
-    mixer = "mixer"  # every Linear of the sequence mixers other than softmax attention (in_proj, out_proj, ...)
-
-
-class Offload(str, Enum):
-    """What ZeRO-Offload / ZeRO-Infinity moves off the GPU (Ren et al. 2021; Rajbhandari et al. 2021)."""
-
-    none = "none"
-    optimizer = "optimizer"  # optimizer states, fp32 master and the gradient partition
-    optimizer_params = "optimizer+params"  # ... and the (ZeRO-3 partitioned) 16-bit parameters
-
-
-class FP8Recipe(str, Enum):
-    """FP8 training recipe (Transformer Engine; Megatron-core's --fp8-recipe names)."""
-
-    none = "none"
-    delayed = "delayed"  # per-tensor scales from a 1024-step amax history (Hopper, Ada, Blackwell)
-    tensorwise = "tensorwise"  # per-tensor scales from the current amax ("current scaling")
-    mxfp8 = "mxfp8"  # one E8M0 scale per 32 values (Blackwell)
-    rowwise = "rowwise"  # one fp32 scale per row (torchao Float8 "rowwise"), current scaling
-    blockwise = "blockwise"  # DeepSeek-V3: 1x128 activation tiles, 128x128 weight blocks (Megatron --fp8-recipe blockwise)
-    nvfp4 = "nvfp4"  # FP4 (E2M1) with an E4M3 scale per 16 values and an fp32 tensor scale (Blackwell; Megatron --fp4-recipe nvfp4)
-
-
-class OffloadDevice(str, Enum):
-    cpu = "cpu"  # host memory (ZeRO-Offload)
-    nvme = "nvme"  # NVMe (ZeRO-Infinity)
-
-
-class Recompute(str, Enum):
-    """Activation recomputation (Korthikanti et al. 2022, sec. 5)."""
-
-    none = "none"
-    selective = "selective"  # recompute the attention core (QK^T, softmax, dropout, x V)
-    full = "full"  # keep only each layer's input; recompute the whole layer in backward
-    # torchtitan's per-op selective AC (activation_checkpoint.mode "selective", selective_ac_option
-    # "op"; torchtitan/parallelisms/parallelize_llama.py _save_list/_custom_policy): save the output
-    # of every odd-numbered mm of a block (forward order), SDPA's outputs and reduce-scatters;
-    # recompute every second mm and every other op (norms, RoPE, SwiGLU, all-gathers)
-    op = "op"
-
-
-class ActivationProfile(str, Enum):
-    """Which activation accounting to use (docs/formulas.md, "Activations")."""
-
-    default = "default"  # the seed's accounting generalized: GQA, gated MLPs, MoE, head and loss terms
-    seed = "seed"  # exactly the seed's per-layer equations (MHA, 2-matrix MLP, masks), nothing else
-    torch_eager = "torch-eager"  # what eager PyTorch (HF transformers code) saves for backward, by tensor
-
-
-class Framework(str, Enum):
-    """Whose memory conventions the peak timeline follows (docs/formulas.md §2.5)."""
-
-    pytorch = "pytorch"  # eager PyTorch / HF Trainer / FSDP2: grads live from backward to zero_grad
-    megatron = "megatron"  # Megatron-core: persistent grad buffer, fused SwiGLU and cross-entropy
-    deepspeed = "deepspeed"  # DeepSpeed ZeRO: its bucket defaults and ZeRO-3 live-parameter budget
-    torchtitan = "torchtitan"  # PyTorch's torchtitan: FSDP2 whose sharded parameters are the fp32 master copy
-
-
-class CrossEntropy(str, Enum):
-    """How the loss is computed over the vocabulary."""
-
-    eager = "eager"  # log_softmax + nll_loss on materialized fp32 logits (PyTorch, HF)
-    fused = "fused"  # Megatron's vocab-parallel CE: keeps the fp32 softmax, gradient in place
-    chunked = "chunked"  # fused linear + CE over token chunks (Liger-style): no B·S·V tensor kept
-
-
-MASTER_COPY_BYTES = 4  # fp32 master weights in mixed precision (Micikevicius et al. 2018)
-_ELEMENT_BYTES = {Precision.mixed: 2, Precision.fp32: 4, Precision.bf16: 2}
-_GRAD_BYTES = {Precision.mixed: 4, Precision.fp32: 4, Precision.bf16: 2}  # seed: 4 in mixed
-
-
-class Training(StrictInputs):
-    """How a model is trained: precision, optimizer, recomputation, attention kernel.
-
-    `p` is the seed's p: bytes per element of the compute copy of the weights and of activations
-    (2 in mixed and pure bf16, 4 in fp32). Gradient bytes default to the seed's 4 in mixed
-    precision ("they have to be converted to p=4"); many stacks keep 2 (`grad_bytes: 2`).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    precision: Precision = Precision.mixed
-    p: int = Field(gt=0, description="bytes per activation / compute-weight element")
-    grad_bytes: int = Field(gt=0, le=8, description="bytes per gradient element")
-    optimizer: Optimizer = Optimizer.adamw
-    recompute: Recompute = Recompute.none
-    flash: bool = Field(default=False, description="FlashAttention: no S x S scores stored")
-    dropout: bool | None = Field(default=None, description="dropout masks stored (default: model.dropout > 0)")
-    activations: ActivationProfile = ActivationProfile.default
-    head_activations: bool = Field(default=True, description="count embedding, final norm, head, loss")
-    framework: Framework = Framework.pytorch
-    cross_entropy: CrossEntropy | None = Field(
-        default=None, description="loss kernel (default: fused for megatron, eager otherwise)"
-    )
-    micro_batches: int | None = Field(
-        default=None, gt=0, description="micro-batches per optimizer step (default: P; 1 without a pipeline)"
-    )
-    fused_optimizer: bool | None = Field(
-        default=None, description="fused optimizer step, no temporaries (default: false for pytorch's foreach)"
-    )
-    finetune: Finetune = Field(default=Finetune.full, description="full training, or LoRA / QLoRA / DoRA adapters")
-    lora_rank: int = Field(default=16, gt=0, le=65536, description="r, the adapters' rank")
-    lora_alpha: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False, description="alpha: scales the adapter output by alpha/r; no effect on memory"
-    )
-    lora_targets: tuple[LoraTarget, ...] = Field(
-        default=(LoraTarget.all_linear,), min_length=1, description="modules that get adapters"
-    )
-    train_embeddings: bool = Field(default=False, description="the token embedding is trained too (PEFT modules_to_save)")
-    fp32_unquantized: bool = Field(
-        default=False,
-        description="QLoRA: the parameters bitsandbytes leaves unquantized are upcast to fp32 (PEFT prepare_model_for_kbit_training)",
-    )
-    train_head: bool = Field(default=False, description="the LM head is trained too (PEFT modules_to_save)")
-    offload: Offload = Field(default=Offload.none, description="ZeRO-Offload: what lives off the GPU")
-    offload_device: OffloadDevice = Field(default=OffloadDevice.cpu, description="cpu (ZeRO-Offload) or nvme (ZeRO-Infinity)")
-    fp8_recipe: FP8Recipe = Field(
-        default=FP8Recipe.none, description="low-precision (FP8, NVFP4) GEMMs with their weight copies and saved GEMM inputs (Transformer Engine)"
-    )
-    compile: bool = Field(
-        default=False, description="torch.compile: elementwise chains fused (the torchtitan time profile; eager otherwise)"
-    )
-    frozen_weights: tuple[int, int] | None = Field(
-        default=None, exclude=True,
-        description="LoRA/DoRA over a checkpoint (set from MODEL, not a job-file key): (stored bytes, parameters) of its "
-        "language model; frozen weights are held at that ratio instead of p bytes, as transformers loads a "
-        "quantized checkpoint (FP8, GPTQ, AWQ) without dequantizing it",
-    )
-
-    @model_validator(mode="after")
-    def _fp8_compatible(self) -> Training:
-        if self.fp32_unquantized and self.finetune is not Finetune.qlora:
-            raise ValueError("fp32_unquantized upcasts what QLoRA leaves unquantized: it needs --finetune qlora")
-        if self.finetune is Finetune.full:  # an adapter setting given for full training is an orphan, never silence
-            orphans = sorted(self.model_fields_set & {"lora_rank", "lora_alpha", "lora_targets", "train_embeddings",
-                                                       "train_head"})
-            if orphans:
-                raise ValueError(f"{', '.join(orphans)} {'sets' if len(orphans) == 1 else 'set'} the adapters of "
-                                 "--finetune lora|qlora|dora; "
-                                 f"with full training (finetune: full) drop {'it' if len(orphans) == 1 else 'them'} "
-                                 "or give --finetune")
-        if self.compile and self.framework is not Framework.torchtitan:
-            raise ValueError("compile fuses the eager elementwise kernels of the torchtitan profile; the "
-                             f"{self.framework.value} profile already prices fused kernels: drop compile or give "
-                             "--framework torchtitan")
-        if "offload_device" in self.model_fields_set and self.offload is Offload.none:
-            raise ValueError("offload_device says where --offload puts the states; give --offload optimizer "
-                             "(or optimizer+params) or drop it")
-        if self.fp8_recipe is FP8Recipe.none:
-            return self
-        if self.precision is Precision.fp32 or self.p != 2:
-            raise ValueError(
-                f"fp8_recipe {self.fp8_recipe.value} keeps 16-bit weights and activations beside the FP8 copies: "
-                f"use precision mixed or bf16 with p 2 (not precision {self.precision.value}, p {self.p})"
-            )
-        if self.finetune is not Finetune.full:
-            raise ValueError(f"fp8_recipe {self.fp8_recipe.value} is modeled for full training; drop it or use --finetune full")
-        return self
-
-    @property
-    def adapters(self) -> bool:
-        return self.finetune is not Finetune.full
-
-    @property
-    def loss_kernel(self) -> CrossEntropy:
-        if self.cross_entropy is not None:
-            return self.cross_entropy
-        return CrossEntropy.fused if self.framework is Framework.megatron else CrossEntropy.eager
-
-    @property
-    def optimizer_fused(self) -> bool:
-        if self.fused_optimizer is not None:
-            return self.fused_optimizer
-        return self.framework not in (Framework.pytorch, Framework.torchtitan)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _defaults(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        d = dict(data)
-        precision, p = d.get("precision"), d.get("p")
-        if precision is None and p is not None:  # the seed: p=4 is plain fp32 training
-            d["precision"] = Precision.fp32 if p == 4 else Precision.mixed
-        try:
-            prec = Precision(d.get("precision") or Precision.mixed)
-        except TcalcError:
-            raise
-        except ValueError:
-            return d  # pydantic reports the bad precision with its name
-        expected = _ELEMENT_BYTES[prec]
-        allowed = (1, 2) if prec is Precision.mixed else (expected,)  # mixed: 16-bit or fp8 compute
-        if p is None:
-            d["p"] = expected
-        elif isinstance(p, int) and not isinstance(p, bool) and p not in allowed:
-            raise ValueError(
-                f"p ({p}) does not match precision {prec.value} "
-                f"({' or '.join(map(str, allowed))}-byte elements); drop p or choose the matching precision"
-            )
-        if d.get("grad_bytes") is None:
-            d["grad_bytes"] = _GRAD_BYTES[prec]
-        targets = d.get("lora_targets")
-        if isinstance(targets, str):  # "q,v" as typed on the command line
-            d["lora_targets"] = [t.strip() for t in targets.split(",") if t.strip()]
-        return d
-
-
-# ============================================================================ job-file sections
-# A job file (`--config FILE.yaml`) has `model:` and optional `training:`, `inference:` and
-# `checks:` sections. Section keys use descriptive names; the seed's letters and the CLI's short
-# flag names are accepted as aliases. Command-line flags override the file.
-TRAINING_KEYS: dict[str, str] = {  # canonical key -> which config it belongs to
-    "seq_len": "workload",
-    "batch_size": "workload",
-    "precision": "training",
-    "p": "training",
-    "grad_bytes": "training",
-    "optimizer": "training",
-    "recompute": "training",
-    "flash": "training",
-    "dropout": "training",
-    "activations": "training",
-    "head_activations": "training",
-    "framework": "training",
-    "cross_entropy": "training",
-    "micro_batches": "training",
-    "fused_optimizer": "training",
-    "finetune": "training",
-    "lora_rank": "training",
-    "lora_alpha": "training",
-    "lora_targets": "training",
-    "train_embeddings": "training",
-    "train_head": "training",
-    "fp32_unquantized": "training",
-    "offload": "training",
-    "offload_device": "training",
-    "fp8_recipe": "training",
-    "compile": "training",
-    "tensor": "parallelism",
-    "sequence_parallel": "parallelism",
-    "pipeline": "parallelism",
-    "data": "parallelism",
-    "zero": "parallelism",
-    "expert": "parallelism",
-    "expert_tensor": "parallelism",
-    "context": "parallelism",
-    "virtual_stages": "parallelism",
-    "first_stage_layers": "parallelism",
-    "last_stage_layers": "parallelism",
-    "embedding_in_split": "parallelism",
-    "loss_in_split": "parallelism",
-    "pipeline_schedule": "parallelism",
-    "cp_comm_type": "parallelism",
-    "microbatch_group": "parallelism",
-    "gpu": "gpu",
-}
-INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dtype", "p", "weight_dtype", "kv_dtype", "cache_kv_heads", "kv_cache", "mla_cache", "gpu", "images", "state_dtype",
-                  "matmul_efficiency", "memory_efficiency", "cuda_graphs", "kernel_launch_s", "sequence_overhead_s",
-                  "block_size", "memory_utilization", "max_num_batched_tokens", "max_num_seqs", "cuda_context",
-                  "activation_peak", "engine_workspace", "ttft_s", "tpot_s", "request_rate", "gpus",
-                  "engine", "chunked_prefill", "bench_batch_limits", "request_overhead_s",
-                  "redundant_experts", "moe_a2a_overlap", "dispatch_dtype"}
-CHECK_KEYS = {"gpu", "max_memory", "min_tokens_per_s", "max_ttft_s", "max_tpot_s"}
-SECTION_ALIASES: dict[str, str] = {
-    "S": "seq_len",
-    "B": "batch_size",
-    "T": "tensor",
-    "sp": "sequence_parallel",
-    "P": "pipeline",
-    "dp": "data",
-    "ep": "expert",
-    "etp": "expert_tensor",
-    "cp": "context",
-    "head": "head_activations",
-}
-
-
-def canonical_section(name: str, data: Any, allowed: dict[str, str] | set[str] | list[str]) -> dict[str, Any]:
-    """A job-file section with aliases resolved; unknown keys are errors with did-you-mean."""
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise TcalcError(f"{name}: must be a mapping of settings, got {type(data).__name__}")
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        canon = SECTION_ALIASES.get(str(key), str(key))
-        if canon not in allowed:
-            hint = did_you_mean(key, [*allowed, *SECTION_ALIASES]) or f"known: {', '.join(sorted(allowed))}"
-            raise TcalcError(f"{name}: unknown key {clip(key)}; {hint}")
-        if canon in out:
-            raise TcalcError(f"{name}: {canon} is given twice (as {canon!r} and an alias); keep one")
-        out[canon] = value
-    return out
-
-
-def split_training(section: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Canonical training settings -> {'workload': {...}, 'training': {...}, 'parallelism': {...},
-    'gpu': {'gpu': name}} (each ready for model_validate)."""
-    parts: dict[str, dict[str, Any]] = {"workload": {}, "training": {}, "parallelism": {}, "gpu": {}}
-    for key, value in section.items():
-        parts[TRAINING_KEYS[key]][key] = value
-    return parts
-
-
-_BYTE_UNITS = {
-    "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}
-
-
-def parse_bytes(text: str | int, what: str = "size") -> int:
-    """'70GiB' -> 75161927680, '80GB' -> 80000000000, '1.5TiB', '4096' (bytes). GB = 10^9 and
-    GiB = 2^30, both explicit; units are case-insensitive. Exact for decimal inputs."""
-    import re
-    from decimal import Decimal, InvalidOperation
-
-    if isinstance(text, int) and not isinstance(text, bool):
-        value, unit = Decimal(text), "b"
-    else:
-        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
-        if not match or match.group(2).lower() not in {"", *_BYTE_UNITS}:
-            raise ValueError(f"{what} ({clip(text)}) is not a size; write e.g. 70GiB, 80GB or 1.5TiB")
-        digits, _, exponent = match.group(1).lower().partition("e")
-        if len(digits.split(".")[0].lstrip("0")) + int(exponent or 0) > MAX_EXPONENT:
-            raise ValueError(f"{what} ({clip(text)}) is too large; use a size below 1e{MAX_EXPONENT} bytes")
-        try:
-            value = Decimal(match.group(1))
-        except InvalidOperation:  # pragma: no cover - the pattern admits only numbers
-            raise ValueError(f"{what} ({clip(text)}) is not a number") from None
-        unit = match.group(2).lower() or "b"
-    total = value * _BYTE_UNITS[unit]
-    if total <= 0:
-        raise ValueError(f"{what} ({clip(text)}) must be positive")
-    return int(total)
-
-
-def resolve(flags: dict[str, Any], section: dict[str, Any] | None = None,
-            defaults: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The one precedence rule of every command: a flag that was given (not None), then the job
-    file's section, then the default."""
-    return {**(defaults or {}), **(section or {}), **{k: v for k, v in flags.items() if v is not None}}
 
 
 def training_configs(
@@ -1595,58 +678,3 @@ def check_expert_layout(model: ModelConfig, par: Parallelism) -> None:
     if par.expert_tensor is not None and par.expert_tensor != par.tensor:
         raise TcalcError(f"expert tensor parallelism etp ({par.expert_tensor}) needs a mixture-of-experts model "
                          f"({model.name or 'this model'} is dense); drop --etp")
-
-
-# The one parser of whole numbers as people type them (flags, job-file counts, API strings).
-_DECIMAL = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "b": 10**9, "t": 10**12, "p": 10**15}
-_BINARY = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
-MAX_EXPONENT = 30  # 1e30 is beyond any count tcalc takes (tokens, FLOPs, lengths): refused before computing
-
-
-def parse_whole(text: str | int, what: str = "value", low: int = 1, high: int | None = None,
-                binary: bool = False) -> int:
-    """'8192', '8k', '4M', '1.4T', '70B', '1e3', '1_000' -> an exact int in [low, high]: suffixes
-    decimal (k = 10^3, M = 10^6, G/B = 10^9, T = 10^12, P = 10^15), or binary with `binary`
-    (sequence lengths: 8k = 8192). A fraction, a number out of range, or an exponent past
-    MAX_EXPONENT is a ValueError naming the value (never a Decimal overflow or a 10^6-digit int)."""
-    from decimal import Decimal, InvalidOperation
-
-    if isinstance(text, bool):
-        raise ValueError(f"{text} is a boolean, not a number; give a whole number")
-    if isinstance(text, int):
-        value = text
-    else:
-        raw = str(text).strip().replace("_", "")
-        match = re.fullmatch(r"([+-]?)([0-9]*\.?[0-9]+)(?:[eE]([+-]?[0-9]{1,12}))?\s*([a-zA-Z]?)", raw)
-        suffixes = _BINARY if binary else _DECIMAL
-        if not match or match.group(4).lower() not in suffixes:
-            raise ValueError(f"{clip(text, 40)} is not a whole number (write e.g. 8192, 8k, 4M or 1e3)")
-        digits, exponent = match.group(2), int(match.group(3) or 0)
-        magnitude = len(digits.split(".")[0].lstrip("0")) + exponent
-        if magnitude > MAX_EXPONENT:
-            raise ValueError(f"{clip(text, 40)} is too large; use a whole number below 1e{MAX_EXPONENT}")
-        try:
-            number = Decimal(digits) * (Decimal(10) ** exponent) * suffixes[match.group(4).lower()]
-        except InvalidOperation:  # pragma: no cover - the pattern admits only finite decimals
-            raise ValueError(f"{clip(text, 40)} is not a number") from None
-        if number != number.to_integral_value():
-            raise ValueError(f"{clip(text, 40)} is not a whole number")
-        value = int(number) * (-1 if match.group(1) == "-" else 1)
-    if value < low or (high is not None and value > high):
-        bound = f"from {low} to {high}" if high is not None else f">= {low}"
-        raise ValueError(f"{clip(value, 40)} is out of range; use a whole number {bound}")
-    return value
-
-
-def parse_count(text: str | int, what: str = "count") -> int:
-    """'300e9' -> 300000000000, '1.4T' / '70B' / '7M' / '2k' (decimal suffixes), '4096': an exact
-    positive integer (a token budget, a FLOP budget, a parameter count); `parse_whole`'s rules."""
-    try:
-        return parse_whole(text, what)
-    except TcalcError:
-        raise
-    except ValueError as exc:
-        reason = str(exc).split(" (write e.g.")[0]
-        if "is not a whole number" in reason and not any(ch.isdigit() for ch in str(text)):
-            raise ValueError(f"{what} ({clip(text)}) is not a number; write e.g. 300e9, 1.4T or 70B") from None
-        raise ValueError(f"{what} ({clip(text)}): {reason}; write e.g. 300e9, 1.4T or 70B") from None

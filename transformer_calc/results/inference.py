@@ -395,34 +395,59 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
     the expected latency at achievable rates with fixed costs (`expected`), and the paged KV
     cache's serving capacity (`serving`, with the cache on)."""
     from transformer_calc.estimators.inference.expected import default_efficiency, estimate_expected
-    from transformer_calc.estimators.inference.roofline import decode_state, estimate_inference, expert_layout, min_tensor_parallel
-    from transformer_calc.estimators.inference.engines import DEFAULT_ENGINE
-    from transformer_calc.estimators.inference.serving import engine_serving
+    from transformer_calc.estimators.inference.roofline import estimate_inference
 
     e = estimate_inference(m, gpu, spec)
     x = estimate_expected(m, gpu, spec, eff or default_efficiency(gpu))
-    mem, kv, pre, dec = e.memory, e.kv_cache, e.prefill, e.decode
+    extra = _optional_sections(m, gpu, spec, x, serving, speculative, checkpoint)
+    return InferenceResult(
+        assumptions=assumptions_section(assumed),
+        model=model_section(m),
+        inference=_settings_section(m, gpu, spec, e.kv_cache, kv_source),
+        kv_cache=_kv_cache_section(m, spec, e.kv_cache),
+        memory=_memory_section(m, gpu, spec, e.memory, static_batch),
+        prefill=_roofline_step(e.prefill),
+        decode=_decode_section(e.decode),
+        time_to_first_token_s=e.time_to_first_token_s,
+        total_s=e.total_s,
+        tokens_per_s=e.tokens_per_s,
+        compute_bound_batch=e.compute_bound_batch,
+        compute_bound_batch_weights_only=e.compute_bound_batch_weights_only,
+        expected=expected_section(x),
+        **extra,
+    )
 
-    def step(s: Any) -> RooflineStep:
-        r = s.roofline
-        return RooflineStep(
-            tokens=s.tokens,
-            context_len=s.context_len,
-            flops=s.flops,
-            matmul_flops=s.matmul_flops,
-            attention_flops=s.attention_flops,
-            bytes_moved=s.bytes_moved,
-            weight_bytes=s.weight_bytes,
-            kv_read_bytes=s.kv_read_bytes,
-            kv_write_bytes=s.kv_write_bytes,
-            compute_s=r.compute_s,
-            memory_s=r.memory_s,
-            communication_s=s.comm.seconds,
-            time_s=s.seconds,
-            bound=s.bound,
-            intensity=r.intensity,
-            math_bandwidth=r.math_bandwidth,
-        )
+
+def _roofline_step(s: Any) -> RooflineStep:
+    """One prefill or decode step of the roofline (inference/step.py `Step`)."""
+    r = s.roofline
+    return RooflineStep(
+        tokens=s.tokens,
+        context_len=s.context_len,
+        flops=s.flops,
+        matmul_flops=s.matmul_flops,
+        attention_flops=s.attention_flops,
+        bytes_moved=s.bytes_moved,
+        weight_bytes=s.weight_bytes,
+        kv_read_bytes=s.kv_read_bytes,
+        kv_write_bytes=s.kv_write_bytes,
+        compute_s=r.compute_s,
+        memory_s=r.memory_s,
+        communication_s=s.comm.seconds,
+        time_s=s.seconds,
+        bound=s.bound,
+        intensity=r.intensity,
+        math_bandwidth=r.math_bandwidth,
+    )
+
+
+def _optional_sections(m: ModelConfig, gpu: Any, spec: Any, x: Any, serving: Any,
+                       speculative: dict[str, Any] | None, checkpoint: CheckpointSection | None) -> dict[str, Any]:
+    """The sections a model or a request has only sometimes: the mixers' decode state, DeepSeek-V4's
+    compressed state, the paged cache's serving capacity, speculative decoding, towers, the checkpoint."""
+    from transformer_calc.estimators.inference.engines import DEFAULT_ENGINE
+    from transformer_calc.estimators.inference.roofline import decode_state
+    from transformer_calc.estimators.inference.serving import engine_serving
 
     extra: dict[str, Any] = {}
     state = decode_state(m, spec)
@@ -441,79 +466,84 @@ def inference_report(m: ModelConfig, gpu: Any, spec: Any, eff: Any = None, servi
         extra["towers"] = towers
     if checkpoint is not None:
         extra["checkpoint"] = checkpoint
+    return extra
+
+
+def _settings_section(m: ModelConfig, gpu: Any, spec: Any, kv: Any, kv_source: str | None) -> InferenceSettings:
+    from transformer_calc.estimators.inference.roofline import expert_layout
+
     images = {"images": spec.images} if spec.images else {}
     images |= {"redundant_experts": spec.redundant_experts} if spec.redundant_experts else {}
     images |= {"kv_dtype_source": kv_source} if kv_source is not None else {}
-    return InferenceResult(
-        assumptions=assumptions_section(assumed),
-        model=model_section(m),
-        inference=InferenceSettings(
-            batch_size=spec.batch_size,
-            prompt_len=spec.prompt_len,
-            new_tokens=spec.new_tokens,
-            tensor=spec.tensor_parallel,
-            expert=spec.expert_parallel,
-            gpus=expert_layout(m, spec.tensor_parallel, spec.expert_parallel)[0],
-            weight_dtype=spec.weight_dtype,
-            kv_dtype=spec.kv_dtype,
-            compute_dtype=spec.compute_dtype,
-            activation_dtype=spec.activation_dtype,
-            kv_cache=spec.kv_cache,
-            cache_kv_heads=kv.n_kv_heads,
-            mla_cache=spec.mla_cache if m.is_mla else None,
-            gpu=gpu.name,
-            **images,
+    return InferenceSettings(
+        batch_size=spec.batch_size,
+        prompt_len=spec.prompt_len,
+        new_tokens=spec.new_tokens,
+        tensor=spec.tensor_parallel,
+        expert=spec.expert_parallel,
+        gpus=expert_layout(m, spec.tensor_parallel, spec.expert_parallel)[0],
+        weight_dtype=spec.weight_dtype,
+        kv_dtype=spec.kv_dtype,
+        compute_dtype=spec.compute_dtype,
+        activation_dtype=spec.activation_dtype,
+        kv_cache=spec.kv_cache,
+        cache_kv_heads=kv.n_kv_heads,
+        mla_cache=spec.mla_cache if m.is_mla else None,
+        gpu=gpu.name,
+        **images,
+    )
+
+
+def _kv_cache_section(m: ModelConfig, spec: Any, kv: Any) -> KVCacheSection:
+    return KVCacheSection(
+        context_len=kv.context_len,
+        # (Zamba2's shared-block applications cache K/V as full-attention layers)
+        layers_by_kind={k.value: n for k in LayerAttention if k in ATTENTION_KINDS
+                        and (n := m.n_kv_layers(k) + (m.n_shared_block_applications
+                                                      if k is LayerAttention.full else 0))},
+        sliding_window=m.sliding_window,
+        attention_chunk_size=m.attention_chunk_size,
+        replicated_per_gpu=m.is_mla and spec.mla_cache == "latent",
+        bytes_per_token=kv.bytes_per_token,
+        total_bytes=kv.total_bytes,
+        per_gpu_bytes=kv.per_gpu_bytes,
+    )
+
+
+def _memory_section(m: ModelConfig, gpu: Any, spec: Any, mem: Any, static_batch: bool) -> InferenceMemorySection:
+    from transformer_calc.estimators.inference.roofline import min_tensor_parallel
+
+    return InferenceMemorySection(
+        per_gpu=InferenceMemoryPerGpu(
+            weights_bytes=mem.weights_bytes,
+            kv_cache_bytes=mem.kv_cache_bytes,
+            workspace_bytes=mem.workspace_bytes,
+            total_bytes=mem.total_bytes,
+            **({"state_bytes": mem.state_bytes} if m.is_hybrid else {}),
         ),
-        kv_cache=KVCacheSection(
-            context_len=kv.context_len,
-            # (Zamba2's shared-block applications cache K/V as full-attention layers)
-            layers_by_kind={k.value: n for k in LayerAttention if k in ATTENTION_KINDS
-                            and (n := m.n_kv_layers(k) + (m.n_shared_block_applications
-                                                          if k is LayerAttention.full else 0))},
-            sliding_window=m.sliding_window,
-            attention_chunk_size=m.attention_chunk_size,
-            replicated_per_gpu=m.is_mla and spec.mla_cache == "latent",
-            bytes_per_token=kv.bytes_per_token,
-            total_bytes=kv.total_bytes,
-            per_gpu_bytes=kv.per_gpu_bytes,
-        ),
-        memory=InferenceMemorySection(
-            per_gpu=InferenceMemoryPerGpu(
-                weights_bytes=mem.weights_bytes,
-                kv_cache_bytes=mem.kv_cache_bytes,
-                workspace_bytes=mem.workspace_bytes,
-                total_bytes=mem.total_bytes,
-                **({"state_bytes": mem.state_bytes} if m.is_hybrid else {}),
-            ),
-            capacity_bytes=mem.capacity_bytes,
-            headroom_bytes=mem.capacity_bytes - mem.total_bytes,
-            fits=mem.fits,
-            min_tensor_parallel=min_tensor_parallel(m, gpu, spec),
-            **({"static_batch": StaticBatchSection(
-                model=STATIC_BATCH, max_batch_size=mem.max_batch_size, max_prompt_len=mem.max_prompt_len)}
-               if static_batch else {}),
-        ),
-        prefill=step(pre),
-        decode=DecodeSection(
-            steps=dec.steps,
-            time_s=dec.seconds,
-            time_per_output_token_s=dec.seconds_per_token,
-            tokens_per_s=dec.tokens_per_s,
-            bound=dec.bound,
-            compute_bound_steps=dec.compute_bound_steps,
-            communication_s=dec.comm_s,
-            flops=dec.flops,
-            bytes_moved=dec.bytes_moved,
-            first_step=step(dec.first),
-            last_step=step(dec.last),
-        ),
-        time_to_first_token_s=e.time_to_first_token_s,
-        total_s=e.total_s,
-        tokens_per_s=e.tokens_per_s,
-        compute_bound_batch=e.compute_bound_batch,
-        compute_bound_batch_weights_only=e.compute_bound_batch_weights_only,
-        expected=expected_section(x),
-        **extra,
+        capacity_bytes=mem.capacity_bytes,
+        headroom_bytes=mem.capacity_bytes - mem.total_bytes,
+        fits=mem.fits,
+        min_tensor_parallel=min_tensor_parallel(m, gpu, spec),
+        **({"static_batch": StaticBatchSection(
+            model=STATIC_BATCH, max_batch_size=mem.max_batch_size, max_prompt_len=mem.max_prompt_len)}
+           if static_batch else {}),
+    )
+
+
+def _decode_section(dec: Any) -> DecodeSection:
+    return DecodeSection(
+        steps=dec.steps,
+        time_s=dec.seconds,
+        time_per_output_token_s=dec.seconds_per_token,
+        tokens_per_s=dec.tokens_per_s,
+        bound=dec.bound,
+        compute_bound_steps=dec.compute_bound_steps,
+        communication_s=dec.comm_s,
+        flops=dec.flops,
+        bytes_moved=dec.bytes_moved,
+        first_step=_roofline_step(dec.first),
+        last_step=_roofline_step(dec.last),
     )
 
 

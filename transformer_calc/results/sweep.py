@@ -1,9 +1,9 @@
-"""`tcalc sweep`: a grid priced point by point (estimators/sweep.py), as a typed result.
+"""`tcalc sweep`: a grid priced point by point (estimators/sweep.py; run by results/sweep_run.py), as a typed result.
 
 `SweepResult` is the command's JSON (`model_dump(mode="json")`), the Python API's return value and
 what render reads. A point's keys are the axes, `seq_len` and the metrics asked for, so a point is
 a mapping, not a section; everything around the points is typed. Without `--sort` the CLI streams
-`--format json|csv` row by row (estimators/sweep.py `SweepRun.head`/`rows`/`tail`, the same bytes);
+`--format json|csv` row by row (results/sweep_run.py `SweepRun.head`/`rows`/`tail`, the same bytes);
 the table, YAML and plots read this result.
 """
 
@@ -24,7 +24,7 @@ Cell = bool | int | float | str | None
 
 class SweepAxes(Section):
     """Each axis's values, in the order the grid runs over them (the last varies fastest); the
-    keys of estimators/sweep.py `AXES`. An axis not given and without a default is absent."""
+    keys of requests/sweep_grid.py `AXES`. An axis not given and without a default is absent."""
 
     model: list[str]  # preset names (or the models' names)
     batch_size: list[int]
@@ -79,8 +79,8 @@ def run_sweep(req: SweepRequest) -> SweepResult:
 
 
 def prepare_sweep(req: SweepRequest) -> Any:
-    """The sweep run (estimators.sweep.prepare) of a request: its models loaded, its axes read."""
-    from transformer_calc.estimators.sweep import prepare
+    """The sweep run (results.sweep_run.prepare) of a request: its models loaded, its axes read."""
+    from transformer_calc.results.sweep_run import prepare
     from transformer_calc.results.common import peak_for
     from transformer_calc.sources.presets import gpu as find_gpu
 

@@ -50,7 +50,7 @@ MODEL_PAGES = ("memory", "inference", "serve", "train", "plan", "rl", "params", 
 # ... and the commands that price none: the tables of presets and accelerators, and the CI gate on job files.
 CATALOG_PAGES = ("presets", "hardware", "check")
 PAGES = MODEL_PAGES + CATALOG_PAGES
-SWEEP_MAX_POINTS = 4096  # a page prices at most this many grid points (the CLI streams up to estimators.sweep.MAX_POINTS)
+SWEEP_MAX_POINTS = 4096  # a page prices at most this many grid points (the CLI streams up to requests.sweep_grid.MAX_POINTS)
 JOB_MAX_CHARS = 4000  # an uploaded job file travels in the URL (`job=`): a few hundred characters each (tests/data/check_jobs)
 JOB_MAX_URL_BYTES = 12_000  # its URL, encoded: under h11's 16 KiB request head (uvicorn's default parser limit)
 JOB_LABEL = "job.yaml"  # the uploaded job file's name on the page and in its command line

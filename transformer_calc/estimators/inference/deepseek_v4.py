@@ -1,7 +1,7 @@
 """DeepSeek-V4's decode state for inference, part by part (docs/formulas.md §5.16, "Inference").
 
 `tcalc inference`, `serve` and `sweep` price DeepSeek-V4 through the roofline of roofline.py, whose shard
-of the model (`roofline._deepseek_v4_shard`) holds its cache as sliding-window groups and compressed
+of the model (`shard._deepseek_v4_shard`) holds its cache as sliding-window groups and compressed
 groups; this module states that cache by part for the report (`decode_state`), and in bytes of one
 sequence (`state_bytes`), from estimators/deepseek_v4.py `cache_elements` (equal to transformers 5.23's
 cache tensors: tools/crosscheck/kv_cache_deepseek_v4.py; its measured bytes are test fixtures).

@@ -325,7 +325,7 @@ def expert_all_to_all_s(m: ModelConfig, spec: InferenceSpec, eff: Efficiency, to
 
     Each MoE layer dispatches its tokens' hidden states to the experts' owners and combines the
     results (two all-to-alls); a GPU sends its 1/T share of the k assignments per token, (ep − 1)/ep
-    of them off the GPU (roofline._communication_exact; Rajbhandari et al. 2022, DeepSpeed-MoE), at
+    of them off the GPU (step._communication_exact; Rajbhandari et al. 2022, DeepSpeed-MoE), at
     the network's achievable rate over the ep GPUs. The dispatch carries D elements per assignment in
     `eff.dispatch_dtype` (an 8-bit dispatch adds one fp32 scale per DISPATCH_SCALE_CHANNELS channels:
     DeepEP's low-latency dispatch, DeepGEMM's 1x128 activation scales), the combine D in the

@@ -2,11 +2,17 @@
 
 `MIXERS[kind]` is the `base.Mixer` of a `LayerAttention` kind that is not softmax attention. The
 estimators (params, flops, roofline) sum each kind's per-layer numbers over the layers of that kind;
-estimators that do not model a kind yet refuse a model that has it (`require_attention_only`).
+estimators that do not model a kind yet refuse a model that has it (`require_attention_only`). The blocks
+some estimates do not price (mixers among them) are one table, `BLOCK_SUPPORT`: each names its block and
+the estimates that price it, and every refusal line is generated from it (`unpriced`).
 How to add a kind: docs/adding-a-block.md.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
 
 from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import LayerAttention, ModelConfig
@@ -22,24 +28,59 @@ MIXERS: dict[LayerAttention, Mixer] = {
     kda.MIXER.kind: kda.MIXER,
 }
 
-__all__ = ["MIXERS", "Mixer", "MixerFlops", "MixerLinear", "MixerParams", "MixerState", "mixer", "require_attention_only",
-           "require_regular_layers", "require_training_priced", "require_uniform_blocks"]
+__all__ = ["BLOCK_SUPPORT", "BlockSupport", "Estimate", "MIXERS", "Mixer", "MixerFlops", "MixerLinear", "MixerParams",
+           "MixerState", "mixer", "require_attention_only", "require_regular_layers", "require_training_priced",
+           "require_uniform_blocks", "unpriced"]
 
 
 def mixer(kind: LayerAttention) -> Mixer:
     return MIXERS[kind]
 
 
+class Estimate(str, Enum):
+    """The families of estimates a block may or may not be priced in (`BLOCK_SUPPORT`)."""
+
+    training = "training"  # memory, the timeline, step time (the training estimates)
+    uniform = "uniform"  # estimates that price every block from one layer's shapes: adapters, quantized formats
+    attention_only = "attention_only"  # estimates written for softmax-attention blocks only (FP8 recipes, ...)
+
+
+@dataclass(frozen=True)
+class BlockSupport:
+    """A block beyond the standard attention + MLP/MoE layer: how a refusal names it (`labels`, empty when
+    the model has none) and the estimates that price it."""
+
+    labels: Callable[[ModelConfig], list[str]]
+    priced: frozenset[Estimate]
+
+
+_TRAINED_UNIFORM = frozenset({Estimate.training, Estimate.uniform})
+# The one table of the blocks some estimates do not price yet, in the order a refusal lists them. Gemma 4's
+# and Gemma 3n's varied layers and DeepSeek-V4's blocks are refused by `require_regular_layers`.
+BLOCK_SUPPORT: tuple[BlockSupport, ...] = (
+    BlockSupport(lambda m: [MIXERS[k].name for k in m.mixer_kinds], _TRAINED_UNIFORM),
+    BlockSupport(lambda m: ["gated attention output"] if m.attn_output_gate else [], _TRAINED_UNIFORM),
+    BlockSupport(lambda m: ["one-mixer-per-layer (Nemotron-H block)"] if m.one_mixer_per_layer else [],
+                 _TRAINED_UNIFORM),
+    BlockSupport(lambda m: ["shared transformer block (Zamba2)"] if m.shared_block_layer_ids else [], frozenset()),
+    BlockSupport(lambda m: ["sliding attention with its own K/V heads or sinks (MiMo-V2-Flash)"]
+                 if m.per_kind_attention else [], frozenset({Estimate.training})),  # training/kind_attention.py
+    BlockSupport(lambda m: ["latent MoE (Nemotron 3 Super)"] if m.moe_latent_dim is not None else [], frozenset()),
+    BlockSupport(lambda m: ["value heads narrower than head_dim (MiMo-V2-Flash)"]
+                 if not m.is_mla and m.v_dim != m.head_dim else [], frozenset({Estimate.training})),
+)
+
+
+def unpriced(m: ModelConfig, estimate: Estimate) -> list[str]:
+    """The model's blocks that `estimate` does not price, by name (BLOCK_SUPPORT's order)."""
+    return [label for block in BLOCK_SUPPORT if estimate not in block.priced for label in block.labels(m)]
+
+
 def require_attention_only(m: ModelConfig, what: str) -> None:
     """Refuse, in one line, an estimate that does not model the model's non-attention mixers (or
     Qwen3-Next's gated attention output) yet, rather than give a number that ignores them."""
     require_regular_layers(m, what)
-    kinds = [MIXERS[k].name for k in m.mixer_kinds]
-    if m.attn_output_gate:
-        kinds.append("gated attention output")
-    if m.one_mixer_per_layer:
-        kinds.append("one-mixer-per-layer (Nemotron-H block)")
-    _refuse(m, what, kinds + _unpriced_parts(m))
+    _refuse(m, what, unpriced(m, Estimate.attention_only))
 
 
 def require_training_priced(m: ModelConfig, what: str) -> None:
@@ -52,7 +93,7 @@ def require_training_priced(m: ModelConfig, what: str) -> None:
 
     if not is_gemma4(m):
         require_regular_layers(m, what)
-    _refuse(m, what, [k for k in _unpriced_parts(m) if "MiMo-V2-Flash" not in k])  # training/kind_attention.py
+    _refuse(m, what, unpriced(m, Estimate.training))
 
 
 def require_uniform_blocks(m: ModelConfig, what: str) -> None:
@@ -63,20 +104,7 @@ def require_uniform_blocks(m: ModelConfig, what: str) -> None:
     MiMo-V2-Flash's per-kind attention and narrower values, and what `require_training_priced` refuses."""
     require_training_priced(m, what)
     require_regular_layers(m, what)
-    _refuse(m, what, [k for k in _unpriced_parts(m) if "MiMo-V2-Flash" in k])
-
-
-def _unpriced_parts(m: ModelConfig) -> list[str]:
-    kinds = []
-    if m.shared_block_layer_ids:
-        kinds.append("shared transformer block (Zamba2)")
-    if m.per_kind_attention:
-        kinds.append("sliding attention with its own K/V heads or sinks (MiMo-V2-Flash)")
-    if m.moe_latent_dim is not None:
-        kinds.append("latent MoE (Nemotron 3 Super)")
-    if not m.is_mla and m.v_dim != m.head_dim:
-        kinds.append("value heads narrower than head_dim (MiMo-V2-Flash)")
-    return kinds
+    _refuse(m, what, unpriced(m, Estimate.uniform))
 
 
 def _refuse(m: ModelConfig, what: str, kinds: list[str]) -> None:

@@ -63,7 +63,7 @@ class _Shape:
 
 def _shape(m: ModelConfig) -> _Shape:
     hk, hv, dk, dv, k = m.linear_key_heads, m.linear_value_heads, m.linear_key_head_dim, m.linear_value_head_dim, m.conv_kernel
-    assert hk and hv and dk and dv and k, "config._check_pattern requires the Gated DeltaNet widths"
+    assert hk and hv and dk and dv and k, "checks._check_pattern requires the Gated DeltaNet widths"
     return _Shape(m.d_model, hk, hv, dk, dv, k)
 
 

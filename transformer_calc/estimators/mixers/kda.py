@@ -67,7 +67,7 @@ class _Shape:
 
 def _shape(m: ModelConfig) -> _Shape:
     h, d, k = m.linear_key_heads, m.linear_key_head_dim, m.conv_kernel
-    assert h and d and k, "config._check_pattern requires the kda widths"
+    assert h and d and k, "checks._check_pattern requires the kda widths"
     return _Shape(m.d_model, h, d, k)
 
 

@@ -53,7 +53,7 @@ class Lightning:
 
     def forward_flops(self, m: ModelConfig, B: int, S: int) -> MixerFlops:
         C = m.lightning_block_size
-        assert C, "config._check_pattern requires lightning_block_size"
+        assert C, "checks._check_pattern requires lightning_block_size"
         h = m.head_dim
         full, rest = divmod(S, C)
         squares = full * C * C + rest * rest  # Σ over blocks of c²
@@ -93,7 +93,7 @@ class Lightning:
         del fused  # one implementation (no fused kernel in transformers)
         self.check(m, T)
         C = m.lightning_block_size
-        assert C, "config._check_pattern requires lightning_block_size"
+        assert C, "checks._check_pattern requires lightning_block_size"
         f, tokens, h, A = FP32, B * S, m.head_dim, m.n_heads // T
         width = A * h
         full, rest = divmod(S, C)

@@ -36,7 +36,7 @@ DECODE_STATE_MACS = 2  # per state element per token: the decayed state + dB·x,
 
 def _dims(m: ModelConfig) -> tuple[int, int, int, int, int]:
     di, N, R, K = m.ssm_inner, m.ssm_state_size, m.ssm_dt_rank, m.conv_kernel
-    assert di and N and R and K, "config._check_pattern requires the Mamba widths"
+    assert di and N and R and K, "checks._check_pattern requires the Mamba widths"
     return m.d_model, di, N, R, K
 
 

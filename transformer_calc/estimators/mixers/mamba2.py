@@ -73,7 +73,7 @@ class _Shape:
 
 def _shape(m: ModelConfig) -> _Shape:
     H, P, N, G, K, Q = m.ssm_heads, m.ssm_head_dim, m.ssm_state_size, m.ssm_groups, m.conv_kernel, m.ssm_chunk_size
-    assert H and P and N and G and K and Q, "config._check_pattern requires the Mamba-2 widths"
+    assert H and P and N and G and K and Q, "checks._check_pattern requires the Mamba-2 widths"
     out_bias = m.ssm_proj_bias if m.ssm_out_bias is None else m.ssm_out_bias
     return _Shape(m.d_model, H, P, N, G, K, Q, m.ssm_proj_bias, m.ssm_conv_bias, out_bias, m.ssm_norm)
 

@@ -30,7 +30,7 @@ class ShortConv:
     source = "transformers modeling_lfm2.py Lfm2ShortConv"
 
     def _K(self, m: ModelConfig) -> int:
-        assert m.conv_kernel, "config._check_pattern requires conv_kernel"
+        assert m.conv_kernel, "checks._check_pattern requires conv_kernel"
         return m.conv_kernel
 
     def check(self, m: ModelConfig, T: int) -> None:

@@ -66,6 +66,7 @@ from transformer_calc.model.config import (
     ActivationProfile,
     LayerAttention,
     ModelConfig,
+    Parallelism,
     Recompute,
     Training,
     Workload,
@@ -76,7 +77,9 @@ from transformer_calc.estimators.training.layer_activations import LayerActivati
 
 if TYPE_CHECKING:
     from transformer_calc.estimators.flops import StepFlops
+    from transformer_calc.estimators.params import ShardParams
     from transformer_calc.estimators.training.finetune import Linear, Trainable
+    from transformer_calc.estimators.training.pipeline import Chunk
 
 __all__ = ["LayerClass", "is_gemma4", "last_class", "layer_classes"]
 
@@ -159,7 +162,10 @@ def check_training(m: ModelConfig, tr: Training) -> None:
 
 
 def class_activations(m: ModelConfig, w: Workload, tr: Training, c: LayerClass) -> ClassActivations:
-    """One layer of class `c` (T = 1; see the module docstring for both profiles)."""
+    """One layer of class `c` (T = 1; see the module docstring for both profiles).
+
+    Longer than 60 lines on purpose: one term per saved tensor of Gemma4DecoderLayer's forward, in
+    its order (the measurement's, tools/crosscheck/activations_mixers.py)."""
     B, S, D, A, P, p = w.batch_size, w.seq_len, m.d_model, m.n_heads, m.per_layer_input_dim, tr.p
     N = B * S
     if tr.recompute is Recompute.full:
@@ -365,7 +371,7 @@ def _side_adapters(m: ModelConfig, w: Workload, tr: Training) -> _Side:
 
 
 def final_norm_delta(m: ModelConfig, w: Workload, tr: Training) -> int:
-    """torch-eager: what Gemma4RMSNorm keeps as the final norm beyond memory._eager_norm's LlamaRMSNorm (the
+    """torch-eager: what Gemma4RMSNorm keeps as the final norm beyond eager._eager_norm's LlamaRMSNorm (the
     fp32 normalized input instead of the p-byte one, a second fp32 statistic, below fp32 the weight's copy)."""
     N, D, p = w.batch_size * w.seq_len, m.d_model, tr.p
     if not m.final_norm:
@@ -542,3 +548,76 @@ def finetune_step_flops(m: ModelConfig, step: StepFlops, tr: Training, full_reco
     skipped = step.forward - step.attention_cores - (step.lm_head if finetune.head_trained(m, tr) else 0)
     passes = 3 + (1 if full_recompute else 0)
     return skipped, passes * adapter_flops_per_token(m, tr) * step.tokens
+
+
+# ---------------------------------------------------------------------------- the stage's layers
+@dataclass(frozen=True)
+class Gemma4Layers:
+    """training/layer_structure.py's `LayerStructure` for Gemma 4: each layer class priced with its own widths,
+    the per-layer input path on the first stage, T = 1 and cp = 1 only (refused by name otherwise)."""
+
+    varied: bool = True  # a middle stage can hold more of the larger full layers
+    # its fp32 norm tensors are a large part of a recomputed block, and the block's backward peaks as it
+    # starts, the whole block alive, above the attention backward's point (measured:
+    # tools/crosscheck/activations_mixers.py)
+    recomputed_block_peaks_at_start: bool = True
+    differs: bool = True
+
+    def check_layout(self, m: ModelConfig, par: Parallelism) -> None:
+        check_layout(m, par.tensor, par.expert, par.expert_tensor)
+        if par.context > 1:
+            raise ValueError(f"context parallelism (cp {par.context}) is not priced for Gemma 4's varied layers (its "
+                             "kv-shared layers read other layers' K/V); use cp 1")
+
+    def check_tensor(self, m: ModelConfig, T: int) -> None:
+        check_layout(m, T)
+
+    def check_training(self, m: ModelConfig, tr: Training) -> None:
+        check_training(m, tr)
+
+    def attention_bytes(self, m: ModelConfig, w: Workload, tr: Training, par: Parallelism,
+                        kind: LayerAttention) -> int | None:
+        return None  # every class priced whole (`parts`, `last_layer`)
+
+    def params(self, m: ModelConfig, shard: ShardParams, chunks: tuple[Chunk, ...], first: bool) -> int:
+        return sum(blocks_params(m, c.start, c.stop) for c in chunks) + (embedding_side_params(m) if first else 0)
+
+    def side_adapter_params(self, m: ModelConfig, tr: Training) -> tuple[int, int]:
+        from transformer_calc.estimators.training.finetune import adapted
+
+        return adapted(side_linears(m), tr).params, 0  # the PLE projection's, on the first stage
+
+    def adapter_params(self, m: ModelConfig, tr: Training, chunks: tuple[Chunk, ...], par: Parallelism) -> int:
+        return sum(adapter_params(m, tr, c.start, c.stop) for c in chunks)
+
+    def frozen_weight_bytes(self, m: ModelConfig, tr: Training, params: int, chunks: tuple[Chunk, ...],
+                            first: bool, par: Parallelism) -> tuple[int, int]:
+        return frozen_weight_bytes(m, tr, params, [(c.start, c.stop) for c in chunks], first)
+
+    def last_layer(self, m: ModelConfig, w: Workload, tr: Training, par: Parallelism) -> LayerActivations:
+        """The last layer's class (`parts` has every class)."""
+        check_layout(m, par.tensor, par.expert, par.expert_tensor)
+        last = class_activations(m, w, tr, last_class(m))
+        return LayerActivations(attention=last.attention, mlp=last.mlp, norm=last.norm)
+
+    def parts(self, m: ModelConfig, w: Workload, tr: Training, par: Parallelism) -> Gemma4Parts:
+        check_layout(m, par.tensor, par.expert, par.expert_tensor)
+        return parts(m, w, tr)
+
+    def head_extra(self, m: ModelConfig, w: Workload, tr: Training, eager: bool) -> tuple[int, int]:
+        """The per-layer input path on the first stage; under torch-eager the final norm's fp32 tensors too."""
+        return head_first(m, w, tr), final_norm_delta(m, w, tr) if eager else 0
+
+    def last_attention_widths(self, m: ModelConfig, hd: int, v_dim: int, kv_t: int) -> tuple[int, int, int]:
+        """The last layer's class: its own head width and K/V heads (T = 1)."""
+        last = last_class(m)
+        width = m.kind_head_dim(last.kind)
+        return width, width, m.kv_heads_of(last.kind)
+
+    def block_params(self, m: ModelConfig, shard: ShardParams) -> tuple[int, int]:
+        """The largest layer class (full layers are wider); the first layer's class."""
+        largest = max(class_params(m, c) for c in layer_classes(m))
+        return largest, class_params(m, LayerClass(m.attention_pattern[0], m.first_kv_shared_layer == 0))
+
+
+LAYERS = Gemma4Layers()

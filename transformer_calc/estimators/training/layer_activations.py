@@ -1,5 +1,6 @@
-"""The bytes one layer keeps for backward, by part: the type training memory (memory.py) and Gemma 4's
-layer classes (gemma4.py) both return. Its own module so that neither imports the other at load time."""
+"""The bytes one layer keeps for backward, by part: the type training memory (memory.py,
+activations.py) and Gemma 4's layer classes (gemma4.py) both return, and the sizes of what a layer
+saves. Its own module so that none of them imports another at load time."""
 
 from __future__ import annotations
 
@@ -17,3 +18,16 @@ class LayerActivations:
     @property
     def total(self) -> int:
         return self.attention + self.mlp + self.norm
+
+
+MASK_BYTES = 1  # a torch.bool dropout mask element (seed: "one byte of memory per element")
+SOFTMAX_STAT_BYTES = 4  # FlashAttention keeps one fp32 logsumexp per query row and head
+LOSS_BYTES = 4  # the cross-entropy keeps an fp32 softmax over the vocabulary (Megatron upcasts logits)
+PLAIN_MLP_SAVED = 2  # pre-activation and activation output, F wide each (seed "MLP Activations")
+GATED_MLP_SAVED = 4  # gate pre-activation, act(gate), up projection, their product (input to W_down)
+FUSED_SWIGLU_SAVED = 3  # Megatron-core's fused SwiGLU: its [gate | up] input (2F) and W_down's input (F)
+OUTPUT_GATE_SAVED = 2  # Qwen3-Next's gated attention output: sigmoid(gate) and the output it multiplies
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)

@@ -54,6 +54,7 @@ from __future__ import annotations
 from transformer_calc.errors import TcalcError
 
 from dataclasses import dataclass
+from typing import Any
 
 from transformer_calc.model.units import MIB
 from transformer_calc.model.config import (
@@ -83,7 +84,7 @@ from transformer_calc.estimators.training.memory import (
     training_memory,
 )
 from transformer_calc.estimators.params import shard_params
-from transformer_calc.estimators.training import gemma4
+from transformer_calc.estimators.training.layer_structure import layer_structure
 
 CUDA_CONTEXT_BYTES = 512 * MIB  # CUDA context + cuBLAS/cuDNN workspaces + kernel images: of the
 # order PyTorch users report on A100/H100 (300-800 MiB with driver and libraries); an assumption
@@ -171,37 +172,74 @@ def stage_timeline(
 ) -> Timeline:
     """The phases of one step on the GPU of pipeline stage `st` (see the module docstring).
     `memo`: a dict shared by the stages of one (m, w, tr, par), holding what does not depend on
-    the stage (a block's activations), so that it is computed once for all of them."""
+    the stage (a block's activations), so that it is computed once for all of them.
+
+    The base is the stage's model states and stored activations (`st`); the contributions are the
+    head's gradients, the loss's B·S·V tensors (`_loss_tensors`), the backward's transients through
+    the last and the first block (`_backward`), the optimizer's temporaries, ZeRO-3's gathered
+    parameters and the gradient buckets (`_gathered_and_buckets`) and QLoRA's dequantized matrix."""
     memo = {} if memo is None else memo
     if par.context > 1:  # each context-parallel rank holds S/cp tokens (memory.training_memory)
         w = w.model_copy(update={"seq_len": w.seq_len // par.context})
-    B, S, T, p = w.batch_size, w.seq_len, par.tensor, tr.p
-    P = par.pipeline
-    is_first, is_last = st.stage == 0, st.stage == P - 1
-    fw = tr.framework
-    shard = shard_params(m, T, par.expert, par.expert_tensor)
+    is_last = st.stage == par.pipeline - 1
+    shard = shard_params(m, par.tensor, par.expert, par.expert_tensor)
 
-    # Gradients: resident through the forward with a persistent buffer or accumulation.
-    persistent = fw is Framework.megatron or micro_batches(tr, par) > 1
+    grads_fwd, head_grads = _forward_gradients(m, tr, par, st, shard, is_last)
+    # Stored activations (of all in-flight micro-batches) and the last block's parts.
+    if "block" not in memo:  # one block's activations without and with recomputation (stage-free)
+        memo["block"] = layer_activations(m, w, tr.model_copy(update={"recompute": Recompute.none}), par)
+        kept = layer_activations(m, w, tr, par).total  # the first block as stored
+        memo["kept"] = block_parts(m, w, tr, par).largest if layers_differ(m) else kept  # hybrids, Gemma 4: the largest
+    loss_fwd, loss_bwd = _loss_tensors(m, w, tr, par, is_last)
+    bwd = _backward(m, w, tr, par, st, shard, memo["block"], memo["kept"], grads_fwd)
+    opt_temp = _optimizer_temporaries(tr, st)
+    gathered, resident_buckets, bwd_buckets, end_buckets, opt_buckets = _gathered_and_buckets(
+        tr, par, st, shard, bwd.largest_block)
+    # QLoRA: bitsandbytes dequantizes one matrix at a time to 16 bits for its matmul (forward and
+    # backward): the largest one is alive as a temporary.
+    dequant = 0
+    if tr.finetune is Finetune.qlora:
+        from transformer_calc.estimators.training.gemma4 import largest_quantized_matrix  # Gemma 4's classes too
+
+        dequant = largest_quantized_matrix(m, par.tensor, par.expert, par.expert_tensor) * tr.p if st.n_layers else 0
+    attn_bwd = bwd.attn_bwd + dequant
+
+    W, O, G, stored = st.weights, st.optimizer, st.gradients, st.stored
+    phases = [
+        Phase("forward", W, grads_fwd, O, stored, dequant, gathered, resident_buckets),
+    ]
+    if is_last:
+        phases.append(Phase("loss forward", W, grads_fwd, O, stored, loss_fwd, gathered, resident_buckets))
+        phases.append(Phase("loss backward", W, grads_fwd, O, stored, loss_bwd, gathered, resident_buckets))
+    phases += [
+        Phase("backward", W, max(grads_fwd, head_grads), O, bwd.bwd_acts, attn_bwd, gathered,
+              resident_buckets + bwd_buckets),
+        Phase("backward of the first block", W, bwd.grads_first, O, bwd.first_acts, attn_bwd, gathered,
+              resident_buckets + bwd_buckets),
+        Phase("backward end", W, G, O, 0, 0, 0, resident_buckets + end_buckets),
+        Phase("optimizer step", W, G, O, 0, opt_temp, 0, resident_buckets + opt_buckets),
+    ]
+    return Timeline(stage=st, phases=tuple(phases))
+
+
+def _forward_gradients(m: ModelConfig, tr: Training, par: Parallelism, st: StageMemory, shard: Any,
+                       is_last: bool) -> tuple[int, int]:
+    """(gradients resident through the forward: with a persistent buffer or accumulation, the head's
+    gradients on the last stage)."""
+    persistent = tr.framework is Framework.megatron or micro_batches(tr, par) > 1
     grads_fwd = st.gradients if persistent else 0
     head_params = shard.final_norm + (shard.lm_head or shard.tied_head_copy or shard.embedding)
     if tr.adapters:  # only a trained head has a gradient (PEFT modules_to_save)
         from transformer_calc.estimators.training.finetune import head_trained
 
         head_params = (shard.lm_head or shard.tied_head_copy or shard.embedding) if head_trained(m, tr) else 0
-    head_grads = min(st.gradients, head_params * tr.grad_bytes) if is_last else 0
+    return grads_fwd, min(st.gradients, head_params * tr.grad_bytes) if is_last else 0
 
-    # Stored activations (of all in-flight micro-batches) and the last block's parts.
-    stored, working = st.stored, st.recompute_working
-    if "block" not in memo:  # one block's activations without and with recomputation (stage-free)
-        memo["block"] = layer_activations(m, w, tr.model_copy(update={"recompute": Recompute.none}), par)
-        kept = layer_activations(m, w, tr, par).total
-        if layers_differ(m):  # layers differ (hybrids, Gemma 4): the largest block as stored
-            kept = block_parts(m, w, tr, par).largest
-        memo["kept"] = kept
-    block = memo["block"]
 
-    # The loss's B·S·V tensors (vocabulary-parallel: V/T per rank), last stage only.
+def _loss_tensors(m: ModelConfig, w: Workload, tr: Training, par: Parallelism, is_last: bool) -> tuple[int, int]:
+    """(forward, backward) bytes of the loss's B·S·V tensors (vocabulary-parallel: V/T per rank), last
+    stage only, by cross-entropy kernel."""
+    B, S, T, p = w.batch_size, w.seq_len, par.tensor, tr.p
     bsv = B * S * ceil_div(m.vocab_size, T)
     loss_fwd = loss_bwd = 0
     if is_last and tr.head_activations and tr.activations is not ActivationProfile.seed:
@@ -220,20 +258,34 @@ def stage_timeline(
         else:  # chunked: one chunk's fp32 logits and their gradient
             chunk = min(B * S, CHUNK_TOKENS) * ceil_div(m.vocab_size, T)
             loss_fwd = loss_bwd = 2 * FP32_BYTES * chunk
+    return loss_fwd, loss_bwd
 
-    # Backward through the stage's last block: its MLP and norm activations are consumed, the
-    # attention backward allocates the score gradients (eager) or dq/dk/dv (flash).
+
+@dataclass(frozen=True)
+class _Backward:
+    attn_bwd: int  # the attention (or mixer) backward's transient
+    bwd_acts: int  # activations alive through the last block's backward
+    first_acts: int  # ... through the first block's
+    grads_first: int  # gradients alive through the first block's backward
+    largest_block: int  # the largest block's parameters (a ZeRO-3 unit)
+
+
+def _backward(m: ModelConfig, w: Workload, tr: Training, par: Parallelism, st: StageMemory, shard: Any,
+              block: Any, kept: int, grads_fwd: int) -> _Backward:
+    """The backward's peaks: through the stage's last block (its MLP and norm activations are consumed,
+    the attention backward allocates the score gradients, eager, or dq/dk/dv, flash) and through its
+    first block (nearly every gradient exists)."""
+    B, S, T, p = w.batch_size, w.seq_len, par.tensor, tr.p
+    is_first, is_last = st.stage == 0, st.stage == par.pipeline - 1
+    stored, working = st.stored, st.recompute_working
     A_t = m.n_heads // T
     kv_t = A_t if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
     # Consumed before the attention backward peaks: the block's MLP activations and its norms but
     # the first (the block's input norm is differentiated last), W_O's input and, when the softmax
     # is kept in fp32, its cast copy that P·V took.
     norms = max(m.norms_per_layer, 1)
-    hd, v_dim = m.head_dim, m.v_dim
-    if gemma4.is_gemma4(m):  # the last layer's class: its own head width and K/V heads (T = 1)
-        last = gemma4.last_class(m)
-        hd = v_dim = m.kind_head_dim(last.kind)
-        kv_t = m.kv_heads_of(last.kind)
+    layers = layer_structure(m)
+    hd, v_dim, kv_t = layers.last_attention_widths(m, m.head_dim, m.v_dim, kv_t)  # Gemma 4: the last layer's class
     consumed = block.mlp + block.norm * (norms - 1) // norms + p * B * S * A_t * v_dim
     if tr.flash:
         attn_bwd = p * B * S * (2 * A_t * hd + kv_t * (hd + v_dim))
@@ -244,20 +296,18 @@ def stage_timeline(
         soft = FP32_BYTES if fp32_softmax else p
         attn_bwd = 2 * soft * B * A_t * S * S  # the softmax's output gradient and input gradient
         consumed += p * B * A_t * S * S if fp32_softmax else 0
-    if is_last:  # the head's and the loss's stored tensors are consumed by the loss backward
-        stored_bwd = stored - head_activations(m, w, tr, par)[1]
-    else:
-        stored_bwd = stored
+    # the head's and the loss's stored tensors are consumed by the loss backward
+    stored_bwd = stored - head_activations(m, w, tr, par)[1] if is_last else stored
     if tr.recompute is Recompute.full:
         bwd_acts = stored_bwd + max(working - consumed, 0)
     else:
         bwd_acts = max(stored_bwd - consumed, 0) + working
     # ... and through the stage's first block, when (without a persistent buffer) nearly every
     # gradient exists: this micro-batch keeps only that block's activations (and the embedding's),
-    # the other in-flight micro-batches all of theirs.
+    # the other in-flight micro-batches all of theirs. `kept`: the first block as stored (recompute
+    # applied; a hybrid's largest block).
     others = stored * (st.in_flight - 1) // st.in_flight
     first_extra = head_activations(m, w, tr, par)[0] if is_first else 0
-    kept = memo["kept"]  # the first block as stored (recompute applied; a hybrid's largest block)
     if tr.recompute is Recompute.full:
         first_acts = others + kept + first_extra + max(working - consumed, 0)
     else:
@@ -265,10 +315,7 @@ def stage_timeline(
     # missing then: the block's gradients and (untied, first stage) the embedding's; a tied table
     # already has its gradient from the head
     untied_embedding = is_first and not (m.tied_embeddings and is_last)
-    largest_block = first_block = max(shard.layer, shard.dense_layer)
-    if gemma4.is_gemma4(m):  # the largest layer class (full layers are wider); the first layer's class
-        largest_block = max(gemma4.class_params(m, c) for c in gemma4.layer_classes(m))
-        first_block = gemma4.class_params(m, gemma4.LayerClass(m.attention_pattern[0], m.first_kv_shared_layer == 0))
+    largest_block, first_block = layers.block_params(m, shard)
     first_params = first_block + (shard.embedding if untied_embedding else 0)
     grads_first = max(grads_fwd, st.gradients - st.gradients * min(first_params, st.params) // max(st.params, 1))
     if m.is_hybrid:  # a mixer's backward may allocate more than attention's (Mamba's loop over tokens)
@@ -276,30 +323,36 @@ def stage_timeline(
 
         fused = tr.activations is not ActivationProfile.torch_eager
         attn_bwd = max([attn_bwd] + [MIXERS[k].backward_transient_bytes(m, B, S, p, T, fused) for k in m.mixer_kinds])
-    if gemma4.is_gemma4(m) and tr.recompute is Recompute.full:
-        # Gemma 4: its fp32 norm tensors are a large part of a recomputed block, and the block's backward
-        # peaks as it starts, the whole block alive, above the attention backward's point (measured:
-        # tools/crosscheck/activations_mixers.py); the larger of the two
+    if layers.recomputed_block_peaks_at_start and tr.recompute is Recompute.full:
+        # the block's backward peaks as it starts, the whole block alive (Gemma 4); the larger of the two
         bwd_acts = max(bwd_acts, stored_bwd + working - attn_bwd)
         first_acts = max(first_acts, others + kept + first_extra + working - attn_bwd)
     if st.n_layers == 0:
         attn_bwd, bwd_acts, first_acts = 0, stored, stored
+    return _Backward(attn_bwd, bwd_acts, first_acts, grads_first, largest_block)
 
-    # Optimizer temporaries: foreach Adam(W) in PyTorch, one per (ZeRO-sharded) parameter in the
-    # dtype of the states (fp32; bf16 for pure-bf16 training).
-    opt_temp = 0
-    if not tr.optimizer_fused and tr.optimizer in (Optimizer.adamw, Optimizer.adam):
-        sharded = st.optimizer // max(_opt_bytes(tr), 1)  # 0 when the optimizer is offloaded
-        state_bytes = p if tr.precision is Precision.bf16 else FP32_BYTES
-        opt_temp = ADAM_FOREACH_TEMPS * state_bytes * sharded
 
-    # ZeRO-3 / FSDP gathered parameters and gradient buckets. FSDP units: every block, and the
-    # root (embedding, final norm, head); DeepSpeed's "layers": blocks, the embedding, the head.
+def _optimizer_temporaries(tr: Training, st: StageMemory) -> int:
+    """Optimizer temporaries: foreach Adam(W) in PyTorch, one per (ZeRO-sharded) parameter in the
+    dtype of the states (fp32; bf16 for pure-bf16 training)."""
+    if tr.optimizer_fused or tr.optimizer not in (Optimizer.adamw, Optimizer.adam):
+        return 0
+    sharded = st.optimizer // max(_opt_bytes(tr), 1)  # 0 when the optimizer is offloaded
+    state_bytes = tr.p if tr.precision is Precision.bf16 else FP32_BYTES
+    return ADAM_FOREACH_TEMPS * state_bytes * sharded
+
+
+def _gathered_and_buckets(tr: Training, par: Parallelism, st: StageMemory, shard: Any,
+                          largest_block: int) -> tuple[int, int, int, int, int]:
+    """(ZeRO-3 / FSDP gathered parameters, gradient buckets resident, in the backward, at its end, in
+    the optimizer step). FSDP units: every block, and the root (embedding, final norm, head);
+    DeepSpeed's "layers": blocks, the embedding, the head."""
+    fw, p = tr.framework, tr.p
     block_unit = largest_block
     root_unit = shard.embedding + shard.final_norm + shard.lm_head
     largest_layer = max(block_unit, shard.embedding, shard.lm_head)
     gathered = 0
-    if par.zero >= 3 and par.data > 1 and not (fw is Framework.torchtitan and P > 1):  # torchtitan's PP: kept whole
+    if par.zero >= 3 and par.data > 1 and not (fw is Framework.torchtitan and par.pipeline > 1):  # torchtitan's PP: kept whole
         if fw is Framework.deepspeed:
             gathered = DEEPSPEED_Z3_BYTES_PER_PARAM * largest_layer
         else:  # the unit computed and the one prefetched: at most the root and a block
@@ -325,33 +378,7 @@ def stage_timeline(
             bwd_buckets = end_buckets = min(DEEPSPEED_REDUCE_BUCKET, trained) * tr.grad_bytes
             if par.zero in (1, 2):
                 opt_buckets = min(DEEPSPEED_ALLGATHER_BUCKET, st.params) * p
-
-    # QLoRA: bitsandbytes dequantizes one matrix at a time to 16 bits for its matmul (forward and
-    # backward): the largest one is alive as a temporary.
-    dequant = 0
-    if tr.finetune is Finetune.qlora:
-        from transformer_calc.estimators.training.gemma4 import largest_quantized_matrix  # Gemma 4's classes too
-
-        dequant = largest_quantized_matrix(m, T, par.expert, par.expert_tensor) * p if st.n_layers else 0
-    attn_bwd += dequant
-
-    W, O, G = st.weights, st.optimizer, st.gradients
-    phases = [
-        Phase("forward", W, grads_fwd, O, stored, dequant, gathered, resident_buckets),
-    ]
-    if is_last:
-        phases.append(Phase("loss forward", W, grads_fwd, O, stored, loss_fwd, gathered, resident_buckets))
-        phases.append(Phase("loss backward", W, grads_fwd, O, stored, loss_bwd, gathered, resident_buckets))
-    phases += [
-        Phase("backward", W, max(grads_fwd, head_grads), O, bwd_acts, attn_bwd, gathered,
-              resident_buckets + bwd_buckets),
-        Phase("backward of the first block", W, grads_first, O, first_acts, attn_bwd, gathered,
-              resident_buckets + bwd_buckets),
-        Phase("backward end", W, G, O, 0, 0, 0, resident_buckets + end_buckets),
-        Phase("optimizer step", W, G, O, 0, opt_temp, 0, resident_buckets + opt_buckets),
-    ]
-    return Timeline(stage=st, phases=tuple(phases))
-
+    return gathered, resident_buckets, bwd_buckets, end_buckets, opt_buckets
 
 def _opt_bytes(tr: Training) -> int:
     """Optimizer bytes per parameter held (per trainable parameter under adapters: no master)."""
