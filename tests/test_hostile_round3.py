@@ -1,0 +1,163 @@
+"""Hostile input, round 3 (issue 36): the Hub client against a hostile mirror (tests/hostile_mirror.py,
+loopback only), the file readers, the MCP server's protocol, the terminal, the messages, and the
+previous rounds' surfaces. Each case: one `Error:` line naming the field, file or variable, exit 2,
+nothing on stdout; or a correct answer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import transformer_calc.api as tc
+from transformer_calc.cli import run
+from transformer_calc.errors import TcalcError
+
+from hostile_mirror import Serve, hostile_mirror
+from hubfake import safetensors_bytes, safetensors_index
+from test_checkpoint import LLAMA, bf16_tensors, write_folder
+
+REPO = "acme/tiny-llama"
+
+
+def tcalc(*argv: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING", "TCALC_HUB"))}
+    return subprocess.run([sys.executable, "-m", "transformer_calc", *argv], capture_output=True, text=True,
+                          timeout=timeout, env=base | (env or {}))
+
+
+def one_error_line(out: subprocess.CompletedProcess) -> str:
+    assert out.returncode == 2, (out.returncode, out.stdout[:200], out.stderr)
+    assert out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "Traceback" not in out.stderr, out.stderr
+    return lines[0]
+
+
+def _error(capsys, *argv) -> str:
+    code = run(list(argv))
+    out, err = capsys.readouterr()
+    assert code == 2, (argv, code, out[:200], err)
+    assert out == "" and err.startswith("Error: ") and err.count("\n") == 1, err
+    return err
+
+
+def _ok(capsys, *argv) -> dict:
+    code = run([*argv, "-f", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _files_under(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+def _repo() -> dict[str, bytes]:
+    shard = safetensors_bytes(bf16_tensors())
+    return {"config.json": json.dumps(LLAMA).encode(), "model.safetensors": shard}
+
+
+# ---------------------------------------------------------------------------- the Hub: writes stay in HF_HOME
+pytest.importorskip("huggingface_hub")
+
+
+@pytest.mark.parametrize("revision", ["../../../../x", "/etc/x", "a/../../b", "main\n", "x" * 600, "refs/../../y"])
+def test_a_revision_that_is_a_path_is_refused(tmp_path, revision):
+    home = tmp_path / "home"
+    before = _files_under(tmp_path)
+    for argv in (["params", REPO, "--revision", revision], ["params", f"{REPO}@{revision}"]):
+        out = tcalc(*argv, env={"HF_HOME": str(home), "HF_ENDPOINT": "http://127.0.0.1:9"})
+        line = one_error_line(out)
+        assert any(k in line for k in ("revision", "MODEL", "does not exist")) and len(line) < 400, line
+    assert _files_under(tmp_path) - before <= {"home", "home/hub"}
+
+
+@pytest.mark.parametrize("etag, commit", [("../../../x", None), ("/tmp/abs-etag", None), ("..", None),
+                                          (None, "../../../../c"), (None, "/abs")])
+def test_a_mirrors_etag_or_commit_never_becomes_a_path_outside_the_cache(tmp_path, etag, commit):
+    files = _repo()
+    serve = {name: Serve(body, etag=etag if name == "config.json" else None,
+                         **({"commit": commit} if commit is not None else {})) for name, body in files.items()}
+    home = tmp_path / "home"
+    with hostile_mirror(serve) as mirror:
+        out = tcalc("params", REPO, "-f", "json", env={"HF_HOME": str(home), "HF_ENDPOINT": mirror.url})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["checkpoint"]["available"]
+    outside = {p for p in _files_under(tmp_path) if not p.startswith("home")}
+    assert outside == set(), outside
+    assert not Path("/tmp/abs-etag").exists()
+    for p in home.rglob("*"):
+        assert os.path.realpath(p).startswith(str(home.resolve())), p
+
+
+def test_the_cache_is_laid_out_as_huggingface_hub_reads_it(tmp_path):
+    """A good answer is cached where huggingface_hub looks: offline, the same command answers."""
+    files = _repo()
+    with hostile_mirror({n: Serve(b) for n, b in files.items()}) as mirror:
+        online = tcalc("params", REPO, "-f", "json", env={"HF_HOME": str(tmp_path), "HF_ENDPOINT": mirror.url})
+    assert online.returncode == 0, online.stderr
+    offline = tcalc("params", REPO, "-f", "json", env={"HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"})
+    assert offline.returncode == 0, offline.stderr
+    assert json.loads(offline.stdout)["params"] == json.loads(online.stdout)["params"]
+
+
+# ---------------------------------------------------------------------------- the Hub: every wait bounded
+@pytest.mark.parametrize("slow", ["config.json", "model.safetensors"])
+def test_a_dripped_body_is_bounded_by_one_deadline(tmp_path, slow):
+    files = _repo()
+    serve = {n: Serve(b, drip_s=0.2 if n == slow else 0.0) for n, b in files.items()}
+    with hostile_mirror(serve) as mirror:
+        for how in ({"TCALC_HUB_TIMEOUT": "2"}, {}):
+            argv = ["params", REPO] + (["--hub-timeout", "2"] if not how else [])
+            start = time.monotonic()
+            line = one_error_line(tcalc(*argv, env={"HF_HOME": str(tmp_path), "HF_ENDPOINT": mirror.url} | how))
+            assert time.monotonic() - start < 15
+            assert "more than 2 s" in line and "--hub-timeout" in line, line
+
+
+def test_a_rate_limit_is_an_error_not_an_hour_of_sleep(tmp_path):
+    serve = {"config.json": Serve(status=429, headers={"Retry-After": "3600", "RateLimit-Reset": "3600"})}
+    with hostile_mirror(serve) as mirror:
+        start = time.monotonic()
+        line = one_error_line(tcalc("params", REPO, env={"HF_HOME": str(tmp_path), "HF_ENDPOINT": mirror.url}))
+    assert time.monotonic() - start < 15
+    assert "429" in line and "3600" in line, line
+
+
+def test_a_range_read_stops_at_the_header_whatever_the_server_sends(tmp_path):
+    """A server that ignores Range and sends 300 MiB: the header is read, the rest never."""
+    files = _repo()
+    serve = {"config.json": Serve(files["config.json"]),
+             "model.safetensors": Serve(files["model.safetensors"], ignore_range=True, pad=300 << 20)}
+    with hostile_mirror(serve) as mirror:
+        out = tcalc("params", REPO, "-f", "json", env={"HF_HOME": str(tmp_path), "HF_ENDPOINT": mirror.url})
+        time.sleep(0.2)
+        sent = mirror.sent.get("model.safetensors", 0)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["checkpoint"]["available"]
+    assert sent < 32 << 20, sent  # socket buffers at most, never the 300 MiB
+
+
+# ---------------------------------------------------------------------------- the Hub: settings
+@pytest.mark.parametrize("env, says", [
+    ({"HF_HUB_ETAG_TIMEOUT": "abc"}, "HF_HUB_ETAG_TIMEOUT ('abc')"),
+    ({"HF_HUB_DOWNLOAD_TIMEOUT": "-1"}, "HF_HUB_DOWNLOAD_TIMEOUT ('-1')"),
+    ({"HF_HOME": "/dev/null"}, "HF_HOME ('/dev/null') is not a folder"),
+    ({"HF_TOKEN": "hf_é\u2028abc"}, "HF_TOKEN holds a character that is not printable ASCII"),
+    ({"TCALC_HUB_TIMEOUT": "soon"}, "TCALC_HUB_TIMEOUT ('soon')"),
+    ({"HF_ENDPOINT": "not a url"}, "HF_ENDPOINT"),
+])
+def test_bad_hub_settings_name_the_variable(tmp_path, env, says):
+    line = one_error_line(tcalc("params", REPO, env={"HF_HOME": str(tmp_path / "h"), "HF_ENDPOINT": "http://127.0.0.1:9"} | env))
+    assert says in line, line
+
+
+def test_hub_timeout_applies_to_repo_ids_only(capsys):
+    assert "--hub-timeout" in _error(capsys, "params", "gpt2", "--hub-timeout", "5")
+    assert "--hub-timeout" in _error(capsys, "params", "gpt2", "--hub-timeout", "0")
