@@ -161,3 +161,54 @@ def test_bad_hub_settings_name_the_variable(tmp_path, env, says):
 def test_hub_timeout_applies_to_repo_ids_only(capsys):
     assert "--hub-timeout" in _error(capsys, "params", "gpt2", "--hub-timeout", "5")
     assert "--hub-timeout" in _error(capsys, "params", "gpt2", "--hub-timeout", "0")
+
+
+# ---------------------------------------------------------------------------- checkpoint readers
+def test_metadata_holding_json_text_and_bracketed_tensor_names_are_read(tmp_path, capsys):
+    """kohya / mergekit write JSON text into __metadata__ values; names may hold brackets."""
+    tensors = bf16_tensors()
+    meta = {"ss_network_args": json.dumps({"a": [[[[{"b": [1, 2]}]]]]}), "mergekit": "[[[[[[[[{{{{"}
+    path = tmp_path / "ckpt"
+    write_folder(path, tensors)
+    (path / "model.safetensors").write_bytes(safetensors_bytes(tensors | {"extra[0].scale[1]": ("F32", (1,))}, meta))
+    data = _ok(capsys, "params", str(path))
+    assert data["checkpoint"]["available"] and data["checkpoint"]["params"] == data["params"]["total"] + 1
+    (path / "model.safetensors").write_bytes(safetensors_bytes({"w": ("F32", (1,))}, {"a": "x"})[:8]
+                                             + b'{"a":' + b"[" * 50 + b"]" * 50 + b"}")
+    assert "nests deeper" in _error(capsys, "params", str(path))
+
+
+@pytest.mark.parametrize("value", [["model.safetensors"], {"file": "model.safetensors"}, 3, None, True])
+def test_a_weight_map_value_that_is_not_a_file_name_is_named(tmp_path, capsys, value):
+    path = tmp_path / "ckpt"
+    write_folder(path, bf16_tensors(), shards=2)
+    index = json.loads((path / "model.safetensors.index.json").read_text())
+    first = next(iter(index["weight_map"]))
+    index["weight_map"][first] = value
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+    line = _error(capsys, "params", str(path))
+    assert "weight_map[" in line and first[:20] in line and "not a file name" in line, line
+
+
+def test_a_checkpoint_that_contradicts_its_config_is_refused_with_both_counts(tmp_path, capsys):
+    big = dict(LLAMA, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+               num_key_value_heads=8, vocab_size=128256)  # Llama-3-8B's config.json beside the tiny weights
+    path = tmp_path / "ckpt"
+    write_folder(path, bf16_tensors(), config=big)
+    line = _error(capsys, "inference", str(path), "--S", "128", "--gpu", "h100")
+    assert "8,030,261,248" in line and "headers hold" in line and "not one model" in line, line
+    tiny = tmp_path / "tiny"
+    write_folder(tiny, bf16_tensors(), config=dict(LLAMA, num_hidden_layers=1, vocab_size=8))  # the reverse
+    assert "not one model" in _error(capsys, "params", str(tiny))
+    tied = tmp_path / "tied"  # a head tied in the config, stored untied: within the tolerance
+    write_folder(tied, bf16_tensors(), config=dict(LLAMA, tie_word_embeddings=True))
+    assert _ok(capsys, "params", str(tied))["checkpoint"]["available"]
+
+
+def test_a_long_model_string_is_one_line_everywhere(capsys):
+    long = "a" * 10_000
+    line = _error(capsys, "params", long)
+    assert "10,000 characters" in line and len(line) < 300
+    with pytest.raises(TcalcError, match="10,000 characters"):
+        tc.params(long)
+    assert "10,000 characters" in _error(capsys, "params", "org/" + "b" * 9_996)

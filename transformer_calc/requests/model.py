@@ -145,6 +145,9 @@ class ModelRequest(Request):
             src = load_source(self.model, preset=self.preset, config=self.config, hf_config=self.hf_config,
                               revision=self.revision, overrides=self.overrides(), text_only=self.text_only,
                               hub_timeout=self.hub_timeout)
+            from transformer_calc.results.common import check_checkpoint
+
+            check_checkpoint(src.model, src.checkpoint)
             self._source = dataclasses.replace(src, job=checked_job(src.job, type(self))) if src.job is not None else src
         return self._source
 
