@@ -212,3 +212,66 @@ def test_a_long_model_string_is_one_line_everywhere(capsys):
     with pytest.raises(TcalcError, match="10,000 characters"):
         tc.params(long)
     assert "10,000 characters" in _error(capsys, "params", "org/" + "b" * 9_996)
+
+
+# ---------------------------------------------------------------------------- MCP: the protocol
+def _mcp_exchange(lines: list[str], timeout: float = 60, expect: int | None = None) -> list[dict]:
+    """Start `tcalc mcp`, initialize, send `lines` raw, and read one answer per line that gets one."""
+    pytest.importorskip("mcp")
+    init = {"jsonrpc": "2.0", "id": "init", "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    done = {"jsonrpc": "2.0", "id": "last", "method": "tools/list"}
+    text = "\n".join([json.dumps(init), json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                      *lines, json.dumps(done)]) + "\n"
+    proc = subprocess.Popen([sys.executable, "-m", "transformer_calc", "mcp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    answers = []
+    try:
+        proc.stdin.write(text)
+        proc.stdin.flush()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            answer = json.loads(line)
+            answers.append(answer)
+            if any(a.get("id") == "last" for a in answers) and len(answers) >= 2 + (expect or 0):
+                break
+    finally:
+        proc.stdin.close()
+        proc.kill()
+        proc.wait()
+    assert any(a.get("id") == "last" for a in answers), answers
+    return [a for a in answers[1:] if a.get("id") != "last"]
+
+
+BAD_LINES = [
+    ("{not json", -32700), ('{"jsonrpc": "2.0", "id": 1, "method": "tools/list"', -32700),
+    ('[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]', -32600), ("[]", -32600), ("42", -32600),
+    ('{"jsonrpc": "1.0", "id": 1, "method": "tools/list"}', -32600), ('{"id": 1, "method": "tools/list"}', -32600),
+    ('{"jsonrpc": "2.0", "id": 1}', -32600), ('{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": [1]}', -32600),
+    ('{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', -32600), ('{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', -32600),
+    ('{"jsonrpc": "2.0", "id": 1, "method": 7}', -32600),
+    (json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                 "params": {"name": "memory", "arguments": {"model": None}}}).replace("null", "[" * 500 + "]" * 500), -32600),
+]
+
+
+def test_every_malformed_mcp_line_gets_a_json_rpc_error():
+    answers = _mcp_exchange([line for line, _ in BAD_LINES])
+    assert [a["error"]["code"] for a in answers] == [code for _, code in BAD_LINES], answers
+    for a in answers:
+        assert a["jsonrpc"] == "2.0" and len(a["error"]["message"]) < 200
+
+
+def test_mcp_check_and_schema_without_arguments_and_a_huge_keyword():
+    calls = [{"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": name, "arguments": args}}
+             for i, (name, args) in enumerate([("check", {}), ("schema", {}), ("memory", {"model": "gpt2", "k" * 1_000_000: 1})])]
+    answers = sorted(_mcp_exchange([json.dumps(c) for c in calls], expect=3), key=lambda a: a["id"])
+    texts = [a["result"]["content"][0]["text"] for a in answers]
+    assert all(a["result"]["isError"] for a in answers)
+    assert "files is required" in texts[0] and "name is required" in texts[1]
+    assert "unexpected keyword argument" in texts[2] and len(texts[2]) < 300
+    with pytest.raises(TcalcError, match="files is required"):
+        tc.check()
