@@ -275,3 +275,51 @@ def test_mcp_check_and_schema_without_arguments_and_a_huge_keyword():
     assert "unexpected keyword argument" in texts[2] and len(texts[2]) < 300
     with pytest.raises(TcalcError, match="files is required"):
         tc.check()
+
+
+# ---------------------------------------------------------------------------- terminal and messages
+def test_control_characters_in_a_gguf_name_are_escaped_in_tables(tmp_path, capsys):
+    pytest.importorskip("gguf")
+    from test_gguf import _case_llama, write_gguf
+
+    arch, meta, tensors, _ = _case_llama()
+    evil = "evil\x1b]0;pwned\x07\x1b[2J\x9b31m\u202etxt"
+    write_gguf(tmp_path / "m.gguf", arch, dict(meta) | {"general.name": evil}, tensors)
+    for command in (["params"], ["inference", "--S", "128", "--gpu", "h100"], ["memory"]):
+        assert run([command[0], str(tmp_path / "m.gguf"), *command[1:]]) == 0
+        out, _ = capsys.readouterr()
+        assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out and "\u202e" not in out, command
+        assert "evil\\x1b]0;pwned\\x07" in out, out[:400]
+    assert _ok(capsys, "params", str(tmp_path / "m.gguf"))["model"]["name"] == evil  # JSON keeps the value
+
+
+def test_control_characters_in_an_error_line_are_escaped(capsys):
+    line = _error(capsys, "memory", "gpt2", "--gpu", "h\x1b]0;x\x07")
+    assert "\x1b" not in line and "\\x1b" in line
+
+
+@pytest.mark.parametrize("argv, near", [
+    (["memory", "gpt2", "--gpu", "zzzzqqqq"], "known: "), (["memory", "gpt2", "--gpu", "x" * 5000], "known: "),
+])
+def test_known_lists_are_clipped_closest_first(capsys, argv, near):
+    line = _error(capsys, *argv)
+    assert near in line and "more)" in line and len(line) < 250, line
+
+
+def test_known_list_ranks_the_closest_first():
+    from transformer_calc.errors import known_list
+
+    assert known_list("qwen", ["llama", "qwen2", "gpt2", "qwen3"], limit=2) == "known: qwen2, qwen3, ... (2 more)"
+
+
+def test_an_unknown_query_key_on_the_web_page_is_clipped():
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from transformer_calc.web.app import create_app
+
+    client = TestClient(create_app(hosts=None))
+    r = client.get("/memory?model=gpt2&" + "k" * 10_000 + "=1")
+    assert r.status_code == 400 and r.text.count("k" * 100) == 0
+    r = client.get("/params?model=" + "a" * 10_000)
+    assert r.status_code == 400 and "10,000 characters" in r.text

@@ -239,7 +239,9 @@ def _table(command: str) -> Any:
 
 
 def _note(text: str) -> None:
-    sys.stderr.write(f"note: {text}\n")
+    from transformer_calc.errors import printable
+
+    sys.stderr.write(f"note: {printable(text)}\n")
 
 
 def _default_body(command: str, req: Any, fmt: OutputFormat) -> None:
@@ -397,15 +399,13 @@ def emit(data: Any, fmt: OutputFormat, table: Any) -> None:
     plain = data.model_dump(mode="json")
     finite_or_error(plain)
     if fmt is OutputFormat.table:
-        from rich.console import Console
-
-        from transformer_calc.render.common import checkpoint_table
+        from transformer_calc.render.common import checkpoint_table, console as safe_console
 
         # a file in all but name: the rest is sys.stdout's. At least MIN_TABLE_WIDTH columns: a
         # narrower terminal (or COLUMNS=0, COLUMNS=5) would wrap numbers digit by digit, or print nothing
-        console = Console(file=cast(IO[str], _Stdout()))
+        console = safe_console(cast(IO[str], _Stdout()))
         if console.width < MIN_TABLE_WIDTH:
-            console = Console(file=cast(IO[str], _Stdout()), width=MIN_TABLE_WIDTH)
+            console = safe_console(cast(IO[str], _Stdout()), width=MIN_TABLE_WIDTH)
         console.print(table(data))
         if getattr(data, "checkpoint", None) is not None:
             console.print(checkpoint_table(data.checkpoint))
@@ -545,7 +545,9 @@ MAX_MESSAGE_CHARS = 400  # an error is one line; values in it are clipped, the w
 
 
 def _fail(message: str, code: int) -> int:
-    line = " ".join(str(message).split())
+    from transformer_calc.errors import printable
+
+    line = printable(" ".join(str(message).split()))
     if len(line) > MAX_MESSAGE_CHARS:
         line = line[: MAX_MESSAGE_CHARS - 3] + "..."
     try:

@@ -96,7 +96,7 @@ def server() -> Any:
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         name, arguments = params.name, dict(params.arguments or {})
         if name not in has_object:
-            return _error(f"unknown tool {name!r}; the tools are {', '.join(TOOLS)}")
+            return _error(f"unknown tool {clip(name, 40)}; the tools are {', '.join(TOOLS)}")
         try:
             data = await anyio.to_thread.run_sync(lambda: call(name, arguments))
         except TcalcError as exc:

@@ -10,6 +10,21 @@ from typing import Any
 
 
 
+def console(file: Any, width: int | None = None) -> Any:
+    """The rich Console every table goes through: each string it renders (a cell, a title, a line)
+    passes `errors.printable` first, so control characters in a result (a GGUF file's name, a Hub
+    config's text) are shown escaped, never sent to the terminal raw. Once, here, for every table."""
+    from rich.console import Console
+
+    from transformer_calc.errors import printable
+
+    class SafeConsole(Console):
+        def render_str(self, text: str, **kwargs: Any) -> Any:
+            return super().render_str(printable(text, keep_newlines=True), **kwargs)
+
+    return SafeConsole(file=file, width=width) if width is not None else SafeConsole(file=file)
+
+
 class OutputFormat(str, Enum):
     table = "table"
     json = "json"

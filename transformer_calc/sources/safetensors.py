@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_calc.model.checkpoint import SAFETENSORS_BITS, SCALE, WEIGHT, Checkpoint, Tensor, component_of, elements, is_scale
-from transformer_calc.errors import TcalcError, clip
+from transformer_calc.errors import TcalcError, clip, known_list
 from transformer_calc.sources.files import regular_file
 
 MAX_HEADER_BYTES = 100_000_000  # safetensors' MAX_HEADER_SIZE
@@ -124,7 +124,7 @@ def _entry(name: str, entry: Any, where: str) -> tuple[str, tuple[int, ...], int
         raise TcalcError(f"{what}: expected dtype, shape and data_offsets")
     dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     if not isinstance(dtype, str) or dtype not in SAFETENSORS_BITS:
-        raise TcalcError(f"{what}: unknown dtype {clip(dtype)}; known: {', '.join(SAFETENSORS_BITS)}")
+        raise TcalcError(f"{what}: unknown dtype {clip(dtype)}; {known_list(dtype, SAFETENSORS_BITS)}")
     if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(
         isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIM for d in shape
     ):
