@@ -323,3 +323,51 @@ def test_an_unknown_query_key_on_the_web_page_is_clipped():
     assert r.status_code == 400 and r.text.count("k" * 100) == 0
     r = client.get("/params?model=" + "a" * 10_000)
     assert r.status_code == 400 and "10,000 characters" in r.text
+
+
+# ---------------------------------------------------------------------------- streams and signals
+SLOW = {"plan": ["plan", "llama-3-70b", "--gpus", "16384", "--global-batch", "4096"],
+        "serve": ["serve", "llama-3-70b", "--gpu", "h100", "--gpus", "64", "--prompt-len", "2000", "--output-len", "500"],
+        "train": ["train", "llama-3-70b", "--gpus", "1024", "--global-batch", "1024"]}
+
+
+@pytest.mark.parametrize("command", sorted(SLOW))
+def test_sigint_during_plan_serve_and_train_exits_130(command):
+    import signal
+
+    for delay in (0.35, 0.5, 0.65):
+        proc = subprocess.Popen([sys.executable, "-m", "transformer_calc", *SLOW[command]], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        if proc.returncode == 0:  # it finished first: the whole answer, no line
+            assert err == "" and out
+            continue
+        assert proc.returncode == 130 and err == "Error: interrupted\n" and out == "", (delay, proc.returncode, err)
+
+
+def _sh(command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("argv", ["params gpt2", "presets -f json", "memory llama-3-8b", "inference llama-3-8b --S 200000"])
+def test_a_full_stdout_is_one_line_and_a_full_stderr_exits_2(argv):
+    tcalc_ = f"{sys.executable} -m transformer_calc {argv}"
+    full_out = _sh(f"{tcalc_} > /dev/full")
+    assert full_out.returncode == 2 and full_out.stderr.count("Error: ") == 1, full_out.stderr
+    assert "cannot write the output" in full_out.stderr
+    bad = _sh(f"{sys.executable} -m transformer_calc params no-such-model 2> /dev/full")
+    assert bad.returncode == 2
+    both = _sh(f"{tcalc_} > /dev/full 2> /dev/full")
+    assert both.returncode == 2
+
+
+def test_train_with_absurd_sizes_answers_fast(capsys):
+    start = time.monotonic()
+    line = _error(capsys, "train", "llama-3-8b", "--L", "1000000000", "--P", "1000000000", "--gpus", "1000000000",
+                  "--global-batch", "1000000000")
+    assert "pipeline" in line and "1024" in line
+    _ok(capsys, "train", "llama-3-8b", "--L", "1000000000", "--gpus", "1000000000", "--global-batch", "1000000000")
+    assert time.monotonic() - start < 10

@@ -707,16 +707,47 @@ def _interrupted() -> int:
 
 
 def main() -> None:
+    late: list[int] = []
     try:
         code = run()
     except KeyboardInterrupt:  # between the handler's frames
         code = _interrupted()
     try:
-        if sys.stdout is not None:
-            sys.stdout.flush()
-    except BrokenPipeError:  # the reader left: quiet, and the exit code keeps its meaning
-        _broken_pipe()
-    except (OSError, ValueError) as exc:
-        code = _fail(f"cannot write the output: {getattr(exc, 'strerror', None) or exc}", 2)
-        _broken_pipe()
+        # The answer is decided; a Ctrl-C from here to the end still means "interrupted" (exit 130),
+        # recorded rather than raised: raised in the interpreter's shutdown, it would kill the
+        # process by the signal (exit -2, no line).
+        _on_sigint(lambda *_: late.append(1))
+        try:
+            if sys.stdout is not None:
+                sys.stdout.flush()
+        except BrokenPipeError:  # the reader left: quiet, and the exit code keeps its meaning
+            _broken_pipe()
+        except (OSError, ValueError) as exc:
+            code = _fail(f"cannot write the output: {getattr(exc, 'strerror', None) or exc}", 2)
+            _broken_pipe()
+    except KeyboardInterrupt:
+        late.append(1)
+    if late and code != 130:
+        code = _interrupted()
+    _on_sigint(None)
+    if code == 130:
+        # interrupted: out now, with the code, past the interpreter's shutdown (where a KeyboardInterrupt
+        # still pending under `python -m` ends the process by the signal instead, exit -2)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(130)
     sys.exit(code)
+
+
+def _on_sigint(handler: Any) -> None:
+    """SIGINT -> `handler` (None: ignored, which the interpreter's shutdown leaves as it is)."""
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, handler if handler is not None else signal.SIG_IGN)
+    except (ValueError, OSError):  # not the main thread, or no such signal here
+        pass
