@@ -371,3 +371,74 @@ def test_train_with_absurd_sizes_answers_fast(capsys):
     assert "pipeline" in line and "1024" in line
     _ok(capsys, "train", "llama-3-8b", "--L", "1000000000", "--gpus", "1000000000", "--global-batch", "1000000000")
     assert time.monotonic() - start < 10
+
+
+# ---------------------------------------------------------------------------- options that cannot apply, job files, check
+@pytest.mark.parametrize("argv, says", [
+    (["inference", "llama-3-8b", "--S", "128", "--block-size", "32", "--no-kv-cache"], "--block-size (32)"),
+    (["serve", "llama-3-8b", "--gpu", "h100", "--ep", "2", "--prompt-len", "100", "--output-len", "10"], "--ep (2)"),
+    (["sweep", "llama-3-8b", "--etp", "2"], "--etp (2)"),
+    (["sweep", "llama-3-8b", "--etp", "2", "--T", "2"], "drop --etp"),
+    (["serve", "llama-3-8b", "--gpu", "h100", "--max-num-batched-tokens", "4", "--max-num-seqs", "8", "--prompt-len", "100",
+      "--output-len", "10"], "--max-num-batched-tokens (4) is below --max-num-seqs (8)"),
+    (["inference", "llama-3-8b", "--S", "128", "--max-num-batched-tokens", "4", "--max-num-seqs", "8"], "vLLM refuses"),
+])
+def test_an_option_that_cannot_apply_is_refused(capsys, argv, says):
+    assert says in _error(capsys, *argv)
+
+
+def test_etp_still_applies_to_a_moe_model_in_a_sweep(capsys):
+    data = _ok(capsys, "sweep", "mixtral-8x7b", "--etp", "1", "--T", "2", "--ep", "2", "--dp", "2")
+    assert data["points_total"] == 1
+
+
+@pytest.mark.parametrize("section, says", [
+    ("inference: {ttft_s: '1'}", "ttft_s ('1'): is text, not a number"),
+    ("inference: {tpot_s: '0.05'}", "tpot_s ('0.05'): is text"),
+    ("inference: {block_size: 16.0}", "block_size (16.0): is a float, not a whole number; give 16"),
+    ("inference: {block_size: 16.5}", "block_size (16.5): is a float"),
+    ("inference: {memory_utilization: '0.9'}", "memory_utilization ('0.9'): is text"),
+])
+def test_serve_job_files_keep_their_numbers_typed(tmp_path, capsys, section, says):
+    job = tmp_path / "job.yaml"
+    job.write_text(f"model: {{preset: llama-3-8b}}\n{section}\n")
+    assert says in _error(capsys, "serve", "--config", str(job), "--gpu", "h100", "--prompt-len", "100", "--output-len", "10")
+    code = run(["check", str(job), "-f", "json"])
+    out, _ = capsys.readouterr()
+    assert code == 2 and json.loads(out)["files"][0]["status"] == "invalid"
+
+
+@pytest.mark.parametrize("recipe, gpu", [("mxfp8", "h100"), ("tensorwise", "a100-80gb"), ("nvfp4", "h100")])
+def test_check_says_invalid_for_an_fp8_recipe_the_gpu_cannot_run(tmp_path, capsys, recipe, gpu):
+    job = tmp_path / "job.yaml"
+    job.write_text(f"model: {{preset: llama-3-8b}}\ntraining: {{fp8_recipe: {recipe}}}\nchecks: {{gpu: {gpu}}}\n")
+    code = run(["check", str(job), "-f", "json"])
+    out, _ = capsys.readouterr()
+    data = json.loads(out)
+    assert code == 2 and data["files"][0]["status"] == "invalid" and data["invalid"] == 1, data
+    assert f"fp8_recipe {recipe}" in data["files"][0]["error"]
+
+
+@pytest.mark.parametrize("call, says", [
+    (lambda: tc.memory("gpt2", gpu=None), "gpu=None"),
+    (lambda: tc.memory("gpt2", flash=None), "flash=None"),
+    (lambda: tc.inference("gpt2", S=128, cuda_graphs="yes"), "cuda_graphs='yes': is not a boolean"),
+    (lambda: tc.inference("gpt2", S=128, cuda_graphs=1), "cuda_graphs=1: is not a boolean"),
+    (lambda: tc.serve("gpt2", block_size=16.0, prompt_len=100, output_len=10), "block_size=16.0: is a float"),
+    (lambda: tc.memory("gpt2", S=4096.0), "S=4096.0: is a float"),
+])
+def test_the_api_refuses_none_and_values_of_the_wrong_type(call, says):
+    with pytest.raises(TcalcError, match=re_escape(says)):
+        call()
+
+
+def re_escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def test_an_unknown_api_keyword_is_clipped():
+    with pytest.raises(TypeError) as err:
+        tc.memory("gpt2", **{"k" * 10_000: 1})
+    assert len(str(err.value)) < 200

@@ -142,7 +142,11 @@ class SweepRequest(ModelRequest):
             out[label if label not in out else f"{label} ({where})"] = src.model
 
         for item in positional:
-            src = load_source(item, revision=self.revision, overrides=overrides, text_only=self.text_only)
+            src = load_source(item, revision=self.revision, overrides=overrides, text_only=self.text_only,
+                              hub_timeout=self.hub_timeout)
+            from transformer_calc.results.common import check_checkpoint
+
+            check_checkpoint(src.model, src.checkpoint)
             label = src.model.name or ("model" if isinstance(item, (ModelConfig, dict)) else str(item))
             add(label, src, str(item) if isinstance(item, (str, Path)) else "model")
         for name in self.preset or []:
