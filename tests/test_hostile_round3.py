@@ -442,3 +442,18 @@ def test_an_unknown_api_keyword_is_clipped():
     with pytest.raises(TypeError) as err:
         tc.memory("gpt2", **{"k" * 10_000: 1})
     assert len(str(err.value)) < 200
+
+
+def test_the_api_is_bounded_by_the_same_deadline(tmp_path):
+    """The deadline lives in the resolver, under every door: the API (and so the web page and MCP)."""
+    files = _repo()
+    code = ("import transformer_calc.api as tc\n"
+            "try:\n    tc.params('acme/tiny-llama', hub_timeout=2)\n"
+            "except ValueError as exc:\n    print(exc)\n")
+    with hostile_mirror({n: Serve(b, drip_s=0.2) for n, b in files.items()}) as mirror:
+        start = time.monotonic()
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                             env={k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+                             | {"HF_HOME": str(tmp_path), "HF_ENDPOINT": mirror.url})
+    assert time.monotonic() - start < 15
+    assert "more than 2 s" in out.stdout and out.stderr == "", (out.stdout, out.stderr)

@@ -570,10 +570,12 @@ def _usage_message(exc: Any, argv: list[str]) -> str:
     values += [tok.split("=", 1)[1] for tok in argv if "=" in tok and tok.split("=", 1)[0] in opts]
     if not values:
         return message
+    from transformer_calc.errors import clip
+
     problem = message.split(": ", 1)[-1].removeprefix("Value error, ").rstrip(".")
     low = problem.lower()
     fix = next((f for key, f in _USAGE_FIXES if key in low), "see --help")
-    return f"{' / '.join(opts)} ({values[-1]!r}): {problem[:1].lower() + problem[1:]}; {fix}"
+    return f"{' / '.join(opts)} ({clip(values[-1], 40)}): {problem[:1].lower() + problem[1:]}; {fix}"
 
 
 _USAGE_FIXES = (
