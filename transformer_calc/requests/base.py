@@ -162,8 +162,8 @@ class Request(BaseModel):
             error = exc.errors()[0]
             field = str(error["loc"][0]) if error.get("loc") else "?"
             if error.get("type") == "missing":  # a required option not given (check's files, schema's name)
-                o = options.get(field)
-                spelled = o.spellings()[0] if o is not None and o.flags else field.upper()
+                wanted = options.get(field)
+                spelled = wanted.spellings()[0] if wanted is not None and wanted.flags else field.upper()
                 raise TcalcError(f"{field} is required and was not given; give it ({field}=... in the API and MCP, "
                                  f"{spelled} on the command line)") from None
             try:

@@ -183,8 +183,10 @@ def _from_text(text: str, revision: str | None, hub_timeout: float | None = None
         repo, rev = parsed
         if rev is not None and revision is not None and rev != revision:
             raise TcalcError(f"two revisions: {clip(text)} and --revision {clip(revision)}; give one")
-        spec, ckpt, note = _hub(repo, hub.check_revision(rev or revision, "--revision" if rev is None else "MODEL's @revision"),
-                                hub_timeout) if (rev or revision) is not None else _hub(repo, None, hub_timeout)
+        chosen = rev or revision
+        if chosen is not None:  # it becomes a path in the cache (refs/<revision>)
+            chosen = hub.check_revision(chosen, "--revision" if rev is None else "MODEL's @revision")
+        spec, ckpt, note = _hub(repo, chosen, hub_timeout)
         return spec, None, ckpt, note, f"{repo}@{rev or revision or 'main'}"
     if revision is not None:
         raise TcalcError(f"--revision {clip(revision)} applies to a Hub repo id, not to the preset {name}; drop it")
