@@ -253,6 +253,8 @@ BAD_LINES = [
     ('{"jsonrpc": "2.0", "id": 1}', -32600), ('{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": [1]}', -32600),
     ('{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', -32600), ('{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', -32600),
     ('{"jsonrpc": "2.0", "id": 1, "method": 7}', -32600),
+    ('{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', -32600), ('{"jsonrpc": "2.0", "id": [1], "method": "tools/list"}', -32600),
+    ('{"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": "x"}', -32600), ("\"text\"", -32600), ("null", -32600),
     (json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
                  "params": {"name": "memory", "arguments": {"model": None}}}).replace("null", "[" * 500 + "]" * 500), -32600),
 ]
@@ -457,3 +459,23 @@ def test_the_api_is_bounded_by_the_same_deadline(tmp_path):
                              | {"HF_HOME": str(tmp_path), "HF_ENDPOINT": mirror.url})
     assert time.monotonic() - start < 15
     assert "more than 2 s" in out.stdout and out.stderr == "", (out.stdout, out.stderr)
+
+
+def test_rich_markup_in_a_name_is_text(tmp_path, capsys):
+    pytest.importorskip("gguf")
+    from test_gguf import _case_llama, write_gguf
+
+    arch, meta, tensors, _ = _case_llama()
+    name = "[/bold] x [link=https://evil]click[/link] [red] :smile:"
+    write_gguf(tmp_path / "m.gguf", arch, dict(meta) | {"general.name": name}, tensors)
+    assert run(["params", str(tmp_path / "m.gguf")]) == 0
+    out, _ = capsys.readouterr()
+    assert name in " ".join(out.split())  # the table may wrap it
+
+
+def test_check_lines_escape_a_file_name(tmp_path, capsys):
+    job = tmp_path / "evil\x1b[2J.yaml"
+    job.write_text("model: {preset: gpt2}\ntraining: {S: 0}\n")
+    assert run(["check", str(job)]) == 2
+    out, _ = capsys.readouterr()
+    assert "\x1b" not in out and "evil\\x1b[2J.yaml" in out

@@ -289,12 +289,13 @@ def report_model(req: Any) -> Any:
 
 
 def _check_body(command: str, req: Any, fmt: OutputFormat) -> None:
+    from transformer_calc.errors import printable
     from transformer_calc.render.check import check_lines
 
     report = _body(command)(req)
     try:  # a reader that leaves early (`| head`) must not change check's verdict
         if fmt is OutputFormat.table:
-            write(check_lines(report))
+            write(printable(check_lines(report), keep_newlines=True))  # human lines: a file's name escaped
         else:
             emit(report, fmt, None)
         _flush_stdout()

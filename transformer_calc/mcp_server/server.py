@@ -130,7 +130,7 @@ def gate(line: str) -> dict[str, Any] | None:
     """None when `line` is one JSON-RPC 2.0 message MCP can carry (passed on to the SDK), else the
     error answer (id null unless the message's own id was readable): -32700 for text that is not
     JSON, -32600 for JSON that is not one request (a batch, jsonrpc other than "2.0", no method, a
-    float or boolean id, params that are not an object, nesting deeper than MAX_DEPTH). Blank
+    float, boolean or null id, params that are not an object, nesting deeper than MAX_DEPTH). Blank
     lines are skipped by the caller."""
     from transformer_calc.sources.files import json_depth
 
@@ -150,7 +150,8 @@ def gate(line: str) -> dict[str, Any] | None:
     if not isinstance(message, dict):
         return error(INVALID_REQUEST, f"Invalid Request: expected a JSON object, not {type(message).__name__}")
     id_ = message.get("id")
-    ok_id = id_ is None or isinstance(id_, str) or (isinstance(id_, int) and not isinstance(id_, bool))
+    ok_id = ("id" not in message or isinstance(id_, str) or (isinstance(id_, int) and not isinstance(id_, bool))
+             or (id_ is None and "method" not in message and "error" in message))  # an error answer about no id
     answer_id = id_ if ok_id else None
     if message.get("jsonrpc") != "2.0":
         return error(INVALID_REQUEST, f"Invalid Request: jsonrpc must be \"2.0\", not {clip(message.get('jsonrpc'), 20)}",

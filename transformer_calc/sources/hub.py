@@ -69,8 +69,8 @@ def parse_repo_id(text: str) -> tuple[str, str | None] | None:
 def check_revision(revision: str, where: str = "--revision") -> str:
     """A revision that names a branch, tag, commit or `refs/pr/N` and nothing else: it becomes a
     path in the cache (refs/<revision>), so `..`, absolute paths and odd characters are refused."""
-    if not isinstance(revision, str) or not REVISION.fullmatch(revision) or any(
-        part in (".", "..") or part.endswith(".lock") for part in revision.split("/")
+    if not isinstance(revision, str) or not REVISION.fullmatch(revision) or ".." in revision or any(
+        part == "." or part.endswith((".lock", ".")) for part in revision.split("/")
     ):
         raise TcalcError(
             f"{where} {clip(revision, 60)} is not a branch, tag or commit name (letters, digits, '_', '-', '.', and '/' "
