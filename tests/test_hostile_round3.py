@@ -479,3 +479,14 @@ def test_check_lines_escape_a_file_name(tmp_path, capsys):
     assert run(["check", str(job)]) == 2
     out, _ = capsys.readouterr()
     assert "\x1b" not in out and "evil\\x1b[2J.yaml" in out
+
+
+def test_an_mcp_null_argument_is_not_given():
+    """The tool's input schema allows null for an optional field (its default): MCP leaves it out,
+    where the Python API refuses an explicit None."""
+    pytest.importorskip("mcp")
+    from transformer_calc.mcp_server.server import call
+
+    assert call("params", {"model": "gpt2", "tensor": None}) == call("params", {"model": "gpt2"})
+    with pytest.raises(TcalcError, match="tensor=None"):
+        tc.params("gpt2", tensor=None)

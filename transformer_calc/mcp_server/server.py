@@ -72,6 +72,9 @@ def call(command: str, arguments: dict[str, Any]) -> Any:
     """The tool's JSON: the API's result as `-f json` writes it (schema: the schema itself)."""
     from transformer_calc.sources.files import finite_or_error
 
+    # null is "not given" in the tool's input schema (each optional field is `anyOf [..., null]`,
+    # default null); the Python API refuses an explicit None, so a null argument is left out here
+    arguments = {k: v for k, v in arguments.items() if v is not None}
     if command == "schema":
         request = _request(command).from_keywords(arguments, where="schema()")
         return tc.schema(request.name)
