@@ -490,3 +490,47 @@ def test_an_mcp_null_argument_is_not_given():
     assert call("params", {"model": "gpt2", "tensor": None}) == call("params", {"model": "gpt2"})
     with pytest.raises(TcalcError, match="tensor=None"):
         tc.params("gpt2", tensor=None)
+
+
+def test_a_deeply_nested_sweep_axis_is_refused():
+    deep: object = 1
+    for _ in range(5_000):
+        deep = [deep]
+    with pytest.raises(TcalcError, match="takes one value or a list"):
+        tc.sweep("gpt2", B=deep)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+                    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(JSON.map(json.dumps), st.text(max_size=40),
+                 st.dictionaries(st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error"]), JSON,
+                                 max_size=6).map(json.dumps)))
+def test_the_mcp_gate_answers_any_line_or_passes_a_request_on(line):
+    """Whatever a line holds: None (one JSON-RPC message, passed to the SDK) or one error answer."""
+    pytest.importorskip("mcp")
+    from transformer_calc.mcp_server.server import gate
+
+    answer = gate(line)
+    if answer is None:
+        message = json.loads(line)
+        assert isinstance(message, dict) and message.get("jsonrpc") == "2.0"
+    else:
+        assert answer["error"]["code"] in (-32700, -32600) and len(answer["error"]["message"]) < 200
+        json.dumps(answer)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_printable_leaves_no_control_character(text):
+    from transformer_calc.errors import printable
+
+    out = printable(text)
+    assert all(ch.isprintable() or ch == " " for ch in out)
+    assert out == text or any(not ch.isprintable() and ch != " " for ch in text)
