@@ -126,7 +126,7 @@ def _check_environment() -> None:
                 raise TcalcError(f"{name} ({clip(text, 40)}) must be a whole number of seconds above 0 (e.g. 10); fix or unset it")
     token = os.environ.get("HF_TOKEN")
     if token is not None:
-        _check_token(token, "HF_TOKEN")
+        _check_token(token.strip(), "HF_TOKEN")  # huggingface_hub strips the ends as well
     endpoint = os.environ.get("HF_ENDPOINT")
     if endpoint is not None and endpoint.strip() and not re.match(r"https?://[^\s/]+", endpoint.strip()):
         raise TcalcError(f"HF_ENDPOINT ({clip(endpoint, 60)}) must be an http:// or https:// URL; fix or unset it")
