@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from transformer_calc.model.config import ModelConfig, Parallelism, Training, Workload, build
-from transformer_calc.errors import TcalcError
+from transformer_calc.errors import TcalcError, known_list
 from transformer_calc.estimators.flops import count_flops, train_flops_for_tokens, training_time_s
 from transformer_calc.model.units import SECONDS_PER_DAY
 from transformer_calc.estimators.inference.roofline import InferenceSpec, decode, inference_memory, kv_cache, prefill_step
@@ -201,7 +201,7 @@ def check_metrics(names: list[str]) -> tuple[str, ...]:
 
             near = difflib.get_close_matches(name, [*METRICS, *RENAMED], n=1, cutoff=0.5)
             near = [RENAMED.get(n, n) for n in near]
-            hint = f"did you mean {near[0]}?" if near else f"choose from {', '.join(METRICS)}"
+            hint = f"did you mean {near[0]}?" if near else known_list(name, METRICS, lead="choose from ")
             raise TcalcError(f"--metrics: unknown metric {_clip(name)}; {hint}")
     return tuple(dict.fromkeys(names))
 
