@@ -295,10 +295,10 @@ def test_memory_bad_input(capsys, argv, message):
 
 
 def test_memory_absurd_sizes_stay_exact(capsys):
-    """L = 10^6, S = 10^7: exact integers, never inf or NaN (issue: no traceback, ever)."""
+    """L = 10^6, S = 10^7, P at its bound (1024): exact integers, never inf or NaN (issue: no traceback, ever)."""
     code, out, err = call(
         capsys, "memory", "--L", "1000000", "--D", "65536", "--A", "512", "--V", "10000000",
-        "--S", "10000000", "--B", "1000", "--P", "1000000", "--gpu", "h100", "-f", "json",
+        "--S", "10000000", "--B", "1000", "--P", "1024", "--gpu", "h100", "-f", "json",
     )
     assert code == 0, err
     assert "NaN" not in out and "Infinity" not in out

@@ -154,7 +154,7 @@ def test_an_api_keyword_is_the_cli_flag_in_effect():
 # job file's section does not hold them: the model source and overrides (the job file's model:),
 # the step's size and budget (global batch, GPU count, token budget, price), the network model and
 # the achievable matmul rate and TP overlap of `train`, speculative decoding's draft.
-RUN_OPTIONS = {"model", "revision", "preset", "config", "hf_config", "n_layers", "d_model", "n_heads", "n_kv_heads",
+RUN_OPTIONS = {"model", "revision", "hub_timeout", "preset", "config", "hf_config", "n_layers", "d_model", "n_heads", "n_kv_heads",
                "head_dim", "expansion", "d_ff", "vocab_size", "max_seq_len", "set", "text_only", "global_batch",
                "global_batch_tokens", "gpus", "tokens", "price_per_gpu_hour", "node_size", "inter_node_gb_s",
                "matmul_efficiency", "tp_comm_overlap", "moe_load_imbalance", "moe_a2a_overlap", "draft", "mtp", "speculative_tokens", "acceptance_rate", "files",

@@ -18,7 +18,8 @@ def main() -> None:
     except KeyboardInterrupt:
         try:
             sys.stderr.write("Error: interrupted\n")
+            sys.stderr.flush()
         except (OSError, ValueError):
             pass
-        sys.exit(130)
+        os._exit(130)  # not sys.exit: a shutdown with a KeyboardInterrupt pending dies by the signal (-2)
     cli_main()

@@ -245,7 +245,9 @@ def _table(command: str) -> Any:
 
 
 def _note(text: str) -> None:
-    sys.stderr.write(f"note: {text}\n")
+    from transformer_calc.errors import printable
+
+    sys.stderr.write(f"note: {printable(text)}\n")
 
 
 def _default_body(command: str, req: Any, fmt: OutputFormat) -> None:
@@ -293,12 +295,13 @@ def report_model(req: Any) -> Any:
 
 
 def _check_body(command: str, req: Any, fmt: OutputFormat) -> None:
+    from transformer_calc.errors import printable
     from transformer_calc.render.check import check_lines
 
     report = _body(command)(req)
     try:  # a reader that leaves early (`| head`) must not change check's verdict
         if fmt is OutputFormat.table:
-            write(check_lines(report))
+            write(printable(check_lines(report), keep_newlines=True))  # human lines: a file's name escaped
         else:
             emit(report, fmt, None)
         _flush_stdout()
@@ -403,15 +406,13 @@ def emit(data: Any, fmt: OutputFormat, table: Any) -> None:
     plain = data.model_dump(mode="json")
     finite_or_error(plain)
     if fmt is OutputFormat.table:
-        from rich.console import Console
-
-        from transformer_calc.render.common import checkpoint_table
+        from transformer_calc.render.common import checkpoint_table, console as safe_console
 
         # a file in all but name: the rest is sys.stdout's. At least MIN_TABLE_WIDTH columns: a
         # narrower terminal (or COLUMNS=0, COLUMNS=5) would wrap numbers digit by digit, or print nothing
-        console = Console(file=cast(IO[str], _Stdout()))
+        console = safe_console(cast(IO[str], _Stdout()))
         if console.width < MIN_TABLE_WIDTH:
-            console = Console(file=cast(IO[str], _Stdout()), width=MIN_TABLE_WIDTH)
+            console = safe_console(cast(IO[str], _Stdout()), width=MIN_TABLE_WIDTH)
         console.print(table(data))
         if getattr(data, "checkpoint", None) is not None:
             console.print(checkpoint_table(data.checkpoint))
@@ -551,7 +552,9 @@ MAX_MESSAGE_CHARS = 400  # an error is one line; values in it are clipped, the w
 
 
 def _fail(message: str, code: int) -> int:
-    line = " ".join(str(message).split())
+    from transformer_calc.errors import printable
+
+    line = printable(" ".join(str(message).split()))
     if len(line) > MAX_MESSAGE_CHARS:
         line = line[: MAX_MESSAGE_CHARS - 3] + "..."
     try:
@@ -574,10 +577,12 @@ def _usage_message(exc: Any, argv: list[str]) -> str:
     values += [tok.split("=", 1)[1] for tok in argv if "=" in tok and tok.split("=", 1)[0] in opts]
     if not values:
         return message
+    from transformer_calc.errors import clip
+
     problem = message.split(": ", 1)[-1].removeprefix("Value error, ").rstrip(".")
     low = problem.lower()
     fix = next((f for key, f in _USAGE_FIXES if key in low), "see --help")
-    return f"{' / '.join(opts)} ({values[-1]!r}): {problem[:1].lower() + problem[1:]}; {fix}"
+    return f"{' / '.join(opts)} ({clip(values[-1], 40)}): {problem[:1].lower() + problem[1:]}; {fix}"
 
 
 _USAGE_FIXES = (
@@ -711,16 +716,47 @@ def _interrupted() -> int:
 
 
 def main() -> None:
+    late: list[int] = []
     try:
         code = run()
     except KeyboardInterrupt:  # between the handler's frames
         code = _interrupted()
     try:
-        if sys.stdout is not None:
-            sys.stdout.flush()
-    except BrokenPipeError:  # the reader left: quiet, and the exit code keeps its meaning
-        _broken_pipe()
-    except (OSError, ValueError) as exc:
-        code = _fail(f"cannot write the output: {getattr(exc, 'strerror', None) or exc}", 2)
-        _broken_pipe()
+        # The answer is decided; a Ctrl-C from here to the end still means "interrupted" (exit 130),
+        # recorded rather than raised: raised in the interpreter's shutdown, it would kill the
+        # process by the signal (exit -2, no line).
+        _on_sigint(lambda *_: late.append(1))
+        try:
+            if sys.stdout is not None:
+                sys.stdout.flush()
+        except BrokenPipeError:  # the reader left: quiet, and the exit code keeps its meaning
+            _broken_pipe()
+        except (OSError, ValueError) as exc:
+            code = _fail(f"cannot write the output: {getattr(exc, 'strerror', None) or exc}", 2)
+            _broken_pipe()
+    except KeyboardInterrupt:
+        late.append(1)
+    if late and code != 130:
+        code = _interrupted()
+    _on_sigint(None)
+    if code == 130:
+        # interrupted: out now, with the code, past the interpreter's shutdown (where a KeyboardInterrupt
+        # still pending under `python -m` ends the process by the signal instead, exit -2)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(130)
     sys.exit(code)
+
+
+def _on_sigint(handler: Any) -> None:
+    """SIGINT -> `handler` (None: ignored, which the interpreter's shutdown leaves as it is)."""
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, handler if handler is not None else signal.SIG_IGN)
+    except (ValueError, OSError):  # not the main thread, or no such signal here
+        pass

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformer_calc.errors import TcalcError, clip, did_you_mean
+from transformer_calc.errors import TcalcError, clip, did_you_mean, known_list
 
 
 # ============================================================================ job-file sections
@@ -95,7 +95,7 @@ def canonical_section(name: str, data: Any, allowed: dict[str, str] | set[str] |
     for key, value in data.items():
         canon = SECTION_ALIASES.get(str(key), str(key))
         if canon not in allowed:
-            hint = did_you_mean(key, [*allowed, *SECTION_ALIASES]) or f"known: {', '.join(sorted(allowed))}"
+            hint = did_you_mean(key, [*allowed, *SECTION_ALIASES]) or known_list(key, sorted(allowed))
             raise TcalcError(f"{name}: unknown key {clip(key)}; {hint}")
         if canon in out:
             raise TcalcError(f"{name}: {canon} is given twice (as {canon!r} and an alias); keep one")

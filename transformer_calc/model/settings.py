@@ -40,6 +40,9 @@ class CPCommType(str, Enum):
     all_gather = "all_gather"  # K/V all-gathered, then attention on the local Q chunk (Llama 3 §3.3.2)
 
 
+MAX_PIPELINE_STAGES = 1024  # P and v: stages are listed one by one; published runs use at most 64
+
+
 class Parallelism(StrictInputs):
     """How the model and the batch are split over GPUs (Megatron-LM / ZeRO conventions)."""
 
@@ -47,12 +50,13 @@ class Parallelism(StrictInputs):
 
     tensor: int = Field(default=1, gt=0, description="T, tensor-parallel ranks")
     sequence_parallel: bool = Field(default=False, description="Korthikanti et al. 2022 sequence parallelism")
-    pipeline: int = Field(default=1, gt=0, description="P, pipeline stages")
+    # at most MAX_PIPELINE_STAGES: a pipeline's stages are listed one by one (published runs use <= 64)
+    pipeline: int = Field(default=1, gt=0, le=MAX_PIPELINE_STAGES, description="P, pipeline stages")
     data: int = Field(default=1, gt=0, description="data-parallel replicas")
     zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage: 1 optimizer, 2 +gradients, 3 +weights")
     expert: int = Field(default=1, gt=0, description="ep, expert-parallel ranks (routed experts split)")
     context: int = Field(default=1, gt=0, description="cp, context-parallel ranks (the sequence split)")
-    virtual_stages: int = Field(default=1, gt=0, description="v, interleaved 1F1B model chunks per stage")
+    virtual_stages: int = Field(default=1, gt=0, le=MAX_PIPELINE_STAGES, description="v, interleaved 1F1B model chunks per stage")
     expert_tensor: int | None = Field(
         default=None, gt=0, description="etp, tensor-parallel ranks of one expert (default T, Megatron-core)"
     )

@@ -10,6 +10,24 @@ from typing import Any
 
 
 
+def console(file: Any, width: int | None = None) -> Any:
+    """The rich Console every table goes through: each string it renders (a cell, a title, a line)
+    passes `errors.printable` first, so control characters in a result (a GGUF file's name, a Hub
+    config's text) are shown escaped, never sent to the terminal raw, and rich markup in them is
+    text, not a style. Once, here, for every table."""
+    from rich.console import Console
+
+    from transformer_calc.errors import printable
+
+    class SafeConsole(Console):
+        def render_str(self, text: str, **kwargs: Any) -> Any:
+            return super().render_str(printable(text, keep_newlines=True), **kwargs)
+
+    # no markup and no emoji codes: a name such as "[/bold]" or ":x:" is text (tables style with Style objects)
+    options: dict[str, Any] = {"file": file, "markup": False, "emoji": False}
+    return SafeConsole(**options, width=width) if width is not None else SafeConsole(**options)
+
+
 class OutputFormat(str, Enum):
     table = "table"
     json = "json"

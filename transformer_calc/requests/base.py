@@ -119,8 +119,10 @@ class Request(BaseModel):
         for key, value in values.items():
             if key not in names:
                 hint = did_you_mean(key, list(names))
-                raise TypeError(f"{where} got an unexpected keyword argument {key!r}" + (f"; {hint}" if hint else ""))
+                raise TypeError(f"{where} got an unexpected keyword argument {clip(key, 40)}" + (f"; {hint}" if hint else ""))
             field = names[key]
+            if value is None and field != "model":  # None is "not given": say so by leaving the keyword out
+                raise TcalcError(f"{key}=None: leave {key} out for its default, or give a value")
             if field in fields:
                 first, second = sorted((given_as[field], key), key=lambda k: (k == field, k))
                 raise TypeError(f"{where} got {first!r} and {second!r}, one option under two names; give one")
@@ -141,6 +143,11 @@ class Request(BaseModel):
         clean: dict[str, Any] = {}
         for field, value in fields.items():
             o = options[field]
+            if value is not None and not parsed:
+                try:
+                    strict(value, o.parse, cls.model_fields[field].annotation, text_ok=True)
+                except ValueError as exc:
+                    raise TcalcError(f"{label(field)}{clip(value, 40)}: {exc}") from None
             if value is not None and o.parse is not None and not parsed:
                 try:
                     value = o.parse(value)
@@ -154,7 +161,15 @@ class Request(BaseModel):
         except ValidationError as exc:
             error = exc.errors()[0]
             field = str(error["loc"][0]) if error.get("loc") else "?"
-            name = label(field) if field in options else f"{field}="
+            if error.get("type") == "missing":  # a required option not given (check's files, schema's name)
+                wanted = options.get(field)
+                spelled = wanted.spellings()[0] if wanted is not None and wanted.flags else field.upper()
+                raise TcalcError(f"{field} is required and was not given; give it ({field}=... in the API and MCP, "
+                                 f"{spelled} on the command line)") from None
+            try:
+                name = label(field) if field in options else f"{field}="
+            except KeyError:  # a field the door did not name (a model validator's)
+                name = f"{field}="
             raise TcalcError(f"{name}{clip(clean.get(field), 40)}: {error['msg'][:1].lower()}{error['msg'][1:]}") from None
         request.check(label)
         return request
@@ -182,12 +197,26 @@ def check_section(section: str, values: dict[str, Any], parsers: dict[str, Calla
         if parse is None or value is None:
             continue
         try:
+            strict(value, parse)
             out[key] = parse(value)
         except TcalcError:
             raise
         except ValueError as exc:
             raise TcalcError(f"{where + ': ' if where else ''}{section}: {key} ({clip(value, 40)}): {exc}") from None
     return out
+
+
+def strict(value: Any, parse: Callable[[Any], Any] | None, annotation: Any = None, *, text_ok: bool = False) -> None:
+    """A value from a program or a file (the API, a job file, an MCP call) keeps its type, as a
+    flag's text cannot: a whole number is not a float (`block_size: 16.0`), a switch is a boolean
+    (`cuda_graphs='yes'`), and in a job file a number is not text (`ttft: '1'`; the API takes the
+    CLI's text, `tokens_per_s="1e5"`, as the web page sends it). ValueError with the reason."""
+    if parse in FLOAT_PARSERS and isinstance(value, str) and not text_ok:
+        raise ValueError("is text, not a number; give the number itself (without quotes)")
+    if parse in WHOLE_PARSERS and isinstance(value, float):
+        raise ValueError(f"is a float, not a whole number; give {int(value) if value.is_integer() else 'a whole number'}")
+    if parse is None and annotation in (bool, bool | None) and not isinstance(value, bool):
+        raise ValueError("is not a boolean; give true or false")
 
 
 def checked_job(job: Any, *requests: type[Request], where: str = "") -> Any:
@@ -328,3 +357,7 @@ def text(value: Any) -> str:
     if hasattr(value, "__fspath__"):
         return str(value)
     raise ValueError(f"expected a name, not {type(value).__name__}")
+
+
+FLOAT_PARSERS = (fraction, unit_interval, seconds, positive)
+WHOLE_PARSERS = (whole, whole_or_zero, length, node_size, zero_stage)

@@ -20,6 +20,13 @@ def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any
     from transformer_calc.estimators.inference.engines import engine_defaults
 
     merged = resolve(flags, section)
+    if merged.get("block_size") is not None and merged.get("kv_cache") is False:
+        raise TcalcError(f"--block-size ({merged['block_size']}) sizes the paged KV cache's blocks; --no-kv-cache keeps "
+                         "no cache: drop one")
+    seqs, tokens = merged.get("max_num_seqs"), merged.get("max_num_batched_tokens")
+    if isinstance(seqs, int) and isinstance(tokens, int) and tokens < seqs:  # vLLM refuses it at start-up
+        raise TcalcError(f"--max-num-batched-tokens ({tokens}) is below --max-num-seqs ({seqs}): each sequence in a "
+                         "step needs at least one token of the budget (vLLM refuses it); raise the tokens or lower the seqs")
     engine = engine_name(merged)
     try:
         profile = engine_defaults(engine, gpu.name, gpu.memory_bytes)
@@ -81,6 +88,13 @@ def serving_spec(section: dict[str, Any], flags: dict[str, Any], gpu: Any, tenso
     from transformer_calc.estimators.inference.serving import engine_serving
 
     merged = resolve(flags, section)
+    if merged.get("block_size") is not None and merged.get("kv_cache") is False:
+        raise TcalcError(f"--block-size ({merged['block_size']}) sizes the paged KV cache's blocks; --no-kv-cache keeps "
+                         "no cache: drop one")
+    seqs, tokens = merged.get("max_num_seqs"), merged.get("max_num_batched_tokens")
+    if isinstance(seqs, int) and isinstance(tokens, int) and tokens < seqs:  # vLLM refuses it at start-up
+        raise TcalcError(f"--max-num-batched-tokens ({tokens}) is below --max-num-seqs ({seqs}): each sequence in a "
+                         "step needs at least one token of the budget (vLLM refuses it); raise the tokens or lower the seqs")
     engine = engine_name(merged)
     given: dict[str, Any] = {}
     sizes: dict[str, Any] = {}

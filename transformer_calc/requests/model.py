@@ -84,6 +84,10 @@ class ModelRequest(Request):
                               "or --preset/--config/--hf-config].", metavar="MODEL", job=False)] = None
     revision: Annotated[str | None, opt("--revision", help="Hub revision (branch, tag or commit) of a repo id MODEL "
                                         "\\[default: main].", panel=MODEL, job=False)] = None
+    hub_timeout: Annotated[float | None, opt("--hub-timeout", help="Seconds one Hub repo read may take in all "
+                                             "(config, index, headers; slow answers and rate limits included) "
+                                             "\\[default: TCALC_HUB_TIMEOUT, else 30].", panel=MODEL, parse=positive,
+                                             job=False)] = None
     preset: Annotated[str | None, opt("--preset", help="Model preset name (see `tcalc presets`) \\[default: none: give one "
                                       "model source].", panel=MODEL, job=False)] = None
     config: Annotated[Path | None, opt("--config", help="tcalc YAML file describing the model \\[default: none].",
@@ -139,7 +143,11 @@ class ModelRequest(Request):
             from transformer_calc.requests.base import checked_job
 
             src = load_source(self.model, preset=self.preset, config=self.config, hf_config=self.hf_config,
-                              revision=self.revision, overrides=self.overrides(), text_only=self.text_only)
+                              revision=self.revision, overrides=self.overrides(), text_only=self.text_only,
+                              hub_timeout=self.hub_timeout)
+            from transformer_calc.results.common import check_checkpoint
+
+            check_checkpoint(src.model, src.checkpoint)
             self._source = dataclasses.replace(src, job=checked_job(src.job, type(self))) if src.job is not None else src
         return self._source
 

@@ -20,7 +20,12 @@ SWEEP_INFERENCE = "Inference, every point (as tcalc inference)"
 def axis(value: Any) -> Any:
     """An axis as given: the CLI's text ("1,2,4..64"), or the API's one value or list."""
     if isinstance(value, (list, tuple)):
+        bad = next((v for v in value if not isinstance(v, (str, int, float))), None)
+        if bad is not None:  # a nested list (or a 5,000-deep one) is no axis value
+            raise ValueError(f"takes one value or a list of values (numbers or names), not a list holding {clip(bad, 30)}")
         return [str(v).lower() if isinstance(v, bool) else v for v in value]
+    if not isinstance(value, (str, int, float)):
+        raise ValueError(f"takes one value or a list of values (numbers or names), not {type(value).__name__}")
     if isinstance(value, bool):
         return [str(value).lower()]
     return value if isinstance(value, str) else [value]
@@ -142,7 +147,11 @@ class SweepRequest(ModelRequest):
             out[label if label not in out else f"{label} ({where})"] = src.model
 
         for item in positional:
-            src = load_source(item, revision=self.revision, overrides=overrides, text_only=self.text_only)
+            src = load_source(item, revision=self.revision, overrides=overrides, text_only=self.text_only,
+                              hub_timeout=self.hub_timeout)
+            from transformer_calc.results.common import check_checkpoint
+
+            check_checkpoint(src.model, src.checkpoint)
             label = src.model.name or ("model" if isinstance(item, (ModelConfig, dict)) else str(item))
             add(label, src, str(item) if isinstance(item, (str, Path)) else "model")
         for name in self.preset or []:

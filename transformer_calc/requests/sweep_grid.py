@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from transformer_calc.errors import TcalcError
+from transformer_calc.errors import TcalcError, known_list
 from transformer_calc.estimators.inference.engines import DEFAULT_ENGINE, ENGINES
 from transformer_calc.estimators.inference.roofline import InferenceSpec
 from transformer_calc.estimators.sweep import (
@@ -166,7 +166,7 @@ def check_metrics(names: list[str]) -> tuple[str, ...]:
 
             near = difflib.get_close_matches(name, [*METRICS, *RENAMED], n=1, cutoff=0.5)
             near = [RENAMED.get(n, n) for n in near]
-            hint = f"did you mean {near[0]}?" if near else f"choose from {', '.join(METRICS)}"
+            hint = f"did you mean {near[0]}?" if near else known_list(name, METRICS, lead="choose from ")
             raise TcalcError(f"--metrics: unknown metric {clip_values(name)}; {hint}")
     return tuple(dict.fromkeys(names))
 

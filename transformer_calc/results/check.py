@@ -100,6 +100,7 @@ def check_job(
     (flag, then checks.max_memory). Raises TcalcError for an invalid file.
     """
     from transformer_calc.model.config import build_model, parse_bytes
+    from transformer_calc.devices.hardware import check_fp8_recipe
     from transformer_calc.sources.presets import gpu as find_gpu
     from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
     from transformer_calc.sources.presets import load_job
@@ -153,6 +154,10 @@ def check_job(
         total = peak_memory(model, workload, training, parallelism).peak_bytes  # the step's peak
         if name is not None:
             device = find_gpu(str(name))
+            try:  # a recipe the GPU cannot run is an invalid file, as `tcalc memory` refuses it, not a FAIL
+                check_fp8_recipe(training.fp8_recipe.value, device)
+            except ValueError as exc:
+                raise TcalcError(f"{where}: training: {exc}") from None
             usable = fit_capacity(device.memory_bytes)  # less the CUDA context
             checks.append(GpuFitCheck(check="training_fits_gpu", ok=total <= usable, value=total, limit=usable,
                                       gpu=device.name))

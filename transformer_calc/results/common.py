@@ -10,6 +10,7 @@ from pydantic import create_model
 from transformer_calc.model.config import SHOWN_WHEN_SET, ModelConfig
 from transformer_calc.results.base import Section
 from transformer_calc.estimators.params import count_params
+from transformer_calc.errors import TcalcError, clip
 
 
 def model_dict(m: ModelConfig) -> dict[str, Any]:
@@ -139,6 +140,31 @@ def expected_component_params(m: ModelConfig) -> dict[str, int]:
         "mtp": c.mtp,
         "other": 0,
     }
+
+
+CHECKPOINT_FACTOR = 2  # stored vs the config's parameters: further apart than this, they are not one model
+
+
+def check_checkpoint(m: ModelConfig, ckpt: Any) -> None:
+    """Refuse a checkpoint whose stored parameters contradict its config (a Llama-3-8B config.json
+    beside headers holding 90 thousand parameters, or the reverse): priced, it would give a
+    confident wrong answer. The tolerance (docs/cli.md, "The checkpoint section"): one V·D head
+    either way (a head tied in the config and stored untied, or the reverse), then a factor of
+    CHECKPOINT_FACTOR (buffers such as rotary inv_freq, tensors the config does not describe:
+    those are listed in `checkpoint.unaccounted`, not refused)."""
+    if ckpt is None or not ckpt.tensors:
+        return
+    expected = sum(expected_component_params(m).values())
+    head = m.vocab_size * m.d_model
+    stored = ckpt.params
+    low, high = (expected - head) / CHECKPOINT_FACTOR, (expected + head) * CHECKPOINT_FACTOR
+    if low <= stored <= high:
+        return
+    raise TcalcError(
+        f"checkpoint {clip(ckpt.source, 60)}: its {ckpt.format} headers hold {stored:,} parameters but its config describes "
+        f"{expected:,}; they are not one model (a tied or untied head and a factor of {CHECKPOINT_FACTOR} are allowed): "
+        "check that the weights and the config belong together"
+    )
 
 
 def with_checkpoint_weights(m: ModelConfig, tr: Any, ckpt: Any) -> Any:

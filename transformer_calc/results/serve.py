@@ -355,6 +355,9 @@ def serve_request(
     eff = inference_efficiency(device, section, flags, network_for(device, flags.get("node_size"), flags.get("inter_node_gb_s")))
     serving = serving_spec(section, flags, device, spec.tensor_parallel)
     targets = serve_targets(section, ttft_s=ttft_s, tpot_s=tpot_s, request_rate=request_rate, gpus=gpus)
+    if spec.expert_parallel > 1 and m.n_experts <= 1:  # it would split nothing
+        raise TcalcError(f"--ep ({spec.expert_parallel}) splits a mixture-of-experts model's routed experts; "
+                         f"{m.name or 'this model'} is dense: use --ep 1 or drop it")
     if targets["gpus"] % spec.expert_parallel:
         raise TcalcError(f"--gpus ({targets['gpus']}) must be a multiple of --ep ({spec.expert_parallel})")
     kv_source = kv_dtype_source(section, flags, spec.weight_dtype, True)

@@ -9,6 +9,8 @@ the table, YAML and plots read this result.
 
 from __future__ import annotations
 
+from transformer_calc.errors import TcalcError, clip
+
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +90,10 @@ def prepare_sweep(req: SweepRequest) -> Any:
 
     models, job = req.models_of()
     given = {**(dict(job.training) if job is not None else {}), **{k: v for k, v in req.fixed().items() if v is not None}}
+    etp = given.get("expert_tensor")
+    if etp is not None and all(m.n_experts <= 1 for m in models.values()):  # it would apply to nothing
+        raise TcalcError(f"--etp ({clip(etp)}) splits a mixture-of-experts model's routed experts; "
+                         f"{', '.join(clip(n, 40) for n in list(models)[:3])} {'is' if len(models) == 1 else 'are'} dense: drop --etp")
     return prepare(models, req.axes(), req.fixed(), req.metrics, job, tokens=req.tokens, mfu=req.mfu,
                    fits_only=req.fits_only, sort=req.sort, limit=req.limit, gpu_lookup=find_gpu,
                    peak=peak_for, command_defaults=sweep_defaults(given))

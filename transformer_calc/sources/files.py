@@ -220,7 +220,7 @@ def parse_yaml(text: str, where: str) -> Any:
 
 
 # ---------------------------------------------------------------------------- JSON
-def _json_depth(text: str) -> int:
+def json_depth(text: str) -> int:
     """The deepest nesting of [ and { outside strings (a linear scan, no recursion)."""
     depth = deepest = 0
     in_string = escaped = False
@@ -248,7 +248,7 @@ def parse_json(text: str, where: str, *, non_finite: bool = False) -> Any:
     transformers' `PretrainedConfig.from_json_file`; whoever reads a value checks it is finite)."""
     import json
 
-    if _json_depth(text) > MAX_DEPTH:
+    if json_depth(text) > MAX_DEPTH:
         raise TcalcError(f"{where}: invalid JSON: nested more than {MAX_DEPTH} levels deep; refused")
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:

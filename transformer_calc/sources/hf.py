@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from transformer_calc.errors import TcalcError, clip
+from transformer_calc.errors import TcalcError, clip, known_list
 from transformer_calc.sources.hf_base import Family, LLAMA_DEFAULTS, Reader, GPT2_NAMES, llama_like, mlp_attention_biases, plain_mlp_kind, rotary_common
 
 def _llama(c: Reader) -> dict[str, Any]:
@@ -509,10 +509,9 @@ def from_hf_config(cfg: dict[str, Any], text_only: bool = False, _inside: bool =
     `text_only` keeps a multimodal model's towers out of every count (`Towers.text_only`)."""
     if not isinstance(cfg, dict):
         raise TcalcError(f"config.json must be a JSON object, got {type(cfg).__name__}")
-    supported = ", ".join(SUPPORTED_MODEL_TYPES)
     model_type = cfg.get("model_type")
     if model_type is None:
-        raise TcalcError(f"config.json has no model_type; add one of: {supported}")
+        raise TcalcError(f"config.json has no model_type; {known_list('', SUPPORTED_MODEL_TYPES, lead='add one of: ')}")
     if isinstance(model_type, str) and model_type in WRAPPERS:
         return _wrapper(model_type, cfg, text_only)
     if isinstance(model_type, str) and model_type in TEXT_PARTS and not _inside:
@@ -530,12 +529,14 @@ def from_hf_config(cfg: dict[str, Any], text_only: bool = False, _inside: bool =
         )
     if isinstance(model_type, str) and model_type in OTHER_ARCHITECTURES:
         raise TcalcError(
-            f"model_type {model_type!r} is not read by tcalc: {OTHER_ARCHITECTURES[model_type]}; supported: {supported}"
+            f"model_type {model_type!r} is not read by tcalc: {OTHER_ARCHITECTURES[model_type]}; "
+            f"{known_list(model_type, SUPPORTED_MODEL_TYPES, lead='supported: ')}"
         )
     if not isinstance(model_type, str) or model_type not in FAMILIES:
         near = type_hint(model_type)
         hint = f" (did you mean {near!r}?)" if near else ""
-        raise TcalcError(f"unsupported model_type {clip(model_type)}{hint}; supported: {supported}")
+        raise TcalcError(f"unsupported model_type {clip(model_type)}{hint}; "
+                         f"{known_list(model_type, SUPPORTED_MODEL_TYPES, lead='supported: ')}")
     family = FAMILIES[model_type]
     c = Reader(model_type, cfg, family)
     spec = family.build(c)

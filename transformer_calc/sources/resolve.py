@@ -28,6 +28,7 @@ from transformer_calc.errors import TcalcError, UnknownNameError, clip
 
 CONFIG_FILE = "config.json"
 JOB_SUFFIXES = (".yaml", ".yml")
+MAX_MODEL_CHARS = 4096  # PATH_MAX on Linux; a repo id is at most 96 + 1 + 96 (+ @revision)
 
 
 @dataclass(frozen=True)
@@ -101,30 +102,51 @@ def _gguf(path: Path) -> tuple[dict[str, Any], Checkpoint | None, str | None]:
     return spec, ckpt, None
 
 
-def _hub(repo: str, revision: str | None) -> tuple[dict[str, Any], Checkpoint | None, str | None]:
+def _hub(repo: str, revision: str | None, timeout_s: float | None) -> tuple[dict[str, Any], Checkpoint | None, str | None]:
+    """A repo id: one network operation, under one deadline (`hub.Deadline`)."""
     from transformer_calc.sources import hub
+    from transformer_calc.sources.files import parse_json
+    from transformer_calc.sources.hf import from_hf_config
 
-    path = hub.download(repo, CONFIG_FILE, revision)
-    spec, raw = _hf_config_spec(path, f"{repo} {CONFIG_FILE}")
+    deadline = hub.Deadline(hub.timeout_s(timeout_s))
+    raw_bytes = hub.download(repo, CONFIG_FILE, revision, deadline)
+    where = f"{repo} {CONFIG_FILE}"
+    try:
+        text = raw_bytes.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TcalcError(f"{where} is not UTF-8 text") from None
+    raw = parse_json(text, where, non_finite=True)  # Infinity in a config.json is JSON to transformers
+    if not isinstance(raw, dict):
+        raise TcalcError(f"{where}: expected a JSON object (a config.json)")
+    spec = from_hf_config(raw)
     spec.setdefault("name", repo)
     if spec.get("name") in (None, ""):
         spec["name"] = repo
-    ckpt, note = hub.repo_checkpoint(repo, revision, raw, _n_layers(spec))
+    ckpt, note = hub.repo_checkpoint(repo, revision, raw, _n_layers(spec), deadline)
     return spec, ckpt, note
 
 
-def _from_text(text: str, revision: str | None) -> tuple[dict[str, Any], Any, Checkpoint | None, str | None, str]:
+def _from_text(text: str, revision: str | None, hub_timeout: float | None = None) -> tuple[dict[str, Any], Any, Checkpoint | None, str | None, str]:
     """(spec, job, checkpoint, note, where) of a MODEL string."""
     from transformer_calc.sources import hub
 
     if not isinstance(text, str) or not text.strip():
         raise TcalcError("MODEL is empty; give a preset name, a path or a Hugging Face repo id (org/name)")
+    if len(text) > MAX_MODEL_CHARS:
+        raise TcalcError(f"MODEL {clip(text, 40)} is {len(text):,} characters; no path, preset or Hub repo id is that long "
+                         f"(at most {MAX_MODEL_CHARS:,}); check the argument")
     try:
         path = Path(text).expanduser()
     except RuntimeError:  # "~user" of no such user (or no home directory): not a path, read as a name
         path = Path(text)
     where = f"MODEL {clip(text)}"
-    if path.exists() or path.is_symlink():
+    try:
+        local = path.exists() or path.is_symlink()
+    except (OSError, ValueError):  # a name too long for a path (ENAMETOOLONG), a NUL byte: not a path
+        local = False
+    if local and hub_timeout is not None:
+        raise TcalcError(f"--hub-timeout applies to a Hub repo id, not to the local path {clip(text)}; drop it")
+    if local:
         if revision is not None:
             raise TcalcError(f"--revision {clip(revision)} applies to a Hub repo id, not to the local path {clip(text)}; drop it")
         if path.is_dir():
@@ -161,10 +183,15 @@ def _from_text(text: str, revision: str | None) -> tuple[dict[str, Any], Any, Ch
         repo, rev = parsed
         if rev is not None and revision is not None and rev != revision:
             raise TcalcError(f"two revisions: {clip(text)} and --revision {clip(revision)}; give one")
-        spec, ckpt, note = _hub(repo, rev or revision)
+        chosen = rev or revision
+        if chosen is not None:  # it becomes a path in the cache (refs/<revision>)
+            chosen = hub.check_revision(chosen, "--revision" if rev is None else "MODEL's @revision")
+        spec, ckpt, note = _hub(repo, chosen, hub_timeout)
         return spec, None, ckpt, note, f"{repo}@{rev or revision or 'main'}"
     if revision is not None:
         raise TcalcError(f"--revision {clip(revision)} applies to a Hub repo id, not to the preset {name}; drop it")
+    if hub_timeout is not None:
+        raise TcalcError(f"--hub-timeout applies to a Hub repo id, not to the preset {name}; drop it")
     return presets.preset_spec(name), None, None, None, f"preset {name}"
 
 
@@ -177,6 +204,7 @@ def load_source(
     revision: str | None = None,
     overrides: dict[str, Any] | None = None,
     text_only: bool = False,
+    hub_timeout: float | None = None,
 ) -> Source:
     """The model of one invocation: one source plus overrides, validated (module docstring).
     `model` is the text of a MODEL argument, or (the Python API's forms) a path, a ModelConfig or
@@ -214,10 +242,12 @@ def load_source(
         raise TcalcError(f"give one model source, not {' and '.join(given)}")
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     job, ckpt, note = None, None, None
+    if hub_timeout is not None and model is None:
+        raise TcalcError("--hub-timeout needs a Hugging Face repo id as MODEL (org/name)")
     if revision is not None and model is None:
         raise TcalcError(f"--revision {clip(revision)} needs a Hugging Face repo id as MODEL (org/name)")
     if model is not None:
-        spec, job, ckpt, note, where = _from_text(model, revision)
+        spec, job, ckpt, note, where = _from_text(model, revision, hub_timeout)
     elif preset is not None:
         spec, where = presets.preset_spec(preset), f"--preset {preset}"
     elif config is not None:

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from transformer_calc.model.checkpoint import SAFETENSORS_BITS, SCALE, WEIGHT, Checkpoint, Tensor, component_of, elements, is_scale
-from transformer_calc.errors import TcalcError, clip
+from transformer_calc.errors import TcalcError, clip, known_list
 from transformer_calc.sources.files import regular_file
 
 MAX_HEADER_BYTES = 100_000_000  # safetensors' MAX_HEADER_SIZE
@@ -41,6 +42,9 @@ MAX_FILES = 10_000  # shards of one checkpoint
 MAX_DIMS = 8
 MAX_DIM = 1 << 48  # one dimension
 LENGTH_BYTES = 8
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a JSON string, escapes included
+_BRACKET = re.compile(r"[{}\[\]]")
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
@@ -85,14 +89,15 @@ def parse_header(raw: bytes, where: str, data_size: int | None = None) -> dict[s
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise TcalcError(f"{where}: the header is not UTF-8 JSON (not a safetensors file?)") from None
-    depth = max_depth = 0
-    for ch in text:  # nesting pre-scan: a header is 3 levels deep; json.loads recurses
-        if ch in "{[":
+    depth = 0
+    # nesting pre-scan (a header is 3 levels deep; json.loads recurses), strings skipped: a tensor
+    # named "h[0].w" or a __metadata__ value holding JSON text (kohya, mergekit) nests nothing
+    for match in _BRACKET.finditer(_STRING.sub('""', text)):
+        if match.group() in "{[":
             depth += 1
             if depth > 4:
                 raise TcalcError(f"{where}: the header nests deeper than a safetensors header does")
-            max_depth = max(max_depth, depth)
-        elif ch in "}]":
+        else:
             depth -= 1
     try:
         data = json.loads(text.rstrip(" \x00"), object_pairs_hook=_pairs(where), parse_constant=_refuse_constant)
@@ -119,7 +124,7 @@ def _entry(name: str, entry: Any, where: str) -> tuple[str, tuple[int, ...], int
         raise TcalcError(f"{what}: expected dtype, shape and data_offsets")
     dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     if not isinstance(dtype, str) or dtype not in SAFETENSORS_BITS:
-        raise TcalcError(f"{what}: unknown dtype {clip(dtype)}; known: {', '.join(SAFETENSORS_BITS)}")
+        raise TcalcError(f"{what}: unknown dtype {clip(dtype)}; {known_list(dtype, SAFETENSORS_BITS)}")
     if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(
         isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIM for d in shape
     ):
@@ -220,9 +225,11 @@ def shard_names(index: Any, where: str) -> list[str]:
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise TcalcError(f"{where}: expected a weight_map of tensor names to shard files")
-    names = sorted({f for f in weight_map.values() if isinstance(f, str)})
-    if len(names) != len(set(weight_map.values())):
-        raise TcalcError(f"{where}: weight_map values must be file names")
+    bad = next(((k, v) for k, v in weight_map.items() if not isinstance(v, str)), None)
+    if bad is not None:  # a list or an object is no file name (and cannot be hashed)
+        raise TcalcError(f"{where}: weight_map[{clip(bad[0], 60)}] is {clip(bad[1], 40)}, not a file name; each tensor "
+                         "name must map to the .safetensors file that holds it")
+    names = sorted(set(weight_map.values()))
     if len(names) > MAX_FILES:
         raise TcalcError(f"{where}: {len(names):,} shard files; more than {MAX_FILES:,} are refused")
     for name in names:

@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from transformer_calc.errors import did_you_mean
+from transformer_calc.errors import clip, did_you_mean
 from transformer_calc.requests.base import Opt, Request, keyword_of
 
 TRUE_WORDS = ("true", "on", "yes", "1")
@@ -83,7 +83,8 @@ def read_query(cls: type[Request], items: list[tuple[str, str]]) -> tuple[dict[s
             continue
         if key not in names:
             hint = did_you_mean(key, list(names))
-            raise QueryError(f"{key}={value[:40]!r}: {cls.command} has no option {key!r}" + (f"; {hint}" if hint else ""))
+            raise QueryError(f"{clip(key, 40)}={clip(value, 40)}: {cls.command} has no option {clip(key, 40)}"
+                             + (f"; {hint}" if hint else ""))
         field = names[key]
         o = options[field]
         if o.repeat:
