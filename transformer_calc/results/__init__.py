@@ -23,6 +23,7 @@ RESULT_TYPES: dict[str, tuple[str, str]] = {
     "plan": ("train", "PlanResult"),
     "sweep": ("sweep", "SweepResult"),
     "check": ("check", "CheckResult"),
+    "calibrate": ("calibrate", "CalibrateResult"),
     "presets": ("catalog", "PresetsResult"),
     "hardware": ("catalog", "HardwareResult"),
 }

@@ -149,6 +149,7 @@ class TrainResult(Result):
     assumptions: StepAssumptions
     budget: Budget | None = None  # with --tokens
     towers: TowersSection | None = None  # a multimodal model: its towers are not in the step
+    calibration: Any = None  # with --profile: results.calibrate.Calibration (issue 37)
 
 
 class PlanRow(Section):
@@ -193,7 +194,7 @@ def train_report(
     network: Any = None, matmul_efficiency: float | None = None, tokens: int | None = None,
     price_per_gpu_hour: float | None = None, tp_comm_overlap: bool | None = None,
     moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False, assumed: Any = (),
-    costing: dict[str, Any] | None = None, moe_dispatch: Any = None,
+    costing: dict[str, Any] | None = None, moe_dispatch: Any = None, profile: Any = None,
 ) -> TrainResult:
     """`tcalc train`: the step time of one layout, its breakdown, MFU, memory, and a budget. A
     layout whose peak does not fit the GPU gets no step time, throughput, MFU or budget: `needs`
@@ -230,6 +231,11 @@ def train_report(
                         matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap,
                         moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap,
                         moe_dispatch=moe_dispatch)
+    calibration = None
+    if profile is not None:  # a calibrated profile (tcalc calibrate): the step's terms rescaled
+        from transformer_calc.results.calibrate import calibrated_step
+
+        est, calibration = calibrated_step(est, tr, gpu.name, profile)
     tl = peak_memory(m, w, tr, par)
     usable = fit_capacity(gpu.memory_bytes)
     fits = tl.peak_bytes <= usable
@@ -242,6 +248,8 @@ def train_report(
                              if tokens is not None and fits else {})
     if (towers := towers_section(m, "training")) is not None:
         extra["towers"] = towers
+    if calibration is not None:
+        extra["calibration"] = calibration
     timing: dict[str, Any] = dict(
         step_time_s=est.step_time_s, breakdown=StepBreakdown(**est.breakdown), dp_comm_total_s=est.dp_comm_s,
         tokens_per_s=est.tokens_per_s, tokens_per_s_per_gpu=est.tokens_per_s / est.gpus, mfu=est.mfu, hfu=est.hfu,
@@ -393,7 +401,7 @@ def train_command(
     inter_node_gb_s: float | None = None, matmul_efficiency: float | None = None, tokens: int | None = None,
     price_per_gpu_hour: float | None = None, tp_comm_overlap: bool | None = None,
     moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False, costing: dict[str, Any] | None = None,
-    moe_dispatch: Any = None,
+    moe_dispatch: Any = None, profile: Any = None,
 ) -> TrainResult:
     """`tcalc train` and `tc.train` from a resolved model source and the options given (job-file key
     names; None: not given; `dtype` the compute dtype, `p` its bytes): the settings resolved by
@@ -428,7 +436,8 @@ def train_command(
                         micro_batch_given=micro_batch_given, network=network_for(device, node_size, inter_node_gb_s),
                         matmul_efficiency=matmul_efficiency, tokens=tokens, price_per_gpu_hour=price_per_gpu_hour,
                         tp_comm_overlap=tp_comm_overlap, moe_load_imbalance=moe_load_imbalance,
-                        moe_a2a_overlap=moe_a2a_overlap, assumed=assumed, costing=costing, moe_dispatch=moe_dispatch)
+                        moe_a2a_overlap=moe_a2a_overlap, assumed=assumed, costing=costing, moe_dispatch=moe_dispatch,
+                        profile=profile)
 
 
 def plan_command(
@@ -461,7 +470,17 @@ def run_train(req: TrainRequest, note: Any = None) -> TrainResult:
                          matmul_efficiency=req.matmul_efficiency, tokens=req.tokens,
                          price_per_gpu_hour=costing.pop("price_per_gpu_hour"), tp_comm_overlap=req.tp_comm_overlap,
                          moe_load_imbalance=req.moe_load_imbalance, moe_a2a_overlap=bool(req.moe_a2a_overlap),
-                         costing=costing, moe_dispatch=_dispatch(req))
+                         costing=costing, moe_dispatch=_dispatch(req), profile=_profile(req))
+
+
+def _profile(req: Any) -> Any:
+    """--profile FILE read as a calibrated profile (tcalc calibrate); None without."""
+    path = getattr(req, "profile", None)
+    if path is None:
+        return None
+    from transformer_calc.results.calibrate import load_profile
+
+    return load_profile(path)
 
 
 def _dispatch(req: TrainRequest) -> Any:
