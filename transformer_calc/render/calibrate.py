@@ -36,11 +36,11 @@ def calibrate_table(r: Any) -> Any:
 
 def profile_yaml(profile: Any) -> str:
     """The profile file: the Profile section as YAML, with a header saying what wrote it."""
-    import yaml
+    from transformer_calc.render.common import to_yaml
 
     head = ("# A tcalc time profile written by `tcalc calibrate`; give it to any time command with --profile FILE.\n"
             "# constants: the fitted values; uncertainty: their jackknife standard errors (docs/cli.md).\n")
-    return head + yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False)
+    return head + to_yaml(profile.model_dump(mode="json"))
 
 
 def calibration_line(cal: Any) -> str:

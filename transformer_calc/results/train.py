@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import create_model
 
 from transformer_calc.model.config import ModelConfig, Training
+from transformer_calc.results.calibrate import Calibration
 from transformer_calc.results.base import Result, Section
 from transformer_calc.results.run_cost import EnergySection, GoodputSection, PriceSection
 from transformer_calc.results.common import (AssumedDefault, Assumptions, ModelSection, TowersSection, assumed_defaults,
@@ -149,7 +150,7 @@ class TrainResult(Result):
     assumptions: StepAssumptions
     budget: Budget | None = None  # with --tokens
     towers: TowersSection | None = None  # a multimodal model: its towers are not in the step
-    calibration: Any = None  # with --profile: results.calibrate.Calibration (issue 37)
+    calibration: Calibration | None = None  # with --profile (issue 37)
 
 
 class PlanRow(Section):

@@ -47,6 +47,12 @@ TITAN_LINE = re.compile(r"\bstep:\s*(\d+)\s")
 TITAN_TPS = re.compile(r"\b(?:tps|wps):\s*([0-9][0-9,]*(?:\.[0-9]+)?)")
 
 
+def file_name(path: Path | str) -> str:
+    """A user's path as messages name it: whole up to 80 characters, else its last 60 ("...")."""
+    text = str(path)
+    return text if len(text) <= 80 else "..." + text[-60:]
+
+
 def _number(text: str, where: str) -> float:
     try:
         value = float(text.replace(",", ""))
@@ -186,7 +192,7 @@ def detect_kind(text: str, name: str) -> str:
 def read_log(path: Path, kind: str | None = None) -> tuple[str, dict[str, Any]]:
     """(the log's kind, what it measured) for one log file."""
     text = read_user_file(path, "log")
-    name = clip(str(path), 60)
+    name = file_name(path)
     kind = kind or detect_kind(text, name)
     if kind not in READERS:
         raise TcalcError(f"{name}: log_kind {clip(kind, 30)} is not one of {', '.join(LOG_KINDS)}")
@@ -245,7 +251,7 @@ def read_runs(path: Path | str) -> list[dict[str, Any]]:
     """The runs of one runs file (YAML, or CSV by its .csv suffix), each with `measured` holding its
     metrics (from the file or its log) and `where` naming it in messages."""
     path = Path(path)
-    name = clip(str(path), 60)
+    name = file_name(path)
     text = read_user_file(path, "runs file")
     if path.suffix.lower() == ".csv":
         rows = _rows_csv(text, name)
