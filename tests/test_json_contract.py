@@ -19,6 +19,7 @@ DOC = (REPO / "docs" / "cli.md").read_text()
 # Representative runs whose outputs together contain every optional section.
 CHECKPOINT = str(REPO / "tests" / "data" / "checkpoints" / "tiny-llama-fp8")  # config.json + safetensors headers
 MULTIMODAL = ["--hf-config", str(REPO / "tests" / "data" / "towers" / "tiny-gemma3.json")]  # a model with towers
+PROFILE = str(REPO / "tests" / "data" / "calibrate" / "h100-torchtitan.yaml")  # tcalc calibrate's, on docs/examples
 RUNS = {
     "params": [["params", "--preset", "mixtral-8x7b", "--T", "2"], ["params", CHECKPOINT]],
     "memory": [["memory", "--preset", "gpt2", "--gpu", "a100-80gb", "--P", "2"], ["memory", CHECKPOINT, "--S", "64"],
@@ -36,15 +37,18 @@ RUNS = {
                "--cp-comm-type", "all_gather", "--P", "2", "--virtual-stages", "2", "--micro-batch", "1",
                "--microbatch-group", "4"],  # assumptions.cp_comm_type (CP > 1), layout.microbatch_group
               ["train", "--preset", "qwen3-30b-a3b", "--L", "2", "--gpus", "8", "--ep", "8", "--global-batch", "8",
-               "--dispatch-dtype", "fp8", "--moe-max-nodes", "4"]],  # assumptions.dispatch_dtype, moe_max_nodes
+               "--dispatch-dtype", "fp8", "--moe-max-nodes", "4"],  # assumptions.dispatch_dtype, moe_max_nodes
+              ["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--profile", PROFILE]],  # calibration
     "plan": [["plan", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64"]],
+    "calibrate": [["calibrate", str(REPO / "docs" / "examples" / "calibrate" / "runs.yaml")]],
 }
 for _command, _extra in (("params", []), ("memory", ["--S", "64"]), ("flops", ["--S", "64"]), ("inference", ["--S", "64"]),
                          ("train", ["--S", "64", "--gpus", "2", "--global-batch", "8"]),
                          ("plan", ["--S", "64", "--gpus", "2", "--global-batch", "8"])):
     RUNS[_command].append([_command, *MULTIMODAL, *_extra])
 RESULTS = {"params": api.ParamsResult, "memory": api.MemoryResult, "flops": api.FlopsResult, "mfu": api.MfuResult,
-           "inference": api.InferenceResult, "train": api.TrainResult, "plan": api.PlanResult}
+           "inference": api.InferenceResult, "train": api.TrainResult, "plan": api.PlanResult,
+           "calibrate": api.CalibrateResult}
 
 
 def _section(command: str) -> str:

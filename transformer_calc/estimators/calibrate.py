@@ -32,6 +32,7 @@ each run is its error when the fit leaves it out.
 from __future__ import annotations
 
 import math
+import operator
 import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -48,6 +49,8 @@ DATA_SIGMA = 0.05
 PRIOR_LOG_SIGMA = 0.5  # a multiplicative constant: e^0.5 ≈ 1.65x either way (the defaults' validated spread)
 PRIOR_OVERHEAD_SIGMA = 0.5  # an overhead, as a share of the median measured time
 SPARE_RUNS = 3  # runs beyond the constants a secondary constant needs (free_constants)
+LOO_ITERATIONS = 8  # a left-out fit starts from the full fit's constants: a few steps converge it
+STEP_TOLERANCE = 1e-6  # the solver stops when no coordinate moves more (log units: 1e-4 %)
 MATERIAL_SHARE = 0.05  # a term under this share of every run's time leaves its constant unfitted
 
 
@@ -121,6 +124,26 @@ def predict(t: StepTerms | ServeTerms, c: dict[str, float]) -> float:
         return step_time(t, c)
     v = serve_value(t, c)
     return 1 / v if t.metric == "output_tokens_per_s" else v
+
+
+def _compiled(terms: Sequence[StepTerms | ServeTerms]) -> Callable[[dict[str, float]], list[float]]:
+    """`predict` over many runs at once, each run's fixed part computed once (the fit's inner loop):
+    a step time is (C·η₀/η + M + κ·X)·(1 + B/(C + M + X)) + o."""
+    if not all(isinstance(t, StepTerms) for t in terms):
+        return lambda c: [predict(t, c) for t in terms]
+    rows = []
+    for t in terms:
+        base = t.gemm_s + t.fixed_s + t.comm_s
+        stretch = 1 + t.bubble_s / base if base > 0 else 1.0
+        rows.append((t.gemm_s * t.default_gemm_efficiency, t.fixed_s, t.comm_s, stretch, gemm_name(t.dtype),
+                     t.default_gemm_efficiency, 0.0 if base > 0 else t.bubble_s))
+
+    def model(c: dict[str, float]) -> list[float]:
+        kappa, o = c.get("exposed_comm_factor", 1.0), c.get("step_overhead_s", 0.0)
+        return [(ge / c.get(name, eta0) + f + kappa * x) * stretch + o + extra
+                for ge, f, x, stretch, name, eta0, extra in rows]
+
+    return model
 
 
 def as_time(t: StepTerms | ServeTerms, measured: float) -> float:
@@ -230,9 +253,11 @@ def fit_constants(terms: Sequence[StepTerms | ServeTerms], measured: Sequence[fl
     def values(uu: list[float]) -> dict[str, float]:
         return {c.name: space.to_v(c, x) for c, x in zip(constants, uu)}
 
+    model = _compiled(terms)
+
     def residuals(uu: list[float]) -> list[float]:
         c = values(uu)
-        r = [(math.log(max(predict(t, c), 1e-30)) - y) / DATA_SIGMA for t, y in zip(terms, targets)]
+        r = [(math.log(max(p, 1e-30)) - y) / DATA_SIGMA for p, y in zip(model(c), targets)]
         return r + [(uu[i] - u0[i]) / sig[i] for i in range(k)]
 
     def cost(r: list[float]) -> float:
@@ -250,8 +275,11 @@ def fit_constants(terms: Sequence[StepTerms | ServeTerms], measured: Sequence[fl
             up = u[:]
             up[j] += h
             cols.append([(a - b) / h for a, b in zip(residuals(up), r)])
-        jtj = [[sum(cols[i][n] * cols[j][n] for n in range(len(r))) for j in range(k)] for i in range(k)]
-        jtr = [sum(cols[i][n] * r[n] for n in range(len(r))) for i in range(k)]
+        jtj = [[0.0] * k for _ in range(k)]
+        for i in range(k):
+            for j in range(i, k):
+                jtj[i][j] = jtj[j][i] = sum(map(operator.mul, cols[i], cols[j]))
+        jtr = [sum(map(operator.mul, cols[i], r)) for i in range(k)]
         improved = False
         for _try in range(12):
             a = [[jtj[i][j] + (mu * (1 + jtj[i][i]) if i == j else 0.0) for j in range(k)] for i in range(k)]
@@ -270,7 +298,7 @@ def fit_constants(terms: Sequence[StepTerms | ServeTerms], measured: Sequence[fl
                 improved = True
                 break
             mu *= 4
-        if not improved or moved < 1e-9:
+        if not improved or moved < STEP_TOLERANCE:
             break
     return values(u)
 
@@ -311,7 +339,7 @@ def calibrate(terms: Sequence[StepTerms | ServeTerms], measured: Sequence[float]
     for i in range(n):
         rest_t = [t for j, t in enumerate(terms) if j != i]
         rest_m = [v for j, v in enumerate(measured) if j != i]
-        vi = fit_constants(rest_t, rest_m, constants, start=best, iterations=30)
+        vi = fit_constants(rest_t, rest_m, constants, start=best, iterations=LOO_ITERATIONS)
         loo_values.append(vi)
         loo_errors.append(error(terms[i], measured[i], vi))
         if progress:
