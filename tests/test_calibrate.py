@@ -159,7 +159,7 @@ def test_the_example_runs_files_naming_logs_calibrate(capsys, name):
     data = json.loads(out)
     assert data["runs"] and all(math.isfinite(r["error_left_out"]) for r in data["runs"])
     if name == "serving.yaml":
-        assert {c["name"] for c in data["constants"]} == {"decode_factor", "request_overhead_s"}
+        assert {c["name"] for c in data["constants"]} == {"gpu_time_factor", "request_overhead_s"}
         assert {r["metric"] for r in data["runs"]} == {"ttft_s", "tpot_s", "output_tokens_per_s"}
 
 
@@ -212,3 +212,33 @@ def test_a_bad_profile_is_one_error_line(capsys, tmp_path):
     code, out, err = call(capsys, "train", "llama-3-8b", "--gpus", "8", "--global-batch", "64", "--profile", str(bad))
     assert (code, out) == (2, "") and err.startswith("Error: ") and err.count("\n") == 1, err
     assert "fitted_on" in err
+
+
+def test_plan_serve_and_inference_take_a_profile(capsys, tmp_path):
+    """--profile on plan (the plans ranked by the calibrated step), serve and inference (the GPU's
+    time scaled, the request overhead added): each says it is calibrated, in the table and the JSON."""
+    train_profile, serve_profile = tmp_path / "train.yaml", tmp_path / "serve.yaml"
+    assert call(capsys, "calibrate", str(EXAMPLES / "runs.yaml"), "-o", str(train_profile))[0] == 0
+    assert call(capsys, "calibrate", str(EXAMPLES / "serving.yaml"), "-o", str(serve_profile))[0] == 0
+    plan = ["plan", "llama-3-8b", "--gpu", "h100-96gb-hbm2e", "--gpus", "8", "--global-batch", "16", "--S", "8192",
+            "--framework", "torchtitan"]
+    code, out, err = call(capsys, *plan, "--profile", str(train_profile), "-f", "json")
+    assert code == 0, err
+    calibrated = json.loads(out)
+    default = json.loads(call(capsys, *plan, "-f", "json")[1])
+    assert calibrated["calibration"]["constants"].keys() == {"gemm_efficiency_bf16"}
+    assert calibrated["plans"][0]["step_time_s"] > 1.2 * default["plans"][0]["step_time_s"]
+    assert calibrated["best_command"].endswith(f"--profile {train_profile}")
+    serve = ["serve", "llama-3-8b", "--gpu", "h100", "--gpus", "1", "--prompt-len", "1000", "--output-len", "250", "--B", "16"]
+    code, out, err = call(capsys, *serve, "--profile", str(serve_profile), "-f", "json")
+    assert code == 0, err
+    s_cal = json.loads(out)
+    s_def = json.loads(call(capsys, *serve, "-f", "json")[1])
+    o_req = s_cal["calibration"]["constants"]["request_overhead_s"]
+    assert o_req > 0 and s_cal["best"]["ttft_s"] > s_def["best"]["ttft_s"]
+    code, out, err = call(capsys, "inference", "llama-3-8b", "--gpu", "h100", "--S", "1000", "--new-tokens", "250",
+                          "--profile", str(serve_profile))
+    assert code == 0 and "calibrated with" in out, err
+    # a training profile has no serving constant: serve's answer is the default one, and says nothing
+    code, out, err = call(capsys, *serve, "--profile", str(train_profile), "-f", "json")
+    assert code == 0 and "calibration" not in json.loads(out)

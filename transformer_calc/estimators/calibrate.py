@@ -17,8 +17,13 @@ profile, into what each free constant scales (`StepTerms`):
         does not price)
 
 At θ = (η₀, 1, 0) the formula gives `estimate_step`'s step time exactly. A serving measurement is
-split the same way (`ServeTerms`): TTFT + the per-request overhead (`request_overhead_s`), TPOT
-and the throughput's decode time scaled by the decode factor (`decode_factor`).
+split the same way (`ServeTerms`): the GPU's time in it (prefill and decode steps: compute, HBM,
+kernel and per-sequence costs) scaled by the GPU-time factor (`gpu_time_factor`), the per-request
+overhead (`request_overhead_s`) added to the TTFT:
+
+    TTFT = k·(TTFT₀ − r₀) + r₀ + o_req      TPOT = k·TPOT₀      throughput = thr₀ / (s·k + 1 − s)
+
+    r₀ the engine's request overhead already in TTFT₀, s the GPU's share of a request's time.
 
 The fit minimises Σ log(t_pred/t_meas)² plus a weak prior that pulls each constant toward its
 default (PRIOR_LOG_SIGMA in log space, PRIOR_OVERHEAD_SIGMA of the median measured time for the
@@ -40,7 +45,7 @@ from typing import Callable, Sequence
 GEMM_DTYPES = ("bf16", "fp8", "fp4", "fp32")
 GEMM_BOUNDS = (0.05, 1.0)  # a fraction of the dtype's dense peak
 COMM_FACTOR_BOUNDS = (0.0, 5.0)
-DECODE_FACTOR_BOUNDS = (0.2, 5.0)
+GPU_TIME_FACTOR_BOUNDS = (0.2, 5.0)
 OVERHEAD_MAX_SHARE = 0.5  # an overhead is at most half the median measured time
 # The fit is the maximum a posteriori estimate: each run's log error weighed by DATA_SIGMA (the
 # run-to-run scatter an analytic model leaves: 3-5 % for the calibrated tools issue 37 names), each
@@ -73,12 +78,13 @@ class StepTerms:
 @dataclass(frozen=True)
 class ServeTerms:
     """One serving measurement at the default profile: `metric` ttft_s, tpot_s or
-    output_tokens_per_s; `value` the priced value; `decode_share` the share of the priced time
-    that is decode (throughput: the decode steps' share of the serving time)."""
+    output_tokens_per_s; `value` the priced value; `gpu_share` the GPU's share of a request's time
+    (all but the engine's request overhead); `request_s` that overhead (in a TTFT)."""
 
     metric: str
     value: float
-    decode_share: float = 1.0
+    gpu_share: float = 1.0
+    request_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -109,13 +115,13 @@ def step_time(t: StepTerms, c: dict[str, float]) -> float:
 
 def serve_value(t: ServeTerms, c: dict[str, float]) -> float:
     """The serving metric of `t` under the constants `c`."""
-    k = c.get("decode_factor", 1.0)
+    k = c.get("gpu_time_factor", 1.0)
     if t.metric == "ttft_s":
-        return t.value + c.get("request_overhead_s", 0.0)
+        return k * (t.value - t.request_s) + t.request_s + c.get("request_overhead_s", 0.0)
     if t.metric == "tpot_s":
         return t.value * k
-    # throughput: the priced time is decode_share decode and the rest prefill
-    return t.value / (t.decode_share * k + (1 - t.decode_share))
+    # throughput: requests / time, the GPU's share of the time scaled
+    return t.value / (t.gpu_share * k + (1 - t.gpu_share))
 
 
 def predict(t: StepTerms | ServeTerms, c: dict[str, float]) -> float:
@@ -169,8 +175,8 @@ def free_constants(terms: Sequence[StepTerms | ServeTerms], measured: Sequence[f
         known["exposed_comm_factor"] = Constant("exposed_comm_factor", 1.0, *COMM_FACTOR_BOUNDS, log=True)
         step_scale = statistics.median([v for t, v in zip(terms, measured) if isinstance(t, StepTerms)])
         known["step_overhead_s"] = Constant("step_overhead_s", 0.0, 0.0, OVERHEAD_MAX_SHARE * step_scale, log=False)
-    if any(t.metric in ("tpot_s", "output_tokens_per_s") for t in serve):
-        known["decode_factor"] = Constant("decode_factor", 1.0, *DECODE_FACTOR_BOUNDS, log=True)
+    if serve:
+        known["gpu_time_factor"] = Constant("gpu_time_factor", 1.0, *GPU_TIME_FACTOR_BOUNDS, log=True)
     if any(t.metric == "ttft_s" for t in serve):
         ttft = statistics.median([v for t, v in zip(terms, measured) if isinstance(t, ServeTerms) and t.metric == "ttft_s"])
         known["request_overhead_s"] = Constant("request_overhead_s", 0.0, 0.0, OVERHEAD_MAX_SHARE * ttft, log=False)
@@ -184,7 +190,7 @@ def free_constants(terms: Sequence[StepTerms | ServeTerms], measured: Sequence[f
                                  f"{', '.join(known) or 'none'}")
             out.append(known[n])
         return out
-    chosen = [c for c in known.values() if c.name.startswith("gemm_efficiency_") or c.name in ("decode_factor",
+    chosen = [c for c in known.values() if c.name.startswith("gemm_efficiency_") or c.name in ("gpu_time_factor",
                                                                                                "request_overhead_s")]
     # a secondary constant only where the runs outnumber the constants by SPARE_RUNS: with fewer, the
     # fit chases the runs' scatter (three runs: the GEMM efficiency alone)

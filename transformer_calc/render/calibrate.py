@@ -50,4 +50,4 @@ def calibration_line(cal: Any) -> str:
     return (f"calibrated with {cal.profile_file} ({consts}): fitted on {on.runs} runs ({', '.join(on.gpus)}; "
             f"{', '.join(on.frameworks)}; {', '.join(on.dtypes)}), leave-one-out median |error| "
             f"{100 * cal.median_abs_error_left_out:.1f} %" + ("" if cal.matches else
-                                                              "; this GPU, framework or dtype is outside the fit"))
+                                                              "; this answer is outside what it was fitted on"))

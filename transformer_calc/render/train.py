@@ -109,4 +109,8 @@ def plan_table(r: Any) -> Any:
     lines += [f"  rejected {n}: {why}" for why, n in sorted(r.rejected.items(), key=lambda kv: -kv[1])]
     if r.best_command:
         lines.append("best: " + r.best_command)
+    if getattr(r, "calibration", None) is not None:
+        from transformer_calc.render.calibrate import calibration_line
+
+        lines.append(calibration_line(r.calibration) + "; the plans are ranked by the calibrated step")
     return with_assumed(r, t, Text("\n".join(lines)))

@@ -298,6 +298,7 @@ class PlanRequest(ModelRequest):
     global_batch: Annotated[int | None, opt("--global-batch", help="Global batch in sequences \\[default: none; this or --global-batch-tokens].", parse=count, job=False)] = None
     global_batch_tokens: GlobalBatchTokens = None
     top: Annotated[int, opt("--top", help="Layouts shown.", parse=whole, job=False)] = 10
+    profile: ProfileOpt = None
     flash: FlashOpt = None
     framework: FrameworkOpt = None
     compile: Compile = None

@@ -174,9 +174,9 @@ def _serve_run(run: dict[str, Any]) -> list[tuple[Any, float, dict[str, str]]]:
     load point at the run's concurrency (estimators/inference/serving.py)."""
     from transformer_calc.estimators.calibrate import ServeTerms
     from transformer_calc.estimators.inference.engines import check_engine
-    from transformer_calc.estimators.inference.expected import default_efficiency
     from transformer_calc.estimators.inference.roofline import InferenceSpec
     from transformer_calc.estimators.inference.serving import engine_serving, load_point
+    from transformer_calc.requests.inference import inference_efficiency
     from transformer_calc.sources.presets import gpu as find_gpu, preset_model
 
     where = run["where"]
@@ -192,22 +192,24 @@ def _serve_run(run: dict[str, Any]) -> list[tuple[Any, float, dict[str, str]]]:
         if run.get("kv_dtype"):
             kw["kv_dtype"] = str(run["kv_dtype"])
         spec = InferenceSpec(batch_size=1, prompt_len=S, new_tokens=N, **kw)
+        eff = inference_efficiency(g, {}, {"engine": engine})  # the engine's profile, as tcalc serve takes it
         serving = engine_serving(engine, g, T)
         if not serving.chunked_prefill and S >= serving.max_num_batched_tokens:
             serving = engine_serving(engine, g, T, chunked_prefill=True)
-        point = load_point(m, g, spec, default_efficiency(g), serving, S, N, c)
+        point = load_point(m, g, spec, eff, serving, S, N, c)
     except TcalcError as exc:
         raise TcalcError(f"{where}: {exc}") from None
     except (ValueError, TypeError, KeyError) as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise TcalcError(f"{where}: {text[:200]}") from None
     e2e = point.ttft_s + max(N - 1, 0) * point.tpot_s
-    decode_share = max(N - 1, 0) * point.tpot_s / e2e if e2e > 0 else 1.0
+    gpu_share = 1 - eff.request_s / e2e if e2e > 0 else 1.0
     labels = {"gpu": g.name, "framework": engine, "dtype": kw["weight_dtype"]}
     out = []
     for metric, value in (("ttft_s", point.ttft_s), ("tpot_s", point.tpot_s), ("output_tokens_per_s", point.output_tokens_per_s)):
         if metric in run["measured"]:
-            out.append((ServeTerms(metric, value, decode_share), run["measured"][metric], {**labels, "metric": metric}))
+            out.append((ServeTerms(metric, value, gpu_share, eff.request_s), run["measured"][metric],
+                        {**labels, "metric": metric}))
     return out
 
 
@@ -278,6 +280,12 @@ def run_calibrate(req: Any) -> CalibrateResult:
 
 
 # ---------------------------------------------------------------------------- a calibrated answer
+def profile_of(req: Any) -> tuple[str, Profile] | None:
+    """A request's --profile FILE read as a calibrated profile; None without."""
+    path = getattr(req, "profile", None)
+    return None if path is None else load_profile(path)
+
+
 def load_profile(path: Any) -> tuple[str, Profile]:
     """(the file's name, its Profile) from a profile file `tcalc calibrate --output` wrote."""
     from pydantic import ValidationError
@@ -295,11 +303,11 @@ def load_profile(path: Any) -> tuple[str, Profile]:
         err = exc.errors()[0]
         raise TcalcError(f"profile {name}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
     known = ("gemm_efficiency_bf16", "gemm_efficiency_fp8", "gemm_efficiency_fp4", "gemm_efficiency_fp32",
-             "exposed_comm_factor", "step_overhead_s", "decode_factor", "request_overhead_s")
+             "exposed_comm_factor", "step_overhead_s", "gpu_time_factor", "request_overhead_s")
     for key, value in profile.constants.items():
         if key not in known:
             raise TcalcError(f"profile {name}: unknown constant {key[:40]!r} (known: {', '.join(known)})")
-        if not value >= 0 or (key.startswith(("gemm", "decode")) and not value > 0):
+        if not value >= 0 or (key.startswith(("gemm", "gpu_time")) and not value > 0):
             raise TcalcError(f"profile {name}: {key} = {value} is out of range")
     return name, profile
 
@@ -331,6 +339,28 @@ def calibrated_step(est: Any, tr: Any, gpu_name: str, profile_ref: tuple[str, Pr
     section = Calibration(profile_file=name, fitted_on=on, constants=used,
                           median_abs_error_left_out=profile.median_abs_error_left_out, matches=matches,
                           step_overhead_s=used.get("step_overhead_s", 0.0))
+    return scaled, section
+
+
+def calibrated_efficiency(eff: Any, profile_ref: tuple[str, Profile]) -> tuple[Any, Calibration | None]:
+    """(the serving Efficiency under a profile, the calibration section; None when the profile has no
+    serving constant): the GPU's rates over the GPU-time factor k (capped at 1), its kernel and
+    per-sequence costs times k, the per-request overhead added (estimators/calibrate.serve_value)."""
+    import dataclasses
+
+    name, profile = profile_ref
+    c = profile.constants
+    used = {key: v for key, v in c.items() if key in ("gpu_time_factor", "request_overhead_s")}
+    if not used:
+        return eff, None
+    k = used.get("gpu_time_factor", 1.0)
+    rates = {f: min(1.0, getattr(eff, f) / k) for f in ("matmul", "matmul_fp8", "matmul_fp4", "memory")}
+    scaled = dataclasses.replace(eff, **rates, kernel_s=eff.kernel_s * k, sequence_s=eff.sequence_s * k,
+                                 request_s=eff.request_s + used.get("request_overhead_s", 0.0))
+    on = profile.fitted_on
+    section = Calibration(profile_file=name, fitted_on=on, constants=used,
+                          median_abs_error_left_out=profile.median_abs_error_left_out,
+                          matches="serve" in on.kinds)
     return scaled, section
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import create_model
 
 from transformer_calc.model.config import ModelConfig, Training
-from transformer_calc.results.calibrate import Calibration
+from transformer_calc.results.calibrate import Calibration, profile_of as _profile
 from transformer_calc.results.base import Result, Section
 from transformer_calc.results.run_cost import EnergySection, GoodputSection, PriceSection
 from transformer_calc.results.common import (AssumedDefault, Assumptions, ModelSection, TowersSection, assumed_defaults,
@@ -177,6 +177,7 @@ class PlanResult(Result):
     best_command: str | None  # `tcalc train` of the best plan; null when none fits
     assumptions: Assumptions  # the defaults assumed (requests/defaults.py), the layout's excepted
     towers: TowersSection | None = None  # a multimodal model: its towers are not in the plans
+    calibration: Calibration | None = None  # with --profile: the plans ranked by the calibrated step (issue 37)
 
 
 # ============================================================================ train, plan
@@ -349,7 +350,7 @@ def _budget(tokens: int, tokens_per_step: int, est: Any, price_per_gpu_hour: flo
 def plan_report(
     m: ModelConfig, seq_len: int, tr: Any, gpu: Any, *, gpus: int, global_batch: int, top: int = 10,
     node_size: int | None = None, inter_node_gb_s: float | None = None, source: str | None = None,
-    expert_tensor: int | None = None, assumed: Any = (),
+    expert_tensor: int | None = None, assumed: Any = (), profile: Any = None,
 ) -> PlanResult:
     """`tcalc plan`: the feasible layouts ranked by step time, and why the others were rejected.
 
@@ -360,6 +361,17 @@ def plan_report(
 
     plans, rejected = plan_layouts(m, seq_len, tr, gpu, gpus=gpus, global_batch=global_batch,
                                    network=network_for(gpu, node_size, inter_node_gb_s), expert_tensor=expert_tensor)
+    calibration = None
+    if profile is not None:  # each plan's step calibrated, then ranked again (results/calibrate.py)
+        import dataclasses
+
+        from transformer_calc.results.calibrate import calibrated_step
+
+        calibrated = []
+        for pl in plans:
+            est, calibration = calibrated_step(pl.estimate, tr, gpu.name, profile)
+            calibrated.append(dataclasses.replace(pl, estimate=est))
+        plans = sorted(calibrated, key=lambda pl: pl.estimate.step_time_s)
     rows = [
         PlanRow(layout=_layout(pl.parallelism), micro_batch=pl.micro_batch, recompute=pl.recompute.value,
                 step_time_s=pl.estimate.step_time_s, mfu=pl.estimate.mfu, tokens_per_s=pl.estimate.tokens_per_s,
@@ -388,12 +400,14 @@ def plan_report(
             + (f" --node-size {node_size}" if node_size is not None else "")
             + (f" --inter-node-gb-s {repr(float(inter_node_gb_s)).removesuffix('.0')}"
                if inter_node_gb_s is not None else "")
+            + (f" --profile {calibration.profile_file}" if calibration is not None else "")
         )
     return PlanResult(
         model=model_section(m), gpu=gpu.name, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
         evaluated=len(plans) + sum(rejected.values()), feasible=len(plans),
         plans=rows, rejected=rejected, best_command=command, assumptions=assumptions_section(assumed),
         **({"towers": towers} if (towers := towers_section(m, "training")) is not None else {}),
+        **({"calibration": calibration} if calibration is not None else {}),
     )
 
 
@@ -443,7 +457,7 @@ def train_command(
 
 def plan_command(
     src: Any, flags: dict[str, Any], *, gpus: int, global_batch_of: Any, top: int = 10, node_size: int | None = None,
-    inter_node_gb_s: float | None = None, source_text: str | None = None,
+    inter_node_gb_s: float | None = None, source_text: str | None = None, profile: Any = None,
 ) -> PlanResult:
     """`tcalc plan` and `tc.plan` from a resolved model source and the options given (job-file key
     names): the settings resolved as train's (`requests.training.plan_configs`; the layout is
@@ -455,7 +469,7 @@ def plan_command(
     seq, tr, gpu_name, etp, assumed = plan_configs(m, job.training if job else {}, flags)
     return plan_report(m, seq, tr, find_gpu(gpu_name), gpus=gpus, global_batch=global_batch_of(seq), top=top,
                        node_size=node_size, inter_node_gb_s=inter_node_gb_s, source=source_text, expert_tensor=etp,
-                       assumed=assumed)
+                       assumed=assumed, profile=profile)
 
 
 # ---------------------------------------------------------------------------- the command
@@ -472,16 +486,6 @@ def run_train(req: TrainRequest, note: Any = None) -> TrainResult:
                          price_per_gpu_hour=costing.pop("price_per_gpu_hour"), tp_comm_overlap=req.tp_comm_overlap,
                          moe_load_imbalance=req.moe_load_imbalance, moe_a2a_overlap=bool(req.moe_a2a_overlap),
                          costing=costing, moe_dispatch=_dispatch(req), profile=_profile(req))
-
-
-def _profile(req: Any) -> Any:
-    """--profile FILE read as a calibrated profile (tcalc calibrate); None without."""
-    path = getattr(req, "profile", None)
-    if path is None:
-        return None
-    from transformer_calc.results.calibrate import load_profile
-
-    return load_profile(path)
 
 
 def _dispatch(req: TrainRequest) -> Any:
@@ -515,4 +519,4 @@ def run_plan(req: PlanRequest, note: Any = None) -> PlanResult:
     return plan_command(src, req.given(), gpus=req.gpus,
                         global_batch_of=lambda seq: global_batch(req.global_batch, req.global_batch_tokens, seq, note),
                         top=req.top, node_size=req.node_size, inter_node_gb_s=req.inter_node_gb_s,
-                        source_text=req.command_text())
+                        source_text=req.command_text(), profile=_profile(req))
