@@ -242,3 +242,26 @@ def test_plan_serve_and_inference_take_a_profile(capsys, tmp_path):
     # a training profile has no serving constant: serve's answer is the default one, and says nothing
     code, out, err = call(capsys, *serve, "--profile", str(train_profile), "-f", "json")
     assert code == 0 and "calibration" not in json.loads(out)
+
+
+def test_an_uncalibrated_train_answer_carries_its_validation_error(capsys, tmp_path):
+    """Without --profile the step time carries the built-in profile's median |error| on the published
+    runs of its framework, GPU generation and dense/MoE (validation_errors.py, generated from
+    train_runs.yaml); with one, the profile's leave-one-out error instead."""
+    from transformer_calc.estimators.training.validation_errors import VALIDATION_ERRORS, validation_error
+
+    argv = ["train", "llama-3-8b", "--gpus", "8", "--global-batch", "64", "--S", "4096", "--gpu", "h100"]
+    code, out, err = call(capsys, *argv, "-f", "json")
+    assert code == 0, err
+    ve = json.loads(out)["validation_error"]
+    runs, median, within = VALIDATION_ERRORS[("megatron", "Hopper", "dense")]
+    assert ve == {"framework": "megatron", "generation": "Hopper", "kind": "dense", "runs": runs,
+                  "median_abs_error": median, "within_25pct": within}
+    code, out, err = call(capsys, *argv)
+    assert f"±{100 * median:.0f} %" in out and "uncertainty" in out
+    assert validation_error("megatron", "MI300X", False) is None  # no published run: no claim
+    profile = tmp_path / "p.yaml"
+    call(capsys, "calibrate", str(EXAMPLES / "runs.yaml"), "-o", str(profile))
+    code, out, err = call(capsys, *argv, "--profile", str(profile), "-f", "json")
+    data = json.loads(out)
+    assert "validation_error" not in data and not data["calibration"]["matches"]  # fitted on torchtitan's runs

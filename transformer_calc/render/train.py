@@ -36,7 +36,10 @@ def train_table(r: Any) -> Any:
     if cal is not None and cal.step_overhead_s:
         t.add_row("step overhead (calibrated)", f"{cal.step_overhead_s:.4g}", f"{100 * cal.step_overhead_s / step:.1f} %")
     t.add_section()
-    t.add_row("step time", f"{step:.4g}", f"±{100 * cal.median_abs_error_left_out:.0f} %" if cal else "", style="bold")
+    ve = getattr(r, "validation_error", None)
+    spread = (f"±{100 * cal.median_abs_error_left_out:.0f} %" if cal else
+              f"±{100 * ve.median_abs_error:.0f} %" if ve is not None else "")
+    t.add_row("step time", f"{step:.4g}", spread, style="bold")
     lines = [
         layout,
         f"MFU {100 * r.mfu:.1f} %, HFU {100 * r.hfu:.1f} %, {r.tflops_per_gpu:.0f} TFLOP/s per GPU (model), "
@@ -54,6 +57,10 @@ def train_table(r: Any) -> Any:
         from transformer_calc.render.calibrate import calibration_line
 
         lines.append(calibration_line(cal))
+    elif ve is not None:
+        lines.append(f"uncertainty ±{100 * ve.median_abs_error:.0f} %: the median |error| of the {ve.framework} profile on "
+                     f"{ve.runs} published {ve.generation} {ve.kind} runs ({100 * ve.within_25pct:.0f} % within ±25 %; "
+                     "docs/validation.md); calibrate on your own runs with tcalc calibrate")
     if getattr(r, "towers", None) is not None:  # a multimodal model: what this result does with its towers
         lines.append(f"towers: {r.towers.note}")
     return with_assumed(r, t, Text("\n".join(lines)))

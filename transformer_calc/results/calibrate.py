@@ -91,6 +91,18 @@ class Calibration(Section):
     step_overhead_s: float = 0.0  # added to the step time (training)
 
 
+class ValidationError(Section):
+    """An uncalibrated training answer's uncertainty: the built-in profile's error on the published
+    runs of its time profile, GPU generation and dense/MoE (estimators/training/validation_errors.py)."""
+
+    framework: str
+    generation: str  # Ampere, Hopper, Blackwell
+    kind: str  # dense | MoE
+    runs: int
+    median_abs_error: float  # measured step time / tcalc's − 1, in absolute value
+    within_25pct: float  # share of those runs within ±25 %
+
+
 # ---------------------------------------------------------------------------- pricing a run
 def _gemm_dtype(tr: Any) -> str:
     if tr.precision.value == "fp32":

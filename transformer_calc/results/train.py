@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import create_model
 
 from transformer_calc.model.config import ModelConfig, Training
-from transformer_calc.results.calibrate import Calibration, profile_of as _profile
+from transformer_calc.results.calibrate import Calibration, ValidationError, profile_of as _profile
 from transformer_calc.results.base import Result, Section
 from transformer_calc.results.run_cost import EnergySection, GoodputSection, PriceSection
 from transformer_calc.results.common import (AssumedDefault, Assumptions, ModelSection, TowersSection, assumed_defaults,
@@ -151,6 +151,7 @@ class TrainResult(Result):
     budget: Budget | None = None  # with --tokens
     towers: TowersSection | None = None  # a multimodal model: its towers are not in the step
     calibration: Calibration | None = None  # with --profile (issue 37)
+    validation_error: ValidationError | None = None  # without --profile: the built-in profile's error (issue 37)
 
 
 class PlanRow(Section):
@@ -204,6 +205,7 @@ def train_report(
     from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
     from transformer_calc.estimators.training.train import estimate_step, fastest_micro_batch, micro_batch_count
+    from transformer_calc.estimators.training.validation_errors import validation_error
 
     if price_per_gpu_hour is not None and not (0 < price_per_gpu_hour < float("inf")):
         raise TcalcError(f"--price-per-gpu-hour ({price_per_gpu_hour}) must be a positive number")
@@ -252,6 +254,8 @@ def train_report(
         extra["towers"] = towers
     if calibration is not None:
         extra["calibration"] = calibration
+    elif fits and (known := validation_error(tr.framework.value, gpu.name, m.is_moe)) is not None:
+        extra["validation_error"] = ValidationError(**dict(zip(ValidationError.model_fields, known)))
     timing: dict[str, Any] = dict(
         step_time_s=est.step_time_s, breakdown=StepBreakdown(**est.breakdown), dp_comm_total_s=est.dp_comm_s,
         tokens_per_s=est.tokens_per_s, tokens_per_s_per_gpu=est.tokens_per_s / est.gpus, mfu=est.mfu, hfu=est.hfu,
