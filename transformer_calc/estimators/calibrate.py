@@ -25,7 +25,7 @@ overhead (`request_overhead_s`) added to the TTFT:
 
     r₀ the engine's request overhead already in TTFT₀, s the GPU's share of a request's time.
 
-The fit minimises Σ log(t_pred/t_meas)² plus a weak prior that pulls each constant toward its
+The fit minimises Σ ρ(log(t_pred/t_meas)) (ρ: Huber's, HUBER_K) plus a weak prior that pulls each constant toward its
 default (PRIOR_LOG_SIGMA in log space, PRIOR_OVERHEAD_SIGMA of the median measured time for the
 overheads), so that three runs and three constants give a finite answer. The solver is a bounded
 Levenberg-Marquardt on the constants' log (overheads linear) with a numerical Jacobian, each step
@@ -51,8 +51,9 @@ OVERHEAD_MAX_SHARE = 0.5  # an overhead is at most half the median measured time
 # run-to-run scatter an analytic model leaves: 3-5 % for the calibrated tools issue 37 names), each
 # constant's departure from its default by the prior's width.
 DATA_SIGMA = 0.05
+HUBER_K = 3.0  # robust fit: a run's log error beyond 3 DATA_SIGMA (15 %) counts linearly, not squared
 PRIOR_LOG_SIGMA = 0.5  # a multiplicative constant: e^0.5 ≈ 1.65x either way (the defaults' validated spread)
-PRIOR_OVERHEAD_SIGMA = 0.5  # an overhead, as a share of the median measured time
+PRIOR_OVERHEAD_SIGMA = 0.5  # an overhead, as a share of the median measured time it adds to
 SPARE_RUNS = 3  # runs beyond the constants a secondary constant needs (free_constants)
 LOO_ITERATIONS = 8  # a left-out fit starts from the full fit's constants: a few steps converge it
 STEP_TOLERANCE = 1e-6  # the solver stops when no coordinate moves more (log units: 1e-4 %)
@@ -223,19 +224,31 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float]:
     return x
 
 
+def _huber(r: float) -> float:
+    """A residual as Huber's loss sees it: itself within HUBER_K, beyond it the square root of the
+    linear loss (sign kept), so that one run the model prices badly (a structural miss) pulls the
+    constants less than the square would."""
+    a = abs(r)
+    return r if a <= HUBER_K else math.copysign(math.sqrt(2 * HUBER_K * a - HUBER_K * HUBER_K), r)
+
+
 @dataclass
 class _Space:
-    """The constants in the solver's coordinates: log for a multiplicative constant, the value
-    over the scale for an overhead."""
+    """The constants in the solver's coordinates: log for a multiplicative constant; an overhead
+    over its scale, the median measured time of what it adds to (its upper bound is
+    OVERHEAD_MAX_SHARE of that)."""
 
     constants: list[Constant]
-    scale: float
+
+    @staticmethod
+    def scale(c: Constant) -> float:
+        return c.hi / OVERHEAD_MAX_SHARE if c.hi > 0 else 1.0
 
     def to_u(self, c: Constant, v: float) -> float:
-        return math.log(max(v, 1e-9)) if c.log else v / self.scale
+        return math.log(max(v, 1e-9)) if c.log else v / self.scale(c)
 
     def to_v(self, c: Constant, u: float) -> float:
-        return math.exp(u) if c.log else u * self.scale
+        return math.exp(u) if c.log else u * self.scale(c)
 
     def bounds(self, c: Constant) -> tuple[float, float]:
         return self.to_u(c, max(c.lo, 1e-6) if c.log else c.lo), self.to_u(c, c.hi)
@@ -249,7 +262,7 @@ def fit_constants(terms: Sequence[StepTerms | ServeTerms], measured: Sequence[fl
     """The constants minimising Σ log(predicted/measured)² + the prior (module docstring), within
     their bounds."""
     targets = [math.log(as_time(t, v)) for t, v in zip(terms, measured)]
-    space = _Space(list(constants), statistics.median([as_time(t, v) for t, v in zip(terms, measured)]))
+    space = _Space(list(constants))
     k = len(constants)
     u0 = [space.to_u(c, c.default) if c.log or c.default else 0.0 for c in constants]
     u = [space.to_u(c, start[c.name]) if start and c.name in start else u0[i] for i, c in enumerate(constants)]
@@ -263,7 +276,7 @@ def fit_constants(terms: Sequence[StepTerms | ServeTerms], measured: Sequence[fl
 
     def residuals(uu: list[float]) -> list[float]:
         c = values(uu)
-        r = [(math.log(max(p, 1e-30)) - y) / DATA_SIGMA for p, y in zip(model(c), targets)]
+        r = [_huber((math.log(max(p, 1e-30)) - y) / DATA_SIGMA) for p, y in zip(model(c), targets)]
         return r + [(uu[i] - u0[i]) / sig[i] for i in range(k)]
 
     def cost(r: list[float]) -> float:
