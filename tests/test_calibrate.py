@@ -265,3 +265,16 @@ def test_an_uncalibrated_train_answer_carries_its_validation_error(capsys, tmp_p
     code, out, err = call(capsys, *argv, "--profile", str(profile), "-f", "json")
     data = json.loads(out)
     assert "validation_error" not in data and not data["calibration"]["matches"]  # fitted on torchtitan's runs
+
+
+def test_a_long_log_is_read(tmp_path):
+    """A real run's log is larger than the 1 MiB a runs file may be (here 2 MB of Megatron lines with
+    a progress bar's stray bytes): read up to 64 MiB."""
+    line = (" iteration {i}/ 99999 | consumed samples: 64 | elapsed time per iteration (ms): {t} | "
+            "global batch size: 64 | lm loss: 2.0 |\n")
+    body = "".join(line.format(i=i, t=2000 + i % 3) for i in range(1, 20_000))
+    path = tmp_path / "long.log"
+    path.write_bytes(b"\xff\xfe progress \x1b[2K\n" + body.encode())
+    kind, found = read_log(path)
+    assert path.stat().st_size > 2_000_000 and kind == "megatron"
+    assert found["steps"] == 19_999 and found["step_time_s"] == pytest.approx(2.001)

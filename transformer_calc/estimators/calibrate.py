@@ -25,8 +25,8 @@ overhead (`request_overhead_s`) added to the TTFT:
 
     r₀ the engine's request overhead already in TTFT₀, s the GPU's share of a request's time.
 
-The fit minimises Σ ρ(log(t_pred/t_meas)) (ρ: Huber's, HUBER_K) plus a weak prior that pulls each constant toward its
-default (PRIOR_LOG_SIGMA in log space, PRIOR_OVERHEAD_SIGMA of the median measured time for the
+The fit minimises Σ ρ(log(t_pred/t_meas)/DATA_SIGMA) (ρ: Huber's, HUBER_K) plus a weak prior that
+pulls each constant toward its default (PRIOR_LOG_SIGMA in log space, PRIOR_OVERHEAD_SIGMA of the median measured time for the
 overheads), so that three runs and three constants give a finite answer. The solver is a bounded
 Levenberg-Marquardt on the constants' log (overheads linear) with a numerical Jacobian, each step
 projected onto the bounds: pure Python, a few dozen model evaluations per run. The uncertainty

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_calc.errors import TcalcError, clip
-from transformer_calc.sources.files import parse_json, parse_yaml, read_user_file
+from transformer_calc.sources.files import parse_json, parse_yaml, read_user_file, regular_file
 
 TRAIN_METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu")
 SERVE_METRICS = ("ttft_s", "tpot_s", "output_tokens_per_s")
@@ -38,6 +38,7 @@ LOG_KINDS = ("megatron", "torchtitan", "vllm", "trtllm")
 TRAIN_REQUIRED = ("model", "gpu", "gpus", "seq_len", "global_batch")
 SERVE_REQUIRED = ("model", "gpu", "prompt_len", "output_len")
 MAX_RUNS = 10_000
+MAX_LOG_BYTES = 64 << 20  # a training log or a bench result with its per-request lists: tens of MB
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 MEGATRON_LINE = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
@@ -189,9 +190,32 @@ def detect_kind(text: str, name: str) -> str:
                      "measurement in the runs file")
 
 
+def read_log_text(path: Path) -> str:
+    """A log's text: a regular, non-empty text file of at most MAX_LOG_BYTES (a run's log is larger
+    than the 1 MiB a runs file may be); bytes that are not UTF-8 (a progress bar's) replaced."""
+    name = file_name(path)
+    info = regular_file(path, f"log {name}")
+    if info.st_size > MAX_LOG_BYTES:
+        raise TcalcError(f"log {name} is {info.st_size:,} bytes; logs over {MAX_LOG_BYTES:,} bytes are refused "
+                         "(keep the iteration lines: grep 'elapsed time per iteration' or 'step:')")
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_LOG_BYTES + 1)
+    except OSError as exc:
+        raise TcalcError(f"log {name} cannot be read: {exc.strerror}") from None
+    if len(raw) > MAX_LOG_BYTES:
+        raise TcalcError(f"log {name} is over {MAX_LOG_BYTES:,} bytes; logs that large are refused")
+    if b"\x00" in raw:
+        raise TcalcError(f"log {name} is a binary file; give the text log")
+    text = raw.decode("utf-8", errors="replace")
+    if not text.strip():
+        raise TcalcError(f"log {name} is empty")
+    return text
+
+
 def read_log(path: Path, kind: str | None = None) -> tuple[str, dict[str, Any]]:
     """(the log's kind, what it measured) for one log file."""
-    text = read_user_file(path, "log")
+    text = read_log_text(path)
     name = file_name(path)
     kind = kind or detect_kind(text, name)
     if kind not in READERS:
