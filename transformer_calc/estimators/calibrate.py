@@ -136,10 +136,11 @@ def predict(t: StepTerms | ServeTerms, c: dict[str, float]) -> float:
 def _compiled(terms: Sequence[StepTerms | ServeTerms]) -> Callable[[dict[str, float]], list[float]]:
     """`predict` over many runs at once, each run's fixed part computed once (the fit's inner loop):
     a step time is (C·η₀/η + M + κ·X)·(1 + B/(C + M + X)) + o."""
-    if not all(isinstance(t, StepTerms) for t in terms):
+    steps = [t for t in terms if isinstance(t, StepTerms)]
+    if len(steps) < len(terms):
         return lambda c: [predict(t, c) for t in terms]
     rows = []
-    for t in terms:
+    for t in steps:
         base = t.gemm_s + t.fixed_s + t.comm_s
         stretch = 1 + t.bubble_s / base if base > 0 else 1.0
         rows.append((t.gemm_s * t.default_gemm_efficiency, t.fixed_s, t.comm_s, stretch, gemm_name(t.dtype),

@@ -255,7 +255,9 @@ def train_report(
     if calibration is not None:
         extra["calibration"] = calibration
     elif fits and (known := validation_error(tr.framework.value, gpu.name, m.is_moe)) is not None:
-        extra["validation_error"] = ValidationError(**dict(zip(ValidationError.model_fields, known)))
+        framework, generation, kind, runs, median, within = known
+        extra["validation_error"] = ValidationError(framework=framework, generation=generation, kind=kind, runs=runs,
+                                                    median_abs_error=median, within_25pct=within)
     timing: dict[str, Any] = dict(
         step_time_s=est.step_time_s, breakdown=StepBreakdown(**est.breakdown), dp_comm_total_s=est.dp_comm_s,
         tokens_per_s=est.tokens_per_s, tokens_per_s_per_gpu=est.tokens_per_s / est.gpus, mfu=est.mfu, hfu=est.hfu,
@@ -410,9 +412,18 @@ def plan_report(
         model=model_section(m), gpu=gpu.name, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
         evaluated=len(plans) + sum(rejected.values()), feasible=len(plans),
         plans=rows, rejected=rejected, best_command=command, assumptions=assumptions_section(assumed),
-        **({"towers": towers} if (towers := towers_section(m, "training")) is not None else {}),
-        **({"calibration": calibration} if calibration is not None else {}),
+        **_plan_extras(towers_section(m, "training"), calibration),
     )
+
+
+def _plan_extras(towers: TowersSection | None, calibration: Calibration | None) -> dict[str, Any]:
+    """The optional sections of a plan: set only when present (absent from the JSON otherwise)."""
+    out: dict[str, Any] = {}
+    if towers is not None:
+        out["towers"] = towers
+    if calibration is not None:
+        out["calibration"] = calibration
+    return out
 
 
 def train_command(
