@@ -278,3 +278,18 @@ def test_a_long_log_is_read(tmp_path):
     kind, found = read_log(path)
     assert path.stat().st_size > 2_000_000 and kind == "megatron"
     assert found["steps"] == 19_999 and found["step_time_s"] == pytest.approx(2.001)
+
+
+def test_a_job_files_profile_key(capsys, tmp_path):
+    """The job file's top-level `profile:` (relative to the file) is --profile's default; the flag wins."""
+    code, _, err = call(capsys, "calibrate", str(EXAMPLES / "runs.yaml"), "-o", str(tmp_path / "h100.yaml"))
+    assert code == 0, err
+    job = tmp_path / "job.yaml"
+    job.write_text("model: {preset: llama-3-8b}\nprofile: h100.yaml\ntraining: {gpu: h100-96gb-hbm2e, S: 8192, B: 2, "
+                   "framework: torchtitan, recompute: op, zero: 3}\n", encoding="utf-8")
+    code, out, err = call(capsys, "train", "--config", str(job), "--gpus", "8", "--global-batch", "16", "-f", "json")
+    assert code == 0, err
+    assert json.loads(out)["calibration"]["profile_file"] == str(tmp_path / "h100.yaml")
+    job.write_text("model: {preset: llama-3-8b}\nprofile: [h100.yaml]\n", encoding="utf-8")
+    code, out, err = call(capsys, "train", "--config", str(job), "--gpus", "8", "--global-batch", "16")
+    assert code == 2 and err.startswith("Error: ") and "profile: must be a file name" in err

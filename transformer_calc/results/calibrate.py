@@ -293,8 +293,12 @@ def run_calibrate(req: Any) -> CalibrateResult:
 
 # ---------------------------------------------------------------------------- a calibrated answer
 def profile_of(req: Any) -> tuple[str, Profile] | None:
-    """A request's --profile FILE read as a calibrated profile; None without."""
+    """A request's --profile FILE, else its job file's `profile:` (relative to the job file), read as
+    a calibrated profile; None without either."""
     path = getattr(req, "profile", None)
+    if path is None:
+        job = req.source().job
+        path = job.profile if job is not None else None
     return None if path is None else load_profile(path)
 
 
