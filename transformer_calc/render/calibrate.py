@@ -21,13 +21,15 @@ def calibrate_table(r: Any) -> Any:
                      "default", "bounds")
     for k in r.constants:
         c.add_row(k.name, f"{k.value:.4g}", f"{k.uncertainty:.2g}", f"{k.default:.4g}", f"[{k.lower:.3g}, {k.upper:.3g}]")
-    t = styled_table("Runs: error = measured / predicted time − 1", "run", "gpu", "profile", "dtype", "metric", "measured",
-                     "default", "calibrated", "left out")
+    on = r.profile.fitted_on
+    t = styled_table(f"Runs on {', '.join(on.gpus)} ({', '.join(on.frameworks)}; {', '.join(on.dtypes)}): "
+                     "error = measured / predicted time − 1", "run", "metric", "measured", "default", "calibrated",
+                     "left out")
     for x in r.runs:
-        t.add_row(x.id, x.gpu, x.framework, x.dtype, x.metric, f"{x.measured:.4g}", _pct(x.error_default),
-                  _pct(x.error_calibrated), _pct(x.error_left_out))
+        t.add_row(x.id, x.metric, f"{x.measured:.4g}", _pct(x.error_default), _pct(x.error_calibrated),
+                  _pct(x.error_left_out))
     t.add_section()
-    t.add_row("median |error|", "", "", "", "", "", f"{100 * r.median_abs_error_default:.1f} %",
+    t.add_row("median |error|", "", "", f"{100 * r.median_abs_error_default:.1f} %",
               f"{100 * r.median_abs_error_calibrated:.1f} %", f"{100 * r.median_abs_error_left_out:.1f} %", style="bold")
     tail = [f"profile written to {r.profile_file}: use it with --profile {r.profile_file}" if r.profile_file
             else "profile not written (give --output FILE)"]
