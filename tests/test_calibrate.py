@@ -293,3 +293,13 @@ def test_a_job_files_profile_key(capsys, tmp_path):
     job.write_text("model: {preset: llama-3-8b}\nprofile: [h100.yaml]\n", encoding="utf-8")
     code, out, err = call(capsys, "train", "--config", str(job), "--gpus", "8", "--global-batch", "16")
     assert code == 2 and err.startswith("Error: ") and "profile: must be a file name" in err
+
+
+def test_a_profile_without_this_steps_constants_changes_nothing(capsys, tmp_path):
+    """A serving profile given to train: no constant applies, so no calibration is claimed and the
+    answer carries the built-in profile's validation error."""
+    profile = tmp_path / "serve.yaml"
+    assert call(capsys, "calibrate", str(EXAMPLES / "serving.yaml"), "-o", str(profile))[0] == 0
+    argv = ["train", "llama-3-8b", "--gpus", "8", "--global-batch", "64", "--S", "4096", "--gpu", "h100", "-f", "json"]
+    with_profile = json.loads(call(capsys, *argv, "--profile", str(profile))[1])
+    assert with_profile == json.loads(call(capsys, *argv)[1]) and "validation_error" in with_profile

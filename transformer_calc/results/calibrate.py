@@ -5,7 +5,6 @@ their times."""
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from transformer_calc.errors import TcalcError
@@ -328,10 +327,12 @@ def load_profile(path: Any) -> tuple[str, Profile]:
     return name, profile
 
 
-def calibrated_step(est: Any, tr: Any, gpu_name: str, profile_ref: tuple[str, Profile]) -> tuple[Any, Calibration]:
+def calibrated_step(est: Any, tr: Any, gpu_name: str, profile_ref: tuple[str, Profile]) -> tuple[Any, Calibration | None]:
     """(the StepEstimate under a profile, the calibration section): the GEMM time scaled by
     η₀/η, the exposed communication by κ, the bubble with the work it idles for, the per-step
-    overhead added (estimators/calibrate.step_time gives the same step time)."""
+    overhead added (estimators/calibrate.step_time gives the same step time). A profile with no
+    constant for this step (a serving profile, another GEMM dtype's alone): the estimate as it is,
+    and None."""
     import dataclasses
 
     from transformer_calc.estimators.calibrate import gemm_name
@@ -340,6 +341,8 @@ def calibrated_step(est: Any, tr: Any, gpu_name: str, profile_ref: tuple[str, Pr
     terms = step_terms(est, tr)
     c = profile.constants
     used = {k: v for k, v in c.items() if k in (gemm_name(terms.dtype), "exposed_comm_factor", "step_overhead_s")}
+    if not used:
+        return est, None
     gemm_scale = terms.default_gemm_efficiency / used.get(gemm_name(terms.dtype), terms.default_gemm_efficiency)
     kappa = used.get("exposed_comm_factor", 1.0)
     base = terms.gemm_s + terms.fixed_s + terms.comm_s
@@ -378,14 +381,3 @@ def calibrated_efficiency(eff: Any, profile_ref: tuple[str, Profile]) -> tuple[A
                           median_abs_error_left_out=profile.median_abs_error_left_out,
                           matches="serve" in on.kinds)
     return scaled, section
-
-
-def fitted_on_text(section: Calibration) -> str:
-    on = section.fitted_on
-    return (f"calibrated ({section.profile_file}: {on.runs} runs on {', '.join(on.gpus)}, {', '.join(on.frameworks)}, "
-            f"{', '.join(on.dtypes)}; leave-one-out median |error| {section.median_abs_error_left_out:.1%}"
-            f"{'' if section.matches else '; this answer is outside what it was fitted on'})")
-
-
-def median(xs: list[float]) -> float:
-    return statistics.median(xs)

@@ -375,7 +375,8 @@ def plan_report(
 
         calibrated = []
         for pl in plans:
-            est, calibration = calibrated_step(pl.estimate, tr, gpu.name, profile)
+            est, section = calibrated_step(pl.estimate, tr, gpu.name, profile)
+            calibration = calibration or section
             calibrated.append(dataclasses.replace(pl, estimate=est))
         plans = sorted(calibrated, key=lambda pl: pl.estimate.step_time_s)
     rows = [
