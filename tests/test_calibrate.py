@@ -192,6 +192,9 @@ RUN = "  - {model: llama-3-8b, gpu: h100, gpus: 8, seq_len: 4096, global_batch: 
          "global_batch is 32 but the log says 64"),
         ({"m.log": " iteration 1/ 10 | elapsed time per iteration (ms): 2000 |\n"}, "a log holds the measurement, not the run"),
         ({"r.csv": "model,gpu,gpus\nllama-3-8b,h100\n"}, "r.csv, row 2: 2 cells for 3 columns"),
+        ({"r.yaml": "runs:\n" + RUN.replace("gpus: 8", "gpus: true")}, "gpus is 'True'; give a whole number"),
+        ({"r.yaml": "runs:\n" + RUN.replace("gpus: 8", "gpus: 8, flash: 1")}, "flash is '1'; give true or false"),
+        ({"r.yaml": "runs:\n" + RUN.replace("seq_len: 4096", "seq_len: 4096.5")}, "seq_len is '4096.5'"),
     ],
 )
 def test_bad_input_is_one_error_line(capsys, tmp_path, files, message):

@@ -103,6 +103,28 @@ class ValidationError(Section):
 
 
 # ---------------------------------------------------------------------------- pricing a run
+MAX_COUNT = 10**9  # a run's counts (GPUs, tokens, batch, parallel sizes) above this are refused
+WHOLE_KEYS = ("gpus", "seq_len", "global_batch", "micro_batch", "tensor", "pipeline", "virtual_stages", "context",
+              "expert", "expert_tensor", "zero", "first_stage_layers", "last_stage_layers", "prompt_len", "output_len",
+              "concurrency", "grad_bytes")
+SWITCH_KEYS = ("sequence_parallel", "flash", "compile", "overlap_grad_reduce", "tp_comm_overlap", "moe_a2a_overlap",
+               "embedding_in_split", "loss_in_split")
+
+
+def _check_types(run: dict[str, Any]) -> None:
+    """A run's counts are whole numbers (never a boolean) and its switches booleans: one Error naming
+    the run and the key otherwise (no silent `int(True)`)."""
+    where = run["where"]
+    for key in WHOLE_KEYS:
+        v = run.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_COUNT):
+            raise TcalcError(f"{where}: {key} is {str(v)[:40]!r}; give a whole number from 0 to {MAX_COUNT:,}")
+    for key in SWITCH_KEYS:
+        v = run.get(key)
+        if v is not None and not isinstance(v, bool):
+            raise TcalcError(f"{where}: {key} is {str(v)[:40]!r}; give true or false")
+
+
 def _gemm_dtype(tr: Any) -> str:
     if tr.precision.value == "fp32":
         return "fp32"
@@ -136,6 +158,7 @@ def _train_run(run: dict[str, Any]) -> tuple[Any, float, dict[str, str]]:
 
         hint = did_you_mean(unknown[0], TRAIN_KEYS)
         raise TcalcError(f"{where}: unknown key {unknown[0][:40]!r}{'; ' + hint if hint else ''}")
+    _check_types(run)
     try:
         spec = run["model"]
         m = preset_model(spec) if isinstance(spec, str) else ModelConfig.model_validate(spec)
@@ -194,6 +217,7 @@ def _serve_run(run: dict[str, Any]) -> list[tuple[Any, float, dict[str, str]]]:
     unknown = sorted(k for k in run if k not in SERVE_KEYS and k not in DESCRIPTIVE)
     if unknown:
         raise TcalcError(f"{where}: unknown key {unknown[0][:40]!r} for a serving run (keys: {', '.join(SERVE_KEYS)})")
+    _check_types(run)
     try:
         m, g = preset_model(str(run["model"])), find_gpu(str(run["gpu"]))
         T, S, N = int(run.get("tensor", 1)), int(run["prompt_len"]), int(run["output_len"])
