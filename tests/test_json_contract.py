@@ -19,6 +19,8 @@ DOC = (REPO / "docs" / "cli.md").read_text()
 # Representative runs whose outputs together contain every optional section.
 CHECKPOINT = str(REPO / "tests" / "data" / "checkpoints" / "tiny-llama-fp8")  # config.json + safetensors headers
 MULTIMODAL = ["--hf-config", str(REPO / "tests" / "data" / "towers" / "tiny-gemma3.json")]  # a model with towers
+PROFILE = str(REPO / "tests" / "data" / "calibrate" / "h100-torchtitan.yaml")  # tcalc calibrate's, on docs/examples
+SERVE_PROFILE = str(REPO / "tests" / "data" / "calibrate" / "h100-serving.yaml")
 RUNS = {
     "params": [["params", "--preset", "mixtral-8x7b", "--T", "2"], ["params", CHECKPOINT]],
     "memory": [["memory", "--preset", "gpt2", "--gpu", "a100-80gb", "--P", "2"], ["memory", CHECKPOINT, "--S", "64"],
@@ -28,7 +30,8 @@ RUNS = {
     "mfu": [["mfu", "--preset", "gpt2", "--global-batch", "64", "--step-time", "1", "--gpus", "8", "--gpu", "h100"]],
     "inference": [["inference", "--preset", "gpt2", "--new-tokens", "8", "--static-batch"], ["inference", CHECKPOINT, "--S", "64", "--gpu", "h100"],
                   ["inference", "--preset", "qwen3-next-80b-a3b", "--S", "4k", "--gpu", "h200"],  # a hybrid: decode_state
-                  ["inference", "--preset", "deepseek-v4-flash", "--S", "4k", "--gpu", "h100", "--ep", "8"]],  # deepseek_v4_state
+                  ["inference", "--preset", "deepseek-v4-flash", "--S", "4k", "--gpu", "h100", "--ep", "8"],  # deepseek_v4_state
+                  ["inference", "--preset", "gpt2", "--S", "64", "--profile", SERVE_PROFILE]],  # calibration
     "train": [["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--tokens", "1e9",
                "--price-per-gpu-hour", "2"],
               ["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--offload", "optimizer", "--zero", "2"],
@@ -36,15 +39,19 @@ RUNS = {
                "--cp-comm-type", "all_gather", "--P", "2", "--virtual-stages", "2", "--micro-batch", "1",
                "--microbatch-group", "4"],  # assumptions.cp_comm_type (CP > 1), layout.microbatch_group
               ["train", "--preset", "qwen3-30b-a3b", "--L", "2", "--gpus", "8", "--ep", "8", "--global-batch", "8",
-               "--dispatch-dtype", "fp8", "--moe-max-nodes", "4"]],  # assumptions.dispatch_dtype, moe_max_nodes
-    "plan": [["plan", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64"]],
+               "--dispatch-dtype", "fp8", "--moe-max-nodes", "4"],  # assumptions.dispatch_dtype, moe_max_nodes
+              ["train", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--profile", PROFILE]],  # calibration
+    "plan": [["plan", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64"],
+             ["plan", "--preset", "gpt2", "--gpus", "8", "--global-batch", "64", "--profile", PROFILE]],
+    "calibrate": [["calibrate", str(REPO / "docs" / "examples" / "calibrate" / "runs.yaml")]],
 }
 for _command, _extra in (("params", []), ("memory", ["--S", "64"]), ("flops", ["--S", "64"]), ("inference", ["--S", "64"]),
                          ("train", ["--S", "64", "--gpus", "2", "--global-batch", "8"]),
                          ("plan", ["--S", "64", "--gpus", "2", "--global-batch", "8"])):
     RUNS[_command].append([_command, *MULTIMODAL, *_extra])
 RESULTS = {"params": api.ParamsResult, "memory": api.MemoryResult, "flops": api.FlopsResult, "mfu": api.MfuResult,
-           "inference": api.InferenceResult, "train": api.TrainResult, "plan": api.PlanResult}
+           "inference": api.InferenceResult, "train": api.TrainResult, "plan": api.PlanResult,
+           "calibrate": api.CalibrateResult}
 
 
 def _section(command: str) -> str:

@@ -111,7 +111,7 @@ from transformer_calc.cli import COMMANDS as TABLE, request_class  # noqa: E402
 
 # What one door has and the other cannot: the CLI's output format and plot file (the API returns
 # the object), the API's list of models (the CLI takes several MODEL arguments).
-CLI_ONLY = {"fmt", "plot", "x", "y", "series"}
+CLI_ONLY = {"fmt", "plot", "x", "y", "series", "output"}  # output: calibrate writes its profile (the API returns it)
 API_ONLY = {"models"}
 
 
@@ -162,6 +162,7 @@ RUN_OPTIONS = {"model", "revision", "hub_timeout", "preset", "config", "hf_confi
                # what a run costs (requests/cost.py): run options, not job-file keys
                "price_kind", "prices", "pue", "node_overhead", "grid_intensity_g_per_kwh", "interruptions_per_gpu_day",
                "storage_gb_s", "checkpoint_mode", "checkpoint_interval_s", "restart_s",
+               "profile",  # a calibrated time profile (tcalc calibrate), a run option
                "dispatch_dtype", "moe_max_nodes",  # train: how the MoE all-to-all's tokens travel (inference: a job key)
                "dtype"}  # training's --dtype names p's value (a job file's training: gives p)
 

@@ -41,6 +41,8 @@ from transformer_calc.requests.sweep import SweepRequest
 from transformer_calc.requests.training import MemoryRequest, PlanRequest, TrainRequest
 from transformer_calc.results.catalog import run_hardware, run_presets
 from transformer_calc.results.check import run_check
+from transformer_calc.results.calibrate import CalibrateResult, run_calibrate  # noqa: F401
+from transformer_calc.requests.calibrate import CalibrateRequest
 from transformer_calc.results.flops import run_flops, run_mfu
 from transformer_calc.results.inference import run_inference
 from transformer_calc.results.memory import run_memory
@@ -121,6 +123,9 @@ presets = _command(PresetsRequest, run_presets, PresetsResult, """`tcalc presets
     key numbers and sources.""")
 hardware = _command(HardwareRequest, run_hardware, HardwareResult, """`tcalc hardware [NAME]`: the accelerator
     table, or one accelerator in detail.""")
+calibrate = _command(CalibrateRequest, lambda r: run_calibrate(r), CalibrateResult, """`tcalc calibrate FILES`: the
+    time profile's free constants fitted to measured runs (runs files naming their logs): each
+    value, its uncertainty and the leave-one-out error; `.profile` is what --profile reads.""")
 sweep = _command(SweepRequest, run_sweep, SweepResult, """`tcalc sweep`: a grid, one row per point. Axes (B, S,
     T, P, dp, zero, ep, cp, recompute, flash, gpu, dtype, weight_dtype) take one value, a list, or
     the CLI's text such as "1,2,4..64"; models: positional (one or several), models=[...],

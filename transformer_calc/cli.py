@@ -64,6 +64,7 @@ COMMANDS: dict[str, tuple[str, str, str, str, str, str]] = {
     "rl": ("rl", "RlRequest", "rl", "run_rl", "rl", "rl_table"),
     "sweep": ("sweep", "SweepRequest", "sweep", "run_sweep", "sweep", "sweep_table"),
     "check": ("catalog", "CheckRequest", "check", "run_check", "check", "check_lines"),
+    "calibrate": ("calibrate", "CalibrateRequest", "calibrate", "run_calibrate", "calibrate", "calibrate_table"),
     "presets": ("catalog", "PresetsRequest", "catalog", "run_presets", "catalog", "presets_table"),
     "hardware": ("catalog", "HardwareRequest", "catalog", "run_hardware", "catalog", "hardware_table"),
     "schema": ("catalog", "SchemaRequest", "catalog", "run_schema", "common", "schema_json"),
@@ -127,6 +128,12 @@ HELP = {
     One line per file: PASS, FAIL (a check failed) or ERROR (invalid file). Exit code 0 when all
     pass, 1 when a check failed, 2 when a file or flag is invalid.
     Example: tcalc check configs/*.yaml --gpu a100-80gb --max-memory 70GiB
+    """,
+    "calibrate": """Fit the time profile's free constants to your measured runs; write a profile for --profile.
+
+    Runs files (YAML or CSV) give each run's model, GPU and layout with its measured step time or
+    tokens/s, TTFT/TPOT/throughput, or a Megatron / torchtitan / vllm bench serve / trtllm-bench log.
+    Example: tcalc calibrate docs/examples/calibrate/runs.yaml --output my-cluster.yaml
     """,
     "presets": "List the model presets with their key numbers and sources.",
     "hardware": "List the accelerators: memory, bandwidth, dense peaks per dtype, λ_math, interconnect.",
@@ -367,6 +374,21 @@ def _sweep_body(command: str, req: Any, fmt: OutputFormat) -> None:
         emit(report, fmt, sweep_table)
 
 
+def _calibrate_body(command: str, req: Any, fmt: OutputFormat) -> None:
+    """calibrate: the fit, then the profile written to --output (the result names the file)."""
+    report = _body(command)(req)
+    if req.output is not None:
+        from transformer_calc.render.calibrate import profile_yaml
+        from transformer_calc.errors import TcalcError
+
+        try:
+            req.output.write_text(profile_yaml(report.profile), encoding="utf-8")
+        except OSError as exc:
+            raise TcalcError(f"--output {_short(str(req.output))}: cannot write: {exc.strerror}") from None
+        report = report.model_copy(update={"profile_file": str(req.output)})
+    emit(report, fmt, _table(command))
+
+
 def _door_body(command: str, req: Any, fmt: OutputFormat) -> None:
     """web, mcp: their dependencies (an optional extra) are imported here, by these commands only."""
     from transformer_calc.errors import TcalcError
@@ -390,7 +412,7 @@ BODIES = {
     "web": _door_body, "mcp": _door_body,
     "memory": _workload_body, "flops": _workload_body, "inference": _inference_body, "serve": _serve_body,
     "train": _with_notes, "plan": _with_notes, "mfu": _with_notes, "check": _check_body,
-    "hardware": _hardware_body, "schema": _schema_body, "sweep": _sweep_body,
+    "hardware": _hardware_body, "schema": _schema_body, "sweep": _sweep_body, "calibrate": _calibrate_body,
 }
 
 

@@ -31,10 +31,11 @@ moe_time.MOE_EXPERT_OVERHEAD_S on the MoE rows of mbridge2511-* and the torchtit
 TORCHTITAN_GEMM_FRACTION on the torchtitan-a100-* rows marked `fit: true` (issue 24); every other
 source only validates. No network access.
 
-    PYTHONPATH=. python tools/validation/train_runs.py [--write-docs] [-v]
+    PYTHONPATH=. python tools/validation/train_runs.py [--write-docs] [--write-errors] [-v]
 
 --write-docs replaces the section of docs/validation.md between BEGIN and END (appended at the end
-when absent).
+when absent); --write-errors the table of estimators/training/validation_errors.py (each group's
+median |error|, which `tcalc train` shows beside its step time).
 """
 
 from __future__ import annotations
@@ -466,15 +467,49 @@ def write_docs(section: str, path: Path = DOCS) -> None:
     print(f"wrote the {BEGIN} section of {path.relative_to(REPO)}")
 
 
+ERRORS_MODULE = REPO / "transformer_calc" / "estimators" / "training" / "validation_errors.py"
+
+
+def error_groups(results: list[Result]) -> dict[tuple[str, str, str], tuple[int, float, float]]:
+    """(time profile, GPU generation, dense | MoE) -> (runs, median |error|, share within ±25 %): what
+    `tcalc train` shows beside its step time (issue 37, "honest uncertainty")."""
+    from transformer_calc.estimators.training.validation_errors import gpu_generation
+
+    by: dict[tuple[str, str, str], list[float]] = {}
+    for r in results:
+        gen = gpu_generation(r.gpu.name)
+        if gen is None:
+            continue
+        key = (r.training.framework.value, gen, "MoE" if r.model.is_moe else "dense")
+        by.setdefault(key, []).append(abs(r.error))
+    return {k: (len(v), round(statistics.median(v), 4), round(sum(e <= 0.25 for e in v) / len(v), 4))
+            for k, v in sorted(by.items())}
+
+
+def write_errors(results: list[Result], path: Path = ERRORS_MODULE) -> None:
+    """Rewrite the table of validation_errors.py between its BEGIN and END lines."""
+    text = path.read_text(encoding="utf-8")
+    head, rest = text.split("# BEGIN generated\n", 1)
+    tail = rest.split("# END generated\n", 1)[1]
+    body = "".join(f"    {k!r}: {v!r},\n" for k, v in error_groups(results).items())
+    path.write_text(head + "# BEGIN generated\nVALIDATION_ERRORS = {\n" + body + "}\n# END generated\n" + tail,
+                    encoding="utf-8")
+    print(f"wrote {path.relative_to(REPO)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write-docs", action="store_true", help="replace this tool's section of docs/validation.md")
+    ap.add_argument("--write-errors", action="store_true",
+                    help="rewrite transformer_calc/estimators/training/validation_errors.py (the errors tcalc train shows)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print each setup, MFU/HFU and tcalc's breakdown")
     args = ap.parse_args(argv)
     results = [evaluate(row) for row in load_rows()]
     print_table(results, args.verbose)
     if args.write_docs:
         write_docs(docs_section(results))
+    if args.write_errors:
+        write_errors(results)
     return 0
 
 

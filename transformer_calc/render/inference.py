@@ -108,6 +108,10 @@ def inference_table(r: Any) -> Any:
             f"speed-up {sp.speedup:.2f}×; pays above α = {'never' if be is None else f'{be:.3f}'}")
     if getattr(r, "towers", None) is not None:  # a multimodal model: what this result does with its towers
         lines.append(f"towers: {r.towers.note}")
+    if getattr(r, "calibration", None) is not None:
+        from transformer_calc.render.calibrate import calibration_line
+
+        lines.append(calibration_line(r.calibration))
     source = getattr(inf, "kv_dtype_source", None)
     if source not in (None, "given"):
         lines.append(f"KV cache {inf.kv_dtype}: assumed, {source}")

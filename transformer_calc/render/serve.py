@@ -69,6 +69,10 @@ def serve_table(r: Any) -> Any:
             f"{dg.requests_per_s:.3g} requests/s, {dg.tokens_per_s:,.0f} output tokens/s "
             f"({dg.tokens_per_s_per_gpu:,.0f}/GPU), TTFT {fmt_s(dg.ttft_s)}; bound by {dg.bottleneck}; balanced at "
             f"{dg.balanced_decode_per_prefill:.3g} decode per prefill instance")
+    if getattr(r, "calibration", None) is not None:
+        from transformer_calc.render.calibrate import calibration_line
+
+        lines.append(calibration_line(r.calibration))
     cv = getattr(r, "curve", None)
     if cv is None:
         return with_assumed(r, t, Text("\n".join(lines)))

@@ -25,15 +25,21 @@ def train_table(r: Any) -> Any:
                  layout, memory, "would fit with any one of:"] + [f"  {n}" for n in r.needs]
         return with_assumed(r, Text("\n".join(lines)))
     step = r.step_time_s
+    cal = getattr(r, "calibration", None)
     t = styled_table(
-        f"Training step: {r.model.name or 'custom model'} on {lay.gpus} x {r.gpu}",
+        f"Training step: {r.model.name or 'custom model'} on {lay.gpus} x {r.gpu}" + (", calibrated" if cal else ""),
         "term", "seconds", "share",
     )
     for key, value in r.breakdown:  # (field, seconds) in the JSON's order
         if value:
             t.add_row(key.removesuffix("_s").replace("_", " "), f"{value:.4g}", f"{100 * value / step:.1f} %")
+    if cal is not None and cal.step_overhead_s:
+        t.add_row("step overhead (calibrated)", f"{cal.step_overhead_s:.4g}", f"{100 * cal.step_overhead_s / step:.1f} %")
     t.add_section()
-    t.add_row("step time", f"{step:.4g}", "", style="bold")
+    ve = getattr(r, "validation_error", None)
+    spread = (f"±{100 * cal.median_abs_error_left_out:.0f} %" if cal else
+              f"±{100 * ve.median_abs_error:.0f} %" if ve is not None else "")
+    t.add_row("step time", f"{step:.4g}", spread, style="bold")
     lines = [
         layout,
         f"MFU {100 * r.mfu:.1f} %, HFU {100 * r.hfu:.1f} %, {r.tflops_per_gpu:.0f} TFLOP/s per GPU (model), "
@@ -47,6 +53,14 @@ def train_table(r: Any) -> Any:
         lines.append(f"{b.tokens:,} tokens: {b.days:.1f} days, {b.gpu_hours:,.0f} GPU-hours"
                      + (f", cost ${b.cost:,.0f}" if b.cost is not None else ""))
         lines.extend(cost_lines(b))
+    if cal is not None:
+        from transformer_calc.render.calibrate import calibration_line
+
+        lines.append(calibration_line(cal))
+    elif ve is not None:
+        lines.append(f"uncertainty ±{100 * ve.median_abs_error:.0f} %: the median |error| of the {ve.framework} profile on "
+                     f"{ve.runs} published {ve.generation} {ve.kind} runs ({100 * ve.within_25pct:.0f} % within ±25 %; "
+                     "docs/validation.md); calibrate on your own runs with tcalc calibrate")
     if getattr(r, "towers", None) is not None:  # a multimodal model: what this result does with its towers
         lines.append(f"towers: {r.towers.note}")
     return with_assumed(r, t, Text("\n".join(lines)))
@@ -102,4 +116,8 @@ def plan_table(r: Any) -> Any:
     lines += [f"  rejected {n}: {why}" for why, n in sorted(r.rejected.items(), key=lambda kv: -kv[1])]
     if r.best_command:
         lines.append("best: " + r.best_command)
+    if getattr(r, "calibration", None) is not None:
+        from transformer_calc.render.calibrate import calibration_line
+
+        lines.append(calibration_line(r.calibration) + "; the plans are ranked by the calibrated step")
     return with_assumed(r, t, Text("\n".join(lines)))

@@ -54,5 +54,5 @@ class SchemaRequest(Request):
     """`tcalc schema COMMAND`: the JSON Schema of a command's result."""
 
     command = "schema"
-    name: Annotated[str, opt(help="A command with a result: params, memory, flops, mfu, inference, serve, train, plan, check, presets, hardware, sweep.", metavar="COMMAND", job=False)]
+    name: Annotated[str, opt(help="A command with a result: params, memory, flops, mfu, inference, serve, train, plan, check, calibrate, presets, hardware, sweep.", metavar="COMMAND", job=False)]
 

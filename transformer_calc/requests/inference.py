@@ -10,6 +10,7 @@ from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.requests import cost
 from transformer_calc.requests.base import DTYPE_HELP, P_HELP, node_size, whole_or_zero, fraction, length, opt, positive, seconds, unit_interval, whole
+from transformer_calc.requests.calibrate import ProfileOpt
 from transformer_calc.requests.model import ModelRequest
 
 def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any], network: Any = None) -> Any:
@@ -239,6 +240,7 @@ class _Engine(ModelRequest):
     moe_a2a_overlap: A2AOverlap = None
     dispatch_dtype: DispatchDtype = None
     redundant_experts: RedundantExperts = None
+    profile: ProfileOpt = None
 
 
 class InferenceRequest(_Engine):

@@ -10,6 +10,7 @@ from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.requests.base import DTYPE_HELP, P_HELP, node_size, count, fraction, length, opt, positive, whole, zero_stage
 from transformer_calc.requests import cost
+from transformer_calc.requests.calibrate import ProfileOpt
 from transformer_calc.requests.model import ModelRequest
 
 # ============================================================================ memory, train, plan
@@ -276,6 +277,7 @@ class TrainRequest(ModelRequest):
     train_embeddings: TrainEmbeddings = None
     train_head: TrainHead = None
     fp32_unquantized: FP32Unquantized = None
+    profile: ProfileOpt = None
 
     def check(self, label: Any) -> None:
         for name in ("price_per_gpu_hour", "price_kind", "prices", "pue", "node_overhead", "grid_intensity_g_per_kwh",
@@ -296,6 +298,7 @@ class PlanRequest(ModelRequest):
     global_batch: Annotated[int | None, opt("--global-batch", help="Global batch in sequences \\[default: none; this or --global-batch-tokens].", parse=count, job=False)] = None
     global_batch_tokens: GlobalBatchTokens = None
     top: Annotated[int, opt("--top", help="Layouts shown.", parse=whole, job=False)] = 10
+    profile: ProfileOpt = None
     flash: FlashOpt = None
     framework: FrameworkOpt = None
     compile: Compile = None

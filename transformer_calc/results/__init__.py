@@ -24,6 +24,7 @@ RESULT_TYPES: dict[str, tuple[str, str]] = {
     "rl": ("rl", "RlResult"),
     "sweep": ("sweep", "SweepResult"),
     "check": ("check", "CheckResult"),
+    "calibrate": ("calibrate", "CalibrateResult"),
     "presets": ("catalog", "PresetsResult"),
     "hardware": ("catalog", "HardwareResult"),
 }

@@ -18,6 +18,7 @@ from pydantic import model_validator
 
 from transformer_calc.errors import ImpossibleResult
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
+from transformer_calc.results.calibrate import Calibration
 from transformer_calc.results.base import TOLERANCE, Result, Section
 from transformer_calc.results.common import (Assumptions, CheckpointSection, ModelSection, TowersSection,
                                             assumptions_section, model_section, towers_section)
@@ -273,6 +274,7 @@ class InferenceResult(Result):
     speculative: SpeculativeSection | None = None  # with a draft model or --mtp
     towers: TowersSection | None = None  # a multimodal model's towers (in the weights)
     checkpoint: CheckpointSection | None = None
+    calibration: Calibration | None = None  # with --profile (issue 37)
     assumptions: Assumptions = Assumptions(defaults=[])  # the defaults assumed (requests/defaults.py), with their sources
 
     @model_validator(mode="after")
@@ -547,7 +549,7 @@ def _decode_section(dec: Any) -> DecodeSection:
     )
 
 
-def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
+def inference_command(src: Any, flags: dict[str, Any], profile: Any = None) -> InferenceResult:
     """`tcalc inference` and `tc.inference` from a resolved model source (`sources.resolve.Source`)
     and the options given (job-file key names; None: not given): the inference keys, the
     expected-latency and serving settings, node_size and inter_node_gb_s, and speculative decoding
@@ -570,6 +572,11 @@ def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
             raise TcalcError(f"inference: {exc}") from None
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, flags, network_for(device, flags.get("node_size"), flags.get("inter_node_gb_s")))
+    calibration = None
+    if profile is not None:  # a calibrated profile's serving constants (tcalc calibrate)
+        from transformer_calc.results.calibrate import calibrated_efficiency
+
+        eff, calibration = calibrated_efficiency(eff, profile)
     serving = serving_spec(section, flags, device, spec.tensor_parallel)
     if serving.bench_batch_limits:  # trtllm-bench's limits for this model, GPU, T and request shape
         from transformer_calc.estimators.inference.serving import with_bench_limits
@@ -596,11 +603,15 @@ def inference_command(src: Any, flags: dict[str, Any]) -> InferenceResult:
     given = resolve(flags, section)
     kv_source = kv_dtype_source(section, flags, spec.weight_dtype, False)
     assumed = inference_defaults(m, given, (spec.kv_dtype, kv_source))
-    return inference_report(m, device, spec, eff, serving, speculative, checkpoint=source_checkpoint(src),
-                            static_batch=bool(flags.get("static_batch")),
-                            kv_source=kv_source if given.get("engine") is not None else None, assumed=assumed)
+    result = inference_report(m, device, spec, eff, serving, speculative, checkpoint=source_checkpoint(src),
+                              static_batch=bool(flags.get("static_batch")),
+                              kv_source=kv_source if given.get("engine") is not None else None, assumed=assumed)
+    return result if calibration is None else result.model_copy(update={"calibration": calibration})
 
 
 # ---------------------------------------------------------------------------- the command
 def run_inference(req: InferenceRequest) -> InferenceResult:
-    return inference_command(req.source(), req.settings())
+    from transformer_calc.results.calibrate import profile_of
+
+    flags = {k: v for k, v in req.settings().items() if k != "profile"}
+    return inference_command(req.source(), flags, profile_of(req))

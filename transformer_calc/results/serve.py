@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from transformer_calc.model.config import ModelConfig
+from transformer_calc.results.calibrate import Calibration, profile_of as _profile
 from transformer_calc.results.run_cost import ServeCost
 from transformer_calc.results.base import Result, Section
 from transformer_calc.requests.inference import inference_efficiency, inference_spec, serving_spec
@@ -182,6 +183,7 @@ class ServeResult(Result):
     towers: TowersSection | None = None  # a multimodal model's towers (in the weights)
     checkpoint: CheckpointSection | None = None
     assumptions: Assumptions = Assumptions(defaults=[])  # the defaults assumed (requests/defaults.py), with their sources
+    calibration: Calibration | None = None  # with --profile (issue 37)
     cost: ServeCost | None = None  # the best layout's $ per hour and per million tokens, energy (absent: no feasible layout)
 
 
@@ -337,7 +339,7 @@ def serve_request(
     m: ModelConfig, section: dict[str, Any], flags: dict[str, Any], checkpoint: Any = None, *,
     ttft_s: float | None = None, tpot_s: float | None = None, request_rate: float | None = None,
     gpus: int | None = None, checkpoint_section: CheckpointSection | None = None,
-    concurrencies: list[int] | None = None, pools: tuple[int, int] | None = None,
+    concurrencies: list[int] | None = None, pools: tuple[int, int] | None = None, profile: Any = None,
 ) -> ServeResult:
     """`tcalc serve` from its options: each a flag (`flags`: the inference keys, the expected-latency
     and serving settings, node_size, inter_node_gb_s), else the job file's inference: section, else
@@ -353,6 +355,11 @@ def serve_request(
     spec, gpu_name = inference_spec(m, section, flags, checkpoint)
     device = find_gpu(gpu_name)
     eff = inference_efficiency(device, section, flags, network_for(device, flags.get("node_size"), flags.get("inter_node_gb_s")))
+    calibration = None
+    if profile is not None:  # a calibrated profile's serving constants (tcalc calibrate)
+        from transformer_calc.results.calibrate import calibrated_efficiency
+
+        eff, calibration = calibrated_efficiency(eff, profile)
     serving = serving_spec(section, flags, device, spec.tensor_parallel)
     targets = serve_targets(section, ttft_s=ttft_s, tpot_s=tpot_s, request_rate=request_rate, gpus=gpus)
     if spec.expert_parallel > 1 and m.n_experts <= 1:  # it would split nothing
@@ -361,11 +368,12 @@ def serve_request(
     if targets["gpus"] % spec.expert_parallel:
         raise TcalcError(f"--gpus ({targets['gpus']}) must be a multiple of --ep ({spec.expert_parallel})")
     kv_source = kv_dtype_source(section, flags, spec.weight_dtype, True)
-    return serve_report(m, device, spec, eff, serving, gpus=targets["gpus"], ttft_s=targets["ttft_s"],
-                        tpot_s=targets["tpot_s"], request_rate=targets["request_rate"],
-                        tensor_parallel=given.get("tensor"), concurrency=given.get("batch_size"),
-                        checkpoint=checkpoint_section, concurrencies=concurrencies, pools=pools,
-                        kv_source=kv_source, assumed=serve_assumed(m, given, spec, kv_source))
+    result = serve_report(m, device, spec, eff, serving, gpus=targets["gpus"], ttft_s=targets["ttft_s"],
+                          tpot_s=targets["tpot_s"], request_rate=targets["request_rate"],
+                          tensor_parallel=given.get("tensor"), concurrency=given.get("batch_size"),
+                          checkpoint=checkpoint_section, concurrencies=concurrencies, pools=pools,
+                          kv_source=kv_source, assumed=serve_assumed(m, given, spec, kv_source))
+    return result if calibration is None else result.model_copy(update={"calibration": calibration})
 
 
 def serve_assumed(m: ModelConfig, given: dict[str, Any], spec: Any, kv_source: str) -> list[Any]:
@@ -410,11 +418,11 @@ def run_serve(req: ServeRequest) -> ServeResult:
     src = req.source()
     costing = ("price_per_gpu_hour", "price_kind", "prices", "pue", "node_overhead", "grid_intensity_g_per_kwh")
     flags = {k: v for k, v in req.settings().items()
-             if k not in ("ttft_s", "tpot_s", "request_rate", "gpus", "concurrency", "disaggregate", *costing)}
+             if k not in ("ttft_s", "tpot_s", "request_rate", "gpus", "concurrency", "disaggregate", "profile", *costing)}
     result = serve_request(src.model, src.job.inference if src.job else {}, flags, src.checkpoint,
                            checkpoint_section=source_checkpoint(src), ttft_s=req.ttft_s, tpot_s=req.tpot_s,
                            request_rate=req.request_rate, gpus=req.gpus, concurrencies=req.concurrency,
-                           pools=req.disaggregate)
+                           pools=req.disaggregate, profile=_profile(req))
     device = find_gpu(result.serve.gpu)
     given = cost_options(req, src.job, costing)  # flags, else the job file's cost: section
     price = price_section(device, given["price_per_gpu_hour"], given["price_kind"], given["prices"])

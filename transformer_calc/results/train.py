@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import create_model
 
 from transformer_calc.model.config import ModelConfig, Training
+from transformer_calc.results.calibrate import Calibration, ValidationError, profile_of as _profile
 from transformer_calc.results.base import Result, Section
 from transformer_calc.results.run_cost import EnergySection, GoodputSection, PriceSection
 from transformer_calc.results.common import (AssumedDefault, Assumptions, ModelSection, TowersSection, assumed_defaults,
@@ -149,6 +150,8 @@ class TrainResult(Result):
     assumptions: StepAssumptions
     budget: Budget | None = None  # with --tokens
     towers: TowersSection | None = None  # a multimodal model: its towers are not in the step
+    calibration: Calibration | None = None  # with --profile (issue 37)
+    validation_error: ValidationError | None = None  # without --profile: the built-in profile's error (issue 37)
 
 
 class PlanRow(Section):
@@ -175,6 +178,7 @@ class PlanResult(Result):
     best_command: str | None  # `tcalc train` of the best plan; null when none fits
     assumptions: Assumptions  # the defaults assumed (requests/defaults.py), the layout's excepted
     towers: TowersSection | None = None  # a multimodal model: its towers are not in the plans
+    calibration: Calibration | None = None  # with --profile: the plans ranked by the calibrated step (issue 37)
 
 
 # ============================================================================ train, plan
@@ -193,7 +197,7 @@ def train_report(
     network: Any = None, matmul_efficiency: float | None = None, tokens: int | None = None,
     price_per_gpu_hour: float | None = None, tp_comm_overlap: bool | None = None,
     moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False, assumed: Any = (),
-    costing: dict[str, Any] | None = None, moe_dispatch: Any = None,
+    costing: dict[str, Any] | None = None, moe_dispatch: Any = None, profile: Any = None,
 ) -> TrainResult:
     """`tcalc train`: the step time of one layout, its breakdown, MFU, memory, and a budget. A
     layout whose peak does not fit the GPU gets no step time, throughput, MFU or budget: `needs`
@@ -201,6 +205,7 @@ def train_report(
     from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
     from transformer_calc.estimators.training.train import estimate_step, fastest_micro_batch, micro_batch_count
+    from transformer_calc.estimators.training.validation_errors import validation_error
 
     if price_per_gpu_hour is not None and not (0 < price_per_gpu_hour < float("inf")):
         raise TcalcError(f"--price-per-gpu-hour ({price_per_gpu_hour}) must be a positive number")
@@ -230,6 +235,11 @@ def train_report(
                         matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap,
                         moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap,
                         moe_dispatch=moe_dispatch)
+    calibration = None
+    if profile is not None:  # a calibrated profile (tcalc calibrate): the step's terms rescaled
+        from transformer_calc.results.calibrate import calibrated_step
+
+        est, calibration = calibrated_step(est, tr, gpu.name, profile)
     tl = peak_memory(m, w, tr, par)
     usable = fit_capacity(gpu.memory_bytes)
     fits = tl.peak_bytes <= usable
@@ -242,6 +252,12 @@ def train_report(
                              if tokens is not None and fits else {})
     if (towers := towers_section(m, "training")) is not None:
         extra["towers"] = towers
+    if calibration is not None:
+        extra["calibration"] = calibration
+    elif fits and (known := validation_error(tr.framework.value, gpu.name, m.is_moe)) is not None:
+        framework, generation, kind, runs, median, within = known
+        extra["validation_error"] = ValidationError(framework=framework, generation=generation, kind=kind, runs=runs,
+                                                    median_abs_error=median, within_25pct=within)
     timing: dict[str, Any] = dict(
         step_time_s=est.step_time_s, breakdown=StepBreakdown(**est.breakdown), dp_comm_total_s=est.dp_comm_s,
         tokens_per_s=est.tokens_per_s, tokens_per_s_per_gpu=est.tokens_per_s / est.gpus, mfu=est.mfu, hfu=est.hfu,
@@ -340,7 +356,7 @@ def _budget(tokens: int, tokens_per_step: int, est: Any, price_per_gpu_hour: flo
 def plan_report(
     m: ModelConfig, seq_len: int, tr: Any, gpu: Any, *, gpus: int, global_batch: int, top: int = 10,
     node_size: int | None = None, inter_node_gb_s: float | None = None, source: str | None = None,
-    expert_tensor: int | None = None, assumed: Any = (),
+    expert_tensor: int | None = None, assumed: Any = (), profile: Any = None,
 ) -> PlanResult:
     """`tcalc plan`: the feasible layouts ranked by step time, and why the others were rejected.
 
@@ -351,6 +367,18 @@ def plan_report(
 
     plans, rejected = plan_layouts(m, seq_len, tr, gpu, gpus=gpus, global_batch=global_batch,
                                    network=network_for(gpu, node_size, inter_node_gb_s), expert_tensor=expert_tensor)
+    calibration = None
+    if profile is not None:  # each plan's step calibrated, then ranked again (results/calibrate.py)
+        import dataclasses
+
+        from transformer_calc.results.calibrate import calibrated_step
+
+        calibrated = []
+        for pl in plans:
+            est, section = calibrated_step(pl.estimate, tr, gpu.name, profile)
+            calibration = calibration or section
+            calibrated.append(dataclasses.replace(pl, estimate=est))
+        plans = sorted(calibrated, key=lambda pl: pl.estimate.step_time_s)
     rows = [
         PlanRow(layout=_layout(pl.parallelism), micro_batch=pl.micro_batch, recompute=pl.recompute.value,
                 step_time_s=pl.estimate.step_time_s, mfu=pl.estimate.mfu, tokens_per_s=pl.estimate.tokens_per_s,
@@ -379,13 +407,24 @@ def plan_report(
             + (f" --node-size {node_size}" if node_size is not None else "")
             + (f" --inter-node-gb-s {repr(float(inter_node_gb_s)).removesuffix('.0')}"
                if inter_node_gb_s is not None else "")
+            + (f" --profile {calibration.profile_file}" if calibration is not None else "")
         )
     return PlanResult(
         model=model_section(m), gpu=gpu.name, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
         evaluated=len(plans) + sum(rejected.values()), feasible=len(plans),
         plans=rows, rejected=rejected, best_command=command, assumptions=assumptions_section(assumed),
-        **({"towers": towers} if (towers := towers_section(m, "training")) is not None else {}),
+        **_plan_extras(towers_section(m, "training"), calibration),
     )
+
+
+def _plan_extras(towers: TowersSection | None, calibration: Calibration | None) -> dict[str, Any]:
+    """The optional sections of a plan: set only when present (absent from the JSON otherwise)."""
+    out: dict[str, Any] = {}
+    if towers is not None:
+        out["towers"] = towers
+    if calibration is not None:
+        out["calibration"] = calibration
+    return out
 
 
 def train_command(
@@ -393,7 +432,7 @@ def train_command(
     inter_node_gb_s: float | None = None, matmul_efficiency: float | None = None, tokens: int | None = None,
     price_per_gpu_hour: float | None = None, tp_comm_overlap: bool | None = None,
     moe_load_imbalance: float | None = None, moe_a2a_overlap: bool = False, costing: dict[str, Any] | None = None,
-    moe_dispatch: Any = None,
+    moe_dispatch: Any = None, profile: Any = None,
 ) -> TrainResult:
     """`tcalc train` and `tc.train` from a resolved model source and the options given (job-file key
     names; None: not given; `dtype` the compute dtype, `p` its bytes): the settings resolved by
@@ -428,12 +467,13 @@ def train_command(
                         micro_batch_given=micro_batch_given, network=network_for(device, node_size, inter_node_gb_s),
                         matmul_efficiency=matmul_efficiency, tokens=tokens, price_per_gpu_hour=price_per_gpu_hour,
                         tp_comm_overlap=tp_comm_overlap, moe_load_imbalance=moe_load_imbalance,
-                        moe_a2a_overlap=moe_a2a_overlap, assumed=assumed, costing=costing, moe_dispatch=moe_dispatch)
+                        moe_a2a_overlap=moe_a2a_overlap, assumed=assumed, costing=costing, moe_dispatch=moe_dispatch,
+                        profile=profile)
 
 
 def plan_command(
     src: Any, flags: dict[str, Any], *, gpus: int, global_batch_of: Any, top: int = 10, node_size: int | None = None,
-    inter_node_gb_s: float | None = None, source_text: str | None = None,
+    inter_node_gb_s: float | None = None, source_text: str | None = None, profile: Any = None,
 ) -> PlanResult:
     """`tcalc plan` and `tc.plan` from a resolved model source and the options given (job-file key
     names): the settings resolved as train's (`requests.training.plan_configs`; the layout is
@@ -445,7 +485,7 @@ def plan_command(
     seq, tr, gpu_name, etp, assumed = plan_configs(m, job.training if job else {}, flags)
     return plan_report(m, seq, tr, find_gpu(gpu_name), gpus=gpus, global_batch=global_batch_of(seq), top=top,
                        node_size=node_size, inter_node_gb_s=inter_node_gb_s, source=source_text, expert_tensor=etp,
-                       assumed=assumed)
+                       assumed=assumed, profile=profile)
 
 
 # ---------------------------------------------------------------------------- the command
@@ -461,7 +501,7 @@ def run_train(req: TrainRequest, note: Any = None) -> TrainResult:
                          matmul_efficiency=req.matmul_efficiency, tokens=req.tokens,
                          price_per_gpu_hour=costing.pop("price_per_gpu_hour"), tp_comm_overlap=req.tp_comm_overlap,
                          moe_load_imbalance=req.moe_load_imbalance, moe_a2a_overlap=bool(req.moe_a2a_overlap),
-                         costing=costing, moe_dispatch=_dispatch(req))
+                         costing=costing, moe_dispatch=_dispatch(req), profile=_profile(req))
 
 
 def _dispatch(req: TrainRequest) -> Any:
@@ -495,4 +535,4 @@ def run_plan(req: PlanRequest, note: Any = None) -> PlanResult:
     return plan_command(src, req.given(), gpus=req.gpus,
                         global_batch_of=lambda seq: global_batch(req.global_batch, req.global_batch_tokens, seq, note),
                         top=req.top, node_size=req.node_size, inter_node_gb_s=req.inter_node_gb_s,
-                        source_text=req.command_text())
+                        source_text=req.command_text(), profile=_profile(req))

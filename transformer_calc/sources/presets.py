@@ -171,7 +171,7 @@ def hf_spec(path: Path) -> dict[str, Any]:
     return from_hf_config(data)
 
 
-JOB_SECTIONS = ("model", "training", "inference", "checks", "cost")
+JOB_SECTIONS = ("model", "training", "inference", "checks", "cost", "profile")  # profile: a file, tcalc calibrate's
 # A job file's cost: section (issue 40): what a run costs, read by `tcalc train` and `tcalc serve`
 # under the options' names (requests/cost.py); a flag wins over it. `prices` is relative to the file.
 COST_KEYS = ("price_per_gpu_hour", "price_kind", "prices", "pue", "node_overhead", "grid_intensity_g_per_kwh",
@@ -189,6 +189,7 @@ class JobFile:
     checks: dict[str, Any] = field(default_factory=dict)
     sections: tuple[str, ...] = ()
     cost: dict[str, Any] = field(default_factory=dict)
+    profile: Path | None = None  # a calibrated time profile (`tcalc calibrate --output`), relative to the file
 
 
 def load_job(path: Path, flag: str | None = "--config") -> JobFile:
@@ -196,7 +197,8 @@ def load_job(path: Path, flag: str | None = "--config") -> JobFile:
 
     Accepted shapes: model fields at the top level (a model file); or sections `model:` (fields,
     optionally `preset: NAME` or `hf_config: PATH` relative to the file, which the fields
-    override), `training:`, `inference:`, `checks:`, `cost:` (COST_KEYS). Unknown sections and keys are errors with
+    override), `training:`, `inference:`, `checks:`, `cost:` (COST_KEYS), `profile: FILE` (a
+    calibrated time profile, relative to the file). Unknown sections and keys are errors with
     did-you-mean. YAML is read with the safe loader only.
     """
     from transformer_calc.model.config import CHECK_KEYS, INFERENCE_KEYS, TRAINING_KEYS, canonical_section
@@ -219,6 +221,9 @@ def load_job(path: Path, flag: str | None = "--config") -> JobFile:
             raise TcalcError(f"{where}: unknown section {clip(key)}; {hint}")
     if not isinstance(data["model"], dict):
         raise TcalcError(f"{where}: model: must be a mapping of fields")
+    profile = data.get("profile")
+    if profile is not None and not isinstance(profile, str):
+        raise TcalcError(f"{where}: profile: must be a file name (a profile tcalc calibrate wrote), not {clip(profile)}")
     return JobFile(
         path=path,
         model=_model_section(dict(data["model"]), path, where),
@@ -227,6 +232,7 @@ def load_job(path: Path, flag: str | None = "--config") -> JobFile:
         checks=canonical_section(f"{where} checks", data.get("checks"), CHECK_KEYS),
         sections=tuple(k for k in JOB_SECTIONS if k in data),
         cost=_cost_section(canonical_section(f"{where} cost", data.get("cost"), list(COST_KEYS)), path),
+        profile=None if profile is None else path.parent / profile,
     )
 
 

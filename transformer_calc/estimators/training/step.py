@@ -165,12 +165,13 @@ class StepEstimate:
     moe_overhead_s: float = 0.0  # permutation, router, expert weight traffic, imbalance, fixed cost (moe_time.py)
     offload_pcie_s: float = 0.0  # ZeRO-Offload / ZeRO-Infinity host <-> GPU transfers (not overlapped)
     stage_times_s: tuple[float, ...] = ()  # one micro-batch's forward + backward on each pipeline stage
+    step_overhead_s: float = 0.0  # a calibrated profile's fixed cost per step (results/calibrate.py; issue 37)
 
     @property
     def step_time_s(self) -> float:
         return (self.compute_s + self.memory_bound_s + self.tp_comm_s + self.pp_bubble_s + self.pp_comm_s
                 + self.dp_exposed_s + self.optimizer_s + self.moe_all_to_all_s + self.cp_comm_s
-                + self.offload_pcie_s + self.moe_overhead_s)
+                + self.offload_pcie_s + self.moe_overhead_s + self.step_overhead_s)
 
     @property
     def tokens_per_s(self) -> float:
