@@ -136,9 +136,12 @@ def to_text(data: Any, fmt: OutputFormat) -> str:
 def styled_table(title: str, *columns: str, **kwargs: Any) -> Any:
     from rich.table import Table
 
+    # at least as wide as its title (capped by the terminal): a narrow table would wrap its title
+    kwargs.setdefault("min_width", len(title) + 1)
     table = Table(title=title, title_justify="left", **kwargs)
     for i, col in enumerate(columns):
-        table.add_column(col, justify="left" if i == 0 else "right")
+        # never narrower than its header's longest word: "expect…" for "expected" at 80 columns (issue 38)
+        table.add_column(col, justify="left" if i == 0 else "right", min_width=max(map(len, col.split()), default=0))
     return table
 
 
