@@ -154,10 +154,18 @@ def _cli_parser(parse: Any) -> Any:
     return parser
 
 
+COMMON_PANEL = "Common options"
+
+
 def command_parameters(cls: Any) -> list[inspect.Parameter]:
-    """The typer parameters of a request model: one per field the command line has, from its Opt."""
+    """The typer parameters of a request model: one per field the command line has, from its Opt;
+    the command's common options first, in their own panel (`Request.common_options`)."""
     params = []
-    for name, o in cls.options().items():
+    common = cls.common_options()
+    options = cls.options()
+    ordered = [*(n for n in common if n in options), *(n for n in options if n not in common)]
+    for name in ordered:
+        o = options[name]
         if not o.cli:
             continue
         field = cls.model_fields[name]
@@ -184,7 +192,9 @@ def command_parameters(cls: Any) -> list[inspect.Parameter]:
                         extra["metavar"] = "<float>" if float in kinds else "<int>"
             if "[default:" in o.help:  # the help line says the default (typer would say it again)
                 extra["show_default"] = False
-            info = typer.Option(*o.flags, help=o.help, rich_help_panel=o.panel, **extra)
+            # the common options form the first panel (issue 38: memory --help listed 66 options)
+            panel = COMMON_PANEL if name in common else o.panel
+            info = typer.Option(*o.flags, help=o.help, rich_help_panel=panel, **extra)
         if default is None:
             tp = Optional[tp]
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
