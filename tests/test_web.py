@@ -530,3 +530,35 @@ def test_any_query_of_the_new_pages_is_a_page_or_an_inline_error(client, command
                    else {key: value})
     assert r.status_code in (200, 303, 400), r.text[:300]
     assert "Traceback" not in r.text and "internal error" not in r.text
+
+
+BANNER_PAGES = {  # page: (query, the headline's start)
+    "memory": ("model=llama-3-8b&S=4096&gpu=h100", "Does not fit on H100-SXM5-80GB: 154.6 GiB needed, 75.94 GiB over"),
+    "inference": ("model=llama-3-8b&gpu=h100", "Fits on H100-SXM5-80GB"),
+    "serve": ("model=llama-3-8b&gpu=h100&gpus=8&prompt_len=2000&output_len=500&ttft=1&tpot=0.05", "Best on 8 × H100"),
+    "train": ("model=gpt2&gpus=8&global_batch=64&S=1024&tokens=1e9", "Fits on 8 × H100-SXM5-80GB: a step takes"),
+    "plan": ("model=gpt2&gpus=8&global_batch=64&S=1024", "Fastest of"),
+    "params": ("model=llama-3-8b", "8,030,261,248 parameters"),
+    "flops": ("model=gpt2", ""),
+    "mfu": ("model=gpt2&gpus=8&global_batch=64&step_time=0.5&S=1024", "MFU 1.4 %"),
+}
+
+
+@pytest.mark.parametrize("command", list(BANNER_PAGES))
+def test_each_page_leads_with_its_verdict(client, command):
+    """Issue 38: the answer first: a banner whose headline says it in words and whose key numbers
+    are the result's (each carries its JSON key and exact value), above the form and the charts."""
+    query, headline = BANNER_PAGES[command]
+    page = client.get(f"/{command}?{query}").text
+    assert page.index('id="banner"') < page.index('id="options"')
+    banner = page[page.index('id="banner"'):page.index("</section>", page.index('id="banner"'))]
+    assert re.search(r'<p class="headline" id="headline">([^<]*)<', banner).group(1).startswith(html.escape(headline))
+    data = client.get(f"/{command}.json?{query}").json()
+    numbers = re.findall(r'<dt>([^<]+)</dt><dd data-key="([^"]+)" data-value="([^"]*)">([^<]*)<', banner)
+    assert len(numbers) >= 2, command
+    for label, key, value, text in numbers:
+        leaf = data
+        for part in key.split("."):
+            leaf = leaf[int(part)] if isinstance(leaf, list) else leaf[part]
+        assert json.loads(html.unescape(value)) == leaf, key
+        assert "_" not in label and text and text != html.unescape(value), (label, text)  # words and units, not raw keys
