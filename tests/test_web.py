@@ -562,3 +562,14 @@ def test_each_page_leads_with_its_verdict(client, command):
             leaf = leaf[int(part)] if isinstance(leaf, list) else leaf[part]
         assert json.loads(html.unescape(value)) == leaf, key
         assert "_" not in label and text and text != html.unescape(value), (label, text)  # words and units, not raw keys
+
+
+def test_the_details_are_in_words(client):
+    """Issue 38: the tables under the charts label each value in words (the glossary's spellings,
+    the unit in the cell), the raw key only in the label's title, the cell's data-key and the JSON."""
+    page = client.get("/inference?model=llama-3-8b&gpu=h100").text
+    labels = re.findall(r'<th title="([^"]*)">([^<]*)</th>', page)
+    assert len(labels) > 50
+    assert [shown for _, shown in labels if "_" in shown] == []
+    assert ("expected.time_to_first_token_s", "time to first token") in labels
+    assert re.search(r'<summary title="kv_cache">KV cache</summary>', page)

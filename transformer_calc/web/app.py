@@ -177,7 +177,8 @@ def capacity_matrix(result: Any) -> dict[str, Any] | None:
             "max": matrix.max_concurrent_sequences}
 
 
-TEMPLATES.globals.update(shown_value=shown, cell_value=json.dumps, check_text=check_text)
+TEMPLATES.globals.update(shown_value=shown, cell_value=json.dumps, check_text=check_text,
+                        words=lambda path: " · ".join(summary.words(p) for p in path.split(".")))
 
 
 # ---------------------------------------------------------------------------- pages

@@ -210,3 +210,28 @@ def banner(command: str, data: Any) -> Banner | None:
         return make(data)
     except (KeyError, TypeError, ValueError, IndexError):  # a result shape the banner does not know: no banner
         return None
+
+
+# ---------------------------------------------------------------------------- a JSON key in words
+WORDS = {  # the glossary's spellings (docs/notation.md) of the parts of a key
+    "kv": "KV", "mfu": "MFU", "hfu": "HFU", "gpu": "GPU", "gpus": "GPUs", "ttft": "TTFT", "tpot": "TPOT",
+    "moe": "MoE", "mla": "MLA", "lora": "LoRA", "qlora": "QLoRA", "tp": "TP", "dp": "DP", "pp": "PP", "cp": "CP",
+    "ep": "EP", "etp": "ETP", "pcie": "PCIe", "cuda": "CUDA", "e2e": "E2E", "fp8": "FP8", "zero": "ZeRO", "nvme": "NVMe",
+    "flops": "FLOPs", "tflops": "TFLOP/s", "qkv": "QKV", "mtp": "MTP", "attn": "attention", "lm": "LM", "co2": "CO2",
+    "kwh": "kWh", "usd": "US$", "nvidia": "NVIDIA", "smi": "smi", "hbm": "HBM", "ssm": "SSM", "seq": "sequence",
+    "len": "length", "num": "number of", "bw": "bandwidth", "b": "B", "s": "s",
+}
+UNITS = (("_per_s", " per second"), ("_bytes_s", " (bytes/s)"), ("_bytes", ""), ("_s", ""))  # the cell shows the unit
+
+
+def words(key: str) -> str:
+    """A JSON key as the page's label: `time_to_first_token_s` -> "time to first token" (the cell
+    shows the unit), `kv_cache` -> "KV cache", `per_layer_attn_q` -> "per layer attention q". The
+    raw key stays in the cell's data-key and the label's title, and in the JSON."""
+    if key.isdigit():
+        return key
+    for suffix, unit in UNITS:
+        if key.endswith(suffix) and len(key) > len(suffix):
+            key = key[: -len(suffix)] + unit
+            break
+    return " ".join(WORDS.get(part, part) for part in key.split("_"))
