@@ -573,3 +573,20 @@ def test_the_details_are_in_words(client):
     assert [shown for _, shown in labels if "_" in shown] == []
     assert ("expected.time_to_first_token_s", "time to first token") in labels
     assert re.search(r'<summary title="kv_cache">KV cache</summary>', page)
+
+
+def test_the_serve_charts_have_titled_axes_with_ticks():
+    """Issue 38: the serve charts' axes carried two ticks (0 and the maximum) and the y title sat
+    among the points: now round ticks on both axes and a title beside each."""
+    import transformer_calc.api as tc
+    from transformer_calc.web import charts
+
+    r = tc.serve("llama-3.1-70b", gpu="h100", gpus=8, prompt_len=2000, output_len=500, ttft=1, tpot=0.05,
+                 concurrency="1,8,64")
+    layouts = charts.serve_layouts(r)
+    assert len(re.findall(r'text-anchor="end" font-size="9"', layouts)) >= 4  # y ticks
+    assert len(re.findall(r'text-anchor="middle" font-size="9"', layouts)) >= 4  # x ticks
+    assert "rotate(-90" in layouts and "output tokens/s per GPU" in layouts
+    curve = charts.serve_curve(r)
+    assert curve.count("rotate(-90") == 2 and len(re.findall(r'text-anchor="end" font-size="9"', curve)) >= 6
+    assert "rotate(-90" in charts.roofline(tc.inference("llama-3-8b", gpu="h100"))
