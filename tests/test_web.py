@@ -584,9 +584,9 @@ def test_the_serve_charts_have_titled_axes_with_ticks():
     r = tc.serve("llama-3.1-70b", gpu="h100", gpus=8, prompt_len=2000, output_len=500, ttft=1, tpot=0.05,
                  concurrency="1,8,64")
     layouts = charts.serve_layouts(r)
-    assert len(re.findall(r'text-anchor="end" font-size="9"', layouts)) >= 4  # y ticks
-    assert len(re.findall(r'text-anchor="middle" font-size="9"', layouts)) >= 4  # x ticks
+    assert len(re.findall(r'font-size="9" text-anchor="end"', layouts)) >= 4  # y ticks
+    assert len(re.findall(r'font-size="9" text-anchor="middle"', layouts)) >= 4  # x ticks
     assert "rotate(-90" in layouts and "output tokens/s per GPU" in layouts
     curve = charts.serve_curve(r)
-    assert curve.count("rotate(-90") == 2 and len(re.findall(r'text-anchor="end" font-size="9"', curve)) >= 6
+    assert curve.count("rotate(-90") == 2 and len(re.findall(r'font-size="9" text-anchor="end"', curve)) >= 6
     assert "rotate(-90" in charts.roofline(tc.inference("llama-3-8b", gpu="h100"))
