@@ -60,8 +60,7 @@ WHEN = {
     "options": "Use for: every option of a command (name, type, help) beyond the common ones, to pass in "
                "`options`.",
 }
-MODEL_HELP = ("A preset (e.g. llama-3-8b; the presets tool lists them), a Hugging Face repo id (org/name), a "
-              "checkpoint folder, a .gguf file or a config.json.")
+MODEL_HELP = "A preset (e.g. llama-3-8b: see presets), a Hugging Face repo id, a checkpoint folder, a .gguf or config.json."
 OPTIONS_TOOL = "options"  # tcalc's own: the full input schema of a command (no CLI command)
 
 
@@ -185,8 +184,9 @@ def description(command: str) -> str:
     else:
         doc = " ".join((tc.__dict__[command].__doc__ or "").split())
         what = doc.split(". ")[0].rstrip(".") + "." if doc else ""
-    when = WHEN.get(command)
-    return f"{when} {what}".strip() if when else what
+    # the listing's budget: when to use it says what it gives; a command without an entry in WHEN (a
+    # new one) is described by its API docstring's first sentence
+    return WHEN.get(command) or f"Use for: {what}"
 
 
 def tool_arguments(command: str, arguments: dict[str, Any]) -> dict[str, Any]:

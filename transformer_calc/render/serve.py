@@ -24,7 +24,7 @@ def serve_table(r: Any) -> Any:
     t = styled_table(title, "T", "replicas", "B", "TTFT", "TPOT", "tok/s", "tok/s/GPU", "verdict")
     # a feasible layout's verdict: "meets targets" only when there are targets to meet
     verdict = ("meets targets" if tg.ttft_s is not None or tg.tpot_s is not None
-               else "serves the load" if sv.request_rate else "fits (no targets)")
+               else "meets the load" if sv.request_rate else "fits")  # no targets: "targets: none" below
     # a rejected layout's cell is the reason's first clause; the whole reason is a line under the table
     # (issue 38: a reason in a column wrapped one or two words a line at 80 columns)
     rejected: list[str] = []
