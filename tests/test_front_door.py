@@ -107,3 +107,29 @@ def test_the_readme_links_resolve():
     for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README):
         if not target.startswith("http"):
             assert (REPO / target).exists(), target
+
+
+def test_the_readme_counts_are_the_codes():
+    """The first paragraph's "95 presets" and "75 Hugging Face model types" are counted, not typed."""
+    import transformer_calc.api as tc
+    from transformer_calc.sources.hf import SUPPORTED_MODEL_TYPES
+
+    assert f"{len(tc.presets().root)} presets" in README
+    assert f"{len(SUPPORTED_MODEL_TYPES)} Hugging Face model\ntypes" in README or \
+        f"{len(SUPPORTED_MODEL_TYPES)} Hugging Face model types" in README
+
+
+def test_help_shows_the_common_options_first_and_cuts_no_name():
+    """`--help` at 80 columns: the first options panel holds the command's common options
+    (`Request.common`), the advanced panels come after, and no option name ends in "…"."""
+    from transformer_calc.cli import request_class
+
+    for command in ("memory", "train", "serve", "inference"):
+        lines = _lines_at_80([command, "--help"])
+        assert not any("…" in line for line in lines), command
+        start = next(i for i, line in enumerate(lines) if line.startswith("╭─ Options"))
+        end = next(i for i in range(start, len(lines)) if lines[i].startswith("╰"))
+        flags = set(re.findall(r"│ (--[a-z0-9-]+|--[A-Z]\b)", "\n".join(lines[start:end])))
+        cls = request_class(command)
+        common = {cls.options()[n].spellings()[0] for n in cls.common_options() if not cls.options()[n].positional}
+        assert flags == common | {"--help"}, (command, flags ^ (common | {"--help"}))
