@@ -64,14 +64,6 @@ MODEL_HELP = "A preset (e.g. llama-3-8b: see presets), a Hugging Face repo id, a
 OPTIONS_TOOL = "options"  # tcalc's own: the full input schema of a command (no CLI command)
 
 
-def _request(command: str) -> Any:
-    if command == "schema":
-        from transformer_calc.requests.catalog import SchemaRequest
-
-        return SchemaRequest
-    return tc.__dict__[command].request
-
-
 def _help(o: Any) -> str:
     return o.help.replace(chr(92) + "[", "[")
 
