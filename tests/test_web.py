@@ -267,11 +267,14 @@ def test_set_lines_read_back_to_the_same_model():
 
 def test_form_fields_come_from_the_request_model():
     fields = forms.form(MemoryRequest, {}, {})
-    assert [f.name for f in fields] == [n for n, o in MemoryRequest.options().items() if o.api]
+    declared = [n for n, o in MemoryRequest.options().items() if o.api]
+    common = list(MemoryRequest.common_options())  # first, in their own panel (issue 38), then the rest as declared
+    assert [f.name for f in fields] == common + [n for n in declared if n not in common]
+    assert {f.panel for f in fields if f.name in common} == {forms.COMMON_PANEL}
     by_name = {f.name: f for f in fields}
     assert by_name["seq_len"].key == "S" and by_name["seq_len"].flag == "--S"
     assert by_name["flash"].kind == "switch" and by_name["set"].kind == "lines"
-    assert by_name["model"].panel == forms.MODEL_PANEL
+    assert by_name["model"].panel == forms.COMMON_PANEL and by_name["preset"].panel == forms.MODEL_PANEL
 
 
 # ---------------------------------------------------------------------------- the plain CLI's start-up
