@@ -154,8 +154,9 @@ def _train(d: dict[str, Any]) -> Banner:
              + (f", most of it {binding.replace('_', ' ')}" if binding else "") + ".")
     numbers = [_n(d, "step time", "step_time_s", fmt_s), _n(d, "tokens/s", "tokens_per_s", _tokens),
                _n(d, "MFU", "mfu", _pct), _n(d, "days for the token budget", "budget.days", _days),
+               _n(d, "cost of the token budget", "budget.cost", lambda v: f"${v:,.0f}"),
                _n(d, "peak memory per GPU", "memory.peak_bytes", fmt_bytes)]
-    return Banner("ok", words, [n for n in numbers if n][:4])
+    return Banner("ok", words, [n for n in numbers if n][:5])
 
 
 def _plan(d: dict[str, Any]) -> Banner:
