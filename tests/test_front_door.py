@@ -133,3 +133,9 @@ def test_help_shows_the_common_options_first_and_cuts_no_name():
         cls = request_class(command)
         common = {cls.options()[n].spellings()[0] for n in cls.common_options() if not cls.options()[n].positional}
         assert flags == common | {"--help"}, (command, flags ^ (common | {"--help"}))
+
+
+def test_the_readme_python_runs():
+    """The README's Python block runs as written (it is the API's first example)."""
+    for block in re.findall(r"```python\n(.*?)```", README, re.S):
+        exec(compile(block, "README.md", "exec"), {})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import os
 import sys
 
@@ -165,3 +166,18 @@ def test_a_bad_call_is_a_tool_error_with_the_clis_line(answers):
 def test_no_telemetry():
     """The SDK's OpenTelemetry middleware (on by default in mcp 2.x) is removed."""
     assert server().middleware == []
+
+
+def test_the_agent_guide_calls_run():
+    """Each example call in docs/agents.md's table is a valid call of its tool (a Hub repo id and a
+    job file on disk are left to their own tests)."""
+    from transformer_calc.mcp_server.server import call
+
+    text = (REPO / "docs" / "agents.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| [^|]+ \| `(\w+)`[^|]* \| `(\{.*?\})`", text, re.M)
+    assert len(rows) >= 10
+    for tool, arguments in rows:
+        args = json.loads(arguments)
+        if tool == "check" or "/" in str(args.get("model", "")):
+            continue
+        assert call(tool, args) is not None, tool

@@ -12,6 +12,7 @@ from html import escape
 from typing import Any
 
 from transformer_calc.render.common import fmt_bytes, fmt_rate, fmt_s
+from transformer_calc.render.serve import layout_words
 
 WIDTH = 720
 COLORS = {  # one colour per memory component / time part, the same on every page
@@ -206,7 +207,7 @@ def serve_layouts(result: Any) -> str | None:
     for lay in layouts:
         fill = "#4e79a7" if lay.feasible else "none"
         body.append(f'<circle cx="{px(lay.tpot_s):.1f}" cy="{py(lay.tokens_per_s_per_gpu):.1f}" r="6" fill="{fill}" '
-                    f'stroke="#4e79a7" stroke-width="2"><title>T={lay.tensor} x {lay.replicas} replicas: '
+                    f'stroke="#4e79a7" stroke-width="2"><title>{escape(layout_words(lay.tensor, lay.replicas))}: '
                     f'{escape(fmt_s(lay.tpot_s))}, {lay.tokens_per_s_per_gpu:,.0f} tokens/s per GPU'
                     f'{"" if lay.feasible else ", " + escape(lay.reason or "infeasible")}</title></circle>')
         body.append(_text(px(lay.tpot_s) + 9, py(lay.tokens_per_s_per_gpu) + 4, f"T={lay.tensor}", size=11))
@@ -269,7 +270,7 @@ def serve_curve(result: Any) -> str | None:
     if not points:
         return None
     targets = result.serve.targets
-    head = f"T={curve.tensor} x {curve.replicas} replicas"
+    head = layout_words(curve.tensor, curve.replicas)
     body: list[str] = []
     y = 0
     for latency, target, name in (("ttft_s", targets.ttft_s, "TTFT (time to first token)"),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from transformer_calc.render.common import fmt_bytes, fmt_flops, fmt_rate, fmt_s
+from transformer_calc.render.serve import layout_words
 
 
 @dataclass
@@ -121,7 +122,7 @@ def _serve(d: dict[str, Any]) -> Banner:
         words = f"No layout of {gpus} × {gpu} meets the targets" + (f": {reasons[0]}" if reasons else ".")
         return Banner("bad", words, [])
     replicas = best["replicas"]
-    layout = f"T = {best['tensor']} × {replicas} replicas" if replicas != 1 else f"T = {best['tensor']}, one replica"
+    layout = layout_words(best["tensor"], replicas)
     ttft, tpot = _get(d, "serve.targets.ttft_s"), _get(d, "serve.targets.tpot_s")
     if tpot and best["tpot_s"] >= 0.97 * tpot:
         binds = f"the TPOT target ({fmt_s(tpot)}) caps the concurrency"
