@@ -11,6 +11,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -139,3 +141,28 @@ def test_the_readme_python_runs():
     """The README's Python block runs as written (it is the API's first example)."""
     for block in re.findall(r"```python\n(.*?)```", README, re.S):
         exec(compile(block, "README.md", "exec"), {})
+
+
+def _guide_table_examples() -> list[str]:
+    text = (REPO / "docs" / "guide.md").read_text(encoding="utf-8")
+    block = text[text.index("## Examples"):text.index("## The model you have")]
+    lines = [line.split("  #")[0].strip() for line in block.replace("\\\n", " ").splitlines() if line.startswith("tcalc ")]
+    skip = ("configs/", "--plot", " > ", "-f ", "--format ", "path/to", "my-model")
+    return [line for line in lines if not any(s in line for s in skip)]
+
+
+@pytest.mark.parametrize("line", _guide_table_examples())
+def test_the_guides_tables_fit_80_columns(line, monkeypatch, capsys):
+    """Every table example of docs/guide.md at COLUMNS=80: no line over 80 characters, no header
+    cut to "…", no table cropped at the right edge (the serve verdicts wrapped a word a line)."""
+    import shlex
+
+    from transformer_calc.cli import run
+
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    assert run(shlex.split(line)[1:]) in (0, 1)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines, line
+    assert [x for x in lines if len(x.rstrip()) > WIDTH] == [], line
+    assert not any(x.startswith("┃") and "…" in x for x in lines), line
+    assert all(x.rstrip()[-1] in "┓┃┩│┤┘" for x in lines if x[:1] in "┏┃┡│├└"), line
