@@ -267,4 +267,17 @@ def with_assumed(r: Any, *parts: Any) -> Any:
     from rich.text import Text
 
     header = assumed_text(r.assumptions)
-    return Group(*([Text(header, style="dim")] if header else []), *parts)
+    if not header:
+        return Group(*parts)
+    from rich.table import Table
+
+    # each default's source wraps under itself, not under the option (issue 38: at 80 columns the
+    # wrapped sources started at column 0, among the option names)
+    first, *rows = header.splitlines()
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for row in rows:
+        option, _, source = row.strip().partition(": ")
+        grid.add_row(f"  {option}:", source, style="dim")
+    return Group(Text(first, style="dim"), grid, *parts)
