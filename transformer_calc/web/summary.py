@@ -199,7 +199,25 @@ def _mfu(d: dict[str, Any]) -> Banner:
     return Banner("info", words, [n for n in numbers if n])
 
 
-BANNERS = {"memory": _memory, "inference": _inference, "serve": _serve, "train": _train, "plan": _plan,
+def _sweep(d: dict[str, Any]) -> Banner:
+    points = d.get("points") or []
+    fitting = [i for i, p in enumerate(points) if p.get("fits")]
+    shown = len(points)
+    if "fits" in (d.get("metrics") or []):
+        headline = f"{len(fitting):,} of {shown:,} points fit"
+        status = "ok" if fitting else "bad"
+        if fitting and "peak_bytes" in points[fitting[0]]:
+            best = max(fitting, key=lambda i: points[i]["peak_bytes"])
+            axes = [k for k, v in (d.get("axes") or {}).items() if isinstance(v, list) and len(v) > 1]
+            headline += "; nearest the limit: " + ", ".join(f"{words(k)} {points[best].get(k)}" for k in axes)
+        headline += "."
+    else:
+        status, headline = "info", f"{shown:,} points priced."
+    numbers = [_n(d, "points", "points_total", lambda v: f"{v:,}"), _n(d, "skipped", "skipped", lambda v: f"{v:,}")]
+    return Banner(status, headline, [n for n in numbers if n])
+
+
+BANNERS = {"sweep": _sweep, "memory": _memory, "inference": _inference, "serve": _serve, "train": _train, "plan": _plan,
            "params": _params, "flops": _flops, "mfu": _mfu}
 
 
