@@ -185,14 +185,16 @@ def test_web_panel_carries_the_cost():
 
 
 def test_mcp_tools_carry_the_cost():
-    """The MCP tools take the cost options (their input schema is the request's) and return the cost
-    sections (the result's)."""
+    """The MCP tools take the cost options (in `options`: named in the compact schema, typed by the
+    `options` tool's full schema, the request's) and return the cost sections (the result's)."""
     pytest.importorskip("mcp")
     from transformer_calc.mcp_server import server
 
     for command, names in (("train", ("price_per_gpu_hour", "pue", "checkpoint_mode", "dispatch_dtype")),
                            ("serve", ("price_kind", "grid_intensity_g_per_kwh"))):
-        assert set(names) <= set(server.input_schema(command)["properties"])
+        assert set(names) <= set(server.full_input_schema(command)["properties"])
+        compact = server.input_schema(command)["properties"]
+        assert all(n in compact or n in compact["options"]["description"] for n in names)
     assert "cost" in server.output_schema("serve")["properties"]
     out = server.call("train", {"model": "gpt2", "gpus": 8, "global_batch": 64, "tokens": 10**9, "price_per_gpu_hour": 2})
     assert out["budget"]["price"]["usd_per_gpu_hour"] == 2 and "goodput" in out["budget"]

@@ -14,8 +14,11 @@ from transformer_calc.cli import run
 
 def _examples() -> list[tuple[str, str]]:
     found = []
-    for name in ("README.md", "docs/cli.md"):
-        for block in re.findall(r"```bash\n(.*?)```", (REPO / name).read_text(), re.S):
+    for name in ("README.md", "docs/guide.md", "docs/cli.md"):
+        text = (REPO / name).read_text()
+        # bash blocks, and the first line of a console block (`$ tcalc ...`, its output below it)
+        blocks = [*re.findall(r"```bash\n(.*?)```", text, re.S), *re.findall(r"```console\n\$ ([^\n]*)\n", text)]
+        for block in blocks:
             for line in block.replace("\\\n", " ").splitlines():
                 line = line.split("  #")[0].split(" | ")[0].split(" > ")[0].strip()
                 # files the reader would need, and Hub repo ids / GGUF files / checkpoint folders (those

@@ -269,11 +269,14 @@ def test_set_lines_read_back_to_the_same_model():
 
 def test_form_fields_come_from_the_request_model():
     fields = forms.form(MemoryRequest, {}, {})
-    assert [f.name for f in fields] == [n for n, o in MemoryRequest.options().items() if o.api]
+    declared = [n for n, o in MemoryRequest.options().items() if o.api]
+    common = list(MemoryRequest.common_options())  # first, in their own panel (issue 38), then the rest as declared
+    assert [f.name for f in fields] == common + [n for n in declared if n not in common]
+    assert {f.panel for f in fields if f.name in common} == {forms.COMMON_PANEL}
     by_name = {f.name: f for f in fields}
     assert by_name["seq_len"].key == "S" and by_name["seq_len"].flag == "--S"
     assert by_name["flash"].kind == "switch" and by_name["set"].kind == "lines"
-    assert by_name["model"].panel == forms.MODEL_PANEL
+    assert by_name["model"].panel == forms.COMMON_PANEL and by_name["preset"].panel == forms.MODEL_PANEL
 
 
 # ---------------------------------------------------------------------------- the plain CLI's start-up
@@ -532,3 +535,65 @@ def test_any_query_of_the_new_pages_is_a_page_or_an_inline_error(client, command
                    else {key: value})
     assert r.status_code in (200, 303, 400), r.text[:300]
     assert "Traceback" not in r.text and "internal error" not in r.text
+
+
+BANNER_PAGES = {  # page: (query, the headline's start)
+    "memory": ("model=llama-3-8b&S=4096&gpu=h100", "Does not fit on H100-SXM5-80GB: 154.6 GiB needed, 75.94 GiB over"),
+    "inference": ("model=llama-3-8b&gpu=h100", "Fits on H100-SXM5-80GB"),
+    "serve": ("model=llama-3-8b&gpu=h100&gpus=8&prompt_len=2000&output_len=500&ttft=1&tpot=0.05", "Best on 8 × H100"),
+    "train": ("model=gpt2&gpus=8&global_batch=64&S=1024&tokens=1e9", "Fits on 8 × H100-SXM5-80GB: a step takes"),
+    "plan": ("model=gpt2&gpus=8&global_batch=64&S=1024", "Fastest of"),
+    "params": ("model=llama-3-8b", "8,030,261,248 parameters"),
+    "flops": ("model=gpt2", ""),
+    "mfu": ("model=gpt2&gpus=8&global_batch=64&step_time=0.5&S=1024", "MFU 1.4 %"),
+    "sweep": ("model=llama-2-7b&B=1,2,4&T=1,2&gpu=a100-80gb", "2 of 6 points fit; nearest the limit: batch size 2, tensor 2"),
+}
+
+
+@pytest.mark.parametrize("command", list(BANNER_PAGES))
+def test_each_page_leads_with_its_verdict(client, command):
+    """Issue 38: the answer first: a banner whose headline says it in words and whose key numbers
+    are the result's (each carries its JSON key and exact value), above the form and the charts."""
+    query, headline = BANNER_PAGES[command]
+    page = client.get(f"/{command}?{query}").text
+    assert page.index('id="banner"') < page.index('id="options"')
+    banner = page[page.index('id="banner"'):page.index("</section>", page.index('id="banner"'))]
+    assert re.search(r'<p class="headline" id="headline">([^<]*)<', banner).group(1).startswith(html.escape(headline))
+    data = client.get(f"/{command}.json?{query}").json()
+    numbers = re.findall(r'<dt>([^<]+)</dt><dd data-key="([^"]+)" data-value="([^"]*)">([^<]*)<', banner)
+    assert len(numbers) >= 2, command
+    for label, key, value, text in numbers:
+        leaf = data
+        for part in key.split("."):
+            leaf = leaf[int(part)] if isinstance(leaf, list) else leaf[part]
+        assert json.loads(html.unescape(value)) == leaf, key
+        assert "_" not in label and text, (label, text)  # words, not raw keys
+        assert text != html.unescape(value) or isinstance(leaf, int), (label, text)  # a unit where the value has one
+
+
+def test_the_details_are_in_words(client):
+    """Issue 38: the tables under the charts label each value in words (the glossary's spellings,
+    the unit in the cell), the raw key only in the label's title, the cell's data-key and the JSON."""
+    page = client.get("/inference?model=llama-3-8b&gpu=h100").text
+    labels = re.findall(r'<th title="([^"]*)">([^<]*)</th>', page)
+    assert len(labels) > 50
+    assert [shown for _, shown in labels if "_" in shown] == []
+    assert ("expected.time_to_first_token_s", "time to first token") in labels
+    assert re.search(r'<summary title="kv_cache">KV cache</summary>', page)
+
+
+def test_the_serve_charts_have_titled_axes_with_ticks():
+    """Issue 38: the serve charts' axes carried two ticks (0 and the maximum) and the y title sat
+    among the points: now round ticks on both axes and a title beside each."""
+    import transformer_calc.api as tc
+    from transformer_calc.web import charts
+
+    r = tc.serve("llama-3.1-70b", gpu="h100", gpus=8, prompt_len=2000, output_len=500, ttft=1, tpot=0.05,
+                 concurrency="1,8,64")
+    layouts = charts.serve_layouts(r)
+    assert len(re.findall(r'font-size="9" text-anchor="end"', layouts)) >= 4  # y ticks
+    assert len(re.findall(r'font-size="9" text-anchor="middle"', layouts)) >= 4  # x ticks
+    assert "rotate(-90" in layouts and "output tokens/s per GPU" in layouts
+    curve = charts.serve_curve(r)
+    assert curve.count("rotate(-90") == 2 and len(re.findall(r'font-size="9" text-anchor="end"', curve)) >= 6
+    assert "rotate(-90" in charts.roofline(tc.inference("llama-3-8b", gpu="h100"))

@@ -105,7 +105,7 @@ def open_panel(page, field: str) -> None:
 
 def shown(page, key: str) -> tuple[object, str]:
     """(the cell's exact JSON value, its text) of a result key on the page."""
-    cell = page.locator(f'[data-key="{key}"]').first
+    cell = page.locator(f'.output [data-key="{key}"]').first  # the tables (the banner repeats a few, formatted)
     return json.loads(cell.get_attribute("data-value")), cell.inner_text().strip()
 
 
@@ -122,7 +122,7 @@ def test_the_memory_page_shows_the_apis_numbers_and_follows_its_inputs(server, p
     page.fill("#f-B", "2")
     with page.expect_navigation():
         page.click("#compute")
-    assert page.url == f"{server}/memory?model=llama-3-8b&gpu=h100&S=8192&B=2"  # --gpu: one option of every command (GpuOpt)
+    assert page.url == f"{server}/memory?model=llama-3-8b&S=8192&B=2&gpu=h100"  # the form's order: the common options first
     assert shown(page, "memory.peak_bytes")[0] == tc.memory("llama-3-8b", S=8192, B=2, gpu="h100").memory.peak_bytes
 
     # a switch submits itself (flash is on by default: turning it off keeps the S x S scores)
@@ -317,3 +317,39 @@ def test_a_hostile_job_file_is_an_inline_message(server, page, shots):
     page.goto(f"{server}/check?job=model%3A%20%5B1")
     assert "invalid YAML" in page.locator("[data-key='files.0.error']").inner_text()
     page.screenshot(path=str(shots / "check-invalid.png"))
+
+
+FIRST_SCREEN = {  # page: the query whose verdict the first screen shows
+    "memory": "model=llama-3-8b&S=4096&dp=8&zero=3&gpu=h100",
+    "inference": "model=llama-3.1-8b&S=8192&gpu=rtx-4090&weight_dtype=q4_k_m",
+    "serve": "model=llama-3.1-70b&gpu=h100&gpus=8&prompt_len=2000&output_len=500&ttft=1&tpot=0.05",
+    "train": "model=llama-3.1-8b&gpus=8&gpu=h100&S=4096&global_batch=64&zero=2&tokens=1e12",
+    "plan": "model=gpt2&gpus=8&global_batch=64&S=1024",
+    "params": "model=llama-3-8b",
+}
+
+
+@pytest.mark.parametrize("command", list(FIRST_SCREEN))
+def test_the_first_screen_shows_the_verdict_and_the_key_numbers(server, page, shots, command):
+    """Issue 38: in a 1280 x 800 window, without scrolling, the banner's headline and every key
+    number are visible, and each number is the API's (its data-value the JSON's)."""
+    page.set_viewport_size({"width": 1280, "height": 800})
+    try:
+        page.goto(f"{server}/{command}?{FIRST_SCREEN[command]}")
+        data = json.loads(page.request.get(f"{server}/{command}.json?{FIRST_SCREEN[command]}").text())
+        headline = page.locator("#headline")
+        assert headline.is_visible() and headline.inner_text().strip()
+        numbers = page.locator("#key-numbers dd")
+        assert numbers.count() >= 3, command
+        for item in [headline, *(numbers.nth(i) for i in range(numbers.count()))]:
+            box = item.bounding_box()
+            assert box is not None and box["y"] + box["height"] <= 800 and box["x"] + box["width"] <= 1280, command
+        for i in range(numbers.count()):
+            cell = numbers.nth(i)
+            leaf = data
+            for part in cell.get_attribute("data-key").split("."):
+                leaf = leaf[int(part)] if isinstance(leaf, list) else leaf[part]
+            assert json.loads(cell.get_attribute("data-value")) == leaf
+        page.screenshot(path=str(shots / f"first-screen-{command}.png"))
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 1000})

@@ -167,10 +167,18 @@ def _cli_parser(parse: Any) -> Any:
     return parser
 
 
+MORE_PANEL = "More options"  # an option in no panel that is not a common one
+
+
 def command_parameters(cls: Any) -> list[inspect.Parameter]:
-    """The typer parameters of a request model: one per field the command line has, from its Opt."""
+    """The typer parameters of a request model: one per field the command line has, from its Opt;
+    the command's common options first, in their own panel (`Request.common_options`)."""
     params = []
-    for name, o in cls.options().items():
+    common = cls.common_options()
+    options = cls.options()
+    ordered = [*(n for n in common if n in options), *(n for n in options if n not in common)]
+    for name in ordered:
+        o = options[name]
         if not o.cli:
             continue
         field = cls.model_fields[name]
@@ -197,7 +205,10 @@ def command_parameters(cls: Any) -> list[inspect.Parameter]:
                         extra["metavar"] = "<float>" if float in kinds else "<int>"
             if "[default:" in o.help:  # the help line says the default (typer would say it again)
                 extra["show_default"] = False
-            info = typer.Option(*o.flags, help=o.help, rich_help_panel=o.panel, **extra)
+            # the common options form typer's first panel, "Options", beside --help (issue 38: memory
+            # --help listed 66 options); the others keep their panels, those without one go after
+            panel = None if name in common else o.panel or MORE_PANEL
+            info = typer.Option(*o.flags, help=o.help, rich_help_panel=panel, **extra)
         if default is None:
             tp = Optional[tp]
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
@@ -648,6 +659,33 @@ def full_app() -> typer.Typer:
     return app
 
 
+def _help_names_wrap() -> None:
+    """`--help`'s option names may wrap at their commas (typer joins "--micro-batch,--B,--batch-size"
+    with no space: one word, cut to "--micro-batch,--B,--batch-s…" at 80 columns, issue 38). Typer
+    highlights each joined list with rich_utils.highlighter; this one adds the space first. Only
+    names lists hold ",--"; an older or newer typer without the hook keeps its own rendering."""
+    try:
+        import typer.rich_utils as ru
+    except ImportError:  # pragma: no cover - typer without rich
+        return
+    for name in ("highlighter", "negative_highlighter"):  # the switches' names, and their --no- halves
+        base = getattr(ru, name, None)
+        if base is None or getattr(base, "tcalc_wraps", False):
+            continue
+
+        class Wrapping(type(base)):  # type: ignore[misc]
+            tcalc_wraps = True
+
+            def __call__(self, text: Any) -> Any:
+                if isinstance(text, str):
+                    text = text.replace(",--", ", --")
+                out = super().__call__(text)
+                out.overflow = "fold"  # a long flag folds onto the next line instead of ending in "…"
+                return out
+
+        setattr(ru, name, Wrapping())
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return the exit code; every failure is one `Error:` line on stderr.
 
@@ -658,6 +696,8 @@ def run(argv: list[str] | None = None) -> int:
     from transformer_calc.errors import ImpossibleResult, TcalcError
 
     args = sys.argv[1:] if argv is None else list(argv)
+    if "-h" in args or "--help" in args:
+        _help_names_wrap()
     if sys.stdout is None:  # started with stdout closed (`tcalc ... >&-`)
         return _fail("standard output is closed; redirect it to a file or /dev/null", 2)
     try:

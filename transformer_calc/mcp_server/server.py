@@ -1,11 +1,14 @@
 """`tcalc mcp`: an MCP server (the official `mcp` SDK, the stdio transport; the `[mcp]` extra).
 
-Each command of the Python API is a tool of the same name: its input schema is the command's
-request model's JSON Schema (the fields the API takes as keywords, each described by its flag's
-help line), its output the result model's JSON, `model_dump(mode="json")`, which is what
-`tcalc <command> -f json` writes (the text content is that JSON; the structured content is the
-same object where the result is one, with the result model's JSON Schema as the tool's output
-schema). A TcalcError is a tool error (`is_error`) holding its one line, as the CLI's `Error:`.
+Each command of the Python API is a tool of the same name. Its input schema is compact (issue 38:
+the whole listing fits an agent's context, `tools/list` under 20,000 characters): the command's
+common options (`Request.common_options`) typed and described, and every other option as one
+`options` object whose keys the `options` tool lists with their types and help (the request
+model's full JSON Schema). Its output is the result model's JSON, `model_dump(mode="json")`, which
+is what `tcalc <command> -f json` writes (the text content is that JSON; the structured content
+the same object where the result is one; the `schema` tool gives its JSON Schema). A TcalcError
+is a tool error (`is_error`) holding its one line, the option names in it spelled as the tool's
+arguments (`seq_len`, not `--S`). docs/agents.md: which tool answers which question.
 
 Nothing leaves the machine but what the API itself fetches (a Hugging Face repo id as MODEL):
 the SDK's OpenTelemetry middleware is removed, and the server writes nothing to disk. The stdio
@@ -34,9 +37,50 @@ def _request(command: str) -> Any:
     return tc.__dict__[command].request
 
 
-def input_schema(command: str) -> dict[str, Any]:
+# When to use each tool: the first line of its description (a new command without an entry gets
+# its API docstring's first sentence).
+WHEN = {
+    "params": "Use for: how many parameters (total, active, per component), weight bytes, per tensor-parallel rank.",
+    "memory": "Use for: will TRAINING (or fine-tuning: finetune=lora/qlora) fit on a GPU - peak memory per GPU "
+              "under parallelism, ZeRO and recompute.",
+    "flops": "Use for: FLOPs per training step and training days for a token budget (tokens, gpus, gpu, mfu).",
+    "mfu": "Use for: MFU/HFU from a measured step time or throughput.",
+    "inference": "Use for: will INFERENCE fit on a GPU (weights, KV cache, quantized weight_dtype), prefill and "
+                 "decode latency, concurrent sequences a paged KV cache holds.",
+    "serve": "Use for: how fast will it serve / how many GPUs - deployment layouts against TTFT/TPOT targets, "
+             "tokens/s, $ per million tokens.",
+    "train": "Use for: how long will training take - step time, tokens/s, MFU, days and cost of one parallel "
+             "layout (give tokens for days).",
+    "plan": "Use for: which parallel layout (T, P, ZeRO, micro-batch, recompute) trains fastest on N GPUs.",
+    "sweep": "Use for: a grid of points (comma lists, e.g. batch_size '1,2,4,8') priced as memory/flops/inference.",
+    "check": "Use for: PASS/FAIL of job files against memory or latency limits.",
+    "presets": "Use for: the model presets' names and key numbers (no arguments).",
+    "hardware": "Use for: the accelerators (memory, bandwidth, peak FLOP/s); name one for its detail.",
+    "schema": "Use for: the JSON Schema of a command's result (what its keys mean).",
+    "options": "Use for: every option of a command (name, type, help) beyond the common ones, to pass in "
+               "`options`.",
+}
+MODEL_HELP = "A preset (e.g. llama-3-8b: see presets), a Hugging Face repo id, a checkpoint folder, a .gguf or config.json."
+OPTIONS_TOOL = "options"  # tcalc's own: the full input schema of a command (no CLI command)
+
+
+def _help(o: Any) -> str:
+    return o.help.replace(chr(92) + "[", "[")
+
+
+def _short_help(o: Any) -> str:
+    """An option's help line for the compact schema: a long `[default: ...]` note is left to the
+    `options` tool (the default itself is what the command does without the argument)."""
+    import re
+
+    text = " ".join(_help(o).split())
+    return re.sub(r"\s*\[default: ([^\]]{28,})\]", "", text)
+
+
+def full_input_schema(command: str) -> dict[str, Any]:
     """The request model's JSON Schema, its properties the API's keywords (a field the CLI alone
-    has, such as sweep's --plot, is left out), each described by its option's help line."""
+    has, such as sweep's --plot, is left out), each described by its option's help line: what the
+    `options` tool returns."""
     cls = _request(command)
     options = cls.options()
     schema = cls.model_json_schema()
@@ -47,16 +91,78 @@ def input_schema(command: str) -> dict[str, Any]:
             del properties[name]
             continue
         flags = ", ".join(o.spellings()) if o.flags else "the positional argument"
-        properties[name]["description"] = f"{o.help.replace(chr(92) + '[', '[')} (CLI: {flags})"
+        properties[name]["description"] = f"{_help(o)} (CLI: {flags})"
     if "required" in schema:
         schema["required"] = [n for n in schema["required"] if n in properties]
     schema.setdefault("type", "object")
     return schema
 
 
+def _compact_type(prop: dict[str, Any]) -> dict[str, Any]:
+    """A property's JSON type without pydantic's nesting ($ref, anyOf with null, titles): the
+    values an agent can send (a number is also accepted as text, '8k')."""
+    kinds: list[str] = []
+    enum: list[Any] = []
+    for branch in prop.get("anyOf", [prop]):
+        if "$ref" in branch or "allOf" in branch:
+            kinds.append("string")
+        elif branch.get("type") == "array":
+            kinds.append("array")
+        elif "enum" in branch:
+            enum += branch["enum"]
+            kinds.append("string")
+        elif branch.get("type") not in (None, "null"):
+            kinds.append(branch["type"])
+    kinds = sorted(set(kinds)) or ["string"]
+    out: dict[str, Any] = {"type": kinds[0] if len(kinds) == 1 else kinds}
+    if enum and len(kinds) == 1:
+        out["enum"] = enum
+    return out
+
+
+def input_schema(command: str) -> dict[str, Any]:
+    """The tool's compact input schema: the common options typed, each with its help line, and
+    `options`, an object of any other option by name (the `options` tool lists them)."""
+    if command == OPTIONS_TOOL:
+        return {"type": "object", "properties": {"command": {"type": "string", "enum": list(TOOLS[:-1]),
+                "description": "The tool whose options to list."}}, "required": ["command"],
+                "additionalProperties": False}
+    cls = _request(command)
+    full = full_input_schema(command)
+    options = cls.options()
+    common = [n for n in cls.common_options() if n in full["properties"]]
+    properties: dict[str, Any] = {}
+    for name in common:
+        o = options[name]
+        aliases = [k for k, field in cls.keywords().items() if field == name and k != name and len(k) > 2]
+        also = f" (also: {', '.join(aliases)})" if aliases else ""
+        prop = _compact_type(full["properties"][name])
+        prop["description"] = MODEL_HELP if name == "model" and o.positional else _short_help(o) + also
+        properties[name] = prop
+    rest = [n for n in full["properties"] if n not in common]
+    from transformer_calc.requests.model import ModelRequest
+
+    model_fields = set(ModelRequest.model_fields) - {"model"}
+    named = [n for n in rest if n not in model_fields]
+    if rest:
+        properties["options"] = {
+            "type": "object",
+            "description": "Any other option by name: " + ", ".join(named)
+            + ("; the model's sources and overrides (preset, hf_config, n_layers, d_model, ..., set)"
+               if len(named) < len(rest) else "")
+            + ". The `options` tool gives each one's type and help.",
+        }
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    required = [n for n in full.get("required", []) if n in properties]
+    if required:
+        schema["required"] = required
+    return schema
+
+
 def output_schema(command: str) -> dict[str, Any] | None:
-    """The result model's JSON Schema (`tcalc schema COMMAND`), where the result is a JSON object."""
-    if command == "schema":
+    """The result model's JSON Schema (`tcalc schema COMMAND`), where the result is a JSON object;
+    not listed with the tool (it would be most of the listing), given by the `schema` tool."""
+    if command in ("schema", OPTIONS_TOOL):
         return None
     schema = tc.schema(command)
     return schema if schema.get("type") == "object" else None
@@ -64,8 +170,48 @@ def output_schema(command: str) -> dict[str, Any] | None:
 
 def description(command: str) -> str:
     if command == "schema":
-        return "`tcalc schema COMMAND`: the JSON Schema of a command's result (what its --format json writes)."
-    return " ".join((tc.__dict__[command].__doc__ or "").split())
+        what = "`tcalc schema COMMAND`: the JSON Schema of a command's result (what its --format json writes)."
+    elif command == OPTIONS_TOOL:
+        what = "Every option of a tool: its full input schema (names, types, defaults, help)."
+    else:
+        doc = " ".join((tc.__dict__[command].__doc__ or "").split())
+        what = doc.split(". ")[0].rstrip(".") + "." if doc else ""
+    # the listing's budget: when to use it says what it gives; a command without an entry in WHEN (a
+    # new one) is described by its API docstring's first sentence
+    return WHEN.get(command) or f"Use for: {what}"
+
+
+def tool_arguments(command: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The API's keywords from a tool call: the typed arguments and those in `options` (one
+    option given in both places is an error naming it)."""
+    arguments = dict(arguments)
+    extra = arguments.pop("options", None) or {}
+    if not isinstance(extra, dict):
+        raise TcalcError(f"options must be an object of option names and values, got {type(extra).__name__}")
+    both = sorted(set(extra) & set(arguments))
+    if both:
+        raise TcalcError(f"{both[0]} is given twice, as an argument and in options: give it once")
+    return {**arguments, **extra}
+
+
+def tool_words(command: str, message: str, arguments: dict[str, Any]) -> str:
+    """An error's option names as the tool's arguments: `--prompt-len 2000` -> `prompt_len 2000`
+    (the name the call used for that option, else the field's name), so an agent reads the names
+    it can send."""
+    import re
+
+    if command in ("schema", OPTIONS_TOOL):
+        return message
+    cls = _request(command)
+    keywords = cls.keywords()
+    used = {keywords[k]: k for k in arguments if k in keywords}
+    flag_field = {flag: name for name, o in cls.options().items() if o.api for flag in o.spellings()}
+
+    def word(m: re.Match[str]) -> str:
+        field = flag_field.get(m.group(0))
+        return used.get(field, field) if field else m.group(0)
+
+    return re.sub(r"--[A-Za-z][A-Za-z0-9-]*", word, message)
 
 
 def call(command: str, arguments: dict[str, Any]) -> Any:
@@ -75,10 +221,15 @@ def call(command: str, arguments: dict[str, Any]) -> Any:
     # null is "not given" in the tool's input schema (each optional field is `anyOf [..., null]`,
     # default null); the Python API refuses an explicit None, so a null argument is left out here
     arguments = {k: v for k, v in arguments.items() if v is not None}
+    if command == OPTIONS_TOOL:
+        name = arguments.get("command")
+        if name not in TOOLS or name in ("schema",):
+            raise TcalcError(f"command must be one of {', '.join(TOOLS[:-1])}, got {str(name)[:40]!r}")
+        return full_input_schema(name)
     if command == "schema":
         request = _request(command).from_keywords(arguments, where="schema()")
         return tc.schema(request.name)
-    data = tc.__dict__[command](**arguments).model_dump(mode="json")
+    data = tc.__dict__[command](**tool_arguments(command, arguments)).model_dump(mode="json")
     finite_or_error(data)  # as the CLI: a non-finite number is an error, never output
     return data
 
@@ -89,9 +240,9 @@ def server() -> Any:
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
-    tools = [types.Tool(name=c, description=description(c), input_schema=input_schema(c), output_schema=output_schema(c))
-             for c in TOOLS]
-    has_object = {t.name: t.output_schema is not None for t in tools}
+    # no output schema in the listing (issue 38: they were 250k characters); the `schema` tool gives them
+    tools = [types.Tool(name=c, description=description(c), input_schema=input_schema(c)) for c in (*TOOLS, OPTIONS_TOOL)]
+    has_object = {c: output_schema(c) is not None for c in (*TOOLS, OPTIONS_TOOL)}
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
@@ -99,20 +250,21 @@ def server() -> Any:
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         name, arguments = params.name, dict(params.arguments or {})
         if name not in has_object:
-            return _error(f"unknown tool {clip(name, 40)}; the tools are {', '.join(TOOLS)}")
+            return _error(f"unknown tool {clip(name, 40)}; the tools are {', '.join((*TOOLS, OPTIONS_TOOL))}")
         try:
             data = await anyio.to_thread.run_sync(lambda: call(name, arguments))
         except TcalcError as exc:
-            return _error(" ".join(str(exc).split()))
+            return _error(tool_words(name, " ".join(str(exc).split()), arguments))
         except (TypeError, ValueError, OverflowError) as exc:  # a keyword the tool does not take; an estimator's refusal
-            return _error(" ".join(str(exc).split()))
+            return _error(tool_words(name, " ".join(str(exc).split()), arguments))
         text = json.dumps(data, indent=2, ensure_ascii=False)
         return types.CallToolResult(content=[types.TextContent(text=text)],
                                     structured_content=data if has_object[name] else None)
 
     srv: Any = Server("tcalc", version=__version__, instructions="Analytic cost calculator for decoder-only "
-                      "transformers: each tool is a `tcalc` command; its arguments are the command's options by their "
-                      "descriptive names (seq_len, tensor, gpu); its result is the command's --format json.",
+                      "transformers: each tool is a `tcalc` command; its arguments are the command's common options by "
+                      "their descriptive names (seq_len, tensor, gpu), any other option in `options` (the `options` "
+                      "tool lists them); its result is the command's --format json.",
                       on_list_tools=list_tools, on_call_tool=call_tool)
     srv.middleware.clear()  # the SDK's OpenTelemetry spans: no telemetry
     return srv

@@ -154,9 +154,12 @@ def to_text(data: Any, fmt: OutputFormat) -> str:
 def styled_table(title: str, *columns: str, **kwargs: Any) -> Any:
     from rich.table import Table
 
+    # at least as wide as its title (capped by the terminal): a narrow table would wrap its title
+    kwargs.setdefault("min_width", len(title) + 1)
     table = Table(title=title, title_justify="left", **kwargs)
     for i, col in enumerate(columns):
-        table.add_column(col, justify="left" if i == 0 else "right")
+        # never narrower than its header's longest word: "expect…" for "expected" at 80 columns (issue 38)
+        table.add_column(col, justify="left" if i == 0 else "right", min_width=max(map(len, col.split()), default=0))
     return table
 
 
@@ -282,4 +285,17 @@ def with_assumed(r: Any, *parts: Any) -> Any:
     from rich.text import Text
 
     header = assumed_text(r.assumptions)
-    return Group(*([Text(header, style="dim")] if header else []), *parts)
+    if not header:
+        return Group(*parts)
+    from rich.table import Table
+
+    # each default's source wraps under itself, not under the option (issue 38: at 80 columns the
+    # wrapped sources started at column 0, among the option names)
+    first, *rows = header.splitlines()
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for row in rows:
+        option, _, source = row.strip().partition(": ")
+        grid.add_row(f"  {option}:", source, style="dim")
+    return Group(Text(first, style="dim"), grid, *parts)

@@ -25,7 +25,8 @@ def flops_table(r: Any) -> Any:
                     for k in ("qkv", "scores", "reweight", "attn_out", "mlp", "shared_expert", "router"))
     if f.layers != shown:  # blocks unlike the one shown (dense and MoE, Gemma 4's full and kv-shared layers, mixers)
         diff = f.layers - shown
-        t.add_row("other blocks' difference", "", ("−" if diff < 0 else "") + fmt_flops(abs(diff)),
+        label = "less: lighter layers" if diff < 0 else "plus: heavier layers"  # than the layer shown per layer
+        t.add_row(label, "", ("−" if diff < 0 else "+") + fmt_flops(abs(diff)),
                   f"{100 * diff / fwd:.1f} %")
     for key, label in (("lm_head", "LM head"), ("embedding_projection", "embedding projections")):
         value = getattr(f, key)
@@ -75,7 +76,8 @@ def mfu_table(r: Any) -> Any:
         f"{r.gpu} ({r.dtype} dense peak {fmt_rate(r.peak_flops_per_gpu, 'FLOP/s')})",
         f"throughput: {r.tokens_per_s:,.0f} tokens/s",
         f"MFU: {100 * r.mfu:.2f} %  ({fmt_rate(r.achieved_flops_per_gpu, 'FLOP/s')} per GPU)",
-        f"HFU: {100 * r.hfu:.2f} %  ({r.flops.recompute} recompute)",
+        f"HFU: {100 * r.hfu:.2f} %  ("
+        + ("no recompute" if r.flops.recompute == "none" else f"{r.flops.recompute} recompute") + ")",
         f"model FLOPs per token: {r.flops.per_token:,}",
     ]
     return with_assumed(r, Text("\n".join(lines)))

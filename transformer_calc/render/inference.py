@@ -40,8 +40,8 @@ def inference_table(r: Any) -> Any:
     rt.columns[0].no_wrap = True
     ex, dec = r.expected, r.decode
     for label, st, xs in (("prefill", r.prefill, ex.prefill),
-                          ("decode, first", dec.first_step, ex.decode_first_step),
-                          ("decode, last", dec.last_step, ex.decode_last_step)):
+                          ("decode 1st", dec.first_step, ex.decode_first_step),
+                          ("decode end", dec.last_step, ex.decode_last_step)):
         rt.add_row(label, num(1e3 * st.compute_s), num(1e3 * st.memory_s), num(1e3 * st.communication_s),
                    num(1e3 * st.time_s), st.bound, num(st.intensity), num(1e3 * xs.time_s))
     lam = r.prefill.math_bandwidth
@@ -94,8 +94,10 @@ def inference_table(r: Any) -> Any:
         f"{fmt_s(ex.total_s)} (matmuls at {a.matmul_efficiency:.0%} of peak, HBM at "
         f"{a.memory_efficiency:.0%}, {a.kernels_per_step} kernels/step at {1e6 * a.kernel_launch_s:g} µs "
         f"{'with' if a.cuda_graphs else 'without'} CUDA graphs)",
-        f"λ_math = {lam:.0f} FLOP/B; decode turns compute-bound at B ≈ {cb if cb else 'never (KV reads dominate)'} "
-        f"(weights only: {r.compute_bound_batch_weights_only:.0f})",
+        f"λ_math = {lam:.0f} FLOP/B; "
+        + (f"decode turns compute-bound at B ≈ {cb}" if cb else
+           "decode stays memory-bound at every B (each sequence's KV reads grow with B as its FLOPs do)")
+        + f"; counting the weights alone it would turn at B ≈ {r.compute_bound_batch_weights_only:.0f}",
     ]
     sp = r.speculative
     if sp is not None:
@@ -128,7 +130,9 @@ def inference_table(r: Any) -> Any:
         f"{fmt_bytes(g.activation_peak_bytes)}, engine workspace {fmt_bytes(g.engine_workspace_bytes)}; "
         f"{sv.max_concurrent_sequences:,} concurrent sequences of {sv.context_len:,} tokens per replica "
         f"({sv.per_replica.gpus} GPU{'s' if sv.per_replica.gpus > 1 else ''}; the engine's {cap} per step); "
-        f"longest context at B={inf.batch_size}: {sv.longest_context_at_batch_size:,}")
+        f"longest context at B={inf.batch_size}: {sv.longest_context_at_batch_size:,}"
+        + (" (the model's context window K; the cache would hold more)"
+           if sv.longest_context_at_batch_size == r.model.max_seq_len else ""))
     bm = sv.budget_matrix
     mt = styled_table("KV budget matrix: share of the cache (≤ 100 % fits)", "context",
                       *[f"B={n}" for n in bm.concurrency], "max B")

@@ -58,7 +58,8 @@ def memory_table(r: Any) -> Any:
     else:
         first = (f"{tr.precision.value} precision, p={tr.p}, {tr.optimizer.value}: "
                  f"{bpp.weights}+{bpp.gradients}+{bpp.optimizer} bytes/param; "
-                 f"{r.params.per_gpu:,} params on this GPU")
+                 + (f"{r.params.per_gpu:,} params per model-parallel rank, 1/{par.data} of them stored on this GPU "
+                    f"(ZeRO-3)" if par.zero == 3 and par.data > 1 else f"{r.params.per_gpu:,} params on this GPU"))
     groups = mem.optimizer_groups.groups
     lines = [
         first,
@@ -101,7 +102,8 @@ def memory_table(r: Any) -> Any:
             f"{verdict} on {gpu.name} (usable {fmt_bytes(gpu.usable_bytes)} after the CUDA context): "
             f"headroom {fmt_bytes(gpu.headroom_bytes)}"
         )
-        lines.append(f"largest micro-batch that fits: {fit.max_micro_batch}")
+        lines.append(f"largest micro-batch that fits: {fit.max_micro_batch}" if fit.max_micro_batch
+                     else "no micro-batch fits: even B=1 needs more than the usable memory")
         tp = fit.min_tensor_parallel
         lines.append(f"smallest T that fits (P={par.pipeline}): {tp if tp else 'none up to 64'}")
         tpp = fit.min_tensor_pipeline

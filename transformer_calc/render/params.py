@@ -75,7 +75,9 @@ def params_table(r: Any) -> Any:
             f"{p.per_dense_layer:,}", "(per dense block)", "",
         )
     if p.mtp:
-        t.add_row("MTP modules (checkpoint only)", "", f"{p.mtp:,}", fmt_count(p.total_with_mtp) + " with")
+        # issue 38: the share column said "684 B with" (the total with the MTP modules, in a cut phrase)
+        t.add_row("MTP modules (checkpoint only)", "", f"{p.mtp:,}", fmt_count(p.mtp))
+        t.add_row("total with the MTP modules", "", f"{p.total_with_mtp:,}", fmt_count(p.total_with_mtp))
     t.add_row("non-embedding (Kaplan N)", "", f"{p.non_embedding:,}", fmt_count(p.non_embedding))
 
     a = styled_table("Seed approximations vs exact", "formula", "value", "vs exact")

@@ -42,15 +42,22 @@ def rl_table(r: Any) -> Any:
         f"generation {100 * r.generation_share:.1f} % of the step",
     ]
     mem = r.memory
+    # one column per phase (the components down the side): four phases fit 80 columns, seven components do not
+    split = len({row.pool for row in mem.phases}) > 1  # the pool row only when the pools differ
     mt = styled_table(f"Memory per GPU: peak {fmt_bytes(mem.peak_bytes)} ({mem.peak_phase}, {mem.peak_pool}) of "
                       f"{fmt_bytes(mem.capacity_bytes)}: " + ("fits" if mem.fits else "does NOT fit"),
-                      "phase", "pool", "trainer", "work", "ref+critic", "engine (KV)", "total")
-    for row in mem.phases:
-        engine = row.engine_weights_bytes + row.kv_cache_bytes + row.engine_reserve_bytes
-        mt.add_row(row.phase, row.pool, fmt_bytes(row.trainer_bytes), fmt_bytes(row.trainer_work_bytes + row.sync_buffer_bytes),
-                   fmt_bytes(row.reference_bytes + row.critic_bytes),
-                   f"{fmt_bytes(engine)} ({fmt_bytes(row.kv_cache_bytes)})" if engine else "0 B", fmt_bytes(row.total_bytes),
-                   style=None if row.fits else "bold red")
+                      "per GPU", *(row.phase for row in mem.phases))
+    mt.columns[0].min_width = len("ref + critic")  # the longest label, never wrapped
+    engine = [row.engine_weights_bytes + row.kv_cache_bytes + row.engine_reserve_bytes for row in mem.phases]
+    if split:
+        mt.add_row("pool", *(row.pool for row in mem.phases))
+    mt.add_row("trainer", *(fmt_bytes(row.trainer_bytes) for row in mem.phases))
+    mt.add_row("work", *(fmt_bytes(row.trainer_work_bytes + row.sync_buffer_bytes) for row in mem.phases))
+    mt.add_row("ref + critic", *(fmt_bytes(row.reference_bytes + row.critic_bytes) for row in mem.phases))
+    mt.add_row("engine", *(fmt_bytes(e) for e in engine))
+    mt.add_row("of it KV", *(fmt_bytes(row.kv_cache_bytes) for row in mem.phases))
+    mt.add_row("total", *(Text(fmt_bytes(row.total_bytes), style="" if row.fits else "bold red") for row in mem.phases),
+               end_section=True)
     parts = [t, Text("\n".join(lines)), mt]
     if r.split_plan:
         st = styled_table(f"Splits of {s.gpus} GPUs (--rollout-gpus auto; chosen: {s.rollout_gpus} engine GPUs)",

@@ -7,6 +7,11 @@ from typing import Any
 from transformer_calc.render.common import with_assumed, fmt_s, styled_table
 
 
+def layout_words(tensor: int, replicas: int) -> str:
+    """A layout in words: "T=4 × 2 replicas", "T=8, one replica" (not "T=1 × 1 replicas")."""
+    return f"T={tensor} × {replicas} replicas" if replicas != 1 else f"T={tensor}, one replica"
+
+
 def serve_table(r: Any) -> Any:
     """Layouts, best first: throughput, TTFT and TPOT at their concurrency; rejections with reasons
     (a ServeResult)."""
@@ -19,18 +24,29 @@ def serve_table(r: Any) -> Any:
     t = styled_table(title, "T", "replicas", "B", "TTFT", "TPOT", "tok/s", "tok/s/GPU", "verdict")
     # a feasible layout's verdict: "meets targets" only when there are targets to meet
     verdict = ("meets targets" if tg.ttft_s is not None or tg.tpot_s is not None
-               else "serves the load" if sv.request_rate else "fits (no targets)")
+               else "meets the load" if sv.request_rate else "fits")  # no targets: "targets: none" below
+    # a rejected layout's cell is the reason's first clause; the whole reason is a line under the table
+    # (issue 38: a reason in a column wrapped one or two words a line at 80 columns)
+    rejected: list[str] = []
+    t.columns[-1].no_wrap = True
+
+    def short(row: Any) -> str:
+        if not row.reason:
+            return ""
+        rejected.append(f"{layout_words(row.tensor, row.replicas)}: {row.reason}")
+        return f"{'no fit' if row.reason.startswith('does not fit') else 'rejected'} [{len(rejected)}]"
+
     for row in r.layouts:
         if row.concurrency is None:
-            t.add_row(str(row.tensor), str(row.replicas), "—", "—", "—", "—", "—",
-                      row.reason or "", style="dim")
+            t.add_row(str(row.tensor), str(row.replicas), "—", "—", "—", "—", "—", short(row), style="dim")
             continue
         t.add_row(str(row.tensor), str(row.replicas), str(row.concurrency), fmt_s(row.ttft_s),
                   fmt_s(row.tpot_s), f"{row.tokens_per_s:,.0f}", f"{row.tokens_per_s_per_gpu:,.0f}",
-                  verdict if row.feasible else row.reason or "",
+                  verdict if row.feasible else short(row),
                   style=None if row.feasible else "dim")
     targets = ", ".join(f"{k} ≤ {v:g} s" for k, v in (("TTFT", tg.ttft_s), ("TPOT", tg.tpot_s)) if v is not None)
     lines = [
+        *(f"[{i}] {reason}" for i, reason in enumerate(rejected, 1)),
         f"targets: {targets or 'none'}" + (f"; load {sv.request_rate:g} requests/s" if sv.request_rate else ""),
         f"engine: {sv.engine.engine} (max {sv.engine.max_num_batched_tokens:,} tokens and "
         f"{'no cap on' if sv.engine.max_num_seqs is None else f'{sv.engine.max_num_seqs:,}'} sequences per step, "
@@ -39,7 +55,7 @@ def serve_table(r: Any) -> Any:
         f"model: {sv.batching}",
         f"KV cache: {sv.kv_dtype}" + ("" if getattr(sv, "kv_dtype_source", None) in (None, "given")
                                       else f" (assumed: {sv.kv_dtype_source})"),
-        "best: " + (f"T={best.tensor} × {best.replicas} replicas, "
+        "best: " + (f"{layout_words(best.tensor, best.replicas)}, "
                     f"B={best.concurrency}, {best.tokens_per_s:,.0f} output tokens/s"
                     if best else "no layout meets the targets"),
     ]
@@ -76,7 +92,7 @@ def serve_table(r: Any) -> Any:
     cv = getattr(r, "curve", None)
     if cv is None:
         return with_assumed(r, t, Text("\n".join(lines)))
-    c = styled_table(f"Latency-throughput curve: T={cv.tensor} × {cv.replicas} replicas",
+    c = styled_table(f"Latency-throughput curve: {layout_words(cv.tensor, cv.replicas)}",
                      "B", "TTFT", "TPOT", "tok/s", "tok/s/GPU", "tok/s/user", "note")
     for p in cv.points:
         if p.ttft_s is None:

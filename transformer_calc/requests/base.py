@@ -73,6 +73,10 @@ class Request(BaseModel):
 
     command: ClassVar[str] = ""
     section: ClassVar[str | None] = None  # the job-file section the command reads (training, inference, checks)
+    # The options most questions need (issue 38): `--help`'s first panel and the MCP tool's typed
+    # arguments; every other option stays one keyword away (the tool's `options` object). A command
+    # that declares none gets its positional argument and its required fields (`common_options`).
+    common: ClassVar[tuple[str, ...]] = ()
 
     # ------------------------------------------------------------------ the declaration, read back
     @classmethod
@@ -88,6 +92,19 @@ class Request(BaseModel):
                 cached[name] = found
             setattr(cls, "_options_cache", cached)
         return cached
+
+    @classmethod
+    def common_options(cls) -> tuple[str, ...]:
+        """The fields shown first: `common` where declared, else the positional argument and the
+        required fields."""
+        options = cls.options()
+        if cls.common:
+            unknown = [n for n in cls.common if n not in options]
+            if unknown:
+                raise TypeError(f"{cls.__name__}.common names no field: {unknown}")
+            return cls.common
+        return tuple(n for n, o in options.items()
+                     if o.api and (o.positional or cls.model_fields[n].is_required()))
 
     @classmethod
     def keywords(cls) -> dict[str, str]:

@@ -21,6 +21,7 @@ class CheckRequest(Request):
     """`tcalc check FILES`: every job file validated and checked; the flags override each file's checks:."""
 
     command = "check"
+    common = ('files', 'gpu', 'max_memory')  # the options shown first (help, MCP schema)
     section = "checks"
     files: Annotated[list[Path], opt(help="Job files (YAML) to validate and check.", metavar="FILES", parse=_files, job=False,
                                      repeat=True)]

@@ -13,6 +13,7 @@ class ParamsRequest(ModelRequest):
     """`tcalc params`: the exact count; the weights line in a dtype; the share of one T rank."""
 
     command = "params"
+    common = ('model', 'tensor', 'dtype')  # the options shown first (help, MCP schema)
     dtype: Annotated[str | None, opt("--dtype", help="Compute dtype of the weights line: fp32 | fp16 | bf16 | fp8 \\[default: bf16].", job=False)] = None
     p: Annotated[int | None, opt("--p", help="p: bytes per value of the compute dtype (4 fp32, 2 bf16, 1 fp8) \\[default: 2].", parse=whole, job=False)] = None
     tensor: Annotated[int, opt("--T", "--tensor-parallel", help="T: tensor-parallel ranks.", parse=whole, job=False)] = 1
@@ -30,6 +31,7 @@ class FlopsRequest(ModelRequest):
     """`tcalc flops`: a step's FLOPs; training time for a token budget; compute-optimal sizing."""
 
     command = "flops"
+    common = ('model', 'seq_len', 'batch_size', 'tokens', 'gpus', 'gpu', 'mfu')  # the options shown first (help, MCP schema)
     section = "training"
     seq_len: SeqLen = None
     batch_size: Annotated[int | None, opt("--B", "--batch-size", help="B: sequences per step \\[default: 1].", panel=WORKLOAD, parse=whole)] = None
@@ -51,6 +53,7 @@ class MfuRequest(ModelRequest):
     """`tcalc mfu`: MFU and HFU from a measured step time (with the global batch) or throughput."""
 
     command = "mfu"
+    common = ('model', 'seq_len', 'gpus', 'gpu', 'global_batch', 'step_time', 'tokens_per_s')  # the options shown first (help, MCP schema)
     section = "training"
     seq_len: SeqLen = None
     gpus: Annotated[int, opt("--gpus", help="GPUs (accelerator chips) in the run.", parse=whole, job=False)] = 1

@@ -247,6 +247,7 @@ class InferenceRequest(_Engine):
     """`tcalc inference`: the inference: keys, the engine's settings, speculative decoding."""
 
     command = "inference"
+    common = ('model', 'seq_len', 'batch_size', 'new_tokens', 'gpu', 'tensor', 'weight_dtype', 'kv_dtype', 'engine')  # the options shown first (help, MCP schema)
     section = "inference"
     batch_size: Annotated[int | None, opt("--B", "--batch-size", help="B: concurrent sequences \\[default: 1].", panel=INFERENCE, parse=whole)] = None
     seq_len: Annotated[int | None, opt("--S", "--prompt-len", "--seq-len", help="S: prompt tokens per sequence (8k = 8192) \\[default: the model's max_seq_len].", panel=INFERENCE, parse=length)] = None
@@ -307,6 +308,7 @@ class ServeRequest(_Engine):
     """`tcalc serve`: layouts of `gpus` GPUs against TTFT/TPOT targets."""
 
     command = "serve"
+    common = ('model', 'gpu', 'gpus', 'seq_len', 'new_tokens', 'ttft_s', 'tpot_s', 'request_rate', 'weight_dtype', 'kv_dtype', 'engine')  # the options shown first (help, MCP schema)
     section = "inference"
     gpu: Annotated[str | None, opt("--gpu", help="GPU, e.g. h100, a100-80gb, b200 \\[default: the job file's, else h100].", panel=SERVE)] = None
     gpus: Annotated[int | None, opt("--gpus", help="GPUs in all; replicas = gpus / (T·ep) \\[default: 8].", panel=SERVE, parse=whole)] = None

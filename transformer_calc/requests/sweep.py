@@ -65,6 +65,7 @@ class SweepRequest(ModelRequest):
     """`tcalc sweep`: a grid over models and axes; every point priced as memory, flops, inference."""
 
     command = "sweep"
+    common = ('model', 'batch_size', 'seq_len', 'tensor', 'gpu', 'metrics', 'fits_only')  # the options shown first (help, MCP schema)
     model: Annotated[list[Any] | None, opt(help="Models, as every command takes them: presets, Hugging Face repo ids, checkpoint folders, .gguf files, config.json files \\[default: none; or --preset/--config/--hf-config].", metavar="[MODEL]...", parse=_one, job=False, repeat=True)] = None
     models: Annotated[list[Any] | None, opt(help="Several models (the Python API's list; the CLI takes several MODEL arguments).", parse=_one, job=False, cli=False)] = None
     preset: Annotated[list[str] | None, opt("--preset", help="Model presets (repeat or comma-separate) \\[default: none; or --config/--hf-config].", panel=MODEL, parse=names, job=False, repeat=True)] = None  # type: ignore[assignment]

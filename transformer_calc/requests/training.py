@@ -157,6 +157,7 @@ class MemoryRequest(ModelRequest):
     """`tcalc memory`: every key of a job file's training: section, and the GPU to fit."""
 
     command = "memory"
+    common = ('model', 'seq_len', 'batch_size', 'gpu', 'tensor', 'pipeline', 'data', 'zero', 'recompute', 'finetune')  # the options shown first (help, MCP schema)
     section = "training"
     seq_len: SeqLen = None
     batch_size: Annotated[int | None, opt("--B", "--batch-size", help="B: micro-batch per GPU (sequences) \\[default: 1].", panel=WORKLOAD, parse=whole)] = None
@@ -211,6 +212,7 @@ class TrainRequest(ModelRequest):
     leave) and the micro-batches per step (from the global batch)."""
 
     command = "train"
+    common = ('model', 'gpus', 'gpu', 'seq_len', 'global_batch', 'tensor', 'pipeline', 'zero', 'recompute', 'fp8_recipe', 'tokens')  # the options shown first (help, MCP schema)
     section = "training"
     gpus: Annotated[int | None, opt("--gpus", help="GPUs in all; dp = gpus / (T·P·CP) \\[default: the job file's data x T x P x CP, else 8].", parse=whole, job=False)] = None
     gpu: GpuOpt = None
@@ -291,6 +293,7 @@ class PlanRequest(ModelRequest):
     """`tcalc plan`: the layout is plan's to choose; the settings that are not the layout."""
 
     command = "plan"
+    common = ('model', 'gpus', 'gpu', 'seq_len', 'global_batch', 'global_batch_tokens')  # the options shown first (help, MCP schema)
     section = "training"
     gpus: Annotated[int, opt("--gpus", help="GPUs in all.", parse=whole, job=False)] = 8
     gpu: GpuOpt = None

@@ -42,7 +42,7 @@ from transformer_calc import __version__
 from transformer_calc.errors import TcalcError
 from transformer_calc.render.common import fmt_bytes, fmt_flops, fmt_rate, fmt_s
 from transformer_calc.requests.model import ModelRequest
-from transformer_calc.web import charts, forms
+from transformer_calc.web import charts, forms, summary
 
 HERE = Path(__file__).parent
 # The pages, in the navigation's order: each a command of the API that prices a model (sweep: several) ...
@@ -177,7 +177,8 @@ def capacity_matrix(result: Any) -> dict[str, Any] | None:
             "max": matrix.max_concurrent_sequences}
 
 
-TEMPLATES.globals.update(shown_value=shown, cell_value=json.dumps, check_text=check_text)
+TEMPLATES.globals.update(shown_value=shown, cell_value=json.dumps, check_text=check_text,
+                        words=lambda path: " · ".join(summary.words(p) for p in path.split(".")))
 
 
 # ---------------------------------------------------------------------------- pages
@@ -333,6 +334,7 @@ async def evaluate(command: str, items: list[tuple[str, str]]) -> dict[str, Any]
         "command": command, "fields": fields, "panels": forms.panels(fields), "texts": texts,
         "command_line": forms.command_line(cls, _with_job_file(command, texts)), "problem": problem, "errors": errors, "result": result,
         "charts": charts.charts(command, result) if result is not None else [],
+        "banner": summary.banner(command, result.model_dump(mode="json")) if result is not None else None,
         "tables": tables(result.model_dump(mode="json")) if result is not None else [],
         "matrix": capacity_matrix(result) if result is not None else None,
         "links": {p: _link(p, texts) for p in PAGES}, "needs_model": not _ready(command, texts) and problem is None,

@@ -12,6 +12,7 @@ from html import escape
 from typing import Any
 
 from transformer_calc.render.common import fmt_bytes, fmt_rate, fmt_s
+from transformer_calc.render.serve import layout_words
 
 WIDTH = 720
 COLORS = {  # one colour per memory component / time part, the same on every page
@@ -95,6 +96,22 @@ def memory_breakdown(result: Any) -> str:
     return _svg(height, body, "memory breakdown")
 
 
+def _nice_ticks(high: float, count: int = 6) -> list[float]:
+    """Round ticks from 0 to `high` (1, 2 or 5 times a power of ten apart), about `count` of them."""
+    if high <= 0:
+        return [0.0]
+    raw = high / count
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    return [i * step for i in range(int(high / step + 1e-9) + 1)]
+
+
+def _y_label(x: float, y: float, text: str) -> str:
+    """An axis title set vertically beside the y axis."""
+    return (f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="middle" font-size="11" '
+            f'transform="rotate(-90 {x:.1f} {y:.1f})">{escape(text)}</text>')
+
+
 def _log_ticks(low: float, high: float) -> list[float]:
     return [10.0 ** k for k in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)]
 
@@ -116,7 +133,7 @@ def roofline(result: Any) -> str | None:
     xs = [s.intensity for _, s in steps] + [ridge]
     x_lo, x_hi = min(xs) / 4, max(xs) * 4
     y_lo, y_hi = min(bandwidth * x_lo, min(s.flops / s.time_s for _, s in steps)) / 2, peak * 2
-    left, right, top, bottom = 70, WIDTH - 20, 30, 250
+    left, right, top, bottom = 84, WIDTH - 20, 30, 250
     height = bottom + 40
 
     def px(x: float) -> float:
@@ -137,6 +154,7 @@ def roofline(result: Any) -> str | None:
             body.append(f'<line x1="{left}" y1="{py(t):.1f}" x2="{right}" y2="{py(t):.1f}" stroke="#eee"/>')
             body.append(_text(left - 4, py(t) + 4, fmt_rate(t, "FLOP/s"), anchor="end", size=9))
     body.append(_text((left + right) / 2, bottom + 30, "arithmetic intensity (FLOPs per byte moved)", anchor="middle", size=11))
+    body.append(_y_label(14, (top + bottom) / 2, "attainable FLOP/s"))
     x_mem_lo = max(x_lo, y_lo / bandwidth)
     body.append(f'<polyline fill="none" stroke="#333" stroke-width="2" points="{px(x_mem_lo):.1f},{py(bandwidth * x_mem_lo):.1f} '
                 f'{px(ridge):.1f},{py(peak):.1f} {px(x_hi):.1f},{py(peak):.1f}"/>')
@@ -147,7 +165,10 @@ def roofline(result: Any) -> str | None:
         body.append(f'<circle cx="{px(s.intensity):.1f}" cy="{py(rate):.1f}" r="5" fill="{color}">'
                     f'<title>{escape(name)}: {s.intensity:.4g} FLOP/byte, {escape(fmt_rate(rate, "FLOP/s"))}, '
                     f'{escape(s.bound)}-bound</title></circle>')
-        body.append(_text(px(s.intensity) + 8, py(rate) + 14, f"{name} ({s.bound})", size=11, extra=f'fill="{color}"'))
+        label = f"{name} ({s.bound})"
+        near_right = px(s.intensity) + 8 + 6.5 * len(label) > WIDTH - 4  # about 6.5 px a character at size 11
+        body.append(_text(px(s.intensity) + (-8 if near_right else 8), py(rate) + 14, label, size=11,
+                          anchor="end" if near_right else "start", extra=f'fill="{color}"'))
     return _svg(height, body, "roofline")
 
 
@@ -160,8 +181,8 @@ def serve_layouts(result: Any) -> str | None:
     target = result.serve.targets.tpot_s
     x_hi = max([lay.tpot_s for lay in layouts] + [target or 0]) * 1.15
     y_hi = max(lay.tokens_per_s_per_gpu for lay in layouts) * 1.15
-    left, right, top, bottom = 80, WIDTH - 30, 30, 240
-    height = bottom + 40
+    left, right, top, bottom = 90, WIDTH - 30, 30, 240
+    height = bottom + 44
 
     def px(x: float) -> float:
         return left + x / x_hi * (right - left)
@@ -171,17 +192,22 @@ def serve_layouts(result: Any) -> str | None:
 
     body = [_text(10, 16, "Layouts: time per output token against throughput per GPU", size=13, extra='font-weight="bold"'),
             f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" fill="none" stroke="#999"/>',
-            _text((left + right) / 2, bottom + 30, "TPOT (time per output token)", anchor="middle", size=11),
-            _text(left - 4, top + 4, f"{y_hi:,.0f}", anchor="end", size=9), _text(left - 4, bottom, "0", anchor="end", size=9),
-            _text(right, bottom + 14, fmt_s(x_hi), anchor="end", size=9), _text(left, bottom + 14, "0", size=9),
-            _text(left + 4, top + 14, "tokens/s per GPU", size=10)]
+            _text((left + right) / 2, bottom + 32, "TPOT (time per output token)", anchor="middle", size=11),
+            _y_label(16, (top + bottom) / 2, "output tokens/s per GPU")]
+    for t in _nice_ticks(x_hi):
+        body.append(f'<line x1="{px(t):.1f}" y1="{top}" x2="{px(t):.1f}" y2="{bottom}" stroke="#eee"/>')
+        body.append(_text(px(t), bottom + 14, fmt_s(t) if t else "0", anchor="middle", size=9))
+    for t in _nice_ticks(y_hi):
+        body.append(f'<line x1="{left}" y1="{py(t):.1f}" x2="{right}" y2="{py(t):.1f}" stroke="#eee"/>')
+        body.append(_text(left - 4, py(t) + 3, f"{t:,.0f}", anchor="end", size=9))
     if target:
+        # the target's label at the line's foot, away from the points (they sit high: the best throughput)
         body.append(f'<line x1="{px(target):.1f}" y1="{top}" x2="{px(target):.1f}" y2="{bottom}" stroke="#c00" stroke-dasharray="4 3"/>')
-        body.append(_text(px(target) + 4, top + 28, f"target {fmt_s(target)}", size=11, extra='fill="#c00"'))
+        body.append(_text(px(target) - 4, bottom - 6, f"target {fmt_s(target)}", anchor="end", size=11, extra='fill="#c00"'))
     for lay in layouts:
         fill = "#4e79a7" if lay.feasible else "none"
         body.append(f'<circle cx="{px(lay.tpot_s):.1f}" cy="{py(lay.tokens_per_s_per_gpu):.1f}" r="6" fill="{fill}" '
-                    f'stroke="#4e79a7" stroke-width="2"><title>T={lay.tensor} x {lay.replicas} replicas: '
+                    f'stroke="#4e79a7" stroke-width="2"><title>{escape(layout_words(lay.tensor, lay.replicas))}: '
                     f'{escape(fmt_s(lay.tpot_s))}, {lay.tokens_per_s_per_gpu:,.0f} tokens/s per GPU'
                     f'{"" if lay.feasible else ", " + escape(lay.reason or "infeasible")}</title></circle>')
         body.append(_text(px(lay.tpot_s) + 9, py(lay.tokens_per_s_per_gpu) + 4, f"T={lay.tensor}", size=11))
@@ -209,10 +235,12 @@ def _curve_panel(points: list[Any], latency: str, target: float | None, title: s
     py = _axis_scale(0.0, y_hi, False, bottom, top)
     body = [_text(10, y0 + 16, title, size=13, extra='font-weight="bold"'),
             f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" fill="none" stroke="#999"/>',
-            _text(left - 4, top + 4, fmt_s(y_hi), anchor="end", size=9), _text(left - 4, bottom, "0", anchor="end", size=9),
             _text((left + right) / 2, bottom + 30, "output tokens/s per GPU" + (" (log scale)" if log_x else ""),
-                  anchor="middle", size=11)]
-    ticks = [t for t in _log_ticks(x_lo, x_hi) if x_lo <= t <= x_hi] if log_x else [0.0, x_hi]
+                  anchor="middle", size=11), _y_label(16, (top + bottom) / 2, latency.removesuffix("_s").upper())]
+    for t in _nice_ticks(y_hi):
+        body.append(f'<line x1="{left}" y1="{py(t):.1f}" x2="{right}" y2="{py(t):.1f}" stroke="#eee"/>')
+        body.append(_text(left - 4, py(t) + 3, fmt_s(t) if t else "0", anchor="end", size=9))
+    ticks = [t for t in _log_ticks(x_lo, x_hi) if x_lo <= t <= x_hi] if log_x else _nice_ticks(x_hi)
     for t in ticks:
         body.append(f'<line x1="{px(t):.1f}" y1="{top}" x2="{px(t):.1f}" y2="{bottom}" stroke="#eee"/>')
         body.append(_text(px(t), bottom + 14, f"{t:,.0f}", anchor="middle", size=9))
@@ -242,7 +270,7 @@ def serve_curve(result: Any) -> str | None:
     if not points:
         return None
     targets = result.serve.targets
-    head = f"T={curve.tensor} x {curve.replicas} replicas"
+    head = layout_words(curve.tensor, curve.replicas)
     body: list[str] = []
     y = 0
     for latency, target, name in (("ttft_s", targets.ttft_s, "TTFT (time to first token)"),

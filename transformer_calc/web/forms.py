@@ -20,6 +20,7 @@ from transformer_calc.requests.base import Opt, Request, keyword_of
 TRUE_WORDS = ("true", "on", "yes", "1")
 FALSE_WORDS = ("false", "off", "no", "0")
 GENERAL = "Options"  # the panel of a field that names none
+COMMON_PANEL = "Common options"  # the command's common options (Request.common), first
 MODEL_PANEL = "Model source"
 MAX_QUERY_VALUES = 400  # a query with more values than any form has is refused, not iterated
 
@@ -107,10 +108,14 @@ def form(cls: type[Request], texts: dict[str, str], errors: dict[str, str]) -> l
     from transformer_calc.requests.model import ModelRequest
 
     model = issubclass(cls, ModelRequest)  # a positional field is the model's source (else check's FILES, NAME)
+    common = cls.common_options()  # the first panel (issue 38), as --help's first panel
     out = []
-    for name, o in page_fields(cls).items():
+    fields = page_fields(cls)
+    for name in [*(n for n in common if n in fields), *(n for n in fields if n not in common)]:
+        o = fields[name]
+        panel = COMMON_PANEL if name in common else (MODEL_PANEL if model else GENERAL) if not o.flags else (o.panel or GENERAL)
         out.append(FormField(name=name, key=field_key(name, o), flag=o.spellings()[0] if o.flags else (o.metavar or name),
-                             help=_help(o), panel=(MODEL_PANEL if model else GENERAL) if not o.flags else (o.panel or GENERAL),
+                             help=_help(o), panel=panel,
                              kind=_kind(o), value=texts.get(name, ""), error=errors.get(name)))
     return out
 
@@ -131,12 +136,14 @@ def page_form(command: str, cls: type[Request], texts: dict[str, str], errors: d
 
 
 def panels(fields: list[FormField]) -> list[tuple[str, list[FormField]]]:
-    """The fields grouped by panel, the model's first, then the command's own, in order of first use."""
+    """The fields grouped by panel: the page's own keys, the common options, the model's source, then
+    the command's own panels in order of first use."""
     groups: dict[str, list[FormField]] = {}
     for f in fields:
         groups.setdefault(f.panel, []).append(f)
     own = {p for ps in PAGE_KEYS.values() for _, _, p in ps.values()}
-    order = sorted(groups, key=lambda p: (p not in own, p != MODEL_PANEL, p != GENERAL, list(groups).index(p)))
+    order = sorted(groups, key=lambda p: (p not in own, p != COMMON_PANEL, p != MODEL_PANEL, p != GENERAL,
+                                          list(groups).index(p)))
     return [(p, groups[p]) for p in order]
 
 
