@@ -82,7 +82,8 @@ def cost_lines(b: Any) -> list[str]:
                    f"{e.grid_intensity_g_per_kwh:g} g/kWh")
     g = b.goodput
     if g is not None:
-        out.append(f"with failures: {g.interruptions:,.0f} interruptions (one per {g.mtti_s / 3600:.1f} h), checkpoint "
+        count = f"{g.interruptions:.1f}" if g.interruptions < 10 else f"{g.interruptions:,.0f}"  # an expected count
+        out.append(f"with failures: {count} interruptions expected (one per {g.mtti_s / 3600:.1f} h), checkpoint "
                    f"{fmt_bytes(g.checkpoint_bytes)} every {g.interval_s / 60:.0f} min ({g.checkpoint_mode}, "
                    f"{g.save_s:.1f} s each), goodput {g.goodput:.1%}: {g.days:.1f} days, {g.gpu_hours:,.0f} GPU-hours"
                    + (f", ${g.cost:,.0f}" if g.cost is not None else ""))
