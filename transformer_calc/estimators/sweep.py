@@ -181,6 +181,21 @@ class Memo(dict):
         return value
 
 
+@dataclass
+class Caches:
+    """The reuse caches of `iter_rows`, kept across the chunks one worker process prices (a fresh
+    set per chunk rebuilt every layout's timeline lines per chunk)."""
+
+    trainings: dict[tuple[str, bool], Training] = field(default_factory=dict)
+    layouts: dict[tuple[int, ...], Parallelism] = field(default_factory=dict)
+    memory: Memo = field(default_factory=Memo)
+    flops: Memo = field(default_factory=Memo)
+    days: Memo = field(default_factory=Memo)
+    kv: Memo = field(default_factory=Memo)
+    inference: Memo = field(default_factory=Memo)
+    affine: Memo = field(default_factory=Memo)
+
+
 def iter_rows(
     spec: SweepSpec,
     models: dict[str, ModelConfig],
@@ -189,6 +204,7 @@ def iter_rows(
     progress: Callable[[int], None] | None = None,
     start: int = 0,
     stop: int | None = None,
+    caches: Caches | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Every point of the grid (or of its points [start, stop) in grid order) that the model can
     run, as a row: its axis values, S, and the metrics (keys `spec.columns`). Skipped points are
@@ -205,10 +221,10 @@ def iter_rows(
     training_point = spec.training_point
     names = list(spec.axes)
     columns = spec.columns
-    trainings: dict[tuple[str, bool], Training] = {}
-    layouts: dict[tuple[int, ...], Parallelism] = {}
-    memory_memo, flops_memo, days_memo, kv_memo, inference_memo = Memo(), Memo(), Memo(), Memo(), Memo()
-    affine_memo = Memo()
+    c = Caches() if caches is None else caches  # `caches`: the same spec, models and GPUs as before
+    trainings, layouts = c.trainings, c.layouts
+    memory_memo, flops_memo, days_memo, kv_memo, inference_memo = c.memory, c.flops, c.days, c.kv, c.inference
+    affine_memo = c.affine
     mixed = {name: m.is_moe and m.n_moe_layers() not in (0, m.n_layers) for name, m in models.items()}
 
     def skip(point: dict[str, Any], exc: Exception) -> None:
