@@ -4,9 +4,9 @@
 
 The headline (issue 39): `tcalc memory --preset gpt3 -f json` takes at most 1.25x the import floor
 (`python -c "import typer, typer._adapters, pydantic"`, what any typer CLI on pydantic pays before
-its own code runs) and at most 0.35x llm-analysis (`llm-analysis train` on the same GPT-3 job, when
-it is installed: on PATH, next to this interpreter, or in bench/.venv-llm-analysis, which
-compare_llm_analysis.py creates). The three are run in turn, round after round, so that a busy
+its own code runs) and at most 0.35x llm-analysis (`python -m llm_analysis.analysis train` on the
+same GPT-3 job as compare_llm_analysis.py, when it is installed: in this interpreter's environment or
+in bench/.venv-llm-analysis, which compare_llm_analysis.py creates). The three are run in turn, round after round, so that a busy
 machine slows them alike and the ratios hold even when the times do not. Then the other commands,
 median and min each (`--quick` skips them).
 
@@ -17,8 +17,6 @@ Run it with the interpreter of the environment tcalc is installed in (a wheel in
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -49,15 +47,16 @@ CASES = [
 
 
 def llm_analysis_command() -> list[str] | None:
-    """`llm-analysis` if installed anywhere this script looks, else None."""
+    """llm-analysis 0.2.2 (`python -m llm_analysis.analysis`: it installs no script) in this
+    interpreter's environment, else in bench/.venv-llm-analysis; None where neither has it."""
     here = Path(__file__).resolve().parent
-    for candidate in (
-        shutil.which("llm-analysis", path=os.path.dirname(sys.executable)),
-        shutil.which("llm-analysis"),
-        shutil.which("llm-analysis", path=str(here / ".venv-llm-analysis" / "bin")),
-    ):
-        if candidate:
-            return [candidate]
+    for python in (Path(sys.executable), here / ".venv-llm-analysis" / "bin" / "python"):
+        if not python.exists():
+            continue
+        probe = subprocess.run([str(python), "-c", "import importlib.util as u; print(u.find_spec('llm_analysis') is not None)"],
+                               capture_output=True, text=True)
+        if probe.stdout.strip() == "True":
+            return [str(python), "-m", "llm_analysis.analysis"]
     return None
 
 
@@ -94,7 +93,7 @@ def main() -> None:
     median = {name: statistics.median(s) for name, s in samples.items()}
     print(f"\nside by side, {args.repeats} rounds (median / min):")
     labels = {"floor": f'python -c "{FLOOR}"', "tcalc": f"tcalc {HEADLINE}",
-              "llm-analysis": "llm-analysis train (the same GPT-3 job)"}
+              "llm-analysis": "llm-analysis 0.2.2 train (the same GPT-3 job)"}
     for name, s in samples.items():
         print(f"  {labels[name]:<60} {1e3 * median[name]:7.1f} ms {1e3 * min(s):7.1f} ms")
     ratio = median["tcalc"] / median["floor"]
@@ -102,8 +101,8 @@ def main() -> None:
     print(f"  tcalc / floor: {ratio:.2f}x  {verdict} (<= {FLOOR_RATIO_TARGET}x)"
           f"  [per-round ratio: median {statistics.median(t / f for t, f in zip(samples['tcalc'], samples['floor'])):.2f}x]")
     if llm is None:
-        print("  llm-analysis: not installed (on PATH, next to this interpreter or in bench/.venv-llm-analysis; "
-              "`python bench/compare_llm_analysis.py` creates the latter); no ratio")
+        print("  llm-analysis: not installed (neither in this environment nor in bench/.venv-llm-analysis, "
+              "which `python bench/compare_llm_analysis.py` creates); no ratio")
     else:
         ratio = median["tcalc"] / median["llm-analysis"]
         verdict = "ok" if ratio <= LLM_ANALYSIS_RATIO_TARGET else "SLOW"
