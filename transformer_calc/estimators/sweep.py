@@ -183,8 +183,8 @@ class Memo(dict):
 
 @dataclass
 class Caches:
-    """The reuse caches of `iter_rows`, kept across the chunks one worker process prices (a fresh
-    set per chunk rebuilt every layout's timeline lines per chunk)."""
+    """The reuse caches of `iter_rows`, kept across the chunks one worker process prices (with a
+    fresh set per chunk, every layout's timeline lines were rebuilt for each chunk)."""
 
     trainings: dict[tuple[str, bool], Training] = field(default_factory=dict)
     layouts: dict[tuple[int, ...], Parallelism] = field(default_factory=dict)
