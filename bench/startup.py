@@ -1,7 +1,14 @@
-"""Start-up benchmark: median wall time of whole `tcalc` invocations (issue: <= 150 ms for JSON,
-<= 200 ms for a table, on the 2-core CI machine).
+"""Start-up benchmark: wall time of whole `tcalc` invocations, against the stack's import floor.
 
-    python bench/startup.py [--repeats 21]
+    python bench/startup.py [--repeats 21] [--quick]
+
+The headline (issue 39): `tcalc memory --preset gpt3 -f json` takes at most 1.25x the import floor
+(`python -c "import typer, typer._adapters, pydantic"`, what any typer CLI on pydantic pays before
+its own code runs) and at most 0.35x llm-analysis (`python -m llm_analysis.analysis train` on the
+same GPT-3 job as compare_llm_analysis.py, when it is installed: in this interpreter's environment or
+in bench/.venv-llm-analysis, which compare_llm_analysis.py creates). The three are run in turn, round after round, so that a busy
+machine slows them alike and the ratios hold even when the times do not. Then the other commands,
+median and min each (`--quick` skips them).
 
 Run it with the interpreter of the environment tcalc is installed in (a wheel install, as
 `pip install .`, is what users get; an editable install adds an import hook per module).
@@ -10,33 +17,102 @@ Run it with the interpreter of the environment tcalc is installed in (a wheel in
 from __future__ import annotations
 
 import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 from _common import machine, tcalc_command, time_command
 
-CASES = [
-    ("memory --preset gpt3 --format json", 0.150),
-    ("memory --preset gpt3", 0.200),
-    # informational: no target in the issue
-    ("memory --preset gpt3 --T 8 --sp --recompute selective --gpu a100-80gb --format json", None),
-    ("params --preset llama-2-7b --format json", None),
-    ("flops --preset gpt3 --format json", None),
-    ("inference --preset falcon-40b --T 4 --format json", None),
-    ("--version", None),
+FLOOR = "import typer, typer._adapters, pydantic"
+HEADLINE = "memory --preset gpt3 --format json"
+FLOOR_RATIO_TARGET = 1.25
+LLM_ANALYSIS_RATIO_TARGET = 0.35
+# llm-analysis's run of the same job (bench/compare_llm_analysis.py's flags)
+LLM_ANALYSIS_ARGS = [
+    "train", "--model_name=megatron-lm-175b", "--gpu_name=a100-sxm-80gb", "--dtype_name=w16a16e16",
+    "--seq_len=2048", "--batch_size_per_gpu=1", "--tp_size=8", "--pp_size=8", "--total_num_gpus=64",
+    "--flash_attn=False", "--softmax_dropout=True", "--activation_recomputation=0", "--log_level=ERROR",
 ]
+
+CASES = [
+    "memory --preset gpt3",
+    "memory --preset gpt3 --T 8 --sp --recompute selective --gpu a100-80gb --format json",
+    "params --preset llama-2-7b --format json",
+    "flops --preset gpt3 --format json",
+    "inference --preset falcon-40b --T 4 --format json",
+    "--version",
+]
+
+
+def llm_analysis_command() -> list[str] | None:
+    """llm-analysis 0.2.2 (`python -m llm_analysis.analysis`: it installs no script) in this
+    interpreter's environment, else in bench/.venv-llm-analysis; None where neither has it."""
+    here = Path(__file__).resolve().parent
+    for python in (Path(sys.executable), here / ".venv-llm-analysis" / "bin" / "python"):
+        if not python.exists():
+            continue
+        probe = subprocess.run([str(python), "-c", "import importlib.util as u; print(u.find_spec('llm_analysis') is not None)"],
+                               capture_output=True, text=True)
+        if probe.stdout.strip() == "True":
+            return [str(python), "-m", "llm_analysis.analysis"]
+    return None
+
+
+def _once(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+def side_by_side(commands: dict[str, list[str]], repeats: int) -> dict[str, list[float]]:
+    """Each command once per round, `repeats` rounds after a warm-up round: wall seconds."""
+    samples: dict[str, list[float]] = {name: [] for name in commands}
+    for argv in commands.values():
+        _once(argv)
+    for _ in range(repeats):
+        for name, argv in commands.items():
+            samples[name].append(_once(argv))
+    return samples
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=21)
+    parser.add_argument("--quick", action="store_true", help="the headline only")
     args = parser.parse_args()
     tcalc = tcalc_command()
     print(f"machine: {machine()}")
     print(f"command: {' '.join(tcalc)}")
-    print(f"{'tcalc ...':<86} {'median':>8} {'min':>8}  target")
-    for case, target in CASES:
-        median, best = time_command(tcalc + case.split(), args.repeats)
-        verdict = "" if target is None else ("ok" if median <= target else "SLOW") + f" (<= {1e3 * target:.0f} ms)"
-        print(f"{case:<86} {1e3 * median:7.1f}ms {1e3 * best:7.1f}ms  {verdict}")
+    commands = {"floor": [sys.executable, "-c", FLOOR], "tcalc": tcalc + HEADLINE.split()}
+    llm = llm_analysis_command()
+    if llm is not None:
+        commands["llm-analysis"] = llm + LLM_ANALYSIS_ARGS
+    samples = side_by_side(commands, args.repeats)
+    median = {name: statistics.median(s) for name, s in samples.items()}
+    print(f"\nside by side, {args.repeats} rounds (median / min):")
+    labels = {"floor": f'python -c "{FLOOR}"', "tcalc": f"tcalc {HEADLINE}",
+              "llm-analysis": "llm-analysis 0.2.2 train (the same GPT-3 job)"}
+    for name, s in samples.items():
+        print(f"  {labels[name]:<60} {1e3 * median[name]:7.1f} ms {1e3 * min(s):7.1f} ms")
+    ratio = median["tcalc"] / median["floor"]
+    verdict = "ok" if ratio <= FLOOR_RATIO_TARGET else "SLOW"
+    print(f"  tcalc / floor: {ratio:.2f}x  {verdict} (<= {FLOOR_RATIO_TARGET}x)"
+          f"  [per-round ratio: median {statistics.median(t / f for t, f in zip(samples['tcalc'], samples['floor'])):.2f}x]")
+    if llm is None:
+        print("  llm-analysis: not installed (neither in this environment nor in bench/.venv-llm-analysis, "
+              "which `python bench/compare_llm_analysis.py` creates); no ratio")
+    else:
+        ratio = median["tcalc"] / median["llm-analysis"]
+        verdict = "ok" if ratio <= LLM_ANALYSIS_RATIO_TARGET else "SLOW"
+        print(f"  tcalc / llm-analysis: {ratio:.2f}x  {verdict} (<= {LLM_ANALYSIS_RATIO_TARGET}x)")
+    if args.quick:
+        return
+    print(f"\n{'tcalc ...':<86} {'median':>8} {'min':>8}")
+    for case in CASES:
+        med, best = time_command(tcalc + case.split(), args.repeats)
+        print(f"{case:<86} {1e3 * med:7.1f}ms {1e3 * best:7.1f}ms")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
-"""Sweep benchmark: wall time of whole `tcalc sweep` runs (start-up included) and the peak memory
-of a streamed 10^6-point sweep (the process and its worker processes together).
+"""Sweep benchmark: wall time, points per second and peak RSS of whole `tcalc sweep` runs
+(start-up included), per metric family, and the peak memory of a streamed 10^6-point sweep (the
+process and its worker processes together).
 
-    python bench/sweep.py [--repeats 3] [--quick] [--workers N]
+    python bench/sweep.py [--repeats 3] [--quick] [--workers N] [--points 100000]
 
-Targets (issue 12, on the project's 2-core machine): 10^4 points <= 2 s; 10^5 points with
-inference metrics <= 5 s and with training metrics <= 2.5 s; 10^6 points streamed to CSV under
-200 MB peak RSS. `--workers N` sets TCALC_SWEEP_WORKERS (1: one process, as before issue 12).
+Targets (issue 39, on the project's 2-core machine): 10^4 points <= 2 s; 10^5 points with
+training metrics <= 1.0 s and with inference metrics <= 2.5 s, each under 200 MB peak RSS; 10^6
+points streamed to CSV under 200 MB peak RSS. `--workers N` sets TCALC_SWEEP_WORKERS (1: one
+process, as before issue 12); `--points N` runs only the cases of N points.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ CASES = [
      "--metrics kv_cache_bytes,time_per_output_token_s,decode_tokens_per_s,decode_bound --format csv"),
     ("table view (the first 200 rows rendered)", 10_000, 2.0,
      "sweep --preset llama-2-7b --B 1..1000:1 --T 1,2,4,8,16 --P 1,2 --gpu a100-80gb"),
-    ("training metrics, CSV", 100_000, 2.5,
+    ("training metrics, CSV", 100_000, 1.0,
      "sweep --preset llama-2-7b --B 1..10000:1 --T 1,2,4,8,16 --P 1,2 --gpu a100-80gb --format csv"),
-    ("inference metrics, CSV", 100_000, 5.0,
+    ("inference metrics, CSV", 100_000, 2.5,
      "sweep --preset llama-2-7b --B 1..10000:1 --S 1024,4096 --T 1,2,4,8,16 --gpu a100-80gb "
      "--metrics kv_cache_bytes,time_per_output_token_s,decode_tokens_per_s,decode_bound --format csv"),
 ]
@@ -93,6 +95,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="skip the 10^6-point run")
     parser.add_argument("--workers", type=int, default=None, help="TCALC_SWEEP_WORKERS for every run")
+    parser.add_argument("--points", type=int, default=None, help="only the cases of this many points")
     args = parser.parse_args()
     env = dict(os.environ)
     if args.workers is not None:
@@ -100,16 +103,20 @@ def main() -> None:
     tcalc = tcalc_command()
     print(f"machine: {machine()}; workers: {env.get('TCALC_SWEEP_WORKERS', 'default')}")
     for label, points, target, case in CASES:
+        if args.points is not None and points != args.points:
+            continue
         argv = tcalc + case.split()
         run_measured(argv, env)  # warm-up
         samples = [run_measured(argv, env) for _ in range(args.repeats)]
         walls = [s[0] for s in samples]
         median = statistics.median(walls)
-        verdict = "ok" if median <= target else "SLOW"
+        peak_mb = max(s[1] for s in samples) / 1024
+        verdict = ("ok" if median <= target else "SLOW") + ("" if peak_mb < RSS_TARGET_MB else ", RSS OVER")
         cpu = statistics.median(s[2] for s in samples)
         print(f"{label:<56} {points:>9,} points  median {median:6.2f} s  min {min(walls):6.2f} s  "
-              f"CPU {cpu:6.2f} s  peak {max(s[1] for s in samples) / 1024:4.0f} MB  {verdict} (<= {target} s)")
-    if not args.quick:
+              f"{points / median:9,.0f} points/s  CPU {cpu:6.2f} s  peak RSS {peak_mb:4.0f} MB  "
+              f"{verdict} (<= {target} s, < {RSS_TARGET_MB} MB)")
+    if not args.quick and args.points is None:
         label, points, case = STREAMED
         wall, peak, cpu = run_measured(tcalc + case.split(), env)
         verdict = "ok" if peak / 1024 <= RSS_TARGET_MB else "OVER"

@@ -732,9 +732,10 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
     each split over etp expert-tensor-parallel ranks (default etp = T, Megatron's default);
     shared experts are split T ways like a dense MLP.
     """
-    from transformer_calc.estimators.deepseek_v4 import require_deepseek_v4_priced
+    if m.deepseek_v4 is not None:  # its blocks' module only for a model that has them
+        from transformer_calc.estimators.deepseek_v4 import require_deepseek_v4_priced
 
-    require_deepseek_v4_priced(m, "tensor parallelism (its per-rank share)")
+        require_deepseek_v4_priced(m, "tensor parallelism (its per-rank share)")
     check_tensor_parallel(m, T, ep, etp)
     etp = T if etp is None else etp
     D = m.d_model

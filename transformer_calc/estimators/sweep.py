@@ -34,6 +34,7 @@ from transformer_calc.estimators.inference.roofline import (
     prefill_step,
 )
 from transformer_calc.estimators.inference.serving import capacity, engine_serving
+from transformer_calc.estimators.inference.spec import check_positive_int
 from transformer_calc.estimators.training.timeline import (
     CHUNK_TOKENS,
     fit_capacity,
@@ -116,19 +117,19 @@ def affine_peaks(m: ModelConfig, S: int, tr: Training, par: Parallelism, all_sta
 
 def peak_at(lines: Any, B: int) -> tuple[int, int, int]:
     """(total, weights, activations) of the peak phase at micro-batch B from `affine_peaks`: the
-    first phase of largest total in each stage, the first stage of largest peak, as peak_memory."""
-    best: tuple[int, int, int] | None = None
+    first phase of largest total in each stage, the first stage of largest peak, as peak_memory.
+    Only the totals are compared; the weights and activations are evaluated for the winner alone."""
+    best_total: int | None = None
+    best: tuple[Any, Any] | None = None
     for phases in lines:
-        stage_best: tuple[int, int, int] | None = None
-        for base, slope in phases:
+        for base, slope in phases:  # a strict > keeps the first of equal totals, across stages too
             total = base[0] + B * slope[0]
-            if stage_best is None or total > stage_best[0]:
-                stage_best = (total, base[1] + B * slope[1], base[2] + B * slope[2])
-        assert stage_best is not None  # a stage's timeline has phases (its model states at least)
-        if best is None or stage_best[0] > best[0]:
-            best = stage_best
-    assert best is not None  # a layout has at least one pipeline stage
-    return best
+            if best_total is None or total > best_total:
+                best_total, best = total, (base, slope)
+    assert best is not None and best_total is not None  # a layout has a stage, a stage has phases
+    base, slope = best
+    return best_total, base[1] + B * slope[1], base[2] + B * slope[2]
+
 
 @dataclass(frozen=True)
 class SweepSpec:
@@ -180,6 +181,21 @@ class Memo(dict):
         return value
 
 
+@dataclass
+class Caches:
+    """The reuse caches of `iter_rows`, kept across the chunks one worker process prices (with a
+    fresh set per chunk, every layout's timeline lines were rebuilt for each chunk)."""
+
+    trainings: dict[tuple[str, bool], Training] = field(default_factory=dict)
+    layouts: dict[tuple[int, ...], Parallelism] = field(default_factory=dict)
+    memory: Memo = field(default_factory=Memo)
+    flops: Memo = field(default_factory=Memo)
+    days: Memo = field(default_factory=Memo)
+    kv: Memo = field(default_factory=Memo)
+    inference: Memo = field(default_factory=Memo)
+    affine: Memo = field(default_factory=Memo)
+
+
 def iter_rows(
     spec: SweepSpec,
     models: dict[str, ModelConfig],
@@ -188,6 +204,7 @@ def iter_rows(
     progress: Callable[[int], None] | None = None,
     start: int = 0,
     stop: int | None = None,
+    caches: Caches | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Every point of the grid (or of its points [start, stop) in grid order) that the model can
     run, as a row: its axis values, S, and the metrics (keys `spec.columns`). Skipped points are
@@ -204,10 +221,10 @@ def iter_rows(
     training_point = spec.training_point
     names = list(spec.axes)
     columns = spec.columns
-    trainings: dict[tuple[str, bool], Training] = {}
-    layouts: dict[tuple[int, ...], Parallelism] = {}
-    memory_memo, flops_memo, days_memo, kv_memo, inference_memo = Memo(), Memo(), Memo(), Memo(), Memo()
-    affine_memo = Memo()
+    c = Caches() if caches is None else caches  # `caches`: the same spec, models and GPUs as before
+    trainings, layouts = c.trainings, c.layouts
+    memory_memo, flops_memo, days_memo, kv_memo, inference_memo = c.memory, c.flops, c.days, c.kv, c.inference
+    affine_memo = c.affine
     mixed = {name: m.is_moe and m.n_moe_layers() not in (0, m.n_layers) for name, m in models.items()}
 
     def skip(point: dict[str, Any], exc: Exception) -> None:
@@ -232,15 +249,14 @@ def iter_rows(
         try:
             if want_memory or want_flops or "train_days" in want:
                 rf, tr, layout, par = _training_layout(spec, point, trainings, layouts)
-                w = Workload.model_construct(seq_len=S, batch_size=B)
                 if want_memory:
-                    _memory_metrics(m, label, w, tr, par, (label, S, B, rf, layout), mixed[label], device, row,
+                    _memory_metrics(m, label, S, B, tr, par, (label, S, B, rf, layout), mixed[label], device, row,
                                     memory_memo, affine_memo)
                 if want_flops:
                     flops_key = (label, S, B)
                     step = flops_memo.get(flops_key)
-                    if step is None:
-                        step = flops_memo.put(flops_key, count_flops(m, w))
+                    if step is None:  # a Workload only where a point is priced afresh
+                        step = flops_memo.put(flops_key, count_flops(m, Workload.model_construct(seq_len=S, batch_size=B)))
                     row["model_flops"] = step.total
                     if "hardware_flops" in want:
                         row["hardware_flops"] = step.hardware(tr.recompute)
@@ -277,12 +293,11 @@ def _training_layout(spec: SweepSpec, point: dict[str, Any], trainings: dict[tup
     return rf, tr, layout, par
 
 
-def _memory_metrics(m: ModelConfig, label: str, w: Workload, tr: Training, par: Parallelism, key: tuple[Any, ...],
+def _memory_metrics(m: ModelConfig, label: str, S: int, B: int, tr: Training, par: Parallelism, key: tuple[Any, ...],
                     mixed: bool, device: Any, row: dict[str, Any], memo: Memo, affine_memo: Memo) -> None:
     """`tcalc memory` at this point: the peak from the stages' lines in B (`affine_peaks`) where they
     hold, else the timeline; fits and headroom on the point's GPU. `key`: (label, S, B, (recompute,
     flash), layout)."""
-    S, B = w.seq_len, w.batch_size
     peak = memo.get(key)
     if peak is None:
         affine_key = (label, S, key[3], key[4])
@@ -293,7 +308,7 @@ def _memory_metrics(m: ModelConfig, label: str, w: Workload, tr: Training, par: 
             peak = peak_at(lines, B)
     if peak is None:
         try:
-            phase = peak_memory(m, w, tr, par, all_stages=mixed).peak
+            phase = peak_memory(m, Workload.model_construct(seq_len=S, batch_size=B), tr, par, all_stages=mixed).peak
             peak = (phase.total, phase.weights, phase.activations)
         except TcalcError:
             raise
@@ -348,17 +363,20 @@ def _inference_metrics(m: ModelConfig, label: str, S: int, B: int, point: dict[s
     # The weights: the axis, else the model's own format (a quantized checkpoint), else the compute
     # dtype, else bf16 (as `report.inference_spec` defaults them).
     weight = point.get("weight_dtype") or getattr(m, "weight_format", None) or dtype or "bf16"
-    layout = (label, S, B, T, ep, weight, dtype)
-    key = (*layout, point["gpu"])
+    layout = (label, S, T, ep, weight, dtype)  # what the spec holds but B
+    key = (label, S, B, T, ep, weight, dtype, point["gpu"])
     done = memo.get(key)
     if done is None:
         try:
-            ispec = InferenceSpec(batch_size=B, prompt_len=S, tensor_parallel=T, expert_parallel=ep, weight_dtype=weight,
-                                  compute_dtype=dtype, **spec.inference)
+            ispec = _inference_spec(layout, B, spec, memo)
             done = {}
             if "kv_cache_bytes" in want:
-                kv = kv_memo.get(layout)
-                done["kv_cache_bytes"] = kv if kv is not None else kv_memo.put(layout, kv_cache(m, ispec).per_gpu_bytes)
+                # B sequences' caches: B times one sequence's (kv_cache: per_gpu_bytes = B · kv_bytes(shard)),
+                # whose layout does not involve B (rank_shard's key leaves out B, S and N_new)
+                per_sequence = kv_memo.get(layout)
+                if per_sequence is None:
+                    per_sequence = kv_memo.put(layout, kv_cache(m, ispec).per_gpu_bytes // B)
+                done["kv_cache_bytes"] = B * per_sequence
             if {"inference_memory_bytes", "inference_fits"} & want:
                 mem = inference_memory(m, device, ispec)
                 done["inference_memory_bytes"], done["inference_fits"] = mem.total_bytes, mem.fits
@@ -385,3 +403,28 @@ def _inference_metrics(m: ModelConfig, label: str, S: int, B: int, point: dict[s
     if isinstance(done, Exception):
         raise done
     row.update(done)
+
+
+def _inference_spec(layout: tuple[Any, ...], B: int, spec: SweepSpec, memo: Memo) -> InferenceSpec:
+    """`InferenceSpec(batch_size=B, prompt_len=S, tensor_parallel=T, ...)` of a point, its other
+    fields validated and resolved once per `layout` (label, S, T, ep, weight, dtype): its
+    `__post_init__` checks each field on its own and resolves the dtypes from the dtypes alone, so
+    the spec at another B is the validated one with B replaced (and B checked as it checks it)."""
+    template = memo.get(("spec", layout))
+    if template is None:
+        _, S, T, ep, weight, dtype = layout
+        try:
+            template = InferenceSpec(batch_size=B, prompt_len=S, tensor_parallel=T, expert_parallel=ep,
+                                     weight_dtype=weight, compute_dtype=dtype, **spec.inference)
+        except ValueError as exc:
+            template = exc
+        memo.put(("spec", layout), template)
+    if isinstance(template, Exception):
+        raise template
+    if template.batch_size == B:
+        return template
+    check_positive_int("batch_size", B)
+    at_b = object.__new__(InferenceSpec)  # a frozen dataclass: its fields are its __dict__
+    at_b.__dict__.update(template.__dict__)
+    at_b.__dict__["batch_size"] = B
+    return at_b

@@ -136,9 +136,8 @@ def inference_defaults(model: Any, given: dict[str, Any], kv: tuple[Any, str] | 
 
 # `tcalc rl`: verl's GRPO example (examples/grpo_trainer/run_qwen2-7b.sh: train_batch_size 1024, rollout.n 5,
 # max_prompt_length 512, ppo_mini_batch_size 256, use_kl_loss, rollout TP 2, gpu_memory_utilization 0.6,
-# gradient checkpointing, FSDP), with the maximum response of its later versions (1024).
-from transformer_calc.estimators.rl import GENERATION_EFFICIENCY, TRAINER_EFFICIENCY  # noqa: E402
-
+# gradient checkpointing, FSDP), with the maximum response of its later versions (1024). The fitted
+# efficiencies are the RL estimator's (`rl_efficiency_defaults`: imported when `tcalc rl` runs).
 VERL_GRPO = "verl's GRPO example (examples/grpo_trainer/run_qwen2-7b.sh)"
 RL_DEFAULTS: dict[str, tuple[Any, str]] = {
     "algorithm": ("grpo", "GRPO (Shao et al. 2024), the critic-free default of verl's, OpenRLHF's and NeMo-RL's recipes"),
@@ -155,9 +154,15 @@ RL_DEFAULTS: dict[str, tuple[Any, str]] = {
     "weight_dtype": ("bf16", "the trainer's bf16 weights, synced as they are"),
     "framework": ("torchtitan", "verl's FSDP workers: parameters, gradients and optimizer sharded (tcalc's FSDP2 profile)"),
     "recompute": ("full", VERL_GRPO + ": enable_gradient_checkpointing"),
-    "generation_efficiency": (GENERATION_EFFICIENCY, "fitted on 6 NeMo-RL H100 runs, checked on 16 others (docs/validation.md)"),
-    "trainer_efficiency": (TRAINER_EFFICIENCY, "fitted on 6 NeMo-RL H100 runs, checked on 16 others (docs/validation.md)"),
 }
+
+
+def rl_efficiency_defaults() -> dict[str, tuple[Any, str]]:
+    """The last of `tcalc rl`'s defaults: the efficiencies fitted in estimators/rl.py."""
+    from transformer_calc.estimators.rl import GENERATION_EFFICIENCY, TRAINER_EFFICIENCY
+
+    fitted = "fitted on 6 NeMo-RL H100 runs, checked on 16 others (docs/validation.md)"
+    return {"generation_efficiency": (GENERATION_EFFICIENCY, fitted), "trainer_efficiency": (TRAINER_EFFICIENCY, fitted)}
 
 
 def rl_defaults(given: dict[str, Any]) -> tuple[dict[str, Any], list[Assumption]]:
@@ -174,7 +179,7 @@ def rl_defaults(given: dict[str, Any]) -> tuple[dict[str, Any], list[Assumption]
             out[option] = value
             said.append(Assumption(option, value, source))
 
-    for option, (value, source) in RL_DEFAULTS.items():
+    for option, (value, source) in {**RL_DEFAULTS, **rl_efficiency_defaults()}.items():
         default(option, value, source)
     merged = {**out, **seen}
     if merged["algorithm"] == "ppo":

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from transformer_calc.errors import TcalcError
-from transformer_calc.estimators.sweep import MAX_REASONS, PeakLookup, SweepSpec, SweepStats, iter_rows
+from transformer_calc.estimators.sweep import MAX_REASONS, Caches, PeakLookup, SweepSpec, SweepStats, iter_rows
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.requests.sweep_grid import GpuLookup, NumberParser, build_spec, clip_values, sort_column
 
@@ -102,11 +102,12 @@ class SweepRun:
                         for _, other in children:
                             os.close(other)
                         out = os.fdopen(write_end, "wb")
+                        caches = Caches()  # one set for all of this worker's chunks
                         try:
                             for c in range(k, n_chunks, workers):
                                 stats = SweepStats()
                                 bounds = (c * step, min(c * step + step, size))
-                                rows = list(iter_rows(self.spec, self.models, self.gpus, stats, None, *bounds))
+                                rows = list(iter_rows(self.spec, self.models, self.gpus, stats, None, *bounds, caches))
                                 pickle.dump((rows, stats.skipped, stats.reasons), out, pickle.HIGHEST_PROTOCOL)
                                 out.flush()
                         except BrokenPipeError:

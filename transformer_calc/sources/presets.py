@@ -92,7 +92,7 @@ def resolve_preset(name: str) -> str:
 def preset_spec(name: str) -> dict[str, Any]:
     canonical = resolve_preset(name)
     entry = model_presets()[canonical]
-    from transformer_calc.sources.hf import FUSED_LINEARS
+    from transformer_calc.sources.hf_fused import FUSED_LINEARS
 
     # the module layout of the family's modeling code (GPT-3 is read as GPT-2, as verify_presets does)
     family = entry.get("hf_model_type") or ("gpt2" if entry.get("family") == "gpt3" else None)

@@ -145,8 +145,13 @@ def decode(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Decode:
     S, B, n_steps = spec.prompt_len, spec.batch_size, spec.new_tokens - 1
     peak, bw = peak_flops(gpu, spec.resolved_compute_dtype), gpu.memory_bw_bytes_s
 
+    steps: dict[int, tuple[Step, Fraction, Fraction]] = {}  # a pure function of the context: each evaluated once
+
     def exact(context: int) -> tuple[Step, Fraction, Fraction]:
-        return decode_step_exact(m, gpu, spec, sh, context)
+        step = steps.get(context)
+        if step is None:
+            step = steps[context] = decode_step_exact(m, gpu, spec, sh, context)
+        return step
 
     flops, bytes_moved, comm_s, seconds, compute_steps = decode_sum(sh, spec, exact, peak, bw)
     first = exact(S + 1)[0]

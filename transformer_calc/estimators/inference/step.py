@@ -84,6 +84,19 @@ class Communication:
     all_to_alls: int = 0  # expert parallelism beyond T: dispatch + combine per MoE layer
 
 
+_EXACT: dict[float, Fraction] = {}  # a few latencies, each asked at every point of a sweep
+
+
+def _exact(seconds: float) -> Fraction:
+    """The float's exact value, computed once per value."""
+    exact = _EXACT.get(seconds)
+    if exact is None:
+        if len(_EXACT) >= 64:
+            _EXACT.clear()
+        exact = _EXACT[seconds] = Fraction(seconds)
+    return exact
+
+
 def _communication_exact(
     m: ModelConfig, gpu: GPU, spec: InferenceSpec, tokens: int
 ) -> tuple[Communication, Fraction]:
@@ -99,7 +112,8 @@ def _communication_exact(
     link = Fraction(gpu.interconnect_bytes_s, 2)  # one direction of the bidirectional figure
     n = ALL_REDUCES_PER_LAYER * m.n_layers if T > 1 else 0
     size = storage_bytes(spec.batch_size * tokens * m.d_model, p_act) if T > 1 else 0
-    transfer = n * Fraction(2 * (T - 1), T) * size / link  # ring: reduce-scatter + all-gather
+    # ring: reduce-scatter + all-gather, n · 2(T-1)/T · size / link, as one fraction of integers
+    transfer = Fraction(n * 2 * (T - 1) * size * 2, T * gpu.interconnect_bytes_s)
     n_a2a = 0
     if ep > T:
         # DP attention: each MoE layer dispatches its tokens' hidden states to the experts' owners
@@ -109,7 +123,7 @@ def _communication_exact(
         n_a2a = 2 * m.n_moe_layers()
         sent = Fraction(-(-spec.batch_size * tokens * m.experts_per_token // T) * m.d_model * p_act, 8)
         transfer += n_a2a * sent * Fraction(ep - 1, ep) / link
-    latency = (n + n_a2a) * Fraction(spec.collective_latency_s)
+    latency = (n + n_a2a) * _exact(spec.collective_latency_s)
     comm = Communication(
         all_reduces=n,
         bytes_per_all_reduce=size,
@@ -209,7 +223,9 @@ def roofline_step(
     bw = gpu.memory_bw_bytes_s
     line = roofline(matmul + attention, weights + kv_read + kv_write, peak, bw)
     comm, comm_s = _communication_exact(m, gpu, spec, tokens)
-    exact = max(Fraction(line.flops, peak), Fraction(line.bytes_moved, bw)) + comm_s
+    # the roofline's max in integers (flops/peak >= bytes/bw), then the one exact time
+    exact = (Fraction(line.flops, peak) if line.flops * bw >= line.bytes_moved * peak
+             else Fraction(line.bytes_moved, bw)) + comm_s
     step = Step(tokens, context, matmul, attention, weights, kv_read, kv_write, line, comm,
                 line.seconds + comm.seconds)
     return step, exact, comm_s

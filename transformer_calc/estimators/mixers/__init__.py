@@ -10,23 +10,55 @@ How to add a kind: docs/adding-a-block.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
 from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import LayerAttention, ModelConfig
-from transformer_calc.estimators.mixers import deltanet, kda, lightning, mamba, mamba2, shortconv
 from transformer_calc.estimators.mixers.base import Mixer, MixerFlops, MixerLinear, MixerParams, MixerState
 
-MIXERS: dict[LayerAttention, Mixer] = {
-    deltanet.MIXER.kind: deltanet.MIXER,
-    mamba2.MIXER.kind: mamba2.MIXER,
-    shortconv.MIXER.kind: shortconv.MIXER,
-    mamba.MIXER.kind: mamba.MIXER,
-    lightning.MIXER.kind: lightning.MIXER,
-    kda.MIXER.kind: kda.MIXER,
+# kind -> the module holding its `MIXER`: imported on first use, so that a model without mixers (and
+# the CLI's start-up) never loads them (issue 39)
+MIXER_MODULES: dict[LayerAttention, str] = {
+    LayerAttention.deltanet: "deltanet",
+    LayerAttention.mamba2: "mamba2",
+    LayerAttention.conv: "shortconv",
+    LayerAttention.mamba: "mamba",
+    LayerAttention.lightning: "lightning",
+    LayerAttention.kda: "kda",
 }
+
+
+class _Registry(Mapping[LayerAttention, Mixer]):
+    """`MIXER_MODULES` as a read-only mapping of kind -> Mixer, each module imported on first use."""
+
+    def __init__(self, modules: dict[LayerAttention, str]) -> None:
+        self._modules = modules
+        self._loaded: dict[LayerAttention, Mixer] = {}
+
+    def __getitem__(self, kind: LayerAttention) -> Mixer:
+        try:
+            return self._loaded[kind]
+        except KeyError:
+            pass
+        module = importlib.import_module(f"{__name__}.{self._modules[kind]}")  # KeyError: not a mixer kind
+        mixer_: Mixer = module.MIXER
+        self._loaded[kind] = mixer_
+        return mixer_
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._modules
+
+    def __iter__(self) -> Iterator[LayerAttention]:
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+
+MIXERS: Mapping[LayerAttention, Mixer] = _Registry(MIXER_MODULES)
 
 __all__ = ["BLOCK_SUPPORT", "BlockSupport", "Estimate", "MIXERS", "Mixer", "MixerFlops", "MixerLinear", "MixerParams",
            "MixerState", "mixer", "require_attention_only", "require_regular_layers", "require_training_priced",

@@ -183,8 +183,18 @@ UNIFORM = UniformLayers()
 KIND_ATTENTION = KindAttentionLayers()
 
 
+_last: tuple[Any, LayerStructure] = (None, UNIFORM)  # the last model asked and its structure (rebound whole: thread-safe)
+
+
 def layer_structure(m: ModelConfig) -> LayerStructure:
     """The model's layer structure, the one place training chooses it."""
+    global _last
+    last = _last
+    if last[0] is m:  # a frozen model: the same object, the same answer (asked ~20 times per timeline)
+        return last[1]
     if gemma4.is_gemma4(m):
-        return gemma4.LAYERS
-    return KIND_ATTENTION if kind_attention.shaped_by_kind(m) else UNIFORM
+        structure: LayerStructure = gemma4.LAYERS
+    else:
+        structure = KIND_ATTENTION if kind_attention.shaped_by_kind(m) else UNIFORM
+    _last = (m, structure)
+    return structure

@@ -11,11 +11,23 @@ from transformer_calc.estimators.training.optimizers import SHAPED
 from transformer_calc.model.config import ActivationProfile, FP8Recipe, ModelConfig, Training
 
 
+_passed: tuple[object, object] = (None, None)  # the last (model, training) that passed (rebound whole: thread-safe)
+
+
 def check_hybrid_training(m: ModelConfig, tr: Training) -> None:
     """Refuse, in one line each, the training estimates that do not price a hybrid model's mixers:
     the seed profile (the notes' attention-only equations), FP8 recipes and
     the optimizers whose states depend on each tensor's shape (no tensor inventory of the mixers); and,
     for every model, the parts no training estimate prices yet (`require_training_priced`)."""
+    global _passed
+    passed = _passed
+    if passed[0] is m and passed[1] is tr:  # frozen: the same objects pass again (asked ~4 times per timeline)
+        return
+    _check_hybrid_training(m, tr)
+    _passed = (m, tr)
+
+
+def _check_hybrid_training(m: ModelConfig, tr: Training) -> None:
     require_training_priced(m, "training memory")
     layers = layer_structure(m)
     layers.check_training(m, tr)  # Gemma 4's classes, MiMo-V2-Flash's attention kinds
