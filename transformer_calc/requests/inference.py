@@ -13,6 +13,18 @@ from transformer_calc.requests.base import DTYPE_HELP, P_HELP, node_size, whole_
 from transformer_calc.requests.calibrate import ProfileOpt
 from transformer_calc.requests.model import ModelRequest
 
+def check_engine_options(merged: dict[str, Any]) -> None:
+    """Engine options that contradict each other (the flags over the inference: section), refused as the
+    engines refuse them; read by the expected-latency settings and the serving spec alike."""
+    if merged.get("block_size") is not None and merged.get("kv_cache") is False:
+        raise TcalcError(f"--block-size ({merged['block_size']}) sizes the paged KV cache's blocks; --no-kv-cache keeps "
+                         "no cache: drop one")
+    seqs, tokens = merged.get("max_num_seqs"), merged.get("max_num_batched_tokens")
+    if isinstance(seqs, int) and isinstance(tokens, int) and tokens < seqs:  # vLLM refuses it at start-up
+        raise TcalcError(f"--max-num-batched-tokens ({tokens}) is below --max-num-seqs ({seqs}): each sequence in a "
+                         "step needs at least one token of the budget (vLLM refuses it); raise the tokens or lower the seqs")
+
+
 def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any], network: Any = None) -> Any:
     """The expected-latency settings (expected.Efficiency) from the inference: section and flags."""
     from transformer_calc.model.config import resolve
@@ -21,13 +33,7 @@ def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any
     from transformer_calc.estimators.inference.engines import engine_defaults
 
     merged = resolve(flags, section)
-    if merged.get("block_size") is not None and merged.get("kv_cache") is False:
-        raise TcalcError(f"--block-size ({merged['block_size']}) sizes the paged KV cache's blocks; --no-kv-cache keeps "
-                         "no cache: drop one")
-    seqs, tokens = merged.get("max_num_seqs"), merged.get("max_num_batched_tokens")
-    if isinstance(seqs, int) and isinstance(tokens, int) and tokens < seqs:  # vLLM refuses it at start-up
-        raise TcalcError(f"--max-num-batched-tokens ({tokens}) is below --max-num-seqs ({seqs}): each sequence in a "
-                         "step needs at least one token of the budget (vLLM refuses it); raise the tokens or lower the seqs")
+    check_engine_options(merged)
     engine = engine_name(merged)
     try:
         profile = engine_defaults(engine, gpu.name, gpu.memory_bytes)
@@ -89,13 +95,7 @@ def serving_spec(section: dict[str, Any], flags: dict[str, Any], gpu: Any, tenso
     from transformer_calc.estimators.inference.serving import engine_serving
 
     merged = resolve(flags, section)
-    if merged.get("block_size") is not None and merged.get("kv_cache") is False:
-        raise TcalcError(f"--block-size ({merged['block_size']}) sizes the paged KV cache's blocks; --no-kv-cache keeps "
-                         "no cache: drop one")
-    seqs, tokens = merged.get("max_num_seqs"), merged.get("max_num_batched_tokens")
-    if isinstance(seqs, int) and isinstance(tokens, int) and tokens < seqs:  # vLLM refuses it at start-up
-        raise TcalcError(f"--max-num-batched-tokens ({tokens}) is below --max-num-seqs ({seqs}): each sequence in a "
-                         "step needs at least one token of the budget (vLLM refuses it); raise the tokens or lower the seqs")
+    check_engine_options(merged)
     engine = engine_name(merged)
     given: dict[str, Any] = {}
     sizes: dict[str, Any] = {}

@@ -43,37 +43,46 @@ def _legend(names: list[str], y: float, colors: dict[str, str]) -> list[str]:
     return out
 
 
-def memory_timeline(result: Any) -> str:
-    """The peak of each phase of a step, stacked by component; the GPU's usable memory as a line."""
-    phases = result.memory.phases
-    used = [p for p in MEMORY_PARTS if any(getattr(ph, f"{p}_bytes") for ph in phases)]
-    capacity = result.gpu.usable_bytes if result.gpu is not None else None
+def _stacked_phases(title: str, svg_title: str, phases: list[Any], labels: list[str], peaks: list[bool],
+                    parts: tuple[str, ...], colors: dict[str, str], capacity: int | None, capacity_label: str | None) -> str:
+    """One bar per phase, stacked by the parts it holds (`<part>_bytes` of each phase), the total after
+    it; the GPU's memory as a dashed line (labelled when `capacity_label` is given)."""
+    used = [p for p in parts if any(getattr(ph, f"{p}_bytes") for ph in phases)]
     top = max([ph.total_bytes for ph in phases] + ([capacity] if capacity else [])) or 1
     left, row, bar = 200, 26, 18
     height = 40 + row * len(phases) + 30
     scale = (WIDTH - left - 100) / top  # room for the total after the bar
-    body = [_text(10, 16, "Memory per GPU, phase by phase (bytes held at each phase's peak)", size=13,
-                  extra='font-weight="bold"')]
-    for i, ph in enumerate(phases):
+    body = [_text(10, 16, title, size=13, extra='font-weight="bold"')]
+    for i, (ph, label, peak) in enumerate(zip(phases, labels, peaks)):
         y = 30 + i * row
-        peak = ph.phase == result.memory.peak_phase
-        body.append(_text(left - 6, y + 13, ph.phase, anchor="end", extra='font-weight="bold"' if peak else ""))
+        body.append(_text(left - 6, y + 13, label, anchor="end", extra='font-weight="bold"' if peak else ""))
         x = float(left)
         for part in used:
             w = getattr(ph, f"{part}_bytes") * scale
             if w > 0:
-                body.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar}" fill="{COLORS[part]}">'
-                            f'<title>{escape(ph.phase)}: {part} {escape(fmt_bytes(getattr(ph, f"{part}_bytes")))}</title></rect>')
+                body.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar}" fill="{colors[part]}">'
+                            f'<title>{escape(label)}: {part} {escape(fmt_bytes(getattr(ph, f"{part}_bytes")))}</title></rect>')
                 x += w
         body.append(_text(x + 4, y + 13, fmt_bytes(ph.total_bytes) + (" (peak)" if peak else ""), size=11))
     if capacity:
         x = left + capacity * scale
         body.append(f'<line x1="{x:.1f}" y1="24" x2="{x:.1f}" y2="{34 + row * len(phases)}" stroke="#c00" '
                     f'stroke-dasharray="4 3"/>')
-        body.append(_text(x, 36 + row * len(phases) + 10, f"{result.gpu.name}: {fmt_bytes(capacity)} usable",
-                          anchor="end" if x > WIDTH / 2 else "start", size=11, extra='fill="#c00"'))
-    body += _legend(used, height - 6, COLORS)
-    return _svg(height, body, "memory timeline")
+        if capacity_label is not None:
+            body.append(_text(x, 36 + row * len(phases) + 10, capacity_label,
+                              anchor="end" if x > WIDTH / 2 else "start", size=11, extra='fill="#c00"'))
+    body += _legend(used, height - 6, colors)
+    return _svg(height, body, svg_title)
+
+
+def memory_timeline(result: Any) -> str:
+    """The peak of each phase of a step, stacked by component; the GPU's usable memory as a line."""
+    phases = result.memory.phases
+    capacity = result.gpu.usable_bytes if result.gpu is not None else None
+    return _stacked_phases("Memory per GPU, phase by phase (bytes held at each phase's peak)", "memory timeline",
+                           phases, [ph.phase for ph in phases], [ph.phase == result.memory.peak_phase for ph in phases],
+                           MEMORY_PARTS, COLORS, capacity,
+                           f"{result.gpu.name}: {fmt_bytes(capacity)} usable" if capacity else None)
 
 
 def memory_breakdown(result: Any) -> str:
@@ -526,31 +535,11 @@ def rl_phases(result: Any) -> str:
 
 def rl_memory(result: Any) -> str:
     """`tcalc rl`: what one GPU holds in each phase (each pool's under split pools), stacked; the GPU's memory as a line."""
-    phases = result.memory.phases
-    used = [p for p in RL_MEMORY_PARTS if any(getattr(ph, f"{p}_bytes") for ph in phases)]
-    capacity = result.memory.capacity_bytes
-    top = max([ph.total_bytes for ph in phases] + [capacity]) or 1
-    left, row, bar = 200, 26, 18
-    height = 40 + row * len(phases) + 30
-    scale = (WIDTH - left - 100) / top
-    body = [_text(10, 16, "Memory per GPU, phase by phase", size=13, extra='font-weight="bold"')]
-    for i, ph in enumerate(phases):
-        y = 30 + i * row
-        peak = ph.phase == result.memory.peak_phase and ph.pool == result.memory.peak_pool
-        label = ph.phase if ph.pool == "all" else f"{ph.phase} ({ph.pool})"
-        body.append(_text(left - 6, y + 13, label, anchor="end", extra='font-weight="bold"' if peak else ""))
-        x = float(left)
-        for part in used:
-            w = getattr(ph, f"{part}_bytes") * scale
-            if w > 0:
-                body.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar}" fill="{RL_MEMORY_COLORS[part]}">'
-                            f'<title>{escape(label)}: {part} {escape(fmt_bytes(getattr(ph, f"{part}_bytes")))}</title></rect>')
-                x += w
-        body.append(_text(x + 4, y + 13, fmt_bytes(ph.total_bytes) + (" (peak)" if peak else ""), size=11))
-    x = left + capacity * scale
-    body.append(f'<line x1="{x:.1f}" y1="24" x2="{x:.1f}" y2="{34 + row * len(phases)}" stroke="#c00" stroke-dasharray="4 3"/>')
-    body += _legend(used, height - 6, RL_MEMORY_COLORS)
-    return _svg(height, body, "RL memory per phase")
+    mem = result.memory
+    return _stacked_phases("Memory per GPU, phase by phase", "RL memory per phase", mem.phases,
+                           [ph.phase if ph.pool == "all" else f"{ph.phase} ({ph.pool})" for ph in mem.phases],
+                           [ph.phase == mem.peak_phase and ph.pool == mem.peak_pool for ph in mem.phases],
+                           RL_MEMORY_PARTS, RL_MEMORY_COLORS, mem.capacity_bytes, None)
 
 
 def charts(command: str, result: Any) -> list[str]:

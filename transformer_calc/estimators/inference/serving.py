@@ -499,7 +499,7 @@ def load_point(
     tpot = step.time_s
     ttft, queue = ttft_of(tpot, t_pre, steps, server)
     e2e = ttft + (O - 1) * tpot
-    marginal = max(mixed(n_dec, y + P).time_s - mixed(n_dec, y).time_s, 0.0)  # one more prompt in the step
+    marginal = max(mixed(n_dec, y + P).time_s - step.time_s, 0.0)  # one more prompt in the step (step: mixed(n_dec, y))
     return LoadPoint(C, y, step, tpot, ttft, C * O / e2e, C / e2e, steps * t_pre, queue, e2e, n_dec, t_pre, marginal)
 
 
