@@ -5,6 +5,7 @@ import pytest
 
 import transformer_calc as tc
 from transformer_calc.estimators import cost
+from transformer_calc.errors import TcalcError
 
 
 def test_llama31_model_card_energy_and_co2():
@@ -198,3 +199,11 @@ def test_mcp_tools_carry_the_cost():
     assert "cost" in server.output_schema("serve")["properties"]
     out = server.call("train", {"model": "gpt2", "gpus": 8, "global_batch": 64, "tokens": 10**9, "price_per_gpu_hour": 2})
     assert out["budget"]["price"]["usd_per_gpu_hour"] == 2 and "goodput" in out["budget"]
+
+
+@pytest.mark.parametrize("option", [{"dispatch_dtype": "fp8"}, {"moe_max_nodes": 4}])
+def test_moe_dispatch_options_on_a_dense_model_are_refused(option):
+    """--dispatch-dtype and --moe-max-nodes change a MoE model's all-to-all; a dense model has none, so
+    they are refused by name rather than silently ignored (issue 36's contract)."""
+    with pytest.raises(TcalcError, match="is dense"):
+        tc.train("llama-3.1-8b", gpus=8, T=2, global_batch=64, **option)

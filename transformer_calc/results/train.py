@@ -501,17 +501,22 @@ def run_train(req: TrainRequest, note: Any = None) -> TrainResult:
                          matmul_efficiency=req.matmul_efficiency, tokens=req.tokens,
                          price_per_gpu_hour=costing.pop("price_per_gpu_hour"), tp_comm_overlap=req.tp_comm_overlap,
                          moe_load_imbalance=req.moe_load_imbalance, moe_a2a_overlap=bool(req.moe_a2a_overlap),
-                         costing=costing, moe_dispatch=_dispatch(req), profile=_profile(req))
+                         costing=costing, moe_dispatch=_dispatch(req, src.model), profile=_profile(req))
 
 
-def _dispatch(req: TrainRequest) -> Any:
-    """--dispatch-dtype and --moe-max-nodes as a moe_time.Dispatch (None: neither given)."""
+def _dispatch(req: TrainRequest, m: Any) -> Any:
+    """--dispatch-dtype and --moe-max-nodes as a moe_time.Dispatch (None: neither given); refused on a
+    dense model, whose step has no all-to-all for them to change."""
     from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.inference.expected import DISPATCH_DTYPES
     from transformer_calc.estimators.training.moe_time import Dispatch
 
     if req.dispatch_dtype is None and req.moe_max_nodes is None:
         return None
+    if not m.is_moe:
+        flag = "--dispatch-dtype" if req.dispatch_dtype is not None else "--moe-max-nodes"
+        raise TcalcError(f"{flag} prices a mixture-of-experts model's all-to-all; {m.name or 'this model'} is dense: "
+                         "drop it")
     dtype = None if req.dispatch_dtype is None else str(req.dispatch_dtype).strip().lower()
     if dtype is not None and dtype not in DISPATCH_DTYPES:
         raise TcalcError(f"--dispatch-dtype ({dtype[:40]!r}) must be one of {', '.join(DISPATCH_DTYPES)}")
