@@ -12,9 +12,16 @@ def memory_table(r: Any) -> Any:
     `results.memory.MemoryResult`."""
     from rich.text import Text
 
-    mem, par, tr, w = r.memory, r.parallelism, r.training, r.workload
+    lines = [_precision_line(r), *_setup_lines(r), *_layout_lines(r), *_fit_lines(r)]
+    if getattr(r, "towers", None) is not None:  # a multimodal model: what this result does with its towers
+        lines.append(f"towers: {r.towers.note}")
+    return with_assumed(r, _breakdown_table(r), Text("\n".join(line for line in lines if line)))
+
+
+def _breakdown_table(r: Any) -> Any:
+    """The peak's terms, each a bar against the larger of the peak and the GPU's capacity, with its share."""
+    mem, w, gpu = r.memory, r.workload, r.gpu
     peak = mem.peak
-    gpu = r.gpu
     scale = max(mem.peak_bytes, gpu.memory_bytes if gpu else 0) or 1
     title = (
         f"Peak training memory per GPU: {r.model.name or 'custom model'}, "
@@ -43,26 +50,33 @@ def memory_table(r: Any) -> Any:
     t.add_row("sum of every term (upper bound)", fmt_bytes(mem.sum_bytes), "", "", style="dim")
     if gpu:
         t.add_row(f"capacity ({gpu.name})", fmt_bytes(gpu.memory_bytes), bar(gpu.memory_bytes / scale), "", style="dim")
-    phases = "  ".join(f"{ph.phase} {fmt_bytes(ph.total_bytes)}" for ph in mem.phases)
-    acts = mem.activations
-    bpp = mem.bytes_per_param
-    ft = r.finetune
+    return t
+
+
+def _precision_line(r: Any) -> str:
+    """Bytes per parameter: the adapters' for a fine-tune, else the precision's and where the parameters live."""
+    par, tr, ft, bpp = r.parallelism, r.training, r.finetune, r.memory.bytes_per_param
     if ft:
-        first = (
+        return (
             f"{ft.method.value} r={ft.lora_rank} on {','.join(target.value for target in ft.lora_targets)}: "
             f"{ft.trainable_params:,} trainable of {ft.frozen_params:,} ({100 * ft.trainable_fraction:.2f} %); "
             f"frozen weights {ft.frozen_weight_format}"
             + (f" ({bpp.quantized_weights * 8:.3f} bits)" if bpp.quantized_weights else "")
             + f"; trainable {bpp.trainable_weights}+{bpp.gradients}+{bpp.optimizer} bytes/param"
         )
-    else:
-        first = (f"{tr.precision.value} precision, p={tr.p}, {tr.optimizer.value}: "
-                 f"{bpp.weights}+{bpp.gradients}+{bpp.optimizer} bytes/param; "
-                 + (f"{r.params.per_gpu:,} params per model-parallel rank, 1/{par.data} of them stored on this GPU "
-                    f"(ZeRO-3)" if par.zero == 3 and par.data > 1 else f"{r.params.per_gpu:,} params on this GPU"))
+    return (f"{tr.precision.value} precision, p={tr.p}, {tr.optimizer.value}: "
+            f"{bpp.weights}+{bpp.gradients}+{bpp.optimizer} bytes/param; "
+            + (f"{r.params.per_gpu:,} params per model-parallel rank, 1/{par.data} of them stored on this GPU "
+               f"(ZeRO-3)" if par.zero == 3 and par.data > 1 else f"{r.params.per_gpu:,} params on this GPU"))
+
+
+def _setup_lines(r: Any) -> list[str]:
+    """Optimizer groups, FP8 copies, the layout, the phases and the stored activations ('' where absent)."""
+    mem, par, tr = r.memory, r.parallelism, r.training
+    acts = mem.activations
     groups = mem.optimizer_groups.groups
-    lines = [
-        first,
+    phases = "  ".join(f"{ph.phase} {fmt_bytes(ph.total_bytes)}" for ph in mem.phases)
+    return [
         ("optimizer groups: " + "; ".join(
             f"{g.group} {g.bytes_per_param:.3g} B/param" for g in groups if g.bytes_per_param is not None)
          + (" (paged: unified memory, counted on the GPU)" if mem.optimizer_groups.paged else ""))
@@ -83,7 +97,12 @@ def memory_table(r: Any) -> Any:
         f"{fmt_bytes(mem.nvidia_smi_bytes)} (+ CUDA context {fmt_bytes(mem.cuda_context_bytes)}, "
         f"allocator reserve {fmt_bytes(mem.allocator_reserve_bytes)})",
     ]
-    off = r.offload
+
+
+def _layout_lines(r: Any) -> list[str]:
+    """Offload, the most loaded pipeline stage and the seed's B_min."""
+    mem, par, off = r.memory, r.parallelism, r.offload
+    lines = []
     if off:
         nvme = off.device.value == "nvme"
         where = "NVMe" if nvme else "host memory"
@@ -95,19 +114,21 @@ def memory_table(r: Any) -> Any:
         alive = "micro-batches" if par.virtual_stages == 1 else "model-chunk forwards"
         lines.append(f"most loaded pipeline stage: {mem.stage} ({mem.in_flight_micro_batches} {alive} in flight)")
     lines.append(f"seed B_min (mixed precision saves memory above it): {r.b_min:.3g}")
-    if gpu:
-        fit = r.fit
-        verdict = "fits" if r.fits else "does NOT fit"
-        lines.append(
-            f"{verdict} on {gpu.name} (usable {fmt_bytes(gpu.usable_bytes)} after the CUDA context): "
-            f"headroom {fmt_bytes(gpu.headroom_bytes)}"
-        )
-        lines.append(f"largest micro-batch that fits: {fit.max_micro_batch}" if fit.max_micro_batch
-                     else "no micro-batch fits: even B=1 needs more than the usable memory")
-        tp = fit.min_tensor_parallel
-        lines.append(f"smallest T that fits (P={par.pipeline}): {tp if tp else 'none up to 64'}")
-        tpp = fit.min_tensor_pipeline
-        lines.append("smallest T·P that fits: " + (f"T={tpp.T} P={tpp.P}" if tpp else "none"))
-    if getattr(r, "towers", None) is not None:  # a multimodal model: what this result does with its towers
-        lines.append(f"towers: {r.towers.note}")
-    return with_assumed(r, t, Text("\n".join(line for line in lines if line)))
+    return lines
+
+
+def _fit_lines(r: Any) -> list[str]:
+    """Whether it fits the GPU, the largest micro-batch and the smallest T and T·P that fit (with --gpu)."""
+    gpu, par, fit = r.gpu, r.parallelism, r.fit
+    if not gpu:
+        return []
+    verdict = "fits" if r.fits else "does NOT fit"
+    tp, tpp = fit.min_tensor_parallel, fit.min_tensor_pipeline
+    return [
+        f"{verdict} on {gpu.name} (usable {fmt_bytes(gpu.usable_bytes)} after the CUDA context): "
+        f"headroom {fmt_bytes(gpu.headroom_bytes)}",
+        f"largest micro-batch that fits: {fit.max_micro_batch}" if fit.max_micro_batch
+        else "no micro-batch fits: even B=1 needs more than the usable memory",
+        f"smallest T that fits (P={par.pipeline}): {tp if tp else 'none up to 64'}",
+        "smallest T·P that fits: " + (f"T={tpp.T} P={tpp.P}" if tpp else "none"),
+    ]
