@@ -99,16 +99,13 @@ def check_job(
     Limits: the GPU's capacity (flag, then checks.gpu, then the section's gpu) and max_memory
     (flag, then checks.max_memory). Raises TcalcError for an invalid file.
     """
-    from transformer_calc.model.config import build_model, parse_bytes
-    from transformer_calc.devices.hardware import check_fp8_recipe
-    from transformer_calc.sources.presets import gpu as find_gpu
-    from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
+    from transformer_calc.model.config import build_model
     from transformer_calc.sources.presets import load_job
 
     from transformer_calc.requests.base import checked_job
     from transformer_calc.requests.catalog import CheckRequest
     from transformer_calc.requests.inference import InferenceRequest, ServeRequest
-    from transformer_calc.requests.training import MemoryRequest, memory_configs
+    from transformer_calc.requests.training import MemoryRequest
 
     # positional files: messages name the path alone; each section's values are read as the flags
     # of the commands that read it are (a job file `tcalc serve` refuses is refused here too)
@@ -116,87 +113,120 @@ def check_job(
                       where=str(path))
     where = f"{path}"
     model = build_model(job.model, where=f"{where} model")
-    if job.checks.get("max_memory") is not None:  # validated even when the flag overrides it
-        try:
-            file_limit = parse_bytes(job.checks["max_memory"], "checks.max_memory")
-        except TcalcError:
-            raise
-        except ValueError as exc:
-
-            raise TcalcError(f"{where}: {exc}") from None
-        max_memory = file_limit if max_memory is None else max_memory
-    checks: list[GpuFitCheck | MemoryLimitCheck | ServingCheck] = []
+    max_memory = _max_memory(job, where, max_memory)
     flags = {"min_tokens_per_s": min_tokens_per_s, "max_ttft_s": max_ttft_s, "max_tpot_s": max_tpot_s}
+    _require_inference_section(job, where, flags)
+    checks: list[GpuFitCheck | MemoryLimitCheck | ServingCheck] = []
+    want_training = "training" in job.sections or (
+        "inference" not in job.sections
+        and (gpu_name is not None or job.checks.get("gpu") is not None or max_memory is not None)
+    )
+    if want_training:
+        checks += _training_checks(model, job, where, gpu_name, max_memory)
+    if "inference" in job.sections:
+        checks += _inference_checks(model, job, where, gpu_name, max_memory, flags)
+    return CheckedFile(file=str(path), model=model.name, status="pass" if all(c.ok for c in checks) else "fail",
+                       checks=checks)
+
+
+def _max_memory(job: Any, where: str, max_memory: int | None) -> int | None:
+    """The memory limit: the flag, else the file's checks.max_memory (validated even when the flag overrides it)."""
+    from transformer_calc.model.config import parse_bytes
+
+    if job.checks.get("max_memory") is None:
+        return max_memory
+    try:
+        file_limit = parse_bytes(job.checks["max_memory"], "checks.max_memory")
+    except TcalcError:
+        raise
+    except ValueError as exc:
+        raise TcalcError(f"{where}: {exc}") from None
+    return file_limit if max_memory is None else max_memory
+
+
+def _require_inference_section(job: Any, where: str, flags: dict[str, float | None]) -> None:
+    """An inference check (flag or file) needs an inference: section to run on."""
     wants_inference_checks = [
         name for name, given in (
-            ("--min-tokens-per-s", min_tokens_per_s is not None),
-            ("--max-ttft", max_ttft_s is not None),
-            ("--max-tpot", max_tpot_s is not None),
+            ("--min-tokens-per-s", flags["min_tokens_per_s"] is not None),
+            ("--max-ttft", flags["max_ttft_s"] is not None),
+            ("--max-tpot", flags["max_tpot_s"] is not None),
             ("checks.min_tokens_per_s", job.checks.get("min_tokens_per_s") is not None),
             ("checks.max_ttft_s", job.checks.get("max_ttft_s") is not None),
             ("checks.max_tpot_s", job.checks.get("max_tpot_s") is not None),
         ) if given
     ]
     if wants_inference_checks and "inference" not in job.sections:
-
         raise TcalcError(
             f"{where}: {wants_inference_checks[0]} is an inference check, but the file has no inference: "
             "section to run it on; add one (B, S, new_tokens, gpu)"
         )
-    want_training = "training" in job.sections or (
-        "inference" not in job.sections
-        and (gpu_name is not None or job.checks.get("gpu") is not None or max_memory is not None)
+
+
+def _training_checks(model: Any, job: Any, where: str, gpu_name: str | None,
+                     max_memory: int | None) -> list[GpuFitCheck | MemoryLimitCheck]:
+    """The training step's peak against the GPU (where one is named) and the memory limit (where one is set)."""
+    from transformer_calc.devices.hardware import check_fp8_recipe
+    from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
+    from transformer_calc.requests.training import memory_configs
+    from transformer_calc.sources.presets import gpu as find_gpu
+
+    checks: list[GpuFitCheck | MemoryLimitCheck] = []
+    workload, training, parallelism, _, _ = memory_configs(model, job.training, {})  # memory's defaults
+    section_gpu = job.training.get("gpu")  # a limit is checked only where one is given
+    name = next((n for n in (gpu_name, job.checks.get("gpu"), section_gpu) if n is not None), None)
+    total = peak_memory(model, workload, training, parallelism).peak_bytes  # the step's peak
+    if name is not None:
+        device = find_gpu(str(name))
+        try:  # a recipe the GPU cannot run is an invalid file, as `tcalc memory` refuses it, not a FAIL
+            check_fp8_recipe(training.fp8_recipe.value, device)
+        except ValueError as exc:
+            raise TcalcError(f"{where}: training: {exc}") from None
+        usable = fit_capacity(device.memory_bytes)  # less the CUDA context
+        checks.append(GpuFitCheck(check="training_fits_gpu", ok=total <= usable, value=total, limit=usable,
+                                  gpu=device.name))
+    if max_memory is not None:
+        checks.append(MemoryLimitCheck(check="training_max_memory", ok=total <= max_memory, value=total,
+                                       limit=max_memory))
+    if not checks:
+        checks.append(MemoryLimitCheck(check="training_memory", ok=True, value=total, limit=None))
+    return checks
+
+
+def _inference_checks(model: Any, job: Any, where: str, gpu_name: str | None, max_memory: int | None,
+                      flags: dict[str, float | None]) -> list[GpuFitCheck | MemoryLimitCheck | ServingCheck]:
+    """Inference memory against the GPU and the limit, then the serving limits on `tcalc serve`'s model."""
+    from transformer_calc.estimators.inference.roofline import estimate_inference
+    from transformer_calc.sources.presets import gpu as find_gpu
+
+    checks: list[GpuFitCheck | MemoryLimitCheck | ServingCheck] = []
+    spec, section_gpu = inference_spec(model, job.inference, {})
+    device = find_gpu(str(next(n for n in (gpu_name, job.checks.get("gpu"), section_gpu) if n is not None)))
+    est = estimate_inference(model, device, spec)
+    total = est.memory.total_bytes
+    checks.append(GpuFitCheck(check="inference_fits_gpu", ok=total <= device.memory_bytes, value=total,
+                              limit=device.memory_bytes, gpu=device.name))
+    if max_memory is not None:
+        checks.append(MemoryLimitCheck(check="inference_max_memory", ok=total <= max_memory, value=total,
+                                       limit=max_memory))
+    wanted = [k for k in flags if flags[k] is not None or job.checks.get(k) is not None]
+    if not wanted:
+        return checks
+    point = check_load_point(model, device, spec, job.inference)  # the serving model of `tcalc serve`, at B in flight
+    serving: tuple[tuple[str, ServingCheckName, float, str], ...] = (
+        ("min_tokens_per_s", "inference_min_tokens_per_s", point.output_tokens_per_s, "higher"),
+        ("max_ttft_s", "inference_max_ttft_s", point.ttft_s, "lower"),
+        ("max_tpot_s", "inference_max_tpot_s", point.tpot_s, "lower"),
     )
-    if want_training:
-        workload, training, parallelism, _, _ = memory_configs(model, job.training, {})  # memory's defaults
-        section_gpu = job.training.get("gpu")  # a limit is checked only where one is given
-        name = next((n for n in (gpu_name, job.checks.get("gpu"), section_gpu) if n is not None), None)
-        total = peak_memory(model, workload, training, parallelism).peak_bytes  # the step's peak
-        if name is not None:
-            device = find_gpu(str(name))
-            try:  # a recipe the GPU cannot run is an invalid file, as `tcalc memory` refuses it, not a FAIL
-                check_fp8_recipe(training.fp8_recipe.value, device)
-            except ValueError as exc:
-                raise TcalcError(f"{where}: training: {exc}") from None
-            usable = fit_capacity(device.memory_bytes)  # less the CUDA context
-            checks.append(GpuFitCheck(check="training_fits_gpu", ok=total <= usable, value=total, limit=usable,
-                                      gpu=device.name))
-        if max_memory is not None:
-            checks.append(MemoryLimitCheck(check="training_max_memory", ok=total <= max_memory, value=total,
-                                           limit=max_memory))
-        if not checks:
-            checks.append(MemoryLimitCheck(check="training_memory", ok=True, value=total, limit=None))
-    if "inference" in job.sections:
-        from transformer_calc.estimators.inference.roofline import estimate_inference
-
-        spec, section_gpu = inference_spec(model, job.inference, {})
-        device = find_gpu(str(next(n for n in (gpu_name, job.checks.get("gpu"), section_gpu) if n is not None)))
-        est = estimate_inference(model, device, spec)
-        total = est.memory.total_bytes
-        checks.append(GpuFitCheck(check="inference_fits_gpu", ok=total <= device.memory_bytes, value=total,
-                                  limit=device.memory_bytes, gpu=device.name))
-        if max_memory is not None:
-            checks.append(MemoryLimitCheck(check="inference_max_memory", ok=total <= max_memory, value=total,
-                                           limit=max_memory))
-        wanted = [k for k in flags if flags[k] is not None or job.checks.get(k) is not None]
-        if wanted:  # the serving model of `tcalc serve`, at B in flight
-            point = check_load_point(model, device, spec, job.inference)
-            serving: tuple[tuple[str, ServingCheckName, float, str], ...] = (
-                ("min_tokens_per_s", "inference_min_tokens_per_s", point.output_tokens_per_s, "higher"),
-                ("max_ttft_s", "inference_max_ttft_s", point.ttft_s, "lower"),
-                ("max_tpot_s", "inference_max_tpot_s", point.tpot_s, "lower"),
-            )
-            for key, check, value, better in serving:
-                limit = flags[key] if flags[key] is not None else job.checks.get(key)
-                if limit is None:
-                    continue
-                if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
-
-                    raise TcalcError(f"{where}: checks.{key} ({limit!r}) must be a positive number")
-                ok = value >= limit if better == "higher" else value <= limit
-                checks.append(ServingCheck(check=check, ok=ok, value=value, limit=limit))
-    return CheckedFile(file=str(path), model=model.name, status="pass" if all(c.ok for c in checks) else "fail",
-                       checks=checks)
+    for key, check, value, better in serving:
+        limit = flags[key] if flags[key] is not None else job.checks.get(key)
+        if limit is None:
+            continue
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
+            raise TcalcError(f"{where}: checks.{key} ({limit!r}) must be a positive number")
+        ok = value >= limit if better == "higher" else value <= limit
+        checks.append(ServingCheck(check=check, ok=ok, value=value, limit=limit))
+    return checks
 
 
 def check_report(
