@@ -252,20 +252,11 @@ def memory_report(
     """`tcalc memory`: training memory per GPU of the most loaded pipeline stage, with fitting."""
     from transformer_calc.estimators.training.gemma4 import trainable_params  # finetune's, Gemma 4's classes too
     from transformer_calc.estimators.training.memory import b_min
-    from transformer_calc.estimators.training.timeline import (
-        CUDA_CONTEXT_BYTES,
-        allocator_reserve,
-        fit_capacity,
-        max_micro_batch,
-        min_parallelism,
-        stage_timelines,
-    )
+    from transformer_calc.estimators.training.timeline import stage_timelines
 
     timelines = stage_timelines(m, w, tr, par)
     timeline = max(timelines, key=lambda tl: tl.peak_bytes)
     worst, peak = timeline.stage, timeline.peak
-    non_act = worst.model_states
-    reserve = allocator_reserve(peak.total)
     trainable = trainable_params(m, tr)
     optional: dict[str, Any] = {}  # the sections this run produces beyond the fixed ones
     if tr.adapters:
@@ -273,17 +264,7 @@ def memory_report(
     if tr.offload is not Offload.none:
         optional["offload"] = _offload_section(tr, par, worst, peak.total)
     if gpu is not None:
-        capacity = fit_capacity(gpu.memory_bytes)
-        fit_T = min_parallelism(m, w, tr, par, capacity)
-        fit_TP = min_parallelism(m, w, tr, par, capacity, vary_pipeline=True)
-        optional["gpu"] = GpuFit(name=gpu.name, memory_bytes=gpu.memory_bytes, usable_bytes=capacity,
-                                 headroom_bytes=capacity - peak.total)
-        optional["fits"] = peak.total <= capacity
-        optional["fit"] = FitSection(
-            max_micro_batch=max_micro_batch(m, w, tr, par, capacity),
-            min_tensor_parallel=fit_T[0] if fit_T else None,
-            min_tensor_pipeline=TensorPipeline(T=fit_TP[0], P=fit_TP[1]) if fit_TP else None,
-        )
+        optional.update(_fit_sections(m, w, tr, par, gpu, peak.total))
     if (towers := towers_section(m, "training")) is not None:
         optional["towers"] = towers
     if checkpoint is not None:
@@ -295,57 +276,89 @@ def memory_report(
         parallelism=_config_section(ParallelismSection, par, gpus=par.gpus),
         params=MemoryParams(total=count_params(m).total, per_gpu=worst.params,
                            trainable=trainable.total, trainable_per_gpu=worst.trainable_params),
-        memory=MemorySection(
-            peak_bytes=peak.total,
-            peak_phase=peak.name,
-            peak=_phase_bytes(peak),
-            sum_bytes=timeline.sum_bytes,
-            cuda_context_bytes=CUDA_CONTEXT_BYTES,
-            allocator_reserve_bytes=reserve,
-            nvidia_smi_bytes=peak.total + CUDA_CONTEXT_BYTES + reserve,
-            phases=[_phase_bytes(ph) for ph in timeline.phases],
-            per_gpu=StateBytes(
-                weights_bytes=worst.weights,
-                gradients_bytes=worst.gradients,
-                optimizer_bytes=worst.optimizer,
-                activations_bytes=worst.activations,
-                total_bytes=worst.total,
-            ),
-            weights_detail=WeightsDetail(  # fine-tuning: frozen base (of it NF4) and the trainable copy
-                frozen_bytes=worst.weights - worst.adapter_weights if tr.adapters else 0,
-                quantized_bytes=worst.quantized_weights,
-                trainable_bytes=worst.adapter_weights if tr.adapters else worst.weights - worst.fp8_weights,
-                fp8_copies_bytes=worst.fp8_weights,
-            ),
-            activations=ActivationBytes(
-                attention_bytes=worst.attention,
-                mlp_bytes=worst.mlp,
-                norm_bytes=worst.norm,
-                other_bytes=worst.other,
-                recompute_working_bytes=worst.recompute_working,
-            ),
-            activation_ratio=worst.activations / non_act if non_act else None,
-            stage=worst.stage,
-            in_flight_micro_batches=worst.in_flight,
-            bytes_per_param=_bytes_per_param(tr),
-            optimizer_groups=_optimizer_groups(m, tr),
-            stages=[
-                StageRow(
-                    stage=tl.stage.stage,
-                    n_layers=tl.stage.n_layers,
-                    params=tl.stage.params,
-                    model_states_bytes=tl.stage.model_states,
-                    activations_bytes=tl.stage.activations,
-                    total_bytes=tl.stage.total,
-                    peak_bytes=tl.peak_bytes,
-                    peak_phase=tl.peak.name,
-                )
-                for tl in timelines
-            ],
-        ),
+        memory=_memory_section(m, tr, timelines, timeline),
         b_min=b_min(m, w.seq_len),
         assumptions=assumptions_section(assumed),
         **optional,
+    )
+
+
+def _fit_sections(m: ModelConfig, w: Workload, tr: Training, par: Parallelism, gpu: Any,
+                  peak_bytes: int) -> dict[str, Any]:
+    """The GPU, whether the peak fits its usable memory, and the largest B and smallest T, T·P that fit."""
+    from transformer_calc.estimators.training.timeline import fit_capacity, max_micro_batch, min_parallelism
+
+    capacity = fit_capacity(gpu.memory_bytes)
+    fit_T = min_parallelism(m, w, tr, par, capacity)
+    fit_TP = min_parallelism(m, w, tr, par, capacity, vary_pipeline=True)
+    return {
+        "gpu": GpuFit(name=gpu.name, memory_bytes=gpu.memory_bytes, usable_bytes=capacity,
+                      headroom_bytes=capacity - peak_bytes),
+        "fits": peak_bytes <= capacity,
+        "fit": FitSection(
+            max_micro_batch=max_micro_batch(m, w, tr, par, capacity),
+            min_tensor_parallel=fit_T[0] if fit_T else None,
+            min_tensor_pipeline=TensorPipeline(T=fit_TP[0], P=fit_TP[1]) if fit_TP else None,
+        ),
+    }
+
+
+def _memory_section(m: ModelConfig, tr: Training, timelines: list[Any], timeline: Any) -> MemorySection:
+    """The most loaded stage's peak, its phases and terms, and every stage's row."""
+    from transformer_calc.estimators.training.timeline import CUDA_CONTEXT_BYTES, allocator_reserve
+
+    worst, peak = timeline.stage, timeline.peak
+    non_act = worst.model_states
+    reserve = allocator_reserve(peak.total)
+    return MemorySection(
+        peak_bytes=peak.total,
+        peak_phase=peak.name,
+        peak=_phase_bytes(peak),
+        sum_bytes=timeline.sum_bytes,
+        cuda_context_bytes=CUDA_CONTEXT_BYTES,
+        allocator_reserve_bytes=reserve,
+        nvidia_smi_bytes=peak.total + CUDA_CONTEXT_BYTES + reserve,
+        phases=[_phase_bytes(ph) for ph in timeline.phases],
+        per_gpu=StateBytes(
+            weights_bytes=worst.weights,
+            gradients_bytes=worst.gradients,
+            optimizer_bytes=worst.optimizer,
+            activations_bytes=worst.activations,
+            total_bytes=worst.total,
+        ),
+        weights_detail=WeightsDetail(  # fine-tuning: frozen base (of it NF4) and the trainable copy
+            frozen_bytes=worst.weights - worst.adapter_weights if tr.adapters else 0,
+            quantized_bytes=worst.quantized_weights,
+            trainable_bytes=worst.adapter_weights if tr.adapters else worst.weights - worst.fp8_weights,
+            fp8_copies_bytes=worst.fp8_weights,
+        ),
+        activations=ActivationBytes(
+            attention_bytes=worst.attention,
+            mlp_bytes=worst.mlp,
+            norm_bytes=worst.norm,
+            other_bytes=worst.other,
+            recompute_working_bytes=worst.recompute_working,
+        ),
+        activation_ratio=worst.activations / non_act if non_act else None,
+        stage=worst.stage,
+        in_flight_micro_batches=worst.in_flight,
+        bytes_per_param=_bytes_per_param(tr),
+        optimizer_groups=_optimizer_groups(m, tr),
+        stages=[_stage_row(tl) for tl in timelines],
+    )
+
+
+def _stage_row(tl: Any) -> StageRow:
+    """One pipeline stage: its layers, parameters, states, activations and its own peak."""
+    return StageRow(
+        stage=tl.stage.stage,
+        n_layers=tl.stage.n_layers,
+        params=tl.stage.params,
+        model_states_bytes=tl.stage.model_states,
+        activations_bytes=tl.stage.activations,
+        total_bytes=tl.stage.total,
+        peak_bytes=tl.peak_bytes,
+        peak_phase=tl.peak.name,
     )
 
 
