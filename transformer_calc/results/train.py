@@ -385,35 +385,40 @@ def plan_report(
                 peak_bytes=pl.peak_bytes, breakdown=StepBreakdown(**pl.estimate.breakdown))
         for pl in plans[:top]
     ]
-    command = None
-    if plans:
-        best = plans[0]
-        par = best.parallelism
-        command = (
-            f"tcalc train {source or '<model>'} --gpus {gpus} --gpu {gpu.name} --S {seq_len} --global-batch {global_batch} "
-            f"--T {par.tensor} --P {par.pipeline} --virtual-stages {par.virtual_stages} --cp {par.context} "
-            f"--ep {par.expert} --zero {par.zero}{' --sp' if par.sequence_parallel else ''} "
-            f"--micro-batch {best.micro_batch} --recompute {best.recompute.value}{' --flash' if tr.flash else ' --no-flash'}"
-            + (f" --first-stage-layers {par.first_stage_layers}" if par.first_stage_layers is not None else "")
-            + (f" --last-stage-layers {par.last_stage_layers}" if par.last_stage_layers is not None else "")
-            + (" --embedding-in-split" if par.embedding_in_split else "")
-            + (" --loss-in-split" if par.loss_in_split else "")
-            + (f" --pipeline-schedule {par.schedule.value}" if par.pipeline_schedule is not None else "")
-            # what tcalc train would otherwise default differently
-            + (f" --framework {tr.framework.value}" if tr.framework.value != "megatron" else "")
-            + (" --compile" if tr.compile else "")
-            + (f" --finetune {tr.finetune.value} --lora-rank {tr.lora_rank} --lora-targets "
-               f"{','.join(t.value for t in tr.lora_targets)}" if tr.adapters else "")
-            + (f" --node-size {node_size}" if node_size is not None else "")
-            + (f" --inter-node-gb-s {repr(float(inter_node_gb_s)).removesuffix('.0')}"
-               if inter_node_gb_s is not None else "")
-            + (f" --profile {calibration.profile_file}" if calibration is not None else "")
-        )
+    command = _best_command(plans[0], tr, gpu, source=source, gpus=gpus, seq_len=seq_len,
+                            global_batch=global_batch, node_size=node_size, inter_node_gb_s=inter_node_gb_s,
+                            calibration=calibration) if plans else None
     return PlanResult(
         model=model_section(m), gpu=gpu.name, gpus=gpus, seq_len=seq_len, global_batch=global_batch,
         evaluated=len(plans) + sum(rejected.values()), feasible=len(plans),
         plans=rows, rejected=rejected, best_command=command, assumptions=assumptions_section(assumed),
         **_plan_extras(towers_section(m, "training"), calibration),
+    )
+
+
+def _best_command(best: Any, tr: Any, gpu: Any, *, source: str | None, gpus: int, seq_len: int, global_batch: int,
+                  node_size: int | None, inter_node_gb_s: float | None, calibration: Any) -> str:
+    """The `tcalc train` command that prices the best plan: every setting that is not train's default."""
+    par = best.parallelism
+    return (
+        f"tcalc train {source or '<model>'} --gpus {gpus} --gpu {gpu.name} --S {seq_len} --global-batch {global_batch} "
+        f"--T {par.tensor} --P {par.pipeline} --virtual-stages {par.virtual_stages} --cp {par.context} "
+        f"--ep {par.expert} --zero {par.zero}{' --sp' if par.sequence_parallel else ''} "
+        f"--micro-batch {best.micro_batch} --recompute {best.recompute.value}{' --flash' if tr.flash else ' --no-flash'}"
+        + (f" --first-stage-layers {par.first_stage_layers}" if par.first_stage_layers is not None else "")
+        + (f" --last-stage-layers {par.last_stage_layers}" if par.last_stage_layers is not None else "")
+        + (" --embedding-in-split" if par.embedding_in_split else "")
+        + (" --loss-in-split" if par.loss_in_split else "")
+        + (f" --pipeline-schedule {par.schedule.value}" if par.pipeline_schedule is not None else "")
+        # what tcalc train would otherwise default differently
+        + (f" --framework {tr.framework.value}" if tr.framework.value != "megatron" else "")
+        + (" --compile" if tr.compile else "")
+        + (f" --finetune {tr.finetune.value} --lora-rank {tr.lora_rank} --lora-targets "
+           f"{','.join(t.value for t in tr.lora_targets)}" if tr.adapters else "")
+        + (f" --node-size {node_size}" if node_size is not None else "")
+        + (f" --inter-node-gb-s {repr(float(inter_node_gb_s)).removesuffix('.0')}"
+           if inter_node_gb_s is not None else "")
+        + (f" --profile {calibration.profile_file}" if calibration is not None else "")
     )
 
 
