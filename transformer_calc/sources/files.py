@@ -105,118 +105,150 @@ def parse_yaml(text: str, where: str) -> Any:
     """A YAML document as plain Python values, within the budgets above (module docstring)."""
     import yaml
     from yaml import events as ev
-    from yaml.constructor import SafeConstructor
-    from yaml.nodes import ScalarNode
-    from yaml.resolver import Resolver
 
-    resolver, constructor = Resolver(), SafeConstructor()
-    anchors: dict[str, tuple[Any, int]] = {}
-    stack: list[_Node] = []
-    total = 0
-    documents = 0
-    root: Any = None
-
-    def fail(problem: str, mark: Any = None) -> TcalcError:
-        pos = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        return TcalcError(f"{where}: invalid YAML{pos}: {problem}")
-
-    def add(value: Any, size: int, mark: Any) -> None:
-        nonlocal total, root
-        total += size
-        if total > MAX_NODES:
-            raise fail(f"more than {MAX_NODES:,} values (aliases expanded); refused", mark)
-        if not stack:
-            root = value
-            return
-        top = stack[-1]
-        top.size += size
-        if isinstance(top.value, list):
-            top.value.append(value)
-        elif top.key is _NO_KEY:
-            if value is _MERGE:
-                top.key = _MERGE
-                return
-            if isinstance(value, (dict, list)):
-                raise fail("a mapping key must be a plain value", mark)
-            if value in top.keys:
-                raise fail(f"key {clip(value)} is given twice; keep one", mark)
-            try:
-                top.keys.add(value)
-            except TypeError:
-                raise fail("a mapping key must be a plain value", mark) from None
-            top.merged.discard(value)  # its own key overrides a merged one (YAML merge keys)
-            top.key = value
-        elif top.key is _MERGE:
-            # <<: *a or <<: [*a, *b]: the mappings' keys join this one's, its own keys and earlier
-            # mappings winning (https://yaml.org/type/merge.html)
-            sources = value if isinstance(value, list) else [value]
-            if not sources or not all(isinstance(m, dict) for m in sources):
-                raise fail("a merge key (<<) takes a mapping or a list of mappings", mark)
-            for source in sources:
-                for k, v in source.items():
-                    if k not in top.keys and k not in top.merged:
-                        top.value[k] = v
-                        top.merged.add(k)
-            top.key = _NO_KEY
-        else:
-            top.value[top.key] = value
-            top.key = _NO_KEY
-
-    def check_tag(tag: str | None, mark: Any) -> None:
-        if tag is not None and tag not in ("!", *_PLAIN_TAGS):
-            raise fail(f"tag {clip(tag)} is refused (plain YAML values only)", mark)
-
+    builder = _YamlBuilder(where)
     try:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             mark = event.start_mark
             if isinstance(event, ev.DocumentStartEvent):
-                documents += 1
-                if documents > 1:
-                    raise fail("more than one document (---); give one", mark)
+                builder.document(mark)
             elif isinstance(event, ev.ScalarEvent):
-                check_tag(event.tag, mark)
-                tag = event.tag
-                if tag in (None, "!"):
-                    tag = resolver.resolve(ScalarNode, event.value, event.implicit)
-                if tag == _MERGE_TAG and stack and isinstance(stack[-1].value, dict) and stack[-1].key is _NO_KEY:
-                    add(_MERGE, 0, mark)
-                    continue
-                node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
-                try:
-                    value = constructor.construct_object(node)
-                except TcalcError:
-                    raise
-                except (ValueError, yaml.YAMLError) as exc:  # e.g. an int of 5,000 digits
-                    raise fail(f"value {clip(event.value)} cannot be read ({clip(str(exc), 60)})", mark) from None
-                if isinstance(value, float) and not math.isfinite(value):
-                    raise fail(f"non-finite number {clip(event.value)}; give a finite number", mark)
-                if event.anchor is not None:
-                    anchors[event.anchor] = (value, 1)
-                add(value, 1, mark)
+                builder.scalar(event)
             elif isinstance(event, (ev.SequenceStartEvent, ev.MappingStartEvent)):
-                check_tag(event.tag, mark)
-                if len(stack) >= MAX_DEPTH:
-                    raise fail(f"nested more than {MAX_DEPTH} levels deep; refused", mark)
-                container: Any = [] if isinstance(event, ev.SequenceStartEvent) else {}
-                stack.append(_Node(container, event.anchor))  # the anchor is set when it ends
+                builder.start(event, [] if isinstance(event, ev.SequenceStartEvent) else {})
             elif isinstance(event, (ev.SequenceEndEvent, ev.MappingEndEvent)):
-                node_ = stack.pop()
-                if isinstance(node_.value, dict) and node_.key is not _NO_KEY:
-                    raise fail("a key without a value", mark)
-                if node_.anchor is not None:
-                    anchors[node_.anchor] = (node_.value, node_.size)
-                add(node_.value, node_.size, mark)
-                total -= node_.size  # its values were counted as they were added
+                builder.end(mark)
             elif isinstance(event, ev.AliasEvent):
-                if event.anchor not in anchors:
-                    raise fail(f"unknown alias *{clip(event.anchor)}", mark)
-                value, size = anchors[event.anchor]
-                add(value, size, mark)
+                builder.alias(event)
     except yaml.MarkedYAMLError as exc:
-        raise fail(clip(exc.problem or str(exc), 120), exc.problem_mark) from None
+        raise builder.fail(clip(exc.problem or str(exc), 120), exc.problem_mark) from None
     except yaml.YAMLError as exc:
         raise TcalcError(f"{where}: invalid YAML: {clip(str(exc), 120)}") from None
-    return root
+    return builder.root
+
+
+class _YamlBuilder:
+    """Builds plain values from parser events, counting every value (aliases expanded) against MAX_NODES."""
+
+    def __init__(self, where: str):
+        from yaml.constructor import SafeConstructor
+        from yaml.resolver import Resolver
+
+        self.where = where
+        self.resolver, self.constructor = Resolver(), SafeConstructor()
+        self.anchors: dict[str, tuple[Any, int]] = {}
+        self.stack: list[_Node] = []
+        self.total = 0
+        self.documents = 0
+        self.root: Any = None
+
+    def fail(self, problem: str, mark: Any = None) -> TcalcError:
+        pos = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return TcalcError(f"{self.where}: invalid YAML{pos}: {problem}")
+
+    def document(self, mark: Any) -> None:
+        self.documents += 1
+        if self.documents > 1:
+            raise self.fail("more than one document (---); give one", mark)
+
+    def check_tag(self, tag: str | None, mark: Any) -> None:
+        if tag is not None and tag not in ("!", *_PLAIN_TAGS):
+            raise self.fail(f"tag {clip(tag)} is refused (plain YAML values only)", mark)
+
+    def scalar(self, event: Any) -> None:
+        """A plain value: resolved as YAML 1.1's safe loader does, refused when it cannot be read or is not finite."""
+        import yaml
+        from yaml.nodes import ScalarNode
+
+        mark, stack = event.start_mark, self.stack
+        self.check_tag(event.tag, mark)
+        tag = event.tag
+        if tag in (None, "!"):
+            tag = self.resolver.resolve(ScalarNode, event.value, event.implicit)
+        if tag == _MERGE_TAG and stack and isinstance(stack[-1].value, dict) and stack[-1].key is _NO_KEY:
+            self.add(_MERGE, 0, mark)
+            return
+        node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, event.style)
+        try:
+            value = self.constructor.construct_object(node)
+        except TcalcError:
+            raise
+        except (ValueError, yaml.YAMLError) as exc:  # e.g. an int of 5,000 digits
+            raise self.fail(f"value {clip(event.value)} cannot be read ({clip(str(exc), 60)})", mark) from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.fail(f"non-finite number {clip(event.value)}; give a finite number", mark)
+        if event.anchor is not None:
+            self.anchors[event.anchor] = (value, 1)
+        self.add(value, 1, mark)
+
+    def start(self, event: Any, container: Any) -> None:
+        self.check_tag(event.tag, event.start_mark)
+        if len(self.stack) >= MAX_DEPTH:
+            raise self.fail(f"nested more than {MAX_DEPTH} levels deep; refused", event.start_mark)
+        self.stack.append(_Node(container, event.anchor))  # the anchor is set when it ends
+
+    def end(self, mark: Any) -> None:
+        node = self.stack.pop()
+        if isinstance(node.value, dict) and node.key is not _NO_KEY:
+            raise self.fail("a key without a value", mark)
+        if node.anchor is not None:
+            self.anchors[node.anchor] = (node.value, node.size)
+        self.add(node.value, node.size, mark)
+        self.total -= node.size  # its values were counted as they were added
+
+    def alias(self, event: Any) -> None:
+        if event.anchor not in self.anchors:
+            raise self.fail(f"unknown alias *{clip(event.anchor)}", event.start_mark)
+        value, size = self.anchors[event.anchor]
+        self.add(value, size, event.start_mark)
+
+    def add(self, value: Any, size: int, mark: Any) -> None:
+        """Place a value: the root, the next item of a list, a mapping's key, or its value."""
+        self.total += size
+        if self.total > MAX_NODES:
+            raise self.fail(f"more than {MAX_NODES:,} values (aliases expanded); refused", mark)
+        if not self.stack:
+            self.root = value
+            return
+        top = self.stack[-1]
+        top.size += size
+        if isinstance(top.value, list):
+            top.value.append(value)
+        elif top.key is _NO_KEY:
+            self.key(top, value, mark)
+        elif top.key is _MERGE:
+            self.merge(top, value, mark)
+        else:
+            top.value[top.key] = value
+            top.key = _NO_KEY
+
+    def key(self, top: _Node, value: Any, mark: Any) -> None:
+        if value is _MERGE:
+            top.key = _MERGE
+            return
+        if isinstance(value, (dict, list)):
+            raise self.fail("a mapping key must be a plain value", mark)
+        if value in top.keys:
+            raise self.fail(f"key {clip(value)} is given twice; keep one", mark)
+        try:
+            top.keys.add(value)
+        except TypeError:
+            raise self.fail("a mapping key must be a plain value", mark) from None
+        top.merged.discard(value)  # its own key overrides a merged one (YAML merge keys)
+        top.key = value
+
+    def merge(self, top: _Node, value: Any, mark: Any) -> None:
+        # <<: *a or <<: [*a, *b]: the mappings' keys join this one's, its own keys and earlier
+        # mappings winning (https://yaml.org/type/merge.html)
+        sources = value if isinstance(value, list) else [value]
+        if not sources or not all(isinstance(m, dict) for m in sources):
+            raise self.fail("a merge key (<<) takes a mapping or a list of mappings", mark)
+        for source in sources:
+            for k, v in source.items():
+                if k not in top.keys and k not in top.merged:
+                    top.value[k] = v
+                    top.merged.add(k)
+        top.key = _NO_KEY
 
 
 # ---------------------------------------------------------------------------- JSON
