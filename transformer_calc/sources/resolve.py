@@ -128,8 +128,6 @@ def _hub(repo: str, revision: str | None, timeout_s: float | None) -> tuple[dict
 
 def _from_text(text: str, revision: str | None, hub_timeout: float | None = None) -> tuple[dict[str, Any], Any, Checkpoint | None, str | None, str]:
     """(spec, job, checkpoint, note, where) of a MODEL string."""
-    from transformer_calc.sources import hub
-
     if not isinstance(text, str) or not text.strip():
         raise TcalcError("MODEL is empty; give a preset name, a path or a Hugging Face repo id (org/name)")
     if len(text) > MAX_MODEL_CHARS:
@@ -149,50 +147,63 @@ def _from_text(text: str, revision: str | None, hub_timeout: float | None = None
     if local:
         if revision is not None:
             raise TcalcError(f"--revision {clip(revision)} applies to a Hub repo id, not to the local path {clip(text)}; drop it")
-        if path.is_dir():
-            spec, ckpt, note = _folder(path)
-            return spec, None, ckpt, note, where
-        suffix = path.suffix.lower()
-        if suffix == ".gguf":
-            spec, ckpt, note = _gguf(path)
-            return spec, None, ckpt, note, where
-        if suffix == ".json":
-            return _hf_config_spec(path, "model")[0], None, None, None, where
-        if suffix in JOB_SUFFIXES:
-            job = _presets().load_job(path, flag=None)
-            return job.model, job, None, None, where
-        if suffix == ".safetensors":
-            raise TcalcError(f"{clip(text)} is one shard; give the folder that holds it and its {CONFIG_FILE}")
-        raise TcalcError(
-            f"{clip(text)}: give a tcalc .yaml job file, a Hugging Face config.json, a checkpoint folder or a .gguf file"
-        )
+        return _from_path(path, text, where)
     presets = _presets()
     try:
         name = presets.resolve_preset(text)
     except UnknownNameError as exc:
-        parsed = hub.parse_repo_id(text) if "@" in text or "/" in text else None
-        if parsed is None:
-            if "/" in text or Path(text).suffix:
-                raise TcalcError(f"{clip(text)} does not exist; give an existing path, a preset or a Hub repo id (org/name)") from None
-            from transformer_calc.errors import did_you_mean
-
-            hint = did_you_mean(text, exc.known, cutoff=0.5) or "see `tcalc presets`"
-            raise TcalcError(
-                f"MODEL {clip(text)} is not a path, a preset or a Hugging Face repo id (org/name); {hint}"
-            ) from None
-        repo, rev = parsed
-        if rev is not None and revision is not None and rev != revision:
-            raise TcalcError(f"two revisions: {clip(text)} and --revision {clip(revision)}; give one")
-        chosen = rev or revision
-        if chosen is not None:  # it becomes a path in the cache (refs/<revision>)
-            chosen = hub.check_revision(chosen, "--revision" if rev is None else "MODEL's @revision")
-        spec, ckpt, note = _hub(repo, chosen, hub_timeout)
-        return spec, None, ckpt, note, f"{repo}@{rev or revision or 'main'}"
+        return _from_repo_id(text, revision, hub_timeout, exc.known)
     if revision is not None:
         raise TcalcError(f"--revision {clip(revision)} applies to a Hub repo id, not to the preset {name}; drop it")
     if hub_timeout is not None:
         raise TcalcError(f"--hub-timeout applies to a Hub repo id, not to the preset {name}; drop it")
     return presets.preset_spec(name), None, None, None, f"preset {name}"
+
+
+def _from_path(path: Path, text: str, where: str) -> tuple[dict[str, Any], Any, Checkpoint | None, str | None, str]:
+    """A local MODEL: a checkpoint folder, a .gguf file, a config.json or a tcalc job file."""
+    if path.is_dir():
+        spec, ckpt, note = _folder(path)
+        return spec, None, ckpt, note, where
+    suffix = path.suffix.lower()
+    if suffix == ".gguf":
+        spec, ckpt, note = _gguf(path)
+        return spec, None, ckpt, note, where
+    if suffix == ".json":
+        return _hf_config_spec(path, "model")[0], None, None, None, where
+    if suffix in JOB_SUFFIXES:
+        job = _presets().load_job(path, flag=None)
+        return job.model, job, None, None, where
+    if suffix == ".safetensors":
+        raise TcalcError(f"{clip(text)} is one shard; give the folder that holds it and its {CONFIG_FILE}")
+    raise TcalcError(
+        f"{clip(text)}: give a tcalc .yaml job file, a Hugging Face config.json, a checkpoint folder or a .gguf file"
+    )
+
+
+def _from_repo_id(text: str, revision: str | None, hub_timeout: float | None,
+                  known: Any) -> tuple[dict[str, Any], Any, Checkpoint | None, str | None, str]:
+    """A MODEL that is neither a path nor a preset: a Hub repo id (org/name[@revision]), else refused with a hint."""
+    from transformer_calc.sources import hub
+
+    parsed = hub.parse_repo_id(text) if "@" in text or "/" in text else None
+    if parsed is None:
+        if "/" in text or Path(text).suffix:
+            raise TcalcError(f"{clip(text)} does not exist; give an existing path, a preset or a Hub repo id (org/name)") from None
+        from transformer_calc.errors import did_you_mean
+
+        hint = did_you_mean(text, known, cutoff=0.5) or "see `tcalc presets`"
+        raise TcalcError(
+            f"MODEL {clip(text)} is not a path, a preset or a Hugging Face repo id (org/name); {hint}"
+        ) from None
+    repo, rev = parsed
+    if rev is not None and revision is not None and rev != revision:
+        raise TcalcError(f"two revisions: {clip(text)} and --revision {clip(revision)}; give one")
+    chosen = rev or revision
+    if chosen is not None:  # it becomes a path in the cache (refs/<revision>)
+        chosen = hub.check_revision(chosen, "--revision" if rev is None else "MODEL's @revision")
+    spec, ckpt, note = _hub(repo, chosen, hub_timeout)
+    return spec, None, ckpt, note, f"{repo}@{rev or revision or 'main'}"
 
 
 def load_source(
@@ -212,40 +223,61 @@ def load_source(
     `text_only` drops a multimodal model's towers (vision/audio encoders, projectors) from every
     count: the language model alone (`model.config.Towers.text_only`; results say so)."""
     if isinstance(model, (ModelConfig, dict)):
-        others = [n for n, v in (("preset", preset), ("config", config), ("hf_config", hf_config), ("revision", revision))
-                  if v is not None]
-        if others:
-            raise TcalcError(f"give one model source, not a model and {others[0]}")
-        if isinstance(model, ModelConfig):
-            # re-validated where it enters: a ModelConfig changed with model_copy(update=...) or
-            # model_construct(...) skipped validation (n_layers=-12 would count -45,669,120 parameters)
-            build_model(model.model_dump(exclude={"name", "source"}), where="model")
-        if text_only:  # the towers dropped: the model's own fields, towers marked text_only
-            fields = dict(model.given) if isinstance(model, ModelConfig) else dict(model)
-            if isinstance(fields.get("towers"), (dict, BaseModel)):
-                towers = fields["towers"].model_dump() if isinstance(fields["towers"], BaseModel) else fields["towers"]
-                model = fields | {"towers": {**towers, "text_only": True}}
-        base = dict(model.given) | {"name": None} if isinstance(model, ModelConfig) and overrides else None
-        if base is None and not overrides:
-            return Source(model if isinstance(model, ModelConfig) else build_model(dict(model)), None, None, None, "model")
-        spec = merge_spec(base if base is not None else dict(model), {k: v for k, v in (overrides or {}).items()
-                                                                      if v is not None})
-        return Source(build_model(spec), None, None, None, "model")
+        return _from_object(model, preset=preset, config=config, hf_config=hf_config, revision=revision,
+                            overrides=overrides, text_only=text_only)
     if model is not None and not isinstance(model, str):
         if not hasattr(model, "__fspath__"):
             raise TcalcError(f"model must be a preset name, a path, a repo id, a ModelConfig or a dict, not {type(model).__name__}")
         model = str(model)
-    presets = _presets()
     given = [name for name, v in (("MODEL", model), ("--preset", preset), ("--config", config), ("--hf-config", hf_config))
              if v is not None]
     if len(given) > 1:
         raise TcalcError(f"give one model source, not {' and '.join(given)}")
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    job, ckpt, note = None, None, None
     if hub_timeout is not None and model is None:
         raise TcalcError("--hub-timeout needs a Hugging Face repo id as MODEL (org/name)")
     if revision is not None and model is None:
         raise TcalcError(f"--revision {clip(revision)} needs a Hugging Face repo id as MODEL (org/name)")
+    spec, job, ckpt, note, where = _named_spec(model, preset, config, hf_config, revision, hub_timeout, bool(overrides))
+    if text_only and isinstance(spec.get("towers"), dict):
+        spec = {**spec, "towers": {**spec["towers"], "text_only": True}}
+    if overrides:
+        spec = merge_spec(spec, overrides)
+        spec.setdefault("name", None)
+        if ckpt is not None:
+            ckpt, note = None, "model fields were overridden, so the checkpoint's stored bytes no longer describe it and are not used"
+    return Source(build_model(spec, where=where), job, ckpt, note, where)
+
+
+def _from_object(model: Any, *, preset: Any, config: Any, hf_config: Any, revision: Any, overrides: Any,
+                 text_only: bool) -> Source:
+    """The Python API's forms: a ModelConfig or a dict of its fields, with overrides."""
+    others = [n for n, v in (("preset", preset), ("config", config), ("hf_config", hf_config), ("revision", revision))
+              if v is not None]
+    if others:
+        raise TcalcError(f"give one model source, not a model and {others[0]}")
+    if isinstance(model, ModelConfig):
+        # re-validated where it enters: a ModelConfig changed with model_copy(update=...) or
+        # model_construct(...) skipped validation (n_layers=-12 would count -45,669,120 parameters)
+        build_model(model.model_dump(exclude={"name", "source"}), where="model")
+    if text_only:  # the towers dropped: the model's own fields, towers marked text_only
+        fields = dict(model.given) if isinstance(model, ModelConfig) else dict(model)
+        if isinstance(fields.get("towers"), (dict, BaseModel)):
+            towers = fields["towers"].model_dump() if isinstance(fields["towers"], BaseModel) else fields["towers"]
+            model = fields | {"towers": {**towers, "text_only": True}}
+    base = dict(model.given) | {"name": None} if isinstance(model, ModelConfig) and overrides else None
+    if base is None and not overrides:
+        return Source(model if isinstance(model, ModelConfig) else build_model(dict(model)), None, None, None, "model")
+    spec = merge_spec(base if base is not None else dict(model), {k: v for k, v in (overrides or {}).items()
+                                                                  if v is not None})
+    return Source(build_model(spec), None, None, None, "model")
+
+
+def _named_spec(model: str | None, preset: str | None, config: Any, hf_config: Any, revision: str | None,
+                hub_timeout: float | None, overridden: bool) -> tuple[dict[str, Any], Any, Any, Any, str]:
+    """The spec of the one source named (MODEL, --preset, --config or --hf-config), its job, checkpoint, note, where."""
+    presets = _presets()
+    job, ckpt, note = None, None, None
     if model is not None:
         spec, job, ckpt, note, where = _from_text(model, revision, hub_timeout)
     elif preset is not None:
@@ -255,18 +287,11 @@ def load_source(
         spec, where = job.model, f"--config {str(config)!r}"
     elif hf_config is not None:
         spec, where = presets.hf_spec(hf_config), f"--hf-config {str(hf_config)!r}"
-    elif overrides:
+    elif overridden:
         spec, where = {}, "model"
     else:
         raise TcalcError(
             "no model given; name one: a preset (see `tcalc presets`), a Hugging Face repo id (org/name), a "
             "checkpoint folder, a .gguf file, a config.json or a tcalc YAML (or --L --D --A --V)"
         )
-    if text_only and isinstance(spec.get("towers"), dict):
-        spec = {**spec, "towers": {**spec["towers"], "text_only": True}}
-    if overrides:
-        spec = merge_spec(spec, overrides)
-        spec.setdefault("name", None)
-        if ckpt is not None:
-            ckpt, note = None, "model fields were overridden, so the checkpoint's stored bytes no longer describe it and are not used"
-    return Source(build_model(spec, where=where), job, ckpt, note, where)
+    return spec, job, ckpt, note, where
