@@ -341,18 +341,7 @@ def mfu_report(
     model_mfu = F.mfu_from_throughput(per_token_model, tokens_per_s, gpus, peak)
     hardware_fu = F.mfu_from_throughput(per_token_hw, tokens_per_s, gpus, peak)
     if hardware_fu > 1 or model_mfu > 1:  # impossible: more FLOP/s than the GPUs have
-
-        cause = (
-            "--global-batch counts sequences (give tokens with --global-batch-tokens)"
-            if global_batch is not None else "--tokens-per-s is for all GPUs together"
-        )
-        import math
-
-        shown = f"{100 * model_mfu:.0f} %" if math.isfinite(model_mfu) else "beyond any finite value"
-        raise TcalcError(
-            f"MFU would be {shown}, above 100 % of {gpus} x {gpu.name}'s "
-            f"{used} peak: the inputs cannot be right; check --gpus, --step-time, and that {cause}"
-        )
+        _refuse_impossible_mfu(model_mfu, gpus, gpu.name, used, global_batch)
     # a measured step (global batch and step time): its FLOPs, and the two keys; a throughput: neither
     per_step: dict[str, int] = {}
     measured: dict[str, Any] = {}
@@ -381,6 +370,21 @@ def mfu_report(
             **per_step,
         ),
         **measured,
+    )
+
+
+def _refuse_impossible_mfu(model_mfu: float, gpus: int, gpu_name: str, used: str, global_batch: int | None) -> None:
+    """An MFU above 100 %: the inputs cannot be right; say which one most likely is not."""
+    import math
+
+    cause = (
+        "--global-batch counts sequences (give tokens with --global-batch-tokens)"
+        if global_batch is not None else "--tokens-per-s is for all GPUs together"
+    )
+    shown = f"{100 * model_mfu:.0f} %" if math.isfinite(model_mfu) else "beyond any finite value"
+    raise TcalcError(
+        f"MFU would be {shown}, above 100 % of {gpus} x {gpu_name}'s "
+        f"{used} peak: the inputs cannot be right; check --gpus, --step-time, and that {cause}"
     )
 
 
