@@ -231,19 +231,8 @@ def _nemotron_h(c: Reader) -> dict[str, Any]:
     experts work in ℓ between a D x ℓ and an ℓ x D projection: LatentMoE). The layers are
     layers_block_type (or hybrid_override_pattern: M, *, -, E); num_hidden_layers is not read. MTP
     layers (num_nextn_predict_layers) are not built."""
-    types = c.values.get("layers_block_type")
-    if types is None and c.values.get("hybrid_override_pattern") is not None:
-        pattern = c.values["hybrid_override_pattern"]
-        if not isinstance(pattern, str) or not pattern or any(ch not in _NEMOTRON_BLOCKS for ch in pattern):
-            raise c._bad("hybrid_override_pattern", "a string of M, *, - and E (one per layer)")
-        types = [_NEMOTRON_BLOCKS[ch] for ch in pattern]
-    if types is None:
-        types = ["linear_attention", "moe", "full_attention", "mlp"]  # configuration_nemotron_h.py default
-    if not isinstance(types, list) or not types or any(t not in _NEMOTRON_KIND for t in types):
-        raise c._bad("layers_block_type", "a list of linear_attention / full_attention / mlp / moe (one per layer)")
+    types = _nemotron_types(c)
     L = len(types)
-    if L > MAX_DERIVED_LAYERS:
-        raise c._bad("layers_block_type", f"at most {MAX_DERIVED_LAYERS} layers")
     mlp_bias = c.flag("mlp_bias")
     spec: dict[str, Any] = {
         "n_layers": L, "d_model": c.int("hidden_size"), "n_heads": c.int("num_attention_heads"),
@@ -259,34 +248,61 @@ def _nemotron_h(c: Reader) -> dict[str, Any]:
     if (kv := c.opt_int("num_key_value_heads")) is not None:
         spec["n_kv_heads"] = kv
     if "moe" in types:
-        if mlp_bias:  # the experts have no bias, the dense and shared MLPs would: not one tcalc MLP
-            raise c._bad("mlp_bias", "false with MoE layers (tcalc's experts and MLPs share one bias setting)")
-        spec |= {
-            "n_experts": c.int("n_routed_experts"), "experts_per_token": c.int("num_experts_per_tok"), "router": True,
-            "moe_d_ff": c.int("moe_intermediate_size"),
-            "shared_expert_d_ff": c.int("moe_shared_expert_intermediate_size"),
-        }
-        # LatentMoE (Nemotron 3 Super): NemotronHMoE's fc1_latent_proj / fc2_latent_proj and experts of that width
-        if (latent := c.opt_int("moe_latent_size")) is not None:
-            if latent < 1:
-                raise c._bad("moe_latent_size", "a whole number >= 1 (or null: no latent projection)")
-            spec["moe_latent_dim"] = latent
-        dense = [i for i, t in enumerate(types) if t == "mlp"]
-        if dense:
-            spec["dense_layer_ids"] = dense
-    H, P = c.int("mamba_num_heads"), c.int("mamba_head_dim")
-    mamba = {
-        "ssm_heads": H, "ssm_head_dim": P, "ssm_state_size": c.int("ssm_state_size"), "ssm_groups": c.int("n_groups"),
-        "conv_kernel": c.int("conv_kernel"), "ssm_chunk_size": c.int("chunk_size"),
-        "ssm_proj_bias": c.flag("use_bias"), "ssm_conv_bias": c.flag("use_conv_bias"),
-    }
-    for key, value in mamba.items():
-        if not isinstance(value, bool) and value < 1:
-            raise c._bad(key, "a whole number >= 1")
-    if H % mamba["ssm_groups"]:
-        raise c._bad("n_groups", f"a divisor of mamba_num_heads ({H})")
+        spec |= _nemotron_moe(c, types, mlp_bias)
+    mamba = _nemotron_mamba(c)
     kinds = [_NEMOTRON_KIND[t] for t in types]
     return spec | (mamba if "mamba2" in kinds else {}) | {"attention_pattern": shortest_period(kinds)}
+
+
+def _nemotron_types(c: Reader) -> list[str]:
+    """The layer kinds: layers_block_type, else hybrid_override_pattern's letters, else the config's default."""
+    types = c.values.get("layers_block_type")
+    if types is None and c.values.get("hybrid_override_pattern") is not None:
+        pattern = c.values["hybrid_override_pattern"]
+        if not isinstance(pattern, str) or not pattern or any(ch not in _NEMOTRON_BLOCKS for ch in pattern):
+            raise c._bad("hybrid_override_pattern", "a string of M, *, - and E (one per layer)")
+        types = [_NEMOTRON_BLOCKS[ch] for ch in pattern]
+    if types is None:
+        types = ["linear_attention", "moe", "full_attention", "mlp"]  # configuration_nemotron_h.py default
+    if not isinstance(types, list) or not types or any(t not in _NEMOTRON_KIND for t in types):
+        raise c._bad("layers_block_type", "a list of linear_attention / full_attention / mlp / moe (one per layer)")
+    if len(types) > MAX_DERIVED_LAYERS:
+        raise c._bad("layers_block_type", f"at most {MAX_DERIVED_LAYERS} layers")
+    return types
+
+
+def _nemotron_moe(c: Reader, types: list[str], mlp_bias: bool) -> dict[str, Any]:
+    """NemotronHMoE's fields: routed and shared experts, LatentMoE's width, and the dense (mlp) layers."""
+    if mlp_bias:  # the experts have no bias, the dense and shared MLPs would: not one tcalc MLP
+        raise c._bad("mlp_bias", "false with MoE layers (tcalc's experts and MLPs share one bias setting)")
+    spec: dict[str, Any] = {
+        "n_experts": c.int("n_routed_experts"), "experts_per_token": c.int("num_experts_per_tok"), "router": True,
+        "moe_d_ff": c.int("moe_intermediate_size"),
+        "shared_expert_d_ff": c.int("moe_shared_expert_intermediate_size"),
+    }
+    # LatentMoE (Nemotron 3 Super): NemotronHMoE's fc1_latent_proj / fc2_latent_proj and experts of that width
+    if (latent := c.opt_int("moe_latent_size")) is not None:
+        if latent < 1:
+            raise c._bad("moe_latent_size", "a whole number >= 1 (or null: no latent projection)")
+        spec["moe_latent_dim"] = latent
+    dense = [i for i, t in enumerate(types) if t == "mlp"]
+    if dense:
+        spec["dense_layer_ids"] = dense
+    return spec
+
+
+def _nemotron_mamba(c: Reader) -> dict[str, Any]:
+    """NemotronHMamba2Mixer's fields, each a whole number >= 1, the heads divisible into the groups."""
+    H = c.int("mamba_num_heads")
+    names = {"ssm_heads": "mamba_num_heads", "ssm_head_dim": "mamba_head_dim", "ssm_state_size": "ssm_state_size",
+             "ssm_groups": "n_groups", "conv_kernel": "conv_kernel", "ssm_chunk_size": "chunk_size"}
+    mamba: dict[str, Any] = {key: c.int(name) for key, name in names.items()}
+    for key, value in mamba.items():
+        if value < 1:
+            raise c._bad(names[key], "a whole number >= 1")
+    if H % mamba["ssm_groups"]:
+        raise c._bad("n_groups", f"a divisor of mamba_num_heads ({H})")
+    return mamba | {"ssm_proj_bias": c.flag("use_bias"), "ssm_conv_bias": c.flag("use_conv_bias")}
 
 
 # ---------------------------------------------------------------------------- Zamba2
@@ -306,21 +322,7 @@ def _zamba2(c: Reader) -> dict[str, Any]:
     D x D linear (estimators/shared_block.py). num_mem_blocks distinct blocks, tied in turn
     (Zamba2Model.get_layers). RoPE only with use_mem_rope (no parameters either way); final_layernorm;
     lm_head tied by tie_word_embeddings."""
-    if c.values.get("layer_types") is not None:
-        # attribute_map layer_types -> layers_block_type is applied after __post_init__, which has derived
-        # hybrid_layer_ids (the adapters' count) from the default 54-layer pattern: not this file's layers
-        raise c._bad("layer_types", "absent: write the list as layers_block_type (transformers 5.23 derives the "
-                                    "shared blocks' adapters from the default pattern when it is layer_types)")
-    types = c.values.get("layers_block_type")
-    L = c.int("num_hidden_layers")
-    if types is None:
-        types = list(_ZAMBA2_DEFAULT_TYPES)
-    if not isinstance(types, list) or not types or any(t not in _ZAMBA2_KINDS for t in types):
-        raise c._bad("layers_block_type", "a list of mamba / linear_attention and hybrid (one per layer)")
-    if len(types) != L:  # configuration_utils.py validate_layer_type
-        raise c._bad("num_hidden_layers", f"the number of layers_block_type entries ({len(types)})")
-    if L > MAX_DERIVED_LAYERS:
-        raise c._bad("num_hidden_layers", f"at most {MAX_DERIVED_LAYERS} layers")
+    types, L = _zamba2_types(c)
     D, A = c.int("hidden_size"), c.int("num_attention_heads")
     if D < 1 or A < 1:
         raise c._bad("hidden_size" if D < 1 else "num_attention_heads", "a whole number >= 1")
@@ -355,6 +357,32 @@ def _zamba2(c: Reader) -> dict[str, Any]:
               "shared_blocks_tied": spec["tied_embeddings"]}
     if (kv := c.opt_int("num_key_value_heads")) is not None:
         spec["n_kv_heads"] = kv
+    _check_zamba2_sizes(c, spec, shared, H, D, A)
+    return spec | (shared if hybrid else {})  # no hybrid layer: no shared block is built
+
+
+def _zamba2_types(c: Reader) -> tuple[list[str], int]:
+    """The layer kinds (layers_block_type, one per layer) and L."""
+    if c.values.get("layer_types") is not None:
+        # attribute_map layer_types -> layers_block_type is applied after __post_init__, which has derived
+        # hybrid_layer_ids (the adapters' count) from the default 54-layer pattern: not this file's layers
+        raise c._bad("layer_types", "absent: write the list as layers_block_type (transformers 5.23 derives the "
+                                    "shared blocks' adapters from the default pattern when it is layer_types)")
+    types = c.values.get("layers_block_type")
+    L = c.int("num_hidden_layers")
+    if types is None:
+        types = list(_ZAMBA2_DEFAULT_TYPES)
+    if not isinstance(types, list) or not types or any(t not in _ZAMBA2_KINDS for t in types):
+        raise c._bad("layers_block_type", "a list of mamba / linear_attention and hybrid (one per layer)")
+    if len(types) != L:  # configuration_utils.py validate_layer_type
+        raise c._bad("num_hidden_layers", f"the number of layers_block_type entries ({len(types)})")
+    if L > MAX_DERIVED_LAYERS:
+        raise c._bad("num_hidden_layers", f"at most {MAX_DERIVED_LAYERS} layers")
+    return types, L
+
+
+def _check_zamba2_sizes(c: Reader, spec: dict[str, Any], shared: dict[str, Any], H: int, D: int, A: int) -> None:
+    """The Mamba-2 and shared-block sizes that transformers would build: whole, positive and dividing."""
     for key, name in (("ssm_state_size", "mamba_d_state"), ("ssm_groups", "mamba_ngroups"),
                       ("conv_kernel", "mamba_d_conv"), ("ssm_chunk_size", "chunk_size"),
                       ("shared_blocks", "num_mem_blocks"), ("shared_block_adapter_rank", "adapter_rank")):
@@ -364,7 +392,6 @@ def _zamba2(c: Reader) -> dict[str, Any]:
         raise c._bad("mamba_ngroups", f"a divisor of n_mamba_heads ({H})")
     if 2 * D < A:
         raise c._bad("num_attention_heads", f"at most 2 x hidden_size ({2 * D}): head_dim = 2·hidden_size // heads")
-    return spec | (shared if hybrid else {})  # no hybrid layer: no shared block is built
 
 
 # ---------------------------------------------------------------------------- short convolution
