@@ -105,35 +105,9 @@ def mobilenetv5(arch: tuple[tuple[str, ...], ...] = MOBILENETV5_300M_ENC, image_
     for stage in arch:
         for block in stage:
             b = decode_block(block)
-            c_out, s = b["c"], b["s"]
-            if b["kind"] == "er":
-                mid, k = make_divisible(c_in * b["e"]), b["k"]
-                side = _out_side(side, s)
-                n = c_in * mid * k * k + mid + mid * c_out + c_out
-                macs += side * side * (c_in * mid * k * k + mid * c_out)
-            elif b["kind"] == "uir":
-                mid, a, k = make_divisible(c_in * b["e"]), b["a"], b["k"]
-                n = c_in * mid + mid + mid * c_out + c_out + c_out
-                if a:
-                    side = _out_side(side, s if not k else 1)
-                    n += c_in * a * a + c_in
-                    macs += side * side * c_in * a * a
-                macs += side * side * c_in * mid
-                if k:
-                    side = _out_side(side, s)
-                    n += mid * k * k + mid
-                    macs += side * side * mid * k * k
-                macs += side * side * mid * c_out
-            elif b["kind"] == "mqa":
-                h, d, k, v = b["h"], b["d"], b["k"], b["v"]
-                kv_side = _out_side(side, v)
-                down = (c_in * k * k + c_in) if v > 1 else 0
-                n = c_in + c_in * h * d + 2 * (down + c_in * d) + h * d * c_out + c_out
-                macs += side * side * (c_in * h * d + h * d * c_out)
-                macs += 2 * kv_side * kv_side * ((c_in * k * k if v > 1 else 0) + c_in * d)
-                macs += 2 * h * side * side * kv_side * kv_side * d
-            else:  # pragma: no cover - the arch above uses these three kinds only
-                raise TcalcError(f"MobileNetV5 block kind {b['kind']!r} is not priced")
+            n, block_macs, side = _block_cost(b, c_in, side)
+            macs += block_macs
+            c_out = b["c"]
             per_block.append(n)
             params += n
             c_in = c_out
@@ -148,6 +122,41 @@ def mobilenetv5(arch: tuple[tuple[str, ...], ...] = MOBILENETV5_300M_ENC, image_
     params += msfa
     macs += side * side * (c_fused * mid + mid * MSFA_OUT)
     return params, 2 * macs, per_block + [msfa]
+
+
+def _block_cost(b: dict[str, Any], c_in: int, side: int) -> tuple[int, int, int]:
+    """(parameters, MACs, output side) of one decoded MobileNetV5 block (mobilenetv5's docstring)."""
+    c_out, s = b["c"], b["s"]
+    macs = 0
+    if b["kind"] == "er":
+        mid, k = make_divisible(c_in * b["e"]), b["k"]
+        side = _out_side(side, s)
+        n = c_in * mid * k * k + mid + mid * c_out + c_out
+        macs += side * side * (c_in * mid * k * k + mid * c_out)
+    elif b["kind"] == "uir":
+        mid, a, k = make_divisible(c_in * b["e"]), b["a"], b["k"]
+        n = c_in * mid + mid + mid * c_out + c_out + c_out
+        if a:
+            side = _out_side(side, s if not k else 1)
+            n += c_in * a * a + c_in
+            macs += side * side * c_in * a * a
+        macs += side * side * c_in * mid
+        if k:
+            side = _out_side(side, s)
+            n += mid * k * k + mid
+            macs += side * side * mid * k * k
+        macs += side * side * mid * c_out
+    elif b["kind"] == "mqa":
+        h, d, k, v = b["h"], b["d"], b["k"], b["v"]
+        kv_side = _out_side(side, v)
+        down = (c_in * k * k + c_in) if v > 1 else 0
+        n = c_in + c_in * h * d + 2 * (down + c_in * d) + h * d * c_out + c_out
+        macs += side * side * (c_in * h * d + h * d * c_out)
+        macs += 2 * kv_side * kv_side * ((c_in * k * k if v > 1 else 0) + c_in * d)
+        macs += 2 * h * side * side * kv_side * kv_side * d
+    else:  # pragma: no cover - the arch above uses these three kinds only
+        raise TcalcError(f"MobileNetV5 block kind {b['kind']!r} is not priced")
+    return n, macs, side
 
 
 # ============================================================================ the USM audio encoder
