@@ -286,52 +286,56 @@ def read_runs(path: Path | str) -> list[dict[str, Any]]:
         rows = _rows_yaml(text, name)
     if len(rows) > MAX_RUNS:
         raise TcalcError(f"{name}: {len(rows):,} runs; at most {MAX_RUNS:,} are read")
-    out = []
-    for i, row in enumerate(rows, 1):
-        where = f"{name}, run {row.get('id', i)!s:.40}"
-        measured: dict[str, Any] = {}
-        given = row.get("measured") or {}
-        if not isinstance(given, dict):
-            raise TcalcError(f"{where}: measured must be a mapping of metric: value")
-        for key in METRICS:
-            for src in (given, row):
-                if key in src:
-                    v = src[key]
-                    if isinstance(v, bool) or not isinstance(v, (int, float)):
-                        raise TcalcError(f"{where}: {key} is {clip(v, 40)}, not a number")
-                    measured[key] = _number(str(v), f"{where}: {key}")
-        extra = sorted(k for k in given if k not in METRICS)
-        if extra:
-            raise TcalcError(f"{where}: measured {clip(extra[0], 40)} is not a metric tcalc fits ({', '.join(METRICS)})")
-        run = {k: v for k, v in row.items() if k not in METRICS and k != "measured"}
-        if "log" in run:
-            log = run.pop("log")
-            if not isinstance(log, str):
-                raise TcalcError(f"{where}: log must be a file name")
-            kind, found = read_log(path.parent / log, run.pop("log_kind", None))
-            for key, v in found.items():
-                if key in METRICS:
-                    measured.setdefault(key, v)
-                elif key == "steps":
-                    run["log_steps"] = v
-                elif key in run and run[key] != v:
-                    raise TcalcError(f"{where}: {key} is {clip(run[key], 20)} but the log says {v}; correct one")
-                else:
-                    run[key] = v
-            run["log_kind"] = kind
-        if not measured:
-            raise TcalcError(f"{where}: no measurement; give one of {', '.join(METRICS)} (or `log:` naming a "
-                             f"{', '.join(LOG_KINDS)} log)")
-        serving = any(k in SERVE_METRICS for k in measured)
-        if serving and any(k in TRAIN_METRICS for k in measured):
-            raise TcalcError(f"{where}: both training and serving metrics; a run is one or the other")
-        required = SERVE_REQUIRED if serving else TRAIN_REQUIRED
-        missing = [k for k in required if k not in run]
-        if missing:
-            raise TcalcError(f"{where}: missing {', '.join(missing)} (a {'serving' if serving else 'training'} run "
-                             f"states {', '.join(required)})")
-        run["measured"] = measured
-        run["kind"] = "serve" if serving else "train"
-        run["where"] = where
-        out.append(run)
-    return out
+    return [_run(row, f"{name}, run {row.get('id', i)!s:.40}", path.parent) for i, row in enumerate(rows, 1)]
+
+
+def _run(row: dict[str, Any], where: str, folder: Path) -> dict[str, Any]:
+    """One run: its fields, its measurements (the row's, then its log's), kind (train or serve) and where."""
+    measured = _measured(row, where)
+    run = {k: v for k, v in row.items() if k not in METRICS and k != "measured"}
+    if "log" in run:
+        log = run.pop("log")
+        if not isinstance(log, str):
+            raise TcalcError(f"{where}: log must be a file name")
+        kind, found = read_log(folder / log, run.pop("log_kind", None))
+        for key, v in found.items():
+            if key in METRICS:
+                measured.setdefault(key, v)
+            elif key == "steps":
+                run["log_steps"] = v
+            elif key in run and run[key] != v:
+                raise TcalcError(f"{where}: {key} is {clip(run[key], 20)} but the log says {v}; correct one")
+            else:
+                run[key] = v
+        run["log_kind"] = kind
+    if not measured:
+        raise TcalcError(f"{where}: no measurement; give one of {', '.join(METRICS)} (or `log:` naming a "
+                         f"{', '.join(LOG_KINDS)} log)")
+    serving = any(k in SERVE_METRICS for k in measured)
+    if serving and any(k in TRAIN_METRICS for k in measured):
+        raise TcalcError(f"{where}: both training and serving metrics; a run is one or the other")
+    required = SERVE_REQUIRED if serving else TRAIN_REQUIRED
+    missing = [k for k in required if k not in run]
+    if missing:
+        raise TcalcError(f"{where}: missing {', '.join(missing)} (a {'serving' if serving else 'training'} run "
+                         f"states {', '.join(required)})")
+    return run | {"measured": measured, "kind": "serve" if serving else "train", "where": where}
+
+
+def _measured(row: dict[str, Any], where: str) -> dict[str, Any]:
+    """The metrics a row states, under `measured:` or at its top level, each a finite number."""
+    measured: dict[str, Any] = {}
+    given = row.get("measured") or {}
+    if not isinstance(given, dict):
+        raise TcalcError(f"{where}: measured must be a mapping of metric: value")
+    for key in METRICS:
+        for src in (given, row):
+            if key in src:
+                v = src[key]
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    raise TcalcError(f"{where}: {key} is {clip(v, 40)}, not a number")
+                measured[key] = _number(str(v), f"{where}: {key}")
+    extra = sorted(k for k in given if k not in METRICS)
+    if extra:
+        raise TcalcError(f"{where}: measured {clip(extra[0], 40)} is not a metric tcalc fits ({', '.join(METRICS)})")
+    return measured
