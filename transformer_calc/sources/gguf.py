@@ -133,14 +133,7 @@ def read_gguf(path: Path) -> tuple[dict[str, Any], Checkpoint]:
         raise TcalcError(f"{where} cannot be read: {clip(str(exc), 120)}") from None
     finally:
         os.close(fd)
-    split = meta.get("split.count")
-    if isinstance(split, int) and not isinstance(split, bool) and split > 1:
-        raise TcalcError(
-            f"{where} is one shard of a GGUF split in {split} files; merge them first "
-            "(llama-gguf-split --merge FIRST.gguf OUT.gguf) and give the merged file"
-        )
-    if not infos:
-        raise TcalcError(f"{where} holds no tensors (a vocabulary-only file?); give a model file")
+    _check_whole_model(meta, infos, where)
     stored = tensor_bytes(infos, data_start, alignment, size, where, g)
     arch = meta.get("general.architecture")
     if not isinstance(arch, str) or not arch:
@@ -154,8 +147,33 @@ def read_gguf(path: Path) -> tuple[dict[str, Any], Checkpoint]:
     by_name = {t.name: t for t in infos}
     spec, expected = deepseek2(m, meta, by_name) if arch == "deepseek2" else llama_like(arch, m, meta, by_name)
     check_tensors(where, arch, spec, expected, infos)
-    mtp_from = spec["n_layers"] if spec.get("mtp_layers") else None
-    tensors = tuple(
+    tensors = _tensors(stored, spec["n_layers"] if spec.get("mtp_layers") else None)
+    name = meta.get("general.name")
+    spec["name"] = name.strip()[:200] if isinstance(name, str) and name.strip() else path.stem
+    spec["dropout"] = 0.0
+    spec["source"] = str(path)
+    checkpoint = Checkpoint(
+        format="gguf", source=str(path), files=1, tensors=tensors, file_bytes=size,
+        quantization=_file_type(meta, g),
+    )
+    return spec, checkpoint
+
+
+def _check_whole_model(meta: dict[str, Any], infos: Any, where: str) -> None:
+    """One whole model file: not a shard of a split, not a vocabulary-only file."""
+    split = meta.get("split.count")
+    if isinstance(split, int) and not isinstance(split, bool) and split > 1:
+        raise TcalcError(
+            f"{where} is one shard of a GGUF split in {split} files; merge them first "
+            "(llama-gguf-split --merge FIRST.gguf OUT.gguf) and give the merged file"
+        )
+    if not infos:
+        raise TcalcError(f"{where} holds no tensors (a vocabulary-only file?); give a model file")
+
+
+def _tensors(stored: Any, mtp_from: int | None) -> tuple[Tensor, ...]:
+    """The stored tensors as the checkpoint's Tensor records (transformers' shape order, its components)."""
+    return tuple(
         Tensor(
             name=t.name,
             dtype=dtype,
@@ -167,12 +185,3 @@ def read_gguf(path: Path) -> tuple[dict[str, Any], Checkpoint]:
         )
         for t, dtype, nbytes in stored
     )
-    name = meta.get("general.name")
-    spec["name"] = name.strip()[:200] if isinstance(name, str) and name.strip() else path.stem
-    spec["dropout"] = 0.0
-    spec["source"] = str(path)
-    checkpoint = Checkpoint(
-        format="gguf", source=str(path), files=1, tensors=tensors, file_bytes=size,
-        quantization=_file_type(meta, g),
-    )
-    return spec, checkpoint
