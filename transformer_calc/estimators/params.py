@@ -738,33 +738,13 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
         require_deepseek_v4_priced(m, "tensor parallelism (its per-rank share)")
     check_tensor_parallel(m, T, ep, etp)
     etp = T if etp is None else etp
-    D = m.d_model
     full = count_params(m)
     kv_rank, q_rank = kv_heads_per_rank(m.n_kv_heads, T), m.n_heads // T
-    if m.is_mla:
-        q, k, v, o = attention_weights(m, q_rank, q_rank)
-    else:
-        q, k, v, o = attention_weights(m, q_rank, kv_rank)
-    attn = q + k + v + o + _attention_bias(m, q_rank, kv_rank, m.attn_out_bias)
-    attn += full.layer.qk_norm + full.layer.latent_norms + (q_rank if m.attention_sinks else 0)
-    # DSA's indexer is replicated on every rank, like MLA's latent down-projections (DeepSeek-V3.2's
-    # inference/model.py builds it of plain, unsharded Linear layers)
-    attn += full.layer.indexer
-
-    def mlp(width: int, bias: bool | None = None) -> int:
-        return sum(mlp_params(m, width, bias))
-
+    attn = _shard_attention(m, full.layer, q_rank, kv_rank)
     norms = full.layer.norms  # (with BitNet's sub-norms, replicated like every norm here)
-    dense_layer = attn + mlp(m.d_ff // T) + norms + full.dense_layer.activation
-    routed = 0
-    if m.is_moe:
-        routed = (m.n_experts // ep) * sum(mlp_params(m, m.moe_d_ff // etp, d_in=m.expert_d))
-        shared = mlp(m.shared_expert_d_ff // T, bias=False) if m.shared_expert_d_ff else 0
-        shared += sum(latent_projections(m))  # replicated (not expert-parallel)
-        shared += D if m.shared_expert_gate else 0
-        layer = attn + routed + shared + full.layer.router + norms + full.layer.activation
-    else:
-        layer = dense_layer
+    dense_layer = attn + sum(mlp_params(m, m.d_ff // T)) + norms + full.dense_layer.activation
+    routed, layer = _shard_moe(m, full.layer, T, ep, etp) if m.is_moe else (0, dense_layer - attn - norms)
+    layer += attn + norms
     table = -(-m.vocab_size // T) * m.d_embedding  # vocabulary-parallel rows
     head_bias = -(-m.vocab_size // T) if m.lm_head_bias else 0
     return ShardParams(
@@ -778,13 +758,30 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
         indexer=full.layer.indexer,
         attention=attn,
         mixers=tuple((k, MIXERS[k].shard_params(m, T)) for k in m.mixer_kinds),
-        dense_mlp=mlp(m.d_ff // T),
+        dense_mlp=sum(mlp_params(m, m.d_ff // T)),
         shared_blocks=full.shared_blocks,
         sliding_extra=sliding_extra(m, q_rank, kv_rank, kv_heads_per_rank(
             m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads"))[1],
         variants=sum(_gemma4_parts(m, full.layer, T, attn - full.layer.latent_norms - full.layer.indexer
                                    - (q_rank if m.attention_sinks else 0)).fields().values()),
     )
+
+
+def _shard_attention(m: ModelConfig, full: LayerParams, q_rank: int, kv_rank: int) -> int:
+    """One rank's attention: Q/K/V/O split by heads; q/k norms, MLA latent norms and DSA's indexer replicated
+    (DeepSeek-V3.2's inference/model.py builds the indexer of plain, unsharded Linear layers)."""
+    q, k, v, o = attention_weights(m, q_rank, q_rank if m.is_mla else kv_rank)
+    attn = q + k + v + o + _attention_bias(m, q_rank, kv_rank, m.attn_out_bias)
+    return attn + full.qk_norm + full.latent_norms + (q_rank if m.attention_sinks else 0) + full.indexer
+
+
+def _shard_moe(m: ModelConfig, full: LayerParams, T: int, ep: int, etp: int) -> tuple[int, int]:
+    """(routed experts, MoE block without attention and norms) of one rank: n_experts/ep experts split etp ways;
+    shared experts split T ways; latent projections, the shared expert's gate and the router replicated."""
+    routed = (m.n_experts // ep) * sum(mlp_params(m, m.moe_d_ff // etp, d_in=m.expert_d))
+    shared = sum(mlp_params(m, m.shared_expert_d_ff // T, False)) if m.shared_expert_d_ff else 0
+    shared += sum(latent_projections(m)) + (m.d_model if m.shared_expert_gate else 0)
+    return routed, routed + shared + full.router + full.activation
 
 
 def tensor_parallel_params(m: ModelConfig, T: int, ep: int = 1, etp: int | None = None) -> int:
