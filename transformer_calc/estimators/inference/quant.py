@@ -54,6 +54,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from transformer_calc.model.checkpoint import StoredWeights
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
@@ -355,38 +356,8 @@ def quantized_weights(m: ModelConfig, fmt: str, T: int = 1, ep: int = 1) -> Quan
         raise AssertionError("quantized more elements than the model holds")
     other_bytes = -(-other * rest_bits // 8)
     quantized = -(-q_bytes.numerator // q_bytes.denominator)
-    # One routed expert of one layer, as stored (biases at rest_bits), and the embedding table.
-    experts = [(x, b) for x, b in chosen if x.expert]
-    expert_bytes, expert_params = Fraction(0), 0
-    if m.is_moe and m.n_moe_layers():
-        n_local, n_moe = m.n_experts // ep, m.n_moe_layers()
-        # One expert of one layer: the mean over the MoE layers (GGUF stores some layers' experts at
-        # more bits), so that k idle experts in every layer cost exactly what they store in all.
-        for x, b in experts:
-            expert_bytes += Fraction(_blocks(x, b) * b.block_bytes, n_local * n_moe)
-            expert_params += x.elements // (n_local * n_moe)
-        n_in = (GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES) - 1
-        bias = (n_in * m.moe_d_ff // T + m.d_model) if m.mlp_bias else 0
-        if not experts:  # experts left unquantized
-            weights = (n_in + 1) * m.d_model * (m.moe_d_ff // T)
-            expert_bytes, expert_params = Fraction(weights * rest_bits, 8), weights
-        expert_bytes += Fraction(bias * rest_bits, 8)
-        expert_params += bias
-    embedding = [(x, b) for x, b in chosen if x.name == "token_embd"]
-    if embedding:
-        x, b = embedding[0]
-        gathered = _blocks(x, b) * b.block_bytes
-    elif m.tied_embeddings:
-        gathered = 0
-    else:
-        gathered = -(-(-(-m.vocab_size // T) * m.d_embedding) * rest_bits // 8)
-    gathered += -(-count_params(m).position * rest_bits // 8)
-    # Gemma 4's per-layer table: rows gathered too (as roofline's plain-dtype `gathered_params` counts it)
-    table = [(x, b) for x, b in chosen if x.name == "per_layer_token_embd"]
-    if table:
-        gathered += _blocks(table[0][0], table[0][1]) * table[0][1].block_bytes
-    elif m.per_layer_input_dim:
-        gathered += -(-per_layer_table_rank(m, T) * rest_bits // 8)
+    expert_bytes, expert_params = _one_expert(m, chosen, T, ep, rest_bits)
+    gathered = _gathered_bytes(m, chosen, T, rest_bits)
     return QuantizedWeights(
         format=fmt,
         quantized_params=q_params,
@@ -399,6 +370,46 @@ def quantized_weights(m: ModelConfig, fmt: str, T: int = 1, ep: int = 1) -> Quan
         gathered_bytes=gathered,
         bits_per_quantized_weight=float(8 * q_bytes / q_params) if q_params else 0.0,
     )
+
+
+def _one_expert(m: ModelConfig, chosen: list[Any], T: int, ep: int, rest_bits: int) -> tuple[Fraction, int]:
+    """(bytes, parameters) of one routed expert of one layer, as stored (biases at rest_bits): the mean over the
+    MoE layers (GGUF stores some layers' experts at more bits), so that k idle experts in every layer cost exactly
+    what they store in all."""
+    expert_bytes, expert_params = Fraction(0), 0
+    if not (m.is_moe and m.n_moe_layers()):
+        return expert_bytes, expert_params
+    experts = [(x, b) for x, b in chosen if x.expert]
+    n_local, n_moe = m.n_experts // ep, m.n_moe_layers()
+    for x, b in experts:
+        expert_bytes += Fraction(_blocks(x, b) * b.block_bytes, n_local * n_moe)
+        expert_params += x.elements // (n_local * n_moe)
+    n_in = (GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES) - 1
+    bias = (n_in * m.moe_d_ff // T + m.d_model) if m.mlp_bias else 0
+    if not experts:  # experts left unquantized
+        weights = (n_in + 1) * m.d_model * (m.moe_d_ff // T)
+        expert_bytes, expert_params = Fraction(weights * rest_bits, 8), weights
+    return expert_bytes + Fraction(bias * rest_bits, 8), expert_params + bias
+
+
+def _gathered_bytes(m: ModelConfig, chosen: list[Any], T: int, rest_bits: int) -> int:
+    """Bytes of the rows a token gathers from the embedding tables (token, learned positions, Gemma 4's
+    per-layer table, as roofline's plain-dtype `gathered_params` counts them), as stored."""
+    embedding = [(x, b) for x, b in chosen if x.name == "token_embd"]
+    if embedding:
+        x, b = embedding[0]
+        gathered = _blocks(x, b) * b.block_bytes
+    elif m.tied_embeddings:
+        gathered = 0
+    else:
+        gathered = -(-(-(-m.vocab_size // T) * m.d_embedding) * rest_bits // 8)
+    gathered += -(-count_params(m).position * rest_bits // 8)
+    table = [(x, b) for x, b in chosen if x.name == "per_layer_token_embd"]
+    if table:
+        gathered += _blocks(table[0][0], table[0][1]) * table[0][1].block_bytes
+    elif m.per_layer_input_dim:
+        gathered += -(-per_layer_table_rank(m, T) * rest_bits // 8)
+    return gathered
 
 
 def stored_shard(m: ModelConfig, stored: StoredWeights, T: int = 1, ep: int = 1, etp: int = 1) -> QuantizedWeights:
