@@ -98,6 +98,20 @@ class Speculation:
     target_kv_cache_bytes: int
 
 
+def break_even_acceptance(ratio: float, k: int) -> float | None:
+    """The acceptance rate α at which E[tokens per step](α, k) equals `ratio` (a speculative step's time over a
+    plain step's): 0 when it pays at any α, None when it never does; found by bisection."""
+    if ratio <= 1:
+        return 0.0
+    if ratio >= k + 1:
+        return None
+    lo, hi = 0.0, 1.0
+    for _ in range(BISECTION_STEPS):  # bounded: a fixed number of halvings
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected_tokens_per_step(mid, k) < ratio else (lo, mid)
+    return hi
+
+
 def speculate(
     m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, *, draft: ModelConfig | None,
     speculative_tokens: int, acceptance_rate: float,
@@ -130,17 +144,7 @@ def speculate(
     verify_s = step_time(m, gpu, spec, eff, kernel_classes(verify), B * (k + 1), B * (k + 1)).time_s
     step = k * draft_s + verify_s
     per_token = step / tokens
-    ratio = step / base.time_s  # E[tokens] needed to break even
-    if ratio <= 1:
-        break_even: float | None = 0.0
-    elif ratio >= k + 1:
-        break_even = None
-    else:
-        lo, hi = 0.0, 1.0
-        for _ in range(BISECTION_STEPS):  # bounded: a fixed number of halvings
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if expected_tokens_per_step(mid, k) < ratio else (lo, mid)
-        break_even = hi
+    break_even = break_even_acceptance(step / base.time_s, k)  # E[tokens] needed to break even
     if kind == "mtp":  # the MTP modules' own weights (the embedding and head are the target's)
         draft_weights = -(-count_params(m).mtp * DTYPE_BITS[plain] // 8) // spec.tensor_parallel
     else:
