@@ -362,18 +362,8 @@ def _deepseek_v4_shard(m: ModelConfig, spec: InferenceSpec) -> Shard:
     check_tensor_parallel(m, T, ep, 1)  # ep divides the experts (and their redundant slots)
     blocks = m.deepseek_v4
     assert blocks is not None
-    D, A, hd, W, L = m.d_model, m.n_heads, m.head_dim, m.sliding_window or 1, m.n_layers
-    n_csa, n_hca = len(blocks.csa_layer_ids), len(blocks.hca_layer_ids)
-    n_sliding = L - n_csa - n_hca
-    d_i, m_c = blocks.index_head_dim, blocks.csa_compress_rate
-    kv_and_gate = v4.KV_AND_GATE
-    window = tuple(g for g in (KVGroup(n_sliding, KV_TENSORS * hd, W), KVGroup(n_csa + n_hca, hd, W)) if g.layers)
-    width = A * 2 * hd  # every head scores over h_d and re-weights h_d-wide values
-    compressed = tuple(g for g in (
-        CompressedGroup(n_csa, m_c, hd, d_i, kv_and_gate * v4.CSA_SERIES * (hd + d_i), kv_and_gate * m_c * (hd + d_i),
-                    blocks.index_topk, width, blocks.index_n_heads * d_i),
-        CompressedGroup(n_hca, blocks.hca_compress_rate, hd, 0, kv_and_gate * hd, 0, None, width, 0),
-    ) if g.layers)
+    D, A, hd, L = m.d_model, m.n_heads, m.head_dim, m.n_layers
+    window, compressed = _deepseek_v4_cache_groups(m)
     full = count_params(m)
     expert = v4.GATED_MATRICES * D * m.moe_d_ff  # DeepseekV4Experts: no bias
     held_experts = m.n_experts // ep  # this GPU's routed experts (transformers' ep plan: split by expert)
@@ -400,6 +390,26 @@ def _deepseek_v4_shard(m: ModelConfig, spec: InferenceSpec) -> Shard:
         store=_store(m, spec, 1),
         compressed=compressed,
     )
+
+
+def _deepseek_v4_cache_groups(m: ModelConfig) -> tuple[tuple[KVGroup, ...], tuple[CompressedGroup, ...]]:
+    """DeepSeek-V4's cache as roofline groups: every layer's sliding window of the one K = V head (2·h_d on a
+    sliding-only layer, h_d on a compressed one), and the CSA / HCA layers' compressed entries."""
+    blocks = m.deepseek_v4
+    assert blocks is not None
+    A, hd, W, L = m.n_heads, m.head_dim, m.sliding_window or 1, m.n_layers
+    n_csa, n_hca = len(blocks.csa_layer_ids), len(blocks.hca_layer_ids)
+    n_sliding = L - n_csa - n_hca
+    d_i, m_c = blocks.index_head_dim, blocks.csa_compress_rate
+    kv_and_gate = v4.KV_AND_GATE
+    window = tuple(g for g in (KVGroup(n_sliding, KV_TENSORS * hd, W), KVGroup(n_csa + n_hca, hd, W)) if g.layers)
+    width = A * 2 * hd  # every head scores over h_d and re-weights h_d-wide values
+    compressed = tuple(g for g in (
+        CompressedGroup(n_csa, m_c, hd, d_i, kv_and_gate * v4.CSA_SERIES * (hd + d_i), kv_and_gate * m_c * (hd + d_i),
+                        blocks.index_topk, width, blocks.index_n_heads * d_i),
+        CompressedGroup(n_hca, blocks.hca_compress_rate, hd, 0, kv_and_gate * hd, 0, None, width, 0),
+    ) if g.layers)
+    return window, compressed
 
 
 def expert_layout(m: ModelConfig, T: int, ep: int) -> tuple[int, int]:
