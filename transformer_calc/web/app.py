@@ -279,6 +279,30 @@ def run_check_page(keywords: dict[str, Any], job: str | None) -> Any:
     return CheckResult.model_validate_json(text)
 
 
+async def _call(call: Any, cls: Any, keywords: dict[str, Any], texts: dict[str, str],
+                errors: dict[str, str]) -> tuple[Any, str | None]:
+    """(result, problem) of the API call, off the event loop: an error goes beside its field when one is named
+    (into `errors`), else it is the page's problem; a non-finite number is an error, as with `-f json`."""
+    try:
+        result = await run_in_threadpool(call)
+        tc_json = result.model_dump(mode="json")
+        from transformer_calc.sources.files import finite_or_error
+
+        finite_or_error(tc_json)  # as `-f json`: a non-finite number is an error, never shown
+        return result, None
+    except TcalcError as exc:
+        message = " ".join(str(exc).split())
+        where = forms.error_field(cls, message, keywords, texts)
+        if where is None:
+            return None, message
+        errors[where] = message
+        return None, None
+    except TypeError as exc:  # one option under two names (S= and seq_len=)
+        return None, str(exc)
+    except Exception as exc:  # noqa: BLE001 - the page never shows a traceback
+        return None, f"internal error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); please report it"
+
+
 async def evaluate(command: str, items: list[tuple[str, str]]) -> dict[str, Any]:
     """A page's query -> its form, command line, result and errors (the API called once)."""
     fn = tc.__dict__[command]
@@ -307,25 +331,7 @@ async def evaluate(command: str, items: list[tuple[str, str]]) -> dict[str, Any]
         return fn(**keywords)
 
     if problem is None and _ready(command, texts):
-        try:
-            result = await run_in_threadpool(call)
-            tc_json = result.model_dump(mode="json")
-            from transformer_calc.sources.files import finite_or_error
-
-            finite_or_error(tc_json)  # as `-f json`: a non-finite number is an error, never shown
-        except TcalcError as exc:
-            result = None
-            message = " ".join(str(exc).split())
-            where = forms.error_field(cls, message, keywords, texts)
-            if where is None:
-                problem = message
-            else:
-                errors[where] = message
-        except TypeError as exc:  # one option under two names (S= and seq_len=)
-            result, problem = None, str(exc)
-        except Exception as exc:  # noqa: BLE001 - the page never shows a traceback
-            result = None
-            problem = f"internal error ({type(exc).__name__}: {' '.join(str(exc).split())[:300]}); please report it"
+        result, problem = await _call(call, cls, keywords, texts, errors)
     if problem is not None and command in forms.PAGE_KEYS and problem.startswith("job:"):
         errors["job"], problem = problem, None  # the job file's own limits, beside its box
     fields = forms.page_form(command, cls, texts, errors)
