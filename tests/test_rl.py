@@ -185,3 +185,76 @@ def test_length_distributions_keep_their_mean_and_cap(kind, L, r, n):
     if kind == "exponential" and d.rate > 0:  # the clipped exponential's mean is μ
         lam = d.rate
         assert -__import__("math").expm1(-lam * L) / lam == pytest.approx(d.mean, rel=1e-6)
+
+
+def _rl_runs():
+    """tools/validation/rl_runs.py, imported as a module."""
+    import importlib.util
+    import sys
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("rl_runs", REPO / "tools/validation/rl_runs.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["rl_runs"] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod, REPO
+
+
+def test_validation_section_is_current_and_its_summary_holds():
+    """docs/validation.md's RL section is what tools/validation/rl_runs.py writes, and the numbers it
+    states: the generation share within 10 points (median) over at least five runs, the fit runs
+    within 5 %, tcalc's peak fitting on every published run (each ran)."""
+    rr, REPO = _rl_runs()
+    rows = rr.load_rows()
+    results = [rr.evaluate(row) for row in rows]
+    raw = [rr.evaluate(row, generation_efficiency=1, trainer_efficiency=1) for row in rows]
+    assert rr.docs_section(results, raw) in (REPO / "docs/validation.md").read_text(encoding="utf-8")
+    s = rr.summary(results)
+    assert s["shares"] >= 5 and s["share_median"] <= rr.SHARE_AIM
+    assert s["median_fit"] <= 0.05 and s["memory_fits"] == s["memory_rows"] == s["rows"]
+
+
+def test_refit_terms_reproduce_their_fit_and_check_rows():
+    """The weight sync is the link's time plus REFIT_FIXED_S + (W/T_e)/REFIT_LOAD_BYTES_S; on NeMo-RL's
+    four measured refits (two fitted, two checks) tcalc lands within 25 % of the measured range."""
+    import transformer_calc.api as tc
+    from transformer_calc.estimators.rl import REFIT_FIXED_S, REFIT_LOAD_BYTES_S, refit_overhead_s
+
+    rr, _ = _rl_runs()
+    assert refit_overhead_s(0) == REFIT_FIXED_S
+    assert refit_overhead_s(27 * 10**9) == pytest.approx(REFIT_FIXED_S + 27e9 / REFIT_LOAD_BYTES_S)
+    for row, t, err in rr.sync_checks():
+        lo, hi = row["measured_s"]
+        assert err is None and 0.75 * lo <= t <= 1.25 * hi, (row["id"], t)
+    r = tc.rl("qwen3-4b", gpus=16, placement="split", rollout_gpus=8, rollout_tensor=8, framework="megatron", T=1, zero=1)
+    link = r.sync.bytes_per_engine_gpu / r.sync.link_bytes_s
+    assert r.sync.time_s == pytest.approx(link + REFIT_FIXED_S + r.sync.bytes_per_engine_gpu / REFIT_LOAD_BYTES_S, rel=0.02)
+
+
+def test_the_rollouts_log_prob_host_cost_is_per_sequence_and_step(monkeypatch):
+    """Partial rollouts run every token at the steady rate: the log-prob host cost adds
+    LOGPROB_SEQUENCE_S / g to each token's time, whatever the GPU."""
+    import transformer_calc.api as tc
+    import transformer_calc.estimators.rl as rl
+
+    args = dict(gpus=8, prompts_per_step=64, group_size=8, max_response_len=2048, response_len_mean=700,
+                rollout_tensor=1, partial_rollouts=True, generation_efficiency=0.5)
+    with_cost = tc.rl("qwen2.5-7b", **args).rollout.steady_tokens_per_s_per_replica
+    monkeypatch.setattr(rl, "LOGPROB_SEQUENCE_S", 0.0)
+    without = tc.rl("qwen2.5-7b", **args).rollout.steady_tokens_per_s_per_replica
+    assert 1 / with_cost - 1 / without == pytest.approx(20.0e-6 / 0.5, rel=0.02)
+
+
+def test_training_memory_is_one_packed_micro_batch():
+    """A packed micro-batch of b samples holds max(P + L, b·(P + μ)) tokens: raising b past
+    (P + L)/(P + μ) grows training's memory, below it the longest sample sets it."""
+    import transformer_calc.api as tc
+
+    def work(b: int) -> int:
+        r = tc.rl("llama-3.1-8b", gpus=8, prompts_per_step=64, group_size=32, prompt_len=150, max_response_len=3946,
+                  response_len_mean=795, micro_batch=b, framework="megatron", T=1, P=2, zero=1, recompute="none")
+        return next(p.trainer_work_bytes for p in r.memory.phases if p.phase == "training")
+
+    assert work(1) == work(4)  # 4 · 945 < 4096: the longest sample's tokens
+    assert work(8) > work(4)  # 8 · 945 > 4096

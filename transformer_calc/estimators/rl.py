@@ -26,7 +26,9 @@ lasts (the serve model's steady state at concurrency C, (n_r − C)·μ tokens),
 min(n_r, C) drain: decode step t runs the n·S(t) sequences still generating (S the survival
 function of the lengths) at context P + t, up to the longest sample, ln(2n)/λ for the exponential
 (the length beyond which half a sample is expected), the cap L where the clipped mass reaches it.
-With partial rollouts (k1.5's) the engine stays full: every token at the steady rate, no tail.
+With partial rollouts (k1.5's), or in-flight weight updates (NeMo-RL's async GRPO: the engine takes
+the new weights mid-generation, docs/guides/async-grpo.md), the engine stays full: every token at
+the steady rate, no tail.
 
 **Overlaps.** Synchronous (on-policy) steps run the phases one after another. With
 `off_policy_steps` = 1 on split pools (NeMo-RL's and verl's one-step off-policy, AReaL's bounded
@@ -55,10 +57,27 @@ FORWARD_OF_STEP = 3  # a training step's model FLOPs are 3 forwards (forward + b
 # passes and updates (docs/formulas.md §9, "Calibration"): FITTED by tools/validation/rl_runs.py --fit
 # on NeMo-RL v0.5's H100 runs of Llama-3.1-8B, Qwen3-30B-A3B and Qwen3-32B, on-policy and one-step
 # off-policy (6 runs; the pairs separate the two: an off-policy step is bound by one side, an
-# on-policy step sums both); checked on the other 16 (DeepSeek-V3, Qwen3-235B, GB200, MI300X, marin's H100 run). At 1.0 the
-# phases are the serve and train models' own.
-GENERATION_EFFICIENCY = 0.63
-TRAINER_EFFICIENCY = 0.72
+# on-policy step sums both), with LOGPROB_SEQUENCE_S and the refit terms below in place; checked on the
+# other 19 (DeepSeek-V3, Qwen3-235B, GB200, MI300X, NeMo-RL v0.3's H100 runs, marin's H100 run). At 1.0
+# the phases are the serve and train models' own.
+GENERATION_EFFICIENCY = 0.73
+TRAINER_EFFICIENCY = 0.75
+# The rollout engine returns each sampled token's log-prob (the trainer's importance ratio needs it):
+# host work per sequence per decode step, on the CPU whatever the GPU (slicing the step's logprob
+# lists per request, the IPC to the output processor, building its Logprob objects). MEASURED, not
+# fitted: vllm-project/vllm PR #57442, Qwen2.5-0.5B on one L20, concurrency 64: 18,645 output tokens/s
+# without logprobs, 13,583 with logprobs=0, so 1/13,583 − 1/18,645 = 20.0 µs per returned token. It is
+# the serve model's per-sequence term (`Efficiency.sequence_s`), added for the rollout only.
+LOGPROB_SEQUENCE_S = 20.0e-6
+# The weight sync beyond the bytes on the link (NeMo-RL's refit: gathering and packing each bucket,
+# the IPC handles or NCCL groups, the engine's load_weights into its own layout, its KV cache and
+# CUDA graphs re-armed): a fixed cost per refit and a per-byte cost on each engine GPU. FITTED on two
+# refits of NeMo-RL's design doc (docs/design-docs/nccl-reshard-refit.md, "Expected Performance",
+# midpoints): Qwen3-4B DP8 -> TP8 0.275 s (1.0 GB per engine GPU, 0.02 s on the link) and DeepSeek-V3
+# PP16xEP16 -> TP32 2.61 s (41.9 GB, 0.84 s on the link): 0.255 = a + 1.0/b, 1.77 = a + 41.9/b; checked
+# on its Qwen3-30B-A3B (H100) and DeepSeek-V3 (GB200) refits (docs/validation.md).
+REFIT_FIXED_S = 0.218
+REFIT_LOAD_BYTES_S = 27.0e9
 
 
 # ============================================================================ response lengths
@@ -338,8 +357,9 @@ def weight_sync(m: ModelConfig, pools: Pools, network: Any, par: Any) -> WeightS
     weights over the link between the pools, each engine GPU receiving its W/T_e shard through its
     own link (the trainer's ranks send their shards in parallel, bucket by bucket: NeMo-RL's
     NCCL refit, docs/design-docs/nccl-reshard-refit.md), (W/T_e) / bandwidth. A transport that
-    broadcasts every full tensor (NeMo-RL's default, OpenRLHF's) moves T_e times more. Only the
-    bytes over the link are priced: NeMo-RL's measured refits take 3-10x longer (docs/validation.md)."""
+    broadcasts every full tensor (NeMo-RL's default, OpenRLHF's) moves T_e times more. Beyond the
+    link, each refit costs REFIT_FIXED_S and each engine GPU loads its W/T_e at REFIT_LOAD_BYTES_S
+    (the engine's load_weights; both fitted on NeMo-RL's measured refits)."""
     from transformer_calc.estimators.params import total_params
 
     N = total_params(m)
@@ -350,12 +370,18 @@ def weight_sync(m: ModelConfig, pools: Pools, network: Any, par: Any) -> WeightS
         group = par.tensor * par.pipeline * par.context * (par.data if par.zero >= 3 else 1)
         bw, lat = network.link(max(group, pools.rollout_tensor))
         per_gpu = -(-W // pools.rollout_tensor)
-        t = per_gpu / bw + lat * max(1, m.n_layers)
+        t = per_gpu / bw + lat * max(1, m.n_layers) + refit_overhead_s(per_gpu)
         return WeightSync(W, per_gpu, "nvlink" if group <= network.node_size else "network", bw, t, buffer)
     bw, lat = network.link(pools.gpus)
     link = "nvlink" if pools.gpus <= network.node_size else "network"
     per_gpu = -(-W // pools.rollout_tensor)
-    return WeightSync(W, per_gpu, link, bw, per_gpu / bw + lat * max(1, m.n_layers), buffer)
+    t = per_gpu / bw + lat * max(1, m.n_layers) + refit_overhead_s(per_gpu)
+    return WeightSync(W, per_gpu, link, bw, t, buffer)
+
+
+def refit_overhead_s(bytes_per_engine_gpu: int) -> float:
+    """A refit's cost beyond the link: REFIT_FIXED_S + (W/T_e) / REFIT_LOAD_BYTES_S (both FITTED)."""
+    return REFIT_FIXED_S + bytes_per_engine_gpu / REFIT_LOAD_BYTES_S
 
 
 # ============================================================================ memory per phase
@@ -382,13 +408,16 @@ class MemoryPhase:
                 + self.cuda_context_bytes)
 
 
-def trainer_memory(m: ModelConfig, w: Any, tr: Any, par: Any, S_max: int) -> tuple[int, int, int, int, int]:
+def trainer_memory(m: ModelConfig, w: Any, tr: Any, par: Any, S_max: int, S_mean: int = 0) -> tuple[int, int, int, int, int]:
     """(resident states, training's peak beyond them, a forward's working set, the reference's
     weights, the policy's weights alone) per trainer GPU, from `tcalc memory`'s timeline at the
-    longest sample (P + L)."""
+    micro-batch's packed tokens: its b samples of P + μ (`w.batch_size`, S_mean) packed into one
+    sequence, at least the longest sample P + L (NeMo-RL's train_mb_tokens and verl's
+    ppo_max_token_len_per_gpu bound a packed micro-batch by tokens, not samples)."""
     from transformer_calc.estimators.training.timeline import peak_memory
 
-    tl = peak_memory(m, w.model_copy(update={"seq_len": packed_len(S_max, par)}), tr, par)
+    tokens = max(S_max, w.batch_size * S_mean)
+    tl = peak_memory(m, w.model_copy(update={"seq_len": packed_len(tokens, par), "batch_size": 1}), tr, par)
     st = tl.stage
     megatron = tr.framework.value == "megatron"  # Megatron-core keeps its gradient buffer allocated
     resident = st.weights + st.optimizer + (st.gradients if megatron else 0)
@@ -404,7 +433,8 @@ def memory_phases(m: ModelConfig, w: Any, tr: Any, par: Any, alg: Algorithm, poo
     from transformer_calc.estimators.training.timeline import CUDA_CONTEXT_BYTES
 
     S_max = alg.prompt_len + alg.lengths.cap
-    resident, work, forward, ref, weights = trainer_memory(m, w, tr, par, S_max)
+    S_mean = alg.prompt_len + max(1, round(alg.lengths.mean))
+    resident, work, forward, ref, weights = trainer_memory(m, w, tr, par, S_max, S_mean)
     ref = ref if alg.kl_reference else 0
     critic = resident if alg.critic else 0
     engine_w = cap.weights_bytes
@@ -473,6 +503,8 @@ def rl_step(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, w: Any,
     for name, value in (("generation_efficiency", generation_efficiency), ("trainer_efficiency", trainer_efficiency)):
         if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0 < value <= 1):
             raise ValueError(f"{name} ({value!r}) must be a fraction in (0, 1]")
+    # the rollout returns every sampled token's log-prob: LOGPROB_SEQUENCE_S of host work per sequence and step
+    eff = dataclasses.replace(eff, sequence_s=eff.sequence_s + LOGPROB_SEQUENCE_S)
     ro = rollout(m, gpu, spec, eff, serving, alg, pools.replicas, generation_efficiency)
     up = updates(m, w, tr, par, gpu, alg, network=network, matmul_efficiency=matmul_efficiency,
                  efficiency=trainer_efficiency)

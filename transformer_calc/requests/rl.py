@@ -63,7 +63,7 @@ class RlRequest(ModelRequest):
     kl_reference: Annotated[bool | None, opt("--kl-reference/--no-kl-reference", help="A reference model's log-probs for a KL term (its weights held, its forward priced) \\[default: on, as verl's GRPO example; off for DAPO].", panel=ALGORITHM, job=False)] = None
     mini_batches: Annotated[int | None, opt("--mini-batches", help="Optimizer steps per epoch: the samples / ppo_mini_batch_size \\[default: 4, verl's GRPO example (1024 / 256)].", panel=ALGORITHM, parse=whole, job=False)] = None
     epochs: Annotated[int | None, opt("--epochs", help="Passes over the step's samples (ppo_epochs) \\[default: 1].", panel=ALGORITHM, parse=whole, job=False)] = None
-    partial_rollouts: Annotated[bool, opt("--partial-rollouts/--no-partial-rollouts", help="Unfinished samples carried to the next step (Kimi k1.5): the engine stays full, no tail \\[default: off].", panel=ALGORITHM, job=False)] = False
+    partial_rollouts: Annotated[bool, opt("--partial-rollouts/--no-partial-rollouts", help="Unfinished samples carried to the next step (Kimi k1.5; NeMo-RL's async GRPO with in_flight_weight_updates): the engine stays full, no tail \\[default: off].", panel=ALGORITHM, job=False)] = False
     off_policy_steps: Annotated[int | None, opt("--off-policy-steps", help="0: on-policy; 1: the next step's generation runs during this step's passes and updates (split pools; NeMo-RL's and verl's one-step off-policy) \\[default: 0].", panel=ALGORITHM, parse=whole_or_zero, job=False)] = None
     # ------------------------------------------------------------------ placement
     gpus: Annotated[int | None, opt("--gpus", help="GPUs in all (trainer and engine) \\[default: 8].", panel=PLACEMENT, parse=whole, job=False)] = None
@@ -99,8 +99,8 @@ class RlRequest(ModelRequest):
     offload_device: OffloadDevice = None
     batch_size: Annotated[int | None, opt("--micro-batch", "--B", "--batch-size", help="The trainer's micro-batch b (sequences) \\[default: the fastest that fits at P + L, as tcalc train chooses].", panel=TRAINER, parse=whole, job=False)] = None
     matmul_efficiency: MatmulEff = None
-    generation_efficiency: Annotated[float | None, opt("--generation-efficiency", help="The fraction of `tcalc serve`'s rates the RL framework's generation achieves \\[default: 0.63, fitted on NeMo-RL's H100 runs (docs/validation.md); 1: serve's own].", panel=ROLLOUT, parse=fraction, job=False)] = None
-    trainer_efficiency: Annotated[float | None, opt("--trainer-efficiency", help="The fraction of `tcalc train`'s rates the RL framework's log-prob passes and updates achieve \\[default: 0.72, fitted on NeMo-RL's H100 runs (docs/validation.md); 1: train's own].", panel=TRAINER, parse=fraction, job=False)] = None
+    generation_efficiency: Annotated[float | None, opt("--generation-efficiency", help="The fraction of `tcalc serve`'s rates the RL framework's generation achieves \\[default: 0.73, fitted on NeMo-RL's H100 runs (docs/validation.md); 1: serve's own].", panel=ROLLOUT, parse=fraction, job=False)] = None
+    trainer_efficiency: Annotated[float | None, opt("--trainer-efficiency", help="The fraction of `tcalc train`'s rates the RL framework's log-prob passes and updates achieve \\[default: 0.75, fitted on NeMo-RL's H100 runs (docs/validation.md); 1: train's own].", panel=TRAINER, parse=fraction, job=False)] = None
 
     def check(self, label: Any) -> None:
         if self.placement != "split" and self.rollout_gpus is not None:

@@ -9,6 +9,7 @@ layout is train's (`Layout`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from transformer_calc.results.base import Result, Section
@@ -211,14 +212,30 @@ TRAINING_KEYS = ("framework", "zero", "tensor", "pipeline", "context", "expert",
 ENGINE_KEYS = ("engine", "memory_utilization", "max_num_seqs", "max_num_batched_tokens")
 
 
-def rl_report(req: RlRequest) -> RlResult:
-    """The step from the request: the defaults filled (requests.defaults.rl_defaults), the engine
-    built as serve builds it, the trainer as train does, then estimators.rl.rl_step."""
+@dataclass(frozen=True)
+class _Setup:
+    """What rl_report resolves before pricing: the model, the settings, the GPU, the network, the
+    algorithm, the engine (spec, efficiency, serving) and the trainer's flags."""
+
+    m: Any
+    v: dict[str, Any]
+    assumed: list[Any]
+    device: Any
+    network: Any
+    alg: Any
+    spec: Any
+    eff: Any
+    serving: Any
+    train_flags: dict[str, Any]
+
+
+def _setup(req: RlRequest) -> _Setup:
+    """The request's settings with the defaults filled (requests.defaults.rl_defaults), the
+    algorithm, and the engine built as serve builds it."""
     from transformer_calc.errors import TcalcError
-    from transformer_calc.estimators.rl import Algorithm, LengthDistribution, Pools, rl_step
-    from transformer_calc.requests.defaults import Assumption, rl_defaults
+    from transformer_calc.estimators.rl import Algorithm, LengthDistribution
+    from transformer_calc.requests.defaults import rl_defaults
     from transformer_calc.requests.inference import inference_efficiency, inference_spec, serving_spec
-    from transformer_calc.requests.training import train_configs
     from transformer_calc.sources.presets import gpu as find_gpu
 
     m = req.source().model
@@ -244,72 +261,100 @@ def rl_report(req: RlRequest) -> RlResult:
     serving = serving_spec({}, engine_flags, device, v["rollout_tensor"])
     train_flags = {k: v.get(k) for k in TRAINING_KEYS}
     train_flags["seq_len"] = v["seq_len"] + v["max_response_len"]
+    return _Setup(m, v, assumed, device, network, alg, spec, eff, serving, train_flags)
 
-    def priced(rollout_gpus: int) -> tuple[Any, Any, Any, Any, Any, Any]:
-        """(pools, w, tr, par, the trainer's assumed defaults, the step) with `rollout_gpus` engine GPUs."""
-        try:
-            pools = Pools(v["placement"], v["gpus"], rollout_gpus, v["rollout_tensor"], bool(v.get("sleep", False)),
-                          bool(v.get("offload_idle", False)), v["weight_dtype"])
-        except ValueError as exc:
-            raise TcalcError(f"rl: {exc}") from None
-        w, tr, par, _, _, train_assumed = train_configs(m, {}, train_flags, pools.trainer_gpus)
-        if v.get("batch_size") is None:  # tcalc train's rule: the fastest micro-batch that fits (at P + L)
-            from transformer_calc.estimators.training.train import fastest_micro_batch
 
-            G = max(1, -(-alg.samples // alg.mini_batches // par.data)) * par.data
-            b, _ = fastest_micro_batch(m, w, tr, par, device, global_batch=G, network=network,
-                                       matmul_efficiency=v.get("matmul_efficiency"))
-            w = w.model_copy(update={"batch_size": b})
-            train_assumed = [*train_assumed, Assumption("batch_size", b, "the fastest micro-batch that fits at P + L "
-                                                                         "(tcalc train's rule)")]
-        try:
-            step = rl_step(m, device, spec, eff, serving, w, tr, par, alg, pools, network=network,
-                           matmul_efficiency=v.get("matmul_efficiency"),
-                           generation_efficiency=v["generation_efficiency"], trainer_efficiency=v["trainer_efficiency"])
-        except TcalcError:
-            raise
-        except ValueError as exc:
-            raise TcalcError(f"rl: {' '.join(str(exc).split())}") from None
-        return pools, w, tr, par, train_assumed, step
+def _priced(su: _Setup, rollout_gpus: int) -> tuple[Any, Any, Any, Any, Any, Any]:
+    """(pools, w, tr, par, the trainer's assumed defaults, the step) with `rollout_gpus` engine GPUs."""
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.estimators.rl import Pools, rl_step
+    from transformer_calc.requests.defaults import Assumption
+    from transformer_calc.requests.training import train_configs
 
-    plan: list[SplitRow] = []
-    if v["placement"] == "colocated":
-        pools, w, tr, par, train_assumed, step = priced(v["gpus"])
-    elif v["rollout_gpus"] != "auto":
-        pools, w, tr, par, train_assumed, step = priced(v["rollout_gpus"])
-    else:
-        plan, best = split_plan(v, priced, device.memory_bytes)
-        pools, w, tr, par, train_assumed, step = best
-    ro, up, sync = step.rollout, step.updates, step.sync
-    total_work = sum(step.phases.values())
-    phases = [PhaseTime(phase=name, time_s=t, share=t / total_work) for name, t in step.phases.items()]
+    m, v, alg, device, network = su.m, su.v, su.alg, su.device, su.network
+    try:
+        pools = Pools(v["placement"], v["gpus"], rollout_gpus, v["rollout_tensor"], bool(v.get("sleep", False)),
+                      bool(v.get("offload_idle", False)), v["weight_dtype"])
+    except ValueError as exc:
+        raise TcalcError(f"rl: {exc}") from None
+    w, tr, par, _, _, train_assumed = train_configs(m, {}, su.train_flags, pools.trainer_gpus)
+    if v.get("batch_size") is None:  # tcalc train's rule: the fastest micro-batch that fits (at P + L)
+        from transformer_calc.estimators.training.train import fastest_micro_batch
+
+        G = max(1, -(-alg.samples // alg.mini_batches // par.data)) * par.data
+        b, _ = fastest_micro_batch(m, w, tr, par, device, global_batch=G, network=network,
+                                   matmul_efficiency=v.get("matmul_efficiency"))
+        w = w.model_copy(update={"batch_size": b})
+        train_assumed = [*train_assumed, Assumption("batch_size", b, "the fastest micro-batch that fits at P + L "
+                                                                     "(tcalc train's rule)")]
+    try:
+        step = rl_step(m, device, su.spec, su.eff, su.serving, w, tr, par, alg, pools, network=network,
+                       matmul_efficiency=v.get("matmul_efficiency"),
+                       generation_efficiency=v["generation_efficiency"], trainer_efficiency=v["trainer_efficiency"])
+    except TcalcError:
+        raise
+    except ValueError as exc:
+        raise TcalcError(f"rl: {' '.join(str(exc).split())}") from None
+    return pools, w, tr, par, train_assumed, step
+
+
+def _settings_section(su: _Setup, pools: Any) -> RlSettings:
+    alg, lengths, v = su.alg, su.alg.lengths, su.v
+    colocated = pools.placement == "colocated"
+    return RlSettings(
+        algorithm=alg.name, group_size=alg.group_size, prompts_per_step=alg.prompts_per_step,
+        samples_per_step=alg.samples, prompt_len=alg.prompt_len, max_response_len=lengths.cap,
+        response_len_mean=lengths.mean, response_len_dist=lengths.kind, clipped_fraction=lengths.clipped,
+        kl_reference=alg.kl_reference, critic=alg.critic, mini_batches=alg.mini_batches, epochs=alg.epochs,
+        partial_rollouts=alg.partial_rollouts, off_policy_steps=alg.off_policy_steps, gpu=su.device.name,
+        gpus=pools.gpus, placement=pools.placement, trainer_gpus=pools.trainer_gpus,
+        rollout_gpus=pools.rollout_gpus, sleep=pools.sleep if colocated else None,
+        offload_idle=pools.offload_idle if colocated else None,
+        generation_efficiency=v["generation_efficiency"], trainer_efficiency=v["trainer_efficiency"])
+
+
+def _rollout_section(su: _Setup, pools: Any, ro: Any) -> RolloutSection:
+    generated = su.alg.samples * su.alg.lengths.mean
+    return RolloutSection(
+        tensor=pools.rollout_tensor, replicas=pools.replicas, weight_dtype=su.spec.weight_dtype,
+        kv_dtype=su.spec.resolved_kv_dtype, engine=engine_section(su.serving), samples_per_replica=ro.samples_per_replica,
+        concurrency=ro.concurrency, max_concurrent_sequences=ro.max_concurrent_sequences,
+        kv_budget_bytes_per_gpu=ro.kv_budget_bytes, steady_tokens_per_s_per_replica=ro.steady_tokens_per_s,
+        queue_s=ro.queue_s, prefill_s=ro.prefill_s, tail_s=ro.tail_s, longest_response_len=ro.longest_response_len,
+        generation_s=ro.time_s, tokens_per_s=generated / ro.time_s)
+
+
+def _memory_section(step: Any, device: Any) -> RlMemory:
     rows = [MemoryRow(**{f: getattr(x, f) for f in (
         "phase", "pool", "trainer_bytes", "trainer_work_bytes", "reference_bytes", "critic_bytes",
         "engine_weights_bytes", "kv_cache_bytes", "engine_reserve_bytes", "sync_buffer_bytes", "cuda_context_bytes")},
         total_bytes=x.total, fits=x.total <= device.memory_bytes) for x in step.memory]
     peak = max(rows, key=lambda r: r.total_bytes)
-    generated = alg.samples * lengths.mean
-    colocated = pools.placement == "colocated"
-    extra = [a for a in train_assumed if a.option not in {x.option for x in assumed} and a.option != "seq_len"]
+    return RlMemory(phases=rows, peak_bytes=peak.total_bytes, peak_phase=peak.phase, peak_pool=peak.pool,
+                    capacity_bytes=device.memory_bytes, fits=all(r.fits for r in rows))
+
+
+def rl_report(req: RlRequest) -> RlResult:
+    """The step from the request: the defaults filled (requests.defaults.rl_defaults), the engine
+    built as serve builds it, the trainer as train does, then estimators.rl.rl_step."""
+    su = _setup(req)
+    v = su.v
+    plan: list[SplitRow] = []
+    if v["placement"] == "colocated":
+        pools, w, tr, par, train_assumed, step = _priced(su, v["gpus"])
+    elif v["rollout_gpus"] != "auto":
+        pools, w, tr, par, train_assumed, step = _priced(su, v["rollout_gpus"])
+    else:
+        plan, best = split_plan(v, lambda n: _priced(su, n), su.device.memory_bytes)
+        pools, w, tr, par, train_assumed, step = best
+    up, sync = step.updates, step.sync
+    total_work = sum(step.phases.values())
+    phases = [PhaseTime(phase=name, time_s=t, share=t / total_work) for name, t in step.phases.items()]
+    extra = [a for a in train_assumed if a.option not in {x.option for x in su.assumed} and a.option != "seq_len"]
     return RlResult(
-        model=model_section(m),
-        rl=RlSettings(
-            algorithm=alg.name, group_size=alg.group_size, prompts_per_step=alg.prompts_per_step,
-            samples_per_step=alg.samples, prompt_len=alg.prompt_len, max_response_len=lengths.cap,
-            response_len_mean=lengths.mean, response_len_dist=lengths.kind, clipped_fraction=lengths.clipped,
-            kl_reference=alg.kl_reference, critic=alg.critic, mini_batches=alg.mini_batches, epochs=alg.epochs,
-            partial_rollouts=alg.partial_rollouts, off_policy_steps=alg.off_policy_steps, gpu=device.name,
-            gpus=pools.gpus, placement=pools.placement, trainer_gpus=pools.trainer_gpus,
-            rollout_gpus=pools.rollout_gpus, sleep=pools.sleep if colocated else None,
-            offload_idle=pools.offload_idle if colocated else None,
-            generation_efficiency=v["generation_efficiency"], trainer_efficiency=v["trainer_efficiency"]),
-        rollout=RolloutSection(
-            tensor=pools.rollout_tensor, replicas=pools.replicas, weight_dtype=spec.weight_dtype,
-            kv_dtype=spec.resolved_kv_dtype, engine=engine_section(serving), samples_per_replica=ro.samples_per_replica,
-            concurrency=ro.concurrency, max_concurrent_sequences=ro.max_concurrent_sequences,
-            kv_budget_bytes_per_gpu=ro.kv_budget_bytes, steady_tokens_per_s_per_replica=ro.steady_tokens_per_s,
-            queue_s=ro.queue_s, prefill_s=ro.prefill_s, tail_s=ro.tail_s, longest_response_len=ro.longest_response_len,
-            generation_s=ro.time_s, tokens_per_s=generated / ro.time_s),
+        model=model_section(su.m),
+        rl=_settings_section(su, pools),
+        rollout=_rollout_section(su, pools, step.rollout),
         trainer=TrainerSection(
             layout=_layout(par), framework=tr.framework.value, recompute=tr.recompute.value, micro_batch=w.batch_size,
             seq_len=up.seq_len, memory_seq_len=w.seq_len, global_batch=up.global_batch,
@@ -319,14 +364,13 @@ def rl_report(req: RlRequest) -> RlResult:
                          time_s=sync.time_s),
         phases=phases,
         step_time_s=step.step_time_s,
-        samples_per_s=alg.samples / step.step_time_s,
+        samples_per_s=su.alg.samples / step.step_time_s,
         tokens_per_s=step.tokens_per_step / step.step_time_s,
         tokens_per_s_per_gpu=step.tokens_per_step / step.step_time_s / pools.gpus,
         generation_share=min(1.0, step.phases["generation"] / step.step_time_s),
-        memory=RlMemory(phases=rows, peak_bytes=peak.total_bytes, peak_phase=peak.phase, peak_pool=peak.pool,
-                        capacity_bytes=device.memory_bytes, fits=all(r.fits for r in rows)),
+        memory=_memory_section(step, su.device),
         **({"split_plan": plan} if plan else {}),
-        assumptions=assumptions_section([*assumed, *extra]),
+        assumptions=assumptions_section([*su.assumed, *extra]),
     )
 
 
