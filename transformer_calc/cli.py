@@ -741,15 +741,21 @@ def run(argv: list[str] | None = None) -> int:
     except OSError as exc:  # writing the output failed: a closed or full stdout
         return _fail(f"cannot write the output: {exc.strerror or exc}", 2)
     except Exception as exc:  # noqa: BLE001 - the boundary: never show a traceback
-        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # click usage errors
-            ctx = getattr(exc, "ctx", None)
-            if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
-                write(ctx.get_help() + "\n")
-                return 0
-            return _fail(_usage_message(exc, sys.argv[1:] if argv is None else argv), exc.exit_code)
-        if os.environ.get("TCALC_DEBUG"):
-            raise
-        return _fail(f"internal error ({type(exc).__name__}: {exc}); please report it (TCALC_DEBUG=1 shows details)", 1)
+        return _other_error(exc, sys.argv[1:] if argv is None else argv)
+
+
+def _other_error(exc: Exception, argv: list[str]) -> int:
+    """A click usage error (or no arguments: the help), else an internal error in one line (TCALC_DEBUG
+    re-raises it)."""
+    if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # click usage errors
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            write(ctx.get_help() + "\n")
+            return 0
+        return _fail(_usage_message(exc, argv), exc.exit_code)
+    if os.environ.get("TCALC_DEBUG"):
+        raise exc
+    return _fail(f"internal error ({type(exc).__name__}: {exc}); please report it (TCALC_DEBUG=1 shows details)", 1)
 
 
 def _flush_stdout() -> None:
