@@ -40,7 +40,7 @@ import math
 import operator
 import statistics
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 GEMM_DTYPES = ("bf16", "fp8", "fp4", "fp32")
 GEMM_BOUNDS = (0.05, 1.0)  # a fraction of the dtype's dense peak
@@ -258,6 +258,21 @@ class _Space:
         return PRIOR_LOG_SIGMA if c.log else PRIOR_OVERHEAD_SIGMA
 
 
+def _normal_equations(residuals: Any, u: list[float], r: list[float]) -> tuple[list[list[float]], list[float]]:
+    """(JᵀJ, Jᵀr) of the residuals at u, the Jacobian by forward differences (step 1e-6 in the unbounded space)."""
+    k, h = len(u), 1e-6
+    cols = []
+    for j in range(k):
+        up = u[:]
+        up[j] += h
+        cols.append([(a - b) / h for a, b in zip(residuals(up), r)])
+    jtj = [[0.0] * k for _ in range(k)]
+    for i in range(k):
+        for j in range(i, k):
+            jtj[i][j] = jtj[j][i] = sum(map(operator.mul, cols[i], cols[j]))
+    return jtj, [sum(map(operator.mul, cols[i], r)) for i in range(k)]
+
+
 def fit_constants(terms: Sequence[StepTerms | ServeTerms], measured: Sequence[float], constants: Sequence[Constant],
                   start: dict[str, float] | None = None, iterations: int = 60) -> dict[str, float]:
     """The constants minimising Σ log(predicted/measured)² + the prior (module docstring), within
@@ -289,17 +304,7 @@ def fit_constants(terms: Sequence[StepTerms | ServeTerms], measured: Sequence[fl
     f = cost(r)
     mu = 1e-3
     for _ in range(iterations):
-        h = 1e-6
-        cols = []
-        for j in range(k):
-            up = u[:]
-            up[j] += h
-            cols.append([(a - b) / h for a, b in zip(residuals(up), r)])
-        jtj = [[0.0] * k for _ in range(k)]
-        for i in range(k):
-            for j in range(i, k):
-                jtj[i][j] = jtj[j][i] = sum(map(operator.mul, cols[i], cols[j]))
-        jtr = [sum(map(operator.mul, cols[i], r)) for i in range(k)]
+        jtj, jtr = _normal_equations(residuals, u, r)
         improved = False
         for _try in range(12):
             a = [[jtj[i][j] + (mu * (1 + jtj[i][i]) if i == j else 0.0) for j in range(k)] for i in range(k)]
