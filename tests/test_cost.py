@@ -201,7 +201,8 @@ def test_mcp_tools_carry_the_cost():
     assert out["budget"]["price"]["usd_per_gpu_hour"] == 2 and "goodput" in out["budget"]
 
 
-@pytest.mark.parametrize("option", [{"dispatch_dtype": "fp8"}, {"moe_max_nodes": 4}])
+@pytest.mark.parametrize("option", [{"dispatch_dtype": "fp8"}, {"moe_max_nodes": 4}, {"moe_load_imbalance": 1.2},
+                                    {"moe_a2a_overlap": True}, {"moe_a2a_overlap": False}])
 def test_moe_dispatch_options_on_a_dense_model_are_refused(option):
     """--dispatch-dtype and --moe-max-nodes change a MoE model's all-to-all; a dense model has none, so
     they are refused by name rather than silently ignored (issue 36's contract)."""

@@ -510,18 +510,22 @@ def run_train(req: TrainRequest, note: Any = None) -> TrainResult:
 
 
 def _dispatch(req: TrainRequest, m: Any) -> Any:
-    """--dispatch-dtype and --moe-max-nodes as a moe_time.Dispatch (None: neither given); refused on a
-    dense model, whose step has no all-to-all for them to change."""
+    """--dispatch-dtype and --moe-max-nodes as a moe_time.Dispatch (None: neither given); these and the other
+    MoE step options (--moe-load-imbalance, --moe-a2a-overlap) are refused on a dense model, whose step has
+    no experts nor all-to-all for them to change."""
     from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.inference.expected import DISPATCH_DTYPES
     from transformer_calc.estimators.training.moe_time import Dispatch
 
+    if not m.is_moe:  # a dense step has no experts nor all-to-all for these to change
+        for flag, value in (("--dispatch-dtype", req.dispatch_dtype), ("--moe-max-nodes", req.moe_max_nodes),
+                            ("--moe-load-imbalance", req.moe_load_imbalance),
+                            ("--moe-a2a-overlap", req.moe_a2a_overlap)):
+            if value is not None:
+                raise TcalcError(f"{flag} prices a mixture-of-experts model's all-to-all; {m.name or 'this model'} "
+                                 "is dense: drop it")
     if req.dispatch_dtype is None and req.moe_max_nodes is None:
         return None
-    if not m.is_moe:
-        flag = "--dispatch-dtype" if req.dispatch_dtype is not None else "--moe-max-nodes"
-        raise TcalcError(f"{flag} prices a mixture-of-experts model's all-to-all; {m.name or 'this model'} is dense: "
-                         "drop it")
     dtype = None if req.dispatch_dtype is None else str(req.dispatch_dtype).strip().lower()
     if dtype is not None and dtype not in DISPATCH_DTYPES:
         raise TcalcError(f"--dispatch-dtype ({dtype[:40]!r}) must be one of {', '.join(DISPATCH_DTYPES)}")
