@@ -83,6 +83,24 @@ TRAINING_GEMM_FRACTION = 0.69
 MEGATRON_GEMM_FRACTION = {"H100": 0.736, "H800": 0.736, "H200": 0.736, "GH200": 0.736, "B200": 0.736, "B300": 0.736,
                           "GB200": 0.736, "GB300": 0.736}  # fmt: skip
 MEMORY_EFFICIENCY = 0.90  # achieved / datasheet HBM bandwidth for large copies (measured ~90 %)
+# A board capped below the power its peaks are rated at (hardware.yaml `rated_power_w`: Meta's 500 W
+# Grand Teton H100s, whose table peaks are the 700 W SXM's) holds a lower sustained SM clock. Dynamic
+# CMOS power is P = α·C·V²·f, and across the DVFS range the voltage rises with the clock (V ∝ f), so
+# P ∝ f³ and f_cap / f_rated = (P_cap / P_rated)^(1/3) (Weste & Harris, CMOS VLSI Design, §5.1; the
+# f·V² law of every DVFS governor). Checked, not fitted, on NVIDIA's own datasheets of the one GH100
+# die at two board powers: the 400 W H100 NVL's dense BF16 835.5 TFLOP/s over the 700 W SXM's 989.4 is
+# 0.844; the law gives (400/700)^(1/3) = 0.830. Matmuls and attention kernels scale with the clock; HBM
+# bandwidth does not (the memory clock is not capped). The MAMF tables were measured at the rated power.
+POWER_CAP_CLOCK_EXPONENT = 1 / 3
+
+
+def power_cap_clock_scale(gpu) -> float:
+    """Sustained compute clock of a power-capped board over its rated one: (P_cap / P_rated)^(1/3)
+    (POWER_CAP_CLOCK_EXPONENT); 1 for a board at its rated power."""
+    rated, cap = getattr(gpu, "rated_power_w", None), gpu.board_power_w
+    if rated is None or cap is None or cap >= rated:
+        return 1.0
+    return (cap / rated) ** POWER_CAP_CLOCK_EXPONENT
 # Node size and per-GPU NIC bandwidth (one direction) by platform: DGX A100 8 GPUs, 8 x 200 Gb/s
 # HDR; DGX H100/H200 and HGX B200 8 GPUs, 8 x 400 Gb/s NDR; GB200/GB300 NVL72 72 GPUs in one
 # NVLink domain, 800 Gb/s per GPU (ConnectX-8 on GB300; 400 on GB200); H800 (the H100 die with NVLink
@@ -288,8 +306,9 @@ def _setup(m: ModelConfig, w: Workload, tr: Training, par: Parallelism, gpu: Any
 
     fraction = (lookup_efficiency(MEGATRON_GEMM_FRACTION, gpu.name, TRAINING_GEMM_FRACTION) if megatron
                 else TORCHTITAN_GEMM_FRACTION if torchtitan else TRAINING_GEMM_FRACTION)
-    eff = (matmul_efficiency if matmul_efficiency is not None
-           else lookup_efficiency(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) * fraction)
+    eff = (matmul_efficiency if matmul_efficiency is not None  # the user's measurement on their own board
+           else lookup_efficiency(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) * fraction
+           * power_cap_clock_scale(gpu))
     # Megatron's --tp-comm-overlap (Transformer Engine userbuffers) needs sequence parallelism;
     # the megatron profile runs it whenever it can, as NeMo's and Megatron-Bridge's recipes do.
     overlap_tp = (megatron and par.sequence_parallel and par.tensor > 1) if tp_comm_overlap is None else tp_comm_overlap
@@ -342,6 +361,8 @@ def _compute(c: _Setup) -> tuple[Any, int, int, float]:
 
         recompute_core = tr.recompute in (Recompute.selective, Recompute.full)  # op saves SDPA's outputs
         rates = lookup_efficiency(SDPA_FLASH_FLOPS_S, gpu.name, None)
+        clock = power_cap_clock_scale(gpu)  # the rates were measured at the rated power
+        rates = None if rates is None else (rates[0] * clock, rates[1] * clock)
         core_s = attention_core_s(rates, step.attention_cores, recompute_core)
         if core_s is not None:
             bf16 = _peak(gpu, tr.model_copy(update={"p": 2, "fp8_recipe": FP8Recipe.none}))
