@@ -150,3 +150,17 @@ def test_ratio_is_fitted_on_nemo_and_validated_on_megatron_bridge():
     checked = [r for r in res if r.row["id"].startswith("mbridge") and r.row.get("fp8_recipe") and not r.model.is_moe]
     assert len(checked) == 29  # 26.02: 14, 25.11: 15
     assert all(abs(r.error) <= 0.25 for r in checked), [(r.row["id"], round(r.error, 3)) for r in checked]
+
+
+def test_fp8_ratio_moves_with_each_gpus_measured_fp8_mamf():
+    """The fp8 ratio is fitted on H100 (0.747) and moves with each GPU's measured FP8/BF16 MAMF
+    efficiency (ml-engineering's table): B200 0.763/0.776 over H100 0.709/0.803; GB300 takes the
+    B300's; an unlisted GPU and fp4 keep the fit."""
+    from transformer_calc.estimators.training.precision import low_precision_ratio
+
+    assert low_precision_ratio("fp8", "H100-SXM5-80GB") == pytest.approx(0.747)
+    assert low_precision_ratio("fp8", "B200-HGX") == pytest.approx(0.747 * (0.763 / 0.776) / (0.709 / 0.803))
+    assert low_precision_ratio("fp8", "GB300-NVL72") == low_precision_ratio("fp8", "B300-HGX")
+    assert low_precision_ratio("fp8", "GB200-NVL72") > low_precision_ratio("fp8", "H200") > 0.747
+    assert low_precision_ratio("fp8", "MI300X") == pytest.approx(0.747)
+    assert low_precision_ratio("fp4", "B200-HGX") == 0.747

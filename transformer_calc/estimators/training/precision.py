@@ -84,8 +84,31 @@ RECIPES: dict[FP8Recipe, RecipeTime] = {
 USAGES = 2  # a rowwise and a columnwise (transposed) quantized copy of every quantized tensor
 # FITTED (module docstring): the low-precision GEMMs' efficiency / the bf16 GEMMs' efficiency, each of
 # its own dense peak. 0.747 gives a median error of 0 on NeMo 24.07's 7 H100 FP8 runs (the only
-# source it is fitted on); fp4 takes the fp8 value (an assumption).
+# source it is fitted on); fp4 takes the fp8 value (an assumption). On other GPUs the fp8 value moves
+# with the GPU's measured FP8 / BF16 MAMF efficiency (FP8_MAMF_RATIO, over the H100's it was fitted at).
 LOW_PRECISION_GEMM_RATIO = {"fp8": 0.747, "fp4": 0.747}
+# Maximum achievable matmul FLOPS, FP8 (float8_e4m3fn) over BF16, each as a fraction of its own dense
+# peak, measured per GPU (stas00/ml-engineering compute/accelerator/README.md, "Maximum Achievable
+# Matmul FLOPS comparison table", 2026 revision: BF16 H100 80.3 %, H200 = H100, GH200 83.8 %, B200
+# 77.6 %, B300 78.6 %, GB200 72.9 %; FP8 H100 70.9 %, H200 73.4 %, GH200 77.6 %, B200 76.3 %, B300
+# 74.5 %, GB200 72.3 %). Hopper's FP8 tensor cores lose more of their peak than Blackwell's (FP8
+# accumulation through the CUDA cores' promotion on Hopper, DeepSeek-V3 §3.3.2; native on Blackwell).
+# GB300 takes B300's (the same Blackwell Ultra die); a GPU not listed takes the H100's (the fit's).
+FP8_MAMF_RATIO = {"H100": 0.709 / 0.803, "H800": 0.709 / 0.803, "H200": 0.734 / 0.803, "GH200": 0.776 / 0.838,
+                  "B200": 0.763 / 0.776, "B300": 0.745 / 0.786, "GB200": 0.723 / 0.729, "GB300": 0.745 / 0.786}  # fmt: skip
+FIT_GPU = "H100"  # where LOW_PRECISION_GEMM_RATIO was fitted
+
+
+def low_precision_ratio(dtype: str, gpu_name: str) -> float:
+    """LOW_PRECISION_GEMM_RATIO of `dtype` on `gpu_name`: the fp8 fit scaled by the GPU's FP8/BF16
+    MAMF ratio over the fit GPU's (FP8_MAMF_RATIO); fp4 as fitted (no FP4 MAMF measured)."""
+    ratio = LOW_PRECISION_GEMM_RATIO[dtype]
+    if dtype != "fp8":
+        return ratio
+    key = gpu_name.upper()
+    measured = next((FP8_MAMF_RATIO[k] for k in sorted(FP8_MAMF_RATIO, key=len, reverse=True) if key.startswith(k)),
+                    FP8_MAMF_RATIO[FIT_GPU])
+    return ratio * measured / FP8_MAMF_RATIO[FIT_GPU]
 
 
 def recipe_time(recipe: FP8Recipe) -> RecipeTime | None:
@@ -100,12 +123,15 @@ def bf16_block_count(m: ModelConfig, recipe: FP8Recipe) -> int:
 
 def compute_s(
     executed: int, high_precision: int, bf16_peak: float, low_peak: float, eff: float, recipe: FP8Recipe,
+    gpu_name: str = FIT_GPU,
 ) -> float:
     """Seconds of `executed` FLOPs on one GPU when `high_precision` of them run at the bf16 peak and
-    the rest at the recipe's peak: high / (bf16_peak·η) + (executed − high) / (low_peak·η·ratio)."""
+    the rest at the recipe's peak: high / (bf16_peak·η) + (executed − high) / (low_peak·η·ratio),
+    ratio the GPU's (`low_precision_ratio`)."""
     rt = RECIPES[recipe]
     low = max(executed - high_precision, 0)
-    return high_precision / (bf16_peak * eff) + low / (low_peak * eff * LOW_PRECISION_GEMM_RATIO[rt.gemm_dtype])
+    ratio = low_precision_ratio(rt.gemm_dtype, gpu_name)
+    return high_precision / (bf16_peak * eff) + low / (low_peak * eff * ratio)
 
 
 def high_precision_flops(m: ModelConfig, step, tr: Training, linear_layer_flops: float) -> int:

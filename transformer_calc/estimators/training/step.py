@@ -10,7 +10,7 @@ stages (1F1B; interleaved with v virtual stages). Per GPU:
 
 - compute: the exact matmul FLOPs tcalc counts (`count_flops`, recomputation included: hardware
   FLOPs), divided over the T·CP·P·dp GPUs, at an achievable fraction of the dense peak (maximum
-  achievable matmul FLOPS, measured: A100 SXM 85.9 %, H100 SXM 80.1 %, B200 77.6 %, MI300X 60.1 %,
+  achievable matmul FLOPS, measured: A100 SXM 85.9 %, H100 SXM 80.1 %, B200 77.6 %, GB200 72.9 %, MI300X 60.1 %,
   Stas Bekman's ml-engineering `compute/accelerator` MAMF table); memory-bound work (norms,
   activation functions, residual adds, the softmax of eager attention, the optimizer step) as
   bytes moved over HBM bandwidth at MEMORY_EFFICIENCY (copies reach ~90 % of the datasheet).
@@ -63,9 +63,10 @@ from transformer_calc.model.config import (
 
 
 # Maximum achievable matmul FLOPS / dense peak, bf16 (stas00/ml-engineering, compute/accelerator
-# README, "Maximum Achievable Matmul FLOPS comparison table"); others: DEFAULT_MATMUL_EFFICIENCY.
+# README, "Maximum Achievable Matmul FLOPS comparison table"; GB200 72.9 % and B300 78.6 % from its
+# 2026 revision, torch 2.10 nightly / 2.9.1 with CUDA 13.0); others: DEFAULT_MATMUL_EFFICIENCY.
 MATMUL_EFFICIENCY = {"A100": 0.859, "H100": 0.801, "H800": 0.801, "H200": 0.803, "GH200": 0.830, "B200": 0.776,
-                     "MI250X": 0.767, "MI300X": 0.601}  # fmt: skip
+                     "GB200": 0.729, "B300": 0.786, "MI250X": 0.767, "MI300X": 0.601}  # fmt: skip
 DEFAULT_MATMUL_EFFICIENCY = 0.80
 # A whole training step's GEMMs (per-rank shapes under TP, weight-gradient GEMMs, attention kernels)
 # reach a fraction of the largest-shape MAMF. FITTED: 0.69 minimises the mean error on the 10 runs
@@ -352,7 +353,7 @@ def _compute(c: _Setup) -> tuple[Any, int, int, float]:
 
         linear_block = 3 * (step.layers - step.attention_cores) / m.n_layers  # one block's linears, all passes
         high = precision.high_precision_flops(m, step, tr, linear_block)
-        compute_all = precision.compute_s(executed, high, bf16, peak, eff, tr.fp8_recipe) / c.per_stage_gpus
+        compute_all = precision.compute_s(executed, high, bf16, peak, eff, tr.fp8_recipe, gpu.name) / c.per_stage_gpus
     elif _fp8_gemms(tr):  # the seed's p = 1: every matmul at the fp8 peak but the attention core (bf16)
         cores = step.attention_cores * (3 + (1 if tr.recompute in (Recompute.selective, Recompute.full) else 0))
         compute_all += cores / c.per_stage_gpus / eff * (1 / bf16 - 1 / peak)
