@@ -243,6 +243,10 @@ def mixer_activations(
         from transformer_calc.estimators.training.finetune import mixer_activation_delta
 
         mixed += mixer_activation_delta(m, kind, B, S, S_rep, tr, par, fused=fused)
+    if tr.fp8_recipe is not FP8Recipe.none:  # in_proj / out_proj inputs kept in FP8 (fp8.py)
+        from transformer_calc.estimators.training.fp8 import mixer_activation_delta as fp8_mixer_delta
+
+        mixed += fp8_mixer_delta(m, kind, B, S, S_rep, tr, par, fused=fused)
     if m.mixer_beside_attention:  # the attention part already counts the shared input
         return layer_activations(m, w, tr, par, eager=eager).attention + mixed
     return p * B * S_rep * m.d_model + mixed

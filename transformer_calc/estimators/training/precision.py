@@ -137,13 +137,15 @@ def compute_s(
 def high_precision_flops(m: ModelConfig, step, tr: Training, linear_layer_flops: float) -> int:
     """FLOPs of one step that stay at the bf16 peak under a recipe: the attention cores (forward,
     backward = 2 forwards, a recomputed forward), the LM head and embedding projection (3 passes),
-    the router (3 passes), and the linear layers of the bf16 blocks (`linear_layer_flops`: one
-    block's linear-layer FLOPs over the step, all passes)."""
+    the router (3 passes), a hybrid's mixer convs and scans (`mixer_high_precision_flops`), and the
+    linear layers of the bf16 blocks (`linear_layer_flops`: one block's linear-layer FLOPs over the
+    step, all passes)."""
     recompute = 1 if tr.recompute in (Recompute.selective, Recompute.full) else 0  # op saves SDPA's outputs
     cores = step.attention_cores * (3 + recompute)
     head = 3 * (step.lm_head + step.embedding_projection)
     router = 3 * step.layer.router * m.n_moe_layers()
-    return int(cores + head + router + bf16_block_count(m, tr.fp8_recipe) * linear_layer_flops)
+    mixers = mixer_high_precision_flops(m, step, tr)  # a hybrid's conv and scan (0 otherwise)
+    return int(cores + head + router + mixers + bf16_block_count(m, tr.fp8_recipe) * linear_layer_flops)
 
 
 def activation_quantize_bytes(m: ModelConfig, tr: Training, par: Parallelism, moe: bool) -> float:
@@ -157,9 +159,7 @@ def activation_quantize_bytes(m: ModelConfig, tr: Training, par: Parallelism, mo
     are approximated by a QKV of A·h_d outputs."""
     rt = RECIPES[tr.fp8_recipe]
     T, D, p = par.tensor, m.d_model, tr.p
-    qkv_out = ((m.n_heads if m.is_mla else m.n_heads + 2 * m.n_kv_heads) * m.head_dim) / T
-    o_in = m.n_heads * m.v_dim / T
-    values = D / T + o_in + qkv_out + D / T  # attention: fprop inputs, dgrad output gradients
+    values = attention_quantize_values(m, T)  # attention: fprop inputs, dgrad output gradients
     n_up = 2 if m.gated_mlp else 1
 
     def mlp(width: float, copies: float) -> float:  # fc1 input, fc2 input, fc1 out-grad, fc2 out-grad
@@ -174,6 +174,73 @@ def activation_quantize_bytes(m: ModelConfig, tr: Training, par: Parallelism, mo
         values += mlp(m.d_ff / T, 1)
     read = p * (2 if rt.amax_pass else 1)
     return values * (read + USAGES * rt.value_bytes)
+
+
+# Mixer kinds whose layers tcalc prices under an FP8 recipe: Megatron-core's MambaMixer runs in_proj
+# and out_proj as Transformer Engine linears (TELayerNormColumnParallelLinear, TERowParallelLinear:
+# FP8 under the recipe, megatron/core/ssm/mamba_mixer.py), the depthwise conv and the SSD chunked
+# scan (mamba_ssm's Triton kernels) in bf16/fp32. Other mixers stay refused (support.py).
+FP8_MIXERS = frozenset({"mamba2"})
+
+
+def mixer_quantize_values(m: ModelConfig, kind, T: int) -> float:
+    """Values one token quantizes in one mixer layer, forward + backward: each TE linear's input
+    (fprop) and output gradient (dgrad), per tensor-parallel rank; the D-wide side of a column- or
+    row-parallel linear counted D/T, as `activation_quantize_bytes` counts QKV's input and W_O's
+    output gradient (with SP a 1/T share of the tokens)."""
+    from transformer_calc.estimators.mixers import MIXERS
+
+    def values(lin) -> float:
+        return {"col": lin.d_in / T + lin.d_out, "row": lin.d_in + lin.d_out / T}.get(lin.split, lin.d_in + lin.d_out)
+
+    return sum(values(lin) for lin in MIXERS[kind].linears(m, T))
+
+
+def layer_quantize_bytes(m: ModelConfig, tr: Training, par: Parallelism) -> float:
+    """A hybrid's cast bytes per token, summed over its L layers: attention layers as
+    `activation_quantize_bytes` prices an attention block's attention part, mixer layers their
+    linears (`mixer_quantize_values`), each MLP by its kind (MoE or dense), channel-free layers
+    (Nemotron-H's mixer-only layers) none."""
+    from transformer_calc.estimators.training.finetune import layer_counts
+    from transformer_calc.model.kinds import ATTENTION_KINDS
+
+    rt = RECIPES[tr.fp8_recipe]
+    per_value = tr.p * (2 if rt.amax_pass else 1) + USAGES * rt.value_bytes
+    counts, T = layer_counts(m), par.tensor
+    attention = attention_quantize_values(m, T) * per_value
+    dense_mlp = activation_quantize_bytes(m, tr, par, moe=False) - attention  # a block less its attention part
+    moe_mlp = activation_quantize_bytes(m, tr, par, moe=True) - attention
+    total = counts.moe * moe_mlp + counts.dense * dense_mlp
+    from transformer_calc.estimators.mixers import MIXERS
+
+    for kind, n in counts.sequence.items():  # kind `none` (an MLP-only layer): no sequence mixer to cast
+        if kind in ATTENTION_KINDS:
+            total += n * attention
+        elif kind in MIXERS:
+            total += n * mixer_quantize_values(m, kind, T) * per_value
+    return total
+
+
+def attention_quantize_values(m: ModelConfig, T: int) -> float:
+    """An attention part's values per token (`activation_quantize_bytes`): QKV and W_O inputs in
+    fprop, their output gradients in dgrad."""
+    D = m.d_model
+    qkv_out = ((m.n_heads if m.is_mla else m.n_heads + 2 * m.n_kv_heads) * m.head_dim) / T
+    return D / T + m.n_heads * m.v_dim / T + qkv_out + D / T
+
+
+def mixer_high_precision_flops(m: ModelConfig, step, tr: Training) -> int:
+    """A hybrid's mixer FLOPs that stay in bf16 under a recipe: every mixer layer's conv and scan
+    (all but its projections), forward, backward 2x, a recomputed forward under full recompute."""
+    from transformer_calc.estimators.mixers import MIXERS
+
+    passes = 3 + (1 if tr.recompute is Recompute.full else 0)
+    cores = 0
+    for kind in dict.fromkeys(m.attention_pattern):
+        if kind in MIXERS and (n := m.n_attention_layers(kind)):
+            f = MIXERS[kind].forward_flops(m, step.batch_size, step.seq_len)
+            cores += n * (f.total - f.projections)
+    return passes * cores
 
 
 def weight_quantize_bytes(elements: int, tr: Training) -> float:

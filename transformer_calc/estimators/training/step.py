@@ -459,17 +459,8 @@ def _memory_bound(c: _Setup) -> tuple[float, float, float, float]:
     mem_passes = 3 + (1 if tr.recompute in (Recompute.full, Recompute.op) else 0)
     tokens_mb = c.b * S / cp  # one micro-batch's tokens on one GPU
     layer_mem_s = mem_passes * per_token_layer * tokens_mb / bw_hbm
-    if tr.fp8_recipe is not FP8Recipe.none:  # the recipe's casts (precision.py): activations per micro-batch,
-        from transformer_calc.estimators.training import precision  # weights once per step (cached)
-        from transformer_calc.estimators.training.fp8 import block_gemms
-
-        n_moe_all_ = m.n_moe_layers()
-        low_blocks = 1 - precision.bf16_block_count(m, tr.fp8_recipe) / m.n_layers
-        q_act = sum(count * precision.activation_quantize_bytes(m, tr, par, moe)
-                    for moe, count in ((True, n_moe_all_), (False, m.n_layers - n_moe_all_)) if count) / m.n_layers
-        q_w = sum(count * precision.weight_quantize_bytes(block_gemms(m, moe, T, ep, par.expert_tensor)[0], tr)
-                  for moe, count in ((True, n_moe_all_), (False, m.n_layers - n_moe_all_)) if count) / m.n_layers
-        layer_mem_s += low_blocks * (q_act * tokens_mb + q_w / c.mb) / bw_hbm
+    if tr.fp8_recipe is not FP8Recipe.none:  # the recipe's casts (precision.py)
+        layer_mem_s += _cast_s(c, tokens_mb)
     # Embedding and loss as stage work: the lookup writes b·S·D (forward) and its gradient is
     # accumulated into the table (backward: read the output gradient, read-modify-write fp32
     # rows); the vocabulary-parallel cross-entropy reads the logits, writes the fp32 softmax and
@@ -487,6 +478,30 @@ def _memory_bound(c: _Setup) -> tuple[float, float, float, float]:
         dq_passes = 2 + (1 if tr.recompute is Recompute.full else 0)
         dq_layer_s = dq_passes * dq / m.n_layers / bw_hbm
     return layer_mem_s, embedding_mem_s, loss_mem_s, dq_layer_s
+
+
+def _cast_s(c: _Setup, tokens_mb: float) -> float:
+    """Seconds per layer and micro-batch of an FP8/FP4 recipe's casts (precision.py): the activations
+    per micro-batch, the weights once per step (cached across micro-batches), averaged over the layers;
+    a hybrid's layer by layer (attention, Mamba-2, MLP kinds), a uniform model's block by block."""
+    from transformer_calc.estimators.training import precision
+    from transformer_calc.estimators.training.fp8 import block_gemms
+
+    m, tr, par, T, ep = c.m, c.tr, c.par, c.par.tensor, c.par.expert
+    n_moe_all_ = m.n_moe_layers()
+    low_blocks = 1 - precision.bf16_block_count(m, tr.fp8_recipe) / m.n_layers
+    if m.is_hybrid or m.one_mixer_per_layer:
+        from transformer_calc.estimators.training.finetune import layer_counts, layer_matrices, quantized
+
+        q_act = precision.layer_quantize_bytes(m, tr, par) / m.n_layers
+        elems = quantized(layer_matrices(m, layer_counts(m), T, ep, par.expert_tensor))[0]
+        q_w = precision.weight_quantize_bytes(elems, tr) / m.n_layers
+    else:
+        q_act = sum(count * precision.activation_quantize_bytes(m, tr, par, moe)
+                    for moe, count in ((True, n_moe_all_), (False, m.n_layers - n_moe_all_)) if count) / m.n_layers
+        q_w = sum(count * precision.weight_quantize_bytes(block_gemms(m, moe, T, ep, par.expert_tensor)[0], tr)
+                  for moe, count in ((True, n_moe_all_), (False, m.n_layers - n_moe_all_)) if count) / m.n_layers
+    return low_blocks * (q_act * tokens_mb + q_w / c.mb) / c.bw_hbm
 
 
 def _tensor_parallel(c: _Setup) -> tuple[int, float, float]:
