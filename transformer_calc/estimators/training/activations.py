@@ -209,8 +209,10 @@ def _layer_activations(m: ModelConfig, w: Workload, tr: Training, par: Paralleli
     F_t = F // (par.expert_tensor_size if moe else T)
     mlp += k_exp * n_saved * p * B * S * F_t
     if not seed and moe:
-        mlp += k_exp * p * B * S * D  # the routed (permuted) copies each expert keeps as input
+        mlp += k_exp * p * B * S * m.expert_d  # the routed (permuted) copies each expert keeps as input
         mlp += p * B * S * m.n_experts  # router logits (softmax/top-k input)
+        if m.moe_latent_dim is not None:  # LatentMoE: fc2_latent_proj keeps its ℓ-wide input (the combine)
+            mlp += p * B * S * m.moe_latent_dim
         if m.shared_expert_d_ff:  # the shared expert reads the same input as the router
             mlp += n_saved * p * B * S * (m.shared_expert_d_ff // T)
     mlp += mask * B * S_rep * D

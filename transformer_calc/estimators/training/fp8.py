@@ -95,7 +95,9 @@ def activation_delta(
         mlp += to_fp8(B * S_rep * D)  # MLP input
     if moe:
         F = m.moe_d_ff // par.expert_tensor_size
-        mlp += m.experts_per_token * (to_fp8(B * S * F) + to_fp8(B * S * D))  # W_down inputs, routed copies
+        mlp += m.experts_per_token * (to_fp8(B * S * F) + to_fp8(B * S * m.expert_d))  # W_down inputs, routed copies
+        if m.moe_latent_dim is not None:
+            mlp += to_fp8(B * S * m.moe_latent_dim)  # fc2_latent_proj's input
         if m.shared_expert_d_ff:
             mlp += to_fp8(B * S * (m.shared_expert_d_ff // T))
     else:

@@ -162,12 +162,15 @@ def activation_quantize_bytes(m: ModelConfig, tr: Training, par: Parallelism, mo
     values = attention_quantize_values(m, T)  # attention: fprop inputs, dgrad output gradients
     n_up = 2 if m.gated_mlp else 1
 
-    def mlp(width: float, copies: float) -> float:  # fc1 input, fc2 input, fc1 out-grad, fc2 out-grad
-        return copies * (D / T + width + n_up * width + D / T)
+    def mlp(width: float, copies: float, d: float = D / T) -> float:  # fc1 input, fc2 input, fc1/fc2 out-grads
+        return copies * (d + width + n_up * width + d)
 
     if moe:
         etp = par.expert_tensor_size
-        values += mlp(m.moe_d_ff / etp, m.experts_per_token)
+        if m.moe_latent_dim is not None:  # experts in ℓ; fc1/fc2_latent_proj: inputs D and ℓ, out-grads ℓ and D
+            values += mlp(m.moe_d_ff / etp, m.experts_per_token, m.moe_latent_dim) + 2 * (D / T + m.moe_latent_dim)
+        else:
+            values += mlp(m.moe_d_ff / etp, m.experts_per_token)
         if m.shared_expert_d_ff:
             values += mlp(m.shared_expert_d_ff / T, 1)
     else:
