@@ -43,8 +43,8 @@ def published(prefix: str, precision: str) -> list[dict]:
 
 # ---------------------------------------------------------------------------- the acceptance
 def test_three_published_runs_predict_the_sources_other_run_within_5_percent():
-    """torchtitan's December 2024 H100 benchmark (500 W power-capped HBM2e parts, priced at the SXM
-    peak: 22-32 % optimistic with the default profile), its four BF16 runs: fitted on any three,
+    """torchtitan's December 2024 H100 benchmark (500 W power-capped HBM2e parts; at the cap's
+    sustained clock still 13-19 % optimistic with the default profile), its four BF16 runs: fitted on any three,
     the fourth is predicted within 5 % (issue 37's acceptance: fit on three runs of one source,
     predict that source's other runs within 5 % median)."""
     runs = published("torchtitan-h100-8b", "mixed")
@@ -58,7 +58,7 @@ def test_three_published_runs_predict_the_sources_other_run_within_5_percent():
         terms, measured, _ = priced[left]
         held_out_before.append(cal.error(terms, measured, {}))
         held_out_after.append(cal.error(terms, measured, report.profile.constants))
-    assert min(abs(e) for e in held_out_before) > 0.20  # what calibration fixes
+    assert min(abs(e) for e in held_out_before) > 0.10  # what calibration fixes
     assert max(abs(e) for e in held_out_after) <= 0.05
     assert cal.median_abs(held_out_after) <= 0.05
 
@@ -72,7 +72,7 @@ def test_the_example_runs_file_is_those_published_runs(capsys, tmp_path):
     assert code == 0, err
     data = json.loads(out)
     assert data["profile_file"] == str(profile)
-    assert data["median_abs_error_default"] > 0.2 and data["median_abs_error_left_out"] < 0.05
+    assert data["median_abs_error_default"] > 0.1 and data["median_abs_error_left_out"] < 0.05
     (c,) = data["constants"]
     assert c["name"] == "gemm_efficiency_bf16" and 0.4 < c["value"] < 0.6 and 0 < c["uncertainty"] < 0.05
     argv = ["train", "llama-3-8b", "--gpu", "h100-96gb-hbm2e", "--gpus", "128", "--S", "8192", "--global-batch", "256",
@@ -86,7 +86,7 @@ def test_the_example_runs_file_is_those_published_runs(capsys, tmp_path):
                         + calibrated["calibration"]["step_overhead_s"], rel_tol=1e-9)
     code, out, err = call(capsys, *argv, "-f", "json")
     default = json.loads(out)
-    assert "calibration" not in default and default["tokens_per_s_per_gpu"] > 1.2 * 6514
+    assert "calibration" not in default and default["tokens_per_s_per_gpu"] > 1.1 * 6514
     code, out, err = call(capsys, *argv, "--profile", str(profile))
     assert code == 0 and "calibrated" in out
 
@@ -230,7 +230,7 @@ def test_plan_serve_and_inference_take_a_profile(capsys, tmp_path):
     calibrated = json.loads(out)
     default = json.loads(call(capsys, *plan, "-f", "json")[1])
     assert calibrated["calibration"]["constants"].keys() == {"gemm_efficiency_bf16"}
-    assert calibrated["plans"][0]["step_time_s"] > 1.2 * default["plans"][0]["step_time_s"]
+    assert calibrated["plans"][0]["step_time_s"] > 1.1 * default["plans"][0]["step_time_s"]
     assert calibrated["best_command"].endswith(f"--profile {train_profile}")
     serve = ["serve", "llama-3-8b", "--gpu", "h100", "--gpus", "1", "--prompt-len", "1000", "--output-len", "250", "--B", "16"]
     code, out, err = call(capsys, *serve, "--profile", str(serve_profile), "-f", "json")

@@ -70,3 +70,31 @@ def test_checks():
         require_attention_only(build_model({"n_layers": 2, "d_model": 64, "n_heads": 4, "vocab_size": 100,
                                             "n_experts": 4, "experts_per_token": 2, "moe_latent_dim": 8}),
                                "training memory")
+
+
+def test_training_prices_the_experts_in_the_latent_width():
+    """Training memory and step time (no longer refused): the routed experts' inputs, their
+    all-to-all and permutation move ℓ = 24 features per token copy, not D = 64; fc2_latent_proj keeps
+    its ℓ-wide input; the two projections (D x ℓ, ℓ x D) are whole GEMM weights on every rank."""
+    from transformer_calc.estimators.training.activations import layer_activations
+    from transformer_calc.estimators.training.finetune import layer_counts, layer_matrices
+    from transformer_calc.estimators.training.moe_time import moe_block_time
+    from transformer_calc.estimators.training.step import default_network
+    from transformer_calc.estimators.training.train import estimate_step
+    from transformer_calc.model.config import Parallelism, Training
+    from transformer_calc.sources.presets import gpu
+
+    m, plain = _model(), _model(moe_latent_size=None)
+    w, tr = Workload(seq_len=16, batch_size=2), Training()
+    B, S, k = 2, 16, 2
+    latent, dense = layer_activations(m, w, tr, Parallelism()), layer_activations(plain, w, tr, Parallelism())
+    assert latent.mlp - dense.mlp == 2 * B * S * (k * (24 - 64) + 24)  # routed copies in ℓ, + fc2_latent's input
+    mats = layer_matrices(m, layer_counts(m))  # what the FP8 weight copies and casts count
+    assert (24 * 32, 2 * 4 * 2) in mats and (64 * 24, 2 * 2) in mats  # 2 MoE layers: experts in ℓ; the projections
+    par = Parallelism(data=2, expert=2)
+    net = default_network(gpu("h100"))
+    one = moe_block_time(m, tr, par, net, tokens=B * S, hbm_bytes_s=3e12)
+    two = moe_block_time(plain, tr, par, net, tokens=B * S, hbm_bytes_s=3e12)
+    assert one.all_to_all - net.intra_latency_s * 4 == pytest.approx((two.all_to_all - net.intra_latency_s * 4) * 24 / 64)
+    est = estimate_step(m, w, tr, par, gpu("h100"), global_batch=4)
+    assert est.step_time_s > 0 and est.moe_all_to_all_s > 0

@@ -150,3 +150,50 @@ def test_ratio_is_fitted_on_nemo_and_validated_on_megatron_bridge():
     checked = [r for r in res if r.row["id"].startswith("mbridge") and r.row.get("fp8_recipe") and not r.model.is_moe]
     assert len(checked) == 29  # 26.02: 14, 25.11: 15
     assert all(abs(r.error) <= 0.25 for r in checked), [(r.row["id"], round(r.error, 3)) for r in checked]
+
+
+def test_fp8_ratio_moves_with_each_gpus_measured_fp8_mamf():
+    """The fp8 ratio is fitted on H100 (0.747) and moves with each GPU's measured FP8/BF16 MAMF
+    efficiency (ml-engineering's table): B200 0.763/0.776 over H100 0.709/0.803; GB300 takes the
+    B300's; an unlisted GPU and fp4 keep the fit."""
+    from transformer_calc.estimators.training.precision import low_precision_ratio
+
+    assert low_precision_ratio("fp8", "H100-SXM5-80GB") == pytest.approx(0.747)
+    assert low_precision_ratio("fp8", "B200-HGX") == pytest.approx(0.747 * (0.763 / 0.776) / (0.709 / 0.803))
+    assert low_precision_ratio("fp8", "GB300-NVL72") == low_precision_ratio("fp8", "B300-HGX")
+    assert low_precision_ratio("fp8", "GB200-NVL72") > low_precision_ratio("fp8", "H200") > 0.747
+    assert low_precision_ratio("fp8", "MI300X") == pytest.approx(0.747)
+    assert low_precision_ratio("fp4", "B200-HGX") == 0.747
+
+
+def test_fp8_on_mamba2_layers_priced_layer_by_layer():
+    """Megatron-core's MambaMixer runs in_proj and out_proj as TE linears (FP8 under the recipe), the
+    conv and SSD scan in bf16: Granite-4.0-H-Small (40 layers, 4 attention, 36 Mamba-2; D 4096,
+    in_proj 4096 -> 16768, out_proj 8192 -> 4096) casts those linears' inputs and output gradients,
+    keeps their FP8 weight copies and in_proj's FP8 input, and prices the scans at the bf16 peak."""
+    from transformer_calc.estimators.mixers import MIXERS
+    from transformer_calc.estimators.training.fp8 import mixer_activation_delta
+    from transformer_calc.estimators.training.train import estimate_step
+    from transformer_calc.model.config import Workload
+    from transformer_calc.sources.presets import gpu, preset_model
+
+    m = preset_model("granite-4.0-h-small")
+    kind = m.mixer_kinds[0]
+    assert precision.mixer_quantize_values(m, kind, 1) == (4096 + 16768) + (8192 + 4096)
+    tr, par = Training(fp8_recipe="tensorwise"), Parallelism(data=8)
+    # in_proj's input (B·S·D) kept in FP8 instead of bf16; the fused kernel keeps no out_proj input
+    assert mixer_activation_delta(m, kind, 1, 4096, 4096, tr, par, fused=True) == -(2 - 1) * 4096 * 4096
+    assert mixer_activation_delta(m, kind, 1, 4096, 4096, tr, par, fused=False) == -4096 * (4096 + 8192)
+    w = Workload(seq_len=4096, batch_size=1)
+    from transformer_calc.estimators.flops import count_flops
+
+    flops = count_flops(m, Workload(seq_len=4096, batch_size=8), causal=True)
+    f = MIXERS[kind].forward_flops(m, 8, 4096)
+    assert precision.mixer_high_precision_flops(m, flops, tr) == 3 * 36 * (f.total - f.projections)
+    bf16 = estimate_step(m, w, Training(), par, gpu("b200"), global_batch=8)
+    fp8 = estimate_step(m, w, tr, par, gpu("b200"), global_batch=8)
+    assert fp8.compute_s < bf16.compute_s and fp8.memory_bound_s > bf16.memory_bound_s  # faster GEMMs, casts added
+    from transformer_calc.cli import run
+
+    assert run(["train", "granite-4.0-h-small", "--gpu", "b200", "--gpus", "8", "--S", "4096", "--global-batch", "8",
+                "--fp8-recipe", "tensorwise", "-f", "json"]) == 0  # was refused: FP8 on Mamba-2 layers

@@ -148,3 +148,25 @@ def test_cli_compile_needs_torchtitan(capsys):
     code = run(["train", "llama-3-8b", "--global-batch", "16", "--compile", "--format", "json"])
     _, err = capsys.readouterr()
     assert code == 2 and "--framework torchtitan" in err and "Traceback" not in err
+
+
+def test_power_capped_board_runs_at_the_cube_root_clock():
+    """A board capped below the power its peaks are rated at (Meta's 500 W Grand Teton H100, peaks of
+    the 700 W SXM): matmuls and the SDPA attention core at (500/700)^(1/3) of the rated clock
+    (step.POWER_CAP_CLOCK_EXPONENT), HBM traffic unchanged; a board at its rated power: 1."""
+    from transformer_calc.estimators.training.step import power_cap_clock_scale
+
+    capped, sxm = gpu_by_name("h100-96gb-hbm2e"), gpu_by_name("h100")
+    assert (capped.board_power_w, capped.rated_power_w) == (500, 700)
+    assert power_cap_clock_scale(capped) == pytest.approx((500 / 700) ** (1 / 3)) == pytest.approx(0.8939, abs=1e-4)
+    assert power_cap_clock_scale(sxm) == 1.0
+    # the law against NVIDIA's datasheets of the one GH100 die: the 400 W NVL's 835.5 over the SXM's 989.4
+    assert (400 / 700) ** (1 / 3) == pytest.approx(835.5 / 989.4, rel=0.02)
+    tr = Training(precision="mixed", recompute="op", flash=True, framework="torchtitan", compile=True)
+    w, par = Workload(seq_len=8192, batch_size=2), Parallelism(data=8, zero=3)
+    est = {g: estimate_step(LLAMA3_8B, w, tr, par, gpu_by_name(g), global_batch=16)
+           for g in ("h100-96gb-hbm2e", "h100")}
+    # the same die: the capped board's compute is the SXM's over the clock scale (attention core too)
+    assert est["h100-96gb-hbm2e"].compute_s == pytest.approx(est["h100"].compute_s / power_cap_clock_scale(capped))
+    # the memory-bound term moves with HBM bandwidth only (2.4 vs 3.35 TB/s), not with the clock
+    assert est["h100-96gb-hbm2e"].memory_bound_s == pytest.approx(est["h100"].memory_bound_s * 3350 / 2400)

@@ -121,3 +121,23 @@ def test_cli_schedule_and_auto_virtual_stages(capsys):
     code = run([*base, "--pipeline-schedule", "zb-v", "--format", "json"])
     err = capsys.readouterr().err
     assert code == 2 and "--virtual-stages 2" in err and "Traceback" not in err
+
+
+def test_dualpipe_takes_deepseek_v3s_61_layers_on_pp16():
+    """DeepSeek-V3 ran its 61 layers on 16 DualPipe ranks (arXiv:2412.19437 §3.2): chunks of unequal
+    size, split as evenly as possible (13 stages of 4 blocks, 3 of 3; a stage's two chunks differ by
+    at most one), every block placed once; the interleaved schedule still needs P·v | L."""
+    from transformer_calc.estimators.training.pipeline import pipeline_stage, pipeline_units
+
+    dual = Parallelism(pipeline=16, virtual_stages=2, pipeline_schedule="dualpipe", data=1)
+    units = pipeline_units(61, dual)
+    assert units == [4] * 13 + [3] * 3
+    stages = [pipeline_stage(61, dual, s, units) for s in range(16)]
+    blocks = sorted(b for st_ in stages for c in st_.chunks for b in range(c.start, c.stop))
+    assert blocks == list(range(61))  # each block once
+    assert [c.n_layers for c in stages[15].chunks] == [2, 1]
+    assert [c.n_layers for c in stages[0].chunks] == [2, 2]
+    with pytest.raises(ValueError, match="divisible by P x virtual stages"):
+        pipeline_units(61, Parallelism(pipeline=16, virtual_stages=2, data=1))
+    even = Parallelism(pipeline=4, virtual_stages=2, pipeline_schedule="dualpipe", data=1)
+    assert [(c.start, c.stop) for c in pipeline_stage(16, even, 1).chunks] == [(2, 4), (10, 12)]  # as before

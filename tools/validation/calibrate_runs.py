@@ -92,9 +92,9 @@ def section(results: dict[tuple[str, str, str], dict[str, Any]]) -> str:
         lines.append(f"| {src} | {gpu} | {prec} | {r['n']} | {r['default']:.1%} | {r['loo']:.1%} | "
                      f"{r['three_before']:.1%} → {r['three_after']:.1%} | {r['within']:.0%} of {r['choices']} | {consts} |")
     lines += ["", "Calibration removes what one constant explains: torchtitan's 500 W power-capped H100s "
-              "(priced at the SXM peak, 22-32 % optimistic) come within 2-3 % with the BF16 GEMM efficiency fitted "
+              "(priced at the cap's sustained clock, still 13-19 % optimistic) come within 2-3 % with the BF16 GEMM efficiency fitted "
               "on any three of the four BF16 runs (tests/test_calibrate.py, the acceptance case). It does not remove "
-              "what differs from run to run: the FP8 rows' context-parallel runs (+23 % at CP 2 to +77 % at CP 8 by "
+              "what differs from run to run: the FP8 rows' context-parallel runs (+11 % at CP 2 to +59 % at CP 8 by "
               "default) keep their spread, and a group the built-in profile was fitted on (nemo, dgxc, the "
               "torchtitan A100 table) is already within its scatter, where three runs add noise (the "
               "leave-one-out column is the honest estimate for a calibrated answer).", END]

@@ -330,6 +330,12 @@ def print_table(results: list[Result], verbose: bool) -> None:
     for label, group in groups(results):
         gmed, gworst = summary(group)
         print(f"  {label}: {len(group)} rows, median |error| {gmed:.1%}, worst {gworst.row['id']} {gworst.error:+.1%}")
+    print("per source, generation, dense/MoE (median |error| <= 10 % and >= 85 % within ±25 %):")
+    for label, group in cells(results):
+        gmed, _ = summary(group)
+        within = sum(abs(r.error) <= 0.25 for r in group) / len(group)
+        print(f"  {label}: {len(group)} rows, median |error| {gmed:.1%}, {within:.0%} within ±25 %"
+              f"{'' if gmed <= 0.10 and within >= 0.85 else '  (not met)'}")
 
 
 GIB = 2**30
@@ -367,6 +373,27 @@ def groups(results: list[Result]) -> list[tuple[str, list[Result]]]:
     for r in results:
         by.setdefault("MoE" if r.model.is_moe else "dense", []).append(r)
     return list(by.items())
+
+
+def source_of(r: Result) -> str:
+    parts = r.row["id"].split("-")
+    return "-".join(parts[:2]) if parts[0] == "torchtitan" else parts[0]
+
+
+def cells(results: list[Result]) -> list[tuple[str, list[Result]]]:
+    """Issue 37's acceptance cells: each source, GPU generation and dense/MoE apart."""
+    by: dict[str, list[Result]] = {}
+    for r in results:
+        key = f"{source_of(r)}, {generation(r.gpu.name).split(' ')[0]}, {'MoE' if r.model.is_moe else 'dense'}"
+        by.setdefault(key, []).append(r)
+    return list(by.items())
+
+
+def cell_line(label: str, group: list[Result]) -> str:
+    gmed, gworst = summary(group)
+    within = sum(abs(r.error) <= 0.25 for r in group) / len(group)
+    met = "yes" if gmed <= 0.10 and within >= 0.85 else "no"
+    return f"| {label} | {len(group)} | {gmed:.1%} | {within:.0%} | {met} | {gworst.row['id']} ({gworst.error:+.1%}) |"
 
 
 GENERATIONS = (("A100", "Ampere (A100)"), ("H1", "Hopper (H100, H200)"), ("H2", "Hopper (H100, H200)"),
@@ -451,6 +478,11 @@ def docs_section(results: list[Result]) -> str:
         gmed, gworst = summary(group)
         within = sum(abs(r.error) <= 0.25 for r in group) / len(group)
         lines.append(f"| {label} | {len(group)} | {gmed:.1%} | {within:.0%} | {gworst.row['id']} ({gworst.error:+.1%}) |")
+    lines += ["", "Per source, GPU generation and dense/MoE (issue 37's acceptance: median |error| <= 10 % and "
+              ">= 85 % within ±25 % in each):", "",
+              "| source, generation, kind | rows | median \\|error\\| | within ±25 % | met | worst |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    lines += [cell_line(label, group) for label, group in cells(results)]
     lines += ["", "<details><summary>Assumptions per row</summary>", ""]
     for r in results:
         where = r.row.get("setup_source", "")

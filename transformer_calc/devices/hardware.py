@@ -161,6 +161,11 @@ class GPU(BaseModel):
     )
     board_power_w: float | None = Field(default=None, gt=0, description="the board's maximum power (TDP/TGP), W")
     board_power_source: str | None = None
+    rated_power_w: float | None = Field(
+        default=None, gt=0,
+        description="a power-capped board: the power its peak_flops are rated at (the uncapped part's TDP), W",
+    )
+    rated_power_source: str | None = None
     source: str = Field(min_length=1)
     verified: bool
     verified_via: str | None = None
@@ -305,6 +310,8 @@ class _Entry(BaseModel):
     host_link_gb_s: _Positive | None = None
     board_power_w: _Positive | None = None
     board_power_source: str | None = None
+    rated_power_w: _Positive | None = None  # a power-capped board: the TDP its dense_tflops are rated at
+    rated_power_source: str | None = None
     source: str = Field(min_length=1)
     verified: bool
     verified_via: str | None = None
@@ -325,6 +332,11 @@ class _Entry(BaseModel):
             raise ValueError("host_link (its name) and host_link_gb_s go together")
         if (self.board_power_w is None) != (self.board_power_source is None):
             raise ValueError("board_power_w and board_power_source (where it is stated) go together")
+        if (self.rated_power_w is None) != (self.rated_power_source is None):
+            raise ValueError("rated_power_w and rated_power_source (where it is stated) go together")
+        if self.rated_power_w is not None and (self.board_power_w is None or self.board_power_w >= self.rated_power_w):
+            raise ValueError("rated_power_w (the uncapped part's TDP) is for a board capped below it: "
+                             "give a smaller board_power_w")
         return self
 
     @field_validator("dense_tflops")
@@ -371,6 +383,8 @@ class _Entry(BaseModel):
             host_link_bytes_s=_exact(self.host_link_gb_s, GB) if self.host_link_gb_s is not None else None,
             board_power_w=self.board_power_w,
             board_power_source=self.board_power_source,
+            rated_power_w=self.rated_power_w,
+            rated_power_source=self.rated_power_source,
             source=self.source,
             verified=self.verified,
             verified_via=self.verified_via,

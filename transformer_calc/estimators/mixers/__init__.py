@@ -97,7 +97,8 @@ BLOCK_SUPPORT: tuple[BlockSupport, ...] = (
     BlockSupport(lambda m: ["shared transformer block (Zamba2)"] if m.shared_block_layer_ids else [], frozenset()),
     BlockSupport(lambda m: ["sliding attention with its own K/V heads or sinks (MiMo-V2-Flash)"]
                  if m.per_kind_attention else [], frozenset({Estimate.training})),  # training/kind_attention.py
-    BlockSupport(lambda m: ["latent MoE (Nemotron 3 Super)"] if m.moe_latent_dim is not None else [], frozenset()),
+    BlockSupport(lambda m: ["latent MoE (Nemotron 3 Super)"] if m.moe_latent_dim is not None else [],
+                 frozenset({Estimate.training})),  # training/: experts, all-to-all and casts in ℓ
     BlockSupport(lambda m: ["value heads narrower than head_dim (MiMo-V2-Flash)"]
                  if not m.is_mla and m.v_dim != m.head_dim else [], frozenset({Estimate.training})),
 )

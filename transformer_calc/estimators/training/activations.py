@@ -209,8 +209,10 @@ def _layer_activations(m: ModelConfig, w: Workload, tr: Training, par: Paralleli
     F_t = F // (par.expert_tensor_size if moe else T)
     mlp += k_exp * n_saved * p * B * S * F_t
     if not seed and moe:
-        mlp += k_exp * p * B * S * D  # the routed (permuted) copies each expert keeps as input
+        mlp += k_exp * p * B * S * m.expert_d  # the routed (permuted) copies each expert keeps as input
         mlp += p * B * S * m.n_experts  # router logits (softmax/top-k input)
+        if m.moe_latent_dim is not None:  # LatentMoE: fc2_latent_proj keeps its ℓ-wide input (the combine)
+            mlp += p * B * S * m.moe_latent_dim
         if m.shared_expert_d_ff:  # the shared expert reads the same input as the router
             mlp += n_saved * p * B * S * (m.shared_expert_d_ff // T)
     mlp += mask * B * S_rep * D
@@ -243,6 +245,10 @@ def mixer_activations(
         from transformer_calc.estimators.training.finetune import mixer_activation_delta
 
         mixed += mixer_activation_delta(m, kind, B, S, S_rep, tr, par, fused=fused)
+    if tr.fp8_recipe is not FP8Recipe.none:  # in_proj / out_proj inputs kept in FP8 (fp8.py)
+        from transformer_calc.estimators.training.fp8 import mixer_activation_delta as fp8_mixer_delta
+
+        mixed += fp8_mixer_delta(m, kind, B, S, S_rep, tr, par, fused=fused)
     if m.mixer_beside_attention:  # the attention part already counts the shared input
         return layer_activations(m, w, tr, par, eager=eager).attention + mixed
     return p * B * S_rep * m.d_model + mixed

@@ -181,7 +181,9 @@ def torch_eager_layer(
         n_wide = PLAIN_MLP_SAVED  # act input (kept by F.gelu) and act output (W_down input)
     mlp += k_exp * (n_wide + code.act_extra) * p * B * S * F_t
     if moe:  # as in the default profile (not measured)
-        mlp += k_exp * p * B * S * D + p * B * S * m.n_experts
+        mlp += k_exp * p * B * S * m.expert_d + p * B * S * m.n_experts
+        if m.moe_latent_dim is not None:  # LatentMoE: fc2_latent_proj's ℓ-wide input
+            mlp += p * B * S * m.moe_latent_dim
         if m.shared_expert_d_ff:
             mlp += (n_wide + code.act_extra) * p * B * S * (m.shared_expert_d_ff // T)
     mlp += resid_mask * B * S_rep * D

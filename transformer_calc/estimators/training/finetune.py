@@ -392,9 +392,10 @@ def block_matrices(m: ModelConfig, moe: bool, T: int = 1, ep: int = 1, etp: int 
 def _expert_matrices(m: ModelConfig, moe: bool, ep: int, etp: int) -> list[tuple[int, int]]:
     if not moe:
         return []
-    D, F = m.d_model, m.moe_d_ff // etp
+    D, F = m.expert_d, m.moe_d_ff // etp  # a latent MoE's experts read and write ℓ
     n_mats = 3 if m.gated_mlp else 2
-    return [(D * F, n_mats * (m.n_experts // ep))]
+    latent = [(m.d_model * m.moe_latent_dim, 2)] if m.moe_latent_dim is not None else []  # D -> ℓ, ℓ -> D, whole
+    return [(D * F, n_mats * (m.n_experts // ep))] + latent
 
 
 def layer_matrices(m: ModelConfig, counts: LayerCounts, T: int = 1, ep: int = 1, etp: int | None = None

@@ -95,9 +95,34 @@ def activation_delta(
         mlp += to_fp8(B * S_rep * D)  # MLP input
     if moe:
         F = m.moe_d_ff // par.expert_tensor_size
-        mlp += m.experts_per_token * (to_fp8(B * S * F) + to_fp8(B * S * D))  # W_down inputs, routed copies
+        mlp += m.experts_per_token * (to_fp8(B * S * F) + to_fp8(B * S * m.expert_d))  # W_down inputs, routed copies
+        if m.moe_latent_dim is not None:
+            mlp += to_fp8(B * S * m.moe_latent_dim)  # fc2_latent_proj's input
         if m.shared_expert_d_ff:
             mlp += to_fp8(B * S * (m.shared_expert_d_ff // T))
     else:
         mlp += to_fp8(B * S * (m.d_ff // T))  # W_down's input
     return attn, mlp
+
+
+def mixer_activation_delta(m: ModelConfig, kind, B: int, S: int, S_rep: int, tr: Training, par: Parallelism,
+                           *, fused: bool) -> int:
+    """Change of one mixer layer's stored activations when its TE linears keep their inputs in FP8
+    (precision.FP8_MIXERS: Megatron-core's MambaMixer): in_proj's input (the norm's output,
+    B·S_rep·D, which `mixer_activations` counts at p) and, where the profile keeps it for the weight
+    gradient, out_proj's input (the fused kernels recompute it: none kept). The conv and scan
+    tensors stay at p (bf16 kernels)."""
+    from transformer_calc.estimators.mixers import MIXERS
+    from transformer_calc.estimators.mixers.base import WEIGHT, WEIGHT_EAGER
+
+    p, recipe = tr.p, tr.fp8_recipe
+
+    def to_fp8(n: int) -> int:
+        return element_bytes_ceil(n, recipe) - p * n
+
+    delta = to_fp8(B * S_rep * m.d_model)  # in_proj's input
+    kept = (WEIGHT,) if fused else (WEIGHT, WEIGHT_EAGER)
+    for lin in MIXERS[kind].linears(m, par.tensor):
+        if lin.reads in kept:
+            delta += to_fp8(B * S * lin.d_in)
+    return delta

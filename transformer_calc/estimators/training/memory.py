@@ -465,10 +465,17 @@ def _fp8_weight_bytes(run: _Run, st: _Stage) -> tuple[int, int]:
     from transformer_calc.estimators.training.fp8 import block_gemms, scaling_state_bytes, weight_copy_bytes
 
     elems = gemms = 0
-    for moe_kind, count in ((True, st.n_moe), (False, st.n_dense)):
-        if count:
-            e, g = block_gemms(m, moe_kind, par.tensor, par.expert, par.expert_tensor)
-            elems, gemms = elems + count * e, gemms + count * g
+    if m.is_hybrid or m.one_mixer_per_layer:  # layer by layer: attention, Mamba-2's in/out_proj, MLP kinds
+        from transformer_calc.estimators.training.finetune import layer_counts, layer_matrices
+
+        for c in st.chunks:
+            mats = layer_matrices(m, layer_counts(m, c.start, c.stop), par.tensor, par.expert, par.expert_tensor)
+            elems, gemms = elems + sum(n * k for n, k in mats), gemms + sum(k for _, k in mats)
+    else:
+        for moe_kind, count in ((True, st.n_moe), (False, st.n_dense)):
+            if count:
+                e, g = block_gemms(m, moe_kind, par.tensor, par.expert, par.expert_tensor)
+                elems, gemms = elems + count * e, gemms + count * g
     fp8_w = weight_copy_bytes(elems, tr.fp8_recipe) + scaling_state_bytes(gemms, tr.fp8_recipe)
     # --fp8-param-gather: the GEMM weights' 16-bit copy is not held (FrameworkMemory)
     no_16bit = elems * tr.p if run.fwm.fp8_param_gather else 0

@@ -142,7 +142,7 @@ def moe_block_time(
     if load_imbalance < 1:
         raise ValueError(f"moe_load_imbalance ({load_imbalance}) is the busiest rank's tokens over the mean: "
                          "give a number >= 1 (1: balanced)")
-    D, k, p = m.d_model, m.experts_per_token, tr.p
+    D, k, p = m.expert_d, m.experts_per_token, tr.p  # what travels and is permuted: ℓ-wide under a latent MoE
     ep, etp, T = par.expert, par.expert_tensor_size, par.tensor
     t = tokens / T if par.sequence_parallel and T > 1 else tokens  # tokens entering this rank's router
     comm = max(p, 2)  # tokens travel in 16 bits

@@ -10,6 +10,11 @@ from dataclasses import dataclass
 from transformer_calc.model.config import Parallelism, PipelineSchedule
 
 
+# Schedules that run chunks of unequal size, so need no P·v | L: DeepSeek-V3 trained its 61 layers
+# on PP16 with DualPipe (arXiv:2412.19437 §3.2 and §3.2.1: two chunks per rank, 16 pipeline ranks);
+# DualPipe itself (github.com/deepseek-ai/DualPipe) takes any modules per chunk. tcalc splits the
+# layers as evenly as possible: stages differ by one block, a stage's two chunks by one block.
+UNEVEN_CHUNK_SCHEDULES = (PipelineSchedule.dualpipe,)
 MAX_LISTED_STAGES = 64  # beyond this only the first and last stage are computed (the others
 # hold no more layers, fewer micro-batches and no embedding or head: never the most loaded)
 
@@ -105,6 +110,8 @@ def pipeline_units(L: int, par: Parallelism) -> list[int]:
         return [N // P] * P
     if P > L:
         raise ValueError(f"pipeline stages P ({P}) exceed n_layers ({L}); use P <= {L}")
+    if v > 1 and L % (P * v) and par.schedule in UNEVEN_CHUNK_SCHEDULES and P * v <= L:
+        return [_layers_on_stage(L, P, s) for s in range(P)]  # chunks of a stage differ by one block at most
     if v > 1 and L % (P * v):
         raise ValueError(f"n_layers ({L}) must be divisible by P x virtual stages ({P} x {v}); or give "
                          "first/last_stage_layers, or embedding_in_split / loss_in_split, as Megatron-core does")
@@ -118,19 +125,22 @@ def pipeline_stage(L: int, par: Parallelism, s: int, units: list[int] | None = N
     units = units if units is not None else pipeline_units(L, par)
     v = par.virtual_stages if par.pipeline > 1 else 1
     emb, loss = int(par.embedding_in_split), int(par.loss_in_split)
-    N = sum(units)
-    offset = sum(units[:s]) // v
-    width = units[s] // v
+    widths = [chunk_widths(u, v) for u in units]  # equal unless the schedule allows uneven chunks
     chunks = []
     for c in range(v):
-        a = c * (N // v) + offset
-        b = a + width
+        a = sum(w[k] for w in widths for k in range(c)) + sum(w[c] for w in widths[:s])
+        b = a + widths[s][c]
         # units -> blocks: the embedding is unit 0, the head and loss unit N - 1
         start, stop = min(max(a - emb, 0), L), min(max(b - emb, 0), L)
         chunks.append(Chunk(start, stop, embedding=s == 0 and c == 0,
                             head=s == par.pipeline - 1 and c == v - 1))
     del loss
     return PipelineStage(s, tuple(chunks))
+
+
+def chunk_widths(units: int, v: int) -> list[int]:
+    """A stage's units over its v chunks: equal when v divides them, else the first take one more."""
+    return [units // v + (1 if c < units % v else 0) for c in range(v)]
 
 
 def chunk_forwards_in_flight(P: int, v: int, m: int, s: int, group: int | None = None) -> list[int]:

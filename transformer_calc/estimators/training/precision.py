@@ -84,8 +84,31 @@ RECIPES: dict[FP8Recipe, RecipeTime] = {
 USAGES = 2  # a rowwise and a columnwise (transposed) quantized copy of every quantized tensor
 # FITTED (module docstring): the low-precision GEMMs' efficiency / the bf16 GEMMs' efficiency, each of
 # its own dense peak. 0.747 gives a median error of 0 on NeMo 24.07's 7 H100 FP8 runs (the only
-# source it is fitted on); fp4 takes the fp8 value (an assumption).
+# source it is fitted on); fp4 takes the fp8 value (an assumption). On other GPUs the fp8 value moves
+# with the GPU's measured FP8 / BF16 MAMF efficiency (FP8_MAMF_RATIO, over the H100's it was fitted at).
 LOW_PRECISION_GEMM_RATIO = {"fp8": 0.747, "fp4": 0.747}
+# Maximum achievable matmul FLOPS, FP8 (float8_e4m3fn) over BF16, each as a fraction of its own dense
+# peak, measured per GPU (stas00/ml-engineering compute/accelerator/README.md, "Maximum Achievable
+# Matmul FLOPS comparison table", 2026 revision: BF16 H100 80.3 %, H200 = H100, GH200 83.8 %, B200
+# 77.6 %, B300 78.6 %, GB200 72.9 %; FP8 H100 70.9 %, H200 73.4 %, GH200 77.6 %, B200 76.3 %, B300
+# 74.5 %, GB200 72.3 %). Hopper's FP8 tensor cores lose more of their peak than Blackwell's (FP8
+# accumulation through the CUDA cores' promotion on Hopper, DeepSeek-V3 §3.3.2; native on Blackwell).
+# GB300 takes B300's (the same Blackwell Ultra die); a GPU not listed takes the H100's (the fit's).
+FP8_MAMF_RATIO = {"H100": 0.709 / 0.803, "H800": 0.709 / 0.803, "H200": 0.734 / 0.803, "GH200": 0.776 / 0.838,
+                  "B200": 0.763 / 0.776, "B300": 0.745 / 0.786, "GB200": 0.723 / 0.729, "GB300": 0.745 / 0.786}  # fmt: skip
+FIT_GPU = "H100"  # where LOW_PRECISION_GEMM_RATIO was fitted
+
+
+def low_precision_ratio(dtype: str, gpu_name: str) -> float:
+    """LOW_PRECISION_GEMM_RATIO of `dtype` on `gpu_name`: the fp8 fit scaled by the GPU's FP8/BF16
+    MAMF ratio over the fit GPU's (FP8_MAMF_RATIO); fp4 as fitted (no FP4 MAMF measured)."""
+    ratio = LOW_PRECISION_GEMM_RATIO[dtype]
+    if dtype != "fp8":
+        return ratio
+    key = gpu_name.upper()
+    measured = next((FP8_MAMF_RATIO[k] for k in sorted(FP8_MAMF_RATIO, key=len, reverse=True) if key.startswith(k)),
+                    FP8_MAMF_RATIO[FIT_GPU])
+    return ratio * measured / FP8_MAMF_RATIO[FIT_GPU]
 
 
 def recipe_time(recipe: FP8Recipe) -> RecipeTime | None:
@@ -100,24 +123,29 @@ def bf16_block_count(m: ModelConfig, recipe: FP8Recipe) -> int:
 
 def compute_s(
     executed: int, high_precision: int, bf16_peak: float, low_peak: float, eff: float, recipe: FP8Recipe,
+    gpu_name: str = FIT_GPU,
 ) -> float:
     """Seconds of `executed` FLOPs on one GPU when `high_precision` of them run at the bf16 peak and
-    the rest at the recipe's peak: high / (bf16_peak·η) + (executed − high) / (low_peak·η·ratio)."""
+    the rest at the recipe's peak: high / (bf16_peak·η) + (executed − high) / (low_peak·η·ratio),
+    ratio the GPU's (`low_precision_ratio`)."""
     rt = RECIPES[recipe]
     low = max(executed - high_precision, 0)
-    return high_precision / (bf16_peak * eff) + low / (low_peak * eff * LOW_PRECISION_GEMM_RATIO[rt.gemm_dtype])
+    ratio = low_precision_ratio(rt.gemm_dtype, gpu_name)
+    return high_precision / (bf16_peak * eff) + low / (low_peak * eff * ratio)
 
 
 def high_precision_flops(m: ModelConfig, step, tr: Training, linear_layer_flops: float) -> int:
     """FLOPs of one step that stay at the bf16 peak under a recipe: the attention cores (forward,
     backward = 2 forwards, a recomputed forward), the LM head and embedding projection (3 passes),
-    the router (3 passes), and the linear layers of the bf16 blocks (`linear_layer_flops`: one
-    block's linear-layer FLOPs over the step, all passes)."""
+    the router (3 passes), a hybrid's mixer convs and scans (`mixer_high_precision_flops`), and the
+    linear layers of the bf16 blocks (`linear_layer_flops`: one block's linear-layer FLOPs over the
+    step, all passes)."""
     recompute = 1 if tr.recompute in (Recompute.selective, Recompute.full) else 0  # op saves SDPA's outputs
     cores = step.attention_cores * (3 + recompute)
     head = 3 * (step.lm_head + step.embedding_projection)
     router = 3 * step.layer.router * m.n_moe_layers()
-    return int(cores + head + router + bf16_block_count(m, tr.fp8_recipe) * linear_layer_flops)
+    mixers = mixer_high_precision_flops(m, step, tr)  # a hybrid's conv and scan (0 otherwise)
+    return int(cores + head + router + mixers + bf16_block_count(m, tr.fp8_recipe) * linear_layer_flops)
 
 
 def activation_quantize_bytes(m: ModelConfig, tr: Training, par: Parallelism, moe: bool) -> float:
@@ -131,23 +159,91 @@ def activation_quantize_bytes(m: ModelConfig, tr: Training, par: Parallelism, mo
     are approximated by a QKV of A·h_d outputs."""
     rt = RECIPES[tr.fp8_recipe]
     T, D, p = par.tensor, m.d_model, tr.p
-    qkv_out = ((m.n_heads if m.is_mla else m.n_heads + 2 * m.n_kv_heads) * m.head_dim) / T
-    o_in = m.n_heads * m.v_dim / T
-    values = D / T + o_in + qkv_out + D / T  # attention: fprop inputs, dgrad output gradients
+    values = attention_quantize_values(m, T)  # attention: fprop inputs, dgrad output gradients
     n_up = 2 if m.gated_mlp else 1
 
-    def mlp(width: float, copies: float) -> float:  # fc1 input, fc2 input, fc1 out-grad, fc2 out-grad
-        return copies * (D / T + width + n_up * width + D / T)
+    def mlp(width: float, copies: float, d: float = D / T) -> float:  # fc1 input, fc2 input, fc1/fc2 out-grads
+        return copies * (d + width + n_up * width + d)
 
     if moe:
         etp = par.expert_tensor_size
-        values += mlp(m.moe_d_ff / etp, m.experts_per_token)
+        if m.moe_latent_dim is not None:  # experts in ℓ; fc1/fc2_latent_proj: inputs D and ℓ, out-grads ℓ and D
+            values += mlp(m.moe_d_ff / etp, m.experts_per_token, m.moe_latent_dim) + 2 * (D / T + m.moe_latent_dim)
+        else:
+            values += mlp(m.moe_d_ff / etp, m.experts_per_token)
         if m.shared_expert_d_ff:
             values += mlp(m.shared_expert_d_ff / T, 1)
     else:
         values += mlp(m.d_ff / T, 1)
     read = p * (2 if rt.amax_pass else 1)
     return values * (read + USAGES * rt.value_bytes)
+
+
+# Mixer kinds whose layers tcalc prices under an FP8 recipe: Megatron-core's MambaMixer runs in_proj
+# and out_proj as Transformer Engine linears (TELayerNormColumnParallelLinear, TERowParallelLinear:
+# FP8 under the recipe, megatron/core/ssm/mamba_mixer.py), the depthwise conv and the SSD chunked
+# scan (mamba_ssm's Triton kernels) in bf16/fp32. Other mixers stay refused (support.py).
+FP8_MIXERS = frozenset({"mamba2"})
+
+
+def mixer_quantize_values(m: ModelConfig, kind, T: int) -> float:
+    """Values one token quantizes in one mixer layer, forward + backward: each TE linear's input
+    (fprop) and output gradient (dgrad), per tensor-parallel rank; the D-wide side of a column- or
+    row-parallel linear counted D/T, as `activation_quantize_bytes` counts QKV's input and W_O's
+    output gradient (with SP a 1/T share of the tokens)."""
+    from transformer_calc.estimators.mixers import MIXERS
+
+    def values(lin) -> float:
+        return {"col": lin.d_in / T + lin.d_out, "row": lin.d_in + lin.d_out / T}.get(lin.split, lin.d_in + lin.d_out)
+
+    return sum(values(lin) for lin in MIXERS[kind].linears(m, T))
+
+
+def layer_quantize_bytes(m: ModelConfig, tr: Training, par: Parallelism) -> float:
+    """A hybrid's cast bytes per token, summed over its L layers: attention layers as
+    `activation_quantize_bytes` prices an attention block's attention part, mixer layers their
+    linears (`mixer_quantize_values`), each MLP by its kind (MoE or dense), channel-free layers
+    (Nemotron-H's mixer-only layers) none."""
+    from transformer_calc.estimators.training.finetune import layer_counts
+    from transformer_calc.model.kinds import ATTENTION_KINDS
+
+    rt = RECIPES[tr.fp8_recipe]
+    per_value = tr.p * (2 if rt.amax_pass else 1) + USAGES * rt.value_bytes
+    counts, T = layer_counts(m), par.tensor
+    attention = attention_quantize_values(m, T) * per_value
+    dense_mlp = activation_quantize_bytes(m, tr, par, moe=False) - attention  # a block less its attention part
+    moe_mlp = activation_quantize_bytes(m, tr, par, moe=True) - attention
+    total = counts.moe * moe_mlp + counts.dense * dense_mlp
+    from transformer_calc.estimators.mixers import MIXERS
+
+    for kind, n in counts.sequence.items():  # kind `none` (an MLP-only layer): no sequence mixer to cast
+        if kind in ATTENTION_KINDS:
+            total += n * attention
+        elif kind in MIXERS:
+            total += n * mixer_quantize_values(m, kind, T) * per_value
+    return total
+
+
+def attention_quantize_values(m: ModelConfig, T: int) -> float:
+    """An attention part's values per token (`activation_quantize_bytes`): QKV and W_O inputs in
+    fprop, their output gradients in dgrad."""
+    D = m.d_model
+    qkv_out = ((m.n_heads if m.is_mla else m.n_heads + 2 * m.n_kv_heads) * m.head_dim) / T
+    return D / T + m.n_heads * m.v_dim / T + qkv_out + D / T
+
+
+def mixer_high_precision_flops(m: ModelConfig, step, tr: Training) -> int:
+    """A hybrid's mixer FLOPs that stay in bf16 under a recipe: every mixer layer's conv and scan
+    (all but its projections), forward, backward 2x, a recomputed forward under full recompute."""
+    from transformer_calc.estimators.mixers import MIXERS
+
+    passes = 3 + (1 if tr.recompute is Recompute.full else 0)
+    cores = 0
+    for kind in dict.fromkeys(m.attention_pattern):
+        if kind in MIXERS and (n := m.n_attention_layers(kind)):
+            f = MIXERS[kind].forward_flops(m, step.batch_size, step.seq_len)
+            cores += n * (f.total - f.projections)
+    return passes * cores
 
 
 def weight_quantize_bytes(elements: int, tr: Training) -> float:

@@ -61,7 +61,7 @@ FP32_BYTES = 4
 # Llama 2 13B without AC, Llama 3 70B and Llama 2 70B with full AC; tools/validation/train_runs.yaml
 # rows with `fit: true`). Validated on that table's selective-AC rows, on torchtitan's December 2024
 # H100 benchmark (benchmarks/llama3_h100_202412_torchtitan.md: 500 W power-limited HBM2e H100s,
-# which it overpredicts) and on Trainy's H200 runs (benchmarks/llama3_8b_h200_2025-06_torchtitan.md):
+# priced at the cap's sustained clock, step.POWER_CAP_CLOCK_EXPONENT; still overpredicted) and on Trainy's H200 runs (benchmarks/llama3_8b_h200_2025-06_torchtitan.md):
 # docs/validation.md "Training step time".
 TORCHTITAN_GEMM_FRACTION = 0.825
 

@@ -10,7 +10,7 @@ stages (1F1B; interleaved with v virtual stages). Per GPU:
 
 - compute: the exact matmul FLOPs tcalc counts (`count_flops`, recomputation included: hardware
   FLOPs), divided over the T·CP·P·dp GPUs, at an achievable fraction of the dense peak (maximum
-  achievable matmul FLOPS, measured: A100 SXM 85.9 %, H100 SXM 80.1 %, B200 77.6 %, MI300X 60.1 %,
+  achievable matmul FLOPS, measured: A100 SXM 85.9 %, H100 SXM 80.1 %, B200 77.6 %, GB200 72.9 %, MI300X 60.1 %,
   Stas Bekman's ml-engineering `compute/accelerator` MAMF table); memory-bound work (norms,
   activation functions, residual adds, the softmax of eager attention, the optimizer step) as
   bytes moved over HBM bandwidth at MEMORY_EFFICIENCY (copies reach ~90 % of the datasheet).
@@ -63,9 +63,10 @@ from transformer_calc.model.config import (
 
 
 # Maximum achievable matmul FLOPS / dense peak, bf16 (stas00/ml-engineering, compute/accelerator
-# README, "Maximum Achievable Matmul FLOPS comparison table"); others: DEFAULT_MATMUL_EFFICIENCY.
+# README, "Maximum Achievable Matmul FLOPS comparison table"; GB200 72.9 % and B300 78.6 % from its
+# 2026 revision, torch 2.10 nightly / 2.9.1 with CUDA 13.0); others: DEFAULT_MATMUL_EFFICIENCY.
 MATMUL_EFFICIENCY = {"A100": 0.859, "H100": 0.801, "H800": 0.801, "H200": 0.803, "GH200": 0.830, "B200": 0.776,
-                     "MI250X": 0.767, "MI300X": 0.601}  # fmt: skip
+                     "GB200": 0.729, "B300": 0.786, "MI250X": 0.767, "MI300X": 0.601}  # fmt: skip
 DEFAULT_MATMUL_EFFICIENCY = 0.80
 # A whole training step's GEMMs (per-rank shapes under TP, weight-gradient GEMMs, attention kernels)
 # reach a fraction of the largest-shape MAMF. FITTED: 0.69 minimises the mean error on the 10 runs
@@ -83,6 +84,24 @@ TRAINING_GEMM_FRACTION = 0.69
 MEGATRON_GEMM_FRACTION = {"H100": 0.736, "H800": 0.736, "H200": 0.736, "GH200": 0.736, "B200": 0.736, "B300": 0.736,
                           "GB200": 0.736, "GB300": 0.736}  # fmt: skip
 MEMORY_EFFICIENCY = 0.90  # achieved / datasheet HBM bandwidth for large copies (measured ~90 %)
+# A board capped below the power its peaks are rated at (hardware.yaml `rated_power_w`: Meta's 500 W
+# Grand Teton H100s, whose table peaks are the 700 W SXM's) holds a lower sustained SM clock. Dynamic
+# CMOS power is P = α·C·V²·f, and across the DVFS range the voltage rises with the clock (V ∝ f), so
+# P ∝ f³ and f_cap / f_rated = (P_cap / P_rated)^(1/3) (Weste & Harris, CMOS VLSI Design, §5.1; the
+# f·V² law of every DVFS governor). Checked, not fitted, on NVIDIA's own datasheets of the one GH100
+# die at two board powers: the 400 W H100 NVL's dense BF16 835.5 TFLOP/s over the 700 W SXM's 989.4 is
+# 0.844; the law gives (400/700)^(1/3) = 0.830. Matmuls and attention kernels scale with the clock; HBM
+# bandwidth does not (the memory clock is not capped). The MAMF tables were measured at the rated power.
+POWER_CAP_CLOCK_EXPONENT = 1 / 3
+
+
+def power_cap_clock_scale(gpu) -> float:
+    """Sustained compute clock of a power-capped board over its rated one: (P_cap / P_rated)^(1/3)
+    (POWER_CAP_CLOCK_EXPONENT); 1 for a board at its rated power."""
+    rated, cap = getattr(gpu, "rated_power_w", None), gpu.board_power_w
+    if rated is None or cap is None or cap >= rated:
+        return 1.0
+    return (cap / rated) ** POWER_CAP_CLOCK_EXPONENT
 # Node size and per-GPU NIC bandwidth (one direction) by platform: DGX A100 8 GPUs, 8 x 200 Gb/s
 # HDR; DGX H100/H200 and HGX B200 8 GPUs, 8 x 400 Gb/s NDR; GB200/GB300 NVL72 72 GPUs in one
 # NVLink domain, 800 Gb/s per GPU (ConnectX-8 on GB300; 400 on GB200); H800 (the H100 die with NVLink
@@ -288,8 +307,9 @@ def _setup(m: ModelConfig, w: Workload, tr: Training, par: Parallelism, gpu: Any
 
     fraction = (lookup_efficiency(MEGATRON_GEMM_FRACTION, gpu.name, TRAINING_GEMM_FRACTION) if megatron
                 else TORCHTITAN_GEMM_FRACTION if torchtitan else TRAINING_GEMM_FRACTION)
-    eff = (matmul_efficiency if matmul_efficiency is not None
-           else lookup_efficiency(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) * fraction)
+    eff = (matmul_efficiency if matmul_efficiency is not None  # the user's measurement on their own board
+           else lookup_efficiency(MATMUL_EFFICIENCY, gpu.name, DEFAULT_MATMUL_EFFICIENCY) * fraction
+           * power_cap_clock_scale(gpu))
     # Megatron's --tp-comm-overlap (Transformer Engine userbuffers) needs sequence parallelism;
     # the megatron profile runs it whenever it can, as NeMo's and Megatron-Bridge's recipes do.
     overlap_tp = (megatron and par.sequence_parallel and par.tensor > 1) if tp_comm_overlap is None else tp_comm_overlap
@@ -333,7 +353,7 @@ def _compute(c: _Setup) -> tuple[Any, int, int, float]:
 
         linear_block = 3 * (step.layers - step.attention_cores) / m.n_layers  # one block's linears, all passes
         high = precision.high_precision_flops(m, step, tr, linear_block)
-        compute_all = precision.compute_s(executed, high, bf16, peak, eff, tr.fp8_recipe) / c.per_stage_gpus
+        compute_all = precision.compute_s(executed, high, bf16, peak, eff, tr.fp8_recipe, gpu.name) / c.per_stage_gpus
     elif _fp8_gemms(tr):  # the seed's p = 1: every matmul at the fp8 peak but the attention core (bf16)
         cores = step.attention_cores * (3 + (1 if tr.recompute in (Recompute.selective, Recompute.full) else 0))
         compute_all += cores / c.per_stage_gpus / eff * (1 / bf16 - 1 / peak)
@@ -342,6 +362,8 @@ def _compute(c: _Setup) -> tuple[Any, int, int, float]:
 
         recompute_core = tr.recompute in (Recompute.selective, Recompute.full)  # op saves SDPA's outputs
         rates = lookup_efficiency(SDPA_FLASH_FLOPS_S, gpu.name, None)
+        clock = power_cap_clock_scale(gpu)  # the rates were measured at the rated power
+        rates = None if rates is None else (rates[0] * clock, rates[1] * clock)
         core_s = attention_core_s(rates, step.attention_cores, recompute_core)
         if core_s is not None:
             bf16 = _peak(gpu, tr.model_copy(update={"p": 2, "fp8_recipe": FP8Recipe.none}))
@@ -437,17 +459,8 @@ def _memory_bound(c: _Setup) -> tuple[float, float, float, float]:
     mem_passes = 3 + (1 if tr.recompute in (Recompute.full, Recompute.op) else 0)
     tokens_mb = c.b * S / cp  # one micro-batch's tokens on one GPU
     layer_mem_s = mem_passes * per_token_layer * tokens_mb / bw_hbm
-    if tr.fp8_recipe is not FP8Recipe.none:  # the recipe's casts (precision.py): activations per micro-batch,
-        from transformer_calc.estimators.training import precision  # weights once per step (cached)
-        from transformer_calc.estimators.training.fp8 import block_gemms
-
-        n_moe_all_ = m.n_moe_layers()
-        low_blocks = 1 - precision.bf16_block_count(m, tr.fp8_recipe) / m.n_layers
-        q_act = sum(count * precision.activation_quantize_bytes(m, tr, par, moe)
-                    for moe, count in ((True, n_moe_all_), (False, m.n_layers - n_moe_all_)) if count) / m.n_layers
-        q_w = sum(count * precision.weight_quantize_bytes(block_gemms(m, moe, T, ep, par.expert_tensor)[0], tr)
-                  for moe, count in ((True, n_moe_all_), (False, m.n_layers - n_moe_all_)) if count) / m.n_layers
-        layer_mem_s += low_blocks * (q_act * tokens_mb + q_w / c.mb) / bw_hbm
+    if tr.fp8_recipe is not FP8Recipe.none:  # the recipe's casts (precision.py)
+        layer_mem_s += _cast_s(c, tokens_mb)
     # Embedding and loss as stage work: the lookup writes b·S·D (forward) and its gradient is
     # accumulated into the table (backward: read the output gradient, read-modify-write fp32
     # rows); the vocabulary-parallel cross-entropy reads the logits, writes the fp32 softmax and
@@ -465,6 +478,30 @@ def _memory_bound(c: _Setup) -> tuple[float, float, float, float]:
         dq_passes = 2 + (1 if tr.recompute is Recompute.full else 0)
         dq_layer_s = dq_passes * dq / m.n_layers / bw_hbm
     return layer_mem_s, embedding_mem_s, loss_mem_s, dq_layer_s
+
+
+def _cast_s(c: _Setup, tokens_mb: float) -> float:
+    """Seconds per layer and micro-batch of an FP8/FP4 recipe's casts (precision.py): the activations
+    per micro-batch, the weights once per step (cached across micro-batches), averaged over the layers;
+    a hybrid's layer by layer (attention, Mamba-2, MLP kinds), a uniform model's block by block."""
+    from transformer_calc.estimators.training import precision
+    from transformer_calc.estimators.training.fp8 import block_gemms
+
+    m, tr, par, T, ep = c.m, c.tr, c.par, c.par.tensor, c.par.expert
+    n_moe_all_ = m.n_moe_layers()
+    low_blocks = 1 - precision.bf16_block_count(m, tr.fp8_recipe) / m.n_layers
+    if m.is_hybrid or m.one_mixer_per_layer:
+        from transformer_calc.estimators.training.finetune import layer_counts, layer_matrices, quantized
+
+        q_act = precision.layer_quantize_bytes(m, tr, par) / m.n_layers
+        elems = quantized(layer_matrices(m, layer_counts(m), T, ep, par.expert_tensor))[0]
+        q_w = precision.weight_quantize_bytes(elems, tr) / m.n_layers
+    else:
+        q_act = sum(count * precision.activation_quantize_bytes(m, tr, par, moe)
+                    for moe, count in ((True, n_moe_all_), (False, m.n_layers - n_moe_all_)) if count) / m.n_layers
+        q_w = sum(count * precision.weight_quantize_bytes(block_gemms(m, moe, T, ep, par.expert_tensor)[0], tr)
+                  for moe, count in ((True, n_moe_all_), (False, m.n_layers - n_moe_all_)) if count) / m.n_layers
+    return low_blocks * (q_act * tokens_mb + q_w / c.mb) / c.bw_hbm
 
 
 def _tensor_parallel(c: _Setup) -> tuple[int, float, float]:

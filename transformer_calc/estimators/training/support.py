@@ -8,6 +8,7 @@ from transformer_calc.errors import TcalcError
 from transformer_calc.estimators.mixers import MIXERS, require_attention_only, require_training_priced
 from transformer_calc.estimators.training.layer_structure import layer_structure
 from transformer_calc.estimators.training.optimizers import SHAPED
+from transformer_calc.estimators.training.precision import FP8_MIXERS
 from transformer_calc.model.config import ActivationProfile, FP8Recipe, ModelConfig, Training
 
 
@@ -40,16 +41,16 @@ def _check_hybrid_training(m: ModelConfig, tr: Training) -> None:
         kinds = ", ".join(MIXERS[k].name for k in m.mixer_kinds) or "hybrid"
         raise TcalcError(f"activations seed (the notes' equations) covers attention-only transformers, not the {kinds} "
                          f"layers of {m.name or 'this model'}; use --activations default or torch-eager")
-    if tr.fp8_recipe is not FP8Recipe.none and (m.is_hybrid or m.one_mixer_per_layer):
-        # Megatron-core runs Mamba-2's and Gated DeltaNet's in_proj/out_proj as Transformer Engine
-        # linears (FP8 under the recipe), the conv and scan in bf16/fp32; fp8.py and precision.py price
-        # the recipe per attention block (weight copies, scaling state, FP8-saved inputs, casts), not yet
-        # per mixer layer
-        kinds = ", ".join(MIXERS[k].name for k in m.mixer_kinds) or "one-mixer-per-layer"
-        raise TcalcError(f"an FP8 recipe is not modeled for {kinds} layers yet (model {m.name or 'given'}): its "
-                         "FP8 weight copies, scaling state and FP8-saved inputs are priced per attention block "
-                         "only; use --fp8-recipe none")
-    if tr.fp8_recipe is not FP8Recipe.none:
+    unpriced_fp8 = [k for k in m.mixer_kinds if k.value not in FP8_MIXERS]
+    if tr.fp8_recipe is not FP8Recipe.none and (m.is_hybrid or m.one_mixer_per_layer) and unpriced_fp8:
+        # Megatron-core runs Mamba-2's in_proj/out_proj as Transformer Engine linears (FP8 under the
+        # recipe), the conv and scan in bf16/fp32: priced layer by layer (fp8.py, precision.py); the
+        # other mixers' FP8 linears are not listed yet
+        kinds = ", ".join(MIXERS[k].name for k in unpriced_fp8)
+        raise TcalcError(f"an FP8 recipe is not modeled for {kinds} layers yet (model {m.name or 'given'}): only "
+                         "Mamba-2 layers price their FP8 weight copies, scaling state and FP8-saved inputs; "
+                         "use --fp8-recipe none")
+    if tr.fp8_recipe is not FP8Recipe.none and not (m.is_hybrid or m.one_mixer_per_layer):
         require_attention_only(m, "an FP8 recipe")
     if tr.optimizer in SHAPED and not tr.adapters:  # under adapters the states are the adapters' (optimizers.py)
         require_attention_only(m, f"optimizer {tr.optimizer.value} (states shaped per tensor)")

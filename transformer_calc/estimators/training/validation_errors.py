@@ -35,13 +35,13 @@ def validation_error(framework: str, gpu_name: str, moe: bool) -> tuple[str, str
 # BEGIN generated
 VALIDATION_ERRORS = {
     ('megatron', 'Ampere', 'dense'): (18, 0.049, 1.0),
-    ('megatron', 'Blackwell', 'MoE'): (30, 0.1073, 0.6667),
-    ('megatron', 'Blackwell', 'dense'): (24, 0.0538, 1.0),
+    ('megatron', 'Blackwell', 'MoE'): (30, 0.1036, 0.7),
+    ('megatron', 'Blackwell', 'dense'): (24, 0.0456, 1.0),
     ('megatron', 'Hopper', 'MoE'): (12, 0.1278, 0.8333),
     ('megatron', 'Hopper', 'dense'): (16, 0.0257, 1.0),
     ('pytorch', 'Ampere', 'dense'): (3, 0.1459, 1.0),
     ('pytorch', 'Hopper', 'dense'): (6, 0.0989, 1.0),
     ('torchtitan', 'Ampere', 'dense'): (8, 0.0233, 0.875),
-    ('torchtitan', 'Hopper', 'dense'): (20, 0.2682, 0.35),
+    ('torchtitan', 'Hopper', 'dense'): (20, 0.1537, 0.75),
 }
 # END generated
