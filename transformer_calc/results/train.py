@@ -204,37 +204,17 @@ def train_report(
     says what would make it fit instead."""
     from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
-    from transformer_calc.estimators.training.train import estimate_step, fastest_micro_batch, micro_batch_count
-    from transformer_calc.estimators.training.validation_errors import validation_error
+    from transformer_calc.estimators.training.train import estimate_step, micro_batch_count
 
     if price_per_gpu_hour is not None and not (0 < price_per_gpu_hour < float("inf")):
         raise TcalcError(f"--price-per-gpu-hour ({price_per_gpu_hour}) must be a positive number")
-    chosen = w.batch_size
-    tried: list[MicroBatchTrial] = []
-    if tr.micro_batches is not None:  # micro-batches per step (a job file's): b = G / (dp·m)
-        per_replica = global_batch // par.data
-        if micro_batch_given:
-            if per_replica * par.data != global_batch or per_replica != chosen * tr.micro_batches:
-                raise TcalcError(f"training: micro_batches ({tr.micro_batches}) and the micro-batch ({chosen}) do not "
-                                 f"make the global batch ({global_batch}) over dp = {par.data}; give one of them")
-        else:
-            if per_replica * par.data != global_batch or per_replica % tr.micro_batches:
-                raise TcalcError(f"training: micro_batches ({tr.micro_batches}) does not divide the per-replica batch "
-                                 f"(global batch {global_batch} / dp {par.data}); choose a divisor")
-            chosen, micro_batch_given = per_replica // tr.micro_batches, True
-    if not micro_batch_given:  # the fastest micro-batch that fits and divides the replica batch
-        chosen, trials = fastest_micro_batch(m, w, tr, par, gpu, global_batch=global_batch, network=network,
-                                             matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap,
-                                             moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap,
-                                             moe_dispatch=moe_dispatch)
-        tried = [MicroBatchTrial(micro_batch=t.micro_batch, fits=t.fits, step_time_s=t.step_time_s) for t in trials]
+    step_options = dict(network=network, matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap,
+                        moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap, moe_dispatch=moe_dispatch)
+    chosen, micro_batch_given, tried = _micro_batch(m, w, tr, par, gpu, global_batch, micro_batch_given, step_options)
     w = w.model_copy(update={"batch_size": chosen})
     m_micro = micro_batch_count(global_batch, par, chosen)
     tr = tr.model_copy(update={"micro_batches": m_micro})
-    est = estimate_step(m, w, tr, par, gpu, global_batch=global_batch, network=network,
-                        matmul_efficiency=matmul_efficiency, tp_comm_overlap=tp_comm_overlap,
-                        moe_load_imbalance=moe_load_imbalance, moe_a2a_overlap=moe_a2a_overlap,
-                        moe_dispatch=moe_dispatch)
+    est = estimate_step(m, w, tr, par, gpu, global_batch=global_batch, **step_options)
     calibration = None
     if profile is not None:  # a calibrated profile (tcalc calibrate): the step's terms rescaled
         from transformer_calc.results.calibrate import calibrated_step
@@ -246,24 +226,8 @@ def train_report(
     offload: dict[str, Any] = {}  # the memory section's offload keys: with --offload only
     if tr.offload.value != "none":
         offload = {"offloaded_bytes_per_gpu": tl.stage.offloaded, "offload_device": tr.offload_device.value}
-    # the budget section only with --tokens (unset, it is absent from the JSON), and only for a layout that runs
-    extra: dict[str, Any] = ({"budget": _budget(tokens, global_batch * w.seq_len, est, price_per_gpu_hour,
-                                                m=m, tr=tr, gpu=gpu, costing=costing or {})}
-                             if tokens is not None and fits else {})
-    if (towers := towers_section(m, "training")) is not None:
-        extra["towers"] = towers
-    if calibration is not None:
-        extra["calibration"] = calibration
-    elif fits and (known := validation_error(tr.framework.value, gpu.name, m.is_moe)) is not None:
-        framework, generation, kind, runs, median, within = known
-        extra["validation_error"] = ValidationError(framework=framework, generation=generation, kind=kind, runs=runs,
-                                                    median_abs_error=median, within_25pct=within)
-    timing: dict[str, Any] = dict(
-        step_time_s=est.step_time_s, breakdown=StepBreakdown(**est.breakdown), dp_comm_total_s=est.dp_comm_s,
-        tokens_per_s=est.tokens_per_s, tokens_per_s_per_gpu=est.tokens_per_s / est.gpus, mfu=est.mfu, hfu=est.hfu,
-        tflops_per_gpu=est.tflops_per_gpu,
-    ) if fits else dict.fromkeys(("step_time_s", "breakdown", "dp_comm_total_s", "tokens_per_s", "tokens_per_s_per_gpu",
-                                  "mfu", "hfu", "tflops_per_gpu"))
+    extra = _train_extras(m, tr, gpu, est, fits=fits, tokens=tokens, global_batch_tokens=global_batch * w.seq_len,
+                          price_per_gpu_hour=price_per_gpu_hour, costing=costing or {}, calibration=calibration)
     return TrainResult(
         model=model_section(m),
         gpu=gpu.name,
@@ -272,7 +236,7 @@ def train_report(
                     micro_batch_chosen=not micro_batch_given, micro_batches=m_micro, seq_len=w.seq_len, tried=tried),
         training=TrainingSection(**{name: getattr(tr, name) for name in TrainingSection.model_fields}),
         fits=fits,
-        **timing,
+        **_timing(est, fits),
         model_flops=est.model_flops,
         hardware_flops=est.hardware_flops,
         memory=TrainMemory(peak_bytes=tl.peak_bytes, peak_phase=tl.peak.name, usable_bytes=usable,
@@ -351,6 +315,66 @@ def _budget(tokens: int, tokens_per_step: int, est: Any, price_per_gpu_hour: flo
         cost["energy"] = energy
     return Budget(tokens=tokens, steps=-(-tokens // tokens_per_step), time_s=seconds, days=seconds / SECONDS_PER_DAY,
                   gpu_hours=gpu_hours, **cost, goodput=good)
+
+
+def _timing(est: Any, fits: bool) -> dict[str, Any]:
+    """The step's time, breakdown, throughput and utilization; all None for a layout that does not fit."""
+    if not fits:
+        return dict.fromkeys(("step_time_s", "breakdown", "dp_comm_total_s", "tokens_per_s", "tokens_per_s_per_gpu",
+                              "mfu", "hfu", "tflops_per_gpu"))
+    return dict(
+        step_time_s=est.step_time_s, breakdown=StepBreakdown(**est.breakdown), dp_comm_total_s=est.dp_comm_s,
+        tokens_per_s=est.tokens_per_s, tokens_per_s_per_gpu=est.tokens_per_s / est.gpus, mfu=est.mfu, hfu=est.hfu,
+        tflops_per_gpu=est.tflops_per_gpu,
+    )
+
+
+def _micro_batch(m: ModelConfig, w: Any, tr: Any, par: Any, gpu: Any, global_batch: int, micro_batch_given: bool,
+                 step_options: dict[str, Any]) -> tuple[int, bool, list[MicroBatchTrial]]:
+    """(micro-batch, whether it was given, the trials): the job file's micro-batches per step (b = G / (dp·m)),
+    the given micro-batch, else the fastest that fits and divides the replica batch."""
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.estimators.training.train import fastest_micro_batch
+
+    chosen = w.batch_size
+    if tr.micro_batches is not None:  # micro-batches per step (a job file's): b = G / (dp·m)
+        per_replica = global_batch // par.data
+        if micro_batch_given:
+            if per_replica * par.data != global_batch or per_replica != chosen * tr.micro_batches:
+                raise TcalcError(f"training: micro_batches ({tr.micro_batches}) and the micro-batch ({chosen}) do not "
+                                 f"make the global batch ({global_batch}) over dp = {par.data}; give one of them")
+        else:
+            if per_replica * par.data != global_batch or per_replica % tr.micro_batches:
+                raise TcalcError(f"training: micro_batches ({tr.micro_batches}) does not divide the per-replica batch "
+                                 f"(global batch {global_batch} / dp {par.data}); choose a divisor")
+            chosen, micro_batch_given = per_replica // tr.micro_batches, True
+    if micro_batch_given:
+        return chosen, True, []
+    chosen, trials = fastest_micro_batch(m, w, tr, par, gpu, global_batch=global_batch, **step_options)
+    return chosen, False, [MicroBatchTrial(micro_batch=t.micro_batch, fits=t.fits, step_time_s=t.step_time_s)
+                           for t in trials]
+
+
+def _train_extras(m: ModelConfig, tr: Any, gpu: Any, est: Any, *, fits: bool, tokens: int | None,
+                  global_batch_tokens: int, price_per_gpu_hour: float | None, costing: dict[str, Any],
+                  calibration: Any) -> dict[str, Any]:
+    """The optional sections: the budget (with --tokens, for a layout that runs), towers, and the calibration
+    or else the validation error of the default profile."""
+    from transformer_calc.estimators.training.validation_errors import validation_error
+
+    # the budget section only with --tokens (unset, it is absent from the JSON), and only for a layout that runs
+    extra: dict[str, Any] = ({"budget": _budget(tokens, global_batch_tokens, est, price_per_gpu_hour,
+                                                m=m, tr=tr, gpu=gpu, costing=costing)}
+                             if tokens is not None and fits else {})
+    if (towers := towers_section(m, "training")) is not None:
+        extra["towers"] = towers
+    if calibration is not None:
+        extra["calibration"] = calibration
+    elif fits and (known := validation_error(tr.framework.value, gpu.name, m.is_moe)) is not None:
+        framework, generation, kind, runs, median, within = known
+        extra["validation_error"] = ValidationError(framework=framework, generation=generation, kind=kind, runs=runs,
+                                                    median_abs_error=median, within_25pct=within)
+    return extra
 
 
 def plan_report(
