@@ -41,6 +41,13 @@ from transformer_calc.estimators.inference.expected import (  # noqa: E402
     default_efficiency,
     estimate_expected,
 )
+from transformer_calc.estimators.inference.engines import (  # noqa: E402
+    DEFAULT_FRONTEND,
+    TRITON_REQUEST_S,
+    TRITON_SEQUENCE_S,
+    engine_defaults,
+    frontend_costs,
+)
 from transformer_calc.estimators.inference.roofline import InferenceSpec, decode_step, estimate_inference, prefill_step  # noqa: E402
 from transformer_calc.sources.presets import gpu as gpu_by_name  # noqa: E402
 from transformer_calc.sources.presets import preset_model, safe_load_yaml  # noqa: E402
@@ -61,6 +68,11 @@ FIT_SEQUENCE = tuple(f"trtllm-31-8b-h100-tp1-{s}" for s in (
     "128-128", "128-2048", "128-4096", "500-2000", "1000-1000", "1000-2000", "2048-128", "2048-2048", "5000-500",
     "20000-2000"))
 
+# Triton's frontend costs (engines.TRITON_*): fitted on the Llama-3.1-8B H100 rows of the one source
+# served through Triton, checked on its other rows
+FIT_TRITON = tuple(f"trt014-8b-h100-tp1-{shape}-qps{q}-{metric}" for shape in ("467-256", "467-16", "202-214")
+                   for q in (2, 4, 8, 16, 32) for metric in ("ttft", "tpot"))
+FRONTEND_OF = {"trtllm-v014-serving": "triton"}  # the serving path each source states (else none)
 
 # Sources measured with trtllm-bench and no batch limits given: its tuning heuristic sets them.
 TRTLLM_BENCH = ("trtllm", "trtllm-v017", "trtllm-fp4")
@@ -78,11 +90,26 @@ def row_serving(row: dict[str, Any], g: Any, **given: Any) -> ServingSpec:
     return serving
 
 
+def row_efficiency(row: dict[str, Any], g: Any, kernel_s: float | None, sequence_s: float | None,
+                   frontend: tuple[float, float] | None) -> Any:
+    """The expected-latency settings of the row's engine and frontend (FRONTEND_OF): the engine's
+    CUDA-graph coverage of prompt steps, the frontend's request and per-sequence costs (`frontend`:
+    (request_s, sequence_s) in place of the fitted ones, for the fit)."""
+    name = ENGINE_OF[row["source"]]
+    engine = engine_defaults(name, g.name, g.memory_bytes, row["T"])
+    front = frontend_costs(FRONTEND_OF.get(row["source"], DEFAULT_FRONTEND), name)
+    request_s, front_seq = (front.request_overhead_s, front.sequence_overhead_s) if frontend is None or \
+        front.name == DEFAULT_FRONTEND else frontend
+    seq = SEQUENCE_S if sequence_s is None else sequence_s
+    return default_efficiency(g, kernel_s=kernel_s, sequence_s=seq + front_seq, request_s=request_s,
+                              prefill_cuda_graphs=engine.prefill_cuda_graphs)
+
+
 def evaluate(row: dict[str, Any], kernel_s: float | None = None, fp8: float | None = None,
-             sequence_s: float | None = None) -> dict[str, Any]:
+             sequence_s: float | None = None, frontend: tuple[float, float] | None = None) -> dict[str, Any]:
     """bound and expected seconds for one row (constants overridable for the fit)."""
     m, g = preset_model(row["model"]), gpu_by_name(row["gpu"])
-    eff = default_efficiency(g, kernel_s=kernel_s, sequence_s=sequence_s)
+    eff = row_efficiency(row, g, kernel_s, sequence_s, frontend)
     if fp8 is not None:
         eff = dataclasses.replace(eff, matmul_fp8=fp8)
     S, N, T = row["S"], row["new_tokens"], row["T"]
@@ -228,6 +255,23 @@ def fit(rows: list[dict[str, Any]]) -> tuple[float, float, float]:
     return k, fp8, seq
 
 
+def fit_triton(rows: list[dict[str, Any]]) -> tuple[float, float]:
+    """Triton's two frontend costs (engines.TRITON_REQUEST_S, TRITON_SEQUENCE_S) on FIT_TRITON, at the
+    constants of `fit` as they stand: the per-sequence cost minimizing the squared log errors of the
+    ITL rows, the per-request cost those of the TTFT rows (golden sections on [0, 500 µs] and
+    [0, 50 ms]), alternated three times (the per-sequence cost lengthens the TTFT's steps too)."""
+    import math
+
+    chosen = [r for r in rows if r["id"] in FIT_TRITON]
+    tpot = [r for r in chosen if r["metric"] == "tpot_s"]
+    ttft = [r for r in chosen if r["metric"] == "ttft_s"]
+    req, seq = TRITON_REQUEST_S, TRITON_SEQUENCE_S
+    for _ in range(3):
+        seq = _golden(lambda x: sum(math.log1p(evaluate(r, frontend=(req, x))["error"]) ** 2 for r in tpot), 0.0, 500e-6)
+        req = _golden(lambda x: sum(math.log1p(evaluate(r, frontend=(x, seq))["error"]) ** 2 for r in ttft), 0.0, 50e-3)
+    return req, seq
+
+
 def _ms(s: float) -> str:
     return f"{1e3 * s:,.1f} ms"
 
@@ -259,7 +303,50 @@ def _setup(row: dict[str, Any]) -> str:
 def role(row: dict[str, Any]) -> str:
     if row.get("excluded"):
         return "excluded"
-    return "fitted" if row["id"] in FIT_KERNEL + FIT_FP8 + FIT_SEQUENCE else "checked"
+    return "fitted" if row["id"] in FIT_KERNEL + FIT_FP8 + FIT_SEQUENCE + FIT_TRITON else "checked"
+
+
+GENERATIONS = (("a100", "Ampere"), ("h1", "Hopper"), ("h2", "Hopper"), ("b", "Blackwell"), ("gb", "Blackwell"))
+THROUGHPUT_KINDS = ("throughput", "batch_throughput", "wide_ep_decode", "wide_ep_prefill")
+ACCEPT_MEDIAN, ACCEPT_WITHIN = 0.12, 0.80  # the issue's acceptance per source, GPU generation and metric
+
+
+def generation(row: dict[str, Any]) -> str:
+    """The row's GPU generation (GENERATIONS: by the GPU's name)."""
+    return next(name for prefix, name in GENERATIONS if row["gpu"].startswith(prefix))
+
+
+def metric(row: dict[str, Any]) -> str:
+    """What the row measures: throughput (tokens/s), TTFT (a server's, or a fixed batch's first token
+    alone), TPOT (inter-token latency) or latency (a fixed batch end to end: prefill + decode)."""
+    if row["kind"] in THROUGHPUT_KINDS:
+        return "throughput"
+    if row["kind"] == "latency":
+        return "TTFT" if row["new_tokens"] == 1 else "latency"
+    return "TTFT" if row["metric"] == "ttft_s" else "TPOT"
+
+
+def split_table(kept: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[str]:
+    """One line per source, GPU generation and metric: rows (of them fitted), within ±25 %, median
+    |error|, and whether the issue's acceptance (median <= 12 %, >= 80 % within) holds."""
+    cells: dict[tuple[str, str, str], list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for r, x in kept:
+        cells.setdefault((r["source"], generation(r), metric(r)), []).append((r, x))
+    lines = ["| source | GPU generation | metric | rows (fitted) | within ±25 % | median \\|error\\| | acceptance |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    met = 0
+    for (src, gen, what), xs in sorted(cells.items()):
+        errors = [abs(x["error"]) for _, x in xs]
+        ok = sum(e <= TOLERANCE for e in errors)
+        fitted = sum(role(r) == "fitted" for r, _ in xs)
+        median = statistics.median(errors)
+        meets = median <= ACCEPT_MEDIAN and ok >= ACCEPT_WITHIN * len(xs)
+        met += meets
+        lines.append(f"| {src} | {gen} | {what} | {len(xs)} ({fitted}) | {ok} ({ok / len(xs):.0%}) | {median:.0%} | "
+                     f"{'met' if meets else 'not met'} |")
+    return [f"By source, GPU generation and metric (throughput, TPOT and TTFT apart; the issue's acceptance: median "
+            f"|error| <= {ACCEPT_MEDIAN:.0%} and >= {ACCEPT_WITHIN:.0%} within ±{TOLERANCE:.0%}), fitted rows included "
+            f"and counted: met in {met} of {len(cells)} cells.", "", *lines]
 
 
 def report(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -422,6 +509,7 @@ def report(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         ok = sum(abs(x["error"]) <= TOLERANCE for x in xs)
         lines.append(f"| {name} | {len(xs)} | {ok} | {statistics.median(abs(x['error']) for x in xs):.0%} | "
                      f"{sum(x['bound_share'] <= 1 for x in xs)} |")
+    lines += ["", *split_table(kept)]
     lines += ["", "Sources and what each leaves open:", ""]
     for key, text in data["sources"].items():
         lines.append(f"- **{key}**: {text}. {data.get('source_notes', {}).get(key, '')}")
@@ -447,6 +535,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"KERNEL_S_CUDA_GRAPHS = {k:.3g}  (fitted on {', '.join(FIT_KERNEL)})")
         print(f"FP8_MATMUL_EFFICIENCY = {f8:.3g}  (fitted on {', '.join(FIT_FP8)})")
         print(f"SEQUENCE_S = {seq:.3g}  (fitted on {', '.join(FIT_SEQUENCE)})")
+        req, tseq = fit_triton(data["rows"])
+        print(f"TRITON_REQUEST_S = {req:.3g}, TRITON_SEQUENCE_S = {tseq:.3g}  (fitted on {len(FIT_TRITON)} rows: "
+              f"{FIT_TRITON[0]} ...)")
         return 0
     section, summary = report(data)
     if args.write_docs:

@@ -54,6 +54,8 @@ import math
 from dataclasses import dataclass
 
 ENGINES = ("vllm", "sglang", "trtllm")
+FRONTENDS = ("none", "triton")
+DEFAULT_FRONTEND = "none"
 DEFAULT_ENGINE = "vllm"
 MEMORY_FRACTION_OF = ("total", "static", "free")
 GIB = 2**30
@@ -219,6 +221,47 @@ class EngineDefaults:
     cuda_graphs: bool
     request_overhead_s: float = 0.0
     moe_a2a_overlap: bool = False  # wide EP's two-batch overlap (module docstring)
+    prefill_cuda_graphs: bool = True  # steps holding prompt tokens replay CUDA graphs too (module docstring)
+
+
+# The serving path in front of the engine (`--frontend`), its costs per request (in the TTFT) and per
+# sequence per step (in every step: a streamed response per sequence and token).
+# none: the engine fed token ids, nothing streamed (trtllm-bench, gptSessionBenchmark, vLLM's
+# latency CI), or an API server whose cost the published runs show none of (NIM's AIPerf runs at one
+# request in flight: its TTFT is the prefill's); 0 and 0.
+# triton: Triton Inference Server's TensorRT-LLM backend as its `inflight_batcher_llm` ensemble runs it
+# (github.com/triton-inference-server/tensorrtllm_backend, all_models/inflight_batcher_llm: a Python
+# `preprocessing` model tokenizes the prompt, `tensorrt_llm` runs the engine, a Python `postprocessing`
+# model detokenizes every streamed token; gRPC/HTTP in front; decoupled mode streams one response per
+# sequence per step). FITTED, both on ONE named set of rows, the Llama-3.1-8B H100 rows of the
+# trtllm-v014-serving source (tools/validation/serving.yaml, TensorRT-LLM perf-overview.md 'Online
+# Serving Measurements', v0.14: 12 TTFT and 12 ITL at 2-32 requests/s; `serving.py --fit`), checked
+# on that source's 82 others (Llama-3.1-8B on H200, Llama-3.1-70B TP4 on H100 and H200;
+# docs/validation.md, "Inference serving").
+TRITON_REQUEST_S = 5.67e-3
+TRITON_SEQUENCE_S = 15.6e-6
+
+
+@dataclass(frozen=True)
+class Frontend:
+    """The serving path's costs outside the engine's kernels (FRONTENDS, above)."""
+
+    name: str
+    request_overhead_s: float  # per request, in its TTFT
+    sequence_overhead_s: float  # per sequence per step, added to the engine's own (expected.SEQUENCE_S)
+
+
+def frontend_costs(frontend: str, engine: str) -> Frontend:
+    """The costs of `frontend` in front of `engine`; Triton's are its TensorRT-LLM backend's, fitted
+    with TensorRT-LLM only (another engine behind Triton is refused)."""
+    if frontend not in FRONTENDS:
+        raise ValueError(f"frontend ({str(frontend)[:40]!r}) must be one of {', '.join(FRONTENDS)}")
+    if frontend == "triton":
+        if engine != "trtllm":
+            raise ValueError(f"frontend 'triton' is Triton's TensorRT-LLM backend (its ensemble's costs were fitted on "
+                             f"it); the engine is {engine}: give --engine trtllm or drop --frontend triton")
+        return Frontend("triton", TRITON_REQUEST_S, TRITON_SEQUENCE_S)
+    return Frontend("none", 0.0, 0.0)
 
 
 def check_engine(engine: str) -> str:
@@ -252,4 +295,4 @@ def engine_defaults(engine: str, gpu_name: str, memory_bytes: int, tensor_parall
                              f"on a {memory_bytes / GIB:.3g} GiB GPU; give --memory-utilization")
         return EngineDefaults("sglang", None, chunk, True, SGLANG_PAGE_SIZE, fraction, "static", True)
     return EngineDefaults("trtllm", TRTLLM_MAX_BATCH_SIZE, TRTLLM_MAX_NUM_TOKENS, False, TRTLLM_TOKENS_PER_BLOCK,
-                          TRTLLM_FREE_GPU_MEMORY_FRACTION, "free", True)
+                          TRTLLM_FREE_GPU_MEMORY_FRACTION, "free", True, prefill_cuda_graphs=False)

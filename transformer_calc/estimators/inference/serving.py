@@ -67,7 +67,7 @@ import math
 from dataclasses import dataclass
 
 from transformer_calc.model.config import ModelConfig
-from transformer_calc.estimators.inference.expected import Efficiency, ExpectedStep, KernelClass, step_time
+from transformer_calc.estimators.inference.expected import Efficiency, ExpectedStep, KernelClass, prompt_efficiency, step_time
 from transformer_calc.devices.hardware import GPU
 from transformer_calc.estimators.inference.roofline import (
     KV_DTYPE_BITS,
@@ -443,7 +443,10 @@ def load_point(
             KernelClass(share * pre.attention_flops, share * (pre.kv_read_bytes + pre.kv_write_bytes), attention=True),
         )
         sampled = decodes + math.ceil(share - 1e-9)  # the decodes and the prompts that finish in the step
-        return step_time(m, gpu, spec, eff, classes, decodes + math.ceil(prefill_tokens), sampled)
+        # a step holding prompt tokens outside CUDA graphs (TensorRT-LLM), in the share of the steps
+        # that hold a chunk of min(P, N) tokens (expected.prompt_efficiency)
+        rates = prompt_efficiency(eff, prefill_tokens / min(P, N))
+        return step_time(m, gpu, spec, rates, classes, decodes + math.ceil(prefill_tokens), sampled)
 
     def solve(f: float) -> tuple[int, ExpectedStep, float, int, int, float]:
         """The steps at a composition f: (decodes in the decode step, the decode step, the prefill
