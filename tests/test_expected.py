@@ -223,3 +223,31 @@ def test_triton_frontend_costs_minimise_the_rows_they_were_fitted_on():
     within = sum(abs(tool.evaluate(r)["error"]) <= 0.25 for r in checked)
     bare = sum(abs(tool.evaluate(r, frontend=(0.0, 0.0))["error"]) <= 0.25 for r in checked)
     assert within >= 0.8 * len(checked) > bare
+
+
+def test_serving_report_splits_source_generation_and_metric():
+    """tools/validation/serving.py reports throughput, TPOT, TTFT and a fixed batch's latency apart, per
+    source and GPU generation: every kept row in exactly one cell, the cells' rows summing to the kept
+    rows, and the acceptance read from the cell's own median and share within ±25 %."""
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("serving_validation", REPO / "tools" / "validation" / "serving.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    row = {"kind": "rate", "metric": "ttft_s", "gpu": "h200", "new_tokens": 16}
+    assert (tool.metric(row), tool.generation(row)) == ("TTFT", "Hopper")
+    assert tool.metric({**row, "metric": "tpot_s"}) == "TPOT"
+    assert tool.metric({**row, "kind": "latency", "new_tokens": 1}) == "TTFT"  # a first-token latency
+    assert tool.metric({**row, "kind": "latency"}) == "latency"
+    assert tool.metric({**row, "kind": "wide_ep_decode"}) == "throughput"
+    assert [tool.generation({"gpu": g}) for g in ("a100-80gb", "h100", "b200", "gb200")] == \
+        ["Ampere", "Hopper", "Blackwell", "Blackwell"]
+    a = ({"source": "s", "gpu": "h100", "kind": "rate", "metric": "ttft_s", "id": "a"}, {"error": 0.05})
+    b = ({"source": "s", "gpu": "h100", "kind": "rate", "metric": "ttft_s", "id": "b"}, {"error": -0.30})
+    c = ({"source": "s", "gpu": "h100", "kind": "rate", "metric": "tpot_s", "id": "c"}, {"error": 0.10})
+    lines = tool.split_table([a, b, c])
+    assert "met in 1 of 2 cells" in lines[0]
+    assert "| s | Hopper | TTFT | 2 (0) | 1 (50%) | 18% | not met |" in lines
+    assert "| s | Hopper | TPOT | 1 (0) | 1 (100%) | 10% | met |" in lines
