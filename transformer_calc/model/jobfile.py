@@ -64,7 +64,7 @@ INFERENCE_KEYS = {"batch_size", "seq_len", "new_tokens", "tensor", "expert", "dt
                   "matmul_efficiency", "memory_efficiency", "cuda_graphs", "kernel_launch_s", "sequence_overhead_s",
                   "block_size", "memory_utilization", "max_num_batched_tokens", "max_num_seqs", "cuda_context",
                   "activation_peak", "engine_workspace", "ttft_s", "tpot_s", "request_rate", "gpus",
-                  "engine", "chunked_prefill", "bench_batch_limits", "request_overhead_s",
+                  "engine", "frontend", "chunked_prefill", "bench_batch_limits", "request_overhead_s",
                   "redundant_experts", "moe_a2a_overlap", "dispatch_dtype"}
 
 

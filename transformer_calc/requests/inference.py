@@ -42,19 +42,40 @@ def inference_efficiency(gpu: Any, section: dict[str, Any], flags: dict[str, Any
     graphs = merged.get("cuda_graphs", profile.cuda_graphs)
     if not isinstance(graphs, bool):
         raise TcalcError(f"inference: cuda_graphs ({str(graphs)[:40]!r}) must be true or false")
-    request_s = merged.get("request_overhead_s", profile.request_overhead_s)
+    front = frontend_of(merged, engine)
+    request_s = merged.get("request_overhead_s", profile.request_overhead_s + front.request_overhead_s)
+    sequence_s = merged.get("sequence_overhead_s")
+    if sequence_s is None and front.sequence_overhead_s:  # the frontend's streaming, beyond the engine's own
+        from transformer_calc.estimators.inference.expected import SEQUENCE_S
+
+        sequence_s = SEQUENCE_S + front.sequence_overhead_s
     overlap = merged.get("moe_a2a_overlap", profile.moe_a2a_overlap)
     if not isinstance(overlap, bool):
         raise TcalcError(f"inference: moe_a2a_overlap ({str(overlap)[:40]!r}) must be true or false")
     try:
         return default_efficiency(gpu, cuda_graphs=graphs, matmul=merged.get("matmul_efficiency"),
                                   memory=merged.get("memory_efficiency"), kernel_s=merged.get("kernel_launch_s"),
-                                  network=network, sequence_s=merged.get("sequence_overhead_s"), request_s=request_s,
-                                  moe_a2a_overlap=overlap, dispatch_dtype=merged.get("dispatch_dtype"))
+                                  network=network, sequence_s=sequence_s, request_s=request_s,
+                                  moe_a2a_overlap=overlap, dispatch_dtype=merged.get("dispatch_dtype"),
+                                  prefill_cuda_graphs=profile.prefill_cuda_graphs)
     except TcalcError:
         raise
     except (ValueError, TypeError) as exc:
         raise TcalcError(f"inference: {exc}") from None
+
+def frontend_of(merged: dict[str, Any], engine: str) -> Any:
+    """The serving path's costs (`--frontend`, engines.frontend_costs) in front of `engine`."""
+    from transformer_calc.estimators.inference.engines import DEFAULT_FRONTEND, FRONTENDS, frontend_costs
+
+    frontend = merged.get("frontend", DEFAULT_FRONTEND)
+    if frontend not in FRONTENDS:
+        raise TcalcError(f"inference: frontend ({str(frontend)[:40]!r}) must be one of {', '.join(FRONTENDS)} "
+                         "(--frontend)")
+    try:
+        return frontend_costs(str(frontend), engine)
+    except ValueError as exc:
+        raise TcalcError(f"inference: {exc}") from None
+
 
 def engine_name(merged: dict[str, Any]) -> str:
     """The serving engine (`--engine`), else the default (engines.DEFAULT_ENGINE)."""
@@ -196,8 +217,8 @@ SERVE = "Serve (targets and layouts)"
 MatmulEff = Annotated[float | None, opt("--matmul-efficiency", help="Achievable fraction of the dense peak \\[default: measured MAMF per GPU, e.g. H100 0.801].", panel=EXPECTED, parse=fraction)]
 MemoryEff = Annotated[float | None, opt("--memory-efficiency", help="Achievable fraction of the HBM bandwidth \\[default: 0.9].", panel=EXPECTED, parse=fraction)]
 Graphs = Annotated[bool | None, opt("--cuda-graphs/--no-cuda-graphs", help="Kernels launched from CUDA graphs (vLLM, TensorRT-LLM decode) or eagerly \\[default: --cuda-graphs].", panel=EXPECTED)]
-KernelLaunch = Annotated[float | None, opt("--kernel-launch-s", help="Fixed cost per kernel, seconds \\[default: 7.98e-6 with CUDA graphs (fitted), 15.98e-6 without].", panel=EXPECTED, parse=seconds)]
-SeqOverhead = Annotated[float | None, opt("--sequence-overhead-s", help="Engine work per sequence per step, seconds \\[default: 0 (fitted)].", panel=EXPECTED, parse=seconds)]
+KernelLaunch = Annotated[float | None, opt("--kernel-launch-s", help="Fixed cost per kernel, seconds \\[default: 8.01e-6 with CUDA graphs (fitted), 16.01e-6 without].", panel=EXPECTED, parse=seconds)]
+SeqOverhead = Annotated[float | None, opt("--sequence-overhead-s", help="Engine work per sequence per step, seconds \\[default: 0 (fitted), + 15.3e-6 with --frontend triton].", panel=EXPECTED, parse=seconds)]
 NodeSize = Annotated[int | None, opt("--node-size", help="GPUs per NVLink domain \\[default: per platform, 8; 72 for GB200/GB300 NVL72].", panel=EXPECTED, parse=node_size, job=False)]
 InterNode = Annotated[float | None, opt("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", panel=EXPECTED, parse=positive, job=False)]
 BlockSize = Annotated[int | None, opt("--block-size", help="Tokens per KV-cache block \\[default: the engine's: vLLM 16, SGLang 1, TensorRT-LLM 32].", panel=SERVING, parse=whole)]
@@ -206,7 +227,8 @@ BatchedTokens = Annotated[int | None, opt("--max-num-batched-tokens", help="Toke
 MaxSeqs = Annotated[int | None, opt("--max-num-seqs", help="Sequences per engine step \\[default: the engine's: vLLM 1024 on a GPU >= 70 GiB other than an A100, else 256; SGLang the KV pool's tokens / 2; TensorRT-LLM 2048].", panel=SERVING, parse=whole)]
 Engine = Annotated[str | None, opt("--engine", help="Serving engine whose defaults fill the serving settings not given: vllm | sglang | trtllm \\[default: vllm].", panel=SERVING)]
 Chunked = Annotated[bool | None, opt("--chunked-prefill/--no-chunked-prefill", help="Prompts split into chunks of what the step budget leaves, or prefilled whole in one step \\[default: the engine's: on for vLLM and SGLang, off for TensorRT-LLM].", panel=SERVING)]
-RequestOverhead = Annotated[float | None, opt("--request-overhead-s", help="Fixed cost per request outside the GPU (tokenize, schedule, detokenize), added to the time to first token, seconds \\[default: 0 for every engine].", panel=EXPECTED, parse=seconds)]
+FrontendOpt = Annotated[str | None, opt("--frontend", help="The serving path in front of the engine, priced per request (in the TTFT) and per sequence per step: none (token ids in, nothing streamed: the engines' benchmarks) | triton (Triton's TensorRT-LLM backend ensemble: tokenizer and detokenizer models, gRPC, one streamed response per sequence and step; 5.67 ms and 15.3 µs, fitted, docs/validation.md; needs --engine trtllm); --request-overhead-s and --sequence-overhead-s win \\[default: none].", panel=SERVING)]
+RequestOverhead = Annotated[float | None, opt("--request-overhead-s", help="Fixed cost per request outside the GPU (tokenize, schedule, detokenize), added to the time to first token, seconds \\[default: the frontend's: 0 with none, 5.67e-3 with triton].", panel=EXPECTED, parse=seconds)]
 A2AOverlap = Annotated[bool | None, opt("--moe-a2a-overlap/--no-moe-a2a-overlap", help="Wide EP (ep > T): each MoE all-to-all runs under the other micro-batch's compute, only its excess over the step's roofline exposed (SGLang --enable-two-batch-overlap, vLLM --enable-dbo) \\[default: off, every engine's default].", panel=EXPECTED)]
 DispatchDtype = Annotated[str | None, opt("--dispatch-dtype", help="Wide EP (ep > T): the MoE dispatch's hidden-state dtype, bf16 | fp16 | fp8 (fp8 with one fp32 scale per 128 channels, DeepEP); the combine stays in the activation dtype \\[default: the activation dtype].", panel=EXPECTED)]
 RedundantExperts = Annotated[int | None, opt("--redundant-experts", help="MoE: expert slots beyond n_experts, copies of the busiest experts (SGLang --ep-num-redundant-experts, DeepSeek EPLB); ep must divide n_experts + this \\[default: 0].", panel=INFERENCE, parse=whole_or_zero)]
@@ -234,6 +256,7 @@ class _Engine(ModelRequest):
     activation_peak: ActivationPeak = None
     engine_workspace: Workspace = None
     engine: Engine = None
+    frontend: FrontendOpt = None
     chunked_prefill: Chunked = None
     bench_batch_limits: BenchLimits = None
     request_overhead_s: RequestOverhead = None

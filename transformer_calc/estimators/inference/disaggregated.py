@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass
 
 from transformer_calc.devices.hardware import GPU
-from transformer_calc.estimators.inference.expected import Efficiency, expected_step
+from transformer_calc.estimators.inference.expected import Efficiency, expected_step, prompt_efficiency
 from transformer_calc.estimators.inference.roofline import InferenceSpec, decode_step, kv_cache, prefill_step
 from transformer_calc.estimators.inference.serving import (
     ServingSpec,
@@ -101,7 +101,7 @@ def disaggregate(
     # ---- prefill: k prompts per step
     k = max(1, serving.max_num_batched_tokens // P)
     pre_spec = dataclasses.replace(spec, batch_size=k, prompt_len=P, new_tokens=1)
-    t_p = expected_step(m, gpu, pre_spec, eff, prefill_step(m, gpu, pre_spec)).time_s + eff.request_s
+    t_p = expected_step(m, gpu, pre_spec, prompt_efficiency(eff), prefill_step(m, gpu, pre_spec)).time_s + eff.request_s
     r_p = groups * min(k / t_p, link_rate)
     # ---- decode: B in flight, decode-only steps
     run = dataclasses.replace(spec, batch_size=1, prompt_len=P, new_tokens=O)

@@ -12,7 +12,8 @@ profile (`--max-num-seqs 512 --engine trtllm` is TensorRT-LLM with 512 sequences
 | chunked prefill | on (V1 always chunks) | on (a chunk size is set) | off (`enable_chunked_prefill`) |
 | KV block | 16 tokens (`block_size`) | 1 token (`page_size`) | 32 tokens (`tokens_per_block`) |
 | memory fraction | 0.92 of all memory, weights + cache + activation peak + graphs (`gpu_memory_utilization`) | (M − reserved) / M of all memory, weights + cache only; activations and graphs live in the reserve (`mem_fraction_static`) | 0.9 of the memory left free after weights and runtime buffers (`free_gpu_memory_fraction`) |
-| CUDA graphs | on (`enforce_eager` off) | on (`disable_cuda_graph` off) | on (the PyTorch backend's `cuda_graph_config`) |
+| CUDA graphs | on (`enforce_eager` off) | on (`disable_cuda_graph` off) | on for decode-only batches (the PyTorch backend's `cuda_graph_config`): a step with prompt tokens launches eagerly |
+| frontend (`--frontend`) | none | none | none, or triton (Triton's TensorRT-LLM backend; fitted) |
 
 `memory_fraction_of` names the three accountings: "total" (vLLM: the fraction bounds everything
 the engine allocates, so the reserves come out of it), "static" (SGLang: the fraction holds the
@@ -20,11 +21,22 @@ weights and the KV pool; the CUDA context, activations and graphs sit in what is
 (TensorRT-LLM: the fraction of what is free once weights and buffers are allocated).
 
 Request overhead (tokenize the prompt, schedule, detokenize the first token) is added to the time
-to first token as `request_overhead_s`. Every profile's default is 0: the published engine
-benchmarks tcalc is checked on (trtllm-bench, gptSessionBenchmark, vLLM's latency CI, NIM's AIPerf
-runs at one request in flight, docs/validation.md) either feed token ids or show no gap that a
-constant per request would close (tcalc's expected TTFT of NIM's 500-token prompts is already 16 %
-above the measurement). Give your API server's measured cost with --request-overhead-s.
+to first token as `request_overhead_s`, and a streamed response's work per sequence per step to the
+engine's (`sequence_overhead_s`). Both are properties of the serving path in front of the engine, the
+frontend (`--frontend`, FRONTENDS below), not of the engine: `none` (0 and 0) is what the engines'
+own benchmarks run (trtllm-bench, gptSessionBenchmark and vLLM's latency CI feed token ids and stream
+nothing) and what NIM's AIPerf runs at one request in flight leave room for (its TTFT is the
+prefill's, within a few percent); `triton` is Triton's TensorRT-LLM backend ensemble, its two costs
+FITTED on one named set of published rows (TRITON_REQUEST_S). Give your own API server's measured
+cost with --request-overhead-s (and --sequence-overhead-s); either wins over the frontend's.
+
+CUDA graphs (`prefill_cuda_graphs`): TensorRT-LLM captures decode-only batches ("CUDA graphs ... are
+enabled for batches that consist of decoding requests only", TorchLlmArgs.cuda_graph_config,
+TRTLLM_TORCH; its TensorRT engines' CUDA-graph mode likewise covers the generation phase), so a step
+holding prompt tokens launches every kernel from the CPU (expected.prompt_efficiency). vLLM V1
+replays piecewise graphs around attention for mixed batches (up to its largest capture size; a
+larger step runs eagerly, not modelled) and SGLang graphs its prefill piecewise in current releases
+(`--disable-piecewise-cuda-graph` turns it off): both keep the graphed cost.
 
 trtllm-bench (TensorRT-LLM's benchmark, the tool behind its published throughput tables) does not
 run the llm_args defaults above: given no --max_batch_size / --max_num_tokens it derives both from
@@ -54,6 +66,8 @@ import math
 from dataclasses import dataclass
 
 ENGINES = ("vllm", "sglang", "trtllm")
+FRONTENDS = ("none", "triton")
+DEFAULT_FRONTEND = "none"
 DEFAULT_ENGINE = "vllm"
 MEMORY_FRACTION_OF = ("total", "static", "free")
 GIB = 2**30
@@ -219,6 +233,47 @@ class EngineDefaults:
     cuda_graphs: bool
     request_overhead_s: float = 0.0
     moe_a2a_overlap: bool = False  # wide EP's two-batch overlap (module docstring)
+    prefill_cuda_graphs: bool = True  # steps holding prompt tokens replay CUDA graphs too (module docstring)
+
+
+# The serving path in front of the engine (`--frontend`), its costs per request (in the TTFT) and per
+# sequence per step (in every step: a streamed response per sequence and token).
+# none: the engine fed token ids, nothing streamed (trtllm-bench, gptSessionBenchmark, vLLM's
+# latency CI), or an API server whose cost the published runs show none of (NIM's AIPerf runs at one
+# request in flight: its TTFT is the prefill's); 0 and 0.
+# triton: Triton Inference Server's TensorRT-LLM backend as its `inflight_batcher_llm` ensemble runs it
+# (github.com/triton-inference-server/tensorrtllm_backend, all_models/inflight_batcher_llm: a Python
+# `preprocessing` model tokenizes the prompt, `tensorrt_llm` runs the engine, a Python `postprocessing`
+# model detokenizes every streamed token; gRPC/HTTP in front; decoupled mode streams one response per
+# sequence per step). FITTED, both on ONE named set of rows, the Llama-3.1-8B H100 rows of the
+# trtllm-v014-serving source (tools/validation/serving.yaml, TensorRT-LLM perf-overview.md 'Online
+# Serving Measurements', v0.14: 14 TTFT and 14 ITL at 2-32 requests/s; `serving.py --fit`), checked
+# on that source's 78 others (Llama-3.1-8B on H200, Llama-3.1-70B TP4 on H100 and H200;
+# docs/validation.md, "Inference serving").
+TRITON_REQUEST_S = 5.67e-3
+TRITON_SEQUENCE_S = 15.3e-6
+
+
+@dataclass(frozen=True)
+class Frontend:
+    """The serving path's costs outside the engine's kernels (FRONTENDS, above)."""
+
+    name: str
+    request_overhead_s: float  # per request, in its TTFT
+    sequence_overhead_s: float  # per sequence per step, added to the engine's own (expected.SEQUENCE_S)
+
+
+def frontend_costs(frontend: str, engine: str) -> Frontend:
+    """The costs of `frontend` in front of `engine`; Triton's are its TensorRT-LLM backend's, fitted
+    with TensorRT-LLM only (another engine behind Triton is refused)."""
+    if frontend not in FRONTENDS:
+        raise ValueError(f"frontend ({str(frontend)[:40]!r}) must be one of {', '.join(FRONTENDS)}")
+    if frontend == "triton":
+        if engine != "trtllm":
+            raise ValueError(f"frontend 'triton' is Triton's TensorRT-LLM backend (its ensemble's costs were fitted on "
+                             f"it); the engine is {engine}: give --engine trtllm or drop --frontend triton")
+        return Frontend("triton", TRITON_REQUEST_S, TRITON_SEQUENCE_S)
+    return Frontend("none", 0.0, 0.0)
 
 
 def check_engine(engine: str) -> str:
@@ -252,4 +307,4 @@ def engine_defaults(engine: str, gpu_name: str, memory_bytes: int, tensor_parall
                              f"on a {memory_bytes / GIB:.3g} GiB GPU; give --memory-utilization")
         return EngineDefaults("sglang", None, chunk, True, SGLANG_PAGE_SIZE, fraction, "static", True)
     return EngineDefaults("trtllm", TRTLLM_MAX_BATCH_SIZE, TRTLLM_MAX_NUM_TOKENS, False, TRTLLM_TOKENS_PER_BLOCK,
-                          TRTLLM_FREE_GPU_MEMORY_FRACTION, "free", True)
+                          TRTLLM_FREE_GPU_MEMORY_FRACTION, "free", True, prefill_cuda_graphs=False)

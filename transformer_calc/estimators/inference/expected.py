@@ -33,7 +33,12 @@ each counted here as a term of its own, on top of the same FLOPs and bytes:
   MLP) plus the model's head and tail kernels. With CUDA graphs (vLLM's and TensorRT-LLM's
   default for decode) `KERNEL_S_CUDA_GRAPHS` (fitted; it also carries the engine's per-step work);
   without (PyTorch eager, vLLM `enforce_eager`) the CPU's launch per kernel on top,
-  `KERNEL_S_EAGER`.
+  `KERNEL_S_EAGER`. An engine that captures decode-only steps (TensorRT-LLM: "CUDA graphs ... are
+  enabled for batches that consist of decoding requests only", TorchLlmArgs.cuda_graph_config;
+  its TensorRT engines' CUDA-graph mode likewise covers the generation phase) launches every kernel
+  of a step holding prompt tokens from the CPU: `prefill_cuda_graphs` False, such a step at the
+  eager per-kernel cost (`prompt_efficiency`; a decode step holding a prompt in a fraction of the
+  steps pays that fraction of the difference).
 - collectives: the tensor-parallel all-reduces (2 per layer) on the network model that
   `tcalc train` uses (`train.Network`: NVLink inside a node, the NIC across nodes), each the faster
   of a ring (2(T-1)/T·size/bw + 2(T-1)·α; NCCL) and a one-shot all-reduce ((T-1)·size/bw + α;
@@ -60,8 +65,8 @@ prefill of a small-model, large-vocabulary run is pessimistic by up to that). Ev
 
 Sources of the constants are at each one. Three are FITTED to published serving measurements and
 checked on the others (docs/validation.md, "Inference serving"): the per-kernel cost with CUDA
-graphs (7.98 µs: it absorbs what launches, small-kernel ramps and the engine's per-step work add), the
-fp8 matmul efficiency (0.498) and the cost per sequence per step (0: its fit's minimum, once each kernel
+graphs (8.01 µs: it absorbs what launches, small-kernel ramps and the engine's per-step work add), the
+fp8 matmul efficiency (0.506) and the cost per sequence per step (0: its fit's minimum, once each kernel
 class has its own roofline; it was 10.9 µs with one roofline per step, standing in for the decode
 attention that the compute-bound GEMMs of a large batch hid).
 """
@@ -116,18 +121,18 @@ DISPATCH_SCALE_CHANNELS = 128
 DISPATCH_SCALE_BYTES = 4
 # Per-kernel fixed cost with CUDA graphs: what a decode step costs beyond its roofline at the
 # achievable rates, per kernel (launch and ramp of small kernels, the engine's per-step scheduling
-# and sampling spread over them). FITTED: 7.98 µs minimises the squared log error of four published
+# and sampling spread over them). FITTED: 8.01 µs minimises the squared log error of four published
 # decode-dominated runs (tools/validation/serving.yaml ids vllm-llama8b-tp1-h200,
 # vllm-llama70b-tp4-h200, vllm-mixtral-tp2-h200, nim-70b-5000-c1-tpot; `serving.py --fit`) and is
 # checked on the other rows there (docs/validation.md, "Inference serving"). Without CUDA graphs the
 # CPU launches every kernel: 8 µs more, an ASSUMPTION of the order of PyTorch's per-op dispatch and
 # cudaLaunchKernel (not validated). Override with `kernel_s` (`--kernel-launch-s`).
-KERNEL_S_CUDA_GRAPHS = 7.98e-6
-KERNEL_S_EAGER = 15.98e-6
-# Matmuls in fp8 reach a smaller share of their dense peak than bf16's MAMF. FITTED: 0.498 of the fp8
+KERNEL_S_CUDA_GRAPHS = 8.01e-6
+KERNEL_S_EAGER = 16.01e-6
+# Matmuls in fp8 reach a smaller share of their dense peak than bf16's MAMF. FITTED: 0.506 of the fp8
 # peak makes the time to first token of nim-70b-5000-c1-ttft (Llama-3.3-70B fp8, TP2 on H100, 5000
 # prompt tokens) exact; checked on nim-70b-500-c1-ttft. Used when the compute dtype is fp8 or narrower.
-FP8_MATMUL_EFFICIENCY = 0.498
+FP8_MATMUL_EFFICIENCY = 0.506
 # Matmuls in NVFP4 (4-bit weights and activations, an E4M3 scale per 16 values) reach a smaller share
 # of their peak still. MEASURED, not fitted: 3,039 TFLOP/s of B200's 9,000 dense FP4 (0.338) for
 # vLLM's CUTLASS NVFP4 GEMM at M = 16,384 on Llama-3.1-8B's N = 6144, K = 4096 QKV shape, the
@@ -168,8 +173,11 @@ class Efficiency:
     request_s: float = 0.0  # fixed cost per request outside the GPU, in its TTFT (engines.py)
     moe_a2a_overlap: bool = False  # wide EP: the all-to-alls under the other micro-batch's compute
     dispatch_dtype: str | None = None  # wide EP: the dispatch's hidden-state dtype (None: the activation dtype)
+    prefill_cuda_graphs: bool = True  # a step with prompt tokens replays CUDA graphs too (False: TensorRT-LLM)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.prefill_cuda_graphs, bool):
+            raise ValueError(f"prefill_cuda_graphs ({self.prefill_cuda_graphs!r}) must be true or false")
         if not isinstance(self.moe_a2a_overlap, bool):
             raise ValueError(f"moe_a2a_overlap ({self.moe_a2a_overlap!r}) must be true or false")
         if self.dispatch_dtype is not None and self.dispatch_dtype not in DISPATCH_DTYPES:
@@ -196,6 +204,7 @@ def default_efficiency(
     request_s: float | None = None,
     moe_a2a_overlap: bool = False,
     dispatch_dtype: str | None = None,
+    prefill_cuda_graphs: bool = True,
 ) -> Efficiency:
     """The defaults for `gpu`: its family's measured MAMF (as `tcalc train`, without the training
     GEMM fraction: inference GEMMs are the forward's), HBM at MEMORY_EFFICIENCY, the kernel cost of
@@ -212,7 +221,22 @@ def default_efficiency(
         request_s=0.0 if request_s is None else request_s,
         moe_a2a_overlap=moe_a2a_overlap,
         dispatch_dtype=dispatch_dtype,
+        prefill_cuda_graphs=prefill_cuda_graphs,
     )
+
+
+# What a kernel launched by the CPU costs beyond one replayed from a CUDA graph (KERNEL_S_EAGER's
+# assumption, 8 µs).
+EAGER_EXTRA_S = KERNEL_S_EAGER - KERNEL_S_CUDA_GRAPHS
+
+
+def prompt_efficiency(eff: Efficiency, share: float = 1.0) -> Efficiency:
+    """The rates of a step holding prompt tokens in a `share` of the steps (1: every one): with CUDA
+    graphs for decode-only steps only (`prefill_cuda_graphs` False: TensorRT-LLM, module docstring),
+    each kernel costs `share` of EAGER_EXTRA_S more; otherwise `eff` as it is."""
+    if not eff.cuda_graphs or eff.prefill_cuda_graphs or share <= 0:
+        return eff
+    return dataclasses.replace(eff, kernel_s=eff.kernel_s + min(share, 1.0) * EAGER_EXTRA_S)
 
 
 def matmul_eta(eff: Efficiency, dtype: str) -> float:
@@ -471,7 +495,7 @@ def estimate_expected(m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Effici
     from transformer_calc.estimators.inference.roofline import decode_step
 
     S, n = spec.prompt_len, spec.new_tokens - 1
-    prefill = expected_step(m, gpu, spec, eff, prefill_step(m, gpu, spec))
+    prefill = expected_step(m, gpu, spec, prompt_efficiency(eff), prefill_step(m, gpu, spec))
     first = expected_step(m, gpu, spec, eff, decode_step(m, gpu, spec, S + 1))
     last = expected_step(m, gpu, spec, eff, decode_step(m, gpu, spec, S + max(n, 1)))
     decode_s, per_token = expected_decode_s(m, gpu, spec, eff)

@@ -67,7 +67,7 @@ import math
 from dataclasses import dataclass
 
 from transformer_calc.model.config import ModelConfig
-from transformer_calc.estimators.inference.expected import Efficiency, ExpectedStep, KernelClass, step_time
+from transformer_calc.estimators.inference.expected import Efficiency, ExpectedStep, KernelClass, prompt_efficiency, step_time
 from transformer_calc.devices.hardware import GPU
 from transformer_calc.estimators.inference.roofline import (
     KV_DTYPE_BITS,
@@ -381,6 +381,96 @@ class LoadPoint:
         return min(self.requests_per_s * self.prefill_marginal_s, 1.0)
 
 
+class _Cycle:
+    """The steps of load_point's steady state at one concurrency (its docstring): the model, the
+    engine and the request shape, each decode batch's step costed once."""
+
+    def __init__(self, m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, serving: ServingSpec,
+                 prompt_len: int, output_len: int, concurrency: int) -> None:
+        self.m, self.gpu, self.spec, self.eff, self.serving = m, gpu, spec, eff, serving
+        self.C, self.P, self.O = concurrency, prompt_len, output_len
+        self.N = serving.max_num_batched_tokens
+        self.mean_context = prompt_len + max(output_len // 2, 1)
+        one = dataclasses.replace(spec, batch_size=1, prompt_len=prompt_len, new_tokens=1)
+        self.pre = prefill_step(m, gpu, one)
+        self.decodes_at: dict = {}  # decode steps by batch, costed once
+
+    def dec(self, n: int):
+        if n not in self.decodes_at:
+            d_spec = dataclasses.replace(self.spec, batch_size=n, prompt_len=self.P, new_tokens=max(self.O, 2))
+            self.decodes_at[n] = decode_step(self.m, self.gpu, d_spec, self.mean_context)
+        return self.decodes_at[n]
+
+    def mixed(self, decodes: int, prefill_tokens: float) -> ExpectedStep:
+        """A step that decodes `decodes` sequences and prefills `prefill_tokens` prompt tokens (their
+        share of one prompt's prefill FLOPs and K/V traffic; the weights are read once for both, plus
+        the experts the prompt touches that the decode tokens did not), as three kernel classes that
+        run one after another (expected.py): the linear layers over all the step's tokens, the decode
+        attention over the sequences' caches, the prompt tokens' context attention."""
+        pre, P = self.pre, self.P
+        share = prefill_tokens / P
+        d = self.dec(decodes) if decodes else None
+        base_flops = d.matmul_flops if d else 0
+        base_weights = d.weight_bytes if d else 0
+        # the experts (or, with no decodes, the weights) the prompt tokens read beyond the decodes'
+        extra_weights = max(pre.weight_bytes - base_weights, 0) * (min(share, 1.0) if d else (1.0 if share else 0.0))
+        classes = (
+            KernelClass(base_flops + share * pre.matmul_flops, base_weights + extra_weights),
+            KernelClass(d.attention_flops if d else 0, (d.kv_read_bytes + d.kv_write_bytes) if d else 0, attention=True),
+            KernelClass(share * pre.attention_flops, share * (pre.kv_read_bytes + pre.kv_write_bytes), attention=True),
+        )
+        sampled = decodes + math.ceil(share - 1e-9)  # the decodes and the prompts that finish in the step
+        # a step holding prompt tokens outside CUDA graphs (TensorRT-LLM), in the share of the steps
+        # that hold a chunk of min(P, N) tokens (expected.prompt_efficiency)
+        rates = prompt_efficiency(self.eff, prefill_tokens / min(P, self.N))
+        return step_time(self.m, self.gpu, self.spec, rates, classes, decodes + math.ceil(prefill_tokens), sampled)
+
+    def solve(self, f: float) -> tuple[int, ExpectedStep, float, int, int, float]:
+        """The steps at a composition f: (decodes in the decode step, the decode step, the prefill
+        step's time, prefill steps, the prefill server's tokens per step, the others' prompt tokens
+        per step). The others start a prompt once per E2E = (O − 1)·TPOT / f, so per step they bring
+        (C − 1)·P·f / (O − 1) prompt tokens, whatever the step's time."""
+        C, P, O, N = self.C, self.P, self.O, self.N
+        n_dec = min(max(1, round(1 + (C - 1) * f)), C)
+        others = min(max(0, round((C - 1) * f)), C - 1)
+        y = (C - 1) * P * f / (O - 1) if O > 1 else 0.0
+        step = self.mixed(n_dec, min(y, max(N - n_dec, 0)))
+        budget = max(N - others, 1)  # what the prefill step's decodes leave of the step budget
+        if self.serving.chunked_prefill:
+            chunk, steps, server = min(P, budget), math.ceil(P / budget), budget
+        else:  # whole prompts only (TensorRT-LLM's default)
+            chunk, steps, server = P, 1, max(budget // P, 1) * P
+        extra = min(y, max(server - chunk, 0))  # the others' prompt tokens the prefill server still takes
+        return n_dec, step, self.mixed(others, chunk + extra).time_s, steps, server, min(y, max(N - n_dec, 0))
+
+    def ttft_of(self, tpot: float, t_pre: float, steps: int, server: int) -> tuple[float, float]:
+        """(TTFT, the wait behind other prompts) at these steps: TTFT = fixed + W(TTFT), W falling as
+        TTFT grows (a longer cycle feeds the queue less), so the fixed point is unique (bisection)."""
+        C, P, O = self.C, self.P, self.O
+        service = P / server * t_pre  # seconds of the prefill server one prompt takes
+        fixed = self.eff.request_s + (tpot / 2 if C > 1 else 0.0) + steps * t_pre
+        if C == 1:
+            return fixed, 0.0
+        cap = (C - 1) * service  # every other prompt ahead
+
+        def wait(ttft: float) -> float:
+            rho = (C - 1) * service / (ttft + (O - 1) * tpot)
+            return cap if rho >= 1 else min(rho * service / (2 * (1 - rho)), cap)
+
+        lo, hi = fixed, fixed + cap
+        for _ in range(QUEUE_BISECTION_STEPS):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if fixed + wait(mid) > mid else (lo, mid)
+        return hi, hi - fixed
+
+    def composed(self, f: float) -> tuple[float, tuple[int, ExpectedStep, float, int, int, float]]:
+        """The share of a life spent decoding that the steps at composition f give back."""
+        steps_at = self.solve(f)
+        tpot = steps_at[1].time_s
+        ttft = self.ttft_of(tpot, *steps_at[2:5])[0]
+        return (self.O - 1) * tpot / (ttft + (self.O - 1) * tpot), steps_at
+
+
 def load_point(
     m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, serving: ServingSpec,
     prompt_len: int, output_len: int, concurrency: int,
@@ -413,93 +503,19 @@ def load_point(
     C, P, O = concurrency, prompt_len, output_len
     if C < 1:
         raise ValueError(f"concurrency ({concurrency!r}) must be >= 1")
-    N = serving.max_num_batched_tokens
-    mean_context = P + max(O // 2, 1)
-    one = dataclasses.replace(spec, batch_size=1, prompt_len=P, new_tokens=1)
-    pre = prefill_step(m, gpu, one)
-    decodes_at: dict = {}  # decode steps by batch, costed once
-
-    def dec(n: int):
-        if n not in decodes_at:
-            d_spec = dataclasses.replace(spec, batch_size=n, prompt_len=P, new_tokens=max(O, 2))
-            decodes_at[n] = decode_step(m, gpu, d_spec, mean_context)
-        return decodes_at[n]
-
-    def mixed(decodes: int, prefill_tokens: float) -> ExpectedStep:
-        """A step that decodes `decodes` sequences and prefills `prefill_tokens` prompt tokens (their
-        share of one prompt's prefill FLOPs and K/V traffic; the weights are read once for both, plus
-        the experts the prompt touches that the decode tokens did not), as three kernel classes that
-        run one after another (expected.py): the linear layers over all the step's tokens, the decode
-        attention over the sequences' caches, the prompt tokens' context attention."""
-        share = prefill_tokens / P
-        d = dec(decodes) if decodes else None
-        base_flops = d.matmul_flops if d else 0
-        base_weights = d.weight_bytes if d else 0
-        # the experts (or, with no decodes, the weights) the prompt tokens read beyond the decodes'
-        extra_weights = max(pre.weight_bytes - base_weights, 0) * (min(share, 1.0) if d else (1.0 if share else 0.0))
-        classes = (
-            KernelClass(base_flops + share * pre.matmul_flops, base_weights + extra_weights),
-            KernelClass(d.attention_flops if d else 0, (d.kv_read_bytes + d.kv_write_bytes) if d else 0, attention=True),
-            KernelClass(share * pre.attention_flops, share * (pre.kv_read_bytes + pre.kv_write_bytes), attention=True),
-        )
-        sampled = decodes + math.ceil(share - 1e-9)  # the decodes and the prompts that finish in the step
-        return step_time(m, gpu, spec, eff, classes, decodes + math.ceil(prefill_tokens), sampled)
-
-    def solve(f: float) -> tuple[int, ExpectedStep, float, int, int, float]:
-        """The steps at a composition f: (decodes in the decode step, the decode step, the prefill
-        step's time, prefill steps, the prefill server's tokens per step, the others' prompt tokens
-        per step). The others start a prompt once per E2E = (O − 1)·TPOT / f, so per step they bring
-        (C − 1)·P·f / (O − 1) prompt tokens, whatever the step's time."""
-        n_dec = min(max(1, round(1 + (C - 1) * f)), C)
-        others = min(max(0, round((C - 1) * f)), C - 1)
-        y = (C - 1) * P * f / (O - 1) if O > 1 else 0.0
-        step = mixed(n_dec, min(y, max(N - n_dec, 0)))
-        budget = max(N - others, 1)  # what the prefill step's decodes leave of the step budget
-        if serving.chunked_prefill:
-            chunk, steps, server = min(P, budget), math.ceil(P / budget), budget
-        else:  # whole prompts only (TensorRT-LLM's default)
-            chunk, steps, server = P, 1, max(budget // P, 1) * P
-        extra = min(y, max(server - chunk, 0))  # the others' prompt tokens the prefill server still takes
-        return n_dec, step, mixed(others, chunk + extra).time_s, steps, server, min(y, max(N - n_dec, 0))
-
-    def ttft_of(tpot: float, t_pre: float, steps: int, server: int) -> tuple[float, float]:
-        """(TTFT, the wait behind other prompts) at these steps: TTFT = fixed + W(TTFT), W falling as
-        TTFT grows (a longer cycle feeds the queue less), so the fixed point is unique (bisection)."""
-        service = P / server * t_pre  # seconds of the prefill server one prompt takes
-        fixed = eff.request_s + (tpot / 2 if C > 1 else 0.0) + steps * t_pre
-        if C == 1:
-            return fixed, 0.0
-        cap = (C - 1) * service  # every other prompt ahead
-
-        def wait(ttft: float) -> float:
-            rho = (C - 1) * service / (ttft + (O - 1) * tpot)
-            return cap if rho >= 1 else min(rho * service / (2 * (1 - rho)), cap)
-
-        lo, hi = fixed, fixed + cap
-        for _ in range(QUEUE_BISECTION_STEPS):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if fixed + wait(mid) > mid else (lo, mid)
-        return hi, hi - fixed
-
-    def composed(f: float) -> tuple[float, tuple[int, ExpectedStep, float, int, int, float]]:
-        """The share of a life spent decoding that the steps at composition f give back."""
-        steps_at = solve(f)
-        tpot = steps_at[1].time_s
-        ttft = ttft_of(tpot, *steps_at[2:5])[0]
-        return (O - 1) * tpot / (ttft + (O - 1) * tpot), steps_at
-
+    cycle = _Cycle(m, gpu, spec, eff, serving, P, O, C)
     # f = composed(f): the returned share falls as f grows (more decodes per step leave less of the
     # budget to the prompts, which queue longer), so the fixed point is unique (bisection on [0, 1])
     lo, hi = 0.0, 1.0
     for _ in range(FIXED_POINT_STEPS):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if composed(mid)[0] > mid else (lo, mid)
-    n_dec, step, t_pre, steps, server, y = composed(lo)[1]
+        lo, hi = (mid, hi) if cycle.composed(mid)[0] > mid else (lo, mid)
+    n_dec, step, t_pre, steps, server, y = cycle.composed(lo)[1]
     # every figure from these steps: Little's law holds by construction
     tpot = step.time_s
-    ttft, queue = ttft_of(tpot, t_pre, steps, server)
+    ttft, queue = cycle.ttft_of(tpot, t_pre, steps, server)
     e2e = ttft + (O - 1) * tpot
-    marginal = max(mixed(n_dec, y + P).time_s - step.time_s, 0.0)  # one more prompt in the step (step: mixed(n_dec, y))
+    marginal = max(cycle.mixed(n_dec, y + P).time_s - step.time_s, 0.0)  # one more prompt in the step (step: mixed(n_dec, y))
     return LoadPoint(C, y, step, tpot, ttft, C * O / e2e, C / e2e, steps * t_pre, queue, e2e, n_dec, t_pre, marginal)
 
 
