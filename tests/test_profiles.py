@@ -170,3 +170,18 @@ def test_power_capped_board_runs_at_the_cube_root_clock():
     assert est["h100-96gb-hbm2e"].compute_s == pytest.approx(est["h100"].compute_s / power_cap_clock_scale(capped))
     # the memory-bound term moves with HBM bandwidth only (2.4 vs 3.35 TB/s), not with the clock
     assert est["h100-96gb-hbm2e"].memory_bound_s == pytest.approx(est["h100"].memory_bound_s * 3350 / 2400)
+
+
+def test_power_capped_board_is_one_answer_in_training_and_inference():
+    """One answer per question: the capped board's clock applies to inference's and serve's expected
+    times as it does to train's (devices/hardware.power_cap_clock_scale): a compute-bound prefill's
+    expected compute is the SXM's over the clock scale; the datasheet roofline bound is unchanged."""
+    import transformer_calc as tc
+    from transformer_calc.devices.hardware import power_cap_clock_scale
+
+    clock = power_cap_clock_scale(gpu_by_name("h100-96gb-hbm2e"))
+    r = {g: tc.inference("llama-3-8b", gpu=g, batch_size=8, prompt_len=4096, new_tokens=1)
+         for g in ("h100-96gb-hbm2e", "h100")}
+    assert r["h100-96gb-hbm2e"].expected.prefill.compute_s == pytest.approx(
+        r["h100"].expected.prefill.compute_s / clock, rel=1e-6)
+    assert r["h100-96gb-hbm2e"].prefill.compute_s == pytest.approx(r["h100"].prefill.compute_s, rel=1e-9)

@@ -183,6 +183,26 @@ class GPU(BaseModel):
         return peaks
 
 
+# A board capped below the power its peaks are rated at (hardware.yaml `rated_power_w`: Meta's 500 W
+# Grand Teton H100s, whose table peaks are the 700 W SXM's) holds a lower sustained SM clock. Dynamic
+# CMOS power is P = α·C·V²·f, and across the DVFS range the voltage rises with the clock (V ∝ f), so
+# P ∝ f³ and f_cap / f_rated = (P_cap / P_rated)^(1/3) (Weste & Harris, CMOS VLSI Design, §5.1; the
+# f·V² law of every DVFS governor). Checked, not fitted, on NVIDIA's own datasheets of the one GH100
+# die at two board powers: the 400 W H100 NVL's dense BF16 835.5 TFLOP/s over the 700 W SXM's 989.4 is
+# 0.844; the law gives (400/700)^(1/3) = 0.830. Matmuls and attention kernels scale with the clock; HBM
+# bandwidth does not (the memory clock is not capped). The MAMF tables were measured at the rated power.
+POWER_CAP_CLOCK_EXPONENT = 1 / 3
+
+
+def power_cap_clock_scale(gpu: GPU) -> float:
+    """Sustained compute clock of a power-capped board over its rated one: (P_cap / P_rated)^(1/3)
+    (POWER_CAP_CLOCK_EXPONENT); 1 for a board at its rated power."""
+    rated, cap = getattr(gpu, "rated_power_w", None), gpu.board_power_w
+    if rated is None or cap is None or cap >= rated:
+        return 1.0
+    return (cap / rated) ** POWER_CAP_CLOCK_EXPONENT
+
+
 def peak_flops(gpu: GPU, dtype: str) -> int:
     """Dense peak of `gpu` in `dtype`, FLOP/s (int8/int4: ops/s), from the vendor datasheet.
 

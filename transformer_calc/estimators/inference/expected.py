@@ -79,7 +79,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from transformer_calc.model.config import ModelConfig
-from transformer_calc.devices.hardware import GPU, peak_flops
+from transformer_calc.devices.hardware import GPU, peak_flops, power_cap_clock_scale
 from transformer_calc.estimators.inference.roofline import (
     ALL_REDUCES_PER_LAYER,
     BITS_PER_BYTE,
@@ -248,7 +248,7 @@ def matmul_eta(eff: Efficiency, dtype: str) -> float:
 
 def _rates(gpu: GPU, spec: InferenceSpec, eff: Efficiency) -> tuple[Fraction, Fraction]:
     """(achievable FLOP/s, achievable bytes/s) as exact fractions."""
-    eta = matmul_eta(eff, spec.resolved_compute_dtype)
+    eta = matmul_eta(eff, spec.resolved_compute_dtype) * power_cap_clock_scale(gpu)  # a capped board's clock
     peak = Fraction(peak_flops(gpu, spec.resolved_compute_dtype)) * Fraction(eta).limit_denominator(10**6)
     bw = Fraction(gpu.memory_bw_bytes_s) * Fraction(eff.memory).limit_denominator(10**6)
     return peak, bw
@@ -287,7 +287,8 @@ def kernel_classes(step: Step) -> tuple[KernelClass, KernelClass]:
 def _attention_rate(gpu: GPU, spec: InferenceSpec, eff: Efficiency) -> Fraction:
     """Achievable FLOP/s of attention's matmuls (attention_dtype's peak at its dtype's efficiency)."""
     a = attention_dtype(spec)
-    return Fraction(peak_flops(gpu, a)) * Fraction(matmul_eta(eff, a)).limit_denominator(10**6)
+    eta = matmul_eta(eff, a) * power_cap_clock_scale(gpu)  # a capped board's clock
+    return Fraction(peak_flops(gpu, a)) * Fraction(eta).limit_denominator(10**6)
 
 
 def classes_s(gpu: GPU, spec: InferenceSpec, eff: Efficiency,

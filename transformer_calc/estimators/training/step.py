@@ -49,6 +49,7 @@ from typing import Any
 
 from transformer_calc.devices.hardware import COLLECTIVE_LATENCY_S, INTER_NODE_LATENCY_S
 from transformer_calc.estimators.flops import count_flops, layer_flops
+from transformer_calc.devices.hardware import POWER_CAP_CLOCK_EXPONENT, power_cap_clock_scale  # noqa: F401 - re-exported
 from transformer_calc.estimators.params import kv_heads_per_rank, shard_params
 from transformer_calc.model.config import (
     CPCommType,
@@ -84,24 +85,7 @@ TRAINING_GEMM_FRACTION = 0.69
 MEGATRON_GEMM_FRACTION = {"H100": 0.736, "H800": 0.736, "H200": 0.736, "GH200": 0.736, "B200": 0.736, "B300": 0.736,
                           "GB200": 0.736, "GB300": 0.736}  # fmt: skip
 MEMORY_EFFICIENCY = 0.90  # achieved / datasheet HBM bandwidth for large copies (measured ~90 %)
-# A board capped below the power its peaks are rated at (hardware.yaml `rated_power_w`: Meta's 500 W
-# Grand Teton H100s, whose table peaks are the 700 W SXM's) holds a lower sustained SM clock. Dynamic
-# CMOS power is P = α·C·V²·f, and across the DVFS range the voltage rises with the clock (V ∝ f), so
-# P ∝ f³ and f_cap / f_rated = (P_cap / P_rated)^(1/3) (Weste & Harris, CMOS VLSI Design, §5.1; the
-# f·V² law of every DVFS governor). Checked, not fitted, on NVIDIA's own datasheets of the one GH100
-# die at two board powers: the 400 W H100 NVL's dense BF16 835.5 TFLOP/s over the 700 W SXM's 989.4 is
-# 0.844; the law gives (400/700)^(1/3) = 0.830. Matmuls and attention kernels scale with the clock; HBM
-# bandwidth does not (the memory clock is not capped). The MAMF tables were measured at the rated power.
-POWER_CAP_CLOCK_EXPONENT = 1 / 3
-
-
-def power_cap_clock_scale(gpu) -> float:
-    """Sustained compute clock of a power-capped board over its rated one: (P_cap / P_rated)^(1/3)
-    (POWER_CAP_CLOCK_EXPONENT); 1 for a board at its rated power."""
-    rated, cap = getattr(gpu, "rated_power_w", None), gpu.board_power_w
-    if rated is None or cap is None or cap >= rated:
-        return 1.0
-    return (cap / rated) ** POWER_CAP_CLOCK_EXPONENT
+# A power-capped board runs at its cap's sustained clock (devices/hardware.py power_cap_clock_scale).
 # Node size and per-GPU NIC bandwidth (one direction) by platform: DGX A100 8 GPUs, 8 x 200 Gb/s
 # HDR; DGX H100/H200 and HGX B200 8 GPUs, 8 x 400 Gb/s NDR; GB200/GB300 NVL72 72 GPUs in one
 # NVLink domain, 800 Gb/s per GPU (ConnectX-8 on GB300; 400 on GB200); H800 (the H100 die with NVLink
