@@ -470,7 +470,7 @@ def test_affine_peaks_equal_the_timeline_at_every_batch(preset, training, layout
     timeline itself, peak phase and stage tie-breaking included."""
     from transformer_calc.model.config import Parallelism, Training, Workload
     from transformer_calc.sources.presets import preset_model
-    from transformer_calc.estimators.sweep import affine_peaks, peak_at
+    from transformer_calc.estimators.sweep_lines import affine_peaks, peak_at
     from transformer_calc.estimators.training.timeline import peak_memory
 
     m, tr, par = preset_model(preset), Training(**training), Parallelism(**layout)
@@ -490,3 +490,73 @@ def test_the_typed_result_declares_every_axis_in_grid_order():
     from transformer_calc.results.sweep import SweepAxes
 
     assert list(SweepAxes.model_fields) == list(AXES)
+
+
+LINE_PRESETS = ["gpt2", "llama-2-7b", "mixtral-8x7b", "deepseek-v3", "gemma-2-9b", "qwen3-next-80b-a3b",
+                "falcon-h1-34b", "gemma-4-26b-a4b", "deepseek-v4-flash-0731", "lfm2-1.2b"]
+
+
+@pytest.mark.parametrize("preset", LINE_PRESETS)
+def test_flops_lines_equal_count_flops_at_every_batch(preset):
+    """The sweep prices the step FLOPs from lines in B (sweep_lines.flops_lines); where they are
+    given, they equal count_flops at any B, for the total and every recompute policy."""
+    from transformer_calc.estimators.flops import count_flops
+    from transformer_calc.estimators.sweep_lines import flops_lines
+    from transformer_calc.model.config import Recompute, Workload
+    from transformer_calc.sources.presets import preset_model
+
+    m = preset_model(preset)
+    for S in (1000, 4096):
+        lines = flops_lines(m, S, 4096)
+        if lines is False:
+            continue
+        for B in (1, 2, 5, 7, 64, 333, 4096):
+            step = count_flops(m, Workload(seq_len=S, batch_size=B))
+            assert lines["total"][0] + B * lines["total"][1] == step.total, (S, B)
+            for r in Recompute:
+                assert lines[r][0] + B * lines[r][1] == step.hardware(r), (S, B, r)
+
+
+@pytest.mark.parametrize("preset, T, ep, S", [
+    ("llama-2-7b", 1, 1, 1024), ("llama-2-7b", 8, 1, 4096), ("gpt2", 2, 1, 1000), ("mixtral-8x7b", 2, 8, 2048),
+    ("deepseek-v3", 8, 1, 4096), ("gemma-2-9b", 4, 1, 8192), ("qwen3-next-80b-a3b", 4, 1, 1024),
+    ("falcon-h1-34b", 2, 1, 3000),
+])
+def test_decode_lines_equal_decode_at_every_batch(preset, T, ep, S):
+    """The sweep prices a one-token decode from lines in B (sweep_lines.decode_lines); where they
+    are given, `decode_at` equals `decode` itself at any B, bit for bit (floats included)."""
+    from transformer_calc.estimators.inference.roofline import InferenceSpec, decode
+    from transformer_calc.estimators.sweep_lines import decode_at, decode_lines
+    from transformer_calc.sources.presets import gpu, preset_model
+
+    m, device = preset_model(preset), gpu("h100")
+
+    def spec_at(B):
+        return InferenceSpec(batch_size=B, prompt_len=S, tensor_parallel=T, expert_parallel=ep, weight_dtype="bf16")
+
+    lines = decode_lines(m, device, spec_at, 4096)
+    if lines is False:
+        assert m.is_moe or preset in ("qwen3-next-80b-a3b",), preset  # dense attention models are lines
+        return
+    for B in (1, 2, 5, 7, 64, 333, 1000, 4096):
+        d = decode(m, device, spec_at(B))
+        assert decode_at(lines, B) == (d.seconds_per_token, d.tokens_per_s, d.bound, d.seconds), B
+
+
+def test_peak_curve_equals_peak_at_in_any_order():
+    """PeakCurve keeps the winning phase with the range of B it wins over; asked in any order it
+    answers peak_at's (total, weights, activations), ties resolved the same way."""
+    import random
+
+    from transformer_calc.estimators.sweep_lines import PeakCurve, affine_peaks, peak_at
+    from transformer_calc.model.config import Parallelism, Training
+    from transformer_calc.sources.presets import preset_model
+
+    ties = [[((10, 1, 0), (2, 0, 2)), ((0, 2, 0), (4, 0, 4))], [((20, 3, 0), (0, 0, 0)), ((10, 1, 0), (2, 0, 2))]]
+    real = affine_peaks(preset_model("mixtral-8x7b"), 2048, Training(flash=True), Parallelism(pipeline=4, data=2), True)
+    assert real is not False
+    rng = random.Random(39)
+    for lines in (ties, real):
+        curve = PeakCurve(lines)
+        for B in [*range(1, 40), *rng.sample(range(1, 5000), 300), 5, 4, 6, 3]:
+            assert curve(B) == peak_at(lines, B), B

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from transformer_calc.errors import TcalcError
 from transformer_calc.estimators.sweep import MAX_REASONS, Caches, PeakLookup, SweepSpec, SweepStats, iter_rows
@@ -78,80 +78,83 @@ class SweepRun:
         each) and sends each chunk's rows through its own pipe, which the reader drains in chunk
         order. A pipe holds little, so a worker waits while the reader is behind: memory stays
         bounded. However the reader stops (the end, an error, Ctrl-C, a closed stdout), the
-        workers are killed and reaped; they share no lock with it.
-
-        Longer than 60 lines on purpose: the fork, the pipes and their cleanup read as one unit, so
-        that every path out of it visibly kills and reaps the workers."""
+        workers are killed and reaped (`_reap`); they share no lock with it."""
         import os
-        import pickle
-        import signal
 
-        size, step = self.spec.size, self.chunk
-        n_chunks = -(-size // step)
         children: list[tuple[int, int]] = []  # (pid, read end of its pipe)
         readers: list[Any] = []
         try:
             for k in range(workers):
-                read_end, write_end = os.pipe()
-                pid = os.fork()
-                if pid == 0:  # the worker: price its chunks, write them, leave without cleanup
-                    code = 0
-                    try:
-                        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the reader's to handle
-                        os.close(read_end)
-                        for _, other in children:
-                            os.close(other)
-                        out = os.fdopen(write_end, "wb")
-                        caches = Caches()  # one set for all of this worker's chunks
-                        try:
-                            for c in range(k, n_chunks, workers):
-                                stats = SweepStats()
-                                bounds = (c * step, min(c * step + step, size))
-                                rows = list(iter_rows(self.spec, self.models, self.gpus, stats, None, *bounds, caches))
-                                pickle.dump((rows, stats.skipped, stats.reasons), out, pickle.HIGHEST_PROTOCOL)
-                                out.flush()
-                        except BrokenPipeError:
-                            pass  # the reader stopped early
-                        except BaseException as exc:  # noqa: BLE001 - told to the reader, never printed here
-                            code = 1
-                            pickle.dump(("error", f"{type(exc).__name__}: {exc}"), out)
-                            out.flush()
-                    except BaseException:  # noqa: BLE001 - a worker never prints or unwinds into the CLI
-                        code = 1
-                    finally:
-                        os._exit(code)
-                os.close(write_end)
-                children.append((pid, read_end))
+                children.append(self._fork_worker(k, workers, [fd for _, fd in children]))
             readers = [os.fdopen(fd, "rb") for _, fd in children]
-            for c in range(n_chunks):
-                try:
-                    record = pickle.load(readers[c % workers])
-                except EOFError:
-                    raise RuntimeError("a sweep worker process stopped; run with TCALC_SWEEP_WORKERS=1") from None
-                if record[0] == "error":
-                    raise RuntimeError(f"a sweep worker failed: {record[1]}")
-                rows, skipped, reasons = record
-                self.stats.skipped += skipped
-                self.stats.reasons.extend(reasons[: MAX_REASONS - len(self.stats.reasons)])
-                if progress is not None:
-                    progress(min((c + 1) * step, size))
-                yield from rows
+            yield from self._drain(readers, progress)
         finally:
-            for pid, _ in children:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            for pid, _ in children:
-                try:
-                    os.waitpid(pid, 0)
-                except ChildProcessError:
-                    pass
-            for reader in readers:
-                reader.close()
-            if not readers:
-                for _, fd in children:
-                    os.close(fd)
+            _reap(children, readers)
+
+    def _fork_worker(self, k: int, workers: int, others: list[int]) -> tuple[int, int]:
+        """Fork worker k; (its pid, the read end of its pipe). `others`: the earlier workers' read
+        ends, which the new worker closes."""
+        import os
+
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            self._work(k, workers, read_end, write_end, others)  # never returns
+        os.close(write_end)
+        return pid, read_end
+
+    def _work(self, k: int, workers: int, read_end: int, write_end: int, others: list[int]) -> NoReturn:
+        """A worker: price its chunks, write them, leave without cleanup (never print or unwind
+        into the CLI); a failure is told to the reader."""
+        import os
+        import pickle
+        import signal
+
+        code = 0
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the reader's to handle
+            os.close(read_end)
+            for other in others:
+                os.close(other)
+            out = os.fdopen(write_end, "wb")
+            caches = Caches()  # one set for all of this worker's chunks
+            size, step = self.spec.size, self.chunk
+            try:
+                for c in range(k, -(-size // step), workers):
+                    stats = SweepStats()
+                    bounds = (c * step, min(c * step + step, size))
+                    rows = list(iter_rows(self.spec, self.models, self.gpus, stats, None, *bounds, caches))
+                    pickle.dump((rows, stats.skipped, stats.reasons), out, pickle.HIGHEST_PROTOCOL)
+                    out.flush()
+            except BrokenPipeError:
+                pass  # the reader stopped early
+            except BaseException as exc:  # noqa: BLE001 - told to the reader, never printed here
+                code = 1
+                pickle.dump(("error", f"{type(exc).__name__}: {exc}"), out)
+                out.flush()
+        except BaseException:  # noqa: BLE001 - a worker never prints or unwinds into the CLI
+            code = 1
+        finally:
+            os._exit(code)
+
+    def _drain(self, readers: list[Any], progress: Callable[[int], None] | None) -> Iterator[dict[str, Any]]:
+        """The workers' chunks in grid order (chunk c from worker c mod workers), their skips counted."""
+        import pickle
+
+        size, step = self.spec.size, self.chunk
+        for c in range(-(-size // step)):
+            try:
+                record = pickle.load(readers[c % len(readers)])
+            except EOFError:
+                raise RuntimeError("a sweep worker process stopped; run with TCALC_SWEEP_WORKERS=1") from None
+            if record[0] == "error":
+                raise RuntimeError(f"a sweep worker failed: {record[1]}")
+            rows, skipped, reasons = record
+            self.stats.skipped += skipped
+            self.stats.reasons.extend(reasons[: MAX_REASONS - len(self.stats.reasons)])
+            if progress is not None:
+                progress(min((c + 1) * step, size))
+            yield from rows
 
     def report(self, progress: Callable[[int], None] | None = None, keep: int | None = None) -> dict[str, Any]:
         """The whole result (`--format json`): head, points, tail. With `keep`, only the first
@@ -168,6 +171,26 @@ class SweepRun:
         return out
 
 
+def _reap(children: list[tuple[int, int]], readers: list[Any]) -> None:
+    """Kill and reap the workers, close their pipes (the read ends, as files once opened)."""
+    import os
+    import signal
+
+    for pid, _ in children:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for pid, _ in children:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    for reader in readers:
+        reader.close()
+    if not readers:
+        for _, fd in children:
+            os.close(fd)
 
 
 def default_workers(size: int) -> int:
