@@ -14,6 +14,7 @@ import importlib.util
 import inspect
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any, Optional, cast
 
@@ -627,8 +628,34 @@ _USAGE_FIXES = (
 )
 
 
+class _LazyCoercion:
+    """An option's coercion built on its first given value (`_lazy_coercion`)."""
+
+    def __init__(self, descriptor: Any, build: Callable[[Any], Any]) -> None:
+        self.descriptor, self.build, self.real = descriptor, build, None
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        if value is None:  # as typer's RuntimeParam.coerce answers None, without the adapter
+            return () if param.multiple or param.nargs == -1 else None
+        if self.real is None:
+            self.real = self.build(self.descriptor)
+        return self.real.coerce(value, param=param, ctx=ctx)
 
 
+def _lazy_coercion(command: Any) -> None:
+    """typer builds each option's coercion (a pydantic TypeAdapter, ~0.2 ms) when the command
+    processes the option's value, given or not, though it answers None (or () for a repeated
+    option) for a value not given without using it (typer._coercion.RuntimeParam.coerce). Here an
+    option builds it on its first given value only: memory's 60 options cost ~10 ms of each run
+    otherwise (issue 39). A typer without these internals keeps its own (same answers, slower)."""
+    try:
+        from typer._coercion import build_runtime_param
+    except ImportError:  # pragma: no cover - another typer
+        return
+    for cmd in (command, *getattr(command, "commands", {}).values()):
+        for param in cmd.params:
+            if getattr(param, "_runtime_param", False) is None and hasattr(param, "type_descriptor"):
+                param._runtime_param = _LazyCoercion(param.type_descriptor, build_runtime_param)
 
 
 def _app_for(args: list[str]) -> typer.Typer:
@@ -702,6 +729,7 @@ def run(argv: list[str] | None = None) -> int:
         return _fail("standard output is closed; redirect it to a file or /dev/null", 2)
     try:
         command = typer.main.get_command(_app_for(args))
+        _lazy_coercion(command)
         result = command.main(args=args, prog_name="tcalc", standalone_mode=False)
         code = result if isinstance(result, int) else 0
         if code == 130:  # typer turns Ctrl-C inside a command into an exit code of 130, silently
