@@ -459,15 +459,24 @@ def min_parallelism(
     m: ModelConfig, w: Workload, tr: Training, par: Parallelism, capacity: int,
     vary_pipeline: bool = False, max_pipeline: int = 64,
 ) -> tuple[int, int] | None:
-    """Smallest T (pipeline fixed) or smallest T·P (ties: smaller T) whose peak fits `capacity`."""
+    """Smallest T (pipeline fixed) or smallest T·P (ties: smaller T) whose peak fits `capacity`.
+
+    A layout whose model states on one of its stages exceed `capacity` is passed over without its
+    timeline: every timeline holds them whole in its "backward end" phase (weights, gradients and
+    optimizer states, plus the buckets), so its peak is at least that. The answer is peak_memory's;
+    the search, which prices every smaller layout first, costs about half (issue 39)."""
     from transformer_calc.estimators.training.memory import valid_tensor_parallel
 
     Ps = range(1, min(m.n_layers, max_pipeline) + 1) if vary_pipeline else [par.pipeline]
     candidates = sorted(((T * P, T, P) for T in valid_tensor_parallel(m) for P in Ps), key=lambda c: (c[0], c[1]))
     for _, T, P in candidates:
         trial = par.model_copy(update={"tensor": T, "pipeline": P})
-        try:
-            if peak_memory(m, w, tr, trial, all_stages=False).peak_bytes <= capacity:
+        try:  # peak_memory(m, w, tr, trial, all_stages=False).peak_bytes, its stages' states checked first
+            stages = training_memory(m, w, tr, trial, all_stages=False)
+            if max(st.weights + st.gradients + st.optimizer for st in stages) > capacity:
+                continue
+            memo: dict = {}
+            if max(stage_timeline(m, w, tr, trial, st, memo=memo).peak_bytes for st in stages) <= capacity:
                 return T, P
         except TcalcError:
             raise
