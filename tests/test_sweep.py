@@ -560,3 +560,17 @@ def test_peak_curve_equals_peak_at_in_any_order():
         curve = PeakCurve(lines)
         for B in [*range(1, 40), *rng.sample(range(1, 5000), 300), 5, 4, 6, 3]:
             assert curve(B) == peak_at(lines, B), B
+
+
+def test_only_the_float_metrics_are_floats(capsys):
+    """The non-finite check runs on FLOAT_METRICS only: every other metric is an int, a boolean, a
+    bound's name or None, on training, inference, MoE and hybrid models."""
+    from transformer_calc.estimators.sweep import FLOAT_METRICS, METRICS
+
+    for preset, new_tokens in (("llama-2-7b", "1"), ("mixtral-8x7b", "64"), ("falcon-h1-34b", "64")):
+        data = call_json(capsys, "sweep", "--preset", preset, "--B", "1,7", "--T", "1,2", "--gpu", "h100",
+                         "--metrics", ",".join(METRICS), "--tokens", "1e12", "--new-tokens", new_tokens)
+        assert data["points"], data["skipped_reasons"]
+        for row in data["points"]:
+            floats = {k for k in METRICS if isinstance(row[k], float)}
+            assert floats <= FLOAT_METRICS, floats - FLOAT_METRICS

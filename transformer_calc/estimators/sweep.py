@@ -74,6 +74,10 @@ TRAINING_METRICS = tuple(k for k, (cmd, _) in METRIC_SOURCES.items() if cmd != "
 INFERENCE_METRICS = tuple(k for k, (cmd, _) in METRIC_SOURCES.items() if cmd == "inference")
 MEMORY_METRICS = frozenset(("peak_bytes", "weights_bytes", "activations_bytes", "fits", "headroom_bytes"))
 NEEDS_GPU = frozenset(("fits", "headroom_bytes", "train_days", *INFERENCE_METRICS))
+# The metrics that are floats (seconds, rates, days): only they can be non-finite (the rest are ints,
+# booleans, a bound's name or None); tests/test_sweep.py checks the list against a sweep's rows
+FLOAT_METRICS = frozenset(("train_days", "time_to_first_token_s", "time_per_output_token_s", "decode_tokens_per_s",
+                           "tokens_per_s", "total_s"))
 
 
 MAX_REASONS = 5
@@ -244,15 +248,16 @@ class _Pricer:
         if self.want_inference:
             parts.append(_inference_part(m, label, S, point, device, spec, want, c, self.b_max))
         names = self.metrics
+        floats = [(i, name) for i, name in enumerate(names) if name in FLOAT_METRICS]
 
         def price(B: int) -> list[Any]:
             out: dict[str, Any] = {}
             for part in parts:
                 part(B, out)
             metrics = [out[name] for name in names]
-            for name, value in zip(names, metrics):
-                if isinstance(value, float) and not math.isfinite(value):
-                    raise ValueError(f"{name} is not finite ({value})")
+            for i, name in floats:
+                if isinstance(metrics[i], float) and not math.isfinite(metrics[i]):
+                    raise ValueError(f"{name} is not finite ({metrics[i]})")
             return metrics
 
         return S, price
