@@ -251,11 +251,13 @@ def test_min_parallelism_is_minimal():
     ("llama-3.1-8b", {"finetune": "qlora", "flash": True}, {}, 2048, 16),
     ("qwen3-30b-a3b", {"offload": "optimizer", "flash": True}, {"data": 4, "zero": 3}, 2048, 24),
     ("deepseek-v3", {"flash": True, "recompute": "selective"}, {"expert": 8, "data": 8}, 4096, 80),
+    ("gpt3", {"framework": "megatron", "flash": True}, {"zero": 1}, 2048, 80),
+    ("llama-2-7b", {"recompute": "selective", "framework": "deepspeed"}, {"data": 4, "zero": 2}, 4096, 24),
 ])
 def test_min_parallelism_equals_the_search_over_every_timeline(preset, training, layout, S, gib):
-    """min_parallelism passes over the layouts whose model states alone exceed the capacity (every
-    timeline holds them in its "backward end" phase); its answer is the plain search's, which prices
-    every candidate's timeline in order."""
+    """min_parallelism passes over the layouts whose weights, optimizer states and gradients or stored
+    activations alone exceed the capacity (the "backward end" and "forward" phases hold them); its
+    answer is the plain search's, which prices every candidate's timeline in order."""
     from transformer_calc.errors import TcalcError
     from transformer_calc.estimators.training.memory import valid_tensor_parallel
     from transformer_calc.estimators.training.timeline import min_parallelism
