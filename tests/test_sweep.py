@@ -362,6 +362,31 @@ def test_worker_processes_give_the_same_rows_and_skips():
     assert gpu("h100").name in serial.spec.axes["gpu"]
 
 
+@pytest.mark.parametrize("threshold, forks", [(1.0, False), (0.0, True)])
+def test_the_default_workers_fork_only_for_dear_points(monkeypatch, threshold, forks):
+    """With the default number of processes, the first chunk is priced in this process and timed:
+    the rest too where a point costs less than FORK_MIN_POINT_S, else forked workers price it (with
+    the first chunk's caches). The rows, order and skips are one process's either way."""
+    import os
+
+    from transformer_calc.results import sweep_run
+    from transformer_calc.sources.presets import gpu, preset_model
+
+    monkeypatch.delenv("TCALC_SWEEP_WORKERS", raising=False)
+    monkeypatch.setattr(sweep_run, "default_workers", lambda size: 2)
+    monkeypatch.setattr(sweep_run, "FORK_MIN_POINT_S", threshold)
+    forked, real_fork = [], os.fork
+    monkeypatch.setattr(os, "fork", lambda: forked.append(1) or real_fork())
+    models = {"llama-2-7b": preset_model("llama-2-7b")}
+    axes = {"batch_size": "1..60:1", "tensor": "1,2,3,8", "pipeline": "1,2", "gpu": "a100-80gb"}
+    serial = sweep_run.prepare(models, axes, {}, ["peak_bytes", "fits", "model_flops"], gpu_lookup=gpu)
+    serial.workers = 1
+    timed = sweep_run.prepare(models, axes, {}, ["peak_bytes", "fits", "model_flops"], gpu_lookup=gpu)
+    timed.chunk = 97
+    assert timed.report() == serial.report() and serial.stats.skipped > 0
+    assert bool(forked) is forks
+
+
 def test_a_closed_pipe_stops_the_workers():
     import os
     import subprocess
