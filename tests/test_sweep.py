@@ -362,6 +362,31 @@ def test_worker_processes_give_the_same_rows_and_skips():
     assert gpu("h100").name in serial.spec.axes["gpu"]
 
 
+@pytest.mark.parametrize("threshold, forks", [(1.0, False), (0.0, True)])
+def test_the_default_workers_fork_only_for_dear_points(monkeypatch, threshold, forks):
+    """With the default number of processes, the first chunk is priced in this process and timed:
+    the rest too where a point costs less than FORK_MIN_POINT_S, else forked workers price it (with
+    the first chunk's caches). The rows, order and skips are one process's either way."""
+    import os
+
+    from transformer_calc.results import sweep_run
+    from transformer_calc.sources.presets import gpu, preset_model
+
+    monkeypatch.delenv("TCALC_SWEEP_WORKERS", raising=False)
+    monkeypatch.setattr(sweep_run, "default_workers", lambda size: 2)
+    monkeypatch.setattr(sweep_run, "FORK_MIN_POINT_S", threshold)
+    forked, real_fork = [], os.fork
+    monkeypatch.setattr(os, "fork", lambda: forked.append(1) or real_fork())
+    models = {"llama-2-7b": preset_model("llama-2-7b")}
+    axes = {"batch_size": "1..60:1", "tensor": "1,2,3,8", "pipeline": "1,2", "gpu": "a100-80gb"}
+    serial = sweep_run.prepare(models, axes, {}, ["peak_bytes", "fits", "model_flops"], gpu_lookup=gpu)
+    serial.workers = 1
+    timed = sweep_run.prepare(models, axes, {}, ["peak_bytes", "fits", "model_flops"], gpu_lookup=gpu)
+    timed.chunk = 97
+    assert timed.report() == serial.report() and serial.stats.skipped > 0
+    assert bool(forked) is forks
+
+
 def test_a_closed_pipe_stops_the_workers():
     import os
     import subprocess
@@ -470,7 +495,7 @@ def test_affine_peaks_equal_the_timeline_at_every_batch(preset, training, layout
     timeline itself, peak phase and stage tie-breaking included."""
     from transformer_calc.model.config import Parallelism, Training, Workload
     from transformer_calc.sources.presets import preset_model
-    from transformer_calc.estimators.sweep import affine_peaks, peak_at
+    from transformer_calc.estimators.sweep_lines import affine_peaks, peak_at
     from transformer_calc.estimators.training.timeline import peak_memory
 
     m, tr, par = preset_model(preset), Training(**training), Parallelism(**layout)
@@ -490,3 +515,87 @@ def test_the_typed_result_declares_every_axis_in_grid_order():
     from transformer_calc.results.sweep import SweepAxes
 
     assert list(SweepAxes.model_fields) == list(AXES)
+
+
+LINE_PRESETS = ["gpt2", "llama-2-7b", "mixtral-8x7b", "deepseek-v3", "gemma-2-9b", "qwen3-next-80b-a3b",
+                "falcon-h1-34b", "gemma-4-26b-a4b", "deepseek-v4-flash-0731", "lfm2-1.2b"]
+
+
+@pytest.mark.parametrize("preset", LINE_PRESETS)
+def test_flops_lines_equal_count_flops_at_every_batch(preset):
+    """The sweep prices the step FLOPs from lines in B (sweep_lines.flops_lines); where they are
+    given, they equal count_flops at any B, for the total and every recompute policy."""
+    from transformer_calc.estimators.flops import count_flops
+    from transformer_calc.estimators.sweep_lines import flops_lines
+    from transformer_calc.model.config import Recompute, Workload
+    from transformer_calc.sources.presets import preset_model
+
+    m = preset_model(preset)
+    for S in (1000, 4096):
+        lines = flops_lines(m, S, 4096)
+        if lines is False:
+            continue
+        for B in (1, 2, 5, 7, 64, 333, 4096):
+            step = count_flops(m, Workload(seq_len=S, batch_size=B))
+            assert lines["total"][0] + B * lines["total"][1] == step.total, (S, B)
+            for r in Recompute:
+                assert lines[r][0] + B * lines[r][1] == step.hardware(r), (S, B, r)
+
+
+@pytest.mark.parametrize("preset, T, ep, S", [
+    ("llama-2-7b", 1, 1, 1024), ("llama-2-7b", 8, 1, 4096), ("gpt2", 2, 1, 1000), ("mixtral-8x7b", 2, 8, 2048),
+    ("deepseek-v3", 8, 1, 4096), ("gemma-2-9b", 4, 1, 8192), ("qwen3-next-80b-a3b", 4, 1, 1024),
+    ("falcon-h1-34b", 2, 1, 3000),
+])
+def test_decode_lines_equal_decode_at_every_batch(preset, T, ep, S):
+    """The sweep prices a one-token decode from lines in B (sweep_lines.decode_lines); where they
+    are given, `decode_at` equals `decode` itself at any B, bit for bit (floats included)."""
+    from transformer_calc.estimators.inference.roofline import InferenceSpec, decode
+    from transformer_calc.estimators.sweep_lines import decode_at, decode_lines
+    from transformer_calc.sources.presets import gpu, preset_model
+
+    m, device = preset_model(preset), gpu("h100")
+
+    def spec_at(B):
+        return InferenceSpec(batch_size=B, prompt_len=S, tensor_parallel=T, expert_parallel=ep, weight_dtype="bf16")
+
+    lines = decode_lines(m, device, spec_at, 4096)
+    if lines is False:
+        assert m.is_moe or preset in ("qwen3-next-80b-a3b",), preset  # dense attention models are lines
+        return
+    for B in (1, 2, 5, 7, 64, 333, 1000, 4096):
+        d = decode(m, device, spec_at(B))
+        assert decode_at(lines, B) == (d.seconds_per_token, d.tokens_per_s, d.bound, d.seconds), B
+
+
+def test_peak_curve_equals_peak_at_in_any_order():
+    """PeakCurve keeps the winning phase with the range of B it wins over; asked in any order it
+    answers peak_at's (total, weights, activations), ties resolved the same way."""
+    import random
+
+    from transformer_calc.estimators.sweep_lines import PeakCurve, affine_peaks, peak_at
+    from transformer_calc.model.config import Parallelism, Training
+    from transformer_calc.sources.presets import preset_model
+
+    ties = [[((10, 1, 0), (2, 0, 2)), ((0, 2, 0), (4, 0, 4))], [((20, 3, 0), (0, 0, 0)), ((10, 1, 0), (2, 0, 2))]]
+    real = affine_peaks(preset_model("mixtral-8x7b"), 2048, Training(flash=True), Parallelism(pipeline=4, data=2), True)
+    assert real is not False
+    rng = random.Random(39)
+    for lines in (ties, real):
+        curve = PeakCurve(lines)
+        for B in [*range(1, 40), *rng.sample(range(1, 5000), 300), 5, 4, 6, 3]:
+            assert curve(B) == peak_at(lines, B), B
+
+
+def test_only_the_float_metrics_are_floats(capsys):
+    """The non-finite check runs on FLOAT_METRICS only: every other metric is an int, a boolean, a
+    bound's name or None, on training, inference, MoE and hybrid models."""
+    from transformer_calc.estimators.sweep import FLOAT_METRICS, METRICS
+
+    for preset, new_tokens in (("llama-2-7b", "1"), ("mixtral-8x7b", "64"), ("falcon-h1-34b", "64")):
+        data = call_json(capsys, "sweep", "--preset", preset, "--B", "1,7", "--T", "1,2", "--gpu", "h100",
+                         "--metrics", ",".join(METRICS), "--tokens", "1e12", "--new-tokens", new_tokens)
+        assert data["points"], data["skipped_reasons"]
+        for row in data["points"]:
+            floats = {k for k in METRICS if isinstance(row[k], float)}
+            assert floats <= FLOAT_METRICS, floats - FLOAT_METRICS

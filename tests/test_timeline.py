@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -238,6 +240,47 @@ def test_min_parallelism_is_minimal():
     assert smaller
     for x in smaller:
         assert peak_memory(m, w, tr, Parallelism(tensor=x)).peak_bytes > cap
+
+
+@pytest.mark.parametrize("preset, training, layout, S, gib", [
+    ("gpt3", {}, {}, 2048, 80),
+    ("gpt3", {"recompute": "full", "flash": True}, {"data": 8, "zero": 1}, 2048, 80),
+    ("llama-2-13b", {"recompute": "full"}, {}, 4096, 40),
+    ("llama-3-70b", {"flash": True, "framework": "megatron"}, {"sequence_parallel": True}, 8192, 80),
+    ("mixtral-8x7b", {"flash": True}, {"data": 8, "expert": 8, "zero": 3}, 4096, 80),
+    ("llama-3.1-8b", {"finetune": "qlora", "flash": True}, {}, 2048, 16),
+    ("qwen3-30b-a3b", {"offload": "optimizer", "flash": True}, {"data": 4, "zero": 3}, 2048, 24),
+    ("deepseek-v3", {"flash": True, "recompute": "selective"}, {"expert": 8, "data": 8}, 4096, 80),
+    ("gpt3", {"framework": "megatron", "flash": True}, {"zero": 1}, 2048, 80),
+    ("llama-2-7b", {"recompute": "selective", "framework": "deepspeed"}, {"data": 4, "zero": 2}, 4096, 24),
+])
+def test_min_parallelism_equals_the_search_over_every_timeline(preset, training, layout, S, gib):
+    """min_parallelism passes over the layouts whose weights, optimizer states and gradients or stored
+    activations alone exceed the capacity (the "backward end" and "forward" phases hold them); its
+    answer is the plain search's, which prices every candidate's timeline in order."""
+    from transformer_calc.errors import TcalcError
+    from transformer_calc.estimators.training.memory import valid_tensor_parallel
+    from transformer_calc.estimators.training.timeline import min_parallelism
+    from transformer_calc.sources.presets import preset_model
+
+    m, w, tr, par = preset_model(preset), Workload(seq_len=S), Training(**training), Parallelism(**layout)
+    cap = gib * 2**30
+
+    def plain(vary_pipeline):
+        Ps = range(1, min(m.n_layers, 64) + 1) if vary_pipeline else [par.pipeline]
+        for _, T, P in sorted((T * P, T, P) for T in valid_tensor_parallel(m) for P in Ps):
+            try:
+                if peak_memory(m, w, tr, par.model_copy(update={"tensor": T, "pipeline": P}),
+                               all_stages=False).peak_bytes <= cap:
+                    return T, P
+            except TcalcError:
+                raise
+            except ValueError:
+                continue
+        return None
+
+    for vary in (False, True):
+        assert min_parallelism(m, w, tr, par, cap, vary_pipeline=vary) == plain(vary), vary
 
 
 def test_one_fit_finder():

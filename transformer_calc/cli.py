@@ -14,16 +14,14 @@ import importlib.util
 import inspect
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Annotated, Any, Optional, cast
+from typing import IO, Annotated, Any, Optional, cast
 
 import typer
 
 from transformer_calc import __version__
 from transformer_calc.render.common import OutputFormat
-
-if TYPE_CHECKING:
-    from rich.progress import Progress, TaskID
 
 
 app = typer.Typer(
@@ -353,7 +351,9 @@ def _sweep_body(command: str, req: Any, fmt: OutputFormat) -> None:
     for m in sweep_run.models.values():  # the default S a point takes (estimators.sweep: the command's)
         _note_seq_len(m, max(lengths) if lengths else m.training_seq_len if training else m.max_seq_len,
                       lengths is not None)
-    with _sweep_progress(sweep_run.spec.size) as progress:
+    from transformer_calc.render.sweep import SweepProgress
+
+    with SweepProgress(sweep_run.spec.size) as progress:
         if plotting is None and fmt in (OutputFormat.csv, OutputFormat.json):
             from transformer_calc.render.sweep import sweep_csv, sweep_json
 
@@ -547,39 +547,6 @@ def _sweep_plot_args(sweep_run: Any, plot: Path, x: str | None, y: str | None, s
     return str(plot), x_axis, y_metric, series_axis, capacity
 
 
-class _sweep_progress:
-    """A rich progress bar on stderr (a terminal only) once a sweep is predicted to run longer
-    than a second; the callback gets the number of points done."""
-
-    def __init__(self, total: int) -> None:
-        import time
-
-        self.total, self.started = total, time.perf_counter()
-        self.bar: tuple[Progress, TaskID] | None = None  # the bar and its task, once shown
-
-    def __enter__(self) -> Any:
-        return self.update
-
-    def update(self, done: int) -> None:
-        import time
-
-        if self.bar is not None:
-            bar, task = self.bar
-            bar.update(task, completed=done)
-        elif done and (time.perf_counter() - self.started) * self.total / done > 1.0 and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import Progress
-
-            bar = Progress(transient=True, console=Console(stderr=True))
-            bar.start()
-            self.bar = bar, bar.add_task("sweep", total=self.total, completed=done)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar[0].stop()
-
-
-
 # ---------------------------------------------------------------------------- error boundary
 MAX_MESSAGE_CHARS = 400  # an error is one line; values in it are clipped, the whole line too
 
@@ -627,8 +594,35 @@ _USAGE_FIXES = (
 )
 
 
+class _LazyCoercion:
+    """An option's coercion built on its first given value (`_lazy_coercion`)."""
+
+    def __init__(self, descriptor: Any, build: Callable[[Any], Any]) -> None:
+        self.descriptor, self.build = descriptor, build
+        self.real: Any = None
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        if value is None:  # as typer's RuntimeParam.coerce answers None, without the adapter
+            return () if param.multiple or param.nargs == -1 else None
+        if self.real is None:
+            self.real = self.build(self.descriptor)
+        return self.real.coerce(value, param=param, ctx=ctx)
 
 
+def _lazy_coercion(command: Any) -> None:
+    """typer builds each option's coercion (a pydantic TypeAdapter, ~0.2 ms) when the command
+    processes the option's value, given or not, though it answers None (or () for a repeated
+    option) for a value not given without using it (typer._coercion.RuntimeParam.coerce). Here an
+    option builds it on its first given value only (memory has 60 options: 1-3 ms of each run,
+    issue 39). A typer without these internals keeps its own (same answers, slower)."""
+    try:
+        from typer._coercion import build_runtime_param
+    except ImportError:  # pragma: no cover - another typer
+        return
+    for cmd in (command, *getattr(command, "commands", {}).values()):
+        for param in cmd.params:
+            if getattr(param, "_runtime_param", False) is None and hasattr(param, "type_descriptor"):
+                param._runtime_param = _LazyCoercion(param.type_descriptor, build_runtime_param)
 
 
 def _app_for(args: list[str]) -> typer.Typer:
@@ -659,33 +653,6 @@ def full_app() -> typer.Typer:
     return app
 
 
-def _help_names_wrap() -> None:
-    """`--help`'s option names may wrap at their commas (typer joins "--micro-batch,--B,--batch-size"
-    with no space: one word, cut to "--micro-batch,--B,--batch-s…" at 80 columns, issue 38). Typer
-    highlights each joined list with rich_utils.highlighter; this one adds the space first. Only
-    names lists hold ",--"; an older or newer typer without the hook keeps its own rendering."""
-    try:
-        import typer.rich_utils as ru
-    except ImportError:  # pragma: no cover - typer without rich
-        return
-    for name in ("highlighter", "negative_highlighter"):  # the switches' names, and their --no- halves
-        base = getattr(ru, name, None)
-        if base is None or getattr(base, "tcalc_wraps", False):
-            continue
-
-        class Wrapping(type(base)):  # type: ignore[misc]
-            tcalc_wraps = True
-
-            def __call__(self, text: Any) -> Any:
-                if isinstance(text, str):
-                    text = text.replace(",--", ", --")
-                out = super().__call__(text)
-                out.overflow = "fold"  # a long flag folds onto the next line instead of ending in "…"
-                return out
-
-        setattr(ru, name, Wrapping())
-
-
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return the exit code; every failure is one `Error:` line on stderr.
 
@@ -697,11 +664,14 @@ def run(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else list(argv)
     if "-h" in args or "--help" in args:
-        _help_names_wrap()
+        from transformer_calc.render.common import help_names_wrap
+
+        help_names_wrap()
     if sys.stdout is None:  # started with stdout closed (`tcalc ... >&-`)
         return _fail("standard output is closed; redirect it to a file or /dev/null", 2)
     try:
         command = typer.main.get_command(_app_for(args))
+        _lazy_coercion(command)
         result = command.main(args=args, prog_name="tcalc", standalone_mode=False)
         code = result if isinstance(result, int) else 0
         if code == 130:  # typer turns Ctrl-C inside a command into an exit code of 130, silently

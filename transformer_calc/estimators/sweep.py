@@ -35,12 +35,15 @@ from transformer_calc.estimators.inference.roofline import (
 )
 from transformer_calc.estimators.inference.serving import capacity, engine_serving
 from transformer_calc.estimators.inference.spec import check_positive_int
-from transformer_calc.estimators.training.timeline import (
-    CHUNK_TOKENS,
-    fit_capacity,
-    peak_memory,
-    stage_timelines,
+from transformer_calc.estimators.sweep_lines import (
+    LINE_SAMPLES,
+    PeakCurve,
+    affine_peaks,
+    decode_at,
+    decode_lines,
+    flops_lines,
 )
+from transformer_calc.estimators.training.timeline import fit_capacity, peak_memory
 from transformer_calc.model.config import ModelConfig, Parallelism, Training, Workload
 from transformer_calc.model.units import SECONDS_PER_DAY
 
@@ -71,6 +74,10 @@ TRAINING_METRICS = tuple(k for k, (cmd, _) in METRIC_SOURCES.items() if cmd != "
 INFERENCE_METRICS = tuple(k for k, (cmd, _) in METRIC_SOURCES.items() if cmd == "inference")
 MEMORY_METRICS = frozenset(("peak_bytes", "weights_bytes", "activations_bytes", "fits", "headroom_bytes"))
 NEEDS_GPU = frozenset(("fits", "headroom_bytes", "train_days", *INFERENCE_METRICS))
+# The metrics that are floats (seconds, rates, days): only they can be non-finite (the rest are ints,
+# booleans, a bound's name or None); tests/test_sweep.py checks the list against a sweep's rows
+FLOAT_METRICS = frozenset(("train_days", "time_to_first_token_s", "time_per_output_token_s", "decode_tokens_per_s",
+                           "tokens_per_s", "total_s"))
 
 
 MAX_REASONS = 5
@@ -80,55 +87,6 @@ CACHE_ENTRIES = 4096  # per reuse cache; cleared when full, so memory stays boun
 
 
 PeakLookup = Callable[[Any, "str | None"], "tuple[str, Any]"]  # report.peak_for: the one peak-dtype choice
-
-
-def affine_peaks(m: ModelConfig, S: int, tr: Training, par: Parallelism, all_stages: bool) -> Any:
-    """The peak-memory timeline of every stage as lines in B: per stage, per phase, (total, weights,
-    activations) at B = 0 and their slopes, or False where that does not hold.
-
-    Every phase is affine in B (model states fixed; activations and transients linear in the
-    tokens; timeline.max_micro_batch starts from the same lines) except the chunked cross-entropy's
-    min(B·S, chunk) below one chunk per sequence. The lines come from B = 1 and 2 and are checked at
-    B = 3 and 4; a layout that fails the check (or raises) is priced point by point. The sweep then
-    prices any B in O(stages × phases) instead of rebuilding the timeline."""
-    if tr.loss_kernel.value == "chunked" and S < CHUNK_TOKENS:
-        return False
-    try:
-        runs = [stage_timelines(m, Workload.model_construct(seq_len=S, batch_size=b), tr, par, all_stages=all_stages)
-                for b in (1, 2, 3, 4)]
-    except TcalcError:
-        raise
-    except (ValueError, TcalcError, OverflowError, ZeroDivisionError):
-        return False
-    lines = []
-    for stage in zip(*runs):
-        phases = []
-        for ph in zip(*(tl.phases for tl in stage)):
-            values = [(p.total, p.weights, p.activations) for p in ph]
-            slope = tuple(b - a for a, b in zip(values[0], values[1]))
-            base = tuple(a - d for a, d in zip(values[0], slope))
-            for b, v in ((3, values[2]), (4, values[3])):
-                if any(x0 + b * d != x for x0, d, x in zip(base, slope, v)):
-                    return False
-            phases.append((base, slope))
-        lines.append(phases)
-    return lines
-
-
-def peak_at(lines: Any, B: int) -> tuple[int, int, int]:
-    """(total, weights, activations) of the peak phase at micro-batch B from `affine_peaks`: the
-    first phase of largest total in each stage, the first stage of largest peak, as peak_memory.
-    Only the totals are compared; the weights and activations are evaluated for the winner alone."""
-    best_total: int | None = None
-    best: tuple[Any, Any] | None = None
-    for phases in lines:
-        for base, slope in phases:  # a strict > keeps the first of equal totals, across stages too
-            total = base[0] + B * slope[0]
-            if best_total is None or total > best_total:
-                best_total, best = total, (base, slope)
-    assert best is not None and best_total is not None  # a layout has a stage, a stage has phases
-    base, slope = best
-    return best_total, base[1] + B * slope[1], base[2] + B * slope[2]
 
 
 @dataclass(frozen=True)
@@ -194,6 +152,9 @@ class Caches:
     kv: Memo = field(default_factory=Memo)
     inference: Memo = field(default_factory=Memo)
     affine: Memo = field(default_factory=Memo)
+    flops_lines: Memo = field(default_factory=Memo)  # (label, S) -> flops_lines
+    decode: Memo = field(default_factory=Memo)  # (inference layout, GPU) -> decode_lines
+    points: Memo = field(default_factory=Memo)  # a point's values but B -> (S, its metrics at B)
 
 
 def iter_rows(
@@ -208,72 +169,145 @@ def iter_rows(
 ) -> Iterator[dict[str, Any]]:
     """Every point of the grid (or of its points [start, stop) in grid order) that the model can
     run, as a row: its axis values, S, and the metrics (keys `spec.columns`). Skipped points are
-    counted in `stats`. A generator: rows are priced as they are read.
-
-    Longer than 60 lines on purpose: one loop over up to MAX_POINTS points whose reuse caches live in
-    its frame; the per-point work is in `_training_layout`, `_memory_metrics`, `_train_days` and
-    `_inference_metrics`."""
-    metrics = spec.metrics
-    want = set(metrics)
-    want_memory = bool(want & MEMORY_METRICS)
-    want_flops = bool(want & {"model_flops", "hardware_flops"})
-    want_inference = bool(want & set(INFERENCE_METRICS))
-    training_point = spec.training_point
+    counted in `stats`. A generator: rows are priced as they are read (`_Pricer.row`)."""
     names = list(spec.axes)
-    columns = spec.columns
-    c = Caches() if caches is None else caches  # `caches`: the same spec, models and GPUs as before
-    trainings, layouts = c.trainings, c.layouts
-    memory_memo, flops_memo, days_memo, kv_memo, inference_memo = c.memory, c.flops, c.days, c.kv, c.inference
-    affine_memo = c.affine
-    mixed = {name: m.is_moe and m.n_moe_layers() not in (0, m.n_layers) for name, m in models.items()}
-
-    def skip(point: dict[str, Any], exc: Exception) -> None:
-        stats.skipped += 1
-        if len(stats.reasons) < MAX_REASONS:
-            where = " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in point.items())
-            stats.reasons.append(f"{where}: {exc}")
-
+    price = _Pricer(spec, models, gpus, Caches() if caches is None else caches).row
     for i, values in enumerate(_points(spec, start, spec.size if stop is None else stop), start):
         if progress is not None and i % 1024 == 0:
             progress(i)
-        point = dict(zip(names, values))
-        label = point["model"]
-        m = models[label]
-        device = gpus[point["gpu"]] if "gpu" in point else None
-        # S: the axis, else the command's default: training's (the pre-training length) where a
-        # training metric is asked, else inference's (the context window), as `tcalc inference`
-        S = point.get("seq_len") or (m.training_seq_len if training_point else m.max_seq_len)
-        B = point["batch_size"]
-        row = dict(point)
-        row["seq_len"] = S
         try:
-            if want_memory or want_flops or "train_days" in want:
-                rf, tr, layout, par = _training_layout(spec, point, trainings, layouts)
-                if want_memory:
-                    _memory_metrics(m, label, S, B, tr, par, (label, S, B, rf, layout), mixed[label], device, row,
-                                    memory_memo, affine_memo)
-                if want_flops:
-                    flops_key = (label, S, B)
-                    step = flops_memo.get(flops_key)
-                    if step is None:  # a Workload only where a point is priced afresh
-                        step = flops_memo.put(flops_key, count_flops(m, Workload.model_construct(seq_len=S, batch_size=B)))
-                    row["model_flops"] = step.total
-                    if "hardware_flops" in want:
-                        row["hardware_flops"] = step.hardware(tr.recompute)
-                if "train_days" in want:
-                    row["train_days"] = _train_days(m, label, S, spec, par, device, point.get("dtype"), days_memo)
-            if want_inference:
-                _inference_metrics(m, label, S, B, point, device, spec, want, row, kv_memo, inference_memo)
-            for name in metrics:
-                value = row[name]
-                if isinstance(value, float) and not math.isfinite(value):
-                    raise ValueError(f"{name} is not finite ({value})")
+            row = price(values)
         except TcalcError:
             raise
-        except (ValueError, TcalcError, OverflowError, ZeroDivisionError) as exc:
-            skip(point, exc)
+        except (ValueError, OverflowError, ZeroDivisionError) as exc:
+            stats.skipped += 1
+            if len(stats.reasons) < MAX_REASONS:
+                where = " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in zip(names, values))
+                stats.reasons.append(f"{where}: {exc}")
             continue
-        yield {k: row[k] for k in columns}
+        yield row
+
+
+class _Pricer:
+    """One grid's pricing of its points, with what no point changes worked out once: the axes'
+    positions, the metrics asked, each model's default S and, per layout (a point's values but B),
+    the configs, the lines in B (estimators/sweep_lines.py) and the reuse caches (`caches`: the
+    same spec, models and GPUs as before)."""
+
+    def __init__(self, spec: SweepSpec, models: dict[str, ModelConfig], gpus: dict[str, Any], caches: Caches) -> None:
+        self.spec, self.models, self.gpus, self.c = spec, models, gpus, caches
+        self.names, self.columns, self.metrics = list(spec.axes), spec.columns, spec.metrics
+        self.want = want = set(spec.metrics)
+        self.want_memory = bool(want & MEMORY_METRICS)
+        self.want_flops = bool(want & {"model_flops", "hardware_flops"})
+        self.want_training = self.want_memory or self.want_flops or "train_days" in want
+        self.want_inference = bool(want & set(INFERENCE_METRICS))
+        self.i_batch = self.names.index("batch_size")
+        self.i_seq = self.names.index("seq_len") if "seq_len" in spec.axes else None
+        self.mixed = {label: m.is_moe and m.n_moe_layers() not in (0, m.n_layers) for label, m in models.items()}
+        batches = spec.axes["batch_size"]
+        # lines in B pay off where B takes more values than the lines' own samples (B = 1..4, the largest)
+        self.b_max = max(batches) if len(batches) > len(LINE_SAMPLES) + 1 else None
+
+    def row(self, values: tuple[Any, ...]) -> dict[str, Any]:
+        """The row of the point `values` (in the axes' order); raises where the model cannot run it."""
+        i = self.i_batch
+        key = values[:i] + values[i + 1:]
+        layout = self.c.points.get(key)
+        if layout is None:
+            layout = self.c.points.put(key, self._layout(values))
+        S, price = layout
+        metrics = price(values[i])
+        if self.i_seq is None:
+            return dict(zip(self.columns, (*values, S, *metrics)))
+        j = self.i_seq
+        return dict(zip(self.columns, (*values[:j], S, *values[j + 1:], *metrics)))
+
+    def _layout(self, values: tuple[Any, ...]) -> tuple[int, Callable[[int], list[Any]]]:
+        """(S, the metrics at B) of the points that differ from `values` in B alone; raises where the
+        layout's configs are invalid (every point of it is then skipped with the same reason)."""
+        point = dict(zip(self.names, values))
+        label = point["model"]
+        m, spec, c, want = self.models[label], self.spec, self.c, self.want
+        device = self.gpus[point["gpu"]] if "gpu" in point else None
+        # S: the axis, else the command's default: training's (the pre-training length) where a
+        # training metric is asked, else inference's (the context window), as `tcalc inference`
+        S = point.get("seq_len") or (m.training_seq_len if spec.training_point else m.max_seq_len)
+        parts: list[Callable[[int, dict[str, Any]], None]] = []  # each writes its metrics at B, in this order
+        if self.want_training:
+            rf, tr, layout, par = _training_layout(spec, point, c.trainings, c.layouts)
+            if self.want_memory:
+                usable = None if device is None else fit_capacity(device.memory_bytes)
+                parts.append(self._memory(m, label, S, tr, par, (label, S, rf, layout), usable))
+            if self.want_flops:
+                parts.append(self._flops(m, label, S, tr))
+            if "train_days" in want:
+                dtype = point.get("dtype")
+                parts.append(lambda B, out: out.__setitem__(
+                    "train_days", _train_days(m, label, S, spec, par, device, dtype, c.days)))
+        if self.want_inference:
+            parts.append(_inference_part(m, label, S, point, device, spec, want, c, self.b_max))
+        names = self.metrics
+        floats = [(i, name) for i, name in enumerate(names) if name in FLOAT_METRICS]
+
+        def price(B: int) -> list[Any]:
+            out: dict[str, Any] = {}
+            for part in parts:
+                part(B, out)
+            metrics = [out[name] for name in names]
+            for i, name in floats:
+                if isinstance(metrics[i], float) and not math.isfinite(metrics[i]):
+                    raise ValueError(f"{name} is not finite ({metrics[i]})")
+            return metrics
+
+        return S, price
+
+    def _memory(self, m: ModelConfig, label: str, S: int, tr: Training, par: Parallelism, key: tuple[Any, ...],
+                usable: int | None) -> Callable[[int, dict[str, Any]], None]:
+        """`tcalc memory` at B: the peak from the stages' lines in B (`affine_peaks`) where they hold,
+        else the timeline; fits and headroom on the point's GPU. `key`: (label, S, (recompute, flash),
+        layout)."""
+        c, mixed = self.c, self.mixed[label]
+        lines = False if self.b_max is None else c.affine.get(key)
+        if lines is None:
+            lines = c.affine.put(key, affine_peaks(m, S, tr, par, mixed))
+        peak_of = PeakCurve(lines) if lines is not False else (
+            lambda B: _timeline_peak(m, S, B, tr, par, mixed, (*key, B), c.memory))
+
+        def memory(B: int, out: dict[str, Any]) -> None:
+            peak = peak_of(B)
+            out["peak_bytes"], out["weights_bytes"], out["activations_bytes"] = peak
+            if usable is not None:
+                out["fits"], out["headroom_bytes"] = peak[0] <= usable, usable - peak[0]
+
+        return memory
+
+    def _flops(self, m: ModelConfig, label: str, S: int, tr: Training) -> Callable[[int, dict[str, Any]], None]:
+        """`tcalc flops` at B: from the step's lines in B (`flops_lines`) where they hold, else
+        `count_flops` once per (model, S, B)."""
+        c, hardware, b_max = self.c, "hardware_flops" in self.want, self.b_max
+        lines: Any = False
+        if b_max is not None:
+            lines = c.flops_lines.get((label, S))
+            if lines is None:
+                lines = c.flops_lines.put((label, S), flops_lines(m, S, b_max))
+        if lines is not False:
+            (t0, t1), (h0, h1) = lines["total"], lines[tr.recompute]
+
+            def flops(B: int, out: dict[str, Any]) -> None:
+                out["model_flops"] = t0 + B * t1
+                if hardware:
+                    out["hardware_flops"] = h0 + B * h1
+            return flops
+
+        def flops_at(B: int, out: dict[str, Any]) -> None:
+            step = c.flops.get((label, S, B))
+            if step is None:  # a Workload only where a point is priced afresh
+                step = c.flops.put((label, S, B), count_flops(m, Workload.model_construct(seq_len=S, batch_size=B)))
+            out["model_flops"] = step.total
+            if hardware:
+                out["hardware_flops"] = step.hardware(tr.recompute)
+        return flops_at
 
 
 def _training_layout(spec: SweepSpec, point: dict[str, Any], trainings: dict[tuple[str, bool], Training],
@@ -293,34 +327,23 @@ def _training_layout(spec: SweepSpec, point: dict[str, Any], trainings: dict[tup
     return rf, tr, layout, par
 
 
-def _memory_metrics(m: ModelConfig, label: str, S: int, B: int, tr: Training, par: Parallelism, key: tuple[Any, ...],
-                    mixed: bool, device: Any, row: dict[str, Any], memo: Memo, affine_memo: Memo) -> None:
-    """`tcalc memory` at this point: the peak from the stages' lines in B (`affine_peaks`) where they
-    hold, else the timeline; fits and headroom on the point's GPU. `key`: (label, S, B, (recompute,
-    flash), layout)."""
+def _timeline_peak(m: ModelConfig, S: int, B: int, tr: Training, par: Parallelism, mixed: bool,
+                   key: tuple[Any, ...], memo: Memo) -> tuple[int, int, int]:
+    """(total, weights, activations) of the peak phase at B from the timeline itself, once per `key`
+    (label, S, (recompute, flash), layout, B) whatever the GPU and dtype."""
     peak = memo.get(key)
-    if peak is None:
-        affine_key = (label, S, key[3], key[4])
-        lines = affine_memo.get(affine_key)
-        if lines is None:
-            lines = affine_memo.put(affine_key, affine_peaks(m, S, tr, par, mixed))
-        if lines is not False:
-            peak = peak_at(lines, B)
     if peak is None:
         try:
             phase = peak_memory(m, Workload.model_construct(seq_len=S, batch_size=B), tr, par, all_stages=mixed).peak
             peak = (phase.total, phase.weights, phase.activations)
         except TcalcError:
             raise
-        except (ValueError, TcalcError) as exc:
+        except ValueError as exc:
             peak = exc
         memo.put(key, peak)
     if isinstance(peak, Exception):
         raise peak
-    row["peak_bytes"], row["weights_bytes"], row["activations_bytes"] = peak
-    if device is not None:
-        usable = fit_capacity(device.memory_bytes)
-        row["fits"], row["headroom_bytes"] = peak[0] <= usable, usable - peak[0]
+    return peak
 
 
 def _points(spec: SweepSpec, start: int, stop: int) -> Iterator[tuple[Any, ...]]:
@@ -356,53 +379,105 @@ def _train_days(m: ModelConfig, label: str, S: int, spec: SweepSpec, par: Parall
     return training_time_s(total, par.gpus, peak, spec.mfu) / SECONDS_PER_DAY
 
 
-def _inference_metrics(m: ModelConfig, label: str, S: int, B: int, point: dict[str, Any], device: Any, spec: SweepSpec,
-                       want: set[str], row: dict[str, Any], kv_memo: Memo, memo: Memo) -> None:
-    """`tcalc inference` at this point (its InferenceSpec built as `report.inference_spec` does)."""
+LINE_METRICS = frozenset(("kv_cache_bytes", "time_per_output_token_s", "decode_tokens_per_s", "decode_bound"))
+PREFILL_METRICS = frozenset(("time_to_first_token_s", "tokens_per_s", "total_s"))
+DECODE_METRICS = frozenset(("time_per_output_token_s", "decode_tokens_per_s", "decode_bound", "tokens_per_s", "total_s"))
+
+
+def _inference_part(m: ModelConfig, label: str, S: int, point: dict[str, Any], device: Any, spec: SweepSpec,
+                    want: set[str], c: Caches, b_max: int | None) -> Callable[[int, dict[str, Any]], None]:
+    """`tcalc inference` at B (its InferenceSpec built as `report.inference_spec` does): the KV
+    cache and a one-token decode from lines in B where they hold, else once per (label, S, T, ep,
+    weight dtype, dtype, GPU, B) whatever the other axes (`_inference_point`)."""
     T, ep, dtype = point["tensor"], point["expert"], point.get("dtype")
     # The weights: the axis, else the model's own format (a quantized checkpoint), else the compute
     # dtype, else bf16 (as `report.inference_spec` defaults them).
     weight = point.get("weight_dtype") or getattr(m, "weight_format", None) or dtype or "bf16"
     layout = (label, S, T, ep, weight, dtype)  # what the spec holds but B
-    key = (label, S, B, T, ep, weight, dtype, point["gpu"])
-    done = memo.get(key)
-    if done is None:
-        try:
-            ispec = _inference_spec(layout, B, spec, memo)
-            done = {}
-            if "kv_cache_bytes" in want:
-                # B sequences' caches: B times one sequence's (kv_cache: per_gpu_bytes = B · kv_bytes(shard)),
-                # whose layout does not involve B (rank_shard's key leaves out B, S and N_new)
-                per_sequence = kv_memo.get(layout)
-                if per_sequence is None:
-                    per_sequence = kv_memo.put(layout, kv_cache(m, ispec).per_gpu_bytes // B)
-                done["kv_cache_bytes"] = B * per_sequence
-            if {"inference_memory_bytes", "inference_fits"} & want:
-                mem = inference_memory(m, device, ispec)
-                done["inference_memory_bytes"], done["inference_fits"] = mem.total_bytes, mem.fits
-            need_prefill = bool({"time_to_first_token_s", "tokens_per_s", "total_s"} & want)
-            need_decode = bool({"time_per_output_token_s", "decode_tokens_per_s", "decode_bound", "tokens_per_s", "total_s"} & want)
-            prefill = prefill_step(m, device, ispec) if need_prefill else None
-            dec = decode(m, device, ispec) if need_decode else None
-            if prefill is not None:
-                done["time_to_first_token_s"] = prefill.seconds
+    line_key = (layout, point["gpu"])
+    asked = want & set(INFERENCE_METRICS)
+    lines: list[Any] = [] if b_max is not None and asked <= LINE_METRICS else [False]
+
+    def inference(B: int, out: dict[str, Any]) -> None:
+        if not lines:  # the first B: the layout's lines (or False), raising where its spec is invalid
+            assert b_max is not None  # lines start empty only then
+            lines.append(_inference_lines(m, layout, B, device, line_key, spec, asked, c, b_max))
+        if lines[0] is not False:
+            kv, dec = lines[0]
+            if kv is not None:
+                out["kv_cache_bytes"] = B * kv
             if dec is not None:
-                done["time_per_output_token_s"], done["decode_tokens_per_s"], done["decode_bound"] = (
-                    dec.seconds_per_token, dec.tokens_per_s, dec.bound)
-            if "max_concurrent_sequences" in want:  # the engine's paged KV cache (inference's serving section)
-                done["max_concurrent_sequences"] = capacity(
-                    m, device, ispec, engine_serving(spec.engine, device, T)).max_concurrent_sequences if ispec.kv_cache else None
-            if prefill is not None and dec is not None:  # as inference.estimate_inference
-                total = prefill.seconds + dec.seconds
-                done["total_s"], done["tokens_per_s"] = total, ispec.batch_size * ispec.new_tokens / total
-        except TcalcError:
-            raise
-        except (ValueError, TcalcError) as exc:
-            done = exc
-        memo.put(key, done)
-    if isinstance(done, Exception):
-        raise done
-    row.update(done)
+                out["time_per_output_token_s"], out["decode_tokens_per_s"], out["decode_bound"], _ = decode_at(dec, B)
+            return
+        key = (line_key, B)
+        done = c.inference.get(key)
+        if done is None:
+            try:
+                done = _inference_point(m, layout, B, device, spec, asked, c)
+            except TcalcError:
+                raise
+            except ValueError as exc:
+                done = exc
+            c.inference.put(key, done)
+        if isinstance(done, Exception):
+            raise done
+        out.update(done)
+
+    return inference
+
+
+def _inference_lines(m: ModelConfig, layout: tuple[Any, ...], B: int, device: Any, line_key: tuple[Any, ...],
+                     spec: SweepSpec, asked: set[str], c: Caches, b_max: int) -> Any:
+    """(one sequence's KV cache bytes or None, the one-token decode's `decode_lines` or None) of a
+    layout, or False where the decode is not one token or not a line in B."""
+    template = _spec_template(layout, B, spec, c.inference)  # validated once per layout
+    dec = None
+    if asked & DECODE_METRICS:
+        if template.new_tokens != 1:
+            return False
+        dec = c.decode.get(line_key)
+        if dec is None:
+            dec = c.decode.put(line_key, decode_lines(m, device, lambda b: _inference_spec(layout, b, spec, c.inference),
+                                                      b_max))
+        if dec is False:
+            return False
+    return (_kv_per_sequence(m, layout, template, c) if "kv_cache_bytes" in asked else None), dec
+
+
+def _kv_per_sequence(m: ModelConfig, layout: tuple[Any, ...], template: InferenceSpec, c: Caches) -> int:
+    """One sequence's KV cache bytes on one GPU: kv_cache's per_gpu_bytes is B · kv_bytes(shard), whose
+    layout does not involve B (rank_shard's key leaves out B, S and N_new)."""
+    per_sequence = c.kv.get(layout)
+    if per_sequence is None:
+        per_sequence = c.kv.put(layout, kv_cache(m, template).per_gpu_bytes // template.batch_size)
+    return per_sequence
+
+
+def _inference_point(m: ModelConfig, layout: tuple[Any, ...], B: int, device: Any, spec: SweepSpec, asked: set[str],
+                     c: Caches) -> dict[str, Any]:
+    """The inference metrics of one point by the estimators at this B (the KV cache as B sequences')."""
+    ispec = _inference_spec(layout, B, spec, c.inference)
+    done: dict[str, Any] = {}
+    if "kv_cache_bytes" in asked:
+        done["kv_cache_bytes"] = B * _kv_per_sequence(m, layout, ispec, c)
+    if {"inference_memory_bytes", "inference_fits"} & asked:
+        mem = inference_memory(m, device, ispec)
+        done["inference_memory_bytes"], done["inference_fits"] = mem.total_bytes, mem.fits
+    prefill = prefill_step(m, device, ispec) if asked & PREFILL_METRICS else None
+    dec = decode(m, device, ispec) if asked & DECODE_METRICS else None
+    if prefill is not None:
+        done["time_to_first_token_s"] = prefill.seconds
+    if dec is not None:
+        done["time_per_output_token_s"], done["decode_tokens_per_s"], done["decode_bound"] = (
+            dec.seconds_per_token, dec.tokens_per_s, dec.bound)
+    if "max_concurrent_sequences" in asked:  # the engine's paged KV cache (inference's serving section)
+        done["max_concurrent_sequences"] = capacity(
+            m, device, ispec, engine_serving(spec.engine, device, ispec.tensor_parallel)).max_concurrent_sequences \
+            if ispec.kv_cache else None
+    if prefill is not None and dec is not None:  # as inference.estimate_inference
+        total = prefill.seconds + dec.seconds
+        done["total_s"], done["tokens_per_s"] = total, ispec.batch_size * ispec.new_tokens / total
+    return done
 
 
 def _inference_spec(layout: tuple[Any, ...], B: int, spec: SweepSpec, memo: Memo) -> InferenceSpec:
@@ -410,6 +485,18 @@ def _inference_spec(layout: tuple[Any, ...], B: int, spec: SweepSpec, memo: Memo
     fields validated and resolved once per `layout` (label, S, T, ep, weight, dtype): its
     `__post_init__` checks each field on its own and resolves the dtypes from the dtypes alone, so
     the spec at another B is the validated one with B replaced (and B checked as it checks it)."""
+    template = _spec_template(layout, B, spec, memo)
+    if template.batch_size == B:
+        return template
+    check_positive_int("batch_size", B)
+    at_b = object.__new__(InferenceSpec)  # a frozen dataclass: its fields are its __dict__
+    at_b.__dict__.update(template.__dict__)
+    at_b.__dict__["batch_size"] = B
+    return at_b
+
+
+def _spec_template(layout: tuple[Any, ...], B: int, spec: SweepSpec, memo: Memo) -> InferenceSpec:
+    """The layout's validated InferenceSpec (at the B it was first asked at); raises where it is invalid."""
     template = memo.get(("spec", layout))
     if template is None:
         _, S, T, ep, weight, dtype = layout
@@ -421,10 +508,4 @@ def _inference_spec(layout: tuple[Any, ...], B: int, spec: SweepSpec, memo: Memo
         memo.put(("spec", layout), template)
     if isinstance(template, Exception):
         raise template
-    if template.batch_size == B:
-        return template
-    check_positive_int("batch_size", B)
-    at_b = object.__new__(InferenceSpec)  # a frozen dataclass: its fields are its __dict__
-    at_b.__dict__.update(template.__dict__)
-    at_b.__dict__["batch_size"] = B
-    return at_b
+    return template

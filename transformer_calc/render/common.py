@@ -299,3 +299,30 @@ def with_assumed(r: Any, *parts: Any) -> Any:
         option, _, source = row.strip().partition(": ")
         grid.add_row(f"  {option}:", source, style="dim")
     return Group(Text(first, style="dim"), grid, *parts)
+
+
+def help_names_wrap() -> None:
+    """`--help`'s option names may wrap at their commas (typer joins "--micro-batch,--B,--batch-size"
+    with no space: one word, cut to "--micro-batch,--B,--batch-s…" at 80 columns, issue 38). Typer
+    highlights each joined list with rich_utils.highlighter; this one adds the space first. Only
+    names lists hold ",--"; an older or newer typer without the hook keeps its own rendering."""
+    try:
+        import typer.rich_utils as ru
+    except ImportError:  # pragma: no cover - typer without rich
+        return
+    for name in ("highlighter", "negative_highlighter"):  # the switches' names, and their --no- halves
+        base = getattr(ru, name, None)
+        if base is None or getattr(base, "tcalc_wraps", False):
+            continue
+
+        class Wrapping(type(base)):  # type: ignore[misc]
+            tcalc_wraps = True
+
+            def __call__(self, text: Any) -> Any:
+                if isinstance(text, str):
+                    text = text.replace(",--", ", --")
+                out = super().__call__(text)
+                out.overflow = "fold"  # a long flag folds onto the next line instead of ending in "…"
+                return out
+
+        setattr(ru, name, Wrapping())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from transformer_calc.errors import TcalcError
 
 import json
+import sys
 from typing import Any
 
 from transformer_calc.render.common import csv_cell, fmt_bytes, fmt_flops, fmt_s, styled_table
@@ -149,3 +150,35 @@ def plot_sweep(report: Any, path: str, x: str, y: str, series: str | None, capac
         raise TcalcError(f"--plot {path!r}: cannot write the figure ({exc})") from None
     finally:
         plt.close(fig)
+
+
+class SweepProgress:
+    """A rich progress bar on stderr (a terminal only) once a sweep is predicted to run longer
+    than a second; the callback gets the number of points done."""
+
+    def __init__(self, total: int) -> None:
+        import time
+
+        self.total, self.started = total, time.perf_counter()
+        self.bar: tuple[Any, Any] | None = None  # the rich Progress and its task, once shown
+
+    def __enter__(self) -> Any:
+        return self.update
+
+    def update(self, done: int) -> None:
+        import time
+
+        if self.bar is not None:
+            bar, task = self.bar
+            bar.update(task, completed=done)
+        elif done and (time.perf_counter() - self.started) * self.total / done > 1.0 and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import Progress
+
+            bar = Progress(transient=True, console=Console(stderr=True))
+            bar.start()
+            self.bar = bar, bar.add_task("sweep", total=self.total, completed=done)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar[0].stop()

@@ -459,15 +459,25 @@ def min_parallelism(
     m: ModelConfig, w: Workload, tr: Training, par: Parallelism, capacity: int,
     vary_pipeline: bool = False, max_pipeline: int = 64,
 ) -> tuple[int, int] | None:
-    """Smallest T (pipeline fixed) or smallest T·P (ties: smaller T) whose peak fits `capacity`."""
+    """Smallest T (pipeline fixed) or smallest T·P (ties: smaller T) whose peak fits `capacity`.
+
+    A layout that cannot fit by two of its stages' phases alone is passed over without its timeline:
+    every timeline holds the weights and optimizer states throughout, with the gradients in its
+    "backward end" phase and the stored activations in its "forward" phase (each phase adds only
+    bytes >= 0 to these), so its peak is at least W + O + max(G, stored). The answer is
+    peak_memory's; the search, which prices every smaller layout first, costs a fraction (issue 39)."""
     from transformer_calc.estimators.training.memory import valid_tensor_parallel
 
     Ps = range(1, min(m.n_layers, max_pipeline) + 1) if vary_pipeline else [par.pipeline]
     candidates = sorted(((T * P, T, P) for T in valid_tensor_parallel(m) for P in Ps), key=lambda c: (c[0], c[1]))
     for _, T, P in candidates:
         trial = par.model_copy(update={"tensor": T, "pipeline": P})
-        try:
-            if peak_memory(m, w, tr, trial, all_stages=False).peak_bytes <= capacity:
+        try:  # peak_memory(m, w, tr, trial, all_stages=False).peak_bytes, its stages' states checked first
+            stages = training_memory(m, w, tr, trial, all_stages=False)
+            if max(st.weights + st.optimizer + max(st.gradients, st.stored) for st in stages) > capacity:
+                continue
+            memo: dict = {}
+            if max(stage_timeline(m, w, tr, trial, st, memo=memo).peak_bytes for st in stages) <= capacity:
                 return T, P
         except TcalcError:
             raise
