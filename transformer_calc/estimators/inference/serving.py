@@ -583,25 +583,10 @@ def evaluate_layout(
 
     run = dataclasses.replace(spec, batch_size=1, prompt_len=prompt_len, new_tokens=output_len)
     cap = capacity(m, gpu, run, serving)
-    if cap.kv_budget_bytes < 0:
-        return reject("does not fit: weights + reserves exceed the usable memory per GPU", cap)
-    seq_cap = sequence_limit(serving, cap)
-    b_max = min(cap.max_concurrent_sequences, seq_cap)
-    if b_max < 1:
-        return reject(f"no room in the KV cache for one sequence of {cap.context_len} tokens", cap)
-    if not serving.chunked_prefill and prompt_len >= serving.max_num_batched_tokens:
-        return reject(f"without chunked prefill a prompt of {prompt_len} tokens must fit in one step beside the "
-                      f"decodes: raise --max-num-batched-tokens above {prompt_len} or give --chunked-prefill", cap)
-    # The step budget: a steady state decodes B tokens and prefills B·P/O prompt tokens per step
-    # (load_point), all within max_num_batched_tokens: B·(1 + P/O) <= budget, B <= budget·O/(O + P).
-    # A larger B cannot be kept in flight (the prompts queue without bound).
-    budget = serving.max_num_batched_tokens
-    b_budget = budget * output_len // (output_len + prompt_len)
-    if b_budget < 1:
-        return reject(f"the step budget max_num_batched_tokens ({budget}) is below the {1 + prompt_len / output_len:.4g} "
-                      "tokens per step one sequence needs in steady state (1 decode + P/O prompt tokens); raise "
-                      "--max-num-batched-tokens", cap)
-    b_max = min(b_max, b_budget)
+    limits = _batch_limits(cap, serving, prompt_len, output_len)
+    if isinstance(limits, str):
+        return reject(limits, cap)
+    b_max, seq_cap, b_budget = limits
 
     def at(b: int) -> LoadPoint:
         return load_point(m, gpu, run, eff, serving, prompt_len, output_len, b)
@@ -609,17 +594,15 @@ def evaluate_layout(
     def meets(p: LoadPoint) -> bool:
         return (tpot_s is None or p.tpot_s <= tpot_s) and (ttft_s is None or p.ttft_s <= ttft_s)
 
+    def missed(p: LoadPoint) -> str:
+        what = "TPOT" if tpot_s is not None and p.tpot_s > tpot_s else "TTFT"
+        return f"{what} {p.tpot_s if what == 'TPOT' else p.ttft_s:.4g} s exceeds the target"
+
     if concurrency is not None:
-        if concurrency > cap.max_concurrent_sequences:
-            return reject(f"concurrency {concurrency} exceeds the {cap.max_concurrent_sequences} sequences whose "
-                          "cache fits", cap)
-        if concurrency > seq_cap:
-            return reject(f"concurrency {concurrency} exceeds the engine's {seq_cap} sequences per step "
-                          "(max_num_seqs); raise --max-num-seqs", cap)
-        if concurrency > b_budget:
-            need = concurrency * (1 + prompt_len / output_len)
-            return reject(f"concurrency {concurrency} needs {need:,.0f} tokens per step (B decodes + B·P/O prompt "
-                          f"tokens), above max_num_batched_tokens ({budget}); at most {b_budget} fit", cap)
+        reason = _concurrency_refused(concurrency, cap, seq_cap, b_budget, serving.max_num_batched_tokens,
+                                      prompt_len, output_len)
+        if reason is not None:
+            return reject(reason, cap)
         b = concurrency
     elif request_rate is not None:
         need = request_rate / (replicas * groups)
@@ -630,20 +613,51 @@ def evaluate_layout(
                           f"at the {b_max} sequences that fit", cap, top)
         b = found
     else:
-        if not meets(at(1)):
-            one = at(1)
-            what = "TPOT" if tpot_s is not None and one.tpot_s > tpot_s else "TTFT"
-            value = one.tpot_s if what == "TPOT" else one.ttft_s
-            return reject(f"{what} {value:.4g} s exceeds the target even at one sequence", cap, one)
+        if not meets(one := at(1)):
+            return reject(f"{missed(one)} even at one sequence", cap, one)
         b = _largest(lambda b: meets(at(b)), b_max)
     point = at(b)
-    ok = meets(point)
-    if not ok:
-        what = "TPOT" if tpot_s is not None and point.tpot_s > tpot_s else "TTFT"
-        value = point.tpot_s if what == "TPOT" else point.ttft_s
-        return Layout(T, replicas, gpus, cap, point, False, f"{what} {value:.4g} s exceeds the target at B = {b}",
-                      groups)
+    if not meets(point):
+        return Layout(T, replicas, gpus, cap, point, False, f"{missed(point)} at B = {b}", groups)
     return Layout(T, replicas, gpus, cap, point, True, None, groups)
+
+
+def _batch_limits(cap: Capacity, serving: ServingSpec, prompt_len: int, output_len: int) -> tuple[int, int, int] | str:
+    """(largest B kept in flight, the engine's sequences per step, the step budget's B), or why no B runs."""
+    if cap.kv_budget_bytes < 0:
+        return "does not fit: weights + reserves exceed the usable memory per GPU"
+    seq_cap = sequence_limit(serving, cap)
+    b_max = min(cap.max_concurrent_sequences, seq_cap)
+    if b_max < 1:
+        return f"no room in the KV cache for one sequence of {cap.context_len} tokens"
+    if not serving.chunked_prefill and prompt_len >= serving.max_num_batched_tokens:
+        return (f"without chunked prefill a prompt of {prompt_len} tokens must fit in one step beside the "
+                f"decodes: raise --max-num-batched-tokens above {prompt_len} or give --chunked-prefill")
+    # The step budget: a steady state decodes B tokens and prefills B·P/O prompt tokens per step
+    # (load_point), all within max_num_batched_tokens: B·(1 + P/O) <= budget, B <= budget·O/(O + P).
+    # A larger B cannot be kept in flight (the prompts queue without bound).
+    budget = serving.max_num_batched_tokens
+    b_budget = budget * output_len // (output_len + prompt_len)
+    if b_budget < 1:
+        return (f"the step budget max_num_batched_tokens ({budget}) is below the {1 + prompt_len / output_len:.4g} "
+                "tokens per step one sequence needs in steady state (1 decode + P/O prompt tokens); raise "
+                "--max-num-batched-tokens")
+    return min(b_max, b_budget), seq_cap, b_budget
+
+
+def _concurrency_refused(concurrency: int, cap: Capacity, seq_cap: int, b_budget: int, budget: int,
+                         prompt_len: int, output_len: int) -> str | None:
+    """Why a closed-loop concurrency cannot be kept in flight (None: it can)."""
+    if concurrency > cap.max_concurrent_sequences:
+        return f"concurrency {concurrency} exceeds the {cap.max_concurrent_sequences} sequences whose cache fits"
+    if concurrency > seq_cap:
+        return (f"concurrency {concurrency} exceeds the engine's {seq_cap} sequences per step "
+                "(max_num_seqs); raise --max-num-seqs")
+    if concurrency > b_budget:
+        need = concurrency * (1 + prompt_len / output_len)
+        return (f"concurrency {concurrency} needs {need:,.0f} tokens per step (B decodes + B·P/O prompt "
+                f"tokens), above max_num_batched_tokens ({budget}); at most {b_budget} fit")
+    return None
 
 
 def candidate_tensor_parallel(m: ModelConfig, gpus: int, node_size: int, ep: int = 1) -> list[int]:
