@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Callable
 from dataclasses import dataclass
 
 from transformer_calc.devices.hardware import GPU
@@ -77,6 +78,24 @@ class Disaggregated:
     max_concurrent_sequences: int  # per decode instance (its paged cache)
 
 
+def _decode_batch(tpot: Callable[[int], float], b_max: int, tpot_s: float | None, concurrency: int | None) -> int:
+    """B per decode instance: the given concurrency, else the largest B (at most b_max) whose step meets the
+    TPOT target (TPOT grows with B: bisection), 1 when even one sequence misses it."""
+    if concurrency is not None:
+        if concurrency > b_max:
+            raise ValueError(f"concurrency {concurrency} exceeds the {b_max} sequences a decode instance holds")
+        return concurrency
+    if tpot_s is None or tpot(b_max) <= tpot_s:
+        return b_max
+    if tpot(1) > tpot_s:
+        return 1  # the target is out of reach; reported at one sequence
+    lo, hi = 1, b_max
+    while hi - lo > 1:  # bounded: log2(b_max) halvings
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if tpot(mid) <= tpot_s else (lo, mid)
+    return lo
+
+
 def disaggregate(
     m: ModelConfig, gpu: GPU, spec: InferenceSpec, eff: Efficiency, serving: ServingSpec, *,
     prefill_instances: int, decode_instances: int, prompt_len: int, output_len: int,
@@ -115,20 +134,7 @@ def disaggregate(
         d = dataclasses.replace(spec, batch_size=b, prompt_len=P, new_tokens=max(O, 2))
         return expected_step(m, gpu, d, eff, decode_step(m, gpu, d, context)).time_s
 
-    if concurrency is not None:
-        if concurrency > b_max:
-            raise ValueError(f"concurrency {concurrency} exceeds the {b_max} sequences a decode instance holds")
-        b = concurrency
-    elif tpot_s is None or tpot(b_max) <= tpot_s:
-        b = b_max
-    elif tpot(1) > tpot_s:
-        b = 1  # the target is out of reach; reported at one sequence
-    else:  # the largest B whose step meets the target (TPOT grows with B): bisection
-        lo, hi = 1, b_max
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if tpot(mid) <= tpot_s else (lo, mid)
-        b = lo
+    b = _decode_batch(tpot, b_max, tpot_s, concurrency)
     t_d = tpot(b)
     steps = max(O - 1, 1)  # the first token came from the prefill
     r_d = groups * b / (steps * t_d)
