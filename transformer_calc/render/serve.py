@@ -59,32 +59,7 @@ def serve_table(r: Any) -> Any:
                     f"B={best.concurrency}, {best.tokens_per_s:,.0f} output tokens/s"
                     if best else "no layout meets the targets"),
     ]
-    co = getattr(r, "cost", None)
-    if co is not None:
-        if co.price is not None:
-            lines.append(
-                f"cost ${co.cost_per_hour:,.2f}/hour at ${co.price.usd_per_gpu_hour:,.2f}/GPU-hour ({co.price.kind}: "
-                f"{co.price.provider or co.price.source}, {co.price.date or 'given'}): ${co.cost_per_million_input_tokens:,.3f} "
-                f"per million input tokens, ${co.cost_per_million_output_tokens:,.3f} per million output tokens"
-                + (f"; {co.request_rate:g} requests/s need {co.gpus_for_request_rate} GPUs, "
-                   f"${co.cost_per_hour_for_request_rate:,.2f}/hour" if co.gpus_for_request_rate is not None else ""))
-        else:
-            lines.append("no price for this GPU in presets/prices.yaml: give --price-per-gpu-hour for $ per token")
-        if co.energy is not None:
-            lines.append(f"energy {co.energy.kwh:,.2f} kWh per hour ({co.energy.kwh_per_million_tokens:,.3f} kWh per million "
-                         f"output tokens), {co.energy.co2_tonnes * 1000:,.2f} kg CO2eq per hour at "
-                         f"{co.energy.grid_intensity_g_per_kwh:g} g/kWh")
-    dg = getattr(r, "disaggregated", None)
-    if dg is not None:
-        lines.append(
-            f"disaggregated {dg.prefill_instances}P{dg.decode_instances}D (T={dg.tensor}, {dg.gpus} GPUs): "
-            f"prefill {dg.prefill_batch} prompt(s) per {fmt_s(dg.prefill_step_s)} step, "
-            f"{dg.prefill_requests_per_s:.3g} requests/s per instance; KV {dg.kv_bytes_per_request / 2**20:,.0f} MiB "
-            f"per request over {dg.link} in {fmt_s(dg.kv_transfer_s)}; decode B={dg.decode_concurrency} at TPOT "
-            f"{fmt_s(dg.tpot_s)}, {dg.decode_requests_per_s:.3g} requests/s per instance; deployment "
-            f"{dg.requests_per_s:.3g} requests/s, {dg.tokens_per_s:,.0f} output tokens/s "
-            f"({dg.tokens_per_s_per_gpu:,.0f}/GPU), TTFT {fmt_s(dg.ttft_s)}; bound by {dg.bottleneck}; balanced at "
-            f"{dg.balanced_decode_per_prefill:.3g} decode per prefill instance")
+    lines += _cost_lines(getattr(r, "cost", None)) + _disaggregated_lines(getattr(r, "disaggregated", None))
     if getattr(r, "calibration", None) is not None:
         from transformer_calc.render.calibrate import calibration_line
 
@@ -92,6 +67,46 @@ def serve_table(r: Any) -> Any:
     cv = getattr(r, "curve", None)
     if cv is None:
         return with_assumed(r, t, Text("\n".join(lines)))
+    return with_assumed(r, t, Text("\n".join(lines)), _curve_table(cv))
+
+
+def _cost_lines(co: Any) -> list[str]:
+    """The serving cost per hour and per million tokens, and the energy (when priced)."""
+    if co is None:
+        return []
+    if co.price is None:
+        lines = ["no price for this GPU in presets/prices.yaml: give --price-per-gpu-hour for $ per token"]
+    else:
+        lines = [
+            f"cost ${co.cost_per_hour:,.2f}/hour at ${co.price.usd_per_gpu_hour:,.2f}/GPU-hour ({co.price.kind}: "
+            f"{co.price.provider or co.price.source}, {co.price.date or 'given'}): ${co.cost_per_million_input_tokens:,.3f} "
+            f"per million input tokens, ${co.cost_per_million_output_tokens:,.3f} per million output tokens"
+            + (f"; {co.request_rate:g} requests/s need {co.gpus_for_request_rate} GPUs, "
+               f"${co.cost_per_hour_for_request_rate:,.2f}/hour" if co.gpus_for_request_rate is not None else "")]
+    if co.energy is not None:
+        lines.append(f"energy {co.energy.kwh:,.2f} kWh per hour ({co.energy.kwh_per_million_tokens:,.3f} kWh per million "
+                     f"output tokens), {co.energy.co2_tonnes * 1000:,.2f} kg CO2eq per hour at "
+                     f"{co.energy.grid_intensity_g_per_kwh:g} g/kWh")
+    return lines
+
+
+def _disaggregated_lines(dg: Any) -> list[str]:
+    """The prefill and decode pools of --disaggregate, in one line."""
+    if dg is None:
+        return []
+    return [
+        f"disaggregated {dg.prefill_instances}P{dg.decode_instances}D (T={dg.tensor}, {dg.gpus} GPUs): "
+        f"prefill {dg.prefill_batch} prompt(s) per {fmt_s(dg.prefill_step_s)} step, "
+        f"{dg.prefill_requests_per_s:.3g} requests/s per instance; KV {dg.kv_bytes_per_request / 2**20:,.0f} MiB "
+        f"per request over {dg.link} in {fmt_s(dg.kv_transfer_s)}; decode B={dg.decode_concurrency} at TPOT "
+        f"{fmt_s(dg.tpot_s)}, {dg.decode_requests_per_s:.3g} requests/s per instance; deployment "
+        f"{dg.requests_per_s:.3g} requests/s, {dg.tokens_per_s:,.0f} output tokens/s "
+        f"({dg.tokens_per_s_per_gpu:,.0f}/GPU), TTFT {fmt_s(dg.ttft_s)}; bound by {dg.bottleneck}; balanced at "
+        f"{dg.balanced_decode_per_prefill:.3g} decode per prefill instance"]
+
+
+def _curve_table(cv: Any) -> Any:
+    """The latency-throughput curve of one layout: TTFT, TPOT and throughput by concurrency."""
     c = styled_table(f"Latency-throughput curve: {layout_words(cv.tensor, cv.replicas)}",
                      "B", "TTFT", "TPOT", "tok/s", "tok/s/GPU", "tok/s/user", "note")
     for p in cv.points:
@@ -101,4 +116,4 @@ def serve_table(r: Any) -> Any:
             continue
         c.add_row(str(p.concurrency), fmt_s(p.ttft_s), fmt_s(p.tpot_s), f"{p.tokens_per_s:,.0f}",
                   f"{p.tokens_per_s_per_gpu:,.0f}", f"{1 / p.tpot_s:,.1f}", "")
-    return with_assumed(r, t, Text("\n".join(lines)), c)
+    return c
