@@ -77,6 +77,7 @@ MIXER_BLOCKS: tuple[MixerBlock, ...] = (
     MixerBlock(LayerAttention.deltanet, "deltanet", DELTANET_FIELDS, ("deltanet_split_in_proj",), _value_heads_multiple),
     MixerBlock(LayerAttention.kda, "kda", DELTANET_FIELDS, (),
                _equal_widths("kda", "Kimi Delta Attention's q, k and v share heads and width", _HEADS_AND_WIDTHS)),
+    MixerBlock(LayerAttention.olmo_gdn, "olmo_gdn", DELTANET_FIELDS, (), _value_heads_multiple),
     MixerBlock(LayerAttention.mamba, "mamba", MAMBA_FIELDS),
     MixerBlock(LayerAttention.lightning, "lightning", ("lightning_block_size",)),
     MixerBlock(LayerAttention.conv, "shortconv", ("conv_kernel",), ("short_conv_bias",)),
