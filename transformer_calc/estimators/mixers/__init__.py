@@ -1,4 +1,5 @@
-"""Sequence mixers other than softmax attention: one module per kind, registered here.
+"""Sequence mixers other than softmax attention: one module per kind, each declared in the kinds' table
+(model/mixer_blocks.py), from which the registry here is built.
 
 `MIXERS[kind]` is the `base.Mixer` of a `LayerAttention` kind that is not softmax attention. The
 estimators (params, flops, roofline) sum each kind's per-layer numbers over the layers of that kind;
