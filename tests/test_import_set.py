@@ -26,6 +26,7 @@ NEVER = (
     "transformer_calc.estimators.mixers.deltanet", "transformer_calc.estimators.mixers.mamba2",
     "transformer_calc.estimators.mixers.mamba", "transformer_calc.estimators.mixers.shortconv",
     "transformer_calc.estimators.mixers.lightning", "transformer_calc.estimators.mixers.kda",
+    "transformer_calc.estimators.mixers.olmo_gdn",
     "transformer_calc.estimators.rl", "transformer_calc.web", "transformer_calc.mcp_server", "transformer_calc.api",
     "huggingface_hub", "gguf", "numpy", "matplotlib", "torch", "transformers", "starlette", "mcp",
     # pydantic's plugin loader imports importlib.metadata (and email, zipfile, ...); the entry point

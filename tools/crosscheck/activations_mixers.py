@@ -71,7 +71,7 @@ MIXER_CLASSES = {
     "NemotronHMamba2Mixer": LayerAttention.mamba2, "FalconH1Mixer": LayerAttention.mamba2,
     "JambaMambaMixer": LayerAttention.mamba, "Lfm2ShortConv": LayerAttention.conv,
     "MiniMaxLightningAttention": LayerAttention.lightning, "KimiLinearDeltaAttention": LayerAttention.kda,
-    "Zamba2MambaMixer": LayerAttention.mamba2,
+    "Zamba2MambaMixer": LayerAttention.mamba2, "OlmoHybridGatedDeltaNet": LayerAttention.olmo_gdn,
 }  # fmt: skip
 
 _GDN = {"linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 8, "linear_value_head_dim": 12,
@@ -123,6 +123,9 @@ CASES: list[tuple[str, Cfg, int, int]] = [
                      "first_k_dense_replace": 1, "kv_lora_rank": 8, "qk_rope_head_dim": 4, "qk_nope_head_dim": 8,
                      "v_head_dim": 8, "linear_num_heads": 2, "linear_head_dim": 8, "linear_conv_kernel_dim": 4,
                      "num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"]}, 100, 1),
+    ("olmo_hybrid", {"model_type": "olmo_hybrid", "pad_token_id": None, **_QWEN, "intermediate_size": 32}, 100, 1),
+    ("olmo_hybrid H_k = H_v, one chunk", {"model_type": "olmo_hybrid", "pad_token_id": None, **_QWEN,
+                                          "linear_num_value_heads": 2, "intermediate_size": 32}, 50, 2),
 ]
 
 
@@ -463,6 +466,8 @@ PEAK_CASES: list[tuple[str, Cfg, int, int]] = [
                                  "num_hidden_layers": 4,
                                  "layer_types": ["linear_attention", "linear_attention", "full_attention",
                                                  "linear_attention"]}, 256, 2),
+    ("olmo_hybrid", {"model_type": "olmo_hybrid", "pad_token_id": None, **_PEAK_BASE, "num_hidden_layers": 4,
+                     **_PEAK_GDN}, 256, 2),
     ("gemma4_text (kv-shared, k=v, PLE)", {"model_type": "gemma4_text", **_PEAK_BASE, "head_dim": 32,
                                             "global_head_dim": 64, "hidden_size_per_layer_input": 16,
                                             "vocab_size_per_layer_input": 1000, "num_hidden_layers": 6,

@@ -88,7 +88,7 @@ def gen_qwen3_5_moe(r: R) -> Cfg:
 # decode state by kv_cache.py; fine-tuning estimates refuse them (not modeled yet).
 HYBRID_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text", "bamba",
                           "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba", "minimax",
-                          "kimi_linear", "zamba2"})
+                          "kimi_linear", "zamba2", "olmo_hybrid"})
 
 def _mamba_knobs(r: R, D: int) -> Cfg:
     expand = r.choice([1, 2])
@@ -275,6 +275,32 @@ def gen_zamba2(r: R) -> Cfg:
     return cfg
 
 
+def gen_olmo_hybrid(r: R) -> Cfg:
+    """OLMo Hybrid (modular_olmo_hybrid.py): OLMo GDN layers (seven Linear modules), Olmo3 attention
+    layers (full-width q/k norms), a SwiGLU MLP on every layer. The linear widths are given or left to
+    the config's defaults (heads A, d_k = int(0.75·D / H_k), d_v = 2·d_k); both head counts or neither,
+    so that the value heads stay a multiple of the key heads."""
+    kv = r.choice([1, 2])
+    A = kv * r.choice([1, 2, 3])
+    L = r.randint(2, 7)
+    cfg: Cfg = {"model_type": "olmo_hybrid", "pad_token_id": None, "vocab_size": r.randint(50, 3000),
+                "hidden_size": r.choice([32, 48, 50, 72]), "num_hidden_layers": L, "num_attention_heads": A,
+                "num_key_value_heads": kv, "intermediate_size": r.randint(4, 200),
+                "max_position_embeddings": r.choice([128, 4096])}
+    knobs = _deltanet_knobs(r)
+    if r.random() < 0.5:
+        cfg |= {k: knobs[k] for k in ("linear_num_key_heads", "linear_num_value_heads")}
+    _maybe(r, cfg, **{k: knobs[k] for k in ("linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim")})
+    _maybe(r, cfg, tie_word_embeddings=r.random() < 0.5, attention_bias=r.random() < 0.5, head_dim=r.choice([8, 12]),
+           attention_dropout=r.choice([0.0, 0.1]), linear_allow_neg_eigval=r.random() < 0.5)
+    if r.random() < 0.5:
+        types = [r.choice(["linear_attention", "full_attention"]) for _ in range(L)]
+        types[r.randrange(L)] = "linear_attention"  # validate_architecture: one of each kind at least
+        types[(types.index("linear_attention") + 1) % L] = "full_attention"
+        cfg["layer_types"] = types
+    return cfg
+
+
 def _own_stream(gen: Callable[[R], Cfg], seed: int) -> Callable[[R], Cfg]:
     """The generator on a random stream of its own (the shared one is left untouched), so that adding
     these types does not shift the draws, and the fixtures, of the types sorted after them."""
@@ -295,6 +321,7 @@ GENERATORS: dict[str, Callable[[R], Cfg]] = {
     "minimax": _own_stream(gen_minimax, 22_10),
     "kimi_linear": _own_stream(gen_kimi_linear, 22_11),
     "zamba2": _own_stream(gen_zamba2, 22_12),
+    "olmo_hybrid": _own_stream(gen_olmo_hybrid, 35_1),
 }
 
 _S = {"vocab_size": 300, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
@@ -404,6 +431,16 @@ EDGE: list[tuple[str, Cfg]] = [
                                       "n_routed_experts": 3, "num_experts_per_tok": 3, "moe_intermediate_size": 20,
                                       "moe_shared_expert_intermediate_size": 12, "moe_latent_size": 48,
                                       "tie_word_embeddings": True}),
+    ("minimal", {"model_type": "olmo_hybrid", "pad_token_id": None, "num_hidden_layers": 4, "vocab_size": 500,
+                 "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 96}),
+    ("gqa-widths-bias-tied", {"model_type": "olmo_hybrid", "pad_token_id": 0, **_S, "num_hidden_layers": 5,
+                              "intermediate_size": 70, "attention_bias": True, "tie_word_embeddings": True,
+                              "linear_allow_neg_eigval": False,
+                              "layer_types": ["linear_attention", "full_attention", "linear_attention",
+                                              "linear_attention", "full_attention"]}),
+    ("one-layer-is-full", {"model_type": "olmo_hybrid", "pad_token_id": None, "num_hidden_layers": 3, "vocab_size": 300,
+                           "hidden_size": 50, "num_attention_heads": 4, "num_key_value_heads": 2,
+                           "intermediate_size": 40, "linear_num_key_heads": 2, "linear_num_value_heads": 2}),
     ("minimal", {"model_type": "zamba2", "num_hidden_layers": 4, "vocab_size": 500, "hidden_size": 64,
                  "num_attention_heads": 4, "n_mamba_heads": 4, "mamba_d_state": 16,
                  "layers_block_type": ["mamba", "hybrid", "mamba", "hybrid"]}),

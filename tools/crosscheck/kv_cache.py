@@ -148,6 +148,12 @@ CASES: list[tuple[str, Cfg]] = [
                                               "linear_head_dim": 8, "linear_conv_kernel_dim": 3,
                                               "layer_types": ["linear_attention", "full_attention",
                                                               "linear_attention", "linear_attention"]}),
+    ("olmo_hybrid OLMo GDN 2:1 K=3, GQA", {"model_type": "olmo_hybrid", **_BASE, "pad_token_id": None,
+                                          "num_hidden_layers": 6, "num_key_value_heads": 2,
+                                          "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+                                          "linear_key_head_dim": 8, "linear_value_head_dim": 12,
+                                          "linear_conv_kernel_dim": 3,
+                                          "layer_types": ["linear_attention", "linear_attention", "full_attention"] * 2}),
     # Gemma 4 (sources/hf_gemma4.py): full layers of h_d 16 and one K/V head (k=v: keys and values both cached),
     # kv-shared layers that cache nothing, per-layer embeddings; a parallel MoE with a double-wide kv-shared MLP.
     # (Both with per-layer inputs: transformers 5.23's Gemma4TextModel._maybe_slice_kv_shared_inputs subscripts
@@ -172,7 +178,7 @@ CASES: list[tuple[str, Cfg]] = [
                                                           "laurel_rank": 4}),
 ]  # fmt: skip
 HYBRID = {"qwen3_next", "qwen3_5_text", "bamba", "granitemoehybrid", "falcon_h1", "nemotron_h", "lfm2", "jamba", "minimax",
-          "kimi_linear", "zamba2"}  # also run in bf16: the state's two dtypes
+          "kimi_linear", "zamba2", "olmo_hybrid"}  # also run in bf16: the state's two dtypes
 PROMPTS = (1, 5, 8, 13)  # below, at and past the windows (8)
 DECODE = 10  # decode steps after each prompt (crosses the windows from below)
 BF16_POINTS = ((1, 13), 3)  # prompts and decode steps of the bf16 runs

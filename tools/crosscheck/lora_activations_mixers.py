@@ -51,7 +51,8 @@ TOLERANCE = 0.01  # of the layer's full-training bytes (every layer exact on 202
 RANK = 8
 # dense-MLP cases (eager MoE experts keep per-expert copies, which only matter outside the mixers, but
 # PEFT's conversion rewrites the targets of some MoE families): one per mixer kind and then some
-LABELS = ("qwen3_next", "qwen3_5_text", "bamba", "nemotron_h", "falcon_h1", "jamba", "lfm2", "minimax S < C", "kimi_linear")
+LABELS = ("qwen3_next", "qwen3_5_text", "bamba", "nemotron_h", "falcon_h1", "jamba", "lfm2", "minimax S < C", "kimi_linear",
+          "olmo_hybrid")
 
 
 def measure(model: torch.nn.Module, ids: torch.Tensor, autocast: bool) -> list[tuple[str, Any, int, bool]]:

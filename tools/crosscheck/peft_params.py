@@ -130,6 +130,9 @@ HYBRID_NAMES: dict[str, dict[str, dict[str, list[str]]]] = {
     "minimax": {"attention": _ATTN, "lightning": {"mixer": ["qkv_proj", "output_gate", "out_proj"]}, "mlp": _GATED},
     "kimi_linear": {"attention": _ATTN, "kda": {"mixer": ["q_proj", "k_proj", "v_proj", "b_proj", "f_a_proj", "f_b_proj",
                                                           "g_a_proj", "g_b_proj", "o_proj"]}, "mlp": _GATED},
+    # OlmoHybridGatedDeltaNet: seven separate Linear modules, named as attention's (layer by layer: the kind picks)
+    "olmo_hybrid": {"attention": _ATTN, "olmo_gdn": {"mixer": ["q_proj", "k_proj", "v_proj", "a_proj", "b_proj", "g_proj",
+                                                              "o_proj"]}, "mlp": _GATED},
 }  # fmt: skip
 # Where each hybrid MoE family keeps its routed experts' tensors and its router weight (target_parameters)
 HYBRID_EXPERTS = {"nemotron_h": ["experts.up_proj", "experts.down_proj"]}

@@ -11,6 +11,8 @@ from typing import Any
 
 from transformer_calc.errors import clip
 from transformer_calc.model.kinds import DEFAULT_EXPANSION, LayerAttention, NormKind
+from transformer_calc.model.mixer_blocks import DELTANET_FIELDS, MAMBA2_FIELDS, check_mixer_kinds  # noqa: F401  (re-exported)
+from transformer_calc.model.parse import int_or_none as _int_or_none
 
 
 MAX_PATTERN = 4096  # longest attention pattern accepted (it repeats over the layers)
@@ -219,10 +221,8 @@ def _check_shared_blocks(d: dict[str, Any]) -> None:
 
 
 def _check_pattern(d: dict[str, Any]) -> None:
-    """The attention pattern names the window sizes it needs.
-
-    Longer than 60 lines on purpose: one check per pattern kind and its fields, each naming the field,
-    the value and the fix."""
+    """The attention pattern names the window sizes it needs, and each mixer kind in it the fields its
+    declaration requires (model/mixer_blocks.py); each check names the field, the value and the fix."""
     pat = d.get("attention_pattern")
     if pat is None:
         for key in ("sliding_kv_heads", "sliding_sinks"):
@@ -231,7 +231,7 @@ def _check_pattern(d: dict[str, Any]) -> None:
         return
     if isinstance(pat, (str, bytes)) or not isinstance(pat, (list, tuple)):
         raise ValueError(
-            f"attention_pattern ({clip(pat)}) must be a list of full/sliding/chunked/deltanet/mamba2/mamba/conv/lightning/kda/none, e.g. [sliding, full]"
+            f"attention_pattern ({clip(pat)}) must be a list of {'/'.join(k.value for k in LayerAttention)}, e.g. [sliding, full]"
         )
     if not pat or len(pat) > MAX_PATTERN:
         raise ValueError(
@@ -241,47 +241,13 @@ def _check_pattern(d: dict[str, Any]) -> None:
     if bad is not None:
         raise ValueError(f"attention_pattern holds {clip(bad)}; each entry is full, sliding or chunked")
     kinds = {k.value if isinstance(k, LayerAttention) else k for k in pat}
-    if "deltanet" in kinds:
-        missing = [k for k in DELTANET_FIELDS if d.get(k) is None]
-        if missing:
-            raise ValueError(f"attention_pattern has deltanet layers but {', '.join(missing)} is not given; give it")
-        hk, hv = _int_or_none(d.get("linear_key_heads")), _int_or_none(d.get("linear_value_heads"))
-        if hk and hv and hv % hk:
-            raise ValueError(
-                f"linear_value_heads ({hv}) must be a multiple of linear_key_heads ({hk}) "
-                "(each key head serves H_v/H_k value heads); use a multiple of it"
-            )
-    if "kda" in kinds:
-        missing = [k for k in DELTANET_FIELDS if d.get(k) is None]
-        if missing:
-            raise ValueError(f"attention_pattern has kda layers but {', '.join(missing)} is not given; give it")
-        for key, value in (("linear_value_heads", "linear_key_heads"), ("linear_value_head_dim", "linear_key_head_dim")):
-            if _int_or_none(d.get(key)) != _int_or_none(d.get(value)):
-                raise ValueError(
-                    f"{key} ({clip(d.get(key))}) must equal {value} ({clip(d.get(value))}) in a model with kda layers "
-                    f"(Kimi Delta Attention's q, k and v share heads and width); set it to {clip(d.get(value))}"
-                )
+    check_mixer_kinds(d, kinds)  # each mixer kind's fields and their checks (model/mixer_blocks.py)
     if "none" in kinds and d.get("one_mixer_per_layer") is not True:
         raise ValueError("attention_pattern has none layers (no sequence mixer) but one_mixer_per_layer is not set; set it")
     if d.get("one_mixer_per_layer") is True:
         L = _int_or_none(d.get("n_layers"))
         if L is not None and L > MAX_BLOCK_LAYERS:
             raise ValueError(f"n_layers ({L}) is above {MAX_BLOCK_LAYERS}, the most a one_mixer_per_layer model takes")
-    if "mamba" in kinds:
-        missing = [k for k in ("ssm_inner", "ssm_state_size", "ssm_dt_rank", "conv_kernel") if d.get(k) is None]
-        if missing:
-            raise ValueError(f"attention_pattern has mamba layers but {', '.join(missing)} is not given; give it")
-    if "lightning" in kinds and d.get("lightning_block_size") is None:
-        raise ValueError("attention_pattern has lightning layers but lightning_block_size is not given; give it")
-    if "conv" in kinds and d.get("conv_kernel") is None:
-        raise ValueError("attention_pattern has conv layers but conv_kernel is not given; give it")
-    if "mamba2" in kinds:
-        missing = [k for k in MAMBA2_FIELDS if d.get(k) is None]
-        if missing:
-            raise ValueError(f"attention_pattern has mamba2 layers but {', '.join(missing)} is not given; give it")
-        heads, groups = _int_or_none(d.get("ssm_heads")), _int_or_none(d.get("ssm_groups"))
-        if heads and groups and heads % groups:
-            raise ValueError(f"ssm_heads ({heads}) must be a multiple of ssm_groups ({groups}); use a multiple of it")
     for key in ("sliding_kv_heads", "sliding_sinks"):
         if d.get(key) and "sliding" not in kinds:
             raise ValueError(f"{key} ({clip(d[key])}) needs sliding layers in attention_pattern; drop it or add them")
@@ -298,20 +264,3 @@ def _check_pattern(d: dict[str, Any]) -> None:
 
 
 MAX_BLOCK_LAYERS = 65536  # most layers of a one_mixer_per_layer model (its MoE layers are counted one by one)
-
-
-MAMBA2_FIELDS = ("ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "conv_kernel")
-
-
-DELTANET_FIELDS = ("linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim", "conv_kernel")
-
-
-def _int_or_none(value: Any) -> int | None:
-    """The value if it is a usable int (pydantic reports the others with their field name)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("+").isdigit():
-        return int(value)
-    return None

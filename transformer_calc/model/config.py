@@ -48,6 +48,7 @@ from transformer_calc.model.kinds import (  # noqa: F401  (re-exported)
     QKNormScope,
     sequence_mixer_kinds,
 )
+from transformer_calc.model.mixer_blocks import shown_when_set as mixer_shown_when_set
 from transformer_calc.model.parse import (  # noqa: F401  (re-exported)
     MAX_EXPONENT,
     StrictInputs,
@@ -632,13 +633,11 @@ def merge_spec(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any
 
 
 # Fields a result's model section lists only when the model sets them (the widths of the mixers other
-# than attention): the JSON of every attention-only model stays as it was.
-SHOWN_WHEN_SET = frozenset({
+# than attention, declared with their kinds in model/mixer_blocks.py): the JSON of every attention-only
+# model stays as it was.
+SHOWN_WHEN_SET = mixer_shown_when_set() | frozenset({
     "train_seq_len",
-    "attn_output_gate", "linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim",
-    "conv_kernel", "ssm_heads", "ssm_head_dim", "ssm_state_size", "ssm_groups", "ssm_chunk_size", "ssm_proj_bias",
-    "ssm_conv_bias", "ssm_out_bias", "ssm_norm", "mixer_beside_attention", "one_mixer_per_layer", "short_conv_bias",
-    "ssm_inner", "ssm_dt_rank", "lightning_block_size", "deltanet_split_in_proj",
+    "attn_output_gate", "mixer_beside_attention", "one_mixer_per_layer",
     "shared_block_layer_ids", "shared_blocks", "shared_blocks_tied", "shared_block_adapter_rank",
     "shared_attention_adapters", "sliding_kv_heads", "sliding_sinks", "moe_latent_dim",
     # Gemma 4 and Gemma 3n (docs/formulas.md §5.14, §5.15)

@@ -45,8 +45,8 @@ class NormKind(str, Enum):
 class LayerAttention(str, Enum):
     """A layer's sequence mixer (HF `layer_types`): softmax attention that sees every earlier token,
     a window or a chunk of them (docs/formulas.md "Sliding window"), or a mixer with a constant
-    state instead of a KV cache (transformer_calc/estimators/mixers/, one module per kind;
-    docs/adding-a-block.md)."""
+    state instead of a KV cache (transformer_calc/estimators/mixers/, one module per kind, declared
+    in model/mixer_blocks.py; docs/adding-a-block.md)."""
 
     full = "full"  # every earlier token (causal)
     sliding = "sliding"  # the last `sliding_window` tokens (Mistral, Gemma 2/3, gpt-oss)
@@ -57,6 +57,7 @@ class LayerAttention(str, Enum):
     mamba = "mamba"  # Mamba(-1) selective scan (Gu & Dao 2023; Jamba): conv + SSM state
     lightning = "lightning"  # lightning attention (MiniMax-01): a running K^T·V per head
     kda = "kda"  # Kimi Delta Attention (Kimi Linear): Gated DeltaNet with a per-channel decay
+    olmo_gdn = "olmo_gdn"  # OLMo Hybrid's Gated DeltaNet: separate q/k/v/a/b/g projections, no q/k repeat
     none = "none"  # no sequence mixer: with one_mixer_per_layer, the layer is its MLP or MoE alone (Nemotron-H)
 
 

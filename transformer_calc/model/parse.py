@@ -131,3 +131,15 @@ def parse_count(text: str | int, what: str = "count") -> int:
         if "is not a whole number" in reason and not any(ch.isdigit() for ch in str(text)):
             raise ValueError(f"{what} ({clip(text)}) is not a number; write e.g. 300e9, 1.4T or 70B") from None
         raise ValueError(f"{what} ({clip(text)}): {reason}; write e.g. 300e9, 1.4T or 70B") from None
+
+
+def int_or_none(value: Any) -> int | None:
+    """The value if it is a usable int (pydantic reports the others with their field name): the
+    cross-field checks read a raw spec before pydantic validates it."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("+").isdigit():
+        return int(value)
+    return None

@@ -4,7 +4,8 @@ bamba, granitemoehybrid, falcon_h1 (attention and Mamba-2 in parallel in every l
 (one block per layer: Mamba-2, attention, MLP or MoE; `one_mixer_per_layer`), zamba2 (Mamba-2 blocks
 and a shared attention+MLP block run at its hybrid layers, estimators/shared_block.py). Short convolution:
 lfm2. Mamba(-1): jamba. Lightning attention: minimax. Kimi Delta Attention (with MLA full-attention
-layers and a DeepSeek-style MoE): kimi_linear.
+layers and a DeepSeek-style MoE): kimi_linear. OLMo Hybrid's Gated DeltaNet (olmo_gdn) between Olmo3
+attention layers: olmo_hybrid.
 
 Same contract as `transformer_calc.sources.hf`, whose reader these builders use: the spec's parameter
 count equals what transformers 5.23 builds on the meta device (tools/crosscheck/hf_params.py), the
@@ -605,6 +606,55 @@ def _kimi_linear(c: Reader) -> dict[str, Any]:
     }
 
 
+# ---------------------------------------------------------------------------- OLMo Hybrid
+_OLMO_HYBRID_KIND = {"linear_attention": "olmo_gdn", "full_attention": "full"}
+
+
+def _olmo_hybrid(c: Reader) -> dict[str, Any]:
+    """modular_olmo_hybrid.py: OlmoHybridAttention (Olmo3's: q/k/v/o bias=attention_bias, q_norm over
+    A·h_d and k_norm over n_kv·h_d; head_dim the file's, else D // A; RoPE, without parameters, except
+    for rope_parameters {"rope_theta": null}, the released checkpoints' NoPE: a null rope_parameters
+    gets transformers' default rope_theta) on
+    full_attention layers with post-attention and post-feedforward RMSNorms, OlmoHybridGatedDeltaNet (estimators/mixers/olmo_gdn.py) on
+    linear_attention layers with two pre-norms; a bias-free SwiGLU OlmoHybridMLP on every layer.
+    configuration_olmo_hybrid.py __post_init__: layer i is full attention when i % 4 == 3 (the last
+    layer when none is), the linear heads default to A, d_k to int(0.75·D / H_k), d_v to 2·d_k."""
+    bias = c.flag("attention_bias")
+    spec = rotary_common(c, bias, bias, False) | {"mlp": gated_mlp_kind(c, "hidden_act"), "qk_norm": True,
+                                                   "qk_norm_scope": "full"}
+    spec = _floor_head_dim(spec)  # getattr(config, "head_dim", D // A): the class declares none, a file's is kept
+    rope = c.values.get("rope_parameters")
+    if isinstance(rope, dict) and "rope_theta" in rope and rope["rope_theta"] is None:
+        spec["positional"] = "none"  # the released files' NoPE: OlmoHybridModel builds no rotary_emb
+    L, D, A = spec["n_layers"], spec["d_model"], spec["n_heads"]
+    for key in ("linear_num_key_heads", "linear_num_value_heads"):
+        c.values[key] = A if c.values.get(key) is None else c.values[key]
+    hk = c.int("linear_num_key_heads")
+    if hk < 1:
+        raise c._bad("linear_num_key_heads", "a whole number >= 1")
+    if c.values.get("linear_key_head_dim") is None:
+        c.values["linear_key_head_dim"] = int(0.75 * D / hk)
+    if c.values.get("linear_value_head_dim") is None:
+        c.values["linear_value_head_dim"] = 2 * c.int("linear_key_head_dim")
+    return spec | _deltanet(c) | {"attention_pattern": shortest_period(_olmo_hybrid_types(c, L))}
+
+
+def _olmo_hybrid_types(c: Reader, L: int) -> list[str]:
+    """The layers' kinds (configuration_olmo_hybrid.py __post_init__ and validate_architecture: at least
+    one linear_attention and one full_attention layer)."""
+    types = c.values.get("layer_types")
+    if types is None:
+        if L > MAX_DERIVED_LAYERS:
+            raise c._bad("num_hidden_layers", f"at most {MAX_DERIVED_LAYERS} layers")
+        types = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(L)]
+        if "full_attention" not in types:
+            types[-1] = "full_attention"
+    if (not isinstance(types, list) or len(types) != L or any(t not in _OLMO_HYBRID_KIND for t in types)
+            or len(set(types)) < 2):
+        raise c._bad("layer_types", f"a list of {L} kinds, each linear_attention or full_attention, with both kinds")
+    return [_OLMO_HYBRID_KIND[t] for t in types]
+
+
 _MAMBA_DEFAULTS = {  # the Mamba-2 fields of configuration_bamba.py and configuration_granitemoehybrid.py
     "mamba_n_heads": 128, "mamba_d_head": "auto", "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
     "mamba_expand": 2, "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_proj_bias": False,
@@ -692,6 +742,13 @@ _KIMI_LINEAR_ALIASES = {  # attribute_map: the name in the file -> the field it 
     "num_shared_experts": "n_shared_experts", "model_max_length": "max_position_embeddings",
 }  # fmt: skip
 
+_OLMO_HYBRID_DEFAULTS = LLAMA_DEFAULTS | {  # configuration_olmo_hybrid.py
+    "vocab_size": 100352, "hidden_size": 3840, "intermediate_size": 11008, "num_hidden_layers": 32,
+    "num_attention_heads": 30, "max_position_embeddings": 65536, "layer_types": None,
+    "linear_num_key_heads": None, "linear_num_value_heads": None, "linear_key_head_dim": None,
+    "linear_value_head_dim": None, "linear_conv_kernel_dim": 4,
+}  # fmt: skip
+
 FAMILIES: dict[str, Family] = {
     "qwen3_next": Family(_qwen3_next, _QWEN3_NEXT_DEFAULTS, ("attention_dropout",)),
     "qwen3_5_text": Family(_qwen3_5_text, _QWEN3_5_DEFAULTS, ("attention_dropout",)),
@@ -700,6 +757,7 @@ FAMILIES: dict[str, Family] = {
     "falcon_h1": Family(_falcon_h1, _FALCON_H1_DEFAULTS, ("attention_dropout",)),
     "jamba": Family(_jamba, _JAMBA_DEFAULTS, ("attention_dropout",)),
     "minimax": Family(_minimax, _MINIMAX_DEFAULTS, ("attention_dropout",)),
+    "olmo_hybrid": Family(_olmo_hybrid, _OLMO_HYBRID_DEFAULTS, ("attention_dropout",)),
     "kimi_linear": Family(_kimi_linear, _KIMI_LINEAR_DEFAULTS, ("attention_dropout",), _KIMI_LINEAR_ALIASES,
                           frozenset(_KIMI_LINEAR_ALIASES)),
     "lfm2": Family(_lfm2, _LFM2_DEFAULTS, (), {"tie_embedding": "tie_word_embeddings", "block_ff_dim": "intermediate_size"},

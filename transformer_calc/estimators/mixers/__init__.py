@@ -1,4 +1,5 @@
-"""Sequence mixers other than softmax attention: one module per kind, registered here.
+"""Sequence mixers other than softmax attention: one module per kind, each declared in the kinds' table
+(model/mixer_blocks.py), from which the registry here is built.
 
 `MIXERS[kind]` is the `base.Mixer` of a `LayerAttention` kind that is not softmax attention. The
 estimators (params, flops, roofline) sum each kind's per-layer numbers over the layers of that kind;
@@ -17,18 +18,12 @@ from enum import Enum
 
 from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import LayerAttention, ModelConfig
+from transformer_calc.model.mixer_blocks import MIXER_BLOCKS
 from transformer_calc.estimators.mixers.base import Mixer, MixerFlops, MixerLinear, MixerParams, MixerState
 
-# kind -> the module holding its `MIXER`: imported on first use, so that a model without mixers (and
-# the CLI's start-up) never loads them (issue 39)
-MIXER_MODULES: dict[LayerAttention, str] = {
-    LayerAttention.deltanet: "deltanet",
-    LayerAttention.mamba2: "mamba2",
-    LayerAttention.conv: "shortconv",
-    LayerAttention.mamba: "mamba",
-    LayerAttention.lightning: "lightning",
-    LayerAttention.kda: "kda",
-}
+# kind -> the module holding its `MIXER`, from the kinds' declarations (model/mixer_blocks.py): imported on
+# first use, so that a model without mixers (and the CLI's start-up) never loads them (issue 39)
+MIXER_MODULES: dict[LayerAttention, str] = {block.kind: block.module for block in MIXER_BLOCKS}
 
 
 class _Registry(Mapping[LayerAttention, Mixer]):

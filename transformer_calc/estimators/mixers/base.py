@@ -3,8 +3,8 @@
 A layer is a sequence mixer plus a channel mixer (the MLP or MoE of `estimators/params.py`). Softmax
 attention (full, sliding, chunked, MLA) is the estimators' built-in mixer; every other kind - one
 whose decode state is constant in the context instead of a KV cache that grows with it - is one
-module of this package holding one `Mixer`, registered in `MIXERS` (`__init__.py`) under its
-`LayerAttention` kind. The estimators sum over the model's layer pattern: for each kind, its layer
+module of this package holding one `Mixer`, declared under its `LayerAttention` kind in
+`model/mixer_blocks.py`, from which `MIXERS` (`__init__.py`) is built. The estimators sum over the model's layer pattern: for each kind, its layer
 count (`ModelConfig.n_attention_layers(kind)`) times what its module returns for one layer.
 
 Conventions (those of `estimators/flops.py` and `estimators/inference/roofline.py`):
