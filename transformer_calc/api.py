@@ -38,7 +38,8 @@ from transformer_calc.requests.flops import FlopsRequest, MfuRequest, ParamsRequ
 from transformer_calc.requests.inference import InferenceRequest, ServeRequest
 from transformer_calc.requests.rl import RlRequest
 from transformer_calc.requests.sweep import SweepRequest
-from transformer_calc.requests.training import MemoryRequest, PlanRequest, TrainRequest
+from transformer_calc.requests.train import PlanRequest, TrainRequest
+from transformer_calc.requests.training import MemoryRequest
 from transformer_calc.results.catalog import run_hardware, run_presets
 from transformer_calc.results.check import run_check
 from transformer_calc.results.calibrate import CalibrateResult, run_calibrate  # noqa: F401

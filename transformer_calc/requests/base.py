@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -255,6 +256,11 @@ def checked_job(job: Any, *requests: type[Request], where: str = "") -> Any:
 
 
 # The help lines of the compute dtype and its bytes, which every command that prices work shares.
+# The option every time command shares (issue 37): a profile `tcalc calibrate --output` wrote
+# (declared here, not in requests/calibrate.py, so that a time command does not build CalibrateRequest).
+ProfileOpt = Annotated[Path | None, opt("--profile", help="A calibrated time profile (YAML) that `tcalc calibrate --output` wrote: its fitted GEMM efficiency, exposed-communication factor and per-step overhead replace the defaults; the answer says it is calibrated and on what \\[default: none: the built-in profile].", job=False)]
+
+
 DTYPE_HELP = "Compute dtype: fp32 | fp16 | bf16 | fp8 (the design card's p: 4, 2, 2, 1 bytes per value)"
 P_HELP = "p: bytes per value of the compute dtype (4 fp32, 2 bf16, 1 fp8); the same as --dtype"
 

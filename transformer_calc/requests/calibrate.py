@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from transformer_calc.requests.base import Request, opt
+from transformer_calc.requests.base import ProfileOpt, Request, opt  # noqa: F401  (ProfileOpt: its old home)
 
 
 def _files(value: Any) -> list[Path]:
@@ -17,8 +17,6 @@ def _files(value: Any) -> list[Path]:
     return [Path(item) for item in items]
 
 
-# The option every time command shares (issue 37): a profile `tcalc calibrate --output` wrote.
-ProfileOpt = Annotated[Path | None, opt("--profile", help="A calibrated time profile (YAML) that `tcalc calibrate --output` wrote: its fitted GEMM efficiency, exposed-communication factor and per-step overhead replace the defaults; the answer says it is calibrated and on what \\[default: none: the built-in profile].", job=False)]
 
 
 class CalibrateRequest(Request):

@@ -10,7 +10,7 @@ from transformer_calc.errors import TcalcError
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.requests import cost
 from transformer_calc.requests.base import DTYPE_HELP, P_HELP, node_size, whole_or_zero, fraction, length, opt, positive, seconds, unit_interval, whole
-from transformer_calc.requests.calibrate import ProfileOpt
+from transformer_calc.requests.base import ProfileOpt
 from transformer_calc.requests.model import ModelRequest
 
 def check_engine_options(merged: dict[str, Any]) -> None:

@@ -18,7 +18,7 @@ from transformer_calc.results.common import (AssumedDefault, Assumptions, ModelS
                                             assumptions_section, model_section, network_for, towers_section)
 
 if TYPE_CHECKING:
-    from transformer_calc.requests.training import PlanRequest, TrainRequest
+    from transformer_calc.requests.train import PlanRequest, TrainRequest
 
 
 # ============================================================================ sections

@@ -18,13 +18,15 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from transformer_calc.model.checkpoint import Checkpoint
 from transformer_calc.model.config import ModelConfig, build_model, merge_spec
 from transformer_calc.errors import TcalcError, UnknownNameError, clip
+
+if TYPE_CHECKING:  # a checkpoint's module only for a source that has one (issue 39)
+    from transformer_calc.model.checkpoint import Checkpoint
 
 CONFIG_FILE = "config.json"
 JOB_SUFFIXES = (".yaml", ".yml")
