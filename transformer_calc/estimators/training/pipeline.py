@@ -125,6 +125,10 @@ def pipeline_stage(L: int, par: Parallelism, s: int, units: list[int] | None = N
     units = units if units is not None else pipeline_units(L, par)
     v = par.virtual_stages if par.pipeline > 1 else 1
     emb, loss = int(par.embedding_in_split), int(par.loss_in_split)
+    if v == 1:  # one chunk: units [units before s, + units_s), as below with every width [u] (the common case, O(s))
+        a = sum(units[:s])
+        start, stop = min(max(a - emb, 0), L), min(max(a + units[s] - emb, 0), L)
+        return PipelineStage(s, (Chunk(start, stop, embedding=s == 0, head=s == par.pipeline - 1),))
     widths = [chunk_widths(u, v) for u in units]  # equal unless the schedule allows uneven chunks
     chunks = []
     for c in range(v):
