@@ -250,9 +250,9 @@ def memory_report(
     assumed: list[Any] = (),  # type: ignore[assignment]
 ) -> MemoryResult:
     """`tcalc memory`: training memory per GPU of the most loaded pipeline stage, with fitting."""
-    from transformer_calc.estimators.training.gemma4 import trainable_params  # finetune's, Gemma 4's classes too
     from transformer_calc.estimators.training.memory import b_min
     from transformer_calc.estimators.training.timeline import stage_timelines
+    from transformer_calc.estimators.training.trainable import trainable_params  # finetune's, Gemma 4's classes too
 
     timelines = stage_timelines(m, w, tr, par)
     timeline = max(timelines, key=lambda tl: tl.peak_bytes)
@@ -379,11 +379,12 @@ def _phase_bytes(ph: Any) -> PhaseBytes:
 
 def _bytes_per_param(tr: Training) -> BytesPerParam | AdapterBytesPerParam:
     """Bytes per parameter of each model state (per trainable parameter under adapters)."""
-    from transformer_calc.estimators.training.finetune import NF4_BLOCK, NF4_BLOCKS_PER_GROUP, trainable_weight_bytes
     from transformer_calc.estimators.training.memory import optimizer_bytes_per_param, trainable_optimizer_bytes
 
     if not tr.adapters:
         return BytesPerParam(weights=tr.p, gradients=tr.grad_bytes, optimizer=optimizer_bytes_per_param(tr))
+    from transformer_calc.estimators.training.finetune import NF4_BLOCK, NF4_BLOCKS_PER_GROUP, trainable_weight_bytes
+
     nf4_bits = 4 + 8 / NF4_BLOCK + 32 / (NF4_BLOCK * NF4_BLOCKS_PER_GROUP)
     return AdapterBytesPerParam(
         weights=4 if tr.fp32_unquantized else tr.p,  # frozen parameters not quantized

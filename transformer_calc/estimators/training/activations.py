@@ -7,17 +7,17 @@ Korthikanti et al. 2022 terms per tensor (`layer_activations`), the mixers' own 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.params import check_tensor_parallel, kv_heads_per_rank
-from transformer_calc.estimators.training import gemma4
 from transformer_calc.estimators.training.eager import (
     EagerCode,
     eager_code,
     torch_eager_head,
     torch_eager_layer,
 )
-from transformer_calc.estimators.training.finetune import head_trained
+from transformer_calc.estimators.training.trainable import head_trained
 from transformer_calc.estimators.training.layer_structure import layer_structure
 from transformer_calc.estimators.training.support import check_hybrid_training
 from transformer_calc.estimators.training.layer_activations import (
@@ -45,6 +45,9 @@ from transformer_calc.model.config import (
     Training,
     Workload,
 )
+
+if TYPE_CHECKING:  # Gemma 4's module only for a Gemma 4 model (issue 39)
+    from transformer_calc.estimators.training import gemma4
 
 
 def layer_activations(

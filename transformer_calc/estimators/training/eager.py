@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from transformer_calc.estimators.params import check_tensor_parallel, kv_heads_per_rank
-from transformer_calc.estimators.training.finetune import head_trained
+from transformer_calc.estimators.training.trainable import head_trained
 from transformer_calc.estimators.training.support import check_hybrid_training
 from transformer_calc.estimators.training.layer_activations import (
     LayerActivations,

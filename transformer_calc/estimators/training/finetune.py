@@ -36,6 +36,7 @@ from transformer_calc.model.config import (
     ATTENTION_KINDS, Finetune, LayerAttention, LoraTarget, ModelConfig, Parallelism, Precision, Training,
 )
 from transformer_calc.estimators.params import kv_heads_per_rank
+from transformer_calc.estimators.training.trainable import Trainable, all_trainable, head_trained  # noqa: F401  (their home before issue 39)
 
 if TYPE_CHECKING:
     from transformer_calc.estimators.flops import StepFlops
@@ -76,10 +77,6 @@ class Linear:
 
 
 
-def head_trained(m: ModelConfig, tr: Training) -> bool:
-    """Whether the LM head's weight gets a gradient (its input is kept only then): full training,
-    a trained head, or a tied head whose embedding is trained."""
-    return not tr.adapters or tr.train_head or (m.tied_embeddings and tr.train_embeddings)
 
 def _col(name: str, parts: set[LoraTarget], d_in: int, d_out: int, T: int) -> Linear:
     return Linear(name, frozenset(parts), d_in, d_out // T, "col")
@@ -320,27 +317,13 @@ def check_targets(m: ModelConfig, tr: Training) -> None:
 
 
 # ---------------------------------------------------------------------------- trainable params
-@dataclass(frozen=True)
-class Trainable:
-    """Trainable parameters of the whole model (T = 1), by where they sit."""
-
-    adapters: int  # LoRA A and B (+ DoRA magnitudes) in every block and on OPT's projections
-    embedding: int  # the token table, when trained (modules_to_save)
-    head: int  # the untied LM head (+ bias), when trained
-    adapted_modules: int
-
-    @property
-    def total(self) -> int:
-        return self.adapters + self.embedding + self.head
-
-
 def trainable_params(m: ModelConfig, tr: Training) -> Trainable:
     """What PEFT's `get_nb_trainable_parameters()` reports (every parameter for full training)."""
     from transformer_calc.estimators.params import count_params
 
-    counts = count_params(m)
     if not tr.adapters:
-        return Trainable(adapters=0, embedding=0, head=counts.total, adapted_modules=0)
+        return all_trainable(m)
+    counts = count_params(m)
     require_adapters_priced(m)
     first, last = embedding_linears(m)
     side = adapted(first + last, tr)

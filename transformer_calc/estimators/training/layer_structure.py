@@ -17,22 +17,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from transformer_calc.estimators.mixers import MIXERS
-from transformer_calc.estimators.training import gemma4, kind_attention
-from transformer_calc.estimators.training.finetune import (
-    LayerCounts,
-    adapted,
-    block_adapter_params,
-    check_targets,
-    embedding_linears,
-    frozen_weight_bytes,
-    layer_counts,
-)
+from transformer_calc.estimators.training import kind_attention
+from transformer_calc.estimators.training.gemma4_layers import is_gemma4
 from transformer_calc.estimators.training.layer_activations import LayerActivations
 from transformer_calc.model.config import LayerAttention, ModelConfig, Parallelism, Training, Workload
 
 if TYPE_CHECKING:
     from transformer_calc.estimators.params import ShardParams
+    from transformer_calc.estimators.training.finetune import LayerCounts
     from transformer_calc.estimators.training.pipeline import Chunk
+
+# finetune.py (adapters, frozen and NF4 weights) and gemma4.py (its layer classes) are imported where a
+# model or a setting needs them: a full-training run of another family never loads them (issue 39)
 
 
 class LayerStructure(Protocol):
@@ -96,6 +92,8 @@ class LayerStructure(Protocol):
 
 def stage_counts(m: ModelConfig, chunks: tuple[Chunk, ...]) -> LayerCounts:
     """The layer counts (finetune.LayerCounts) of a stage's chunks, summed."""
+    from transformer_calc.estimators.training.finetune import LayerCounts, layer_counts
+
     seq: dict[LayerAttention, int] = {}
     moe = dense = 0
     for c in chunks:
@@ -128,16 +126,22 @@ class UniformLayers:
         return sum(shard.blocks(m, c.start, c.stop) for c in chunks)
 
     def side_adapter_params(self, m: ModelConfig, tr: Training) -> tuple[int, int]:
+        from transformer_calc.estimators.training.finetune import adapted, check_targets, embedding_linears
+
         check_targets(m, tr)
         first, last = (adapted(x, tr).params for x in embedding_linears(m))
         return first, last
 
     def adapter_params(self, m: ModelConfig, tr: Training, chunks: tuple[Chunk, ...], par: Parallelism) -> int:
+        from transformer_calc.estimators.training.finetune import block_adapter_params, layer_counts
+
         return sum(block_adapter_params(m, tr, layer_counts(m, c.start, c.stop), par.tensor, par.expert,
                                         par.expert_tensor) for c in chunks)
 
     def frozen_weight_bytes(self, m: ModelConfig, tr: Training, params: int, chunks: tuple[Chunk, ...],
                             first: bool, par: Parallelism) -> tuple[int, int]:
+        from transformer_calc.estimators.training.finetune import frozen_weight_bytes
+
         return frozen_weight_bytes(m, tr, params, stage_counts(m, chunks), par.tensor, par.expert, par.expert_tensor)
 
     def last_layer(self, m: ModelConfig, w: Workload, tr: Training, par: Parallelism) -> LayerActivations | None:
@@ -192,7 +196,9 @@ def layer_structure(m: ModelConfig) -> LayerStructure:
     last = _last
     if last[0] is m:  # a frozen model: the same object, the same answer (asked ~20 times per timeline)
         return last[1]
-    if gemma4.is_gemma4(m):
+    if is_gemma4(m):
+        from transformer_calc.estimators.training import gemma4
+
         structure: LayerStructure = gemma4.LAYERS
     else:
         structure = KIND_ATTENTION if kind_attention.shaped_by_kind(m) else UNIFORM

@@ -230,7 +230,7 @@ def _forward_gradients(m: ModelConfig, tr: Training, par: Parallelism, st: Stage
     grads_fwd = st.gradients if persistent else 0
     head_params = shard.final_norm + (shard.lm_head or shard.tied_head_copy or shard.embedding)
     if tr.adapters:  # only a trained head has a gradient (PEFT modules_to_save)
-        from transformer_calc.estimators.training.finetune import head_trained
+        from transformer_calc.estimators.training.trainable import head_trained
 
         head_params = (shard.lm_head or shard.tied_head_copy or shard.embedding) if head_trained(m, tr) else 0
     return grads_fwd, min(st.gradients, head_params * tr.grad_bytes) if is_last else 0
