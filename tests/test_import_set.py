@@ -28,6 +28,10 @@ NEVER = (
     "transformer_calc.estimators.mixers.lightning", "transformer_calc.estimators.mixers.kda",
     "transformer_calc.estimators.mixers.olmo_gdn",
     "transformer_calc.estimators.rl", "transformer_calc.web", "transformer_calc.mcp_server", "transformer_calc.api",
+    # Gemma 4's training module (a Gemma 4 model only), a checkpoint's module (a source with a checkpoint
+    # only), the requests of commands not invoked (tcalc train, plan, calibrate)
+    "transformer_calc.estimators.training.gemma4", "transformer_calc.model.checkpoint",
+    "transformer_calc.requests.train", "transformer_calc.requests.calibrate",
     "huggingface_hub", "gguf", "numpy", "matplotlib", "torch", "transformers", "starlette", "mcp",
     # pydantic's plugin loader imports importlib.metadata (and email, zipfile, ...); the entry point
     # disables plugins, so neither is imported (_entry.skip_plugin_loader)

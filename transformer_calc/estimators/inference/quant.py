@@ -54,9 +54,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from transformer_calc.model.checkpoint import StoredWeights
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
 from transformer_calc.estimators.mixers import MIXERS, require_uniform_blocks
 from transformer_calc.estimators.training.gemma4_layers import is_gemma4
@@ -71,6 +70,9 @@ from transformer_calc.estimators.params import (
     shard_params,
     tensor_parallel_params,
 )
+
+if TYPE_CHECKING:  # a checkpoint's module: only a source with a checkpoint imports it (issue 39)
+    from transformer_calc.model.checkpoint import StoredWeights
 
 MAX_LAYERS = 10_000  # the most layers whose matrices are listed one by one (bounds the loop)
 
