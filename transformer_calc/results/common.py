@@ -276,55 +276,6 @@ def source_checkpoint(src: Any) -> CheckpointSection | None:
     return checkpoint_section(src.model, src.checkpoint, src.checkpoint_note)
 
 
-class GpuSection(Section):
-    """One accelerator as the hardware table (presets/hardware.yaml) gives it, in base units, with
-    λ_math derived per dtype."""
-
-    name: str  # canonical, e.g. A100-SXM4-80GB
-    aliases: list[str]  # the short names --gpu takes
-    vendor: str  # nvidia, amd, google, intel
-    memory_bytes: int  # what a program can allocate from: the driver's figure where measured, else as marketed
-    marketed_memory_bytes: int | None  # the datasheet's figure, where memory_bytes is the driver's
-    memory_source: str | None  # where memory_bytes was measured (None: the datasheet)
-    memory_bw_bytes_s: int
-    peak_flops: dict[str, int]  # dtype -> dense peak, FLOP/s (int8/int4: ops/s)
-    math_bandwidth: dict[str, float]  # dtype -> λ_math = peak / memory bandwidth, FLOP per byte
-    interconnect: str | None  # what interconnect_bytes_s is: 'NVLink 4', 'ICI', 'PCIe Gen4 x16'
-    interconnect_bytes_s: int | None  # GPU to GPU, bidirectional per GPU
-    pcie_bytes_s: int | None  # PCIe x16 host link, bidirectional
-    host_link: str | None  # the link to host memory: 'PCIe x16', or Grace's 'NVLink-C2C'
-    host_link_bytes_s: int | None  # that link per GPU, bidirectional
-    source: str  # the datasheet the numbers come from
-    verified: bool  # false: not re-read from the source
-    notes: str | None
-
-
-def gpu_section(gpu: Any) -> GpuSection:
-    """One accelerator as a result row; λ_math derived per dtype."""
-    from transformer_calc.devices.hardware import host_bandwidth, math_bandwidth
-
-    host_link, host_link_bytes_s = host_bandwidth(gpu)
-    return GpuSection(
-        name=gpu.name,
-        aliases=list(gpu.aliases),
-        vendor=gpu.vendor,
-        memory_bytes=gpu.memory_bytes,
-        marketed_memory_bytes=gpu.marketed_memory_bytes,
-        memory_source=gpu.memory_source,
-        memory_bw_bytes_s=gpu.memory_bw_bytes_s,
-        peak_flops=dict(gpu.peak_flops),
-        math_bandwidth={dt: math_bandwidth(gpu, dt) for dt in gpu.peak_flops},
-        interconnect=gpu.interconnect,
-        interconnect_bytes_s=gpu.interconnect_bytes_s,
-        pcie_bytes_s=gpu.pcie_bytes_s,
-        host_link=host_link,
-        host_link_bytes_s=host_link_bytes_s,
-        source=gpu.source,
-        verified=gpu.verified,
-        notes=gpu.notes,
-    )
-
-
 def gpu_dict(gpu: Any) -> dict[str, Any]:
     """One accelerator as JSON (`gpu_section`'s), for results still composed as dicts."""
     return gpu_section(gpu).model_dump(mode="json")
