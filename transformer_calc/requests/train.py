@@ -16,8 +16,14 @@ from transformer_calc.requests.training import (
     GpuOpt, GradBytes, Head, InterNode, LastStage, LoraAlpha, LoraRank, LoraTargets, LossInSplit,
     MicrobatchGroup, NodeSize, OffloadDevice, OffloadOpt, OptimizerOpt, PARALLEL, PipelineScheduleOpt,
     RecomputeOpt, SeqLen, SequenceParallelOpt, TRAINING, TrainEmbeddings, TrainHead, ZeroOpt,
-    _virtual_stages,
 )
+
+
+def _virtual_stages(value: Any) -> int | str:
+    """--virtual-stages: a positive count, or auto (`tcalc train` chooses)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    return whole(value)
 
 
 class TrainRequest(ModelRequest):

@@ -138,13 +138,6 @@ NodeSize = Annotated[int | None, opt("--node-size", help="GPUs per NVLink domain
 InterNode = Annotated[float | None, opt("--inter-node-gb-s", help="Per-GPU network bandwidth between nodes, GB/s one way \\[default: 25 A100 HDR, 50 H100/H200/B200 NDR].", panel=PARALLEL, parse=positive, job=False)]
 
 
-def _virtual_stages(value: Any) -> int | str:
-    """--virtual-stages: a positive count, or auto (`tcalc train` chooses)."""
-    if isinstance(value, str) and value.strip().lower() == "auto":
-        return "auto"
-    return whole(value)
-
-
 def _token_text(value: Any) -> int | str:
     """A token count as given: checked now (count's rules), read once S is known (`global_batch`)
     since 4M of 8192-token sequences may mean 2^22 (said on stderr)."""

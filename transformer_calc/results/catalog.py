@@ -105,6 +105,11 @@ def gpu_section(gpu: Any) -> GpuSection:
     )
 
 
+def gpu_dict(gpu: Any) -> dict[str, Any]:
+    """One accelerator as JSON (`gpu_section`'s), for results still composed as dicts."""
+    return gpu_section(gpu).model_dump(mode="json")
+
+
 class HardwareResult(RootModel[list[GpuSection] | GpuSection]):
     """`tcalc hardware`: every accelerator (a list, the table's order); `tcalc hardware NAME`: one."""
 

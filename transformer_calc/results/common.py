@@ -276,11 +276,6 @@ def source_checkpoint(src: Any) -> CheckpointSection | None:
     return checkpoint_section(src.model, src.checkpoint, src.checkpoint_note)
 
 
-def gpu_dict(gpu: Any) -> dict[str, Any]:
-    """One accelerator as JSON (`gpu_section`'s), for results still composed as dicts."""
-    return gpu_section(gpu).model_dump(mode="json")
-
-
 def peak_for(gpu: Any, dtype: str | None) -> tuple[str, Any]:
     """(dtype, dense peak FLOP/s): the asked dtype, else bf16, else fp16 (Volta, Turing)."""
     from transformer_calc.devices.hardware import peak_flops

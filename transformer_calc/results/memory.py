@@ -252,7 +252,7 @@ def memory_report(
     """`tcalc memory`: training memory per GPU of the most loaded pipeline stage, with fitting."""
     from transformer_calc.estimators.training.memory import b_min
     from transformer_calc.estimators.training.timeline import stage_timelines
-    from transformer_calc.estimators.training.trainable import trainable_params  # finetune's, Gemma 4's classes too
+    from transformer_calc.estimators.training.layer_structure import trainable_params  # finetune's, Gemma 4's classes too
 
     timelines = stage_timelines(m, w, tr, par)
     timeline = max(timelines, key=lambda tl: tl.peak_bytes)

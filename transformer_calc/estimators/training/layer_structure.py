@@ -20,6 +20,7 @@ from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.training import kind_attention
 from transformer_calc.estimators.training.gemma4_layers import is_gemma4
 from transformer_calc.estimators.training.layer_activations import LayerActivations
+from transformer_calc.estimators.training.trainable import Trainable, all_trainable
 from transformer_calc.model.config import LayerAttention, ModelConfig, Parallelism, Training, Workload
 
 if TYPE_CHECKING:
@@ -204,3 +205,14 @@ def layer_structure(m: ModelConfig) -> LayerStructure:
         structure = KIND_ATTENTION if kind_attention.shaped_by_kind(m) else UNIFORM
     _last = (m, structure)
     return structure
+
+
+def trainable_params(m: ModelConfig, tr: Training) -> Trainable:
+    """The trainable parameters: every one under full training (trainable.py, no adapter module
+    imported); under adapters finetune.py's count, or Gemma 4's layer classes (gemma4.trainable_params
+    dispatches between the two)."""
+    if not tr.adapters:
+        return all_trainable(m)
+    from transformer_calc.estimators.training.gemma4 import trainable_params as adapted_params
+
+    return adapted_params(m, tr)

@@ -612,7 +612,7 @@ def _data_parallel(c: _Setup, per_micro: float, rec: float, overlap_dp: bool) ->
     L_stage = sum(ch.n_layers for ch in first_chunks)
     trainable_local: float = params_local
     if tr.adapters:  # only the trainable parameters have gradients to reduce and states to update
-        from transformer_calc.estimators.training.trainable import trainable_params  # finetune's, Gemma 4's too
+        from transformer_calc.estimators.training.layer_structure import trainable_params  # finetune's, Gemma 4's too
 
         trainable_local = trainable_params(m, tr).total / (T * P)
     dp_bw, dp_lat = c.net.link(T * cp * dp)

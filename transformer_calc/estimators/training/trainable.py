@@ -1,7 +1,7 @@
 """Trainable parameters (what PEFT's `get_nb_trainable_parameters()` reports) and whether the LM head
-is trained: the record and the one entry point training memory and the step time ask. Full training
-is every parameter, priced here without importing the adapter modules (finetune.py, gemma4.py: issue
-39, start-up imports what the request needs); adapters are priced there."""
+is trained: the record, and full training's count (every parameter) without importing the adapter
+modules (finetune.py, gemma4.py: issue 39, start-up imports what the request needs). The entry point
+callers ask is layer_structure.trainable_params; adapters are priced in finetune.py and gemma4.py."""
 
 from __future__ import annotations
 
@@ -31,16 +31,6 @@ def all_trainable(m: ModelConfig) -> Trainable:
     from transformer_calc.estimators.params import count_params
 
     return Trainable(adapters=0, embedding=0, head=count_params(m).total, adapted_modules=0)
-
-
-def trainable_params(m: ModelConfig, tr: Training) -> Trainable:
-    """Every parameter under full training; under adapters finetune.py's count (uniform blocks), or
-    Gemma 4's layer classes (gemma4.trainable_params dispatches between the two)."""
-    if not tr.adapters:
-        return all_trainable(m)
-    from transformer_calc.estimators.training.gemma4 import trainable_params as adapted_params
-
-    return adapted_params(m, tr)
 
 
 def head_trained(m: ModelConfig, tr: Training) -> bool:
