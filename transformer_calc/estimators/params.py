@@ -19,6 +19,7 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 
 from transformer_calc.model.config import ACTIVATION_PARAMS, ATTENTION_KINDS, LayerAttention, ModelConfig, Positional, QKNormScope
+from transformer_calc.estimators import mla
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import check_tensor_parallel as check_shared_blocks, shared_block_params
 
@@ -256,25 +257,14 @@ def attention_weights(m: ModelConfig, q_heads: int, kv_heads: int, replicated_do
         hv = m.v_dim
         q_out = q_heads * hd * (2 if m.attn_output_gate else 1)
         return D * q_out, D * kv_heads * hd, D * kv_heads * hv, q_heads * hv * D
-    r_kv, rope, nope, dv = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
-    assert r_kv is not None and rope is not None and nope is not None and dv is not None
-    if m.q_lora_rank is None:
-        q = D * q_heads * hd  # q_proj
-    else:
-        q = D * m.q_lora_rank + m.q_lora_rank * q_heads * hd  # q_a_proj + q_b_proj
-    k = D * (r_kv + rope) + r_kv * q_heads * nope  # kv_a_proj_with_mqa + key half of kv_b_proj
-    v = r_kv * q_heads * dv  # value half of kv_b_proj
-    return q, k, v, q_heads * dv * D
+    return mla.attention_weights(m, q_heads)  # its down-projections replicated
 
 
 def _attention_bias(m: ModelConfig, q_heads: int, kv_heads: int, out_bias: bool) -> int:
     """q/k/v biases (column-parallel, split with the heads) and the output bias."""
     D, hd = m.d_model, m.head_dim
-    if m.is_mla:  # modeling_deepseek_v3.py: q_a_proj, kv_a_proj_with_mqa, o_proj take attention_bias
-        r_kv, rope = m.kv_lora_rank, m.qk_rope_head_dim
-        assert r_kv is not None and rope is not None  # MLA's widths are required (checks._check_mla)
-        bias = (m.q_lora_rank or 0) + r_kv + rope if m.qkv_bias else 0
-        return bias + (D if out_bias else 0)
+    if m.is_mla:
+        return mla.attention_bias(m, out_bias)
     q_out = q_heads * (2 if m.attn_output_gate else 1)  # the output gate's logits come from q_proj too
     return ((hd * (q_out + kv_heads) + m.v_dim * kv_heads) if m.qkv_bias else 0) + (D if out_bias else 0)
 
@@ -300,29 +290,10 @@ def _qk_norm(m: ModelConfig) -> int:
     return 2 * norm_params(m, m.head_dim)
 
 
-def indexer_params(m: ModelConfig) -> int:
-    """One DSA lightning indexer (modeling_deepseek_v32.py DeepseekV32Indexer; DeepSeek-V3.2 tech
-    report §2.1): wq_b r_q x H_I·d_I (queries from MLA's q_lora_rank latent), wk D x d_I (one key
-    head), k_norm nn.LayerNorm(d_I) (weight and bias, whatever the model's norm kind),
-    weights_proj D x H_I (a weight per indexer head); no biases."""
-    if not m.is_dsa:
-        return 0
-    H, d, r_q, D = m.index_n_heads, m.index_head_dim, m.q_lora_rank, m.d_model
-    assert H is not None and d is not None and r_q is not None  # checks._check_dsa
-    layer_norm = 2 * d  # nn.LayerNorm(index_head_dim, eps=1e-6): weight + bias
-    return r_q * H * d + D * d + layer_norm + D * H
-
-
 def _sub_norms(m: ModelConfig, mlp_width: int) -> int:
     """BitNet (modeling_bitnet.py BitNetAttention, BitNetMLP): attn_sub_norm RMSNorm(hidden_size)
     on o_proj's input (A·h_d = D there), ffn_sub_norm RMSNorm(intermediate_size) on down_proj's."""
     return norm_params(m, m.d_model) + norm_params(m, mlp_width) if m.sub_norms else 0
-
-
-def _latent_norms(m: ModelConfig) -> int:
-    if m.kv_lora_rank is None:  # not MLA
-        return 0
-    return norm_params(m, m.kv_lora_rank) + (norm_params(m, m.q_lora_rank) if m.q_lora_rank else 0)
 
 
 def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:
@@ -353,9 +324,9 @@ def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:
         attn_o=o,
         attn_bias=_attention_bias(m, A, kv, m.attn_out_bias),
         qk_norm=_qk_norm(m),
-        latent_norms=_latent_norms(m),
+        latent_norms=sum(norm_params(m, w) for w in mla.latent_norm_widths(m)),
         sinks=A if m.attention_sinks else 0,
-        indexer=indexer_params(m),
+        indexer=mla.indexer_params(m),
         mlp_weights=mlp_w,
         mlp_bias=mlp_b,
         activation=activation,
@@ -770,7 +741,7 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
 def _shard_attention(m: ModelConfig, full: LayerParams, q_rank: int, kv_rank: int) -> int:
     """One rank's attention: Q/K/V/O split by heads; q/k norms, MLA latent norms and DSA's indexer replicated
     (DeepSeek-V3.2's inference/model.py builds the indexer of plain, unsharded Linear layers)."""
-    q, k, v, o = attention_weights(m, q_rank, q_rank if m.is_mla else kv_rank)
+    q, k, v, o = attention_weights(m, q_rank, kv_rank)  # (MLA has no K/V heads: kv_rank unused)
     attn = q + k + v + o + _attention_bias(m, q_rank, kv_rank, m.attn_out_bias)
     return attn + full.qk_norm + full.latent_norms + (q_rank if m.attention_sinks else 0) + full.indexer
 

@@ -24,6 +24,7 @@ from transformer_calc.estimators.inference.spec import (
     KV_TENSORS,
     check_positive_int,
 )
+from transformer_calc.estimators.mla import indexer_matmul_params
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.params import (
     GATED_MATRICES,
@@ -31,7 +32,6 @@ from transformer_calc.estimators.params import (
     attention_weights,
     check_tensor_parallel,
     count_params,
-    indexer_params,
     kv_heads_per_rank,
     latent_projections,
     mlp_params,
@@ -183,7 +183,7 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     check_tensor_parallel(m, T)
     q_rank, kv_rank = m.n_heads // T, kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
     n_matrices = GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES
-    q, k, v, o = attention_weights(m, q_rank, q_rank if m.is_mla else kv_rank)
+    q, k, v, o = attention_weights(m, q_rank, kv_rank)  # (MLA has no K/V heads: kv_rank unused)
     attention = q + k + v + o
     n_moe = m.n_moe_layers()
     dense_mlp = n_matrices * D * (m.d_ff // T)
@@ -197,7 +197,7 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     mlp = n_moe * moe_mlp + (m.n_layers - n_moe - m.n_channel_free_layers()) * dense_mlp
     mixers = sum(m.n_attention_layers(k) * MIXERS[k].matmul_params(m, T) for k in m.mixer_kinds)  # their projections
     # DSA indexers (replicated): wq_b, wk, weights_proj; its k_norm is no matmul
-    indexer = indexer_params(m) - 2 * (m.index_head_dim or 0) if m.is_dsa else 0
+    indexer = indexer_matmul_params(m)
     # Zamba2's shared blocks: a token multiplies their weights once per application (T = 1 only)
     shared = m.n_shared_block_applications * matmul_weights_per_application(m)
     # MiMo-V2-Flash: its sliding layers' extra K/V heads

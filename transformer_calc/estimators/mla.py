@@ -1,0 +1,60 @@
+"""Multi-head latent attention (DeepSeek-V2/V3, Kimi K2, GLM-5) and DeepSeek-V3.2's sparse attention
+indexer (DSA): the block's own parameters, so that the estimators ask it instead of branching on MLA.
+
+Sources: modeling_deepseek_v3.py DeepseekV3Attention (q_a_proj, q_a_layernorm, q_b_proj,
+kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj); modeling_deepseek_v32.py DeepseekV32Indexer and
+the DeepSeek-V3.2 tech report §2.1 (the lightning indexer).
+"""
+from __future__ import annotations
+
+from transformer_calc.model.config import ModelConfig
+
+
+def attention_weights(m: ModelConfig, q_heads: int) -> tuple[int, int, int, int]:
+    """(W_Q, W_K, W_V, W_O) of MLA for q_heads query heads (one TP rank's: its heads of q_b_proj, kv_b_proj and
+    o_proj; the down-projections to the latents, q_a_proj and kv_a_proj_with_mqa, are replicated)."""
+    D, hd = m.d_model, m.head_dim
+    r_kv, rope, nope, dv = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
+    assert r_kv is not None and rope is not None and nope is not None and dv is not None
+    if m.q_lora_rank is None:
+        q = D * q_heads * hd  # q_proj
+    else:
+        q = D * m.q_lora_rank + m.q_lora_rank * q_heads * hd  # q_a_proj + q_b_proj
+    k = D * (r_kv + rope) + r_kv * q_heads * nope  # kv_a_proj_with_mqa + key half of kv_b_proj
+    v = r_kv * q_heads * dv  # value half of kv_b_proj
+    return q, k, v, q_heads * dv * D
+
+
+def attention_bias(m: ModelConfig, out_bias: bool) -> int:
+    """MLA's biases (modeling_deepseek_v3.py: q_a_proj, kv_a_proj_with_mqa and o_proj take attention_bias;
+    the down-projections are replicated, so one rank holds them whole)."""
+    r_kv, rope = m.kv_lora_rank, m.qk_rope_head_dim
+    assert r_kv is not None and rope is not None  # MLA's widths are required (checks._check_mla)
+    bias = (m.q_lora_rank or 0) + r_kv + rope if m.qkv_bias else 0
+    return bias + (m.d_model if out_bias else 0)
+
+
+def latent_norm_widths(m: ModelConfig) -> tuple[int, ...]:
+    """The widths of MLA's latent norms: kv_a_layernorm (r_kv) and q_a_layernorm (r_q, when q is low-rank);
+    none for a model without MLA."""
+    if m.kv_lora_rank is None:  # not MLA
+        return ()
+    return (m.kv_lora_rank,) + ((m.q_lora_rank,) if m.q_lora_rank else ())
+
+
+def indexer_params(m: ModelConfig) -> int:
+    """One DSA lightning indexer (modeling_deepseek_v32.py DeepseekV32Indexer; DeepSeek-V3.2 tech
+    report §2.1): wq_b r_q x H_I·d_I (queries from MLA's q_lora_rank latent), wk D x d_I (one key
+    head), k_norm nn.LayerNorm(d_I) (weight and bias, whatever the model's norm kind),
+    weights_proj D x H_I (a weight per indexer head); no biases. 0 for a model without DSA."""
+    if not m.is_dsa:
+        return 0
+    H, d, r_q, D = m.index_n_heads, m.index_head_dim, m.q_lora_rank, m.d_model
+    assert H is not None and d is not None and r_q is not None  # checks._check_dsa
+    layer_norm = 2 * d  # nn.LayerNorm(index_head_dim, eps=1e-6): weight + bias
+    return r_q * H * d + D * d + layer_norm + D * H
+
+
+def indexer_matmul_params(m: ModelConfig) -> int:
+    """The indexer's matmul weights (wq_b, wk, weights_proj; its k_norm is no matmul); 0 without DSA."""
+    return indexer_params(m) - 2 * (m.index_head_dim or 0) if m.is_dsa else 0
