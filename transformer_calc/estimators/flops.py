@@ -374,6 +374,8 @@ def _deepseek_v4_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: b
         raise TcalcError("causal or windowed attention FLOPs are not modeled for DeepSeek-V4's compressed entries "
                          "(model " + (m.name or "given") + "); use the default convention (every pair eager computes)")
     check_deepseek_v4(m)
+    v4 = m.deepseek_v4
+    assert v4 is not None  # count_flops sends only a DeepSeek-V4 model here
     B, S, D = w.batch_size, w.seq_len, m.d_model
     f = deepseek_v4_forward_flops(m, B, S)
     L, N = m.n_layers, B * S
@@ -381,7 +383,7 @@ def _deepseek_v4_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: b
         qkv=f.attention_proj // L, scores=FLOPS_PER_MAC * B * m.n_heads * S * S * m.head_dim,  # the window keys
         reweight=FLOPS_PER_MAC * B * m.n_heads * S * S * m.head_dim, attn_out=f.attn_out // L, mlp=f.experts // L,
         shared_expert=f.shared_expert // L, router=f.router // L,
-        indexer=f.indexer // max(len(m.deepseek_v4.csa_layer_ids), 1) if m.deepseek_v4 else 0,
+        indexer=f.indexer // max(len(v4.csa_layer_ids), 1),
     )
     return StepFlops(
         batch_size=B, seq_len=S, n_layers=L, causal=False, windowed=False, layer=layer, layers=f.blocks,

@@ -423,7 +423,7 @@ def varied_attention(m: ModelConfig, kind: LayerAttention, kv_shared: bool, T: i
     """
     D, A = m.d_model, m.n_heads // T
     hd = m.kind_head_dim(kind)
-    what = "full_kv_heads" if kind is LayerAttention.full and m.full_kv_heads is not None else "n_kv_heads"
+    what = m.kv_heads_field(kind)
     kv = kv_heads_per_rank(m.kv_heads_of(kind), T, what)
     q_out = A * hd * (2 if m.attn_output_gate else 1)
     has_k = not kv_shared
@@ -614,7 +614,7 @@ def _check_gemma4_tensor_parallel(m: ModelConfig, T: int) -> None:
     divide one another (`kv_heads_per_rank`), T divides L·P (per_layer_model_projection, column-parallel).
     The MLP widths (d_ff, 2·d_ff, moe_d_ff) are checked by `check_tensor_parallel`."""
     for kind in (k for k in ATTENTION_KINDS if k in m.attention_pattern):
-        what = "full_kv_heads" if kind is LayerAttention.full and m.full_kv_heads is not None else "n_kv_heads"
+        what = m.kv_heads_field(kind)
         kv_heads_per_rank(m.kv_heads_of(kind), T, what)
     if (width := m.n_layers * m.per_layer_input_dim) % T:
         raise ValueError(f"n_layers x per_layer_input_dim ({width}, the per-layer input projection's width) must be "

@@ -302,7 +302,7 @@ def _varied_kv_groups(m: ModelConfig, T: int = 1) -> tuple[KVGroup, ...]:
                                                       LayerAttention.chunked: m.attention_chunk_size}
     groups: list[KVGroup] = []
     for kind in (k for k in LayerAttention if k in ATTENTION_KINDS):
-        what = "full_kv_heads" if kind is LayerAttention.full and m.full_kv_heads is not None else "n_kv_heads"
+        what = m.kv_heads_field(kind)
         hd = m.kind_head_dim(kind)
         elements = KV_TENSORS * kv_heads_per_rank(m.kv_heads_of(kind), T, what) * hd
         width = m.n_heads // T * 2 * hd
