@@ -64,10 +64,11 @@ from typing import TypeGuard
 from transformer_calc.model.units import FLOPS_PER_MAC, SECONDS_PER_DAY, SECONDS_PER_HOUR  # noqa: F401 (SECONDS_PER_DAY: part of this module's API, docs/formulas.md)
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig, Recompute, Workload
 from transformer_calc.estimators.params import (
-    GATED_MATRICES, PLAIN_MATRICES, count_params, latent_projections, layer_params, sliding_extra, varied_attention,
+    GATED_MATRICES, PLAIN_MATRICES, count_params, latent_projections, layer_params, sliding_extra,
 )
 from transformer_calc.errors import TcalcError
 from transformer_calc.estimators.deepseek_v4 import check as check_deepseek_v4, forward_flops as deepseek_v4_forward_flops
+from transformer_calc.estimators.gemma_layers import layer_flops as varied_layer_flops
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import shared_block_flops
 
@@ -340,7 +341,8 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
                 attention += n * FLOPS_PER_MAC * B * S * extra
     projections = 2 * FLOPS_PER_MAC * B * S * D * d_emb if d_emb != D else 0
     if m.irregular_layers and not m.is_mla:  # Gemma 4: layers that differ by kind and depth
-        attention, cores, extra_mlp, extra_projection = _varied_layer_flops(m, w, causal=causal, windowed=windowed)
+        core = {k: 2 * _core(m, w, m.kind_head_dim(k), k, causal, windowed) for k in ATTENTION_KINDS}  # scores + re-weighting
+        attention, cores, extra_mlp, extra_projection = varied_layer_flops(m, w.batch_size * w.seq_len, core)
         mlp += extra_mlp
         projections += extra_projection
     # Zamba2's shared blocks (estimators/shared_block.py): every application, its attention full
@@ -390,49 +392,6 @@ def _deepseek_v4_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: b
         attention_cores=f.attention_cores, lm_head=FLOPS_PER_MAC * N * D * m.vocab_size, embedding_projection=0,
         indexer=f.indexer + f.idle_compressors,  # forward only: no gradient reaches them
     )
-
-
-def _varied_layer_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: bool) -> tuple[int, int, int, int]:
-    """Gemma 4's and Gemma 3n's blocks (modeling_gemma4.py, modeling_gemma3n.py; docs/formulas.md §5.14,
-    §5.15), forward: (attention of all layers, their attention cores, the blocks' other matmuls beyond the
-    base blocks' MLPs, the projections outside the blocks).
-
-    Attention per (kind, kv-shared) group: 2 per weight per token for that layer's q/k/v/o
-    (`params.varied_attention`: a kv-shared layer has no k/v projection, a k=v full layer no v), and
-    the core over its own h_d: scores and re-weighting 2·B·A·h_d·pairs each (values are h_d wide),
-    kv-shared layers included (they attend over the K/V they read). The kv-shared layers' double-width
-    MLP adds one more d_ff of matmuls; each layer's per-layer input adds its gate D x P and projection
-    P x D (in the MLP sum), and the model projection D x L·P runs once per token, before the blocks
-    (counted with the embedding projections, outside what full recomputation repeats).
-    """
-    B, S, D, L, P = w.batch_size, w.seq_len, m.d_model, m.n_layers, m.per_layer_input_dim
-    tokens = B * S
-    attention = cores = 0
-    first_shared = m.first_kv_shared_layer
-    for kind in (k for k in LayerAttention if k in ATTENTION_KINDS):
-        core = 2 * _core(m, w, m.kind_head_dim(kind), kind, causal, windowed)  # scores + re-weighting
-        for shared, (lo, hi) in ((False, (0, first_shared)), (True, (first_shared, L))):
-            if n := m.n_attention_layers(kind, lo, hi):
-                p = varied_attention(m, kind, shared)
-                attention += n * (FLOPS_PER_MAC * tokens * (p["attn_q"] + p["attn_k"] + p["attn_v"] + p["attn_o"]) + core)
-                cores += n * core
-    n_matrices = GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES
-    width = m.shared_expert_d_ff if m.is_moe else m.d_ff
-    mlp = m.kv_shared_layers * FLOPS_PER_MAC * tokens * D * width * n_matrices if m.kv_shared_double_mlp else 0
-    mlp += L * FLOPS_PER_MAC * tokens * 2 * D * P  # per_layer_input_gate, per_layer_projection
-    outside = FLOPS_PER_MAC * tokens * D * L * P  # per_layer_model_projection
-    if (streams := m.altup_inputs) is not None:
-        # Gemma 3n, modeling_gemma3n.py Gemma3nTextAltUp: predict runs modality_router (D x n) and
-        # prediction_coefs (n x n²) on the active stream and mixes the n streams with the token's n x n
-        # coefficients (a batched matmul, D·n² multiply-adds per token); correct runs modality_router again
-        # and correction_coefs (n x n); the model's altup_projections and altup_unembed_projections
-        # (n - 1 of D x D each) run before and after the blocks
-        n = streams
-        mlp += L * FLOPS_PER_MAC * tokens * (2 * D * n + n ** 3 + D * n * n + n * n)
-        outside += 2 * (n - 1) * FLOPS_PER_MAC * tokens * D * D
-    if (r := m.laurel_rank) is not None:  # Gemma3nTextLaurelBlock: linear_left D x r, linear_right r x D
-        mlp += L * FLOPS_PER_MAC * tokens * 2 * D * r
-    return attention, cores, mlp, outside
 
 
 def op_recompute_refusal(m: ModelConfig) -> str | None:

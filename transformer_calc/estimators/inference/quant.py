@@ -58,6 +58,7 @@ from typing import Any
 
 from transformer_calc.model.checkpoint import StoredWeights
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
+from transformer_calc.estimators.gemma_layers import per_layer_table_rank, varied_attention
 from transformer_calc.estimators.mixers import MIXERS, require_uniform_blocks
 from transformer_calc.estimators.training.gemma4_layers import is_gemma4
 from transformer_calc.estimators.params import (
@@ -67,7 +68,6 @@ from transformer_calc.estimators.params import (
     count_params,
     kv_heads_per_rank,
     mlp_params_per_expert,
-    per_layer_table_rank,
     shard_params,
     tensor_parallel_params,
 )
@@ -191,7 +191,7 @@ def block_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
 
 def gemma4_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
     """Gemma 4's matrices on one of T tensor-parallel ranks, layer by layer, each layer with its class's
-    shapes (modeling_gemma4.py; the per-rank split of `params.varied_attention(..., T)` and `_gemma4_parts`,
+    shapes (modeling_gemma4.py; the per-rank split of `gemma_layers.varied_attention(..., T)` and `gemma_layers.parts`,
     vLLM's gemma4.py): attn_q D x (A/T)·h_d, attn_k D x n_kv'·h_d (not on a kv-shared layer), attn_v as
     attn_k (not on a kv-shared layer, nor on a full layer with k = v), attn_output (A/T)·h_d x D, with
     h_d and n_kv the layer kind's (`kind_head_dim`, `kv_heads_of`: full layers their own); the dense MLP
@@ -204,7 +204,7 @@ def gemma4_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
     rows of L·P). The ggml names are llama.cpp's (src/llama-arch.cpp LLM_ARCH_GEMMA3N / GEMMA4: blk.N.inp_gate,
     blk.N.proj, per_layer_model_proj, per_layer_token_embd). Not listed (non-matrix parameters, left at the
     format's rest_bits): norms, the router (ffn_gate_inp, its scale and per-expert scales), layer scalars."""
-    from transformer_calc.estimators.params import check_tensor_parallel, varied_attention
+    from transformer_calc.estimators.params import check_tensor_parallel
 
     check_tensor_parallel(m, T, ep)  # Gemma 4: every kind's K/V heads and T divide one another; ep 1 only
     D, P, L = m.d_model, m.per_layer_input_dim, m.n_layers

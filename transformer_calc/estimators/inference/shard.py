@@ -25,6 +25,7 @@ from transformer_calc.estimators.inference.spec import (
     check_positive_int,
 )
 from transformer_calc.estimators.mla import indexer_matmul_params
+from transformer_calc.estimators.gemma_layers import matmul_params as varied_matmul_params, per_layer_table_rank
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.params import (
     GATED_MATRICES,
@@ -35,10 +36,8 @@ from transformer_calc.estimators.params import (
     kv_heads_per_rank,
     latent_projections,
     mlp_params,
-    per_layer_table_rank,
     sliding_extra,
     tensor_parallel_params,
-    varied_attention,
 )
 from transformer_calc.estimators.shared_block import matmul_weights_per_application, shared_block_rereads
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
@@ -203,41 +202,10 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     # MiMo-V2-Flash: its sliding layers' extra K/V heads
     kv_s = kv_heads_per_rank(m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads")
     shared += m.n_attention_layers(LayerAttention.sliding) * sliding_extra(m, q_rank, kv_rank, kv_s)[0]
-    if m.irregular_layers:  # Gemma 4: every layer's own q, k, v, o; the kv-shared layers' wider MLP; the
-        # per-layer input matmuls (the model projection D x L·P, each layer's gate and projection). Per rank
-        # (params._gemma4_parts, vLLM gemma4.py): q, o and the MLP T ways, K/V heads `kv_heads_per_rank`, the
-        # model projection column-parallel (D x L·P/T), the gate and projection replicated (2·L·D·P)
-        attention_all = _varied_attention_matmuls(m, T) if m.attention_pattern and not m.is_mla else 0
-        if not attention_all:
-            attention_all = m.n_softmax_layers() * attention
-        wide = (m.kv_shared_layers * n_matrices * D * ((m.shared_expert_d_ff if m.is_moe else m.d_ff) // T)
-                if m.kv_shared_double_mlp else 0)
-        L_P = m.n_layers * m.per_layer_input_dim
-        ple = D * L_P // T + 2 * D * L_P
-        # Gemma 3n (modeling_gemma3n.py): per layer AltUp's router twice (D x n), its prediction (n x n²) and
-        # correction (n x n) coefficients and the token's n x n mix of its D x n streams (computed coefficients,
-        # counted here as their D·n² multiply-adds per token), LAuReL's D x r x D; the model's 2·(n - 1) D x D
-        # AltUp projections
-        n, r = m.altup_inputs, m.laurel_rank
-        altup = (m.n_layers * (2 * D * n + n ** 3 + D * n * n + n * n) + 2 * (n - 1) * D * D) if n is not None else 0
-        laurel = m.n_layers * 2 * D * r if r is not None else 0
-        return attention_all + mixers + mlp + wide + ple + altup + laurel + lm_head + projections + shared
+    if m.irregular_layers:  # Gemma 4's and Gemma 3n's layers (estimators/gemma_layers.py)
+        return varied_matmul_params(m, T, attention, n_matrices) + mixers + mlp + lm_head + projections + shared
     return (m.n_softmax_layers() * attention + mixers + mlp + lm_head + projections + m.n_indexer_layers * indexer
             + shared)
-
-
-def _varied_attention_matmuls(m: ModelConfig, T: int) -> int:
-    """Gemma 4's q, k, v, o weights over every layer on one of T ranks (`params.varied_attention`); 0 when
-    the layers do not vary by kind (Gemma 3n: its base shape, `attention_by_field` empty)."""
-    if not count_params(m).attention_by_field:
-        return 0
-    first_shared, total = m.first_kv_shared_layer, 0
-    for kind in (k for k in LayerAttention if k in ATTENTION_KINDS):
-        for shared, (lo, hi) in ((False, (0, first_shared)), (True, (first_shared, m.n_layers))):
-            if n := m.n_attention_layers(kind, lo, hi):
-                parts = varied_attention(m, kind, shared, T)
-                total += n * (parts["attn_q"] + parts["attn_k"] + parts["attn_v"] + parts["attn_o"])
-    return total
 
 
 def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[KVGroup, ...]:
