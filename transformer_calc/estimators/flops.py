@@ -69,6 +69,7 @@ from transformer_calc.estimators.params import (
 from transformer_calc.errors import TcalcError
 from transformer_calc.estimators.deepseek_v4 import check as check_deepseek_v4, forward_flops as deepseek_v4_forward_flops
 from transformer_calc.estimators.gemma_layers import layer_flops as varied_layer_flops
+from transformer_calc.estimators.mla import indexer_flops as mla_indexer_flops
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import shared_block_flops
 
@@ -292,19 +293,10 @@ def layer_flops(
 
 
 def indexer_flops(m: ModelConfig, w: Workload, *, causal: bool = False) -> int:
-    """Forward FLOPs of one DSA lightning indexer (DeepseekV32Indexer.forward): wq_b on the
-    q_lora_rank latent, wk and weights_proj on the hidden states (2 per weight per token), then
-    scores q·k for every query-key pair and head, 2·H_I·d_I, and the weighted sum over heads,
-    2·H_I per pair; S² pairs (eager scores them all and masks), halved when causal."""
-    if not m.is_dsa:
-        return 0
-    H, d, r_q = m.index_n_heads, m.index_head_dim, m.q_lora_rank
-    assert H is not None and d is not None and r_q is not None  # checks._check_dsa
-    B, S, D = w.batch_size, w.seq_len, m.d_model
-    projections = FLOPS_PER_MAC * B * S * (r_q * H * d + D * d + D * H)  # wq_b, wk, weights_proj
-    num, den = attended_pairs(m, LayerAttention.full, S, causal=causal, windowed=False)
-    pairs = FLOPS_PER_MAC * B * H * (d + 1) * num // den  # scores (d) and head weighting (1) per pair
-    return projections + pairs
+    """Forward FLOPs of one DSA lightning indexer (`mla.indexer_flops`) over the pairs eager scores: S² (it
+    scores them all and masks), halved when causal; 0 for a model without one."""
+    pairs = attended_pairs(m, LayerAttention.full, w.seq_len, causal=causal, windowed=False)
+    return mla_indexer_flops(m, w.batch_size * w.seq_len, w.batch_size, pairs)
 
 
 def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: bool = False) -> StepFlops:

@@ -8,6 +8,7 @@ the DeepSeek-V3.2 tech report §2.1 (the lightning indexer).
 from __future__ import annotations
 
 from transformer_calc.model.config import ModelConfig
+from transformer_calc.model.units import FLOPS_PER_MAC
 
 
 def attention_weights(m: ModelConfig, q_heads: int) -> tuple[int, int, int, int]:
@@ -58,3 +59,18 @@ def indexer_params(m: ModelConfig) -> int:
 def indexer_matmul_params(m: ModelConfig) -> int:
     """The indexer's matmul weights (wq_b, wk, weights_proj; its k_norm is no matmul); 0 without DSA."""
     return indexer_params(m) - 2 * (m.index_head_dim or 0) if m.is_dsa else 0
+
+
+def indexer_flops(m: ModelConfig, tokens: int, B: int, pairs: tuple[int, int]) -> int:
+    """Forward FLOPs of one DSA lightning indexer (DeepseekV32Indexer.forward) over `tokens` tokens of B
+    sequences: wq_b on the q_lora_rank latent, wk and weights_proj on the hidden states (2 per weight per
+    token), then scores q·k for every query-key pair and head, 2·H_I·d_I, and the weighted sum over heads,
+    2·H_I per pair; `pairs` (numerator, denominator) of S² per sequence, as flops.attended_pairs gives them.
+    0 for a model without DSA."""
+    if not m.is_dsa:
+        return 0
+    H, d, r_q, D = m.index_n_heads, m.index_head_dim, m.q_lora_rank, m.d_model
+    assert H is not None and d is not None and r_q is not None  # checks._check_dsa
+    num, den = pairs
+    projections = FLOPS_PER_MAC * tokens * (r_q * H * d + D * d + D * H)  # wq_b, wk, weights_proj
+    return projections + FLOPS_PER_MAC * B * H * (d + 1) * num // den  # scores (d) and head weighting (1) per pair
