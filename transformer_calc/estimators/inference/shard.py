@@ -475,7 +475,8 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> Shard:
         raise ValueError("cache_kv_heads sets one K/V head count, but this model's sliding layers have their own "
                          f"(sliding_kv_heads {m.sliding_kv_heads}); drop cache_kv_heads")
     model_kv = kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
-    cache_heads = m.n_kv_heads if spec.cache_kv_heads is None else spec.cache_kv_heads
+    # the K/V heads attention computes with (MLA: A, T dividing it); cache_kv_heads is refused for MLA above
+    cache_heads = m.attention_kv_heads if spec.cache_kv_heads is None else spec.cache_kv_heads
     cached = kv_heads_per_rank(cache_heads, T, "cache_kv_heads")
     n_in = (GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES) - 1  # matrices D -> F: up (+ gate)
     F_exp = m.moe_d_ff if m.is_moe else m.d_ff
@@ -495,7 +496,7 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> Shard:
         layers=m.n_layers,
         head_dim=hd,
         q_heads=m.n_heads // T,
-        kv_heads=m.n_heads // T if m.is_mla else cached,
+        kv_heads=cached,
         kv_groups=_kv_groups(m, spec, cached),
         attention_width=hd + m.v_dim,
         params=tensor_parallel_params(m, T, ep, etp),
