@@ -11,8 +11,8 @@ from transformer_calc.model.config import ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
 
 
-def attention_weights(m: ModelConfig, q_heads: int) -> tuple[int, int, int, int]:
-    """(W_Q, W_K, W_V, W_O) of MLA for q_heads query heads (one TP rank's: its heads of q_b_proj, kv_b_proj and
+def attention_weights(m: ModelConfig, q_heads: int, kv_heads: int) -> tuple[int, int, int, int]:
+    """(W_Q, W_K, W_V, W_O) of MLA for q_heads query heads (no K/V heads of its own: kv_heads is unused; one TP rank's: its heads of q_b_proj, kv_b_proj and
     o_proj; the down-projections to the latents, q_a_proj and kv_a_proj_with_mqa, are replicated)."""
     D, hd = m.d_model, m.head_dim
     r_kv, rope, nope, dv = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
@@ -26,13 +26,29 @@ def attention_weights(m: ModelConfig, q_heads: int) -> tuple[int, int, int, int]
     return q, k, v, q_heads * dv * D
 
 
-def attention_bias(m: ModelConfig, out_bias: bool) -> int:
+def attention_bias(m: ModelConfig, q_heads: int, kv_heads: int, out_bias: bool) -> int:
     """MLA's biases (modeling_deepseek_v3.py: q_a_proj, kv_a_proj_with_mqa and o_proj take attention_bias;
-    the down-projections are replicated, so one rank holds them whole)."""
+    the down-projections are replicated, so one rank holds them whole; q_heads, kv_heads unused)."""
     r_kv, rope = m.kv_lora_rank, m.qk_rope_head_dim
     assert r_kv is not None and rope is not None  # MLA's widths are required (checks._check_mla)
     bias = (m.q_lora_rank or 0) + r_kv + rope if m.qkv_bias else 0
     return bias + (m.d_model if out_bias else 0)
+
+
+def cached_elements(m: ModelConfig, T: int, cached_heads: int, latent: bool) -> int:
+    """Cached values per token and layer on one of T ranks. The latent cache: the compressed latent and the
+    shared rotary key, r_kv + d_rope (modeling_deepseek_v3.py caches them; transformers 5 too), the same on
+    every rank (replicated, not split); decompressed: per-head K (h_d) and V (h_v) of the rank's A/T heads, as
+    engines that expand the latent before caching hold (cached_heads unused)."""
+    if latent:
+        return (m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0)
+    return (m.n_heads // T) * (m.head_dim + m.v_dim)
+
+
+def qkv_width(m: ModelConfig, q_heads: int, kv_heads: int) -> int:
+    """The q, k and v one rank's layer computes: per query head q and k of h_d, v of h_v (kv_b_proj expands the
+    latent per head; kv_heads unused)."""
+    return q_heads * (m.head_dim + m.head_dim + m.v_dim)
 
 
 def latent_norm_widths(m: ModelConfig) -> tuple[int, ...]:

@@ -20,6 +20,7 @@ from functools import lru_cache
 
 from transformer_calc.model.config import ACTIVATION_PARAMS, ATTENTION_KINDS, LayerAttention, ModelConfig, Positional, QKNormScope
 from transformer_calc.estimators import gemma_layers, mla
+from transformer_calc.estimators.attention import attention_block
 from transformer_calc.estimators.primitives import GATED_MATRICES, PLAIN_MATRICES, kv_heads_per_rank, mlp_params, norm_params
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import check_tensor_parallel as check_shared_blocks, shared_block_params
@@ -226,24 +227,12 @@ def latent_projections(m: ModelConfig) -> tuple[int, int]:
 def attention_weights(m: ModelConfig, q_heads: int, kv_heads: int, replicated_down: bool = True) -> tuple[int, int, int, int]:
     """(W_Q, W_K, W_V, W_O) weights for q_heads query and kv_heads K/V heads (one TP rank: the
     heads it holds; MLA's down-projections to the latents are replicated on every rank)."""
-    D, hd = m.d_model, m.head_dim
-    if not m.is_mla:
-        # attn_output_gate (modeling_qwen3_next.py Qwen3NextAttention): q_proj emits A·h_d queries and
-        # A·h_d gate logits, D x 2·A·h_d. Values of h_v = v_dim (head_dim unless v_head_dim is given:
-        # modeling_mimo_v2_flash.py MiMoV2FlashAttention v_proj D x n_kv·h_v, o_proj A·h_v x D)
-        hv = m.v_dim
-        q_out = q_heads * hd * (2 if m.attn_output_gate else 1)
-        return D * q_out, D * kv_heads * hd, D * kv_heads * hv, q_heads * hv * D
-    return mla.attention_weights(m, q_heads)  # its down-projections replicated
+    return attention_block(m).weights(m, q_heads, kv_heads)  # estimators/attention.py
 
 
 def _attention_bias(m: ModelConfig, q_heads: int, kv_heads: int, out_bias: bool) -> int:
     """q/k/v biases (column-parallel, split with the heads) and the output bias."""
-    D, hd = m.d_model, m.head_dim
-    if m.is_mla:
-        return mla.attention_bias(m, out_bias)
-    q_out = q_heads * (2 if m.attn_output_gate else 1)  # the output gate's logits come from q_proj too
-    return ((hd * (q_out + kv_heads) + m.v_dim * kv_heads) if m.qkv_bias else 0) + (D if out_bias else 0)
+    return attention_block(m).bias(m, q_heads, kv_heads, out_bias)  # estimators/attention.py
 
 
 def sliding_extra(m: ModelConfig, q_heads: int, kv_heads: int, sliding_kv_heads: int) -> tuple[int, int]:

@@ -26,6 +26,7 @@ from transformer_calc.estimators.inference.spec import (
 )
 from transformer_calc.estimators.mla import indexer_matmul_params
 from transformer_calc.estimators.gemma_layers import matmul_params as varied_matmul_params, per_layer_table_rank
+from transformer_calc.estimators.attention import attention_block
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.params import (
     GATED_MATRICES,
@@ -220,14 +221,7 @@ def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[
     T = spec.tensor_parallel
     if m.irregular_layers and not m.is_mla:
         return _varied_kv_groups(m, T)
-    if m.is_mla:
-        if spec.mla_cache == "latent":
-            per_layer = (m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0)
-        else:
-            per_layer = (m.n_heads // T) * (m.head_dim + m.v_dim)
-    else:
-        # K of h_d and V of h_v per cached head (h_v = head_dim unless v_head_dim is given: MiMo-V2-Flash)
-        per_layer = cached_heads * (m.head_dim + m.v_dim)
+    per_layer = attention_block(m).cached_elements(m, T, cached_heads, spec.mla_cache == "latent")
     windows = {LayerAttention.full: None, LayerAttention.sliding: m.sliding_window,
                LayerAttention.chunked: m.attention_chunk_size}
 
@@ -486,8 +480,7 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> Shard:
     # Prefill transient of one block: its input and output (2·D) plus the widest intermediate,
     # the fused Q/K/V output or the MLP's up (+ gate) outputs of every active expert.
     widest_kv = max(model_kv, kv_heads_per_rank(m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads"))
-    qkv_width = ((m.n_heads // T) * (hd + hd + m.v_dim) if m.is_mla
-                 else (m.n_heads // T + widest_kv) * hd + widest_kv * m.v_dim)
+    qkv_width = attention_block(m).qkv_width(m, m.n_heads // T, widest_kv)
     if m.irregular_layers and not m.is_mla:  # Gemma 4: the widest kind's q, k, v on this rank
         qkv_width = max((m.n_heads // T + KV_TENSORS * kv_heads_per_rank(m.kv_heads_of(k), T)) * m.kind_head_dim(k)
                         for k in ATTENTION_KINDS if k in m.attention_pattern)

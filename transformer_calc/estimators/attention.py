@@ -1,0 +1,62 @@
+"""Softmax attention's blocks behind one protocol: standard attention (MHA, GQA, MQA; Qwen3-Next's output
+gate; a value width of its own) and multi-head latent attention (estimators/mla.py). The estimators ask
+`attention_block(m)` for a layer's weights, biases, cached elements and q/k/v width, and never name MLA:
+this is the one place that picks.
+
+Standard attention (seed "Causal Attention", generalized): W_Q D x A·h_d (x 2 with attn_output_gate:
+modeling_qwen3_next.py Qwen3NextAttention's q_proj emits the gate logits too), W_K D x n_kv·h_d, W_V
+D x n_kv·h_v, W_O A·h_v x D, with h_v = v_dim (head_dim unless v_head_dim is given: modeling_mimo_v2_flash.py
+MiMoV2FlashAttention).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from transformer_calc.estimators import mla
+from transformer_calc.model.config import ModelConfig
+
+
+@dataclass(frozen=True)
+class AttentionBlock:
+    """What the estimators ask of a softmax-attention block, for the heads one tensor-parallel rank holds."""
+
+    name: str
+    weights: Callable[[ModelConfig, int, int], tuple[int, int, int, int]]  # (m, q_heads, kv_heads): W_Q, W_K, W_V, W_O
+    bias: Callable[[ModelConfig, int, int, bool], int]  # (m, q_heads, kv_heads, out_bias): q/k/v biases and the output's
+    cached_elements: Callable[[ModelConfig, int, int, bool], int]  # (m, T, cached K/V heads, latent cache): per token, layer
+    qkv_width: Callable[[ModelConfig, int, int], int]  # (m, q_heads, kv_heads): the q, k and v a rank's layer computes
+
+
+def weights(m: ModelConfig, q_heads: int, kv_heads: int) -> tuple[int, int, int, int]:
+    """(W_Q, W_K, W_V, W_O) of standard attention for q_heads query and kv_heads K/V heads."""
+    D, hd, hv = m.d_model, m.head_dim, m.v_dim
+    q_out = q_heads * hd * (2 if m.attn_output_gate else 1)
+    return D * q_out, D * kv_heads * hd, D * kv_heads * hv, q_heads * hv * D
+
+
+def bias(m: ModelConfig, q_heads: int, kv_heads: int, out_bias: bool) -> int:
+    """q/k/v biases (column-parallel, split with the heads) and the output bias."""
+    q_out = q_heads * (2 if m.attn_output_gate else 1)  # the output gate's logits come from q_proj too
+    qkv = (m.head_dim * (q_out + kv_heads) + m.v_dim * kv_heads) if m.qkv_bias else 0
+    return qkv + (m.d_model if out_bias else 0)
+
+
+def cached_elements(m: ModelConfig, T: int, cached_heads: int, latent: bool) -> int:
+    """Cached values per token and layer on one rank: K of h_d and V of h_v per cached head."""
+    return cached_heads * (m.head_dim + m.v_dim)
+
+
+def qkv_width(m: ModelConfig, q_heads: int, kv_heads: int) -> int:
+    """The q, k and v outputs of one layer on one rank: (q_heads + kv_heads)·h_d + kv_heads·h_v."""
+    return (q_heads + kv_heads) * m.head_dim + kv_heads * m.v_dim
+
+
+STANDARD = AttentionBlock("attention", weights, bias, cached_elements, qkv_width)
+MLA = AttentionBlock("multi-head latent attention", mla.attention_weights, mla.attention_bias, mla.cached_elements,
+                     mla.qkv_width)
+
+
+def attention_block(m: ModelConfig) -> AttentionBlock:
+    """The model's softmax-attention block (the one place that picks it)."""
+    return MLA if m.is_mla else STANDARD
