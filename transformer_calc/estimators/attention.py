@@ -14,7 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from transformer_calc.estimators import mla
-from transformer_calc.model.config import ModelConfig
+from transformer_calc.estimators.mla import LinearSpec, MatrixSpec
+from transformer_calc.estimators.primitives import kv_heads_per_rank
+from transformer_calc.model.config import LoraTarget, ModelConfig
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,8 @@ class AttentionBlock:
     bias: Callable[[ModelConfig, int, int, bool], int]  # (m, q_heads, kv_heads, out_bias): q/k/v biases and the output's
     cached_elements: Callable[[ModelConfig, int, int, bool], int]  # (m, T, cached K/V heads, latent cache): per token, layer
     qkv_width: Callable[[ModelConfig, int, int], int]  # (m, q_heads, kv_heads): the q, k and v a rank's layer computes
+    linears: Callable[[ModelConfig, int], list[LinearSpec]]  # (m, T): its nn.Linear modules on one rank (PEFT's view)
+    matrices: Callable[[ModelConfig, int, int], list[MatrixSpec]]  # (m, q_heads, kv_heads): GGUF's tensors on one rank
 
 
 def weights(m: ModelConfig, q_heads: int, kv_heads: int) -> tuple[int, int, int, int]:
@@ -52,9 +56,31 @@ def qkv_width(m: ModelConfig, q_heads: int, kv_heads: int) -> int:
     return (q_heads + kv_heads) * m.head_dim + kv_heads * m.v_dim
 
 
-STANDARD = AttentionBlock("attention", weights, bias, cached_elements, qkv_width)
+def linears(m: ModelConfig, T: int) -> list[LinearSpec]:
+    """Its Linear modules on one of T ranks (modeling_llama.py LlamaAttention; a fused qkv for Phi-3 and the
+    like): q_proj (with the output gate's logits), k_proj, v_proj column-parallel, o_proj row-parallel."""
+    q, k, v, o = LoraTarget.q, LoraTarget.k, LoraTarget.v, LoraTarget.o
+    D, hd, A = m.d_model, m.head_dim, m.n_heads
+    kv_t = kv_heads_per_rank(m.n_kv_heads, T)
+    gate = 2 if m.attn_output_gate else 1  # Qwen3NextAttention: q_proj emits the gate too, D -> 2·A·h_d
+    if m.fused_qkv:
+        out: list[LinearSpec] = [("qkv", frozenset({q, k, v}), D, (gate * (A // T) + 2 * kv_t) * hd, "col")]
+    else:
+        out = [("q_proj", frozenset({q}), D, gate * A * hd // T, "col"), ("k_proj", frozenset({k}), D, kv_t * hd, "col"),
+               ("v_proj", frozenset({v}), D, kv_t * hd, "col")]
+    return out + [("o_proj", frozenset({o}), A * hd // T, D, "row")]
+
+
+def matrices(m: ModelConfig, q_heads: int, kv_heads: int) -> list[MatrixSpec]:
+    """Its weight tensors as GGUF names them (attn_q, attn_k, attn_v, attn_output) on one rank."""
+    q, k, v, o = weights(m, q_heads, kv_heads)
+    D = m.d_model
+    return [("attn_q", D, q), ("attn_k", D, k), ("attn_v", D, v), ("attn_output", q_heads * m.head_dim, o)]
+
+
+STANDARD = AttentionBlock("attention", weights, bias, cached_elements, qkv_width, linears, matrices)
 MLA = AttentionBlock("multi-head latent attention", mla.attention_weights, mla.attention_bias, mla.cached_elements,
-                     mla.qkv_width)
+                     mla.qkv_width, mla.linears, mla.matrices)
 
 
 def attention_block(m: ModelConfig) -> AttentionBlock:

@@ -7,8 +7,14 @@ the DeepSeek-V3.2 tech report §2.1 (the lightning indexer).
 """
 from __future__ import annotations
 
-from transformer_calc.model.config import ModelConfig
+from transformer_calc.model.config import LoraTarget, ModelConfig
 from transformer_calc.model.units import FLOPS_PER_MAC
+
+# One nn.Linear module on one tensor-parallel rank, as the attention protocol (estimators/attention.py) states it:
+# (its name in the modeling file, the LoRA targets that select it, d_in, d_out as sharded, split: col / row / rep)
+LinearSpec = tuple[str, frozenset[LoraTarget], int, int, str]
+# One weight tensor as GGUF names it, on one rank: (ggml name, its input dimension, its elements)
+MatrixSpec = tuple[str, int, int]
 
 
 def attention_weights(m: ModelConfig, q_heads: int, kv_heads: int) -> tuple[int, int, int, int]:
@@ -49,6 +55,36 @@ def qkv_width(m: ModelConfig, q_heads: int, kv_heads: int) -> int:
     """The q, k and v one rank's layer computes: per query head q and k of h_d, v of h_v (kv_b_proj expands the
     latent per head; kv_heads unused)."""
     return q_heads * (m.head_dim + m.head_dim + m.v_dim)
+
+
+def linears(m: ModelConfig, T: int) -> list[LinearSpec]:
+    """MLA's Linear modules on one of T ranks (modeling_deepseek_v3.py DeepseekV3Attention): q_proj, or
+    q_a_proj (replicated) and q_b_proj; kv_a_proj_with_mqa (replicated), kv_b_proj (column-parallel, K and V of
+    every head), o_proj (row-parallel)."""
+    q, k, v, o = LoraTarget.q, LoraTarget.k, LoraTarget.v, LoraTarget.o
+    D, hd, A = m.d_model, m.head_dim, m.n_heads
+    r_kv, rope = m.kv_lora_rank or 0, m.qk_rope_head_dim or 0
+    if m.q_lora_rank is None:
+        out: list[LinearSpec] = [("q_proj", frozenset({q}), D, A * hd // T, "col")]
+    else:
+        out = [("q_a_proj", frozenset({q}), D, m.q_lora_rank, "rep"), ("q_b_proj", frozenset({q}), m.q_lora_rank, A * hd // T, "col")]
+    return out + [("kv_a_proj_with_mqa", frozenset({k, v}), D, r_kv + rope, "rep"),
+                  ("kv_b_proj", frozenset({k, v}), r_kv, A * ((m.qk_nope_head_dim or 0) + m.v_dim) // T, "col"),
+                  ("o_proj", frozenset({o}), A * m.v_dim // T, D, "row")]
+
+
+def matrices(m: ModelConfig, q_heads: int, kv_heads: int) -> list[MatrixSpec]:
+    """MLA's weight tensors as GGUF names them (llama.cpp deepseek2: attn_q or attn_q_a and attn_q_b,
+    attn_kv_a_mqa, attn_kv_b, attn_output) on one rank of q_heads query heads (kv_heads unused)."""
+    D, hd = m.d_model, m.head_dim
+    r_q, r_kv = m.q_lora_rank, m.kv_lora_rank or 0
+    rope, nope, dv = m.qk_rope_head_dim or 0, m.qk_nope_head_dim or 0, m.v_head_dim or 0
+    if r_q is None:
+        out = [("attn_q", D, D * q_heads * hd)]
+    else:
+        out = [("attn_q_a", D, D * r_q), ("attn_q_b", r_q, r_q * q_heads * hd)]
+    return out + [("attn_kv_a_mqa", D, D * (r_kv + rope)), ("attn_kv_b", r_kv, r_kv * q_heads * (nope + dv)),
+                  ("attn_output", q_heads * dv, q_heads * dv * D)]
 
 
 def latent_norm_widths(m: ModelConfig) -> tuple[int, ...]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
-from transformer_calc.model.config import ACTIVATION_PARAMS, ATTENTION_KINDS, LayerAttention, ModelConfig, Positional, QKNormScope
+from transformer_calc.model.config import ACTIVATION_PARAMS, LayerAttention, ModelConfig, Positional, QKNormScope
 from transformer_calc.estimators import gemma_layers, mla
 from transformer_calc.estimators.attention import attention_block
 from transformer_calc.estimators.primitives import GATED_MATRICES, PLAIN_MATRICES, kv_heads_per_rank, mlp_params, norm_params
