@@ -30,6 +30,8 @@ class AttentionBlock:
     qkv_width: Callable[[ModelConfig, int, int], int]  # (m, q_heads, kv_heads): the q, k and v a rank's layer computes
     linears: Callable[[ModelConfig, int], list[LinearSpec]]  # (m, T): its nn.Linear modules on one rank (PEFT's view)
     matrices: Callable[[ModelConfig, int, int], list[MatrixSpec]]  # (m, q_heads, kv_heads): GGUF's tensors on one rank
+    score_width: Callable[[ModelConfig, int, bool], int]  # (m, h_d + h_v, latent decode): a head's score + value width
+    caches_kv_heads: bool  # its cache holds K/V heads (what --cache-kv-heads sets), not a latent
 
 
 def weights(m: ModelConfig, q_heads: int, kv_heads: int) -> tuple[int, int, int, int]:
@@ -78,9 +80,14 @@ def matrices(m: ModelConfig, q_heads: int, kv_heads: int) -> list[MatrixSpec]:
     return [("attn_q", D, q), ("attn_k", D, k), ("attn_v", D, v), ("attn_output", q_heads * m.head_dim, o)]
 
 
-STANDARD = AttentionBlock("attention", weights, bias, cached_elements, qkv_width, linears, matrices)
+def score_width(m: ModelConfig, width: int, latent_decode: bool) -> int:
+    """The width a query head scores over plus the width of the values it re-weights: h_d + h_v, as cached."""
+    return width
+
+
+STANDARD = AttentionBlock("attention", weights, bias, cached_elements, qkv_width, linears, matrices, score_width, True)
 MLA = AttentionBlock("multi-head latent attention", mla.attention_weights, mla.attention_bias, mla.cached_elements,
-                     mla.qkv_width, mla.linears, mla.matrices)
+                     mla.qkv_width, mla.linears, mla.matrices, mla.score_width, False)
 
 
 def attention_block(m: ModelConfig) -> AttentionBlock:

@@ -87,6 +87,18 @@ def matrices(m: ModelConfig, q_heads: int, kv_heads: int) -> list[MatrixSpec]:
                   ("attn_output", q_heads * dv, q_heads * dv * D)]
 
 
+def score_width(m: ModelConfig, width: int, latent_decode: bool) -> int:
+    """A head's score plus value width: `width` (h_d + h_v of the expanded heads), but one-token decode over the
+    latent cache runs absorbed (DeepSeek-V2 paper, arXiv:2405.04434 sec. 2.1.2: W^UK absorbed into the query,
+    W^UV into the output; FlashMLA's decode kernel: head dim 576 for K, 512 for V): each head scores over
+    r_kv + d_rope and re-weights r_kv-wide latent values. The absorption's own matmuls have kv_b_proj's
+    parameters, already counted per token in matmul_params. The fewest FLOPs a latent cache allows:
+    re-expanding the cached latent instead costs 2·r_kv·(d_nope + d_v) per head per cached token."""
+    if not latent_decode:
+        return width
+    return 2 * (m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0)
+
+
 def latent_norm_widths(m: ModelConfig) -> tuple[int, ...]:
     """The widths of MLA's latent norms: kv_a_layernorm (r_kv) and q_a_layernorm (r_q, when q is low-rank);
     none for a model without MLA."""

@@ -463,8 +463,8 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> Shard:
     m = expert_slots(m, spec)
     check_tensor_parallel(m, T, ep, etp)
     D, hd = m.d_model, m.head_dim
-    if m.is_mla and spec.cache_kv_heads is not None:
-        raise ValueError("cache_kv_heads does not apply to multi-head latent attention; drop it")
+    if not (block := attention_block(m)).caches_kv_heads and spec.cache_kv_heads is not None:
+        raise ValueError(f"cache_kv_heads does not apply to {block.name}; drop it")
     if m.sliding_kv_heads is not None and spec.cache_kv_heads is not None:
         raise ValueError("cache_kv_heads sets one K/V head count, but this model's sliding layers have their own "
                          f"(sliding_kv_heads {m.sliding_kv_heads}); drop cache_kv_heads")
