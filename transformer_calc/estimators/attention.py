@@ -31,6 +31,8 @@ class AttentionBlock:
     linears: Callable[[ModelConfig, int], list[LinearSpec]]  # (m, T): its nn.Linear modules on one rank (PEFT's view)
     matrices: Callable[[ModelConfig, int, int], list[MatrixSpec]]  # (m, q_heads, kv_heads): GGUF's tensors on one rank
     score_width: Callable[[ModelConfig, int, bool], int]  # (m, h_d + h_v, latent decode): a head's score + value width
+    stored_qkv: Callable[[ModelConfig, int, int, int], tuple[int, int]]  # (m, h_d, A_t, kv_t): kept values per token,
+    #   and the K/V heads the score shapes are per (training/activations.py)
     caches_kv_heads: bool  # its cache holds K/V heads (what --cache-kv-heads sets), not a latent
 
 
@@ -85,9 +87,15 @@ def score_width(m: ModelConfig, width: int, latent_decode: bool) -> int:
     return width
 
 
-STANDARD = AttentionBlock("attention", weights, bias, cached_elements, qkv_width, linears, matrices, score_width, True)
+def stored_qkv(m: ModelConfig, hd: int, A_t: int, kv_t: int) -> tuple[int, int]:
+    """(values kept per token for the backward, K/V heads per rank): q, k and v, (A_t + 2·kv_t)·h_d (Korthikanti
+    et al. 2022, sec. 4.1)."""
+    return (A_t + 2 * kv_t) * hd, kv_t
+
+
+STANDARD = AttentionBlock("attention", weights, bias, cached_elements, qkv_width, linears, matrices, score_width, stored_qkv, True)
 MLA = AttentionBlock("multi-head latent attention", mla.attention_weights, mla.attention_bias, mla.cached_elements,
-                     mla.qkv_width, mla.linears, mla.matrices, mla.score_width, False)
+                     mla.qkv_width, mla.linears, mla.matrices, mla.score_width, mla.stored_qkv, False)
 
 
 def attention_block(m: ModelConfig) -> AttentionBlock:

@@ -99,6 +99,15 @@ def score_width(m: ModelConfig, width: int, latent_decode: bool) -> int:
     return 2 * (m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0)
 
 
+def stored_qkv(m: ModelConfig, hd: int, A_t: int, kv_t: int) -> tuple[int, int]:
+    """(values kept per token for the backward, K/V heads per rank) of MLA (modeling_deepseek_v3.py): the latents,
+    replicated on every TP rank, are kept twice (the RMSNorm's input and the up-projection's input); the rotary
+    key part once; then per-head q and k of h_d = d_nope + d_rope and v of d_v. The score and attention shapes
+    are per query head: A_t K/V heads (kv_t unused)."""
+    r_q, r_kv, rope = m.q_lora_rank or 0, m.kv_lora_rank or 0, m.qk_rope_head_dim or 0
+    return 2 * r_q + 2 * r_kv + rope + A_t * (2 * hd + m.v_dim), A_t
+
+
 def latent_norm_widths(m: ModelConfig) -> tuple[int, ...]:
     """The widths of MLA's latent norms: kv_a_layernorm (r_kv) and q_a_layernorm (r_q, when q is low-rank);
     none for a model without MLA."""
