@@ -34,6 +34,7 @@ class AttentionBlock:
     stored_qkv: Callable[[ModelConfig, int, int, int], tuple[int, int]]  # (m, h_d, A_t, kv_t): kept values per token,
     #   and the K/V heads the score shapes are per (training/activations.py)
     caches_kv_heads: bool  # its cache holds K/V heads (what --cache-kv-heads sets), not a latent
+    op_recompute_priced: bool  # torchtitan's per-op recompute policy counts its matmuls (flops.op_recompute_refusal)
 
 
 def weights(m: ModelConfig, q_heads: int, kv_heads: int) -> tuple[int, int, int, int]:
@@ -93,9 +94,9 @@ def stored_qkv(m: ModelConfig, hd: int, A_t: int, kv_t: int) -> tuple[int, int]:
     return (A_t + 2 * kv_t) * hd, kv_t
 
 
-STANDARD = AttentionBlock("attention", weights, bias, cached_elements, qkv_width, linears, matrices, score_width, stored_qkv, True)
+STANDARD = AttentionBlock("attention", weights, bias, cached_elements, qkv_width, linears, matrices, score_width, stored_qkv, True, True)
 MLA = AttentionBlock("multi-head latent attention", mla.attention_weights, mla.attention_bias, mla.cached_elements,
-                     mla.qkv_width, mla.linears, mla.matrices, mla.score_width, mla.stored_qkv, False)
+                     mla.qkv_width, mla.linears, mla.matrices, mla.score_width, mla.stored_qkv, False, False)
 
 
 def attention_block(m: ModelConfig) -> AttentionBlock:

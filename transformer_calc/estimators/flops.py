@@ -68,6 +68,7 @@ from transformer_calc.estimators.params import (
 )
 from transformer_calc.errors import TcalcError
 from transformer_calc.estimators.deepseek_v4 import check as check_deepseek_v4, forward_flops as deepseek_v4_forward_flops
+from transformer_calc.estimators.attention import attention_block
 from transformer_calc.estimators.gemma_layers import layer_flops as varied_layer_flops
 from transformer_calc.estimators.mla import indexer_flops as mla_indexer_flops
 from transformer_calc.estimators.mixers import MIXERS
@@ -398,8 +399,8 @@ def op_recompute_refusal(m: ModelConfig) -> str | None:
     """
     if m.is_moe:
         return "a MoE model (its experts' grouped GEMMs are outside torchtitan's mm count)"
-    if m.is_mla:
-        return "multi-head latent attention (its projections order the mm count differently)"
+    if not (block := attention_block(m)).op_recompute_priced:
+        return f"{block.name} (its projections order the mm count differently)"
     if any(m.n_attention_layers(kind) for kind in MIXERS):
         return "non-attention mixer layers"
     if m.irregular_layers or m.shared_block_layer_ids or m.per_kind_attention:

@@ -395,7 +395,7 @@ def _gathered_bytes(m: ModelConfig, chosen: list[Any], T: int, rest_bits: int) -
     table = [(x, b) for x, b in chosen if x.name == "per_layer_token_embd"]
     if table:
         gathered += _blocks(table[0][0], table[0][1]) * table[0][1].block_bytes
-    elif m.per_layer_input_dim:
+    else:  # Gemma 4's per-layer table at the rest's bits (0 rows without per-layer inputs)
         gathered += -(-per_layer_table_rank(m, T) * rest_bits // 8)
     return gathered
 
