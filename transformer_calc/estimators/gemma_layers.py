@@ -122,6 +122,19 @@ def parts(m: ModelConfig, layer: object, T: int = 1, base_attention: int | None 
     return VariedParts(tuple(out.items()), by_field)
 
 
+def check_layout(m: ModelConfig, T: int, ep: int) -> None:
+    """These layers over T tensor- and ep expert-parallel ranks: Gemma 3n's AltUp and LAuReL at T 1 and ep 1 only,
+    Gemma 4's experts at ep 1 only (not modeled yet), Gemma 4 over T ranks as `check_tensor_parallel` lays it out."""
+    if (T > 1 or ep > 1) and m.unpriced_blocks:
+        raise ValueError(f"tensor and expert parallelism are not modeled for {', '.join(m.unpriced_blocks)} "
+                         f"(Gemma 3n) yet; use T 1 and ep 1 (T is {T}, ep {ep})")
+    if ep > 1:
+        raise ValueError(f"expert parallelism is not modeled for {', '.join(m.irregular_layers)} (Gemma 4) yet; "
+                         f"use ep 1 (ep is {ep}; tensor parallelism T is priced)")
+    if T > 1:
+        check_tensor_parallel(m, T)
+
+
 def check_tensor_parallel(m: ModelConfig, T: int) -> None:
     """Gemma 4 over T ranks (vLLM gemma4.py Gemma4Attention asserts the same): every kind's K/V heads and T
     divide one another (`kv_heads_per_rank`), T divides L·P (per_layer_model_projection, column-parallel).

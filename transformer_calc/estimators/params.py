@@ -438,18 +438,13 @@ def check_tensor_parallel(m: ModelConfig, T: int, ep: int = 1, etp: int | None =
         raise ValueError(f"tensor parallel size T ({T}) must be >= 1")
     if m.n_heads % T:
         raise ValueError(f"n_heads ({m.n_heads}) must be divisible by T ({T}); use a divisor of {m.n_heads}")
-    if (T > 1 or ep > 1) and m.irregular_layers and m.deepseek_v4 is not None:
+    if m.irregular_layers and m.deepseek_v4 is not None:
         from transformer_calc.estimators.deepseek_v4 import check_layout
 
-        check_layout(m, T, ep)  # DeepSeek-V4: T > 1 refused with its own reason; experts over ep GPUs priced
-    elif (T > 1 or ep > 1) and m.unpriced_blocks:
-        raise ValueError(f"tensor and expert parallelism are not modeled for {', '.join(m.unpriced_blocks)} "
-                         f"(Gemma 3n) yet; use T 1 and ep 1 (T is {T}, ep {ep})")
-    elif ep > 1 and m.irregular_layers:
-        raise ValueError(f"expert parallelism is not modeled for {', '.join(m.irregular_layers)} (Gemma 4) yet; "
-                         f"use ep 1 (ep is {ep}; tensor parallelism T is priced)")
-    elif T > 1 and m.irregular_layers:
-        gemma_layers.check_tensor_parallel(m, T)
+        if T > 1 or ep > 1:
+            check_layout(m, T, ep)  # DeepSeek-V4: T > 1 refused with its own reason; experts over ep GPUs priced
+    elif m.irregular_layers:
+        gemma_layers.check_layout(m, T, ep)  # Gemma 4's and Gemma 3n's varied layers
     for kind in m.mixer_kinds:
         MIXERS[kind].check(m, T)
     check_shared_blocks(m, T)
