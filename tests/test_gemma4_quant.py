@@ -16,7 +16,8 @@ from test_gemma4_tp import tp_configs
 from transformer_calc.cli import run
 from transformer_calc.errors import TcalcError
 from transformer_calc.estimators.inference.quant import FORMATS, block_matrices, quantized_weights
-from transformer_calc.estimators.params import count_params, norm_params, tensor_parallel_params, varied_attention
+from transformer_calc.estimators.gemma_layers import varied_attention
+from transformer_calc.estimators.params import count_params, norm_params, tensor_parallel_params
 from transformer_calc.model.config import ModelConfig
 from transformer_calc.sources.presets import preset_model
 

@@ -64,10 +64,13 @@ from typing import TypeGuard
 from transformer_calc.model.units import FLOPS_PER_MAC, SECONDS_PER_DAY, SECONDS_PER_HOUR  # noqa: F401 (SECONDS_PER_DAY: part of this module's API, docs/formulas.md)
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig, Recompute, Workload
 from transformer_calc.estimators.params import (
-    GATED_MATRICES, PLAIN_MATRICES, count_params, latent_projections, layer_params, sliding_extra, varied_attention,
+    GATED_MATRICES, PLAIN_MATRICES, count_params, latent_projections, layer_params, sliding_extra,
 )
 from transformer_calc.errors import TcalcError
 from transformer_calc.estimators.deepseek_v4 import check as check_deepseek_v4, forward_flops as deepseek_v4_forward_flops
+from transformer_calc.estimators.attention import attention_block
+from transformer_calc.estimators.gemma_layers import layer_flops as varied_layer_flops
+from transformer_calc.estimators.mla import indexer_flops as mla_indexer_flops
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import shared_block_flops
 
@@ -291,19 +294,10 @@ def layer_flops(
 
 
 def indexer_flops(m: ModelConfig, w: Workload, *, causal: bool = False) -> int:
-    """Forward FLOPs of one DSA lightning indexer (DeepseekV32Indexer.forward): wq_b on the
-    q_lora_rank latent, wk and weights_proj on the hidden states (2 per weight per token), then
-    scores q·k for every query-key pair and head, 2·H_I·d_I, and the weighted sum over heads,
-    2·H_I per pair; S² pairs (eager scores them all and masks), halved when causal."""
-    if not m.is_dsa:
-        return 0
-    H, d, r_q = m.index_n_heads, m.index_head_dim, m.q_lora_rank
-    assert H is not None and d is not None and r_q is not None  # checks._check_dsa
-    B, S, D = w.batch_size, w.seq_len, m.d_model
-    projections = FLOPS_PER_MAC * B * S * (r_q * H * d + D * d + D * H)  # wq_b, wk, weights_proj
-    num, den = attended_pairs(m, LayerAttention.full, S, causal=causal, windowed=False)
-    pairs = FLOPS_PER_MAC * B * H * (d + 1) * num // den  # scores (d) and head weighting (1) per pair
-    return projections + pairs
+    """Forward FLOPs of one DSA lightning indexer (`mla.indexer_flops`) over the pairs eager scores: S² (it
+    scores them all and masks), halved when causal; 0 for a model without one."""
+    pairs = attended_pairs(m, LayerAttention.full, w.seq_len, causal=causal, windowed=False)
+    return mla_indexer_flops(m, w.batch_size * w.seq_len, w.batch_size, pairs)
 
 
 def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: bool = False) -> StepFlops:
@@ -340,7 +334,8 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
                 attention += n * FLOPS_PER_MAC * B * S * extra
     projections = 2 * FLOPS_PER_MAC * B * S * D * d_emb if d_emb != D else 0
     if m.irregular_layers and not m.is_mla:  # Gemma 4: layers that differ by kind and depth
-        attention, cores, extra_mlp, extra_projection = _varied_layer_flops(m, w, causal=causal, windowed=windowed)
+        core = {k: 2 * _core(m, w, m.kind_head_dim(k), k, causal, windowed) for k in ATTENTION_KINDS}  # scores + re-weighting
+        attention, cores, extra_mlp, extra_projection = varied_layer_flops(m, w.batch_size * w.seq_len, core)
         mlp += extra_mlp
         projections += extra_projection
     # Zamba2's shared blocks (estimators/shared_block.py): every application, its attention full
@@ -374,6 +369,8 @@ def _deepseek_v4_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: b
         raise TcalcError("causal or windowed attention FLOPs are not modeled for DeepSeek-V4's compressed entries "
                          "(model " + (m.name or "given") + "); use the default convention (every pair eager computes)")
     check_deepseek_v4(m)
+    v4 = m.deepseek_v4
+    assert v4 is not None  # count_flops sends only a DeepSeek-V4 model here
     B, S, D = w.batch_size, w.seq_len, m.d_model
     f = deepseek_v4_forward_flops(m, B, S)
     L, N = m.n_layers, B * S
@@ -381,56 +378,13 @@ def _deepseek_v4_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: b
         qkv=f.attention_proj // L, scores=FLOPS_PER_MAC * B * m.n_heads * S * S * m.head_dim,  # the window keys
         reweight=FLOPS_PER_MAC * B * m.n_heads * S * S * m.head_dim, attn_out=f.attn_out // L, mlp=f.experts // L,
         shared_expert=f.shared_expert // L, router=f.router // L,
-        indexer=f.indexer // max(len(m.deepseek_v4.csa_layer_ids), 1) if m.deepseek_v4 else 0,
+        indexer=f.indexer // max(len(v4.csa_layer_ids), 1),
     )
     return StepFlops(
         batch_size=B, seq_len=S, n_layers=L, causal=False, windowed=False, layer=layer, layers=f.blocks,
         attention_cores=f.attention_cores, lm_head=FLOPS_PER_MAC * N * D * m.vocab_size, embedding_projection=0,
         indexer=f.indexer + f.idle_compressors,  # forward only: no gradient reaches them
     )
-
-
-def _varied_layer_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: bool) -> tuple[int, int, int, int]:
-    """Gemma 4's and Gemma 3n's blocks (modeling_gemma4.py, modeling_gemma3n.py; docs/formulas.md §5.14,
-    §5.15), forward: (attention of all layers, their attention cores, the blocks' other matmuls beyond the
-    base blocks' MLPs, the projections outside the blocks).
-
-    Attention per (kind, kv-shared) group: 2 per weight per token for that layer's q/k/v/o
-    (`params.varied_attention`: a kv-shared layer has no k/v projection, a k=v full layer no v), and
-    the core over its own h_d: scores and re-weighting 2·B·A·h_d·pairs each (values are h_d wide),
-    kv-shared layers included (they attend over the K/V they read). The kv-shared layers' double-width
-    MLP adds one more d_ff of matmuls; each layer's per-layer input adds its gate D x P and projection
-    P x D (in the MLP sum), and the model projection D x L·P runs once per token, before the blocks
-    (counted with the embedding projections, outside what full recomputation repeats).
-    """
-    B, S, D, L, P = w.batch_size, w.seq_len, m.d_model, m.n_layers, m.per_layer_input_dim
-    tokens = B * S
-    attention = cores = 0
-    first_shared = m.first_kv_shared_layer
-    for kind in (k for k in LayerAttention if k in ATTENTION_KINDS):
-        core = 2 * _core(m, w, m.kind_head_dim(kind), kind, causal, windowed)  # scores + re-weighting
-        for shared, (lo, hi) in ((False, (0, first_shared)), (True, (first_shared, L))):
-            if n := m.n_attention_layers(kind, lo, hi):
-                p = varied_attention(m, kind, shared)
-                attention += n * (FLOPS_PER_MAC * tokens * (p["attn_q"] + p["attn_k"] + p["attn_v"] + p["attn_o"]) + core)
-                cores += n * core
-    n_matrices = GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES
-    width = m.shared_expert_d_ff if m.is_moe else m.d_ff
-    mlp = m.kv_shared_layers * FLOPS_PER_MAC * tokens * D * width * n_matrices if m.kv_shared_double_mlp else 0
-    mlp += L * FLOPS_PER_MAC * tokens * 2 * D * P  # per_layer_input_gate, per_layer_projection
-    outside = FLOPS_PER_MAC * tokens * D * L * P  # per_layer_model_projection
-    if (streams := m.altup_inputs) is not None:
-        # Gemma 3n, modeling_gemma3n.py Gemma3nTextAltUp: predict runs modality_router (D x n) and
-        # prediction_coefs (n x n²) on the active stream and mixes the n streams with the token's n x n
-        # coefficients (a batched matmul, D·n² multiply-adds per token); correct runs modality_router again
-        # and correction_coefs (n x n); the model's altup_projections and altup_unembed_projections
-        # (n - 1 of D x D each) run before and after the blocks
-        n = streams
-        mlp += L * FLOPS_PER_MAC * tokens * (2 * D * n + n ** 3 + D * n * n + n * n)
-        outside += 2 * (n - 1) * FLOPS_PER_MAC * tokens * D * D
-    if (r := m.laurel_rank) is not None:  # Gemma3nTextLaurelBlock: linear_left D x r, linear_right r x D
-        mlp += L * FLOPS_PER_MAC * tokens * 2 * D * r
-    return attention, cores, mlp, outside
 
 
 def op_recompute_refusal(m: ModelConfig) -> str | None:
@@ -445,8 +399,8 @@ def op_recompute_refusal(m: ModelConfig) -> str | None:
     """
     if m.is_moe:
         return "a MoE model (its experts' grouped GEMMs are outside torchtitan's mm count)"
-    if m.is_mla:
-        return "multi-head latent attention (its projections order the mm count differently)"
+    if not (block := attention_block(m)).op_recompute_priced:
+        return f"{block.name} (its projections order the mm count differently)"
     if any(m.n_attention_layers(kind) for kind in MIXERS):
         return "non-attention mixer layers"
     if m.irregular_layers or m.shared_block_layer_ids or m.per_kind_attention:

@@ -5,7 +5,7 @@ MLP 2*E*D^2, two norms of D scale (+ D bias) each, LM head tied to the embedding
 what real model families build: GQA/MQA K/V widths, head_dim != D/A, gated MLPs (3 matrices),
 fine-grained biases, RMSNorm (scale only), MoE experts and router, OPT's embedding projections and
 position offset, BLOOM's embedding norm, per-head q/k norms, untied or biased LM heads, and the layers
-that vary by kind and depth in Gemma 4 and Gemma 3n (`varied_attention`, `_gemma4_parts`: full layers
+that vary by kind and depth in Gemma 4 and Gemma 3n (estimators/gemma_layers.py: full layers
 of their own width, k = v, shared-KV layers, per-layer embeddings, AltUp, LAuReL).
 
 Conventions: every parameter tensor is counted once (tied embeddings are one tensor, as
@@ -18,7 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
-from transformer_calc.model.config import ACTIVATION_PARAMS, ATTENTION_KINDS, LayerAttention, ModelConfig, Positional, QKNormScope
+from transformer_calc.model.config import ACTIVATION_PARAMS, LayerAttention, ModelConfig, Positional, QKNormScope
+from transformer_calc.estimators import gemma_layers, mla
+from transformer_calc.estimators.attention import attention_block
+from transformer_calc.estimators.primitives import GATED_MATRICES, PLAIN_MATRICES, kv_heads_per_rank, mlp_params, norm_params
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import check_tensor_parallel as check_shared_blocks, shared_block_params
 
@@ -27,8 +30,6 @@ from transformer_calc.estimators.shared_block import check_tensor_parallel as ch
 # thousands of points of one (model, layout) counts its parameters once (issue 12).
 MEMO_SIZE = 1024
 
-GATED_MATRICES = 3  # gate, up, down (SwiGLU/GeGLU; Shazeer 2020)
-PLAIN_MATRICES = 2  # up, down (seed, "MLP": W0 D x ED, W1 ED x D)
 ATTN_MATRICES = 4  # Q, K, V, O (seed, "Causal Attention": 4*D^2)
 
 
@@ -207,28 +208,6 @@ class ModelParams:
         return out
 
 
-def norm_params(m: ModelConfig, width: int) -> int:
-    """One LayerNorm (scale + bias) or RMSNorm (scale) over `width` features; 0 if not affine."""
-    if not m.norm_affine:
-        return 0
-    return width * (2 if m.norm_bias else 1)
-
-
-def mlp_params(m: ModelConfig, width: int, bias: bool | None = None, d_in: int | None = None) -> tuple[int, int]:
-    """(weights, biases) of one MLP of inner width `width` (one expert of a MoE: moe_d_ff) that reads
-    and writes `d_in` features (default D; a latent MoE's experts: moe_latent_dim).
-
-    Seed "MLP": W0 (D x E*D) and W1 (E*D x D), 2*E*D^2; gated MLPs add W_gate (D x width).
-    Biases: width on each input-side matrix, D on the output.
-    """
-    D = m.d_model if d_in is None else d_in
-    n_in = GATED_MATRICES - 1 if m.gated_mlp else PLAIN_MATRICES - 1  # matrices D -> width
-    weights = (n_in + 1) * D * width
-    use_bias = m.mlp_bias if bias is None else bias
-    biases = (n_in * width + D) if use_bias else 0
-    return weights, biases
-
-
 def mlp_params_per_expert(m: ModelConfig) -> tuple[int, int]:
     """(weights, biases) of one routed expert (of the dense MLP for a dense model)."""
     return mlp_params(m, m.moe_d_ff, d_in=m.expert_d) if m.is_moe else mlp_params(m, m.d_ff)
@@ -248,35 +227,12 @@ def latent_projections(m: ModelConfig) -> tuple[int, int]:
 def attention_weights(m: ModelConfig, q_heads: int, kv_heads: int, replicated_down: bool = True) -> tuple[int, int, int, int]:
     """(W_Q, W_K, W_V, W_O) weights for q_heads query and kv_heads K/V heads (one TP rank: the
     heads it holds; MLA's down-projections to the latents are replicated on every rank)."""
-    D, hd = m.d_model, m.head_dim
-    if not m.is_mla:
-        # attn_output_gate (modeling_qwen3_next.py Qwen3NextAttention): q_proj emits A·h_d queries and
-        # A·h_d gate logits, D x 2·A·h_d. Values of h_v = v_dim (head_dim unless v_head_dim is given:
-        # modeling_mimo_v2_flash.py MiMoV2FlashAttention v_proj D x n_kv·h_v, o_proj A·h_v x D)
-        hv = m.v_dim
-        q_out = q_heads * hd * (2 if m.attn_output_gate else 1)
-        return D * q_out, D * kv_heads * hd, D * kv_heads * hv, q_heads * hv * D
-    r_kv, rope, nope, dv = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
-    assert r_kv is not None and rope is not None and nope is not None and dv is not None
-    if m.q_lora_rank is None:
-        q = D * q_heads * hd  # q_proj
-    else:
-        q = D * m.q_lora_rank + m.q_lora_rank * q_heads * hd  # q_a_proj + q_b_proj
-    k = D * (r_kv + rope) + r_kv * q_heads * nope  # kv_a_proj_with_mqa + key half of kv_b_proj
-    v = r_kv * q_heads * dv  # value half of kv_b_proj
-    return q, k, v, q_heads * dv * D
+    return attention_block(m).weights(m, q_heads, kv_heads)  # estimators/attention.py
 
 
 def _attention_bias(m: ModelConfig, q_heads: int, kv_heads: int, out_bias: bool) -> int:
     """q/k/v biases (column-parallel, split with the heads) and the output bias."""
-    D, hd = m.d_model, m.head_dim
-    if m.is_mla:  # modeling_deepseek_v3.py: q_a_proj, kv_a_proj_with_mqa, o_proj take attention_bias
-        r_kv, rope = m.kv_lora_rank, m.qk_rope_head_dim
-        assert r_kv is not None and rope is not None  # MLA's widths are required (checks._check_mla)
-        bias = (m.q_lora_rank or 0) + r_kv + rope if m.qkv_bias else 0
-        return bias + (D if out_bias else 0)
-    q_out = q_heads * (2 if m.attn_output_gate else 1)  # the output gate's logits come from q_proj too
-    return ((hd * (q_out + kv_heads) + m.v_dim * kv_heads) if m.qkv_bias else 0) + (D if out_bias else 0)
+    return attention_block(m).bias(m, q_heads, kv_heads, out_bias)  # estimators/attention.py
 
 
 def sliding_extra(m: ModelConfig, q_heads: int, kv_heads: int, sliding_kv_heads: int) -> tuple[int, int]:
@@ -300,29 +256,10 @@ def _qk_norm(m: ModelConfig) -> int:
     return 2 * norm_params(m, m.head_dim)
 
 
-def indexer_params(m: ModelConfig) -> int:
-    """One DSA lightning indexer (modeling_deepseek_v32.py DeepseekV32Indexer; DeepSeek-V3.2 tech
-    report §2.1): wq_b r_q x H_I·d_I (queries from MLA's q_lora_rank latent), wk D x d_I (one key
-    head), k_norm nn.LayerNorm(d_I) (weight and bias, whatever the model's norm kind),
-    weights_proj D x H_I (a weight per indexer head); no biases."""
-    if not m.is_dsa:
-        return 0
-    H, d, r_q, D = m.index_n_heads, m.index_head_dim, m.q_lora_rank, m.d_model
-    assert H is not None and d is not None and r_q is not None  # checks._check_dsa
-    layer_norm = 2 * d  # nn.LayerNorm(index_head_dim, eps=1e-6): weight + bias
-    return r_q * H * d + D * d + layer_norm + D * H
-
-
 def _sub_norms(m: ModelConfig, mlp_width: int) -> int:
     """BitNet (modeling_bitnet.py BitNetAttention, BitNetMLP): attn_sub_norm RMSNorm(hidden_size)
     on o_proj's input (A·h_d = D there), ffn_sub_norm RMSNorm(intermediate_size) on down_proj's."""
     return norm_params(m, m.d_model) + norm_params(m, mlp_width) if m.sub_norms else 0
-
-
-def _latent_norms(m: ModelConfig) -> int:
-    if m.kv_lora_rank is None:  # not MLA
-        return 0
-    return norm_params(m, m.kv_lora_rank) + (norm_params(m, m.q_lora_rank) if m.q_lora_rank else 0)
 
 
 def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:
@@ -353,9 +290,9 @@ def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:
         attn_o=o,
         attn_bias=_attention_bias(m, A, kv, m.attn_out_bias),
         qk_norm=_qk_norm(m),
-        latent_norms=_latent_norms(m),
+        latent_norms=sum(norm_params(m, w) for w in mla.latent_norm_widths(m)),
         sinks=A if m.attention_sinks else 0,
-        indexer=indexer_params(m),
+        indexer=mla.indexer_params(m),
         mlp_weights=mlp_w,
         mlp_bias=mlp_b,
         activation=activation,
@@ -379,7 +316,7 @@ def count_params(m: ModelConfig) -> ModelParams:
     # DeepSeek-V3 MTP module (its checkpoint, model.layers.61): enorm, hnorm, eh_proj (2D -> D), one
     # block, shared_head.norm, and its own stored copies of the embedding and the head.
     mtp_block = layer.total + 3 * norm_params(m, D) + 2 * D * D + 2 * V * d_emb
-    varied = _gemma4_parts(m, layer)
+    varied = gemma_layers.parts(m, layer)
     return ModelParams(
         n_layers=L,
         n_moe_layers=m.n_moe_layers(),
@@ -436,105 +373,6 @@ def _deepseek_v4_params(m: ModelConfig) -> ModelParams:
         compressors=n_csa * v4.compressor_params(m, csa=True) + n_hca * v4.compressor_params(m, csa=False),
         n_hash_moe_layers=len(blocks.hash_moe_layer_ids),
     )
-
-
-def varied_attention(m: ModelConfig, kind: LayerAttention, kv_shared: bool, T: int = 1) -> dict[str, int]:
-    """The attention parts of one softmax-attention layer of `kind`, when layers vary (Gemma 4), on one of T
-    tensor-parallel ranks (`shard_params`' convention: the rank's A/T query heads and `kv_heads_per_rank` K/V
-    heads, the output bias and the q/k norms replicated; T = 1: the whole layer).
-
-    modeling_gemma4.py Gemma4TextAttention: q_proj D x A·h_d, o_proj A·h_d x D, q_norm RMSNorm(h_d);
-    unless the layer is kv-shared (`config.kv_sharing_modes` "reuse": the last num_kv_shared_layers
-    layers), k_proj D x n_kv·h_d, k_norm RMSNorm(h_d), v_norm (no scale: no parameters) and, unless
-    the layer is not sliding and attention_k_eq_v is set (values = the key projection), v_proj
-    D x n_kv·h_d; every projection biased by attention_bias. Full layers take h_d = global_head_dim
-    and n_kv = num_global_key_value_heads (`per_layer_config`, configuration_gemma4.py).
-    """
-    D, A = m.d_model, m.n_heads // T
-    hd = m.kind_head_dim(kind)
-    what = "full_kv_heads" if kind is LayerAttention.full and m.full_kv_heads is not None else "n_kv_heads"
-    kv = kv_heads_per_rank(m.kv_heads_of(kind), T, what)
-    q_out = A * hd * (2 if m.attn_output_gate else 1)
-    has_k = not kv_shared
-    has_v = has_k and not (m.full_k_eq_v and kind is not LayerAttention.sliding)
-    k_out, v_out = kv * hd * has_k, kv * hd * has_v
-    bias = (q_out + k_out + v_out if m.qkv_bias else 0) + (D if m.attn_out_bias else 0)
-    if not m.qk_norm:
-        qk = 0
-    elif m.qk_norm_scope is QKNormScope.full:  # replicated at their full width, as `shard_params` keeps them
-        qk = norm_params(m, m.n_heads * hd) + (norm_params(m, m.kv_heads_of(kind) * hd) if has_k else 0)
-    else:
-        qk = norm_params(m, hd) + (norm_params(m, hd) if has_k else 0)
-    return {"attn_q": D * q_out, "attn_k": D * k_out, "attn_v": D * v_out, "attn_o": A * hd * D,
-            "attn_bias": bias, "qk_norm": qk}
-
-
-@dataclass(frozen=True)
-class _VariedParts:
-    """ModelParams' Gemma 4 / Gemma 3n counts (all 0 for a model whose layers do not vary)."""
-
-    counts: tuple[tuple[str, int], ...]
-    attention_by_field: tuple[tuple[str, int], ...]
-
-    def fields(self) -> dict[str, int]:
-        return dict(self.counts)
-
-
-_VARIED_FIELDS = ("attn_q", "attn_k", "attn_v", "attn_o", "attn_bias", "qk_norm")
-
-
-def _gemma4_parts(m: ModelConfig, layer: LayerParams, T: int = 1, base_attention: int | None = None) -> _VariedParts:
-    """ModelParams' Gemma 4 and Gemma 3n fields (all 0 for a model whose layers do not vary), or one of T
-    tensor-parallel ranks' share of them (`shard_params`; `base_attention`: the rank's share of `layer`'s
-    q, k, v, o, biases and q/k norms, what `attention_variants` is counted against).
-
-    Per rank (vLLM's model_executor/models/gemma4.py, vllm-project/vllm@001cabc1, which follows Megatron-LM's
-    column/row-parallel split): every layer's attention as `varied_attention(..., T)`, its MLP (the kv-shared
-    layers' 2·d_ff one too, MergedColumnParallelLinear + RowParallelLinear) split T ways; the per-layer
-    embedding table embed_tokens_per_layer a VocabParallelEmbedding (ceil(V_ple/T) rows of L·P),
-    per_layer_model_projection a ColumnParallelLinear (D x L·P/T); per_layer_input_gate and
-    per_layer_projection ReplicatedLinear, every norm replicated. Gemma 3n's AltUp and LAuReL: T = 1 only
-    (check_tensor_parallel)."""
-    L, D, P = m.n_layers, m.d_model, m.per_layer_input_dim
-    out: dict[str, int] = {"per_layer_embedding": 0, "per_layer_inputs": 0, "attention_variants": 0,
-                           "mlp_variants": 0, "altup": 0, "laurel": 0}
-    by_field: tuple[tuple[str, int], ...] = ()
-    if (n := m.altup_inputs) is not None:
-        # modeling_gemma3n.py Gemma3nTextAltUp: correct_output_scale (D), correction_coefs n x n,
-        # prediction_coefs n x n², modality_router D x n (no biases), router_norm RMSNorm(D); Gemma3nTextModel:
-        # altup_projections and altup_unembed_projections, n - 1 Linear(D, D) each
-        out["altup"] = L * (D + n * n + n ** 3 + D * n + norm_params(m, D)) + 2 * (n - 1) * D * D
-    if (r := m.laurel_rank) is not None:
-        # modeling_gemma3n.py Gemma3nTextLaurelBlock: linear_left D x r, linear_right r x D, post_laurel_norm RMSNorm(D)
-        out["laurel"] = L * (2 * D * r + norm_params(m, D))
-    if P:
-        # modeling_gemma4.py Gemma4TextModel: embed_tokens_per_layer (V_ple x L·P), per_layer_model_projection
-        # (D x L·P, no bias), per_layer_projection_norm RMSNorm(P); Gemma4TextDecoderLayer: per_layer_input_gate
-        # D x P, per_layer_projection P x D (no biases), post_per_layer_input_norm RMSNorm(D)
-        out["per_layer_embedding"] = per_layer_table_rank(m, T)
-        out["per_layer_inputs"] = D * L * P // T + norm_params(m, P) + L * (2 * D * P + norm_params(m, D))
-    if not m.irregular_layers or m.is_mla:
-        return _VariedParts(tuple(out.items()), by_field)
-    first_shared = m.first_kv_shared_layer
-    sums = dict.fromkeys(_VARIED_FIELDS, 0)
-    for kind in (k for k in LayerAttention if k in ATTENTION_KINDS):
-        for shared, (lo, hi) in ((False, (0, first_shared)), (True, (first_shared, L))):
-            n = m.n_attention_layers(kind, lo, hi)
-            if n:
-                for key, value in varied_attention(m, kind, shared, T).items():
-                    sums[key] += n * value
-    if base_attention is None:
-        base_attention = sum(getattr(layer, key) for key in sums)
-    base = m.n_softmax_layers() * base_attention
-    out["attention_variants"] = sum(sums.values()) - base
-    by_field = tuple(sums.items())
-    if m.kv_shared_double_mlp:
-        # modeling_gemma4.py Gemma4TextMLP: intermediate_size x 2 on a kv-shared layer (use_double_wide_mlp);
-        # in a MoE model that is the dense MLP beside the experts (tcalc's shared expert)
-        width, bias = (m.shared_expert_d_ff, False) if m.is_moe else (m.d_ff, None)
-        extra = sum(mlp_params(m, 2 * width // T, bias)) - sum(mlp_params(m, width // T, bias))
-        out["mlp_variants"] = m.kv_shared_layers * extra
-    return _VariedParts(tuple(out.items()), by_field)
 
 
 @dataclass(frozen=True)
@@ -600,18 +438,13 @@ def check_tensor_parallel(m: ModelConfig, T: int, ep: int = 1, etp: int | None =
         raise ValueError(f"tensor parallel size T ({T}) must be >= 1")
     if m.n_heads % T:
         raise ValueError(f"n_heads ({m.n_heads}) must be divisible by T ({T}); use a divisor of {m.n_heads}")
-    if (T > 1 or ep > 1) and m.irregular_layers and m.deepseek_v4 is not None:
+    if m.irregular_layers and m.deepseek_v4 is not None:
         from transformer_calc.estimators.deepseek_v4 import check_layout
 
-        check_layout(m, T, ep)  # DeepSeek-V4: T > 1 refused with its own reason; experts over ep GPUs priced
-    elif (T > 1 or ep > 1) and m.unpriced_blocks:
-        raise ValueError(f"tensor and expert parallelism are not modeled for {', '.join(m.unpriced_blocks)} "
-                         f"(Gemma 3n) yet; use T 1 and ep 1 (T is {T}, ep {ep})")
-    elif ep > 1 and m.irregular_layers:
-        raise ValueError(f"expert parallelism is not modeled for {', '.join(m.irregular_layers)} (Gemma 4) yet; "
-                         f"use ep 1 (ep is {ep}; tensor parallelism T is priced)")
-    elif T > 1 and m.irregular_layers:
-        _check_gemma4_tensor_parallel(m, T)
+        if T > 1 or ep > 1:
+            check_layout(m, T, ep)  # DeepSeek-V4: T > 1 refused with its own reason; experts over ep GPUs priced
+    elif m.irregular_layers:
+        gemma_layers.check_layout(m, T, ep)  # Gemma 4's and Gemma 3n's varied layers
     for kind in m.mixer_kinds:
         MIXERS[kind].check(m, T)
     check_shared_blocks(m, T)
@@ -638,33 +471,7 @@ def check_tensor_parallel(m: ModelConfig, T: int, ep: int = 1, etp: int | None =
         raise ValueError(f"expert parallelism ep ({ep}) needs a mixture-of-experts model; use ep 1")
 
 
-def _check_gemma4_tensor_parallel(m: ModelConfig, T: int) -> None:
-    """Gemma 4 over T ranks (vLLM gemma4.py Gemma4Attention asserts the same): every kind's K/V heads and T
-    divide one another (`kv_heads_per_rank`), T divides L·P (per_layer_model_projection, column-parallel).
-    The MLP widths (d_ff, 2·d_ff, moe_d_ff) are checked by `check_tensor_parallel`."""
-    for kind in (k for k in ATTENTION_KINDS if k in m.attention_pattern):
-        what = "full_kv_heads" if kind is LayerAttention.full and m.full_kv_heads is not None else "n_kv_heads"
-        kv_heads_per_rank(m.kv_heads_of(kind), T, what)
-    if (width := m.n_layers * m.per_layer_input_dim) % T:
-        raise ValueError(f"n_layers x per_layer_input_dim ({width}, the per-layer input projection's width) must be "
-                         f"divisible by T ({T}); use a divisor of {width}")
 
-
-def kv_heads_per_rank(n_kv: int, T: int, what: str = "n_kv_heads") -> int:
-    """K/V heads one of T ranks holds: split when T divides n_kv, one replicated head when n_kv
-    divides T (Megatron-LM's GQA/MQA layout); other pairs cannot be laid out."""
-    if n_kv % T and T % n_kv:
-        raise ValueError(
-            f"{what} ({n_kv}) and T ({T}) must divide one another to shard or replicate K/V heads; "
-            f"use a T that divides {n_kv} or a multiple of it"
-        )
-    return max(n_kv // T, 1)
-
-
-def per_layer_table_rank(m: ModelConfig, T: int) -> int:
-    """Gemma 4's per-layer embedding table on one of T ranks: ceil(V_ple/T) rows of L·P (vLLM gemma4.py:
-    embed_tokens_per_layer is a VocabParallelEmbedding); 0 without per-layer inputs."""
-    return -(-(m.per_layer_vocab_size or m.vocab_size) // T) * m.n_layers * m.per_layer_input_dim
 
 
 @dataclass(frozen=True)
@@ -693,7 +500,7 @@ class ShardParams:
     dense_mlp: int = 0  # the MLP part of `dense_layer` (what a layer without MLP lacks)
     shared_blocks: int = 0  # Zamba2's shared blocks (T = 1 only: shared_block.check_tensor_parallel)
     sliding_extra: int = 0  # MiMo-V2-Flash: one sliding layer's shard beyond `attention`
-    # Gemma 4's varied layers and per-layer inputs, the rank's share (`_gemma4_parts`; Gemma 3n: T = 1 only);
+    # Gemma 4's varied layers and per-layer inputs, the rank's share (`gemma_layers.parts`; Gemma 3n: T = 1 only);
     # not split by stage
     variants: int = 0
 
@@ -762,7 +569,7 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
         shared_blocks=full.shared_blocks,
         sliding_extra=sliding_extra(m, q_rank, kv_rank, kv_heads_per_rank(
             m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads"))[1],
-        variants=sum(_gemma4_parts(m, full.layer, T, attn - full.layer.latent_norms - full.layer.indexer
+        variants=sum(gemma_layers.parts(m, full.layer, T, attn - full.layer.latent_norms - full.layer.indexer
                                    - (q_rank if m.attention_sinks else 0)).fields().values()),
     )
 
@@ -770,7 +577,7 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
 def _shard_attention(m: ModelConfig, full: LayerParams, q_rank: int, kv_rank: int) -> int:
     """One rank's attention: Q/K/V/O split by heads; q/k norms, MLA latent norms and DSA's indexer replicated
     (DeepSeek-V3.2's inference/model.py builds the indexer of plain, unsharded Linear layers)."""
-    q, k, v, o = attention_weights(m, q_rank, q_rank if m.is_mla else kv_rank)
+    q, k, v, o = attention_weights(m, q_rank, kv_rank)  # (MLA has no K/V heads: kv_rank unused)
     attn = q + k + v + o + _attention_bias(m, q_rank, kv_rank, m.attn_out_bias)
     return attn + full.qk_norm + full.latent_norms + (q_rank if m.attention_sinks else 0) + full.indexer
 

@@ -453,6 +453,18 @@ class ModelConfig(BaseModel):
             return self.full_kv_heads
         return self.n_kv_heads
 
+    def kv_heads_field(self, kind: LayerAttention) -> str:
+        """The field `kv_heads_of(kind)` reads, named in an error about that head count."""
+        if kind is LayerAttention.sliding and self.sliding_kv_heads is not None:
+            return "sliding_kv_heads"
+        return "full_kv_heads" if kind is LayerAttention.full and self.full_kv_heads is not None else "n_kv_heads"
+
+    @property
+    def attention_kv_heads(self) -> int:
+        """K/V heads the attention core computes with: n_kv_heads, or with MLA n_heads (kv_b_proj expands the
+        latent into one K and one V per query head, modeling_deepseek_v3.py DeepseekV3Attention)."""
+        return self.n_heads if self.is_mla else self.n_kv_heads
+
     @property
     def per_kind_attention(self) -> bool:
         """Sliding layers shaped apart from the full ones (their own K/V heads or sinks: MiMo-V2-Flash)."""

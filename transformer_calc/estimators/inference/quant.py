@@ -57,16 +57,16 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
+from transformer_calc.estimators.attention import attention_block
+from transformer_calc.estimators.gemma_layers import per_layer_table_rank, varied_attention
 from transformer_calc.estimators.mixers import MIXERS, require_uniform_blocks
 from transformer_calc.estimators.training.gemma4_layers import is_gemma4
 from transformer_calc.estimators.params import (
     GATED_MATRICES,
     PLAIN_MATRICES,
-    attention_weights,
     count_params,
     kv_heads_per_rank,
     mlp_params_per_expert,
-    per_layer_table_rank,
     shard_params,
     tensor_parallel_params,
 )
@@ -138,7 +138,7 @@ def block_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
     if is_gemma4(m):
         return gemma4_matrices(m, T, ep)
     require_uniform_blocks(m, "a quantized weight format")  # every block from one layer's shapes
-    D, hd, A = m.d_model, m.head_dim, m.n_heads
+    D, A = m.d_model, m.n_heads
     q_rank, kv_rank = A // T, kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
     gated = m.gated_mlp
     out: list[Matrix] = []
@@ -151,20 +151,8 @@ def block_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
             out += [Matrix(f"ssm_{x.name}", x.d_in, x.d_in * x.d_out, i) for x in MIXERS[kind].linears(m, T)
                     if not x.per_head]
         attends = kind in ATTENTION_KINDS or (kind in MIXERS and m.mixer_beside_attention)  # Falcon-H1: both
-        if attends and m.is_mla:
-            r_q, r_kv = m.q_lora_rank, m.kv_lora_rank or 0
-            rope, nope, dv = m.qk_rope_head_dim or 0, m.qk_nope_head_dim or 0, m.v_head_dim or 0
-            if r_q is None:
-                out.append(Matrix("attn_q", D, D * q_rank * hd, i))
-            else:
-                out += [Matrix("attn_q_a", D, D * r_q, i), Matrix("attn_q_b", r_q, r_q * q_rank * hd, i)]
-            out += [Matrix("attn_kv_a_mqa", D, D * (r_kv + rope), i),
-                    Matrix("attn_kv_b", r_kv, r_kv * q_rank * (nope + dv), i),
-                    Matrix("attn_output", q_rank * dv, q_rank * dv * D, i)]
-        elif attends:
-            q, k, v, o = attention_weights(m, q_rank, kv_rank)
-            out += [Matrix("attn_q", D, q, i), Matrix("attn_k", D, k, i), Matrix("attn_v", D, v, i),
-                    Matrix("attn_output", q_rank * hd, o, i)]
+        if attends:  # its softmax-attention block's tensors (estimators/attention.py)
+            out += [Matrix(name, d_in, n, i) for name, d_in, n in attention_block(m).matrices(m, q_rank, kv_rank)]
         if m.one_mixer_per_layer and kind is not LayerAttention.none:
             continue  # Nemotron-H: a mixer block has no MLP
         if i in moe_layers:
@@ -193,7 +181,7 @@ def block_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
 
 def gemma4_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
     """Gemma 4's matrices on one of T tensor-parallel ranks, layer by layer, each layer with its class's
-    shapes (modeling_gemma4.py; the per-rank split of `params.varied_attention(..., T)` and `_gemma4_parts`,
+    shapes (modeling_gemma4.py; the per-rank split of `gemma_layers.varied_attention(..., T)` and `gemma_layers.parts`,
     vLLM's gemma4.py): attn_q D x (A/T)·h_d, attn_k D x n_kv'·h_d (not on a kv-shared layer), attn_v as
     attn_k (not on a kv-shared layer, nor on a full layer with k = v), attn_output (A/T)·h_d x D, with
     h_d and n_kv the layer kind's (`kind_head_dim`, `kv_heads_of`: full layers their own); the dense MLP
@@ -206,7 +194,7 @@ def gemma4_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
     rows of L·P). The ggml names are llama.cpp's (src/llama-arch.cpp LLM_ARCH_GEMMA3N / GEMMA4: blk.N.inp_gate,
     blk.N.proj, per_layer_model_proj, per_layer_token_embd). Not listed (non-matrix parameters, left at the
     format's rest_bits): norms, the router (ffn_gate_inp, its scale and per-expert scales), layer scalars."""
-    from transformer_calc.estimators.params import check_tensor_parallel, varied_attention
+    from transformer_calc.estimators.params import check_tensor_parallel
 
     check_tensor_parallel(m, T, ep)  # Gemma 4: every kind's K/V heads and T divide one another; ep 1 only
     D, P, L = m.d_model, m.per_layer_input_dim, m.n_layers
@@ -409,7 +397,7 @@ def _gathered_bytes(m: ModelConfig, chosen: list[Any], T: int, rest_bits: int) -
     table = [(x, b) for x, b in chosen if x.name == "per_layer_token_embd"]
     if table:
         gathered += _blocks(table[0][0], table[0][1]) * table[0][1].block_bytes
-    elif m.per_layer_input_dim:
+    else:  # Gemma 4's per-layer table at the rest's bits (0 rows without per-layer inputs)
         gathered += -(-per_layer_table_rank(m, T) * rest_bits // 8)
     return gathered
 

@@ -24,6 +24,9 @@ from transformer_calc.estimators.inference.spec import (
     KV_TENSORS,
     check_positive_int,
 )
+from transformer_calc.estimators.mla import indexer_matmul_params
+from transformer_calc.estimators.gemma_layers import matmul_params as varied_matmul_params, per_layer_table_rank
+from transformer_calc.estimators.attention import attention_block
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.params import (
     GATED_MATRICES,
@@ -31,14 +34,11 @@ from transformer_calc.estimators.params import (
     attention_weights,
     check_tensor_parallel,
     count_params,
-    indexer_params,
     kv_heads_per_rank,
     latent_projections,
     mlp_params,
-    per_layer_table_rank,
     sliding_extra,
     tensor_parallel_params,
-    varied_attention,
 )
 from transformer_calc.estimators.shared_block import matmul_weights_per_application, shared_block_rereads
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
@@ -183,7 +183,7 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     check_tensor_parallel(m, T)
     q_rank, kv_rank = m.n_heads // T, kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
     n_matrices = GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES
-    q, k, v, o = attention_weights(m, q_rank, q_rank if m.is_mla else kv_rank)
+    q, k, v, o = attention_weights(m, q_rank, kv_rank)  # (MLA has no K/V heads: kv_rank unused)
     attention = q + k + v + o
     n_moe = m.n_moe_layers()
     dense_mlp = n_matrices * D * (m.d_ff // T)
@@ -197,47 +197,16 @@ def matmul_params(m: ModelConfig, T: int = 1) -> int:
     mlp = n_moe * moe_mlp + (m.n_layers - n_moe - m.n_channel_free_layers()) * dense_mlp
     mixers = sum(m.n_attention_layers(k) * MIXERS[k].matmul_params(m, T) for k in m.mixer_kinds)  # their projections
     # DSA indexers (replicated): wq_b, wk, weights_proj; its k_norm is no matmul
-    indexer = indexer_params(m) - 2 * (m.index_head_dim or 0) if m.is_dsa else 0
+    indexer = indexer_matmul_params(m)
     # Zamba2's shared blocks: a token multiplies their weights once per application (T = 1 only)
     shared = m.n_shared_block_applications * matmul_weights_per_application(m)
     # MiMo-V2-Flash: its sliding layers' extra K/V heads
     kv_s = kv_heads_per_rank(m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads")
     shared += m.n_attention_layers(LayerAttention.sliding) * sliding_extra(m, q_rank, kv_rank, kv_s)[0]
-    if m.irregular_layers:  # Gemma 4: every layer's own q, k, v, o; the kv-shared layers' wider MLP; the
-        # per-layer input matmuls (the model projection D x L·P, each layer's gate and projection). Per rank
-        # (params._gemma4_parts, vLLM gemma4.py): q, o and the MLP T ways, K/V heads `kv_heads_per_rank`, the
-        # model projection column-parallel (D x L·P/T), the gate and projection replicated (2·L·D·P)
-        attention_all = _varied_attention_matmuls(m, T) if m.attention_pattern and not m.is_mla else 0
-        if not attention_all:
-            attention_all = m.n_softmax_layers() * attention
-        wide = (m.kv_shared_layers * n_matrices * D * ((m.shared_expert_d_ff if m.is_moe else m.d_ff) // T)
-                if m.kv_shared_double_mlp else 0)
-        L_P = m.n_layers * m.per_layer_input_dim
-        ple = D * L_P // T + 2 * D * L_P
-        # Gemma 3n (modeling_gemma3n.py): per layer AltUp's router twice (D x n), its prediction (n x n²) and
-        # correction (n x n) coefficients and the token's n x n mix of its D x n streams (computed coefficients,
-        # counted here as their D·n² multiply-adds per token), LAuReL's D x r x D; the model's 2·(n - 1) D x D
-        # AltUp projections
-        n, r = m.altup_inputs, m.laurel_rank
-        altup = (m.n_layers * (2 * D * n + n ** 3 + D * n * n + n * n) + 2 * (n - 1) * D * D) if n is not None else 0
-        laurel = m.n_layers * 2 * D * r if r is not None else 0
-        return attention_all + mixers + mlp + wide + ple + altup + laurel + lm_head + projections + shared
+    if m.irregular_layers:  # Gemma 4's and Gemma 3n's layers (estimators/gemma_layers.py)
+        return varied_matmul_params(m, T, attention, n_matrices) + mixers + mlp + lm_head + projections + shared
     return (m.n_softmax_layers() * attention + mixers + mlp + lm_head + projections + m.n_indexer_layers * indexer
             + shared)
-
-
-def _varied_attention_matmuls(m: ModelConfig, T: int) -> int:
-    """Gemma 4's q, k, v, o weights over every layer on one of T ranks (`params.varied_attention`); 0 when
-    the layers do not vary by kind (Gemma 3n: its base shape, `attention_by_field` empty)."""
-    if not count_params(m).attention_by_field:
-        return 0
-    first_shared, total = m.first_kv_shared_layer, 0
-    for kind in (k for k in LayerAttention if k in ATTENTION_KINDS):
-        for shared, (lo, hi) in ((False, (0, first_shared)), (True, (first_shared, m.n_layers))):
-            if n := m.n_attention_layers(kind, lo, hi):
-                parts = varied_attention(m, kind, shared, T)
-                total += n * (parts["attn_q"] + parts["attn_k"] + parts["attn_v"] + parts["attn_o"])
-    return total
 
 
 def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[KVGroup, ...]:
@@ -252,14 +221,7 @@ def _kv_groups(m: ModelConfig, spec: InferenceSpec, cached_heads: int) -> tuple[
     T = spec.tensor_parallel
     if m.irregular_layers and not m.is_mla:
         return _varied_kv_groups(m, T)
-    if m.is_mla:
-        if spec.mla_cache == "latent":
-            per_layer = (m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0)
-        else:
-            per_layer = (m.n_heads // T) * (m.head_dim + m.v_dim)
-    else:
-        # K of h_d and V of h_v per cached head (h_v = head_dim unless v_head_dim is given: MiMo-V2-Flash)
-        per_layer = cached_heads * (m.head_dim + m.v_dim)
+    per_layer = attention_block(m).cached_elements(m, T, cached_heads, spec.mla_cache == "latent")
     windows = {LayerAttention.full: None, LayerAttention.sliding: m.sliding_window,
                LayerAttention.chunked: m.attention_chunk_size}
 
@@ -302,7 +264,7 @@ def _varied_kv_groups(m: ModelConfig, T: int = 1) -> tuple[KVGroup, ...]:
                                                       LayerAttention.chunked: m.attention_chunk_size}
     groups: list[KVGroup] = []
     for kind in (k for k in LayerAttention if k in ATTENTION_KINDS):
-        what = "full_kv_heads" if kind is LayerAttention.full and m.full_kv_heads is not None else "n_kv_heads"
+        what = m.kv_heads_field(kind)
         hd = m.kind_head_dim(kind)
         elements = KV_TENSORS * kv_heads_per_rank(m.kv_heads_of(kind), T, what) * hd
         width = m.n_heads // T * 2 * hd
@@ -501,13 +463,14 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> Shard:
     m = expert_slots(m, spec)
     check_tensor_parallel(m, T, ep, etp)
     D, hd = m.d_model, m.head_dim
-    if m.is_mla and spec.cache_kv_heads is not None:
-        raise ValueError("cache_kv_heads does not apply to multi-head latent attention; drop it")
+    if not (block := attention_block(m)).caches_kv_heads and spec.cache_kv_heads is not None:
+        raise ValueError(f"cache_kv_heads does not apply to {block.name}; drop it")
     if m.sliding_kv_heads is not None and spec.cache_kv_heads is not None:
         raise ValueError("cache_kv_heads sets one K/V head count, but this model's sliding layers have their own "
                          f"(sliding_kv_heads {m.sliding_kv_heads}); drop cache_kv_heads")
     model_kv = kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
-    cache_heads = m.n_kv_heads if spec.cache_kv_heads is None else spec.cache_kv_heads
+    # the K/V heads attention computes with (MLA: A, T dividing it); cache_kv_heads is refused for MLA above
+    cache_heads = m.attention_kv_heads if spec.cache_kv_heads is None else spec.cache_kv_heads
     cached = kv_heads_per_rank(cache_heads, T, "cache_kv_heads")
     n_in = (GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES) - 1  # matrices D -> F: up (+ gate)
     F_exp = m.moe_d_ff if m.is_moe else m.d_ff
@@ -517,8 +480,7 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> Shard:
     # Prefill transient of one block: its input and output (2·D) plus the widest intermediate,
     # the fused Q/K/V output or the MLP's up (+ gate) outputs of every active expert.
     widest_kv = max(model_kv, kv_heads_per_rank(m.kv_heads_of(LayerAttention.sliding), T, "sliding_kv_heads"))
-    qkv_width = ((m.n_heads // T) * (hd + hd + m.v_dim) if m.is_mla
-                 else (m.n_heads // T + widest_kv) * hd + widest_kv * m.v_dim)
+    qkv_width = attention_block(m).qkv_width(m, m.n_heads // T, widest_kv)
     if m.irregular_layers and not m.is_mla:  # Gemma 4: the widest kind's q, k, v on this rank
         qkv_width = max((m.n_heads // T + KV_TENSORS * kv_heads_per_rank(m.kv_heads_of(k), T)) * m.kind_head_dim(k)
                         for k in ATTENTION_KINDS if k in m.attention_pattern)
@@ -527,7 +489,7 @@ def rank_shard(m: ModelConfig, spec: InferenceSpec) -> Shard:
         layers=m.n_layers,
         head_dim=hd,
         q_heads=m.n_heads // T,
-        kv_heads=m.n_heads // T if m.is_mla else cached,
+        kv_heads=cached,
         kv_groups=_kv_groups(m, spec, cached),
         attention_width=hd + m.v_dim,
         params=tensor_parallel_params(m, T, ep, etp),

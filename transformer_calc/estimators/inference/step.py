@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from transformer_calc.devices.hardware import GPU, peak_flops
+from transformer_calc.estimators.attention import attention_block
 from transformer_calc.estimators.inference.memory import (
     kv_bytes,
     state_bytes,
@@ -191,15 +192,9 @@ def roofline_step(
     # Token i attends over i positions (at most its window); the new tokens sit at
     # context-tokens+1 .. context. Scores over h_d, re-weighting over h_v per query head.
     first = context - tokens + 1
-    head_width = sh.attention_width
-    if m.is_mla and spec.kv_cache and spec.mla_cache == "latent" and tokens == 1:
-        # MLA decode over the latent cache runs absorbed (DeepSeek-V2 paper, arXiv:2405.04434 sec.
-        # 2.1.2: W^UK absorbed into the query, W^UV into the output; FlashMLA's decode kernel: head
-        # dim 576 for K, 512 for V): each head scores over r_kv + d_rope and re-weights r_kv-wide
-        # latent values. The absorption's own matmuls have kv_b_proj's parameters, already counted
-        # per token in matmul_params. The fewest FLOPs a latent cache allows: re-expanding the cached
-        # latent instead costs 2·r_kv·(d_nope + d_v) per head per cached token.
-        head_width = 2 * (m.kv_lora_rank or 0) + (m.qk_rope_head_dim or 0)
+    # a head's score and value width (MLA's one-token decode over its latent cache runs absorbed: attention.py)
+    latent_decode = spec.kv_cache and spec.mla_cache == "latent" and tokens == 1
+    head_width = attention_block(m).score_width(m, sh.attention_width, latent_decode)
     attention = B * sum(
         FLOPS_PER_MAC * g.layers * (sh.q_heads * head_width if g.flop_width is None else g.flop_width)
         * g.attended_sum(first, context)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from transformer_calc.estimators.attention import STANDARD, attention_block
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.params import check_tensor_parallel, kv_heads_per_rank
 from transformer_calc.estimators.training.eager import (
@@ -180,16 +181,9 @@ def _layer_activations(m: ModelConfig, w: Workload, tr: Training, par: Paralleli
 
     # Attention: input, q, k, v, (normed q, k), core, re-weighted output, output dropout mask.
     attn = p * B * S_rep * D  # input to the QKV projection (the norm's output)
-    if not seed and m.is_mla:
-        # MLA (modeling_deepseek_v3.py): the latents, replicated on every TP rank, are kept twice
-        # (the RMSNorm's input and the up-projection's input); the rotary key part once; then
-        # per-head q and k of h_d = d_nope + d_rope and v of d_v.
-        r_q, r_kv, rope = m.q_lora_rank or 0, m.kv_lora_rank or 0, m.qk_rope_head_dim or 0
-        attn += p * B * S * (2 * r_q + 2 * r_kv + rope)
-        attn += p * B * S * A_t * (2 * hd + m.v_dim)
-        kv_t = A_t  # the score/attention shapes below are per query head
-    else:
-        attn += p * B * S * (A_t + 2 * kv_t) * hd  # q, k, v
+    # q, k, v as its attention block keeps them (MLA: its latents too, attention.py); the seed's MHA is standard
+    qkv, kv_t = (STANDARD if seed else attention_block(m)).stored_qkv(m, hd, A_t, kv_t)
+    attn += p * B * S * qkv
     if qk_norm:
         attn += p * B * S * (A_t + kv_t) * hd  # q and k after their norms
     if tr.recompute is Recompute.selective:

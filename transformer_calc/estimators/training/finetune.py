@@ -30,12 +30,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from transformer_calc.estimators.attention import attention_block
 from transformer_calc.estimators.mixers import MIXERS, require_uniform_blocks
 from transformer_calc.model.units import FLOPS_PER_MAC
 from transformer_calc.model.config import (
     ATTENTION_KINDS, Finetune, LayerAttention, LoraTarget, ModelConfig, Parallelism, Precision, Training,
 )
-from transformer_calc.estimators.params import kv_heads_per_rank
 from transformer_calc.estimators.training.trainable import Trainable, all_trainable, head_trained  # noqa: F401  (their home before issue 39)
 
 if TYPE_CHECKING:
@@ -93,32 +93,9 @@ def require_adapters_priced(m: ModelConfig) -> None:
     require_uniform_blocks(m, "fine-tuning (adapters)")
 
 def attention_linears(m: ModelConfig, T: int = 1) -> list[Linear]:
-    """The softmax-attention (or MLA) Linear modules of one layer on one tensor-parallel rank."""
-    q, k, v, o = LoraTarget.q, LoraTarget.k, LoraTarget.v, LoraTarget.o
-    D, hd, A, kv = m.d_model, m.head_dim, m.n_heads, m.n_kv_heads
-    out: list[Linear] = []
-    if m.is_mla:  # modeling_deepseek_v3.py
-        r_kv, rope = m.kv_lora_rank or 0, m.qk_rope_head_dim or 0
-        if m.q_lora_rank is None:
-            out.append(_col("q_proj", {q}, D, A * hd, T))
-        else:
-            out.append(Linear("q_a_proj", frozenset({q}), D, m.q_lora_rank, "rep"))
-            out.append(_col("q_b_proj", {q}, m.q_lora_rank, A * hd, T))
-        out.append(Linear("kv_a_proj_with_mqa", frozenset({k, v}), D, r_kv + rope, "rep"))
-        out.append(_col("kv_b_proj", {k, v}, r_kv, A * ((m.qk_nope_head_dim or 0) + m.v_dim), T))
-        out.append(_row("o_proj", {o}, A * m.v_dim, D, T))
-    else:
-        kv_t = kv_heads_per_rank(kv, T)
-        # attn_output_gate (modeling_qwen3_next.py Qwen3NextAttention): q_proj emits the gate too, D -> 2·A·h_d
-        gate = 2 if m.attn_output_gate else 1
-        if m.fused_qkv:
-            out.append(Linear("qkv", frozenset({q, k, v}), D, (gate * (A // T) + 2 * kv_t) * hd, "col"))
-        else:
-            out.append(_col("q_proj", {q}, D, gate * A * hd, T))
-            out.append(Linear("k_proj", frozenset({k}), D, kv_t * hd, "col"))
-            out.append(Linear("v_proj", frozenset({v}), D, kv_t * hd, "col"))
-        out.append(_row("o_proj", {o}, A * hd, D, T))
-    return out
+    """The softmax-attention (or MLA) Linear modules of one layer on one tensor-parallel rank
+    (its block's `linears`, estimators/attention.py)."""
+    return [Linear(*x) for x in attention_block(m).linears(m, T)]
 
 
 def sequence_linears(m: ModelConfig, kind: LayerAttention, T: int = 1) -> list[Linear]:

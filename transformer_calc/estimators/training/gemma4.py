@@ -13,7 +13,7 @@ With per-layer embeddings (P > 0) every layer gates a P-wide input into the resi
 
 Each class is priced on its own shapes and summed over layers [start, stop) in closed form
 (`ModelConfig.n_attention_layers` split at the first kv-shared layer). Parameters (weights, gradients,
-optimizer states) come from the exact count (`params.varied_attention`, the class's MLP and per-layer input
+optimizer states) come from the exact count (`gemma_layers.varied_attention`, the class's MLP and per-layer input
 parts); the sum over all classes plus the embedding-side parts equals `count_params(m).total`.
 
 Activations, per token of one micro-batch (B·S tokens; T = 1: tensor and expert parallelism are refused by
@@ -93,9 +93,10 @@ EXPERT_D_TENSORS = 3  # eager experts, per routed token: the gathered input, the
 # ---------------------------------------------------------------------------- parameters
 def class_params(m: ModelConfig, c: LayerClass) -> int:
     """Parameters of one layer of class `c`: the base block (`count_params(m).layer`) with its attention
-    replaced by the class's own (`params.varied_attention`), the double-wide MLP of a kv-shared layer, and
+    replaced by the class's own (`gemma_layers.varied_attention`), the double-wide MLP of a kv-shared layer, and
     the per-layer input gate D x P, projection P x D and norm."""
-    from transformer_calc.estimators.params import count_params, mlp_params, norm_params, varied_attention
+    from transformer_calc.estimators.gemma_layers import varied_attention
+    from transformer_calc.estimators.params import count_params, mlp_params, norm_params
 
     layer = count_params(m).layer
     keys = ("attn_q", "attn_k", "attn_v", "attn_o", "attn_bias", "qk_norm")

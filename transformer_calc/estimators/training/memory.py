@@ -292,7 +292,7 @@ def _ring_kv_bytes(m: ModelConfig, w: Workload, tr: Training, par: Parallelism) 
     if par.context == 1:
         return 0
     T = par.tensor
-    kv_t = m.n_heads // T if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
+    kv_t = kv_heads_per_rank(m.attention_kv_heads, T)  # MLA: A/T (T divides A)
     # all_gather CP (Llama 3 §3.3.2; TE AttnFuncWithCPAndKVAllGather): the whole sequence's K/V,
     # gathered, and in the backward their gradients before the reduce-scatter: cp x the ring's
     gathered = par.context if par.cp_comm_type is CPCommType.all_gather else 1

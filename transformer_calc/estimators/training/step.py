@@ -534,7 +534,7 @@ def _context_parallel(c: _Setup, step: Any) -> float:
     if cp == 1:
         return 0.0
     cp_bw, cp_lat = c.net.link(T * cp)
-    kv_t = (m.n_heads // T) if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
+    kv_t = kv_heads_per_rank(m.attention_kv_heads, T)  # MLA: A/T (T divides A)
     kv_bytes = 2 * c.b * (c.S // cp) * kv_t * m.head_dim * c.tr.p
     if par.cp_comm_type is CPCommType.all_gather:
         return CP_ALL_GATHER_COLLECTIVES * ring_gather_s(cp * kv_bytes, cp, cp_bw, cp_lat)

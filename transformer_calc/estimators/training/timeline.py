@@ -279,7 +279,7 @@ def _backward(m: ModelConfig, w: Workload, tr: Training, par: Parallelism, st: S
     is_first, is_last = st.stage == 0, st.stage == par.pipeline - 1
     stored, working = st.stored, st.recompute_working
     A_t = m.n_heads // T
-    kv_t = A_t if m.is_mla else kv_heads_per_rank(m.n_kv_heads, T)
+    kv_t = kv_heads_per_rank(m.attention_kv_heads, T)  # MLA: A_t (T divides A)
     # Consumed before the attention backward peaks: the block's MLP activations and its norms but
     # the first (the block's input norm is differentiated last), W_O's input and, when the softmax
     # is kept in fp32, its cast copy that P·V took.
