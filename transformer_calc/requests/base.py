@@ -382,5 +382,14 @@ def text(value: Any) -> str:
     raise ValueError(f"expected a name, not {type(value).__name__}")
 
 
+def paths(value: Any) -> list[Path]:
+    """One or more file paths (a positional FILES argument): strings or paths, never numbers."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    for item in items:
+        if not isinstance(item, (str, Path)):
+            raise ValueError(f"takes paths, not {type(item).__name__}")
+    return [Path(item) for item in items]
+
+
 FLOAT_PARSERS = (fraction, unit_interval, seconds, positive)
 WHOLE_PARSERS = (whole, whole_or_zero, length, node_size, zero_stage)

@@ -4,25 +4,15 @@ where the profile goes; and the `--profile FILE` option every time command share
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-from transformer_calc.requests.base import ProfileOpt, Request, opt  # noqa: F401  (ProfileOpt: its old home)
-
-
-def _files(value: Any) -> list[Path]:
-    items = list(value) if isinstance(value, (list, tuple)) else [value]
-    for item in items:
-        if not isinstance(item, (str, Path)):
-            raise ValueError(f"takes paths, not {type(item).__name__}")
-    return [Path(item) for item in items]
-
-
+from transformer_calc.requests.base import ProfileOpt, Request, opt, paths  # noqa: F401  (ProfileOpt: its old home)
 
 
 class CalibrateRequest(Request):
     """`tcalc calibrate RUNS_FILE...`: fit the time profile's free constants to measured runs."""
 
     command = "calibrate"
-    files: Annotated[list[Path], opt(help="Runs files (YAML, or CSV by suffix): each run's model, GPU, layout and measured step time or tokens/s (training), or TTFT/TPOT/throughput (serving), or a `log:` naming a Megatron, torchtitan, vllm bench serve or trtllm-bench log.", metavar="RUNS_FILE", parse=_files, job=False, repeat=True)]
+    files: Annotated[list[Path], opt(help="Runs files (YAML, or CSV by suffix): each run's model, GPU, layout and measured step time or tokens/s (training), or TTFT/TPOT/throughput (serving), or a `log:` naming a Megatron, torchtitan, vllm bench serve or trtllm-bench log.", metavar="RUNS_FILE", parse=paths, job=False, repeat=True)]
     fit: Annotated[str | None, opt("--fit", help="The constants to fit, comma-separated: gemm_efficiency_bf16|fp8|fp4|fp32, exposed_comm_factor, step_overhead_s, gpu_time_factor, request_overhead_s \\[default: auto: the GEMM efficiency of each dtype the runs use; the overhead and the communication factor when the runs outnumber the constants by 3].", job=False)] = None
     output: Annotated[Path | None, opt("--output", "-o", help="Write the fitted profile (YAML) here, for --profile FILE of every time command \\[default: not written].", job=False, api=False)] = None

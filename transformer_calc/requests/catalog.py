@@ -4,17 +4,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-from transformer_calc.requests.base import Request, opt, positive
-
-
-def _files(value: Any) -> list[Path]:
-    items = list(value) if isinstance(value, (list, tuple)) else [value]
-    for item in items:
-        if not isinstance(item, (str, Path)):
-            raise ValueError(f"takes paths, not {type(item).__name__}")
-    return [Path(item) for item in items]
+from transformer_calc.requests.base import Request, opt, paths, positive
 
 
 class CheckRequest(Request):
@@ -23,7 +15,7 @@ class CheckRequest(Request):
     command = "check"
     common = ('files', 'gpu', 'max_memory')  # the options shown first (help, MCP schema)
     section = "checks"
-    files: Annotated[list[Path], opt(help="Job files (YAML) to validate and check.", metavar="FILES", parse=_files, job=False,
+    files: Annotated[list[Path], opt(help="Job files (YAML) to validate and check.", metavar="FILES", parse=paths, job=False,
                                      repeat=True)]
     gpu: Annotated[str | None, opt("--gpu", help="Memory must fit this GPU (overrides the files) \\[default: the files' checks.gpu or gpu].")] = None
     max_memory: Annotated[str | int | None, opt("--max-memory", help="Memory per GPU must not exceed this, e.g. 70GiB or 80GB \\[default: the files' checks.max_memory].")] = None
@@ -32,14 +24,10 @@ class CheckRequest(Request):
     max_tpot_s: Annotated[float | None, opt("--max-tpot", help="Inference time per output token must not exceed this, seconds \\[default: the files' checks.max_tpot_s].", parse=positive)] = None
 
 
-
-
 class PresetsRequest(Request):
     """`tcalc presets`: no options."""
 
     command = "presets"
-
-
 
 
 class HardwareRequest(Request):
@@ -47,8 +35,6 @@ class HardwareRequest(Request):
 
     command = "hardware"
     name: Annotated[str | None, opt(help="One accelerator in detail, e.g. a100-80gb.", metavar="NAME", job=False)] = None
-
-
 
 
 class SchemaRequest(Request):
