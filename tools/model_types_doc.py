@@ -70,10 +70,10 @@ def block() -> str:
 
 
 def current() -> str:
-    text = PATH.read_text(encoding="utf-8") if PATH.exists() else ""
-    if BEGIN in text and END in text:
-        return text[text.index(BEGIN):text.index(END) + len(END)] + "\n"
-    return ""
+    """The section as the file holds it (markers included), or "" when it has none."""
+    from docsection import read_section
+
+    return read_section(PATH, BEGIN, END)
 
 
 def main() -> int:

@@ -138,11 +138,10 @@ def render() -> str:
 
 
 def current() -> str:
-    """The section as docs/models.md holds it (markers included), or "" when it has none."""
-    text = DOC.read_text(encoding="utf-8") if DOC.exists() else ""
-    if BEGIN in text and END in text:
-        return text[text.index(BEGIN):text.index(END) + len(END)] + "\n"
-    return ""
+    """The section as the file holds it (markers included), or "" when it has none."""
+    from docsection import read_section
+
+    return read_section(DOC, BEGIN, END)
 
 
 def main() -> int:
