@@ -52,24 +52,27 @@ def regular_file(path: Path | str, where: str, give: str = "a file") -> os.stat_
     return info
 
 
-def read_user_file(path: Path | str, what: str) -> str:
-    """The text of a user's file: a regular, non-empty, UTF-8 file of at most MAX_FILE_BYTES."""
-    name = clip(str(path))
+def read_user_file(path: Path | str, what: str, *, name: str | None = None, limit: int = MAX_FILE_BYTES,
+                   plural: str = "files", hint: str = "", give: str = "a text file", lenient: bool = False) -> str:
+    """The text of a user's file: a regular, non-empty, UTF-8 file of at most `limit` bytes (MAX_FILE_BYTES).
+    `name` is the path as messages name it (clipped by default); `plural`, `hint` and `give` word the refusals
+    ("logs over ... (hint)", "give the text log"); `lenient` replaces bytes that are not UTF-8 instead of refusing."""
+    name = clip(str(path)) if name is None else name
     info = regular_file(path, f"{what} {name}")
-    if info.st_size > MAX_FILE_BYTES:
-        raise TcalcError(f"{what} {name} is {info.st_size:,} bytes; files over {MAX_FILE_BYTES:,} bytes are refused")
+    if info.st_size > limit:
+        raise TcalcError(f"{what} {name} is {info.st_size:,} bytes; {plural} over {limit:,} bytes are refused{hint}")
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as fh:
-            raw = fh.read(MAX_FILE_BYTES + 1)
+            raw = fh.read(limit + 1)
     except OSError as exc:
         raise TcalcError(f"{what} {name} cannot be read: {exc.strerror}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise TcalcError(f"{what} {name} is over {MAX_FILE_BYTES:,} bytes; files that large are refused")
+    if len(raw) > limit:
+        raise TcalcError(f"{what} {name} is over {limit:,} bytes; {plural} that large are refused")
     if b"\x00" in raw:
-        raise TcalcError(f"{what} {name} is a binary file; give a text file")
+        raise TcalcError(f"{what} {name} is a binary file; give {give}")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8", errors="replace" if lenient else "strict")
     except UnicodeDecodeError:
         raise TcalcError(f"{what} {name} is not UTF-8 text") from None
     if not text.strip():

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_calc.errors import TcalcError, clip
-from transformer_calc.sources.files import parse_json, parse_yaml, read_user_file, regular_file
+from transformer_calc.sources.files import parse_json, parse_yaml, read_user_file
 
 TRAIN_METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu")
 SERVE_METRICS = ("ttft_s", "tpot_s", "output_tokens_per_s")
@@ -193,24 +193,9 @@ def detect_kind(text: str, name: str) -> str:
 def read_log_text(path: Path) -> str:
     """A log's text: a regular, non-empty text file of at most MAX_LOG_BYTES (a run's log is larger
     than the 1 MiB a runs file may be); bytes that are not UTF-8 (a progress bar's) replaced."""
-    name = file_name(path)
-    info = regular_file(path, f"log {name}")
-    if info.st_size > MAX_LOG_BYTES:
-        raise TcalcError(f"log {name} is {info.st_size:,} bytes; logs over {MAX_LOG_BYTES:,} bytes are refused "
-                         "(keep the iteration lines: grep 'elapsed time per iteration' or 'step:')")
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_LOG_BYTES + 1)
-    except OSError as exc:
-        raise TcalcError(f"log {name} cannot be read: {exc.strerror}") from None
-    if len(raw) > MAX_LOG_BYTES:
-        raise TcalcError(f"log {name} is over {MAX_LOG_BYTES:,} bytes; logs that large are refused")
-    if b"\x00" in raw:
-        raise TcalcError(f"log {name} is a binary file; give the text log")
-    text = raw.decode("utf-8", errors="replace")
-    if not text.strip():
-        raise TcalcError(f"log {name} is empty")
-    return text
+    return read_user_file(path, "log", name=file_name(path), limit=MAX_LOG_BYTES, plural="logs",
+                          hint=" (keep the iteration lines: grep 'elapsed time per iteration' or 'step:')",
+                          give="the text log", lenient=True)
 
 
 def read_log(path: Path, kind: str | None = None) -> tuple[str, dict[str, Any]]:
