@@ -57,12 +57,7 @@ class SweepResult(Result):
 def sweep_report(run: Any, progress: Callable[[int], None] | None = None, keep: int | None = None) -> SweepResult:
     """`tcalc sweep`: every point of a prepared `SweepRun`, priced. With `keep`, only the first
     `keep` points are held and `shown_of` says how many there were (the table view)."""
-    points: list[dict[str, Any]] = []
-    n = 0
-    for row in run.rows(progress):
-        n += 1
-        if keep is None or len(points) < keep:
-            points.append(row)
+    points, n = run.collect(progress, keep)
     extra = {"shown_of": n} if keep is not None else {}
     return SweepResult(
         axes=SweepAxes(**run.spec.axes),

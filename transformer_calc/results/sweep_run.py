@@ -186,15 +186,21 @@ class SweepRun:
                 progress(min((c + 1) * step, size))
             yield from rows
 
-    def report(self, progress: Callable[[int], None] | None = None, keep: int | None = None) -> dict[str, Any]:
-        """The whole result (`--format json`): head, points, tail. With `keep`, only the first
-        `keep` points are held and `shown_of` says how many there were (the table view)."""
+    def collect(self, progress: Callable[[int], None] | None = None,
+                keep: int | None = None) -> tuple[list[dict[str, Any]], int]:
+        """(the first `keep` points, or all; how many points there were), priced as they stream."""
         points: list[dict[str, Any]] = []
         n = 0
         for row in self.rows(progress):
             n += 1
             if keep is None or len(points) < keep:
                 points.append(row)
+        return points, n
+
+    def report(self, progress: Callable[[int], None] | None = None, keep: int | None = None) -> dict[str, Any]:
+        """The whole result (`--format json`): head, points, tail. With `keep`, only the first
+        `keep` points are held and `shown_of` says how many there were (the table view)."""
+        points, n = self.collect(progress, keep)
         out = {**self.head(), "points": points, **self.tail()}
         if keep is not None:
             out["shown_of"] = n
