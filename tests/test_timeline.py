@@ -253,6 +253,12 @@ def test_min_parallelism_is_minimal():
     ("deepseek-v3", {"flash": True, "recompute": "selective"}, {"expert": 8, "data": 8}, 4096, 80),
     ("gpt3", {"framework": "megatron", "flash": True}, {"zero": 1}, 2048, 80),
     ("llama-2-7b", {"recompute": "selective", "framework": "deepspeed"}, {"data": 4, "zero": 2}, 4096, 24),
+    ("qwen3-30b-a3b", {"flash": True, "framework": "megatron"}, {"expert": 4, "data": 4, "zero": 1}, 4096, 40),
+    ("llama-3.1-8b", {"finetune": "lora", "flash": True}, {"data": 2}, 4096, 12),
+    ("deepseek-v3", {"flash": True, "fp8_recipe": "blockwise", "framework": "megatron"},
+     {"expert": 8, "data": 16, "zero": 1, "context": 2}, 8192, 141),
+    ("gpt3", {"flash": True, "optimizer": "sgd"}, {"first_stage_layers": 4, "pipeline": 8}, 2048, 80),
+    ("llama-3-70b", {"flash": True, "offload": "optimizer"}, {"data": 8, "zero": 3}, 8192, 48),
 ])
 def test_min_parallelism_equals_the_search_over_every_timeline(preset, training, layout, S, gib):
     """min_parallelism passes over the layouts whose weights, optimizer states and gradients or stored

@@ -465,15 +465,27 @@ def min_parallelism(
     every timeline holds the weights and optimizer states throughout, with the gradients in its
     "backward end" phase and the stored activations in its "forward" phase (each phase adds only
     bytes >= 0 to these), so its peak is at least W + O + max(G, stored). The answer is
-    peak_memory's; the search, which prices every smaller layout first, costs a fraction (issue 39)."""
+    peak_memory's; the search, which prices every smaller layout first, costs a fraction (issue 39).
+
+    Most layouts are passed over without pricing them at all: the whole model's weights, optimizer
+    states and gradients at T = 1 (and P = 1 when P varies), W₁ + O₁ + G₁, are spread over the T (·P)
+    GPUs of a layout with every parameter held at least once (replicated norms and biases, padded
+    vocabularies and a split embedding only add), so its most loaded GPU holds at least
+    (W₁ + O₁ + G₁) / (T·P) in its "backward end" phase: a layout with more than capacity · T·P cannot fit."""
     from transformer_calc.estimators.training.memory import valid_tensor_parallel
 
     Ps = range(1, min(m.n_layers, max_pipeline) + 1) if vary_pipeline else [par.pipeline]
     candidates = sorted(((T * P, T, P) for T in valid_tensor_parallel(m) for P in Ps), key=lambda c: (c[0], c[1]))
+    whole_states = None  # W₁ + O₁ + G₁: the first candidate's (T = 1, the smallest P) most loaded GPU
     for _, T, P in candidates:
+        split = T * P if vary_pipeline else T
+        if whole_states is not None and whole_states > capacity * split:
+            continue
         trial = par.model_copy(update={"tensor": T, "pipeline": P})
         try:  # peak_memory(m, w, tr, trial, all_stages=False).peak_bytes, its stages' states checked first
             stages = training_memory(m, w, tr, trial, all_stages=False)
+            if split == 1:
+                whole_states = max(st.weights + st.optimizer + st.gradients for st in stages)
             if max(st.weights + st.optimizer + max(st.gradients, st.stored) for st in stages) > capacity:
                 continue
             memo: dict = {}
