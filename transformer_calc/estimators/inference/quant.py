@@ -44,9 +44,10 @@ Which tensors each format quantizes (the rest stays at `rest_bits`):
 - Gemma 4 (inference/gemma_layers.py `gemma4_matrices`): each layer's own matrices (its kind's
   head width and K/V heads, no W_V with k = v, no W_K/W_V on a kv-shared layer, the double-wide
   MLP, the per-layer gate and projection `inp_gate`, `proj`, which the linear formats quantize with
-  the other decoder-layer Linear modules); `per_layer_model_proj` and the per-layer table `per_layer_token_embd` stay at
-  rest_bits outside GGUF and take the base type in GGUF (an assumption: llama.cpp names no rule for
-  them). Checked against published Gemma 4 31B GGUF sizes (docs/formulas.md).
+  the other decoder-layer Linear modules); `per_layer_model_proj` and the per-layer table
+  `per_layer_token_embd` stay at rest_bits outside GGUF and take the base type in GGUF (an
+  assumption: llama.cpp names no rule for them). Checked against published Gemma 4 31B GGUF sizes
+  (docs/formulas.md).
 """
 
 from __future__ import annotations
