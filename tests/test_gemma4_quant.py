@@ -1,4 +1,4 @@
-"""Gemma 4 in quantized weight formats (estimators/inference/quant.py `gemma4_matrices`, docs/formulas.md
+"""Gemma 4 in quantized weight formats (estimators/inference/gemma_layers.py `gemma4_matrices`, docs/formulas.md
 "Quantized weights"): every layer's own matrices (full layers' head width and K/V heads, k = v, kv-shared
 layers without W_K/W_V and with the double-wide MLP, the per-layer inputs, the MoE experts beside the dense
 MLP), so that the matrices plus the parameters no format quantizes (norms, q/k norms, biases, the router and

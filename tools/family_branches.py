@@ -6,7 +6,9 @@ test reads a family marker: a ModelConfig field or predicate that is true for on
 (or a handful) and names its blocks, rather than a shape every decoder has. Counted in
 transformer_calc/estimators/**, outside the block modules (each family's own module may branch on
 itself): estimators/deepseek_v4.py, estimators/mla.py, estimators/gemma_layers.py, estimators/shared_block.py,
-estimators/mixers/, training/gemma4.py, training/gemma4_layers.py, training/kind_attention.py, inference/deepseek_v4.py.
+estimators/mixers/, training/gemma4.py, training/gemma4_layers.py, training/kind_attention.py, inference/deepseek_v4.py,
+inference/gemma_layers.py, inference/kind_attention.py, inference/dsa.py, inference/shared_block.py,
+inference/hybrid_layers.py.
 
 Family markers (attributes of a ModelConfig, and the predicates below):
   deepseek_v4                       DeepSeek-V4's blocks (hyper-connections, compressed attention)
@@ -54,6 +56,8 @@ BLOCK_MODULES = frozenset({
     "deepseek_v4.py", "shared_block.py", "mla.py", "gemma_layers.py",
     "training/gemma4.py", "training/gemma4_layers.py", "training/kind_attention.py",
     "inference/deepseek_v4.py",
+    "inference/gemma_layers.py", "inference/kind_attention.py", "inference/dsa.py", "inference/shared_block.py",
+    "inference/hybrid_layers.py",
 })
 BLOCK_FOLDERS = ("mixers/",)
 

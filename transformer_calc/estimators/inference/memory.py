@@ -190,10 +190,10 @@ def decode_state(m: ModelConfig, spec: InferenceSpec) -> DecodeState | None:
     Gated DeltaNet holds conv_dim·K conv values and H_v·d_k·d_v recurrent values (estimators/
     mixers/deltanet.py), split T ways with the heads; held whatever the context, and only with a
     cache (naive mode keeps none)."""
-    if not m.is_hybrid:
+    whole = mixer_state_groups(m, 1)
+    if not whole:  # no mixer layer in the plan: no state beside the cache
         return None
     sh = rank_shard(m, spec)
-    whole = mixer_state_groups(m, 1)
     conv, recurrent = _group_state_bytes(whole, spec)
     held = 1 if spec.kv_cache else 0
     per_gpu = state_bytes(sh, spec)

@@ -41,12 +41,13 @@ Which tensors each format quantizes (the rest stays at `rest_bits`):
   256 falls back to q5_0 (q4_k), q5_1 (q5_k), q8_0 (q6_k); unquantized tensors are f32 (the
   converter writes 1-D tensors and the router in f32). Whole model on one GPU only (llama.cpp
   splits a GGUF by layers, not tensor-parallel).
-- Gemma 4 (`gemma4_matrices`): each layer's own matrices (its kind's head width and K/V heads, no
-  W_V with k = v, no W_K/W_V on a kv-shared layer, the double-wide MLP, the per-layer gate and
-  projection `inp_gate`, `proj`, which the linear formats quantize with the other decoder-layer
-  Linear modules); `per_layer_model_proj` and the per-layer table `per_layer_token_embd` stay at
-  rest_bits outside GGUF and take the base type in GGUF (an assumption: llama.cpp names no rule for
-  them). Checked against published Gemma 4 31B GGUF sizes (docs/formulas.md).
+- Gemma 4 (inference/gemma_layers.py `gemma4_matrices`): each layer's own matrices (its kind's
+  head width and K/V heads, no W_V with k = v, no W_K/W_V on a kv-shared layer, the double-wide
+  MLP, the per-layer gate and projection `inp_gate`, `proj`, which the linear formats quantize with
+  the other decoder-layer Linear modules); `per_layer_model_proj` and the per-layer table
+  `per_layer_token_embd` stay at rest_bits outside GGUF and take the base type in GGUF (an
+  assumption: llama.cpp names no rule for them). Checked against published Gemma 4 31B GGUF sizes
+  (docs/formulas.md).
 """
 
 from __future__ import annotations
@@ -56,11 +57,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
+from transformer_calc.model.config import ATTENTION_KINDS, ModelConfig
 from transformer_calc.estimators.attention import attention_block
-from transformer_calc.estimators.gemma_layers import per_layer_table_rank, varied_attention
+from transformer_calc.estimators.gemma_layers import per_layer_table_rank
+from transformer_calc.estimators.inference import gemma_layers as varied_layers, hybrid_layers
 from transformer_calc.estimators.mixers import MIXERS, require_uniform_blocks
-from transformer_calc.estimators.training.gemma4_layers import is_gemma4
+from transformer_calc.estimators.inference.rank_parts import Matrix, QuantizedWeights  # noqa: F401  (re-exported)
 from transformer_calc.estimators.params import (
     GATED_MATRICES,
     PLAIN_MATRICES,
@@ -117,26 +119,18 @@ FORMAT_ALIASES = {"gptq": "gptq-int4", "awq": "awq-int4", "gguf-q8_0": "q8_0", "
                   "gguf-q5_k_m": "q5_k_m", "q4_k": "q4_k_m", "q5_k": "q5_k_m"}
 
 
-@dataclass(frozen=True)
-class Matrix:
-    """One kind of weight matrix on one rank: `count` copies per layer... (already multiplied
-    out over layers), each `out` x `inputs` (inputs: the dimension the blocks run along)."""
-
-    name: str  # ggml-style category: attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down, ...
-    inputs: int
-    elements: int  # of one copy
-    layer: int | None  # its layer (None: not in a block)
-    expert: bool = False  # a routed expert's (3-D in GGUF: one tensor for every expert of a layer)
-
-
 def block_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
     """The linear layers of the decoder blocks held by one rank, layer by layer (routed experts:
     one Matrix per layer holding every local expert), plus the embedding and the LM head (Gemma 4: its
-    layer classes' own matrices and the per-layer embedding tensors, `gemma4_matrices`)."""
+    layer classes' own matrices and the per-layer embedding tensors, inference/gemma_layers.py)."""
     if m.n_layers > MAX_LAYERS:
         raise ValueError(f"n_layers ({m.n_layers}) is above {MAX_LAYERS:,}, the most a quantization format is costed for")
-    if is_gemma4(m):
-        return gemma4_matrices(m, T, ep)
+    return varied_layers.block_matrices(m, T, ep, uniform_matrices)
+
+
+def uniform_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
+    """`block_matrices` of a model whose blocks all take one layer's shapes: per layer its mixer's or its
+    attention block's tensors (or both), then its MLP's or its experts' and shared experts'."""
     require_uniform_blocks(m, "a quantized weight format")  # every block from one layer's shapes
     D, A = m.d_model, m.n_heads
     q_rank, kv_rank = A // T, kv_heads_per_rank(m.n_kv_heads, T, "n_kv_heads")
@@ -153,8 +147,8 @@ def block_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
         attends = kind in ATTENTION_KINDS or (kind in MIXERS and m.mixer_beside_attention)  # Falcon-H1: both
         if attends:  # its softmax-attention block's tensors (estimators/attention.py)
             out += [Matrix(name, d_in, n, i) for name, d_in, n in attention_block(m).matrices(m, q_rank, kv_rank)]
-        if m.one_mixer_per_layer and kind is not LayerAttention.none:
-            continue  # Nemotron-H: a mixer block has no MLP
+        if m.n_channel_free_layers(i, i + 1):
+            continue  # a layer without a channel block (Nemotron-H's mixer blocks): no MLP
         if i in moe_layers:
             Fe = m.moe_d_ff // T
             if gated:
@@ -176,54 +170,6 @@ def block_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
     out.append(Matrix("output", d_emb, rows * d_emb, None))
     if not m.tied_embeddings:
         out.append(Matrix("token_embd", d_emb, rows * d_emb, None))
-    return out
-
-
-def gemma4_matrices(m: ModelConfig, T: int = 1, ep: int = 1) -> list[Matrix]:
-    """Gemma 4's matrices on one of T tensor-parallel ranks, layer by layer, each layer with its class's
-    shapes (modeling_gemma4.py; the per-rank split of `gemma_layers.varied_attention(..., T)` and `gemma_layers.parts`,
-    vLLM's gemma4.py): attn_q D x (A/T)·h_d, attn_k D x n_kv'·h_d (not on a kv-shared layer), attn_v as
-    attn_k (not on a kv-shared layer, nor on a full layer with k = v), attn_output (A/T)·h_d x D, with
-    h_d and n_kv the layer kind's (`kind_head_dim`, `kv_heads_of`: full layers their own); the dense MLP
-    ffn_gate, ffn_up D x F/T and ffn_down F/T x D (F = d_ff, 2·d_ff on a double-wide kv-shared layer; in
-    a MoE model the dense MLP beside the experts, tcalc's shared expert width); a MoE layer's experts
-    ffn_gate_exps, ffn_up_exps (transformers' fused gate_up_proj, split as ggml stores gate and up) and
-    ffn_down_exps, every one of the E experts' moe_d_ff split T ways; with per-layer inputs (P > 0) each
-    layer's inp_gate D x P and proj P x D (per_layer_input_gate, per_layer_projection: replicated), and,
-    outside the layers, per_layer_model_proj D x L·P/T and the table per_layer_token_embd (ceil(V_ple/T)
-    rows of L·P). The ggml names are llama.cpp's (src/llama-arch.cpp LLM_ARCH_GEMMA3N / GEMMA4: blk.N.inp_gate,
-    blk.N.proj, per_layer_model_proj, per_layer_token_embd). Not listed (non-matrix parameters, left at the
-    format's rest_bits): norms, the router (ffn_gate_inp, its scale and per-expert scales), layer scalars."""
-    from transformer_calc.estimators.params import check_tensor_parallel
-
-    check_tensor_parallel(m, T, ep)  # Gemma 4: every kind's K/V heads and T divide one another; ep 1 only
-    D, P, L = m.d_model, m.per_layer_input_dim, m.n_layers
-    A = m.n_heads // T
-    pattern, first_shared = m.attention_pattern, m.first_kv_shared_layer
-    dense = m.shared_expert_d_ff if m.is_moe else m.d_ff
-    out: list[Matrix] = []
-    for i in range(L):  # bounded by the model's layer count (MAX_LAYERS)
-        kind, shared = pattern[i % len(pattern)], i >= first_shared
-        att = varied_attention(m, kind, shared, T)
-        hd = m.kind_head_dim(kind)
-        out.append(Matrix("attn_q", D, att["attn_q"], i))
-        out += [Matrix(name, D, att[name], i) for name in ("attn_k", "attn_v") if att[name]]
-        out.append(Matrix("attn_output", A * hd, att["attn_o"], i))
-        F = dense * (2 if shared and m.kv_shared_double_mlp else 1) // T
-        out += [Matrix("ffn_gate", D, D * F, i), Matrix("ffn_up", D, D * F, i), Matrix("ffn_down", F, F * D, i)]
-        if m.is_moe and m.n_moe_layers(i, i + 1):
-            E, Fe = m.n_experts, m.moe_d_ff // T
-            out += [Matrix("ffn_gate_exps", D, E * D * Fe, i, True), Matrix("ffn_up_exps", D, E * D * Fe, i, True),
-                    Matrix("ffn_down_exps", Fe, E * Fe * D, i, True)]
-        if P:
-            out += [Matrix("inp_gate", D, D * P, i), Matrix("proj", P, P * D, i)]
-    if P:
-        out += [Matrix("per_layer_model_proj", D, D * L * P // T, None),
-                Matrix("per_layer_token_embd", L * P, per_layer_table_rank(m, T), None)]
-    rows = -(-m.vocab_size // T)
-    out.append(Matrix("output", m.d_embedding, rows * m.d_embedding, None))
-    if not m.tied_embeddings:
-        out.append(Matrix("token_embd", m.d_embedding, rows * m.d_embedding, None))
     return out
 
 
@@ -297,31 +243,12 @@ def _blocks(x: Matrix, b: Block) -> int:
     return rows * -(-x.inputs // b.block)
 
 
-@dataclass(frozen=True)
-class QuantizedWeights:
-    """Bytes of one rank's weights in a format."""
-
-    format: str
-    quantized_params: int  # elements stored in blocks
-    other_params: int  # elements left at rest_bits
-    quantized_bytes: int  # blocks + per-tensor extras (GPTQ g_idx, NVFP4 scales)
-    other_bytes: int
-    total_bytes: int
-    expert_bytes: Fraction  # one routed expert of one layer, the mean over the MoE layers (0: dense)
-    expert_params: int  # its elements, biases included
-    gathered_bytes: int  # the token embedding and learned positions (gathers), as stored
-    bits_per_quantized_weight: float
-
-
 @functools.lru_cache(maxsize=64)
 def quantized_weights(m: ModelConfig, fmt: str, T: int = 1, ep: int = 1) -> QuantizedWeights:
     """Bytes of one of T tensor-parallel (ep expert-parallel) ranks' weights stored in `fmt`."""
     block, scope, rest_bits = FORMATS[fmt]
-    if scope == "gguf" and (m.is_hybrid or m.one_mixer_per_layer):
-        kinds = ", ".join(MIXERS[k].name for k in m.mixer_kinds)
-        raise ValueError(f"{fmt} is a GGUF (llama.cpp) format, whose per-tensor rules for {kinds} layers (which of "
-                         "their tensors stay unquantized differs by mixer and llama.cpp version) are not modeled; use "
-                         "gptq-int4, awq-int4, nvfp4 or mxfp4, or the checkpoint's own bytes (--weights)")
+    if scope == "gguf":
+        hybrid_layers.check_gguf(m, fmt)  # llama.cpp's rules for a mixer's tensors are not modeled
     if scope == "gguf" and (T > 1 or ep > 1):
         raise ValueError(f"{fmt} is a GGUF (llama.cpp) format, split by layers, not tensor- or expert-parallel; use T = 1 and ep = 1")
     matrices = block_matrices(m, T, ep)

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 from transformer_calc.devices.hardware import COLLECTIVE_LATENCY_S, DTYPES, DTYPE_ALIASES
 from transformer_calc.errors import TcalcError
 from transformer_calc.estimators.inference.quant import FORMATS, resolve_format
+from transformer_calc.estimators.inference.rank_parts import KV_TENSORS  # noqa: F401  (re-exported)
 from transformer_calc.model.units import BITS_PER_BYTE
 
 if TYPE_CHECKING:  # a checkpoint's module: only a source with a checkpoint imports it (issue 39)
     from transformer_calc.model.checkpoint import StoredWeights
 
-KV_TENSORS = 2  # K and V are cached; the query is not (seed eq. kv_cache_memory; errata INF-1)
 
 
 ALL_REDUCES_PER_LAYER = 2  # Megatron-LM: after the attention output and after the MLP output
