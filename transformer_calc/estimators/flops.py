@@ -62,17 +62,18 @@ from decimal import Decimal
 from typing import TypeGuard
 
 from transformer_calc.model.units import FLOPS_PER_MAC, SECONDS_PER_DAY, SECONDS_PER_HOUR  # noqa: F401 (SECONDS_PER_DAY: part of this module's API, docs/formulas.md)
-from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig, Recompute, Workload
+from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig, ModelStructure, Recompute, Workload
 from transformer_calc.estimators.params import (
     GATED_MATRICES, PLAIN_MATRICES, count_params, latent_projections, layer_params, sliding_extra,
 )
 from transformer_calc.errors import TcalcError
 from transformer_calc.estimators.deepseek_v4 import check as check_deepseek_v4, forward_flops as deepseek_v4_forward_flops
 from transformer_calc.estimators.attention import attention_block
-from transformer_calc.estimators.gemma_layers import layer_flops as varied_layer_flops
-from transformer_calc.estimators.mla import indexer_flops as mla_indexer_flops
+from transformer_calc.estimators.gemma_layers import layer_flops as varied_layer_flops, varied_labels as gemma_labels
+from transformer_calc.estimators.kind_attention import varied_labels as kind_attention_labels
+from transformer_calc.estimators.mla import indexer_flops as mla_indexer_flops, sparse_keys
 from transformer_calc.estimators.mixers import MIXERS
-from transformer_calc.estimators.shared_block import shared_block_flops
+from transformer_calc.estimators.shared_block import shared_block_flops, varied_labels as shared_block_labels
 
 BACKWARD_PER_FORWARD = 2  # input grad + weight grad, each one forward matmul
 FORWARD_FLOPS_PER_PARAM = FLOPS_PER_MAC  # 2·N per token forward (one MAC per weight)
@@ -205,10 +206,8 @@ class StepFlops:
         out["lm_head"] = self.lm_head
         out["embedding_projection"] = self.embedding_projection
         out["indexer"] = self.indexer
-        if self.mixers:  # hybrid models only: the key is absent for attention-only models
-            out["mixers"] = self.mixers
-        if self.shared_blocks:  # Zamba2 only
-            out["shared_blocks"] = self.shared_blocks
+        # the parts only some models have (mixers, shared blocks): a key only where the step has the part
+        out.update((key, value) for key, value in (("mixers", self.mixers), ("shared_blocks", self.shared_blocks)) if value)
         for f in fields(self.layer):
             out[f"per_layer_{f.name}"] = getattr(self.layer, f.name)
         out["per_layer"] = self.layer.total
@@ -219,23 +218,17 @@ def attended_pairs(m: ModelConfig, kind: LayerAttention, S: int, *, causal: bool
     """(numerator, denominator) of the query-key pairs one head of one sequence scores, as a
     fraction of S² (kept exact: the FLOP counts below multiply before dividing).
 
-    Full attention, or any layer when `windowed` is off (eager attention computes S x S and masks):
-    S², half when causal. Windowed kernels: a sliding layer (window W) scores S·min(S, W) pairs,
-    causal S·W - W²/2 once S >= W (query i sees min(i+1, W) keys, rounded as FlashAttention's
-    benchmarks do); a chunked layer (chunk c) scores the sum of its chunks' squares (halved when
-    causal).
+    Any layer when `windowed` is off (eager attention computes S x S and masks): S², half when causal.
+    Windowed kernels: a layer whose queries each see at most W keys scores S·min(S, W) pairs, causal
+    S·W - W²/2 once S >= W (query i sees min(i+1, W) keys, rounded as FlashAttention's benchmarks do):
+    a sliding layer (window W), a full layer (W = S: S², half when causal; with DSA's sparse kernel
+    the index_topk keys its indexer picks, `mla.sparse_keys`); a chunked layer (chunk c) scores the
+    sum of its chunks' squares (halved when causal); another kind, S x S as one chunk.
     """
-    if windowed and kind is LayerAttention.full and m.index_topk is not None:
-        # DSA with a sparse kernel: query i attends min(i+1, index_topk) latent-cache tokens, as a
-        # sliding layer of W = index_topk counts them (DeepSeek-V3.2 tech report §2.1)
-        k = m.index_topk
-        if not causal:
-            return (S * min(S, k), 1)
-        return ((S * S, 2) if S <= k else (2 * S * k - k * k, 2))
-    if not windowed or kind is LayerAttention.full:
+    if not windowed:
         return (S * S, 2 if causal else 1)
-    if kind is LayerAttention.sliding:
-        W = m.sliding_window or S
+    if kind in (LayerAttention.full, LayerAttention.sliding):
+        W = (m.sliding_window or S) if kind is LayerAttention.sliding else sparse_keys(m, S)
         if not causal:
             return (S * min(S, W), 1)
         return ((S * S, 2) if S <= W else (2 * S * W - W * W, 2))
@@ -303,11 +296,16 @@ def indexer_flops(m: ModelConfig, w: Workload, *, causal: bool = False) -> int:
 def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: bool = False) -> StepFlops:
     """Exact matmul FLOPs of one training step, per component (conventions: module docstring).
 
-    Blocks differ by attention kind (full, sliding, chunked: only the core differs, and only with
-    `windowed`) and by MLP kind (MoE or dense); the sum over blocks is taken per kind.
+    The count of the model's structure (`STEP_FLOPS`, the one pick): a stack of layer kinds, or
+    DeepSeek-V4's blocks.
     """
-    if m.deepseek_v4 is not None:
-        return _deepseek_v4_flops(m, w, causal=causal, windowed=windowed)
+    return STEP_FLOPS[m.structure](m, w, causal=causal, windowed=windowed)
+
+
+def _layer_stack_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: bool) -> StepFlops:
+    """A stack of layer kinds. Blocks differ by attention kind (full, sliding, chunked: only the core differs,
+    and only with `windowed`), by mixer and by MLP kind (MoE or dense); the sum over blocks is taken per kind,
+    then what varies by kind and depth (`gemma_layers.layer_flops`) and the shared blocks' applications."""
     B, S, D, V = w.batch_size, w.seq_len, m.d_model, m.vocab_size
     d_emb = m.d_embedding
     layer = layer_flops(m, w, causal=causal, windowed=windowed)
@@ -317,27 +315,26 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
     mlp = n_moe * layer.mlp_total + n_dense * dense.mlp_total
     attention = cores = mixers = 0
     for kind in LayerAttention:
-        n = m.n_attention_layers(kind)
-        if n and kind in MIXERS:  # a mixer layer (estimators/mixers/): its projections, conv and core
-            f_mix = MIXERS[kind].forward_flops(m, B, S)
+        if kind in MIXERS and (n := m.n_attention_layers(kind)):  # a mixer layer (estimators/mixers/)
+            f_mix = MIXERS[kind].forward_flops(m, B, S)  # its projections, conv and core
             mixers += n * f_mix.total
             cores += n * (f_mix.core + f_mix.hidden)  # the mixing kernel: what selective recompute repeats
-            if m.mixer_beside_attention:  # Falcon-H1: full attention beside the mixer in the same layer
-                attention += n * layer.attention
-                cores += n * layer.attention_core
-        elif n and kind is not LayerAttention.none:  # none: an MLP block, no sequence mixer
+        elif kind in ATTENTION_KINDS and (n := m.n_softmax_layers_of(kind)):  # (none: an MLP block, no mixer)
             f = layer if kind is LayerAttention.full else layer_flops(m, w, causal=causal, windowed=windowed, kind=kind)
             attention += n * f.attention
             cores += n * f.attention_core
-            if kind is LayerAttention.sliding:  # MiMo-V2-Flash: the sliding layers' extra K/V heads
+            if kind is LayerAttention.sliding:  # the sliding layers' own extra K/V heads (kind_attention.py)
                 extra = sliding_extra(m, m.n_heads, m.n_kv_heads, m.kv_heads_of(kind))[0]
                 attention += n * FLOPS_PER_MAC * B * S * extra
     projections = 2 * FLOPS_PER_MAC * B * S * D * d_emb if d_emb != D else 0
-    if m.irregular_layers and not m.is_mla:  # Gemma 4: layers that differ by kind and depth
-        core = {k: 2 * _core(m, w, m.kind_head_dim(k), k, causal, windowed) for k in ATTENTION_KINDS}  # scores + re-weighting
-        attention, cores, extra_mlp, extra_projection = varied_layer_flops(m, w.batch_size * w.seq_len, core)
-        mlp += extra_mlp
-        projections += extra_projection
+
+    def core(k: LayerAttention) -> int:  # scores + re-weighting of one layer of kind k at its own h_d
+        return 2 * _core(m, w, m.kind_head_dim(k), k, causal, windowed)
+
+    # layers that differ by kind and depth (Gemma 4, Gemma 3n): their own sums, the base ones otherwise
+    attention, cores, extra_mlp, extra_projection = varied_layer_flops(m, B * S, core, attention, cores)
+    mlp += extra_mlp
+    projections += extra_projection
     # Zamba2's shared blocks (estimators/shared_block.py): every application, its attention full
     shared = shared_block_flops(m, B, S, attended_pairs(m, LayerAttention.full, S, causal=causal, windowed=False))
     cores += shared.core
@@ -387,6 +384,10 @@ def _deepseek_v4_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: b
     )
 
 
+# The count of each model structure (ModelConfig.structure); a new whole-model block is one more entry
+STEP_FLOPS = {ModelStructure.layers: _layer_stack_flops, ModelStructure.deepseek_v4: _deepseek_v4_flops}
+
+
 def op_recompute_refusal(m: ModelConfig) -> str | None:
     """Why `--recompute op` cannot price this model's blocks, or None when it can.
 
@@ -403,8 +404,9 @@ def op_recompute_refusal(m: ModelConfig) -> str | None:
         return f"{block.name} (its projections order the mm count differently)"
     if any(m.n_attention_layers(kind) for kind in MIXERS):
         return "non-attention mixer layers"
-    if m.irregular_layers or m.shared_block_layer_ids or m.per_kind_attention:
-        return "layers that differ from the base block (Gemma 4, Zamba2's shared blocks, MiMo-V2-Flash)"
+    # the blocks that make layers differ from the base block, each named by its module ([] without it)
+    if varied := [*gemma_labels(m), *shared_block_labels(m), *kind_attention_labels(m)]:
+        return f"layers that differ from the base block ({', '.join(varied)})"
     if m.qkv_bias or m.attn_out_bias or m.mlp_bias:
         return "linear biases (a biased linear is aten.addmm, outside the policy's mm count)"
     return None

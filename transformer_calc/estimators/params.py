@@ -18,9 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
-from transformer_calc.model.config import ACTIVATION_PARAMS, LayerAttention, ModelConfig, Positional, QKNormScope
-from transformer_calc.estimators import gemma_layers, mla
+from transformer_calc.model.config import (
+    ACTIVATION_PARAMS, LayerAttention, ModelConfig, ModelStructure, Positional, QKNormScope,
+)
+from transformer_calc.estimators import deepseek_v4, gemma_layers, mla
 from transformer_calc.estimators.attention import attention_block
+from transformer_calc.estimators.kind_attention import sliding_extra
 from transformer_calc.estimators.primitives import GATED_MATRICES, PLAIN_MATRICES, kv_heads_per_rank, mlp_params, norm_params
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import check_tensor_parallel as check_shared_blocks, shared_block_params
@@ -235,19 +238,6 @@ def _attention_bias(m: ModelConfig, q_heads: int, kv_heads: int, out_bias: bool)
     return attention_block(m).bias(m, q_heads, kv_heads, out_bias)  # estimators/attention.py
 
 
-def sliding_extra(m: ModelConfig, q_heads: int, kv_heads: int, sliding_kv_heads: int) -> tuple[int, int]:
-    """(matmul weights, all parameters) a sliding layer holds beyond a full one, for the given heads (one
-    rank's): MiMo-V2-Flash (modeling_mimo_v2_flash.py MiMoV2FlashAttention) gives its sliding layers
-    2·n_kv K/V heads (k_proj, v_proj and their biases widen) and a sink logit per query head."""
-    if not m.per_kind_attention:
-        return 0, 0
-    D, hd, hv = m.d_model, m.head_dim, m.v_dim
-    extra_heads = sliding_kv_heads - kv_heads
-    weights = D * extra_heads * (hd + hv)
-    biases = extra_heads * (hd + hv) if m.qkv_bias else 0
-    return weights, weights + biases + (q_heads if m.sliding_sinks else 0)
-
-
 def _qk_norm(m: ModelConfig) -> int:
     if not m.qk_norm:
         return 0
@@ -304,9 +294,14 @@ def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:
 
 @lru_cache(maxsize=MEMO_SIZE)
 def count_params(m: ModelConfig) -> ModelParams:
-    """Exact parameter count, per component (see the module docstring for conventions)."""
-    if m.deepseek_v4 is not None:
-        return _deepseek_v4_params(m)
+    """Exact parameter count, per component (see the module docstring for conventions): the count of the
+    model's structure (`MODEL_PARAMS`, the one pick)."""
+    return MODEL_PARAMS[m.structure](m)
+
+
+def _layer_stack_params(m: ModelConfig) -> ModelParams:
+    """A stack of layer kinds (every model but DeepSeek-V4): the blocks by attention, mixer and MLP kind, and
+    what varies by kind and depth (`gemma_layers.parts`, all 0 for a model whose layers do not vary)."""
     L, D, V = m.n_layers, m.d_model, m.vocab_size
     d_emb = m.d_embedding
     layer = layer_params(m)
@@ -349,8 +344,7 @@ def _deepseek_v4_params(m: ModelConfig) -> ModelParams:
     V x D, untied lm_head V x D, final norm D, and every layer a DeepseekV4DecoderLayer (its attention,
     MoE of E routed experts and one shared expert, two norms, two hyper-connections), a compressor on the
     CSA and HCA layers and an indexer on the CSA layers; the hc_head once."""
-    from transformer_calc.estimators import deepseek_v4 as v4
-
+    v4 = deepseek_v4
     v4.check(m)
     blocks = m.deepseek_v4
     assert blocks is not None
@@ -373,6 +367,10 @@ def _deepseek_v4_params(m: ModelConfig) -> ModelParams:
         compressors=n_csa * v4.compressor_params(m, csa=True) + n_hca * v4.compressor_params(m, csa=False),
         n_hash_moe_layers=len(blocks.hash_moe_layer_ids),
     )
+
+
+# The count of each model structure (ModelConfig.structure); a new whole-model block is one more entry
+MODEL_PARAMS = {ModelStructure.layers: _layer_stack_params, ModelStructure.deepseek_v4: _deepseek_v4_params}
 
 
 @dataclass(frozen=True)
@@ -438,13 +436,8 @@ def check_tensor_parallel(m: ModelConfig, T: int, ep: int = 1, etp: int | None =
         raise ValueError(f"tensor parallel size T ({T}) must be >= 1")
     if m.n_heads % T:
         raise ValueError(f"n_heads ({m.n_heads}) must be divisible by T ({T}); use a divisor of {m.n_heads}")
-    if m.irregular_layers and m.deepseek_v4 is not None:
-        from transformer_calc.estimators.deepseek_v4 import check_layout
-
-        if T > 1 or ep > 1:
-            check_layout(m, T, ep)  # DeepSeek-V4: T > 1 refused with its own reason; experts over ep GPUs priced
-    elif m.irregular_layers:
-        gemma_layers.check_layout(m, T, ep)  # Gemma 4's and Gemma 3n's varied layers
+    deepseek_v4.check_layout(m, T, ep)  # DeepSeek-V4: T > 1 refused with its own reason; experts over ep GPUs priced
+    gemma_layers.check_layout(m, T, ep)  # Gemma 4's and Gemma 3n's varied layers
     for kind in m.mixer_kinds:
         MIXERS[kind].check(m, T)
     check_shared_blocks(m, T)
@@ -510,12 +503,12 @@ class ShardParams:
         shared = sum(1 for i in set(m.index_shared_layer_ids) if start <= i < stop) if self.indexer else 0
         total = n_moe * self.layer + (stop - start - n_moe - n_free) * self.dense_layer - shared * self.indexer
         total += n_free * (self.dense_layer - self.dense_mlp)  # one_mixer_per_layer: a mixer block, no MLP
-        if m.one_mixer_per_layer:  # an MLP block (kind none): no sequence mixer
-            total -= m.n_attention_layers(LayerAttention.none, start, stop) * self.attention
+        # the layers without softmax attention: a mixer layer (unless its attention runs beside the mixer,
+        # Falcon-H1) and an MLP block (kind none, Nemotron-H); `n_softmax_layers` counts the others
+        total -= (stop - start - m.n_softmax_layers(start, stop)) * self.attention
         total += m.n_attention_layers(LayerAttention.sliding, start, stop) * self.sliding_extra
-        beside = self.attention if m.mixer_beside_attention else 0  # Falcon-H1: attention stays
-        for kind, shard in self.mixers:  # a mixer layer: its mixer in place of attention
-            total += m.n_attention_layers(kind, start, stop) * (shard - self.attention + beside)
+        for kind, shard in self.mixers:  # a mixer layer: its mixer
+            total += m.n_attention_layers(kind, start, stop) * shard
         return total
 
     def total(self, m: ModelConfig) -> int:
@@ -539,10 +532,7 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
     each split over etp expert-tensor-parallel ranks (default etp = T, Megatron's default);
     shared experts are split T ways like a dense MLP.
     """
-    if m.deepseek_v4 is not None:  # its blocks' module only for a model that has them
-        from transformer_calc.estimators.deepseek_v4 import require_deepseek_v4_priced
-
-        require_deepseek_v4_priced(m, "tensor parallelism (its per-rank share)")
+    deepseek_v4.require_deepseek_v4_priced(m, "tensor parallelism (its per-rank share)")  # (none for another model)
     check_tensor_parallel(m, T, ep, etp)
     etp = T if etp is None else etp
     full = count_params(m)
