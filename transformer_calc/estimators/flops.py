@@ -57,7 +57,7 @@ Conventions (where published tools differ):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import TypeGuard
 
@@ -66,8 +66,8 @@ from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, Model
 from transformer_calc.estimators.params import (
     GATED_MATRICES, PLAIN_MATRICES, count_params, latent_projections, layer_params, sliding_extra,
 )
-from transformer_calc.errors import TcalcError
-from transformer_calc.estimators.deepseek_v4 import check as check_deepseek_v4, forward_flops as deepseek_v4_forward_flops
+from transformer_calc.estimators.counts import BACKWARD_PER_FORWARD, LayerFlops, StepFlops  # noqa: F401 (re-exported)
+from transformer_calc.estimators.deepseek_v4 import step_flops as deepseek_v4_step_flops
 from transformer_calc.estimators.attention import attention_block
 from transformer_calc.estimators.gemma_layers import layer_flops as varied_layer_flops, varied_labels as gemma_labels
 from transformer_calc.estimators.kind_attention import varied_labels as kind_attention_labels
@@ -75,143 +75,10 @@ from transformer_calc.estimators.mla import indexer_flops as mla_indexer_flops, 
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import shared_block_flops, varied_labels as shared_block_labels
 
-BACKWARD_PER_FORWARD = 2  # input grad + weight grad, each one forward matmul
 FORWARD_FLOPS_PER_PARAM = FLOPS_PER_MAC  # 2·N per token forward (one MAC per weight)
 TRAIN_FLOPS_PER_PARAM = FORWARD_FLOPS_PER_PARAM * (1 + BACKWARD_PER_FORWARD)  # the 6 of 6·N
 PALM_ATTENTION_FLOPS = 12  # PaLM App. B: 12·L·H·Q·T = 3 passes x 2 matmuls x 2 FLOPs/MAC
 TOKENS_PER_PARAM_CHINCHILLA = 20  # Hoffmann et al. 2022 (Chinchilla: 70B params, 1.4T tokens)
-
-
-@dataclass(frozen=True)
-class LayerFlops:
-    """Forward FLOPs of one transformer block over one step (B sequences of S tokens).
-
-    A representative block: full attention, and the MoE MLP in a MoE model. Sliding-window,
-    chunked and dense-MLP blocks differ; `StepFlops.layers` sums every block exactly.
-    """
-
-    qkv: int  # the Q, K, V projections: 2·B·S·D·(A + 2·n_kv)·h_d (MLA: its four projections)
-    scores: int  # Q @ K^T per query head: 2·B·S²·A·h_d (half when causal)
-    reweight: int  # softmax(scores) @ V per query head: 2·B·S²·A·h_v (half when causal)
-    attn_out: int  # concat(heads) @ W_O: 2·B·S·A·h_v·D
-    mlp: int  # the top-k experts' matrices: 2·B·S·D·F x (3 gated | 2) x k (a dense MLP: k = 1)
-    shared_expert: int  # shared expert(s) on every token (+ its D x 1 gate)
-    router: int  # MoE gate x @ W_router: 2·B·S·D·n_experts
-    indexer: int = 0  # DSA's lightning indexer, forward only (not in `total`: it has no backward)
-
-    @property
-    def attention_core(self) -> int:
-        """Scores and re-weighting: the S² terms (what selective recomputation repeats)."""
-        return self.scores + self.reweight
-
-    @property
-    def attention(self) -> int:
-        return self.qkv + self.attention_core + self.attn_out
-
-    @property
-    def mlp_total(self) -> int:
-        return self.mlp + self.shared_expert + self.router
-
-    @property
-    def total(self) -> int:
-        return self.attention + self.mlp_total
-
-
-@dataclass(frozen=True)
-class StepFlops:
-    """FLOPs of one training step: forward and backward of B sequences of S tokens."""
-
-    batch_size: int
-    seq_len: int
-    n_layers: int
-    causal: bool
-    windowed: bool
-    layer: LayerFlops  # forward, one representative block (full attention; MoE MLP if MoE)
-    layers: int  # forward FLOPs of all L blocks (every attention kind and MLP kind counted)
-    attention_cores: int  # forward scores + re-weighting of all L blocks
-    lm_head: int  # forward, h @ W_E^T: 2·B·S·d_embed·V
-    embedding_projection: int  # forward, OPT project_in + project_out: 2 x 2·B·S·D·d_embed
-    indexer: int = 0  # forward of every DSA indexer (no backward: run under no_grad)
-    mixers: int = 0  # forward of the non-attention mixers (Gated DeltaNet, ...) of all blocks (in `layers`)
-    shared_blocks: int = 0  # forward of every application of Zamba2's shared blocks (in `layers`)
-    op_recompute: int = 0  # forward of the matmuls `--recompute op` repeats, all blocks (op_recompute_flops)
-
-    @property
-    def tokens(self) -> int:
-        return self.batch_size * self.seq_len
-
-    @property
-    def forward(self) -> int:
-        return self.layers + self.lm_head + self.embedding_projection + self.indexer
-
-    @property
-    def backward(self) -> int:
-        return BACKWARD_PER_FORWARD * (self.forward - self.indexer)
-
-    @property
-    def total(self) -> int:
-        """Model FLOPs of the step (Korthikanti et al. 2022): forward + backward, no recompute."""
-        return self.forward + self.backward
-
-    @property
-    def per_token(self) -> int:
-        """Model FLOPs per token; exact, since every term carries the factor B·S."""
-        return self.total // self.tokens
-
-    @property
-    def attention_share(self) -> float:
-        """Fraction of the model FLOPs in the attention core (scores + re-weighting)."""
-        return self.attention_cores / self.forward
-
-    def recompute_flops(self, recompute: Recompute) -> int:
-        """FLOPs that activation recomputation executes again in the backward pass."""
-        recompute = Recompute(recompute)  # "full" as well as Recompute.full
-        if recompute is Recompute.full:
-            return self.layers + self.indexer  # one more forward of every block (its indexer too), not of the head
-        if recompute is Recompute.selective:
-            return self.attention_cores
-        if recompute is Recompute.op:
-            return self.op_recompute
-        return 0
-
-    def hardware(self, recompute: Recompute, convention: str = "executed") -> int:
-        """Hardware FLOPs (Korthikanti et al. 2022): model FLOPs + recomputed forward FLOPs.
-
-        `executed` (default): what recomputation runs again, one forward of the attention core
-        for selective. `paper`: Korthikanti et al.'s eq. (8) as printed, which adds the core three
-        times (72·B·s·L·h²·(1 + s/(3h) + V/(12Lh))), so their HFU column can be reproduced.
-        """
-        if convention == "paper" and Recompute(recompute) is Recompute.selective:
-            return self.total + 3 * self.attention_cores
-        if convention not in ("executed", "paper"):
-            raise ValueError(f"hfu convention ({str(convention)[:40]!r}) must be executed or paper")
-        return self.total + self.recompute_flops(recompute)
-
-    def as_dict(self) -> dict[str, int | float | bool]:
-        """Flat breakdown in JSON order; FLOPs exact ints, the share a float."""
-        out: dict[str, int | float | bool] = {
-            "total": self.total,
-            "forward": self.forward,
-            "backward": self.backward,
-            "per_token": self.per_token,
-            "tokens": self.tokens,
-            "causal": self.causal,
-            "windowed": self.windowed,
-            "attention_share": self.attention_share,
-        }
-        for recompute in (Recompute.none, Recompute.selective, Recompute.full):  # op: hardware(Recompute.op)
-            out[f"hardware_{recompute.value}"] = self.hardware(recompute)
-        out["layers"] = self.layers
-        out["attention_cores"] = self.attention_cores
-        out["lm_head"] = self.lm_head
-        out["embedding_projection"] = self.embedding_projection
-        out["indexer"] = self.indexer
-        # the parts only some models have (mixers, shared blocks): a key only where the step has the part
-        out.update((key, value) for key, value in (("mixers", self.mixers), ("shared_blocks", self.shared_blocks)) if value)
-        for f in fields(self.layer):
-            out[f"per_layer_{f.name}"] = getattr(self.layer, f.name)
-        out["per_layer"] = self.layer.total
-        return out
 
 
 def attended_pairs(m: ModelConfig, kind: LayerAttention, S: int, *, causal: bool, windowed: bool) -> tuple[int, int]:
@@ -356,36 +223,8 @@ def _layer_stack_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: b
     )
 
 
-def _deepseek_v4_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: bool) -> StepFlops:
-    """DeepSeek-V4 (estimators/deepseek_v4.py `forward_flops`, docs/formulas.md §5.16): the executed
-    convention only (every query scores the whole window and every compressed entry, as eager does);
-    the indexers, and the compressors of layers too short to close a window, forward only (`indexer`). `layer` is a sliding-only block's (no compressor, no indexer, its
-    hyper-connections in `layers` only); `layers` holds every block, the compressors, the
-    hyper-connections and the hc_head."""
-    if causal or windowed:
-        raise TcalcError("causal or windowed attention FLOPs are not modeled for DeepSeek-V4's compressed entries "
-                         "(model " + (m.name or "given") + "); use the default convention (every pair eager computes)")
-    check_deepseek_v4(m)
-    v4 = m.deepseek_v4
-    assert v4 is not None  # count_flops sends only a DeepSeek-V4 model here
-    B, S, D = w.batch_size, w.seq_len, m.d_model
-    f = deepseek_v4_forward_flops(m, B, S)
-    L, N = m.n_layers, B * S
-    layer = LayerFlops(
-        qkv=f.attention_proj // L, scores=FLOPS_PER_MAC * B * m.n_heads * S * S * m.head_dim,  # the window keys
-        reweight=FLOPS_PER_MAC * B * m.n_heads * S * S * m.head_dim, attn_out=f.attn_out // L, mlp=f.experts // L,
-        shared_expert=f.shared_expert // L, router=f.router // L,
-        indexer=f.indexer // max(len(v4.csa_layer_ids), 1),
-    )
-    return StepFlops(
-        batch_size=B, seq_len=S, n_layers=L, causal=False, windowed=False, layer=layer, layers=f.blocks,
-        attention_cores=f.attention_cores, lm_head=FLOPS_PER_MAC * N * D * m.vocab_size, embedding_projection=0,
-        indexer=f.indexer + f.idle_compressors,  # forward only: no gradient reaches them
-    )
-
-
 # The count of each model structure (ModelConfig.structure); a new whole-model block is one more entry
-STEP_FLOPS = {ModelStructure.layers: _layer_stack_flops, ModelStructure.deepseek_v4: _deepseek_v4_flops}
+STEP_FLOPS = {ModelStructure.layers: _layer_stack_flops, ModelStructure.deepseek_v4: deepseek_v4_step_flops}
 
 
 def op_recompute_refusal(m: ModelConfig) -> str | None:

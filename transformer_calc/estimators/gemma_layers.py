@@ -126,8 +126,8 @@ def parts(m: ModelConfig, layer: object, T: int = 1, base_attention: int | None 
 def check_layout(m: ModelConfig, T: int, ep: int) -> None:
     """These layers over T tensor- and ep expert-parallel ranks: Gemma 3n's AltUp and LAuReL at T 1 and ep 1 only,
     Gemma 4's experts at ep 1 only (not modeled yet), Gemma 4 over T ranks as `check_tensor_parallel` lays it out.
-    Nothing to check for a model without these layers (DeepSeek-V4's: deepseek_v4.check_layout)."""
-    if not m.irregular_layers or m.deepseek_v4 is not None:
+    Nothing to check for a model without these layers."""
+    if not m.irregular_layers:
         return
     if (T > 1 or ep > 1) and m.unpriced_blocks:
         raise ValueError(f"tensor and expert parallelism are not modeled for {', '.join(m.unpriced_blocks)} "
