@@ -316,7 +316,8 @@ class StepFlops:
         out["embedding_projection"] = self.embedding_projection
         out["indexer"] = self.indexer
         # the parts only some models have (mixers, shared blocks): a key only where the step has the part
-        out.update((key, value) for key, value in (("mixers", self.mixers), ("shared_blocks", self.shared_blocks)) if value)
+        parts = (("mixers", self.mixers), ("shared_blocks", self.shared_blocks))
+        out.update((key, value) for key, value in parts if value)
         for f in fields(self.layer):
             out[f"per_layer_{f.name}"] = getattr(self.layer, f.name)
         out["per_layer"] = self.layer.total

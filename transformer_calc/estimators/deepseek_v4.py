@@ -11,8 +11,9 @@ the indexer and the experts is built without a bias whatever `attention_bias` sa
 expert (DeepseekV4MLP) takes `mlp_bias`. The multi-token-prediction layer the checkpoint carries
 (`num_nextn_predict_layers`) is not built by transformers and not counted.
 
-`tcalc params` (T = 1; `model_params`) and the FLOPs (`tcalc flops`, `mfu`; the default executed convention:
-`step_flops`) price DeepSeek-V4, the whole-model counts params.py and flops.py pick for it; `cache_elements` is its decode state, which the inference roofline holds as its KV cache
+`tcalc params` (T = 1; `model_params`) and the FLOPs (`tcalc flops`, `mfu`; the default executed
+convention: `step_flops`) price DeepSeek-V4, the whole-model counts params.py and flops.py pick for it;
+`cache_elements` is its decode state, which the inference roofline holds as its KV cache
 (estimators/inference/roofline.py `_deepseek_v4_shard`: `tcalc inference`, `serve`, `sweep` at T = 1, the
 routed experts over ep GPUs; `check_layout` refuses T > 1): every other estimate refuses the model by name
 (`ModelConfig.irregular_layers`, `require_deepseek_v4_priced`).
