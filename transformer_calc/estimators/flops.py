@@ -63,14 +63,12 @@ from typing import TypeGuard
 
 from transformer_calc.model.units import FLOPS_PER_MAC, SECONDS_PER_DAY, SECONDS_PER_HOUR  # noqa: F401 (SECONDS_PER_DAY: part of this module's API, docs/formulas.md)
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig, ModelStructure, Recompute, Workload
-from transformer_calc.estimators.params import (
-    GATED_MATRICES, PLAIN_MATRICES, count_params, latent_projections, layer_params, sliding_extra,
-)
+from transformer_calc.estimators.params import GATED_MATRICES, PLAIN_MATRICES, count_params, latent_projections, layer_params
 from transformer_calc.estimators.counts import BACKWARD_PER_FORWARD, LayerFlops, StepFlops  # noqa: F401 (re-exported)
 from transformer_calc.estimators.deepseek_v4 import step_flops as deepseek_v4_step_flops
 from transformer_calc.estimators.attention import attention_block
 from transformer_calc.estimators.gemma_layers import layer_flops as varied_layer_flops, varied_labels as gemma_labels
-from transformer_calc.estimators.kind_attention import varied_labels as kind_attention_labels
+from transformer_calc.estimators.kind_attention import sliding_extra, varied_labels as kind_attention_labels
 from transformer_calc.estimators.mla import indexer_flops as mla_indexer_flops, sparse_keys
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import shared_block_flops, varied_labels as shared_block_labels
