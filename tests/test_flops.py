@@ -473,7 +473,7 @@ def test_module_is_a_pure_estimator():
             imported.add(node.module or "")
     allowed = {"__future__", "math", "dataclasses", "decimal", "typing"}
     allowed |= {f"transformer_calc.{m}" for m in ("model.config", "model.units", "estimators.params", "estimators.mixers",
-                                                  "estimators.shared_block", "estimators.deepseek_v4", "estimators.gemma_layers", "estimators.mla", "estimators.attention", "devices.hardware",
+                                                  "estimators.shared_block", "estimators.deepseek_v4", "estimators.gemma_layers", "estimators.mla", "estimators.attention", "estimators.kind_attention", "estimators.counts", "devices.hardware",
                                                   "errors")}
     assert imported <= allowed, imported - allowed
     assert "print(" not in Path(flops_module.__file__).read_text()

@@ -1,7 +1,8 @@
 """Softmax attention's blocks behind one protocol: standard attention (MHA, GQA, MQA; Qwen3-Next's output
 gate; a value width of its own) and multi-head latent attention (estimators/mla.py). The estimators ask
 `attention_block(m)` for a layer's weights, biases, cached elements and q/k/v width, and never name MLA:
-this is the one place that picks.
+the pick is one lookup in `ATTENTION_BLOCKS`, keyed by the kind the model layer computes
+(`ModelConfig.attention_block_kind`).
 
 Standard attention (seed "Causal Attention", generalized): W_Q D x A·h_d (x 2 with attn_output_gate:
 modeling_qwen3_next.py Qwen3NextAttention's q_proj emits the gate logits too), W_K D x n_kv·h_d, W_V
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from transformer_calc.estimators import mla
 from transformer_calc.estimators.mla import LinearSpec, MatrixSpec
 from transformer_calc.estimators.primitives import kv_heads_per_rank
-from transformer_calc.model.config import LoraTarget, ModelConfig
+from transformer_calc.model.config import AttentionBlockKind, LoraTarget, ModelConfig
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,11 @@ STANDARD = AttentionBlock("attention", weights, bias, cached_elements, qkv_width
 MLA = AttentionBlock("multi-head latent attention", mla.attention_weights, mla.attention_bias, mla.cached_elements,
                      mla.qkv_width, mla.linears, mla.matrices, mla.score_width, mla.stored_qkv, False, False)
 
+# The implementation of each kind of softmax-attention block; a new block is one more entry
+ATTENTION_BLOCKS: dict[AttentionBlockKind, AttentionBlock] = {AttentionBlockKind.standard: STANDARD,
+                                                              AttentionBlockKind.mla: MLA}
+
 
 def attention_block(m: ModelConfig) -> AttentionBlock:
-    """The model's softmax-attention block (the one place that picks it)."""
-    return MLA if m.is_mla else STANDARD
+    """The model's softmax-attention block (the one place that picks it: a lookup by the model's kind)."""
+    return ATTENTION_BLOCKS[m.attention_block_kind]

@@ -11,8 +11,9 @@ the indexer and the experts is built without a bias whatever `attention_bias` sa
 expert (DeepseekV4MLP) takes `mlp_bias`. The multi-token-prediction layer the checkpoint carries
 (`num_nextn_predict_layers`) is not built by transformers and not counted.
 
-`tcalc params` (T = 1) and the FLOPs (`tcalc flops`, `mfu`; the default executed convention) price
-DeepSeek-V4; `cache_elements` is its decode state, which the inference roofline holds as its KV cache
+`tcalc params` (T = 1; `model_params`) and the FLOPs (`tcalc flops`, `mfu`; the default executed
+convention: `step_flops`) price DeepSeek-V4, the whole-model counts params.py and flops.py pick for it;
+`cache_elements` is its decode state, which the inference roofline holds as its KV cache
 (estimators/inference/roofline.py `_deepseek_v4_shard`: `tcalc inference`, `serve`, `sweep` at T = 1, the
 routed experts over ep GPUs; `check_layout` refuses T > 1): every other estimate refuses the model by name
 (`ModelConfig.irregular_layers`, `require_deepseek_v4_priced`).
@@ -23,7 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from transformer_calc.errors import TcalcError
-from transformer_calc.model.config import DeepseekV4Blocks, ModelConfig
+from transformer_calc.estimators.counts import LayerFlops, LayerParams, ModelParams, StepFlops
+from transformer_calc.estimators.primitives import norm_params
+from transformer_calc.model.config import DeepseekV4Blocks, ModelConfig, Workload
 
 GATED_MATRICES = 3  # gate, up, down (SwiGLU; DeepseekV4Experts packs gate and up in one gate_up_proj)
 HC_SCALES = 3  # DeepseekV4HyperConnection.scale: one scale each for the pre, post and comb weights
@@ -217,6 +220,65 @@ def forward_flops(m: ModelConfig, B: int, S: int) -> V4Flops:
         shared_expert=L * FLOPS_PER_MAC * N * GATED_MATRICES * D * F,
         router=L * FLOPS_PER_MAC * N * D * E,
         indexer=n_csa * indexer,
+    )
+
+
+def step_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: bool) -> StepFlops:
+    """One training step's FLOPs (flops.count_flops' count for DeepSeek-V4: `flops.STEP_FLOPS`; `forward_flops`,
+    docs/formulas.md §5.16): the executed
+    convention only (every query scores the whole window and every compressed entry, as eager does);
+    the indexers, and the compressors of layers too short to close a window, forward only (`indexer`). `layer` is a sliding-only block's (no compressor, no indexer, its
+    hyper-connections in `layers` only); `layers` holds every block, the compressors, the
+    hyper-connections and the hc_head."""
+    if causal or windowed:
+        raise TcalcError("causal or windowed attention FLOPs are not modeled for DeepSeek-V4's compressed entries "
+                         "(model " + (m.name or "given") + "); use the default convention (every pair eager computes)")
+    check(m)
+    v4 = m.deepseek_v4
+    assert v4 is not None  # count_flops sends only a DeepSeek-V4 model here
+    B, S, D = w.batch_size, w.seq_len, m.d_model
+    f = forward_flops(m, B, S)
+    L, N = m.n_layers, B * S
+    layer = LayerFlops(
+        qkv=f.attention_proj // L, scores=FLOPS_PER_MAC * B * m.n_heads * S * S * m.head_dim,  # the window keys
+        reweight=FLOPS_PER_MAC * B * m.n_heads * S * S * m.head_dim, attn_out=f.attn_out // L, mlp=f.experts // L,
+        shared_expert=f.shared_expert // L, router=f.router // L,
+        indexer=f.indexer // max(len(v4.csa_layer_ids), 1),
+    )
+    return StepFlops(
+        batch_size=B, seq_len=S, n_layers=L, causal=False, windowed=False, layer=layer, layers=f.blocks,
+        attention_cores=f.attention_cores, lm_head=FLOPS_PER_MAC * N * D * m.vocab_size, embedding_projection=0,
+        indexer=f.indexer + f.idle_compressors,  # forward only: no gradient reaches them
+    )
+
+
+def model_params(m: ModelConfig) -> ModelParams:
+    """The whole model's parameters (params.count_params' count for DeepSeek-V4: `params.STRUCTURES`;
+    modeling_deepseek_v4.py DeepseekV4ForCausalLM): embedding
+    V x D, untied lm_head V x D, final norm D, and every layer a DeepseekV4DecoderLayer (its attention,
+    MoE of E routed experts and one shared expert, two norms, two hyper-connections), a compressor on the
+    CSA and HCA layers and an indexer on the CSA layers; the hc_head once."""
+    check(m)
+    blocks = m.deepseek_v4
+    assert blocks is not None
+    L, D, V = m.n_layers, m.d_model, m.vocab_size
+    p = layer_parts(m)
+    layer = LayerParams(
+        attn_q=p.attn_q, attn_k=p.attn_kv, attn_v=0, attn_o=p.attn_o, attn_bias=0, qk_norm=0,
+        latent_norms=p.latent_norms, sinks=p.sinks, indexer=indexer_params(m), mlp_weights=p.experts,
+        mlp_bias=0, activation=0, shared_expert=p.shared_expert, router=p.router, norms=p.norms,
+    )
+    n_csa, n_hca = len(blocks.csa_layer_ids), len(blocks.hca_layer_ids)
+    w_expert = GATED_MATRICES * D * m.moe_d_ff
+    return ModelParams(
+        n_layers=L, n_moe_layers=L, embedding=V * D, position=0, embedding_projection=0, embedding_norm=0,
+        layer=layer, dense_layer=layer, final_norm=norm_params(m, D), lm_head=0 if m.tied_embeddings else V * D,
+        lm_head_bias=0, active_mlp_per_layer=m.experts_per_token * w_expert, mtp=0, n_indexer_layers=n_csa,
+        n_attention_layers=L, mixers=0, n_channel_free_layers=0, per_layer_embedding=0, per_layer_inputs=0,
+        attention_variants=0, mlp_variants=0, altup=0, laurel=0,
+        hyper_connections=L * p.hyper_connections + hyper_head_params(m),
+        compressors=n_csa * compressor_params(m, csa=True) + n_hca * compressor_params(m, csa=False),
+        n_hash_moe_layers=len(blocks.hash_moe_layer_ids),
     )
 
 

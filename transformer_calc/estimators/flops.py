@@ -57,185 +57,43 @@ Conventions (where published tools differ):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import TypeGuard
 
 from transformer_calc.model.units import FLOPS_PER_MAC, SECONDS_PER_DAY, SECONDS_PER_HOUR  # noqa: F401 (SECONDS_PER_DAY: part of this module's API, docs/formulas.md)
-from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig, Recompute, Workload
-from transformer_calc.estimators.params import (
-    GATED_MATRICES, PLAIN_MATRICES, count_params, latent_projections, layer_params, sliding_extra,
-)
-from transformer_calc.errors import TcalcError
-from transformer_calc.estimators.deepseek_v4 import check as check_deepseek_v4, forward_flops as deepseek_v4_forward_flops
+from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig, ModelStructure, Recompute, Workload
+from transformer_calc.estimators.params import GATED_MATRICES, PLAIN_MATRICES, count_params, latent_projections, layer_params
+from transformer_calc.estimators.counts import BACKWARD_PER_FORWARD, LayerFlops, StepFlops  # noqa: F401 (re-exported)
+from transformer_calc.estimators.deepseek_v4 import step_flops as deepseek_v4_step_flops
 from transformer_calc.estimators.attention import attention_block
-from transformer_calc.estimators.gemma_layers import layer_flops as varied_layer_flops
-from transformer_calc.estimators.mla import indexer_flops as mla_indexer_flops
+from transformer_calc.estimators.gemma_layers import layer_flops as varied_layer_flops, varied_labels as gemma_labels
+from transformer_calc.estimators.kind_attention import sliding_extra, varied_labels as kind_attention_labels
+from transformer_calc.estimators.mla import indexer_flops as mla_indexer_flops, sparse_keys
 from transformer_calc.estimators.mixers import MIXERS
-from transformer_calc.estimators.shared_block import shared_block_flops
+from transformer_calc.estimators.shared_block import shared_block_flops, varied_labels as shared_block_labels
 
-BACKWARD_PER_FORWARD = 2  # input grad + weight grad, each one forward matmul
 FORWARD_FLOPS_PER_PARAM = FLOPS_PER_MAC  # 2·N per token forward (one MAC per weight)
 TRAIN_FLOPS_PER_PARAM = FORWARD_FLOPS_PER_PARAM * (1 + BACKWARD_PER_FORWARD)  # the 6 of 6·N
 PALM_ATTENTION_FLOPS = 12  # PaLM App. B: 12·L·H·Q·T = 3 passes x 2 matmuls x 2 FLOPs/MAC
 TOKENS_PER_PARAM_CHINCHILLA = 20  # Hoffmann et al. 2022 (Chinchilla: 70B params, 1.4T tokens)
 
 
-@dataclass(frozen=True)
-class LayerFlops:
-    """Forward FLOPs of one transformer block over one step (B sequences of S tokens).
-
-    A representative block: full attention, and the MoE MLP in a MoE model. Sliding-window,
-    chunked and dense-MLP blocks differ; `StepFlops.layers` sums every block exactly.
-    """
-
-    qkv: int  # the Q, K, V projections: 2·B·S·D·(A + 2·n_kv)·h_d (MLA: its four projections)
-    scores: int  # Q @ K^T per query head: 2·B·S²·A·h_d (half when causal)
-    reweight: int  # softmax(scores) @ V per query head: 2·B·S²·A·h_v (half when causal)
-    attn_out: int  # concat(heads) @ W_O: 2·B·S·A·h_v·D
-    mlp: int  # the top-k experts' matrices: 2·B·S·D·F x (3 gated | 2) x k (a dense MLP: k = 1)
-    shared_expert: int  # shared expert(s) on every token (+ its D x 1 gate)
-    router: int  # MoE gate x @ W_router: 2·B·S·D·n_experts
-    indexer: int = 0  # DSA's lightning indexer, forward only (not in `total`: it has no backward)
-
-    @property
-    def attention_core(self) -> int:
-        """Scores and re-weighting: the S² terms (what selective recomputation repeats)."""
-        return self.scores + self.reweight
-
-    @property
-    def attention(self) -> int:
-        return self.qkv + self.attention_core + self.attn_out
-
-    @property
-    def mlp_total(self) -> int:
-        return self.mlp + self.shared_expert + self.router
-
-    @property
-    def total(self) -> int:
-        return self.attention + self.mlp_total
-
-
-@dataclass(frozen=True)
-class StepFlops:
-    """FLOPs of one training step: forward and backward of B sequences of S tokens."""
-
-    batch_size: int
-    seq_len: int
-    n_layers: int
-    causal: bool
-    windowed: bool
-    layer: LayerFlops  # forward, one representative block (full attention; MoE MLP if MoE)
-    layers: int  # forward FLOPs of all L blocks (every attention kind and MLP kind counted)
-    attention_cores: int  # forward scores + re-weighting of all L blocks
-    lm_head: int  # forward, h @ W_E^T: 2·B·S·d_embed·V
-    embedding_projection: int  # forward, OPT project_in + project_out: 2 x 2·B·S·D·d_embed
-    indexer: int = 0  # forward of every DSA indexer (no backward: run under no_grad)
-    mixers: int = 0  # forward of the non-attention mixers (Gated DeltaNet, ...) of all blocks (in `layers`)
-    shared_blocks: int = 0  # forward of every application of Zamba2's shared blocks (in `layers`)
-    op_recompute: int = 0  # forward of the matmuls `--recompute op` repeats, all blocks (op_recompute_flops)
-
-    @property
-    def tokens(self) -> int:
-        return self.batch_size * self.seq_len
-
-    @property
-    def forward(self) -> int:
-        return self.layers + self.lm_head + self.embedding_projection + self.indexer
-
-    @property
-    def backward(self) -> int:
-        return BACKWARD_PER_FORWARD * (self.forward - self.indexer)
-
-    @property
-    def total(self) -> int:
-        """Model FLOPs of the step (Korthikanti et al. 2022): forward + backward, no recompute."""
-        return self.forward + self.backward
-
-    @property
-    def per_token(self) -> int:
-        """Model FLOPs per token; exact, since every term carries the factor B·S."""
-        return self.total // self.tokens
-
-    @property
-    def attention_share(self) -> float:
-        """Fraction of the model FLOPs in the attention core (scores + re-weighting)."""
-        return self.attention_cores / self.forward
-
-    def recompute_flops(self, recompute: Recompute) -> int:
-        """FLOPs that activation recomputation executes again in the backward pass."""
-        recompute = Recompute(recompute)  # "full" as well as Recompute.full
-        if recompute is Recompute.full:
-            return self.layers + self.indexer  # one more forward of every block (its indexer too), not of the head
-        if recompute is Recompute.selective:
-            return self.attention_cores
-        if recompute is Recompute.op:
-            return self.op_recompute
-        return 0
-
-    def hardware(self, recompute: Recompute, convention: str = "executed") -> int:
-        """Hardware FLOPs (Korthikanti et al. 2022): model FLOPs + recomputed forward FLOPs.
-
-        `executed` (default): what recomputation runs again, one forward of the attention core
-        for selective. `paper`: Korthikanti et al.'s eq. (8) as printed, which adds the core three
-        times (72·B·s·L·h²·(1 + s/(3h) + V/(12Lh))), so their HFU column can be reproduced.
-        """
-        if convention == "paper" and Recompute(recompute) is Recompute.selective:
-            return self.total + 3 * self.attention_cores
-        if convention not in ("executed", "paper"):
-            raise ValueError(f"hfu convention ({str(convention)[:40]!r}) must be executed or paper")
-        return self.total + self.recompute_flops(recompute)
-
-    def as_dict(self) -> dict[str, int | float | bool]:
-        """Flat breakdown in JSON order; FLOPs exact ints, the share a float."""
-        out: dict[str, int | float | bool] = {
-            "total": self.total,
-            "forward": self.forward,
-            "backward": self.backward,
-            "per_token": self.per_token,
-            "tokens": self.tokens,
-            "causal": self.causal,
-            "windowed": self.windowed,
-            "attention_share": self.attention_share,
-        }
-        for recompute in (Recompute.none, Recompute.selective, Recompute.full):  # op: hardware(Recompute.op)
-            out[f"hardware_{recompute.value}"] = self.hardware(recompute)
-        out["layers"] = self.layers
-        out["attention_cores"] = self.attention_cores
-        out["lm_head"] = self.lm_head
-        out["embedding_projection"] = self.embedding_projection
-        out["indexer"] = self.indexer
-        if self.mixers:  # hybrid models only: the key is absent for attention-only models
-            out["mixers"] = self.mixers
-        if self.shared_blocks:  # Zamba2 only
-            out["shared_blocks"] = self.shared_blocks
-        for f in fields(self.layer):
-            out[f"per_layer_{f.name}"] = getattr(self.layer, f.name)
-        out["per_layer"] = self.layer.total
-        return out
-
-
 def attended_pairs(m: ModelConfig, kind: LayerAttention, S: int, *, causal: bool, windowed: bool) -> tuple[int, int]:
     """(numerator, denominator) of the query-key pairs one head of one sequence scores, as a
     fraction of S² (kept exact: the FLOP counts below multiply before dividing).
 
-    Full attention, or any layer when `windowed` is off (eager attention computes S x S and masks):
-    S², half when causal. Windowed kernels: a sliding layer (window W) scores S·min(S, W) pairs,
-    causal S·W - W²/2 once S >= W (query i sees min(i+1, W) keys, rounded as FlashAttention's
-    benchmarks do); a chunked layer (chunk c) scores the sum of its chunks' squares (halved when
-    causal).
+    Any layer when `windowed` is off (eager attention computes S x S and masks): S², half when causal.
+    Windowed kernels: a layer whose queries each see at most W keys scores S·min(S, W) pairs, causal
+    S·W - W²/2 once S >= W (query i sees min(i+1, W) keys, rounded as FlashAttention's benchmarks do):
+    a sliding layer (window W), a full layer (W = S: S², half when causal; with DSA's sparse kernel
+    the index_topk keys its indexer picks, `mla.sparse_keys`); a chunked layer (chunk c) scores the
+    sum of its chunks' squares (halved when causal); another kind, S x S as one chunk.
     """
-    if windowed and kind is LayerAttention.full and m.index_topk is not None:
-        # DSA with a sparse kernel: query i attends min(i+1, index_topk) latent-cache tokens, as a
-        # sliding layer of W = index_topk counts them (DeepSeek-V3.2 tech report §2.1)
-        k = m.index_topk
-        if not causal:
-            return (S * min(S, k), 1)
-        return ((S * S, 2) if S <= k else (2 * S * k - k * k, 2))
-    if not windowed or kind is LayerAttention.full:
+    if not windowed:
         return (S * S, 2 if causal else 1)
-    if kind is LayerAttention.sliding:
-        W = m.sliding_window or S
+    if kind in (LayerAttention.full, LayerAttention.sliding):
+        W = (m.sliding_window or S) if kind is LayerAttention.sliding else sparse_keys(m, S)
         if not causal:
             return (S * min(S, W), 1)
         return ((S * S, 2) if S <= W else (2 * S * W - W * W, 2))
@@ -303,11 +161,16 @@ def indexer_flops(m: ModelConfig, w: Workload, *, causal: bool = False) -> int:
 def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: bool = False) -> StepFlops:
     """Exact matmul FLOPs of one training step, per component (conventions: module docstring).
 
-    Blocks differ by attention kind (full, sliding, chunked: only the core differs, and only with
-    `windowed`) and by MLP kind (MoE or dense); the sum over blocks is taken per kind.
+    The count of the model's structure (`STEP_FLOPS`, the one pick): a stack of layer kinds, or
+    DeepSeek-V4's blocks.
     """
-    if m.deepseek_v4 is not None:
-        return _deepseek_v4_flops(m, w, causal=causal, windowed=windowed)
+    return STEP_FLOPS[m.structure](m, w, causal=causal, windowed=windowed)
+
+
+def _layer_stack_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: bool) -> StepFlops:
+    """A stack of layer kinds. Blocks differ by attention kind (full, sliding, chunked: only the core differs,
+    and only with `windowed`), by mixer and by MLP kind (MoE or dense); the sum over blocks is taken per kind,
+    then what varies by kind and depth (`gemma_layers.layer_flops`) and the shared blocks' applications."""
     B, S, D, V = w.batch_size, w.seq_len, m.d_model, m.vocab_size
     d_emb = m.d_embedding
     layer = layer_flops(m, w, causal=causal, windowed=windowed)
@@ -317,27 +180,26 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
     mlp = n_moe * layer.mlp_total + n_dense * dense.mlp_total
     attention = cores = mixers = 0
     for kind in LayerAttention:
-        n = m.n_attention_layers(kind)
-        if n and kind in MIXERS:  # a mixer layer (estimators/mixers/): its projections, conv and core
-            f_mix = MIXERS[kind].forward_flops(m, B, S)
+        if kind in MIXERS and (n := m.n_attention_layers(kind)):  # a mixer layer (estimators/mixers/)
+            f_mix = MIXERS[kind].forward_flops(m, B, S)  # its projections, conv and core
             mixers += n * f_mix.total
             cores += n * (f_mix.core + f_mix.hidden)  # the mixing kernel: what selective recompute repeats
-            if m.mixer_beside_attention:  # Falcon-H1: full attention beside the mixer in the same layer
-                attention += n * layer.attention
-                cores += n * layer.attention_core
-        elif n and kind is not LayerAttention.none:  # none: an MLP block, no sequence mixer
+        elif kind in ATTENTION_KINDS and (n := m.n_softmax_layers_of(kind)):  # (none: an MLP block, no mixer)
             f = layer if kind is LayerAttention.full else layer_flops(m, w, causal=causal, windowed=windowed, kind=kind)
             attention += n * f.attention
             cores += n * f.attention_core
-            if kind is LayerAttention.sliding:  # MiMo-V2-Flash: the sliding layers' extra K/V heads
+            if kind is LayerAttention.sliding:  # the sliding layers' own extra K/V heads (kind_attention.py)
                 extra = sliding_extra(m, m.n_heads, m.n_kv_heads, m.kv_heads_of(kind))[0]
                 attention += n * FLOPS_PER_MAC * B * S * extra
     projections = 2 * FLOPS_PER_MAC * B * S * D * d_emb if d_emb != D else 0
-    if m.irregular_layers and not m.is_mla:  # Gemma 4: layers that differ by kind and depth
-        core = {k: 2 * _core(m, w, m.kind_head_dim(k), k, causal, windowed) for k in ATTENTION_KINDS}  # scores + re-weighting
-        attention, cores, extra_mlp, extra_projection = varied_layer_flops(m, w.batch_size * w.seq_len, core)
-        mlp += extra_mlp
-        projections += extra_projection
+
+    def core(k: LayerAttention) -> int:  # scores + re-weighting of one layer of kind k at its own h_d
+        return 2 * _core(m, w, m.kind_head_dim(k), k, causal, windowed)
+
+    # layers that differ by kind and depth (Gemma 4, Gemma 3n): their own sums, the base ones otherwise
+    attention, cores, extra_mlp, extra_projection = varied_layer_flops(m, B * S, core, attention, cores)
+    mlp += extra_mlp
+    projections += extra_projection
     # Zamba2's shared blocks (estimators/shared_block.py): every application, its attention full
     shared = shared_block_flops(m, B, S, attended_pairs(m, LayerAttention.full, S, causal=causal, windowed=False))
     cores += shared.core
@@ -359,32 +221,8 @@ def count_flops(m: ModelConfig, w: Workload, *, causal: bool = False, windowed: 
     )
 
 
-def _deepseek_v4_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: bool) -> StepFlops:
-    """DeepSeek-V4 (estimators/deepseek_v4.py `forward_flops`, docs/formulas.md §5.16): the executed
-    convention only (every query scores the whole window and every compressed entry, as eager does);
-    the indexers, and the compressors of layers too short to close a window, forward only (`indexer`). `layer` is a sliding-only block's (no compressor, no indexer, its
-    hyper-connections in `layers` only); `layers` holds every block, the compressors, the
-    hyper-connections and the hc_head."""
-    if causal or windowed:
-        raise TcalcError("causal or windowed attention FLOPs are not modeled for DeepSeek-V4's compressed entries "
-                         "(model " + (m.name or "given") + "); use the default convention (every pair eager computes)")
-    check_deepseek_v4(m)
-    v4 = m.deepseek_v4
-    assert v4 is not None  # count_flops sends only a DeepSeek-V4 model here
-    B, S, D = w.batch_size, w.seq_len, m.d_model
-    f = deepseek_v4_forward_flops(m, B, S)
-    L, N = m.n_layers, B * S
-    layer = LayerFlops(
-        qkv=f.attention_proj // L, scores=FLOPS_PER_MAC * B * m.n_heads * S * S * m.head_dim,  # the window keys
-        reweight=FLOPS_PER_MAC * B * m.n_heads * S * S * m.head_dim, attn_out=f.attn_out // L, mlp=f.experts // L,
-        shared_expert=f.shared_expert // L, router=f.router // L,
-        indexer=f.indexer // max(len(v4.csa_layer_ids), 1),
-    )
-    return StepFlops(
-        batch_size=B, seq_len=S, n_layers=L, causal=False, windowed=False, layer=layer, layers=f.blocks,
-        attention_cores=f.attention_cores, lm_head=FLOPS_PER_MAC * N * D * m.vocab_size, embedding_projection=0,
-        indexer=f.indexer + f.idle_compressors,  # forward only: no gradient reaches them
-    )
+# The count of each model structure (ModelConfig.structure); a new whole-model block is one more entry
+STEP_FLOPS = {ModelStructure.layers: _layer_stack_flops, ModelStructure.deepseek_v4: deepseek_v4_step_flops}
 
 
 def op_recompute_refusal(m: ModelConfig) -> str | None:
@@ -403,8 +241,9 @@ def op_recompute_refusal(m: ModelConfig) -> str | None:
         return f"{block.name} (its projections order the mm count differently)"
     if any(m.n_attention_layers(kind) for kind in MIXERS):
         return "non-attention mixer layers"
-    if m.irregular_layers or m.shared_block_layer_ids or m.per_kind_attention:
-        return "layers that differ from the base block (Gemma 4, Zamba2's shared blocks, MiMo-V2-Flash)"
+    # the blocks that make layers differ from the base block, each named by its module ([] without it)
+    if varied := [*gemma_labels(m), *shared_block_labels(m), *kind_attention_labels(m)]:
+        return f"layers that differ from the base block ({', '.join(varied)})"
     if m.qkv_bias or m.attn_out_bias or m.mlp_bias:
         return "linear biases (a biased linear is aten.addmm, outside the policy's mm count)"
     return None

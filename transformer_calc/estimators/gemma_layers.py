@@ -10,6 +10,7 @@ modeling_gemma3n.py (transformers), vLLM's model_executor/models/gemma4.py for t
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig, QKNormScope
@@ -124,7 +125,10 @@ def parts(m: ModelConfig, layer: object, T: int = 1, base_attention: int | None 
 
 def check_layout(m: ModelConfig, T: int, ep: int) -> None:
     """These layers over T tensor- and ep expert-parallel ranks: Gemma 3n's AltUp and LAuReL at T 1 and ep 1 only,
-    Gemma 4's experts at ep 1 only (not modeled yet), Gemma 4 over T ranks as `check_tensor_parallel` lays it out."""
+    Gemma 4's experts at ep 1 only (not modeled yet), Gemma 4 over T ranks as `check_tensor_parallel` lays it out.
+    Nothing to check for a model without these layers."""
+    if not m.irregular_layers:
+        return
     if (T > 1 or ep > 1) and m.unpriced_blocks:
         raise ValueError(f"tensor and expert parallelism are not modeled for {', '.join(m.unpriced_blocks)} "
                          f"(Gemma 3n) yet; use T 1 and ep 1 (T is {T}, ep {ep})")
@@ -147,11 +151,18 @@ def check_tensor_parallel(m: ModelConfig, T: int) -> None:
                          f"divisible by T ({T}); use a divisor of {width}")
 
 
-def layer_flops(m: ModelConfig, tokens: int, core: dict[LayerAttention, int]) -> tuple[int, int, int, int]:
+def varied_labels(m: ModelConfig) -> list[str]:
+    """The model's varied layers by name (`ModelConfig.irregular_layers`; [] when its layers do not vary)."""
+    return list(m.irregular_layers)
+
+
+def layer_flops(m: ModelConfig, tokens: int, core: Callable[[LayerAttention], int], attention: int,
+                cores: int) -> tuple[int, int, int, int]:
     """Gemma 4's and Gemma 3n's blocks (modeling_gemma4.py, modeling_gemma3n.py; docs/formulas.md §5.14,
-    §5.15) over `tokens` tokens, forward, given each kind's attention core (`core`: scores and re-weighting,
-    from flops.py): (attention of all layers, their attention cores, the blocks' other matmuls beyond the
-    base blocks' MLPs, the projections outside the blocks).
+    §5.15) over `tokens` tokens, forward, given one layer's attention core of each kind (`core(kind)`: scores
+    and re-weighting, from flops.py): (attention of all layers, their attention cores, the blocks' other
+    matmuls beyond the base blocks' MLPs, the projections outside the blocks). For a model whose layers do
+    not vary (`parts`' test): the base blocks' `attention` and `cores` as given, and 0, 0.
 
     Attention per (kind, kv-shared) group: 2 per weight per token for that layer's q/k/v/o
     (`varied_attention`: a kv-shared layer has no k/v projection, a k=v full layer no v), and
@@ -161,6 +172,8 @@ def layer_flops(m: ModelConfig, tokens: int, core: dict[LayerAttention, int]) ->
     P x D (in the MLP sum), and the model projection D x L·P runs once per token, before the blocks
     (counted with the embedding projections, outside what full recomputation repeats).
     """
+    if not m.irregular_layers or m.is_mla:
+        return attention, cores, 0, 0
     D, L, P = m.d_model, m.n_layers, m.per_layer_input_dim
     attention = cores = 0
     first_shared = m.first_kv_shared_layer
@@ -168,8 +181,8 @@ def layer_flops(m: ModelConfig, tokens: int, core: dict[LayerAttention, int]) ->
         for shared, (lo, hi) in ((False, (0, first_shared)), (True, (first_shared, L))):
             if n := m.n_attention_layers(kind, lo, hi):
                 p = varied_attention(m, kind, shared)
-                attention += n * (FLOPS_PER_MAC * tokens * (p["attn_q"] + p["attn_k"] + p["attn_v"] + p["attn_o"]) + core[kind])
-                cores += n * core[kind]
+                attention += n * (FLOPS_PER_MAC * tokens * (p["attn_q"] + p["attn_k"] + p["attn_v"] + p["attn_o"]) + core(kind))
+                cores += n * core(kind)
     n_matrices = GATED_MATRICES if m.gated_mlp else PLAIN_MATRICES
     width = m.shared_expert_d_ff if m.is_moe else m.d_ff
     mlp = m.kv_shared_layers * FLOPS_PER_MAC * tokens * D * width * n_matrices if m.kv_shared_double_mlp else 0

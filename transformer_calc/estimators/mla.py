@@ -134,6 +134,13 @@ def indexer_matmul_params(m: ModelConfig) -> int:
     return indexer_params(m) - 2 * (m.index_head_dim or 0) if m.is_dsa else 0
 
 
+def sparse_keys(m: ModelConfig, S: int) -> int:
+    """The keys a query of a full-attention layer attends with a windowed (sparse) kernel over S tokens: DSA's
+    index_topk, the tokens its indexer picks (FlashMLA's sparse kernel; DeepSeek-V3.2 tech report §2.1), as a
+    sliding layer of that window counts them; S (every earlier token) for a model without DSA."""
+    return m.index_topk if m.index_topk is not None else S
+
+
 def indexer_flops(m: ModelConfig, tokens: int, B: int, pairs: tuple[int, int]) -> int:
     """Forward FLOPs of one DSA lightning indexer (DeepseekV32Indexer.forward) over `tokens` tokens of B
     sequences: wq_b on the q_lora_rank latent, wk and weights_proj on the hidden states (2 per weight per

@@ -15,12 +15,17 @@ frequencies, causal masks) are not parameters. The result must equal what PyTorc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 
-from transformer_calc.model.config import ACTIVATION_PARAMS, LayerAttention, ModelConfig, Positional, QKNormScope
+from transformer_calc.model.config import (
+    ACTIVATION_PARAMS, LayerAttention, ModelConfig, ModelStructure, Positional, QKNormScope,
+)
 from transformer_calc.estimators import gemma_layers, mla
 from transformer_calc.estimators.attention import attention_block
+from transformer_calc.estimators.counts import ATTENTION_FIELDS, OPTIONAL_KEYS, LayerParams, ModelParams  # noqa: F401 (re-exported)
+from transformer_calc.estimators.kind_attention import sliding_extra
 from transformer_calc.estimators.primitives import GATED_MATRICES, PLAIN_MATRICES, kv_heads_per_rank, mlp_params, norm_params
 from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.shared_block import check_tensor_parallel as check_shared_blocks, shared_block_params
@@ -31,181 +36,6 @@ from transformer_calc.estimators.shared_block import check_tensor_parallel as ch
 MEMO_SIZE = 1024
 
 ATTN_MATRICES = 4  # Q, K, V, O (seed, "Causal Attention": 4*D^2)
-
-
-@dataclass(frozen=True)
-class LayerParams:
-    """Parameters of one transformer block.
-
-    Standard attention: W_Q D x (A*h_d), W_K and W_V D x (n_kv*h_d), W_O (A*h_d) x D. Multi-head
-    latent attention (DeepSeek-V2/V3, modeling_deepseek_v3.py): attn_q is q_a_proj + q_b_proj (or
-    q_proj without q_lora_rank), attn_k is kv_a_proj_with_mqa (D x (r_kv + d_rope)) plus the key
-    half of kv_b_proj (r_kv x A*d_nope), attn_v the value half (r_kv x A*d_v), attn_o
-    (A*d_v) x D, and latent_norms the q_a/kv_a RMSNorms.
-    """
-
-    attn_q: int
-    attn_k: int
-    attn_v: int
-    attn_o: int
-    attn_bias: int  # q/k/v biases and the output bias, as configured
-    qk_norm: int  # q and k norms (per head or full width)
-    latent_norms: int  # MLA's q_a_layernorm + kv_a_layernorm
-    sinks: int  # gpt-oss: one learned sink logit per head
-    indexer: int  # DSA's lightning indexer (wq_b, wk, k_norm, weights_proj); 0 on a layer that reuses another's top-k
-    mlp_weights: int  # the dense MLP's, or all routed experts' matrices
-    mlp_bias: int
-    activation: int  # learned scalars of the MLP activations (Apertus xIELU: alpha_p, alpha_n per MLP)
-    shared_expert: int  # shared expert(s) matrices (+ its sigmoid gate)
-    router: int  # MoE gate: D x n_experts (+ bias)
-    norms: int  # the block's norms (scale + bias)
-
-    @property
-    def attention(self) -> int:
-        return (
-            self.attn_q + self.attn_k + self.attn_v + self.attn_o
-            + self.attn_bias + self.qk_norm + self.latent_norms + self.sinks + self.indexer
-        )  # fmt: skip
-
-    @property
-    def mlp(self) -> int:
-        return self.mlp_weights + self.mlp_bias + self.shared_expert + self.router + self.activation
-
-    @property
-    def total(self) -> int:
-        return self.attention + self.mlp + self.norms
-
-
-# ModelParams fields that are JSON keys only when nonzero (models without them keep their JSON)
-OPTIONAL_KEYS = ("shared_blocks", "sliding_extra", "per_layer_embedding", "per_layer_inputs", "attention_variants",
-                 "mlp_variants", "altup", "laurel",  # keys only for the models that have them (Zamba2, MiMo, Gemma 4 / 3n)
-                 "hyper_connections", "compressors", "n_hash_moe_layers")  # DeepSeek-V4 (estimators/deepseek_v4.py)
-ATTENTION_FIELDS = ("attn_q", "attn_k", "attn_v", "attn_o", "attn_bias", "qk_norm", "latent_norms", "sinks")
-
-
-@dataclass(frozen=True)
-class ModelParams:
-    """Whole-model parameter count: the non-repeated parts plus the blocks.
-
-    `layer` is one MoE block in a MoE model (one block of a dense model); `dense_layer` is a block
-    with a dense MLP of width d_ff (DeepSeek's first_k_dense_replace layers, Qwen's mlp_only_layers,
-    Llama 4's non-MoE layers; in a dense model the same as `layer`).
-    """
-
-    n_layers: int
-    n_moe_layers: int
-    embedding: int  # token embedding V x d_embed
-    position: int  # learned position table (K + offset) x D
-    embedding_projection: int  # OPT project_in / project_out when d_embed != D
-    embedding_norm: int  # BLOOM's word_embeddings_layernorm
-    layer: LayerParams
-    dense_layer: LayerParams
-    final_norm: int
-    lm_head: int  # 0 when tied to the embedding
-    lm_head_bias: int
-    active_mlp_per_layer: int  # routed-expert parameters one token uses in a MoE layer (top-k)
-    mtp: int  # multi-token-prediction modules the checkpoint stores (not built by transformers)
-    n_indexer_layers: int  # DSA: blocks that hold an indexer (`layer.indexer` each); the others reuse its top-k
-    # Hybrid models (estimators/mixers/): the layers with softmax attention (n_layers otherwise), and
-    # the parameters of the other mixers (Gated DeltaNet, ...) summed over their layers. `layer` and
-    # `dense_layer` describe a block with attention; a mixer layer swaps its attention for its mixer.
-    n_attention_layers: int
-    mixers: int
-    n_channel_free_layers: int  # one_mixer_per_layer: the sequence-mixer blocks, which have no MLP (0 otherwise)
-    # Gemma 4 and Gemma 3n (docs/formulas.md §5.14-5.15; 0 for every other model). `layer` is a block of the
-    # base shape (head_dim, n_kv_heads, K and V); these are what the other blocks add or lack:
-    per_layer_embedding: int  # the per-layer embedding table V_ple x L·P (embedding parameters)
-    per_layer_inputs: int  # its model projection D x L·P and norm, and every layer's gate D x P, projection P x D, norm
-    attention_variants: int  # full layers' other h_d / K/V heads, k=v (no W_V), kv-shared layers (no W_K, W_V, k_norm)
-    mlp_variants: int  # the kv-shared layers' double-width MLP (its second d_ff)
-    altup: int  # Gemma 3n: every layer's AltUp (coefficients, router, scale, norm) and the model's 2·(n-1) D x D projections
-    laurel: int  # Gemma 3n: every layer's LAuReL residual D x r, r x D and its norm
-    shared_blocks: int = 0  # Zamba2's shared attention+MLP blocks, adapters and linears, each tensor once (estimators/shared_block.py)
-    sliding_extra: int = 0  # MiMo-V2-Flash: what its sliding layers hold beyond `layer`'s attention (more K/V heads, sinks)
-    # DeepSeek-V4 (estimators/deepseek_v4.py; docs/formulas.md §5.16; 0 for every other model): `layer` is its
-    # block (attn_q q_a+q_b, attn_k the shared K=V kv_proj, attn_o the grouped o_a_proj + o_b_proj, indexer on
-    # the CSA layers); these are what it adds outside `layer`:
-    hyper_connections: int = 0  # every layer's attn_hc and ffn_hc (mHC) and the model's hc_head
-    compressors: int = 0  # the CSA and HCA layers' KV compressors (the CSA indexers are `layers_indexer`)
-    n_hash_moe_layers: int = 0  # MoE layers routed by the frozen token-id table (same parameters as top-k routing)
-    attention_by_field: tuple[tuple[str, int], ...] = ()  # the attention parts summed over the layers, when they vary
-
-    @property
-    def n_dense_layers(self) -> int:
-        return self.n_layers - self.n_moe_layers - self.n_channel_free_layers
-
-    @property
-    def n_mixer_layers(self) -> int:
-        return self.n_layers - self.n_attention_layers
-
-    @property
-    def layers(self) -> int:
-        # `layer` and `dense_layer` carry one indexer each; GLM-5's shared layers have none
-        idle_indexers = (self.n_layers - self.n_indexer_layers) * self.layer.indexer
-        blocks = self.n_moe_layers * self.layer.total + self.n_dense_layers * self.dense_layer.total - idle_indexers
-        blocks += self.n_channel_free_layers * (self.dense_layer.total - self.dense_layer.mlp)  # no MLP
-        blocks += self.attention_variants + self.mlp_variants
-        return blocks - self.n_mixer_layers * self.layer.attention + self.mixers + self.shared_blocks + self.sliding_extra
-
-    @property
-    def total(self) -> int:
-        return (
-            self.embedding
-            + self.position
-            + self.embedding_projection
-            + self.embedding_norm
-            + self.layers
-            + self.final_norm
-            + self.lm_head
-            + self.lm_head_bias
-            + self.per_layer_embedding
-            + self.per_layer_inputs
-            + self.altup
-            + self.laurel
-            + self.hyper_connections
-            + self.compressors
-        )
-
-    @property
-    def non_embedding(self) -> int:
-        """Kaplan et al. 2020's N: everything but the token/position tables (Gemma 4's per-layer
-        embedding table too) and an untied head."""
-        return self.total - self.embedding - self.position - self.lm_head - self.per_layer_embedding
-
-    @property
-    def active(self) -> int:
-        """Parameters a single token's forward pass touches (== total for dense models): all but
-        the routed experts it is not sent to (the shared expert and the router are active)."""
-        routed = self.layer.mlp_weights + self.layer.mlp_bias
-        return self.total - self.n_moe_layers * (routed - self.active_mlp_per_layer)
-
-    def as_dict(self) -> dict[str, int]:
-        """Flat breakdown in JSON order; every value an exact int."""
-        out: dict[str, int] = {"total": self.total, "non_embedding": self.non_embedding}
-        out["active"] = self.active
-        for f in fields(self):
-            if f.name not in ("layer", "dense_layer", "attention_by_field") and (f.name not in OPTIONAL_KEYS or getattr(self, f.name)):
-                out[f.name] = getattr(self, f.name)
-        varied = dict(self.attention_by_field)
-        out["per_layer"] = self.layer.total
-        for f in fields(self.layer):
-            out[f"per_layer_{f.name}"] = getattr(self.layer, f.name)
-        for f in fields(self.layer):  # each component summed over every block (MoE and dense)
-            if f.name in ATTENTION_FIELDS:  # the attention parts: only the layers that have attention
-                out[f"layers_{f.name}"] = varied.get(f.name, self.n_attention_layers * getattr(self.layer, f.name))
-                continue
-            if f.name == "norms":  # every layer's, with an MLP or not
-                out["layers_norms"] = self.n_layers * self.layer.norms
-                continue
-            out[f"layers_{f.name}"] = (
-                self.n_moe_layers * getattr(self.layer, f.name) + self.n_dense_layers * getattr(self.dense_layer, f.name)
-            )
-        out["layers_indexer"] = self.n_indexer_layers * self.layer.indexer
-        out["n_dense_layers"] = self.n_dense_layers
-        out["per_dense_layer"] = self.dense_layer.total
-        out["layers"] = self.layers
-        out["total_with_mtp"] = self.total + self.mtp
-        return out
 
 
 def mlp_params_per_expert(m: ModelConfig) -> tuple[int, int]:
@@ -233,19 +63,6 @@ def attention_weights(m: ModelConfig, q_heads: int, kv_heads: int, replicated_do
 def _attention_bias(m: ModelConfig, q_heads: int, kv_heads: int, out_bias: bool) -> int:
     """q/k/v biases (column-parallel, split with the heads) and the output bias."""
     return attention_block(m).bias(m, q_heads, kv_heads, out_bias)  # estimators/attention.py
-
-
-def sliding_extra(m: ModelConfig, q_heads: int, kv_heads: int, sliding_kv_heads: int) -> tuple[int, int]:
-    """(matmul weights, all parameters) a sliding layer holds beyond a full one, for the given heads (one
-    rank's): MiMo-V2-Flash (modeling_mimo_v2_flash.py MiMoV2FlashAttention) gives its sliding layers
-    2·n_kv K/V heads (k_proj, v_proj and their biases widen) and a sink logit per query head."""
-    if not m.per_kind_attention:
-        return 0, 0
-    D, hd, hv = m.d_model, m.head_dim, m.v_dim
-    extra_heads = sliding_kv_heads - kv_heads
-    weights = D * extra_heads * (hd + hv)
-    biases = extra_heads * (hd + hv) if m.qkv_bias else 0
-    return weights, weights + biases + (q_heads if m.sliding_sinks else 0)
 
 
 def _qk_norm(m: ModelConfig) -> int:
@@ -304,9 +121,14 @@ def layer_params(m: ModelConfig, moe: bool | None = None) -> LayerParams:
 
 @lru_cache(maxsize=MEMO_SIZE)
 def count_params(m: ModelConfig) -> ModelParams:
-    """Exact parameter count, per component (see the module docstring for conventions)."""
-    if m.deepseek_v4 is not None:
-        return _deepseek_v4_params(m)
+    """Exact parameter count, per component (see the module docstring for conventions): the count of the
+    model's structure (`STRUCTURES`, the one pick)."""
+    return STRUCTURES[m.structure].count(m)
+
+
+def _layer_stack_params(m: ModelConfig) -> ModelParams:
+    """A stack of layer kinds (every model but DeepSeek-V4): the blocks by attention, mixer and MLP kind, and
+    what varies by kind and depth (`gemma_layers.parts`, all 0 for a model whose layers do not vary)."""
     L, D, V = m.n_layers, m.d_model, m.vocab_size
     d_emb = m.d_embedding
     layer = layer_params(m)
@@ -344,35 +166,46 @@ def count_params(m: ModelConfig) -> ModelParams:
     )
 
 
+# DeepSeek-V4's blocks are priced whole by their module (estimators/deepseek_v4.py), imported for its models
+# only (issue 39: another model's estimate never loads it)
 def _deepseek_v4_params(m: ModelConfig) -> ModelParams:
-    """DeepSeek-V4 (estimators/deepseek_v4.py, modeling_deepseek_v4.py DeepseekV4ForCausalLM): embedding
-    V x D, untied lm_head V x D, final norm D, and every layer a DeepseekV4DecoderLayer (its attention,
-    MoE of E routed experts and one shared expert, two norms, two hyper-connections), a compressor on the
-    CSA and HCA layers and an indexer on the CSA layers; the hc_head once."""
-    from transformer_calc.estimators import deepseek_v4 as v4
+    from transformer_calc.estimators.deepseek_v4 import model_params
 
-    v4.check(m)
-    blocks = m.deepseek_v4
-    assert blocks is not None
-    L, D, V = m.n_layers, m.d_model, m.vocab_size
-    p = v4.layer_parts(m)
-    layer = LayerParams(
-        attn_q=p.attn_q, attn_k=p.attn_kv, attn_v=0, attn_o=p.attn_o, attn_bias=0, qk_norm=0,
-        latent_norms=p.latent_norms, sinks=p.sinks, indexer=v4.indexer_params(m), mlp_weights=p.experts,
-        mlp_bias=0, activation=0, shared_expert=p.shared_expert, router=p.router, norms=p.norms,
-    )
-    n_csa, n_hca = len(blocks.csa_layer_ids), len(blocks.hca_layer_ids)
-    w_expert = GATED_MATRICES * D * m.moe_d_ff
-    return ModelParams(
-        n_layers=L, n_moe_layers=L, embedding=V * D, position=0, embedding_projection=0, embedding_norm=0,
-        layer=layer, dense_layer=layer, final_norm=norm_params(m, D), lm_head=0 if m.tied_embeddings else V * D,
-        lm_head_bias=0, active_mlp_per_layer=m.experts_per_token * w_expert, mtp=0, n_indexer_layers=n_csa,
-        n_attention_layers=L, mixers=0, n_channel_free_layers=0, per_layer_embedding=0, per_layer_inputs=0,
-        attention_variants=0, mlp_variants=0, altup=0, laurel=0,
-        hyper_connections=L * p.hyper_connections + v4.hyper_head_params(m),
-        compressors=n_csa * v4.compressor_params(m, csa=True) + n_hca * v4.compressor_params(m, csa=False),
-        n_hash_moe_layers=len(blocks.hash_moe_layer_ids),
-    )
+    return model_params(m)
+
+
+def _deepseek_v4_layout(m: ModelConfig, T: int, ep: int) -> None:
+    from transformer_calc.estimators.deepseek_v4 import check_layout
+
+    check_layout(m, T, ep)  # T > 1 refused with its own reason; experts over ep GPUs priced
+
+
+def _deepseek_v4_share(m: ModelConfig) -> None:
+    from transformer_calc.estimators.deepseek_v4 import require_deepseek_v4_priced
+
+    require_deepseek_v4_priced(m, "tensor parallelism (its per-rank share)")
+
+
+def _priced(m: ModelConfig) -> None:
+    """A per-rank share `shard_params` prices."""
+
+
+@dataclass(frozen=True)
+class Structure:
+    """What this module asks of a model structure (`ModelConfig.structure`): its whole count, its layout
+    check over T tensor- and ep expert-parallel ranks, and its refusal of a per-rank share it does not price."""
+
+    count: Callable[[ModelConfig], ModelParams]
+    check_layout: Callable[[ModelConfig, int, int], None]
+    check_share: Callable[[ModelConfig], None]
+
+
+# The one pick among whole-model implementations, keyed by ModelConfig.structure; a new one is one more entry.
+# A stack of layer kinds: the blocks by kind here, Gemma 4's and Gemma 3n's varied layers checked by their module.
+STRUCTURES = {
+    ModelStructure.layers: Structure(_layer_stack_params, gemma_layers.check_layout, _priced),
+    ModelStructure.deepseek_v4: Structure(_deepseek_v4_params, _deepseek_v4_layout, _deepseek_v4_share),
+}
 
 
 @dataclass(frozen=True)
@@ -438,13 +271,7 @@ def check_tensor_parallel(m: ModelConfig, T: int, ep: int = 1, etp: int | None =
         raise ValueError(f"tensor parallel size T ({T}) must be >= 1")
     if m.n_heads % T:
         raise ValueError(f"n_heads ({m.n_heads}) must be divisible by T ({T}); use a divisor of {m.n_heads}")
-    if m.irregular_layers and m.deepseek_v4 is not None:
-        from transformer_calc.estimators.deepseek_v4 import check_layout
-
-        if T > 1 or ep > 1:
-            check_layout(m, T, ep)  # DeepSeek-V4: T > 1 refused with its own reason; experts over ep GPUs priced
-    elif m.irregular_layers:
-        gemma_layers.check_layout(m, T, ep)  # Gemma 4's and Gemma 3n's varied layers
+    STRUCTURES[m.structure].check_layout(m, T, ep)  # Gemma 4's and Gemma 3n's varied layers; DeepSeek-V4's
     for kind in m.mixer_kinds:
         MIXERS[kind].check(m, T)
     check_shared_blocks(m, T)
@@ -510,12 +337,12 @@ class ShardParams:
         shared = sum(1 for i in set(m.index_shared_layer_ids) if start <= i < stop) if self.indexer else 0
         total = n_moe * self.layer + (stop - start - n_moe - n_free) * self.dense_layer - shared * self.indexer
         total += n_free * (self.dense_layer - self.dense_mlp)  # one_mixer_per_layer: a mixer block, no MLP
-        if m.one_mixer_per_layer:  # an MLP block (kind none): no sequence mixer
-            total -= m.n_attention_layers(LayerAttention.none, start, stop) * self.attention
+        # the layers without softmax attention: a mixer layer (unless its attention runs beside the mixer,
+        # Falcon-H1) and an MLP block (kind none, Nemotron-H); `n_softmax_layers` counts the others
+        total -= (stop - start - m.n_softmax_layers(start, stop)) * self.attention
         total += m.n_attention_layers(LayerAttention.sliding, start, stop) * self.sliding_extra
-        beside = self.attention if m.mixer_beside_attention else 0  # Falcon-H1: attention stays
-        for kind, shard in self.mixers:  # a mixer layer: its mixer in place of attention
-            total += m.n_attention_layers(kind, start, stop) * (shard - self.attention + beside)
+        for kind, shard in self.mixers:  # a mixer layer: its mixer
+            total += m.n_attention_layers(kind, start, stop) * shard
         return total
 
     def total(self, m: ModelConfig) -> int:
@@ -539,10 +366,7 @@ def shard_params(m: ModelConfig, T: int = 1, ep: int = 1, etp: int | None = None
     each split over etp expert-tensor-parallel ranks (default etp = T, Megatron's default);
     shared experts are split T ways like a dense MLP.
     """
-    if m.deepseek_v4 is not None:  # its blocks' module only for a model that has them
-        from transformer_calc.estimators.deepseek_v4 import require_deepseek_v4_priced
-
-        require_deepseek_v4_priced(m, "tensor parallelism (its per-rank share)")
+    STRUCTURES[m.structure].check_share(m)  # (DeepSeek-V4's blocks: refused)
     check_tensor_parallel(m, T, ep, etp)
     etp = T if etp is None else etp
     full = count_params(m)

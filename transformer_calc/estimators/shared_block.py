@@ -165,6 +165,11 @@ def shared_block_flops(m: ModelConfig, B: int, S: int, pairs: tuple[int, int]) -
     return SharedBlockFlops(projections=n_app * projections, core=n_app * core)
 
 
+def varied_labels(m: ModelConfig) -> list[str]:
+    """This block by name when the model has it (its applications differ from the base block), else []."""
+    return ["shared transformer block (Zamba2)"] if m.shared_block_layer_ids else []
+
+
 def check_tensor_parallel(m: ModelConfig, T: int) -> None:
     """The shared blocks are not laid out over tensor-parallel ranks here: T = 1 only."""
     if m.n_shared_block_applications and T != 1:

@@ -38,11 +38,13 @@ from transformer_calc.model.jobfile import (  # noqa: F401  (re-exported)
 from transformer_calc.model.kinds import (  # noqa: F401  (re-exported)
     ACTIVATION_PARAMS,
     ATTENTION_KINDS,
+    AttentionBlockKind,
     DEFAULT_EXPANSION,
     DEFAULT_NORMS_PER_LAYER,
     GATED_MLPS,
     LayerAttention,
     MLPKind,
+    ModelStructure,
     NormKind,
     Positional,
     QKNormScope,
@@ -385,6 +387,18 @@ class ModelConfig(BaseModel):
         return self.index_topk is not None
 
     @property
+    def attention_block_kind(self) -> AttentionBlockKind:
+        """The softmax-attention block its layers use: MLA when the config gives a KV latent rank
+        (kv_lora_rank, DeepseekV3Config), else standard attention (estimators/attention.py's table)."""
+        return AttentionBlockKind.mla if self.is_mla else AttentionBlockKind.standard
+
+    @property
+    def structure(self) -> ModelStructure:
+        """How its layers are priced as a whole: DeepSeek-V4's blocks (the `deepseek_v4` section) by their own
+        module, every other model as a stack of layer kinds (the key of the estimators' whole-model tables)."""
+        return ModelStructure.layers if self.deepseek_v4 is None else ModelStructure.deepseek_v4
+
+    @property
     def n_indexer_layers(self) -> int:
         """Layers that run their own indexer (the others reuse the previous layer's top-k)."""
         if not self.is_dsa:
@@ -522,6 +536,14 @@ class ModelConfig(BaseModel):
         n = sum(self.n_attention_layers(k, start, stop) for k in ATTENTION_KINDS)
         if self.mixer_beside_attention:
             n += sum(self.n_attention_layers(k, start, stop) for k in self.mixer_kinds)
+        return n
+
+    def n_softmax_layers_of(self, kind: LayerAttention) -> int:
+        """Layers that run softmax attention of `kind` (full, sliding or chunked): the pattern's, and with
+        `mixer_beside_attention` the mixer layers' full attention (their sum over kinds: `n_softmax_layers`)."""
+        n = self.n_attention_layers(kind)
+        if kind is LayerAttention.full and self.mixer_beside_attention:
+            n += sum(self.n_attention_layers(k) for k in self.mixer_kinds)
         return n
 
     def n_kv_layers(self, kind: LayerAttention) -> int:

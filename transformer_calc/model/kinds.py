@@ -65,6 +65,22 @@ class LayerAttention(str, Enum):
 ATTENTION_KINDS = frozenset({LayerAttention.full, LayerAttention.sliding, LayerAttention.chunked})
 
 
+class AttentionBlockKind(str, Enum):
+    """A model's softmax-attention block: which implementation of estimators/attention.py's protocol
+    (`AttentionBlock`) prices its layers' attention (`ModelConfig.attention_block_kind`)."""
+
+    standard = "standard"  # q/k/v/o projections, K and V cached per head (MHA, GQA, MQA; modeling_llama.py)
+    mla = "mla"  # multi-head latent attention (DeepSeek-V2/V3, modeling_deepseek_v3.py): low-rank latents cached
+
+
+class ModelStructure(str, Enum):
+    """How the estimators price a model's layers as a whole (`ModelConfig.structure`): the one key of their
+    whole-model tables (params.count_params, flops.count_flops)."""
+
+    layers = "layers"  # a stack of layer kinds (attention kinds, mixers; MoE or dense MLP), each priced and summed
+    deepseek_v4 = "deepseek_v4"  # DeepSeek-V4's blocks (modeling_deepseek_v4.py), priced whole: estimators/deepseek_v4.py
+
+
 class QKNormScope(str, Enum):
     """Width of the q/k norms when `qk_norm` is on."""
 
