@@ -6,7 +6,8 @@ test reads a family marker: a ModelConfig field or predicate that is true for on
 (or a handful) and names its blocks, rather than a shape every decoder has. Counted in
 transformer_calc/estimators/**, outside the block modules (each family's own module may branch on
 itself): estimators/deepseek_v4.py, estimators/mla.py, estimators/gemma_layers.py, estimators/shared_block.py,
-estimators/mixers/, training/gemma4.py, training/gemma4_layers.py, training/kind_attention.py, inference/deepseek_v4.py.
+estimators/mixers/, training/gemma4.py, training/gemma4_layers.py, training/kind_attention.py,
+training/latent_moe.py, training/parallel_hybrid.py, training/attention_blocks.py, inference/deepseek_v4.py.
 
 Family markers (attributes of a ModelConfig, and the predicates below):
   deepseek_v4                       DeepSeek-V4's blocks (hyper-connections, compressed attention)
@@ -53,6 +54,7 @@ MARKER_CALLS = frozenset({"is_gemma4", "shaped_by_kind"})
 BLOCK_MODULES = frozenset({
     "deepseek_v4.py", "shared_block.py", "mla.py", "gemma_layers.py",
     "training/gemma4.py", "training/gemma4_layers.py", "training/kind_attention.py",
+    "training/latent_moe.py", "training/parallel_hybrid.py", "training/attention_blocks.py",
     "inference/deepseek_v4.py",
 })
 BLOCK_FOLDERS = ("mixers/",)
