@@ -247,9 +247,11 @@ def mixer_activations(
         from transformer_calc.estimators.training.fp8 import mixer_activation_delta as fp8_mixer_delta
 
         mixed += fp8_mixer_delta(m, kind, B, S, S_rep, tr, par, fused=fused)
-    # the layer's input; Falcon-H1's attention beside the mixer counts it once in its part (parallel_hybrid.py)
-    attention = lambda: layer_activations(m, w, tr, par, eager=eager).attention  # noqa: E731
-    return mixer_layer_input(m, attention, p * B * S_rep * m.d_model) + mixed
+
+    def attention() -> int:  # Falcon-H1's attention beside the mixer: its part counts the layer's input once
+        return layer_activations(m, w, tr, par, eager=eager).attention
+
+    return mixer_layer_input(m, attention, p * B * S_rep * m.d_model) + mixed  # parallel_hybrid.py
 
 
 @dataclass(frozen=True)
