@@ -96,3 +96,26 @@ def test_optimizer_with_adapters_counts_adapter_matrices():
     per_layer = sum(16 + d_in + d_out + 16 for d_in, d_out in [(4096, 4096), (4096, 1024), (4096, 1024), (4096, 4096),
                                                                (4096, 14336), (4096, 14336), (14336, 4096)])
     assert sum(g.state_bytes for g in gs) == 4 * 32 * per_layer
+
+
+@pytest.mark.parametrize("source", ["glm_moe_dsa_dsa-freq", "glm_moe_dsa_full", "falcon-h1-34b", "gemma-4-26b-a4b",
+                                    "nemotron-3-super-120b-a12b", "deepseek-v3.2"])
+@pytest.mark.parametrize("optimizer", ["adamw", "lion"])
+def test_plain_optimizer_groups_hold_every_trainable_parameter(source, optimizer):
+    """A per-parameter optimizer's one group is the trainable parameters, whatever the layers: a DSA model
+    whose indexer sits on some layers only (glm_moe_dsa's index pattern) holds count_params' total, not
+    one indexer per layer (the tensor inventory's per-layer shard, which counted 205,992 for dsa-freq)."""
+    from conftest import REPO
+    from transformer_calc.model.config import ModelConfig
+    from transformer_calc.sources.hf import from_hf_config
+
+    path = REPO / "tests" / "data" / "hf" / f"{source}.json"
+    if path.exists():
+        m = ModelConfig.model_validate(from_hf_config(json.loads(path.read_text())["config"]))
+    else:
+        m = preset_model(source)
+    gs = model_groups(m, Training(optimizer=optimizer))
+    assert [g.group for g in gs] == [optimizer]
+    assert gs[0].params == count_params(m).total
+    if source == "glm_moe_dsa_dsa-freq":
+        assert gs[0].params == 202_088 == json.loads(path.read_text())["expected_params"]

@@ -18,6 +18,8 @@ from transformer_calc.estimators.training.eager import (
     torch_eager_head,
     torch_eager_layer,
 )
+from transformer_calc.estimators.training.latent_moe import combine_input_elements
+from transformer_calc.estimators.training.parallel_hybrid import mixer_layer_input
 from transformer_calc.estimators.training.trainable import head_trained
 from transformer_calc.estimators.training.layer_structure import layer_structure
 from transformer_calc.estimators.training.support import check_hybrid_training
@@ -208,8 +210,7 @@ def _layer_activations(m: ModelConfig, w: Workload, tr: Training, par: Paralleli
     if not seed and moe:
         mlp += k_exp * p * B * S * m.expert_d  # the routed (permuted) copies each expert keeps as input
         mlp += p * B * S * m.n_experts  # router logits (softmax/top-k input)
-        if m.moe_latent_dim is not None:  # LatentMoE: fc2_latent_proj keeps its ℓ-wide input (the combine)
-            mlp += p * B * S * m.moe_latent_dim
+        mlp += p * combine_input_elements(m, B, S)  # LatentMoE: fc2_latent_proj's ℓ-wide input (the combine)
         if m.shared_expert_d_ff:  # the shared expert reads the same input as the router
             mlp += n_saved * p * B * S * (m.shared_expert_d_ff // T)
     mlp += mask * B * S_rep * D
@@ -246,9 +247,11 @@ def mixer_activations(
         from transformer_calc.estimators.training.fp8 import mixer_activation_delta as fp8_mixer_delta
 
         mixed += fp8_mixer_delta(m, kind, B, S, S_rep, tr, par, fused=fused)
-    if m.mixer_beside_attention:  # the attention part already counts the shared input
-        return layer_activations(m, w, tr, par, eager=eager).attention + mixed
-    return p * B * S_rep * m.d_model + mixed
+
+    def attention() -> int:  # Falcon-H1's attention beside the mixer: its part counts the layer's input once
+        return layer_activations(m, w, tr, par, eager=eager).attention
+
+    return mixer_layer_input(m, attention, p * B * S_rep * m.d_model) + mixed  # parallel_hybrid.py
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from transformer_calc.estimators.params import check_tensor_parallel, kv_heads_per_rank
+from transformer_calc.estimators.training.latent_moe import combine_input_elements
 from transformer_calc.estimators.training.trainable import head_trained
 from transformer_calc.estimators.training.support import check_hybrid_training
 from transformer_calc.estimators.training.layer_activations import (
@@ -182,8 +183,7 @@ def torch_eager_layer(
     mlp += k_exp * (n_wide + code.act_extra) * p * B * S * F_t
     if moe:  # as in the default profile (not measured)
         mlp += k_exp * p * B * S * m.expert_d + p * B * S * m.n_experts
-        if m.moe_latent_dim is not None:  # LatentMoE: fc2_latent_proj's ℓ-wide input
-            mlp += p * B * S * m.moe_latent_dim
+        mlp += p * combine_input_elements(m, B, S)  # LatentMoE: fc2_latent_proj's ℓ-wide input
         if m.shared_expert_d_ff:
             mlp += (n_wide + code.act_extra) * p * B * S * (m.shared_expert_d_ff // T)
     mlp += resid_mask * B * S_rep * D

@@ -32,6 +32,9 @@ from typing import TYPE_CHECKING
 
 from transformer_calc.estimators.attention import attention_block
 from transformer_calc.estimators.mixers import MIXERS, require_uniform_blocks
+from transformer_calc.estimators.training.attention_blocks import attention_training
+from transformer_calc.estimators.training.latent_moe import latent_matrices
+from transformer_calc.estimators.training.parallel_hybrid import adapter_input_delta, beside_attention_linears
 from transformer_calc.model.units import FLOPS_PER_MAC
 from transformer_calc.model.config import (
     ATTENTION_KINDS, Finetune, LayerAttention, LoraTarget, ModelConfig, Parallelism, Precision, Training,
@@ -109,7 +112,7 @@ def sequence_linears(m: ModelConfig, kind: LayerAttention, T: int = 1) -> list[L
         return []
     mixer = frozenset({LoraTarget.mixer})
     out = [Linear(x.name, mixer, x.d_in, x.d_out, x.split, bypassed=x.bypassed) for x in MIXERS[kind].linears(m, T)]
-    return (attention_linears(m, T) if m.mixer_beside_attention else []) + out
+    return [Linear(*x) for x in beside_attention_linears(m, T)] + out  # Falcon-H1's attention (parallel_hybrid.py)
 
 
 def channel_linears(m: ModelConfig, moe: bool, T: int = 1) -> list[Linear]:
@@ -354,8 +357,7 @@ def _expert_matrices(m: ModelConfig, moe: bool, ep: int, etp: int) -> list[tuple
         return []
     D, F = m.expert_d, m.moe_d_ff // etp  # a latent MoE's experts read and write ℓ
     n_mats = 3 if m.gated_mlp else 2
-    latent = [(m.d_model * m.moe_latent_dim, 2)] if m.moe_latent_dim is not None else []  # D -> ℓ, ℓ -> D, whole
-    return [(D * F, n_mats * (m.n_experts // ep))] + latent
+    return [(D * F, n_mats * (m.n_experts // ep))] + latent_matrices(m)  # LatentMoE's D -> ℓ, ℓ -> D, whole
 
 
 def layer_matrices(m: ModelConfig, counts: LayerCounts, T: int = 1, ep: int = 1, etp: int | None = None
@@ -451,8 +453,8 @@ def activation_delta(
     separate = separate_adapter_inputs(tr)
     ad = adapted(lin, tr) if not separate else Adapted(0, 0, False, False, False, False)  # nothing shared
     attn = mlp = 0
-    if not ad.qkv and not m.is_mla:
-        attn -= p * B * S_rep * D
+    if not ad.qkv:  # the input q/k/v keep for their weight gradients (none for MLA: attention_blocks.py)
+        attn -= p * B * S_rep * attention_training(m).qkv_input_width(m)
     if not ad.o and not o_input_is_output:
         attn -= p * B * S * (m.n_heads // T) * m.v_dim
     shared_input = m.parallel_attn and m.norms_per_layer == 1
@@ -499,23 +501,16 @@ def mixer_activation_delta(m: ModelConfig, kind: LayerAttention, B: int, S: int,
     module adds what it adds in attention: its rank-r intermediate, DoRA's two d_out-wide tensors,
     and in mixed precision its own 16-bit input copy and the casts of A and B.
     """
-    from transformer_calc.estimators.mixers.base import INPUT, KEPT_VIEW, WEIGHT, WEIGHT_EAGER
+    from transformer_calc.estimators.mixers.base import KEPT_VIEW, WEIGHT, WEIGHT_EAGER
 
-    p, T, D = tr.p, par.tensor, m.d_model
+    p, T = tr.p, par.tensor
     mods = [Linear(x.name, frozenset({LoraTarget.mixer}), x.d_in, x.d_out, x.split) for x in MIXERS[kind].linears(m, T)]
     reads = {x.name: x.reads for x in MIXERS[kind].linears(m, T)}
     bypassed = {x.name for x in MIXERS[kind].linears(m, T) if x.bypassed}  # adapters that never run (Jamba's dt_proj)
     chosen = {x.name for x in mods if selected(x, tr.lora_targets)} - bypassed
     separate = separate_adapter_inputs(tr)
-    delta = 0
-    if m.mixer_beside_attention:
-        # Falcon-H1: the attention part counts (and, frozen, drops) the shared input; the mixer's in_proj
-        # reads its own copy scaled by ssm_in_multiplier (modeling_falcon_h1.py FalconH1Mixer), which
-        # the torch-eager activation_bytes counts, kept for in_proj's weight gradient alone
-        if not fused and any(reads[n] == INPUT and (n not in chosen or separate) for n in reads):
-            delta -= p * B * S * D
-    elif separate or not any(reads[n] == INPUT for n in chosen):
-        delta -= p * B * S_rep * D  # no adapted module reads the layer's input itself
+    # the layer's input (with Falcon-H1's attention beside the mixer, in_proj's scaled copy: parallel_hybrid.py)
+    delta = adapter_input_delta(m, reads, chosen, separate=separate, fused=fused, p=p, B=B, S=S, S_rep=S_rep)
     own = (WEIGHT,) if fused else (WEIGHT, WEIGHT_EAGER)
     for x in mods:
         if reads[x.name] in own and (x.name not in chosen or separate):

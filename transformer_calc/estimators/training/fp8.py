@@ -28,6 +28,8 @@ What the recipe changes (docs/formulas.md §2.9):
 
 from __future__ import annotations
 
+from transformer_calc.estimators.training.attention_blocks import attention_training
+from transformer_calc.estimators.training.latent_moe import combine_input_elements
 from transformer_calc.model.config import FP8Recipe, ModelConfig, Parallelism, Training
 
 FP8_BYTES = 1
@@ -86,8 +88,7 @@ def activation_delta(
         return element_bytes_ceil(n, recipe) - p * n
 
     attn = mlp = 0
-    if not m.is_mla:
-        attn += to_fp8(B * S_rep * D)  # QKV input (the norm's output)
+    attn += to_fp8(B * S_rep * attention_training(m).qkv_input_width(m))  # QKV input (the norm's output; MLA: none)
     o_in = B * S * (m.n_heads // T) * m.v_dim
     attn += element_bytes_ceil(o_in, recipe) if flash else to_fp8(o_in)  # flash keeps its bf16 output
     shared_input = m.parallel_attn and m.norms_per_layer == 1
@@ -96,8 +97,7 @@ def activation_delta(
     if moe:
         F = m.moe_d_ff // par.expert_tensor_size
         mlp += m.experts_per_token * (to_fp8(B * S * F) + to_fp8(B * S * m.expert_d))  # W_down inputs, routed copies
-        if m.moe_latent_dim is not None:
-            mlp += to_fp8(B * S * m.moe_latent_dim)  # fc2_latent_proj's input
+        mlp += to_fp8(combine_input_elements(m, B, S))  # LatentMoE: fc2_latent_proj's input (none without)
         if m.shared_expert_d_ff:
             mlp += to_fp8(B * S * (m.shared_expert_d_ff // T))
     else:

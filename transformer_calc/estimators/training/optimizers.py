@@ -218,37 +218,24 @@ def adapter_tensors(m: ModelConfig, tr: Training, T: int, n_moe: int, n_dense: i
 
 def model_groups(m: ModelConfig, tr: Training) -> list[GroupBytes]:
     """The optimizer's parameter groups over the whole model (T = P = 1): the trainable tensors
-    (every parameter, or the adapters and a trained embedding/head)."""
-    from transformer_calc.estimators.training.gemma4_layers import is_gemma4
+    (every parameter, or the adapters and a trained embedding/head).
 
-    n_moe = m.n_moe_layers()
-    hybrid = m.is_hybrid or m.one_mixer_per_layer
-    if hybrid and tr.adapters and tr.optimizer in SHAPED:  # the adapters' tensors, layer kind by kind
+    An optimizer whose states are per parameter (AdamW, SGD, Lion) does not depend on shapes: the
+    trainable parameters (layer_structure.trainable_params, every layer structure's one entry point) are
+    one group. A shape-dependent one (SHAPED) reads the tensor inventory: the adapters' tensors summed
+    over the layers by kind (finetune.layer_counts: a uniform model is one kind), or every parameter
+    tensor (models whose layers the inventory does not hold are refused before: support.py)."""
+    if tr.optimizer not in SHAPED:
+        from transformer_calc.estimators.training.layer_structure import trainable_params
+
+        n = trainable_params(m, tr).total
+        return groups(tr, [Tensors("vector", n, 0)] if n else [])
+    if tr.adapters:
         from transformer_calc.estimators.training.finetune import layer_counts
 
         return groups(tr, adapter_tensors(m, tr, 1, 0, 0, True, True, 1, counts=layer_counts(m)))
-    if is_gemma4(m) and tr.adapters and tr.optimizer not in SHAPED:  # the trainable parameters as one group
-        from transformer_calc.estimators.training.gemma4 import trainable_params as gemma4_trainable
-
-        return groups(tr, [Tensors("vector", gemma4_trainable(m, tr).total, 0)])
-    if hybrid and tr.optimizer not in SHAPED:
-        # states per parameter do not depend on shapes: the trainable parameters as one group (the
-        # tensor inventory, block_linears, has no mixer layers)
-        from transformer_calc.estimators.training.finetune import trainable_params
-
-        return groups(tr, [Tensors("vector", trainable_params(m, tr).total, 0)])
-    from transformer_calc.estimators.training.kind_attention import shaped_by_kind
-
-    if (is_gemma4(m) or shaped_by_kind(m)) and not tr.adapters and tr.optimizer not in SHAPED:
-        # the same for Gemma 4's and MiMo-V2-Flash's varied layers (block_linears has neither)
-        from transformer_calc.estimators.params import count_params
-
-        return groups(tr, [Tensors("vector", count_params(m).total, 0)])
-    if tr.adapters:
-        tensors = adapter_tensors(m, tr, 1, n_moe, m.n_layers - n_moe, True, True, 1)
-    else:
-        tensors = stage_tensors(m, 1, 1, None, n_moe, m.n_layers - n_moe, True, True, 1)
-    return groups(tr, tensors)
+    n_moe = m.n_moe_layers()
+    return groups(tr, stage_tensors(m, 1, 1, None, n_moe, m.n_layers - n_moe, True, True, 1))
 
 
 def master_bytes(tr: Training) -> int:

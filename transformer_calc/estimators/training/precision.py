@@ -58,6 +58,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from transformer_calc.estimators.training.attention_blocks import attention_training
+from transformer_calc.estimators.training.latent_moe import expert_io_width, projection_quantize_values
 from transformer_calc.model.config import FP8Recipe, ModelConfig, Parallelism, Recompute, Training
 
 NVFP4_BF16_SHARE = 0.15  # arXiv:2509.25149 §4: about 15 % of the linear layers stay in high precision
@@ -167,10 +169,9 @@ def activation_quantize_bytes(m: ModelConfig, tr: Training, par: Parallelism, mo
 
     if moe:
         etp = par.expert_tensor_size
-        if m.moe_latent_dim is not None:  # experts in ℓ; fc1/fc2_latent_proj: inputs D and ℓ, out-grads ℓ and D
-            values += mlp(m.moe_d_ff / etp, m.experts_per_token, m.moe_latent_dim) + 2 * (D / T + m.moe_latent_dim)
-        else:
-            values += mlp(m.moe_d_ff / etp, m.experts_per_token)
+        # LatentMoE (latent_moe.py): experts in ℓ; fc1/fc2_latent_proj: inputs D and ℓ, out-grads ℓ and D
+        values += (mlp(m.moe_d_ff / etp, m.experts_per_token, expert_io_width(m, D / T))
+                   + projection_quantize_values(m, D / T))
         if m.shared_expert_d_ff:
             values += mlp(m.shared_expert_d_ff / T, 1)
     else:
@@ -228,7 +229,7 @@ def attention_quantize_values(m: ModelConfig, T: int) -> float:
     """An attention part's values per token (`activation_quantize_bytes`): QKV and W_O inputs in
     fprop, their output gradients in dgrad."""
     D = m.d_model
-    qkv_out = ((m.n_heads if m.is_mla else m.n_heads + 2 * m.n_kv_heads) * m.head_dim) / T
+    qkv_out = (attention_training(m).qkv_out_heads(m) * m.head_dim) / T  # MLA: A·h_d (attention_blocks.py)
     return D / T + m.n_heads * m.v_dim / T + qkv_out + D / T
 
 
