@@ -24,6 +24,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tools"))  # docsection, also when a test loads this file by path
 
 import transformer_calc as tc  # noqa: E402
 from transformer_calc.errors import TcalcError  # noqa: E402
