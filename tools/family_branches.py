@@ -53,7 +53,7 @@ MARKER_CALLS = frozenset({"is_gemma4", "shaped_by_kind"})
 BLOCK_MODULES = frozenset({
     "deepseek_v4.py", "shared_block.py", "mla.py", "gemma_layers.py",
     "training/gemma4.py", "training/gemma4_layers.py", "training/kind_attention.py",
-    "inference/deepseek_v4.py",
+    "inference/deepseek_v4.py", "training/hybrid_layers.py",
 })
 BLOCK_FOLDERS = ("mixers/",)
 
