@@ -6,7 +6,8 @@ test reads a family marker: a ModelConfig field or predicate that is true for on
 (or a handful) and names its blocks, rather than a shape every decoder has. Counted in
 transformer_calc/estimators/**, outside the block modules (each family's own module may branch on
 itself): estimators/deepseek_v4.py, estimators/mla.py, estimators/gemma_layers.py, estimators/shared_block.py,
-estimators/mixers/, training/gemma4.py, training/gemma4_layers.py, training/kind_attention.py, inference/deepseek_v4.py.
+estimators/mixers/, training/gemma4.py, training/gemma4_layers.py, training/kind_attention.py, inference/deepseek_v4.py,
+training/hybrid_layers.py (mixers placed among, beside or instead of attention layers).
 
 Family markers (attributes of a ModelConfig, and the predicates below):
   deepseek_v4                       DeepSeek-V4's blocks (hyper-connections, compressed attention)

@@ -24,6 +24,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tools"))  # docsection
 
 import transformer_calc as tc  # noqa: E402
 from transformer_calc.errors import TcalcError  # noqa: E402
@@ -154,7 +155,6 @@ def main() -> int:
             print("docs/models.md is stale: run python tools/models_doc.py", file=sys.stderr)
             return 1
         return 0
-    sys.path.insert(0, str(REPO / "tools"))
     from docsection import write_section
 
     write_section(DOC, BEGIN, END, text)

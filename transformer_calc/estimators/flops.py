@@ -366,8 +366,8 @@ def _deepseek_v4_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: b
     hyper-connections in `layers` only); `layers` holds every block, the compressors, the
     hyper-connections and the hc_head."""
     if causal or windowed:
-        raise TcalcError("causal or windowed attention FLOPs are not modeled for DeepSeek-V4's compressed entries "
-                         "(model " + (m.name or "given") + "); use the default convention (every pair eager computes)")
+        from transformer_calc.estimators.support_table import Unpriced, refusal
+        raise refusal(m, "causal or windowed attention FLOPs", Unpriced.windowed_flops)
     check_deepseek_v4(m)
     v4 = m.deepseek_v4
     assert v4 is not None  # count_flops sends only a DeepSeek-V4 model here

@@ -318,10 +318,8 @@ def quantized_weights(m: ModelConfig, fmt: str, T: int = 1, ep: int = 1) -> Quan
     """Bytes of one of T tensor-parallel (ep expert-parallel) ranks' weights stored in `fmt`."""
     block, scope, rest_bits = FORMATS[fmt]
     if scope == "gguf" and (m.is_hybrid or m.one_mixer_per_layer):
-        kinds = ", ".join(MIXERS[k].name for k in m.mixer_kinds)
-        raise ValueError(f"{fmt} is a GGUF (llama.cpp) format, whose per-tensor rules for {kinds} layers (which of "
-                         "their tensors stay unquantized differs by mixer and llama.cpp version) are not modeled; use "
-                         "gptq-int4, awq-int4, nvfp4 or mxfp4, or the checkpoint's own bytes (--weights)")
+        from transformer_calc.estimators.support_table import Unpriced, refusal
+        raise refusal(m, f"the GGUF (llama.cpp) format {fmt}", Unpriced.gguf)
     if scope == "gguf" and (T > 1 or ep > 1):
         raise ValueError(f"{fmt} is a GGUF (llama.cpp) format, split by layers, not tensor- or expert-parallel; use T = 1 and ep = 1")
     matrices = block_matrices(m, T, ep)

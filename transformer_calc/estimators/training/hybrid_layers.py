@@ -17,17 +17,6 @@ from __future__ import annotations
 from transformer_calc.model.config import ATTENTION_KINDS, ModelConfig, Parallelism, Training
 
 
-def check_context_parallel(m: ModelConfig, cp: int) -> None:
-    """Context parallelism is not priced for a mixer layer: its recurrent state passes from one sequence shard to
-    the next (a pipeline over the cp ranks, not attention's ring)."""
-    if cp > 1 and m.is_hybrid:
-        from transformer_calc.estimators.mixers import MIXERS
-
-        kinds = ", ".join(MIXERS[k].name for k in m.mixer_kinds)
-        raise ValueError(f"context parallelism (cp {cp}) is not priced for {kinds} layers (their recurrent state "
-                         "passes from one sequence shard to the next: a pipeline over the cp ranks, not a ring); use cp 1")
-
-
 def attention_layers(m: ModelConfig) -> int:
     """Layers that run softmax attention: the pattern's attention layers, and with a mixer beside attention
     (Falcon-H1) its mixer layers too; every layer of a model without mixers."""

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from transformer_calc.estimators.training import kind_attention
-from transformer_calc.estimators.training.hybrid_layers import check_context_parallel
+from transformer_calc.estimators.support_table import Unpriced, refuse
 from transformer_calc.estimators.training.layer_activations import LayerActivations
 from transformer_calc.estimators.training.trainable import Trainable, all_trainable
 from transformer_calc.model.config import LayerAttention, LayerStructureKind, ModelConfig, Parallelism, Training, Workload
@@ -115,7 +115,8 @@ class UniformLayers:
     differs: bool = False
 
     def check_layout(self, m: ModelConfig, par: Parallelism) -> None:
-        check_context_parallel(m, par.context)  # a mixer's recurrent state (hybrid_layers.py)
+        if par.context > 1:  # a mixer's recurrent state, ... (support_table.py)
+            refuse(m, f"context parallelism (cp {par.context})", Unpriced.context)
 
     def check_tensor(self, m: ModelConfig, T: int) -> None:
         return None
@@ -172,9 +173,6 @@ class KindAttentionLayers(UniformLayers):
     narrower than h_d): the uniform layers but for each kind's attention bytes (training/kind_attention.py)."""
 
     differs: bool = True
-
-    def check_training(self, m: ModelConfig, tr: Training) -> None:
-        kind_attention.check_training(m, tr)
 
     def attention_bytes(self, m: ModelConfig, w: Workload, tr: Training, par: Parallelism,
                         kind: LayerAttention) -> int | None:
