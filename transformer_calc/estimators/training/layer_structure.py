@@ -14,8 +14,8 @@ A new layer structure is one more implementation in its own module, registered i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from transformer_calc.estimators.training import kind_attention
@@ -115,7 +115,7 @@ class UniformLayers:
     differs: bool = False
 
     def check_layout(self, m: ModelConfig, par: Parallelism) -> None:
-        if par.context > 1:  # a mixer's recurrent state, ... (support_table.py)
+        if par.context > 1:  # attention's ring; the blocks that are not priced under it: support_table.py
             refuse(m, f"context parallelism (cp {par.context})", Unpriced.context)
 
     def check_tensor(self, m: ModelConfig, T: int) -> None:
