@@ -106,3 +106,22 @@ def test_the_matrix_refuses_by_the_tables_lines():
         what = line.split(" is not priced for ")[0]
         lines = {str(refusal(_hf_model(path), what, item)) for path in types[model_type] for item in Unpriced}
         assert line in lines, f"{model_type}: {line!r} is not a line of estimators/support_table.py"
+
+
+def test_training_refusals_go_through_the_table():
+    """The training settings a block does not price are the table's lines, at the estimators' own checks."""
+    from transformer_calc.estimators.training.memory import FrameworkMemory, training_memory
+    from transformer_calc.model.config import Parallelism, Training, Workload
+
+    m, w = preset_model("granite-4.0-h-small"), Workload(seq_len=1024, batch_size=1)
+    tr = Training.model_validate({"flash": True, "framework": "megatron"})
+    offload = FrameworkMemory(offloaded_layers=2)
+    with pytest.raises(ValueError) as raised:
+        training_memory(m, w, tr, Parallelism(), framework_memory=offload)
+    assert str(raised.value) == str(refusal(m, "activation offloading (2 layers)", Unpriced.offload))
+    with pytest.raises(ValueError) as raised:
+        training_memory(m, w, tr, Parallelism(context=2))
+    assert str(raised.value) == str(refusal(m, "context parallelism (cp 2)", Unpriced.context))
+    assert "Mamba-2 layers" in str(raised.value) and str(raised.value).endswith("; use cp 1")
+    plain = preset_model("llama-3-8b")
+    assert training_memory(plain, w, tr, Parallelism(), framework_memory=offload)  # uniform blocks: priced

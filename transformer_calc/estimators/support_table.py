@@ -41,6 +41,7 @@ class Unpriced(str, Enum):
     gguf = "gguf"  # a GGUF (llama.cpp) weight format
     windowed_flops = "windowed_flops"  # the causal or windowed attention FLOPs conventions
     naive_kv_cache = "naive_kv_cache"  # decoding without a KV cache
+    offload = "offload"  # Megatron-core's activation offloading (training/memory.py FrameworkMemory)
 
 
 # The fix of a setting (the estimates' fix is the block's `priced_by`).
@@ -51,13 +52,13 @@ FIXES: dict[Unpriced, str] = {
     Unpriced.shaped_optimizer: "use adamw, adam, sgd or lion", Unpriced.shaped_adapter_optimizer: "use adamw, adam, sgd or lion",
     Unpriced.gguf: "use gptq-int4, awq-int4, nvfp4 or mxfp4, or the checkpoint's own bytes (--weights)",
     Unpriced.windowed_flops: "use the default convention (every pair eager computes)",
-    Unpriced.naive_kv_cache: "drop --no-kv-cache",
+    Unpriced.naive_kv_cache: "drop --no-kv-cache", Unpriced.offload: "use offloaded_layers 0",
 }
 ESTIMATES = frozenset({Unpriced.training, Unpriced.uniform, Unpriced.attention_only})
 # Refused as a plain ValueError, which a search over layouts or formats skips (the planner, serve's T, the
 # fit's valid T) and the doors report as one line; the rest as TcalcError, the user's setting.
 LAYOUTS = frozenset({Unpriced.tensor, Unpriced.training_tensor, Unpriced.expert, Unpriced.context,
-                     Unpriced.naive_kv_cache, Unpriced.gguf})
+                     Unpriced.naive_kv_cache, Unpriced.gguf, Unpriced.offload})
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class Block:
 
 
 _NO_INVENTORY = "no list of its tensors"
+_OFFLOAD = "priced for uniform blocks only"
 _KIND_SHAPED = "the notes' equations and these estimates price one attention shape"
 _MIXER_UNPRICED: dict[Unpriced, str] = {
     Unpriced.attention_only: "", Unpriced.seed: "the notes' equations cover attention-only transformers",
@@ -80,6 +82,7 @@ _MIXER_UNPRICED: dict[Unpriced, str] = {
     Unpriced.context: "its recurrent state passes from one sequence shard to the next: a pipeline over the cp "
                       "ranks, not a ring",
     Unpriced.gguf: "which of its tensors stay unquantized differs by mixer and llama.cpp version",
+    Unpriced.offload: _OFFLOAD,
 }
 # Mixer kinds whose layers tcalc prices under an FP8 recipe: Megatron-core's MambaMixer runs in_proj
 # and out_proj as Transformer Engine linears (TELayerNormColumnParallelLinear, TERowParallelLinear:
@@ -112,7 +115,8 @@ def _varied(m: ModelConfig, family: str) -> str:
 
 
 _GEMMA4_TRAINING = {Unpriced.seed: "the notes' equations cover uniform blocks", Unpriced.dropout: "Gemma 4 trains without it",
-                    Unpriced.fp8: "", Unpriced.shaped_optimizer: _NO_INVENTORY, Unpriced.shaped_adapter_optimizer: _NO_INVENTORY}
+                    Unpriced.fp8: "", Unpriced.shaped_optimizer: _NO_INVENTORY, Unpriced.shaped_adapter_optimizer: _NO_INVENTORY,
+                    Unpriced.offload: _OFFLOAD}
 
 BLOCKS: tuple[Block, ...] = (
     Block("deepseek_v4", lambda m: ", ".join(m.deepseek_v4_parts), lambda m: m.deepseek_v4 is not None,
@@ -139,21 +143,24 @@ BLOCKS: tuple[Block, ...] = (
     Block("attn_output_gate", lambda m: "gated attention output", lambda m: m.attn_output_gate, _TRAINED,
           {Unpriced.attention_only: "", Unpriced.seed: "", Unpriced.fp8: "", Unpriced.shaped_optimizer: _NO_INVENTORY}),
     Block("one_mixer_per_layer", lambda m: "one-mixer-per-layer (Nemotron-H) blocks", lambda m: m.one_mixer_per_layer,
-          _TRAINED, {Unpriced.attention_only: "", Unpriced.seed: "", Unpriced.shaped_optimizer: _NO_INVENTORY}),
+          _TRAINED, {Unpriced.attention_only: "", Unpriced.seed: "", Unpriced.shaped_optimizer: _NO_INVENTORY,
+                     Unpriced.offload: _OFFLOAD}),
     Block("shared_block", lambda m: "shared transformer blocks (Zamba2)", lambda m: bool(m.shared_block_layer_ids),
           "tcalc params, flops, inference and serve at T 1 with a plain weight dtype",  # estimators/shared_block.py
           {**_UNTRAINED, Unpriced.tensor: "not laid out over tensor-parallel ranks yet"}),
     Block("per_kind_attention", lambda m: "sliding attention with its own K/V heads or sinks (MiMo-V2-Flash)",
           lambda m: m.per_kind_attention, _PLAIN_WEIGHTS,  # training/kind_attention.py
           {Unpriced.uniform: "", Unpriced.attention_only: "", Unpriced.seed: _KIND_SHAPED, Unpriced.dropout: "",
-           Unpriced.fp8: "", Unpriced.shaped_optimizer: _NO_INVENTORY, Unpriced.shaped_adapter_optimizer: _NO_INVENTORY}),
+           Unpriced.fp8: "", Unpriced.shaped_optimizer: _NO_INVENTORY, Unpriced.shaped_adapter_optimizer: _NO_INVENTORY,
+           Unpriced.offload: _OFFLOAD}),
     Block("latent_moe", lambda m: "latent MoE (Nemotron 3 Super)", lambda m: m.moe_latent_dim is not None,
           _PLAIN_WEIGHTS,  # training prices the experts, all-to-all and casts in ℓ
           {Unpriced.uniform: "", Unpriced.attention_only: ""}),
     Block("narrow_values", lambda m: "value heads narrower than head_dim (MiMo-V2-Flash)",
           lambda m: not m.is_mla and m.v_dim != m.head_dim, _PLAIN_WEIGHTS,  # training/kind_attention.py
           {Unpriced.uniform: "", Unpriced.attention_only: "", Unpriced.seed: _KIND_SHAPED, Unpriced.dropout: "",
-           Unpriced.fp8: "", Unpriced.shaped_optimizer: _NO_INVENTORY, Unpriced.shaped_adapter_optimizer: _NO_INVENTORY}),
+           Unpriced.fp8: "", Unpriced.shaped_optimizer: _NO_INVENTORY, Unpriced.shaped_adapter_optimizer: _NO_INVENTORY,
+           Unpriced.offload: _OFFLOAD}),
 )
 
 

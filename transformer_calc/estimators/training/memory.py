@@ -30,6 +30,7 @@ from typing import Any
 
 from transformer_calc.errors import TcalcError
 from transformer_calc.estimators.attention import MLA, attention_block
+from transformer_calc.estimators.support_table import Unpriced, refuse
 from transformer_calc.estimators.params import ShardParams, check_tensor_parallel, kv_heads_per_rank, shard_params
 from transformer_calc.estimators.training.activations import (  # noqa: F401  (re-exported)
     BlockParts,
@@ -529,8 +530,7 @@ def _check_framework_memory(m: ModelConfig, tr: Training, par: Parallelism, fwm:
                              f"(P {par.pipeline}); use P 1")
         if not 0 < N < m.n_layers:
             raise ValueError(f"offloaded_layers ({N}) must lie between 1 and n_layers - 1 ({m.n_layers - 1})")
-        if layers_differ(m):
-            raise ValueError("activation offloading is priced for uniform blocks only")
+        refuse(m, f"activation offloading ({N} layers)", Unpriced.offload)  # uniform blocks only (support_table.py)
 
 
 OFFLOAD_GRAD_BYTES = 4  # DeepSpeed's CPU optimizer updates from an fp32 gradient partition on the host
