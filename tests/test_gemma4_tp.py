@@ -162,7 +162,7 @@ def test_refusals_by_name():
     m = preset_model("gemma-4-26b-a4b")
     with pytest.raises(ValueError, match="expert parallelism .ep 2. is not priced for .*Gemma 4.*use ep 1"):
         shard_params(m, 1, 2)
-    with pytest.raises(ValueError, match="tensor parallelism .T 2. is not priced for .*AltUp, LAuReL .Gemma 3n.*use T 1"):
+    with pytest.raises(ValueError, match="tensor and expert parallelism .T 2, ep 1. is not priced for .*AltUp, LAuReL .Gemma 3n.*use T 1"):
         shard_params(_model(TINY_3N), 2)
     three = {**TINY, "num_attention_heads": 6, "num_global_key_value_heads": 3, "num_key_value_heads": 2}
     with pytest.raises(ValueError, match=r"full_kv_heads \(3\) and T \(2\) must divide one another"):

@@ -349,11 +349,11 @@ def test_module_is_pure(part):
                "transformer_calc.estimators.mixers", "transformer_calc.estimators.shared_block",
                "transformer_calc.estimators.deepseek_v4", "transformer_calc.estimators.mla", "transformer_calc.estimators.gemma_layers", "transformer_calc.estimators.attention",
                "transformer_calc.estimators.inference.quant", "transformer_calc.errors", "transformer_calc.model.checkpoint", "transformer_calc.model.units", "__future__", "dataclasses", "math", "fractions",
-               "collections.abc", "typing", "transformer_calc.estimators.support_table"}
+               "collections.abc", "typing"}
     allowed |= {f"transformer_calc.estimators.inference.{p}" for p in ROOFLINE_PARTS}
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            assert node.module in allowed, node.module
+        if isinstance(node, ast.ImportFrom):  # or a block's refusal line (issue 35's one table)
+            assert node.module in allowed | {"transformer_calc.estimators.support_table"}, node.module
         elif isinstance(node, ast.Import):
             assert all(a.name in allowed for a in node.names)
         elif isinstance(node, ast.Call):

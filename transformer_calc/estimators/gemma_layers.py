@@ -125,11 +125,11 @@ def parts(m: ModelConfig, layer: object, T: int = 1, base_attention: int | None 
 def check_layout(m: ModelConfig, T: int, ep: int) -> None:
     """These layers over T tensor- and ep expert-parallel ranks: Gemma 3n's AltUp and LAuReL at T 1 and ep 1 only,
     Gemma 4's experts at ep 1 only (not modeled yet), Gemma 4 over T ranks as `check_tensor_parallel` lays it out."""
-    from transformer_calc.estimators.support_table import Unpriced, refusal
-
-    if T > 1 and m.unpriced_blocks:
-        raise refusal(m, f"tensor parallelism (T {T})", Unpriced.tensor)
+    if (T > 1 or ep > 1) and m.unpriced_blocks:
+        from transformer_calc.estimators.support_table import Unpriced, refusal
+        raise refusal(m, f"tensor and expert parallelism (T {T}, ep {ep})", Unpriced.tensor if T > 1 else Unpriced.expert)
     if ep > 1:
+        from transformer_calc.estimators.support_table import Unpriced, refusal
         raise refusal(m, f"expert parallelism (ep {ep})", Unpriced.expert)
     if T > 1:
         check_tensor_parallel(m, T)
