@@ -199,7 +199,7 @@ def test_experts_over_ep_gpus_by_hand() -> None:
 
 
 @pytest.mark.parametrize("kw, field", [
-    ({"tensor_parallel": 2}, "tensor parallelism T"), ({"tensor_parallel": 2, "expert_parallel": 2}, "tensor parallelism T"),
+    ({"tensor_parallel": 2}, "tensor parallelism .T 2"), ({"tensor_parallel": 2, "expert_parallel": 2}, "tensor parallelism .T 2"),
     ({"expert_parallel": 3}, "n_experts"), ({"kv_cache": False}, "kv_cache"), ({"cache_kv_heads": 1}, "cache_kv_heads"),
 ])
 def test_unmodeled_layouts_refused_by_name(kw: dict, field: str) -> None:

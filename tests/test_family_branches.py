@@ -8,7 +8,7 @@ fb = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fb)
 
 # The total this branch landed with; lower it when a family's part moves into its block module.
-CEILING = 52
+CEILING = 0
 
 
 def test_family_branches_do_not_grow():

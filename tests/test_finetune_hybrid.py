@@ -203,9 +203,9 @@ def test_mixer_target_on_attention_only_model_is_an_error(capsys):
 def test_unpriced_parts_still_refused():
     """Nemotron 3 Super's latent MoE (and Zamba2's shared blocks) stay refused by name; Gemma 4's varied
     layers are priced by their own classes (estimators/training/gemma4.py), which finetune.py refuses."""
-    with pytest.raises(TcalcError, match="fine-tuning .adapters. is not modeled for .*latent MoE"):
+    with pytest.raises(TcalcError, match="fine-tuning .adapters. is not priced for .*latent MoE"):
         trainable_params(preset_model("nemotron-3-super"), Training(finetune="lora", lora_rank=8))
-    with pytest.raises(TcalcError, match="fine-tuning .adapters. is not modeled for .*Gemma 4"):
+    with pytest.raises(TcalcError, match="fine-tuning .adapters. is not priced for .*Gemma 4"):
         trainable_params(preset_model("gemma-4-31b"), Training(finetune="lora", lora_rank=8))
     from transformer_calc.estimators.training import gemma4
 

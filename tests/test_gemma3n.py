@@ -172,4 +172,4 @@ def test_training_refusal_names_gemma_3n_and_what_prices_it(tmp_path: Path, caps
     code = run(["memory", "--hf-config", str(path), "--S", "64"])
     _, err = capsys.readouterr()
     assert code == 2 and len(err.strip().splitlines()) == 1
-    assert "AltUp, LAuReL (Gemma 3n; model" in err and "memory price" not in err
+    assert "AltUp, LAuReL (Gemma 3n) (model" in err and "memory price" not in err

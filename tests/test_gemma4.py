@@ -142,7 +142,7 @@ def test_kv_cache_holds_no_kv_shared_layer():
 def test_expert_parallelism_is_refused_by_name():
     """Tensor parallelism is priced (tests/test_gemma4_tp.py); expert parallelism is not."""
     m = _model(TINY)
-    with pytest.raises(ValueError, match="expert parallelism is not modeled for .*shared-KV layers.*Gemma 4"):
+    with pytest.raises(ValueError, match="expert parallelism .ep 2. is not priced for .*shared-KV layers.*Gemma 4.*use ep 1"):
         shard_params(m, 1, 2)
     assert shard_params(m, 1).total(m) == count_params(m).total  # T = 1: the whole model
 
@@ -152,7 +152,7 @@ def test_attention_only_estimates_refuse_by_name():
     tests/test_gemma4_training.py)."""
     from transformer_calc.estimators.mixers import require_attention_only, require_training_priced
 
-    with pytest.raises(TcalcError, match="a quantized weight format is not modeled for .*shared-KV layers.*Gemma 4"):
+    with pytest.raises(TcalcError, match="a quantized weight format is not priced for .*shared-KV layers.*Gemma 4"):
         require_attention_only(_model(TINY), "a quantized weight format")
     require_training_priced(_model(TINY), "training memory")  # priced: no refusal
 

@@ -116,7 +116,7 @@ def test_cli_json_gemma_4_31b_gptq_on_one_gpu(capsys):
 def test_mimo_v2_flash_still_refused():
     from test_mimo import _model as mimo
 
-    with pytest.raises(TcalcError, match="a quantized weight format is not modeled for .*MiMo-V2-Flash"):
+    with pytest.raises(TcalcError, match="a quantized weight format is not priced for .*MiMo-V2-Flash"):
         block_matrices(mimo())
 
 

@@ -160,9 +160,9 @@ def test_serve_and_sweep_price_t(capsys):
 
 def test_refusals_by_name():
     m = preset_model("gemma-4-26b-a4b")
-    with pytest.raises(ValueError, match="expert parallelism is not modeled for .*Gemma 4.*use ep 1"):
+    with pytest.raises(ValueError, match="expert parallelism .ep 2. is not priced for .*Gemma 4.*use ep 1"):
         shard_params(m, 1, 2)
-    with pytest.raises(ValueError, match="tensor and expert parallelism are not modeled for AltUp, LAuReL"):
+    with pytest.raises(ValueError, match="tensor and expert parallelism .T 2, ep 1. is not priced for .*AltUp, LAuReL .Gemma 3n.*use T 1"):
         shard_params(_model(TINY_3N), 2)
     three = {**TINY, "num_attention_heads": 6, "num_global_key_value_heads": 3, "num_key_value_heads": 2}
     with pytest.raises(ValueError, match=r"full_kv_heads \(3\) and T \(2\) must divide one another"):
@@ -177,6 +177,6 @@ def test_training_at_t_is_refused_by_name():
     from transformer_calc.estimators.training.memory import training_memory, valid_tensor_parallel
 
     m = _model(TINY)
-    with pytest.raises(ValueError, match="training estimates .* at T > 1 are not priced for Gemma 4"):
+    with pytest.raises(ValueError, match="training .* at T 2 is not priced for .*Gemma 4"):
         training_memory(m, Workload(seq_len=8, batch_size=1), Training.model_validate({}), Parallelism(tensor=2))
     assert valid_tensor_parallel(m) == [1]  # the planners try T = 1 only

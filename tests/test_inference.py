@@ -355,8 +355,8 @@ def test_module_is_pure(part):
     allowed |= {f"transformer_calc.estimators.inference.{p}" for p in ROOFLINE_PARTS + INFERENCE_BLOCKS}
     allowed |= {"transformer_calc.estimators.inference"}  # `from ...inference import <block module>`
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            assert node.module in allowed, node.module
+        if isinstance(node, ast.ImportFrom):  # or a block's refusal line (issue 35's one table)
+            assert node.module in allowed | {"transformer_calc.estimators.support_table"}, node.module
         elif isinstance(node, ast.Import):
             assert all(a.name in allowed for a in node.names)
         elif isinstance(node, ast.Call):

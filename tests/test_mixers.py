@@ -111,11 +111,11 @@ def test_unmodeled_estimates_refuse_in_one_line():
     """Training memory prices hybrids (adapters included: tests/test_finetune_hybrid.py); what it does
     not model is refused by name (FP8 recipes, shape-dependent optimizers, the seed profile, CP over
     a recurrent state)."""
-    with pytest.raises(TcalcError, match="FP8 recipe is not modeled for Gated DeltaNet"):
+    with pytest.raises(TcalcError, match="FP8 recipe .delayed. is not priced for Gated DeltaNet layers, gated attention output"):
         tc.memory("qwen3-next-80b-a3b", S=1024, fp8_recipe="delayed")
-    with pytest.raises(TcalcError, match="optimizer muon .* not modeled for short convolution"):
+    with pytest.raises(TcalcError, match="optimizer muon .* not priced for short convolution"):
         tc.memory("lfm2-1.2b", S=1024, optimizer="muon")
-    with pytest.raises(TcalcError, match="activations seed .* not the Mamba-2 layers"):
+    with pytest.raises(TcalcError, match="activations seed .* not priced for Mamba-2 layers"):
         tc.memory("granite-4.0-h-small", S=1024, activations="seed")
     with pytest.raises(TcalcError, match="context parallelism .cp 2. is not priced for Mamba-2"):
         tc.memory("granite-4.0-h-small", S=1024, cp=2)

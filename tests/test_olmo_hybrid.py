@@ -145,5 +145,5 @@ def test_training_and_inference_price_the_preset():
     assert mem.memory.peak_bytes > 0
     inf = tc.inference("olmo-hybrid-7b", gpu="h100", prompt_len=1000, new_tokens=100)
     assert inf.model.linear_key_heads == 30
-    with pytest.raises(TcalcError, match="FP8 recipe is not modeled for OLMo Gated DeltaNet"):
+    with pytest.raises(TcalcError, match="FP8 recipe .delayed. is not priced for OLMo Gated DeltaNet"):
         tc.memory("olmo-hybrid-7b", S=1024, fp8_recipe="delayed")

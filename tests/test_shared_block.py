@@ -165,4 +165,4 @@ def test_cli_json(tmp_path):
     assert p["total"] == 85740 and p["shared_blocks"] == 46144
     out = subprocess.run([sys.executable, "-m", "transformer_calc", "memory", str(path), "--S", "64"],
                          capture_output=True, text=True, cwd=REPO)
-    assert out.returncode == 2 and "shared transformer block (Zamba2)" in out.stderr and not out.stdout
+    assert out.returncode == 2 and "shared transformer blocks (Zamba2)" in out.stderr and not out.stdout

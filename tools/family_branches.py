@@ -9,7 +9,7 @@ itself): estimators/deepseek_v4.py, estimators/mla.py, estimators/gemma_layers.p
 estimators/kind_attention.py, estimators/mixers/, training/gemma4.py, training/gemma4_layers.py, training/kind_attention.py,
 training/latent_moe.py, training/parallel_hybrid.py, training/attention_blocks.py,
 inference/deepseek_v4.py, inference/gemma_layers.py, inference/kind_attention.py, inference/dsa.py, inference/shared_block.py,
-inference/hybrid_layers.py.
+training/hybrid_layers.py (mixers placed among, beside or instead of attention layers).
 
 Family markers (attributes of a ModelConfig, and the predicates below):
   deepseek_v4                       DeepSeek-V4's blocks (hyper-connections, compressed attention)
@@ -59,7 +59,7 @@ BLOCK_MODULES = frozenset({
     "training/latent_moe.py", "training/parallel_hybrid.py", "training/attention_blocks.py",
     "inference/deepseek_v4.py",
     "inference/gemma_layers.py", "inference/kind_attention.py", "inference/dsa.py", "inference/shared_block.py",
-    "inference/hybrid_layers.py",
+    "training/hybrid_layers.py",
 })
 BLOCK_FOLDERS = ("mixers/",)
 

@@ -6,7 +6,9 @@ The matrix is not written by hand: each cell is what the command itself answers 
 cross-checked config (tests/data/hf, the configs tools/crosscheck/hf_params.py checks against
 transformers), run through the Python API on a small workload. A refusal is the command's own one
 `Error:` line, so the table cannot claim more (or less) than the code prices; tests/test_models_doc.py
-fails when docs/models.md differs from what this writes.
+fails when docs/models.md differs from what this writes. Below it, the table those lines come from
+(estimators/support_table.py BLOCKS: what each block does not price, and why); tests/test_support_table.py
+checks every refusal of the matrix is one of its lines.
 
     python tools/models_doc.py            # rewrite the section of docs/models.md
     python tools/models_doc.py --check    # exit 1 if it is stale
@@ -135,7 +137,22 @@ def render() -> str:
         lines.append(f"| `{model_type}` | " + " | ".join(shown) + " |")
     lines += ["", "## Why an estimate is refused", ""]
     lines += [f"{n}. {reason.replace('|', '/')}" for reason, n in reasons.items()]
-    return "\n".join([*lines, "", END]) + "\n"
+    return "\n".join([*lines, *block_table(), "", END]) + "\n"
+
+
+def block_table() -> list[str]:
+    """The table the refusals are generated from (estimators/support_table.py BLOCKS): each block, what it
+    does not price (and why), and what prices a model that has it."""
+    from transformer_calc.estimators.support_table import BLOCKS
+
+    lines = ["", "## What each block does not price", "",
+             "Every refusal above is one line of this table (estimators/support_table.py, `refusal`): the estimate or",
+             "setting asked, the block, the model, why, and the fix (the setting's own, else what prices the model).",
+             "", "| block | not priced (why) | priced by |", "| --- | --- | --- |"]
+    for b in BLOCKS:
+        items = "; ".join(item.value + (f" ({why})" if why else "") for item, why in b.unpriced.items())
+        lines.append(f"| {b.key} | {items.replace('|', '/')} | {b.priced_by} |")
+    return lines
 
 
 def current() -> str:
@@ -155,7 +172,6 @@ def main() -> int:
             print("docs/models.md is stale: run python tools/models_doc.py", file=sys.stderr)
             return 1
         return 0
-    sys.path.insert(0, str(REPO / "tools"))
     from docsection import write_section
 
     write_section(DOC, BEGIN, END, text)

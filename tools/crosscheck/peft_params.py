@@ -271,7 +271,7 @@ def settings(model_type: str, m: ModelConfig, r: int) -> list[tuple[str, dict[st
 # narrower than head_dim: `require_attention_only`).
 NOT_MAPPED = ("ernie4_5_moe", "hunyuan_v1_moe", "minimax_m2", "glm4_moe_lite", "deepseek_v32", "glm_moe_dsa",
               "mimo_v2_flash")
-# Gemma 3n: tcalc refuses adapters on its AltUp/LAuReL layers by name (require_regular_layers), not a count;
+# Gemma 3n: tcalc refuses adapters on its AltUp/LAuReL layers by name (estimators/support_table.py), not a count;
 # the gemma4 wrapper's text has no tie rule mapped here (gemma4_text is compared: estimators/training/gemma4.py);
 # Zamba2: its shared blocks by name (require_training_priced)
 NOT_MODELED = ("gemma4", "gemma3n_text", "zamba2",

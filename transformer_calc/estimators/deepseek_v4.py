@@ -231,8 +231,9 @@ def step_flops(m: ModelConfig, w: Workload, *, causal: bool, windowed: bool) -> 
     hyper-connections in `layers` only); `layers` holds every block, the compressors, the
     hyper-connections and the hc_head."""
     if causal or windowed:
-        raise TcalcError("causal or windowed attention FLOPs are not modeled for DeepSeek-V4's compressed entries "
-                         "(model " + (m.name or "given") + "); use the default convention (every pair eager computes)")
+        from transformer_calc.estimators.support_table import Unpriced, refusal
+
+        raise refusal(m, "causal or windowed attention FLOPs", Unpriced.windowed_flops)
     check(m)
     v4 = m.deepseek_v4
     assert v4 is not None  # count_flops sends only a DeepSeek-V4 model here
@@ -298,17 +299,14 @@ def check_layout(m: ModelConfig, T: int, ep: int) -> None:
     sequences' attention), or by width over T ranks (refused: no query head is split, which is the
     Megatron layout tensor parallelism prices, with its two all-reduces per layer)."""
     if m.deepseek_v4 is not None and T > 1:
-        raise ValueError(
-            f"tensor parallelism T ({T}) is not modeled for DeepSeek-V4 (transformers keeps its attention, compressors "
-            "and indexers whole on every rank and splits only the routed experts); use T 1 and spread the experts "
-            f"with ep (T is {T}, ep {ep})"
-        )
+        from transformer_calc.estimators.support_table import Unpriced, refusal
+
+        raise refusal(m, f"tensor parallelism (T {T}, ep {ep})", Unpriced.tensor)
 
 
 def require_deepseek_v4_priced(m: ModelConfig, what: str) -> None:
     """Refuse, in one line, an estimate that does not price DeepSeek-V4's blocks (all but tcalc params)."""
     if m.deepseek_v4 is not None:
-        raise TcalcError(
-            f"{what} is not modeled for {m.deepseek_v4_parts[0]} (model {m.name or 'given'}) yet; "
-            "tcalc params and flops, and inference and serve at T 1 with a plain weight dtype, price this model"
-        )
+        from transformer_calc.estimators.support_table import Unpriced, refusal
+
+        raise refusal(m, what, Unpriced.attention_only)

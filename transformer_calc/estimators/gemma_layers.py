@@ -130,11 +130,11 @@ def check_layout(m: ModelConfig, T: int, ep: int) -> None:
     if not m.irregular_layers:
         return
     if (T > 1 or ep > 1) and m.unpriced_blocks:
-        raise ValueError(f"tensor and expert parallelism are not modeled for {', '.join(m.unpriced_blocks)} "
-                         f"(Gemma 3n) yet; use T 1 and ep 1 (T is {T}, ep {ep})")
+        from transformer_calc.estimators.support_table import Unpriced, refusal
+        raise refusal(m, f"tensor and expert parallelism (T {T}, ep {ep})", Unpriced.tensor if T > 1 else Unpriced.expert)
     if ep > 1:
-        raise ValueError(f"expert parallelism is not modeled for {', '.join(m.irregular_layers)} (Gemma 4) yet; "
-                         f"use ep 1 (ep is {ep}; tensor parallelism T is priced)")
+        from transformer_calc.estimators.support_table import Unpriced, refusal
+        raise refusal(m, f"expert parallelism (ep {ep})", Unpriced.expert)
     if T > 1:
         check_tensor_parallel(m, T)
 

@@ -173,6 +173,6 @@ def varied_labels(m: ModelConfig) -> list[str]:
 def check_tensor_parallel(m: ModelConfig, T: int) -> None:
     """The shared blocks are not laid out over tensor-parallel ranks here: T = 1 only."""
     if m.n_shared_block_applications and T != 1:
-        raise ValueError(
-            f"tensor parallelism T ({T}) is not modeled for shared transformer blocks (Zamba2) yet; use T 1"
-        )
+        from transformer_calc.estimators.support_table import Unpriced, refusal
+
+        raise refusal(m, f"tensor parallelism (T {T})", Unpriced.tensor)

@@ -43,6 +43,7 @@ from transformer_calc.model.kinds import (  # noqa: F401  (re-exported)
     DEFAULT_NORMS_PER_LAYER,
     GATED_MLPS,
     LayerAttention,
+    LayerStructureKind,
     MLPKind,
     ModelStructure,
     NormKind,
@@ -483,6 +484,18 @@ class ModelConfig(BaseModel):
     def per_kind_attention(self) -> bool:
         """Sliding layers shaped apart from the full ones (their own K/V heads or sinks: MiMo-V2-Flash)."""
         return self.sliding_kv_heads is not None or self.sliding_sinks
+
+    @property
+    def layer_structure_kind(self) -> LayerStructureKind:
+        """How training prices the layers: Gemma 4's layer classes (its varied layers, with no Gemma 3n,
+        DeepSeek-V4, MLA, mixer, shared or per-kind block), attention shaped by its kind (MiMo-V2-Flash: per-kind
+        attention, or values narrower than h_d), else every layer from one layer's shapes."""
+        if (self.irregular_layers and not self.unpriced_blocks and self.deepseek_v4 is None and not self.is_mla
+                and not self.is_hybrid and not self.shared_block_layer_ids and not self.per_kind_attention):
+            return LayerStructureKind.gemma4
+        if self.per_kind_attention or (not self.is_mla and self.v_dim != self.head_dim):
+            return LayerStructureKind.kind_attention
+        return LayerStructureKind.uniform
 
     @property
     def has_dense_mlp_layers(self) -> bool:

@@ -99,3 +99,12 @@ DEFAULT_EXPANSION = 4  # E: the seed's (and GPT-2/3's) MLP width d_ff = 4 * D
 
 
 DEFAULT_NORMS_PER_LAYER = 2  # pre-attention and pre-MLP norm (seed, "Layer Norm")
+
+
+class LayerStructureKind(str, Enum):
+    """How training prices a model's layers (`ModelConfig.layer_structure_kind`; estimators/training/
+    layer_structure.py holds one implementation per kind and looks it up by this key)."""
+
+    uniform = "uniform"  # every layer from one layer's shapes per kind (attention kinds, mixers, MoE or dense)
+    kind_attention = "kind_attention"  # attention shaped by its kind (MiMo-V2-Flash: training/kind_attention.py)
+    gemma4 = "gemma4"  # Gemma 4's layer classes (training/gemma4.py)

@@ -166,8 +166,9 @@ def _shard(m: ModelConfig, spec: InferenceSpec) -> Shard:
     if spec.cache_kv_heads is not None:
         raise ValueError("cache_kv_heads does not apply to DeepSeek-V4 (one K = V head and compressed entries); drop it")
     if not spec.kv_cache:
-        raise ValueError("kv_cache false (the naive mode) is not modeled for DeepSeek-V4 (its compressors keep state "
-                         "across steps); drop --no-kv-cache")
+        from transformer_calc.estimators.support_table import Unpriced, refusal
+
+        raise refusal(m, "kv_cache false (the naive mode)", Unpriced.naive_kv_cache)
     m = expert_slots(m, spec)
     v4.check(m)
     check_tensor_parallel(m, T, ep, 1)  # ep divides the experts (and their redundant slots)

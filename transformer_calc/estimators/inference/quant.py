@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 from transformer_calc.model.config import ATTENTION_KINDS, ModelConfig
 from transformer_calc.estimators.attention import attention_block
 from transformer_calc.estimators.gemma_layers import per_layer_table_rank
-from transformer_calc.estimators.inference import gemma_layers as varied_layers, hybrid_layers
+from transformer_calc.estimators.inference import gemma_layers as varied_layers
 from transformer_calc.estimators.mixers import MIXERS, require_uniform_blocks
 from transformer_calc.estimators.inference.rank_parts import Matrix, QuantizedWeights  # noqa: F401  (re-exported)
 from transformer_calc.estimators.params import (
@@ -248,7 +248,11 @@ def quantized_weights(m: ModelConfig, fmt: str, T: int = 1, ep: int = 1) -> Quan
     """Bytes of one of T tensor-parallel (ep expert-parallel) ranks' weights stored in `fmt`."""
     block, scope, rest_bits = FORMATS[fmt]
     if scope == "gguf":
-        hybrid_layers.check_gguf(m, fmt)  # llama.cpp's rules for a mixer's tensors are not modeled
+        # llama.cpp's per-tensor rules (src/llama-quant.cpp llama_tensor_get_type) for a mixer's tensors (ssm_in,
+        # ssm_conv1d, ssm_out, ...) differ by mixer and llama.cpp version: not modeled, refused by the table
+        from transformer_calc.estimators.support_table import Unpriced, refuse
+
+        refuse(m, f"the GGUF (llama.cpp) format {fmt}", Unpriced.gguf)
     if scope == "gguf" and (T > 1 or ep > 1):
         raise ValueError(f"{fmt} is a GGUF (llama.cpp) format, split by layers, not tensor- or expert-parallel; use T = 1 and ep = 1")
     matrices = block_matrices(m, T, ep)

@@ -108,7 +108,7 @@ def activation_delta(
 def mixer_activation_delta(m: ModelConfig, kind, B: int, S: int, S_rep: int, tr: Training, par: Parallelism,
                            *, fused: bool) -> int:
     """Change of one mixer layer's stored activations when its TE linears keep their inputs in FP8
-    (precision.FP8_MIXERS: Megatron-core's MambaMixer): in_proj's input (the norm's output,
+    (support_table.FP8_MIXERS: Megatron-core's MambaMixer): in_proj's input (the norm's output,
     B·S_rep·D, which `mixer_activations` counts at p) and, where the profile keeps it for the weight
     gradient, out_proj's input (the fused kernels recompute it: none kept). The conv and scan
     tensors stay at p (bf16 kernels)."""

@@ -72,6 +72,7 @@ from transformer_calc.model.config import (
     Workload,
 )
 
+from transformer_calc.estimators.support_table import Unpriced, refusal
 from transformer_calc.estimators.training.gemma4_layers import LayerClass, is_gemma4, last_class, layer_classes
 from transformer_calc.estimators.training.layer_activations import LayerActivations
 
@@ -137,27 +138,14 @@ def check_layout(m: ModelConfig, T: int, ep: int = 1, etp: int | None = None) ->
 
     check_tensor_parallel(m, T, ep, etp)
     if T > 1 or (etp or 1) > 1:
-        raise ValueError(f"training estimates (memory, fine-tuning, step time) at T > 1 are not priced for Gemma 4's "
-                         f"varied layers ({m.name or 'this model'}: T is {T}) yet; use T 1 (tcalc params, inference "
-                         "and serve price T > 1)")
+        raise refusal(m, f"training (memory, fine-tuning, step time) at T {max(T, etp or 1)}",
+                      Unpriced.training_tensor)
 
 
 def check_training(m: ModelConfig, tr: Training) -> None:
-    """Refuse, by name, what Gemma 4's training memory does not price: dropout, the seed profile, FP8
-    recipes, lora targets that select no module (memory.check_hybrid_training refuses the optimizers whose
-    states follow each tensor's shape)."""
-    from transformer_calc.errors import TcalcError
-    from transformer_calc.model.config import FP8Recipe
-
-    name = m.name or "this model"
-    if tr.activations is ActivationProfile.seed:
-        raise TcalcError(f"activations seed (the notes' equations) covers uniform blocks, not Gemma 4's varied layers "
-                         f"of {name}; use --activations default or torch-eager")
-    if tr.dropout or (tr.dropout is None and m.dropout > 0):
-        raise TcalcError(f"dropout is not priced for Gemma 4's layers ({name}: Gemma 4 trains without it); "
-                         "use --dropout off")
-    if tr.fp8_recipe is not FP8Recipe.none:
-        raise TcalcError(f"an FP8 recipe is not priced for Gemma 4's varied layers ({name}); use --fp8-recipe none")
+    """Refuse lora targets that select no module (support.check_hybrid_training refuses, by the table of
+    estimators/support_table.py, what Gemma 4's training does not price: dropout, the seed profile, FP8 recipes,
+    the optimizers whose states follow each tensor's shape)."""
     if tr.adapters:
         check_targets(m, tr)
 
@@ -567,8 +555,7 @@ class Gemma4Layers:
     def check_layout(self, m: ModelConfig, par: Parallelism) -> None:
         check_layout(m, par.tensor, par.expert, par.expert_tensor)
         if par.context > 1:
-            raise ValueError(f"context parallelism (cp {par.context}) is not priced for Gemma 4's varied layers (its "
-                             "kv-shared layers read other layers' K/V); use cp 1")
+            raise refusal(m, f"context parallelism (cp {par.context})", Unpriced.context)
 
     def check_tensor(self, m: ModelConfig, T: int) -> None:
         check_layout(m, T)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, ModelConfig
+from transformer_calc.model.config import ATTENTION_KINDS, LayerAttention, LayerStructureKind, ModelConfig
 
 
 def is_gemma4(m: ModelConfig) -> bool:
     """Gemma 4's varied layers (and no Gemma 3n or DeepSeek-V4 block): what this module prices."""
-    return (bool(m.irregular_layers) and not m.unpriced_blocks and m.deepseek_v4 is None and not m.is_mla
-            and not m.is_hybrid and not m.shared_block_layer_ids and not m.per_kind_attention)
+    return m.layer_structure_kind is LayerStructureKind.gemma4
 
 
 @dataclass(frozen=True)

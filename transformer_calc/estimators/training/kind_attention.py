@@ -14,8 +14,8 @@ The attention part of one layer of `kind` (T ranks; the input and the W_O dropou
   (no fp32 upcast), over S keys plus the sink column on a sliding layer (p·A·(S + 1)), which P·V also takes
   (a view); W_O's input p·A·h_v. RoPE keeps its cos and sin (the head's, memory.torch_eager_head).
 
-The other parts of the block (norms, MLP, MoE) are memory.py's. Not priced (refused by name): dropout, the
-seed profile, FP8 recipes and adapters (finetune.py has no per-kind modules yet).
+The other parts of the block (norms, MLP, MoE) are memory.py's. Not priced (refused by estimators/support_table.py's
+lines): dropout, the seed profile, FP8 recipes and adapters (finetune.py has no per-kind modules yet).
 """
 
 from __future__ import annotations
@@ -29,20 +29,6 @@ SOFTMAX_STAT_BYTES = 4  # FlashAttention's fp32 logsumexp
 def shaped_by_kind(m: ModelConfig) -> bool:
     """Attention whose layers differ by kind or whose values are narrower (MiMo-V2-Flash)."""
     return m.per_kind_attention or (not m.is_mla and m.v_dim != m.head_dim)
-
-
-def check_training(m: ModelConfig, tr: Training) -> None:
-    from transformer_calc.errors import TcalcError
-    from transformer_calc.model.config import FP8Recipe
-
-    name = m.name or "this model"
-    if tr.activations is ActivationProfile.seed:
-        raise TcalcError(f"activations seed (the notes' equations) covers uniform attention, not the per-kind "
-                         f"attention of {name}; use --activations default or torch-eager")
-    if tr.dropout or (tr.dropout is None and m.dropout > 0):
-        raise TcalcError(f"dropout is not priced for the per-kind attention of {name}; use --dropout off")
-    if tr.fp8_recipe is not FP8Recipe.none:
-        raise TcalcError(f"an FP8 recipe is not priced for the per-kind attention of {name}; use --fp8-recipe none")
 
 
 def attention_bytes(m: ModelConfig, w: Workload, tr: Training, par: Parallelism, kind: LayerAttention) -> int:

@@ -8,20 +8,21 @@ which family a model is; they call the model's `LayerStructure`.
 - Gemma 4's layer classes (training/gemma4.py `LAYERS`): each class (attention kind, kv-shared) priced
   with its own widths, the per-layer input path on the first stage (docs/formulas.md §5.14).
 
-A new layer structure is one more implementation in its own module, registered in `layer_structure`.
+A new layer structure is one more implementation in its own module, registered in `STRUCTURES` under a
+`LayerStructureKind` the model computes (`ModelConfig.layer_structure_kind`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.training import kind_attention
-from transformer_calc.estimators.training.gemma4_layers import is_gemma4
+from transformer_calc.estimators.support_table import Unpriced, refuse
 from transformer_calc.estimators.training.layer_activations import LayerActivations
 from transformer_calc.estimators.training.trainable import Trainable, all_trainable
-from transformer_calc.model.config import LayerAttention, ModelConfig, Parallelism, Training, Workload
+from transformer_calc.model.config import LayerAttention, LayerStructureKind, ModelConfig, Parallelism, Training, Workload
 
 if TYPE_CHECKING:
     from transformer_calc.estimators.params import ShardParams
@@ -114,11 +115,8 @@ class UniformLayers:
     differs: bool = False
 
     def check_layout(self, m: ModelConfig, par: Parallelism) -> None:
-        cp = par.context
-        if cp > 1 and m.is_hybrid:
-            kinds = ", ".join(MIXERS[k].name for k in m.mixer_kinds)
-            raise ValueError(f"context parallelism (cp {cp}) is not priced for {kinds} layers (their recurrent state "
-                             "passes from one sequence shard to the next: a pipeline over the cp ranks, not a ring); use cp 1")
+        if par.context > 1:  # attention's ring; the blocks that are not priced under it: support_table.py
+            refuse(m, f"context parallelism (cp {par.context})", Unpriced.context)
 
     def check_tensor(self, m: ModelConfig, T: int) -> None:
         return None
@@ -176,9 +174,6 @@ class KindAttentionLayers(UniformLayers):
 
     differs: bool = True
 
-    def check_training(self, m: ModelConfig, tr: Training) -> None:
-        kind_attention.check_training(m, tr)
-
     def attention_bytes(self, m: ModelConfig, w: Workload, tr: Training, par: Parallelism,
                         kind: LayerAttention) -> int | None:
         return kind_attention.attention_bytes(m, w, tr, par, kind)
@@ -188,21 +183,29 @@ UNIFORM = UniformLayers()
 KIND_ATTENTION = KindAttentionLayers()
 
 
+def _gemma4_layers() -> LayerStructure:
+    from transformer_calc.estimators.training import gemma4  # loaded for a Gemma 4 model only (issue 39)
+
+    return gemma4.LAYERS
+
+
+# the model's kind (ModelConfig.layer_structure_kind) -> its implementation
+STRUCTURES: dict[LayerStructureKind, Callable[[], LayerStructure]] = {
+    LayerStructureKind.uniform: lambda: UNIFORM,
+    LayerStructureKind.kind_attention: lambda: KIND_ATTENTION,
+    LayerStructureKind.gemma4: _gemma4_layers,
+}
+
 _last: tuple[Any, LayerStructure] = (None, UNIFORM)  # the last model asked and its structure (rebound whole: thread-safe)
 
 
 def layer_structure(m: ModelConfig) -> LayerStructure:
-    """The model's layer structure, the one place training chooses it."""
+    """The model's layer structure, the one place training chooses it (a lookup by the model's kind)."""
     global _last
     last = _last
     if last[0] is m:  # a frozen model: the same object, the same answer (asked ~20 times per timeline)
         return last[1]
-    if is_gemma4(m):
-        from transformer_calc.estimators.training import gemma4
-
-        structure: LayerStructure = gemma4.LAYERS
-    else:
-        structure = KIND_ATTENTION if kind_attention.shaped_by_kind(m) else UNIFORM
+    structure = STRUCTURES[m.layer_structure_kind]()
     _last = (m, structure)
     return structure
 

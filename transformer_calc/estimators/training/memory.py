@@ -25,9 +25,12 @@ Conventions (docs/formulas.md "Training memory" has the tables and worked exampl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from transformer_calc.errors import TcalcError
+from transformer_calc.estimators.attention import MLA, attention_block
+from transformer_calc.estimators.support_table import Unpriced, refuse
 from transformer_calc.estimators.params import ShardParams, check_tensor_parallel, kv_heads_per_rank, shard_params
 from transformer_calc.estimators.training.activations import (  # noqa: F401  (re-exported)
     BlockParts,
@@ -65,6 +68,7 @@ from transformer_calc.estimators.training.pipeline import (  # noqa: F401  (re-e
     uneven_split,
 )
 from transformer_calc.estimators.training.schedules import PARAMETER_COPIES, forwards_in_flight
+from transformer_calc.estimators.training.hybrid_layers import attention_layers
 from transformer_calc.estimators.training.layer_structure import LayerStructure, layer_structure, stage_counts
 from transformer_calc.estimators.training.support import check_hybrid_training  # noqa: F401  (re-exported)
 from transformer_calc.estimators.training.layer_activations import (  # noqa: F401  (re-exported)
@@ -79,7 +83,6 @@ from transformer_calc.estimators.training.layer_activations import (  # noqa: F4
     ceil_div,
 )
 from transformer_calc.model.config import (
-    ATTENTION_KINDS,
     ActivationProfile,
     CPCommType,
     FP8Recipe,
@@ -207,7 +210,8 @@ class FrameworkMemory:
     # attention has run, `discard_output_and_register_recompute(core_attn_out)`, and rebuilt before
     # its backward): a block keeps its latents, not the per-head q, k, v, and one block's q, k, v
     # are alive again during its backward (the recomputation working set).
-    PRICED_MODULES = ("mla_up_proj",)
+    # each priced module -> the attention block whose projections it recomputes (estimators/attention.py)
+    PRICED_MODULES = MappingProxyType({"mla_up_proj": MLA})
 
 
 @dataclass(frozen=True)
@@ -462,20 +466,13 @@ def _fp8_weight_bytes(run: _Run, st: _Stage) -> tuple[int, int]:
     m, tr, par = run.m, run.tr, run.par
     if tr.fp8_recipe is FP8Recipe.none:
         return 0, 0
-    from transformer_calc.estimators.training.fp8 import block_gemms, scaling_state_bytes, weight_copy_bytes
+    from transformer_calc.estimators.training.finetune import layer_counts, layer_matrices
+    from transformer_calc.estimators.training.fp8 import scaling_state_bytes, weight_copy_bytes
 
     elems = gemms = 0
-    if m.is_hybrid or m.one_mixer_per_layer:  # layer by layer: attention, Mamba-2's in/out_proj, MLP kinds
-        from transformer_calc.estimators.training.finetune import layer_counts, layer_matrices
-
-        for c in st.chunks:
-            mats = layer_matrices(m, layer_counts(m, c.start, c.stop), par.tensor, par.expert, par.expert_tensor)
-            elems, gemms = elems + sum(n * k for n, k in mats), gemms + sum(k for _, k in mats)
-    else:
-        for moe_kind, count in ((True, st.n_moe), (False, st.n_dense)):
-            if count:
-                e, g = block_gemms(m, moe_kind, par.tensor, par.expert, par.expert_tensor)
-                elems, gemms = elems + count * e, gemms + count * g
+    for c in st.chunks:  # layer by layer: each sequence kind's linears (attention, Mamba-2's in/out_proj), MLP kinds
+        mats = layer_matrices(m, layer_counts(m, c.start, c.stop), par.tensor, par.expert, par.expert_tensor)
+        elems, gemms = elems + sum(n * k for n, k in mats), gemms + sum(k for _, k in mats)
     fp8_w = weight_copy_bytes(elems, tr.fp8_recipe) + scaling_state_bytes(gemms, tr.fp8_recipe)
     # --fp8-param-gather: the GEMM weights' 16-bit copy is not held (FrameworkMemory)
     no_16bit = elems * tr.p if run.fwm.fp8_param_gather else 0
@@ -521,7 +518,9 @@ def _check_framework_memory(m: ModelConfig, tr: Training, par: Parallelism, fwm:
     if unpriced:
         raise ValueError(f"recompute_modules {', '.join(unpriced)} not priced (priced: "
                          f"{', '.join(FrameworkMemory.PRICED_MODULES)})")
-    if "mla_up_proj" in fwm.recompute_modules and (not m.is_mla or tr.recompute is not Recompute.none or layers_differ(m)):
+    block = attention_block(m)
+    if any(FrameworkMemory.PRICED_MODULES[k] is not block for k in fwm.recompute_modules) or (
+            fwm.recompute_modules and (tr.recompute is not Recompute.none or layers_differ(m))):
         raise ValueError("recompute_modules mla_up_proj recomputes Multi-Latent Attention's up-projections: it needs an "
                          "MLA model with uniform blocks and recompute none")
     N = fwm.offloaded_layers
@@ -531,8 +530,7 @@ def _check_framework_memory(m: ModelConfig, tr: Training, par: Parallelism, fwm:
                              f"(P {par.pipeline}); use P 1")
         if not 0 < N < m.n_layers:
             raise ValueError(f"offloaded_layers ({N}) must lie between 1 and n_layers - 1 ({m.n_layers - 1})")
-        if layers_differ(m):
-            raise ValueError("activation offloading is priced for uniform blocks only")
+        refuse(m, f"activation offloading ({N} layers)", Unpriced.offload)  # uniform blocks only (support_table.py)
 
 
 OFFLOAD_GRAD_BYTES = 4  # DeepSpeed's CPU optimizer updates from an fp32 gradient partition on the host
@@ -603,7 +601,7 @@ def _recompute_working_set(
         stored_parts = block_parts(m, w, plain, par, eager=eager)
         if tr.recompute is Recompute.full:
             return stored_parts.largest
-        if not any(k in ATTENTION_KINDS for k in m.attention_pattern) and not m.mixer_beside_attention:
+        if not attention_layers(m):  # no layer runs softmax attention: no core to rebuild
             return 0
         kept = layer_activations(m, w, tr, par, eager=eager)
         return layer_activations(m, w, plain, par, eager=eager).attention - kept.attention

@@ -180,11 +180,7 @@ def activation_quantize_bytes(m: ModelConfig, tr: Training, par: Parallelism, mo
     return values * (read + USAGES * rt.value_bytes)
 
 
-# Mixer kinds whose layers tcalc prices under an FP8 recipe: Megatron-core's MambaMixer runs in_proj
-# and out_proj as Transformer Engine linears (TELayerNormColumnParallelLinear, TERowParallelLinear:
-# FP8 under the recipe, megatron/core/ssm/mamba_mixer.py), the depthwise conv and the SSD chunked
-# scan (mamba_ssm's Triton kernels) in bf16/fp32. Other mixers stay refused (support.py).
-FP8_MIXERS = frozenset({"mamba2"})
+# The mixer kinds priced under an FP8 recipe: estimators/support_table.py FP8_MIXERS (Mamba-2's TE linears).
 
 
 def mixer_quantize_values(m: ModelConfig, kind, T: int) -> float:

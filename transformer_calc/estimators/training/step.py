@@ -466,25 +466,14 @@ def _memory_bound(c: _Setup) -> tuple[float, float, float, float]:
 
 def _cast_s(c: _Setup, tokens_mb: float) -> float:
     """Seconds per layer and micro-batch of an FP8/FP4 recipe's casts (precision.py): the activations
-    per micro-batch, the weights once per step (cached across micro-batches), averaged over the layers;
-    a hybrid's layer by layer (attention, Mamba-2, MLP kinds), a uniform model's block by block."""
+    per micro-batch, the weights once per step (cached across micro-batches), averaged over the layers
+    (hybrid_layers.cast_bytes_per_layer: a hybrid's layer by layer, a uniform model's block by block)."""
     from transformer_calc.estimators.training import precision
-    from transformer_calc.estimators.training.fp8 import block_gemms
+    from transformer_calc.estimators.training.hybrid_layers import cast_bytes_per_layer
 
-    m, tr, par, T, ep = c.m, c.tr, c.par, c.par.tensor, c.par.expert
-    n_moe_all_ = m.n_moe_layers()
+    m, tr = c.m, c.tr
     low_blocks = 1 - precision.bf16_block_count(m, tr.fp8_recipe) / m.n_layers
-    if m.is_hybrid or m.one_mixer_per_layer:
-        from transformer_calc.estimators.training.finetune import layer_counts, layer_matrices, quantized
-
-        q_act = precision.layer_quantize_bytes(m, tr, par) / m.n_layers
-        elems = quantized(layer_matrices(m, layer_counts(m), T, ep, par.expert_tensor))[0]
-        q_w = precision.weight_quantize_bytes(elems, tr) / m.n_layers
-    else:
-        q_act = sum(count * precision.activation_quantize_bytes(m, tr, par, moe)
-                    for moe, count in ((True, n_moe_all_), (False, m.n_layers - n_moe_all_)) if count) / m.n_layers
-        q_w = sum(count * precision.weight_quantize_bytes(block_gemms(m, moe, T, ep, par.expert_tensor)[0], tr)
-                  for moe, count in ((True, n_moe_all_), (False, m.n_layers - n_moe_all_)) if count) / m.n_layers
+    q_act, q_w = cast_bytes_per_layer(m, tr, c.par)
     return low_blocks * (q_act * tokens_mb + q_w / c.mb) / c.bw_hbm
 
 

@@ -83,6 +83,7 @@ from transformer_calc.estimators.training.memory import (
     layers_differ,
     training_memory,
 )
+from transformer_calc.estimators.mixers import MIXERS
 from transformer_calc.estimators.params import shard_params
 from transformer_calc.estimators.training.layer_structure import layer_structure
 
@@ -318,11 +319,9 @@ def _backward(m: ModelConfig, w: Workload, tr: Training, par: Parallelism, st: S
     largest_block, first_block = layers.block_params(m, shard)
     first_params = first_block + (shard.embedding if untied_embedding else 0)
     grads_first = max(grads_fwd, st.gradients - st.gradients * min(first_params, st.params) // max(st.params, 1))
-    if m.is_hybrid:  # a mixer's backward may allocate more than attention's (Mamba's loop over tokens)
-        from transformer_calc.estimators.mixers import MIXERS
-
-        fused = tr.activations is not ActivationProfile.torch_eager
-        attn_bwd = max([attn_bwd] + [MIXERS[k].backward_transient_bytes(m, B, S, p, T, fused) for k in m.mixer_kinds])
+    # a mixer's backward may allocate more than attention's (Mamba's loop over tokens); no mixer, no term
+    fused = tr.activations is not ActivationProfile.torch_eager
+    attn_bwd = max([attn_bwd] + [MIXERS[k].backward_transient_bytes(m, B, S, p, T, fused) for k in m.mixer_kinds])
     if layers.recomputed_block_peaks_at_start and tr.recompute is Recompute.full:
         # the block's backward peaks as it starts, the whole block alive (Gemma 4); the larger of the two
         bwd_acts = max(bwd_acts, stored_bwd + working - attn_bwd)
