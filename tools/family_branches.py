@@ -7,7 +7,7 @@ test reads a family marker: a ModelConfig field or predicate that is true for on
 transformer_calc/estimators/**, outside the block modules (each family's own module may branch on
 itself): estimators/deepseek_v4.py, estimators/mla.py, estimators/gemma_layers.py, estimators/shared_block.py,
 estimators/kind_attention.py, estimators/mixers/, training/gemma4.py, training/gemma4_layers.py, training/kind_attention.py,
-training/latent_moe.py, training/parallel_hybrid.py, training/attention_blocks.py,
+training/latent_moe.py, training/attention_blocks.py,
 inference/deepseek_v4.py, inference/gemma_layers.py, inference/kind_attention.py, inference/dsa.py, inference/shared_block.py,
 training/hybrid_layers.py (mixers placed among, beside or instead of attention layers).
 
@@ -56,7 +56,7 @@ MARKER_CALLS = frozenset({"is_gemma4", "shaped_by_kind"})
 BLOCK_MODULES = frozenset({
     "deepseek_v4.py", "shared_block.py", "mla.py", "gemma_layers.py", "kind_attention.py",
     "training/gemma4.py", "training/gemma4_layers.py", "training/kind_attention.py",
-    "training/latent_moe.py", "training/parallel_hybrid.py", "training/attention_blocks.py",
+    "training/latent_moe.py", "training/attention_blocks.py",
     "inference/deepseek_v4.py",
     "inference/gemma_layers.py", "inference/kind_attention.py", "inference/dsa.py", "inference/shared_block.py",
     "training/hybrid_layers.py",

@@ -19,7 +19,7 @@ from transformer_calc.estimators.training.eager import (
     torch_eager_layer,
 )
 from transformer_calc.estimators.training.latent_moe import combine_input_elements
-from transformer_calc.estimators.training.parallel_hybrid import mixer_layer_input
+from transformer_calc.estimators.training.hybrid_layers import mixer_layer_input
 from transformer_calc.estimators.training.trainable import head_trained
 from transformer_calc.estimators.training.layer_structure import layer_structure
 from transformer_calc.estimators.training.support import check_hybrid_training
@@ -251,7 +251,7 @@ def mixer_activations(
     def attention() -> int:  # Falcon-H1's attention beside the mixer: its part counts the layer's input once
         return layer_activations(m, w, tr, par, eager=eager).attention
 
-    return mixer_layer_input(m, attention, p * B * S_rep * m.d_model) + mixed  # parallel_hybrid.py
+    return mixer_layer_input(m, attention, p * B * S_rep * m.d_model) + mixed  # hybrid_layers.py
 
 
 @dataclass(frozen=True)
