@@ -32,10 +32,9 @@ from typing import TYPE_CHECKING
 
 from transformer_calc.estimators.attention import attention_block
 from transformer_calc.estimators.mixers import MIXERS, require_uniform_blocks
-from transformer_calc.estimators.mixers.base import INPUT
-from transformer_calc.estimators.mla import LinearSpec
 from transformer_calc.estimators.training.attention_blocks import attention_training
 from transformer_calc.estimators.training.latent_moe import latent_matrices
+from transformer_calc.estimators.training.hybrid_layers import adapter_input_delta, beside_attention_linears
 from transformer_calc.model.units import FLOPS_PER_MAC
 from transformer_calc.model.config import (
     ATTENTION_KINDS, Finetune, LayerAttention, LoraTarget, ModelConfig, Parallelism, Precision, Training,
@@ -113,7 +112,7 @@ def sequence_linears(m: ModelConfig, kind: LayerAttention, T: int = 1) -> list[L
         return []
     mixer = frozenset({LoraTarget.mixer})
     out = [Linear(x.name, mixer, x.d_in, x.d_out, x.split, bypassed=x.bypassed) for x in MIXERS[kind].linears(m, T)]
-    return [Linear(*x) for x in beside_attention_linears(m, T)] + out  # Falcon-H1's attention (beside_attention_linears)
+    return [Linear(*x) for x in beside_attention_linears(m, T)] + out  # Falcon-H1's attention (hybrid_layers.py)
 
 
 def channel_linears(m: ModelConfig, moe: bool, T: int = 1) -> list[Linear]:
@@ -510,7 +509,7 @@ def mixer_activation_delta(m: ModelConfig, kind: LayerAttention, B: int, S: int,
     bypassed = {x.name for x in MIXERS[kind].linears(m, T) if x.bypassed}  # adapters that never run (Jamba's dt_proj)
     chosen = {x.name for x in mods if selected(x, tr.lora_targets)} - bypassed
     separate = separate_adapter_inputs(tr)
-    # the layer's input (with Falcon-H1's attention beside the mixer, in_proj's scaled copy: adapter_input_delta)
+    # the layer's input (with Falcon-H1's attention beside the mixer, in_proj's scaled copy: hybrid_layers.py)
     delta = adapter_input_delta(m, reads, chosen, separate=separate, fused=fused, p=p, B=B, S=S, S_rep=S_rep)
     own = (WEIGHT,) if fused else (WEIGHT, WEIGHT_EAGER)
     for x in mods:
@@ -564,30 +563,3 @@ def finetune_step_flops(m: ModelConfig, step: StepFlops, tr: Training, full_reco
         weight_matmuls -= step.lm_head
     passes = 3 + (1 if full_recompute else 0)
     return weight_matmuls, passes * adapter_flops_per_token(m, tr) * step.tokens
-
-
-# Falcon-H1's attention beside the mixer (the placement is hybrid_layers.py's; these two are the adapters')
-def beside_attention_linears(m: ModelConfig, T: int) -> list[LinearSpec]:
-    """The attention's Linear modules in a mixer layer on one of T ranks (targets q, k, v, o): its block's
-    (estimators/attention.py `linears`) with the attention beside the mixer, none without it."""
-    if not m.mixer_beside_attention:
-        return []
-    return attention_block(m).linears(m, T)
-
-
-def adapter_input_delta(m: ModelConfig, reads: dict[str, str], chosen: set[str], *, separate: bool, fused: bool,
-                        p: int, B: int, S: int, S_rep: int) -> int:
-    """The change of a mixer layer's stored input under adapters (finetune.mixer_activation_delta; p bytes per
-    element). Alone, the layer's input (B·S_rep·D) goes unless an adapted module (`chosen`) reads that very
-    tensor (`reads` INPUT, shared inputs: pure bf16/fp32). Beside attention, the attention part counts (and,
-    frozen, drops) the shared input; in_proj's scaled copy, which the torch-eager profile counts
-    (`fused` False), is kept for in_proj's weight gradient alone and goes with in_proj frozen (or reading its
-    own copy in mixed precision)."""
-    D = m.d_model
-    if m.mixer_beside_attention:
-        if not fused and any(reads[n] == INPUT and (n not in chosen or separate) for n in reads):
-            return -p * B * S * D
-        return 0
-    if separate or not any(reads[n] == INPUT for n in chosen):
-        return -p * B * S_rep * D  # no adapted module reads the layer's input itself
-    return 0
