@@ -10,6 +10,8 @@ for each block of estimators/attention.py's protocol (STANDARD, MLA), picked by 
   that input at p bytes under adapters and FP8 alike (neither drops nor casts it: not measured, the
   adapter cross-checks have no MLA case), and approximates its low-rank projections' FP8 casts by a QKV
   of A·h_d outputs.
+- Attention beside a mixer (Falcon-H1, hybrid_layers.py): its Linear modules in a mixer layer
+  (`beside_attention_linears`) and what adapters change in that layer's stored input (`adapter_input_delta`).
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from transformer_calc.estimators.attention import MLA, STANDARD, AttentionBlock, attention_block
+from transformer_calc.estimators.mixers.base import INPUT
+from transformer_calc.estimators.mla import LinearSpec
 from transformer_calc.model.config import ModelConfig
 
 
@@ -57,3 +61,30 @@ BLOCKS: dict[AttentionBlock, AttentionTraining] = {
 def attention_training(m: ModelConfig) -> AttentionTraining:
     """The model's attention block's training answers (the pick is `attention_block`'s)."""
     return BLOCKS[attention_block(m)]
+
+
+# Falcon-H1's attention beside the mixer, as adapters see it (the placement itself: hybrid_layers.py)
+def beside_attention_linears(m: ModelConfig, T: int) -> list[LinearSpec]:
+    """The attention's Linear modules in a mixer layer on one of T ranks (targets q, k, v, o): its block's
+    (estimators/attention.py `linears`) with the attention beside the mixer, none without it."""
+    if not m.mixer_beside_attention:
+        return []
+    return attention_block(m).linears(m, T)
+
+
+def adapter_input_delta(m: ModelConfig, reads: dict[str, str], chosen: set[str], *, separate: bool, fused: bool,
+                        p: int, B: int, S: int, S_rep: int) -> int:
+    """The change of a mixer layer's stored input under adapters (finetune.mixer_activation_delta; p bytes per
+    element). Alone, the layer's input (B·S_rep·D) goes unless an adapted module (`chosen`) reads that very
+    tensor (`reads` INPUT, shared inputs: pure bf16/fp32). Beside attention, the attention part counts (and,
+    frozen, drops) the shared input; in_proj's scaled copy, which the torch-eager profile counts
+    (`fused` False), is kept for in_proj's weight gradient alone and goes with in_proj frozen (or reading its
+    own copy in mixed precision)."""
+    D = m.d_model
+    if m.mixer_beside_attention:
+        if not fused and any(reads[n] == INPUT and (n not in chosen or separate) for n in reads):
+            return -p * B * S * D
+        return 0
+    if separate or not any(reads[n] == INPUT for n in chosen):
+        return -p * B * S_rep * D  # no adapted module reads the layer's input itself
+    return 0

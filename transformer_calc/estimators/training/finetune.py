@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING
 
 from transformer_calc.estimators.attention import attention_block
 from transformer_calc.estimators.mixers import MIXERS, require_uniform_blocks
-from transformer_calc.estimators.training.attention_blocks import attention_training
+from transformer_calc.estimators.training.attention_blocks import (adapter_input_delta, attention_training,
+                                                             beside_attention_linears)
 from transformer_calc.estimators.training.latent_moe import latent_matrices
-from transformer_calc.estimators.training.hybrid_layers import adapter_input_delta, beside_attention_linears
 from transformer_calc.model.units import FLOPS_PER_MAC
 from transformer_calc.model.config import (
     ATTENTION_KINDS, Finetune, LayerAttention, LoraTarget, ModelConfig, Parallelism, Precision, Training,
@@ -112,7 +112,7 @@ def sequence_linears(m: ModelConfig, kind: LayerAttention, T: int = 1) -> list[L
         return []
     mixer = frozenset({LoraTarget.mixer})
     out = [Linear(x.name, mixer, x.d_in, x.d_out, x.split, bypassed=x.bypassed) for x in MIXERS[kind].linears(m, T)]
-    return [Linear(*x) for x in beside_attention_linears(m, T)] + out  # Falcon-H1's attention (hybrid_layers.py)
+    return [Linear(*x) for x in beside_attention_linears(m, T)] + out  # Falcon-H1's attention (attention_blocks.py)
 
 
 def channel_linears(m: ModelConfig, moe: bool, T: int = 1) -> list[Linear]:
@@ -509,7 +509,7 @@ def mixer_activation_delta(m: ModelConfig, kind: LayerAttention, B: int, S: int,
     bypassed = {x.name for x in MIXERS[kind].linears(m, T) if x.bypassed}  # adapters that never run (Jamba's dt_proj)
     chosen = {x.name for x in mods if selected(x, tr.lora_targets)} - bypassed
     separate = separate_adapter_inputs(tr)
-    # the layer's input (with Falcon-H1's attention beside the mixer, in_proj's scaled copy: hybrid_layers.py)
+    # the layer's input (with Falcon-H1's attention beside the mixer, in_proj's scaled copy: attention_blocks.py)
     delta = adapter_input_delta(m, reads, chosen, separate=separate, fused=fused, p=p, B=B, S=S, S_rep=S_rep)
     own = (WEIGHT,) if fused else (WEIGHT, WEIGHT_EAGER)
     for x in mods:
