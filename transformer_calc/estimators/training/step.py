@@ -617,9 +617,8 @@ def _data_parallel(c: _Setup, per_micro: float, rec: float, overlap_dp: bool) ->
     backward_last = per_micro * 2 / 3 * (1 - 1 / max(L_stage, 1))
     dp_exposed = max(0.0, dp_s - backward_last) if overlap_dp else dp_s
     if (c.torchtitan or tr.framework is Framework.pytorch) and par.zero >= 3 and dp * cp > 1:
-        # PyTorch FSDP (torchtitan's FSDP2; the pytorch profile's FSDP1 or FSDP2, one unit per
-        # block): per-block all-gathers and reduce-scatters on their own stream, prefetched behind
-        # the blocks' compute (profiles.fsdp2_step; PyTorch's FSDP notes, "FSDP Prefetch Nuances")
+        # PyTorch FSDP (torchtitan's FSDP2; the pytorch profile's FSDP1/FSDP2, a unit per block): per-block
+        # collectives prefetched behind the blocks' compute (profiles.fsdp2_step; FSDP notes, "Prefetch Nuances")
         from transformer_calc.estimators.training.profiles import fsdp2_step
 
         block = (params_local - sh.embedding - (sh.final_norm + sh.lm_head if P == 1 else 0)) / max(L_stage, 1)
