@@ -25,7 +25,7 @@ from collections.abc import Callable
 from transformer_calc.estimators.attention import attention_block
 from transformer_calc.estimators.mixers.base import INPUT
 from transformer_calc.estimators.mla import LinearSpec
-from transformer_calc.model.config import ATTENTION_KINDS, ModelConfig, Parallelism, Training
+from transformer_calc.model.config import ATTENTION_KINDS, ModelConfig
 
 
 def attention_layers(m: ModelConfig) -> int:
@@ -36,27 +36,17 @@ def attention_layers(m: ModelConfig) -> int:
     return sum(m.n_attention_layers(k) for k in ATTENTION_KINDS) + beside
 
 
-def cast_bytes_per_layer(m: ModelConfig, tr: Training, par: Parallelism) -> tuple[float, float]:
+def cast_bytes_per_layer(m: ModelConfig, layer_by_layer: Callable[[], tuple[float, float]],
+                         block_by_block: Callable[[], tuple[float, float]]) -> tuple[float, float]:
     """(activation bytes per token, weight bytes per step) an FP8/FP4 recipe's casts move in one layer on one GPU,
-    averaged over the L layers (precision.py): a hybrid's layer by layer (attention, the mixers' linears, each
-    MLP by its kind; Megatron-core's MambaMixer runs in_proj/out_proj as Transformer Engine linears), a model
-    without mixers block by block (a MoE block's and a dense block's)."""
-    from transformer_calc.estimators.training import precision
-    from transformer_calc.estimators.training.fp8 import block_gemms
-
-    T, ep, etp = par.tensor, par.expert, par.expert_tensor
+    averaged over the L layers: a hybrid's layer by layer (attention, the mixers' linears, each MLP by its kind;
+    Megatron-core's MambaMixer runs in_proj/out_proj as Transformer Engine linears), a model without mixers block
+    by block (a MoE block's and a dense block's). The two prices are precision.py's (`layer_cast_bytes`,
+    `block_cast_bytes`), passed in: precision.py reads finetune.py, which imports this module."""
     if m.is_hybrid or m.one_mixer_per_layer:
-        from transformer_calc.estimators.training.finetune import layer_counts, layer_matrices, quantized
+        return layer_by_layer()
+    return block_by_block()
 
-        q_act = precision.layer_quantize_bytes(m, tr, par) / m.n_layers
-        elems = quantized(layer_matrices(m, layer_counts(m), T, ep, etp))[0]
-        return q_act, precision.weight_quantize_bytes(elems, tr) / m.n_layers
-    n_moe = m.n_moe_layers()
-    blocks = [(moe, count) for moe, count in ((True, n_moe), (False, m.n_layers - n_moe)) if count]
-    q_act = sum(count * precision.activation_quantize_bytes(m, tr, par, moe) for moe, count in blocks) / m.n_layers
-    q_w = sum(count * precision.weight_quantize_bytes(block_gemms(m, moe, T, ep, etp)[0], tr)
-              for moe, count in blocks) / m.n_layers
-    return q_act, q_w
 
 def beside_attention_linears(m: ModelConfig, T: int) -> list[LinearSpec]:
     """The attention's Linear modules in a mixer layer on one of T ranks (targets q, k, v, o): its block's

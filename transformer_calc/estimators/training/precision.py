@@ -247,3 +247,24 @@ def weight_quantize_bytes(elements: int, tr: Training) -> float:
     """Bytes to cast `elements` GEMM weights once per step: read p, write both usages."""
     rt = RECIPES[tr.fp8_recipe]
     return elements * (tr.p * (2 if rt.amax_pass else 1) + USAGES * rt.value_bytes)
+
+
+def layer_cast_bytes(m: ModelConfig, tr: Training, par: Parallelism) -> tuple[float, float]:
+    """(activation bytes per token, weight bytes per step) of a recipe's casts in one layer on one GPU, averaged
+    over the L layers of a hybrid's layer plan (hybrid_layers.cast_bytes_per_layer picks it)."""
+    from transformer_calc.estimators.training.finetune import layer_counts, layer_matrices, quantized
+
+    elems = quantized(layer_matrices(m, layer_counts(m), par.tensor, par.expert, par.expert_tensor))[0]
+    return layer_quantize_bytes(m, tr, par) / m.n_layers, weight_quantize_bytes(elems, tr) / m.n_layers
+
+
+def block_cast_bytes(m: ModelConfig, tr: Training, par: Parallelism) -> tuple[float, float]:
+    """The same for a model without mixers, block by block: a MoE block's and a dense block's."""
+    from transformer_calc.estimators.training.fp8 import block_gemms
+
+    T, ep, etp = par.tensor, par.expert, par.expert_tensor
+    n_moe = m.n_moe_layers()
+    blocks = [(moe, count) for moe, count in ((True, n_moe), (False, m.n_layers - n_moe)) if count]
+    q_act = sum(count * activation_quantize_bytes(m, tr, par, moe) for moe, count in blocks) / m.n_layers
+    q_w = sum(count * weight_quantize_bytes(block_gemms(m, moe, T, ep, etp)[0], tr) for moe, count in blocks) / m.n_layers
+    return q_act, q_w

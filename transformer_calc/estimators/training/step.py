@@ -475,7 +475,8 @@ def _cast_s(c: _Setup, tokens_mb: float) -> float:
 
     m, tr = c.m, c.tr
     low_blocks = 1 - precision.bf16_block_count(m, tr.fp8_recipe) / m.n_layers
-    q_act, q_w = cast_bytes_per_layer(m, tr, c.par)
+    q_act, q_w = cast_bytes_per_layer(m, lambda: precision.layer_cast_bytes(m, tr, c.par),
+                                      lambda: precision.block_cast_bytes(m, tr, c.par))
     return low_blocks * (q_act * tokens_mb + q_w / c.mb) / c.bw_hbm
 
 
