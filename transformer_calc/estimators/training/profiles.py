@@ -36,6 +36,12 @@ The torchtitan profile
   computes (implicit forward prefetch; backward prefetch of one unit), so per block only what the
   collective takes beyond the block's compute is exposed, plus the first all-gather of the
   forward and of the backward and the last reduce-scatter, which have nothing to hide behind.
+  The `pytorch` profile's ZeRO-3 (PyTorch FSDP: FSDP1 FULL_SHARD or FSDP2, one unit per block) is
+  priced by the same function: PyTorch's FSDP notes ("FSDP Prefetch Nuances",
+  docs.pytorch.org/docs/stable/notes/fsdp.html) state that the all-gathers run on their own stream
+  and overlap the compute issued before them (implicit forward prefetching, always enabled; the
+  first all-gather overlaps nothing), and backward prefetching issues the next unit's all-gather
+  around the current unit's gradient computation (FSDP1 BackwardPrefetch).
   With pipeline parallelism torchtitan keeps the parameters unsharded between micro-batches
   (reshard_after_forward false when PP is on) and reduces the gradients once, after the last
   micro-batch's backward: one all-gather and one reduce-scatter per step.

@@ -26,7 +26,8 @@ stages (1F1B; interleaved with v virtual stages). Per GPU:
   of the updated weights (ZeRO-1/2, Megatron's distributed optimizer), plus the forward and
   backward all-gathers of weights under ZeRO-3; overlapped with the backward of the last
   micro-batch except one layer's worth (bucketed reduction, PyTorch DDP / Megatron
-  overlap_grad_reduce), the rest exposed.
+  overlap_grad_reduce), the rest exposed; PyTorch FSDP (ZeRO-3 of the pytorch and torchtitan
+  profiles) per block behind each block's compute (profiles.fsdp2_step).
 - MoE (moe_time.py): 4 all-to-alls per MoE layer and micro-batch (dispatch and combine, forward
   and backward) of b·S·k·D·p bytes over ep ranks, inside and across the NVLink domain; token
   permutation, router, the local experts' weight traffic and a fitted fixed cost per local
@@ -54,6 +55,7 @@ from transformer_calc.estimators.params import kv_heads_per_rank, shard_params
 from transformer_calc.model.config import (
     CPCommType,
     FP8Recipe,
+    Framework,
     ModelConfig,
     Parallelism,
     Precision,
@@ -72,7 +74,7 @@ DEFAULT_MATMUL_EFFICIENCY = 0.80
 # A whole training step's GEMMs (per-rank shapes under TP, weight-gradient GEMMs, attention kernels)
 # reach a fraction of the largest-shape MAMF. FITTED: 0.69 minimises the mean error on the 10 runs
 # of Narayanan et al. 2021 Table 1 (tools/validation/train_runs.yaml, ids narayanan-*), and is
-# checked on the 19 other runs there (Korthikanti et al. 2022, MosaicML MPT, NVIDIA dgxc, NeMo):
+# checked on the 25 other runs there (Korthikanti et al. 2022, MosaicML MPT, NVIDIA dgxc, NeMo):
 # docs/validation.md "Training runs". `--matmul-efficiency` replaces the product.
 TRAINING_GEMM_FRACTION = 0.69
 # The `megatron` time profile on Hopper and Blackwell (Megatron-core with Transformer Engine: TE
@@ -588,8 +590,8 @@ class _DataParallel:
 def _data_parallel(c: _Setup, per_micro: float, rec: float, overlap_dp: bool) -> _DataParallel:
     """Data parallelism over the dp replicas (stride T·CP; experts over the expert-data group). The
     first stage finishes its backward last: its reduction is the one the step waits for. ZeRO's
-    collectives, overlapped with the last backward (bucketed), torchtitan's FSDP2 and Megatron's
-    distributed optimizer as contributions."""
+    collectives, overlapped with the last backward (bucketed), PyTorch FSDP (the torchtitan and
+    pytorch profiles' ZeRO-3) and Megatron's distributed optimizer as contributions."""
     from transformer_calc.estimators.training.memory import pipeline_stage
 
     m, tr, par = c.m, c.tr, c.par
@@ -615,9 +617,9 @@ def _data_parallel(c: _Setup, per_micro: float, rec: float, overlap_dp: bool) ->
             dp_s += 2 * c.mb * ring_gather_s(int(params_local * p), dp * cp, dp_bw, dp_lat)
     backward_last = per_micro * 2 / 3 * (1 - 1 / max(L_stage, 1))
     dp_exposed = max(0.0, dp_s - backward_last) if overlap_dp else dp_s
-    if c.torchtitan and par.zero >= 3 and dp * cp > 1:
-        # FSDP2: per-block all-gathers and fp32 reduce-scatters, prefetched behind the blocks'
-        # compute (profiles.fsdp2_step)
+    if (c.torchtitan or tr.framework is Framework.pytorch) and par.zero >= 3 and dp * cp > 1:
+        # PyTorch FSDP (torchtitan's FSDP2; the pytorch profile's FSDP1/FSDP2, a unit per block): per-block
+        # collectives prefetched behind the blocks' compute (profiles.fsdp2_step; FSDP notes, "Prefetch Nuances")
         from transformer_calc.estimators.training.profiles import fsdp2_step
 
         block = (params_local - sh.embedding - (sh.final_norm + sh.lm_head if P == 1 else 0)) / max(L_stage, 1)
