@@ -561,13 +561,24 @@ MOE_ROWS_NOTE = (
     "(TensorRT-LLM's Mapping default, MoE tensor-parallel) gives the same 40 within, median 39 %; (b) the routed "
     "experts' weight reads are not: at the batches these rows run (tcalc's B 64-4,096 sequences, B·k >= 64 "
     "assignments per layer against 16-128 experts) every expert is read under tcalc's min(n, B·k) and under "
-    "the expected n·(1-(1-k/n)^B) alike; (c) the page is not monotone in the hardware: GB200 is below B200 on 6 "
+    "the expected n·(1-(1-k/n)^B) alike; (c) the page is not monotone in the hardware: GB200 is below B200 on 7 "
     "of 10 Qwen3-30B-A3B shapes (24,107 against 39,827 tokens/s at 128/128) and on Scout 1000/1000 (7,738 "
-    "against 10,591) though the GB200 part has the B200's peaks and more memory, so no model holds ±25 % on "
+    "against 10,591) though the GB200 part has the B200's bandwidth, 11 % higher peaks and more memory, "
+    "so no model holds ±25 % on "
     "both columns; (d) H100 against H200 (FP8, same TP): measured 0.27 (Maverick 128/2048, 10,829 / 40,572) and "
     "0.44 (Scout, 15,130 / 34,316) where tcalc gives 0.46 and 0.77; the page falls back 'to 0.90 or lower if "
     "out-of-memory errors are encountered' without saying for which rows, and its MoE options set "
-    "enable_attention_dp, which this path does not model (attention stays tensor-parallel).")
+    "enable_attention_dp, which this path does not model (attention stays tensor-parallel); (e) the size of the "
+    "gap against tcalc's decode step at tcalc's own B (1000/1000, the step at a 1,500-token context): the "
+    "measured tokens/s imply 63.1 ms per step for Qwen3-30B-A3B on B200 (B 1,630; tcalc 25.8 ms, of which "
+    "4.1 ms compute), 56.7 ms for Scout on B200 (B 601; tcalc 26.5, compute 6.8) and 123.9 ms for Maverick on "
+    "H100 (B 1,199; tcalc 48.6, compute 5.1): for MoE kernels to hold the difference they would take 4.5-15 "
+    "times the step's whole compute time. These steps route 102, 38 and 9 tokens to each expert (B·k/n), "
+    "where an expert's GEMM is near the weight-read time tcalc already charges; DeepGEMM's published grouped "
+    "GEMMs run at 0.41-0.66 of peak at 256-1,024 tokens per expert ((7)) and no published rate at fewer was "
+    "found to size a slow-down. So the MoE decode mechanisms do not close these rows, and the gap is "
+    "more likely in the concurrency the engine reaches (its CUDA graphs up to batch 8,192 and the MoE "
+    "workspace are not in tcalc's memory model): not verified, not fitted.")
 
 
 def write_docs(section: str) -> None:
