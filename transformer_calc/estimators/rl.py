@@ -58,7 +58,7 @@ FORWARD_OF_STEP = 3  # a training step's model FLOPs are 3 forwards (forward + b
 # passes and updates (docs/formulas.md §9, "Calibration"): FITTED by tools/validation/rl_runs.py --fit
 # on NeMo-RL v0.5's H100 runs of Llama-3.1-8B, Qwen3-30B-A3B and Qwen3-32B, on-policy and one-step
 # off-policy (6 runs; the pairs separate the two: an off-policy step is bound by one side, an
-# on-policy step sums both), with LOGPROB_SEQUENCE_S and the refit terms below in place; checked on the
+# on-policy step sums both), with LOGPROB_SEQUENCE_S, the refit terms and off_policy_step_s in place; checked on the
 # other 19 (DeepSeek-V3, Qwen3-235B, GB200, MI300X, NeMo-RL v0.3's H100 runs, marin's H100 run). At 1.0
 # the phases are the serve and train models' own.
 # Refitted (issue 41) when the one-step off-policy step gained its third term (`off_policy_step_s`: a
