@@ -64,7 +64,31 @@ def test_split_pools_and_one_step_off_policy():
     assert off["step_time_s"] < on["step_time_s"]
     t = {p["phase"]: p["time_s"] for p in off["phases"]}
     trainer = sum(t.values()) - t["generation"] - t["weight_sync"] - t["offload"]
-    assert off["step_time_s"] == pytest.approx(max(t["generation"], trainer) + t["weight_sync"] + t["offload"])
+    late = (off["rollout"]["drain_s"] + trainer) / 2  # without partial rollouts the drain is the generation
+    assert off["rollout"]["drain_s"] == pytest.approx(t["generation"])
+    assert off["step_time_s"] == pytest.approx(max(t["generation"], trainer, late) + t["weight_sync"] + t["offload"])
+
+
+def test_one_step_off_policy_is_nemo_rls_async_schedule():
+    """step = max(generation, trainer, (drain + trainer) / 2) + sync (estimators.rl.off_policy_step_s):
+    bound by the engine's throughput, by the trainer, or by the latency of a batch that starts only
+    after the previous refit and must end before the trainer's next step."""
+    from transformer_calc.estimators.rl import off_policy_step_s
+
+    assert off_policy_step_s(60.0, 80.0, 10.0, 2.0) == 62.0  # the engine's throughput
+    assert off_policy_step_s(30.0, 40.0, 50.0, 2.0) == 52.0  # the trainer
+    assert off_policy_step_s(30.0, 90.0, 40.0, 2.0) == 67.0  # the batch's latency: (90 + 40) / 2 + 2
+    base = ("--preset", "llama-3.1-8b", "--gpus", "16", "--placement", "split", "--rollout-gpus", "8",
+            "--rollout-tensor", "1", "--off-policy-steps", "1", "--prompts-per-step", "64", "--group-size", "32",
+            "--max-response-len", "4096", "--response-len-mean", "1000")
+    full = _json(*base, "--partial-rollouts")  # in-flight weight updates: the engine kept full
+    waits = _json(*base)  # the refit waits for the running samples: each batch drains to its longest
+    assert full["rollout"]["drain_s"] == pytest.approx(waits["rollout"]["generation_s"])
+    assert full["rollout"]["generation_s"] < full["rollout"]["drain_s"]
+    assert full["step_time_s"] <= waits["step_time_s"]
+    t = {p["phase"]: p["time_s"] for p in full["phases"]}
+    trainer = sum(t.values()) - t["generation"] - t["weight_sync"] - t["offload"]
+    assert full["step_time_s"] >= (full["rollout"]["drain_s"] + trainer) / 2 + t["weight_sync"]
 
 
 def test_rollout_gpus_auto_prices_every_split_and_keeps_the_fastest_that_fits():
@@ -157,7 +181,8 @@ def test_shares_sum_to_one_and_the_peak_is_the_largest_phase(argv):
     assert abs(sum(p["share"] for p in r["phases"]) - 1) < 1e-9
     assert all(p["time_s"] >= 0 for p in r["phases"])
     work = sum(p["time_s"] for p in r["phases"])
-    assert r["step_time_s"] <= work * (1 + 1e-12)
+    gen = next(p["time_s"] for p in r["phases"] if p["phase"] == "generation")
+    assert r["step_time_s"] <= (work + max(0.0, r["rollout"]["drain_s"] - gen)) * (1 + 1e-12)
     if not r["rl"]["off_policy_steps"]:
         assert r["step_time_s"] == pytest.approx(work, rel=1e-12)
     mem = r["memory"]

@@ -101,10 +101,14 @@ def evaluate(row: dict[str, Any], **efficiencies: float) -> Checked:
 def step_at(r: Any, g: float, t: float) -> float:
     """The step time of a raw result (both efficiencies 1) at efficiencies g and t: the phases
     composed as estimators.rl.rl_step composes them."""
+    from transformer_calc.estimators.rl import off_policy_step_s
+
     p = {x.phase: x.time_s for x in r.phases}
     gen, fixed = p["generation"] / g, p["weight_sync"] + p["offload"]
     trainer = (sum(p.values()) - p["generation"] - fixed) / t
-    return (max(gen, trainer) if r.rl.off_policy_steps else gen + trainer) + fixed
+    if r.rl.off_policy_steps and r.rl.placement == "split":
+        return off_policy_step_s(gen, r.rollout.drain_s / g, trainer, p["weight_sync"]) + p["offload"]
+    return gen + trainer + fixed
 
 
 def fit(rows: list[dict[str, Any]]) -> tuple[float, float, float]:
@@ -225,9 +229,17 @@ def step_paragraph(results: list[Checked], raw: list[Checked]) -> str:
         "about as long as its H100 steps on twice the GPUs, about 1.9x an H100's rate per GPU, where tcalc's train "
         "model, within 6 % of Megatron-Bridge's GB200 pretraining runs, and its serve model give 2.4-2.7x; "
         "DeepSeek-V3 misses most), and the large MoE models on H100 (DeepSeek-V3 off-policy, Qwen3-235B) and "
-        "Qwen3-30B-A3B off-policy are slower in tcalc, whose expected decode step of a 61- or 94-layer MoE at a few "
-        "dozen sequences per replica is about 1.6x its roofline and then divided by the generation efficiency, and "
-        "whose one-step off-policy rows run vLLM's async engine at its 128 sequences (the audit below the table); "
+        "Qwen3-30B-A3B off-policy are slower in tcalc. The one-step off-policy composition is NeMo-RL's own "
+        "(max(generation, trainer, (drain + trainer)/2) + sync, from async_grpo_train and its trajectory "
+        "collector; docs/formulas.md §9); what it cannot mend is the engine's step: NeMo-RL's DeepSeek-V3 steps, "
+        "134 s on-policy and 64.9 s off-policy on the same 8 engines of T_e 32, stand as the cap (1,432) and "
+        "the mean (738) decode steps do, a step time nearly independent of the 1-64 sequences in flight, where "
+        "tcalc's decode step at T_e 32 across four nodes grows from 12 ms at one sequence to 96 ms at 64, 73 ms "
+        "of it the one-shot all-reduce priced over the NIC, which vLLM does not run across nodes (its custom "
+        "all-reduce is disabled when the group spans nodes); so the on-policy tail comes out right and the "
+        "engine kept full too slow (NeMo-RL v0.6's page, not in the table as its recipes are not audited, shows "
+        "the same: DeepSeek-V3 on-policy on 512 H100, 16 engines, 111 s against 134 s on 256; tcalc 75 s against "
+        "117 s with the v0.5 rows' settings); "
         "on the two runs outside NeMo-RL (Miles on "
         "MI300X, marin's smoke test on H100) every phase is slower than tcalc's: the trainer's passes and update "
         "three to seven times, the generation about twice. The log-prob host cost, the refit terms and the "

@@ -33,7 +33,8 @@ the steady rate, no tail.
 **Overlaps.** Synchronous (on-policy) steps run the phases one after another. With
 `off_policy_steps` = 1 on split pools (NeMo-RL's and verl's one-step off-policy, AReaL's bounded
 staleness) the next step's generation runs during this step's passes and updates: step =
-max(generation, passes + updates) + weight sync.
+max(generation, passes + updates, (drain + passes + updates) / 2) + weight sync, the third term the
+latency of a batch that cannot start before the previous refit (`off_policy_step_s`).
 """
 
 from __future__ import annotations
@@ -57,15 +58,15 @@ FORWARD_OF_STEP = 3  # a training step's model FLOPs are 3 forwards (forward + b
 # passes and updates (docs/formulas.md §9, "Calibration"): FITTED by tools/validation/rl_runs.py --fit
 # on NeMo-RL v0.5's H100 runs of Llama-3.1-8B, Qwen3-30B-A3B and Qwen3-32B, on-policy and one-step
 # off-policy (6 runs; the pairs separate the two: an off-policy step is bound by one side, an
-# on-policy step sums both), with LOGPROB_SEQUENCE_S and the refit terms below in place; checked on the
+# on-policy step sums both), with LOGPROB_SEQUENCE_S, the refit terms and off_policy_step_s in place; checked on the
 # other 19 (DeepSeek-V3, Qwen3-235B, GB200, MI300X, NeMo-RL v0.3's H100 runs, marin's H100 run). At 1.0
 # the phases are the serve and train models' own.
-# The audit of the rows against their recipes (issue 41: the mean prompt and response from the page's
-# own token counts, vLLM's async-engine batch limits) changed those 6 runs' settings; `--fit` on them now
-# gives 0.67 and 0.87, which fits the 6 better (median 0.4 % against 3.8 %) but not the 19 checks (28.6 %
-# against 28.3 %) and moves the generation share from 5.4 to 11.1 points (docs/validation.md): not adopted.
-GENERATION_EFFICIENCY = 0.73
-TRAINER_EFFICIENCY = 0.75
+# Refitted (issue 41) when the one-step off-policy step gained its third term (`off_policy_step_s`: a
+# batch cannot start before the previous refit), which binds on the fit run Llama-3.1-8B off-policy:
+# 0.73 and 0.75 before (fitted on the old composition); the 6 fit runs 3.8 -> 2.2 %, the 19 checks
+# 28.3 -> 29.9 %, all 25 24.6 -> 22.5 %, the generation share 7.0 -> 4.4 points (docs/validation.md).
+GENERATION_EFFICIENCY = 0.79
+TRAINER_EFFICIENCY = 0.73
 # The rollout engine returns each sampled token's log-prob (the trainer's importance ratio needs it):
 # host work per sequence per decode step, on the CPU whatever the GPU (slicing the step's logprob
 # lists per request, the IPC to the output processor, building its Logprob objects). MEASURED, not
@@ -243,6 +244,7 @@ class Rollout:
     longest_response_len: float
     time_s: float  # queue + prefill + tail (partial rollouts: every token at the steady rate)
     tail_steps: int  # decode steps of the drain
+    drain_s: float  # queue + prefill + tail, partial rollouts or not: the step's samples alone, to the longest
 
 
 def decode_time_s(m: ModelConfig, gpu: Any, spec: Any, eff: Any, batch: int, context: int) -> float:
@@ -277,9 +279,6 @@ def rollout(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, alg: Al
                          "--memory-utilization or --rollout-tensor")
     C = max(1, min(fits, sequence_limit(serving, cap), n_r))
     steady = load_point(m, gpu, run, eff, serving, P, mean_out, C).output_tokens_per_s * efficiency
-    if alg.partial_rollouts:  # the engine kept full: every token at the steady rate
-        t = n_r * mu / steady
-        return Rollout(n_r, C, fits, cap.kv_budget_bytes, steady, t, 0.0, 0.0, float(mu), t, 0)
     queue_s = max(0, n_r - C) * mu / steady
     first = min(n_r, C)
     prompts = -(-first // alg.group_size)  # a group's samples share one prefill (prefix caching)
@@ -295,8 +294,11 @@ def rollout(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, alg: Al
         mid = (lo + hi) / 2
         active = max(1, round(first * d.survival(mid)))  # the longest sample runs to the end
         tail += (hi - lo) * decode_time_s(m, gpu, spec, eff, active, P + round(mid)) / efficiency
-    return Rollout(n_r, C, fits, cap.kv_budget_bytes, steady, queue_s, prefill_s, tail, longest,
-                   queue_s + prefill_s + tail, steps)
+    drain = queue_s + prefill_s + tail
+    if alg.partial_rollouts:  # the engine kept full: every token at the steady rate
+        t = n_r * mu / steady
+        return Rollout(n_r, C, fits, cap.kv_budget_bytes, steady, t, 0.0, 0.0, float(mu), t, 0, drain)
+    return Rollout(n_r, C, fits, cap.kv_budget_bytes, steady, queue_s, prefill_s, tail, longest, drain, steps, drain)
 
 
 # ============================================================================ passes and updates
@@ -498,6 +500,34 @@ def offload_s(gpu: Any, bytes_moved: int) -> float:
     return 0.0 if not bytes_moved or not both else bytes_moved / (both / 2)
 
 
+def off_policy_step_s(generation_s: float, drain_s: float, trainer_s: float, sync_s: float) -> float:
+    """One step of a one-step off-policy pipeline in its steady state, as NeMo-RL v0.5 runs it
+    (github NVIDIA-NeMo/RL at v0.5.0: nemo_rl/algorithms/grpo.py `async_grpo_train`,
+    nemo_rl/algorithms/async_utils.py; docs/guides/async-grpo.md):
+
+        step = max(generation, trainer, (drain + trainer) / 2) + sync
+
+    - The trainer's loop is the step (grpo.py's `total_step_time` timer): wait for the step's batch in
+      the replay buffer (`exposed_generation`), rewards, the policy's and the reference's log-probs,
+      the update, then the refit (`weight_sync`). So step >= trainer + sync.
+    - The engine generates continuously in a background collector, at most num_prompts_per_step ·
+      max_trajectory_age_steps groups in flight (AsyncTrajectoryCollector's `_inflight_sema`): one
+      step's samples. The refit stops new starts (`prepare_for_refit`) and the engine loads the
+      weights between its steps (`update_weights_from_collective`, a vLLM collective_rpc); with
+      in-flight weight updates the running samples are not waited for. So step >= generation +
+      sync, `generation` the step's tokens at the engine's steady rate (the engine kept full).
+    - The batch step k + 1 trains on is generated with the weights of refit k (`_calculate_target_weights`:
+      weight version v generates for target v + 1), none of it before that refit, and the trainer
+      needs all of it (ReplayBuffer.sample stalls until every group of its target is in). Its last
+      sample ends at least `drain` after refit k (the batch alone, started at once, to its longest
+      sample: the rollout without partial rollouts; a lower bound, as the previous batch's last
+      samples still hold slots), plus refit k + 1, which it spans; refit k + 2 follows by the
+      trainer's work: refit k + 2 − refit k = 2 · step >= drain + sync + trainer + sync.
+    Without in-flight updates (`prepare_for_refit` waits for the running samples) `generation` is the
+    drain itself and the third term is never the largest."""
+    return max(generation_s, trainer_s, (drain_s + trainer_s) / 2) + sync_s
+
+
 def rl_step(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, w: Any, tr: Any, par: Any,
             alg: Algorithm, pools: Pools, *, network: Any, matmul_efficiency: float | None = None,
             generation_efficiency: float = GENERATION_EFFICIENCY, trainer_efficiency: float = TRAINER_EFFICIENCY) -> RlStep:
@@ -534,7 +564,7 @@ def rl_step(m: ModelConfig, gpu: Any, spec: Any, eff: Any, serving: Any, w: Any,
     total = sum(phases.values())
     if alg.off_policy_steps and pools.placement == "split":
         trainer = total - phases["generation"] - phases["weight_sync"] - phases["offload"]
-        step = max(phases["generation"], trainer) + phases["weight_sync"] + phases["offload"]
+        step = off_policy_step_s(phases["generation"], ro.drain_s, trainer, phases["weight_sync"]) + phases["offload"]
     else:
         step = total
     tokens = alg.samples * (alg.prompt_len + max(1, round(alg.lengths.mean)))

@@ -161,7 +161,7 @@ def rl_efficiency_defaults() -> dict[str, tuple[Any, str]]:
     """The last of `tcalc rl`'s defaults: the efficiencies fitted in estimators/rl.py."""
     from transformer_calc.estimators.rl import GENERATION_EFFICIENCY, TRAINER_EFFICIENCY
 
-    fitted = "fitted on 6 NeMo-RL H100 runs, checked on 16 others (docs/validation.md)"
+    fitted = "fitted on 6 NeMo-RL H100 runs, checked on 19 others (docs/validation.md)"
     return {"generation_efficiency": (GENERATION_EFFICIENCY, fitted), "trainer_efficiency": (TRAINER_EFFICIENCY, fitted)}
 
 

@@ -99,8 +99,8 @@ class RlRequest(ModelRequest):
     offload_device: OffloadDevice = None
     batch_size: Annotated[int | None, opt("--micro-batch", "--B", "--batch-size", help="The trainer's micro-batch b (sequences) \\[default: the fastest that fits at P + L, as tcalc train chooses].", panel=TRAINER, parse=whole, job=False)] = None
     matmul_efficiency: MatmulEff = None
-    generation_efficiency: Annotated[float | None, opt("--generation-efficiency", help="The fraction of `tcalc serve`'s rates the RL framework's generation achieves \\[default: 0.73, fitted on NeMo-RL's H100 runs (docs/validation.md); 1: serve's own].", panel=ROLLOUT, parse=fraction, job=False)] = None
-    trainer_efficiency: Annotated[float | None, opt("--trainer-efficiency", help="The fraction of `tcalc train`'s rates the RL framework's log-prob passes and updates achieve \\[default: 0.75, fitted on NeMo-RL's H100 runs (docs/validation.md); 1: train's own].", panel=TRAINER, parse=fraction, job=False)] = None
+    generation_efficiency: Annotated[float | None, opt("--generation-efficiency", help="The fraction of `tcalc serve`'s rates the RL framework's generation achieves \\[default: 0.79, fitted on NeMo-RL's H100 runs (docs/validation.md); 1: serve's own].", panel=ROLLOUT, parse=fraction, job=False)] = None
+    trainer_efficiency: Annotated[float | None, opt("--trainer-efficiency", help="The fraction of `tcalc train`'s rates the RL framework's log-prob passes and updates achieve \\[default: 0.73, fitted on NeMo-RL's H100 runs (docs/validation.md); 1: train's own].", panel=TRAINER, parse=fraction, job=False)] = None
 
     def check(self, label: Any) -> None:
         if self.placement != "split" and self.rollout_gpus is not None:

@@ -68,6 +68,7 @@ class RolloutSection(Section):
     tail_s: float  # the last wave drained down to the longest sample
     longest_response_len: float
     generation_s: float
+    drain_s: float  # the step's samples alone, to the longest (queue + prefill + tail without partial rollouts)
     tokens_per_s: float  # generated tokens per second, all replicas: samples · μ / generation_s
 
 
@@ -321,7 +322,7 @@ def _rollout_section(su: _Setup, pools: Any, ro: Any) -> RolloutSection:
         concurrency=ro.concurrency, max_concurrent_sequences=ro.max_concurrent_sequences,
         kv_budget_bytes_per_gpu=ro.kv_budget_bytes, steady_tokens_per_s_per_replica=ro.steady_tokens_per_s,
         queue_s=ro.queue_s, prefill_s=ro.prefill_s, tail_s=ro.tail_s, longest_response_len=ro.longest_response_len,
-        generation_s=ro.time_s, tokens_per_s=generated / ro.time_s)
+        generation_s=ro.time_s, drain_s=ro.drain_s, tokens_per_s=generated / ro.time_s)
 
 
 def _memory_section(step: Any, device: Any) -> RlMemory:
