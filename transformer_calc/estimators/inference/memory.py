@@ -112,7 +112,7 @@ def untouched_share(n: int, k: int, tokens: int) -> Fraction:
 
 def all_touched_tokens(n: int, k: int) -> int:
     """The fewest tokens from which `untouched_share` is 0: (1 − k/n)^t < 2^-UNTOUCHED_CUTOFF_BITS
-    (0 for a dense MLP or k = n). Mixtral (2 of 8): 241; DeepSeek-V3 (8 of 256): 2,183."""
+    (0 for a dense MLP or k = n). Mixtral (2 of 8): 241; DeepSeek-V3 (8 of 256): 2,184."""
     if n <= 1 or k >= n:
         return 0
     return math.floor(UNTOUCHED_CUTOFF_BITS / math.log2(n / (n - k))) + 1
