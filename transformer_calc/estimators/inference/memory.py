@@ -121,10 +121,10 @@ def all_touched_tokens(n: int, k: int) -> int:
 def expected_experts_touched(n: int, k: int, tokens: int, held: int | None = None) -> float:
     """Experts a step of `tokens` tokens is expected to touch, k of n routed per token, among the `held`
     (default all n) one GPU holds: held·(1 − (1 − k/n)^tokens). k at one token; Mixtral (2 of 8) at 8
-    tokens 7.20 (the bound min(n, tokens·k): 8); DeepSeek-V3 (8 of 256) at 32 tokens 163.2 (bound 256).
-    MoE decode's weight reads follow this count of distinct experts, not the tokens ("Opportunistic Expert Activation",
-    arXiv 2511.02237: MoE decode latency is governed by the number of activated experts; Yu et al. 2025,
-    arXiv 2512.09277, METRO: likewise per GPU under expert parallelism)."""
+    tokens 7.20 (the bound min(n, tokens·k): 8); DeepSeek-V3 (8 of 256) at 32 tokens 163.3 (bound 256).
+    MoE decode's weight reads follow this count of distinct experts, not the tokens ("Opportunistic
+    Expert Activation", arXiv 2511.02237: MoE decode latency is governed by the number of activated
+    experts; Yu et al. 2025, arXiv 2512.09277, METRO: likewise per GPU under expert parallelism)."""
     n_held = n if held is None else held
     return float(n_held * (1 - untouched_share(n, k, tokens)))
 
