@@ -113,6 +113,27 @@ def _add_steps(
     return flops, bytes_moved, comm_s, seconds, compute_steps
 
 
+MAX_ADDED_STEPS = 4096  # a naive MoE's steps before every expert is read, added one by one up to this many
+GROWING_PIECES = 1024  # beyond: that many pieces, each summed as a quadratic through its first three steps
+
+
+def _growing_experts_sum(
+    exact: Callable[[int], tuple[Step, Fraction, Fraction]], start: int, stop: int, peak: int | Fraction,
+    bw: int | Fraction,
+) -> tuple[int, int, Fraction, Fraction, int]:
+    """The decode steps at contexts [start, stop) of a naive-mode MoE whose expected touched experts still
+    grow with the context (no polynomial): added one by one up to MAX_ADDED_STEPS (exact); a longer span (a
+    hostile n_experts: every step until 2^-100 of the experts stay idle) is cut into GROWING_PIECES pieces,
+    each summed as `_sum_steps` sums a polynomial piece (an approximation: the reads are smooth in c)."""
+    if stop - start <= MAX_ADDED_STEPS:
+        return _add_steps(exact, start, stop)
+    cuts = sorted({start + (stop - start) * i // GROWING_PIECES for i in range(GROWING_PIECES + 1)})
+    total = (0, 0, Fraction(0), Fraction(0), 0)
+    for lo, hi in zip(cuts, cuts[1:]):
+        total = tuple(a + b for a, b in zip(total, _sum_steps(exact, lo, hi, peak, bw)))
+    return total
+
+
 def _sum_steps(
     exact: Callable[[int], tuple[Step, Fraction, Fraction]], start: int, stop: int, peak: int | Fraction,
     bw: int | Fraction,
@@ -220,7 +241,7 @@ def decode_sum(
     period = state_period(sh)
     for lo, hi in zip(cuts, cuts[1:]):
         if saturated and hi <= saturated:  # the naive MoE's experts not all read yet
-            f_, b_, x_, t_, c_ = _add_steps(exact, lo, hi)
+            f_, b_, x_, t_, c_ = _growing_experts_sum(exact, lo, hi, peak, bw)
             flops, bytes_moved, comm_s, seconds, compute_steps = (
                 flops + f_, bytes_moved + b_, comm_s + x_, seconds + t_, compute_steps + c_
             )

@@ -96,6 +96,9 @@ def _kv_bytes_per_token(sh: Shard, spec: InferenceSpec) -> int:
 # (1 − k/n)^t below 2^-100: the experts left unread hold under a byte of any model below 2^100 bytes, so a
 # step reads every expert (the bytes, rounded up once, are those of the exact expectation)
 UNTOUCHED_CUTOFF_BITS = 100
+# (1 − k/n)^t is exact while n^t stays under 2^16 bits (every real model's decode batch); beyond, the float
+# power (relative error ~1e-16: under a byte of any model below 10^16 bytes), so a hostile n or t stays fast
+EXACT_POWER_BITS = 2**16
 
 
 def untouched_share(n: int, k: int, tokens: int) -> Fraction:
@@ -107,6 +110,8 @@ def untouched_share(n: int, k: int, tokens: int) -> Fraction:
     dense MLP (n = 1) and from the cutoff above on."""
     if tokens >= all_touched_tokens(n, k):
         return Fraction(0)
+    if tokens * n.bit_length() > EXACT_POWER_BITS:
+        return Fraction(math.exp(tokens * math.log1p(-k / n)))
     return Fraction(n - k, n) ** tokens
 
 
