@@ -128,10 +128,14 @@ def _growing_experts_sum(
     if stop - start <= MAX_ADDED_STEPS:
         return _add_steps(exact, start, stop)
     cuts = sorted({start + (stop - start) * i // GROWING_PIECES for i in range(GROWING_PIECES + 1)})
-    total = (0, 0, Fraction(0), Fraction(0), 0)
+    flops = bytes_moved = compute_steps = 0
+    comm_s = seconds = Fraction(0)
     for lo, hi in zip(cuts, cuts[1:]):
-        total = tuple(a + b for a, b in zip(total, _sum_steps(exact, lo, hi, peak, bw)))
-    return total
+        f_, b_, x_, t_, c_ = _sum_steps(exact, lo, hi, peak, bw)
+        flops, bytes_moved, comm_s, seconds, compute_steps = (
+            flops + f_, bytes_moved + b_, comm_s + x_, seconds + t_, compute_steps + c_
+        )
+    return flops, bytes_moved, comm_s, seconds, compute_steps
 
 
 def _sum_steps(
@@ -168,7 +172,7 @@ def decode(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Decode:
     fix it, and its sum over any range of steps is a closed form (Newton forward differences).
     The roofline's max() switches branch at most once, where compute and memory time cross
     (solved exactly). A naive-mode MoE's first steps, whose expected touched experts still grow (no
-    polynomial in the context), are added one by one until every expert is read.
+    polynomial in the context), are added one by one until every expert is read (`_growing_experts_sum`).
     """
     sh = rank_shard(m, spec)
     S, B, n_steps = spec.prompt_len, spec.batch_size, spec.new_tokens - 1
@@ -218,7 +222,8 @@ def decode_sum(
     seconds = comm_s = Fraction(0)
     start, stop = S + 1, S + 1 + n_steps  # contexts of the steps: [start, stop)
     # A naive-mode MoE reads the experts its B·c tokens are expected to touch at context c, no polynomial
-    # in c, until every expert is read (memory.all_touched_tokens): those first steps are added one by one.
+    # in c, until every expert is read (memory.all_touched_tokens): those first steps are added one by one
+    # (`_growing_experts_sum`; past MAX_ADDED_STEPS, in quadratic pieces).
     saturated = None
     T, ep = sh.expert_assignments_share
     all_tokens = all_touched_tokens(sh.n_experts * ep, sh.experts_per_token)

@@ -159,7 +159,8 @@ def weights_read_bytes(sh: Shard, spec: InferenceSpec, tokens: int | None) -> in
         read = q.total_bytes - q.gathered_bytes - idle_bytes
         return -(-read.numerator // read.denominator) if isinstance(read, Fraction) else read
     elements = sh.params - sh.gathered_params - sh.moe_layers * idle * sh.expert_params + sh.reread_params
-    return storage_bytes(elements, DTYPE_BITS[spec.weight_dtype])
+    read_bytes = elements * DTYPE_BITS[spec.weight_dtype] / BITS_PER_BYTE  # exact; whole bytes, rounded up once
+    return -(-read_bytes.numerator // read_bytes.denominator)
 
 
 def weight_split(sh: Shard, spec: InferenceSpec) -> tuple[Fraction, Fraction]:
