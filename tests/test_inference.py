@@ -517,3 +517,68 @@ def test_compute_bound_batch_is_the_threshold(case, c):
     assert decode_step(m, g, dataclasses.replace(s, batch_size=b), c).bound == "compute"
     if b > 1:
         assert decode_step(m, g, dataclasses.replace(s, batch_size=b - 1), c).bound == "memory"
+
+
+# ============================================================================ MoE: the experts a batch touches
+def test_expected_experts_touched_by_hand():
+    """n·(1 − (1 − k/n)^t): k at one token; the bound min(n, t·k) is above it from two tokens on."""
+    from transformer_calc.estimators.inference.memory import (
+        all_touched_tokens,
+        expected_experts_touched,
+        untouched_share,
+    )
+
+    assert untouched_share(8, 2, 8) == Fraction(3, 4) ** 8
+    assert expected_experts_touched(8, 2, 8) == pytest.approx(8 * (1 - 0.75**8)) == pytest.approx(7.199, abs=1e-3)
+    assert expected_experts_touched(256, 8, 32) == pytest.approx(163.31, abs=0.01)  # DeepSeek-V3 at B = 32
+    for n, k in ((8, 2), (256, 8), (60, 4), (384, 8), (16, 1)):
+        assert expected_experts_touched(n, k, 1) == k  # exact at one token
+        for t in (2, 3, 7, 50):
+            assert expected_experts_touched(n, k, t) < min(n, t * k)
+        t_all = all_touched_tokens(n, k)
+        assert untouched_share(n, k, t_all) == 0 < untouched_share(n, k, t_all - 1) < Fraction(1, 2**99)
+    assert all_touched_tokens(8, 2) == 241 and all_touched_tokens(256, 8) == 2184
+    assert expected_experts_touched(1, 1, 5) == 1 and untouched_share(4, 4, 1) == 0  # dense MLP, k = n
+    assert expected_experts_touched(256, 8, 32, held=32) == pytest.approx(163.31 / 8, abs=0.01)  # one GPU of ep 8
+
+
+def test_moe_weight_reads_are_the_expected_experts_bytes():
+    """Mixtral, bf16: a step of t tokens reads every weight but the experts it is expected to leave idle,
+    L·n·(3/4)^t of them, rounded up once; at one token exactly the k = 2 experts the bound read."""
+    from transformer_calc.estimators.inference.memory import weights_read_bytes
+    from transformer_calc.estimators.inference.shard import rank_shard
+
+    m = preset_model("mixtral-8x7b")
+    s = spec()
+    sh = rank_shard(m, s)
+    every = weights_read_bytes(sh, s, None)
+    expert = sh.moe_layers * sh.expert_params * 2  # one expert in every MoE layer, bf16 bytes
+    assert every - weights_read_bytes(sh, s, 1) == 6 * expert
+    assert every - weights_read_bytes(sh, s, 8) == math.floor(8 * Fraction(3, 4) ** 8 * expert)
+    reads = [weights_read_bytes(sh, s, t) for t in (1, 2, 4, 8, 16, 64, 240, 241)]
+    assert reads == sorted(reads) and reads[-1] == every and reads[-3] < every  # under a byte idle at t = 240
+    # DP attention (T = 1, ep = 4): each GPU's 2 experts serve the 4 groups' tokens, 4·t routed
+    s4 = spec(expert_parallel=4)
+    sh4 = rank_shard(m, s4)
+    idle = weights_read_bytes(sh4, s4, None) - weights_read_bytes(sh4, s4, 2)
+    assert idle == math.floor(2 * Fraction(3, 4) ** 8 * expert)
+
+
+def test_moe_decode_batch_and_naive_sum_follow_the_expected_experts():
+    """compute_bound_batch is the smallest compute-bound B with the expected reads (bisected), and a
+    naive-mode MoE decode sums its steps, whose touched experts grow with the context, exactly."""
+    m = ModelConfig.model_validate({"L": 2, "D": 8, "A": 2, "V": 10, "K": 6, "n_experts": 8, "experts_per_token": 2,
+                                    "moe_d_ff": 16})
+    g = toy_gpu(peak=1000, bw=400, memory=10**9)  # lambda 2.5 FLOP per byte: compute-bound at a few sequences
+    s = spec(prompt_len=4, new_tokens=2)
+    b = compute_bound_batch(m, g, s)
+    assert b == 9  # 8·(1 − (3/4)^9) = 7.40 experts touched: below every expert's bytes
+    assert decode_step(m, g, dataclasses.replace(s, batch_size=b), 5).bound == "compute"
+    assert decode_step(m, g, dataclasses.replace(s, batch_size=b - 1), 5).bound == "memory"
+    # B = 2: every expert is read from context 121 on (2·121 >= 241 tokens), a polynomial piece after it
+    naive = spec(prompt_len=3, new_tokens=150, kv_cache=False, batch_size=2)
+    d = decode(m, g, naive)
+    steps = [decode_step(m, g, naive, c) for c in range(4, 153)]
+    assert d.bytes_moved == sum(x.bytes_moved for x in steps) and d.flops == sum(x.flops for x in steps)
+    assert d.seconds == pytest.approx(sum(x.seconds for x in steps), rel=1e-12)
+    assert steps[0].weight_bytes < steps[5].weight_bytes < steps[-1].weight_bytes  # 8, 18, 304 tokens' experts

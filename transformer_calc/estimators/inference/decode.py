@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from transformer_calc.devices.hardware import GPU, peak_flops
-from transformer_calc.estimators.inference.memory import weight_split, weights_read_bytes
+from transformer_calc.estimators.inference.memory import all_touched_tokens, weight_split, weights_read_bytes
 from transformer_calc.estimators.inference.shard import Shard, rank_shard
 from transformer_calc.estimators.inference.spec import (
     COMPUTE,
@@ -97,6 +97,47 @@ def _split(h: Poly, n: int) -> int:
     return i
 
 
+def _add_steps(
+    exact: Callable[[int], tuple[Step, Fraction, Fraction]], start: int, stop: int,
+) -> tuple[int, int, Fraction, Fraction, int]:
+    """(FLOPs, bytes, communication s, seconds, compute-bound steps) of the decode steps at contexts
+    [start, stop), added one by one (a piece too short to sample, or not polynomial)."""
+    flops = bytes_moved = compute_steps = 0
+    comm_s = seconds = Fraction(0)
+    for context in range(start, stop):
+        step, t, comm = exact(context)
+        flops, bytes_moved, comm_s, seconds, compute_steps = (
+            flops + step.flops, bytes_moved + step.bytes_moved, comm_s + comm, seconds + t,
+            compute_steps + (step.bound == COMPUTE),
+        )
+    return flops, bytes_moved, comm_s, seconds, compute_steps
+
+
+MAX_ADDED_STEPS = 4096  # a naive MoE's steps before every expert is read, added one by one up to this many
+GROWING_PIECES = 1024  # beyond: that many pieces, each summed as a quadratic through its first three steps
+
+
+def _growing_experts_sum(
+    exact: Callable[[int], tuple[Step, Fraction, Fraction]], start: int, stop: int, peak: int | Fraction,
+    bw: int | Fraction,
+) -> tuple[int, int, Fraction, Fraction, int]:
+    """The decode steps at contexts [start, stop) of a naive-mode MoE whose expected touched experts still
+    grow with the context (no polynomial): added one by one up to MAX_ADDED_STEPS (exact); a longer span (a
+    hostile n_experts: every step until 2^-100 of the experts stay idle) is cut into GROWING_PIECES pieces,
+    each summed as `_sum_steps` sums a polynomial piece (an approximation: the reads are smooth in c)."""
+    if stop - start <= MAX_ADDED_STEPS:
+        return _add_steps(exact, start, stop)
+    cuts = sorted({start + (stop - start) * i // GROWING_PIECES for i in range(GROWING_PIECES + 1)})
+    flops = bytes_moved = compute_steps = 0
+    comm_s = seconds = Fraction(0)
+    for lo, hi in zip(cuts, cuts[1:]):
+        f_, b_, x_, t_, c_ = _sum_steps(exact, lo, hi, peak, bw)
+        flops, bytes_moved, comm_s, seconds, compute_steps = (
+            flops + f_, bytes_moved + b_, comm_s + x_, seconds + t_, compute_steps + c_
+        )
+    return flops, bytes_moved, comm_s, seconds, compute_steps
+
+
 def _sum_steps(
     exact: Callable[[int], tuple[Step, Fraction, Fraction]], start: int, stop: int, peak: int | Fraction,
     bw: int | Fraction,
@@ -107,15 +148,7 @@ def _sum_steps(
     if n <= 0:
         return 0, 0, Fraction(0), Fraction(0), 0
     if n < 3:  # too few steps to sample a polynomial inside the piece: add them
-        flops = bytes_moved = compute_steps = 0
-        comm_s = seconds = Fraction(0)
-        for context in range(start, stop):
-            step, t, comm = exact(context)
-            flops, bytes_moved, comm_s, seconds, compute_steps = (
-                flops + step.flops, bytes_moved + step.bytes_moved, comm_s + comm, seconds + t,
-                compute_steps + (step.bound == COMPUTE),
-            )
-        return flops, bytes_moved, comm_s, seconds, compute_steps
+        return _add_steps(exact, start, stop)
     samples = [exact(start + i) for i in range(3)]
     f = _newton([s.flops for s, _, _ in samples])  # FLOPs of step i
     b = _newton([s.bytes_moved for s, _, _ in samples])  # bytes moved by step i
@@ -138,8 +171,8 @@ def decode(m: ModelConfig, gpu: GPU, spec: InferenceSpec) -> Decode:
     a cache, quadratic in naive mode; bytes and communication: linear), so three evaluated steps
     fix it, and its sum over any range of steps is a closed form (Newton forward differences).
     The roofline's max() switches branch at most once, where compute and memory time cross
-    (solved exactly). A naive-mode MoE's first steps, whose touched-expert count still grows,
-    are a polynomial piece of their own (no loop over steps).
+    (solved exactly). A naive-mode MoE's first steps, whose expected touched experts still grow (no
+    polynomial in the context), are added one by one until every expert is read (`_growing_experts_sum`).
     """
     sh = rank_shard(m, spec)
     S, B, n_steps = spec.prompt_len, spec.batch_size, spec.new_tokens - 1
@@ -188,11 +221,14 @@ def decode_sum(
     flops = bytes_moved = compute_steps = 0
     seconds = comm_s = Fraction(0)
     start, stop = S + 1, S + 1 + n_steps  # contexts of the steps: [start, stop)
-    # A naive-mode MoE reads min(n_experts, B·c·k) experts per layer at context c: linear in c
-    # until every expert is touched, constant after. That saturation point is one more break.
+    # A naive-mode MoE reads the experts its B·c tokens are expected to touch at context c, no polynomial
+    # in c, until every expert is read (memory.all_touched_tokens): those first steps are added one by one
+    # (`_growing_experts_sum`; past MAX_ADDED_STEPS, in quadratic pieces).
     saturated = None
-    if not spec.kv_cache and sh.n_experts > 1:
-        saturated = -(-sh.n_experts // (B * sh.experts_per_token))
+    T, ep = sh.expert_assignments_share
+    all_tokens = all_touched_tokens(sh.n_experts * ep, sh.experts_per_token)
+    if not spec.kv_cache and all_tokens:
+        saturated = -(-all_tokens // (B * max(ep // T, 1)))  # the first context whose tokens touch every expert
     # Windows (sliding, chunked layers) make every per-step quantity piecewise polynomial, with
     # a break where the context reaches a window: sum each piece separately.
     spans = [g.window for g in sh.kv_groups if g.window]
@@ -209,6 +245,12 @@ def decode_sum(
     # linear in j again, so each residue is a closed-form sum of its own (period sums, never one per step)
     period = state_period(sh)
     for lo, hi in zip(cuts, cuts[1:]):
+        if saturated and hi <= saturated:  # the naive MoE's experts not all read yet
+            f_, b_, x_, t_, c_ = _growing_experts_sum(exact, lo, hi, peak, bw)
+            flops, bytes_moved, comm_s, seconds, compute_steps = (
+                flops + f_, bytes_moved + b_, comm_s + x_, seconds + t_, compute_steps + c_
+            )
+            continue
         for r in range(min(period, hi - lo)):
             def strided(j: int, base: int = lo + r) -> tuple[Step, Fraction, Fraction]:
                 return exact(base + period * j)
@@ -243,7 +285,7 @@ def weights_only_compute_bound_batch(m: ModelConfig, gpu: GPU, spec: InferenceSp
     or does not exist (errata FAL-5).
     """
     sh = rank_shard(m, spec)
-    weights = weights_read_bytes(sh, spec, sh.n_experts)  # every expert touched
+    weights = weights_read_bytes(sh, spec, None)  # every expert touched
     peak = peak_flops(gpu, spec.resolved_compute_dtype)
     lambda_math = Fraction(peak, gpu.memory_bw_bytes_s)
     return float(lambda_math * weights / (FLOPS_PER_MAC * sh.matmul_params))
@@ -257,7 +299,8 @@ def compute_bound_batch(
     Per GPU, FLOPs are B·f and bytes W(B) + B·k (f, k: FLOPs and cache bytes per sequence; W the
     weights read), so the step is compute-bound iff B·(f·bw - k·peak) >= W·peak: a closed form,
     and never when f·bw <= k·peak (the KV reads alone outweigh the FLOPs, errata FAL-5). A MoE's
-    W(B) grows until every expert is touched; that regime is solved separately. The default
+    W(B) grows with the experts its batch is expected to touch (memory.untouched_share); that B is
+    bisected. The default
     context is the generation's last decode step (S + N_new - 1, at least S + 1), where the cache
     is largest: from this B on, every decode step of the generation is compute-bound.
     """
@@ -271,21 +314,21 @@ def compute_bound_batch(
         return decode_step_exact(m, gpu, variant, sh, c)[0].bound == COMPUTE
 
     one = decode_step_exact(m, gpu, dataclasses.replace(spec, batch_size=1), sh, c)[0]
-    tokens = one.tokens
     f, kv = one.flops, one.kv_read_bytes + one.kv_write_bytes
-    all_weights = weights_read_bytes(sh, spec, sh.n_experts)  # every expert touched
+    all_weights = weights_read_bytes(sh, spec, None)  # every expert touched
     coef = f * bw - kv * peak
     if coef <= 0:
         return None
-    saturated = -(-sh.n_experts // (tokens * sh.experts_per_token))  # B from which all are read
-    batch = max(-(-all_weights * peak // coef), saturated)
-    if saturated > 1:  # MoE below saturation: W(B) = W_base + B·tokens·top-k·L·expert bytes
-        base, one_expert = weight_split(sh, spec)
-        expert_bytes = sh.moe_layers * one_expert
-        coef_low = f * bw - (kv + tokens * sh.experts_per_token * expert_bytes) * peak
-        low = math.ceil(base * peak / coef_low) if coef_low > 0 else saturated
-        if low < saturated:  # compute-bound before every expert is read
-            batch = max(low, 1)
+    batch = max(-(-all_weights * peak // coef), 1)  # W(B) <= every expert's bytes: compute-bound from here
+    if one.weight_bytes < all_weights:
+        # A MoE's W(B) grows with the experts a batch touches (concave in B), so B·coef − W(B)·peak is
+        # convex and negative at 0: compute-bound from one B on. Bisect for it above the B at which
+        # the weights without their routed experts alone would balance.
+        base = weight_split(sh, spec)[0]
+        low = max(math.ceil(base * peak / coef), 1)
+        while low < batch:
+            mid = (low + batch) // 2
+            low, batch = (low, mid) if is_compute_bound(mid) else (mid + 1, batch)
     # Whole-byte rounding of the weights can move the answer by one; settle it on the step itself.
     while batch > 1 and is_compute_bound(batch - 1):
         batch -= 1

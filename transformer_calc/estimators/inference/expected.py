@@ -65,8 +65,8 @@ prefill of a small-model, large-vocabulary run is pessimistic by up to that). Ev
 
 Sources of the constants are at each one. Three are FITTED to published serving measurements and
 checked on the others (docs/validation.md, "Inference serving"): the per-kernel cost with CUDA
-graphs (8.01 µs: it absorbs what launches, small-kernel ramps and the engine's per-step work add), the
-fp8 matmul efficiency (0.506) and the cost per sequence per step (0: its fit's minimum, once each kernel
+graphs (8.29 µs: it absorbs what launches, small-kernel ramps and the engine's per-step work add), the
+fp8 matmul efficiency (0.507) and the cost per sequence per step (0: its fit's minimum, once each kernel
 class has its own roofline; it was 10.9 µs with one roofline per step, standing in for the decode
 attention that the compute-bound GEMMs of a large batch hid).
 """
@@ -121,18 +121,19 @@ DISPATCH_SCALE_CHANNELS = 128
 DISPATCH_SCALE_BYTES = 4
 # Per-kernel fixed cost with CUDA graphs: what a decode step costs beyond its roofline at the
 # achievable rates, per kernel (launch and ramp of small kernels, the engine's per-step scheduling
-# and sampling spread over them). FITTED: 8.01 µs minimises the squared log error of four published
+# and sampling spread over them). FITTED: 8.29 µs minimises the squared log error of four published
 # decode-dominated runs (tools/validation/serving.yaml ids vllm-llama8b-tp1-h200,
 # vllm-llama70b-tp4-h200, vllm-mixtral-tp2-h200, nim-70b-5000-c1-tpot; `serving.py --fit`) and is
-# checked on the other rows there (docs/validation.md, "Inference serving"). Without CUDA graphs the
+# checked on the other rows there (docs/validation.md, "Inference serving"); 8.01 µs before Mixtral's
+# B = 8 decode read the 7.20 experts it is expected to touch rather than all 8 (issue 37). Without CUDA graphs the
 # CPU launches every kernel: 8 µs more, an ASSUMPTION of the order of PyTorch's per-op dispatch and
 # cudaLaunchKernel (not validated). Override with `kernel_s` (`--kernel-launch-s`).
-KERNEL_S_CUDA_GRAPHS = 8.01e-6
-KERNEL_S_EAGER = 16.01e-6
-# Matmuls in fp8 reach a smaller share of their dense peak than bf16's MAMF. FITTED: 0.506 of the fp8
+KERNEL_S_CUDA_GRAPHS = 8.29e-6
+KERNEL_S_EAGER = 16.29e-6
+# Matmuls in fp8 reach a smaller share of their dense peak than bf16's MAMF. FITTED: 0.507 of the fp8
 # peak makes the time to first token of nim-70b-5000-c1-ttft (Llama-3.3-70B fp8, TP2 on H100, 5000
 # prompt tokens) exact; checked on nim-70b-500-c1-ttft. Used when the compute dtype is fp8 or narrower.
-FP8_MATMUL_EFFICIENCY = 0.506
+FP8_MATMUL_EFFICIENCY = 0.507
 # Matmuls in NVFP4 (4-bit weights and activations, an E4M3 scale per 16 values) reach a smaller share
 # of their peak still. MEASURED, not fitted: 3,039 TFLOP/s of B200's 9,000 dense FP4 (0.338) for
 # vLLM's CUTLASS NVFP4 GEMM at M = 16,384 on Llama-3.1-8B's N = 6144, K = 4096 QKV shape, the

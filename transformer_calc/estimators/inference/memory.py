@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -92,25 +93,74 @@ def _kv_bytes_per_token(sh: Shard, spec: InferenceSpec) -> int:
     return kv_bytes(sh, spec, 1, held=False)
 
 
-def weights_read_bytes(sh: Shard, spec: InferenceSpec, tokens: int) -> int:
-    """Weight bytes one step reads when it processes `tokens` tokens (all sequences together).
+# (1 − k/n)^t below 2^-100: the experts left unread hold under a byte of any model below 2^100 bytes, so a
+# step reads every expert (the bytes, rounded up once, are those of the exact expectation)
+UNTOUCHED_CUTOFF_BITS = 100
+# (1 − k/n)^t is exact while n^t stays under 2^16 bits (every real model's decode batch); beyond, the float
+# power (relative error ~1e-16: under a byte of any model below 10^16 bytes), so a hostile n or t stays fast
+EXACT_POWER_BITS = 2**16
+
+
+def untouched_share(n: int, k: int, tokens: int) -> Fraction:
+    """The share of n experts that none of `tokens` tokens routes to, each token picking k of them:
+    (1 − k/n)^tokens, exact (the occupancy problem's expectation, "balls into bins": an expert escapes
+    one token's top-k with probability 1 − k/n; Feller, An Introduction to Probability Theory, vol. 1,
+    ch. II "the occupancy problem"). Assumes uniform, independent routing, an upper estimate: a skewed
+    router (hot experts, tokens of one sequence routed alike) leaves more experts untouched. 0 for a
+    dense MLP (n = 1) and from the cutoff above on."""
+    if tokens >= all_touched_tokens(n, k):
+        return Fraction(0)
+    if tokens * n.bit_length() > EXACT_POWER_BITS:
+        return Fraction(math.exp(tokens * math.log1p(-k / n)))
+    return Fraction(n - k, n) ** tokens
+
+
+def all_touched_tokens(n: int, k: int) -> int:
+    """The fewest tokens from which `untouched_share` is 0: (1 − k/n)^t < 2^-UNTOUCHED_CUTOFF_BITS
+    (0 for a dense MLP or k = n). Mixtral (2 of 8): 241; DeepSeek-V3 (8 of 256): 2,184."""
+    if n <= 1 or k >= n:
+        return 0
+    return math.floor(UNTOUCHED_CUTOFF_BITS / math.log2(n / (n - k))) + 1
+
+
+def expected_experts_touched(n: int, k: int, tokens: int, held: int | None = None) -> float:
+    """Experts a step of `tokens` tokens is expected to touch, k of n routed per token, among the `held`
+    (default all n) one GPU holds: held·(1 − (1 − k/n)^tokens). k at one token; Mixtral (2 of 8) at 8
+    tokens 7.20 (the bound min(n, tokens·k): 8); DeepSeek-V3 (8 of 256) at 32 tokens 163.3 (bound 256).
+    MoE decode's weight reads follow this count of distinct experts, not the tokens ("Opportunistic
+    Expert Activation", arXiv 2511.02237: MoE decode latency is governed by the number of activated
+    experts; Yu et al. 2025, arXiv 2512.09277, METRO: likewise per GPU under expert parallelism)."""
+    n_held = n if held is None else held
+    return float(n_held * (1 - untouched_share(n, k, tokens)))
+
+
+def weights_read_bytes(sh: Shard, spec: InferenceSpec, tokens: int | None) -> int:
+    """Weight bytes one step reads when it processes `tokens` tokens (all sequences together; None:
+    every expert, the step at which all are read).
 
     Every weight is read once, except the tables a step only gathers rows from (an untied token
-    embedding, learned positions: a few rows, not counted). A MoE reads at most
-    min(n_experts, tokens·top-k) experts per layer (an upper bound: it assumes distinct experts
-    until all are touched); under expert parallelism a GPU holds n_experts/ep of them and receives
-    ceil(tokens·top-k / min(T, ep)) of the assignments.
+    embedding, learned positions: a few rows, not counted). A MoE reads the experts its tokens are
+    expected to touch: of the n_experts/ep a GPU holds, n_held·(1 − (1 − k/n)^t) per layer
+    (`untouched_share`: uniform routing, an upper estimate), t the tokens routed over the expert-parallel
+    group: the step's tokens, times ep/T under DP attention (ep > T: each GPU's experts serve ep/T
+    attention groups). The mean GPU's reads: the slowest GPU of an EP group touches more (not modelled).
+    Redundant expert slots are counted as n_experts + r experts routed uniformly. The bytes are the
+    exact expectation's, rounded up once.
     """
     T, ep = sh.expert_assignments_share
-    share = min(T, ep)  # expert parallelism: each GPU receives 1/min(T, ep) of the assignments
-    touched = min(sh.n_experts, -(-tokens * sh.experts_per_token // share))
+    if tokens is None:
+        idle = Fraction(0)
+    else:
+        routed = tokens * max(ep // T, 1)  # DP attention: the ep/T groups' tokens reach each GPU's experts
+        idle = sh.n_experts * untouched_share(sh.n_experts * ep, sh.experts_per_token, routed)
     if sh.store is not None:  # a quantized format: its bytes, an idle expert at its stored size
         q = sh.store
-        idle_bytes = sh.moe_layers * (sh.n_experts - touched) * q.expert_bytes if q.expert_params else 0
+        idle_bytes = sh.moe_layers * idle * q.expert_bytes if q.expert_params else 0
         read = q.total_bytes - q.gathered_bytes - idle_bytes
         return -(-read.numerator // read.denominator) if isinstance(read, Fraction) else read
-    idle = sh.moe_layers * (sh.n_experts - touched) * sh.expert_params
-    return storage_bytes(sh.params - sh.gathered_params - idle + sh.reread_params, DTYPE_BITS[spec.weight_dtype])
+    elements = sh.params - sh.gathered_params - sh.moe_layers * idle * sh.expert_params + sh.reread_params
+    read_bytes = elements * DTYPE_BITS[spec.weight_dtype] / BITS_PER_BYTE  # exact; whole bytes, rounded up once
+    return -(-read_bytes.numerator // read_bytes.denominator)
 
 
 def weight_split(sh: Shard, spec: InferenceSpec) -> tuple[Fraction, Fraction]:
